@@ -1,0 +1,1 @@
+//! ataman benchmarks (being written)

@@ -1,0 +1,1 @@
+//! Compaction (being written)

@@ -1,0 +1,1 @@
+//! Simulated file system (stub: being written)

@@ -1,0 +1,42 @@
+//! # ataman-engine
+//!
+//! ataman's storage engine: a log-structured merge tree with a group-commit
+//! write-ahead log, written for a database whose every microsecond can be
+//! explained.
+//!
+//! ## Layout
+//! - [`db`]: the public handle ([`Db`]): open, write, read, scan, flush,
+//!   compact, close; the writer (tx) thread, the read view, recovery.
+//! - [`wal`]: the write-ahead log: record frame, segment replay, the WAL
+//!   thread with group commit.
+//! - [`memtable`]: the in-memory sorted table writes land in.
+//! - [`sst`]: SSTables: blocks, bloom filter, index, footer, block cache.
+//! - [`manifest`]: the log of version edits that says which files are live.
+//! - [`compaction`]: merging iterators, leveled compaction picking, the
+//!   background flush/compaction thread.
+//! - [`fs`]: the file-system seam; [`fs::sim`] simulates power loss.
+//! - [`key`], [`batch`], [`coding`]: the byte formats everything shares.
+//!
+//! The byte formats are specified in `docs/FORMAT.md`; the threads and the
+//! commit and recovery protocol in `docs/ARCHITECTURE.md`.
+
+pub mod batch;
+pub mod coding;
+pub mod compaction;
+pub mod db;
+pub mod error;
+pub mod fs;
+pub mod iter;
+pub mod key;
+pub mod manifest;
+pub mod memtable;
+pub mod metrics;
+pub mod options;
+pub mod sst;
+pub mod wal;
+
+pub use batch::WriteBatch;
+pub use db::{Db, Entry, ScanIter, Stats};
+pub use error::{CorruptionKind, Error, Result};
+pub use key::{Kind, Timestamp};
+pub use options::{Compression, Durability, Options, WalMode};

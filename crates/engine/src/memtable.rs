@@ -1,0 +1,1 @@
+//! Memtable (being written)

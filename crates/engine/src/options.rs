@@ -1,0 +1,129 @@
+//! Options of an open engine, with the defaults a node uses.
+
+use crate::fs::{FileSystem, OsFs};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How far the WAL thread goes before it reports a batch persisted (per node).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalMode {
+    /// `write` then `fdatasync` once per group: survives power loss.
+    Fsync,
+    /// `write` only: survives a process crash (kill -9), not a power cut.
+    Write,
+    /// Nothing is written to the WAL: data since the last flush is lost on any crash.
+    None,
+}
+
+/// When a write is acknowledged to its caller (per write).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// After the WAL made it as durable as the [`WalMode`] allows.
+    Complete,
+    /// After the WAL thread took it into a group (not yet written).
+    Submit,
+    /// After the writer thread applied it to the memtable.
+    None,
+}
+
+/// Block compression for SSTables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// Blocks are stored as built.
+    None,
+    /// Each block is LZ4-compressed when that saves at least 1/8 of its size.
+    Lz4,
+}
+
+/// Engine options. `Options::default()` is what a node uses.
+#[derive(Clone)]
+pub struct Options {
+    /// The file system; tests pass a simulated one.
+    pub fs: Arc<dyn FileSystem>,
+    /// How durable the WAL makes each group.
+    pub wal_mode: WalMode,
+    /// A memtable becomes immutable and is flushed at this size.
+    pub memtable_bytes_max: usize,
+    /// Immutable memtables waiting for flush before writes stall.
+    pub immutable_memtables_max: usize,
+    /// How long a write waits in a stall before it fails with `Busy`.
+    pub write_stall_timeout: Duration,
+    /// Write requests queued for the writer thread before `submit` answers `Busy`.
+    pub write_queue_requests_max: usize,
+    /// Bytes queued for the writer thread before `submit` answers `Busy`.
+    pub write_queue_bytes_max: usize,
+    /// Target size of an SSTable data block before compression.
+    pub block_bytes: usize,
+    /// Keys between restart points in a data block.
+    pub block_restart_interval: usize,
+    /// Bloom filter bits per key (10 gives about 1% false positives).
+    pub bloom_bits_per_key: usize,
+    /// Compression of data blocks.
+    pub compression: Compression,
+    /// Byte budget of the shared block cache.
+    pub block_cache_bytes: usize,
+    /// Target size of one SSTable written by compaction.
+    pub sst_target_bytes: u64,
+    /// L0 file count that triggers a compaction into L1.
+    pub l0_compaction_trigger: usize,
+    /// L0 file count at which writes stall until compaction catches up.
+    pub l0_stop_writes: usize,
+    /// Size budget of L1; each deeper level is `level_size_ratio` times larger.
+    pub l1_bytes_max: u64,
+    /// Size ratio between adjacent levels.
+    pub level_size_ratio: u64,
+    /// Number of levels (L0 to L(n-1)).
+    pub levels: usize,
+    /// A tombstone is dropped at the bottom level only once its timestamp's
+    /// millisecond part is older than this (replicas must have seen it).
+    pub tombstone_grace: Duration,
+    /// WAL segment file size at which the WAL starts a new segment.
+    pub wal_segment_bytes_max: u64,
+    /// Decode WAL batches in a reader thread during recovery (two batches ahead).
+    pub recovery_reader_thread: bool,
+    /// Skip bad WAL records that are not a torn tail, instead of refusing to open.
+    pub force_recovery: bool,
+    /// Run flushes and compactions in the background automatically.
+    pub background_compaction: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            fs: Arc::new(OsFs),
+            wal_mode: WalMode::Fsync,
+            memtable_bytes_max: 64 * 1024 * 1024,
+            immutable_memtables_max: 2,
+            write_stall_timeout: Duration::from_secs(10),
+            write_queue_requests_max: 65_536,
+            write_queue_bytes_max: 256 * 1024 * 1024,
+            block_bytes: 4096,
+            block_restart_interval: 16,
+            bloom_bits_per_key: 10,
+            compression: Compression::Lz4,
+            block_cache_bytes: 256 * 1024 * 1024,
+            sst_target_bytes: 64 * 1024 * 1024,
+            l0_compaction_trigger: 4,
+            l0_stop_writes: 20,
+            l1_bytes_max: 256 * 1024 * 1024,
+            level_size_ratio: 10,
+            levels: 7,
+            tombstone_grace: Duration::from_secs(10 * 24 * 3600),
+            wal_segment_bytes_max: 64 * 1024 * 1024,
+            recovery_reader_thread: true,
+            force_recovery: false,
+            background_compaction: true,
+        }
+    }
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("wal_mode", &self.wal_mode)
+            .field("memtable_bytes_max", &self.memtable_bytes_max)
+            .field("compression", &self.compression)
+            .field("levels", &self.levels)
+            .finish_non_exhaustive()
+    }
+}

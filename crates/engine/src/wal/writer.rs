@@ -1,0 +1,1 @@
+//! The WAL thread (being written)

@@ -1,0 +1,1 @@
+//! ataman node (being written)
