@@ -261,7 +261,9 @@ mod tests {
     #[test]
     fn payload_round_trip() {
         let mut b = WriteBatch::new();
-        b.put(b"k1", b"v1", 10).delete(b"k2", 11).put(b"k3", b"", 12);
+        b.put(b"k1", b"v1", 10)
+            .delete(b"k2", 11)
+            .put(b"k3", b"", 12);
         let mut out = Vec::new();
         encode_payload(&mut out, 100, &b);
         let p = decode_payload(&out).unwrap();

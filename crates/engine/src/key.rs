@@ -163,17 +163,14 @@ mod tests {
         let a5s2 = internal_key(b"a", 5, 2, Kind::Put);
         let ab = internal_key(b"ab", 100, 1, Kind::Put);
         let b0 = internal_key(b"b", 0, 0, Kind::Put);
-        let mut keys = vec![
-            b0.clone(),
-            a1.clone(),
-            ab.clone(),
-            a5.clone(),
-            a5s2.clone(),
-        ];
+        let mut keys = vec![b0.clone(), a1.clone(), ab.clone(), a5.clone(), a5s2.clone()];
         keys.sort_by(|x, y| compare_internal(x, y));
         assert_eq!(keys, vec![a5s2, a5, a1, ab, b0]);
         assert_eq!(
-            compare_internal(&seek_key(b"a"), &internal_key(b"a", u64::MAX, SEQ_MAX, Kind::Put)),
+            compare_internal(
+                &seek_key(b"a"),
+                &internal_key(b"a", u64::MAX, SEQ_MAX, Kind::Put)
+            ),
             Ordering::Less
         );
     }

@@ -37,12 +37,23 @@ impl Db {
         todo!()
     }
     /// Queues a batch; `done` runs (on an engine thread) once it reached `durability`.
-    pub fn submit(&self, batch: WriteBatch, durability: Durability, done: WriteCallback) -> Result<()> {
+    pub fn submit(
+        &self,
+        batch: WriteBatch,
+        durability: Durability,
+        done: WriteCallback,
+    ) -> Result<()> {
         let _ = (batch, durability, done);
         todo!()
     }
     /// Puts one value.
-    pub fn put(&self, key: &[u8], value: &[u8], ts: Timestamp, durability: Durability) -> Result<u64> {
+    pub fn put(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        ts: Timestamp,
+        durability: Durability,
+    ) -> Result<u64> {
         let mut b = WriteBatch::new();
         b.put(key, value, ts);
         self.write(b, durability)
@@ -59,7 +70,12 @@ impl Db {
         todo!()
     }
     /// Entries with `start <= key < end` in key order on one consistent view.
-    pub fn scan(&self, start: &[u8], end: Option<&[u8]>, include_tombstones: bool) -> Result<ScanIter> {
+    pub fn scan(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        include_tombstones: bool,
+    ) -> Result<ScanIter> {
         let _ = (start, end, include_tombstones);
         todo!()
     }
