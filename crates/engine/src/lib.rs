@@ -32,6 +32,7 @@ pub mod manifest;
 pub mod memtable;
 pub mod metrics;
 pub mod options;
+pub mod queue;
 pub mod sst;
 pub mod wal;
 

@@ -77,8 +77,6 @@ pub struct Options {
     /// A tombstone is dropped at the bottom level only once its timestamp's
     /// millisecond part is older than this (replicas must have seen it).
     pub tombstone_grace: Duration,
-    /// WAL segment file size at which the WAL starts a new segment.
-    pub wal_segment_bytes_max: u64,
     /// Decode WAL batches in a reader thread during recovery (two batches ahead).
     pub recovery_reader_thread: bool,
     /// Skip bad WAL records that are not a torn tail, instead of refusing to open.
@@ -109,7 +107,6 @@ impl Default for Options {
             level_size_ratio: 10,
             levels: 7,
             tombstone_grace: Duration::from_secs(10 * 24 * 3600),
-            wal_segment_bytes_max: 64 * 1024 * 1024,
             recovery_reader_thread: true,
             force_recovery: false,
             background_compaction: true,

@@ -1,10 +1,38 @@
-//! The public engine handle. (stub: being written)
+//! The public engine handle and its threads.
+//!
+//! - `open`: recovery.
+//! - `writer`: the writer (tx) thread.
+//! - the WAL thread ([`crate::wal::writer`]) and the background
+//!   flush/compaction thread ([`crate::compaction::worker`]).
+//! - `read`: point reads and scans on a read view.
+//!
+//! # Thread safety
+//! `Db` is `Send + Sync`: share it (e.g. in an `Arc`) between any number of
+//! reader and writer threads. Writes are queued to the single writer
+//! thread; reads run on the caller's thread and never block the writer.
+
+pub mod open;
+pub mod read;
+pub mod shared;
+pub mod version;
+pub mod writer;
+
+pub use open::RecoveryReport;
+pub use read::ScanIter;
+pub use shared::WriteCallback;
 
 use crate::batch::WriteBatch;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::key::Timestamp;
 use crate::options::{Durability, Options};
+use crate::queue::PushError;
+use crate::sst::CacheStats;
+use crate::wal::writer::WalWriter;
+use shared::{Shared, WriteRequest, lock};
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
 
 /// The newest version of a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,35 +45,122 @@ pub struct Entry {
 
 /// Engine figures for metrics and benchmarks.
 #[derive(Debug, Clone, Default)]
-pub struct Stats {}
-
-/// Callback run when a submitted write reaches its durability (or fails).
-pub type WriteCallback = Box<dyn FnOnce(Result<u64>) + Send>;
+pub struct Stats {
+    /// Files per level.
+    pub level_files: Vec<usize>,
+    /// Bytes per level.
+    pub level_bytes: Vec<u64>,
+    /// Bytes in the active memtable.
+    pub memtable_bytes: u64,
+    /// Immutable memtables waiting for flush.
+    pub immutable_memtables: usize,
+    /// Highest visible sequence number.
+    pub visible_seq: u64,
+    /// Requests queued for the writer thread.
+    pub write_queue_depth: usize,
+    /// Groups queued for the WAL thread.
+    pub wal_queue_depth: usize,
+    /// (WAL + flush + compaction bytes written) / user bytes written.
+    pub write_amplification: f64,
+    /// Total SSTable bytes / bytes of the largest level (1.0 when all data is in one level).
+    pub space_amplification: f64,
+    /// Block cache counters.
+    pub cache: CacheStats,
+    /// Why writes are refused, if they are.
+    pub poisoned: Option<String>,
+}
 
 /// An open database directory.
-pub struct Db {}
+pub struct Db {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    report: RecoveryReport,
+}
 
 impl Db {
     /// Opens (creating if missing) the database in `dir`.
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Db> {
-        let _ = (dir, opts);
-        todo!()
+        let (shared, report) = open::open(dir.as_ref(), opts)?;
+        let segment = shared.sv.load().mem.wal_segment();
+        let poison_target = Arc::clone(&shared);
+        let wal = WalWriter::create(
+            Arc::clone(&shared.fs),
+            &shared.dir,
+            segment,
+            shared.opts.wal_mode,
+            Arc::clone(&shared.metrics),
+            Arc::new(move |e| poison_target.poison(e)),
+        )?;
+        let mut threads = Vec::new();
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(f)
+                .map_err(|e| Error::io(name, e))
+        };
+        let wal_queue = Arc::clone(&shared.wal_queue);
+        threads.push(spawn("ataman-wal", Box::new(move || wal.run(wal_queue)))?);
+        let s = Arc::clone(&shared);
+        threads.push(spawn("ataman-tx", Box::new(move || writer::run(s)))?);
+        let s = Arc::clone(&shared);
+        threads.push(spawn(
+            "ataman-compact",
+            Box::new(move || crate::compaction::worker::run(s)),
+        )?);
+        Ok(Db {
+            shared,
+            threads,
+            report,
+        })
     }
-    /// Writes a batch atomically and waits for `durability`. Returns the first sequence number.
-    pub fn write(&self, batch: WriteBatch, durability: Durability) -> Result<u64> {
-        let _ = (batch, durability);
-        todo!()
+
+    /// What the open found (WAL replay, torn tail, skipped records, timings).
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.report
     }
-    /// Queues a batch; `done` runs (on an engine thread) once it reached `durability`.
+
+    /// Queues a batch; `done` runs (on an engine thread; keep it short) once
+    /// the batch reached `durability`, with the batch's first sequence number.
+    /// Refused at once with `Busy` when the writer's queue is full.
     pub fn submit(
         &self,
         batch: WriteBatch,
         durability: Durability,
         done: WriteCallback,
     ) -> Result<()> {
-        let _ = (batch, durability, done);
-        todo!()
+        batch.validate().map_err(Error::InvalidArgument)?;
+        self.shared.check_poisoned()?;
+        let bytes = batch.encoded_bytes();
+        let request = WriteRequest::Write {
+            batch,
+            durability,
+            callback: done,
+        };
+        match self.shared.write_queue.push(request, bytes) {
+            Ok(()) => Ok(()),
+            Err((PushError::Full, _)) => {
+                self.shared.metrics.writes_refused_busy.add(1);
+                Err(Error::Busy {
+                    what: "write queue full",
+                })
+            }
+            Err((PushError::Closed, _)) => Err(Error::Closed),
+        }
     }
+
+    /// Writes a batch atomically and waits for `durability`. Returns the first sequence number.
+    pub fn write(&self, batch: WriteBatch, durability: Durability) -> Result<u64> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.submit(
+            batch,
+            durability,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        )?;
+        rx.recv().map_err(|_| Error::Closed)?
+    }
+
     /// Puts one value.
     pub fn put(
         &self,
@@ -58,51 +173,138 @@ impl Db {
         b.put(key, value, ts);
         self.write(b, durability)
     }
+
     /// Writes one tombstone.
     pub fn delete(&self, key: &[u8], ts: Timestamp, durability: Durability) -> Result<u64> {
         let mut b = WriteBatch::new();
         b.delete(key, ts);
         self.write(b, durability)
     }
+
     /// The newest version of `key` (a tombstone included), or `None`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
-        let _ = key;
-        todo!()
+        read::get(&self.shared, key)
     }
-    /// Entries with `start <= key < end` in key order on one consistent view.
+
+    /// Entries with `start <= key < end` in key order, on one consistent view.
     pub fn scan(
         &self,
         start: &[u8],
         end: Option<&[u8]>,
         include_tombstones: bool,
     ) -> Result<ScanIter> {
-        let _ = (start, end, include_tombstones);
-        todo!()
+        read::scan(&self.shared, start, end, include_tombstones)
     }
-    /// Flushes the memtable to an SSTable and waits.
+
+    /// Makes the memtable immutable and waits until every immutable memtable is flushed.
     pub fn flush(&self) -> Result<()> {
-        todo!()
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let request = WriteRequest::Rotate(Box::new(move |r| {
+            let _ = tx.send(r);
+        }));
+        if self.shared.write_queue.push_unbounded(request).is_err() {
+            return Err(Error::Closed);
+        }
+        rx.recv().map_err(|_| Error::Closed)??;
+        self.shared.notify_bg();
+        let mut bg = lock(&self.shared.bg);
+        loop {
+            self.shared.check_poisoned()?;
+            if self.shared.sv.load().imms.is_empty() {
+                return Ok(());
+            }
+            bg = self
+                .shared
+                .bg_cond
+                .wait_timeout(bg, std::time::Duration::from_millis(50))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
-    /// Compacts everything into the bottom level and waits.
+
+    /// Flushes, then compacts every table into the deepest level and waits.
     pub fn compact(&self) -> Result<()> {
-        todo!()
+        self.flush()?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        {
+            let mut bg = lock(&self.shared.bg);
+            bg.manual_compactions.push(tx);
+            bg.work_hint = true;
+        }
+        self.shared.bg_cond.notify_all();
+        rx.recv().map_err(|_| Error::Closed)?
     }
+
     /// Current figures.
     pub fn stats(&self) -> Stats {
-        todo!()
+        let s = &self.shared;
+        let sv = s.sv.load();
+        let m = &s.metrics;
+        let level_bytes: Vec<u64> = (0..sv.version.levels.len())
+            .map(|l| sv.version.level_bytes(l))
+            .collect();
+        let total: u64 = level_bytes.iter().sum();
+        let largest = level_bytes.iter().copied().max().unwrap_or(0);
+        let written = m.wal_bytes_written.get()
+            + m.flush_bytes_written.get()
+            + m.compaction_bytes_written.get();
+        let user = m.user_bytes_written.get();
+        Stats {
+            level_files: sv.version.levels.iter().map(Vec::len).collect(),
+            level_bytes,
+            memtable_bytes: sv.mem.bytes() as u64,
+            immutable_memtables: sv.imms.len(),
+            visible_seq: s.visible_seq.load(Ordering::Acquire),
+            write_queue_depth: s.write_queue.depth(),
+            wal_queue_depth: s.wal_queue.depth(),
+            write_amplification: if user == 0 {
+                0.0
+            } else {
+                written as f64 / user as f64
+            },
+            space_amplification: if largest == 0 {
+                0.0
+            } else {
+                total as f64 / largest as f64
+            },
+            cache: s.cache.stats(),
+            poisoned: s.check_poisoned().err().map(|e| e.to_string()),
+        }
     }
-    /// Stops the engine's threads, flushing nothing more than the WAL already holds.
-    pub fn close(self) -> Result<()> {
-        todo!()
+
+    /// The engine's counters and histograms.
+    pub fn metrics(&self) -> &crate::metrics::EngineMetrics {
+        &self.shared.metrics
+    }
+
+    /// Flushes the memtable (so the next open replays nothing), stops the
+    /// threads and releases the directory. Pending writes are answered first.
+    pub fn close(mut self) -> Result<()> {
+        let flushed = if self.shared.check_poisoned().is_ok() {
+            self.flush()
+        } else {
+            Ok(())
+        };
+        self.stop();
+        flushed?;
+        self.shared.check_poisoned()
+    }
+
+    fn stop(&mut self) {
+        self.shared.write_queue.close();
+        {
+            let mut bg = lock(&self.shared.bg);
+            bg.shutdown = true;
+        }
+        self.shared.bg_cond.notify_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
     }
 }
 
-/// Iterator of a scan: `(key, entry)` in key order.
-pub struct ScanIter {}
-
-impl Iterator for ScanIter {
-    type Item = Result<(Vec<u8>, Entry)>;
-    fn next(&mut self) -> Option<Self::Item> {
-        todo!()
+impl Drop for Db {
+    fn drop(&mut self) {
+        self.stop();
     }
 }

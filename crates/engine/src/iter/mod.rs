@@ -22,3 +22,9 @@ pub trait InternalIterator: Send {
     /// The current value.
     fn value(&self) -> &[u8];
 }
+
+mod level;
+mod merge;
+
+pub use level::LevelIter;
+pub use merge::MergingIterator;

@@ -1,0 +1,265 @@
+//! The background thread: flushes immutable memtables and runs compactions,
+//! then installs the results as new versions.
+//!
+//! Flushes come first (they free memory and unblock a stalled writer);
+//! manual compactions next; automatic compactions when nothing else waits.
+//! Any failure poisons the engine: a half-installed tree is never used.
+
+use super::output::{DropPolicy, write_tables};
+use super::picker::{self, Plan};
+use crate::db::shared::{Shared, lock};
+use crate::db::version::{LiveTable, SuperVersion, Version};
+use crate::error::{Error, Result};
+use crate::iter::{InternalIterator, LevelIter, MergingIterator};
+use crate::key;
+use crate::manifest::VersionEdit;
+use crate::memtable::Memtable;
+use crate::wal::segment::parse_segment_file_name;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// How long the idle background thread waits before re-checking its work.
+const BG_IDLE_WAIT: Duration = Duration::from_millis(500);
+
+/// The thread body.
+pub fn run(shared: Arc<Shared>) {
+    loop {
+        let manual = {
+            let mut bg = lock(&shared.bg);
+            while !bg.shutdown && !bg.work_hint {
+                bg = shared
+                    .bg_cond
+                    .wait_timeout(bg, BG_IDLE_WAIT)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+                if !bg.work_hint {
+                    bg.work_hint = true; // periodic re-check (e.g. tombstone expiry)
+                }
+            }
+            if bg.shutdown {
+                for reply in bg.manual_compactions.drain(..) {
+                    let _ = reply.send(Err(Error::Closed));
+                }
+                return;
+            }
+            bg.work_hint = false;
+            std::mem::take(&mut bg.manual_compactions)
+        };
+        if shared.check_poisoned().is_err() {
+            for reply in manual {
+                let _ = reply.send(shared.check_poisoned());
+            }
+            continue;
+        }
+        if let Err(e) = step(&shared, manual) {
+            shared.poison(&e);
+        }
+        shared.bg_cond.notify_all();
+    }
+}
+
+/// One round of work: all flushes, then manual compactions, then one automatic compaction.
+fn step(shared: &Shared, manual: Vec<std::sync::mpsc::Sender<Result<()>>>) -> Result<()> {
+    loop {
+        let sv = shared.sv.load_full();
+        let Some(oldest) = sv.imms.last().cloned() else {
+            break;
+        };
+        flush_memtable(shared, &oldest)?;
+        shared.bg_cond.notify_all();
+    }
+    for reply in manual {
+        let result = match picker::pick_all(&shared.sv.load().version) {
+            Some(plan) => compact(shared, plan),
+            None => Ok(()),
+        };
+        let failed = result.as_ref().err().map(crate::wal::writer::clone_err);
+        let _ = reply.send(result);
+        if let Some(e) = failed {
+            return Err(e);
+        }
+    }
+    if !shared.opts.background_compaction {
+        return Ok(());
+    }
+    let plan = {
+        let bg = lock(&shared.bg);
+        picker::pick(
+            &shared.sv.load().version,
+            &shared.opts,
+            &bg.compact_pointers,
+        )
+    };
+    if let Some(plan) = plan {
+        compact(shared, plan)?;
+        shared.notify_bg(); // there may be more to do
+    }
+    Ok(())
+}
+
+/// Writes the oldest immutable memtable to an L0 table and installs it.
+pub fn flush_memtable(shared: &Shared, imm: &Arc<Memtable>) -> Result<()> {
+    let mut it = imm.iter(u64::MAX);
+    it.seek_to_first()?;
+    let outputs = write_tables(shared, &mut it, 0, u64::MAX, DropPolicy::keep_tombstones())?;
+    let mut versions = lock(&shared.versions);
+    let current = shared.sv.load_full();
+    debug_assert!(current.imms.last().is_some_and(|m| Arc::ptr_eq(m, imm)));
+    // The WAL segments of the memtables still in memory must be kept.
+    let remaining_oldest_segment = current
+        .imms
+        .iter()
+        .rev()
+        .nth(1)
+        .map_or(current.mem.wal_segment(), |m| m.wal_segment());
+    let edit = VersionEdit {
+        added: outputs.iter().map(|t| t.meta.clone()).collect(),
+        removed: Vec::new(),
+        wal_segment_min: Some(remaining_oldest_segment),
+        next_file_number: Some(shared.next_file_number.load(Ordering::Relaxed)),
+        last_seq: Some(imm.seq_max().max(versions.state.last_seq)),
+    };
+    versions.manifest.append(&edit)?;
+    versions
+        .state
+        .apply(&edit)
+        .map_err(|e| Error::InvalidArgument(format!("manifest edit does not apply: {e}")))?;
+    drop(versions);
+    {
+        let _guard = lock(&shared.sv_update);
+        let latest = shared.sv.load_full();
+        let mut version = Version::clone(&latest.version);
+        version.levels[0].extend(outputs.iter().cloned());
+        version.normalize();
+        let imms: Vec<Arc<Memtable>> = latest
+            .imms
+            .iter()
+            .filter(|m| !Arc::ptr_eq(m, imm))
+            .cloned()
+            .collect();
+        shared.sv.store(Arc::new(SuperVersion {
+            mem: Arc::clone(&latest.mem),
+            imms,
+            version: Arc::new(version),
+        }));
+    }
+    let m = &shared.metrics;
+    m.flushes.add(1);
+    m.flush_bytes_written
+        .add(outputs.iter().map(|t| t.meta.file_bytes).sum());
+    remove_obsolete_segments(shared, remaining_oldest_segment);
+    Ok(())
+}
+
+/// Removes WAL segments numbered below `min` (their data is in SSTables).
+pub fn remove_obsolete_segments(shared: &Shared, min: u64) {
+    let Ok(names) = shared.fs.list_dir(&shared.dir) else {
+        return;
+    };
+    for name in names {
+        if parse_segment_file_name(&name).is_some_and(|n| n < min) {
+            // A segment that cannot be removed now is removed by the next open.
+            let _ = shared.fs.remove_file(&shared.dir.join(&name));
+        }
+    }
+}
+
+/// Runs a compaction plan and installs its outputs.
+pub fn compact(shared: &Shared, plan: Plan) -> Result<()> {
+    let output_level = plan.output_level;
+    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    let mut deeper: Vec<Arc<LiveTable>> = Vec::new();
+    for (level, file) in &plan.inputs {
+        if *level == 0 {
+            children.push(Box::new(file.table.iter()));
+        } else {
+            deeper.push(Arc::clone(file));
+        }
+    }
+    // Files of one deeper level are disjoint; one LevelIter per level.
+    deeper.sort_by(|a, b| {
+        (a.meta.level, &a.meta.smallest)
+            .partial_cmp(&(b.meta.level, &b.meta.smallest))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    let mut start = 0;
+    while start < deeper.len() {
+        let level = deeper[start].meta.level;
+        let end = start + deeper[start..].partition_point(|f| f.meta.level == level);
+        let mut files = deeper[start..end].to_vec();
+        files.sort_by(|a, b| key::compare_internal(&a.meta.smallest, &b.meta.smallest));
+        children.push(Box::new(LevelIter::new(files)));
+        start = end;
+    }
+    let mut merged = MergingIterator::new(children);
+    merged.seek_to_first()?;
+    let policy = if plan.bottom {
+        DropPolicy::bottom_level(shared.opts.tombstone_grace.as_millis() as u64)
+    } else {
+        DropPolicy::keep_tombstones()
+    };
+    let outputs = write_tables(
+        shared,
+        &mut merged,
+        output_level as u32,
+        shared.opts.sst_target_bytes,
+        policy,
+    )?;
+    install_compaction(shared, &plan, &outputs)?;
+    let m = &shared.metrics;
+    m.compactions.add(1);
+    m.compaction_bytes_read
+        .add(plan.inputs.iter().map(|(_, f)| f.meta.file_bytes).sum());
+    m.compaction_bytes_written
+        .add(outputs.iter().map(|t| t.meta.file_bytes).sum());
+    if let Some(last) = plan
+        .inputs
+        .iter()
+        .filter(|(l, _)| *l + 1 == output_level)
+        .map(|(_, f)| f)
+        .next_back()
+    {
+        let mut bg = lock(&shared.bg);
+        if let Some(p) = bg.compact_pointers.get_mut(output_level - 1) {
+            *p = key::user_key(&last.meta.largest).to_vec();
+        }
+    }
+    Ok(())
+}
+
+fn install_compaction(shared: &Shared, plan: &Plan, outputs: &[Arc<LiveTable>]) -> Result<()> {
+    let mut versions = lock(&shared.versions);
+    let edit = VersionEdit {
+        added: outputs.iter().map(|t| t.meta.clone()).collect(),
+        removed: plan
+            .inputs
+            .iter()
+            .map(|(level, f)| (*level as u32, f.meta.number))
+            .collect(),
+        wal_segment_min: None,
+        next_file_number: Some(shared.next_file_number.load(Ordering::Relaxed)),
+        last_seq: None,
+    };
+    versions.manifest.append(&edit)?;
+    versions
+        .state
+        .apply(&edit)
+        .map_err(|e| Error::InvalidArgument(format!("manifest edit does not apply: {e}")))?;
+    drop(versions);
+    let _guard = lock(&shared.sv_update);
+    let latest = shared.sv.load_full();
+    let mut version = Version::clone(&latest.version);
+    for (level, file) in &plan.inputs {
+        version.levels[*level].retain(|f| f.meta.number != file.meta.number);
+        file.mark_obsolete();
+    }
+    version.levels[plan.output_level].extend(outputs.iter().cloned());
+    version.normalize();
+    shared.sv.store(Arc::new(SuperVersion {
+        mem: Arc::clone(&latest.mem),
+        imms: latest.imms.clone(),
+        version: Arc::new(version),
+    }));
+    Ok(())
+}

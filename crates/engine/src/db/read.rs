@@ -1,0 +1,206 @@
+//! Reads: point lookups and range scans on a consistent read view.
+//!
+//! A read takes the current [`SuperVersion`] (lock-free) and then the
+//! visible sequence number; it sees every batch up to that number that is
+//! in the view's memtables and tables, and nothing of a batch being applied.
+//!
+//! Newest timestamp wins wherever it is: a write with an old timestamp may
+//! arrive late and sit in the memtable above a newer version in an SSTable.
+//! So a point read looks in every place the key may be, but skips any
+//! source whose largest timestamp cannot beat what it already found (the
+//! common case: timestamps grow with time, so the first hit usually wins).
+
+use super::Entry;
+use super::shared::Shared;
+use super::version::SuperVersion;
+use crate::error::{CorruptionKind, Error, Result};
+use crate::iter::{InternalIterator, LevelIter, MergingIterator};
+use crate::key::{self, Kind};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+#[derive(Debug)]
+struct Best {
+    ts: u64,
+    seq: u64,
+    kind: Kind,
+    value: Vec<u8>,
+}
+
+impl Best {
+    fn beats(&self, ts: u64, seq: u64) -> bool {
+        (self.ts, self.seq) >= (ts, seq)
+    }
+}
+
+fn offer(best: &mut Option<Best>, ts: u64, seq: u64, kind: Kind, value: Vec<u8>) {
+    if best.as_ref().is_none_or(|b| !b.beats(ts, seq)) {
+        *best = Some(Best {
+            ts,
+            seq,
+            kind,
+            value,
+        });
+    }
+}
+
+/// The read view: the super version and the visible sequence number.
+pub fn read_view(shared: &Shared) -> (Arc<SuperVersion>, u64) {
+    let sv = shared.sv.load_full();
+    let visible = shared.visible_seq.load(Ordering::Acquire);
+    (sv, visible)
+}
+
+/// The newest version of `user_key`.
+pub fn get(shared: &Shared, user_key: &[u8]) -> Result<Option<Entry>> {
+    let (sv, visible) = read_view(shared);
+    let mut best: Option<Best> = None;
+    shared.metrics.gets.add(1);
+    for mem in std::iter::once(&sv.mem).chain(sv.imms.iter()) {
+        if best.as_ref().is_some_and(|b| b.ts > mem.ts_max()) {
+            continue;
+        }
+        if let Some(f) = mem.get(user_key, visible) {
+            offer(&mut best, f.ts, f.seq, f.kind, f.value);
+        }
+    }
+    let l0 = sv.version.levels.first().into_iter().flatten();
+    let deeper = sv
+        .version
+        .levels
+        .iter()
+        .enumerate()
+        .skip(1)
+        .filter_map(|(level, _)| sv.version.file_covering(level, user_key));
+    for file in l0.chain(deeper) {
+        if !file.covers(user_key) || best.as_ref().is_some_and(|b| b.ts > file.meta.ts_max) {
+            continue;
+        }
+        if !file.table.may_contain(user_key) {
+            shared.metrics.bloom_negatives.add(1);
+            continue;
+        }
+        shared.metrics.get_tables_read.add(1);
+        if let Some((ikey, value)) = file.table.get(user_key)? {
+            let p = key::parse_internal_key(&ikey).ok_or_else(|| {
+                Error::corruption(
+                    shared
+                        .dir
+                        .join(crate::sst::table_file_name(file.meta.number)),
+                    0,
+                    CorruptionKind::Malformed("table returned an undecodable key".into()),
+                )
+            })?;
+            offer(&mut best, p.ts, p.seq, p.kind, value);
+        }
+    }
+    Ok(best.map(|b| Entry {
+        ts: b.ts,
+        value: (b.kind == Kind::Put).then_some(b.value),
+    }))
+}
+
+/// Iterator of a scan: `(key, newest entry)` in key order.
+///
+/// Holds its read view (and so the files it reads) until dropped.
+pub struct ScanIter {
+    _sv: Arc<SuperVersion>,
+    merged: MergingIterator,
+    end: Option<Vec<u8>>,
+    include_tombstones: bool,
+    last_user_key: Option<Vec<u8>>,
+    done: bool,
+}
+
+/// Starts a scan of `[start, end)`.
+pub fn scan(
+    shared: &Shared,
+    start: &[u8],
+    end: Option<&[u8]>,
+    include_tombstones: bool,
+) -> Result<ScanIter> {
+    let (sv, visible) = read_view(shared);
+    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    for mem in std::iter::once(&sv.mem).chain(sv.imms.iter()) {
+        children.push(Box::new(mem.iter(visible)));
+    }
+    for (level, files) in sv.version.levels.iter().enumerate() {
+        if level == 0 {
+            for f in files {
+                children.push(Box::new(f.table.iter()));
+            }
+        } else if !files.is_empty() {
+            children.push(Box::new(LevelIter::new(files.clone())));
+        }
+    }
+    let mut merged = MergingIterator::new(children);
+    merged.seek(&key::seek_key(start))?;
+    Ok(ScanIter {
+        _sv: sv,
+        merged,
+        end: end.map(<[u8]>::to_vec),
+        include_tombstones,
+        last_user_key: None,
+        done: false,
+    })
+}
+
+impl ScanIter {
+    fn step(&mut self) -> Result<Option<(Vec<u8>, Entry)>> {
+        while self.merged.valid() {
+            let ikey = self.merged.key();
+            let p = key::parse_internal_key(ikey).ok_or_else(|| Error::Corruption {
+                path: Default::default(),
+                offset: 0,
+                kind: CorruptionKind::Malformed("undecodable internal key in scan".into()),
+            })?;
+            if let Some(end) = &self.end
+                && p.user_key >= end.as_slice()
+            {
+                return Ok(None);
+            }
+            let newest = self.last_user_key.as_deref() != Some(p.user_key);
+            let item = if newest {
+                self.last_user_key = Some(p.user_key.to_vec());
+                let live = p.kind == Kind::Put;
+                (live || self.include_tombstones).then(|| {
+                    (
+                        p.user_key.to_vec(),
+                        Entry {
+                            ts: p.ts,
+                            value: live.then(|| self.merged.value().to_vec()),
+                        },
+                    )
+                })
+            } else {
+                None
+            };
+            self.merged.next()?;
+            if item.is_some() {
+                return Ok(item);
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl Iterator for ScanIter {
+    type Item = Result<(Vec<u8>, Entry)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.step() {
+            Ok(Some(item)) => Some(Ok(item)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}

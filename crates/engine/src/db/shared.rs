@@ -1,0 +1,202 @@
+//! State shared by the engine's threads.
+//!
+//! # Thread safety
+//! - `sv` (the current [`SuperVersion`]) is read lock-free by every reader;
+//!   it is replaced, never mutated, under `sv_update` by the writer thread
+//!   (memtable rotation) and the background thread (flush, compaction).
+//! - `versions` (manifest writer and state) is touched by the background
+//!   thread only, and by `open` before threads start.
+//! - `visible_seq` is stored by the writer after a whole batch is in the
+//!   memtable, and loaded by readers after they loaded `sv`.
+//!
+//! Lock order: `versions`, then `sv_update`, then `bg`.
+
+use super::version::SuperVersion;
+use crate::WriteBatch;
+use crate::error::{Error, Result};
+use crate::fs::{DirLock, FileSystem};
+use crate::manifest::{ManifestState, ManifestWriter};
+use crate::metrics::EngineMetrics;
+use crate::options::{Durability, Options};
+use crate::queue::HandoffQueue;
+use crate::sst::{BlockCache, TableOptions};
+use crate::wal::writer::WalItem;
+use arc_swap::ArcSwap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// Callback run when a submitted write reaches its durability (or fails).
+pub type WriteCallback = Box<dyn FnOnce(Result<u64>) + Send>;
+
+/// A request to the writer thread.
+pub enum WriteRequest {
+    /// Apply and log a batch.
+    Write {
+        /// The batch.
+        batch: WriteBatch,
+        /// When to answer.
+        durability: Durability,
+        /// The answer.
+        callback: WriteCallback,
+    },
+    /// Make the memtable immutable now (if it holds anything), then answer.
+    Rotate(Box<dyn FnOnce(Result<()>) + Send>),
+}
+
+/// The manifest writer and the state it has recorded.
+pub struct VersionSet {
+    /// Appends edits.
+    pub manifest: ManifestWriter,
+    /// What the manifest says now.
+    pub state: ManifestState,
+}
+
+/// Background thread requests and status, under the `bg` mutex.
+#[derive(Default)]
+pub struct BgState {
+    /// Stop after the current job.
+    pub shutdown: bool,
+    /// Manual compactions waiting for the background thread.
+    pub manual_compactions: Vec<std::sync::mpsc::Sender<Result<()>>>,
+    /// Per-level key after which the next compaction of that level starts (round robin).
+    pub compact_pointers: Vec<Vec<u8>>,
+    /// Something changed that may need background work.
+    pub work_hint: bool,
+}
+
+/// Everything the engine's threads share.
+pub struct Shared {
+    /// The database directory.
+    pub dir: PathBuf,
+    /// The options it was opened with.
+    pub opts: Options,
+    /// The file system (from the options).
+    pub fs: Arc<dyn FileSystem>,
+    /// The current read view.
+    pub sv: ArcSwap<SuperVersion>,
+    /// Serializes replacements of `sv`.
+    pub sv_update: Mutex<()>,
+    /// Entries with a sequence number up to this are visible to readers.
+    pub visible_seq: AtomicU64,
+    /// Next unused file number (WAL segments and SSTables share the space).
+    pub next_file_number: AtomicU64,
+    poisoned: AtomicBool,
+    poison_reason: Mutex<Option<String>>,
+    /// Counters and histograms.
+    pub metrics: Arc<EngineMetrics>,
+    /// Shared block cache.
+    pub cache: Arc<BlockCache>,
+    /// Requests for the writer thread.
+    pub write_queue: HandoffQueue<WriteRequest>,
+    /// Groups for the WAL thread.
+    pub wal_queue: Arc<HandoffQueue<WalItem>>,
+    /// Manifest and live-file state.
+    pub versions: Mutex<VersionSet>,
+    /// Background thread state.
+    pub bg: Mutex<BgState>,
+    /// Signalled on every background state change and install.
+    pub bg_cond: Condvar,
+    /// Held for the engine's lifetime.
+    pub _lock: Mutex<Box<dyn DirLock>>,
+}
+
+/// Locks a mutex, continuing after a panic elsewhere (the data it guards is
+/// replaced whole, never left half-updated).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    /// Builds the shared state (used by `open`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        dir: PathBuf,
+        opts: Options,
+        sv: SuperVersion,
+        visible_seq: u64,
+        next_file_number: u64,
+        cache: Arc<BlockCache>,
+        versions: VersionSet,
+        dir_lock: Box<dyn DirLock>,
+        metrics: Arc<EngineMetrics>,
+    ) -> Self {
+        let fs = Arc::clone(&opts.fs);
+        let bg = BgState {
+            compact_pointers: vec![Vec::new(); opts.levels],
+            work_hint: true,
+            ..BgState::default()
+        };
+        Shared {
+            dir,
+            write_queue: HandoffQueue::new(
+                opts.write_queue_requests_max,
+                opts.write_queue_bytes_max,
+            ),
+            wal_queue: Arc::new(HandoffQueue::new(
+                opts.write_queue_requests_max,
+                opts.write_queue_bytes_max,
+            )),
+            opts,
+            fs,
+            sv: ArcSwap::from_pointee(sv),
+            sv_update: Mutex::new(()),
+            visible_seq: AtomicU64::new(visible_seq),
+            next_file_number: AtomicU64::new(next_file_number),
+            poisoned: AtomicBool::new(false),
+            poison_reason: Mutex::new(None),
+            metrics,
+            cache,
+            versions: Mutex::new(versions),
+            bg: Mutex::new(bg),
+            bg_cond: Condvar::new(),
+            _lock: Mutex::new(dir_lock),
+        }
+    }
+
+    /// Table-building options derived from the engine options.
+    pub fn table_options(&self) -> TableOptions {
+        TableOptions {
+            block_bytes: self.opts.block_bytes,
+            restart_interval: self.opts.block_restart_interval,
+            bloom_bits_per_key: self.opts.bloom_bits_per_key,
+            compression: self.opts.compression,
+        }
+    }
+
+    /// Stops all further writes, remembering the first reason.
+    pub fn poison(&self, e: &Error) {
+        let mut reason = lock(&self.poison_reason);
+        if reason.is_none() {
+            *reason = Some(e.to_string());
+        }
+        self.poisoned.store(true, Ordering::Release);
+        drop(reason);
+        self.notify_bg();
+    }
+
+    /// `Err(Poisoned)` once a write, fsync or install has failed.
+    pub fn check_poisoned(&self) -> Result<()> {
+        if !self.poisoned.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        Err(Error::Poisoned {
+            reason: lock(&self.poison_reason)
+                .clone()
+                .unwrap_or_else(|| "unknown failure".into()),
+        })
+    }
+
+    /// Wakes the background thread and anyone waiting on an install.
+    pub fn notify_bg(&self) {
+        let mut bg = lock(&self.bg);
+        bg.work_hint = true;
+        drop(bg);
+        self.bg_cond.notify_all();
+    }
+
+    /// Allocates a file number.
+    pub fn new_file_number(&self) -> u64 {
+        self.next_file_number.fetch_add(1, Ordering::Relaxed)
+    }
+}

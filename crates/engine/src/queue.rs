@@ -1,0 +1,228 @@
+//! The hand-off queue between engine threads.
+//!
+//! One rule for every queue between threads (`docs/ARCHITECTURE.md`,
+//! "Queues"): the consumer drains everything queued in one wake-up; a
+//! producer wakes the consumer only when the queue went from empty to
+//! non-empty; the queue is bounded in items and bytes, and a full queue
+//! refuses the item (the caller answers `Busy`), it never grows memory.
+//!
+//! # Thread safety
+//! Any number of producers, one consumer. All state is behind one mutex
+//! held for a push or a swap of the whole buffer, never across work.
+
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+struct Inner<T> {
+    items: Vec<T>,
+    bytes: usize,
+    closed: bool,
+    /// True while the consumer is parked in `drain`.
+    consumer_waiting: bool,
+}
+
+/// A bounded multi-producer, single-consumer queue with drain-all hand-off.
+pub struct HandoffQueue<T> {
+    inner: Mutex<Inner<T>>,
+    wake: Condvar,
+    /// Signalled when `drain` empties the queue (for `push_all_blocking`).
+    space: Condvar,
+    items_max: usize,
+    bytes_max: usize,
+}
+
+/// Why a push was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushError {
+    /// The item or byte bound is reached.
+    Full,
+    /// The queue is closed; the consumer is stopping.
+    Closed,
+}
+
+impl<T> HandoffQueue<T> {
+    /// A queue holding at most `items_max` items and `bytes_max` bytes.
+    pub fn new(items_max: usize, bytes_max: usize) -> Self {
+        assert!(items_max > 0 && bytes_max > 0);
+        HandoffQueue {
+            inner: Mutex::new(Inner {
+                items: Vec::new(),
+                bytes: 0,
+                closed: false,
+                consumer_waiting: false,
+            }),
+            wake: Condvar::new(),
+            space: Condvar::new(),
+            items_max,
+            bytes_max,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner<T>> {
+        // A panic while holding this lock can only come from an allocation
+        // failure; the data (a Vec) is still consistent, so keep going.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues `item` of `bytes` bytes. An item larger than the whole byte
+    /// budget is accepted when the queue is empty, so it cannot starve.
+    pub fn push(&self, item: T, bytes: usize) -> Result<(), (PushError, T)> {
+        let mut inner = self.lock();
+        if inner.closed {
+            return Err((PushError::Closed, item));
+        }
+        let over_bytes = inner.bytes + bytes > self.bytes_max && !inner.items.is_empty();
+        if inner.items.len() >= self.items_max || over_bytes {
+            return Err((PushError::Full, item));
+        }
+        let was_empty = inner.items.is_empty();
+        inner.items.push(item);
+        inner.bytes += bytes;
+        let wake = was_empty && inner.consumer_waiting;
+        drop(inner);
+        if wake {
+            self.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Queues `item` ignoring the bounds (control messages that must not be lost).
+    pub fn push_unbounded(&self, item: T) -> Result<(), T> {
+        let mut inner = self.lock();
+        if inner.closed {
+            return Err(item);
+        }
+        let was_empty = inner.items.is_empty();
+        inner.items.push(item);
+        let wake = was_empty && inner.consumer_waiting;
+        drop(inner);
+        if wake {
+            self.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Moves everything queued into `out` (which must be empty), waiting up
+    /// to `timeout` for at least one item. Returns false once the queue is
+    /// closed and empty: the consumer should stop.
+    pub fn drain(&self, out: &mut Vec<T>, timeout: Duration) -> bool {
+        debug_assert!(out.is_empty());
+        let mut inner = self.lock();
+        if inner.items.is_empty() && !inner.closed {
+            inner.consumer_waiting = true;
+            let (guard, _) = self
+                .wake
+                .wait_timeout_while(inner, timeout, |i| i.items.is_empty() && !i.closed)
+                .unwrap_or_else(|e| e.into_inner());
+            inner = guard;
+            inner.consumer_waiting = false;
+        }
+        std::mem::swap(out, &mut inner.items);
+        inner.bytes = 0;
+        let stop = inner.closed && out.is_empty();
+        drop(inner);
+        if !out.is_empty() {
+            self.space.notify_all();
+        }
+        !stop
+    }
+
+    /// Appends all of `items` (item, bytes) at once, waiting while the queue
+    /// is over its bounds: this is the back-pressure of a producer thread
+    /// that must not drop work (the writer handing groups to the WAL).
+    /// Returns the items back if the queue is closed.
+    pub fn push_all_blocking(&self, items: &mut Vec<(T, usize)>) -> Result<(), Vec<T>> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let mut inner = self.lock();
+        while !inner.closed
+            && !inner.items.is_empty()
+            && (inner.items.len() >= self.items_max || inner.bytes >= self.bytes_max)
+        {
+            inner = self
+                .space
+                .wait_timeout(inner, Duration::from_millis(100))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        if inner.closed {
+            return Err(items.drain(..).map(|(t, _)| t).collect());
+        }
+        let was_empty = inner.items.is_empty();
+        for (item, bytes) in items.drain(..) {
+            inner.items.push(item);
+            inner.bytes += bytes;
+        }
+        let wake = was_empty && inner.consumer_waiting;
+        drop(inner);
+        if wake {
+            self.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Refuses further pushes; the consumer drains what is left and stops.
+    pub fn close(&self) {
+        let mut inner = self.lock();
+        inner.closed = true;
+        drop(inner);
+        self.wake.notify_all();
+    }
+
+    /// Items queued now (for metrics).
+    pub fn depth(&self) -> usize {
+        self.lock().items.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Bounds are enforced by count and bytes, and drain takes everything at once.
+    #[test]
+    fn bounded_and_drains_all() {
+        let q = HandoffQueue::new(3, 100);
+        q.push(1, 10).unwrap();
+        q.push(2, 10).unwrap();
+        assert_eq!(q.push(3, 90).unwrap_err().0, PushError::Full);
+        q.push(3, 10).unwrap();
+        assert_eq!(q.push(4, 1).unwrap_err().0, PushError::Full);
+        let mut out = Vec::new();
+        assert!(q.drain(&mut out, Duration::from_millis(1)));
+        assert_eq!(out, vec![1, 2, 3]);
+        out.clear();
+        // An item bigger than the byte budget still passes through an empty queue.
+        q.push(5, 1000).unwrap();
+        q.close();
+        assert_eq!(q.push(6, 1).unwrap_err().0, PushError::Closed);
+        assert!(q.drain(&mut out, Duration::from_millis(1)));
+        assert_eq!(out, vec![5]);
+        out.clear();
+        assert!(!q.drain(&mut out, Duration::from_millis(1)));
+    }
+
+    /// A parked consumer is woken by a producer on another thread.
+    #[test]
+    fn consumer_wakes_on_push() {
+        let q = Arc::new(HandoffQueue::new(10, 10));
+        let q2 = Arc::clone(&q);
+        let consumer = std::thread::spawn(move || {
+            let mut out = Vec::new();
+            let mut got = Vec::new();
+            while q2.drain(&mut out, Duration::from_secs(5)) {
+                got.append(&mut out);
+            }
+            got
+        });
+        for i in 0..5 {
+            while q.push(i, 1).is_err() {
+                std::thread::yield_now();
+            }
+        }
+        q.close();
+        assert_eq!(consumer.join().unwrap(), vec![0, 1, 2, 3, 4]);
+    }
+}
