@@ -275,3 +275,64 @@ pub fn print(r: &EngineReport) {
         crate::readrandom::print(read);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The JSON of an engine report has the keys scripts read, with "p99.9" spelled so.
+    #[test]
+    fn report_json_shape() {
+        let mut h = crate::report::latency_histogram().unwrap();
+        crate::report::record_latency(&mut h, std::time::Duration::from_micros(10));
+        let report = EngineReport {
+            bench: "engine",
+            params: EngineParams {
+                ops: 1,
+                writers: 1,
+                batch: 1,
+                durability: "complete",
+                keys: 1,
+                value_size: 1,
+                wal_mode: "fsync",
+                drivers: 1,
+            },
+            ops_done: 1,
+            elapsed_sec: 1.0,
+            ops_per_sec: 1.0,
+            latency_us: Percentiles::of(&h),
+            wal_writes_per_sec: 1.0,
+            mean_batch: 1.0,
+            max_batch: 1,
+            fsyncs_per_sec: 1.0,
+            cpu_sec_per_mop: 1.0,
+            busy_retries: 0,
+            read: None,
+        };
+        let json = serde_json::to_value(&report).unwrap();
+        for key in [
+            "ops_per_sec",
+            "wal_writes_per_sec",
+            "mean_batch",
+            "max_batch",
+            "fsyncs_per_sec",
+            "cpu_sec_per_mop",
+            "ops",
+            "writers",
+            "batch",
+            "durability",
+            "keys",
+            "value_size",
+            "wal_mode",
+        ] {
+            assert!(json.get(key).is_some(), "missing {key}");
+        }
+        for key in ["p50", "p99", "p99.9"] {
+            assert!(
+                json["latency_us"].get(key).is_some(),
+                "missing latency_us.{key}"
+            );
+        }
+        assert!(json.get("reads_per_sec").is_none());
+    }
+}
