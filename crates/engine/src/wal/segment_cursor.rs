@@ -194,3 +194,73 @@ pub fn declared_len(bytes: &[u8]) -> Option<u64> {
         .contains(&len)
         .then_some(len as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::{FileSystem, OsFs};
+    use crate::wal::test_segments::{batch, record};
+
+    /// Opens `bytes` as a segment file through the real file system.
+    fn cursor_over(bytes: &[u8]) -> (tempfile::TempDir, SegmentCursor) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("000001.wal");
+        std::fs::write(&path, bytes).unwrap();
+        let file = OsFs.open_read(&path).unwrap();
+        (dir, SegmentCursor::new(file))
+    }
+
+    /// A header declaring a huge length near the end of the file is a
+    /// tearable truncation, and the window never grows past the file's bytes.
+    #[test]
+    fn corrupt_length_near_eof_allocates_only_the_file() {
+        let mut bytes = (100u32 * 1024 * 1024).to_le_bytes().to_vec();
+        bytes.extend_from_slice(&[7u8; 16]);
+        let (_dir, mut cursor) = cursor_over(&bytes);
+        match cursor.probe(0).unwrap() {
+            Probe::Bad {
+                kind: CorruptionKind::Truncated { needed, available },
+                declared_len,
+                tearable,
+            } => {
+                assert_eq!((needed, available), (100 * 1024 * 1024 + 8, 20));
+                assert_eq!(declared_len, Some(100 * 1024 * 1024));
+                assert!(tearable);
+            }
+            other => panic!("expected a truncation, got {other:?}"),
+        }
+        assert!(
+            cursor.window.capacity() <= 64,
+            "{}",
+            cursor.window.capacity()
+        );
+    }
+
+    /// A record larger than a read block, starting mid-block, decodes whole,
+    /// and the window gives back its extra capacity afterwards.
+    #[test]
+    fn record_spanning_read_blocks_decodes_and_memory_is_released() {
+        let small = record(1, &batch(1, 1, 100));
+        let big = record(2, &batch(2, 1, 5 * SEGMENT_READ_BYTES));
+        let tail = record(3, &batch(3, 1, 100));
+        let bytes = [small.clone(), big.clone(), tail].concat();
+        let (_dir, mut cursor) = cursor_over(&bytes);
+        let mut offset = 0;
+        let mut firsts = Vec::new();
+        while offset < cursor.file_len() {
+            match cursor.probe(offset).unwrap() {
+                Probe::Valid {
+                    first_seq,
+                    consumed,
+                    ..
+                } => {
+                    firsts.push(first_seq);
+                    offset += consumed;
+                }
+                other => panic!("bad record at {offset}: {other:?}"),
+            }
+        }
+        assert_eq!(firsts, [1, 2, 3]);
+        assert!(cursor.window.capacity() <= WINDOW_RETAINED_BYTES_MAX);
+    }
+}
