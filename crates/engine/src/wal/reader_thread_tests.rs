@@ -80,7 +80,7 @@ fn reader_panic_becomes_an_error() {
     });
     match outcome {
         (calls, Err(Error::Io { source, .. })) => {
-            assert!(calls >= 1 && calls < 4000, "calls {calls}");
+            assert!((1..4000).contains(&calls), "calls {calls}");
             assert!(source.to_string().contains("panicked"), "{source}");
         }
         other => panic!("expected an error for the panic, got {other:?}"),

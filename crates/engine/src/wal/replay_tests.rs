@@ -15,6 +15,9 @@ fn forced(mode: ReplayOptions) -> ReplayOptions {
     }
 }
 
+/// A named way to damage a segment's bytes.
+type Damage<'a> = (&'a str, Box<dyn Fn(&mut Vec<u8>) + 'a>);
+
 /// Byte offsets at which each record of `framed` starts in a segment.
 fn offsets(framed: &[Vec<u8>]) -> Vec<u64> {
     let mut at = 0u64;
@@ -171,7 +174,7 @@ fn bad_record_in_non_last_segment_is_corruption() {
     let (framed, model) = records(1, 6, 10);
     let at = offsets(&framed[..3]);
     let seg_len: usize = framed[..3].iter().map(Vec::len).sum();
-    let cases: [(&str, Box<dyn Fn(&mut Vec<u8>)>); 3] = [
+    let cases: [Damage<'_>; 3] = [
         (
             "flipped payload byte",
             Box::new(|s| s[at[2] as usize + 12] ^= 1),
