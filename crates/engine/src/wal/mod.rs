@@ -3,17 +3,17 @@
 //! - [`record`]: the frame of one record (length, CRC32C, payload).
 //! - [`segment`]: segment file names.
 //! - [`replay`]: reading segments back at open (torn tails, corruption,
-//!   forced recovery); it drives [`replay_scan`] (reading, verifying and
-//!   decoding, over [`segment_cursor`]) either inline or on the
-//!   [`reader_thread`].
+//!   forced recovery); it drives `replay_scan` (reading, verifying and
+//!   decoding, over `segment_cursor`) either inline or on the
+//!   `reader_thread`.
 //! - [`writer`]: the WAL thread and its group commit.
 
-pub mod reader_thread;
+pub(crate) mod reader_thread;
 pub mod record;
 pub mod replay;
-pub mod replay_scan;
+pub(crate) mod replay_scan;
 pub mod segment;
-pub mod segment_cursor;
+pub(crate) mod segment_cursor;
 pub mod writer;
 
 #[cfg(test)]

@@ -1,14 +1,14 @@
 //! Replaying WAL segments at open.
 //!
-//! Replay is split in two halves that talk through [`Chunk`]s:
-//! - the scanner ([`crate::wal::replay_scan`]) reads segments in bounded
+//! Replay is split in two halves that talk through chunks (`replay_scan::Chunk`):
+//! - the scanner (`wal::replay_scan`) reads segments in bounded
 //!   memory, verifies checksums, decodes and validates payloads, checks that
 //!   sequence numbers grow, and tells a torn tail from corruption;
 //! - the applier (here) calls `apply` for every record, collects the
 //!   report, and carries out the one write replay does: cutting a torn tail.
 //!
 //! With [`ReplayOptions::reader_thread`] the scanner runs on its own thread
-//! ([`crate::wal::reader_thread`]), at most two chunks ahead; without it the
+//! (`wal::reader_thread`), at most two chunks ahead; without it the
 //! same scanner runs inline. Either way the applier sees the same chunks in
 //! the same order, so both modes give identical results and reports.
 //!

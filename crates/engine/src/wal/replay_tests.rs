@@ -296,3 +296,20 @@ fn undecodable_payload_is_corruption_even_at_the_tail() {
         );
     }
 }
+
+/// The example record in `docs/FORMAT-wal.md` is exactly what the encoders write.
+#[test]
+fn format_doc_example_is_what_the_encoder_writes() {
+    let mut b = crate::batch::WriteBatch::new();
+    b.put(b"k", b"v", 7);
+    let expected: [u8; 33] = [
+        0x19, 0, 0, 0, // payload_len
+        0xff, 0x6c, 0x20, 0x52, // crc
+        5, 0, 0, 0, 0, 0, 0, 0, // first_seq
+        1, 0, 0, 0, // count
+        1, // kind = Put
+        7, 0, 0, 0, 0, 0, 0, 0, // ts
+        1, b'k', 1, b'v', // key, value
+    ];
+    assert_eq!(record(5, &b), expected);
+}
