@@ -15,6 +15,9 @@ pub mod state;
 #[cfg(test)]
 mod test_support;
 
+#[cfg(test)]
+mod sim_tests;
+
 pub use edit::{FileMeta, LEVELS_MAX, VersionEdit};
 pub use log::{
     ManifestLoad, ManifestState, ManifestWriter, TornTail, load_manifest, load_manifest_report,
