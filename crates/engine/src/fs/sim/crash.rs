@@ -90,7 +90,7 @@ impl CrashMode {
 }
 
 /// Builds the crash image of `model` under `mode`.
-pub fn crash_image(model: &Model, mode: CrashMode) -> Model {
+pub(super) fn crash_image(model: &Model, mode: CrashMode) -> Model {
     let mut rng = SplitMix64::new(mode.seed);
     let mut image = Model {
         next_ino: model.next_ino,
@@ -136,7 +136,7 @@ pub fn crash_image(model: &Model, mode: CrashMode) -> Model {
 }
 
 /// How many bytes of `inode` survive under `tail`.
-pub fn surviving_len(inode: &Inode, tail: TailMode, rng: &mut SplitMix64) -> usize {
+pub(super) fn surviving_len(inode: &Inode, tail: TailMode, rng: &mut SplitMix64) -> usize {
     let durable = inode.durable_len;
     let live = inode.data.len();
     let tail = match tail {

@@ -84,7 +84,7 @@ pub struct SimStats {
 
 /// Armed faults (each with its countdown) and the counters.
 #[derive(Debug, Clone, Default)]
-pub struct Faults {
+pub(super) struct Faults {
     armed: Vec<(Fault, u64)>,
     /// The counters.
     pub stats: SimStats,
