@@ -7,11 +7,17 @@
 
 pub mod block;
 pub mod block_builder;
+pub mod block_io;
 pub mod bloom;
 pub mod cache;
 pub mod footer;
 pub mod table;
 pub mod table_builder;
+
+#[cfg(test)]
+mod test_file;
+#[cfg(test)]
+mod tests;
 
 pub use cache::{BlockCache, CacheStats};
 pub use table::{Table, TableIter};
