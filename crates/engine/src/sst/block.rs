@@ -39,7 +39,8 @@ pub struct Block {
 impl Block {
     /// Validates the restart array of `data`, the block at `offset` in `path`.
     pub fn new(data: Vec<u8>, path: Arc<Path>, offset: u64) -> Result<Block> {
-        let malformed = |msg: String| Error::corruption(&*path, offset, CorruptionKind::Malformed(msg));
+        let malformed =
+            |msg: String| Error::corruption(&*path, offset, CorruptionKind::Malformed(msg));
         if data.len() > BLOCK_BYTES_MAX {
             return Err(malformed(format!("block of {} bytes", data.len())));
         }
@@ -196,9 +197,9 @@ impl BlockIter {
         self.key
             .extend_from_slice(self.block.data.get(delta).unwrap_or(&[]));
         if key::parse_internal_key(&self.key).is_none() {
-            return Err(self
-                .block
-                .malformed(format!("entry at block byte {at} has no valid internal key")));
+            return Err(self.block.malformed(format!(
+                "entry at block byte {at} has no valid internal key"
+            )));
         }
         self.current = at;
         self.next = value.end;
@@ -212,9 +213,9 @@ impl BlockIter {
         let at = self.restart_point(i);
         let (shared, delta, _) = self.block.entry_at(at)?;
         if shared != 0 {
-            return Err(self
-                .block
-                .malformed(format!("restart entry at block byte {at} shares {shared} bytes")));
+            return Err(self.block.malformed(format!(
+                "restart entry at block byte {at} shares {shared} bytes"
+            )));
         }
         Ok(self.block.data.get(delta).unwrap_or(&[]))
     }

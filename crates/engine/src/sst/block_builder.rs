@@ -164,12 +164,8 @@ mod tests {
         let n = block.len();
         assert_eq!(&block[n - 4..], &2u32.to_le_bytes());
         assert_eq!(&block[n - 12..n - 8], &0u32.to_le_bytes());
-        let third = u32::from_le_bytes([
-            block[n - 8],
-            block[n - 7],
-            block[n - 6],
-            block[n - 5],
-        ]) as usize;
+        let third =
+            u32::from_le_bytes([block[n - 8], block[n - 7], block[n - 6], block[n - 5]]) as usize;
         assert_eq!(block[third], 0, "restart entries store the full key");
     }
 }

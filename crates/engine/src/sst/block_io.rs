@@ -236,7 +236,9 @@ mod tests {
             },
         ] {
             let err = read_block(&file, Path::new("t"), handle);
-            assert!(matches!(err, Err(Error::Corruption { offset, .. }) if offset == handle.offset));
+            assert!(
+                matches!(err, Err(Error::Corruption { offset, .. }) if offset == handle.offset)
+            );
         }
     }
 }

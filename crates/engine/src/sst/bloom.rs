@@ -176,7 +176,10 @@ mod tests {
             .count();
         let rate = false_positives as f64 / absent as f64;
         assert!(rate < 0.02, "false positive rate {rate}");
-        assert!(rate > 0.0, "a 10-bit filter that never matches is suspicious");
+        assert!(
+            rate > 0.0,
+            "a 10-bit filter that never matches is suspicious"
+        );
     }
 
     /// Probes follow round(bits * ln 2) clamped to 1..=30.

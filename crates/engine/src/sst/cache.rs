@@ -103,8 +103,8 @@ impl BlockCache {
         let shards = (0..CACHE_SHARDS)
             .map(|i| {
                 // Spread the remainder so the shares sum to the budget exactly.
-                let share = capacity_bytes / CACHE_SHARDS
-                    + usize::from(i < capacity_bytes % CACHE_SHARDS);
+                let share =
+                    capacity_bytes / CACHE_SHARDS + usize::from(i < capacity_bytes % CACHE_SHARDS);
                 Mutex::new(Shard {
                     capacity_bytes: share,
                     ..Shard::default()
@@ -126,12 +126,16 @@ impl BlockCache {
         // in a way that matters: its invariants are restored before any
         // call that could panic, and the assert that checks them would fire
         // again. So a poisoned lock is used as is.
-        shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        shard
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The cached block at (`file_number`, `offset`), counting a hit or a miss.
     pub fn get(&self, file_number: u64, offset: u64) -> Option<Arc<Block>> {
-        let found = self.shard((file_number, offset)).touch((file_number, offset));
+        let found = self
+            .shard((file_number, offset))
+            .touch((file_number, offset));
         let counter = if found.is_some() {
             &self.hits
         } else {
@@ -154,7 +158,11 @@ impl BlockCache {
         let bytes: usize = self
             .shards
             .iter()
-            .map(|s| s.lock().map(|g| g.bytes).unwrap_or_else(|p| p.into_inner().bytes))
+            .map(|s| {
+                s.lock()
+                    .map(|g| g.bytes)
+                    .unwrap_or_else(|p| p.into_inner().bytes)
+            })
             .sum();
         assert!(bytes <= self.capacity_bytes);
         CacheStats {
@@ -190,7 +198,10 @@ mod tests {
             let s = cache.stats();
             assert!(s.bytes <= s.capacity_bytes, "over budget after insert {i}");
         }
-        assert!(cache.stats().bytes > 32 * 1024, "cache should be mostly full");
+        assert!(
+            cache.stats().bytes > 32 * 1024,
+            "cache should be mostly full"
+        );
         let recent = cache.get(1999 % 7, 1999 * 4096);
         assert!(recent.is_some(), "the newest block is cached");
         assert!(cache.get(999, 0).is_none());
@@ -225,7 +236,10 @@ mod tests {
         assert!(shard.touch((1, 0)).is_some());
         shard.insert((1, 3), block_of(1000, 3));
         assert!(shard.touch((1, 0)).is_some());
-        assert!(shard.touch((1, 1)).is_none(), "oldest untouched block evicted");
+        assert!(
+            shard.touch((1, 1)).is_none(),
+            "oldest untouched block evicted"
+        );
         assert!(shard.bytes <= 3100);
     }
 }

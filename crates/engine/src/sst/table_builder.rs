@@ -106,7 +106,10 @@ impl TableBuilder {
     pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
         self.check_not_failed()?;
         let parsed = key::parse_internal_key(ikey).ok_or_else(|| {
-            Error::InvalidArgument(format!("{}-byte SST key is not an internal key", ikey.len()))
+            Error::InvalidArgument(format!(
+                "{}-byte SST key is not an internal key",
+                ikey.len()
+            ))
         })?;
         if parsed.user_key.len() > KEY_BYTES_MAX || value.len() > VALUE_BYTES_MAX {
             return Err(Error::InvalidArgument(format!(
@@ -207,7 +210,9 @@ impl TableBuilder {
     pub fn finish(mut self) -> Result<TableProperties> {
         self.check_not_failed()?;
         if self.entries == 0 {
-            return Err(Error::InvalidArgument("an SST needs at least one entry".into()));
+            return Err(Error::InvalidArgument(
+                "an SST needs at least one entry".into(),
+            ));
         }
         if !self.data_block.is_empty() {
             self.flush_data_block()?;

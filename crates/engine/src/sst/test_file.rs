@@ -20,7 +20,7 @@ pub struct MemWritten {
 
 impl MemWritable {
     /// An empty file and a handle to read its bytes later.
-    pub fn new() -> (Box<dyn WritableFile>, MemWritten) {
+    pub fn create() -> (Box<dyn WritableFile>, MemWritten) {
         let data = Arc::new(Mutex::new(Vec::new()));
         let synced = Arc::new(Mutex::new(false));
         let file = MemWritable {
@@ -44,10 +44,7 @@ impl MemWritten {
 
 impl WritableFile for MemWritable {
     fn append(&mut self, data: &[u8]) -> io::Result<()> {
-        let mut buf = self
-            .data
-            .lock()
-            .map_err(|_| io::Error::other("poisoned"))?;
+        let mut buf = self.data.lock().map_err(|_| io::Error::other("poisoned"))?;
         buf.extend_from_slice(data);
         Ok(())
     }
