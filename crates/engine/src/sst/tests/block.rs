@@ -125,10 +125,13 @@ fn malformed_blocks_are_corruption() {
         "shared > previous key"
     );
 
-    let mut restart_shares = Vec::new();
-    entry(&mut restart_shares, 1, &k1, b"v");
+    // The second entry is a restart point but claims to share a byte; a
+    // scan from the first entry would otherwise accept it.
+    let mut restart_shares = good.clone();
+    let second = restart_shares.len() as u32;
+    entry(&mut restart_shares, 1, &k1[1..], b"w");
     assert!(
-        malformed(with_restarts(restart_shares, &[0])),
+        malformed(with_restarts(restart_shares, &[0, second])),
         "restart entry with shared"
     );
 
