@@ -119,6 +119,8 @@ mod tests {
     #[test]
     fn round_trip_and_flips() {
         let bytes = sample().encode();
+        assert_eq!(TABLE_MAGIC, 0x0154_5353_6d61_7461, "as documented");
+        assert_eq!(&bytes[40..], b"atamSST\x01");
         assert_eq!(Footer::decode(&bytes), Ok(sample()));
         for i in 0..FOOTER_BYTES {
             let mut bad = bytes;

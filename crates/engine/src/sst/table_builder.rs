@@ -23,7 +23,8 @@ use crate::options::Compression;
 use std::cmp::Ordering;
 use std::path::PathBuf;
 
-/// Restart interval of index blocks: every key in full, for a pure binary search.
+/// Restart interval of index blocks ("SSTable: index block"): every key
+/// in full, for a pure binary search.
 pub const INDEX_RESTART_INTERVAL: usize = 1;
 
 /// How tables are built.
