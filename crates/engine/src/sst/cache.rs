@@ -120,7 +120,10 @@ impl BlockCache {
     }
 
     fn shard(&self, key: CacheKey) -> MutexGuard<'_, Shard> {
-        let h = xxhash_rust::xxh3::xxh3_64(&[key.0.to_le_bytes(), key.1.to_le_bytes()].concat());
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&key.0.to_le_bytes());
+        bytes[8..].copy_from_slice(&key.1.to_le_bytes());
+        let h = xxhash_rust::xxh3::xxh3_64(&bytes);
         let shard = &self.shards[(h % CACHE_SHARDS as u64) as usize];
         // A panic while holding the lock cannot leave a shard inconsistent
         // in a way that matters: its invariants are restored before any

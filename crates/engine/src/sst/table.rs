@@ -161,6 +161,14 @@ impl Table {
     }
 }
 
+// Tables and the cache are shared between reader threads; iterators move
+// between threads (`InternalIterator: Send`).
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    shared::<Table>();
+    shared::<BlockCache>();
+};
+
 /// Iterator over a table's entries in internal-key order: an index block
 /// iterator, and an iterator over the data block it points at.
 ///

@@ -200,3 +200,49 @@ fn out_of_order_keys_panic() {
     b.add(&internal_key(b"b", 1, 1, Kind::Put), b"").unwrap();
     let _ = b.add(&internal_key(b"a", 1, 1, Kind::Put), b"");
 }
+
+/// Readers on several threads sharing one table and a cache too small for
+/// it all get the model's answers, and the cache stays within budget.
+#[test]
+fn concurrent_readers_under_cache_pressure() {
+    let model: Model = sorted_model(
+        (0..2_000u64)
+            .map(|i| {
+                let uk = format!("key{:05}", i / 2).into_bytes();
+                (
+                    internal_key(&uk, i % 2, i, Kind::Put),
+                    i.to_le_bytes().to_vec(),
+                )
+            })
+            .collect(),
+    );
+    let (bytes, _) = build(&model, options(256, 16, Compression::Lz4));
+    let cache = Arc::new(BlockCache::new(8 * 1024));
+    let table = Table::open(
+        Arc::new(MemReadable::new(bytes)),
+        PathBuf::from("t.sst"),
+        9,
+        cache.clone(),
+    )
+    .unwrap();
+    let model = Arc::new(model);
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let (table, model) = (table.clone(), model.clone());
+            std::thread::spawn(move || {
+                for i in (t..1_000).step_by(4) {
+                    let uk = format!("key{i:05}").into_bytes();
+                    assert_eq!(table.get(&uk).unwrap(), model_get(&model, &uk));
+                }
+                let mut it = table.iter();
+                assert_eq!(collect_all(&mut it, usize::MAX).unwrap(), *model);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let stats = cache.stats();
+    assert!(stats.bytes <= stats.capacity_bytes);
+    assert!(stats.hits > 0 && stats.misses > 0);
+}
