@@ -3,6 +3,8 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+use ataman::crash_writer;
+
 #[derive(Parser)]
 #[command(
     name = "ataman",
@@ -23,6 +25,18 @@ enum Command {
         #[command(subcommand)]
         which: ataman_bench::BenchCommand,
     },
+    /// Helpers for the test suite (not a stable interface).
+    #[command(hide = true)]
+    Internal {
+        #[command(subcommand)]
+        which: Internal,
+    },
+}
+
+#[derive(Subcommand)]
+enum Internal {
+    /// Write durably and print acknowledgements until killed (crash tests).
+    CrashWriter(crash_writer::CrashWriterArgs),
 }
 
 fn main() -> ExitCode {
@@ -30,6 +44,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => ataman_node::serve(args),
         Command::Bench { which } => ataman_bench::run(which),
+        Command::Internal {
+            which: Internal::CrashWriter(args),
+        } => crash_writer::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -4,14 +4,29 @@
 //! data blocks, a filter block (bloom), an index block, a footer.
 //! Every block carries a compression byte and a CRC32C; the footer carries
 //! a magic number and a format version.
+//!
+//! ## Layout
+//! - [`block_builder`] / [`block`]: one data or index block, written and read
+//!   (prefix-compressed keys, restart points).
+//! - [`block_io`]: block handles and the block trailer (compression, checksum).
+//! - [`bloom`]: the filter block, a bloom filter over user keys.
+//! - [`footer`]: the fixed-size footer (handles, version, magic).
+//! - [`cache`]: the shared, sharded LRU block cache with a byte budget.
+//! - [`table_builder`] / [`table`]: a whole table, written and read.
 
 pub mod block;
 pub mod block_builder;
+pub mod block_io;
 pub mod bloom;
 pub mod cache;
 pub mod footer;
 pub mod table;
 pub mod table_builder;
+
+#[cfg(test)]
+mod test_file;
+#[cfg(test)]
+mod tests;
 
 pub use cache::{BlockCache, CacheStats};
 pub use table::{Table, TableIter};

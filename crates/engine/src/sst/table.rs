@@ -1,17 +1,37 @@
-//! Reads one SSTable. (stub: being written)
+//! Reads one SSTable (format: [`super::table_builder`], `docs/FORMAT.md`, "SSTable").
+//!
+//! Opening a table reads the footer, then the index and filter blocks,
+//! which stay in memory for the table's life. Data blocks are read on
+//! demand through the shared [`BlockCache`]. Every block is checksummed
+//! before it is decoded, and every error names the file and the offset of
+//! the block that failed.
 
+use super::block::{Block, BlockIter};
+use super::block_io::{self, BlockHandle};
+use super::bloom::BloomFilter;
 use super::cache::BlockCache;
-use crate::error::Result;
+use super::footer::{FOOTER_BYTES, Footer};
+use crate::error::{CorruptionKind, Error, Result};
 use crate::fs::ReadableFile;
 use crate::iter::InternalIterator;
-use std::path::PathBuf;
+use crate::key;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// An open SSTable: footer, index and filter in memory, data blocks through the cache.
 ///
 /// # Thread safety
 /// Shared by readers (`Arc<Table>`); all methods take `&self`.
-pub struct Table {}
+pub struct Table {
+    file: Arc<dyn ReadableFile>,
+    path: Arc<Path>,
+    file_number: u64,
+    cache: Arc<BlockCache>,
+    index: Arc<Block>,
+    filter: BloomFilter,
+    /// First byte of the filter block: data blocks end before it.
+    data_end: u64,
+}
 
 impl Table {
     /// Opens a table: reads and verifies footer, index and filter.
@@ -21,51 +41,230 @@ impl Table {
         file_number: u64,
         cache: Arc<BlockCache>,
     ) -> Result<Arc<Table>> {
-        let _ = (file, path, file_number, cache);
-        todo!()
+        let path: Arc<Path> = Arc::from(path);
+        let file_bytes = file.len();
+        let footer_at = file_bytes.checked_sub(FOOTER_BYTES as u64).ok_or_else(|| {
+            Error::corruption(
+                &*path,
+                0,
+                CorruptionKind::Truncated {
+                    needed: FOOTER_BYTES as u64,
+                    available: file_bytes,
+                },
+            )
+        })?;
+        let mut footer_bytes = [0u8; FOOTER_BYTES];
+        file.read_exact_at(&mut footer_bytes, footer_at)
+            .map_err(|e| Error::io(&*path, e))?;
+        let footer =
+            Footer::decode(&footer_bytes).map_err(|k| Error::corruption(&*path, footer_at, k))?;
+        // The layout is data, filter, index, footer: check it before reading.
+        let filter_end = footer.filter.end_with_trailer();
+        let index_end = footer.index.end_with_trailer();
+        if filter_end.is_none_or(|end| end > footer.index.offset) || index_end != Some(footer_at) {
+            return Err(Error::corruption(
+                &*path,
+                footer_at,
+                CorruptionKind::Malformed(format!(
+                    "footer handles {:?} {:?} do not fit a {file_bytes}-byte file",
+                    footer.filter, footer.index
+                )),
+            ));
+        }
+        let filter_bytes = block_io::read_block(&*file, &path, footer.filter)?;
+        let filter = BloomFilter::decode(filter_bytes)
+            .map_err(|k| Error::corruption(&*path, footer.filter.offset, k))?;
+        let index_bytes = block_io::read_block(&*file, &path, footer.index)?;
+        let index = Arc::new(Block::new(index_bytes, path.clone(), footer.index.offset)?);
+        Ok(Arc::new(Table {
+            file,
+            path,
+            file_number,
+            cache,
+            index,
+            filter,
+            data_end: footer.filter.offset,
+        }))
     }
+
     /// False if the bloom filter proves `user_key` absent.
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
-        let _ = user_key;
-        todo!()
+        self.filter.may_contain(user_key)
     }
+
     /// The first (newest) entry of `user_key`: encoded internal key and value.
     /// Consults the bloom filter first.
     pub fn get(&self, user_key: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        let _ = user_key;
-        todo!()
+        if !self.may_contain(user_key) {
+            return Ok(None);
+        }
+        let target = key::seek_key(user_key);
+        let mut index = BlockIter::new(self.index.clone());
+        index.seek(&target)?;
+        // Bounded by the index's entries; a well-formed table stops in the
+        // first block, whose last key is at or after the target.
+        while index.valid() {
+            let mut data = BlockIter::new(self.data_block(index.value())?);
+            data.seek(&target)?;
+            if data.valid() {
+                let found = key::user_key(data.key()) == user_key;
+                return Ok(found.then(|| (data.key().to_vec(), data.value().to_vec())));
+            }
+            index.next()?;
+        }
+        Ok(None)
     }
+
     /// An iterator over all entries.
     pub fn iter(self: &Arc<Self>) -> TableIter {
-        todo!()
+        TableIter {
+            table: self.clone(),
+            index: BlockIter::new(self.index.clone()),
+            data: None,
+        }
     }
+
     /// The table's file number.
     pub fn file_number(&self) -> u64 {
-        todo!()
+        self.file_number
+    }
+
+    /// The table's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes held in memory by the table itself (index and filter).
+    pub fn memory_bytes(&self) -> usize {
+        self.index.size_bytes() + self.filter.size_bytes()
+    }
+
+    /// The data block named by the index value `handle_bytes`, through the cache.
+    fn data_block(&self, handle_bytes: &[u8]) -> Result<Arc<Block>> {
+        let handle = BlockHandle::decode_varint(handle_bytes)
+            .filter(|h| h.end_with_trailer().is_some_and(|end| end <= self.data_end))
+            .ok_or_else(|| {
+                Error::corruption(
+                    &*self.path,
+                    self.index.offset(),
+                    CorruptionKind::Malformed("index entry with a bad block handle".into()),
+                )
+            })?;
+        if let Some(block) = self.cache.get(self.file_number, handle.offset) {
+            return Ok(block);
+        }
+        let bytes = block_io::read_block(&*self.file, &self.path, handle)?;
+        let block = Arc::new(Block::new(bytes, self.path.clone(), handle.offset)?);
+        self.cache
+            .insert(self.file_number, handle.offset, block.clone());
+        Ok(block)
     }
 }
 
-/// Iterator over a table's entries in internal-key order.
-pub struct TableIter {}
+// Tables and the cache are shared between reader threads; iterators move
+// between threads (`InternalIterator: Send`).
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    shared::<Table>();
+    shared::<BlockCache>();
+};
+
+/// Iterator over a table's entries in internal-key order: an index block
+/// iterator, and an iterator over the data block it points at.
+///
+/// # Invariants
+/// When valid, `data` is valid and belongs to the block `index` points at.
+pub struct TableIter {
+    table: Arc<Table>,
+    index: BlockIter,
+    data: Option<BlockIter>,
+}
+
+impl TableIter {
+    /// Loads the data block the index iterator is on (none if the index is exhausted).
+    fn load_data_block(&mut self) -> Result<()> {
+        self.data = None;
+        if !self.index.valid() {
+            return Ok(());
+        }
+        let block = self.table.data_block(self.index.value())?;
+        self.data = Some(BlockIter::new(block));
+        Ok(())
+    }
+
+    /// Moves past exhausted data blocks. Bounded by the index's entries.
+    fn skip_empty_blocks(&mut self) -> Result<()> {
+        while let Some(data) = &self.data {
+            if data.valid() {
+                return Ok(());
+            }
+            self.index.next()?;
+            self.load_data_block()?;
+            if let Some(data) = &mut self.data {
+                data.seek_to_first()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn guard(&mut self, result: Result<()>) -> Result<()> {
+        if result.is_err() {
+            self.data = None;
+        }
+        result
+    }
+}
 
 impl InternalIterator for TableIter {
     fn valid(&self) -> bool {
-        todo!()
+        self.data.as_ref().is_some_and(|d| d.valid())
     }
+
     fn seek_to_first(&mut self) -> Result<()> {
-        todo!()
+        let result = (|| {
+            self.index.seek_to_first()?;
+            self.load_data_block()?;
+            if let Some(data) = &mut self.data {
+                data.seek_to_first()?;
+            }
+            self.skip_empty_blocks()
+        })();
+        self.guard(result)
     }
+
     fn seek(&mut self, ikey: &[u8]) -> Result<()> {
-        let _ = ikey;
-        todo!()
+        let result = (|| {
+            // The first block whose last key is at or after the target.
+            self.index.seek(ikey)?;
+            self.load_data_block()?;
+            if let Some(data) = &mut self.data {
+                data.seek(ikey)?;
+            }
+            self.skip_empty_blocks()
+        })();
+        self.guard(result)
     }
+
     fn next(&mut self) -> Result<()> {
-        todo!()
+        let result = match &mut self.data {
+            Some(data) if data.valid() => data.next(),
+            _ => panic!("next on an invalid table iterator"),
+        };
+        let result = result.and_then(|()| self.skip_empty_blocks());
+        self.guard(result)
     }
+
     fn key(&self) -> &[u8] {
-        todo!()
+        match &self.data {
+            Some(d) => d.key(),
+            None => &[],
+        }
     }
+
     fn value(&self) -> &[u8] {
-        todo!()
+        match &self.data {
+            Some(d) => d.value(),
+            None => &[],
+        }
     }
 }

@@ -1,9 +1,31 @@
-//! Writes one SSTable. (stub: being written)
+//! Writes one SSTable.
+//!
+//! `docs/FORMAT.md`, "SSTable":
+//!
+//! ```text
+//! table := data_block+ filter_block index_block footer
+//! ```
+//!
+//! Every block is followed by its trailer ([`super::block_io`]). The index
+//! block has one entry per data block: key = the last internal key of the
+//! block, value = varint offset ++ varint size of the block's stored bytes.
+//! The builder writes each block as soon as it is full, so memory stays at
+//! one block plus the index and the filter's hashes.
 
-use crate::error::Result;
+use super::block_builder::BlockBuilder;
+use super::block_io::{self, BLOCK_BYTES_MAX, BlockHandle};
+use super::bloom::BloomBuilder;
+use super::footer::{FOOTER_BYTES, Footer};
+use crate::error::{Error, Result};
 use crate::fs::WritableFile;
+use crate::key::{self, INTERNAL_KEY_TRAILER_BYTES, KEY_BYTES_MAX, Kind, VALUE_BYTES_MAX};
 use crate::options::Compression;
+use std::cmp::Ordering;
 use std::path::PathBuf;
+
+/// Restart interval of index blocks ("SSTable: index block"): every key
+/// in full, for a pure binary search.
+pub const INDEX_RESTART_INTERVAL: usize = 1;
 
 /// How tables are built.
 #[derive(Debug, Clone, Copy)]
@@ -38,30 +60,181 @@ pub struct TableProperties {
 }
 
 /// Builds a table from entries added in strictly increasing internal-key order.
-pub struct TableBuilder {}
+///
+/// # Invariants
+/// `offset` is the file's length; keys added strictly increase; after a
+/// failed write every call fails (the file's tail is unknown).
+pub struct TableBuilder {
+    file: Box<dyn WritableFile>,
+    path: PathBuf,
+    opts: TableOptions,
+    offset: u64,
+    data_block: BlockBuilder,
+    index_block: BlockBuilder,
+    bloom: BloomBuilder,
+    last_key: Vec<u8>,
+    smallest: Vec<u8>,
+    entries: u64,
+    tombstones: u64,
+    ts_min: u64,
+    ts_max: u64,
+    failed: Option<String>,
+}
 
 impl TableBuilder {
     /// Starts a table in `file` (already created); `path` is for error messages.
     pub fn new(file: Box<dyn WritableFile>, path: PathBuf, opts: TableOptions) -> Self {
-        let _ = (file, path, opts);
-        todo!()
+        let offset = file.len();
+        TableBuilder {
+            file,
+            path,
+            opts,
+            offset,
+            data_block: BlockBuilder::new(opts.restart_interval),
+            index_block: BlockBuilder::new(INDEX_RESTART_INTERVAL),
+            bloom: BloomBuilder::new(opts.bloom_bits_per_key),
+            last_key: Vec::new(),
+            smallest: Vec::new(),
+            entries: 0,
+            tombstones: 0,
+            ts_min: u64::MAX,
+            ts_max: 0,
+            failed: None,
+        }
     }
+
     /// Adds an entry; keys must strictly increase in internal order.
     pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
-        let _ = (ikey, value);
-        todo!()
+        self.check_not_failed()?;
+        let parsed = key::parse_internal_key(ikey).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{}-byte SST key is not an internal key",
+                ikey.len()
+            ))
+        })?;
+        if parsed.user_key.len() > KEY_BYTES_MAX || value.len() > VALUE_BYTES_MAX {
+            return Err(Error::InvalidArgument(format!(
+                "SST entry with a {}-byte key and a {}-byte value is over the limits",
+                parsed.user_key.len(),
+                value.len()
+            )));
+        }
+        assert!(
+            self.entries == 0 || key::compare_internal(&self.last_key, ikey) == Ordering::Less,
+            "SST keys must strictly increase"
+        );
+        let entry_bytes = BlockBuilder::entry_bytes_max(ikey, value);
+        if !self.data_block.is_empty()
+            && self.data_block.size_estimate() + entry_bytes > BLOCK_BYTES_MAX
+        {
+            self.flush_data_block()?;
+        }
+        if self.entries == 0 {
+            self.smallest = ikey.to_vec();
+        }
+        self.data_block.add(ikey, value);
+        self.bloom.add_internal_key(ikey);
+        self.last_key.clear();
+        self.last_key.extend_from_slice(ikey);
+        self.entries += 1;
+        self.tombstones += u64::from(parsed.kind == Kind::Delete);
+        self.ts_min = self.ts_min.min(parsed.ts);
+        self.ts_max = self.ts_max.max(parsed.ts);
+        if self.data_block.size_estimate() >= self.opts.block_bytes {
+            self.flush_data_block()?;
+        }
+        Ok(())
     }
+
     /// Entries added so far.
     pub fn entries(&self) -> u64 {
-        todo!()
+        self.entries
     }
+
     /// Approximate file size if finished now.
     pub fn estimated_bytes(&self) -> u64 {
-        todo!()
+        let pending = self.data_block.size_estimate()
+            + self.index_block.size_estimate()
+            + self.last_key.len()
+            + 20
+            + self.bloom.size_estimate()
+            + 3 * block_io::BLOCK_TRAILER_BYTES
+            + FOOTER_BYTES;
+        self.offset + pending as u64
     }
+
+    fn check_not_failed(&self) -> Result<()> {
+        match &self.failed {
+            Some(reason) => Err(Error::Poisoned {
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        if let Err(e) = self.file.append(bytes) {
+            let err = Error::io(&self.path, e);
+            self.failed = Some(err.to_string());
+            return Err(err);
+        }
+        self.offset += bytes.len() as u64;
+        debug_assert_eq!(self.offset, self.file.len());
+        Ok(())
+    }
+
+    /// Writes a finished block with its trailer; returns its handle.
+    fn write_block(&mut self, raw: Vec<u8>, compression: Compression) -> Result<BlockHandle> {
+        let stored = block_io::encode_block(raw, compression);
+        let handle = BlockHandle {
+            offset: self.offset,
+            size: (stored.len() - block_io::BLOCK_TRAILER_BYTES) as u64,
+        };
+        self.write(&stored)?;
+        Ok(handle)
+    }
+
+    fn flush_data_block(&mut self) -> Result<()> {
+        debug_assert!(!self.data_block.is_empty());
+        let last_key = self.data_block.last_key().to_vec();
+        debug_assert!(last_key.len() >= INTERNAL_KEY_TRAILER_BYTES);
+        let raw = self.data_block.finish();
+        let handle = self.write_block(raw, self.opts.compression)?;
+        let mut value = Vec::with_capacity(20);
+        handle.encode_varint(&mut value);
+        self.index_block.add(&last_key, &value);
+        Ok(())
+    }
+
     /// Writes filter, index and footer, fsyncs the file, returns its properties.
     /// An error if no entry was added.
-    pub fn finish(self) -> Result<TableProperties> {
-        todo!()
+    pub fn finish(mut self) -> Result<TableProperties> {
+        self.check_not_failed()?;
+        if self.entries == 0 {
+            return Err(Error::InvalidArgument(
+                "an SST needs at least one entry".into(),
+            ));
+        }
+        if !self.data_block.is_empty() {
+            self.flush_data_block()?;
+        }
+        // Bloom bits look random to LZ4: never worth compressing.
+        let filter = self.write_block(self.bloom.finish(), Compression::None)?;
+        let index_raw = self.index_block.finish();
+        let index = self.write_block(index_raw, self.opts.compression)?;
+        self.write(&Footer { filter, index }.encode())?;
+        if let Err(e) = self.file.sync() {
+            return Err(Error::io(&self.path, e));
+        }
+        assert!(self.ts_min <= self.ts_max);
+        Ok(TableProperties {
+            file_bytes: self.offset,
+            entries: self.entries,
+            tombstones: self.tombstones,
+            smallest: self.smallest,
+            largest: self.last_key,
+            ts_min: self.ts_min,
+            ts_max: self.ts_max,
+        })
     }
 }

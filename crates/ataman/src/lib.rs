@@ -1,0 +1,3 @@
+//! Support code of the `ataman` binary that its tests share.
+
+pub mod crash_writer;

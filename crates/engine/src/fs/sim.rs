@@ -1,1 +1,0 @@
-//! Simulated file system (stub: being written)

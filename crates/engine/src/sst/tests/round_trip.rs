@@ -1,0 +1,248 @@
+//! Tables built from random entries read back exactly as a sorted-vector model.
+
+use super::{Model, build, collect_all, lower_bound, model_get, open, options, sorted_model};
+use crate::error::Error;
+use crate::iter::InternalIterator;
+use crate::key::{self, KEY_BYTES_MAX, Kind, VALUE_BYTES_MAX, internal_key};
+use crate::options::Compression;
+use crate::sst::test_file::{MemReadable, MemWritable};
+use crate::sst::{BlockCache, Table, TableBuilder, TableOptions};
+use proptest::prelude::*;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+fn value() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        3 => prop::collection::vec(any::<u8>(), 0..24),
+        1 => Just(Vec::new()),
+        1 => (100usize..3000, any::<u8>()).prop_map(|(n, b)| vec![b; n]),
+        1 => prop::collection::vec(any::<u8>(), 100..1500),
+    ]
+}
+
+fn entries() -> impl Strategy<Value = Model> {
+    prop::collection::vec(
+        (
+            prop::collection::vec(b'a'..b'd', 0..6),
+            0u64..6,
+            0u64..1000,
+            prop::bool::weighted(0.2),
+            value(),
+        ),
+        1..150,
+    )
+    .prop_map(|raw| {
+        sorted_model(
+            raw.into_iter()
+                .map(|(uk, ts, seq, delete, v)| {
+                    let kind = if delete { Kind::Delete } else { Kind::Put };
+                    let v = if delete { Vec::new() } else { v };
+                    (internal_key(&uk, ts, seq, kind), v)
+                })
+                .collect(),
+        )
+    })
+}
+
+fn table_options() -> impl Strategy<Value = TableOptions> {
+    (
+        prop::sample::select(vec![64usize, 512, 4096]),
+        prop::sample::select(vec![1usize, 16]),
+        prop::sample::select(vec![Compression::None, Compression::Lz4]),
+    )
+        .prop_map(|(block_bytes, restart, compression)| options(block_bytes, restart, compression))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Iteration, seek and get of a built table agree with the model, with
+    /// tiny and normal blocks, restart intervals 1 and 16, compression on
+    /// and off, and with and without a block cache.
+    #[test]
+    fn table_matches_model(
+        model in entries(),
+        opts in table_options(),
+        cache_bytes in prop::sample::select(vec![0usize, 1 << 20]),
+        seeks in prop::collection::vec(
+            (prop::collection::vec(b'a'..b'e', 0..7), 0u64..7, 0u64..1001), 1..30),
+    ) {
+        let (bytes, props) = build(&model, opts);
+        prop_assert_eq!(props.entries, model.len() as u64);
+        let tombstones = model.iter()
+            .filter(|(k, _)| key::parse_internal_key(k).map(|p| p.kind) == Some(Kind::Delete))
+            .count();
+        prop_assert_eq!(props.tombstones, tombstones as u64);
+        prop_assert_eq!(&props.smallest, &model[0].0);
+        prop_assert_eq!(&props.largest, &model[model.len() - 1].0);
+        let ts: Vec<u64> = model.iter()
+            .filter_map(|(k, _)| key::parse_internal_key(k).map(|p| p.ts))
+            .collect();
+        prop_assert_eq!(props.ts_min, ts.iter().copied().min().unwrap());
+        prop_assert_eq!(props.ts_max, ts.iter().copied().max().unwrap());
+
+        let table = open(bytes, cache_bytes).unwrap();
+        prop_assert_eq!(table.file_number(), 7);
+        // Twice: the second pass is served by the cache when there is one.
+        for _ in 0..2 {
+            let mut it = table.iter();
+            prop_assert_eq!(&collect_all(&mut it, usize::MAX).unwrap(), &model);
+        }
+        let mut it = table.iter();
+        for (uk, ts, seq) in &seeks {
+            let target = internal_key(uk, *ts, *seq, Kind::Put);
+            it.seek(&target).unwrap();
+            match model.get(lower_bound(&model, &target)) {
+                Some((k, v)) => {
+                    prop_assert!(it.valid());
+                    prop_assert_eq!(it.key(), &k[..]);
+                    prop_assert_eq!(it.value(), &v[..]);
+                }
+                None => prop_assert!(!it.valid()),
+            }
+            // Absent or present, get must agree with the model.
+            prop_assert_eq!(table.get(uk).unwrap(), model_get(&model, uk));
+        }
+        for (k, _) in &model {
+            let uk = key::user_key(k);
+            prop_assert!(table.may_contain(uk));
+            prop_assert_eq!(table.get(uk).unwrap(), model_get(&model, uk));
+        }
+    }
+}
+
+/// A value of VALUE_BYTES_MAX with a key of KEY_BYTES_MAX fits in one block
+/// and reads back; one byte more is refused.
+#[test]
+fn largest_entry_round_trips_and_larger_is_refused() {
+    let big_key = internal_key(&vec![b'k'; KEY_BYTES_MAX], 1, 1, Kind::Put);
+    let big_value: Vec<u8> = (0..VALUE_BYTES_MAX).map(|i| (i % 251) as u8).collect();
+    let small = internal_key(b"a", 1, 1, Kind::Put);
+    let model = vec![(small, b"x".to_vec()), (big_key.clone(), big_value)];
+    for compression in [Compression::None, Compression::Lz4] {
+        let (bytes, _) = build(&model, options(4096, 16, compression));
+        let table = open(bytes, 0).unwrap();
+        let got = table.get(key::user_key(&big_key)).unwrap().unwrap();
+        assert!(got.0 == big_key && got.1 == model[1].1, "big entry differs");
+    }
+
+    let (file, _) = MemWritable::create();
+    let mut b = TableBuilder::new(
+        file,
+        PathBuf::from("t.sst"),
+        options(4096, 16, Compression::None),
+    );
+    let too_big = vec![0u8; VALUE_BYTES_MAX + 1];
+    assert!(matches!(
+        b.add(&model[0].0, &too_big),
+        Err(Error::InvalidArgument(_))
+    ));
+    let too_long_key = internal_key(&vec![b'k'; KEY_BYTES_MAX + 1], 1, 1, Kind::Put);
+    assert!(matches!(
+        b.add(&too_long_key, b""),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        b.add(b"not an internal key", b""),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(
+        matches!(b.finish(), Err(Error::InvalidArgument(_))),
+        "empty table refused"
+    );
+}
+
+/// Many versions of one user key spanning several blocks: get returns the newest.
+#[test]
+fn get_returns_newest_across_blocks() {
+    let model: Model = (0..200u64)
+        .rev()
+        .map(|ts| {
+            (
+                internal_key(b"hot", ts, ts, Kind::Put),
+                ts.to_le_bytes().to_vec(),
+            )
+        })
+        .collect();
+    let model = sorted_model(model);
+    let (bytes, _) = build(&model, options(64, 1, Compression::None));
+    let cache = Arc::new(BlockCache::new(1 << 20));
+    let file = Arc::new(MemReadable::new(bytes));
+    let table = Table::open(file, PathBuf::from("t.sst"), 3, cache.clone()).unwrap();
+    let (k, v) = table.get(b"hot").unwrap().unwrap();
+    assert_eq!(key::parse_internal_key(&k).unwrap().ts, 199);
+    assert_eq!(v, 199u64.to_le_bytes());
+    assert_eq!(table.get(b"ho").unwrap(), None);
+    assert_eq!(table.get(b"hotter").unwrap(), None);
+    let before = cache.stats();
+    assert!(
+        before.misses > 0 && before.bytes > 0,
+        "data blocks go through the cache"
+    );
+    table.get(b"hot").unwrap();
+    assert_eq!(
+        cache.stats().hits,
+        before.hits + 1,
+        "a repeated get hits the cache"
+    );
+}
+
+/// Keys out of order are a bug in the caller: the builder asserts.
+#[test]
+#[should_panic(expected = "strictly increase")]
+fn out_of_order_keys_panic() {
+    let (file, _) = MemWritable::create();
+    let mut b = TableBuilder::new(
+        file,
+        PathBuf::from("t.sst"),
+        options(4096, 16, Compression::None),
+    );
+    b.add(&internal_key(b"b", 1, 1, Kind::Put), b"").unwrap();
+    let _ = b.add(&internal_key(b"a", 1, 1, Kind::Put), b"");
+}
+
+/// Readers on several threads sharing one table and a cache too small for
+/// it all get the model's answers, and the cache stays within budget.
+#[test]
+fn concurrent_readers_under_cache_pressure() {
+    let model: Model = sorted_model(
+        (0..2_000u64)
+            .map(|i| {
+                let uk = format!("key{:05}", i / 2).into_bytes();
+                (
+                    internal_key(&uk, i % 2, i, Kind::Put),
+                    i.to_le_bytes().to_vec(),
+                )
+            })
+            .collect(),
+    );
+    let (bytes, _) = build(&model, options(256, 16, Compression::Lz4));
+    let cache = Arc::new(BlockCache::new(8 * 1024));
+    let table = Table::open(
+        Arc::new(MemReadable::new(bytes)),
+        PathBuf::from("t.sst"),
+        9,
+        cache.clone(),
+    )
+    .unwrap();
+    let model = Arc::new(model);
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let (table, model) = (table.clone(), model.clone());
+            std::thread::spawn(move || {
+                for i in (t..1_000).step_by(4) {
+                    let uk = format!("key{i:05}").into_bytes();
+                    assert_eq!(table.get(&uk).unwrap(), model_get(&model, &uk));
+                }
+                let mut it = table.iter();
+                assert_eq!(collect_all(&mut it, usize::MAX).unwrap(), *model);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let stats = cache.stats();
+    assert!(stats.bytes <= stats.capacity_bytes);
+    assert!(stats.hits > 0 && stats.misses > 0);
+}
