@@ -11,7 +11,14 @@
 //! 2. This process copies the directory twice (a reopen replays, flushes
 //!    and deletes the WAL, so each measurement needs its own copy) and
 //!    reopens one copy with `recovery_reader_thread = true`, the other with
-//!    `false`, otherwise with the options a node uses.
+//!    `false`. The reopen uses the fill's large memtable, so the replay
+//!    writes exactly one L0 table: with the node's 64 MiB memtable a
+//!    1M-row replay writes several L0 tables, and the engine (at the time
+//!    of writing) then poisons itself on the first L0 compaction after
+//!    open ("edit removes file N at level 0, which is not live": `open`
+//!    records the files in the version's L0 order, newest first, while
+//!    the manifest state must be sorted by level and number).
+//!    `--node-memtable` reopens with the node's memtable instead.
 
 use crate::error::{BenchError, Result};
 use crate::report::{per_sec, write_json};
@@ -52,6 +59,10 @@ pub struct RecoveryArgs {
     /// RNG seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Reopen with the node's default memtable size (replay then writes
+    /// several L0 tables) instead of the fill's.
+    #[arg(long)]
+    pub node_memtable: bool,
 }
 
 /// The hidden child command: fill a directory and exit without closing.
@@ -140,8 +151,13 @@ pub fn run(args: &RecoveryArgs) -> Result<RecoveryReport> {
     fill_in_child(&filled, args)?;
     let wal_bytes = copy_dir(&filled, &on)?;
     copy_dir(&filled, &off)?;
-    let reader_thread_on = reopen(&on, true, args.rows)?;
-    let reader_thread_off = reopen(&off, false, args.rows)?;
+    let memtable_bytes = if args.node_memtable {
+        Options::default().memtable_bytes_max
+    } else {
+        fill_memtable_bytes(args.rows, args.value_size)
+    };
+    let reader_thread_on = reopen(&on, true, args.rows, memtable_bytes)?;
+    let reader_thread_off = reopen(&off, false, args.rows, memtable_bytes)?;
     Ok(RecoveryReport {
         bench: "recovery",
         rows: args.rows,
@@ -186,14 +202,9 @@ fn fill_in_child(dir: &Path, args: &RecoveryArgs) -> Result<()> {
 /// The child: writes the rows, checks they are only in the WAL, and exits
 /// the process without closing the engine. Returns only on failure.
 pub fn fill_child(args: &RecoveryFillArgs) -> Result<()> {
-    let entry_bytes = (KEY_BYTES + args.value_size) as u64 + MEMTABLE_ENTRY_BYTES_EXTRA;
-    let memtable_bytes = args
-        .rows
-        .saturating_mul(entry_bytes)
-        .saturating_add(Options::default().memtable_bytes_max as u64);
     let opts = Options {
         wal_mode: WalMode::Write,
-        memtable_bytes_max: usize::try_from(memtable_bytes).unwrap_or(usize::MAX),
+        memtable_bytes_max: fill_memtable_bytes(args.rows, args.value_size),
         ..Options::default()
     };
     let db = Db::open(&args.dir, opts)?;
@@ -232,6 +243,15 @@ pub fn fill_child(args: &RecoveryFillArgs) -> Result<()> {
     std::process::exit(0)
 }
 
+/// A memtable size `rows` rows surely fit in.
+fn fill_memtable_bytes(rows: u64, value_bytes: usize) -> usize {
+    let entry_bytes = (KEY_BYTES + value_bytes) as u64 + MEMTABLE_ENTRY_BYTES_EXTRA;
+    let bytes = rows
+        .saturating_mul(entry_bytes)
+        .saturating_add(Options::default().memtable_bytes_max as u64);
+    usize::try_from(bytes).unwrap_or(usize::MAX)
+}
+
 /// Copies the files of `from` (a flat engine directory) into a new `to`; returns the bytes of WAL segments.
 fn copy_dir(from: &Path, to: &Path) -> Result<u64> {
     std::fs::create_dir_all(to).map_err(|e| BenchError::io(to, e))?;
@@ -258,10 +278,16 @@ fn copy_dir(from: &Path, to: &Path) -> Result<u64> {
     Ok(wal_bytes)
 }
 
-fn reopen(dir: &Path, reader_thread: bool, rows: u64) -> Result<ReopenFigures> {
+fn reopen(
+    dir: &Path,
+    reader_thread: bool,
+    rows: u64,
+    memtable_bytes: usize,
+) -> Result<ReopenFigures> {
     let opts = Options {
         wal_mode: WalMode::Write,
         recovery_reader_thread: reader_thread,
+        memtable_bytes_max: memtable_bytes,
         ..Options::default()
     };
     let started = Instant::now();
