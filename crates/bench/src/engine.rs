@@ -109,6 +109,10 @@ pub struct EngineReport {
     pub max_batch: u64,
     /// WAL fsyncs per second.
     pub fsyncs_per_sec: f64,
+    /// Mean microseconds of one WAL `write` call (engine metric).
+    pub wal_write_us_mean: f64,
+    /// Mean microseconds of one WAL fsync (engine metric; 0 without fsyncs).
+    pub wal_fsync_us_mean: f64,
     /// Process CPU (user + system) seconds per million puts.
     pub cpu_sec_per_mop: f64,
     /// `submit` calls refused as `Busy` and retried.
@@ -211,9 +215,19 @@ fn write_report(
         },
         max_batch: wal.batch_records_max,
         fsyncs_per_sec: per_sec(wal.syncs, secs),
+        wal_write_us_mean: mean(wal.write_us_sum, wal.writes),
+        wal_fsync_us_mean: mean(wal.sync_us_sum, wal.syncs),
         cpu_sec_per_mop: cpu_sec_per_mop(cpu, outcome.ops_acked),
         busy_retries: outcome.busy_retries,
         read: None,
+    }
+}
+
+fn mean(sum: u64, count: u64) -> f64 {
+    if count == 0 {
+        0.0
+    } else {
+        sum as f64 / count as f64
     }
 }
 
@@ -221,6 +235,8 @@ fn write_report(
 struct WalFigures {
     writes: u64,
     syncs: u64,
+    write_us_sum: u64,
+    sync_us_sum: u64,
     batch_count: u64,
     batch_records_sum: u64,
     batch_records_max: u64,
@@ -233,6 +249,8 @@ impl WalFigures {
         WalFigures {
             writes: m.wal_writes.get(),
             syncs: m.wal_syncs.get(),
+            write_us_sum: m.wal_write_latency_us.snapshot().sum,
+            sync_us_sum: m.wal_sync_latency_us.snapshot().sum,
             batch_count: records.count,
             batch_records_sum: records.sum,
             batch_records_max: records.max,
@@ -245,6 +263,8 @@ impl WalFigures {
         WalFigures {
             writes: self.writes - before.writes,
             syncs: self.syncs - before.syncs,
+            write_us_sum: self.write_us_sum - before.write_us_sum,
+            sync_us_sum: self.sync_us_sum - before.sync_us_sum,
             batch_count: self.batch_count - before.batch_count,
             batch_records_sum: self.batch_records_sum - before.batch_records_sum,
             batch_records_max: self.batch_records_max,
@@ -267,6 +287,10 @@ pub fn print(r: &EngineReport) {
         r.mean_batch, r.max_batch
     );
     println!("  fsyncs/s           {:.0}", r.fsyncs_per_sec);
+    println!(
+        "  WAL write / fsync  mean {:.1} us / {:.1} us",
+        r.wal_write_us_mean, r.wal_fsync_us_mean
+    );
     println!("  CPU s per M ops    {:.2}", r.cpu_sec_per_mop);
     if r.busy_retries > 0 {
         println!("  busy retries       {}", r.busy_retries);
@@ -305,6 +329,8 @@ mod tests {
             mean_batch: 1.0,
             max_batch: 1,
             fsyncs_per_sec: 1.0,
+            wal_write_us_mean: 1.0,
+            wal_fsync_us_mean: 1.0,
             cpu_sec_per_mop: 1.0,
             busy_retries: 0,
             read: None,
