@@ -23,7 +23,13 @@ fn cycles() -> u64 {
 /// Runs one child until killed after `delay`; returns its acknowledged (key, ts) pairs.
 fn run_child(dir: &std::path::Path, cycle: u64, delay: Duration) -> Vec<(String, u64)> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ataman"))
-        .args(["internal", "crash-writer", "--cycle", &cycle.to_string(), "--dir"])
+        .args([
+            "internal",
+            "crash-writer",
+            "--cycle",
+            &cycle.to_string(),
+            "--dir",
+        ])
         .arg(dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -42,7 +48,7 @@ fn run_child(dir: &std::path::Path, cycle: u64, delay: Duration) -> Vec<(String,
             let parts: Vec<&str> = line.split(' ').collect();
             // A line cut by the kill has no timestamp or a partial one: it was
             // never a complete acknowledgement; a complete one always parses.
-            if let [ "ack", key, ts ] = parts.as_slice() {
+            if let ["ack", key, ts] = parts.as_slice() {
                 if let Ok(ts) = ts.parse::<u64>() {
                     acks.push((key.to_string(), ts));
                 }
@@ -107,5 +113,9 @@ fn acknowledged_writes_survive_kill_9() {
         );
     }
     assert!(total_acks > 0, "no write was ever acknowledged");
-    eprintln!("crash test: {} cycles, {total_acks} acknowledged writes, {} keys checked", cycles(), acked.len());
+    eprintln!(
+        "crash test: {} cycles, {total_acks} acknowledged writes, {} keys checked",
+        cycles(),
+        acked.len()
+    );
 }
