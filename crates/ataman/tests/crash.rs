@@ -3,6 +3,8 @@
 //! SIGKILL at a random moment, reopens the database and checks that every
 //! acknowledged write is there (and that no value was invented).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
+
 use ataman::crash_writer::{crash_options, value_for};
 use ataman_engine::Db;
 use std::collections::HashMap;
@@ -48,10 +50,11 @@ fn run_child(dir: &std::path::Path, cycle: u64, delay: Duration) -> Vec<(String,
             let parts: Vec<&str> = line.split(' ').collect();
             // A line cut by the kill has no timestamp or a partial one: it was
             // never a complete acknowledgement; a complete one always parses.
-            if let ["ack", key, ts] = parts.as_slice() {
-                if let Ok(ts) = ts.parse::<u64>() {
-                    acks.push((key.to_string(), ts));
-                }
+            if let ["ack", key, ts] = parts.as_slice()
+                && let Ok(ts) = ts.parse::<u64>()
+            {
+                acks.push((key.to_string(), ts));
+            }
             }
         }
         (ready, acks)

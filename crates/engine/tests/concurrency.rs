@@ -2,6 +2,8 @@
 //! is seen whole or not at all, across memtable rotations, flushes and
 //! compactions; and many concurrent writers all get their writes applied.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
+
 use ataman_engine::{Db, Durability, Options, WalMode, WriteBatch};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -2,6 +2,8 @@
 //! deletes, batches, point reads, scans, flushes, compactions and reopens
 //! (clean, and by dropping the handle so the WAL is replayed).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
+
 use ataman_engine::key::timestamp_from_millis;
 use ataman_engine::{Compression, Db, Durability, Entry, Options, WalMode, WriteBatch};
 use proptest::prelude::*;
@@ -80,10 +82,13 @@ fn small_options() -> Options {
     }
 }
 
-/// The model: per key the winning (timestamp, write order, value-or-tombstone).
+/// A key's winning version: (timestamp, write order, value or tombstone).
+type Version = (u64, u64, Option<Vec<u8>>);
+
+/// The model: per key the winning version.
 #[derive(Default)]
 struct Model {
-    map: BTreeMap<Vec<u8>, (u64, u64, Option<Vec<u8>>)>,
+    map: BTreeMap<Vec<u8>, Version>,
     order: u64,
 }
 

@@ -2,6 +2,8 @@
 //! stop, torn tails, corrupt records named by file and offset, forced
 //! recovery, foreign files, the directory lock, and corrupt SSTables.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
+
 use ataman_engine::batch::encode_payload;
 use ataman_engine::wal::record::encode_record;
 use ataman_engine::wal::segment::{parse_segment_file_name, segment_file_name};
