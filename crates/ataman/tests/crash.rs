@@ -41,20 +41,25 @@ fn run_child(dir: &std::path::Path, cycle: u64, delay: Duration) -> Vec<(String,
     let reader = std::thread::spawn(move || {
         let mut acks = Vec::new();
         let mut ready = false;
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if line == "ready" {
+        let mut reader = BufReader::new(stdout);
+        let mut line = Vec::new();
+        // Only newline-terminated lines count: the kill may cut the last one.
+        while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+            if line.last() != Some(&b'\n') {
+                break;
+            }
+            let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
+            line.clear();
+            if text == "ready" {
                 ready = true;
                 continue;
             }
-            let parts: Vec<&str> = line.split(' ').collect();
-            // A line cut by the kill has no timestamp or a partial one: it was
-            // never a complete acknowledgement; a complete one always parses.
-            if let ["ack", key, ts] = parts.as_slice()
-                && let Ok(ts) = ts.parse::<u64>()
-            {
-                acks.push((key.to_string(), ts));
-            }
+            let parts: Vec<&str> = text.split(' ').collect();
+            match parts.as_slice() {
+                ["ack", key, ts] => {
+                    acks.push((key.to_string(), ts.parse::<u64>().expect("ack ts")))
+                }
+                _ => panic!("unexpected line from the crash writer: {text:?}"),
             }
         }
         (ready, acks)
