@@ -230,3 +230,38 @@ fn corrupt_sstable_is_an_error_not_a_wrong_answer() {
         "a scan over the corrupt block must fail"
     );
 }
+
+/// Regression: a damaged length field in the middle of the LAST segment was
+/// taken for a torn tail, and every valid record after it was cut away. It
+/// must be reported as corruption, since valid records follow it.
+#[test]
+fn damaged_length_mid_last_segment_is_corruption_not_a_tear() {
+    use ataman_engine::wal::record::{Decoded, decode_record};
+    let dir = tempfile::tempdir().unwrap();
+    write_unflushed(dir.path(), "k", 20);
+    let seg = segments(dir.path()).pop().unwrap();
+    let mut bytes = fs::read(&seg).unwrap();
+    // Offset of the 6th record.
+    let mut offset = 0;
+    for _ in 0..5 {
+        match decode_record(&bytes[offset..]) {
+            Decoded::Record { consumed, .. } => offset += consumed,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    bytes[offset + 1] ^= 0x7f; // the length's second byte
+    fs::write(&seg, &bytes).unwrap();
+    match Db::open(dir.path(), opts()) {
+        Err(Error::Corruption {
+            path, offset: at, ..
+        }) => {
+            assert_eq!(path, seg);
+            assert_eq!(at, offset as u64);
+        }
+        Err(e) => panic!("expected corruption, got {e}"),
+        Ok(db) => panic!(
+            "opened and cut valid records: {:?}",
+            db.recovery_report().replay
+        ),
+    }
+}
