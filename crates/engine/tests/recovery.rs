@@ -265,3 +265,26 @@ fn damaged_length_mid_last_segment_is_corruption_not_a_tear() {
         ),
     }
 }
+
+/// A flipped byte in the manifest's snapshot record stops the open with an
+/// error naming the manifest; the database is not opened as empty.
+#[test]
+fn corrupt_manifest_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    db.put(b"a", b"1", 1, Durability::Complete).unwrap();
+    db.close().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap(); // append an edit after the snapshot
+    db.put(b"b", b"2", 2, Durability::Complete).unwrap();
+    db.flush().unwrap();
+    drop(db);
+    let path = dir.path().join("MANIFEST");
+    let mut bytes = fs::read(&path).unwrap();
+    bytes[10] ^= 0x01; // inside the first (snapshot) record, which is followed by an edit
+    fs::write(&path, &bytes).unwrap();
+    match Db::open(dir.path(), opts()) {
+        Err(e @ Error::Corruption { .. }) => assert!(e.to_string().contains("MANIFEST"), "{e}"),
+        Err(e) => panic!("expected corruption, got {e}"),
+        Ok(_) => panic!("opened over a corrupt manifest"),
+    }
+}
