@@ -75,8 +75,13 @@ pub fn run(args: CrashWriterArgs) -> Result<(), Box<dyn std::error::Error>> {
                 x ^= x << 17;
                 let key = format!("key{:06}", x % keys);
                 let ts = next_ts.fetch_add(1, Ordering::Relaxed);
-                db.put(key.as_bytes(), &value_for(&key, ts), ts, Durability::Complete)
-                    .map_err(|e| e.to_string())?;
+                db.put(
+                    key.as_bytes(),
+                    &value_for(&key, ts),
+                    ts,
+                    Durability::Complete,
+                )
+                .map_err(|e| e.to_string())?;
                 let mut out = stdout.lock().map_err(|_| "stdout lock poisoned")?;
                 writeln!(out, "ack {key} {ts}").map_err(|e| e.to_string())?;
                 out.flush().map_err(|e| e.to_string())?;

@@ -3,6 +3,8 @@
 //! SIGKILL at a random moment, reopens the database and checks that every
 //! acknowledged write is there (and that no value was invented).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
+
 use ataman::crash_writer::{crash_options, value_for};
 use ataman_engine::Db;
 use std::collections::HashMap;
@@ -23,7 +25,13 @@ fn cycles() -> u64 {
 /// Runs one child until killed after `delay`; returns its acknowledged (key, ts) pairs.
 fn run_child(dir: &std::path::Path, cycle: u64, delay: Duration) -> Vec<(String, u64)> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ataman"))
-        .args(["internal", "crash-writer", "--cycle", &cycle.to_string(), "--dir"])
+        .args([
+            "internal",
+            "crash-writer",
+            "--cycle",
+            &cycle.to_string(),
+            "--dir",
+        ])
         .arg(dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -33,19 +41,25 @@ fn run_child(dir: &std::path::Path, cycle: u64, delay: Duration) -> Vec<(String,
     let reader = std::thread::spawn(move || {
         let mut acks = Vec::new();
         let mut ready = false;
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if line == "ready" {
+        let mut reader = BufReader::new(stdout);
+        let mut line = Vec::new();
+        // Only newline-terminated lines count: the kill may cut the last one.
+        while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+            if line.last() != Some(&b'\n') {
+                break;
+            }
+            let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
+            line.clear();
+            if text == "ready" {
                 ready = true;
                 continue;
             }
-            let parts: Vec<&str> = line.split(' ').collect();
-            // A line cut by the kill has no timestamp or a partial one: it was
-            // never a complete acknowledgement; a complete one always parses.
-            if let [ "ack", key, ts ] = parts.as_slice() {
-                if let Ok(ts) = ts.parse::<u64>() {
-                    acks.push((key.to_string(), ts));
+            let parts: Vec<&str> = text.split(' ').collect();
+            match parts.as_slice() {
+                ["ack", key, ts] => {
+                    acks.push((key.to_string(), ts.parse::<u64>().expect("ack ts")))
                 }
+                _ => panic!("unexpected line from the crash writer: {text:?}"),
             }
         }
         (ready, acks)
@@ -107,5 +121,9 @@ fn acknowledged_writes_survive_kill_9() {
         );
     }
     assert!(total_acks > 0, "no write was ever acknowledged");
-    eprintln!("crash test: {} cycles, {total_acks} acknowledged writes, {} keys checked", cycles(), acked.len());
+    eprintln!(
+        "crash test: {} cycles, {total_acks} acknowledged writes, {} keys checked",
+        cycles(),
+        acked.len()
+    );
 }

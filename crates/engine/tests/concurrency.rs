@@ -2,6 +2,8 @@
 //! is seen whole or not at all, across memtable rotations, flushes and
 //! compactions; and many concurrent writers all get their writes applied.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
+
 use ataman_engine::{Db, Durability, Options, WalMode, WriteBatch};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -61,7 +63,10 @@ fn batches_are_atomic_for_readers() {
     let checks: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
     assert!(checks > 0);
     let stats = db.stats();
-    assert!(stats.level_files.iter().sum::<usize>() > 0, "the test never flushed: {stats:?}");
+    assert!(
+        stats.level_files.iter().sum::<usize>() > 0,
+        "the test never flushed: {stats:?}"
+    );
 }
 
 /// Many threads writing distinct keys concurrently: every write is applied once.
@@ -75,8 +80,13 @@ fn concurrent_writers_all_applied() {
             std::thread::spawn(move || {
                 for i in 0..500u64 {
                     let k = format!("t{t}/k{i}");
-                    db.put(k.as_bytes(), k.as_bytes(), t * 1000 + i + 1, Durability::Complete)
-                        .unwrap();
+                    db.put(
+                        k.as_bytes(),
+                        k.as_bytes(),
+                        t * 1000 + i + 1,
+                        Durability::Complete,
+                    )
+                    .unwrap();
                 }
             })
         })
@@ -84,7 +94,11 @@ fn concurrent_writers_all_applied() {
     for t in threads {
         t.join().unwrap();
     }
-    let all: Vec<_> = db.scan(b"", None, false).unwrap().map(|r| r.unwrap()).collect();
+    let all: Vec<_> = db
+        .scan(b"", None, false)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
     assert_eq!(all.len(), 8 * 500);
     for (k, e) in &all {
         assert_eq!(e.value.as_deref(), Some(k.as_slice()));

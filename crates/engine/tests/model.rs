@@ -2,6 +2,8 @@
 //! deletes, batches, point reads, scans, flushes, compactions and reopens
 //! (clean, and by dropping the handle so the WAL is replayed).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
+
 use ataman_engine::key::timestamp_from_millis;
 use ataman_engine::{Compression, Db, Durability, Entry, Options, WalMode, WriteBatch};
 use proptest::prelude::*;
@@ -13,14 +15,27 @@ const KEYS: u8 = 40;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Put { key: u8, value: Vec<u8>, ts_offset: u16 },
-    Delete { key: u8, ts_offset: u16 },
+    Put {
+        key: u8,
+        value: Vec<u8>,
+        ts_offset: u16,
+    },
+    Delete {
+        key: u8,
+        ts_offset: u16,
+    },
     Batch(Vec<(u8, Option<Vec<u8>>, u16)>),
     Get(u8),
-    Scan { start: u8, end: Option<u8>, tombstones: bool },
+    Scan {
+        start: u8,
+        end: Option<u8>,
+        tombstones: bool,
+    },
     Flush,
     Compact,
-    Reopen { clean: bool },
+    Reopen {
+        clean: bool,
+    },
 }
 
 fn key_bytes(k: u8) -> Vec<u8> {
@@ -67,10 +82,13 @@ fn small_options() -> Options {
     }
 }
 
-/// The model: per key the winning (timestamp, write order, value-or-tombstone).
+/// A key's winning version: (timestamp, write order, value or tombstone).
+type Version = (u64, u64, Option<Vec<u8>>);
+
+/// The model: per key the winning version.
 #[derive(Default)]
 struct Model {
-    map: BTreeMap<Vec<u8>, (u64, u64, Option<Vec<u8>>)>,
+    map: BTreeMap<Vec<u8>, Version>,
     order: u64,
 }
 
@@ -92,7 +110,7 @@ impl Model {
     }
 }
 
-fn run_ops(dir: &Path, ops: &[Op]) {
+fn run_ops(dir: &Path, ops: &[Op]) -> ataman_engine::Stats {
     let base_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -103,12 +121,23 @@ fn run_ops(dir: &Path, ops: &[Op]) {
     for (step, op) in ops.iter().enumerate() {
         let d = db.as_ref().unwrap();
         match op {
-            Op::Put { key, value, ts_offset } => {
-                d.put(&key_bytes(*key), value, ts(*ts_offset), Durability::Complete).unwrap();
+            Op::Put {
+                key,
+                value,
+                ts_offset,
+            } => {
+                d.put(
+                    &key_bytes(*key),
+                    value,
+                    ts(*ts_offset),
+                    Durability::Complete,
+                )
+                .unwrap();
                 model.write(key_bytes(*key), ts(*ts_offset), Some(value.clone()));
             }
             Op::Delete { key, ts_offset } => {
-                d.delete(&key_bytes(*key), ts(*ts_offset), Durability::Complete).unwrap();
+                d.delete(&key_bytes(*key), ts(*ts_offset), Durability::Complete)
+                    .unwrap();
                 model.write(key_bytes(*key), ts(*ts_offset), None);
             }
             Op::Batch(entries) => {
@@ -128,7 +157,11 @@ fn run_ops(dir: &Path, ops: &[Op]) {
                 let k = key_bytes(*key);
                 assert_eq!(d.get(&k).unwrap(), model.get(&k), "step {step}: get {k:?}");
             }
-            Op::Scan { start, end, tombstones } => {
+            Op::Scan {
+                start,
+                end,
+                tombstones,
+            } => {
                 let (s, e) = (key_bytes(*start), end.map(key_bytes));
                 let got: Vec<(Vec<u8>, Entry)> = d
                     .scan(&s, e.as_deref(), *tombstones)
@@ -140,7 +173,15 @@ fn run_ops(dir: &Path, ops: &[Op]) {
                     .range(s.clone()..)
                     .filter(|(k, _)| e.as_ref().is_none_or(|e| *k < e))
                     .filter(|(_, (_, _, v))| *tombstones || v.is_some())
-                    .map(|(k, (ts, _, v))| (k.clone(), Entry { ts: *ts, value: v.clone() }))
+                    .map(|(k, (ts, _, v))| {
+                        (
+                            k.clone(),
+                            Entry {
+                                ts: *ts,
+                                value: v.clone(),
+                            },
+                        )
+                    })
                     .collect();
                 assert_eq!(got, want, "step {step}: scan {s:?}..{e:?}");
             }
@@ -157,24 +198,34 @@ fn run_ops(dir: &Path, ops: &[Op]) {
             }
         }
     }
+    let stats = db.as_ref().unwrap().stats();
     // Final full comparison, then once more after a reopen.
     for pass in 0..2 {
         let d = db.as_ref().unwrap();
         for k in 0..KEYS {
             let k = key_bytes(k);
-            assert_eq!(d.get(&k).unwrap(), model.get(&k), "final pass {pass}: get {k:?}");
+            assert_eq!(
+                d.get(&k).unwrap(),
+                model.get(&k),
+                "final pass {pass}: get {k:?}"
+            );
         }
-        let all: Vec<_> = d.scan(b"", None, true).unwrap().map(|r| r.unwrap().0).collect();
+        let all: Vec<_> = d
+            .scan(b"", None, true)
+            .unwrap()
+            .map(|r| r.unwrap().0)
+            .collect();
         let want: Vec<_> = model.map.keys().cloned().collect();
         assert_eq!(all, want, "final pass {pass}: keys");
         let old = db.take().unwrap();
         old.close().unwrap();
         db = Some(Db::open(dir, small_options()).unwrap());
     }
+    stats
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, max_shrink_iters: 200, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 48, max_shrink_iters: 200, .. ProptestConfig::default() })]
 
     /// Any sequence of operations gives the same answers as the model.
     #[test]
@@ -195,18 +246,30 @@ fn long_workload_reaches_deeper_levels() {
         x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
         let key = (x >> 8) as u8 % KEYS;
         let op = match i % 10 {
-            0 => Op::Delete { key, ts_offset: (i % 500) as u16 },
+            0 => Op::Delete {
+                key,
+                ts_offset: (i % 500) as u16,
+            },
             1 => Op::Get(key),
             _ => Op::Put {
                 key,
-                value: vec![(i % 251) as u8; 100 + (x % 400) as usize],
+                // Incompressible bytes, so the data really fills the levels.
+                value: (0..100 + (x % 400))
+                    .map(|j| (x.wrapping_mul(j + 1) >> 13) as u8)
+                    .collect(),
                 ts_offset: (i % 500) as u16,
             },
         };
         ops.push(op);
         if i % 700 == 699 {
-            ops.push(Op::Reopen { clean: i % 1400 == 699 });
+            ops.push(Op::Reopen {
+                clean: i % 1400 == 699,
+            });
         }
     }
-    run_ops(dir.path(), &ops);
+    let stats = run_ops(dir.path(), &ops);
+    assert!(
+        stats.level_files.iter().skip(2).sum::<usize>() > 0,
+        "the workload never reached L2: {stats:?}"
+    );
 }

@@ -2,6 +2,8 @@
 //! stop, torn tails, corrupt records named by file and offset, forced
 //! recovery, foreign files, the directory lock, and corrupt SSTables.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
+
 use ataman_engine::batch::encode_payload;
 use ataman_engine::wal::record::encode_record;
 use ataman_engine::wal::segment::{parse_segment_file_name, segment_file_name};
@@ -36,7 +38,8 @@ fn write_unflushed(dir: &Path, prefix: &str, n: u64) {
     let db = Db::open(dir, opts()).unwrap();
     for i in 0..n {
         let k = format!("{prefix}{i:04}");
-        db.put(k.as_bytes(), k.as_bytes(), 1000 + i, Durability::Complete).unwrap();
+        db.put(k.as_bytes(), k.as_bytes(), 1000 + i, Durability::Complete)
+            .unwrap();
     }
     drop(db);
 }
@@ -50,7 +53,10 @@ fn unclean_stop_is_replayed() {
     assert_eq!(db.recovery_report().replay.records, 100);
     for i in 0..100u64 {
         let k = format!("k{i:04}");
-        assert_eq!(db.get(k.as_bytes()).unwrap().unwrap().value.unwrap(), k.as_bytes());
+        assert_eq!(
+            db.get(k.as_bytes()).unwrap().unwrap().value.unwrap(),
+            k.as_bytes()
+        );
     }
     db.close().unwrap();
     // The replay was flushed: nothing is replayed a second time.
@@ -108,12 +114,18 @@ fn corruption_before_the_tail_is_an_error_unless_forced() {
     match &err {
         Error::Corruption { path, offset, .. } => {
             assert_eq!(path, &first);
-            assert!(*offset <= mid as u64, "offset {offset} after the flipped byte {mid}");
+            assert!(
+                *offset <= mid as u64,
+                "offset {offset} after the flipped byte {mid}"
+            );
         }
         other => panic!("expected corruption, got {other}"),
     }
     let msg = err.to_string();
-    assert!(msg.contains(first.file_name().unwrap().to_str().unwrap()), "{msg}");
+    assert!(
+        msg.contains(first.file_name().unwrap().to_str().unwrap()),
+        "{msg}"
+    );
 
     let forced = Options {
         force_recovery: true,
@@ -121,9 +133,15 @@ fn corruption_before_the_tail_is_an_error_unless_forced() {
     };
     let db = Db::open(dir.path(), forced).unwrap();
     let report = db.recovery_report().replay.clone();
-    assert!(!report.skipped.is_empty(), "forced recovery must report what it skipped");
+    assert!(
+        !report.skipped.is_empty(),
+        "forced recovery must report what it skipped"
+    );
     assert_eq!(db.get(b"later").unwrap().unwrap().value.unwrap(), b"v");
-    assert!(db.get(b"k0000").unwrap().is_some(), "records before the bad one survive");
+    assert!(
+        db.get(b"k0000").unwrap().is_some(),
+        "records before the bad one survive"
+    );
 }
 
 /// Files the engine does not own are left alone; data files without a manifest are refused.
@@ -138,7 +156,10 @@ fn foreign_files_ignored_and_orphans_refused() {
     let db = Db::open(dir.path(), opts()).unwrap();
     assert!(db.get(b"a").unwrap().is_some());
     db.close().unwrap();
-    assert_eq!(fs::read(dir.path().join("README.txt")).unwrap(), b"operator notes");
+    assert_eq!(
+        fs::read(dir.path().join("README.txt")).unwrap(),
+        b"operator notes"
+    );
     assert!(dir.path().join("backup.sst.old").exists());
 
     fs::remove_file(dir.path().join("MANIFEST")).unwrap();
@@ -151,7 +172,10 @@ fn foreign_files_ignored_and_orphans_refused() {
 fn directory_is_locked() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), opts()).unwrap();
-    assert!(matches!(Db::open(dir.path(), opts()), Err(Error::Locked { .. })));
+    assert!(matches!(
+        Db::open(dir.path(), opts()),
+        Err(Error::Locked { .. })
+    ));
     db.close().unwrap();
     Db::open(dir.path(), opts()).unwrap().close().unwrap();
 }
@@ -167,7 +191,13 @@ fn corrupt_sstable_is_an_error_not_a_wrong_answer() {
     let db = Db::open(dir.path(), o.clone()).unwrap();
     for i in 0..2000u64 {
         let k = format!("key{i:05}");
-        db.put(k.as_bytes(), format!("value-{i}").as_bytes(), i + 1, Durability::None).unwrap();
+        db.put(
+            k.as_bytes(),
+            format!("value-{i}").as_bytes(),
+            i + 1,
+            Durability::None,
+        )
+        .unwrap();
     }
     db.close().unwrap();
     let sst = fs::read_dir(dir.path())
@@ -192,6 +222,69 @@ fn corrupt_sstable_is_an_error_not_a_wrong_answer() {
         }
     }
     assert!(errors > 0, "the flipped byte went unnoticed");
-    let scan: Result<Vec<_>, _> = db.scan(b"", None, false).unwrap().collect();
-    assert!(scan.is_err(), "a scan over the corrupt block must fail");
+    let scan = db
+        .scan(b"", None, false)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>());
+    assert!(
+        scan.unwrap_err().is_corruption(),
+        "a scan over the corrupt block must fail"
+    );
+}
+
+/// Regression: a damaged length field in the middle of the LAST segment was
+/// taken for a torn tail, and every valid record after it was cut away. It
+/// must be reported as corruption, since valid records follow it.
+#[test]
+fn damaged_length_mid_last_segment_is_corruption_not_a_tear() {
+    use ataman_engine::wal::record::{Decoded, decode_record};
+    let dir = tempfile::tempdir().unwrap();
+    write_unflushed(dir.path(), "k", 20);
+    let seg = segments(dir.path()).pop().unwrap();
+    let mut bytes = fs::read(&seg).unwrap();
+    // Offset of the 6th record.
+    let mut offset = 0;
+    for _ in 0..5 {
+        match decode_record(&bytes[offset..]) {
+            Decoded::Record { consumed, .. } => offset += consumed,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    bytes[offset + 1] ^= 0x7f; // the length's second byte
+    fs::write(&seg, &bytes).unwrap();
+    match Db::open(dir.path(), opts()) {
+        Err(Error::Corruption {
+            path, offset: at, ..
+        }) => {
+            assert_eq!(path, seg);
+            assert_eq!(at, offset as u64);
+        }
+        Err(e) => panic!("expected corruption, got {e}"),
+        Ok(db) => panic!(
+            "opened and cut valid records: {:?}",
+            db.recovery_report().replay
+        ),
+    }
+}
+
+/// A flipped byte in the manifest's snapshot record stops the open with an
+/// error naming the manifest; the database is not opened as empty.
+#[test]
+fn corrupt_manifest_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    db.put(b"a", b"1", 1, Durability::Complete).unwrap();
+    db.close().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap(); // append an edit after the snapshot
+    db.put(b"b", b"2", 2, Durability::Complete).unwrap();
+    db.flush().unwrap();
+    drop(db);
+    let path = dir.path().join("MANIFEST");
+    let mut bytes = fs::read(&path).unwrap();
+    bytes[10] ^= 0x01; // inside the first (snapshot) record, which is followed by an edit
+    fs::write(&path, &bytes).unwrap();
+    match Db::open(dir.path(), opts()) {
+        Err(e @ Error::Corruption { .. }) => assert!(e.to_string().contains("MANIFEST"), "{e}"),
+        Err(e) => panic!("expected corruption, got {e}"),
+        Ok(_) => panic!("opened over a corrupt manifest"),
+    }
 }

@@ -50,6 +50,10 @@ pub struct Stats {
     pub level_files: Vec<usize>,
     /// Bytes per level.
     pub level_bytes: Vec<u64>,
+    /// Entries (versions and tombstones) per level.
+    pub level_entries: Vec<u64>,
+    /// Tombstones per level.
+    pub level_tombstones: Vec<u64>,
     /// Bytes in the active memtable.
     pub memtable_bytes: u64,
     /// Immutable memtables waiting for flush.
@@ -252,6 +256,18 @@ impl Db {
         Stats {
             level_files: sv.version.levels.iter().map(Vec::len).collect(),
             level_bytes,
+            level_entries: sv
+                .version
+                .levels
+                .iter()
+                .map(|l| l.iter().map(|t| t.meta.entries).sum())
+                .collect(),
+            level_tombstones: sv
+                .version
+                .levels
+                .iter()
+                .map(|l| l.iter().map(|t| t.meta.tombstones).sum())
+                .collect(),
             memtable_bytes: sv.mem.bytes() as u64,
             immutable_memtables: sv.imms.len(),
             visible_seq: s.visible_seq.load(Ordering::Acquire),

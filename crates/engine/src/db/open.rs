@@ -168,8 +168,11 @@ pub fn open(dir: &Path, opts: Options) -> Result<(Arc<Shared>, RecoveryReport)> 
     let mut version = Version::clone(&shared.sv.load().version);
     version.levels[0].extend(flushed.iter().cloned());
     version.normalize();
+    let mut files: Vec<_> = version.all_files().map(|t| t.meta.clone()).collect();
+    // `ManifestState` keeps its files sorted by (level, number).
+    files.sort_by_key(|f| (f.level, f.number));
     let new_state = ManifestState {
-        files: version.all_files().map(|t| t.meta.clone()).collect(),
+        files,
         wal_segment_min: segment,
         next_file_number: shared.next_file_number.load(Ordering::Relaxed),
         last_seq,

@@ -1,6 +1,6 @@
 //! A version edit: one change to the set of live SSTables, and its encoding.
 //!
-//! `docs/FORMAT-manifest.md`, "Version edit": an edit is a sequence of
+//! `docs/FORMAT.md`, "Version edit": an edit is a sequence of
 //! fields, each a tag varint followed by that tag's body. Fields may come in
 //! any order; the encoder writes them in tag order.
 //!
@@ -33,7 +33,7 @@ pub const LEVELS_MAX: u32 = 16;
 /// Longest encoded internal key an edit may carry (`smallest`, `largest`).
 pub const EDIT_KEY_BYTES_MAX: usize = KEY_BYTES_MAX + INTERNAL_KEY_TRAILER_BYTES;
 
-/// Tag of an added file (`docs/FORMAT-manifest.md`, "Version edit").
+/// Tag of an added file (`docs/FORMAT.md`, "Version edit").
 pub const TAG_ADDED_FILE: u64 = 1;
 /// Tag of a removed file.
 pub const TAG_REMOVED_FILE: u64 = 2;

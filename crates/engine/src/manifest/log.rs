@@ -1,6 +1,6 @@
 //! The manifest file: a log of framed version edits.
 //!
-//! `docs/FORMAT-manifest.md`: `dir/MANIFEST` is a sequence of records in
+//! `docs/FORMAT.md`: `dir/MANIFEST` is a sequence of records in
 //! the WAL record frame ([`crate::wal::record`]), each holding one encoded
 //! [`VersionEdit`]. The first record is a snapshot of the whole state.
 //!

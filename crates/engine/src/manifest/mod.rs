@@ -6,7 +6,7 @@
 //!   open, then appended to with one fsynced record per edit; loading it,
 //!   with a torn last record ignored.
 //!
-//! The format is specified in `docs/FORMAT-manifest.md`.
+//! The format is specified in `docs/FORMAT.md`.
 
 pub mod edit;
 pub mod log;

@@ -44,7 +44,7 @@ pub const READER_CHANNEL_BOUND: usize = 0;
 /// Chunks read but not yet applied, at most: one being applied, one waiting in a send.
 pub const CHUNKS_IN_FLIGHT_MAX: usize = READER_CHANNEL_BOUND + 2;
 
-// Recovery's flow control promises two chunks ahead, no more (docs/FORMAT-wal.md, "Reader thread").
+// Recovery's flow control promises two chunks ahead, no more (docs/FORMAT.md, "Reader thread").
 const _: () = assert!(CHUNKS_IN_FLIGHT_MAX == 2);
 
 /// Runs `scanner` on the reader thread and `consume` on the caller's for each

@@ -13,7 +13,7 @@
 //! the same order, so both modes give identical results and reports.
 //!
 //! The rules (torn tail, corruption, forced recovery) are specified in
-//! `docs/FORMAT-wal.md`, "Replay rules".
+//! `docs/FORMAT.md`, "Replay rules".
 
 use crate::batch::Payload;
 use crate::error::{Error, Result};
@@ -23,7 +23,7 @@ use crate::wal::replay_scan::{Chunk, Event, Scanner};
 use std::path::{Path, PathBuf};
 
 /// Bytes of the sequence number in front of the batch in a WAL payload
-/// (`docs/FORMAT-wal.md`, "Payload").
+/// (`docs/FORMAT.md`, "Payload").
 const PAYLOAD_SEQ_BYTES: usize = 8;
 
 /// How to replay.

@@ -5,7 +5,7 @@
 //! The scanner has no side effects on the files: cutting a torn tail is an
 //! event the applier carries out after applying every record before it, so
 //! replay with and without the reader thread does exactly the same things in
-//! the same order (`docs/FORMAT-wal.md`, "Replay rules").
+//! the same order (`docs/FORMAT.md`, "Replay rules").
 
 use crate::error::{CorruptionKind, Error};
 use crate::fs::FileSystem;
@@ -210,6 +210,15 @@ impl<'a> Scanner<'a> {
             }
             None => None,
         };
+        // A length damaged in place points nowhere useful: look for any
+        // valid record further on. Finding one means this is damage in the
+        // middle of the log, not a torn final write (a torn write leaves
+        // nothing valid after it).
+        let resume = match resume {
+            Some(next) => Some(next),
+            None => find_valid_record(&mut current.cursor, offset + 1)
+                .map_err(|e| Error::io(current.path.clone(), e))?,
+        };
         if current.is_last && tearable && resume.is_none() {
             chunk.events.push(Event::TornTail {
                 path: current.path.clone(),
@@ -235,4 +244,21 @@ impl<'a> Scanner<'a> {
         current.offset = resume.unwrap_or(file_len);
         Ok(())
     }
+}
+
+/// The first offset at or after `from` where a valid record starts.
+///
+/// Probes every byte offset; only a header whose length fits the rest of
+/// the file costs a checksum, so a torn tail of garbage or zeros is scanned
+/// at memory speed. Runs only when a bad record was found.
+fn find_valid_record(cursor: &mut SegmentCursor, from: u64) -> std::io::Result<Option<u64>> {
+    let file_len = cursor.file_len();
+    let mut at = from;
+    while at + RECORD_HEADER_BYTES as u64 <= file_len {
+        if matches!(cursor.probe(at)?, Probe::Valid { .. }) {
+            return Ok(Some(at));
+        }
+        at += 1;
+    }
+    Ok(None)
 }

@@ -1,5 +1,5 @@
 //! Tests of WAL replay's rules: round trip, torn tails, corruption, forced
-//! recovery, sequence order (`docs/FORMAT-wal.md`, "Replay rules").
+//! recovery, sequence order (`docs/FORMAT.md`, "Replay rules").
 
 use crate::error::{CorruptionKind, Error};
 use crate::wal::record::{RECORD_HEADER_BYTES, encode_record};
@@ -297,7 +297,7 @@ fn undecodable_payload_is_corruption_even_at_the_tail() {
     }
 }
 
-/// The example record in `docs/FORMAT-wal.md` is exactly what the encoders write.
+/// The example record in `docs/FORMAT.md` is exactly what the encoders write.
 #[test]
 fn format_doc_example_is_what_the_encoder_writes() {
     let mut b = crate::batch::WriteBatch::new();
