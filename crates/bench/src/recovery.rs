@@ -12,13 +12,11 @@
 //!    and deletes the WAL, so each measurement needs its own copy) and
 //!    reopens one copy with `recovery_reader_thread = true`, the other with
 //!    `false`. The reopen uses the fill's large memtable, so the replay
-//!    writes exactly one L0 table: with the node's 64 MiB memtable a
-//!    1M-row replay writes several L0 tables, and the engine (at the time
-//!    of writing) then poisons itself on the first L0 compaction after
-//!    open ("edit removes file N at level 0, which is not live": `open`
-//!    records the files in the version's L0 order, newest first, while
-//!    the manifest state must be sorted by level and number).
-//!    `--node-memtable` reopens with the node's memtable instead.
+//!    writes exactly one L0 table and the figure is about the replay.
+//!    (Before `main` 3533216 a replay that wrote several L0 tables left the
+//!    manifest state unsorted and the first L0 compaction poisoned the
+//!    engine: "edit removes file N at level 0, which is not live".)
+//!    `--node-memtable` reopens with the node's 64 MiB memtable instead.
 
 use crate::error::{BenchError, Result};
 use crate::report::{per_sec, write_json};
