@@ -267,10 +267,15 @@ impl Conn {
                 self.request_started = Some(Instant::now());
             }
         }
-        if self.read_closed && self.pending.is_none() && !self.rbuf.is_empty() && !self.close_after
+        if self.read_closed
+            && (self.pending.is_some() || !self.rbuf.is_empty())
+            && !self.close_after
         {
-            // The peer closed in the middle of a request: nothing can answer it.
+            // The peer closed in the middle of a request (head or body):
+            // nothing can answer it; answer what came before, then close.
+            self.pending = None;
             self.rbuf.clear();
+            self.request_started = None;
             self.close_after = true;
         }
     }
