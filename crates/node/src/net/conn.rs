@@ -140,8 +140,15 @@ impl Conn {
     }
 
     /// Reads what the socket has, parses and executes complete requests, and writes answers.
-    pub fn on_ready(&mut self, ctx: &NetContext, token: usize, scratch: &mut [u8]) -> Next {
-        self.read(ctx, scratch);
+    /// `peer_closed` is the poller's hint that the peer shut down its side.
+    pub fn on_ready(
+        &mut self,
+        ctx: &NetContext,
+        token: usize,
+        scratch: &mut [u8],
+        peer_closed: bool,
+    ) -> Next {
+        self.read(ctx, scratch, peer_closed);
         self.parse(ctx, token);
         self.flush(ctx)
     }
@@ -152,7 +159,7 @@ impl Conn {
 
     /// Reads into `scratch` (the thread's reusable buffer) and appends what
     /// arrived, so no per-read buffer is allocated or zeroed.
-    fn read(&mut self, ctx: &NetContext, scratch: &mut [u8]) {
+    fn read(&mut self, ctx: &NetContext, scratch: &mut [u8], peer_closed: bool) {
         if self.read_closed || self.close_after {
             return;
         }
@@ -172,9 +179,11 @@ impl Conn {
                     if self.request_started.is_none() {
                         self.request_started = Some(self.last_active);
                     }
-                    if n < room {
+                    if n < room && !peer_closed {
                         // A short read drained the socket: skip the extra
-                        // read that would only say WouldBlock.
+                        // read that would only say WouldBlock. (When the
+                        // event also said the peer closed, read on to see
+                        // the end: edge-triggered polling will not repeat it.)
                         self.read_paused = false;
                         break;
                     }

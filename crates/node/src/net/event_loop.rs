@@ -121,7 +121,7 @@ impl Loop {
                 match event.token() {
                     LISTENER => self.accept(),
                     WAKER => self.take_inbox(),
-                    Token(i) => self.on_conn(i),
+                    Token(i) => self.on_conn(i, event.is_read_closed() || event.is_error()),
                 }
             }
             self.finish_touched();
@@ -212,9 +212,9 @@ impl Loop {
         }
     }
 
-    fn on_conn(&mut self, i: usize) {
+    fn on_conn(&mut self, i: usize, peer_closed: bool) {
         let next = match self.slots.conns.get_mut(i) {
-            Some(Some(conn)) => conn.on_ready(&self.ctx, i, &mut self.scratch),
+            Some(Some(conn)) => conn.on_ready(&self.ctx, i, &mut self.scratch, peer_closed),
             _ => return,
         };
         if next == Next::Close {
