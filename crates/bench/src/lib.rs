@@ -1,17 +1,77 @@
 //! # ataman-bench
 //!
-//! Benchmarks shipped in the binary, so every figure in `docs/BENCHMARKS.md`
-//! is reproducible with one command. (being written)
+//! Benchmarks shipped in the binary, so every figure in
+//! `docs/BENCHMARKS-engine.md` is reproducible with one command.
+//!
+//! ## Layout
+//! - [`engine`]: `ataman bench engine`, the engine analog of Tarantool's
+//!   `1mops_write`; [`writers`] holds its closed-loop writers and
+//!   [`readrandom`] its optional read phase.
+//! - [`recovery`]: `ataman bench recovery`, reopen after a crash with the
+//!   WAL replay's reader thread on and off.
+//! - `fjall_cmp` (feature `fjall`, on by default): `ataman bench fjall`,
+//!   side by side with fjall.
+//! - [`workload`]: keys, values, timestamps; [`report`]: percentiles and
+//!   JSON; [`cpu`]: process CPU time; [`args`]: mode flags; [`error`].
+//!
+//! Benchmarks assert counts (every op asked for was acknowledged, every
+//! read hit) and fail loudly otherwise; they never judge speed.
+
+pub mod args;
+pub mod cpu;
+pub mod engine;
+pub mod error;
+#[cfg(feature = "fjall")]
+pub mod fjall_cmp;
+pub mod readrandom;
+pub mod recovery;
+pub mod report;
+pub mod workload;
+pub mod writers;
+
+pub use error::{BenchError, Result};
 
 /// `ataman bench …` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum BenchCommand {
-    /// Storage engine write (and read) benchmark.
-    Engine,
+    /// Storage engine writes: C writers committing batches of B puts (and, with --readrandom, reads).
+    Engine(engine::EngineArgs),
+    /// Reopen after a crash, WAL replay reader thread on and off.
+    Recovery(recovery::RecoveryArgs),
+    /// ataman's engine side by side with fjall (fillrandom durable, batched; readrandom).
+    #[cfg(feature = "fjall")]
+    Fjall(fjall_cmp::FjallArgs),
+    /// (internal) the recovery benchmark's child: fill a directory and exit without closing.
+    #[command(hide = true)]
+    RecoveryFill(recovery::RecoveryFillArgs),
 }
 
-/// Runs a benchmark.
-pub fn run(cmd: BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
-    let _ = cmd;
-    Err("not yet".into())
+/// Runs a benchmark, prints its report, and writes JSON when asked.
+pub fn run(cmd: BenchCommand) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    match cmd {
+        BenchCommand::Engine(args) => {
+            let report = engine::run(&args)?;
+            engine::print(&report);
+            if let Some(path) = &args.json {
+                report::write_json(path, &report)?;
+            }
+        }
+        BenchCommand::Recovery(args) => {
+            let report = recovery::run(&args)?;
+            recovery::print(&report);
+            if let Some(path) = &args.json {
+                recovery::write(&report, path)?;
+            }
+        }
+        #[cfg(feature = "fjall")]
+        BenchCommand::Fjall(args) => {
+            let report = fjall_cmp::run(&args)?;
+            fjall_cmp::print(&report);
+            if let Some(path) = &args.json {
+                report::write_json(path, &report)?;
+            }
+        }
+        BenchCommand::RecoveryFill(args) => recovery::fill_child(&args)?,
+    }
+    Ok(())
 }

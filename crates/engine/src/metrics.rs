@@ -151,6 +151,10 @@ pub struct EngineMetrics {
     pub wal_sync_latency_us: Histogram,
     /// Requests per writer-thread wake-up.
     pub writer_batch_requests: Histogram,
+    /// Microseconds a write waited in the writer's queue (submit to pick-up).
+    pub write_queue_wait_us: Histogram,
+    /// Microseconds the writer spent applying one batch to the memtable.
+    pub tx_apply_us: Histogram,
     /// Memtables flushed.
     pub flushes: Counter,
     /// Bytes of SSTables written by flushes.

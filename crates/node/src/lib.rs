@@ -1,32 +1,35 @@
 //! # ataman-node
 //!
-//! An ataman node. For now it opens the storage engine on the data
-//! directory, reports what recovery found, and waits for Ctrl-C / SIGTERM;
-//! the HTTP `/v0` API and the network / tx / WAL thread layout come next.
+//! An ataman node: the `/v0` HTTP API over the storage engine.
+//!
+//! ## Layout
+//! - [`config`]: options from flags, environment and a TOML file.
+//! - [`http`]: HTTP/1.1 framing (request heads, query strings, responses).
+//! - [`api`]: routing and validation: a request head to an [`api::Action`].
+//! - [`net`]: the network threads (mio event loops) and connections.
+//! - [`hlc`]: the hybrid logical clock stamping writes.
+//! - [`metrics`]: request metrics and the `/metrics` page.
+//!
+//! ## Threads
+//! `ataman-net-N` (network, HTTP, reads), `ataman-tx` (the engine's single
+//! writer), `ataman-wal` (group commit), `ataman-compact` (flush and
+//! compaction). A write crosses net → tx → WAL and its completion comes
+//! back to the net thread through its inbox, with one wake-up per batch.
+
+pub mod api;
+pub mod config;
+pub mod hlc;
+pub mod http;
+pub mod metrics;
+pub mod net;
+
+pub use config::{NodeConfig, ServeArgs};
 
 use ataman_engine::{Db, Options};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use net::{Inbox, NodeShared};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
-
-/// Default address a node listens on.
-pub const LISTEN_DEFAULT: &str = "127.0.0.1:19234";
-/// Default data directory.
-pub const DATA_DIR_DEFAULT: &str = "./ataman-data";
-
-/// `ataman serve` options.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ServeArgs {
-    /// Address to listen on (HOST:PORT).
-    #[arg(long, env = "ATAMAN_LISTEN", default_value = LISTEN_DEFAULT)]
-    pub listen: String,
-    /// Directory holding the node's data (created if missing).
-    #[arg(long, env = "ATAMAN_DATA_DIR", default_value = DATA_DIR_DEFAULT)]
-    pub data_dir: PathBuf,
-    /// Open the engine, report, and exit instead of waiting.
-    #[arg(long)]
-    pub check: bool,
-}
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -34,31 +37,24 @@ extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
-/// Runs a node until SIGINT or SIGTERM.
-pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let db = Db::open(&args.data_dir, Options::default())?;
-    let report = db.recovery_report();
-    println!(
-        "ataman: engine open at {} ({} WAL records replayed in {:.3}s{})",
-        args.data_dir.display(),
-        report.replay.records,
-        report.replay_duration.as_secs_f64(),
-        match &report.replay.torn_tail {
-            Some((path, offset, dropped)) => format!(
-                "; torn WAL tail cut in {} at offset {offset} ({dropped} bytes)",
-                path.display()
-            ),
-            None => String::new(),
-        }
-    );
-    println!(
-        "ataman: the HTTP API on {} is coming in the next release; press Ctrl-C to stop",
-        args.listen
-    );
-    if args.check {
-        db.close()?;
-        return Ok(());
+fn engine_options(config: &NodeConfig) -> Options {
+    let mut opts = Options {
+        wal_mode: config.wal_mode,
+        force_recovery: config.force_recovery,
+        ..Options::default()
+    };
+    if let Some(b) = config.memtable_bytes_max {
+        opts.memtable_bytes_max = b;
     }
+    if let Some(b) = config.block_cache_bytes {
+        opts.block_cache_bytes = b;
+    }
+    opts
+}
+
+/// Runs a node until SIGINT or SIGTERM, then drains and exits.
+pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let config = NodeConfig::resolve(&args)?;
     // SAFETY: `on_signal` only stores to an atomic, which is async-signal-safe.
     unsafe {
         libc::signal(
@@ -69,11 +65,91 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             libc::SIGTERM,
             on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
         );
+        // A client closing early must not kill the process.
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
-    while !STOP.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(100));
+    let db = Db::open(&config.data_dir, engine_options(&config))
+        .map_err(|e| format!("cannot open {}: {e}", config.data_dir.display()))?;
+    report_recovery(&config, &db);
+    let std_listener = std::net::TcpListener::bind(&config.listen)
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    std_listener.set_nonblocking(true)?;
+    let bound = std_listener.local_addr()?;
+    let db = Arc::new(db);
+    let mut polls = Vec::new();
+    let mut inboxes = Vec::new();
+    for _ in 0..config.net_threads {
+        let poll = mio::Poll::new()?;
+        let waker = mio::Waker::new(poll.registry(), net::WAKER)?;
+        inboxes.push(Arc::new(Inbox::new(waker)));
+        polls.push(poll);
     }
+    let shared = Arc::new(NodeShared {
+        db: Arc::clone(&db),
+        hlc: hlc::Hlc::new(),
+        config: config.clone(),
+        metrics: metrics::NodeMetrics::default(),
+        connections: AtomicUsize::new(0),
+        shutting_down: AtomicBool::new(false),
+        inboxes,
+    });
+    let mut listener = Some(mio::net::TcpListener::from_std(std_listener));
+    let mut threads = Vec::new();
+    for (index, poll) in polls.into_iter().enumerate() {
+        let shared = Arc::clone(&shared);
+        let l = if index == 0 { listener.take() } else { None };
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("ataman-net-{index}"))
+                .spawn(move || net::run_thread(shared, index, poll, l))?,
+        );
+    }
+    println!("ataman: listening on http://{bound}");
+    while !STOP.load(Ordering::SeqCst) && !threads.iter().any(|t| t.is_finished()) {
+        std::thread::sleep(Duration::from_millis(50));
+        shared.metrics.connections_open.store(
+            shared.connections.load(Ordering::Relaxed) as u64,
+            Ordering::Relaxed,
+        );
+    }
+    eprintln!("ataman: stopping: finishing in-flight requests");
+    shared.shutting_down.store(true, Ordering::Release);
+    let mut net_error = None;
+    for t in threads {
+        match t.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => net_error = Some(e.to_string()),
+            Err(_) => net_error = Some("a network thread panicked".into()),
+        }
+    }
+    drop(shared);
+    let db = Arc::try_unwrap(db).map_err(|_| "engine still referenced at shutdown")?;
     db.close()?;
-    println!("ataman: stopped");
+    if let Some(e) = net_error {
+        return Err(format!("network thread failed: {e}").into());
+    }
+    eprintln!("ataman: stopped");
     Ok(())
+}
+
+fn report_recovery(config: &NodeConfig, db: &Db) {
+    let report = db.recovery_report();
+    eprintln!(
+        "ataman: opened {} ({} WAL records replayed in {:.3}s)",
+        config.data_dir.display(),
+        report.replay.records,
+        report.replay_duration.as_secs_f64()
+    );
+    if let Some((path, offset, dropped)) = &report.replay.torn_tail {
+        eprintln!(
+            "ataman: torn WAL tail cut in {} at offset {offset} ({dropped} bytes)",
+            path.display()
+        );
+    }
+    for (path, offset, reason) in &report.replay.skipped {
+        eprintln!(
+            "ataman: forced recovery skipped a WAL record in {} at offset {offset}: {reason}",
+            path.display()
+        );
+    }
 }

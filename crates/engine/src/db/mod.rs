@@ -139,6 +139,7 @@ impl Db {
             batch,
             durability,
             callback: done,
+            enqueued: std::time::Instant::now(),
         };
         match self.shared.write_queue.push(request, bytes) {
             Ok(()) => Ok(()),

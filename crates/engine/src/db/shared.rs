@@ -39,6 +39,8 @@ pub enum WriteRequest {
         durability: Durability,
         /// The answer.
         callback: WriteCallback,
+        /// When `submit` queued it (queue-wait metrics).
+        enqueued: std::time::Instant,
     },
     /// Make the memtable immutable now (if it holds anything), then answer.
     Rotate(Box<dyn FnOnce(Result<()>) + Send>),

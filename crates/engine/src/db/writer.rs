@@ -41,7 +41,13 @@ pub fn run(shared: Arc<Shared>) {
                     batch,
                     durability,
                     callback,
+                    enqueued,
                 } => {
+                    let picked = Instant::now();
+                    shared
+                        .metrics
+                        .write_queue_wait_us
+                        .record(picked.duration_since(enqueued).as_micros() as u64);
                     if let Err(e) = shared.check_poisoned() {
                         callback(Err(e));
                         continue;
@@ -52,6 +58,10 @@ pub fn run(shared: Arc<Shared>) {
                     }
                     let first_seq = next_seq;
                     apply(&shared, &batch, first_seq);
+                    shared
+                        .metrics
+                        .tx_apply_us
+                        .record(picked.elapsed().as_micros() as u64);
                     next_seq += batch.len() as u64;
                     let bytes = batch.encoded_bytes();
                     let callback = if durability == Durability::None {

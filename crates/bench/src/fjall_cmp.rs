@@ -1,0 +1,364 @@
+//! `ataman bench fjall`: ataman's engine side by side with fjall, a
+//! pure-Rust LSM, on the same machine in the same run, same keys and values.
+//!
+//! Phases, each run first on ataman (to completion, engine closed), then on
+//! fjall, so the two never compete for the two cores:
+//! 1. `fillrandom, durable per put`: one writer, every put durable before
+//!    the next (ataman: `Durability::Complete` with `WalMode::Fsync`;
+//!    fjall: insert then `persist(PersistMode::SyncData)`). Both use
+//!    `fdatasync`: ataman's fsync mode is `sync_data`, so fjall's `SyncData`
+//!    is the like-for-like mode (`SyncAll` would add metadata syncs).
+//! 2. `fillrandom, batch N`: the same, N puts per durable commit (ataman: a
+//!    `WriteBatch`; fjall: a `Batch` with `durability(Some(SyncData))`).
+//! 3. `readrandom`: after both engines settle (ataman: `compact()` into one
+//!    level; fjall: memtable flushed, then a major compaction), one thread
+//!    reads random keys among those written; every read must hit.
+
+use crate::cpu::{cpu_sec_per_mop, process_cpu_time};
+use crate::error::{BenchError, Result};
+use crate::report::per_sec;
+use crate::workload::{Clock, KEY_BYTES, Workload, format_key, key};
+use ataman_engine::{Db, Durability, Options, WalMode, WriteBatch};
+use fjall::{Config, PartitionCreateOptions, PersistMode};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// fjall partition the benchmark writes to.
+const FJALL_PARTITION: &str = "bench";
+
+/// The fjall release this comparison is built against (from Cargo.lock's major).
+const FJALL_MAJOR: &str = "2";
+
+/// `ataman bench fjall` options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FjallArgs {
+    /// Puts in the batched fill, and reads in the read phase.
+    #[arg(long, default_value_t = 200_000)]
+    pub ops: u64,
+    /// Puts in the durable-per-put fill (default: --ops; each costs one fdatasync).
+    #[arg(long)]
+    pub per_put_ops: Option<u64>,
+    /// Puts per durable commit in the batched fill.
+    #[arg(long, default_value_t = 100)]
+    pub batch: u64,
+    /// Keys are uniform in 0..keys (16-digit decimal).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub keys: u64,
+    /// Bytes per value.
+    #[arg(long, default_value_t = 100)]
+    pub value_size: usize,
+    /// Work directory (default: a fresh temporary one, removed afterwards).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Also write the report as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// RNG seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// One phase on both engines.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseReport {
+    /// What ran.
+    pub phase: String,
+    /// Operations (puts or reads) per engine.
+    pub ops: u64,
+    /// ataman's rate.
+    pub ataman_ops_per_sec: f64,
+    /// fjall's rate.
+    pub fjall_ops_per_sec: f64,
+    /// `ataman_ops_per_sec / fjall_ops_per_sec`.
+    pub ratio: f64,
+    /// ataman's process CPU seconds per million ops.
+    pub ataman_cpu_sec_per_mop: f64,
+    /// fjall's process CPU seconds per million ops.
+    pub fjall_cpu_sec_per_mop: f64,
+}
+
+/// What `ataman bench fjall` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct FjallReport {
+    /// Always "fjall".
+    pub bench: &'static str,
+    /// fjall major version compared against.
+    pub fjall_major: &'static str,
+    /// Key space.
+    pub keys: u64,
+    /// Bytes per value.
+    pub value_size: usize,
+    /// The phases.
+    pub phases: Vec<PhaseReport>,
+    /// Seconds each engine took to settle before the reads (ataman, fjall).
+    pub settle_sec: (f64, f64),
+}
+
+/// One engine's measured phases.
+struct Run {
+    /// (ops, elapsed seconds, cpu seconds) per phase.
+    phases: Vec<(u64, f64, f64)>,
+    settle_sec: f64,
+}
+
+/// The workload both engines get.
+#[derive(Clone, Copy)]
+struct Plan {
+    per_put_ops: u64,
+    batch_ops: u64,
+    batch: u64,
+    reads: u64,
+    keys: u64,
+    value_bytes: usize,
+    seed: u64,
+}
+
+/// What the phases of one engine need: three writes and a read.
+trait Subject {
+    fn put_durable(&mut self, key: &[u8], value: &[u8]) -> Result<()>;
+    fn commit_durable(&mut self, puts: &[([u8; KEY_BYTES], Vec<u8>)]) -> Result<()>;
+    fn settle(&mut self) -> Result<()>;
+    fn read_len(&mut self, key: &[u8]) -> Result<Option<usize>>;
+}
+
+struct Ataman {
+    db: Db,
+    clock: Clock,
+}
+
+impl Subject for Ataman {
+    fn put_durable(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.db
+            .put(key, value, self.clock.tick(), Durability::Complete)?;
+        Ok(())
+    }
+    fn commit_durable(&mut self, puts: &[([u8; KEY_BYTES], Vec<u8>)]) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        for (k, v) in puts {
+            batch.put(k, v, self.clock.tick());
+        }
+        self.db.write(batch, Durability::Complete)?;
+        Ok(())
+    }
+    fn settle(&mut self) -> Result<()> {
+        Ok(self.db.compact()?)
+    }
+    fn read_len(&mut self, key: &[u8]) -> Result<Option<usize>> {
+        Ok(self.db.get(key)?.and_then(|e| e.value).map(|v| v.len()))
+    }
+}
+
+struct Fjall {
+    keyspace: fjall::Keyspace,
+    partition: fjall::PartitionHandle,
+}
+
+impl Subject for Fjall {
+    fn put_durable(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.partition.insert(key, value)?;
+        self.keyspace.persist(PersistMode::SyncData)?;
+        Ok(())
+    }
+    fn commit_durable(&mut self, puts: &[([u8; KEY_BYTES], Vec<u8>)]) -> Result<()> {
+        let mut batch = self
+            .keyspace
+            .batch()
+            .durability(Some(PersistMode::SyncData));
+        for (k, v) in puts {
+            batch.insert(&self.partition, k.as_slice(), v.as_slice());
+        }
+        batch.commit()?;
+        Ok(())
+    }
+    fn settle(&mut self) -> Result<()> {
+        self.partition.rotate_memtable_and_wait()?;
+        self.partition.major_compact()?;
+        Ok(())
+    }
+    fn read_len(&mut self, key: &[u8]) -> Result<Option<usize>> {
+        Ok(self.partition.get(key)?.map(|v| v.len()))
+    }
+}
+
+/// Runs both engines and returns the comparison.
+pub fn run(args: &FjallArgs) -> Result<FjallReport> {
+    if args.ops == 0 || args.batch == 0 {
+        return Err(BenchError::InvalidArgument(
+            "--ops and --batch must be positive".into(),
+        ));
+    }
+    let temp;
+    let base: &Path = match &args.dir {
+        Some(d) => d,
+        None => {
+            temp = tempfile::Builder::new()
+                .prefix("ataman-bench-fjall-")
+                .tempdir()
+                .map_err(|e| BenchError::io(std::env::temp_dir(), e))?;
+            temp.path()
+        }
+    };
+    let plan = Plan {
+        per_put_ops: args.per_put_ops.unwrap_or(args.ops),
+        batch_ops: args.ops,
+        batch: args.batch,
+        reads: args.ops,
+        keys: args.keys,
+        value_bytes: args.value_size,
+        seed: args.seed,
+    };
+    let ataman = {
+        let opts = Options {
+            wal_mode: WalMode::Fsync,
+            ..Options::default()
+        };
+        let mut subject = Ataman {
+            db: Db::open(base.join("ataman"), opts)?,
+            clock: Clock::default(),
+        };
+        let run = run_phases(&mut subject, &plan);
+        let closed = subject.db.close();
+        let run = run?;
+        closed?;
+        run
+    };
+    let fjall = {
+        let keyspace = Config::new(base.join("fjall")).open()?;
+        let partition =
+            keyspace.open_partition(FJALL_PARTITION, PartitionCreateOptions::default())?;
+        let mut subject = Fjall {
+            keyspace,
+            partition,
+        };
+        run_phases(&mut subject, &plan)?
+    };
+    let names = [
+        "fillrandom, durable per put".to_string(),
+        format!("fillrandom, batch {} per durable commit", plan.batch),
+        "readrandom (after settle)".to_string(),
+    ];
+    let phases = names
+        .into_iter()
+        .zip(ataman.phases.iter().zip(&fjall.phases))
+        .map(|(phase, (&(ops, a_sec, a_cpu), &(_, f_sec, f_cpu)))| {
+            let a = per_sec(ops, a_sec);
+            let f = per_sec(ops, f_sec);
+            PhaseReport {
+                phase,
+                ops,
+                ataman_ops_per_sec: a,
+                fjall_ops_per_sec: f,
+                ratio: if f > 0.0 { a / f } else { 0.0 },
+                ataman_cpu_sec_per_mop: cpu_sec_per_mop(
+                    std::time::Duration::from_secs_f64(a_cpu),
+                    ops,
+                ),
+                fjall_cpu_sec_per_mop: cpu_sec_per_mop(
+                    std::time::Duration::from_secs_f64(f_cpu),
+                    ops,
+                ),
+            }
+        })
+        .collect();
+    Ok(FjallReport {
+        bench: "fjall",
+        fjall_major: FJALL_MAJOR,
+        keys: args.keys,
+        value_size: args.value_size,
+        phases,
+        settle_sec: (ataman.settle_sec, fjall.settle_sec),
+    })
+}
+
+/// Times `f`, returning (elapsed seconds, process CPU seconds).
+fn timed(f: impl FnOnce() -> Result<()>) -> Result<(f64, f64)> {
+    let cpu = process_cpu_time();
+    let started = Instant::now();
+    f()?;
+    Ok((
+        started.elapsed().as_secs_f64(),
+        process_cpu_time().saturating_sub(cpu).as_secs_f64(),
+    ))
+}
+
+fn run_phases(subject: &mut dyn Subject, plan: &Plan) -> Result<Run> {
+    // The same seed for both engines: the same keys and values in the same order.
+    let mut workload = Workload::new(plan.seed, plan.keys, plan.value_bytes);
+    let mut written: Vec<u64> = Vec::new();
+    let mut k = [0u8; KEY_BYTES];
+    let mut phases = Vec::new();
+
+    let (sec, cpu) = timed(|| {
+        for _ in 0..plan.per_put_ops {
+            let n = workload.key_number();
+            written.push(n);
+            format_key(n, &mut k);
+            subject.put_durable(&k, workload.value())?;
+        }
+        Ok(())
+    })?;
+    phases.push((plan.per_put_ops, sec, cpu));
+
+    let mut puts: Vec<([u8; KEY_BYTES], Vec<u8>)> = Vec::new();
+    let mut batch_time = (0.0, 0.0);
+    let mut done = 0;
+    while done < plan.batch_ops {
+        // Building the batch's keys and values is the benchmark's work, not
+        // the engine's: it is kept off the clock.
+        let n = plan.batch.min(plan.batch_ops - done);
+        puts.clear();
+        for _ in 0..n {
+            let number = workload.key_number();
+            written.push(number);
+            puts.push((key(number), workload.value().to_vec()));
+        }
+        let (sec, cpu) = timed(|| subject.commit_durable(&puts))?;
+        batch_time.0 += sec;
+        batch_time.1 += cpu;
+        done += n;
+    }
+    phases.push((plan.batch_ops, batch_time.0, batch_time.1));
+
+    let (settle_sec, _) = timed(|| subject.settle())?;
+
+    let mut picks = Workload::new(plan.seed ^ 0x5eed, written.len() as u64, 0);
+    let (sec, cpu) = timed(|| {
+        for _ in 0..plan.reads {
+            let index = usize::try_from(picks.key_number()).unwrap_or(0);
+            let number = written.get(index).copied().unwrap_or(0);
+            format_key(number, &mut k);
+            if subject.read_len(&k)? != Some(plan.value_bytes) {
+                return Err(BenchError::Check(format!(
+                    "a read of written key {} missed",
+                    String::from_utf8_lossy(&k)
+                )));
+            }
+        }
+        Ok(())
+    })?;
+    phases.push((plan.reads, sec, cpu));
+    Ok(Run { phases, settle_sec })
+}
+
+/// Prints the comparison table.
+pub fn print(r: &FjallReport) {
+    println!(
+        "ataman vs fjall {}: {} keys, {} B values (ops/s; ratio = ataman/fjall)",
+        r.fjall_major, r.keys, r.value_size
+    );
+    println!(
+        "  {:<42} {:>9} {:>14} {:>14} {:>8}",
+        "phase", "ops", "ataman ops/s", "fjall ops/s", "ratio"
+    );
+    for p in &r.phases {
+        println!(
+            "  {:<42} {:>9} {:>14.0} {:>14.0} {:>8.2}",
+            p.phase, p.ops, p.ataman_ops_per_sec, p.fjall_ops_per_sec, p.ratio
+        );
+    }
+    println!(
+        "  settle before reads: ataman {:.2} s, fjall {:.2} s",
+        r.settle_sec.0, r.settle_sec.1
+    );
+}

@@ -1,0 +1,372 @@
+//! The `/v0` API: from a parsed request head to what the node must do.
+//!
+//! Validation lives here, in one place, so the status codes of docs/API.md
+//! are decided by one function the tests and the fuzzer reach directly.
+
+use crate::http::Status;
+use crate::http::query::{Param, parse_query};
+use crate::http::request::{HttpError, Method, RequestHead};
+
+/// What a request asks for, after validation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Read a key.
+    Get {
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// Write the request body as the key's value.
+    Put {
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// Delete a key.
+    Delete {
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// Stream the live entries of `[start, end)`.
+    Range {
+        /// First key (inclusive).
+        start: Vec<u8>,
+        /// End key (exclusive), if any.
+        end: Option<Vec<u8>>,
+    },
+    /// Health.
+    Status,
+    /// Prometheus metrics.
+    Metrics,
+    /// Answer with an error.
+    Error(HttpError),
+}
+
+/// Which route a request took (metrics labels).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// GET /v0/entity.
+    EntityGet,
+    /// PUT /v0/entity.
+    EntityPut,
+    /// DELETE /v0/entity.
+    EntityDelete,
+    /// GET /v0/entities.
+    Entities,
+    /// GET /v0/status.
+    Status,
+    /// GET /metrics.
+    Metrics,
+    /// Anything else (errors).
+    Other,
+}
+
+impl Route {
+    /// Every route, in label order.
+    pub const ALL: [Route; 7] = [
+        Route::EntityGet,
+        Route::EntityPut,
+        Route::EntityDelete,
+        Route::Entities,
+        Route::Status,
+        Route::Metrics,
+        Route::Other,
+    ];
+
+    /// The metrics label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Route::EntityGet => "entity_get",
+            Route::EntityPut => "entity_put",
+            Route::EntityDelete => "entity_delete",
+            Route::Entities => "entities",
+            Route::Status => "status",
+            Route::Metrics => "metrics",
+            Route::Other => "other",
+        }
+    }
+
+    /// Index into per-route tables.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Limits and cluster facts routing needs.
+#[derive(Debug, Clone, Copy)]
+pub struct RouteConfig {
+    /// Longest key after percent-decoding.
+    pub key_bytes_max: usize,
+    /// Nodes in the cluster (1 for a single node).
+    pub cluster_size: u32,
+}
+
+fn bad(msg: impl Into<String>) -> Action {
+    Action::Error(HttpError::keep(Status::BadRequest, msg))
+}
+
+fn not_allowed(allow: &str) -> Action {
+    Action::Error(HttpError::keep(
+        Status::MethodNotAllowed,
+        format!("method not allowed; allowed: {allow}"),
+    ))
+}
+
+/// The `Allow` header for a path's 405.
+pub fn allow_for(path: &[u8]) -> &'static str {
+    match path {
+        b"/v0/entity" => "GET, PUT, DELETE",
+        _ => "GET",
+    }
+}
+
+struct Params {
+    list: Vec<Param>,
+}
+
+impl Params {
+    fn one(&self, name: &[u8]) -> Result<Option<&[u8]>, Action> {
+        let mut found = None;
+        for (n, v) in &self.list {
+            if n == name {
+                if found.is_some() {
+                    return Err(bad(format!(
+                        "parameter {} given twice",
+                        String::from_utf8_lossy(name)
+                    )));
+                }
+                found = Some(v.as_slice());
+            }
+        }
+        Ok(found)
+    }
+}
+
+fn key_param(
+    params: &Params,
+    name: &str,
+    required: bool,
+    cfg: RouteConfig,
+) -> Result<Option<Vec<u8>>, Action> {
+    match params.one(name.as_bytes())? {
+        None if required => Err(bad(format!("missing {name}"))),
+        None => Ok(None),
+        Some([]) => Err(bad(format!("empty {name}"))),
+        Some(k) if k.len() > cfg.key_bytes_max => Err(Action::Error(HttpError::keep(
+            Status::UriTooLong,
+            format!(
+                "{name} of {} bytes over the limit of {}",
+                k.len(),
+                cfg.key_bytes_max
+            ),
+        ))),
+        Some(k) => Ok(Some(k.to_vec())),
+    }
+}
+
+fn number(params: &Params, name: &str) -> Result<Option<u32>, Action> {
+    match params.one(name.as_bytes())? {
+        None => Ok(None),
+        Some(v) => std::str::from_utf8(v)
+            .ok()
+            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|s| s.parse::<u32>().ok())
+            .map(Some)
+            .ok_or_else(|| bad(format!("{name} must be a positive integer"))),
+    }
+}
+
+/// Checks `ack`/`from`: `1 <= ack <= from <= cluster size`; defaults
+/// `from` = cluster size, `ack` = from / 2 + 1.
+pub fn replication(
+    params_ack: Option<u32>,
+    params_from: Option<u32>,
+    cluster_size: u32,
+) -> Result<(u32, u32), String> {
+    let from = params_from.unwrap_or(cluster_size);
+    let ack = params_ack.unwrap_or(from / 2 + 1);
+    if from == 0 || from > cluster_size {
+        return Err(format!(
+            "from must be between 1 and the cluster size {cluster_size}"
+        ));
+    }
+    if ack == 0 || ack > from {
+        return Err(format!("ack must be between 1 and from ({from})"));
+    }
+    Ok((ack, from))
+}
+
+/// Decides what a request head asks for.
+pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
+    let params = match parse_query(&head.query) {
+        Ok(list) => Params { list },
+        Err(e) => return (Route::Other, bad(format!("bad query: {}", e.0))),
+    };
+    match head.path.as_slice() {
+        b"/v0/entity" => {
+            let route = match head.method {
+                Method::Get => Route::EntityGet,
+                Method::Put => Route::EntityPut,
+                Method::Delete => Route::EntityDelete,
+                Method::Other(_) => return (Route::Other, not_allowed(allow_for(&head.path))),
+            };
+            let action = (|| {
+                let key = key_param(&params, "id", true, cfg)?.unwrap_or_default();
+                let (ack, from) = (number(&params, "ack")?, number(&params, "from")?);
+                replication(ack, from, cfg.cluster_size).map_err(bad)?;
+                Ok::<_, Action>(match route {
+                    Route::EntityGet => Action::Get { key },
+                    Route::EntityPut => Action::Put { key },
+                    _ => Action::Delete { key },
+                })
+            })()
+            .unwrap_or_else(|e| e);
+            (route, action)
+        }
+        b"/v0/entities" => {
+            if head.method != Method::Get {
+                return (Route::Other, not_allowed("GET"));
+            }
+            let action = (|| {
+                let start = key_param(&params, "start", true, cfg)?.unwrap_or_default();
+                let end = key_param(&params, "end", false, cfg)?;
+                Ok::<_, Action>(Action::Range { start, end })
+            })()
+            .unwrap_or_else(|e| e);
+            (Route::Entities, action)
+        }
+        b"/v0/status" if head.method == Method::Get => (Route::Status, Action::Status),
+        b"/metrics" if head.method == Method::Get => (Route::Metrics, Action::Metrics),
+        b"/v0/status" | b"/metrics" => (Route::Other, not_allowed("GET")),
+        _ => (
+            Route::Other,
+            bad(format!(
+                "unknown path {}",
+                String::from_utf8_lossy(&head.path)
+            )),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::request::{Limits, Parsed, parse_head};
+
+    const CFG: RouteConfig = RouteConfig {
+        key_bytes_max: 8,
+        cluster_size: 1,
+    };
+
+    fn act(req: &str) -> Action {
+        let limits = Limits {
+            header_bytes_max: 4096,
+            body_bytes_max: 1 << 20,
+        };
+        match parse_head(req.as_bytes(), limits) {
+            Parsed::Head(h) => route(&h, CFG).1,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn status(req: &str) -> Status {
+        match act(req) {
+            Action::Error(e) => e.status,
+            other => panic!("expected an error, got {other:?}"),
+        }
+    }
+
+    /// Valid requests map to their actions.
+    #[test]
+    fn routes() {
+        assert_eq!(
+            act("GET /v0/entity?id=a%20b HTTP/1.1\r\n\r\n"),
+            Action::Get {
+                key: b"a b".to_vec()
+            }
+        );
+        assert_eq!(
+            act("PUT /v0/entity?id=k&ack=1&from=1 HTTP/1.1\r\n\r\n"),
+            Action::Put { key: b"k".to_vec() }
+        );
+        assert_eq!(
+            act("DELETE /v0/entity?id=k HTTP/1.1\r\n\r\n"),
+            Action::Delete { key: b"k".to_vec() }
+        );
+        assert_eq!(
+            act("GET /v0/entities?start=a&end=c HTTP/1.1\r\n\r\n"),
+            Action::Range {
+                start: b"a".to_vec(),
+                end: Some(b"c".to_vec())
+            }
+        );
+        assert_eq!(act("GET /v0/status HTTP/1.1\r\n\r\n"), Action::Status);
+    }
+
+    /// Every invalid request gets the status docs/API.md promises.
+    #[test]
+    fn statuses() {
+        assert_eq!(
+            status("GET /v0/entity HTTP/1.1\r\n\r\n"),
+            Status::BadRequest
+        );
+        assert_eq!(
+            status("GET /v0/entity?id= HTTP/1.1\r\n\r\n"),
+            Status::BadRequest
+        );
+        assert_eq!(
+            status("GET /v0/entity?id=123456789 HTTP/1.1\r\n\r\n"),
+            Status::UriTooLong
+        );
+        assert_eq!(
+            status("POST /v0/entity?id=a HTTP/1.1\r\n\r\n"),
+            Status::MethodNotAllowed
+        );
+        assert_eq!(
+            status("GET /v1/entity?id=a HTTP/1.1\r\n\r\n"),
+            Status::BadRequest
+        );
+        assert_eq!(
+            status("GET /v0/entity?id=%zz HTTP/1.1\r\n\r\n"),
+            Status::BadRequest
+        );
+        for q in [
+            "ack=0&from=1",
+            "ack=2&from=1",
+            "ack=1&from=2",
+            "ack=abc",
+            "from=0",
+            "ack=1&ack=1",
+        ] {
+            assert_eq!(
+                status(&format!("GET /v0/entity?id=a&{q} HTTP/1.1\r\n\r\n")),
+                Status::BadRequest,
+                "{q}"
+            );
+        }
+        assert_eq!(
+            status("GET /v0/entities HTTP/1.1\r\n\r\n"),
+            Status::BadRequest
+        );
+        assert_eq!(
+            status("GET /v0/entities?start= HTTP/1.1\r\n\r\n"),
+            Status::BadRequest
+        );
+        assert_eq!(
+            status("GET /v0/entities?start=a&end= HTTP/1.1\r\n\r\n"),
+            Status::BadRequest
+        );
+        assert_eq!(
+            status("PUT /v0/entities?start=a HTTP/1.1\r\n\r\n"),
+            Status::MethodNotAllowed
+        );
+    }
+
+    /// Replication defaults and bounds for three nodes.
+    #[test]
+    fn replication_bounds() {
+        assert_eq!(replication(None, None, 3), Ok((2, 3)));
+        assert_eq!(replication(None, Some(2), 3), Ok((2, 2)));
+        for (a, f) in [(0, 2), (3, 2), (0, 3), (4, 3), (1, 4)] {
+            assert!(replication(Some(a), Some(f), 3).is_err(), "{a}/{f}");
+        }
+    }
+}

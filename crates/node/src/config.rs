@@ -1,0 +1,347 @@
+//! The node's configuration: defaults, a TOML file, environment variables
+//! and flags, in rising precedence (a flag wins over the environment, which
+//! wins over the file, which wins over the default).
+
+use ataman_engine::WalMode;
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Default address a node listens on.
+pub const LISTEN_DEFAULT: &str = "127.0.0.1:19234";
+/// Default data directory.
+pub const DATA_DIR_DEFAULT: &str = "./ataman-data";
+/// Default longest key.
+pub const KEY_BYTES_MAX_DEFAULT: usize = 4096;
+/// Default largest value.
+pub const VALUE_BYTES_MAX_DEFAULT: usize = 16 * 1024 * 1024;
+/// Default largest request head.
+pub const HEADER_BYTES_MAX_DEFAULT: usize = 16 * 1024;
+/// Default connection limit.
+pub const CONNECTIONS_MAX_DEFAULT: usize = 10_000;
+/// Default idle keep-alive timeout.
+pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 60_000;
+/// Default time to receive a whole request.
+pub const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+
+/// `ataman serve` options. Each is also `ATAMAN_<NAME>` in the environment
+/// and `<name>` (with `_`) in the TOML file given by `--config`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on, HOST:PORT (port 0 picks a free one) [default: 127.0.0.1:19234].
+    #[arg(long, env = "ATAMAN_LISTEN")]
+    pub listen: Option<String>,
+    /// Directory holding the node's data, created if missing [default: ./ataman-data].
+    #[arg(long, env = "ATAMAN_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// TOML file with any of these options.
+    #[arg(long, env = "ATAMAN_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Network threads [default: 1].
+    #[arg(long, env = "ATAMAN_NET_THREADS")]
+    pub net_threads: Option<usize>,
+    /// WAL durability: fsync, write or none [default: fsync].
+    #[arg(long, env = "ATAMAN_WAL_MODE")]
+    pub wal_mode: Option<String>,
+    /// Longest key in bytes after percent-decoding; longer is 414 [default: 4096].
+    #[arg(long, env = "ATAMAN_KEY_BYTES_MAX")]
+    pub key_bytes_max: Option<usize>,
+    /// Largest value in bytes; larger is 413 [default: 16777216].
+    #[arg(long, env = "ATAMAN_VALUE_BYTES_MAX")]
+    pub value_bytes_max: Option<usize>,
+    /// Largest request line plus headers in bytes; larger is 431 [default: 16384].
+    #[arg(long, env = "ATAMAN_HEADER_BYTES_MAX")]
+    pub header_bytes_max: Option<usize>,
+    /// Open connections; more are accepted and closed at once [default: 10000].
+    #[arg(long, env = "ATAMAN_CONNECTIONS_MAX")]
+    pub connections_max: Option<usize>,
+    /// Close a keep-alive connection idle this long, in ms [default: 60000].
+    #[arg(long, env = "ATAMAN_IDLE_TIMEOUT_MS")]
+    pub idle_timeout_ms: Option<u64>,
+    /// Answer 408 to a request not fully received this long after its first byte, in ms [default: 10000].
+    #[arg(long, env = "ATAMAN_REQUEST_TIMEOUT_MS")]
+    pub request_timeout_ms: Option<u64>,
+    /// Memtable size in bytes before it is flushed [default: 67108864].
+    #[arg(long, env = "ATAMAN_MEMTABLE_BYTES_MAX")]
+    pub memtable_bytes_max: Option<usize>,
+    /// Block cache budget in bytes [default: 268435456].
+    #[arg(long, env = "ATAMAN_BLOCK_CACHE_BYTES")]
+    pub block_cache_bytes: Option<usize>,
+    /// Comma-separated URLs of every node of the cluster (single node: only --self).
+    #[arg(long, env = "ATAMAN_CLUSTER")]
+    pub cluster: Option<String>,
+    /// This node's URL in --cluster [default: the entry whose port is the listen port].
+    #[arg(long = "self", env = "ATAMAN_SELF")]
+    pub self_url: Option<String>,
+    /// Skip corrupt WAL records that are not a torn tail (reported in the log).
+    #[arg(long, env = "ATAMAN_FORCE_RECOVERY")]
+    pub force_recovery: bool,
+}
+
+/// The same options as read from a TOML file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<String>,
+    data_dir: Option<PathBuf>,
+    net_threads: Option<usize>,
+    wal_mode: Option<String>,
+    key_bytes_max: Option<usize>,
+    value_bytes_max: Option<usize>,
+    header_bytes_max: Option<usize>,
+    connections_max: Option<usize>,
+    idle_timeout_ms: Option<u64>,
+    request_timeout_ms: Option<u64>,
+    memtable_bytes_max: Option<usize>,
+    block_cache_bytes: Option<usize>,
+    cluster: Option<String>,
+    #[serde(rename = "self")]
+    self_url: Option<String>,
+    force_recovery: Option<bool>,
+}
+
+/// The resolved configuration of a node.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// Address to listen on.
+    pub listen: String,
+    /// Data directory.
+    pub data_dir: PathBuf,
+    /// Network threads.
+    pub net_threads: usize,
+    /// WAL mode.
+    pub wal_mode: WalMode,
+    /// Longest key.
+    pub key_bytes_max: usize,
+    /// Largest value.
+    pub value_bytes_max: usize,
+    /// Largest request head.
+    pub header_bytes_max: usize,
+    /// Connection limit.
+    pub connections_max: usize,
+    /// Idle keep-alive timeout.
+    pub idle_timeout: Duration,
+    /// Time to receive a whole request.
+    pub request_timeout: Duration,
+    /// Memtable size.
+    pub memtable_bytes_max: Option<usize>,
+    /// Block cache budget.
+    pub block_cache_bytes: Option<usize>,
+    /// Cluster node URLs (just this node's for now).
+    pub cluster: Vec<String>,
+    /// Forced WAL recovery.
+    pub force_recovery: bool,
+}
+
+fn parse_wal_mode(s: &str) -> Result<WalMode, String> {
+    match s {
+        "fsync" => Ok(WalMode::Fsync),
+        "write" => Ok(WalMode::Write),
+        "none" => Ok(WalMode::None),
+        other => Err(format!(
+            "wal-mode must be fsync, write or none, not {other:?}"
+        )),
+    }
+}
+
+fn positive(name: &str, v: usize) -> Result<usize, String> {
+    if v == 0 {
+        Err(format!("{name} must be at least 1"))
+    } else {
+        Ok(v)
+    }
+}
+
+impl NodeConfig {
+    /// Resolves flags and environment (`args`, already merged by clap) over the file over defaults.
+    pub fn resolve(args: &ServeArgs) -> Result<NodeConfig, String> {
+        let file: FileConfig = match &args.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
+                toml::from_str(&text).map_err(|e| format!("config {}: {e}", path.display()))?
+            }
+            None => FileConfig::default(),
+        };
+        let listen = args
+            .listen
+            .clone()
+            .or(file.listen)
+            .unwrap_or_else(|| LISTEN_DEFAULT.into());
+        let wal_mode = args.wal_mode.clone().or(file.wal_mode);
+        let cluster_arg = args.cluster.clone().or(file.cluster);
+        let self_arg = args.self_url.clone().or(file.self_url);
+        let cluster = resolve_cluster(&listen, cluster_arg.as_deref(), self_arg.as_deref())?;
+        Ok(NodeConfig {
+            data_dir: args
+                .data_dir
+                .clone()
+                .or(file.data_dir)
+                .unwrap_or_else(|| DATA_DIR_DEFAULT.into()),
+            net_threads: positive(
+                "net-threads",
+                args.net_threads.or(file.net_threads).unwrap_or(1),
+            )?,
+            wal_mode: parse_wal_mode(wal_mode.as_deref().unwrap_or("fsync"))?,
+            key_bytes_max: positive(
+                "key-bytes-max",
+                args.key_bytes_max
+                    .or(file.key_bytes_max)
+                    .unwrap_or(KEY_BYTES_MAX_DEFAULT),
+            )?
+            .min(ataman_engine::key::KEY_BYTES_MAX),
+            value_bytes_max: args
+                .value_bytes_max
+                .or(file.value_bytes_max)
+                .unwrap_or(VALUE_BYTES_MAX_DEFAULT)
+                .min(ataman_engine::key::VALUE_BYTES_MAX),
+            header_bytes_max: positive(
+                "header-bytes-max",
+                args.header_bytes_max
+                    .or(file.header_bytes_max)
+                    .unwrap_or(HEADER_BYTES_MAX_DEFAULT),
+            )?,
+            connections_max: positive(
+                "connections-max",
+                args.connections_max
+                    .or(file.connections_max)
+                    .unwrap_or(CONNECTIONS_MAX_DEFAULT),
+            )?,
+            idle_timeout: Duration::from_millis(
+                args.idle_timeout_ms
+                    .or(file.idle_timeout_ms)
+                    .unwrap_or(IDLE_TIMEOUT_MS_DEFAULT),
+            ),
+            request_timeout: Duration::from_millis(
+                args.request_timeout_ms
+                    .or(file.request_timeout_ms)
+                    .unwrap_or(REQUEST_TIMEOUT_MS_DEFAULT),
+            ),
+            memtable_bytes_max: args.memtable_bytes_max.or(file.memtable_bytes_max),
+            block_cache_bytes: args.block_cache_bytes.or(file.block_cache_bytes),
+            force_recovery: args.force_recovery || file.force_recovery.unwrap_or(false),
+            listen,
+            cluster,
+        })
+    }
+}
+
+fn url_port(url: &str) -> Option<u16> {
+    let rest = url.strip_prefix("http://")?;
+    let host_port = rest.split('/').next()?;
+    host_port.rsplit(':').next()?.parse().ok()
+}
+
+/// Validates `--cluster` and `--self`. A single node may omit both.
+fn resolve_cluster(
+    listen: &str,
+    cluster: Option<&str>,
+    self_url: Option<&str>,
+) -> Result<Vec<String>, String> {
+    let Some(cluster) = cluster else {
+        return match self_url {
+            Some(s) => Ok(vec![s.to_owned()]),
+            None => Ok(vec![format!("http://{listen}")]),
+        };
+    };
+    let urls: Vec<String> = cluster
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    for u in &urls {
+        if url_port(u).is_none() {
+            return Err(format!(
+                "cluster entry {u:?} is not an http://HOST:PORT URL"
+            ));
+        }
+    }
+    let me = match self_url {
+        Some(s) => s.to_owned(),
+        None => {
+            let port = listen
+                .rsplit(':')
+                .next()
+                .and_then(|p| p.parse::<u16>().ok())
+                .ok_or_else(|| format!("cannot read the port of --listen {listen}"))?;
+            let mut matching = urls.iter().filter(|u| url_port(u) == Some(port));
+            match (matching.next(), matching.next()) {
+                (Some(u), None) => u.clone(),
+                (None, _) => {
+                    return Err(format!(
+                        "no --cluster entry has the listen port {port}; pass --self"
+                    ));
+                }
+                (Some(_), Some(_)) => {
+                    return Err(format!(
+                        "several --cluster entries have port {port}; pass --self"
+                    ));
+                }
+            }
+        }
+    };
+    if !urls.contains(&me) {
+        return Err(format!("--self {me} is not in --cluster"));
+    }
+    if urls.len() > 1 {
+        return Err(
+            "clusters of more than one node are not implemented yet; run a single node".into(),
+        );
+    }
+    Ok(urls)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Flags win over the file; the file over defaults; bad values are errors.
+    #[test]
+    fn precedence_and_validation() {
+        let dir = tempfile_dir();
+        let path = dir.join("ataman.toml");
+        std::fs::write(
+            &path,
+            "listen = \"127.0.0.1:7000\"\nnet_threads = 2\nwal_mode = \"write\"\n",
+        )
+        .unwrap();
+        let args = ServeArgs {
+            config: Some(path.clone()),
+            net_threads: Some(3),
+            ..ServeArgs::default()
+        };
+        let c = NodeConfig::resolve(&args).unwrap();
+        assert_eq!(
+            (c.listen.as_str(), c.net_threads, c.wal_mode),
+            ("127.0.0.1:7000", 3, WalMode::Write)
+        );
+        assert_eq!(c.value_bytes_max, VALUE_BYTES_MAX_DEFAULT);
+        std::fs::write(&path, "unknown_option = 1\n").unwrap();
+        assert!(NodeConfig::resolve(&args).unwrap_err().contains("unknown"));
+        let bad = ServeArgs {
+            wal_mode: Some("sometimes".into()),
+            ..ServeArgs::default()
+        };
+        assert!(NodeConfig::resolve(&bad).is_err());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// --self defaults to the entry with the listen port; inconsistencies are errors.
+    #[test]
+    fn cluster_validation() {
+        assert_eq!(
+            resolve_cluster("127.0.0.1:19234", Some("http://localhost:19234"), None).unwrap(),
+            vec!["http://localhost:19234".to_string()]
+        );
+        assert!(resolve_cluster("127.0.0.1:1", Some("http://localhost:19234"), None).is_err());
+        assert!(resolve_cluster("127.0.0.1:1", Some("localhost:19234"), None).is_err());
+        assert!(resolve_cluster("127.0.0.1:1", Some("http://a:1"), Some("http://b:1")).is_err());
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("ataman-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+}

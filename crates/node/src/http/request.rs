@@ -1,0 +1,309 @@
+//! Parsing a request head (request line and headers) with `httparse`, and
+//! applying the node's limits to it.
+//!
+//! The parser is a pure function over bytes, so the fuzz target and the
+//! property tests call exactly what the network thread calls.
+
+use super::Status;
+
+/// Headers a request may carry; more is 431.
+pub const HEADERS_MAX: usize = 64;
+
+/// The limits a request head is checked against.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Request line plus headers, in bytes.
+    pub header_bytes_max: usize,
+    /// Body bytes (`Content-Length`).
+    pub body_bytes_max: u64,
+}
+
+/// The request method, as far as the API cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Method {
+    /// GET (and HEAD is not supported: it is `Other`).
+    Get,
+    /// PUT.
+    Put,
+    /// DELETE.
+    Delete,
+    /// Anything else.
+    Other(String),
+}
+
+/// A parsed, checked request head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestHead {
+    /// The method.
+    pub method: Method,
+    /// The request target's path (before `?`), raw.
+    pub path: Vec<u8>,
+    /// The query (after `?`), raw; empty if none.
+    pub query: Vec<u8>,
+    /// 0 for HTTP/1.0, 1 for HTTP/1.1.
+    pub minor_version: u8,
+    /// Body length from `Content-Length` (0 when absent).
+    pub content_length: u64,
+    /// Keep the connection open after the answer.
+    pub keep_alive: bool,
+    /// The client sent `Expect: 100-continue`.
+    pub expect_continue: bool,
+    /// Bytes of the head, including the blank line.
+    pub head_bytes: usize,
+}
+
+/// An error that ends a request (and, when `close`, the connection).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpError {
+    /// The answer's status.
+    pub status: Status,
+    /// One line for the body.
+    pub message: String,
+    /// Close the connection after answering (the stream can no longer be framed).
+    pub close: bool,
+}
+
+impl HttpError {
+    /// An error that leaves the connection usable.
+    pub fn keep(status: Status, message: impl Into<String>) -> Self {
+        HttpError {
+            status,
+            message: message.into(),
+            close: false,
+        }
+    }
+
+    /// An error after which the connection is closed.
+    pub fn close(status: Status, message: impl Into<String>) -> Self {
+        HttpError {
+            status,
+            message: message.into(),
+            close: true,
+        }
+    }
+}
+
+/// The outcome of parsing the bytes received so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parsed {
+    /// A complete, valid head.
+    Head(RequestHead),
+    /// More bytes are needed.
+    Partial,
+    /// The head is invalid or over a limit.
+    Error(HttpError),
+}
+
+fn has_token(value: &[u8], token: &str) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+}
+
+/// Parses the head at the start of `buf`.
+pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed {
+    let mut headers = [httparse::EMPTY_HEADER; HEADERS_MAX];
+    let mut req = httparse::Request::new(&mut headers);
+    let head_bytes = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            if buf.len() > limits.header_bytes_max {
+                return Parsed::Error(HttpError::close(
+                    Status::HeaderFieldsTooLarge,
+                    format!("request head over {} bytes", limits.header_bytes_max),
+                ));
+            }
+            return Parsed::Partial;
+        }
+        Err(httparse::Error::TooManyHeaders) => {
+            return Parsed::Error(HttpError::close(
+                Status::HeaderFieldsTooLarge,
+                format!("more than {HEADERS_MAX} headers"),
+            ));
+        }
+        Err(e) => {
+            return Parsed::Error(HttpError::close(
+                Status::BadRequest,
+                format!("malformed request: {e}"),
+            ));
+        }
+    };
+    if head_bytes > limits.header_bytes_max {
+        return Parsed::Error(HttpError::close(
+            Status::HeaderFieldsTooLarge,
+            format!("request head over {} bytes", limits.header_bytes_max),
+        ));
+    }
+    let (Some(method), Some(target), Some(minor_version)) = (req.method, req.path, req.version)
+    else {
+        return Parsed::Error(HttpError::close(
+            Status::BadRequest,
+            "incomplete request line",
+        ));
+    };
+    let method = match method {
+        "GET" => Method::Get,
+        "PUT" => Method::Put,
+        "DELETE" => Method::Delete,
+        other => Method::Other(other.to_owned()),
+    };
+    let mut content_length: Option<u64> = None;
+    let mut keep_alive = minor_version >= 1;
+    let mut expect_continue = false;
+    for h in req.headers.iter() {
+        let name = h.name;
+        if name.eq_ignore_ascii_case("content-length") {
+            let parsed = std::str::from_utf8(h.value)
+                .ok()
+                .map(str::trim)
+                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|v| v.parse::<u64>().ok());
+            match (parsed, content_length) {
+                (None, _) => {
+                    return Parsed::Error(HttpError::close(
+                        Status::BadRequest,
+                        "invalid Content-Length",
+                    ));
+                }
+                (Some(n), Some(prev)) if n != prev => {
+                    return Parsed::Error(HttpError::close(
+                        Status::BadRequest,
+                        "conflicting Content-Length headers",
+                    ));
+                }
+                (Some(n), _) => content_length = Some(n),
+            }
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            return Parsed::Error(HttpError::close(
+                Status::LengthRequired,
+                "Transfer-Encoding request bodies are not supported; send Content-Length",
+            ));
+        } else if name.eq_ignore_ascii_case("connection") {
+            if has_token(h.value, "close") {
+                keep_alive = false;
+            } else if has_token(h.value, "keep-alive") {
+                keep_alive = true;
+            }
+        } else if name.eq_ignore_ascii_case("expect") {
+            if has_token(h.value, "100-continue") {
+                expect_continue = true;
+            } else {
+                return Parsed::Error(HttpError::close(
+                    Status::ExpectationFailed,
+                    "only Expect: 100-continue is supported",
+                ));
+            }
+        }
+    }
+    let content_length = content_length.unwrap_or(0);
+    if content_length > limits.body_bytes_max {
+        return Parsed::Error(HttpError::close(
+            Status::PayloadTooLarge,
+            format!(
+                "body of {content_length} bytes over the limit of {}",
+                limits.body_bytes_max
+            ),
+        ));
+    }
+    let target = target.as_bytes();
+    let (path, query) = match target.iter().position(|&b| b == b'?') {
+        Some(q) => (&target[..q], &target[q + 1..]),
+        None => (target, &[][..]),
+    };
+    Parsed::Head(RequestHead {
+        method,
+        path: path.to_vec(),
+        query: query.to_vec(),
+        minor_version,
+        content_length,
+        keep_alive,
+        expect_continue,
+        head_bytes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const LIMITS: Limits = Limits {
+        header_bytes_max: 1024,
+        body_bytes_max: 100,
+    };
+
+    fn head(bytes: &[u8]) -> RequestHead {
+        match parse_head(bytes, LIMITS) {
+            Parsed::Head(h) => h,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn status(bytes: &[u8]) -> Status {
+        match parse_head(bytes, LIMITS) {
+            Parsed::Error(e) => e.status,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A well-formed PUT is parsed with its length and connection semantics.
+    #[test]
+    fn parses_put() {
+        let h = head(b"PUT /v0/entity?id=a HTTP/1.1\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\nhello");
+        assert_eq!(h.method, Method::Put);
+        assert_eq!(
+            (h.path.as_slice(), h.query.as_slice()),
+            (&b"/v0/entity"[..], &b"id=a"[..])
+        );
+        assert_eq!(
+            (h.content_length, h.keep_alive, h.expect_continue),
+            (5, true, true)
+        );
+        assert_eq!(h.head_bytes, 87);
+        let h10 = head(b"GET / HTTP/1.0\r\n\r\n");
+        assert!(!h10.keep_alive);
+        let h10k = head(b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n");
+        assert!(h10k.keep_alive);
+        assert!(!head(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n").keep_alive);
+    }
+
+    /// Limits and framing errors map to their status codes.
+    #[test]
+    fn errors_have_their_status() {
+        assert_eq!(
+            status(b"PUT / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            Status::LengthRequired
+        );
+        assert_eq!(
+            status(b"PUT / HTTP/1.1\r\nContent-Length: 101\r\n\r\n"),
+            Status::PayloadTooLarge
+        );
+        assert_eq!(
+            status(b"PUT / HTTP/1.1\r\nContent-Length: x\r\n\r\n"),
+            Status::BadRequest
+        );
+        assert_eq!(
+            status(b"PUT / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"),
+            Status::BadRequest
+        );
+        assert_eq!(status(b"\x00\x01garbage\r\n\r\n"), Status::BadRequest);
+        let mut big = b"GET / HTTP/1.1\r\nX: ".to_vec();
+        big.extend(vec![b'a'; 2000]);
+        assert_eq!(status(&big), Status::HeaderFieldsTooLarge);
+        assert_eq!(
+            parse_head(b"GET / HTTP/1.1\r\nHost: x\r\n", LIMITS),
+            Parsed::Partial
+        );
+    }
+
+    proptest! {
+        /// Arbitrary bytes never panic, and a parsed head never claims more bytes than given.
+        #[test]
+        fn arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            if let Parsed::Head(h) = parse_head(&bytes, LIMITS) {
+                prop_assert!(h.head_bytes <= bytes.len());
+                prop_assert!(h.content_length <= LIMITS.body_bytes_max);
+            }
+        }
+    }
+}

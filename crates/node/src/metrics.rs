@@ -1,0 +1,429 @@
+//! Node metrics and the Prometheus text rendering of `/metrics`.
+//!
+//! Everything a user needs to find where throughput went: requests by route
+//! and status, latency per route, the engine's per-stage histograms (queue
+//! wait, tx apply, WAL write, fsync), WAL group sizes, queue depths,
+//! memtable and SSTable figures, compaction bytes, and CPU time per thread.
+//!
+//! # Thread safety
+//! Recording is relaxed atomics only; rendering reads a non-atomic cut.
+
+use crate::api::Route;
+use crate::http::Status;
+use ataman_engine::Db;
+use ataman_engine::metrics::{HISTOGRAM_BUCKETS, Histogram, HistogramSnapshot, bucket_upper_bound};
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+const ROUTES: usize = Route::ALL.len();
+/// Statuses tracked per route (indexed by `Status as usize`).
+const STATUSES: usize = 16;
+
+/// Request counters and latencies.
+pub struct NodeMetrics {
+    requests: Vec<[AtomicU64; STATUSES]>,
+    latency_us: Vec<Histogram>,
+    /// Connections accepted.
+    pub connections_accepted: AtomicU64,
+    /// Connections closed at once because of `--connections-max`.
+    pub connections_refused: AtomicU64,
+    /// Open connections (mirrors `NodeShared::connections`, set at render).
+    pub connections_open: AtomicU64,
+}
+
+impl Default for NodeMetrics {
+    fn default() -> Self {
+        NodeMetrics {
+            requests: (0..ROUTES)
+                .map(|_| std::array::from_fn(|_| AtomicU64::new(0)))
+                .collect(),
+            latency_us: (0..ROUTES).map(|_| Histogram::default()).collect(),
+            connections_accepted: AtomicU64::new(0),
+            connections_refused: AtomicU64::new(0),
+            connections_open: AtomicU64::new(0),
+        }
+    }
+}
+
+const ALL_STATUSES: [Status; STATUSES] = [
+    Status::Continue,
+    Status::Ok,
+    Status::Created,
+    Status::Accepted,
+    Status::BadRequest,
+    Status::NotFound,
+    Status::MethodNotAllowed,
+    Status::RequestTimeout,
+    Status::LengthRequired,
+    Status::PayloadTooLarge,
+    Status::UriTooLong,
+    Status::ExpectationFailed,
+    Status::HeaderFieldsTooLarge,
+    Status::InternalError,
+    Status::Unavailable,
+    Status::GatewayTimeout,
+];
+
+fn histogram(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    labels: &str,
+    scale: f64,
+    h: &HistogramSnapshot,
+    header: bool,
+) {
+    if header {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+    }
+    let sep = if labels.is_empty() { "" } else { "," };
+    let mut cumulative = 0;
+    for (i, n) in h.buckets.iter().enumerate().take(HISTOGRAM_BUCKETS - 1) {
+        cumulative += n;
+        // Bucket i holds values below 2^i.
+        let le = bucket_upper_bound(i) as f64 * scale;
+        if *n > 0 || i < 24 {
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {cumulative}"
+            );
+        }
+    }
+    let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}", h.count);
+    let _ = writeln!(out, "{name}_sum{{{labels}}} {}", h.sum as f64 * scale);
+    let _ = writeln!(out, "{name}_count{{{labels}}} {}", h.count);
+}
+
+fn gauge(out: &mut String, name: &str, help: &str, kind: &str, value: impl std::fmt::Display) {
+    let _ = writeln!(
+        out,
+        "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+    );
+}
+
+impl NodeMetrics {
+    /// Counts one answered request and its latency.
+    pub fn record(&self, route: Route, status: Status, started: Instant) {
+        let r = route.index();
+        self.requests[r][status as usize].fetch_add(1, Ordering::Relaxed);
+        self.latency_us[r].record(started.elapsed().as_micros() as u64);
+    }
+
+    /// Requests answered with `status` on `route`.
+    pub fn requests(&self, route: Route, status: Status) -> u64 {
+        self.requests[route.index()][status as usize].load(Ordering::Relaxed)
+    }
+
+    /// The whole `/metrics` page.
+    pub fn render(&self, db: &Db) -> String {
+        let mut out = String::with_capacity(16 * 1024);
+        let _ = writeln!(
+            out,
+            "# HELP ataman_http_requests_total Requests answered, by route and status.\n# TYPE ataman_http_requests_total counter"
+        );
+        for route in Route::ALL {
+            for status in ALL_STATUSES {
+                let n = self.requests(route, status);
+                if n > 0 {
+                    let _ = writeln!(
+                        out,
+                        "ataman_http_requests_total{{route=\"{}\",status=\"{}\"}} {n}",
+                        route.label(),
+                        status.code()
+                    );
+                }
+            }
+        }
+        for (i, route) in Route::ALL.iter().enumerate() {
+            let labels = format!("route=\"{}\"", route.label());
+            histogram(
+                &mut out,
+                "ataman_http_request_duration_seconds",
+                "Time from the first byte of a request to its answer being ready.",
+                &labels,
+                1e-6,
+                &self.latency_us[i].snapshot(),
+                i == 0,
+            );
+        }
+        gauge(
+            &mut out,
+            "ataman_connections_open",
+            "Open client connections.",
+            "gauge",
+            self.connections_open.load(Ordering::Relaxed),
+        );
+        gauge(
+            &mut out,
+            "ataman_connections_accepted_total",
+            "Client connections accepted.",
+            "counter",
+            self.connections_accepted.load(Ordering::Relaxed),
+        );
+        gauge(
+            &mut out,
+            "ataman_connections_refused_total",
+            "Connections closed at once over --connections-max.",
+            "counter",
+            self.connections_refused.load(Ordering::Relaxed),
+        );
+        render_engine(&mut out, db);
+        render_thread_cpu(&mut out);
+        out
+    }
+}
+
+fn render_engine(out: &mut String, db: &Db) {
+    let s = db.stats();
+    let m = db.metrics();
+    gauge(
+        out,
+        "ataman_engine_write_queue_depth",
+        "Requests queued for the tx (writer) thread.",
+        "gauge",
+        s.write_queue_depth,
+    );
+    gauge(
+        out,
+        "ataman_engine_wal_queue_depth",
+        "Groups queued for the WAL thread.",
+        "gauge",
+        s.wal_queue_depth,
+    );
+    gauge(
+        out,
+        "ataman_engine_memtable_bytes",
+        "Bytes in the active memtable.",
+        "gauge",
+        s.memtable_bytes,
+    );
+    gauge(
+        out,
+        "ataman_engine_immutable_memtables",
+        "Memtables waiting for flush.",
+        "gauge",
+        s.immutable_memtables,
+    );
+    gauge(
+        out,
+        "ataman_engine_write_amplification",
+        "(WAL + flush + compaction bytes) / user bytes.",
+        "gauge",
+        s.write_amplification,
+    );
+    gauge(
+        out,
+        "ataman_engine_space_amplification",
+        "SSTable bytes / bytes of the largest level.",
+        "gauge",
+        s.space_amplification,
+    );
+    gauge(
+        out,
+        "ataman_engine_poisoned",
+        "1 when the engine refuses writes after a disk failure.",
+        "gauge",
+        u8::from(s.poisoned.is_some()),
+    );
+    let _ = writeln!(
+        out,
+        "# HELP ataman_engine_level_files SSTables per level.\n# TYPE ataman_engine_level_files gauge"
+    );
+    for (level, n) in s.level_files.iter().enumerate() {
+        let _ = writeln!(out, "ataman_engine_level_files{{level=\"{level}\"}} {n}");
+    }
+    let _ = writeln!(
+        out,
+        "# HELP ataman_engine_level_bytes SSTable bytes per level.\n# TYPE ataman_engine_level_bytes gauge"
+    );
+    for (level, n) in s.level_bytes.iter().enumerate() {
+        let _ = writeln!(out, "ataman_engine_level_bytes{{level=\"{level}\"}} {n}");
+    }
+    let counters: [(&str, &str, u64); 16] = [
+        (
+            "ataman_engine_user_bytes_written_total",
+            "Key and value bytes accepted.",
+            m.user_bytes_written.get(),
+        ),
+        (
+            "ataman_engine_batches_written_total",
+            "Write batches accepted.",
+            m.batches_written.get(),
+        ),
+        (
+            "ataman_engine_wal_bytes_written_total",
+            "Bytes appended to WAL segments.",
+            m.wal_bytes_written.get(),
+        ),
+        (
+            "ataman_engine_wal_writes_total",
+            "WAL write calls (one per group).",
+            m.wal_writes.get(),
+        ),
+        (
+            "ataman_engine_wal_syncs_total",
+            "WAL fsyncs.",
+            m.wal_syncs.get(),
+        ),
+        (
+            "ataman_engine_flushes_total",
+            "Memtables flushed.",
+            m.flushes.get(),
+        ),
+        (
+            "ataman_engine_flush_bytes_written_total",
+            "SSTable bytes written by flushes.",
+            m.flush_bytes_written.get(),
+        ),
+        (
+            "ataman_engine_compactions_total",
+            "Compactions run.",
+            m.compactions.get(),
+        ),
+        (
+            "ataman_engine_compaction_bytes_read_total",
+            "SSTable bytes read by compactions.",
+            m.compaction_bytes_read.get(),
+        ),
+        (
+            "ataman_engine_compaction_bytes_written_total",
+            "SSTable bytes written by compactions.",
+            m.compaction_bytes_written.get(),
+        ),
+        (
+            "ataman_engine_write_stalls_total",
+            "Times writes stalled on flush or L0.",
+            m.write_stalls.get(),
+        ),
+        (
+            "ataman_engine_write_stall_microseconds_total",
+            "Time writes spent stalled.",
+            m.write_stall_us.get(),
+        ),
+        (
+            "ataman_engine_writes_refused_busy_total",
+            "Writes refused: queue full or stall timeout.",
+            m.writes_refused_busy.get(),
+        ),
+        ("ataman_engine_gets_total", "Point reads.", m.gets.get()),
+        (
+            "ataman_engine_get_tables_read_total",
+            "SSTables read by point reads.",
+            m.get_tables_read.get(),
+        ),
+        (
+            "ataman_engine_bloom_negatives_total",
+            "SSTables skipped by their bloom filter.",
+            m.bloom_negatives.get(),
+        ),
+    ];
+    for (name, help, v) in counters {
+        gauge(out, name, help, "counter", v);
+    }
+    gauge(
+        out,
+        "ataman_engine_block_cache_hits_total",
+        "Block cache hits.",
+        "counter",
+        s.cache.hits,
+    );
+    gauge(
+        out,
+        "ataman_engine_block_cache_misses_total",
+        "Block cache misses.",
+        "counter",
+        s.cache.misses,
+    );
+    gauge(
+        out,
+        "ataman_engine_block_cache_bytes",
+        "Bytes in the block cache.",
+        "gauge",
+        s.cache.bytes,
+    );
+    let stage = |out: &mut String, name: &str, help: &str, h: &Histogram| {
+        histogram(out, name, help, "", 1e-6, &h.snapshot(), true);
+    };
+    stage(
+        out,
+        "ataman_engine_write_queue_wait_seconds",
+        "Write wait in the tx thread's queue.",
+        &m.write_queue_wait_us,
+    );
+    stage(
+        out,
+        "ataman_engine_tx_apply_seconds",
+        "Tx thread time applying one batch.",
+        &m.tx_apply_us,
+    );
+    stage(
+        out,
+        "ataman_engine_wal_write_seconds",
+        "Duration of one WAL write call.",
+        &m.wal_write_latency_us,
+    );
+    stage(
+        out,
+        "ataman_engine_wal_fsync_seconds",
+        "Duration of one WAL fsync.",
+        &m.wal_sync_latency_us,
+    );
+    histogram(
+        out,
+        "ataman_engine_wal_batch_records",
+        "Records per WAL group write.",
+        "",
+        1.0,
+        &m.wal_batch_records.snapshot(),
+        true,
+    );
+    histogram(
+        out,
+        "ataman_engine_writer_batch_requests",
+        "Requests per tx thread wake-up.",
+        "",
+        1.0,
+        &m.writer_batch_requests.snapshot(),
+        true,
+    );
+}
+
+/// CPU seconds per thread, from `/proc/self/task/*/stat` (Linux).
+fn render_thread_cpu(out: &mut String) {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return;
+    };
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let mut per_name: std::collections::BTreeMap<String, f64> = Default::default();
+    for task in tasks.flatten() {
+        let path = task.path();
+        let (Ok(stat), Ok(comm)) = (
+            std::fs::read_to_string(path.join("stat")),
+            std::fs::read_to_string(path.join("comm")),
+        ) else {
+            continue;
+        };
+        // Fields after the ")" that ends the command name: state is field 3; utime 14, stime 15.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let (Some(u), Some(s)) = (fields.get(11), fields.get(12)) else {
+            continue;
+        };
+        let cpu = (u.parse::<f64>().unwrap_or(0.0) + s.parse::<f64>().unwrap_or(0.0)) / ticks;
+        *per_name.entry(comm.trim().to_owned()).or_default() += cpu;
+    }
+    let _ = writeln!(
+        out,
+        "# HELP ataman_thread_cpu_seconds_total CPU time (user + system) per thread name.\n# TYPE ataman_thread_cpu_seconds_total counter"
+    );
+    for (name, cpu) in per_name {
+        let _ = writeln!(
+            out,
+            "ataman_thread_cpu_seconds_total{{thread=\"{name}\"}} {cpu}"
+        );
+    }
+}

@@ -1,0 +1,652 @@
+//! One client connection: read, parse, execute, answer in order.
+//!
+//! Requests are parsed as bytes arrive; each gets a slot in `slots`, in
+//! request order. A read, a status or an error fills its slot at once; a
+//! write is handed to the engine and its slot is filled when the completion
+//! comes back to this network thread; a range streams its chunks when it
+//! reaches the front. Answers leave strictly in slot order (pipelining).
+//!
+//! # Invariants
+//! - `slots` never holds more than [`SLOTS_MAX`]; parsing pauses until the front drains.
+//! - Bytes are read only while the read buffer is below its bound.
+//! - After an error that closes the connection, nothing more is parsed.
+
+use super::NetContext;
+use crate::api::{Action, Route, allow_for, route};
+use crate::http::Status;
+use crate::http::request::{HttpError, Limits, Parsed, RequestHead, parse_head};
+use crate::http::response::{
+    Extra, Persist, write_chunk, write_chunked_head, write_full, write_last_chunk, write_text,
+};
+use ataman_engine::{Durability, Error as EngineError, ScanIter, WriteBatch};
+use mio::net::TcpStream;
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::time::Instant;
+
+/// Answers a connection may have outstanding before parsing pauses.
+pub const SLOTS_MAX: usize = 256;
+/// Output bytes buffered before a streaming range waits for the socket.
+pub const STREAM_BUFFER_BYTES: usize = 256 * 1024;
+/// Bytes read per `read` call.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// A pending answer.
+pub enum Slot {
+    /// Bytes ready to send.
+    Ready(Vec<u8>),
+    /// A write in the engine; filled by a completion.
+    Waiting {
+        /// The status to answer on success.
+        ok: Status,
+        /// Route (metrics).
+        route: Route,
+        /// Connection persistence for the answer.
+        persist: Persist,
+        /// When the request was parsed.
+        started: Instant,
+    },
+    /// A range being streamed.
+    Stream {
+        /// The scan.
+        iter: Box<ScanIter>,
+        /// Head written already.
+        started: bool,
+        /// Connection persistence for the answer.
+        persist: Persist,
+        /// When the request was parsed.
+        began: Instant,
+    },
+}
+
+/// A connection's state.
+pub struct Conn {
+    /// The socket.
+    pub stream: TcpStream,
+    /// Distinguishes a reused token's connections (completions carry it).
+    pub generation: u64,
+    rbuf: Vec<u8>,
+    out: Vec<u8>,
+    out_pos: usize,
+    slots: VecDeque<Slot>,
+    /// Id of `slots.front()`; slot ids grow by one per request.
+    base_slot: u64,
+    /// A parsed head waiting for its body.
+    pending: Option<(RequestHead, Route, Action, Instant)>,
+    /// Close once everything queued is written.
+    close_after: bool,
+    /// The peer closed its side (or a read failed).
+    read_closed: bool,
+    /// Last time anything was read or written.
+    pub last_active: Instant,
+    /// When the first byte of the request being received arrived.
+    request_started: Option<Instant>,
+    /// Sent `100 Continue` for the pending head.
+    continued: bool,
+    /// Reading stopped at a bound (not at `WouldBlock`): the socket may hold
+    /// more, and edge-triggered polling will not say so again.
+    pub read_paused: bool,
+}
+
+/// What the event loop should do with a connection after handling it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Keep it.
+    Keep,
+    /// Close and forget it.
+    Close,
+}
+
+fn persist_for(head: &RequestHead) -> Persist {
+    match (head.keep_alive, head.minor_version) {
+        (false, _) => Persist::Close,
+        (true, 0) => Persist::KeepAlive10,
+        (true, _) => Persist::Default,
+    }
+}
+
+impl Conn {
+    /// Wraps an accepted socket.
+    pub fn new(stream: TcpStream, generation: u64) -> Self {
+        Conn {
+            stream,
+            generation,
+            rbuf: Vec::new(),
+            out: Vec::new(),
+            out_pos: 0,
+            slots: VecDeque::new(),
+            base_slot: 0,
+            pending: None,
+            close_after: false,
+            read_closed: false,
+            last_active: Instant::now(),
+            request_started: None,
+            continued: false,
+            read_paused: false,
+        }
+    }
+
+    /// True when no request is in progress and nothing is owed to the client.
+    pub fn is_idle(&self) -> bool {
+        self.slots.is_empty()
+            && self.pending.is_none()
+            && self.rbuf.is_empty()
+            && self.out_pos >= self.out.len()
+    }
+
+    /// When the request being received started, if one is.
+    pub fn request_started(&self) -> Option<Instant> {
+        self.request_started
+    }
+
+    /// Reads what the socket has, parses and executes complete requests, and writes answers.
+    pub fn on_ready(&mut self, ctx: &NetContext, token: usize) -> Next {
+        self.read(ctx);
+        self.parse(ctx, token);
+        self.flush(ctx)
+    }
+
+    fn read_limit(ctx: &NetContext) -> usize {
+        ctx.config.header_bytes_max + ctx.config.value_bytes_max + READ_CHUNK_BYTES
+    }
+
+    fn read(&mut self, ctx: &NetContext) {
+        if self.read_closed || self.close_after {
+            return;
+        }
+        let limit = Self::read_limit(ctx);
+        self.read_paused = true;
+        while self.rbuf.len() < limit && self.slots.len() < SLOTS_MAX {
+            let old = self.rbuf.len();
+            self.rbuf.resize(old + READ_CHUNK_BYTES, 0);
+            match self.stream.read(&mut self.rbuf[old..]) {
+                Ok(0) => {
+                    self.rbuf.truncate(old);
+                    self.read_closed = true;
+                    self.read_paused = false;
+                    break;
+                }
+                Ok(n) => {
+                    self.rbuf.truncate(old + n);
+                    self.last_active = Instant::now();
+                    if self.request_started.is_none() {
+                        self.request_started = Some(self.last_active);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.rbuf.truncate(old);
+                    self.read_paused = false;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.rbuf.truncate(old),
+                Err(_) => {
+                    self.rbuf.truncate(old);
+                    self.read_closed = true;
+                    self.read_paused = false;
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Parses and executes every complete request in the read buffer.
+    fn parse(&mut self, ctx: &NetContext, token: usize) {
+        let limits = Limits {
+            header_bytes_max: ctx.config.header_bytes_max,
+            body_bytes_max: ctx.config.value_bytes_max as u64,
+        };
+        let mut consumed = 0;
+        while !self.close_after && self.slots.len() < SLOTS_MAX {
+            let buf = &self.rbuf[consumed..];
+            if self.pending.is_none() {
+                if buf.is_empty() {
+                    break;
+                }
+                match parse_head(buf, limits) {
+                    Parsed::Partial => break,
+                    Parsed::Error(e) => {
+                        self.push_error(
+                            ctx,
+                            Route::Other,
+                            &e,
+                            Persist::Close,
+                            None,
+                            Instant::now(),
+                        );
+                        self.close_after = true;
+                        break;
+                    }
+                    Parsed::Head(head) => {
+                        let (route, action) = route(&head, ctx.route_config);
+                        let started = self.request_started.unwrap_or_else(Instant::now);
+                        if let Action::Error(e) = &action
+                            && head.expect_continue
+                            && head.content_length > 0
+                        {
+                            // Refuse before the client sends the body it holds back;
+                            // the body will not follow, so the stream ends here.
+                            let e = HttpError::close(e.status, e.message.clone());
+                            self.push_error(
+                                ctx,
+                                route,
+                                &e,
+                                Persist::Close,
+                                Some(&head.path),
+                                started,
+                            );
+                            self.close_after = true;
+                            break;
+                        }
+                        self.pending = Some((head, route, action, started));
+                        self.continued = false;
+                    }
+                }
+            }
+            let Some((head, _, _, _)) = self.pending.as_ref() else {
+                break;
+            };
+            let total = head.head_bytes + head.content_length as usize;
+            if buf.len() < total {
+                break; // `flush` sends 100 Continue if the client waits for it
+            }
+            let Some((head, route, action, started)) = self.pending.take() else {
+                break;
+            };
+            let body = buf[head.head_bytes..total].to_vec();
+            consumed += total;
+            self.request_started = None;
+            self.execute(ctx, token, &head, route, action, body, started);
+        }
+        if consumed > 0 {
+            self.rbuf.drain(..consumed);
+            if !self.rbuf.is_empty() && self.request_started.is_none() {
+                self.request_started = Some(Instant::now());
+            }
+        }
+        if self.read_closed && self.pending.is_none() && !self.rbuf.is_empty() && !self.close_after
+        {
+            // The peer closed in the middle of a request: nothing can answer it.
+            self.rbuf.clear();
+            self.close_after = true;
+        }
+    }
+
+    fn push_error(
+        &mut self,
+        ctx: &NetContext,
+        route: Route,
+        e: &HttpError,
+        persist: Persist,
+        path: Option<&[u8]>,
+        started: Instant,
+    ) {
+        let persist = if e.close { Persist::Close } else { persist };
+        let allow =
+            (e.status == Status::MethodNotAllowed).then(|| allow_for(path.unwrap_or_default()));
+        let mut out = Vec::with_capacity(128 + e.message.len());
+        write_text(
+            &mut out,
+            e.status,
+            Extra {
+                allow,
+                ..Extra::default()
+            },
+            persist,
+            &e.message,
+        );
+        ctx.shared.metrics.record(route, e.status, started);
+        self.slots.push_back(Slot::Ready(out));
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn execute(
+        &mut self,
+        ctx: &NetContext,
+        token: usize,
+        head: &RequestHead,
+        route: Route,
+        action: Action,
+        body: Vec<u8>,
+        started: Instant,
+    ) {
+        let persist = persist_for(head);
+        if persist == Persist::Close {
+            self.close_after = true;
+        }
+        let slot_id = self.base_slot + self.slots.len() as u64;
+        match action {
+            Action::Error(e) => {
+                if e.close {
+                    self.close_after = true;
+                }
+                self.push_error(ctx, route, &e, persist, Some(&head.path), started);
+            }
+            Action::Status => self.push_text(ctx, route, Status::Ok, persist, "ok", started),
+            Action::Metrics => {
+                let text = ctx.shared.metrics.render(&ctx.db);
+                let mut out = Vec::with_capacity(text.len() + 128);
+                let extra = Extra {
+                    content_type: Some("text/plain; version=0.0.4"),
+                    ..Extra::default()
+                };
+                write_full(&mut out, Status::Ok, extra, persist, text.as_bytes());
+                ctx.shared.metrics.record(route, Status::Ok, started);
+                self.slots.push_back(Slot::Ready(out));
+            }
+            Action::Get { key } => {
+                let mut out = Vec::new();
+                let status = match ctx.db.get(&key) {
+                    Ok(Some(entry)) => match entry.value {
+                        Some(value) => {
+                            let extra = Extra {
+                                content_type: Some("application/octet-stream"),
+                                ..Extra::default()
+                            };
+                            write_full(&mut out, Status::Ok, extra, persist, &value);
+                            Status::Ok
+                        }
+                        None => {
+                            write_text(
+                                &mut out,
+                                Status::NotFound,
+                                Extra::default(),
+                                persist,
+                                "not found",
+                            );
+                            Status::NotFound
+                        }
+                    },
+                    Ok(None) => {
+                        write_text(
+                            &mut out,
+                            Status::NotFound,
+                            Extra::default(),
+                            persist,
+                            "not found",
+                        );
+                        Status::NotFound
+                    }
+                    Err(e) => {
+                        write_text(
+                            &mut out,
+                            Status::InternalError,
+                            Extra::default(),
+                            persist,
+                            &format!("read failed: {e}"),
+                        );
+                        Status::InternalError
+                    }
+                };
+                ctx.shared.metrics.record(route, status, started);
+                self.slots.push_back(Slot::Ready(out));
+            }
+            Action::Put { key } | Action::Delete { key } => {
+                let ts = ctx.shared.hlc.now();
+                let mut batch = WriteBatch::new();
+                let ok = if route == Route::EntityPut {
+                    batch.put(&key, &body, ts);
+                    Status::Created
+                } else {
+                    batch.delete(&key, ts);
+                    Status::Accepted
+                };
+                let completions = ctx.completions.clone();
+                let generation = self.generation;
+                let callback = Box::new(move |result: ataman_engine::Result<u64>| {
+                    completions.push(super::Completion {
+                        token,
+                        generation,
+                        slot: slot_id,
+                        result: result.map(|_| ()).map_err(|e| e.to_string()),
+                        busy: false,
+                    });
+                });
+                match ctx.db.submit(batch, Durability::Complete, callback) {
+                    Ok(()) => self.slots.push_back(Slot::Waiting {
+                        ok,
+                        route,
+                        persist,
+                        started,
+                    }),
+                    Err(e) => {
+                        let (status, retry) = match e {
+                            EngineError::Busy { .. }
+                            | EngineError::Poisoned { .. }
+                            | EngineError::Closed => (Status::Unavailable, Some(1)),
+                            EngineError::InvalidArgument(_) => (Status::BadRequest, None),
+                            _ => (Status::InternalError, None),
+                        };
+                        let mut out = Vec::new();
+                        let extra = Extra {
+                            retry_after_sec: retry,
+                            ..Extra::default()
+                        };
+                        write_text(
+                            &mut out,
+                            status,
+                            extra,
+                            persist,
+                            &format!("write refused: {e}"),
+                        );
+                        ctx.shared.metrics.record(route, status, started);
+                        self.slots.push_back(Slot::Ready(out));
+                    }
+                }
+            }
+            Action::Range { start, end } => match ctx.db.scan(&start, end.as_deref(), false) {
+                Ok(iter) => self.slots.push_back(Slot::Stream {
+                    iter: Box::new(iter),
+                    started: false,
+                    persist,
+                    began: started,
+                }),
+                Err(e) => {
+                    let mut out = Vec::new();
+                    write_text(
+                        &mut out,
+                        Status::InternalError,
+                        Extra::default(),
+                        persist,
+                        &format!("scan failed: {e}"),
+                    );
+                    ctx.shared
+                        .metrics
+                        .record(route, Status::InternalError, started);
+                    self.slots.push_back(Slot::Ready(out));
+                }
+            },
+        }
+    }
+
+    fn push_text(
+        &mut self,
+        ctx: &NetContext,
+        route: Route,
+        status: Status,
+        persist: Persist,
+        text: &str,
+        started: Instant,
+    ) {
+        let mut out = Vec::with_capacity(96 + text.len());
+        write_text(&mut out, status, Extra::default(), persist, text);
+        ctx.shared.metrics.record(route, status, started);
+        self.slots.push_back(Slot::Ready(out));
+    }
+
+    /// Fills a waiting slot with the engine's answer.
+    pub fn complete(&mut self, ctx: &NetContext, slot: u64, result: Result<(), String>) {
+        let Some(index) = slot.checked_sub(self.base_slot) else {
+            return;
+        };
+        let Some(entry) = self.slots.get_mut(index as usize) else {
+            return;
+        };
+        if let Slot::Waiting {
+            ok,
+            route,
+            persist,
+            started,
+        } = *entry
+        {
+            let mut out = Vec::with_capacity(96);
+            let status = match result {
+                Ok(()) => {
+                    write_full(&mut out, ok, Extra::default(), persist, b"");
+                    ok
+                }
+                Err(reason) => {
+                    let extra = Extra {
+                        retry_after_sec: Some(1),
+                        ..Extra::default()
+                    };
+                    write_text(
+                        &mut out,
+                        Status::Unavailable,
+                        extra,
+                        persist,
+                        &format!("write failed: {reason}"),
+                    );
+                    Status::Unavailable
+                }
+            };
+            ctx.shared.metrics.record(route, status, started);
+            *entry = Slot::Ready(out);
+        }
+    }
+
+    /// Moves finished answers to the output buffer in order and writes to the socket.
+    pub fn flush(&mut self, ctx: &NetContext) -> Next {
+        loop {
+            self.maybe_continue();
+            self.fill_output(ctx);
+            match self.write_out() {
+                Ok(true) => {}
+                Ok(false) => return Next::Keep, // socket full; wait for writable
+                Err(_) => return Next::Close,
+            }
+            // Output drained: anything more to produce right now?
+            let more = matches!(
+                self.slots.front(),
+                Some(Slot::Ready(_)) | Some(Slot::Stream { .. })
+            );
+            if !more {
+                break;
+            }
+        }
+        let owed = !self.slots.is_empty() || self.pending.is_some();
+        if self.close_after && !owed {
+            return Next::Close;
+        }
+        if self.read_closed && !owed && self.rbuf.is_empty() {
+            return Next::Close;
+        }
+        Next::Keep
+    }
+
+    /// Sends `100 Continue` for a head waiting for its body once nothing is before it.
+    fn maybe_continue(&mut self) {
+        if let Some((head, ..)) = &self.pending
+            && head.expect_continue
+            && !self.continued
+            && self.slots.is_empty()
+        {
+            self.continued = true;
+            self.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+        }
+    }
+
+    fn fill_output(&mut self, ctx: &NetContext) {
+        while self.out.len() - self.out_pos < STREAM_BUFFER_BYTES {
+            match self.slots.front_mut() {
+                Some(Slot::Ready(_)) => {
+                    if let Some(Slot::Ready(bytes)) = self.slots.pop_front() {
+                        self.base_slot += 1;
+                        if self.out_pos == self.out.len() {
+                            self.out.clear();
+                            self.out_pos = 0;
+                        }
+                        self.out.extend_from_slice(&bytes);
+                    }
+                }
+                Some(Slot::Stream {
+                    iter,
+                    started,
+                    persist,
+                    began,
+                }) => {
+                    if !*started {
+                        write_chunked_head(
+                            &mut self.out,
+                            Status::Ok,
+                            "application/octet-stream",
+                            *persist,
+                        );
+                        *started = true;
+                    }
+                    let mut finished = false;
+                    while self.out.len() - self.out_pos < STREAM_BUFFER_BYTES {
+                        match iter.next() {
+                            Some(Ok((key, entry))) => {
+                                let value = entry.value.unwrap_or_default();
+                                write_chunk(&mut self.out, &[&key, b"\n", &value]);
+                            }
+                            Some(Err(_)) => {
+                                // The head went out as 200: the only honest signal
+                                // left is to cut the connection without the last chunk.
+                                self.close_after = true;
+                                self.slots.clear();
+                                return;
+                            }
+                            None => {
+                                write_last_chunk(&mut self.out);
+                                finished = true;
+                                break;
+                            }
+                        }
+                    }
+                    if !finished {
+                        return;
+                    }
+                    ctx.shared
+                        .metrics
+                        .record(Route::Entities, Status::Ok, *began);
+                    self.slots.pop_front();
+                    self.base_slot += 1;
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// Writes buffered output; `Ok(true)` when all of it went out.
+    fn write_out(&mut self) -> io::Result<bool> {
+        while self.out_pos < self.out.len() {
+            match self.stream.write(&self.out[self.out_pos..]) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "socket closed")),
+                Ok(n) => {
+                    self.out_pos += n;
+                    self.last_active = Instant::now();
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.out.clear();
+        self.out_pos = 0;
+        Ok(true)
+    }
+
+    /// Answers 408 to a request that took too long, and closes after it.
+    pub fn time_out_request(&mut self, ctx: &NetContext) {
+        if self.close_after {
+            return;
+        }
+        let e = HttpError::close(Status::RequestTimeout, "request not received in time");
+        self.pending = None;
+        self.rbuf.clear();
+        self.request_started = None;
+        self.push_error(ctx, Route::Other, &e, Persist::Close, None, Instant::now());
+        self.close_after = true;
+    }
+}

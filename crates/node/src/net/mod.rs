@@ -1,0 +1,159 @@
+//! The network threads.
+//!
+//! Each network thread runs one `mio` event loop over its connections:
+//! it reads, parses, serves reads from the engine's read view on the spot,
+//! hands writes to the engine's tx thread, and writes answers. Completions
+//! of writes come back through the thread's completion queue; the engine
+//! thread that finishes a write pushes it and wakes the loop only when the
+//! queue was empty (one wake-up per batch, not per write).
+//!
+//! Thread 0 owns the listener and deals accepted connections round-robin
+//! to all threads (itself included) through the same inbox.
+//!
+//! # Thread safety
+//! A connection belongs to one thread for its whole life. Only the inbox
+//! (new connections, completions) is shared, behind one mutex per thread.
+
+pub mod conn;
+mod event_loop;
+
+pub use event_loop::{WAKER, run_thread};
+
+use crate::api::RouteConfig;
+use crate::config::NodeConfig;
+use crate::hlc::Hlc;
+use crate::metrics::NodeMetrics;
+use ataman_engine::Db;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A finished write, on its way back to the connection that asked for it.
+#[derive(Debug)]
+pub struct Completion {
+    /// The connection's token in its thread.
+    pub token: usize,
+    /// The connection's generation (a token may be reused).
+    pub generation: u64,
+    /// The connection's slot for the answer.
+    pub slot: u64,
+    /// Durable, or why not.
+    pub result: Result<(), String>,
+    /// Unused flag kept for future back-pressure signalling.
+    pub busy: bool,
+}
+
+#[derive(Default)]
+struct InboxItems {
+    conns: Vec<mio::net::TcpStream>,
+    completions: Vec<Completion>,
+}
+
+/// What other threads hand to one network thread.
+pub struct Inbox {
+    items: Mutex<InboxItems>,
+    waker: mio::Waker,
+}
+
+impl Inbox {
+    /// An inbox whose pushes wake `waker`.
+    pub fn new(waker: mio::Waker) -> Self {
+        Inbox {
+            items: Mutex::new(InboxItems::default()),
+            waker,
+        }
+    }
+
+    fn push_with(&self, f: impl FnOnce(&mut InboxItems)) {
+        let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let was_empty = items.conns.is_empty() && items.completions.is_empty();
+        f(&mut items);
+        drop(items);
+        if was_empty {
+            // A failed wake-up leaves the item for the loop's next periodic tick.
+            let _ = self.waker.wake();
+        }
+    }
+
+    /// Queues a completion.
+    pub fn push(&self, c: Completion) {
+        self.push_with(|items| items.completions.push(c));
+    }
+
+    /// Queues an accepted connection.
+    pub fn push_conn(&self, s: mio::net::TcpStream) {
+        self.push_with(|items| items.conns.push(s));
+    }
+
+    /// Takes everything queued.
+    fn take(&self, conns: &mut Vec<mio::net::TcpStream>, completions: &mut Vec<Completion>) {
+        let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::swap(conns, &mut items.conns);
+        std::mem::swap(completions, &mut items.completions);
+    }
+}
+
+/// A cheap handle engine callbacks use to reach a network thread.
+#[derive(Clone)]
+pub struct CompletionSender(Arc<Inbox>);
+
+impl CompletionSender {
+    /// Queues a completion and wakes the thread if needed.
+    pub fn push(&self, c: Completion) {
+        self.0.push(c);
+    }
+}
+
+/// What every network thread shares.
+pub struct NodeShared {
+    /// The engine.
+    pub db: Arc<Db>,
+    /// Write timestamps.
+    pub hlc: Hlc,
+    /// Configuration.
+    pub config: NodeConfig,
+    /// Request metrics.
+    pub metrics: NodeMetrics,
+    /// Open connections, all threads.
+    pub connections: AtomicUsize,
+    /// Set on SIGTERM / SIGINT.
+    pub shutting_down: AtomicBool,
+    /// Each thread's inbox.
+    pub inboxes: Vec<Arc<Inbox>>,
+}
+
+impl NodeShared {
+    /// True once shutdown started.
+    pub fn stopping(&self) -> bool {
+        self.shutting_down.load(Ordering::Acquire)
+    }
+}
+
+/// What one network thread's code needs (shared state plus its own inbox).
+pub struct NetContext {
+    /// Shared node state (clock, metrics, counters).
+    pub shared: Arc<NodeShared>,
+    /// The engine (from `shared`).
+    pub db: Arc<Db>,
+    /// Configuration (from `shared`).
+    pub config: NodeConfig,
+    /// Routing limits.
+    pub route_config: RouteConfig,
+    /// This thread's completion handle.
+    pub completions: CompletionSender,
+}
+
+impl NetContext {
+    /// The context of network thread `index`.
+    pub fn new(shared: Arc<NodeShared>, index: usize) -> Self {
+        NetContext {
+            db: Arc::clone(&shared.db),
+            config: shared.config.clone(),
+            route_config: RouteConfig {
+                key_bytes_max: shared.config.key_bytes_max,
+                cluster_size: shared.config.cluster.len() as u32,
+            },
+            completions: CompletionSender(Arc::clone(&shared.inboxes[index])),
+            shared,
+        }
+    }
+}
