@@ -232,10 +232,10 @@ fn concurrent_clients_match_the_model() {
             );
         }
     }
-    for thread in 0..THREADS {
+    for (thread, log) in logs.iter().enumerate() {
         for k in 0..PRIVATE_KEYS {
             let key = private_key(thread, k);
-            if !logs[thread].private_model.contains_key(&key) {
+            if !log.private_model.contains_key(&key) {
                 assert_eq!(
                     conn.get(&key).status,
                     404,

@@ -163,16 +163,16 @@ fn check_and_update(
     logs: &[WriterLog],
 ) {
     let mut conn = node.conn();
-    for id in 0..WRITERS {
+    assert_eq!(logs.len(), WRITERS);
+    for (id, log) in logs.iter().enumerate() {
         for k in 0..KEYS_PER_WRITER {
             let key = format!("w{id}/{k}").into_bytes();
-            let log = &logs[id];
             let mut allowed: Vec<Option<&Vec<u8>>> =
                 vec![log.acked.get(&key).or_else(|| model.get(&key))];
-            if let Some((flight_key, flight_value)) = &log.in_flight {
-                if *flight_key == key {
-                    allowed.push(Some(flight_value));
-                }
+            if let Some((flight_key, flight_value)) = &log.in_flight
+                && *flight_key == key
+            {
+                allowed.push(Some(flight_value));
             }
             let response = conn.get(&key);
             let got = match response.status {
