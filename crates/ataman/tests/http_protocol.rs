@@ -30,6 +30,12 @@ fn keep_alive_serves_several_requests() {
         let status = conn.request("GET", "/v0/status", &[], None);
         assert_eq!(status.status, 200);
     }
+    // Still open (the idle timeout is 60 s by default).
+    assert!(
+        !conn.closed_within(Duration::from_millis(200)),
+        "keep-alive connection closed by the server"
+    );
+    assert_eq!(conn.request("GET", "/v0/status", &[], None).status, 200);
 }
 
 /// 100 GETs written at once are answered in request order (values differ
