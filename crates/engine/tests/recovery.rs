@@ -288,3 +288,17 @@ fn corrupt_manifest_is_an_error() {
         Ok(_) => panic!("opened over a corrupt manifest"),
     }
 }
+
+/// The largest stored timestamp survives a reopen (memtable replayed, then flushed).
+#[test]
+fn timestamp_max_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    assert_eq!(db.timestamp_max(), 0);
+    db.put(b"a", b"1", 500, Durability::Complete).unwrap();
+    db.put(b"b", b"1", 90, Durability::Complete).unwrap();
+    assert_eq!(db.timestamp_max(), 500);
+    drop(db);
+    let db = Db::open(dir.path(), opts()).unwrap();
+    assert_eq!(db.timestamp_max(), 500);
+}

@@ -84,9 +84,11 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         inboxes.push(Arc::new(Inbox::new(waker)));
         polls.push(poll);
     }
+    let clock = hlc::Hlc::new();
+    clock.observe(db.timestamp_max());
     let shared = Arc::new(NodeShared {
         db: Arc::clone(&db),
-        hlc: hlc::Hlc::new(),
+        hlc: clock,
         config: config.clone(),
         metrics: metrics::NodeMetrics::default(),
         connections: AtomicUsize::new(0),

@@ -289,6 +289,18 @@ impl Db {
         }
     }
 
+    /// The largest timestamp of any version stored (0 when empty). A node
+    /// seeds its clock with it, so writes after a restart with the wall
+    /// clock behind are still newer than everything already stored.
+    pub fn timestamp_max(&self) -> crate::key::Timestamp {
+        let sv = self.shared.sv.load();
+        let mems = std::iter::once(&sv.mem)
+            .chain(sv.imms.iter())
+            .map(|m| m.ts_max());
+        let files = sv.version.all_files().map(|t| t.meta.ts_max);
+        mems.chain(files).max().unwrap_or(0)
+    }
+
     /// The engine's counters and histograms.
     pub fn metrics(&self) -> &crate::metrics::EngineMetrics {
         &self.shared.metrics

@@ -28,8 +28,8 @@ use std::time::Instant;
 pub const SLOTS_MAX: usize = 256;
 /// Output bytes buffered before a streaming range waits for the socket.
 pub const STREAM_BUFFER_BYTES: usize = 256 * 1024;
-/// Bytes read per `read` call.
-const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Bytes read per `read` call (the size of each thread's scratch buffer).
+pub const READ_CHUNK_BYTES: usize = 64 * 1024;
 
 /// A pending answer.
 pub enum Slot {
@@ -140,8 +140,8 @@ impl Conn {
     }
 
     /// Reads what the socket has, parses and executes complete requests, and writes answers.
-    pub fn on_ready(&mut self, ctx: &NetContext, token: usize) -> Next {
-        self.read(ctx);
+    pub fn on_ready(&mut self, ctx: &NetContext, token: usize, scratch: &mut [u8]) -> Next {
+        self.read(ctx, scratch);
         self.parse(ctx, token);
         self.flush(ctx)
     }
@@ -150,37 +150,41 @@ impl Conn {
         ctx.config.header_bytes_max + ctx.config.value_bytes_max + READ_CHUNK_BYTES
     }
 
-    fn read(&mut self, ctx: &NetContext) {
+    /// Reads into `scratch` (the thread's reusable buffer) and appends what
+    /// arrived, so no per-read buffer is allocated or zeroed.
+    fn read(&mut self, ctx: &NetContext, scratch: &mut [u8]) {
         if self.read_closed || self.close_after {
             return;
         }
         let limit = Self::read_limit(ctx);
         self.read_paused = true;
         while self.rbuf.len() < limit && self.slots.len() < SLOTS_MAX {
-            let old = self.rbuf.len();
-            self.rbuf.resize(old + READ_CHUNK_BYTES, 0);
-            match self.stream.read(&mut self.rbuf[old..]) {
+            let room = (limit - self.rbuf.len()).min(scratch.len());
+            match self.stream.read(&mut scratch[..room]) {
                 Ok(0) => {
-                    self.rbuf.truncate(old);
                     self.read_closed = true;
                     self.read_paused = false;
                     break;
                 }
                 Ok(n) => {
-                    self.rbuf.truncate(old + n);
+                    self.rbuf.extend_from_slice(&scratch[..n]);
                     self.last_active = Instant::now();
                     if self.request_started.is_none() {
                         self.request_started = Some(self.last_active);
                     }
+                    if n < room {
+                        // A short read drained the socket: skip the extra
+                        // read that would only say WouldBlock.
+                        self.read_paused = false;
+                        break;
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.rbuf.truncate(old);
                     self.read_paused = false;
                     break;
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.rbuf.truncate(old),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => {
-                    self.rbuf.truncate(old);
                     self.read_closed = true;
                     self.read_paused = false;
                     break;
@@ -263,10 +267,15 @@ impl Conn {
                 self.request_started = Some(Instant::now());
             }
         }
-        if self.read_closed && self.pending.is_none() && !self.rbuf.is_empty() && !self.close_after
+        if self.read_closed
+            && (self.pending.is_some() || !self.rbuf.is_empty())
+            && !self.close_after
         {
-            // The peer closed in the middle of a request: nothing can answer it.
+            // The peer closed in the middle of a request (head or body):
+            // nothing can answer it; answer what came before, then close.
+            self.pending = None;
             self.rbuf.clear();
+            self.request_started = None;
             self.close_after = true;
         }
     }

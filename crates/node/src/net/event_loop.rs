@@ -71,6 +71,8 @@ struct Loop {
     new_conns: Vec<TcpStream>,
     completions: Vec<Completion>,
     touched: Vec<usize>,
+    /// Reused read buffer of every connection of this thread.
+    scratch: Vec<u8>,
 }
 
 /// Runs network thread `index` until shutdown has drained its connections.
@@ -94,6 +96,7 @@ pub fn run_thread(
         new_conns: Vec::new(),
         completions: Vec::new(),
         touched: Vec::new(),
+        scratch: vec![0; super::conn::READ_CHUNK_BYTES],
     };
     if let Some(l) = lp.listener.as_mut() {
         lp.poll
@@ -211,7 +214,7 @@ impl Loop {
 
     fn on_conn(&mut self, i: usize) {
         let next = match self.slots.conns.get_mut(i) {
-            Some(Some(conn)) => conn.on_ready(&self.ctx, i),
+            Some(Some(conn)) => conn.on_ready(&self.ctx, i, &mut self.scratch),
             _ => return,
         };
         if next == Next::Close {
@@ -226,7 +229,9 @@ impl Loop {
         touched.dedup();
         for i in touched.drain(..) {
             let next = match self.slots.conns.get_mut(i) {
-                Some(Some(conn)) if conn.read_paused => conn.on_ready(&self.ctx, i),
+                Some(Some(conn)) if conn.read_paused => {
+                    conn.on_ready(&self.ctx, i, &mut self.scratch)
+                }
                 Some(Some(conn)) => conn.flush(&self.ctx),
                 _ => continue,
             };
