@@ -145,6 +145,11 @@ impl Conn {
         self.request("DELETE", &entity(key), &[], None)
     }
 
+    /// Bounds the following reads by `timeout` instead of [`IO_TIMEOUT`].
+    pub fn set_read_timeout(&self, timeout: Duration) {
+        self.stream.set_read_timeout(Some(timeout)).unwrap();
+    }
+
     /// Closes our sending side (the server sees end of input).
     pub fn shutdown_write(&self) {
         let _ = self.stream.shutdown(Shutdown::Write);
