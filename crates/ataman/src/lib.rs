@@ -1,3 +1,4 @@
 //! Support code of the `ataman` binary that its tests share.
 
 pub mod crash_writer;
+pub mod ctl;

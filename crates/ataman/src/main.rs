@@ -3,7 +3,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
-use ataman::crash_writer;
+use ataman::{crash_writer, ctl};
 
 #[derive(Parser)]
 #[command(
@@ -20,6 +20,8 @@ struct Cli {
 enum Command {
     /// Run a node.
     Serve(ataman_node::ServeArgs),
+    /// Talk to a node over HTTP: get, put, delete, range, status (docs/CTL.md).
+    Ctl(ctl::CtlArgs),
     /// Benchmarks: the storage engine, recovery.
     Bench {
         #[command(subcommand)]
@@ -42,6 +44,8 @@ enum Internal {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        // ctl has its own exit codes (docs/CTL.md).
+        Command::Ctl(args) => return ctl::run(args),
         Command::Serve(args) => ataman_node::serve(args),
         Command::Bench { which } => ataman_bench::run(which),
         Command::Internal {

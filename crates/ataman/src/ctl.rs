@@ -1,0 +1,317 @@
+//! `ataman ctl`: a small command-line client of the `/v0` HTTP API
+//! (docs/API.md), documented in docs/CTL.md.
+//!
+//! Layout: [`url`] builds request targets (percent-encoding keys),
+//! [`client`] does one blocking HTTP/1.1 exchange over a `TcpStream`,
+//! [`response`] parses the answer (Content-Length, chunked or
+//! until-close bodies). This file maps commands to requests and answers to
+//! output and exit codes.
+//!
+//! Exit codes: [`EXIT_OK`], [`EXIT_NOT_FOUND`], [`EXIT_REFUSED`],
+//! [`EXIT_NO_ANSWER`].
+
+pub mod client;
+pub mod response;
+pub mod url;
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use client::{ClientError, exchange};
+use response::Response;
+use url::{BaseUrl, target};
+
+/// The command succeeded.
+pub const EXIT_OK: u8 = 0;
+/// `get`: the key is absent or deleted (404).
+pub const EXIT_NOT_FOUND: u8 = 1;
+/// The node answered with an unexpected status, or the arguments or local
+/// input/output failed (clap also exits 2 on bad usage).
+pub const EXIT_REFUSED: u8 = 2;
+/// No valid answer: the connection failed, timed out, or the answer was
+/// not valid HTTP or not in the documented format.
+pub const EXIT_NO_ANSWER: u8 = 3;
+
+/// Address used when neither `--url` nor `ATAMAN_URL` is given.
+pub const URL_DEFAULT: &str = "http://127.0.0.1:19234";
+/// Bound on connecting and on every read and write, in milliseconds.
+pub const TIMEOUT_MS_DEFAULT: u64 = 10_000;
+
+/// `ataman ctl` arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CtlArgs {
+    /// Node to talk to: http://HOST[:PORT].
+    #[arg(long, global = true, env = "ATAMAN_URL", default_value = URL_DEFAULT)]
+    pub url: String,
+    /// `ack` query parameter, passed through as is (the node validates it).
+    #[arg(long, global = true)]
+    pub ack: Option<String>,
+    /// `from` query parameter, passed through as is (the node validates it).
+    #[arg(long, global = true)]
+    pub from: Option<String>,
+    /// Bound on connecting and on each read and write, in milliseconds.
+    #[arg(long, global = true, default_value_t = TIMEOUT_MS_DEFAULT)]
+    pub timeout_ms: u64,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: CtlCommand,
+}
+
+/// One `ataman ctl` command.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum CtlCommand {
+    /// Print the value of KEY, raw bytes, to stdout.
+    Get {
+        /// The key (its bytes as given on the command line).
+        key: OsString,
+    },
+    /// Store a value: VALUE, the contents of --file, or stdin when VALUE is `-`.
+    Put {
+        /// The key.
+        key: OsString,
+        /// The value; `-` reads it from stdin.
+        #[arg(required_unless_present = "file", conflicts_with = "file")]
+        value: Option<OsString>,
+        /// Read the value from this file.
+        #[arg(long)]
+        file: Option<PathBuf>,
+    },
+    /// Delete KEY (succeeds also when the key never existed).
+    Delete {
+        /// The key.
+        key: OsString,
+    },
+    /// Print the live entries from --start (inclusive) to --end (exclusive),
+    /// one `key<TAB>value` line each, bytes raw.
+    Range {
+        /// First key (inclusive).
+        #[arg(long)]
+        start: OsString,
+        /// End key (exclusive); no end when absent.
+        #[arg(long)]
+        end: Option<OsString>,
+    },
+    /// Print the node's status answer.
+    Status,
+}
+
+/// What went wrong, with the exit code it maps to.
+#[derive(Debug, thiserror::Error)]
+enum CtlError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("the node answered {status} {reason}: {body}")]
+    Status {
+        status: u16,
+        reason: String,
+        body: String,
+    },
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("invalid answer: {0}")]
+    Format(String),
+    #[error("{what}: {source}")]
+    LocalIo {
+        what: String,
+        source: std::io::Error,
+    },
+}
+
+impl CtlError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            CtlError::NotFound(_) => EXIT_NOT_FOUND,
+            CtlError::Usage(_) | CtlError::Status { .. } | CtlError::LocalIo { .. } => EXIT_REFUSED,
+            CtlError::Client(_) | CtlError::Format(_) => EXIT_NO_ANSWER,
+        }
+    }
+}
+
+/// Runs one `ataman ctl` command, printing to stdout and stderr.
+pub fn run(args: CtlArgs) -> ExitCode {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    match execute(&args, &mut out) {
+        Ok(()) => ExitCode::from(EXIT_OK),
+        Err(e) => {
+            eprintln!("ataman ctl: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// The `ack`/`from` query pairs given on the command line.
+fn consistency(args: &CtlArgs) -> Vec<(&'static str, &[u8])> {
+    let mut query = Vec::new();
+    if let Some(ack) = &args.ack {
+        query.push(("ack", ack.as_bytes()));
+    }
+    if let Some(from) = &args.from {
+        query.push(("from", from.as_bytes()));
+    }
+    query
+}
+
+/// The answer's status unless it is `expected`, as an error with the body.
+fn expect_status(response: &Response, expected: u16) -> Result<(), CtlError> {
+    if response.status == expected {
+        return Ok(());
+    }
+    Err(CtlError::Status {
+        status: response.status,
+        reason: response.reason.clone(),
+        body: String::from_utf8_lossy(&response.body)
+            .trim_end()
+            .to_string(),
+    })
+}
+
+fn read_value(value: Option<&OsString>, file: Option<&PathBuf>) -> Result<Vec<u8>, CtlError> {
+    match (value, file) {
+        (_, Some(path)) => std::fs::read(path).map_err(|source| CtlError::LocalIo {
+            what: format!("reading {}", path.display()),
+            source,
+        }),
+        (Some(v), None) if v.as_bytes() == b"-" => {
+            let mut bytes = Vec::new();
+            std::io::stdin()
+                .lock()
+                .read_to_end(&mut bytes)
+                .map_err(|source| CtlError::LocalIo {
+                    what: "reading stdin".to_string(),
+                    source,
+                })?;
+            Ok(bytes)
+        }
+        (Some(v), None) => Ok(v.as_bytes().to_vec()),
+        (None, None) => Err(CtlError::Usage(
+            "put needs a VALUE, `-` (stdin) or --file".to_string(),
+        )),
+    }
+}
+
+/// Writes a `/v0/entities` answer as `key<TAB>value` lines. Each chunk is
+/// one entry, `key \n value`; the key ends at the first `\n`.
+pub fn write_range(chunks: &[Vec<u8>], out: &mut dyn Write) -> Result<(), String> {
+    for (i, chunk) in chunks.iter().enumerate() {
+        let newline = chunk
+            .iter()
+            .position(|&b| b == b'\n')
+            .ok_or_else(|| format!("entry {i} has no newline between key and value"))?;
+        let (key, value) = (&chunk[..newline], &chunk[newline + 1..]);
+        let line = [key, b"\t", value, b"\n"].concat();
+        out.write_all(&line)
+            .map_err(|e| format!("writing to stdout: {e}"))?;
+    }
+    Ok(())
+}
+
+fn write_out(out: &mut dyn Write, bytes: &[u8]) -> Result<(), CtlError> {
+    out.write_all(bytes)
+        .and_then(|()| out.flush())
+        .map_err(|source| CtlError::LocalIo {
+            what: "writing to stdout".to_string(),
+            source,
+        })
+}
+
+fn execute(args: &CtlArgs, out: &mut dyn Write) -> Result<(), CtlError> {
+    let url = BaseUrl::parse(&args.url).map_err(|e| CtlError::Usage(e.to_string()))?;
+    let timeout = Duration::from_millis(args.timeout_ms.max(1));
+    let consistency = consistency(args);
+    match &args.command {
+        CtlCommand::Get { key } => {
+            let query = [&[("id", key.as_bytes())][..], &consistency].concat();
+            let response = exchange(&url, "GET", &target("/v0/entity", &query), None, timeout)?;
+            if response.status == 404 {
+                return Err(CtlError::NotFound(key.to_string_lossy().into_owned()));
+            }
+            expect_status(&response, 200)?;
+            write_out(out, &response.body)
+        }
+        CtlCommand::Put { key, value, file } => {
+            let body = read_value(value.as_ref(), file.as_ref())?;
+            let query = [&[("id", key.as_bytes())][..], &consistency].concat();
+            let target = target("/v0/entity", &query);
+            let response = exchange(&url, "PUT", &target, Some(&body), timeout)?;
+            expect_status(&response, 201)
+        }
+        CtlCommand::Delete { key } => {
+            let query = [&[("id", key.as_bytes())][..], &consistency].concat();
+            let target = target("/v0/entity", &query);
+            let response = exchange(&url, "DELETE", &target, None, timeout)?;
+            expect_status(&response, 202)
+        }
+        CtlCommand::Range { start, end } => {
+            let mut query = vec![("start", start.as_bytes())];
+            if let Some(end) = end {
+                query.push(("end", end.as_bytes()));
+            }
+            query.extend_from_slice(&consistency);
+            let target = target("/v0/entities", &query);
+            let response = exchange(&url, "GET", &target, None, timeout)?;
+            expect_status(&response, 200)?;
+            let chunks = response
+                .chunks
+                .as_ref()
+                .ok_or_else(|| CtlError::Format("the range answer is not chunked".to_string()))?;
+            write_range(chunks, out).map_err(CtlError::Format)
+        }
+        CtlCommand::Status => {
+            let response = exchange(&url, "GET", "/v0/status", None, timeout)?;
+            expect_status(&response, 200)?;
+            let mut body = response.body;
+            if body.last() != Some(&b'\n') {
+                body.push(b'\n');
+            }
+            write_out(out, &body)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Entries print as key TAB value lines; the key ends at the first newline.
+    #[test]
+    fn range_lines() {
+        let mut out = Vec::new();
+        let chunks = vec![b"a\n1".to_vec(), b"b\nx\ny".to_vec(), b"c\n".to_vec()];
+        write_range(&chunks, &mut out).unwrap();
+        assert_eq!(out, b"a\t1\nb\tx\ny\nc\t\n");
+    }
+
+    /// A chunk without a newline is a format error, not a panic.
+    #[test]
+    fn range_chunk_without_newline_is_error() {
+        let mut out = Vec::new();
+        assert!(write_range(&[b"abc".to_vec()], &mut out).is_err());
+    }
+
+    /// Exit codes: 404 → 1, other statuses and usage → 2, no answer → 3.
+    #[test]
+    fn exit_codes() {
+        assert_eq!(CtlError::NotFound("k".into()).exit_code(), EXIT_NOT_FOUND);
+        let status = CtlError::Status {
+            status: 400,
+            reason: "Bad Request".into(),
+            body: "missing id".into(),
+        };
+        assert_eq!(status.exit_code(), EXIT_REFUSED);
+        assert_eq!(
+            status.to_string(),
+            "the node answered 400 Bad Request: missing id"
+        );
+        assert_eq!(CtlError::Usage("x".into()).exit_code(), EXIT_REFUSED);
+        assert_eq!(CtlError::Format("x".into()).exit_code(), EXIT_NO_ANSWER);
+        let client = CtlError::Client(ClientError::TooManyInformational("h:1".into()));
+        assert_eq!(client.exit_code(), EXIT_NO_ANSWER);
+    }
+}

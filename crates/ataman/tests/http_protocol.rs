@@ -1,0 +1,297 @@
+//! Black-box tests of docs/API.md "HTTP behaviour": keep-alive,
+//! pipelining, HTTP/1.0, `Connection: close`, `Expect: 100-continue`,
+//! chunked request bodies, large values and binary keys.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
+
+mod support;
+
+use ataman::ctl::url::target;
+use std::time::Duration;
+use support::{Node, Rng, assert_error, entity, request};
+
+/// How long a test waits for the server to close a connection it must close.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
+
+/// Several requests on one HTTP/1.1 connection are all answered and the
+/// connection stays open.
+#[test]
+fn keep_alive_serves_several_requests() {
+    let node = Node::start(&[]);
+    let mut conn = node.conn();
+    for round in 0..5u8 {
+        let key = [b'k', round];
+        assert_eq!(conn.put(&key, &[round; 10]).status, 201);
+        let get = conn.get(&key);
+        assert!(!get.closes_connection(), "keep-alive answer says close");
+        assert_eq!((get.status, get.body), (200, vec![round; 10]));
+        assert_eq!(conn.delete(&key).status, 202);
+        assert_eq!(conn.get(&key).status, 404);
+        let status = conn.request("GET", "/v0/status", &[], None);
+        assert_eq!(status.status, 200);
+    }
+    // Still open (the idle timeout is 60 s by default).
+    assert!(
+        !conn.closed_within(Duration::from_millis(200)),
+        "keep-alive connection closed by the server"
+    );
+    assert_eq!(conn.request("GET", "/v0/status", &[], None).status, 200);
+}
+
+/// 100 GETs written at once are answered in request order (values differ
+/// per key, and absent keys answer 404 in their place).
+#[test]
+fn pipelined_gets_answered_in_order() {
+    let node = Node::start(&[]);
+    let mut conn = node.conn();
+    let value = |i: usize| format!("value of p{i}: {}", "x".repeat(i)).into_bytes();
+    for i in 0..50 {
+        assert_eq!(conn.put(format!("p{i}").as_bytes(), &value(i)).status, 201);
+    }
+    let order: Vec<usize> = (0..100).map(|i| (i * 37) % 100).collect();
+    let mut batch = Vec::new();
+    for &i in &order {
+        batch.extend_from_slice(&request(
+            "GET",
+            &entity(format!("p{i}").as_bytes()),
+            &[],
+            None,
+        ));
+    }
+    conn.send(&batch).unwrap();
+    for (n, &i) in order.iter().enumerate() {
+        let response = conn
+            .read()
+            .unwrap_or_else(|e| panic!("answer {n} (p{i}) missing: {e}"));
+        if i < 50 {
+            assert_eq!(response.status, 200, "answer {n} is for p{i}");
+            assert_eq!(response.body, value(i), "answer {n} out of order");
+        } else {
+            assert_eq!(response.status, 404, "answer {n} (p{i}) should be 404");
+        }
+    }
+}
+
+/// 100 PUTs with bodies written at once get 100 answers 201, and all are stored.
+#[test]
+fn pipelined_puts_all_answered_and_stored() {
+    let node = Node::start(&[]);
+    let mut conn = node.conn();
+    let mut batch = Vec::new();
+    for i in 0..100 {
+        let body = format!("v{i}");
+        batch.extend_from_slice(&request(
+            "PUT",
+            &entity(format!("q{i:03}").as_bytes()),
+            &[],
+            Some(body.as_bytes()),
+        ));
+    }
+    conn.send(&batch).unwrap();
+    for n in 0..100 {
+        let response = conn
+            .read()
+            .unwrap_or_else(|e| panic!("answer {n} missing: {e}"));
+        assert_eq!(response.status, 201, "answer {n}");
+    }
+    for i in 0..100 {
+        let get = conn.get(format!("q{i:03}").as_bytes());
+        assert_eq!((get.status, get.body), (200, format!("v{i}").into_bytes()));
+    }
+}
+
+/// An HTTP/1.0 request is answered and the connection closed after it.
+#[test]
+fn http_1_0_is_closed_after_the_answer() {
+    let node = Node::start(&[]);
+    let mut conn = node.conn();
+    conn.send(b"GET /v0/status HTTP/1.0\r\n\r\n").unwrap();
+    let response = conn.read().unwrap();
+    assert_eq!(response.status, 200);
+    assert!(
+        conn.closed_within(CLOSE_WAIT),
+        "HTTP/1.0 connection left open"
+    );
+}
+
+/// HTTP/1.0 with `Connection: keep-alive` stays open for a second request.
+#[test]
+fn http_1_0_keep_alive_stays_open() {
+    let node = Node::start(&[]);
+    let mut conn = node.conn();
+    let req = b"GET /v0/status HTTP/1.0\r\nConnection: keep-alive\r\n\r\n";
+    conn.send(req).unwrap();
+    assert_eq!(conn.read().unwrap().status, 200);
+    conn.send(req).unwrap();
+    let second = conn
+        .read()
+        .expect("second answer on a 1.0 keep-alive connection");
+    assert_eq!(second.status, 200);
+}
+
+/// `Connection: close` on HTTP/1.1: answered, then closed by the server.
+#[test]
+fn connection_close_is_honoured() {
+    let node = Node::start(&[]);
+    let mut conn = node.conn();
+    let response = conn.request("PUT", &entity(b"c"), &[("Connection", "close")], Some(b"v"));
+    assert_eq!(response.status, 201);
+    assert!(
+        conn.closed_within(CLOSE_WAIT),
+        "connection left open after Connection: close"
+    );
+    assert_eq!(node.get(b"c").body, b"v");
+}
+
+/// `Expect: 100-continue`: `100 Continue` before the body, then 201.
+#[test]
+fn expect_100_continue() {
+    let node = Node::start(&[]);
+    let mut conn = node.conn();
+    conn.send(
+        format!(
+            "PUT {} HTTP/1.1\r\nHost: ataman\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n",
+            entity(b"e")
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let interim = conn.read().expect("an answer to the head alone");
+    assert_eq!(
+        interim.status, 100,
+        "expected 100 Continue, got {interim:?}"
+    );
+    conn.send(b"hello").unwrap();
+    let fin = conn.read().expect("the final answer");
+    assert_eq!(fin.status, 201);
+    assert_eq!(node.get(b"e").body, b"hello");
+}
+
+/// `Expect: 100-continue` with a body over the limit: the final 413 at
+/// once, without `100 Continue`.
+#[test]
+fn expect_100_continue_refused_at_once() {
+    let node = Node::start(&["--value-bytes-max", "1024"]);
+    let mut conn = node.conn();
+    conn.send(
+        format!(
+            "PUT {} HTTP/1.1\r\nHost: ataman\r\nExpect: 100-continue\r\nContent-Length: 2048\r\n\r\n",
+            entity(b"big")
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let answer = conn.read().expect("an answer to the head alone");
+    assert_error(&answer, 413, "Expect with an oversized Content-Length");
+    assert!(
+        conn.closed_within(CLOSE_WAIT),
+        "connection left open after 413"
+    );
+}
+
+/// A `Transfer-Encoding: chunked` request body is 411, the connection is
+/// closed, and nothing is stored.
+#[test]
+fn chunked_request_body_is_411() {
+    let node = Node::start(&[]);
+    let mut conn = node.conn();
+    conn.send(
+        format!(
+            "PUT {} HTTP/1.1\r\nHost: ataman\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+            entity(b"chunky")
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    assert_error(&conn.read().unwrap(), 411, "chunked PUT");
+    assert!(
+        conn.closed_within(CLOSE_WAIT),
+        "connection left open after 411"
+    );
+    assert_eq!(
+        node.get(b"chunky").status,
+        404,
+        "a chunked PUT stored a value"
+    );
+}
+
+/// 1 MiB values of arbitrary bytes round-trip exactly.
+#[test]
+fn one_mib_values_round_trip() {
+    let node = Node::start(&[]);
+    let mut conn = node.conn();
+    let mut rng = Rng::new(42);
+    for i in 0..3u8 {
+        let value: Vec<u8> = (0..1024 * 1024).map(|_| rng.next() as u8).collect();
+        assert_eq!(conn.put(&[b'M', i], &value).status, 201);
+        let get = conn.get(&[b'M', i]);
+        assert_eq!(get.status, 200);
+        assert!(get.body == value, "1 MiB value {i} changed on the way");
+    }
+}
+
+/// Binary keys and values (every byte value, reserved characters, UTF-8)
+/// survive percent-encoding; `+` is a plus, not a space.
+#[test]
+fn binary_keys_and_values() {
+    let node = Node::start(&[]);
+    let mut conn = node.conn();
+    let every_byte: Vec<u8> = (0..=255u8).collect();
+    let keys: Vec<Vec<u8>> = vec![
+        every_byte.clone(),
+        b"a/b".to_vec(),
+        b"a+b".to_vec(),
+        b"a b".to_vec(),
+        b"a&id=b".to_vec(),
+        b"%".to_vec(),
+        b"%41".to_vec(),
+        b"\n".to_vec(),
+        b"\x00".to_vec(),
+        b"\xff\xfe".to_vec(),
+        "ключ".as_bytes().to_vec(),
+    ];
+    for (i, key) in keys.iter().enumerate() {
+        let mut value = every_byte.iter().rev().copied().collect::<Vec<u8>>();
+        value.push(i as u8);
+        assert_eq!(conn.put(key, &value).status, 201, "PUT key {key:?}");
+    }
+    for (i, key) in keys.iter().enumerate() {
+        let get = conn.get(key);
+        assert_eq!(get.status, 200, "GET key {key:?}");
+        assert_eq!(
+            get.body.last(),
+            Some(&(i as u8)),
+            "key {key:?} got another key's value"
+        );
+    }
+    // `+` stays `+`: a raw plus names the key "a+b", not "a b".
+    let raw_plus = conn.request("GET", "/v0/entity?id=a+b", &[], None);
+    assert_eq!(
+        raw_plus.body.last(),
+        Some(&2),
+        "id=a+b did not read key \"a+b\""
+    );
+    // `%41` is "A" on the wire: key "A" is absent, key "%41" was written encoded.
+    assert_eq!(conn.get(b"A").status, 404);
+    // The range sees every key with its bytes intact.
+    let range = conn.request(
+        "GET",
+        &target("/v0/entities", &[("start", b"\x00")]),
+        &[],
+        None,
+    );
+    assert_eq!(range.status, 200);
+    let chunks = range.chunks.expect("chunked range");
+    let mut sorted = keys.clone();
+    sorted.sort();
+    let got_keys: Vec<Vec<u8>> = chunks
+        .iter()
+        .map(|c| {
+            // The value is 257 bytes; the key ends at the `\n` before it.
+            assert!(c.len() >= 258, "chunk too short to hold the value");
+            assert_eq!(c[c.len() - 258], b'\n', "no newline between key and value");
+            c[..c.len() - 258].to_vec()
+        })
+        .collect();
+    assert_eq!(got_keys, sorted, "range keys differ");
+}

@@ -1,0 +1,432 @@
+//! Shared helpers of the black-box HTTP tests: a real `ataman serve`
+//! process on a free port and a temporary data directory, and raw HTTP/1.1
+//! connections to it.
+//!
+//! Everything is bounded in time: starting (10 s), every socket read and
+//! write (10 s), stopping (10 s). A helper that cannot do its job panics
+//! with what it saw, which fails the test that called it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code)] // each test file uses a different subset
+
+use ataman::ctl::response::read_response;
+pub use ataman::ctl::response::{Response, ResponseError};
+use ataman::ctl::url::target;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Bound on a node becoming ready (listening line, then status 200).
+pub const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bound on a node exiting after SIGTERM.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bound on every socket read and write of the tests.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// The line prefix a listening node prints (docs/API.md, "Starting a node").
+pub const LISTENING_PREFIX: &str = "ataman: listening on http://";
+
+/// `/v0/entity?id=KEY`, percent-encoded.
+pub fn entity(key: &[u8]) -> String {
+    target("/v0/entity", &[("id", key)])
+}
+
+/// A request: request line, `Host`, the extra headers, `Content-Length`
+/// when there is a body, the empty line, the body.
+pub fn request(
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Vec<u8> {
+    let mut bytes = format!("{method} {target} HTTP/1.1\r\nHost: ataman\r\n").into_bytes();
+    for (name, value) in headers {
+        bytes.extend_from_slice(format!("{name}: {value}\r\n").as_bytes());
+    }
+    if let Some(body) = body {
+        bytes.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
+    }
+    bytes.extend_from_slice(b"\r\n");
+    if let Some(body) = body {
+        bytes.extend_from_slice(body);
+    }
+    bytes
+}
+
+/// Asserts an error answer as docs/API.md "Errors" defines it: the status,
+/// a `text/plain` body of one line.
+pub fn assert_error(response: &Response, status: u16, context: &str) {
+    assert_eq!(
+        response.status,
+        status,
+        "{context}: expected {status}, got {} with body {:?}",
+        response.status,
+        String::from_utf8_lossy(&response.body)
+    );
+    let content_type = response.header_str("content-type").unwrap_or_default();
+    assert!(
+        content_type.to_ascii_lowercase().starts_with("text/plain"),
+        "{context}: error answer with Content-Type {content_type:?}, expected text/plain"
+    );
+    let text = String::from_utf8_lossy(&response.body);
+    let line = text.strip_suffix('\n').unwrap_or(&text);
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    assert!(
+        !line.is_empty() && !line.contains('\n'),
+        "{context}: error body is not one line: {text:?}"
+    );
+}
+
+/// One raw connection to a node.
+pub struct Conn {
+    stream: TcpStream,
+    reader: BufReader<TcpStream>,
+}
+
+impl Conn {
+    /// Connects, with every read and write bounded by [`IO_TIMEOUT`].
+    pub fn open(addr: SocketAddr) -> Conn {
+        let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)
+            .unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
+        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        stream.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+        stream.set_nodelay(true).unwrap();
+        let reader = BufReader::new(stream.try_clone().unwrap());
+        Conn { stream, reader }
+    }
+
+    /// Writes `bytes` in one `write_all`.
+    pub fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes)?;
+        self.stream.flush()
+    }
+
+    /// Reads the next response (1xx answers included).
+    pub fn read(&mut self) -> Result<Response, ResponseError> {
+        read_response(&mut self.reader)
+    }
+
+    /// Sends one request and returns its final answer; panics on I/O errors.
+    pub fn request(
+        &mut self,
+        method: &str,
+        target: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> Response {
+        self.send(&request(method, target, headers, body))
+            .unwrap_or_else(|e| panic!("{method} {target}: write failed: {e}"));
+        let response = self
+            .read()
+            .unwrap_or_else(|e| panic!("{method} {target}: no answer: {e}"));
+        assert!(
+            !(100..200).contains(&response.status),
+            "{method} {target}: unexpected {} without Expect",
+            response.status
+        );
+        response
+    }
+
+    /// `GET /v0/entity?id=KEY`.
+    pub fn get(&mut self, key: &[u8]) -> Response {
+        self.request("GET", &entity(key), &[], None)
+    }
+
+    /// `PUT /v0/entity?id=KEY` with `value` as the body.
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Response {
+        self.request("PUT", &entity(key), &[], Some(value))
+    }
+
+    /// `DELETE /v0/entity?id=KEY`.
+    pub fn delete(&mut self, key: &[u8]) -> Response {
+        self.request("DELETE", &entity(key), &[], None)
+    }
+
+    /// Bounds the following reads by `timeout` instead of [`IO_TIMEOUT`].
+    pub fn set_read_timeout(&self, timeout: Duration) {
+        self.stream.set_read_timeout(Some(timeout)).unwrap();
+    }
+
+    /// Closes our sending side (the server sees end of input).
+    pub fn shutdown_write(&self) {
+        let _ = self.stream.shutdown(Shutdown::Write);
+    }
+
+    /// True when the server closes the connection (end of stream or reset)
+    /// within `bound`; panics if it sends bytes instead.
+    pub fn closed_within(&mut self, bound: Duration) -> bool {
+        let deadline = Instant::now() + bound;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            self.stream.set_read_timeout(Some(left)).unwrap();
+            let result = self.reader.fill_buf().map(|b| b.to_vec());
+            self.stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+            match result {
+                Ok(bytes) if bytes.is_empty() => return true,
+                Ok(bytes) => panic!(
+                    "expected a close, got bytes {:?}",
+                    String::from_utf8_lossy(&bytes)
+                ),
+                Err(e) => match e.kind() {
+                    std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe => return true,
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+                        return false;
+                    }
+                    std::io::ErrorKind::Interrupted => continue,
+                    _ => panic!("unexpected error while waiting for a close: {e}"),
+                },
+            }
+        }
+    }
+}
+
+/// A running `ataman serve` on `127.0.0.1:0` with a temporary data directory.
+/// Dropping it kills the process.
+pub struct Node {
+    child: Option<Child>,
+    stdout_drain: Option<JoinHandle<()>>,
+    addr: SocketAddr,
+    args: Vec<String>,
+    // Field order: the process dies (Drop) before the directory goes.
+    root: tempfile::TempDir,
+}
+
+impl Node {
+    /// Starts a node with `args` added to `serve --listen 127.0.0.1:0 --data-dir DIR`.
+    pub fn start(args: &[&str]) -> Node {
+        let root = tempfile::tempdir().unwrap();
+        let mut node = Node {
+            child: None,
+            stdout_drain: None,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            root,
+        };
+        node.spawn();
+        node
+    }
+
+    /// The address the node listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The data directory (kept across restarts).
+    pub fn data_dir(&self) -> PathBuf {
+        self.root.path().join("data")
+    }
+
+    /// A new connection.
+    pub fn conn(&self) -> Conn {
+        Conn::open(self.addr)
+    }
+
+    /// `GET /v0/entity?id=KEY` on a new connection.
+    pub fn get(&self, key: &[u8]) -> Response {
+        self.conn().get(key)
+    }
+
+    /// `PUT /v0/entity?id=KEY` on a new connection.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Response {
+        self.conn().put(key, value)
+    }
+
+    /// `DELETE /v0/entity?id=KEY` on a new connection.
+    pub fn delete(&self, key: &[u8]) -> Response {
+        self.conn().delete(key)
+    }
+
+    /// `GET target` on a new connection.
+    pub fn get_target(&self, target: &str) -> Response {
+        self.conn().request("GET", target, &[], None)
+    }
+
+    fn spawn(&mut self) {
+        assert!(self.child.is_none(), "the node is still running");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ataman"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(self.data_dir())
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn ataman serve");
+        let stdout = child.stdout.take().expect("child stdout");
+        let (addr_tx, addr_rx) = mpsc::channel::<String>();
+        // Reads the listening line, then drains stdout so the node never
+        // blocks on a full pipe; ends when the process closes stdout.
+        let drain = std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut line = String::new();
+            let mut seen = Vec::new();
+            let mut sent = false;
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                let text = line.trim_end().to_string();
+                line.clear();
+                if !sent {
+                    if let Some(addr) = text.strip_prefix(LISTENING_PREFIX) {
+                        let _ = addr_tx.send(addr.to_string());
+                        sent = true;
+                    } else {
+                        seen.push(text);
+                    }
+                }
+            }
+            if !sent {
+                let _ = addr_tx.send(format!("!no listening line; stdout was {seen:?}"));
+            }
+        });
+        self.stdout_drain = Some(drain);
+        let started = Instant::now();
+        let line = match addr_rx.recv_timeout(START_TIMEOUT) {
+            Ok(line) => line,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("no `{LISTENING_PREFIX}…` line within {START_TIMEOUT:?}");
+            }
+        };
+        let addr: SocketAddr = match line.parse() {
+            Ok(addr) => addr,
+            Err(_) => {
+                let _ = child.kill();
+                let status = child.wait();
+                panic!("bad listening line {line:?} (node exit: {status:?})");
+            }
+        };
+        self.addr = addr;
+        self.child = Some(child);
+        // Ready when GET /v0/status answers 200.
+        loop {
+            if let Ok(stream) = TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut writer = &stream;
+                if writer
+                    .write_all(
+                        b"GET /v0/status HTTP/1.1\r\nHost: ataman\r\nConnection: close\r\n\r\n",
+                    )
+                    .is_ok()
+                {
+                    let mut reader = BufReader::new(&stream);
+                    if read_response(&mut reader).is_ok_and(|r| r.status == 200) {
+                        return;
+                    }
+                }
+            }
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!("the node exited before it was ready: {status}");
+            }
+            assert!(
+                started.elapsed() < START_TIMEOUT,
+                "GET /v0/status did not answer 200 within {START_TIMEOUT:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        let child = self.child.as_ref().expect("the node is not running");
+        // SAFETY: plain kill(2) on our own child's pid, not yet reaped.
+        let rc = unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+        assert_eq!(rc, 0, "kill({signal}) failed");
+    }
+
+    fn reap(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("the node is not running");
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        loop {
+            if let Some(status) = child.try_wait().expect("wait for the node") {
+                if let Some(drain) = self.stdout_drain.take() {
+                    let _ = drain.join();
+                }
+                return status;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the node did not exit within {STOP_TIMEOUT:?}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// SIGKILL, then wait for the process.
+    pub fn kill9(&mut self) {
+        self.signal(libc::SIGKILL);
+        let _ = self.reap();
+    }
+
+    /// SIGTERM, then wait (bounded by [`STOP_TIMEOUT`]) and return the exit status.
+    pub fn terminate(&mut self) -> ExitStatus {
+        self.signal(libc::SIGTERM);
+        self.reap()
+    }
+
+    /// Starts the node again on the same data directory (a new port);
+    /// the previous process must have been stopped.
+    pub fn restart(&mut self) {
+        self.spawn();
+    }
+
+    /// Removes the data directory (the node must be stopped).
+    pub fn wipe_data(&self) {
+        assert!(self.child.is_none(), "stop the node before wiping its data");
+        let dir = self.data_dir();
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+        assert!(!Path::new(&dir).exists());
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Some(drain) = self.stdout_drain.take() {
+            let _ = drain.join();
+        }
+    }
+}
+
+/// A small deterministic generator (xorshift64) for test workloads.
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeded; a zero seed is replaced (xorshift needs a non-zero state).
+    pub fn new(seed: u64) -> Rng {
+        Rng(if seed == 0 {
+            0x9e37_79b9_7f4a_7c15
+        } else {
+            seed
+        })
+    }
+
+    /// The next value.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A value in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
