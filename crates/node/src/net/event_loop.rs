@@ -230,7 +230,7 @@ impl Loop {
         for i in touched.drain(..) {
             let next = match self.slots.conns.get_mut(i) {
                 Some(Some(conn)) if conn.read_paused => {
-                    conn.on_ready(&self.ctx, i, &mut self.scratch)
+                    conn.on_ready(&self.ctx, i, &mut self.scratch, false)
                 }
                 Some(Some(conn)) => conn.flush(&self.ctx),
                 _ => continue,
