@@ -38,6 +38,7 @@ fn run_child(dir: &std::path::Path, cycle: u64, delay: Duration) -> Vec<(String,
         .spawn()
         .expect("spawn crash writer");
     let stdout = child.stdout.take().expect("child stdout");
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
     let reader = std::thread::spawn(move || {
         let mut acks = Vec::new();
         let mut ready = false;
@@ -52,6 +53,7 @@ fn run_child(dir: &std::path::Path, cycle: u64, delay: Duration) -> Vec<(String,
             line.clear();
             if text == "ready" {
                 ready = true;
+                let _ = ready_tx.send(());
                 continue;
             }
             let parts: Vec<&str> = text.split(' ').collect();
@@ -64,6 +66,9 @@ fn run_child(dir: &std::path::Path, cycle: u64, delay: Duration) -> Vec<(String,
         }
         (ready, acks)
     });
+    // The kill delay counts from the child being ready (open done), so a
+    // slow start on a loaded machine still leaves time for writes.
+    let became_ready = ready_rx.recv_timeout(Duration::from_secs(60)).is_ok();
     std::thread::sleep(delay);
     // SAFETY: plain kill(2) on our own child's pid.
     let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
@@ -71,7 +76,10 @@ fn run_child(dir: &std::path::Path, cycle: u64, delay: Duration) -> Vec<(String,
     let status = child.wait().expect("wait child");
     assert!(!status.success(), "child exited on its own: {status:?}");
     let (ready, acks) = reader.join().expect("reader thread");
-    assert!(ready, "cycle {cycle}: child never became ready");
+    assert!(
+        ready && became_ready,
+        "cycle {cycle}: child never became ready"
+    );
     acks
 }
 
