@@ -67,7 +67,7 @@ impl<T> HandoffQueue<T> {
     /// Queues `item` of `bytes` bytes. An item larger than the whole byte
     /// budget is accepted when the queue is empty, so it cannot starve.
     pub fn push(&self, item: T, bytes: usize) -> Result<(), (PushError, T)> {
-        let mut inner = self.lock();
+        let inner = self.lock();
         if inner.closed {
             return Err((PushError::Closed, item));
         }
@@ -75,30 +75,36 @@ impl<T> HandoffQueue<T> {
         if inner.items.len() >= self.items_max || over_bytes {
             return Err((PushError::Full, item));
         }
+        self.append_and_wake(inner, [(item, bytes)]);
+        Ok(())
+    }
+
+    /// Appends under the held lock, then wakes a parked consumer if the
+    /// queue went from empty to non-empty (the hand-off rule).
+    fn append_and_wake(
+        &self,
+        mut inner: MutexGuard<'_, Inner<T>>,
+        items: impl IntoIterator<Item = (T, usize)>,
+    ) {
         let was_empty = inner.items.is_empty();
-        inner.items.push(item);
-        inner.bytes += bytes;
-        let wake = was_empty && inner.consumer_waiting;
+        for (item, bytes) in items {
+            inner.items.push(item);
+            inner.bytes += bytes;
+        }
+        let wake = was_empty && !inner.items.is_empty() && inner.consumer_waiting;
         drop(inner);
         if wake {
             self.wake.notify_one();
         }
-        Ok(())
     }
 
     /// Queues `item` ignoring the bounds (control messages that must not be lost).
     pub fn push_unbounded(&self, item: T) -> Result<(), T> {
-        let mut inner = self.lock();
+        let inner = self.lock();
         if inner.closed {
             return Err(item);
         }
-        let was_empty = inner.items.is_empty();
-        inner.items.push(item);
-        let wake = was_empty && inner.consumer_waiting;
-        drop(inner);
-        if wake {
-            self.wake.notify_one();
-        }
+        self.append_and_wake(inner, [(item, 0)]);
         Ok(())
     }
 
@@ -149,16 +155,7 @@ impl<T> HandoffQueue<T> {
         if inner.closed {
             return Err(items.drain(..).map(|(t, _)| t).collect());
         }
-        let was_empty = inner.items.is_empty();
-        for (item, bytes) in items.drain(..) {
-            inner.items.push(item);
-            inner.bytes += bytes;
-        }
-        let wake = was_empty && inner.consumer_waiting;
-        drop(inner);
-        if wake {
-            self.wake.notify_one();
-        }
+        self.append_and_wake(inner, items.drain(..));
         Ok(())
     }
 

@@ -120,11 +120,7 @@ pub fn flush_memtable(shared: &Shared, imm: &Arc<Memtable>) -> Result<()> {
         next_file_number: Some(shared.next_file_number.load(Ordering::Relaxed)),
         last_seq: Some(imm.seq_max().max(versions.state.last_seq)),
     };
-    versions.manifest.append(&edit)?;
-    versions
-        .state
-        .apply(&edit)
-        .map_err(|e| Error::InvalidArgument(format!("manifest edit does not apply: {e}")))?;
+    versions.log_and_apply(&edit)?;
     drop(versions);
     {
         let _guard = lock(&shared.sv_update);
@@ -241,11 +237,7 @@ fn install_compaction(shared: &Shared, plan: &Plan, outputs: &[Arc<LiveTable>]) 
         next_file_number: Some(shared.next_file_number.load(Ordering::Relaxed)),
         last_seq: None,
     };
-    versions.manifest.append(&edit)?;
-    versions
-        .state
-        .apply(&edit)
-        .map_err(|e| Error::InvalidArgument(format!("manifest edit does not apply: {e}")))?;
+    versions.log_and_apply(&edit)?;
     drop(versions);
     let _guard = lock(&shared.sv_update);
     let latest = shared.sv.load_full();

@@ -54,6 +54,16 @@ pub struct VersionSet {
     pub state: ManifestState,
 }
 
+impl VersionSet {
+    /// Appends `edit` to the manifest (fsynced) and applies it to the state.
+    pub fn log_and_apply(&mut self, edit: &crate::manifest::VersionEdit) -> Result<()> {
+        self.manifest.append(edit)?;
+        self.state
+            .apply(edit)
+            .map_err(|e| Error::InvalidArgument(format!("manifest edit does not apply: {e}")))
+    }
+}
+
 /// Background thread requests and status, under the `bg` mutex.
 #[derive(Default)]
 pub struct BgState {

@@ -354,27 +354,18 @@ impl Conn {
             Action::Get { key } => {
                 let mut out = Vec::new();
                 let status = match ctx.db.get(&key) {
-                    Ok(Some(entry)) => match entry.value {
-                        Some(value) => {
-                            let extra = Extra {
-                                content_type: Some("application/octet-stream"),
-                                ..Extra::default()
-                            };
-                            write_full(&mut out, Status::Ok, extra, persist, &value);
-                            Status::Ok
-                        }
-                        None => {
-                            write_text(
-                                &mut out,
-                                Status::NotFound,
-                                Extra::default(),
-                                persist,
-                                "not found",
-                            );
-                            Status::NotFound
-                        }
-                    },
-                    Ok(None) => {
+                    Ok(Some(ataman_engine::Entry {
+                        value: Some(value), ..
+                    })) => {
+                        let extra = Extra {
+                            content_type: Some("application/octet-stream"),
+                            ..Extra::default()
+                        };
+                        write_full(&mut out, Status::Ok, extra, persist, &value);
+                        Status::Ok
+                    }
+                    // Absent, or deleted (the newest version is a tombstone).
+                    Ok(_) => {
                         write_text(
                             &mut out,
                             Status::NotFound,
@@ -385,12 +376,13 @@ impl Conn {
                         Status::NotFound
                     }
                     Err(e) => {
+                        let text = format!("read failed: {e}");
                         write_text(
                             &mut out,
                             Status::InternalError,
                             Extra::default(),
                             persist,
-                            &format!("read failed: {e}"),
+                            &text,
                         );
                         Status::InternalError
                     }
