@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 
 /// Per-entry overhead counted towards the memtable's size (skip-list node, vectors).
-const ENTRY_OVERHEAD_BYTES: usize = 96;
+pub(crate) const ENTRY_OVERHEAD_BYTES: usize = 96;
 
 /// Entries an iterator copies out of the skip list per refill.
 const ITER_CHUNK_ENTRIES: usize = 64;
