@@ -21,18 +21,53 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 
 /// Per-entry overhead counted towards the memtable's size (skip-list node, vectors).
-const ENTRY_OVERHEAD_BYTES: usize = 96;
+pub(crate) const ENTRY_OVERHEAD_BYTES: usize = 96;
 
 /// Entries an iterator copies out of the skip list per refill.
 const ITER_CHUNK_ENTRIES: usize = 64;
 
 /// An encoded internal key ordered by [`key::compare_internal`].
+///
+/// It carries the first [`MEM_KEY_PREFIX_BYTES`] bytes of its user key
+/// inline, big-endian and zero-padded, so a skip-list search compares most
+/// keys without following the pointer to their bytes (a cache miss per
+/// node visited). Equal prefixes fall back to the whole keys; unequal
+/// prefixes order like the user keys (the first differing byte is a real
+/// byte of both keys, or a padding zero against a real byte, which is the
+/// shorter key first either way).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemKey(pub Vec<u8>);
+pub struct MemKey {
+    prefix: u128,
+    ikey: Vec<u8>,
+}
+
+/// User-key bytes a [`MemKey`] holds inline.
+pub const MEM_KEY_PREFIX_BYTES: usize = 16;
+
+impl MemKey {
+    /// Wraps an encoded internal key.
+    pub fn new(ikey: Vec<u8>) -> Self {
+        let user_key = key::user_key(&ikey);
+        let mut word = [0u8; MEM_KEY_PREFIX_BYTES];
+        let n = user_key.len().min(MEM_KEY_PREFIX_BYTES);
+        word[..n].copy_from_slice(&user_key[..n]);
+        MemKey {
+            prefix: u128::from_be_bytes(word),
+            ikey,
+        }
+    }
+
+    /// The encoded internal key.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.ikey
+    }
+}
 
 impl Ord for MemKey {
     fn cmp(&self, other: &Self) -> Ordering {
-        key::compare_internal(&self.0, &other.0)
+        self.prefix
+            .cmp(&other.prefix)
+            .then_with(|| key::compare_internal(&self.ikey, &other.ikey))
     }
 }
 
@@ -84,7 +119,7 @@ impl Memtable {
     pub fn insert(&self, user_key: &[u8], ts: Timestamp, seq: u64, kind: Kind, value: &[u8]) {
         let ikey = key::internal_key(user_key, ts, seq, kind);
         let size = ikey.len() + value.len() + ENTRY_OVERHEAD_BYTES;
-        self.map.insert(MemKey(ikey), value.to_vec());
+        self.map.insert(MemKey::new(ikey), value.to_vec());
         self.bytes.fetch_add(size, AtomicOrdering::Relaxed);
         self.seq_max.fetch_max(seq, AtomicOrdering::Relaxed);
         self.ts_max.fetch_max(ts, AtomicOrdering::Relaxed);
@@ -92,9 +127,9 @@ impl Memtable {
 
     /// The newest version of `user_key` with `seq <= visible_seq`.
     pub fn get(&self, user_key: &[u8], visible_seq: u64) -> Option<Found> {
-        let start = MemKey(key::seek_key(user_key));
+        let start = MemKey::new(key::seek_key(user_key));
         for entry in self.map.range((Bound::Included(start), Bound::Unbounded)) {
-            let parsed = key::parse_internal_key(&entry.key().0)?;
+            let parsed = key::parse_internal_key(entry.key().as_bytes())?;
             if parsed.user_key != user_key {
                 return None;
             }
@@ -179,13 +214,13 @@ impl MemtableIter {
                     more = true;
                     break;
                 }
-                let visible = key::parse_internal_key(&entry.key().0)
+                let visible = key::parse_internal_key(entry.key().as_bytes())
                     .is_some_and(|p| p.seq <= self.visible_seq);
                 if visible {
                     self.buf
-                        .push((entry.key().0.clone(), entry.value().clone()));
+                        .push((entry.key().as_bytes().to_vec(), entry.value().clone()));
                 } else {
-                    last_scanned = Some(entry.key().0.clone());
+                    last_scanned = Some(entry.key().as_bytes().to_vec());
                 }
             }
             self.exhausted = !more;
@@ -193,7 +228,7 @@ impl MemtableIter {
                 return;
             }
             match last_scanned {
-                Some(last) => lower = Bound::Excluded(MemKey(last)),
+                Some(last) => lower = Bound::Excluded(MemKey::new(last)),
                 None => return,
             }
         }
@@ -205,7 +240,7 @@ impl MemtableIter {
                 self.buf.clear();
                 self.pos = 0;
             } else {
-                self.fill_from(Bound::Excluded(MemKey(last)));
+                self.fill_from(Bound::Excluded(MemKey::new(last)));
             }
         }
     }
@@ -222,7 +257,7 @@ impl InternalIterator for MemtableIter {
     }
 
     fn seek(&mut self, ikey: &[u8]) -> Result<()> {
-        self.fill_from(Bound::Included(MemKey(ikey.to_vec())));
+        self.fill_from(Bound::Included(MemKey::new(ikey.to_vec())));
         Ok(())
     }
 
@@ -261,6 +296,42 @@ mod tests {
         assert_eq!(f.value, b"v5");
         assert!(m.get(b"c", 10).is_none());
         assert!(m.get(b"", 10).is_none());
+    }
+
+    /// MemKey's prefix-first order is exactly compare_internal's, for keys
+    /// shorter and longer than the prefix, sharing it, or padded with zeros.
+    #[test]
+    fn mem_key_order_is_internal_order() {
+        let users: Vec<Vec<u8>> = vec![
+            vec![],
+            vec![0],
+            vec![0, 0],
+            b"a".to_vec(),
+            b"a\0".to_vec(),
+            b"a\0\0b".to_vec(),
+            b"0123456789abcdef".to_vec(),
+            b"0123456789abcdef\0".to_vec(),
+            b"0123456789abcdefg".to_vec(),
+            b"0123456789abcdeg".to_vec(),
+            vec![0xff; 20],
+        ];
+        let mut keys = Vec::new();
+        for (i, u) in users.iter().enumerate() {
+            for ts in [0, 7, u64::MAX] {
+                keys.push(key::internal_key(u, ts, i as u64 + 1, Kind::Put));
+                keys.push(key::internal_key(u, ts, i as u64 + 100, Kind::Delete));
+            }
+            keys.push(key::seek_key(u));
+        }
+        for a in &keys {
+            for b in &keys {
+                assert_eq!(
+                    MemKey::new(a.clone()).cmp(&MemKey::new(b.clone())),
+                    key::compare_internal(a, b),
+                    "{a:?} vs {b:?}"
+                );
+            }
+        }
     }
 
     /// Iteration yields all visible entries in internal order across chunk boundaries.

@@ -64,7 +64,9 @@ pub fn write_tables(
 ) -> Result<Vec<Arc<LiveTable>>> {
     let mut outputs = Vec::new();
     let mut builder: Option<(u64, TableBuilder)> = None;
-    let mut last_user_key: Option<Vec<u8>> = None;
+    // The user key of the previous entry (reused buffer: no allocation per entry).
+    let mut last_user_key: Vec<u8> = Vec::new();
+    let mut have_last = false;
     while input.valid() {
         let ikey = input.key();
         let parsed = key::parse_internal_key(ikey).ok_or_else(|| Error::Corruption {
@@ -74,9 +76,11 @@ pub fn write_tables(
                 "undecodable internal key in merge".into(),
             ),
         })?;
-        let newest = last_user_key.as_deref() != Some(parsed.user_key);
+        let newest = !have_last || last_user_key.as_slice() != parsed.user_key;
         if newest {
-            last_user_key = Some(parsed.user_key.to_vec());
+            last_user_key.clear();
+            last_user_key.extend_from_slice(parsed.user_key);
+            have_last = true;
             if !policy.drops(parsed.kind, parsed.ts) {
                 if builder.is_none() {
                     builder = Some(start_table(shared)?);

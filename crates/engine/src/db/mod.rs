@@ -13,6 +13,7 @@
 
 pub mod open;
 pub mod read;
+pub(crate) mod replay_buffer;
 pub mod shared;
 pub mod version;
 pub mod writer;

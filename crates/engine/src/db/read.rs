@@ -81,7 +81,7 @@ pub fn get(shared: &Shared, user_key: &[u8]) -> Result<Option<Entry>> {
             continue;
         }
         shared.metrics.get_tables_read.add(1);
-        if let Some((ikey, value)) = file.table.get(user_key)? {
+        if let Some((ikey, value)) = file.table.get_past_filter(user_key)? {
             let p = key::parse_internal_key(&ikey).ok_or_else(|| {
                 Error::corruption(
                     shared

@@ -29,14 +29,32 @@ pub struct CacheStats {
 
 type CacheKey = (u64, u64);
 
+/// A held block and its ages.
+struct Held {
+    block: Arc<Block>,
+    /// Tick of the last insert or hit.
+    age: u64,
+    /// Tick under which `by_age` records the block (at or below `age`).
+    recorded_age: u64,
+}
+
 /// One LRU shard.
 ///
+/// A hit only stamps the entry with the current tick (a hash lookup, no
+/// tree update); `by_age` is brought up to date lazily, by the eviction
+/// loop: a popped record older than its entry's age is put back under the
+/// entry's age instead of evicting it. The victim is therefore still the
+/// least recently used block, and each hit costs at most one tree
+/// re-insert, paid only when the shard is full and only for blocks that
+/// reach the old end.
+///
 /// # Invariants
-/// `entries` and `by_age` hold the same keys; `bytes` is the sum of the
-/// held blocks' sizes and never exceeds `capacity_bytes`.
+/// `entries` and `by_age` hold the same keys, `by_age` each under its
+/// entry's `recorded_age`; `bytes` is the sum of the held blocks' sizes and
+/// never exceeds `capacity_bytes`.
 #[derive(Default)]
 struct Shard {
-    entries: HashMap<CacheKey, (Arc<Block>, u64)>,
+    entries: HashMap<CacheKey, Held>,
     by_age: BTreeMap<u64, CacheKey>,
     tick: u64,
     bytes: usize,
@@ -46,12 +64,9 @@ struct Shard {
 impl Shard {
     fn touch(&mut self, key: CacheKey) -> Option<Arc<Block>> {
         self.tick += 1;
-        let tick = self.tick;
-        let (block, age) = self.entries.get_mut(&key)?;
-        self.by_age.remove(age);
-        *age = tick;
-        self.by_age.insert(tick, key);
-        Some(block.clone())
+        let held = self.entries.get_mut(&key)?;
+        held.age = self.tick;
+        Some(held.block.clone())
     }
 
     fn insert(&mut self, key: CacheKey, block: Arc<Block>) {
@@ -59,22 +74,39 @@ impl Shard {
         if size > self.capacity_bytes {
             return;
         }
-        if let Some((old, age)) = self.entries.remove(&key) {
-            self.by_age.remove(&age);
-            self.bytes -= old.size_bytes();
+        if let Some(old) = self.entries.remove(&key) {
+            self.by_age.remove(&old.recorded_age);
+            self.bytes -= old.block.size_bytes();
         }
-        // Bounded by the number of held blocks.
+        // Each pass evicts a block or refreshes a stale record (at most once
+        // per held block), so this is bounded by twice the held blocks.
         while self.bytes + size > self.capacity_bytes {
-            let Some((_, victim)) = self.by_age.pop_first() else {
+            let Some((recorded, victim)) = self.by_age.pop_first() else {
                 break;
             };
-            if let Some((old, _)) = self.entries.remove(&victim) {
-                self.bytes -= old.size_bytes();
+            match self.entries.get_mut(&victim) {
+                Some(held) if held.age != recorded => {
+                    held.recorded_age = held.age;
+                    self.by_age.insert(held.age, victim);
+                }
+                Some(_) => {
+                    if let Some(old) = self.entries.remove(&victim) {
+                        self.bytes -= old.block.size_bytes();
+                    }
+                }
+                None => debug_assert!(false, "by_age names a block that is not held"),
             }
         }
         self.tick += 1;
         self.by_age.insert(self.tick, key);
-        self.entries.insert(key, (block, self.tick));
+        self.entries.insert(
+            key,
+            Held {
+                block,
+                age: self.tick,
+                recorded_age: self.tick,
+            },
+        );
         self.bytes += size;
         assert!(self.bytes <= self.capacity_bytes);
         debug_assert_eq!(self.entries.len(), self.by_age.len());
@@ -224,6 +256,41 @@ mod tests {
         cache.insert(1, 8, small.clone());
         cache.insert(1, 8, small.clone());
         assert_eq!(cache.stats().bytes, small.size_bytes() as u64);
+    }
+
+    /// With lazy age updates the shard still evicts exactly what a plain LRU
+    /// list would, over a long random mix of hits, misses and inserts.
+    #[test]
+    fn lazy_lru_matches_a_plain_lru_model() {
+        let block = block_of(1000, 0);
+        let capacity_blocks = 8;
+        let mut shard = Shard {
+            capacity_bytes: block.size_bytes() * capacity_blocks,
+            ..Shard::default()
+        };
+        // Most recently used last.
+        let mut model: Vec<u64> = Vec::new();
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..20_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let k = state % 20;
+            let hit = shard.touch((1, k)).is_some();
+            let pos = model.iter().position(|&m| m == k);
+            assert_eq!(hit, pos.is_some(), "key {k}");
+            if let Some(i) = pos {
+                model.remove(i);
+                model.push(k);
+            } else {
+                shard.insert((1, k), block.clone());
+                if model.len() == capacity_blocks {
+                    model.remove(0);
+                }
+                model.push(k);
+            }
+            assert_eq!(shard.entries.len(), model.len());
+        }
     }
 
     /// The least recently used block of a shard is evicted first.

@@ -98,6 +98,13 @@ impl Table {
         if !self.may_contain(user_key) {
             return Ok(None);
         }
+        self.get_past_filter(user_key)
+    }
+
+    /// [`Table::get`] without the bloom probe, for a caller that already
+    /// called [`Table::may_contain`] (the filter probe costs a hash and a
+    /// cache miss per probe position; a point read should pay it once).
+    pub fn get_past_filter(&self, user_key: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         let target = key::seek_key(user_key);
         let mut index = BlockIter::new(self.index.clone());
         index.seek(&target)?;
