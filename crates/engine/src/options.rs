@@ -77,6 +77,10 @@ pub struct Options {
     /// A tombstone is dropped at the bottom level only once its timestamp's
     /// millisecond part is older than this (replicas must have seen it).
     pub tombstone_grace: Duration,
+    /// Bytes reserved (fallocate) for each new WAL segment, capped at the
+    /// memtable size: appends then change no file size, so each fdatasync
+    /// flushes data only (0 turns preallocation off).
+    pub wal_segment_preallocate_bytes: u64,
     /// Decode WAL batches in a reader thread during recovery (two batches ahead).
     pub recovery_reader_thread: bool,
     /// Skip bad WAL records that are not a torn tail, instead of refusing to open.
@@ -107,6 +111,7 @@ impl Default for Options {
             level_size_ratio: 10,
             levels: 7,
             tombstone_grace: Duration::from_secs(10 * 24 * 3600),
+            wal_segment_preallocate_bytes: 64 * 1024 * 1024,
             recovery_reader_thread: true,
             force_recovery: false,
             background_compaction: true,

@@ -93,6 +93,10 @@ impl Db {
             &shared.dir,
             segment,
             shared.opts.wal_mode,
+            shared
+                .opts
+                .wal_segment_preallocate_bytes
+                .min(shared.opts.memtable_bytes_max as u64),
             Arc::clone(&shared.metrics),
             Arc::new(move |e| poison_target.poison(e)),
         )?;

@@ -33,6 +33,13 @@ pub trait WritableFile: Send {
     fn sync(&mut self) -> io::Result<()>;
     /// Bytes appended so far, including those present when the file was opened.
     fn len(&self) -> u64;
+    /// Reserves `bytes` of zeros beyond what was appended, so later appends
+    /// within them (and their `sync`) change no file size. Reads past the
+    /// appended bytes see zeros. Optional: the default does nothing.
+    fn preallocate(&mut self, bytes: u64) -> io::Result<()> {
+        let _ = bytes;
+        Ok(())
+    }
     /// True when nothing has been written.
     fn is_empty(&self) -> bool {
         self.len() == 0

@@ -30,6 +30,23 @@ impl WritableFile for OsWritable {
     fn len(&self) -> u64 {
         self.len
     }
+
+    fn preallocate(&mut self, bytes: u64) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let total = self.len.saturating_add(bytes);
+        let len = libc::off_t::try_from(total).map_err(io::Error::other)?;
+        // SAFETY: fallocate on a valid, open descriptor owned by `self.file`.
+        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, 0, len) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            // File systems without fallocate: extend with a hole instead.
+            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => self.file.set_len(total),
+            _ => Err(err),
+        }
+    }
 }
 
 struct OsReadable {

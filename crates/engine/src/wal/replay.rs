@@ -50,6 +50,8 @@ pub struct ReplayReport {
     pub torn_tail: Option<(PathBuf, u64, u64)>,
     /// Records skipped by forced recovery: file, offset, reason.
     pub skipped: Vec<(PathBuf, u64, String)>,
+    /// Bytes of preallocated, never-written space after the last records of segments.
+    pub zero_tail_bytes: u64,
 }
 
 /// Replays segments `segments` (numbers, ascending) of `dir` in order,
@@ -136,6 +138,7 @@ impl Applier<'_> {
                         .map_err(|e| Error::io(path.clone(), e))?;
                     self.report.torn_tail = Some((path, offset, bytes_dropped));
                 }
+                Event::ZeroTail { bytes } => self.report.zero_tail_bytes += bytes,
                 Event::Failed(e) => return Err(e),
             }
         }

@@ -53,6 +53,11 @@ pub enum Event {
         /// Bytes after `offset`.
         bytes_dropped: u64,
     },
+    /// The rest of a segment is zeros: preallocated space never written.
+    ZeroTail {
+        /// Bytes of zeros.
+        bytes: u64,
+    },
     /// Replay must stop with this error. Always the final event.
     Failed(Error),
 }
@@ -198,6 +203,22 @@ impl<'a> Scanner<'a> {
         };
         let offset = current.offset;
         let file_len = current.cursor.file_len();
+        // Zeros to the end of the file are the segment's preallocated,
+        // never-written space: the log of this segment ends here. (The
+        // writer syncs a segment's records before moving to the next one,
+        // so zeros cannot stand for lost records.)
+        if tearable
+            && current
+                .cursor
+                .is_zero_from(offset)
+                .map_err(|e| Error::io(current.path.clone(), e))?
+        {
+            chunk.events.push(Event::ZeroTail {
+                bytes: file_len - offset,
+            });
+            current.offset = file_len;
+            return Ok(());
+        }
         let resume = match declared_len {
             Some(len) => {
                 let next = offset + RECORD_HEADER_BYTES as u64 + len;
@@ -255,6 +276,16 @@ fn find_valid_record(cursor: &mut SegmentCursor, from: u64) -> std::io::Result<O
     let file_len = cursor.file_len();
     let mut at = from;
     while at + RECORD_HEADER_BYTES as u64 <= file_len {
+        // A record's length is at least 1, so one of its first four bytes
+        // is non-zero: runs of zeros (preallocated space) are skipped whole.
+        match cursor.first_nonzero_from(at)? {
+            None => return Ok(None),
+            Some(nz) if nz >= at + 4 => {
+                at = nz - 3;
+                continue;
+            }
+            Some(_) => {}
+        }
         if matches!(cursor.probe(at)?, Probe::Valid { .. }) {
             return Ok(Some(at));
         }

@@ -203,9 +203,10 @@ fn bad_record_in_non_last_segment_is_corruption() {
     }
 }
 
-/// Zeros after the valid records of the last segment (preallocation) are a torn tail.
+/// Zeros after the valid records of a segment are preallocated space, not a
+/// torn tail: replay ends there, reports the bytes, and cuts nothing.
 #[test]
-fn trailing_zeros_are_cut_as_torn_tail() {
+fn trailing_zeros_are_preallocated_space() {
     let dir = tempfile::tempdir().unwrap();
     let (mut framed, model) = records(1, 3, 10);
     let end: usize = framed.iter().map(Vec::len).sum();
@@ -214,7 +215,9 @@ fn trailing_zeros_are_cut_as_torn_tail() {
         let path = write_segment(dir.path(), 1, &framed);
         let (seen, result) = replay_os(dir.path(), &[1], mode);
         assert_eq!(seen, model);
-        assert_eq!(result.unwrap().torn_tail, Some((path, end as u64, 4096)));
+        let report = result.unwrap();
+        assert_eq!((report.torn_tail, report.zero_tail_bytes), (None, 4096));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), end as u64 + 4096);
     }
 }
 

@@ -107,6 +107,28 @@ impl SegmentCursor {
         Ok(classify(bytes, available))
     }
 
+    /// The first offset at or after `offset` holding a non-zero byte, if any.
+    pub fn first_nonzero_from(&mut self, offset: u64) -> io::Result<Option<u64>> {
+        let mut at = offset;
+        while at < self.file_len {
+            let window = self.window_at(at, SEGMENT_READ_BYTES)?;
+            if window.is_empty() {
+                break;
+            }
+            if let Some(i) = window.iter().position(|&b| b != 0) {
+                return Ok(Some(at + i as u64));
+            }
+            at += window.len() as u64;
+        }
+        Ok(None)
+    }
+
+    /// True when every byte from `offset` to the end of the file is zero:
+    /// space the WAL writer preallocated and never wrote.
+    pub fn is_zero_from(&mut self, offset: u64) -> io::Result<bool> {
+        Ok(self.first_nonzero_from(offset)?.is_none())
+    }
+
     /// The window from `offset`, holding at least `want` bytes or up to the end of the file.
     fn window_at(&mut self, offset: u64, want: usize) -> io::Result<&[u8]> {
         let available = self.file_len.saturating_sub(offset);

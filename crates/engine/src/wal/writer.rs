@@ -64,6 +64,7 @@ pub struct WalWriter {
     path: PathBuf,
     metrics: Arc<EngineMetrics>,
     poison: PoisonFn,
+    preallocate_bytes: u64,
     failed: Option<String>,
     buf: Vec<u8>,
     scratch: Vec<u8>,
@@ -81,6 +82,7 @@ impl WalWriter {
         dir: &Path,
         segment: u64,
         mode: WalMode,
+        preallocate_bytes: u64,
         metrics: Arc<EngineMetrics>,
         poison: PoisonFn,
     ) -> Result<Self> {
@@ -92,6 +94,7 @@ impl WalWriter {
             path: PathBuf::new(),
             metrics,
             poison,
+            preallocate_bytes,
             failed: None,
             buf: Vec::new(),
             scratch: Vec::new(),
@@ -102,7 +105,14 @@ impl WalWriter {
 
     fn open_segment(&mut self, segment: u64) -> Result<()> {
         let path = self.dir.join(segment_file_name(segment));
-        let file = self.fs.create(&path).map_err(|e| Error::io(&path, e))?;
+        let mut file = self.fs.create(&path).map_err(|e| Error::io(&path, e))?;
+        if self.preallocate_bytes > 0 && self.mode != WalMode::None {
+            // Reserve the segment and make its size durable now, so the
+            // group commits' fdatasyncs carry no metadata.
+            file.preallocate(self.preallocate_bytes)
+                .map_err(|e| Error::io(&path, e))?;
+            file.sync().map_err(|e| Error::io(&path, e))?;
+        }
         self.fs
             .sync_dir(&self.dir)
             .map_err(|e| Error::io(&self.dir, e))?;
