@@ -20,7 +20,7 @@ struct Cli {
 enum Command {
     /// Run a node.
     Serve(ataman_node::ServeArgs),
-    /// Benchmarks: the storage engine, recovery.
+    /// Benchmarks: the storage engine, recovery, HTTP load and plots.
     Bench {
         #[command(subcommand)]
         which: ataman_bench::BenchCommand,
