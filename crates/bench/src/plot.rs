@@ -75,7 +75,7 @@ fn nines(quantile: f64) -> f64 {
 /// The SVG text.
 pub fn render(reports: &[HttpReport]) -> String {
     let legend_px = LEGEND_LINE_PX * (reports.len() as f64 + 1.0);
-    let height = RATE_TOP_PX + RATE_HEIGHT_PX + 50.0 + legend_px;
+    let height = RATE_TOP_PX + RATE_HEIGHT_PX + 60.0 + legend_px;
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -84,7 +84,7 @@ pub fn render(reports: &[HttpReport]) -> String {
     let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
     latency_panel(&mut s, reports);
     rate_panel(&mut s, reports);
-    legend(&mut s, reports, RATE_TOP_PX + RATE_HEIGHT_PX + 45.0);
+    legend(&mut s, reports, RATE_TOP_PX + RATE_HEIGHT_PX + 60.0);
     s.push_str("</svg>\n");
     s
 }
@@ -179,7 +179,8 @@ fn latency_panel(s: &mut String, reports: &[HttpReport]) {
     }
 }
 
-/// Points of a spectrum as a step curve: each latency holds up to its quantile.
+/// Points of a spectrum as a step curve: each latency holds up to its quantile
+/// (exact for a histogram, where lines between points would interpolate).
 fn steps(
     points: &[SpectrumPoint],
     x: &dyn Fn(f64) -> f64,
@@ -199,10 +200,8 @@ fn steps(
 fn rate_panel(s: &mut String, reports: &[HttpReport]) {
     let seconds = reports
         .iter()
-        .map(|r| r.series.len())
-        .max()
-        .unwrap_or(0)
-        .max(1) as f64;
+        .map(|r| r.duration_sec.ceil())
+        .fold(1.0, f64::max);
     let peak = reports
         .iter()
         .flat_map(|r| r.series.iter().map(|p| p.requests as f64))
@@ -216,7 +215,7 @@ fn rate_panel(s: &mut String, reports: &[HttpReport]) {
     title(
         s,
         RATE_TOP_PX - 14.0,
-        "Responses per second (offered rate dotted)",
+        "Responses per second (offered rate dotted; the drain after the end not shown)",
     );
     frame(s, RATE_TOP_PX, RATE_HEIGHT_PX);
     let mut v = 0.0;
@@ -253,7 +252,11 @@ fn rate_panel(s: &mut String, reports: &[HttpReport]) {
     for (i, r) in reports.iter().enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
         let mut points = Vec::with_capacity(r.series.len() * 2);
-        for p in &r.series {
+        for p in r
+            .series
+            .iter()
+            .filter(|p| (p.second as f64) < r.duration_sec.ceil())
+        {
             let sec = p.second as f64;
             points.push((x(sec), y(p.requests as f64)));
             points.push((x(sec + 1.0), y(p.requests as f64)));
@@ -288,7 +291,7 @@ fn legend(s: &mut String, reports: &[HttpReport], top: f64) {
         );
         let _ = writeln!(
             s,
-            r#"<text x="{:.1}" y="{py:.1}">{} — p99 {} ms, p99.9 {} ms (uncorrected p99.9 {} ms), {:.0} req/s achieved{}</text>"#,
+            r#"<text x="{:.1}" y="{py:.1}">{} — p99 {:.2} ms, p99.9 {:.2} ms (uncorrected p99.9 {:.2} ms), {:.0} req/s achieved{}</text>"#,
             MARGIN_LEFT_PX + 38.0,
             escape(&r.label),
             r.latency_ms.p99,

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 const NS_PER_MS: f64 = 1e6;
 
 /// Spectrum resolution: hdrhistogram's "ticks per half distance", as wrk2 prints it.
-const SPECTRUM_TICKS_PER_HALF_DISTANCE: u32 = 1;
+const SPECTRUM_TICKS_PER_HALF_DISTANCE: u32 = 5;
 
 /// Quantiles of the summary distribution wrk2 prints.
 const SUMMARY_QUANTILES: [f64; 8] = [0.5, 0.75, 0.9, 0.99, 0.999, 0.9999, 0.99999, 1.0];
