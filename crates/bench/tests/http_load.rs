@@ -134,6 +134,10 @@ fn stall_shows_in_corrected_percentiles_only() {
     // spectrum. Uncorrected, only the 4 requests in flight when it began
     // waited (0.04% < 0.1%), so the uncorrected p99.9 is a normal latency.
     let report = run(&args(addr, 2000, 5.0, 4));
+    eprintln!(
+        "corrected {:?}\nuncorrected {:?}",
+        report.latency_ms, report.uncorrected_latency_ms
+    );
     assert_eq!(report.errors, 0, "{report:?}");
     assert!(report.requests >= 9000, "requests {}", report.requests);
     assert!(
