@@ -80,6 +80,7 @@ fn collect(receiver: &mpsc::Receiver<Second>, phase: &Phase, progress: bool) -> 
     let mut errors = 0u64;
     let mut last_draw = phase.epoch;
     let mut requests_at_last_draw = 0u64;
+    let mut drawn = false;
     loop {
         match receiver.recv_timeout(Duration::from_millis(PROGRESS_INTERVAL_MS / 4)) {
             Ok(second) => {
@@ -109,10 +110,11 @@ fn collect(receiver: &mpsc::Receiver<Second>, phase: &Phase, progress: bool) -> 
             );
             let _ = err.flush();
             last_draw = std::time::Instant::now();
+            drawn = true;
             requests_at_last_draw = requests;
         }
     }
-    if progress {
+    if drawn {
         eprintln!();
     }
     seconds
