@@ -22,7 +22,7 @@ enum Command {
     Serve(ataman_node::ServeArgs),
     /// Talk to a node over HTTP: get, put, delete, range, status (docs/CTL.md).
     Ctl(ctl::CtlArgs),
-    /// Benchmarks: the storage engine, recovery.
+    /// Benchmarks: the storage engine, recovery, HTTP load and plots.
     Bench {
         #[command(subcommand)]
         which: ataman_bench::BenchCommand,

@@ -11,6 +11,8 @@
 //!   WAL replay's reader thread on and off.
 //! - `fjall_cmp` (feature `fjall`, on by default): `ataman bench fjall`,
 //!   side by side with fjall.
+//! - [`http`]: `ataman bench http`, a constant-rate HTTP load generator
+//!   with wrk2's semantics; [`plot`]: its SVG charts and `ataman bench plot`.
 //! - [`workload`]: keys, values, timestamps; [`report`]: percentiles and
 //!   JSON; [`cpu`]: process CPU time; [`args`]: mode flags; [`error`].
 //!
@@ -23,6 +25,8 @@ pub mod engine;
 pub mod error;
 #[cfg(feature = "fjall")]
 pub mod fjall_cmp;
+pub mod http;
+pub mod plot;
 pub mod readrandom;
 pub mod recovery;
 pub mod report;
@@ -41,6 +45,10 @@ pub enum BenchCommand {
     /// ataman's engine side by side with fjall (fillrandom durable, batched; readrandom).
     #[cfg(feature = "fjall")]
     Fjall(fjall_cmp::FjallArgs),
+    /// Constant-rate HTTP load (wrk2 semantics) against a node or any HTTP server.
+    Http(http::HttpArgs),
+    /// Overlay `ataman bench http --json` reports in one SVG chart.
+    Plot(plot::PlotArgs),
     /// (internal) the recovery benchmark's child: fill a directory and exit without closing.
     #[command(hide = true)]
     RecoveryFill(recovery::RecoveryFillArgs),
@@ -71,6 +79,8 @@ pub fn run(cmd: BenchCommand) -> std::result::Result<(), Box<dyn std::error::Err
                 report::write_json(path, &report)?;
             }
         }
+        BenchCommand::Http(args) => http::main(&args)?,
+        BenchCommand::Plot(args) => plot::main(&args)?,
         BenchCommand::RecoveryFill(args) => recovery::fill_child(&args)?,
     }
     Ok(())

@@ -1,0 +1,248 @@
+//! `ataman bench http`: a constant-rate HTTP load generator with wrk2's
+//! semantics, for ataman's `/v0/entity` API or any HTTP server.
+//!
+//! ## Layout
+//! - [`args`]: the options and their spellings.
+//! - [`target`]: the URL, resolved once.
+//! - [`workload`] and [`zipf`]: which requests, written into reused buffers.
+//! - [`schedule`]: when each connection's k-th request is due.
+//! - [`client`]: one thread's `mio` event loop over many connections;
+//!   [`response`] frames answers; [`timer`] wakes it on time.
+//! - [`stats`]: what threads count; [`phase`]: threads, progress line;
+//!   [`report`]: the JSON contract and the wrk2-shaped text.
+//!
+//! ## Semantics
+//! Each connection has one request in flight, as wrk2. With `--rate R`
+//! over C connections the k-th request of a connection is due at a fixed
+//! planned time (see [`schedule`]); latency is taken from that time
+//! (corrected) and from the actual send (uncorrected). `--rate 0` is a
+//! closed loop. After `--duration` no new request is sent; requests
+//! planned before the end are still sent and awaited up to `--timeout`
+//! (the drain), so a stall at the end is not hidden either. Achieved rate
+//! is responses / (start of measuring .. last response).
+//!
+//! ## Cost
+//! The whole bench process's CPU time (getrusage) over the run, divided by
+//! the requests, is reported as `generator.cpu_us_per_request`.
+
+pub mod args;
+pub mod client;
+pub mod phase;
+pub mod report;
+pub mod response;
+pub mod schedule;
+pub mod stats;
+pub mod target;
+pub mod timer;
+pub mod workload;
+pub mod zipf;
+
+pub use args::HttpArgs;
+pub use report::HttpReport;
+
+use crate::cpu::process_cpu_time;
+use crate::error::{BenchError, Result};
+use client::Phase;
+use report::{FillReport, GeneratorCpu, LatencyMs, Spectra};
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+use target::Target;
+use workload::Plan;
+
+/// Most connections a run opens (each costs a socket and two buffers).
+pub const CONNECTIONS_MAX: usize = 100_000;
+
+/// Most client threads.
+pub const THREADS_MAX: usize = 256;
+
+/// Highest `--rate`, requests/s (far beyond what one machine serves).
+pub const RATE_MAX: u64 = 100_000_000;
+
+/// Time between the start of a phase and its first planned request, ms:
+/// the threads' own start-up is not charged to the server.
+const START_LEAD_MS: u64 = 20;
+
+/// Nanoseconds per millisecond.
+const NS_PER_MS: u64 = 1_000_000;
+
+/// Runs the benchmark and returns its report (printing is the caller's).
+pub fn run(args: &HttpArgs) -> Result<(HttpReport, stats::Totals)> {
+    validate(args)?;
+    let target = Target::parse(&args.url)?;
+    let progress = args.progress || std::io::stderr().is_terminal();
+    let fill = if args.fill > 0 {
+        Some(fill(args, &target, progress)?)
+    } else {
+        None
+    };
+
+    let warmup_ns = nanos(args.warmup);
+    let start_ns = START_LEAD_MS * NS_PER_MS;
+    let phase = Phase {
+        epoch: Instant::now(),
+        start_ns,
+        measure_start_ns: start_ns + warmup_ns,
+        end_ns: start_ns + warmup_ns + nanos(args.duration),
+        timeout: args.timeout,
+        rate: args.rate,
+        connections_total: args.connections,
+    };
+    let cpu_before = process_cpu_time();
+    let result = phase::run_phase(
+        target.addr,
+        &phase,
+        &Plan::run(args, &target),
+        args.threads,
+        args.seed,
+        progress,
+    )?;
+    let cpu = process_cpu_time().saturating_sub(cpu_before);
+    let totals = result.totals;
+    let counts = totals.counts;
+
+    let duration_sec = args.duration.as_secs_f64();
+    let elapsed_sec = (totals.last_completion_ns as f64 / 1e9).max(duration_sec);
+    let run_sec = (phase.epoch.elapsed().as_secs_f64()).max(f64::MIN_POSITIVE);
+    let sent = counts.requests + counts.errors();
+    let report = HttpReport {
+        bench: "http".into(),
+        label: args.label.clone().unwrap_or_else(|| default_label(args)),
+        url: args.url.clone(),
+        workload: args.workload.to_string(),
+        distribution: args.distribution.to_string(),
+        keys: args.keys,
+        value_size: if args.value_size.min == args.value_size.max {
+            args.value_size.min.to_string()
+        } else {
+            format!("{}-{}", args.value_size.min, args.value_size.max)
+        },
+        threads: args.threads.min(args.connections),
+        connections: args.connections,
+        duration_sec,
+        warmup_sec: args.warmup.as_secs_f64(),
+        closed_loop: args.rate == 0,
+        offered_rps: args.rate as f64,
+        achieved_rps: counts.requests as f64 / elapsed_sec,
+        requests: counts.requests,
+        errors: counts.errors(),
+        errors_connect: counts.errors_connect,
+        errors_io: counts.errors_io,
+        timeouts: counts.timeouts,
+        non_2xx: counts.non_2xx,
+        unsent: totals.unsent,
+        bytes_read: counts.bytes_read,
+        transfer_bytes_per_sec: counts.bytes_read as f64 / elapsed_sec,
+        elapsed_sec,
+        latency_ms: LatencyMs::of(&totals.corrected_ns),
+        uncorrected_latency_ms: LatencyMs::of(&totals.uncorrected_ns),
+        thread_rps: report::thread_rps(
+            &result.seconds,
+            args.threads.min(args.connections).max(1),
+            args.duration.as_secs(),
+        ),
+        generator: GeneratorCpu {
+            cpu_sec: cpu.as_secs_f64(),
+            cpu_us_per_request: if sent == 0 {
+                0.0
+            } else {
+                cpu.as_secs_f64() * 1e6 / sent as f64
+            },
+            cores: cpu.as_secs_f64() / run_sec,
+        },
+        fill,
+        series: report::series(&result.seconds)?,
+        spectrum: Spectra {
+            corrected: report::spectrum(&totals.corrected_ns),
+            uncorrected: report::spectrum(&totals.uncorrected_ns),
+        },
+    };
+    Ok((report, totals))
+}
+
+/// Loads ids 1..=fill with PUTs, closed loop; any failure stops the run.
+fn fill(args: &HttpArgs, target: &Target, progress: bool) -> Result<FillReport> {
+    let phase = Phase {
+        epoch: Instant::now(),
+        start_ns: 0,
+        measure_start_ns: 0,
+        end_ns: u64::MAX,
+        timeout: args.timeout,
+        rate: 0,
+        connections_total: args.connections,
+    };
+    let result = phase::run_phase(
+        target.addr,
+        &phase,
+        &Plan::fill(args, target),
+        args.threads,
+        args.seed,
+        progress,
+    )?;
+    let elapsed_sec = phase.epoch.elapsed().as_secs_f64();
+    let c = result.totals.counts;
+    if c.errors() > 0 || c.non_2xx > 0 || c.requests != args.fill {
+        return Err(BenchError::Check(format!(
+            "--fill {}: {} answered, {} not 2xx, {} failed (connect {}, I/O {}, timeout {})",
+            args.fill,
+            c.requests,
+            c.non_2xx,
+            c.errors(),
+            c.errors_connect,
+            c.errors_io,
+            c.timeouts
+        )));
+    }
+    Ok(FillReport {
+        keys: args.fill,
+        elapsed_sec,
+        rps: crate::report::per_sec(c.requests, elapsed_sec),
+    })
+}
+
+fn validate(args: &HttpArgs) -> Result<()> {
+    let bad = |why: String| Err(BenchError::InvalidArgument(why));
+    if args.connections == 0 || args.connections > CONNECTIONS_MAX {
+        return bad(format!("--connections must be in 1..={CONNECTIONS_MAX}"));
+    }
+    if args.threads == 0 || args.threads > THREADS_MAX {
+        return bad(format!("--threads must be in 1..={THREADS_MAX}"));
+    }
+    if args.rate > RATE_MAX {
+        return bad(format!("--rate must be at most {RATE_MAX}"));
+    }
+    if args.keys == 0 {
+        return bad("--keys must be at least 1".into());
+    }
+    if args.duration.is_zero() {
+        return bad("--duration must be positive".into());
+    }
+    if args.timeout.is_zero() {
+        return bad("--timeout must be positive".into());
+    }
+    Ok(())
+}
+
+fn default_label(args: &HttpArgs) -> String {
+    if args.rate == 0 {
+        format!("{} closed loop", args.workload)
+    } else {
+        format!("{} @ {}/s", args.workload, args.rate)
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// `ataman bench http`: runs, prints, and writes `--json` / `--plot`.
+pub fn main(args: &HttpArgs) -> Result<()> {
+    let (report, totals) = run(args)?;
+    report::print(&report, &totals, !args.no_spectrum);
+    if let Some(path) = &args.json {
+        crate::report::write_json(path, &report)?;
+    }
+    if let Some(path) = &args.plot {
+        crate::plot::write(path, std::slice::from_ref(&report))?;
+    }
+    Ok(())
+}

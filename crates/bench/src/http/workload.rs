@@ -1,0 +1,292 @@
+//! The requests a run sends, written straight into a connection's reusable
+//! buffer: no allocation per request once the buffer has grown.
+//!
+//! Ids are unpadded decimals in `1..=keys`, as in the published wrk
+//! scripts (`/v0/entity?id=` .. `math.random(1, 10000000)`); values are
+//! windows at random offsets of one pool of random bytes per thread.
+
+use super::args::{Distribution, HttpArgs, ValueSize, WorkloadKind};
+use super::target::Target;
+use super::zipf::Zipf;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Bytes of random data the values are cut from (per thread).
+const VALUE_POOL_BYTES: usize = 1024 * 1024;
+
+/// Decimal digits of the largest u64.
+const U64_DIGITS_MAX: usize = 20;
+
+/// How ids are drawn, shared by the threads of a run.
+#[derive(Debug, Clone)]
+pub enum KeyDist {
+    /// Uniform in `1..=n`.
+    Uniform(u64),
+    /// Zipfian over `1..=n`.
+    Zipf(Arc<Zipf>),
+}
+
+impl KeyDist {
+    /// The distribution over `1..=n`.
+    pub fn new(dist: Distribution, n: u64) -> KeyDist {
+        match dist {
+            Distribution::Uniform => KeyDist::Uniform(n.max(1)),
+            Distribution::Zipf { theta } => KeyDist::Zipf(Arc::new(Zipf::new(n, theta))),
+        }
+    }
+
+    fn sample(&self, rng: &mut StdRng) -> u64 {
+        match self {
+            KeyDist::Uniform(n) => rng.random_range(1..=*n),
+            KeyDist::Zipf(z) => z.sample(rng),
+        }
+    }
+}
+
+/// What one thread needs to build requests; cheap to clone per thread.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    kind: PlanKind,
+    /// Ids of writes, deletes and random reads.
+    any_key: KeyDist,
+    /// Ids of reads of existing keys.
+    existing_key: KeyDist,
+    value_size: ValueSize,
+    /// `{prefix}/v0/entity?id=`
+    path_head: Arc<[u8]>,
+    /// `[&ack=A][&from=F] HTTP/1.1\r\nHost: H\r\n`
+    line_tail: Arc<[u8]>,
+}
+
+#[derive(Debug, Clone)]
+enum PlanKind {
+    Run(WorkloadKind),
+    /// PUT ids 1..=n in order, handed out by a shared counter.
+    Fill {
+        next: Arc<AtomicU64>,
+        n: u64,
+    },
+}
+
+/// HTTP method of one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// GET.
+    Get,
+    /// PUT.
+    Put,
+    /// DELETE.
+    Delete,
+}
+
+impl Plan {
+    /// The run's workload.
+    pub fn run(args: &HttpArgs, target: &Target) -> Plan {
+        let existing = if args.fill > 0 { args.fill } else { args.keys };
+        Plan {
+            kind: PlanKind::Run(args.workload),
+            any_key: KeyDist::new(args.distribution, args.keys),
+            existing_key: KeyDist::new(args.distribution, existing),
+            value_size: args.value_size,
+            path_head: path_head(target),
+            line_tail: line_tail(args, target),
+        }
+    }
+
+    /// The `--fill` phase: PUT ids 1..=n once each.
+    pub fn fill(args: &HttpArgs, target: &Target) -> Plan {
+        Plan {
+            kind: PlanKind::Fill {
+                next: Arc::new(AtomicU64::new(1)),
+                n: args.fill,
+            },
+            any_key: KeyDist::Uniform(1),
+            existing_key: KeyDist::Uniform(1),
+            value_size: args.value_size,
+            path_head: path_head(target),
+            line_tail: line_tail(args, target),
+        }
+    }
+
+    /// Mixed into the RNG seed, so that with one `--seed` a get-random run
+    /// does not replay the ids an earlier put-random run wrote.
+    pub fn seed_salt(&self) -> u64 {
+        match &self.kind {
+            PlanKind::Fill { .. } => 0,
+            PlanKind::Run(WorkloadKind::PutRandom) => 1,
+            PlanKind::Run(WorkloadKind::GetExisting) => 2,
+            PlanKind::Run(WorkloadKind::GetRandom) => 3,
+            PlanKind::Run(WorkloadKind::DeleteRandom) => 4,
+            PlanKind::Run(WorkloadKind::Mixed { read_percent }) => 5 + u64::from(*read_percent),
+        }
+    }
+}
+
+fn path_head(target: &Target) -> Arc<[u8]> {
+    format!("{}/v0/entity?id=", target.prefix)
+        .into_bytes()
+        .into()
+}
+
+fn line_tail(args: &HttpArgs, target: &Target) -> Arc<[u8]> {
+    let mut s = String::new();
+    if let Some(ack) = args.ack {
+        s.push_str(&format!("&ack={ack}"));
+    }
+    if let Some(from) = args.from {
+        s.push_str(&format!("&from={from}"));
+    }
+    s.push_str(&format!(" HTTP/1.1\r\nHost: {}\r\n", target.host));
+    s.into_bytes().into()
+}
+
+/// A thread's request builder.
+pub struct Requests {
+    plan: Plan,
+    rng: StdRng,
+    pool: Vec<u8>,
+}
+
+impl Requests {
+    /// A builder for one thread; `seed` differs per thread.
+    pub fn new(plan: Plan, seed: u64) -> Requests {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut pool = vec![0u8; VALUE_POOL_BYTES + plan.value_size.max];
+        rng.fill(&mut pool[..]);
+        Requests { plan, rng, pool }
+    }
+
+    /// Clears `out` and writes the next request into it; `None` when a
+    /// finite plan is exhausted.
+    pub fn next_into(&mut self, out: &mut Vec<u8>) -> Option<Method> {
+        let (method, id) = match &self.plan.kind {
+            PlanKind::Fill { next, n } => {
+                let id = next.fetch_add(1, Ordering::Relaxed);
+                if id > *n {
+                    return None;
+                }
+                (Method::Put, id)
+            }
+            PlanKind::Run(kind) => match *kind {
+                WorkloadKind::PutRandom => (Method::Put, self.plan.any_key.sample(&mut self.rng)),
+                WorkloadKind::GetRandom => (Method::Get, self.plan.any_key.sample(&mut self.rng)),
+                WorkloadKind::DeleteRandom => {
+                    (Method::Delete, self.plan.any_key.sample(&mut self.rng))
+                }
+                WorkloadKind::GetExisting => {
+                    (Method::Get, self.plan.existing_key.sample(&mut self.rng))
+                }
+                WorkloadKind::Mixed { read_percent } => {
+                    if self.rng.random_range(0..100u8) < read_percent {
+                        (Method::Get, self.plan.existing_key.sample(&mut self.rng))
+                    } else {
+                        (Method::Put, self.plan.any_key.sample(&mut self.rng))
+                    }
+                }
+            },
+        };
+        out.clear();
+        out.extend_from_slice(match method {
+            Method::Get => b"GET ",
+            Method::Put => b"PUT ",
+            Method::Delete => b"DELETE ",
+        });
+        out.extend_from_slice(&self.plan.path_head);
+        push_decimal(out, id);
+        out.extend_from_slice(&self.plan.line_tail);
+        if method == Method::Put {
+            let size = self
+                .rng
+                .random_range(self.plan.value_size.min..=self.plan.value_size.max);
+            out.extend_from_slice(b"Content-Length: ");
+            push_decimal(out, size as u64);
+            out.extend_from_slice(b"\r\n\r\n");
+            let start = self.rng.random_range(0..VALUE_POOL_BYTES);
+            out.extend_from_slice(&self.pool[start..start + size]);
+        } else {
+            out.extend_from_slice(b"\r\n");
+        }
+        Some(method)
+    }
+}
+
+/// Appends `n` in decimal without allocating.
+fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; U64_DIGITS_MAX];
+    let mut i = U64_DIGITS_MAX;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::args::parse_workload;
+
+    fn args(workload: &str) -> (HttpArgs, Target) {
+        let mut a = HttpArgs::new("http://127.0.0.1:1/p");
+        a.workload = parse_workload(workload).unwrap();
+        a.keys = 10;
+        a.value_size = ValueSize { min: 3, max: 3 };
+        a.ack = Some(1);
+        let t = Target::parse(&a.url).unwrap();
+        (a, t)
+    }
+
+    /// A PUT is a complete HTTP/1.1 request with its body; ids stay in range.
+    #[test]
+    fn put_request_bytes() {
+        let (a, t) = args("put-random");
+        let mut r = Requests::new(Plan::run(&a, &t), 1);
+        let mut buf = Vec::new();
+        for _ in 0..100 {
+            assert_eq!(r.next_into(&mut buf), Some(Method::Put));
+            let text = String::from_utf8_lossy(&buf).to_string();
+            assert!(text.starts_with("PUT /p/v0/entity?id="), "{text}");
+            let id: u64 = text["PUT /p/v0/entity?id=".len()..]
+                .split('&')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!((1..=10).contains(&id));
+            assert!(
+                text.contains("&ack=1 HTTP/1.1\r\nHost: 127.0.0.1:1\r\nContent-Length: 3\r\n\r\n")
+            );
+            assert_eq!(buf.len(), text.find("\r\n\r\n").unwrap() + 4 + 3);
+        }
+    }
+
+    /// The fill plan PUTs every id once and then stops.
+    #[test]
+    fn fill_is_finite() {
+        let (mut a, t) = args("get-existing");
+        a.fill = 5;
+        let mut r = Requests::new(Plan::fill(&a, &t), 1);
+        let mut buf = Vec::new();
+        let mut n = 0;
+        while r.next_into(&mut buf).is_some() {
+            n += 1;
+        }
+        assert_eq!(n, 5);
+    }
+
+    /// Decimals are written without padding.
+    #[test]
+    fn decimals() {
+        let mut v = Vec::new();
+        push_decimal(&mut v, 0);
+        push_decimal(&mut v, 10_000_000);
+        push_decimal(&mut v, u64::MAX);
+        assert_eq!(v, b"01000000018446744073709551615");
+    }
+}

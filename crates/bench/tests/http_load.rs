@@ -1,0 +1,268 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! `ataman bench http` against tiny servers started by the tests: a fast
+//! one, one that stalls once for a second, one that answers 500, one that
+//! never answers, and a port with nothing listening.
+//!
+//! Only two assertions involve time, both asked for by the issue and both
+//! with wide margins for a shared 2-core machine: the stall (1 s) must show
+//! in the corrected p99.9 (>= 500 ms) and not in the uncorrected one
+//! (< 200 ms), and the achieved rate must be within 10% of the offered one.
+
+use ataman_bench::http::args::{HttpArgs, parse_workload};
+use ataman_bench::http::{self, HttpReport};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How the test server answers.
+#[derive(Clone)]
+enum Behaviour {
+    /// 200 at once.
+    Fast,
+    /// 200, but once, `after` the server started, every request waits until
+    /// `length` has passed (a pause of the whole server, like a GC or a stuck disk).
+    StallOnce {
+        after: Duration,
+        length: Duration,
+        until: Arc<Mutex<Option<Instant>>>,
+    },
+    /// 500 at once.
+    Error500,
+    /// Reads requests, never answers.
+    Silent,
+}
+
+/// Starts a thread-per-connection HTTP/1.1 server on a free port.
+fn server(behaviour: Behaviour) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let started = Instant::now();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let behaviour = behaviour.clone();
+            std::thread::spawn(move || serve(stream, &behaviour, started));
+        }
+    });
+    addr
+}
+
+fn serve(stream: TcpStream, behaviour: &Behaviour, started: Instant) {
+    let _ = stream.set_nodelay(true);
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    loop {
+        let mut content_length = 0usize;
+        loop {
+            line.clear();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            if line == "\r\n" {
+                break;
+            }
+            let lower = line.to_ascii_lowercase();
+            if let Some(v) = lower.strip_prefix("content-length:") {
+                content_length = v.trim().parse().unwrap();
+            }
+        }
+        let mut body = vec![0u8; content_length];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        let answer: &[u8] = match behaviour {
+            Behaviour::Fast => b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+            Behaviour::StallOnce {
+                after,
+                length,
+                until,
+            } => {
+                let wait_until = {
+                    let mut until = until.lock().unwrap();
+                    if until.is_none() && started.elapsed() >= *after {
+                        *until = Some(Instant::now() + *length);
+                    }
+                    *until
+                };
+                if let Some(t) = wait_until {
+                    let now = Instant::now();
+                    if t > now {
+                        std::thread::sleep(t - now);
+                    }
+                }
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+            }
+            Behaviour::Error500 => {
+                b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\noops"
+            }
+            Behaviour::Silent => continue,
+        };
+        if writer.write_all(answer).is_err() {
+            return;
+        }
+    }
+}
+
+fn args(addr: SocketAddr, rate: u64, seconds: f64, connections: usize) -> HttpArgs {
+    let mut a = HttpArgs::new(&format!("http://{addr}"));
+    a.rate = rate;
+    a.duration = Duration::from_secs_f64(seconds);
+    a.connections = connections;
+    a.threads = 2;
+    a.keys = 1000;
+    a
+}
+
+fn run(a: &HttpArgs) -> HttpReport {
+    http::run(a).unwrap().0
+}
+
+/// A one-second stall of the whole server shows in the corrected p99.9 and
+/// hides in the uncorrected one (coordinated omission, as wrk2 corrects it).
+#[test]
+fn stall_shows_in_corrected_percentiles_only() {
+    let addr = server(Behaviour::StallOnce {
+        after: Duration::from_millis(1500),
+        length: Duration::from_secs(1),
+        until: Arc::new(Mutex::new(None)),
+    });
+    // 2000/s for 5 s = 10,000 requests. During the stall the schedule plans
+    // 2000 requests, charged 0..1000 ms each (corrected): the top 20% of the
+    // spectrum. Uncorrected, only the 4 requests in flight when it began
+    // waited (0.04% < 0.1%), so the uncorrected p99.9 is a normal latency.
+    let report = run(&args(addr, 2000, 5.0, 4));
+    eprintln!(
+        "corrected {:?}\nuncorrected {:?}",
+        report.latency_ms, report.uncorrected_latency_ms
+    );
+    assert_eq!(report.errors, 0, "{report:?}");
+    assert!(report.requests >= 9000, "requests {}", report.requests);
+    assert!(
+        report.latency_ms.p99_9 >= 500.0,
+        "corrected p99.9 {} ms hides the 1 s stall",
+        report.latency_ms.p99_9
+    );
+    assert!(
+        report.uncorrected_latency_ms.p99_9 < 200.0,
+        "uncorrected p99.9 {} ms should hide the stall",
+        report.uncorrected_latency_ms.p99_9
+    );
+    assert!(
+        report.uncorrected_latency_ms.max >= 500.0,
+        "the stalled requests themselves are still in the uncorrected max: {}",
+        report.uncorrected_latency_ms.max
+    );
+    assert!(report.latency_ms.p99 > report.uncorrected_latency_ms.p99);
+}
+
+/// At a fixed offered rate against a fast server the achieved rate is the
+/// offered one (within 10%: the box is shared, but 1000/s is far below
+/// what it serves, so only scheduling jitter at the edges can cost a few).
+#[test]
+fn achieved_rate_matches_offered() {
+    let addr = server(Behaviour::Fast);
+    let report = run(&args(addr, 1000, 3.0, 8));
+    assert_eq!(report.errors, 0, "{report:?}");
+    assert_eq!(report.non_2xx, 0);
+    assert_eq!(report.offered_rps, 1000.0);
+    let ratio = report.achieved_rps / report.offered_rps;
+    assert!(
+        (0.9..=1.1).contains(&ratio),
+        "achieved {} /s",
+        report.achieved_rps
+    );
+    // The schedule plans exactly rate x duration requests; all are answered.
+    assert!(
+        (2900..=3000).contains(&report.requests),
+        "requests {}",
+        report.requests
+    );
+    assert!(report.series.len() >= 3, "{:?}", report.series);
+    assert!(report.generator.cpu_us_per_request > 0.0);
+}
+
+/// Answers outside 2xx are counted as non-2xx, not as errors.
+#[test]
+fn non_2xx_counted() {
+    let addr = server(Behaviour::Error500);
+    let report = run(&args(addr, 500, 1.0, 4));
+    assert!(report.requests > 0);
+    assert_eq!(report.non_2xx, report.requests);
+    assert_eq!(report.errors, 0);
+}
+
+/// A port with nothing listening gives connect errors and no responses.
+#[test]
+fn connection_errors_counted() {
+    let addr = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let report = run(&args(addr, 200, 1.0, 4));
+    assert_eq!(report.requests, 0);
+    assert!(report.errors_connect > 0, "{report:?}");
+    assert_eq!(report.errors, report.errors_connect);
+    // Closed loop too: the reconnect backoff keeps it from spinning.
+    let report = run(&args(addr, 0, 0.5, 2));
+    assert_eq!(report.requests, 0);
+    assert!(report.errors_connect > 0);
+}
+
+/// A server that never answers produces timeouts, and the run still ends.
+#[test]
+fn timeouts_counted() {
+    let addr = server(Behaviour::Silent);
+    let mut a = args(addr, 50, 1.0, 2);
+    a.timeout = Duration::from_millis(200);
+    let report = run(&a);
+    assert_eq!(report.requests, 0);
+    assert!(report.timeouts > 0, "{report:?}");
+}
+
+/// --fill, a closed loop, the JSON contract's keys, and an overlay plot.
+#[test]
+fn fill_closed_loop_json_and_plot() {
+    let addr = server(Behaviour::Fast);
+    let mut a = args(addr, 0, 1.0, 4);
+    a.fill = 200;
+    a.workload = parse_workload("mixed:50").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("run.json");
+    a.json = Some(json_path.clone());
+    a.plot = Some(dir.path().join("run.svg"));
+    http::main(&a).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    for key in [
+        "offered_rps",
+        "achieved_rps",
+        "requests",
+        "errors",
+        "non_2xx",
+    ] {
+        assert!(json.get(key).is_some(), "missing {key}");
+    }
+    for hist in ["latency_ms", "uncorrected_latency_ms"] {
+        for key in ["mean", "max", "p50", "p90", "p99", "p99.9", "p99.99"] {
+            assert!(json[hist].get(key).is_some(), "missing {hist}.{key}");
+        }
+    }
+    assert_eq!(json["fill"]["keys"], 200);
+    assert!(json["requests"].as_u64().unwrap() > 0);
+    let svg = std::fs::read_to_string(dir.path().join("run.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("<polyline"));
+
+    let other = dir.path().join("other.json");
+    std::fs::copy(&json_path, &other).unwrap();
+    let out = dir.path().join("both.svg");
+    ataman_bench::plot::main(&ataman_bench::plot::PlotArgs {
+        files: vec![json_path, other],
+        out: out.clone(),
+    })
+    .unwrap();
+    let svg = std::fs::read_to_string(out).unwrap();
+    assert!(svg.contains("(other)"), "duplicate labels are told apart");
+}
