@@ -129,17 +129,8 @@ pub fn run(args: &EngineArgs) -> Result<EngineReport> {
             "--drivers must be positive".into(),
         ));
     }
-    let temp;
-    let dir: &Path = match &args.dir {
-        Some(d) => d,
-        None => {
-            temp = tempfile::Builder::new()
-                .prefix("ataman-bench-engine-")
-                .tempdir()
-                .map_err(|e| BenchError::io(std::env::temp_dir(), e))?;
-            temp.path()
-        }
-    };
+    let work = crate::workdir::WorkDir::new(args.dir.as_deref(), "ataman-bench-engine-")?;
+    let dir: &Path = work.path();
     let params = EngineParams {
         ops: args.ops,
         writers: args.writers,

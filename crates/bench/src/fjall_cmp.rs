@@ -188,17 +188,8 @@ pub fn run(args: &FjallArgs) -> Result<FjallReport> {
             "--ops and --batch must be positive".into(),
         ));
     }
-    let temp;
-    let base: &Path = match &args.dir {
-        Some(d) => d,
-        None => {
-            temp = tempfile::Builder::new()
-                .prefix("ataman-bench-fjall-")
-                .tempdir()
-                .map_err(|e| BenchError::io(std::env::temp_dir(), e))?;
-            temp.path()
-        }
-    };
+    let work = crate::workdir::WorkDir::new(args.dir.as_deref(), "ataman-bench-fjall-")?;
+    let base: &Path = work.path();
     let plan = Plan {
         per_put_ops: args.per_put_ops.unwrap_or(args.ops),
         batch_ops: args.ops,

@@ -30,6 +30,7 @@ pub mod plot;
 pub mod readrandom;
 pub mod recovery;
 pub mod report;
+pub mod workdir;
 pub mod workload;
 pub mod writers;
 

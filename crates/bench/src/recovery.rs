@@ -130,17 +130,8 @@ pub fn run(args: &RecoveryArgs) -> Result<RecoveryReport> {
             "--rows must be positive".into(),
         ));
     }
-    let temp;
-    let base: &Path = match &args.dir {
-        Some(d) => d,
-        None => {
-            temp = tempfile::Builder::new()
-                .prefix("ataman-bench-recovery-")
-                .tempdir()
-                .map_err(|e| BenchError::io(std::env::temp_dir(), e))?;
-            temp.path()
-        }
-    };
+    let work = crate::workdir::WorkDir::new(args.dir.as_deref(), "ataman-bench-recovery-")?;
+    let base: &Path = work.path();
     let filled = base.join("crashed");
     let on = base.join("reopen-reader-thread-on");
     let off = base.join("reopen-reader-thread-off");

@@ -120,54 +120,56 @@ fn check_after_failure(fs: &SimFs, db: &Arc<Db>, acked: &[(String, u64)], needle
     assert!(reopened.get(b"late").unwrap().is_none());
 }
 
+/// Opens an engine on a fresh simulated disk, arms `fault`, writes until
+/// it fires, and checks the aftermath; `needle` must appear in the reason.
+fn run_with_fault(fault: Fault, needle: &str) {
+    let fs = SimFs::new();
+    let db = Arc::new(Db::open(Path::new(DIR), options(&fs)).unwrap());
+    fs.inject(fault);
+    let (acked, err) = write_until_failure(&db);
+    assert!(
+        !acked.is_empty(),
+        "the fault fired before any write was acknowledged"
+    );
+    assert!(
+        err.contains(needle),
+        "error should name the failing file: {err}"
+    );
+    check_after_failure(&fs, &db, &acked, needle);
+}
+
 /// EIO on a WAL fsync.
 #[test]
 fn wal_fsync_failure_poisons() {
-    let fs = SimFs::new();
-    let db = Arc::new(Db::open(Path::new(DIR), options(&fs)).unwrap());
-    fs.inject(Fault::new(FaultOp::Sync, 40, FaultKind::Io).on_paths_containing(".wal"));
-    let (acked, err) = write_until_failure(&db);
-    assert!(!acked.is_empty());
-    assert!(
-        err.contains(".wal"),
-        "error should name the WAL segment: {err}"
+    run_with_fault(
+        Fault::new(FaultOp::Sync, 40, FaultKind::Io).on_paths_containing(".wal"),
+        ".wal",
     );
-    check_after_failure(&fs, &db, &acked, ".wal");
 }
 
 /// ENOSPC on a WAL write.
 #[test]
 fn wal_write_no_space_poisons() {
-    let fs = SimFs::new();
-    let db = Arc::new(Db::open(Path::new(DIR), options(&fs)).unwrap());
-    fs.inject(Fault::new(FaultOp::Write, 25, FaultKind::NoSpace).on_paths_containing(".wal"));
-    let (acked, err) = write_until_failure(&db);
-    assert!(!acked.is_empty());
-    assert!(
-        err.contains(".wal"),
-        "error should name the WAL segment: {err}"
+    run_with_fault(
+        Fault::new(FaultOp::Write, 25, FaultKind::NoSpace).on_paths_containing(".wal"),
+        ".wal",
     );
-    check_after_failure(&fs, &db, &acked, ".wal");
 }
 
 /// ENOSPC while a flush writes an SSTable.
 #[test]
 fn sstable_write_failure_poisons() {
-    let fs = SimFs::new();
-    let db = Arc::new(Db::open(Path::new(DIR), options(&fs)).unwrap());
-    fs.inject(Fault::new(FaultOp::Write, 3, FaultKind::NoSpace).on_paths_containing(".sst"));
-    let (acked, _err) = write_until_failure(&db);
-    assert!(!acked.is_empty());
-    check_after_failure(&fs, &db, &acked, ".sst");
+    run_with_fault(
+        Fault::new(FaultOp::Write, 3, FaultKind::NoSpace).on_paths_containing(".sst"),
+        ".sst",
+    );
 }
 
 /// EIO on a manifest fsync.
 #[test]
 fn manifest_sync_failure_poisons() {
-    let fs = SimFs::new();
-    let db = Arc::new(Db::open(Path::new(DIR), options(&fs)).unwrap());
-    fs.inject(Fault::new(FaultOp::Sync, 2, FaultKind::Io).on_paths_containing("MANIFEST"));
-    let (acked, _err) = write_until_failure(&db);
-    assert!(!acked.is_empty());
-    check_after_failure(&fs, &db, &acked, "MANIFEST");
+    run_with_fault(
+        Fault::new(FaultOp::Sync, 2, FaultKind::Io).on_paths_containing("MANIFEST"),
+        "MANIFEST",
+    );
 }
