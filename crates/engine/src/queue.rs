@@ -98,6 +98,34 @@ impl<T> HandoffQueue<T> {
         }
     }
 
+    /// Queues several items under one lock and with at most one wake-up,
+    /// in order; those that do not fit the bounds (or all, if the queue is
+    /// closed) are returned with the reason, in order.
+    pub fn push_many(&self, items: Vec<(T, usize)>) -> Vec<(PushError, T)> {
+        let mut inner = self.lock();
+        let mut refused = Vec::new();
+        let was_empty = inner.items.is_empty();
+        for (item, bytes) in items {
+            if inner.closed {
+                refused.push((PushError::Closed, item));
+                continue;
+            }
+            let over_bytes = inner.bytes + bytes > self.bytes_max && !inner.items.is_empty();
+            if inner.items.len() >= self.items_max || over_bytes {
+                refused.push((PushError::Full, item));
+                continue;
+            }
+            inner.items.push(item);
+            inner.bytes += bytes;
+        }
+        let wake = was_empty && !inner.items.is_empty() && inner.consumer_waiting;
+        drop(inner);
+        if wake {
+            self.wake.notify_one();
+        }
+        refused
+    }
+
     /// Queues `item` ignoring the bounds (control messages that must not be lost).
     pub fn push_unbounded(&self, item: T) -> Result<(), T> {
         let inner = self.lock();
@@ -199,6 +227,19 @@ mod tests {
         assert_eq!(out, vec![5]);
         out.clear();
         assert!(!q.drain(&mut out, Duration::from_millis(1)));
+    }
+
+    /// push_many keeps order, refuses past the bounds, and reports closed queues.
+    #[test]
+    fn push_many_bounds_and_order() {
+        let q = HandoffQueue::new(3, 100);
+        let refused = q.push_many(vec![(1, 10), (2, 10), (3, 10), (4, 10)]);
+        assert_eq!(refused, vec![(PushError::Full, 4)]);
+        let mut out = Vec::new();
+        q.drain(&mut out, Duration::from_millis(1));
+        assert_eq!(out, vec![1, 2, 3]);
+        q.close();
+        assert_eq!(q.push_many(vec![(5, 1)]), vec![(PushError::Closed, 5)]);
     }
 
     /// A parked consumer is woken by a producer on another thread.

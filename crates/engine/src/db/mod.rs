@@ -75,6 +75,16 @@ pub struct Stats {
     pub poisoned: Option<String>,
 }
 
+/// One batch for [`Db::submit_many`].
+pub struct Submission {
+    /// The batch.
+    pub batch: WriteBatch,
+    /// When to answer.
+    pub durability: Durability,
+    /// The answer (first sequence number, or why not).
+    pub done: WriteCallback,
+}
+
 /// An open database directory.
 pub struct Db {
     shared: Arc<Shared>,
@@ -156,6 +166,51 @@ impl Db {
             }
             Err((PushError::Closed, _)) => Err(Error::Closed),
         }
+    }
+
+    /// Queues several batches with one hand-off (one lock, at most one
+    /// wake-up of the writer): what a network thread collects in one loop
+    /// iteration. Each batch is atomic on its own. Returns the callbacks of
+    /// the batches that were refused (invalid, queue full, engine failed or
+    /// closed) with the reason; the others run their callbacks as usual.
+    pub fn submit_many(&self, submissions: Vec<Submission>) -> Vec<(WriteCallback, Error)> {
+        let mut refused = Vec::new();
+        let poisoned = self.shared.check_poisoned().err();
+        let now = std::time::Instant::now();
+        let mut items = Vec::with_capacity(submissions.len());
+        for s in submissions {
+            if let Some(e) = &poisoned {
+                refused.push((s.done, crate::wal::writer::clone_err(e)));
+                continue;
+            }
+            if let Err(msg) = s.batch.validate() {
+                refused.push((s.done, Error::InvalidArgument(msg)));
+                continue;
+            }
+            let bytes = s.batch.encoded_bytes();
+            let request = WriteRequest::Write {
+                batch: s.batch,
+                durability: s.durability,
+                callback: s.done,
+                enqueued: now,
+            };
+            items.push((request, bytes));
+        }
+        for (reason, request) in self.shared.write_queue.push_many(items) {
+            if let WriteRequest::Write { callback, .. } = request {
+                let e = match reason {
+                    PushError::Full => {
+                        self.shared.metrics.writes_refused_busy.add(1);
+                        Error::Busy {
+                            what: "write queue full",
+                        }
+                    }
+                    PushError::Closed => Error::Closed,
+                };
+                refused.push((callback, e));
+            }
+        }
+        refused
     }
 
     /// Writes a batch atomically and waits for `durability`. Returns the first sequence number.

@@ -18,7 +18,7 @@ use crate::http::request::{HttpError, Limits, Parsed, RequestHead, parse_head};
 use crate::http::response::{
     Extra, Persist, write_chunk, write_chunked_head, write_full, write_last_chunk, write_text,
 };
-use ataman_engine::{Durability, Error as EngineError, ScanIter, WriteBatch};
+use ataman_engine::{Durability, Error as EngineError, ScanIter, Submission, WriteBatch};
 use mio::net::TcpStream;
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -407,41 +407,24 @@ impl Conn {
                         token,
                         generation,
                         slot: slot_id,
+                        invalid: matches!(result, Err(EngineError::InvalidArgument(_))),
                         result: result.map(|_| ()).map_err(|e| e.to_string()),
-                        busy: false,
                     });
                 });
-                match ctx.db.submit(batch, Durability::Complete, callback) {
-                    Ok(()) => self.slots.push_back(Slot::Waiting {
-                        ok,
-                        route,
-                        persist,
-                        started,
-                    }),
-                    Err(e) => {
-                        let (status, retry) = match e {
-                            EngineError::Busy { .. }
-                            | EngineError::Poisoned { .. }
-                            | EngineError::Closed => (Status::Unavailable, Some(1)),
-                            EngineError::InvalidArgument(_) => (Status::BadRequest, None),
-                            _ => (Status::InternalError, None),
-                        };
-                        let mut out = Vec::new();
-                        let extra = Extra {
-                            retry_after_sec: retry,
-                            ..Extra::default()
-                        };
-                        write_text(
-                            &mut out,
-                            status,
-                            extra,
-                            persist,
-                            &format!("write refused: {e}"),
-                        );
-                        ctx.shared.metrics.record(route, status, started);
-                        self.slots.push_back(Slot::Ready(out));
-                    }
-                }
+                // Collected and handed to the engine once per loop
+                // iteration (`Loop::submit_pending`): one hand-off, one
+                // wake-up of the tx thread for all of them.
+                ctx.pending_writes.borrow_mut().push(Submission {
+                    batch,
+                    durability: Durability::Complete,
+                    done: callback,
+                });
+                self.slots.push_back(Slot::Waiting {
+                    ok,
+                    route,
+                    persist,
+                    started,
+                });
             }
             Action::Range { start, end } => match ctx.db.scan(&start, end.as_deref(), false) {
                 Ok(iter) => self.slots.push_back(Slot::Stream {
@@ -484,7 +467,13 @@ impl Conn {
     }
 
     /// Fills a waiting slot with the engine's answer.
-    pub fn complete(&mut self, ctx: &NetContext, slot: u64, result: Result<(), String>) {
+    pub fn complete(
+        &mut self,
+        ctx: &NetContext,
+        slot: u64,
+        result: Result<(), String>,
+        invalid: bool,
+    ) {
         let Some(index) = slot.checked_sub(self.base_slot) else {
             return;
         };
@@ -503,6 +492,17 @@ impl Conn {
                 Ok(()) => {
                     write_full(&mut out, ok, Extra::default(), persist, b"");
                     ok
+                }
+                Err(reason) if invalid => {
+                    let text = format!("write refused: {reason}");
+                    write_text(
+                        &mut out,
+                        Status::BadRequest,
+                        Extra::default(),
+                        persist,
+                        &text,
+                    );
+                    Status::BadRequest
                 }
                 Err(reason) => {
                     let extra = Extra {

@@ -124,10 +124,12 @@ impl Loop {
                     Token(i) => self.on_conn(i, event.is_read_closed() || event.is_error()),
                 }
             }
+            self.submit_pending();
             self.finish_touched();
             if last_tick.elapsed() >= TICK {
                 last_tick = Instant::now();
                 self.take_inbox(); // in case a wake-up was lost
+                self.submit_pending();
                 self.finish_touched();
                 self.check_timeouts();
             }
@@ -206,7 +208,7 @@ impl Loop {
             if let Some(Some(conn)) = self.slots.conns.get_mut(c.token)
                 && conn.generation == c.generation
             {
-                conn.complete(&self.ctx, c.slot, c.result);
+                conn.complete(&self.ctx, c.slot, c.result, c.invalid);
                 self.touched.push(c.token);
             }
         }
@@ -219,6 +221,18 @@ impl Loop {
         };
         if next == Next::Close {
             self.drop_conn(i);
+        }
+    }
+
+    /// Hands every write parsed in this iteration to the engine at once;
+    /// refused ones are answered through the completion inbox like any other.
+    fn submit_pending(&mut self) {
+        let pending = std::mem::take(&mut *self.ctx.pending_writes.borrow_mut());
+        if pending.is_empty() {
+            return;
+        }
+        for (done, e) in self.ctx.db.submit_many(pending) {
+            done(Err(e));
         }
     }
 

@@ -38,8 +38,8 @@ pub struct Completion {
     pub slot: u64,
     /// Durable, or why not.
     pub result: Result<(), String>,
-    /// Unused flag kept for future back-pressure signalling.
-    pub busy: bool,
+    /// The engine refused the batch as invalid (400), not for load or failure (503).
+    pub invalid: bool,
 }
 
 #[derive(Default)]
@@ -140,6 +140,8 @@ pub struct NetContext {
     pub route_config: RouteConfig,
     /// This thread's completion handle.
     pub completions: CompletionSender,
+    /// Writes parsed in this loop iteration, handed to the engine together.
+    pub pending_writes: std::cell::RefCell<Vec<ataman_engine::Submission>>,
 }
 
 impl NetContext {
@@ -153,6 +155,7 @@ impl NetContext {
                 cluster_size: shared.config.cluster.len() as u32,
             },
             completions: CompletionSender(Arc::clone(&shared.inboxes[index])),
+            pending_writes: std::cell::RefCell::new(Vec::new()),
             shared,
         }
     }
