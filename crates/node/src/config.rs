@@ -23,6 +23,12 @@ pub const CONNECTIONS_MAX_DEFAULT: usize = 10_000;
 pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 60_000;
 /// Default time to receive a whole request.
 pub const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+/// Default time a replicated request waits for `ack` replicas before 504.
+pub const REPLICATION_TIMEOUT_MS_DEFAULT: u64 = 1_000;
+/// Default bound on requests in flight to one peer (per network thread).
+pub const PEER_INFLIGHT_MAX_DEFAULT: usize = 4096;
+/// Default bound on the bytes of hints kept for peers that missed writes.
+pub const HINTS_BYTES_MAX_DEFAULT: u64 = 256 * 1024 * 1024;
 
 /// `ataman serve` options. Each is also `ATAMAN_<NAME>` in the environment
 /// and `<name>` (with `_`) in the TOML file given by `--config`.
@@ -76,6 +82,18 @@ pub struct ServeArgs {
     /// Skip corrupt WAL records that are not a torn tail (reported in the log).
     #[arg(long, env = "ATAMAN_FORCE_RECOVERY")]
     pub force_recovery: bool,
+    /// A replicated request without `ack` answers after this long is 504, in ms [default: 1000].
+    #[arg(long, env = "ATAMAN_REPLICATION_TIMEOUT_MS")]
+    pub replication_timeout_ms: Option<u64>,
+    /// Requests in flight to one peer per network thread; more fail at once for that replica [default: 4096].
+    #[arg(long, env = "ATAMAN_PEER_INFLIGHT_MAX")]
+    pub peer_inflight_max: Option<usize>,
+    /// Bytes of hints kept for peers that missed writes; past it new hints are dropped and counted [default: 268435456].
+    #[arg(long, env = "ATAMAN_HINTS_BYTES_MAX")]
+    pub hints_bytes_max: Option<u64>,
+    /// Reach a node through another address: comma-separated URL=HOST:PORT (fault-injection proxies in tests).
+    #[arg(long, env = "ATAMAN_PEER_VIA", hide = true)]
+    pub peer_via: Option<String>,
 }
 
 /// The same options as read from a TOML file.
@@ -98,6 +116,10 @@ struct FileConfig {
     #[serde(rename = "self")]
     self_url: Option<String>,
     force_recovery: Option<bool>,
+    replication_timeout_ms: Option<u64>,
+    peer_inflight_max: Option<usize>,
+    hints_bytes_max: Option<u64>,
+    peer_via: Option<String>,
 }
 
 /// The resolved configuration of a node.
@@ -127,8 +149,18 @@ pub struct NodeConfig {
     pub memtable_bytes_max: Option<usize>,
     /// Block cache budget.
     pub block_cache_bytes: Option<usize>,
-    /// Cluster node URLs (just this node's for now).
+    /// Every node's URL, the same list on every node.
     pub cluster: Vec<String>,
+    /// This node's index in `cluster`.
+    pub self_index: usize,
+    /// Replicated request timeout.
+    pub replication_timeout: Duration,
+    /// Requests in flight per peer link.
+    pub peer_inflight_max: usize,
+    /// Hint store bound.
+    pub hints_bytes_max: u64,
+    /// Dial overrides: for `cluster[i]`, connect to this `HOST:PORT` instead.
+    pub peer_via: Vec<Option<String>>,
     /// Forced WAL recovery.
     pub force_recovery: bool,
 }
@@ -171,7 +203,9 @@ impl NodeConfig {
         let wal_mode = args.wal_mode.clone().or(file.wal_mode);
         let cluster_arg = args.cluster.clone().or(file.cluster);
         let self_arg = args.self_url.clone().or(file.self_url);
-        let cluster = resolve_cluster(&listen, cluster_arg.as_deref(), self_arg.as_deref())?;
+        let (cluster, self_index) =
+            resolve_cluster(&listen, cluster_arg.as_deref(), self_arg.as_deref())?;
+        let peer_via = resolve_peer_via(&cluster, args.peer_via.clone().or(file.peer_via))?;
         Ok(NodeConfig {
             data_dir: args
                 .data_dir
@@ -220,8 +254,26 @@ impl NodeConfig {
             memtable_bytes_max: args.memtable_bytes_max.or(file.memtable_bytes_max),
             block_cache_bytes: args.block_cache_bytes.or(file.block_cache_bytes),
             force_recovery: args.force_recovery || file.force_recovery.unwrap_or(false),
+            replication_timeout: Duration::from_millis(
+                args.replication_timeout_ms
+                    .or(file.replication_timeout_ms)
+                    .unwrap_or(REPLICATION_TIMEOUT_MS_DEFAULT)
+                    .max(1),
+            ),
+            peer_inflight_max: positive(
+                "peer-inflight-max",
+                args.peer_inflight_max
+                    .or(file.peer_inflight_max)
+                    .unwrap_or(PEER_INFLIGHT_MAX_DEFAULT),
+            )?,
+            hints_bytes_max: args
+                .hints_bytes_max
+                .or(file.hints_bytes_max)
+                .unwrap_or(HINTS_BYTES_MAX_DEFAULT),
             listen,
             cluster,
+            self_index,
+            peer_via,
         })
     }
 }
@@ -237,11 +289,11 @@ fn resolve_cluster(
     listen: &str,
     cluster: Option<&str>,
     self_url: Option<&str>,
-) -> Result<Vec<String>, String> {
+) -> Result<(Vec<String>, usize), String> {
     let Some(cluster) = cluster else {
         return match self_url {
-            Some(s) => Ok(vec![s.to_owned()]),
-            None => Ok(vec![format!("http://{listen}")]),
+            Some(s) => Ok((vec![s.to_owned()], 0)),
+            None => Ok((vec![format!("http://{listen}")], 0)),
         };
     };
     let urls: Vec<String> = cluster
@@ -281,15 +333,42 @@ fn resolve_cluster(
             }
         }
     };
-    if !urls.contains(&me) {
+    let Some(self_index) = urls.iter().position(|u| *u == me) else {
         return Err(format!("--self {me} is not in --cluster"));
+    };
+    for (i, u) in urls.iter().enumerate() {
+        if urls[..i].contains(u) {
+            return Err(format!("--cluster lists {u} twice"));
+        }
     }
     if urls.len() > 1 {
         return Err(
             "clusters of more than one node are not implemented yet; run a single node".into(),
         );
     }
-    Ok(urls)
+    Ok((urls, self_index))
+}
+
+/// Parses `--peer-via URL=HOST:PORT,...` into a dial override per cluster entry.
+fn resolve_peer_via(
+    cluster: &[String],
+    spec: Option<String>,
+) -> Result<Vec<Option<String>>, String> {
+    let mut via = vec![None; cluster.len()];
+    for item in spec.iter().flat_map(|s| s.split(',')).map(str::trim) {
+        if item.is_empty() {
+            continue;
+        }
+        let (url, addr) = item
+            .rsplit_once('=')
+            .ok_or_else(|| format!("peer-via entry {item:?} is not URL=HOST:PORT"))?;
+        let index = cluster
+            .iter()
+            .position(|u| u == url)
+            .ok_or_else(|| format!("peer-via names {url}, which is not in --cluster"))?;
+        via[index] = Some(addr.to_owned());
+    }
+    Ok(via)
 }
 
 #[cfg(test)]
@@ -332,8 +411,14 @@ mod tests {
     fn cluster_validation() {
         assert_eq!(
             resolve_cluster("127.0.0.1:19234", Some("http://localhost:19234"), None).unwrap(),
-            vec!["http://localhost:19234".to_string()]
+            (vec!["http://localhost:19234".to_string()], 0)
         );
+        let two = vec!["http://a:1".to_string(), "http://b:2".to_string()];
+        assert_eq!(
+            resolve_peer_via(&two, Some("http://b:2=127.0.0.1:9".into())).unwrap(),
+            vec![None, Some("127.0.0.1:9".to_string())]
+        );
+        assert!(resolve_peer_via(&two, Some("http://c:3=127.0.0.1:9".into())).is_err());
         assert!(resolve_cluster("127.0.0.1:1", Some("http://localhost:19234"), None).is_err());
         assert!(resolve_cluster("127.0.0.1:1", Some("localhost:19234"), None).is_err());
         assert!(resolve_cluster("127.0.0.1:1", Some("http://a:1"), Some("http://b:1")).is_err());

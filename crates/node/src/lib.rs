@@ -6,6 +6,7 @@
 //! - [`config`]: options from flags, environment and a TOML file.
 //! - [`http`]: HTTP/1.1 framing (request heads, query strings, responses).
 //! - [`api`]: routing and validation: a request head to an [`api::Action`].
+//! - [`cluster`]: the node list and where keys live (rendezvous hashing).
 //! - [`net`]: the network threads (mio event loops) and connections.
 //! - [`hlc`]: the hybrid logical clock stamping writes.
 //! - [`metrics`]: request metrics and the `/metrics` page.
@@ -17,6 +18,7 @@
 //! back to the net thread through its inbox, with one wake-up per batch.
 
 pub mod api;
+pub mod cluster;
 pub mod config;
 pub mod hlc;
 pub mod http;
