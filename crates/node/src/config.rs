@@ -341,11 +341,6 @@ fn resolve_cluster(
             return Err(format!("--cluster lists {u} twice"));
         }
     }
-    if urls.len() > 1 {
-        return Err(
-            "clusters of more than one node are not implemented yet; run a single node".into(),
-        );
-    }
     Ok((urls, self_index))
 }
 
@@ -422,6 +417,19 @@ mod tests {
         assert!(resolve_cluster("127.0.0.1:1", Some("http://localhost:19234"), None).is_err());
         assert!(resolve_cluster("127.0.0.1:1", Some("localhost:19234"), None).is_err());
         assert!(resolve_cluster("127.0.0.1:1", Some("http://a:1"), Some("http://b:1")).is_err());
+        // Several nodes: --self picks the entry, or the listen port does.
+        let three = "http://127.0.0.1:7001,http://127.0.0.1:7002,http://127.0.0.1:7003";
+        let (urls, me) =
+            resolve_cluster("127.0.0.1:0", Some(three), Some("http://127.0.0.1:7002")).unwrap();
+        assert_eq!((urls.len(), me), (3, 1));
+        assert_eq!(
+            resolve_cluster("127.0.0.1:7003", Some(three), None).unwrap().1,
+            2
+        );
+        assert!(
+            resolve_cluster("127.0.0.1:0", Some("http://a:1,http://a:1"), Some("http://a:1"))
+                .is_err()
+        );
     }
 
     fn tempfile_dir() -> PathBuf {
