@@ -2,3 +2,4 @@
 
 pub mod crash_writer;
 pub mod ctl;
+pub mod faultproxy;
