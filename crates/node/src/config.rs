@@ -423,12 +423,18 @@ mod tests {
             resolve_cluster("127.0.0.1:0", Some(three), Some("http://127.0.0.1:7002")).unwrap();
         assert_eq!((urls.len(), me), (3, 1));
         assert_eq!(
-            resolve_cluster("127.0.0.1:7003", Some(three), None).unwrap().1,
+            resolve_cluster("127.0.0.1:7003", Some(three), None)
+                .unwrap()
+                .1,
             2
         );
         assert!(
-            resolve_cluster("127.0.0.1:0", Some("http://a:1,http://a:1"), Some("http://a:1"))
-                .is_err()
+            resolve_cluster(
+                "127.0.0.1:0",
+                Some("http://a:1,http://a:1"),
+                Some("http://a:1")
+            )
+            .is_err()
         );
     }
 
