@@ -9,6 +9,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)] // each test file uses a different subset
 
+pub mod cluster;
+
 use ataman::ctl::response::read_response;
 pub use ataman::ctl::response::{Response, ResponseError};
 use ataman::ctl::url::target;
@@ -217,6 +219,12 @@ impl Node {
     /// The address the node listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// True between a start and a stop by the test (a process that died
+    /// on its own still counts as running until stopped).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
     }
 
     /// The data directory (kept across restarts).
