@@ -3,7 +3,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
-use ataman::{crash_writer, ctl};
+use ataman::{cluster_cmd, crash_writer, ctl};
 
 #[derive(Parser)]
 #[command(
@@ -22,6 +22,8 @@ enum Command {
     Serve(ataman_node::ServeArgs),
     /// Talk to a node over HTTP: get, put, delete, range, status (docs/CTL.md).
     Ctl(ctl::CtlArgs),
+    /// Run a local cluster, or show a cluster's state (docs/CLUSTER.md).
+    Cluster(cluster_cmd::ClusterArgs),
     /// Benchmarks: the storage engine, recovery, HTTP load and plots.
     Bench {
         #[command(subcommand)]
@@ -46,6 +48,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         // ctl has its own exit codes (docs/CTL.md).
         Command::Ctl(args) => return ctl::run(args),
+        // So has cluster (docs/CLUSTER.md).
+        Command::Cluster(args) => return cluster_cmd::run(args),
         Command::Serve(args) => ataman_node::serve(args),
         Command::Bench { which } => ataman_bench::run(which),
         Command::Internal {

@@ -1,0 +1,55 @@
+//! `ataman cluster`: run a local cluster in the foreground, or show a
+//! running cluster's state (documented in docs/CLUSTER.md).
+//!
+//! Layout: [`start`] spawns and supervises the `ataman serve` children,
+//! [`status`] samples `GET /v0/cluster` of every node and prints the
+//! table, [`view`] parses that JSON leniently.
+//!
+//! Exit codes: `start` exits 0 after a stop by SIGINT or SIGTERM and 1 when
+//! it cannot start (or every node died); `status` exits [`EXIT_OK`] when
+//! every node answered and [`EXIT_NO_ANSWER`] otherwise (2 on bad usage).
+
+pub mod start;
+pub mod status;
+pub mod view;
+
+use crate::ctl::{EXIT_NO_ANSWER, EXIT_OK};
+use std::process::ExitCode;
+
+/// `ataman cluster` arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClusterArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: ClusterCommand,
+}
+
+/// One `ataman cluster` command.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum ClusterCommand {
+    /// Start N nodes on consecutive local ports and run until SIGINT or SIGTERM.
+    Start(start::StartArgs),
+    /// Show every node's view of the cluster and its request rates.
+    Status(status::StatusArgs),
+}
+
+/// Runs one `ataman cluster` command and returns the process exit code.
+pub fn run(args: ClusterArgs) -> ExitCode {
+    match args.command {
+        ClusterCommand::Start(args) => match start::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ataman cluster start: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        ClusterCommand::Status(args) => match status::run(&args) {
+            Ok(true) => ExitCode::from(EXIT_OK),
+            Ok(false) => ExitCode::from(EXIT_NO_ANSWER),
+            Err(e) => {
+                eprintln!("ataman cluster status: {e}");
+                ExitCode::from(e.exit_code())
+            }
+        },
+    }
+}

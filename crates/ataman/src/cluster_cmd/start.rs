@@ -1,0 +1,400 @@
+//! `ataman cluster start`: N `ataman serve` children of this process on
+//! consecutive ports of 127.0.0.1, supervised in the foreground.
+//!
+//! Node `i` listens on `127.0.0.1:(base + i)` with data in `DIR/node-i`;
+//! every node gets the same `--cluster` list and its own `--self`. The
+//! command prints one line per node once every node answers
+//! `GET /v0/status` with 200, then waits for SIGINT or SIGTERM, SIGTERMs
+//! the children and waits for them (bounded by [`STOP_TIMEOUT_MS`], then
+//! SIGKILL). A child that exits on its own is reported on stderr and the
+//! others keep running. Each child's stderr is copied to ours, every line
+//! prefixed with `node i: `; its stdout (the listening line) is dropped.
+
+use crate::ctl::client::exchange;
+use crate::ctl::url::BaseUrl;
+use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Default port of node 0.
+pub const BASE_PORT_DEFAULT: u16 = 19234;
+/// Default directory of the nodes' data directories.
+pub const DIR_DEFAULT: &str = "./ataman-cluster";
+/// Most nodes one command starts.
+pub const NODES_MAX: usize = 64;
+/// Default bound on every node answering `GET /v0/status` with 200, in ms.
+pub const START_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+/// Bound on the children exiting after SIGTERM before they get SIGKILL, in
+/// ms (a node drains in-flight requests for up to 10 s).
+pub const STOP_TIMEOUT_MS: u64 = 15_000;
+/// Pause between two looks at the children and the stop flag, in ms.
+pub const SUPERVISE_INTERVAL_MS: u64 = 50;
+/// Bound on one readiness probe, in ms.
+pub const PROBE_TIMEOUT_MS: u64 = 1_000;
+
+/// `ataman cluster start` arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StartArgs {
+    /// Nodes to start.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// Port of node 0; node i listens on base + i.
+    #[arg(long, default_value_t = BASE_PORT_DEFAULT)]
+    pub base_port: u16,
+    /// Directory holding node-0, node-1, … (created if missing, kept after the stop).
+    #[arg(long, default_value = DIR_DEFAULT)]
+    pub dir: PathBuf,
+    /// Bound on every node answering GET /v0/status with 200, in ms.
+    #[arg(long, default_value_t = START_TIMEOUT_MS_DEFAULT)]
+    pub start_timeout_ms: u64,
+    /// Extra `ataman serve` arguments for every node (after `--`).
+    #[arg(last = true)]
+    pub serve_args: Vec<String>,
+}
+
+/// Why the cluster could not be started or run.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// `--nodes` is 0 or past [`NODES_MAX`].
+    #[error("--nodes must be between 1 and {NODES_MAX}, not {0}")]
+    Nodes(usize),
+    /// The ports do not fit below 65536.
+    #[error("{nodes} ports from --base-port {base} do not fit below 65536")]
+    PortRange {
+        /// `--base-port`.
+        base: u16,
+        /// `--nodes`.
+        nodes: usize,
+    },
+    /// A node's port is taken (checked before anything starts).
+    #[error("port {port} on 127.0.0.1 is already in use ({source}); choose another --base-port")]
+    PortInUse {
+        /// The busy port.
+        port: u16,
+        /// What bind(2) said.
+        source: std::io::Error,
+    },
+    /// A data directory could not be created.
+    #[error("cannot create {path}: {source}")]
+    Dir {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The path of this executable is unknown.
+    #[error("cannot find the ataman executable: {0}")]
+    Exe(std::io::Error),
+    /// A signal handler could not be installed.
+    #[error("cannot install the SIGINT/SIGTERM handlers")]
+    Signals,
+    /// A child could not be started.
+    #[error("cannot start node {index}: {source}")]
+    Spawn {
+        /// The node.
+        index: usize,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A child exited before it answered.
+    #[error("node {index} exited before it was ready: {status}")]
+    Exited {
+        /// The node.
+        index: usize,
+        /// How it exited.
+        status: ExitStatus,
+    },
+    /// A child did not answer in time.
+    #[error("node {index} did not answer GET /v0/status with 200 within {timeout_ms} ms")]
+    NotReady {
+        /// The node.
+        index: usize,
+        /// `--start-timeout-ms`.
+        timeout_ms: u64,
+    },
+    /// Every node exited on its own; nothing is left to run.
+    #[error("every node exited")]
+    AllExited,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn install_signal_handlers() -> Result<(), StartError> {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: `on_signal` only stores to an atomic, which is
+        // async-signal-safe; signal(2) has no other precondition.
+        let previous = unsafe {
+            libc::signal(
+                signal,
+                on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            )
+        };
+        if previous == libc::SIG_ERR {
+            return Err(StartError::Signals);
+        }
+    }
+    Ok(())
+}
+
+/// One child node.
+struct Member {
+    index: usize,
+    url: String,
+    data_dir: PathBuf,
+    child: Child,
+    /// Set once the child was reaped.
+    exited: Option<ExitStatus>,
+    stderr_copy: Option<JoinHandle<()>>,
+}
+
+impl Member {
+    /// Reaps the child if it has exited; true when it is gone.
+    fn poll_exit(&mut self) -> bool {
+        if self.exited.is_none()
+            && let Ok(Some(status)) = self.child.try_wait()
+        {
+            self.exited = Some(status);
+        }
+        self.exited.is_some()
+    }
+
+    fn sigterm(&self) {
+        let Ok(pid) = libc::pid_t::try_from(self.child.id()) else {
+            return;
+        };
+        // SAFETY: kill(2) on our own child, not yet reaped (`exited` is
+        // None), so the pid cannot have been reused.
+        unsafe {
+            libc::kill(pid, libc::SIGTERM);
+        }
+    }
+}
+
+/// Checks that every port is free by binding it, then releases them all.
+fn check_ports(ports: &[u16]) -> Result<(), StartError> {
+    let mut held = Vec::with_capacity(ports.len());
+    for &port in ports {
+        match TcpListener::bind((Ipv4Addr::LOCALHOST, port)) {
+            Ok(listener) => held.push(listener),
+            Err(source) => return Err(StartError::PortInUse { port, source }),
+        }
+    }
+    drop(held);
+    Ok(())
+}
+
+/// Copies a child's stderr to ours, line by line, prefixed; ends when the
+/// child closes it.
+fn copy_stderr(index: usize, child: &mut Child) -> Option<JoinHandle<()>> {
+    let stderr = child.stderr.take()?;
+    std::thread::Builder::new()
+        .name(format!("node-{index}-stderr"))
+        .spawn(move || {
+            let mut reader = BufReader::new(stderr);
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                eprint!("node {index}: {line}");
+                if !line.ends_with('\n') {
+                    eprintln!();
+                }
+                line.clear();
+            }
+        })
+        .ok()
+}
+
+fn spawn(
+    exe: &Path,
+    index: usize,
+    urls: &[String],
+    data_dir: PathBuf,
+    serve_args: &[String],
+) -> Result<Member, StartError> {
+    let url = urls[index].clone();
+    let listen = url.trim_start_matches("http://").to_string();
+    let mut child = Command::new(exe)
+        .arg("serve")
+        .args(["--listen", &listen, "--data-dir"])
+        .arg(&data_dir)
+        .args(["--cluster", &urls.join(","), "--self", &url])
+        .args(serve_args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| StartError::Spawn { index, source })?;
+    let stderr_copy = copy_stderr(index, &mut child);
+    Ok(Member {
+        index,
+        url,
+        data_dir,
+        child,
+        exited: None,
+        stderr_copy,
+    })
+}
+
+fn answers_status(url: &str) -> bool {
+    let Ok(base) = BaseUrl::parse(url) else {
+        return false;
+    };
+    let timeout = Duration::from_millis(PROBE_TIMEOUT_MS);
+    exchange(&base, "GET", "/v0/status", None, timeout).is_ok_and(|r| r.status == 200)
+}
+
+/// Waits until every member answers; `Ok(false)` if a stop signal came first.
+fn wait_ready(members: &mut [Member], timeout_ms: u64) -> Result<bool, StartError> {
+    let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+    for member in members.iter_mut() {
+        loop {
+            if STOP.load(Ordering::SeqCst) {
+                return Ok(false);
+            }
+            if answers_status(&member.url) {
+                break;
+            }
+            if member.poll_exit()
+                && let Some(status) = member.exited
+            {
+                return Err(StartError::Exited {
+                    index: member.index,
+                    status,
+                });
+            }
+            if Instant::now() >= deadline {
+                return Err(StartError::NotReady {
+                    index: member.index,
+                    timeout_ms,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(SUPERVISE_INTERVAL_MS));
+        }
+    }
+    Ok(true)
+}
+
+/// SIGTERMs every running member, waits up to [`STOP_TIMEOUT_MS`], then
+/// SIGKILLs what is left; reports exits that were not clean.
+fn stop_all(members: &mut [Member]) {
+    for member in members.iter_mut() {
+        if !member.poll_exit() {
+            member.sigterm();
+        }
+    }
+    let deadline = Instant::now() + Duration::from_millis(STOP_TIMEOUT_MS);
+    while members.iter_mut().any(|m| !m.poll_exit()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(SUPERVISE_INTERVAL_MS));
+    }
+    for member in members.iter_mut() {
+        if !member.poll_exit() {
+            eprintln!(
+                "ataman cluster: node {} did not stop within {STOP_TIMEOUT_MS} ms; killing it",
+                member.index
+            );
+            let _ = member.child.kill();
+            member.exited = member.child.wait().ok();
+        }
+        if let Some(copy) = member.stderr_copy.take() {
+            let _ = copy.join();
+        }
+    }
+}
+
+/// Runs until a stop signal; returns an error if every node exited.
+fn supervise(members: &mut [Member]) -> Result<(), StartError> {
+    let mut reported = vec![false; members.len()];
+    while !STOP.load(Ordering::SeqCst) {
+        for (member, reported) in members.iter_mut().zip(reported.iter_mut()) {
+            if !*reported
+                && member.poll_exit()
+                && let Some(status) = member.exited
+            {
+                *reported = true;
+                eprintln!(
+                    "ataman cluster: node {} ({}, pid {}) exited on its own: {status}",
+                    member.index,
+                    member.url,
+                    member.child.id()
+                );
+            }
+        }
+        if reported.iter().all(|r| *r) {
+            return Err(StartError::AllExited);
+        }
+        std::thread::sleep(Duration::from_millis(SUPERVISE_INTERVAL_MS));
+    }
+    Ok(())
+}
+
+/// Runs `cluster start` until SIGINT or SIGTERM.
+pub fn run(args: &StartArgs) -> Result<(), StartError> {
+    if args.nodes == 0 || args.nodes > NODES_MAX {
+        return Err(StartError::Nodes(args.nodes));
+    }
+    let ports: Vec<u16> = (0..args.nodes)
+        .map(|i| u16::try_from(usize::from(args.base_port) + i).ok())
+        .collect::<Option<_>>()
+        .ok_or(StartError::PortRange {
+            base: args.base_port,
+            nodes: args.nodes,
+        })?;
+    check_ports(&ports)?;
+    let exe = std::env::current_exe().map_err(StartError::Exe)?;
+    let urls: Vec<String> = ports
+        .iter()
+        .map(|port| format!("http://127.0.0.1:{port}"))
+        .collect();
+    let mut dirs = Vec::with_capacity(args.nodes);
+    for i in 0..args.nodes {
+        let path = args.dir.join(format!("node-{i}"));
+        std::fs::create_dir_all(&path).map_err(|source| StartError::Dir {
+            path: path.clone(),
+            source,
+        })?;
+        dirs.push(path);
+    }
+    install_signal_handlers()?;
+    let mut members = Vec::with_capacity(args.nodes);
+    let mut result = Ok(());
+    for (index, dir) in dirs.into_iter().enumerate() {
+        match spawn(&exe, index, &urls, dir, &args.serve_args) {
+            Ok(member) => members.push(member),
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    if result.is_ok() {
+        result = match wait_ready(&mut members, args.start_timeout_ms) {
+            Ok(true) => {
+                for member in &members {
+                    println!(
+                        "node {}: {} (data {}, pid {})",
+                        member.index,
+                        member.url,
+                        member.data_dir.display(),
+                        member.child.id()
+                    );
+                }
+                eprintln!(
+                    "ataman cluster: {} nodes up; SIGINT (Ctrl-C) or SIGTERM stops them",
+                    members.len()
+                );
+                supervise(&mut members)
+            }
+            Ok(false) => Ok(()),
+            Err(e) => Err(e),
+        };
+    }
+    stop_all(&mut members);
+    result
+}

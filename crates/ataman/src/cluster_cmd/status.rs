@@ -1,0 +1,320 @@
+//! `ataman cluster status`: asks one node for the cluster's node list, then
+//! samples `GET /v0/cluster` of every node twice, `--interval-ms` apart,
+//! and prints one block per node: its request rates (from the difference
+//! of its counters) and its view of every node.
+
+use super::view::{ClusterView, RequestCounts};
+use crate::ctl::client::exchange;
+use crate::ctl::url::{BaseUrl, UrlError};
+use crate::ctl::{EXIT_NO_ANSWER, EXIT_REFUSED, TIMEOUT_MS_DEFAULT, URL_DEFAULT};
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+/// Default time between the two samples, in milliseconds.
+pub const INTERVAL_MS_DEFAULT: u64 = 1_000;
+/// Longest time between the two samples, in milliseconds (one hour).
+pub const INTERVAL_MS_MAX: u64 = 3_600_000;
+/// Nodes sampled at the same time, at most (one thread each).
+pub const SAMPLE_THREADS_MAX: usize = 16;
+
+/// `ataman cluster status` arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StatusArgs {
+    /// Any node of the cluster: http://HOST[:PORT].
+    #[arg(long, env = "ATAMAN_URL", default_value = URL_DEFAULT)]
+    pub url: String,
+    /// Time between the two samples the rates come from, in ms; 0 takes one sample and prints totals.
+    #[arg(long, default_value_t = INTERVAL_MS_DEFAULT)]
+    pub interval_ms: u64,
+    /// Bound on connecting and on each read and write, in ms.
+    #[arg(long, default_value_t = TIMEOUT_MS_DEFAULT)]
+    pub timeout_ms: u64,
+}
+
+/// Why `status` could not print a table at all.
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    /// `--url` is not a node URL.
+    #[error(transparent)]
+    Url(#[from] UrlError),
+    /// `--interval-ms` is past [`INTERVAL_MS_MAX`].
+    #[error("--interval-ms must be at most {INTERVAL_MS_MAX}, not {0}")]
+    Interval(u64),
+    /// The node named by `--url` gave no usable answer.
+    #[error("{url}: {reason}")]
+    NoAnswer {
+        /// The `--url` given.
+        url: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+impl StatusError {
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            StatusError::Url(_) | StatusError::Interval(_) => EXIT_REFUSED,
+            StatusError::NoAnswer { .. } => EXIT_NO_ANSWER,
+        }
+    }
+}
+
+/// One answer of one node.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// When the answer arrived.
+    pub at: Instant,
+    /// What it said.
+    pub view: ClusterView,
+}
+
+/// What one node said over the two samples, or why it said nothing.
+#[derive(Debug, Clone)]
+pub struct NodeReport {
+    /// The node's URL as listed by the node asked first.
+    pub url: String,
+    /// The first sample and the second (absent when the interval is 0);
+    /// an error when either failed.
+    pub outcome: Result<(Sample, Option<Sample>), String>,
+}
+
+/// `GET /v0/cluster` from `url`, parsed.
+pub fn fetch(url: &str, timeout: Duration) -> Result<ClusterView, String> {
+    let base = BaseUrl::parse(url).map_err(|e| e.to_string())?;
+    let response =
+        exchange(&base, "GET", "/v0/cluster", None, timeout).map_err(|e| e.to_string())?;
+    if response.status != 200 {
+        return Err(format!("answered {} to GET /v0/cluster", response.status));
+    }
+    ClusterView::parse(&response.body).map_err(|e| e.to_string())
+}
+
+/// Samples every URL, [`SAMPLE_THREADS_MAX`] at a time.
+fn sample_all(urls: &[String], timeout: Duration) -> Vec<Result<Sample, String>> {
+    let mut samples = Vec::with_capacity(urls.len());
+    for group in urls.chunks(SAMPLE_THREADS_MAX) {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = group
+                .iter()
+                .map(|url| {
+                    scope.spawn(move || {
+                        fetch(url, timeout).map(|view| Sample {
+                            at: Instant::now(),
+                            view,
+                        })
+                    })
+                })
+                .collect();
+            for handle in handles {
+                samples.push(
+                    handle
+                        .join()
+                        .unwrap_or_else(|_| Err("the sampling thread panicked".into())),
+                );
+            }
+        });
+    }
+    assert_eq!(samples.len(), urls.len(), "one sample per node");
+    samples
+}
+
+/// Runs `status`: true when every node answered both samples.
+pub fn run(args: &StatusArgs) -> Result<bool, StatusError> {
+    BaseUrl::parse(&args.url)?;
+    if args.interval_ms > INTERVAL_MS_MAX {
+        return Err(StatusError::Interval(args.interval_ms));
+    }
+    let timeout = Duration::from_millis(args.timeout_ms.max(1));
+    let first = fetch(&args.url, timeout).map_err(|reason| StatusError::NoAnswer {
+        url: args.url.clone(),
+        reason,
+    })?;
+    let urls: Vec<String> = if first.nodes.is_empty() {
+        vec![args.url.clone()]
+    } else {
+        first.nodes.iter().map(|node| node.url.clone()).collect()
+    };
+    let firsts = sample_all(&urls, timeout);
+    let seconds = if args.interval_ms > 0 {
+        std::thread::sleep(Duration::from_millis(args.interval_ms));
+        Some(sample_all(&urls, timeout))
+    } else {
+        None
+    };
+    let reports: Vec<NodeReport> = urls
+        .iter()
+        .enumerate()
+        .map(|(i, url)| {
+            let second = seconds.as_ref().map(|s| s[i].clone()).transpose();
+            let outcome = match (firsts[i].clone(), second) {
+                (Ok(first), Ok(second)) => Ok((first, second)),
+                (Err(e), _) | (_, Err(e)) => Err(e),
+            };
+            NodeReport {
+                url: url.clone(),
+                outcome,
+            }
+        })
+        .collect();
+    print!("{}", render(&args.url, &reports));
+    Ok(reports.iter().all(|r| r.outcome.is_ok()))
+}
+
+/// Per-second rate of a counter between two samples (0 if it went back,
+/// as after a restart).
+fn rate(before: u64, after: u64, seconds: f64) -> f64 {
+    after.saturating_sub(before) as f64 / seconds
+}
+
+fn requests_line(first: &Sample, second: Option<&Sample>) -> String {
+    let RequestCounts { get, put, delete } = first.view.requests;
+    match second {
+        None => format!("requests (total): get {get}, put {put}, delete {delete}"),
+        Some(second) => {
+            let seconds = second
+                .at
+                .saturating_duration_since(first.at)
+                .as_secs_f64()
+                .max(1e-3);
+            let now = second.view.requests;
+            format!(
+                "requests/s: get {:.1}, put {:.1}, delete {:.1}",
+                rate(get, now.get, seconds),
+                rate(put, now.put, seconds),
+                rate(delete, now.delete, seconds)
+            )
+        }
+    }
+}
+
+/// The table: one block per node, then a summary line.
+pub fn render(asked: &str, reports: &[NodeReport]) -> String {
+    let url_width = reports
+        .iter()
+        .filter_map(|r| r.outcome.as_ref().ok())
+        .flat_map(|(first, second)| &second.as_ref().unwrap_or(first).view.nodes)
+        .map(|peer| peer.url.len())
+        .chain(std::iter::once("peer".len()))
+        .max()
+        .unwrap_or(4);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "cluster of {} nodes, as listed by {asked}\n",
+        reports.len()
+    );
+    for (i, report) in reports.iter().enumerate() {
+        let _ = write!(out, "node {i} {}", report.url);
+        let (first, second) = match &report.outcome {
+            Ok(samples) => samples,
+            Err(reason) => {
+                let _ = writeln!(out, "\n  unreachable: {reason}\n");
+                continue;
+            }
+        };
+        let latest = second.as_ref().unwrap_or(first);
+        if !latest.view.self_url.is_empty() && latest.view.self_url != report.url {
+            let _ = write!(out, " (calls itself {})", latest.view.self_url);
+        }
+        let _ = writeln!(out, "\n  {}", requests_line(first, second.as_ref()));
+        let _ = writeln!(
+            out,
+            "  {:<url_width$}  {:<10}  {:>13}  {:>12}  {:>10}  {:>10}",
+            "peer", "state", "hints_pending", "hint_bytes", "sent", "failed"
+        );
+        for peer in &latest.view.nodes {
+            let _ = writeln!(
+                out,
+                "  {:<url_width$}  {:<10}  {:>13}  {:>12}  {:>10}  {:>10}",
+                peer.url, peer.state, peer.hints_pending, peer.hint_bytes, peer.sent, peer.failed
+            );
+        }
+        out.push('\n');
+    }
+    let answered = reports.iter().filter(|r| r.outcome.is_ok()).count();
+    let _ = writeln!(out, "{answered} of {} nodes answered", reports.len());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::view::PeerView;
+    use super::*;
+
+    fn sample(at: Instant, get: u64, states: &[&str]) -> Sample {
+        Sample {
+            at,
+            view: ClusterView {
+                self_url: "http://a:1".into(),
+                nodes: states
+                    .iter()
+                    .enumerate()
+                    .map(|(i, state)| PeerView {
+                        url: format!("http://a:{}", i + 1),
+                        state: state.to_string(),
+                        hints_pending: i as u64,
+                        ..PeerView::default()
+                    })
+                    .collect(),
+                requests: RequestCounts {
+                    get,
+                    put: 0,
+                    delete: 0,
+                },
+            },
+        }
+    }
+
+    /// Rates come from the counter difference over the sample interval;
+    /// unreachable nodes are named with the reason.
+    #[test]
+    fn render_rates_states_and_unreachable() {
+        let t0 = Instant::now();
+        let reports = vec![
+            NodeReport {
+                url: "http://a:1".into(),
+                outcome: Ok((
+                    sample(t0, 100, &["self", "down"]),
+                    Some(sample(t0 + Duration::from_secs(2), 150, &["self", "up"])),
+                )),
+            },
+            NodeReport {
+                url: "http://a:2".into(),
+                outcome: Err("cannot connect".into()),
+            },
+        ];
+        let text = render("http://a:1", &reports);
+        assert!(
+            text.contains("requests/s: get 25.0, put 0.0, delete 0.0"),
+            "{text}"
+        );
+        // The latest view is shown.
+        assert!(text.contains("http://a:2  up"), "{text}");
+        assert!(!text.contains("down"), "{text}");
+        assert!(
+            text.contains("node 1 http://a:2\n  unreachable: cannot connect"),
+            "{text}"
+        );
+        assert!(text.ends_with("1 of 2 nodes answered\n"), "{text}");
+    }
+
+    /// With one sample, totals are printed; a counter going back is rate 0.
+    #[test]
+    fn totals_without_interval_and_reset_counters() {
+        let t0 = Instant::now();
+        let text = render(
+            "http://a:1",
+            &[NodeReport {
+                url: "http://other:9".into(),
+                outcome: Ok((sample(t0, 7, &["self"]), None)),
+            }],
+        );
+        assert!(
+            text.contains("requests (total): get 7, put 0, delete 0"),
+            "{text}"
+        );
+        assert!(text.contains("(calls itself http://a:1)"), "{text}");
+        assert_eq!(rate(10, 3, 1.0), 0.0);
+    }
+}
