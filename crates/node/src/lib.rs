@@ -8,6 +8,7 @@
 //! - [`api`]: routing and validation: a request head to an [`api::Action`].
 //! - [`cluster`]: the node list and where keys live (rendezvous hashing).
 //! - [`net`]: the network threads (mio event loops) and connections.
+//! - [`peer`]: the peer protocol between nodes (upgrade handshake, frames).
 //! - [`hlc`]: the hybrid logical clock stamping writes.
 //! - [`metrics`]: request metrics and the `/metrics` page.
 //!
@@ -24,6 +25,7 @@ pub mod hlc;
 pub mod http;
 pub mod metrics;
 pub mod net;
+pub mod peer;
 
 pub use config::{NodeConfig, ServeArgs};
 

@@ -48,6 +48,10 @@ pub struct RequestHead {
     pub keep_alive: bool,
     /// The client sent `Expect: 100-continue`.
     pub expect_continue: bool,
+    /// The `Upgrade` header's value when the `Connection` header carries
+    /// the `upgrade` token (case-insensitive) in an HTTP/1.1 request; else
+    /// `None` (an HTTP/1.0 request's `Upgrade` is ignored, RFC 9110 7.8).
+    pub upgrade: Option<Vec<u8>>,
     /// Bytes of the head, including the blank line.
     pub head_bytes: usize,
 }
@@ -150,6 +154,8 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed {
     let mut content_length: Option<u64> = None;
     let mut keep_alive = minor_version >= 1;
     let mut expect_continue = false;
+    let mut connection_upgrade = false;
+    let mut upgrade_value: Option<&[u8]> = None;
     for h in req.headers.iter() {
         let name = h.name;
         if name.eq_ignore_ascii_case("content-length") {
@@ -179,6 +185,7 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed {
                 "Transfer-Encoding request bodies are not supported; send Content-Length",
             ));
         } else if name.eq_ignore_ascii_case("connection") {
+            connection_upgrade |= has_token(h.value, "upgrade");
             if has_token(h.value, "close") {
                 keep_alive = false;
             } else if has_token(h.value, "keep-alive") {
@@ -193,6 +200,8 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed {
                     "only Expect: 100-continue is supported",
                 ));
             }
+        } else if name.eq_ignore_ascii_case("upgrade") {
+            upgrade_value = Some(h.value.trim_ascii());
         }
     }
     let content_length = content_length.unwrap_or(0);
@@ -218,6 +227,9 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed {
         content_length,
         keep_alive,
         expect_continue,
+        upgrade: upgrade_value
+            .filter(|_| connection_upgrade && minor_version >= 1)
+            .map(<[u8]>::to_vec),
         head_bytes,
     })
 }
@@ -270,6 +282,22 @@ mod tests {
         let h10k = head(b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n");
         assert!(h10k.keep_alive);
         assert!(!head(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n").keep_alive);
+    }
+
+    /// `upgrade` is the Upgrade header's value only when Connection carries
+    /// the upgrade token, in any case and among other tokens, on HTTP/1.1.
+    #[test]
+    fn upgrade_needs_the_connection_token() {
+        let h = head(b"GET /v0/peer HTTP/1.1\r\nConnection: keep-alive, UPGRADE\r\nUpgrade: ataman-peer/1\r\n\r\n");
+        assert_eq!(h.upgrade.as_deref(), Some(&b"ataman-peer/1"[..]));
+        assert!(h.keep_alive);
+        let h = head(b"GET / HTTP/1.1\r\nUpgrade: ataman-peer/1\r\n\r\n");
+        assert_eq!(h.upgrade, None, "no Connection: upgrade");
+        let h = head(b"GET / HTTP/1.1\r\nConnection: upgrade\r\n\r\n");
+        assert_eq!(h.upgrade, None, "no Upgrade header");
+        let h = head(b"GET / HTTP/1.0\r\nConnection: upgrade\r\nUpgrade: ataman-peer/1\r\n\r\n");
+        assert_eq!(h.upgrade, None, "HTTP/1.0 cannot upgrade");
+        assert_eq!(head(b"GET / HTTP/1.1\r\n\r\n").upgrade, None);
     }
 
     /// Limits and framing errors map to their status codes.

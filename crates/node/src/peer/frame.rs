@@ -1,0 +1,427 @@
+//! The peer protocol's binary frames: what nodes send each other after the
+//! upgrade handshake (see [`super::handshake`]).
+//!
+//! Byte layout: `docs/FORMAT.md`, section "Peer frame". A frame is a
+//! length, a CRC32C of the body and the body; the body is a kind, a
+//! request id and the kind's fields. Requests and answers are pipelined on
+//! one connection and matched by id.
+//!
+//! Both functions are pure over bytes, so the fuzz target
+//! (`fuzz/fuzz_targets/peer_frame.rs`) and the tests call exactly what the
+//! connection calls. The decoder checks every length against what is left
+//! of the body before slicing: no input makes it panic or allocate more
+//! than the frame it was given.
+
+use ataman_engine::key::{KEY_BYTES_MAX, VALUE_BYTES_MAX};
+
+/// Bytes before the body: `u32 body_len`, `u32 crc32c(body)` ("Peer frame").
+pub const FRAME_HEADER_BYTES: usize = 8;
+
+/// Largest error message in a `WriteAck` or `ReadReply`, bytes ("Peer frame").
+pub const ERROR_MESSAGE_BYTES_MAX: usize = 1024;
+
+/// Largest frame body: a key and value at their engine bounds plus fields
+/// ("Peer frame"). The largest body the encoder writes is a `Write` of such
+/// a key and value, whose other fields take 26 bytes.
+pub const FRAME_BODY_BYTES_MAX: usize = KEY_BYTES_MAX + VALUE_BYTES_MAX + 64;
+
+/// Kind byte of [`Message::Write`].
+const KIND_WRITE: u8 = 1;
+/// Kind byte of [`Message::WriteAck`].
+const KIND_WRITE_ACK: u8 = 2;
+/// Kind byte of [`Message::Read`].
+const KIND_READ: u8 = 3;
+/// Kind byte of [`Message::ReadReply`].
+const KIND_READ_REPLY: u8 = 4;
+
+/// Status byte of a successful answer.
+const STATUS_OK: u8 = 0;
+/// Status byte of [`ReplicaErrorKind::Unavailable`].
+const STATUS_UNAVAILABLE: u8 = 1;
+/// Status byte of [`ReplicaErrorKind::Failed`].
+const STATUS_FAILED: u8 = 2;
+/// Status byte of [`ReplicaErrorKind::Invalid`].
+const STATUS_INVALID: u8 = 3;
+
+/// One version of a key as replicas exchange it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Version {
+    /// The version's hybrid-logical-clock timestamp.
+    pub ts: u64,
+    /// The value; `None` is a tombstone (the key was deleted at `ts`).
+    pub value: Option<Vec<u8>>,
+}
+
+/// Why a replica did not do what it was asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplicaErrorKind {
+    /// The engine is overloaded (what a client would see as 503); try later.
+    Unavailable,
+    /// The engine failed or is poisoned after a failed write.
+    Failed,
+    /// The replica refused the request as invalid (a key or value out of bounds).
+    Invalid,
+}
+
+/// A replica's refusal, with its reason in one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaError {
+    /// What kind of failure.
+    pub kind: ReplicaErrorKind,
+    /// Why, for logs and for the client's error body; at most
+    /// [`ERROR_MESSAGE_BYTES_MAX`] bytes of UTF-8 on the wire.
+    pub message: String,
+}
+
+impl ReplicaError {
+    /// An error whose message is cut (at a character boundary) to
+    /// [`ERROR_MESSAGE_BYTES_MAX`] bytes, so it always fits a frame.
+    pub fn new(kind: ReplicaErrorKind, message: impl Into<String>) -> Self {
+        let mut message = message.into();
+        if message.len() > ERROR_MESSAGE_BYTES_MAX {
+            let mut end = ERROR_MESSAGE_BYTES_MAX;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            message.truncate(end);
+        }
+        ReplicaError { kind, message }
+    }
+}
+
+/// One message of the peer protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    /// Apply this version of `key` durably (a replicated write, a read repair or a hint).
+    Write {
+        /// Request id, echoed by the answer.
+        id: u64,
+        /// The key, at most `KEY_BYTES_MAX` bytes.
+        key: Vec<u8>,
+        /// The version to apply; its value at most `VALUE_BYTES_MAX` bytes.
+        version: Version,
+    },
+    /// The answer to Write `id`.
+    WriteAck {
+        /// The id of the Write answered.
+        id: u64,
+        /// Applied durably, or why not.
+        result: Result<(), ReplicaError>,
+    },
+    /// Read the newest version of `key` (tombstones included).
+    Read {
+        /// Request id, echoed by the answer.
+        id: u64,
+        /// The key, at most `KEY_BYTES_MAX` bytes.
+        key: Vec<u8>,
+    },
+    /// The answer to Read `id`: None when the replica has no version at all.
+    ReadReply {
+        /// The id of the Read answered.
+        id: u64,
+        /// The newest version (a tombstone included), none, or why not.
+        result: Result<Option<Version>, ReplicaError>,
+    },
+}
+
+impl Message {
+    /// The request id (of a request, or of the request an answer answers).
+    pub fn id(&self) -> u64 {
+        match self {
+            Message::Write { id, .. }
+            | Message::WriteAck { id, .. }
+            | Message::Read { id, .. }
+            | Message::ReadReply { id, .. } => *id,
+        }
+    }
+}
+
+/// Why bytes received from a peer are not a frame. Every error is fatal for
+/// the connection: after it the stream can no longer be framed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum FrameError {
+    /// The header announces a body over [`FRAME_BODY_BYTES_MAX`].
+    #[error("peer frame body of {len} bytes over the limit of {max}")]
+    TooLarge {
+        /// The announced body length, bytes.
+        len: usize,
+        /// The limit, bytes.
+        max: usize,
+    },
+    /// The body's CRC32C is not the one in the header.
+    #[error("peer frame checksum mismatch: header says {expected:#010x}, body has {found:#010x}")]
+    ChecksumMismatch {
+        /// The checksum in the header.
+        expected: u32,
+        /// The checksum of the body received.
+        found: u32,
+    },
+    /// The body does not decode; the text names the field and what is wrong.
+    #[error("malformed peer frame: {0}")]
+    Malformed(String),
+    /// The body's kind byte is none of the known kinds.
+    #[error("unknown peer frame kind {0}")]
+    UnknownKind(u8),
+}
+
+/// Appends one frame holding `msg` to `out`.
+///
+/// Never fails: the caller guarantees the bounds (key at most
+/// `KEY_BYTES_MAX`, value at most `VALUE_BYTES_MAX`, error messages at most
+/// [`ERROR_MESSAGE_BYTES_MAX`] bytes; [`ReplicaError::new`] cuts messages),
+/// which are debug-asserted here and checked by [`decode`].
+pub fn encode(msg: &Message, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&[0u8; FRAME_HEADER_BYTES]);
+    match msg {
+        Message::Write { id, key, version } => {
+            put_head(out, KIND_WRITE, *id);
+            put_key(out, key);
+            put_version(out, version);
+        }
+        Message::WriteAck { id, result } => {
+            put_head(out, KIND_WRITE_ACK, *id);
+            match result {
+                Ok(()) => out.push(STATUS_OK),
+                Err(e) => put_error(out, e),
+            }
+        }
+        Message::Read { id, key } => {
+            put_head(out, KIND_READ, *id);
+            put_key(out, key);
+        }
+        Message::ReadReply { id, result } => {
+            put_head(out, KIND_READ_REPLY, *id);
+            match result {
+                Ok(None) => out.extend_from_slice(&[STATUS_OK, 0]),
+                Ok(Some(version)) => {
+                    out.extend_from_slice(&[STATUS_OK, 1]);
+                    put_version(out, version);
+                }
+                Err(e) => put_error(out, e),
+            }
+        }
+    }
+    let body = &out[start + FRAME_HEADER_BYTES..];
+    debug_assert!(
+        body.len() <= FRAME_BODY_BYTES_MAX,
+        "peer frame body of {} bytes over FRAME_BODY_BYTES_MAX",
+        body.len()
+    );
+    let body_len = (body.len() as u32).to_le_bytes();
+    let crc = crc32c::crc32c(body).to_le_bytes();
+    out[start..start + 4].copy_from_slice(&body_len);
+    out[start + 4..start + FRAME_HEADER_BYTES].copy_from_slice(&crc);
+}
+
+fn put_head(out: &mut Vec<u8>, kind: u8, id: u64) {
+    out.push(kind);
+    out.extend_from_slice(&id.to_le_bytes());
+}
+
+/// A `u32` length then the bytes.
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    debug_assert!(u32::try_from(bytes.len()).is_ok());
+    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+fn put_key(out: &mut Vec<u8>, key: &[u8]) {
+    debug_assert!(key.len() <= KEY_BYTES_MAX, "key over KEY_BYTES_MAX");
+    put_bytes(out, key);
+}
+
+fn put_version(out: &mut Vec<u8>, version: &Version) {
+    out.extend_from_slice(&version.ts.to_le_bytes());
+    match &version.value {
+        None => out.push(0),
+        Some(value) => {
+            debug_assert!(value.len() <= VALUE_BYTES_MAX, "value over VALUE_BYTES_MAX");
+            out.push(1);
+            put_bytes(out, value);
+        }
+    }
+}
+
+fn put_error(out: &mut Vec<u8>, error: &ReplicaError) {
+    debug_assert!(
+        error.message.len() <= ERROR_MESSAGE_BYTES_MAX,
+        "error message over ERROR_MESSAGE_BYTES_MAX"
+    );
+    out.push(match error.kind {
+        ReplicaErrorKind::Unavailable => STATUS_UNAVAILABLE,
+        ReplicaErrorKind::Failed => STATUS_FAILED,
+        ReplicaErrorKind::Invalid => STATUS_INVALID,
+    });
+    put_bytes(out, error.message.as_bytes());
+}
+
+/// Decodes the first frame in `buf`.
+///
+/// `Ok(None)`: `buf` holds only part of a frame; read more and call again
+/// with the bytes appended. `Ok(Some((msg, consumed)))`: the first
+/// `consumed` bytes were one frame. An error is fatal for the connection.
+/// A header announcing a body over [`FRAME_BODY_BYTES_MAX`] is refused as
+/// soon as the header is in, without waiting for the body.
+pub fn decode(buf: &[u8]) -> Result<Option<(Message, usize)>, FrameError> {
+    let Some(header) = buf.get(..FRAME_HEADER_BYTES) else {
+        return Ok(None);
+    };
+    let mut header = Cursor { rest: header };
+    let body_len = header.u32("body_len")? as usize;
+    let expected = header.u32("crc")?;
+    if body_len > FRAME_BODY_BYTES_MAX {
+        return Err(FrameError::TooLarge {
+            len: body_len,
+            max: FRAME_BODY_BYTES_MAX,
+        });
+    }
+    let frame_bytes = FRAME_HEADER_BYTES + body_len;
+    let Some(body) = buf.get(FRAME_HEADER_BYTES..frame_bytes) else {
+        return Ok(None);
+    };
+    let found = crc32c::crc32c(body);
+    if found != expected {
+        return Err(FrameError::ChecksumMismatch { expected, found });
+    }
+    let msg = decode_body(body)?;
+    Ok(Some((msg, frame_bytes)))
+}
+
+/// Decodes a body whose checksum matched.
+fn decode_body(body: &[u8]) -> Result<Message, FrameError> {
+    let mut c = Cursor { rest: body };
+    let kind = c.u8("kind")?;
+    if !(KIND_WRITE..=KIND_READ_REPLY).contains(&kind) {
+        return Err(FrameError::UnknownKind(kind));
+    }
+    let id = c.u64("id")?;
+    let msg = match kind {
+        KIND_WRITE => Message::Write {
+            id,
+            key: c.bytes("key", KEY_BYTES_MAX)?,
+            version: c.version()?,
+        },
+        KIND_WRITE_ACK => Message::WriteAck {
+            id,
+            result: match c.status()? {
+                None => Ok(()),
+                Some(kind) => Err(c.error(kind)?),
+            },
+        },
+        KIND_READ => Message::Read {
+            id,
+            key: c.bytes("key", KEY_BYTES_MAX)?,
+        },
+        _ => Message::ReadReply {
+            id,
+            result: match c.status()? {
+                None => match c.flag("found")? {
+                    false => Ok(None),
+                    true => Ok(Some(c.version()?)),
+                },
+                Some(kind) => Err(c.error(kind)?),
+            },
+        },
+    };
+    if !c.rest.is_empty() {
+        return Err(malformed(format!(
+            "{} bytes after the last field of the body",
+            c.rest.len()
+        )));
+    }
+    Ok(msg)
+}
+
+fn malformed(why: String) -> FrameError {
+    FrameError::Malformed(why)
+}
+
+/// Reads fields off the front of a body; every read checks what is left.
+struct Cursor<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8], FrameError> {
+        if self.rest.len() < n {
+            return Err(malformed(format!(
+                "{field}: needs {n} bytes, the body has {} left",
+                self.rest.len()
+            )));
+        }
+        let (head, tail) = self.rest.split_at(n);
+        self.rest = tail;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self, field: &str) -> Result<[u8; N], FrameError> {
+        let bytes = self.take(N, field)?;
+        bytes
+            .try_into()
+            .map_err(|_| malformed(format!("{field}: not {N} bytes")))
+    }
+
+    fn u8(&mut self, field: &str) -> Result<u8, FrameError> {
+        Ok(self.array::<1>(field)?[0])
+    }
+
+    fn u32(&mut self, field: &str) -> Result<u32, FrameError> {
+        Ok(u32::from_le_bytes(self.array(field)?))
+    }
+
+    fn u64(&mut self, field: &str) -> Result<u64, FrameError> {
+        Ok(u64::from_le_bytes(self.array(field)?))
+    }
+
+    /// A `u8` that must be 0 or 1.
+    fn flag(&mut self, field: &str) -> Result<bool, FrameError> {
+        match self.u8(field)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            other => Err(malformed(format!("{field}: {other}, not 0 or 1"))),
+        }
+    }
+
+    /// A `u32` length, at most `max`, then that many bytes.
+    fn bytes(&mut self, field: &str, max: usize) -> Result<Vec<u8>, FrameError> {
+        let len = self.u32(field)? as usize;
+        if len > max {
+            return Err(malformed(format!(
+                "{field}: length {len} over the limit of {max}"
+            )));
+        }
+        Ok(self.take(len, field)?.to_vec())
+    }
+
+    fn version(&mut self) -> Result<Version, FrameError> {
+        let ts = self.u64("ts")?;
+        let value = match self.flag("has_value")? {
+            false => None,
+            true => Some(self.bytes("value", VALUE_BYTES_MAX)?),
+        };
+        Ok(Version { ts, value })
+    }
+
+    /// The status byte: `None` for ok, else the error's kind.
+    fn status(&mut self) -> Result<Option<ReplicaErrorKind>, FrameError> {
+        match self.u8("status")? {
+            STATUS_OK => Ok(None),
+            STATUS_UNAVAILABLE => Ok(Some(ReplicaErrorKind::Unavailable)),
+            STATUS_FAILED => Ok(Some(ReplicaErrorKind::Failed)),
+            STATUS_INVALID => Ok(Some(ReplicaErrorKind::Invalid)),
+            other => Err(malformed(format!("status: {other} is no known status"))),
+        }
+    }
+
+    fn error(&mut self, kind: ReplicaErrorKind) -> Result<ReplicaError, FrameError> {
+        let bytes = self.bytes("message", ERROR_MESSAGE_BYTES_MAX)?;
+        let message =
+            String::from_utf8(bytes).map_err(|e| malformed(format!("message: not UTF-8 ({e})")))?;
+        Ok(ReplicaError { kind, message })
+    }
+}
+
+#[cfg(test)]
+#[path = "frame_tests.rs"]
+mod tests;
