@@ -9,6 +9,8 @@
 //! - [`cluster`]: the node list and where keys live (rendezvous hashing).
 //! - [`net`]: the network threads (mio event loops) and connections.
 //! - [`hlc`]: the hybrid logical clock stamping writes.
+//! - [`hints`]: the hinted-handoff store (writes a peer missed, kept in
+//!   `<data_dir>/hints/` until it is back).
 //! - [`metrics`]: request metrics and the `/metrics` page.
 //!
 //! ## Threads
@@ -20,6 +22,7 @@
 pub mod api;
 pub mod cluster;
 pub mod config;
+pub mod hints;
 pub mod hlc;
 pub mod http;
 pub mod metrics;
