@@ -10,6 +10,8 @@
 //! - [`net`]: the network threads (mio event loops) and connections.
 //! - [`peer`]: the peer protocol between nodes (upgrade handshake, frames).
 //! - [`hlc`]: the hybrid logical clock stamping writes.
+//! - [`hints`]: the hinted-handoff store (writes a peer missed, kept in
+//!   `<data_dir>/hints/` until it is back).
 //! - [`metrics`]: request metrics and the `/metrics` page.
 //!
 //! ## Threads
@@ -21,6 +23,7 @@
 pub mod api;
 pub mod cluster;
 pub mod config;
+pub mod hints;
 pub mod hlc;
 pub mod http;
 pub mod metrics;
