@@ -5,6 +5,11 @@
 //! behind the wall clock's milliseconds, so versions written through one
 //! node are ordered even if the wall clock steps back.
 //!
+//! The low [`NODE_BITS`] bits of every timestamp a node issues are its index
+//! in the cluster list, so two nodes never issue the same timestamp: two
+//! writes of one key through different coordinators in the same millisecond
+//! still have a newest one every replica agrees on.
+//!
 //! # Thread safety
 //! Lock-free (`fetch_max` loop on one atomic); any thread may call `now`.
 
@@ -12,10 +17,16 @@ use ataman_engine::key::{TIMESTAMP_LOGICAL_BITS, Timestamp, timestamp_from_milli
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// Low bits of a timestamp that name the node that issued it.
+pub const NODE_BITS: u32 = 8;
+/// Most nodes a cluster may have (one per value of the node bits).
+pub const NODES_MAX: usize = 1 << NODE_BITS;
+
 /// A hybrid logical clock.
 #[derive(Debug, Default)]
 pub struct Hlc {
     last: AtomicU64,
+    node: u64,
 }
 
 fn wall_ms() -> u64 {
@@ -25,17 +36,33 @@ fn wall_ms() -> u64 {
 }
 
 impl Hlc {
-    /// A clock starting at the wall clock.
+    /// The clock of a single node (node index 0).
     pub fn new() -> Self {
         Hlc::default()
     }
 
-    /// The next timestamp.
+    /// The clock of node `index` of the cluster list.
+    pub fn for_node(index: usize) -> Self {
+        assert!(index < NODES_MAX, "node index {index} over {NODES_MAX}");
+        Hlc {
+            last: AtomicU64::new(0),
+            node: index as u64,
+        }
+    }
+
+    /// The next timestamp: above every one returned or observed before,
+    /// not behind the wall clock, and ending in this node's bits.
     pub fn now(&self) -> Timestamp {
         let wall = timestamp_from_millis(wall_ms(), 0);
+        let mask = (1u64 << NODE_BITS) - 1;
         let mut last = self.last.load(Ordering::Relaxed);
         loop {
-            let next = wall.max(last + 1);
+            let above = wall.max(last + 1);
+            // The smallest value >= `above` whose low bits are the node's.
+            let mut next = (above & !mask) | self.node;
+            if next < above {
+                next += 1 << NODE_BITS;
+            }
             match self
                 .last
                 .compare_exchange_weak(last, next, Ordering::AcqRel, Ordering::Relaxed)
@@ -82,5 +109,21 @@ mod tests {
         assert!(millis(all[0]) + 60_000 > wall_ms());
         clock.observe(u64::MAX / 2);
         assert!(clock.now() > u64::MAX / 2);
+    }
+
+    /// Two nodes never issue the same timestamp, and each stays above what it observed.
+    #[test]
+    fn nodes_never_collide() {
+        let a = Hlc::for_node(1);
+        let b = Hlc::for_node(2);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..10_000 {
+            let (x, y) = (a.now(), b.now());
+            assert_eq!(x & 0xff, 1);
+            assert_eq!(y & 0xff, 2);
+            assert!(seen.insert(x) && seen.insert(y));
+            b.observe(x);
+            assert!(b.now() > x);
+        }
     }
 }
