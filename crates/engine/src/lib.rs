@@ -37,7 +37,7 @@ pub mod sst;
 pub mod wal;
 
 pub use batch::WriteBatch;
-pub use db::{Db, Entry, ScanIter, Stats, Submission};
+pub use db::{Db, Entry, ScanIter, Stats, Submission, WriteCallback};
 pub use error::{CorruptionKind, Error, Result};
 pub use key::{Kind, Timestamp};
 pub use options::{Compression, Durability, Options, WalMode};

@@ -6,6 +6,7 @@
 use crate::http::Status;
 use crate::http::query::{Param, parse_query};
 use crate::http::request::{HttpError, Method, RequestHead};
+use crate::peer::handshake::PROTOCOL;
 
 /// What a request asks for, after validation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,16 +15,28 @@ pub enum Action {
     Get {
         /// The key.
         key: Vec<u8>,
+        /// Replicas that must answer.
+        ack: u32,
+        /// Replicas asked.
+        from: u32,
     },
     /// Write the request body as the key's value.
     Put {
         /// The key.
         key: Vec<u8>,
+        /// Replicas that must answer.
+        ack: u32,
+        /// Replicas asked.
+        from: u32,
     },
     /// Delete a key.
     Delete {
         /// The key.
         key: Vec<u8>,
+        /// Replicas that must answer.
+        ack: u32,
+        /// Replicas asked.
+        from: u32,
     },
     /// Stream the live entries of `[start, end)`.
     Range {
@@ -34,6 +47,10 @@ pub enum Action {
     },
     /// Health.
     Status,
+    /// This node's view of the cluster (JSON).
+    Cluster,
+    /// A peer upgrading the connection to the peer protocol.
+    PeerUpgrade,
     /// Prometheus metrics.
     Metrics,
     /// Answer with an error.
@@ -53,6 +70,10 @@ pub enum Route {
     Entities,
     /// GET /v0/status.
     Status,
+    /// GET /v0/cluster.
+    Cluster,
+    /// GET /v0/peer (upgrade to the peer protocol).
+    Peer,
     /// GET /metrics.
     Metrics,
     /// Anything else (errors).
@@ -61,12 +82,14 @@ pub enum Route {
 
 impl Route {
     /// Every route, in label order.
-    pub const ALL: [Route; 7] = [
+    pub const ALL: [Route; 9] = [
         Route::EntityGet,
         Route::EntityPut,
         Route::EntityDelete,
         Route::Entities,
         Route::Status,
+        Route::Cluster,
+        Route::Peer,
         Route::Metrics,
         Route::Other,
     ];
@@ -79,6 +102,8 @@ impl Route {
             Route::EntityDelete => "entity_delete",
             Route::Entities => "entities",
             Route::Status => "status",
+            Route::Cluster => "cluster",
+            Route::Peer => "peer",
             Route::Metrics => "metrics",
             Route::Other => "other",
         }
@@ -211,11 +236,11 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
             let action = (|| {
                 let key = key_param(&params, "id", true, cfg)?.unwrap_or_default();
                 let (ack, from) = (number(&params, "ack")?, number(&params, "from")?);
-                replication(ack, from, cfg.cluster_size).map_err(bad)?;
+                let (ack, from) = replication(ack, from, cfg.cluster_size).map_err(bad)?;
                 Ok::<_, Action>(match route {
-                    Route::EntityGet => Action::Get { key },
-                    Route::EntityPut => Action::Put { key },
-                    _ => Action::Delete { key },
+                    Route::EntityGet => Action::Get { key, ack, from },
+                    Route::EntityPut => Action::Put { key, ack, from },
+                    _ => Action::Delete { key, ack, from },
                 })
             })()
             .unwrap_or_else(|e| e);
@@ -234,8 +259,22 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
             (Route::Entities, action)
         }
         b"/v0/status" if head.method == Method::Get => (Route::Status, Action::Status),
+        b"/v0/cluster" if head.method == Method::Get => (Route::Cluster, Action::Cluster),
         b"/metrics" if head.method == Method::Get => (Route::Metrics, Action::Metrics),
-        b"/v0/status" | b"/metrics" => (Route::Other, not_allowed("GET")),
+        b"/v0/peer" if head.method == Method::Get => match head.upgrade.as_deref() {
+            Some(p) if p.eq_ignore_ascii_case(PROTOCOL.as_bytes()) => {
+                (Route::Peer, Action::PeerUpgrade)
+            }
+            _ => (
+                Route::Peer,
+                bad(format!(
+                    "the peer endpoint needs Connection: Upgrade and Upgrade: {PROTOCOL}"
+                )),
+            ),
+        },
+        b"/v0/status" | b"/v0/cluster" | b"/metrics" | b"/v0/peer" => {
+            (Route::Other, not_allowed("GET"))
+        }
         _ => (
             Route::Other,
             bad(format!(
@@ -280,16 +319,31 @@ mod tests {
         assert_eq!(
             act("GET /v0/entity?id=a%20b HTTP/1.1\r\n\r\n"),
             Action::Get {
-                key: b"a b".to_vec()
+                key: b"a b".to_vec(),
+                ack: 1,
+                from: 1
             }
         );
         assert_eq!(
             act("PUT /v0/entity?id=k&ack=1&from=1 HTTP/1.1\r\n\r\n"),
-            Action::Put { key: b"k".to_vec() }
+            Action::Put {
+                key: b"k".to_vec(),
+                ack: 1,
+                from: 1
+            }
         );
         assert_eq!(
             act("DELETE /v0/entity?id=k HTTP/1.1\r\n\r\n"),
-            Action::Delete { key: b"k".to_vec() }
+            Action::Delete {
+                key: b"k".to_vec(),
+                ack: 1,
+                from: 1
+            }
+        );
+        assert_eq!(act("GET /v0/cluster HTTP/1.1\r\n\r\n"), Action::Cluster);
+        assert_eq!(
+            act("GET /v0/peer HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: ataman-peer/1\r\n\r\n"),
+            Action::PeerUpgrade
         );
         assert_eq!(
             act("GET /v0/entities?start=a&end=c HTTP/1.1\r\n\r\n"),
@@ -357,6 +411,11 @@ mod tests {
         assert_eq!(
             status("PUT /v0/entities?start=a HTTP/1.1\r\n\r\n"),
             Status::MethodNotAllowed
+        );
+        assert_eq!(status("GET /v0/peer HTTP/1.1\r\n\r\n"), Status::BadRequest);
+        assert_eq!(
+            status("GET /v0/peer HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"),
+            Status::BadRequest
         );
     }
 

@@ -341,6 +341,13 @@ fn resolve_cluster(
             return Err(format!("--cluster lists {u} twice"));
         }
     }
+    if urls.len() > crate::hlc::NODES_MAX {
+        return Err(format!(
+            "--cluster lists {} nodes; at most {} are supported",
+            urls.len(),
+            crate::hlc::NODES_MAX
+        ));
+    }
     Ok((urls, self_index))
 }
 

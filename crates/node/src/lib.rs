@@ -8,10 +8,10 @@
 //! - [`api`]: routing and validation: a request head to an [`api::Action`].
 //! - [`cluster`]: the node list and where keys live (rendezvous hashing).
 //! - [`net`]: the network threads (mio event loops) and connections.
-//! - [`peer`]: the peer protocol between nodes (upgrade handshake, frames).
 //! - [`hlc`]: the hybrid logical clock stamping writes.
-//! - [`hints`]: the hinted-handoff store (writes a peer missed, kept in
-//!   `<data_dir>/hints/` until it is back).
+//! - [`peer`]: the peer protocol (frames, upgrade, client links, server side).
+//! - [`replication`]: coordinating `ack`-of-`from` requests, read repair, hint delivery.
+//! - [`hints`]: writes peers missed, kept durably until delivered.
 //! - [`metrics`]: request metrics and the `/metrics` page.
 //!
 //! ## Threads
@@ -29,6 +29,7 @@ pub mod http;
 pub mod metrics;
 pub mod net;
 pub mod peer;
+pub mod replication;
 
 pub use config::{NodeConfig, ServeArgs};
 
@@ -91,8 +92,22 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         inboxes.push(Arc::new(Inbox::new(waker)));
         polls.push(poll);
     }
-    let clock = hlc::Hlc::new();
+    let hints_dir = config.data_dir.join("hints");
+    let hints = hints::HintStore::open(&hints_dir, config.hints_bytes_max, config.wal_mode)
+        .map_err(|e| format!("cannot open hints in {}: {e}", hints_dir.display()))?;
+    let hints = Arc::new(hints);
+    let clock = hlc::Hlc::for_node(config.self_index);
     clock.observe(db.timestamp_max());
+    let topology = cluster::Topology::new(config.cluster.clone(), config.self_index);
+    let peers = (0..topology.len())
+        .map(|i| {
+            replication::PeerStatus::new(if i == config.self_index {
+                replication::LinkState::Myself
+            } else {
+                replication::LinkState::Idle
+            })
+        })
+        .collect();
     let shared = Arc::new(NodeShared {
         db: Arc::clone(&db),
         hlc: clock,
@@ -101,6 +116,9 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         connections: AtomicUsize::new(0),
         shutting_down: AtomicBool::new(false),
         inboxes,
+        topology,
+        hints: Arc::clone(&hints),
+        peers,
     });
     let mut listener = Some(mio::net::TcpListener::from_std(std_listener));
     let mut threads = Vec::new();
@@ -134,6 +152,8 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     drop(shared);
     let db = Arc::try_unwrap(db).map_err(|_| "engine still referenced at shutdown")?;
     db.close()?;
+    let hints = Arc::try_unwrap(hints).map_err(|_| "hint store still referenced at shutdown")?;
+    hints.close()?;
     if let Some(e) = net_error {
         return Err(format!("network thread failed: {e}").into());
     }

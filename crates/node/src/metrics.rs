@@ -18,7 +18,7 @@ use std::time::Instant;
 
 const ROUTES: usize = Route::ALL.len();
 /// Statuses tracked per route (indexed by `Status as usize`).
-const STATUSES: usize = 16;
+const STATUSES: usize = 17;
 
 /// Request counters and latencies.
 pub struct NodeMetrics {
@@ -30,6 +30,14 @@ pub struct NodeMetrics {
     pub connections_refused: AtomicU64,
     /// Open connections (mirrors `NodeShared::connections`, set at render).
     pub connections_open: AtomicU64,
+    /// Read repairs sent (to a peer or to the local engine).
+    pub read_repairs: AtomicU64,
+    /// Hints the store refused (full or failed).
+    pub hints_refused: AtomicU64,
+    /// Requests per write to a peer (the client side's batches).
+    pub peer_batch_frames: Histogram,
+    /// Answers per write to a peer (the server side's batches).
+    pub peer_reply_batch_frames: Histogram,
 }
 
 impl Default for NodeMetrics {
@@ -42,12 +50,17 @@ impl Default for NodeMetrics {
             connections_accepted: AtomicU64::new(0),
             connections_refused: AtomicU64::new(0),
             connections_open: AtomicU64::new(0),
+            read_repairs: AtomicU64::new(0),
+            hints_refused: AtomicU64::new(0),
+            peer_batch_frames: Histogram::default(),
+            peer_reply_batch_frames: Histogram::default(),
         }
     }
 }
 
 const ALL_STATUSES: [Status; STATUSES] = [
     Status::Continue,
+    Status::SwitchingProtocols,
     Status::Ok,
     Status::Created,
     Status::Accepted,
@@ -65,7 +78,7 @@ const ALL_STATUSES: [Status; STATUSES] = [
     Status::GatewayTimeout,
 ];
 
-fn histogram(
+pub(crate) fn histogram(
     out: &mut String,
     name: &str,
     help: &str,
@@ -95,7 +108,13 @@ fn histogram(
     let _ = writeln!(out, "{name}_count{{{labels}}} {}", h.count);
 }
 
-fn gauge(out: &mut String, name: &str, help: &str, kind: &str, value: impl std::fmt::Display) {
+pub(crate) fn gauge(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    kind: &str,
+    value: impl std::fmt::Display,
+) {
     let _ = writeln!(
         out,
         "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
@@ -113,6 +132,14 @@ impl NodeMetrics {
     /// Requests answered with `status` on `route`.
     pub fn requests(&self, route: Route, status: Status) -> u64 {
         self.requests[route.index()][status as usize].load(Ordering::Relaxed)
+    }
+
+    /// Requests of `route`, every status.
+    pub fn route_total(&self, route: Route) -> u64 {
+        self.requests[route.index()]
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// The whole `/metrics` page.

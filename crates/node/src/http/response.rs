@@ -7,6 +7,8 @@ use std::io::Write;
 pub enum Status {
     /// 100 (interim, before a body the client holds back).
     Continue,
+    /// 101 (the connection now speaks the peer protocol).
+    SwitchingProtocols,
     /// 200.
     Ok,
     /// 201.
@@ -44,6 +46,7 @@ impl Status {
     pub fn code(self) -> u16 {
         match self {
             Status::Continue => 100,
+            Status::SwitchingProtocols => 101,
             Status::Ok => 200,
             Status::Created => 201,
             Status::Accepted => 202,
@@ -66,6 +69,7 @@ impl Status {
     pub fn line(self) -> &'static [u8] {
         match self {
             Status::Continue => b"HTTP/1.1 100 Continue\r\n",
+            Status::SwitchingProtocols => b"HTTP/1.1 101 Switching Protocols\r\n",
             Status::Ok => b"HTTP/1.1 200 OK\r\n",
             Status::Created => b"HTTP/1.1 201 Created\r\n",
             Status::Accepted => b"HTTP/1.1 202 Accepted\r\n",

@@ -11,14 +11,18 @@
 //! - Bytes are read only while the read buffer is below its bound.
 //! - After an error that closes the connection, nothing more is parsed.
 
-use super::NetContext;
+use super::{NetContext, Target};
 use crate::api::{Action, Route, allow_for, route};
 use crate::http::Status;
 use crate::http::request::{HttpError, Limits, Parsed, RequestHead, parse_head};
 use crate::http::response::{
     Extra, Persist, write_chunk, write_chunked_head, write_full, write_last_chunk, write_text,
 };
-use ataman_engine::{Durability, Error as EngineError, ScanIter, Submission, WriteBatch};
+use crate::peer::frame::Version;
+use crate::peer::server::PeerServer;
+use crate::replication::coordinator::{Decision, Kind};
+use crate::replication::{ReplyTo, Request};
+use ataman_engine::{Durability, ScanIter, Submission, WriteBatch};
 use mio::net::TcpStream;
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -86,6 +90,11 @@ pub struct Conn {
     /// Reading stopped at a bound (not at `WouldBlock`): the socket may hold
     /// more, and edge-triggered polling will not say so again.
     pub read_paused: bool,
+    /// A peer asked to upgrade: parse nothing more; once the 101 is out the
+    /// connection speaks the peer protocol.
+    upgrading: bool,
+    /// The peer protocol's side of an upgraded connection.
+    peer: Option<Box<PeerServer>>,
 }
 
 /// What the event loop should do with a connection after handling it.
@@ -95,6 +104,14 @@ pub enum Next {
     Keep,
     /// Close and forget it.
     Close,
+}
+
+/// True when the request can be served by this node alone, without a
+/// coordinator: a single node, or `ack = 1` with this node the only replica.
+fn local_only(ctx: &NetContext, key: &[u8], ack: u32, from: u32) -> bool {
+    let topology = &ctx.shared.topology;
+    topology.len() == 1
+        || (ack == 1 && from == 1 && topology.replicas(key, 1)[0] == topology.self_index())
 }
 
 fn persist_for(head: &RequestHead) -> Persist {
@@ -123,11 +140,21 @@ impl Conn {
             request_started: None,
             continued: false,
             read_paused: false,
+            upgrading: false,
+            peer: None,
         }
+    }
+
+    /// True once the connection speaks the peer protocol.
+    pub fn is_peer(&self) -> bool {
+        self.peer.is_some()
     }
 
     /// True when no request is in progress and nothing is owed to the client.
     pub fn is_idle(&self) -> bool {
+        if let Some(peer) = &self.peer {
+            return peer.is_idle();
+        }
         self.slots.is_empty()
             && self.pending.is_none()
             && self.rbuf.is_empty()
@@ -148,9 +175,25 @@ impl Conn {
         scratch: &mut [u8],
         peer_closed: bool,
     ) -> Next {
+        if let Some(peer) = self.peer.as_mut() {
+            self.last_active = Instant::now();
+            return peer.on_ready(&mut self.stream, ctx, token, self.generation, scratch);
+        }
         self.read(ctx, scratch, peer_closed);
         self.parse(ctx, token);
-        self.flush(ctx)
+        let next = self.flush(ctx);
+        if next == Next::Keep && self.peer.is_some() {
+            // Upgraded in `flush`: frames may have come with the upgrade.
+            return self.on_ready(ctx, token, scratch, false);
+        }
+        next
+    }
+
+    /// A peer's write finished: queue its acknowledgement.
+    pub fn peer_ack(&mut self, id: u64, result: Result<(), String>, invalid: bool) {
+        if let Some(peer) = self.peer.as_mut() {
+            peer.ack(id, result, invalid);
+        }
     }
 
     fn read_limit(ctx: &NetContext) -> usize {
@@ -209,7 +252,7 @@ impl Conn {
             body_bytes_max: ctx.config.value_bytes_max as u64,
         };
         let mut consumed = 0;
-        while !self.close_after && self.slots.len() < SLOTS_MAX {
+        while !self.close_after && !self.upgrading && self.slots.len() < SLOTS_MAX {
             let buf = &self.rbuf[consumed..];
             if self.pending.is_none() {
                 if buf.is_empty() {
@@ -279,6 +322,7 @@ impl Conn {
         if self.read_closed
             && (self.pending.is_some() || !self.rbuf.is_empty())
             && !self.close_after
+            && !self.upgrading
         {
             // The peer closed in the middle of a request (head or body):
             // nothing can answer it; answer what came before, then close.
@@ -340,8 +384,28 @@ impl Conn {
                 self.push_error(ctx, route, &e, persist, Some(&head.path), started);
             }
             Action::Status => self.push_text(ctx, route, Status::Ok, persist, "ok", started),
+            Action::Cluster => {
+                let text = crate::replication::status::render_json(&ctx.shared);
+                let mut out = Vec::with_capacity(text.len() + 128);
+                let extra = Extra {
+                    content_type: Some("application/json"),
+                    ..Extra::default()
+                };
+                write_full(&mut out, Status::Ok, extra, persist, text.as_bytes());
+                ctx.shared.metrics.record(route, Status::Ok, started);
+                self.slots.push_back(Slot::Ready(out));
+            }
+            Action::PeerUpgrade => {
+                ctx.shared
+                    .metrics
+                    .record(route, Status::SwitchingProtocols, started);
+                self.slots
+                    .push_back(Slot::Ready(crate::peer::handshake::upgrade_response()));
+                self.upgrading = true;
+            }
             Action::Metrics => {
-                let text = ctx.shared.metrics.render(&ctx.db);
+                let mut text = ctx.shared.metrics.render(&ctx.db);
+                crate::replication::status::render_metrics(&mut text, &ctx.shared);
                 let mut out = Vec::with_capacity(text.len() + 128);
                 let extra = Extra {
                     content_type: Some("text/plain; version=0.0.4"),
@@ -351,7 +415,33 @@ impl Conn {
                 ctx.shared.metrics.record(route, Status::Ok, started);
                 self.slots.push_back(Slot::Ready(out));
             }
-            Action::Get { key } => {
+            Action::Get { key, ack, from } if !local_only(ctx, &key, ack, from) => {
+                self.replicate(
+                    ctx,
+                    token,
+                    slot_id,
+                    route,
+                    persist,
+                    started,
+                    key,
+                    Kind::Read,
+                    ack,
+                    from,
+                );
+            }
+            Action::Put { key, ack, from } | Action::Delete { key, ack, from }
+                if !local_only(ctx, &key, ack, from) =>
+            {
+                let version = Version {
+                    ts: ctx.shared.hlc.now(),
+                    value: (route == Route::EntityPut).then_some(body),
+                };
+                let kind = Kind::Write(version);
+                self.replicate(
+                    ctx, token, slot_id, route, persist, started, key, kind, ack, from,
+                );
+            }
+            Action::Get { key, .. } => {
                 let mut out = Vec::new();
                 let status = match ctx.db.get(&key) {
                     Ok(Some(ataman_engine::Entry {
@@ -390,7 +480,7 @@ impl Conn {
                 ctx.shared.metrics.record(route, status, started);
                 self.slots.push_back(Slot::Ready(out));
             }
-            Action::Put { key } | Action::Delete { key } => {
+            Action::Put { key, .. } | Action::Delete { key, .. } => {
                 let ts = ctx.shared.hlc.now();
                 let mut batch = WriteBatch::new();
                 let ok = if route == Route::EntityPut {
@@ -400,16 +490,10 @@ impl Conn {
                     batch.delete(&key, ts);
                     Status::Accepted
                 };
-                let completions = ctx.completions.clone();
-                let generation = self.generation;
-                let callback = Box::new(move |result: ataman_engine::Result<u64>| {
-                    completions.push(super::Completion {
-                        token,
-                        generation,
-                        slot: slot_id,
-                        invalid: matches!(result, Err(EngineError::InvalidArgument(_))),
-                        result: result.map(|_| ()).map_err(|e| e.to_string()),
-                    });
+                let callback = ctx.completions.callback(Target::Slot {
+                    token,
+                    generation: self.generation,
+                    slot: slot_id,
                 });
                 // Collected and handed to the engine once per loop
                 // iteration (`Loop::submit_pending`): one hand-off, one
@@ -449,6 +533,112 @@ impl Conn {
                 }
             },
         }
+    }
+
+    /// Hands a request to the coordinator; its slot is filled by [`Conn::decide`].
+    #[allow(clippy::too_many_arguments)]
+    fn replicate(
+        &mut self,
+        ctx: &NetContext,
+        token: usize,
+        slot_id: u64,
+        route: Route,
+        persist: Persist,
+        started: Instant,
+        key: Vec<u8>,
+        kind: Kind,
+        ack: u32,
+        from: u32,
+    ) {
+        let ok = match route {
+            Route::EntityPut => Status::Created,
+            Route::EntityDelete => Status::Accepted,
+            _ => Status::Ok,
+        };
+        ctx.pending_replicated.borrow_mut().push(Request {
+            reply_to: ReplyTo {
+                token,
+                generation: self.generation,
+                slot: slot_id,
+            },
+            key,
+            kind,
+            ack: ack as usize,
+            from: from as usize,
+        });
+        self.slots.push_back(Slot::Waiting {
+            ok,
+            route,
+            persist,
+            started,
+        });
+    }
+
+    /// Fills a replicated request's slot with the coordinator's verdict
+    /// (`Err`: refused before it started, 503).
+    pub fn decide(&mut self, ctx: &NetContext, slot: u64, verdict: Result<Decision, String>) {
+        let Some(index) = slot.checked_sub(self.base_slot) else {
+            return;
+        };
+        let Some(entry) = self.slots.get_mut(index as usize) else {
+            return;
+        };
+        let Slot::Waiting {
+            ok,
+            route,
+            persist,
+            started,
+        } = *entry
+        else {
+            return;
+        };
+        let mut out = Vec::with_capacity(128);
+        let status = match verdict {
+            Ok(Decision::Written) => {
+                write_full(&mut out, ok, Extra::default(), persist, b"");
+                ok
+            }
+            Ok(Decision::Read(Some(Version {
+                value: Some(value), ..
+            }))) => {
+                let extra = Extra {
+                    content_type: Some("application/octet-stream"),
+                    ..Extra::default()
+                };
+                write_full(&mut out, Status::Ok, extra, persist, &value);
+                Status::Ok
+            }
+            Ok(Decision::Read(_)) => {
+                write_text(
+                    &mut out,
+                    Status::NotFound,
+                    Extra::default(),
+                    persist,
+                    "not found",
+                );
+                Status::NotFound
+            }
+            Ok(Decision::Failed(reason)) => {
+                write_text(
+                    &mut out,
+                    Status::GatewayTimeout,
+                    Extra::default(),
+                    persist,
+                    &format!("not enough replicas: {reason}"),
+                );
+                Status::GatewayTimeout
+            }
+            Err(reason) => {
+                let extra = Extra {
+                    retry_after_sec: Some(1),
+                    ..Extra::default()
+                };
+                write_text(&mut out, Status::Unavailable, extra, persist, &reason);
+                Status::Unavailable
+            }
+        };
+        ctx.shared.metrics.record(route, status, started);
+        *entry = Slot::Ready(out);
     }
 
     fn push_text(
@@ -526,6 +716,9 @@ impl Conn {
 
     /// Moves finished answers to the output buffer in order and writes to the socket.
     pub fn flush(&mut self, ctx: &NetContext) -> Next {
+        if let Some(peer) = self.peer.as_mut() {
+            return peer.flush(&mut self.stream, ctx);
+        }
         loop {
             self.maybe_continue();
             self.fill_output(ctx);
@@ -544,6 +737,12 @@ impl Conn {
             }
         }
         let owed = !self.slots.is_empty() || self.pending.is_some();
+        if self.upgrading && !owed && self.out_pos >= self.out.len() {
+            // The 101 is out: from here on the bytes are peer frames.
+            self.peer = Some(Box::new(PeerServer::new(std::mem::take(&mut self.rbuf))));
+            self.request_started = None;
+            return Next::Keep;
+        }
         if self.close_after && !owed {
             return Next::Close;
         }

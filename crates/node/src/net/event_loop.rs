@@ -1,7 +1,8 @@
 //! One network thread's event loop.
 
 use super::conn::{Conn, Next};
-use super::{Completion, NetContext, NodeShared};
+use super::{Completion, NetContext, NodeShared, Target};
+use crate::replication::Replicator;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use std::io;
@@ -15,6 +16,8 @@ pub const LISTENER: Token = Token(usize::MAX - 1);
 pub const WAKER: Token = Token(usize::MAX - 2);
 /// Longest sleep in `poll`: timeouts and shutdown are checked at least this often.
 const TICK: Duration = Duration::from_millis(50);
+/// Rounds of [`Loop::after_events`] per loop iteration.
+const AFTER_EVENTS_ROUNDS_MAX: usize = 4;
 /// Events taken per `poll`.
 const EVENTS_MAX: usize = 1024;
 /// How long shutdown waits for in-flight requests before closing everything.
@@ -73,6 +76,8 @@ struct Loop {
     touched: Vec<usize>,
     /// Reused read buffer of every connection of this thread.
     scratch: Vec<u8>,
+    /// Replicated requests and links to the other nodes.
+    repl: Replicator,
 }
 
 /// Runs network thread `index` until shutdown has drained its connections.
@@ -82,8 +87,11 @@ pub fn run_thread(
     poll: Poll,
     listener: Option<TcpListener>,
 ) -> io::Result<()> {
+    let ctx = NetContext::new(Arc::clone(&shared), index);
+    let repl = Replicator::new(&ctx);
     let mut lp = Loop {
-        ctx: NetContext::new(Arc::clone(&shared), index),
+        ctx,
+        repl,
         index,
         poll,
         listener,
@@ -112,7 +120,12 @@ impl Loop {
         let mut last_tick = Instant::now();
         let mut shutdown_started: Option<Instant> = None;
         loop {
-            match self.poll.poll(&mut events, Some(TICK)) {
+            let timeout = if self.has_pending_work() {
+                Duration::ZERO
+            } else {
+                TICK
+            };
+            match self.poll.poll(&mut events, Some(timeout)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
@@ -121,16 +134,24 @@ impl Loop {
                 match event.token() {
                     LISTENER => self.accept(),
                     WAKER => self.take_inbox(),
-                    Token(i) => self.on_conn(i, event.is_read_closed() || event.is_error()),
+                    token => match Replicator::link_of(token) {
+                        Some(node) => self.repl.on_link_event(
+                            &self.ctx,
+                            self.poll.registry(),
+                            node,
+                            event.is_readable() || event.is_read_closed() || event.is_error(),
+                            event.is_writable(),
+                        ),
+                        None => self.on_conn(token.0, event.is_read_closed() || event.is_error()),
+                    },
                 }
             }
-            self.submit_pending();
-            self.finish_touched();
+            self.after_events();
             if last_tick.elapsed() >= TICK {
                 last_tick = Instant::now();
                 self.take_inbox(); // in case a wake-up was lost
-                self.submit_pending();
-                self.finish_touched();
+                self.repl.tick(&self.ctx, self.poll.registry());
+                self.after_events();
                 self.check_timeouts();
             }
             if self.ctx.shared.stopping() {
@@ -204,14 +225,86 @@ impl Loop {
         for stream in std::mem::take(&mut self.new_conns) {
             self.add(stream);
         }
-        for c in std::mem::take(&mut self.completions) {
-            if let Some(Some(conn)) = self.slots.conns.get_mut(c.token)
-                && conn.generation == c.generation
-            {
-                conn.complete(&self.ctx, c.slot, c.result, c.invalid);
-                self.touched.push(c.token);
+        let mut completions = std::mem::take(&mut self.completions);
+        for c in completions.drain(..) {
+            match c.target {
+                Target::Slot {
+                    token,
+                    generation,
+                    slot,
+                } => {
+                    if let Some(Some(conn)) = self.slots.conns.get_mut(token)
+                        && conn.generation == generation
+                    {
+                        conn.complete(&self.ctx, slot, c.result, c.invalid);
+                        self.touched.push(token);
+                    }
+                }
+                Target::Peer {
+                    token,
+                    generation,
+                    id,
+                } => {
+                    if let Some(Some(conn)) = self.slots.conns.get_mut(token)
+                        && conn.generation == generation
+                    {
+                        conn.peer_ack(id, c.result, c.invalid);
+                        self.touched.push(token);
+                    }
+                }
+                Target::Replica {
+                    coordination,
+                    generation,
+                    position,
+                } => self.repl.on_local_write(
+                    &self.ctx,
+                    self.poll.registry(),
+                    coordination,
+                    generation,
+                    position,
+                    c.result,
+                ),
+                Target::Nobody => {}
             }
         }
+        self.completions = completions;
+    }
+
+    /// What every loop iteration ends with: start the replicated requests
+    /// parsed in it, hand its writes to the engine at once, send what was
+    /// queued for each peer in one write, and answer what was decided.
+    ///
+    /// Answering can resume a paused connection, which can parse more
+    /// requests; a few rounds take those too, and whatever is left makes the
+    /// next `poll` return at once.
+    fn after_events(&mut self) {
+        for _ in 0..AFTER_EVENTS_ROUNDS_MAX {
+            let requests = std::mem::take(&mut *self.ctx.pending_replicated.borrow_mut());
+            if !requests.is_empty() {
+                self.repl.start(&self.ctx, self.poll.registry(), requests);
+            }
+            self.submit_pending();
+            self.repl.flush(&self.ctx, self.poll.registry());
+            for (to, verdict) in self.repl.take_replies() {
+                if let Some(Some(conn)) = self.slots.conns.get_mut(to.token)
+                    && conn.generation == to.generation
+                {
+                    conn.decide(&self.ctx, to.slot, verdict);
+                    self.touched.push(to.token);
+                }
+            }
+            self.finish_touched();
+            if !self.has_pending_work() {
+                break;
+            }
+        }
+    }
+
+    /// Work parsed but not yet handed on.
+    fn has_pending_work(&self) -> bool {
+        !self.ctx.pending_writes.borrow().is_empty()
+            || !self.ctx.pending_replicated.borrow().is_empty()
+            || !self.touched.is_empty()
     }
 
     fn on_conn(&mut self, i: usize, peer_closed: bool) {
@@ -243,7 +336,9 @@ impl Loop {
         touched.dedup();
         for i in touched.drain(..) {
             let next = match self.slots.conns.get_mut(i) {
-                Some(Some(conn)) if conn.read_paused => {
+                // A peer connection may have paused reading at its bound of
+                // pending writes; acknowledgements free room.
+                Some(Some(conn)) if conn.read_paused || conn.is_peer() => {
                     conn.on_ready(&self.ctx, i, &mut self.scratch, false)
                 }
                 Some(Some(conn)) => conn.flush(&self.ctx),
@@ -264,6 +359,9 @@ impl Loop {
             let Some(Some(conn)) = self.slots.conns.get_mut(i) else {
                 continue;
             };
+            if conn.is_peer() {
+                continue; // peers keep their connections; they close them when they go
+            }
             if conn.is_idle() && now.duration_since(conn.last_active) >= idle {
                 self.drop_conn(i);
                 continue;

@@ -20,22 +20,55 @@ mod event_loop;
 pub use event_loop::{WAKER, run_thread};
 
 use crate::api::RouteConfig;
+use crate::cluster::Topology;
 use crate::config::NodeConfig;
+use crate::hints::HintStore;
 use crate::hlc::Hlc;
 use crate::metrics::NodeMetrics;
+use crate::replication::{PeerStatus, Request};
 use ataman_engine::Db;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// A finished write, on its way back to the connection that asked for it.
+/// Who waits for a write the engine finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// An HTTP request's answer slot.
+    Slot {
+        /// The connection's token in its thread.
+        token: usize,
+        /// The connection's generation (a token may be reused).
+        generation: u64,
+        /// The connection's slot for the answer.
+        slot: u64,
+    },
+    /// A peer's write request on an upgraded connection.
+    Peer {
+        /// The connection's token in its thread.
+        token: usize,
+        /// The connection's generation.
+        generation: u64,
+        /// The peer's request id.
+        id: u64,
+    },
+    /// The local replica of a replicated write.
+    Replica {
+        /// The coordination's key in the thread's table.
+        coordination: usize,
+        /// Its generation (keys are reused).
+        generation: u64,
+        /// This node's position in the coordination's replica list.
+        position: usize,
+    },
+    /// Nobody (a read repair or a hint applied locally).
+    Nobody,
+}
+
+/// A finished write, on its way back to the thread that asked for it.
 #[derive(Debug)]
 pub struct Completion {
-    /// The connection's token in its thread.
-    pub token: usize,
-    /// The connection's generation (a token may be reused).
-    pub generation: u64,
-    /// The connection's slot for the answer.
-    pub slot: u64,
+    /// Who waits for it.
+    pub target: Target,
     /// Durable, or why not.
     pub result: Result<(), String>,
     /// The engine refused the batch as invalid (400), not for load or failure (503).
@@ -101,6 +134,18 @@ impl CompletionSender {
     pub fn push(&self, c: Completion) {
         self.0.push(c);
     }
+
+    /// An engine callback that reports a write's outcome to `target`.
+    pub fn callback(&self, target: Target) -> ataman_engine::WriteCallback {
+        let inbox = self.clone();
+        Box::new(move |result: ataman_engine::Result<u64>| {
+            inbox.push(Completion {
+                target,
+                invalid: matches!(result, Err(ataman_engine::Error::InvalidArgument(_))),
+                result: result.map(|_| ()).map_err(|e| e.to_string()),
+            });
+        })
+    }
 }
 
 /// What every network thread shares.
@@ -119,6 +164,12 @@ pub struct NodeShared {
     pub shutting_down: AtomicBool,
     /// Each thread's inbox.
     pub inboxes: Vec<Arc<Inbox>>,
+    /// The cluster.
+    pub topology: Topology,
+    /// Writes peers missed, kept for them.
+    pub hints: Arc<HintStore>,
+    /// Each node's link status as this node sees it (index: node).
+    pub peers: Vec<PeerStatus>,
 }
 
 impl NodeShared {
@@ -142,6 +193,10 @@ pub struct NetContext {
     pub completions: CompletionSender,
     /// Writes parsed in this loop iteration, handed to the engine together.
     pub pending_writes: std::cell::RefCell<Vec<ataman_engine::Submission>>,
+    /// Replicated requests parsed in this loop iteration, started together.
+    pub pending_replicated: std::cell::RefCell<Vec<Request>>,
+    /// The thread's index.
+    pub index: usize,
 }
 
 impl NetContext {
@@ -156,6 +211,8 @@ impl NetContext {
             },
             completions: CompletionSender(Arc::clone(&shared.inboxes[index])),
             pending_writes: std::cell::RefCell::new(Vec::new()),
+            pending_replicated: std::cell::RefCell::new(Vec::new()),
+            index,
             shared,
         }
     }

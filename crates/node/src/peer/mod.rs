@@ -1,13 +1,14 @@
 //! The peer protocol: how nodes talk to each other.
 //!
-//! A node dials a peer on the same port that serves HTTP and sends an
-//! HTTP/1.1 upgrade request; the peer answers `101 Switching Protocols` and
-//! from then on both sides exchange binary, length-prefixed frames,
-//! pipelined, each carrying a request id. Byte layouts: `docs/FORMAT.md`,
-//! section "Peer frame".
+//! A peer opens an HTTP/1.1 connection to the node's one port and upgrades
+//! it ([`handshake`]); from then on both sides exchange length-prefixed,
+//! checksummed, pipelined frames with request ids ([`frame`], specified in
+//! docs/FORMAT.md "Peer frame").
 //!
-//! - [`frame`]: the frames (replicated writes, reads and their answers).
-//! - [`handshake`]: the upgrade request and response.
+//! - [`link`]: the client side, one per network thread per peer.
+//! - [`server`]: the server side of an upgraded connection.
 
 pub mod frame;
 pub mod handshake;
+pub mod link;
+pub mod server;

@@ -1,0 +1,520 @@
+//! The client side of the peer protocol: one network thread's connection
+//! to one other node.
+//!
+//! A link connects lazily (on the first request, or when hints wait),
+//! upgrades the HTTP connection (`handshake`), then pipelines frames:
+//! requests are encoded into one buffer as they are made and written with
+//! one call per loop iteration ([`PeerLink::flush`]), so a batch of requests
+//! costs one `write`; answers are matched to requests by id.
+//!
+//! # Failure
+//! A refused connect, a lost connection, a bad answer or a silent peer
+//! fails every request in flight at once (the coordinator decides 504 or
+//! success from the other replicas) and puts the link in back-off: until the
+//! next try, requests to the node fail immediately. Nothing ever blocks on a
+//! dead peer. Each request carries its coordinator's deadline; [`PeerLink::tick`]
+//! fails the expired ones.
+//!
+//! # Invariants
+//! - At most `inflight_max` requests in flight; a request over it fails at once.
+//! - Frames are written only once the 101 arrived; bytes queued before are
+//!   dropped with their requests if the connect fails.
+
+use super::frame::{self, Message, Version};
+use super::handshake::{parse_upgrade_response, upgrade_request};
+use crate::net::NetContext;
+use crate::replication::{LinkState, RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN};
+use mio::net::TcpStream;
+use mio::{Interest, Registry, Token};
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::ToSocketAddrs;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Bytes queued for one peer before new requests to it fail at once.
+pub const LINK_OUT_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// A connect plus upgrade that takes longer fails.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Bytes read per call.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Who waits for a request's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiter {
+    /// A replica of a coordinated request.
+    Coordination {
+        /// The coordination's key.
+        index: usize,
+        /// Its generation.
+        generation: u64,
+        /// The replica's position in its list.
+        position: usize,
+    },
+    /// A hint being delivered.
+    Hint {
+        /// The hint's sequence number.
+        seq: u64,
+    },
+    /// A read repair (nobody waits).
+    Repair,
+}
+
+/// A request's result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkOutcome {
+    /// The write is durable on the peer.
+    Written,
+    /// The peer's newest version.
+    Read(Option<Version>),
+    /// Why there is no answer.
+    Failed(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Down,
+    Connecting,
+    Handshaking,
+    Up,
+}
+
+/// One network thread's connection to one peer.
+pub struct PeerLink {
+    node: usize,
+    url: String,
+    dial: String,
+    token: Token,
+    inflight_max: usize,
+    phase: Phase,
+    stream: Option<TcpStream>,
+    /// When the current connect started.
+    since: Instant,
+    retry_at: Instant,
+    backoff: Duration,
+    why_down: String,
+    /// The upgrade request, while it is being written.
+    hello: Vec<u8>,
+    out: Vec<u8>,
+    out_pos: usize,
+    frames_queued: u64,
+    rbuf: Vec<u8>,
+    next_id: u64,
+    inflight: HashMap<u64, (Waiter, Instant)>,
+    last_heard: Instant,
+}
+
+impl PeerLink {
+    /// A link to node `node` (`url`), dialling `dial` (`host:port`), not connected yet.
+    pub fn new(node: usize, url: String, dial: String, token: Token, inflight_max: usize) -> Self {
+        let now = Instant::now();
+        PeerLink {
+            node,
+            url,
+            dial,
+            token,
+            inflight_max,
+            phase: Phase::Down,
+            stream: None,
+            since: now,
+            retry_at: now,
+            backoff: RECONNECT_BACKOFF_MIN,
+            why_down: "not connected yet".into(),
+            hello: Vec::new(),
+            out: Vec::new(),
+            out_pos: 0,
+            frames_queued: 0,
+            rbuf: Vec::new(),
+            next_id: 1,
+            inflight: HashMap::new(),
+            last_heard: now,
+        }
+    }
+
+    /// Requests in flight.
+    pub fn inflight(&self) -> usize {
+        self.inflight.len()
+    }
+
+    /// True unless the link is in back-off.
+    pub fn may_try(&self, now: Instant) -> bool {
+        self.phase != Phase::Down || now >= self.retry_at
+    }
+
+    fn publish(&self, ctx: &NetContext) {
+        let state = match self.phase {
+            Phase::Down => LinkState::Down,
+            Phase::Connecting | Phase::Handshaking => LinkState::Connecting,
+            Phase::Up => LinkState::Up,
+        };
+        ctx.shared.peers[self.node].set_state(state);
+    }
+
+    /// Queues a request (`make` gets its id); `Err` says why it fails at once.
+    pub fn send(
+        &mut self,
+        ctx: &NetContext,
+        registry: &Registry,
+        now: Instant,
+        deadline: Instant,
+        waiter: Waiter,
+        make: impl FnOnce(u64) -> Message,
+    ) -> Result<(), String> {
+        let status = &ctx.shared.peers[self.node];
+        let refused = |why: String| {
+            status.failed.fetch_add(1, Ordering::Relaxed);
+            Err(why)
+        };
+        if self.inflight.len() >= self.inflight_max {
+            return refused(format!(
+                "{}: {} requests already in flight",
+                self.url, self.inflight_max
+            ));
+        }
+        if self.out.len() - self.out_pos > LINK_OUT_BYTES_MAX {
+            return refused(format!(
+                "{}: over {LINK_OUT_BYTES_MAX} bytes queued",
+                self.url
+            ));
+        }
+        if self.phase == Phase::Down {
+            if now < self.retry_at {
+                return refused(format!("{}: down ({})", self.url, self.why_down));
+            }
+            if let Err(why) = self.connect(ctx, registry, now) {
+                return refused(why);
+            }
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        frame::encode(&make(id), &mut self.out);
+        self.frames_queued += 1;
+        self.inflight.insert(id, (waiter, deadline));
+        status.sent.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn connect(
+        &mut self,
+        ctx: &NetContext,
+        registry: &Registry,
+        now: Instant,
+    ) -> Result<(), String> {
+        let addr = match self.dial.to_socket_addrs().map(|mut a| a.next()) {
+            Ok(Some(addr)) => addr,
+            Ok(None) => {
+                return Err(self.go_down_now(
+                    ctx,
+                    now,
+                    format!("{} resolves to nothing", self.dial),
+                ));
+            }
+            Err(e) => {
+                return Err(self.go_down_now(
+                    ctx,
+                    now,
+                    format!("cannot resolve {}: {e}", self.dial),
+                ));
+            }
+        };
+        let mut stream = match TcpStream::connect(addr) {
+            Ok(s) => s,
+            Err(e) => return Err(self.go_down_now(ctx, now, format!("connect: {e}"))),
+        };
+        if let Err(e) = registry.register(
+            &mut stream,
+            self.token,
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            return Err(self.go_down_now(ctx, now, format!("register: {e}")));
+        }
+        self.stream = Some(stream);
+        self.phase = Phase::Connecting;
+        self.since = now;
+        self.publish(ctx);
+        Ok(())
+    }
+
+    /// Goes down with nothing in flight yet to fail (a refused connect); returns the reason.
+    fn go_down_now(&mut self, ctx: &NetContext, now: Instant, why: String) -> String {
+        let why = format!("{}: {why}", self.url);
+        let mut none = Vec::new();
+        self.go_down(ctx, None, now, why.clone(), &mut none);
+        debug_assert!(none.is_empty());
+        why
+    }
+
+    /// Closes the connection, fails everything in flight with `why`, and backs off.
+    fn go_down(
+        &mut self,
+        ctx: &NetContext,
+        registry: Option<&Registry>,
+        now: Instant,
+        why: String,
+        outcomes: &mut Vec<(Waiter, LinkOutcome)>,
+    ) {
+        if let Some(mut stream) = self.stream.take()
+            && let Some(registry) = registry
+        {
+            let _ = registry.deregister(&mut stream);
+        }
+        let status = &ctx.shared.peers[self.node];
+        for (_, (waiter, _)) in self.inflight.drain() {
+            status.failed.fetch_add(1, Ordering::Relaxed);
+            outcomes.push((waiter, LinkOutcome::Failed(why.clone())));
+        }
+        if self.phase == Phase::Up {
+            // A working connection broke: try again soon.
+            self.backoff = RECONNECT_BACKOFF_MIN;
+        }
+        self.phase = Phase::Down;
+        self.retry_at = now + self.backoff;
+        self.backoff = (self.backoff * 2).min(RECONNECT_BACKOFF_MAX);
+        self.why_down = why;
+        self.hello.clear();
+        self.out.clear();
+        self.out_pos = 0;
+        self.frames_queued = 0;
+        self.rbuf.clear();
+        self.publish(ctx);
+    }
+
+    /// Handles readiness of the link's socket.
+    pub fn on_event(
+        &mut self,
+        ctx: &NetContext,
+        registry: &Registry,
+        readable: bool,
+        writable: bool,
+        outcomes: &mut Vec<(Waiter, LinkOutcome)>,
+    ) {
+        let now = Instant::now();
+        if let Err(why) = self.advance(ctx, registry, readable, writable, outcomes) {
+            let why = format!("{}: {why}", self.url);
+            self.go_down(ctx, Some(registry), now, why, outcomes);
+        }
+    }
+
+    fn advance(
+        &mut self,
+        ctx: &NetContext,
+        registry: &Registry,
+        readable: bool,
+        writable: bool,
+        outcomes: &mut Vec<(Waiter, LinkOutcome)>,
+    ) -> Result<(), String> {
+        if self.phase == Phase::Connecting {
+            let Some(stream) = self.stream.as_ref() else {
+                return Err("no socket".into());
+            };
+            if let Ok(Some(e)) | Err(e) = stream.take_error() {
+                return Err(format!("connect: {e}"));
+            }
+            match stream.peer_addr() {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(()), // still connecting
+                Err(e) => return Err(format!("connect: {e}")),
+            }
+            let _ = stream.set_nodelay(true);
+            let host = self.url.strip_prefix("http://").unwrap_or(&self.url);
+            let me = &ctx.shared.topology.nodes()[ctx.shared.topology.self_index()];
+            self.hello = upgrade_request(host, me);
+            self.phase = Phase::Handshaking;
+        }
+        if self.phase == Phase::Handshaking && !self.hello.is_empty() {
+            let Some(stream) = self.stream.as_mut() else {
+                return Err("no socket".into());
+            };
+            while !self.hello.is_empty() {
+                match stream.write(&self.hello) {
+                    Ok(0) => return Err("connection closed during the upgrade".into()),
+                    Ok(n) => {
+                        self.hello.drain(..n);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(format!("upgrade request: {e}")),
+                }
+            }
+        }
+        if readable || self.phase == Phase::Handshaking {
+            self.read(ctx, outcomes)?;
+        }
+        if writable && self.phase == Phase::Up {
+            self.write_out(ctx)?;
+        }
+        let _ = registry;
+        Ok(())
+    }
+
+    fn read(
+        &mut self,
+        ctx: &NetContext,
+        outcomes: &mut Vec<(Waiter, LinkOutcome)>,
+    ) -> Result<(), String> {
+        let Some(stream) = self.stream.as_mut() else {
+            return Err("no socket".into());
+        };
+        let mut chunk = [0u8; READ_CHUNK_BYTES];
+        let mut closed = false;
+        loop {
+            match stream.read(&mut chunk) {
+                Ok(0) => {
+                    closed = true;
+                    break;
+                }
+                Ok(n) => self.rbuf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("read: {e}")),
+            }
+        }
+        if self.phase == Phase::Handshaking {
+            match parse_upgrade_response(&self.rbuf)? {
+                None if closed => return Err("connection closed before the upgrade answer".into()),
+                None => return Ok(()),
+                Some(n) => {
+                    self.rbuf.drain(..n);
+                    self.phase = Phase::Up;
+                    self.backoff = RECONNECT_BACKOFF_MIN;
+                    self.last_heard = Instant::now();
+                    self.publish(ctx);
+                    self.write_out(ctx)?;
+                }
+            }
+        }
+        let mut consumed = 0;
+        while let Some((msg, n)) = frame::decode(&self.rbuf[consumed..])
+            .map_err(|e| format!("bad frame from peer: {e}"))?
+        {
+            consumed += n;
+            self.last_heard = Instant::now();
+            let id = msg.id();
+            let outcome = match msg {
+                Message::WriteAck { result: Ok(()), .. } => LinkOutcome::Written,
+                Message::ReadReply { result: Ok(v), .. } => LinkOutcome::Read(v),
+                Message::WriteAck { result: Err(e), .. }
+                | Message::ReadReply { result: Err(e), .. } => {
+                    LinkOutcome::Failed(format!("{}: {:?}: {}", self.url, e.kind, e.message))
+                }
+                Message::Write { .. } | Message::Read { .. } => {
+                    return Err("peer sent a request on a client link".into());
+                }
+            };
+            if let Some((waiter, _)) = self.inflight.remove(&id) {
+                if matches!(outcome, LinkOutcome::Failed(_)) {
+                    ctx.shared.peers[self.node]
+                        .failed
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                outcomes.push((waiter, outcome));
+            }
+            // An unknown id answered a request that already expired.
+        }
+        self.rbuf.drain(..consumed);
+        if closed {
+            return Err("connection closed by the peer".into());
+        }
+        Ok(())
+    }
+
+    fn write_out(&mut self, ctx: &NetContext) -> Result<(), String> {
+        if self.out_pos >= self.out.len() {
+            return Ok(());
+        }
+        let Some(stream) = self.stream.as_mut() else {
+            return Err("no socket".into());
+        };
+        if self.frames_queued > 0 {
+            ctx.shared
+                .metrics
+                .peer_batch_frames
+                .record(self.frames_queued);
+            ctx.shared.peers[self.node]
+                .batches
+                .fetch_add(1, Ordering::Relaxed);
+            self.frames_queued = 0;
+        }
+        while self.out_pos < self.out.len() {
+            match stream.write(&self.out[self.out_pos..]) {
+                Ok(0) => return Err("connection closed while writing".into()),
+                Ok(n) => self.out_pos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("write: {e}")),
+            }
+        }
+        self.out.clear();
+        self.out_pos = 0;
+        Ok(())
+    }
+
+    /// Writes what was queued in this loop iteration (one batch).
+    pub fn flush(
+        &mut self,
+        ctx: &NetContext,
+        registry: &Registry,
+        outcomes: &mut Vec<(Waiter, LinkOutcome)>,
+    ) {
+        if self.phase != Phase::Up {
+            return;
+        }
+        if let Err(why) = self.write_out(ctx) {
+            let why = format!("{}: {why}", self.url);
+            self.go_down(ctx, Some(registry), Instant::now(), why, outcomes);
+        }
+    }
+
+    /// Fails requests past their deadline; drops a connect that takes too long
+    /// and a connection that went silent while requests expired on it.
+    pub fn tick(
+        &mut self,
+        ctx: &NetContext,
+        registry: &Registry,
+        now: Instant,
+        outcomes: &mut Vec<(Waiter, LinkOutcome)>,
+    ) {
+        if matches!(self.phase, Phase::Connecting | Phase::Handshaking)
+            && now.duration_since(self.since) >= CONNECT_TIMEOUT
+        {
+            let why = format!(
+                "{}: no connection within {} ms",
+                self.url,
+                CONNECT_TIMEOUT.as_millis()
+            );
+            self.go_down(ctx, Some(registry), now, why, outcomes);
+            return;
+        }
+        let expired: Vec<u64> = self
+            .inflight
+            .iter()
+            .filter(|(_, (_, deadline))| *deadline <= now)
+            .map(|(&id, _)| id)
+            .collect();
+        if expired.is_empty() {
+            return;
+        }
+        let status = &ctx.shared.peers[self.node];
+        for id in expired {
+            if let Some((waiter, _)) = self.inflight.remove(&id) {
+                status.failed.fetch_add(1, Ordering::Relaxed);
+                outcomes.push((
+                    waiter,
+                    LinkOutcome::Failed(format!("{}: no answer in time", self.url)),
+                ));
+            }
+        }
+        if self.phase == Phase::Up
+            && now.duration_since(self.last_heard) >= ctx.config.replication_timeout
+        {
+            // Requests expire and nothing comes back: the connection is dead
+            // or black-holed. Start over.
+            let why = format!(
+                "{}: silent for {} ms",
+                self.url,
+                now.duration_since(self.last_heard).as_millis()
+            );
+            self.go_down(ctx, Some(registry), now, why, outcomes);
+        }
+    }
+}

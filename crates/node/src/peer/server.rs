@@ -1,0 +1,188 @@
+//! The server side of the peer protocol: an HTTP connection a peer upgraded.
+//!
+//! Frames are decoded as they arrive. A read is answered on the spot from
+//! the engine's read view; a write goes to the engine with the loop
+//! iteration's other writes (one hand-off to tx) and is acknowledged when
+//! its completion comes back. Answers are appended to one buffer and
+//! written once per loop iteration, so acknowledgements leave in batches.
+//!
+//! # Invariants
+//! - Reading pauses while [`PEER_WRITES_PENDING_MAX`] writes wait for the
+//!   engine, so a peer cannot queue unbounded work here.
+//! - A frame that does not decode closes the connection (the stream can no
+//!   longer be framed); the peer's requests then fail on its side.
+
+use super::frame::{self, Message, ReplicaError, ReplicaErrorKind, Version};
+use crate::net::conn::Next;
+use crate::net::{NetContext, Target};
+use crate::replication::local_write;
+use mio::net::TcpStream;
+use std::io::{self, Read, Write};
+
+/// Writes of one peer connection waiting for the engine before reading pauses.
+pub const PEER_WRITES_PENDING_MAX: usize = 16_384;
+/// Bytes buffered from a peer before reading pauses (a frame may be this large).
+const READ_BUFFER_BYTES_MAX: usize = frame::FRAME_HEADER_BYTES + frame::FRAME_BODY_BYTES_MAX;
+
+/// An upgraded connection's peer-protocol state.
+pub struct PeerServer {
+    rbuf: Vec<u8>,
+    out: Vec<u8>,
+    out_pos: usize,
+    frames_queued: u64,
+    writes_pending: usize,
+    closing: bool,
+}
+
+impl PeerServer {
+    /// Starts with the bytes that arrived after the upgrade request.
+    pub fn new(leftover: Vec<u8>) -> Self {
+        PeerServer {
+            rbuf: leftover,
+            out: Vec::new(),
+            out_pos: 0,
+            frames_queued: 0,
+            writes_pending: 0,
+            closing: false,
+        }
+    }
+
+    /// Nothing in progress.
+    pub fn is_idle(&self) -> bool {
+        self.writes_pending == 0 && self.out_pos >= self.out.len() && self.rbuf.is_empty()
+    }
+
+    /// Reads, serves complete frames, writes answers.
+    pub fn on_ready(
+        &mut self,
+        stream: &mut TcpStream,
+        ctx: &NetContext,
+        token: usize,
+        generation: u64,
+        scratch: &mut [u8],
+    ) -> Next {
+        let mut eof = false;
+        while !self.closing
+            && self.rbuf.len() < READ_BUFFER_BYTES_MAX
+            && self.writes_pending < PEER_WRITES_PENDING_MAX
+        {
+            match stream.read(scratch) {
+                Ok(0) => {
+                    eof = true;
+                    break;
+                }
+                Ok(n) => self.rbuf.extend_from_slice(&scratch[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    eof = true;
+                    break;
+                }
+            }
+        }
+        self.serve(ctx, token, generation);
+        if eof {
+            // The peer is gone: nobody will read acknowledgements.
+            return Next::Close;
+        }
+        self.flush(stream, ctx)
+    }
+
+    fn serve(&mut self, ctx: &NetContext, token: usize, generation: u64) {
+        let mut consumed = 0;
+        while !self.closing && self.writes_pending < PEER_WRITES_PENDING_MAX {
+            let msg = match frame::decode(&self.rbuf[consumed..]) {
+                Ok(Some((msg, n))) => {
+                    consumed += n;
+                    msg
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    eprintln!("ataman: closing a peer connection: bad frame: {e}");
+                    self.closing = true;
+                    break;
+                }
+            };
+            match msg {
+                Message::Write { id, key, version } => {
+                    ctx.shared.hlc.observe(version.ts);
+                    self.writes_pending += 1;
+                    let target = Target::Peer {
+                        token,
+                        generation,
+                        id,
+                    };
+                    local_write(ctx, &key, &version, target);
+                }
+                Message::Read { id, key } => {
+                    let result = match ctx.db.get(&key) {
+                        Ok(entry) => Ok(entry.map(|e| Version {
+                            ts: e.ts,
+                            value: e.value,
+                        })),
+                        Err(e) => Err(ReplicaError {
+                            kind: ReplicaErrorKind::Failed,
+                            message: format!("read failed: {e}"),
+                        }),
+                    };
+                    self.push(&Message::ReadReply { id, result });
+                }
+                Message::WriteAck { .. } | Message::ReadReply { .. } => {
+                    eprintln!("ataman: closing a peer connection: it sent an answer as a request");
+                    self.closing = true;
+                }
+            }
+        }
+        self.rbuf.drain(..consumed);
+    }
+
+    fn push(&mut self, msg: &Message) {
+        frame::encode(msg, &mut self.out);
+        self.frames_queued += 1;
+    }
+
+    /// A write finished in the engine: queue its acknowledgement.
+    pub fn ack(&mut self, id: u64, result: Result<(), String>, invalid: bool) {
+        self.writes_pending = self.writes_pending.saturating_sub(1);
+        let result = result.map_err(|message| ReplicaError {
+            kind: if invalid {
+                ReplicaErrorKind::Invalid
+            } else {
+                ReplicaErrorKind::Failed
+            },
+            message,
+        });
+        self.push(&Message::WriteAck { id, result });
+    }
+
+    /// Writes queued answers (one batch).
+    pub fn flush(&mut self, stream: &mut TcpStream, ctx: &NetContext) -> Next {
+        if self.frames_queued > 0 {
+            ctx.shared
+                .metrics
+                .peer_reply_batch_frames
+                .record(self.frames_queued);
+            self.frames_queued = 0;
+        }
+        while self.out_pos < self.out.len() {
+            match stream.write(&self.out[self.out_pos..]) {
+                Ok(0) => return Next::Close,
+                Ok(n) => self.out_pos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Keep,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Next::Close,
+            }
+        }
+        self.out.clear();
+        self.out_pos = 0;
+        if self.closing {
+            return Next::Close;
+        }
+        Next::Keep
+    }
+
+    /// Reading paused at the pending-writes bound and can resume.
+    pub fn can_resume(&self) -> bool {
+        !self.closing && self.writes_pending < PEER_WRITES_PENDING_MAX / 2 && !self.rbuf.is_empty()
+    }
+}

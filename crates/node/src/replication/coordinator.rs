@@ -1,0 +1,339 @@
+//! One replicated request seen from its coordinator: which replicas were
+//! asked, what each answered, when the client's answer is decided, and
+//! what is left to do after it (read repair, hints).
+//!
+//! Pure logic, no I/O: the network thread feeds it outcomes and carries
+//! out what it returns, so the rules below are tested directly.
+//!
+//! # Rules
+//! - A write succeeds once `ack` replicas made it durable, and fails (504)
+//!   once more than `from - ack` replicas failed, or at the deadline.
+//! - A read answers once `ack` replicas answered, with the newest version
+//!   among those answers: no version ranks below every version, and a newer
+//!   tombstone means 404. It fails like a write.
+//! - After the answer the coordinator keeps listening until every replica
+//!   answered or the deadline passed, then: a read sends the newest version
+//!   to every replica that answered with an older one (read repair); a
+//!   write leaves a hint for every remote replica that did not acknowledge.
+
+use crate::peer::frame::Version;
+
+/// What the request does on each replica.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// Read the newest version.
+    Read,
+    /// Apply this version (a PUT, or a DELETE's tombstone).
+    Write(Version),
+}
+
+/// One replica's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// A write was made durable.
+    Written,
+    /// A read's answer: the replica's newest version, if any.
+    Read(Option<Version>),
+    /// No answer: why.
+    Failed(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ReplicaState {
+    Waiting,
+    Done(Outcome),
+}
+
+/// The client's answer, once decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// The write reached `ack` replicas.
+    Written,
+    /// The read's newest version among `ack` answers (None: no replica had one).
+    Read(Option<Version>),
+    /// `ack` can no longer be reached, or the deadline passed: 504 with this reason.
+    Failed(String),
+}
+
+/// What the coordinator does once every replica answered or the deadline passed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Aftermath {
+    /// Read repair: send this version to these replicas (positions in the replica list).
+    pub repair: Option<(Version, Vec<usize>)>,
+    /// Write: these replicas (positions) did not acknowledge; keep a hint for each.
+    pub hint: Vec<usize>,
+}
+
+/// A replicated request in flight.
+#[derive(Debug)]
+pub struct Coordination {
+    kind: Kind,
+    ack: usize,
+    replicas: Vec<ReplicaState>,
+    decided: bool,
+}
+
+/// Orders two optional versions: none ranks below every version.
+pub fn newer(a: &Option<Version>, b: &Option<Version>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a.ts > b.ts,
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
+}
+
+impl Coordination {
+    /// A request asking `replicas` replicas and waiting for `ack` of them.
+    pub fn new(kind: Kind, ack: usize, replicas: usize) -> Self {
+        assert!(ack >= 1 && ack <= replicas, "ack {ack} of {replicas}");
+        Coordination {
+            kind,
+            ack,
+            replicas: vec![ReplicaState::Waiting; replicas],
+            decided: false,
+        }
+    }
+
+    /// What the request does.
+    pub fn kind(&self) -> &Kind {
+        &self.kind
+    }
+
+    /// True once the client's answer was decided.
+    pub fn decided(&self) -> bool {
+        self.decided
+    }
+
+    /// True once every replica answered or failed.
+    pub fn settled(&self) -> bool {
+        self.replicas
+            .iter()
+            .all(|r| matches!(r, ReplicaState::Done(_)))
+    }
+
+    fn count(&self, f: impl Fn(&Outcome) -> bool) -> usize {
+        self.replicas
+            .iter()
+            .filter(|r| matches!(r, ReplicaState::Done(o) if f(o)))
+            .count()
+    }
+
+    fn newest_answer(&self) -> Option<Version> {
+        let mut best: Option<Version> = None;
+        for r in &self.replicas {
+            if let ReplicaState::Done(Outcome::Read(v)) = r
+                && newer(v, &best)
+            {
+                best.clone_from(v);
+            }
+        }
+        best
+    }
+
+    fn failures_text(&self) -> String {
+        let reasons: Vec<&str> = self
+            .replicas
+            .iter()
+            .filter_map(|r| match r {
+                ReplicaState::Done(Outcome::Failed(why)) => Some(why.as_str()),
+                _ => None,
+            })
+            .collect();
+        reasons.join("; ")
+    }
+
+    /// Records replica `position`'s outcome (a second outcome for the same
+    /// replica is ignored) and returns the client's answer if this decided it.
+    pub fn record(&mut self, position: usize, outcome: Outcome) -> Option<Decision> {
+        match self.replicas.get_mut(position) {
+            Some(slot @ ReplicaState::Waiting) => *slot = ReplicaState::Done(outcome),
+            _ => return None,
+        }
+        if self.decided {
+            return None;
+        }
+        let ok = self.count(|o| !matches!(o, Outcome::Failed(_)));
+        let failed = self.count(|o| matches!(o, Outcome::Failed(_)));
+        let decision = if ok >= self.ack {
+            Some(match self.kind {
+                Kind::Read => Decision::Read(self.newest_answer()),
+                Kind::Write(_) => Decision::Written,
+            })
+        } else if failed > self.replicas.len() - self.ack {
+            Some(Decision::Failed(format!(
+                "{ok} of ack={} replicas answered, {failed} failed: {}",
+                self.ack,
+                self.failures_text()
+            )))
+        } else {
+            None
+        };
+        if decision.is_some() {
+            self.decided = true;
+        }
+        decision
+    }
+
+    /// The deadline passed: replicas still waiting fail with `why`; returns
+    /// the client's 504 if it was not answered yet.
+    pub fn expire(&mut self, why: &str) -> Option<Decision> {
+        let waiting = self
+            .replicas
+            .iter()
+            .filter(|r| **r == ReplicaState::Waiting)
+            .count();
+        let ok = self.count(|o| !matches!(o, Outcome::Failed(_)));
+        for r in &mut self.replicas {
+            if *r == ReplicaState::Waiting {
+                *r = ReplicaState::Done(Outcome::Failed(why.to_owned()));
+            }
+        }
+        if self.decided {
+            return None;
+        }
+        self.decided = true;
+        Some(Decision::Failed(format!(
+            "{ok} of ack={} replicas answered; {waiting} did not answer within {why}",
+            self.ack
+        )))
+    }
+
+    /// What to do after the request settled (every replica answered or the deadline passed).
+    pub fn aftermath(&self) -> Aftermath {
+        debug_assert!(self.settled());
+        match &self.kind {
+            Kind::Read => {
+                let Some(newest) = self.newest_answer() else {
+                    return Aftermath::default();
+                };
+                let stale: Vec<usize> = self
+                    .replicas
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, r)| match r {
+                        ReplicaState::Done(Outcome::Read(v)) if newer(&Some(newest.clone()), v) => {
+                            Some(i)
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                Aftermath {
+                    repair: (!stale.is_empty()).then_some((newest, stale)),
+                    hint: Vec::new(),
+                }
+            }
+            Kind::Write(_) => Aftermath {
+                repair: None,
+                hint: self
+                    .replicas
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, r)| match r {
+                        ReplicaState::Done(Outcome::Written) => None,
+                        _ => Some(i),
+                    })
+                    .collect(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(ts: u64, value: Option<&str>) -> Version {
+        Version {
+            ts,
+            value: value.map(|s| s.as_bytes().to_vec()),
+        }
+    }
+
+    fn write() -> Kind {
+        Kind::Write(v(10, Some("x")))
+    }
+
+    /// A write answers at the ack-th success and hints the replica that failed.
+    #[test]
+    fn write_quorum_and_hints() {
+        let mut c = Coordination::new(write(), 2, 3);
+        assert_eq!(c.record(0, Outcome::Written), None);
+        assert_eq!(c.record(2, Outcome::Failed("down".into())), None);
+        assert_eq!(c.record(1, Outcome::Written), Some(Decision::Written));
+        assert!(c.settled());
+        assert_eq!(c.aftermath().hint, vec![2]);
+    }
+
+    /// A write fails as soon as ack can no longer be reached, naming the reasons.
+    #[test]
+    fn write_fails_early() {
+        let mut c = Coordination::new(write(), 3, 3);
+        assert_eq!(c.record(0, Outcome::Written), None);
+        match c.record(1, Outcome::Failed("node 1 refused".into())) {
+            Some(Decision::Failed(why)) => assert!(why.contains("node 1 refused"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        // A late success changes nothing; the deadline hints the silent one.
+        assert_eq!(c.record(1, Outcome::Written), None);
+        assert_eq!(c.expire("1000 ms"), None);
+        assert_eq!(c.aftermath().hint, vec![1, 2]);
+    }
+
+    /// The deadline answers 504 once, and only if nothing was decided.
+    #[test]
+    fn deadline() {
+        let mut c = Coordination::new(Kind::Read, 2, 2);
+        assert_eq!(c.record(0, Outcome::Read(None)), None);
+        assert!(matches!(c.expire("1000 ms"), Some(Decision::Failed(_))));
+        assert_eq!(c.expire("1000 ms"), None);
+        assert!(c.settled());
+    }
+
+    /// Reads: absent ranks lowest, newer tombstone wins, newer value beats older tombstone.
+    #[test]
+    fn read_newest_wins() {
+        let cases = [
+            (None, Some(v(5, Some("a"))), Some(v(5, Some("a")))),
+            (Some(v(7, None)), Some(v(5, Some("a"))), Some(v(7, None))),
+            (
+                Some(v(7, None)),
+                Some(v(9, Some("b"))),
+                Some(v(9, Some("b"))),
+            ),
+            (None, None, None),
+        ];
+        for (a, b, want) in cases {
+            let mut c = Coordination::new(Kind::Read, 2, 2);
+            assert_eq!(c.record(0, Outcome::Read(a.clone())), None);
+            assert_eq!(
+                c.record(1, Outcome::Read(b.clone())),
+                Some(Decision::Read(want.clone()))
+            );
+            // Read repair targets exactly the replicas that were behind.
+            let stale: Vec<usize> = [&a, &b]
+                .iter()
+                .enumerate()
+                .filter(|(_, x)| newer(&want, x))
+                .map(|(i, _)| i)
+                .collect();
+            let after = c.aftermath();
+            match want {
+                Some(w) if !stale.is_empty() => assert_eq!(after.repair, Some((w, stale))),
+                _ => assert_eq!(after.repair, None),
+            }
+        }
+    }
+
+    /// With ack=1 the first answer decides; later answers still feed read repair.
+    #[test]
+    fn read_repair_after_the_answer() {
+        let mut c = Coordination::new(Kind::Read, 1, 3);
+        assert_eq!(
+            c.record(1, Outcome::Read(Some(v(3, Some("old"))))),
+            Some(Decision::Read(Some(v(3, Some("old")))))
+        );
+        assert_eq!(c.record(0, Outcome::Read(Some(v(8, Some("new"))))), None);
+        assert_eq!(c.record(2, Outcome::Failed("down".into())), None);
+        assert_eq!(c.aftermath().repair, Some((v(8, Some("new")), vec![1])));
+    }
+}

@@ -1,0 +1,281 @@
+//! What one node knows of the others, shared by its network threads, and
+//! the `/v0/cluster` JSON that `ataman cluster status` reads.
+
+use crate::api::Route;
+use crate::net::NodeShared;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+
+/// A link's state as `/v0/cluster` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum LinkState {
+    /// This node.
+    Myself = 0,
+    /// Connected and upgraded.
+    Up = 1,
+    /// Connecting or waiting for the 101.
+    Connecting = 2,
+    /// Not connected (refused, lost); requests fail at once until the next try.
+    Down = 3,
+    /// Never connected: nothing needed the node yet.
+    Idle = 4,
+}
+
+impl LinkState {
+    /// The JSON spelling.
+    pub fn label(self) -> &'static str {
+        match self {
+            LinkState::Myself => "self",
+            LinkState::Up => "up",
+            LinkState::Connecting => "connecting",
+            LinkState::Down => "down",
+            LinkState::Idle => "idle",
+        }
+    }
+
+    fn from_u8(v: u8) -> Self {
+        match v {
+            0 => LinkState::Myself,
+            1 => LinkState::Up,
+            2 => LinkState::Connecting,
+            4 => LinkState::Idle,
+            _ => LinkState::Down,
+        }
+    }
+}
+
+/// One node's link figures as this node sees them.
+///
+/// # Thread safety
+/// Relaxed atomics: every network thread has its own link to the node and
+/// updates these; the state is the last one any thread reported.
+#[derive(Debug, Default)]
+pub struct PeerStatus {
+    state: AtomicU8,
+    /// Requests sent to the node.
+    pub sent: AtomicU64,
+    /// Requests to the node that failed (refused, lost, timed out, link full).
+    pub failed: AtomicU64,
+    /// Writes of frames to the node (each carries a batch of requests).
+    pub batches: AtomicU64,
+    /// Read repairs sent to the node.
+    pub repairs: AtomicU64,
+    /// Hints delivered to the node.
+    pub hints_delivered: AtomicU64,
+}
+
+impl PeerStatus {
+    /// A status starting in `state`.
+    pub fn new(state: LinkState) -> Self {
+        let s = PeerStatus::default();
+        s.set_state(state);
+        s
+    }
+
+    /// Records the link's state.
+    pub fn set_state(&self, state: LinkState) {
+        self.state.store(state as u8, Ordering::Relaxed);
+    }
+
+    /// The link's last reported state.
+    pub fn state(&self) -> LinkState {
+        LinkState::from_u8(self.state.load(Ordering::Relaxed))
+    }
+}
+
+fn json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+fn route_total(shared: &NodeShared, route: Route) -> u64 {
+    shared.metrics.route_total(route)
+}
+
+/// `/v0/cluster`: this node, every node's link state, hints pending for
+/// it, request counters (docs/CLUSTER.md).
+pub fn render_json(shared: &NodeShared) -> String {
+    let mut out = String::with_capacity(256 + 160 * shared.peers.len());
+    out.push_str("{\"self\":");
+    json_string(
+        &mut out,
+        &shared.topology.nodes()[shared.topology.self_index()],
+    );
+    out.push_str(",\"nodes\":[");
+    for (i, (url, peer)) in shared
+        .topology
+        .nodes()
+        .iter()
+        .zip(&shared.peers)
+        .enumerate()
+    {
+        if i > 0 {
+            out.push(',');
+        }
+        let (hints, hint_bytes) = shared.hints.count(url);
+        out.push_str("{\"url\":");
+        json_string(&mut out, url);
+        let _ = write!(
+            out,
+            ",\"state\":\"{}\",\"hints_pending\":{hints},\"hint_bytes\":{hint_bytes},\"sent\":{},\"failed\":{},\"batches\":{},\"repairs\":{},\"hints_delivered\":{}}}",
+            peer.state().label(),
+            peer.sent.load(Ordering::Relaxed),
+            peer.failed.load(Ordering::Relaxed),
+            peer.batches.load(Ordering::Relaxed),
+            peer.repairs.load(Ordering::Relaxed),
+            peer.hints_delivered.load(Ordering::Relaxed),
+        );
+    }
+    let _ = write!(
+        out,
+        "],\"requests\":{{\"get\":{},\"put\":{},\"delete\":{}}}}}",
+        route_total(shared, Route::EntityGet),
+        route_total(shared, Route::EntityPut),
+        route_total(shared, Route::EntityDelete),
+    );
+    out
+}
+
+/// The replication part of `/metrics`: per-peer link state and counters,
+/// batch sizes both ways, read repairs and hints.
+pub fn render_metrics(out: &mut String, shared: &NodeShared) {
+    use crate::metrics::{gauge, histogram};
+    let _ = writeln!(
+        out,
+        "# HELP ataman_peer_up 1 when this node's link to the peer is connected (self: 1).\n# TYPE ataman_peer_up gauge"
+    );
+    for (url, peer) in shared.topology.nodes().iter().zip(&shared.peers) {
+        let up = matches!(peer.state(), LinkState::Up | LinkState::Myself);
+        let _ = writeln!(out, "ataman_peer_up{{peer=\"{url}\"}} {}", u8::from(up));
+    }
+    type Counter = (&'static str, &'static str, fn(&PeerStatus) -> u64);
+    let counters: [Counter; 5] = [
+        (
+            "ataman_peer_requests_sent_total",
+            "Requests sent to the peer.",
+            |p| p.sent.load(Ordering::Relaxed),
+        ),
+        (
+            "ataman_peer_requests_failed_total",
+            "Requests to the peer that failed (refused, lost, timed out, link full).",
+            |p| p.failed.load(Ordering::Relaxed),
+        ),
+        (
+            "ataman_peer_batches_total",
+            "Writes of request frames to the peer.",
+            |p| p.batches.load(Ordering::Relaxed),
+        ),
+        (
+            "ataman_peer_read_repairs_total",
+            "Read repairs sent to the peer.",
+            |p| p.repairs.load(Ordering::Relaxed),
+        ),
+        (
+            "ataman_peer_hints_delivered_total",
+            "Hints delivered to the peer.",
+            |p| p.hints_delivered.load(Ordering::Relaxed),
+        ),
+    ];
+    for (name, help, get) in counters {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for (i, (url, peer)) in shared
+            .topology
+            .nodes()
+            .iter()
+            .zip(&shared.peers)
+            .enumerate()
+        {
+            if i != shared.topology.self_index() {
+                let _ = writeln!(out, "{name}{{peer=\"{url}\"}} {}", get(peer));
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP ataman_peer_hints_pending Writes kept for the peer until it is back.\n# TYPE ataman_peer_hints_pending gauge"
+    );
+    for url in shared.topology.nodes() {
+        let (n, _) = shared.hints.count(url);
+        let _ = writeln!(out, "ataman_peer_hints_pending{{peer=\"{url}\"}} {n}");
+    }
+    let m = &shared.metrics;
+    histogram(
+        out,
+        "ataman_peer_batch_frames",
+        "Request frames per write to a peer (client side).",
+        "",
+        1.0,
+        &m.peer_batch_frames.snapshot(),
+        true,
+    );
+    histogram(
+        out,
+        "ataman_peer_reply_batch_frames",
+        "Answer frames per write to a peer (server side).",
+        "",
+        1.0,
+        &m.peer_reply_batch_frames.snapshot(),
+        true,
+    );
+    gauge(
+        out,
+        "ataman_read_repairs_total",
+        "Read repairs sent.",
+        "counter",
+        m.read_repairs.load(Ordering::Relaxed),
+    );
+    let hints = shared.hints.stats();
+    gauge(
+        out,
+        "ataman_hints_pending",
+        "Hints kept for all peers.",
+        "gauge",
+        hints.pending,
+    );
+    gauge(
+        out,
+        "ataman_hint_bytes",
+        "Bytes of hints kept for all peers.",
+        "gauge",
+        hints.pending_bytes,
+    );
+    gauge(
+        out,
+        "ataman_hints_added_total",
+        "Hints kept.",
+        "counter",
+        hints.added,
+    );
+    gauge(
+        out,
+        "ataman_hints_delivered_total",
+        "Hints delivered and removed.",
+        "counter",
+        hints.delivered,
+    );
+    gauge(
+        out,
+        "ataman_hints_dropped_total",
+        "Hints not kept because the store was full.",
+        "counter",
+        hints.dropped,
+    );
+    gauge(
+        out,
+        "ataman_hints_failed_total",
+        "Hints the store failed to make durable.",
+        "counter",
+        hints.failed,
+    );
+}
