@@ -1,0 +1,112 @@
+//! Faults between nodes, injected through the proxy in front of each node
+//! (drop, delay, cut): what clients see, and that the cluster catches up.
+//! Real processes on 127.0.0.1; every wait is bounded.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use ataman::faultproxy::LinkMode;
+use std::time::{Duration, Instant};
+use support::cluster::TestCluster;
+
+const CONVERGE_TIMEOUT: Duration = Duration::from_secs(15);
+
+fn body(r: &support::Response) -> String {
+    String::from_utf8_lossy(&r.body).into_owned()
+}
+
+#[track_caller]
+fn assert_status(r: &support::Response, status: u16, context: &str) {
+    assert_eq!(r.status, status, "{context}: body {:?}", body(r));
+}
+
+fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !check() {
+        assert!(
+            started.elapsed() < CONVERGE_TIMEOUT,
+            "{what}: not within {CONVERGE_TIMEOUT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A black-holed peer (connections accepted, nothing answered) costs
+/// nothing to requests that do not need it: 2/3 writes answer as soon as
+/// the two live replicas did. The replication timeout is 30 s, so a
+/// coordinator that waited for the silent replica would take 30 s per
+/// request; the bound below is half of one such wait for all of them (a
+/// check that nothing blocks, not a speed target).
+#[test]
+fn black_holed_peer_does_not_block_a_quorum() {
+    let c = TestCluster::start(3, &["--replication-timeout-ms", "30000"]);
+    c.proxy(2).set_mode(LinkMode::Drop);
+    let started = Instant::now();
+    for i in 0..20 {
+        let key = format!("hole-{i}");
+        assert_status(&c.put(0, key.as_bytes(), b"v", 2, 3), 201, "put 2/3");
+        assert_status(&c.get(1, key.as_bytes(), 2, 3), 200, "get 2/3");
+    }
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < Duration::from_secs(15),
+        "40 quorum requests took {elapsed:?}: something waited for the silent replica"
+    );
+}
+
+/// A cut link fails fast: ack = from = 3 is 504 at once (naming the node),
+/// 2/3 succeeds, node 2 still coordinates reads (its own links are fine);
+/// after the cut heals, hints bring node 2 up to date.
+#[test]
+fn cut_peer_fails_fast_and_catches_up() {
+    let mut c = TestCluster::start(3, &[]);
+    c.proxy(2).set_mode(LinkMode::Cut);
+    let r = c.put(0, b"cut-all", b"v", 3, 3);
+    assert_status(&r, 504, "put 3/3 with node 2 cut off");
+    assert!(body(&r).contains(&c.urls()[2]), "{:?}", body(&r));
+    let keys: Vec<String> = (0..10).map(|i| format!("cut-{i}")).collect();
+    for key in &keys {
+        assert_status(
+            &c.put(0, key.as_bytes(), key.as_bytes(), 2, 3),
+            201,
+            "put 2/3",
+        );
+    }
+    let r = c.get(2, keys[0].as_bytes(), 2, 3);
+    assert_eq!(
+        (r.status, r.body.as_slice()),
+        (200, keys[0].as_bytes()),
+        "read via the cut node"
+    );
+    c.proxy(2).set_mode(LinkMode::Pass);
+    eventually("hints delivered", || {
+        let r = c.node(0).get_target("/v0/cluster");
+        r.status == 200 && body(&r).matches("\"hints_pending\":0").count() == 3
+    });
+    c.terminate(0);
+    c.terminate(1);
+    for key in &keys {
+        let r = c.get(2, key.as_bytes(), 1, 3);
+        assert_eq!(
+            (r.status, r.body.as_slice()),
+            (200, key.as_bytes()),
+            "node 2 alone: {key}"
+        );
+    }
+}
+
+/// A slow link still counts: with 200 ms of delay to node 2, 3/3 writes and
+/// reads succeed (the coordinator waits, pipelined, within its timeout).
+#[test]
+fn delayed_peer_still_counts() {
+    let c = TestCluster::start(3, &["--replication-timeout-ms", "5000"]);
+    c.proxy(2)
+        .set_mode(LinkMode::Delay(Duration::from_millis(200)));
+    for i in 0..5 {
+        let key = format!("slow-{i}");
+        assert_status(&c.put(0, key.as_bytes(), b"v", 3, 3), 201, "put 3/3");
+        let r = c.get(1, key.as_bytes(), 3, 3);
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"v"[..]), "get 3/3");
+    }
+}
