@@ -1,7 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! `ataman bench http` against tiny servers started by the tests: a fast
 //! one, one that stalls once for a second, one that answers 500, one that
-//! never answers, and a port with nothing listening.
+//! never answers, one that counts what it is sent, and a port with nothing
+//! listening.
 //!
 //! Only two assertions involve time, both asked for by the issue and both
 //! with wide margins for a shared 2-core machine: the stall (1 s) must show
@@ -12,6 +13,7 @@ use ataman_bench::http::args::{HttpArgs, parse_workload};
 use ataman_bench::http::{self, HttpReport};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -31,6 +33,9 @@ enum Behaviour {
     Error500,
     /// Reads requests, never answers.
     Silent,
+    /// 200 for requests whose Host header names this server (400 for
+    /// others), each counted.
+    Counted(Arc<AtomicU64>),
 }
 
 /// Starts a thread-per-connection HTTP/1.1 server on a free port.
@@ -53,8 +58,10 @@ fn serve(stream: TcpStream, behaviour: &Behaviour, started: Instant) {
     let mut writer = stream.try_clone().unwrap();
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
+    let own_host = format!("host: {}\r\n", writer.local_addr().unwrap());
     loop {
         let mut content_length = 0usize;
+        let mut host_is_own = false;
         loop {
             line.clear();
             match reader.read_line(&mut line) {
@@ -68,6 +75,7 @@ fn serve(stream: TcpStream, behaviour: &Behaviour, started: Instant) {
             if let Some(v) = lower.strip_prefix("content-length:") {
                 content_length = v.trim().parse().unwrap();
             }
+            host_is_own |= lower == own_host;
         }
         let mut body = vec![0u8; content_length];
         if reader.read_exact(&mut body).is_err() {
@@ -99,6 +107,14 @@ fn serve(stream: TcpStream, behaviour: &Behaviour, started: Instant) {
                 b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\noops"
             }
             Behaviour::Silent => continue,
+            Behaviour::Counted(requests) => {
+                requests.fetch_add(1, Ordering::Relaxed);
+                if host_is_own {
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                } else {
+                    b"HTTP/1.1 400 Bad Request\r\nContent-Length: 8\r\n\r\nbad host"
+                }
+            }
         };
         if writer.write_all(answer).is_err() {
             return;
@@ -265,4 +281,56 @@ fn fill_closed_loop_json_and_plot() {
     .unwrap();
     let svg = std::fs::read_to_string(out).unwrap();
     assert!(svg.contains("(other)"), "duplicate labels are told apart");
+}
+
+/// With two targets in --url, connections (and the fill) are spread over
+/// both, each request carries its own target's Host, and the report lists
+/// each target's share.
+#[test]
+fn several_targets_share_the_connections() {
+    let counters = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
+    let addrs = counters.clone().map(|c| server(Behaviour::Counted(c)));
+    let mut a = args(addrs[0], 400, 1.0, 5);
+    a.url = format!("http://{},http://{}", addrs[0], addrs[1]);
+    a.fill = 100;
+    a.workload = parse_workload("mixed:50").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("run.json");
+    a.json = Some(json_path.clone());
+    http::main(&a).unwrap();
+    let report: HttpReport =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(report.errors, 0, "{report:?}");
+    assert_eq!(
+        report.non_2xx, 0,
+        "every request named its own target's host"
+    );
+    assert_eq!(report.targets.len(), 2);
+    for (i, t) in report.targets.iter().enumerate() {
+        assert_eq!(t.url, format!("http://{}", addrs[i]));
+        assert!(
+            t.requests > 0,
+            "target {i} got nothing: {:?}",
+            report.targets
+        );
+        assert!(
+            counters[i].load(Ordering::Relaxed) > t.requests,
+            "the fill went to target {i} too"
+        );
+    }
+    // Connections 0, 2, 4 to the first target; 1, 3 to the second.
+    assert_eq!(
+        (report.targets[0].connections, report.targets[1].connections),
+        (3, 2)
+    );
+    assert_eq!(
+        report.targets.iter().map(|t| t.requests).sum::<u64>(),
+        report.requests
+    );
+    let served: u64 = counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+    assert_eq!(served, 100 + report.requests, "fill plus the measured run");
+
+    // Fewer connections than targets is refused.
+    a.connections = 1;
+    assert!(http::run(&a).is_err());
 }

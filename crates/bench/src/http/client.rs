@@ -10,6 +10,9 @@
 //! state allocates once per second (the per-second histogram handed to the
 //! main thread), not per request.
 //!
+//! Connection `i` of the phase (its global index) talks to target
+//! `i % targets` for the whole phase, reconnecting there after a failure.
+//!
 //! Failures (refused connection, I/O error, unframeable response, timeout)
 //! are counted, the connection is dropped, and the next planned request
 //! opens a new one. In a closed loop a failed connection waits
@@ -103,6 +106,8 @@ enum State {
 
 /// One connection and its request in flight.
 struct Conn {
+    /// Index of its target in the phase's address list.
+    target: usize,
     stream: Option<TcpStream>,
     state: State,
     schedule: Schedule,
@@ -124,7 +129,8 @@ struct Conn {
 /// The thread's state.
 struct Client<'a> {
     phase: &'a Phase,
-    addr: SocketAddr,
+    /// The targets' addresses, by target index.
+    addrs: &'a [SocketAddr],
     poll: Poll,
     timer: Timer,
     /// The wake-up the timer is set for, if it has not fired yet.
@@ -142,8 +148,14 @@ struct Client<'a> {
     second_latency_us: Histogram<u64>,
 }
 
-/// Runs one thread's connections through the phase; returns what it measured.
-pub fn run_thread(addr: SocketAddr, phase: &Phase, job: ThreadJob) -> Result<Totals> {
+/// Runs one thread's connections through the phase against `addrs` (at
+/// least one); returns what it measured.
+pub fn run_thread(addrs: &[SocketAddr], phase: &Phase, job: ThreadJob) -> Result<Totals> {
+    if addrs.is_empty() {
+        return Err(BenchError::InvalidArgument(
+            "no target to connect to".into(),
+        ));
+    }
     let io = |e: std::io::Error| BenchError::Check(format!("client event loop: {e}"));
     let poll = Poll::new().map_err(io)?;
     let timer = Timer::new().map_err(io)?;
@@ -159,6 +171,7 @@ pub fn run_thread(addr: SocketAddr, phase: &Phase, job: ThreadJob) -> Result<Tot
             let due = schedule.next_due(phase.start_ns);
             heap.push(Reverse((due, local)));
             Conn {
+                target: global % addrs.len(),
                 stream: None,
                 state: State::Idle,
                 schedule,
@@ -175,7 +188,7 @@ pub fn run_thread(addr: SocketAddr, phase: &Phase, job: ThreadJob) -> Result<Tot
         .collect();
     let mut client = Client {
         phase,
-        addr,
+        addrs,
         poll,
         timer,
         armed_ns: None,
@@ -183,7 +196,7 @@ pub fn run_thread(addr: SocketAddr, phase: &Phase, job: ThreadJob) -> Result<Tot
         heap,
         finished: 0,
         requests: job.requests,
-        totals: Totals::new()?,
+        totals: Totals::new(addrs.len())?,
         thread: job.thread,
         seconds: job.seconds,
         second_index: 0,
@@ -292,7 +305,11 @@ impl Client<'_> {
     /// Starts the request planned at `due` on connection `i`.
     fn begin(&mut self, i: usize, due: u64, now: u64) {
         let conn = &mut self.conns[i];
-        if self.requests.next_into(&mut conn.request).is_none() {
+        if self
+            .requests
+            .next_into(&mut conn.request, conn.target)
+            .is_none()
+        {
             conn.state = State::Finished;
             conn.stream = None;
             self.finished += 1;
@@ -306,7 +323,10 @@ impl Client<'_> {
             return;
         }
         conn.step_start_ns = now;
-        match TcpStream::connect(self.addr) {
+        let Some(&addr) = self.addrs.get(conn.target) else {
+            return self.fail(i, Failure::Connect);
+        };
+        match TcpStream::connect(addr) {
             Ok(mut stream) => {
                 let registered = self.poll.registry().register(
                     &mut stream,
@@ -432,7 +452,11 @@ impl Client<'_> {
                 .saturating_record(us.clamp(1, self.second_latency_us.high()));
             let bytes = conn.bytes_read;
             let non_2xx = u64::from(!(200..300).contains(&status));
-            for counts in [&mut self.totals.counts, &mut self.second_counts] {
+            let per_target = self.totals.targets.get_mut(conn.target);
+            for counts in [&mut self.totals.counts, &mut self.second_counts]
+                .into_iter()
+                .chain(per_target)
+            {
                 counts.requests += 1;
                 counts.non_2xx += non_2xx;
                 counts.bytes_read += bytes;
@@ -454,6 +478,9 @@ impl Client<'_> {
         if conn.due_ns >= self.phase.measure_start_ns {
             self.totals.counts.fail(why);
             self.second_counts.fail(why);
+            if let Some(counts) = self.totals.targets.get_mut(conn.target) {
+                counts.fail(why);
+            }
         }
         conn.stream = None;
         conn.reader.reset();
@@ -504,6 +531,9 @@ impl Client<'_> {
                 State::Connecting | State::Writing | State::Reading => {
                     if measured {
                         self.totals.counts.timeouts += 1;
+                        if let Some(counts) = self.totals.targets.get_mut(conn.target) {
+                            counts.timeouts += 1;
+                        }
                     }
                 }
                 State::Idle | State::Finished => {}

@@ -3,7 +3,7 @@
 //!
 //! ## Layout
 //! - [`args`]: the options and their spellings.
-//! - [`target`]: the URL, resolved once.
+//! - [`target`]: the URLs, resolved once.
 //! - [`workload`] and [`zipf`]: which requests, written into reused buffers.
 //! - [`schedule`]: when each connection's k-th request is due.
 //! - [`client`]: one thread's `mio` event loop over many connections;
@@ -20,6 +20,10 @@
 //! planned before the end are still sent and awaited up to `--timeout`
 //! (the drain), so a stall at the end is not hidden either. Achieved rate
 //! is responses / (start of measuring .. last response).
+//!
+//! `--url` may list several targets (the nodes of a cluster), separated by
+//! commas: connection `i` talks to target `i % targets` in both the fill
+//! and the measured run, and the report counts each target's share.
 //!
 //! ## Cost
 //! The whole bench process's CPU time (getrusage) over the run, divided by
@@ -45,6 +49,7 @@ use crate::error::{BenchError, Result};
 use client::Phase;
 use report::{FillReport, GeneratorCpu, LatencyMs, Spectra};
 use std::io::IsTerminal;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use target::Target;
 use workload::Plan;
@@ -67,11 +72,12 @@ const NS_PER_MS: u64 = 1_000_000;
 
 /// Runs the benchmark and returns its report (printing is the caller's).
 pub fn run(args: &HttpArgs) -> Result<(HttpReport, stats::Totals)> {
-    validate(args)?;
-    let target = Target::parse(&args.url)?;
+    let targets = target::parse_targets(&args.url)?;
+    validate(args, targets.len())?;
+    let addrs: Vec<SocketAddr> = targets.iter().map(|t| t.addr).collect();
     let progress = args.progress || std::io::stderr().is_terminal();
     let fill = if args.fill > 0 {
-        Some(fill(args, &target, progress)?)
+        Some(fill(args, &targets, progress)?)
     } else {
         None
     };
@@ -89,9 +95,9 @@ pub fn run(args: &HttpArgs) -> Result<(HttpReport, stats::Totals)> {
     };
     let cpu_before = process_cpu_time();
     let result = phase::run_phase(
-        target.addr,
+        &addrs,
         &phase,
-        &Plan::run(args, &target),
+        &Plan::run(args, &targets),
         args.threads,
         args.seed,
         progress,
@@ -108,6 +114,7 @@ pub fn run(args: &HttpArgs) -> Result<(HttpReport, stats::Totals)> {
         bench: "http".into(),
         label: args.label.clone().unwrap_or_else(|| default_label(args)),
         url: args.url.clone(),
+        targets: report::target_reports(&targets, &totals.targets, args.connections),
         workload: args.workload.to_string(),
         distribution: args.distribution.to_string(),
         keys: args.keys,
@@ -160,7 +167,7 @@ pub fn run(args: &HttpArgs) -> Result<(HttpReport, stats::Totals)> {
 }
 
 /// Loads ids 1..=fill with PUTs, closed loop; any failure stops the run.
-fn fill(args: &HttpArgs, target: &Target, progress: bool) -> Result<FillReport> {
+fn fill(args: &HttpArgs, targets: &[Target], progress: bool) -> Result<FillReport> {
     let phase = Phase {
         epoch: Instant::now(),
         start_ns: 0,
@@ -170,10 +177,11 @@ fn fill(args: &HttpArgs, target: &Target, progress: bool) -> Result<FillReport> 
         rate: 0,
         connections_total: args.connections,
     };
+    let addrs: Vec<SocketAddr> = targets.iter().map(|t| t.addr).collect();
     let result = phase::run_phase(
-        target.addr,
+        &addrs,
         &phase,
-        &Plan::fill(args, target),
+        &Plan::fill(args, targets),
         args.threads,
         args.seed,
         progress,
@@ -199,10 +207,16 @@ fn fill(args: &HttpArgs, target: &Target, progress: bool) -> Result<FillReport> 
     })
 }
 
-fn validate(args: &HttpArgs) -> Result<()> {
+fn validate(args: &HttpArgs, targets: usize) -> Result<()> {
     let bad = |why: String| Err(BenchError::InvalidArgument(why));
     if args.connections == 0 || args.connections > CONNECTIONS_MAX {
         return bad(format!("--connections must be in 1..={CONNECTIONS_MAX}"));
+    }
+    if args.connections < targets {
+        return bad(format!(
+            "--connections {} leaves some of the {targets} targets without a connection",
+            args.connections
+        ));
     }
     if args.threads == 0 || args.threads > THREADS_MAX {
         return bad(format!("--threads must be in 1..={THREADS_MAX}"));

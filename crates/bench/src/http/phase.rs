@@ -26,9 +26,10 @@ pub struct PhaseResult {
     pub seconds: Vec<Second>,
 }
 
-/// Runs `threads` client threads over `connections` connections.
+/// Runs `threads` client threads over `connections` connections, spread
+/// round-robin over `addrs` (connection `i` to `addrs[i % addrs.len()]`).
 pub fn run_phase(
-    addr: SocketAddr,
+    addrs: &[SocketAddr],
     phase: &Phase,
     plan: &Plan,
     threads: usize,
@@ -54,13 +55,13 @@ pub fn run_phase(
             };
             let handle = std::thread::Builder::new()
                 .name(format!("bench-http-{t}"))
-                .spawn_scoped(scope, move || run_thread(addr, phase, job))
+                .spawn_scoped(scope, move || run_thread(addrs, phase, job))
                 .map_err(|e| BenchError::Check(format!("spawning a client thread: {e}")))?;
             handles.push(handle);
         }
         drop(sender);
         let seconds = collect(&receiver, phase, progress);
-        let mut totals = Totals::new()?;
+        let mut totals = Totals::new(addrs.len())?;
         for handle in handles {
             let part = handle
                 .join()

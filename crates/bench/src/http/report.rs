@@ -4,6 +4,7 @@
 //! generator's own CPU cost.
 
 use super::stats::{Counts, Second, Totals};
+use super::target::Target;
 use crate::error::Result;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -119,6 +120,45 @@ pub struct GeneratorCpu {
     pub cores: f64,
 }
 
+/// One target of the run and what it answered.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TargetReport {
+    /// The target's URL.
+    pub url: String,
+    /// Connections to it (connection `i` goes to target `i % targets`).
+    pub connections: usize,
+    /// Responses it sent (any status).
+    pub requests: u64,
+    /// Requests to it without a response: connect + I/O errors + timeouts.
+    pub errors: u64,
+    /// Its responses whose status is not 2xx.
+    pub non_2xx: u64,
+}
+
+/// The report's list of targets from the per-target counts.
+pub fn target_reports(
+    targets: &[Target],
+    counts: &[Counts],
+    connections: usize,
+) -> Vec<TargetReport> {
+    let n = targets.len().max(1);
+    targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let c = counts.get(i).copied().unwrap_or_default();
+            TargetReport {
+                url: t.url.clone(),
+                // Connections i, i + n, i + 2n, ... below `connections`.
+                connections: connections.saturating_sub(i).div_ceil(n),
+                requests: c.requests,
+                errors: c.errors(),
+                non_2xx: c.non_2xx,
+            }
+        })
+        .collect()
+}
+
 /// The `--fill` phase.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct FillReport {
@@ -137,8 +177,11 @@ pub struct HttpReport {
     pub bench: String,
     /// Name of the run (plots' legend).
     pub label: String,
-    /// Target URL.
+    /// `--url` as given: one URL, or several separated by commas.
     pub url: String,
+    /// Each target and its share (empty in reports written before targets were listed).
+    #[serde(default)]
+    pub targets: Vec<TargetReport>,
     /// Workload spelling.
     pub workload: String,
     /// Id distribution spelling.
@@ -364,6 +407,19 @@ pub fn print(r: &HttpReport, totals: &Totals, with_spectrum: bool) {
         r.value_size
     );
     println!("  {} threads and {} connections", r.threads, r.connections);
+    if r.targets.len() > 1 {
+        println!(
+            "  {} targets (connection i to target i mod {}):",
+            r.targets.len(),
+            r.targets.len()
+        );
+        for t in &r.targets {
+            println!(
+                "    {}  {} connections, {} requests, {} errors, {} non-2xx",
+                t.url, t.connections, t.requests, t.errors, t.non_2xx
+            );
+        }
+    }
     println!("  Thread Stats   Avg      Stdev     Max   +/- Stdev");
     println!(
         "    Latency   {:>8}  {:>8}  {:>8}  {:>7.2}%",

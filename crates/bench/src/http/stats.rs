@@ -95,6 +95,8 @@ pub struct Totals {
     pub uncorrected_ns: Histogram<u64>,
     /// Counters.
     pub counts: Counts,
+    /// The same counters by target (index in `--url`'s list).
+    pub targets: Vec<Counts>,
     /// Requests planned before the end but never sent: their connection
     /// was still waiting when the drain limit (end + timeout) struck.
     pub unsent: u64,
@@ -103,12 +105,13 @@ pub struct Totals {
 }
 
 impl Totals {
-    /// Empty totals.
-    pub fn new() -> Result<Totals> {
+    /// Empty totals of a run against `targets` targets.
+    pub fn new(targets: usize) -> Result<Totals> {
         Ok(Totals {
             corrected_ns: latency_histogram()?,
             uncorrected_ns: latency_histogram()?,
             counts: Counts::default(),
+            targets: vec![Counts::default(); targets],
             unsent: 0,
             last_completion_ns: 0,
         })
@@ -125,6 +128,12 @@ impl Totals {
         merge(&mut self.corrected_ns, &other.corrected_ns)?;
         merge(&mut self.uncorrected_ns, &other.uncorrected_ns)?;
         self.counts.add(&other.counts);
+        if self.targets.len() < other.targets.len() {
+            self.targets.resize(other.targets.len(), Counts::default());
+        }
+        for (mine, theirs) in self.targets.iter_mut().zip(&other.targets) {
+            mine.add(theirs);
+        }
         self.unsent += other.unsent;
         self.last_completion_ns = self.last_completion_ns.max(other.last_completion_ns);
         Ok(())

@@ -1,5 +1,8 @@
-//! The target of a run: `http://HOST[:PORT][/PREFIX]` resolved once into a
-//! socket address, the `Host` header and the path prefix of every request.
+//! The targets of a run: `--url` is one `http://HOST[:PORT][/PREFIX]` or a
+//! comma-separated list of them (several nodes of a cluster), each resolved
+//! once into a socket address, the `Host` header and the path prefix of
+//! every request sent to it. Connection `i` of a phase goes to target
+//! `i % targets`.
 
 use crate::error::{BenchError, Result};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -7,9 +10,14 @@ use std::net::{SocketAddr, ToSocketAddrs};
 /// Port used when the URL names none.
 const HTTP_PORT_DEFAULT: u16 = 80;
 
+/// Most targets one `--url` may list.
+pub const TARGETS_MAX: usize = 1024;
+
 /// Where requests go.
 #[derive(Debug, Clone)]
 pub struct Target {
+    /// The URL as given (trimmed), for the report.
+    pub url: String,
     /// Resolved address (the first one the name resolves to).
     pub addr: SocketAddr,
     /// Value of the `Host` header (as written in the URL).
@@ -46,11 +54,36 @@ impl Target {
             .next()
             .ok_or_else(|| bad("the name resolves to no address"))?;
         Ok(Target {
+            url: url.to_string(),
             addr,
             host: authority.to_string(),
             prefix: path.trim_end_matches('/').to_string(),
         })
     }
+}
+
+/// Parses and resolves a comma-separated list of URLs (at least one, at
+/// most [`TARGETS_MAX`]; whitespace around each is ignored).
+pub fn parse_targets(urls: &str) -> Result<Vec<Target>> {
+    let targets = urls
+        .split(',')
+        .map(|url| {
+            let url = url.trim();
+            if url.is_empty() {
+                return Err(BenchError::InvalidArgument(format!(
+                    "--url {urls:?}: an empty entry in the list"
+                )));
+            }
+            Target::parse(url)
+        })
+        .collect::<Result<Vec<Target>>>()?;
+    if targets.len() > TARGETS_MAX {
+        return Err(BenchError::InvalidArgument(format!(
+            "--url lists {} targets, at most {TARGETS_MAX}",
+            targets.len()
+        )));
+    }
+    Ok(targets)
 }
 
 /// Whether `host[:port]` or `[v6][:port]` carries a port.
@@ -77,5 +110,19 @@ mod tests {
         assert_eq!(Target::parse("http://[::1]").unwrap().addr.port(), 80);
         assert!(Target::parse("https://127.0.0.1").is_err());
         assert!(Target::parse("http://127.0.0.1/?x=1").is_err());
+    }
+
+    /// A comma-separated list gives one target per entry, in order; empty entries are refused.
+    #[test]
+    fn parses_lists() {
+        let t = parse_targets("http://127.0.0.1:1, http://127.0.0.1:2/p").unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!((t[0].addr.port(), t[1].addr.port()), (1, 2));
+        assert_eq!(t[1].url, "http://127.0.0.1:2/p");
+        assert_eq!(t[1].prefix, "/p");
+        assert_eq!(parse_targets("http://127.0.0.1:1").unwrap().len(), 1);
+        assert!(parse_targets("http://127.0.0.1:1,").is_err());
+        assert!(parse_targets("http://127.0.0.1:1,https://127.0.0.1:2").is_err());
+        assert!(parse_targets("").is_err());
     }
 }

@@ -54,10 +54,17 @@ pub struct Plan {
     /// Ids of reads of existing keys.
     existing_key: KeyDist,
     value_size: ValueSize,
+    /// The fixed text of requests to each target, by target index.
+    targets: Arc<[TargetText]>,
+}
+
+/// The parts of a request line and head that depend only on the target.
+#[derive(Debug)]
+struct TargetText {
     /// `{prefix}/v0/entity?id=`
-    path_head: Arc<[u8]>,
+    path_head: Vec<u8>,
     /// `[&ack=A][&from=F] HTTP/1.1\r\nHost: H\r\n`
-    line_tail: Arc<[u8]>,
+    line_tail: Vec<u8>,
 }
 
 #[derive(Debug, Clone)]
@@ -82,21 +89,20 @@ pub enum Method {
 }
 
 impl Plan {
-    /// The run's workload.
-    pub fn run(args: &HttpArgs, target: &Target) -> Plan {
+    /// The run's workload against `targets` (at least one).
+    pub fn run(args: &HttpArgs, targets: &[Target]) -> Plan {
         let existing = if args.fill > 0 { args.fill } else { args.keys };
         Plan {
             kind: PlanKind::Run(args.workload),
             any_key: KeyDist::new(args.distribution, args.keys),
             existing_key: KeyDist::new(args.distribution, existing),
             value_size: args.value_size,
-            path_head: path_head(target),
-            line_tail: line_tail(args, target),
+            targets: target_texts(args, targets),
         }
     }
 
-    /// The `--fill` phase: PUT ids 1..=n once each.
-    pub fn fill(args: &HttpArgs, target: &Target) -> Plan {
+    /// The `--fill` phase against `targets`: PUT ids 1..=n once each.
+    pub fn fill(args: &HttpArgs, targets: &[Target]) -> Plan {
         Plan {
             kind: PlanKind::Fill {
                 next: Arc::new(AtomicU64::new(1)),
@@ -105,9 +111,13 @@ impl Plan {
             any_key: KeyDist::Uniform(1),
             existing_key: KeyDist::Uniform(1),
             value_size: args.value_size,
-            path_head: path_head(target),
-            line_tail: line_tail(args, target),
+            targets: target_texts(args, targets),
         }
+    }
+
+    /// Targets the plan writes requests for.
+    pub fn targets(&self) -> usize {
+        self.targets.len()
     }
 
     /// Mixed into the RNG seed, so that with one `--seed` a get-random run
@@ -124,13 +134,18 @@ impl Plan {
     }
 }
 
-fn path_head(target: &Target) -> Arc<[u8]> {
-    format!("{}/v0/entity?id=", target.prefix)
-        .into_bytes()
-        .into()
+fn target_texts(args: &HttpArgs, targets: &[Target]) -> Arc<[TargetText]> {
+    debug_assert!(!targets.is_empty(), "a plan needs a target");
+    targets
+        .iter()
+        .map(|target| TargetText {
+            path_head: format!("{}/v0/entity?id=", target.prefix).into_bytes(),
+            line_tail: line_tail(args, target),
+        })
+        .collect()
 }
 
-fn line_tail(args: &HttpArgs, target: &Target) -> Arc<[u8]> {
+fn line_tail(args: &HttpArgs, target: &Target) -> Vec<u8> {
     let mut s = String::new();
     if let Some(ack) = args.ack {
         s.push_str(&format!("&ack={ack}"));
@@ -139,7 +154,7 @@ fn line_tail(args: &HttpArgs, target: &Target) -> Arc<[u8]> {
         s.push_str(&format!("&from={from}"));
     }
     s.push_str(&format!(" HTTP/1.1\r\nHost: {}\r\n", target.host));
-    s.into_bytes().into()
+    s.into_bytes()
 }
 
 /// A thread's request builder.
@@ -158,9 +173,10 @@ impl Requests {
         Requests { plan, rng, pool }
     }
 
-    /// Clears `out` and writes the next request into it; `None` when a
-    /// finite plan is exhausted.
-    pub fn next_into(&mut self, out: &mut Vec<u8>) -> Option<Method> {
+    /// Clears `out` and writes the next request to target number `target`
+    /// into it; `None` when a finite plan is exhausted. Which request comes
+    /// next does not depend on the target.
+    pub fn next_into(&mut self, out: &mut Vec<u8>, target: usize) -> Option<Method> {
         let (method, id) = match &self.plan.kind {
             PlanKind::Fill { next, n } => {
                 let id = next.fetch_add(1, Ordering::Relaxed);
@@ -187,15 +203,20 @@ impl Requests {
                 }
             },
         };
+        // A plan always has a target (`target_texts`); none would end it.
+        let text = self
+            .plan
+            .targets
+            .get(target % self.plan.targets.len().max(1))?;
         out.clear();
         out.extend_from_slice(match method {
             Method::Get => b"GET ",
             Method::Put => b"PUT ",
             Method::Delete => b"DELETE ",
         });
-        out.extend_from_slice(&self.plan.path_head);
+        out.extend_from_slice(&text.path_head);
         push_decimal(out, id);
-        out.extend_from_slice(&self.plan.line_tail);
+        out.extend_from_slice(&text.line_tail);
         if method == Method::Put {
             let size = self
                 .rng
@@ -232,13 +253,13 @@ mod tests {
     use super::*;
     use crate::http::args::parse_workload;
 
-    fn args(workload: &str) -> (HttpArgs, Target) {
+    fn args(workload: &str) -> (HttpArgs, Vec<Target>) {
         let mut a = HttpArgs::new("http://127.0.0.1:1/p");
         a.workload = parse_workload(workload).unwrap();
         a.keys = 10;
         a.value_size = ValueSize { min: 3, max: 3 };
         a.ack = Some(1);
-        let t = Target::parse(&a.url).unwrap();
+        let t = vec![Target::parse(&a.url).unwrap()];
         (a, t)
     }
 
@@ -249,7 +270,7 @@ mod tests {
         let mut r = Requests::new(Plan::run(&a, &t), 1);
         let mut buf = Vec::new();
         for _ in 0..100 {
-            assert_eq!(r.next_into(&mut buf), Some(Method::Put));
+            assert_eq!(r.next_into(&mut buf, 0), Some(Method::Put));
             let text = String::from_utf8_lossy(&buf).to_string();
             assert!(text.starts_with("PUT /p/v0/entity?id="), "{text}");
             let id: u64 = text["PUT /p/v0/entity?id=".len()..]
@@ -274,10 +295,47 @@ mod tests {
         let mut r = Requests::new(Plan::fill(&a, &t), 1);
         let mut buf = Vec::new();
         let mut n = 0;
-        while r.next_into(&mut buf).is_some() {
+        while r.next_into(&mut buf, 0).is_some() {
             n += 1;
         }
         assert_eq!(n, 5);
+    }
+
+    /// Each target gets its own Host and prefix; the ids drawn do not
+    /// depend on the target (one target behaves as before).
+    #[test]
+    fn requests_per_target() {
+        let (a, _) = args("get-random");
+        let targets =
+            crate::http::target::parse_targets("http://127.0.0.1:1/p,http://127.0.0.1:2/q")
+                .unwrap();
+        let mut two = Requests::new(Plan::run(&a, &targets), 1);
+        let mut one = Requests::new(Plan::run(&a, &targets[..1]), 1);
+        let (mut buf, mut single) = (Vec::new(), Vec::new());
+        for i in 0..10 {
+            two.next_into(&mut buf, i);
+            one.next_into(&mut single, 0);
+            let text = String::from_utf8(buf.clone()).unwrap();
+            let id = |t: &str| {
+                t.split("id=")
+                    .nth(1)
+                    .unwrap()
+                    .split('&')
+                    .next()
+                    .unwrap()
+                    .to_string()
+            };
+            let single = String::from_utf8(single.clone()).unwrap();
+            assert_eq!(id(&text), id(&single));
+            if i % 2 == 0 {
+                assert!(text.starts_with("GET /p/v0/entity?id="), "{text}");
+                assert!(text.contains("\r\nHost: 127.0.0.1:1\r\n"), "{text}");
+                assert_eq!(text, single);
+            } else {
+                assert!(text.starts_with("GET /q/v0/entity?id="), "{text}");
+                assert!(text.contains("\r\nHost: 127.0.0.1:2\r\n"), "{text}");
+            }
+        }
     }
 
     /// Decimals are written without padding.
