@@ -120,10 +120,10 @@ impl PeerServer {
                             ts: e.ts,
                             value: e.value,
                         })),
-                        Err(e) => Err(ReplicaError {
-                            kind: ReplicaErrorKind::Failed,
-                            message: format!("read failed: {e}"),
-                        }),
+                        Err(e) => Err(ReplicaError::new(
+                            ReplicaErrorKind::Failed,
+                            format!("read failed: {e}"),
+                        )),
                     };
                     self.push(&Message::ReadReply { id, result });
                 }
@@ -144,13 +144,14 @@ impl PeerServer {
     /// A write finished in the engine: queue its acknowledgement.
     pub fn ack(&mut self, id: u64, result: Result<(), String>, invalid: bool) {
         self.writes_pending = self.writes_pending.saturating_sub(1);
-        let result = result.map_err(|message| ReplicaError {
-            kind: if invalid {
+        let result = result.map_err(|message| {
+            let kind = if invalid {
                 ReplicaErrorKind::Invalid
             } else {
                 ReplicaErrorKind::Failed
-            },
-            message,
+            };
+            // Cut at the frame's message bound.
+            ReplicaError::new(kind, message)
         });
         self.push(&Message::WriteAck { id, result });
     }
