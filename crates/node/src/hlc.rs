@@ -57,11 +57,11 @@ impl Hlc {
         let mask = (1u64 << NODE_BITS) - 1;
         let mut last = self.last.load(Ordering::Relaxed);
         loop {
-            let above = wall.max(last + 1);
+            let above = wall.max(last.saturating_add(1));
             // The smallest value >= `above` whose low bits are the node's.
             let mut next = (above & !mask) | self.node;
             if next < above {
-                next += 1 << NODE_BITS;
+                next = next.saturating_add(1 << NODE_BITS);
             }
             match self
                 .last
@@ -77,6 +77,16 @@ impl Hlc {
     pub fn observe(&self, ts: Timestamp) {
         self.last.fetch_max(ts, Ordering::AcqRel);
     }
+}
+
+/// How far ahead of this node's wall clock a peer's timestamp may be; a
+/// write stamped later is refused (a clock that far off, or a forged
+/// timestamp, would make the key unwritable until then).
+pub const PEER_CLOCK_AHEAD_MS_MAX: u64 = 60 * 60 * 1000;
+
+/// True when `ts` is not too far ahead of the local wall clock to accept from a peer.
+pub fn acceptable_from_peer(ts: Timestamp) -> bool {
+    ts <= timestamp_from_millis(wall_ms().saturating_add(PEER_CLOCK_AHEAD_MS_MAX), u16::MAX)
 }
 
 /// Milliseconds part of a timestamp (for logs).
@@ -109,6 +119,18 @@ mod tests {
         assert!(millis(all[0]) + 60_000 > wall_ms());
         clock.observe(u64::MAX / 2);
         assert!(clock.now() > u64::MAX / 2);
+    }
+
+    /// Regression: observing a huge timestamp from a peer made `now` overflow
+    /// (a panic in debug builds, a wrapped clock in release); `now` saturates,
+    /// and the peer server refuses such timestamps in the first place.
+    #[test]
+    fn observing_a_huge_timestamp_does_not_overflow() {
+        let clock = Hlc::for_node(1);
+        clock.observe(u64::MAX - 3);
+        assert_eq!(clock.now(), u64::MAX);
+        assert!(!acceptable_from_peer(u64::MAX - 3));
+        assert!(acceptable_from_peer(Hlc::for_node(2).now()));
     }
 
     /// Two nodes never issue the same timestamp, and each stays above what it observed.

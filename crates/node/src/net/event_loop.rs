@@ -161,6 +161,10 @@ impl Loop {
                 }
                 self.close_idle();
                 if self.slots.live() == 0 || started.elapsed() > SHUTDOWN_GRACE {
+                    // Requests still waiting for replicas end now and keep
+                    // their hints (the hint store closes after this thread).
+                    self.repl.expire_all(&self.ctx, self.poll.registry());
+                    self.submit_pending();
                     return Ok(());
                 }
             }

@@ -36,6 +36,8 @@ use std::time::{Duration, Instant};
 pub const LINK_OUT_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// A connect plus upgrade that takes longer fails.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Written bytes at the front of the output buffer that are dropped when a write would block.
+const OUT_COMPACT_BYTES: usize = 1024 * 1024;
 /// Bytes read per call.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
@@ -100,7 +102,10 @@ pub struct PeerLink {
     frames_queued: u64,
     rbuf: Vec<u8>,
     next_id: u64,
-    inflight: HashMap<u64, (Waiter, Instant)>,
+    /// Request id to (who waits, deadline, whether it is a read).
+    inflight: HashMap<u64, (Waiter, Instant, bool)>,
+    /// The dial address once resolved (resolving can block; done once).
+    resolved: Option<std::net::SocketAddr>,
     last_heard: Instant,
 }
 
@@ -128,6 +133,7 @@ impl PeerLink {
             next_id: 1,
             inflight: HashMap::new(),
             last_heard: now,
+            resolved: None,
         }
     }
 
@@ -187,9 +193,11 @@ impl PeerLink {
         }
         let id = self.next_id;
         self.next_id += 1;
-        frame::encode(&make(id), &mut self.out);
+        let msg = make(id);
+        let is_read = matches!(msg, Message::Read { .. });
+        frame::encode(&msg, &mut self.out);
         self.frames_queued += 1;
-        self.inflight.insert(id, (waiter, deadline));
+        self.inflight.insert(id, (waiter, deadline, is_read));
         status.sent.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -200,8 +208,15 @@ impl PeerLink {
         registry: &Registry,
         now: Instant,
     ) -> Result<(), String> {
-        let addr = match self.dial.to_socket_addrs().map(|mut a| a.next()) {
-            Ok(Some(addr)) => addr,
+        let resolved = match self.resolved {
+            Some(addr) => Ok(Some(addr)),
+            None => self.dial.to_socket_addrs().map(|mut a| a.next()),
+        };
+        let addr = match resolved {
+            Ok(Some(addr)) => {
+                self.resolved = Some(addr);
+                addr
+            }
             Ok(None) => {
                 return Err(self.go_down_now(
                     ctx,
@@ -259,7 +274,7 @@ impl PeerLink {
             let _ = registry.deregister(&mut stream);
         }
         let status = &ctx.shared.peers[self.node];
-        for (_, (waiter, _)) in self.inflight.drain() {
+        for (_, (waiter, _, _)) in self.inflight.drain() {
             status.failed.fetch_add(1, Ordering::Relaxed);
             outcomes.push((waiter, LinkOutcome::Failed(why.clone())));
         }
@@ -390,6 +405,14 @@ impl PeerLink {
             consumed += n;
             self.last_heard = Instant::now();
             let id = msg.id();
+            let answers_read = matches!(msg, Message::ReadReply { .. });
+            if let Some((_, _, is_read)) = self.inflight.get(&id)
+                && *is_read != answers_read
+            {
+                return Err(format!(
+                    "peer answered request {id} with the wrong kind of answer"
+                ));
+            }
             let outcome = match msg {
                 Message::WriteAck { result: Ok(()), .. } => LinkOutcome::Written,
                 Message::ReadReply { result: Ok(v), .. } => LinkOutcome::Read(v),
@@ -401,7 +424,7 @@ impl PeerLink {
                     return Err("peer sent a request on a client link".into());
                 }
             };
-            if let Some((waiter, _)) = self.inflight.remove(&id) {
+            if let Some((waiter, _, _)) = self.inflight.remove(&id) {
                 if matches!(outcome, LinkOutcome::Failed(_)) {
                     ctx.shared.peers[self.node]
                         .failed
@@ -439,7 +462,15 @@ impl PeerLink {
             match stream.write(&self.out[self.out_pos..]) {
                 Ok(0) => return Err("connection closed while writing".into()),
                 Ok(n) => self.out_pos += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if self.out_pos >= OUT_COMPACT_BYTES {
+                        // Under steady load the buffer never drains: drop the
+                        // written prefix so it does not grow without end.
+                        self.out.drain(..self.out_pos);
+                        self.out_pos = 0;
+                    }
+                    return Ok(());
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(format!("write: {e}")),
             }
@@ -488,7 +519,7 @@ impl PeerLink {
         let expired: Vec<u64> = self
             .inflight
             .iter()
-            .filter(|(_, (_, deadline))| *deadline <= now)
+            .filter(|(_, (_, deadline, _))| *deadline <= now)
             .map(|(&id, _)| id)
             .collect();
         if expired.is_empty() {
@@ -496,7 +527,7 @@ impl PeerLink {
         }
         let status = &ctx.shared.peers[self.node];
         for id in expired {
-            if let Some((waiter, _)) = self.inflight.remove(&id) {
+            if let Some((waiter, _, _)) = self.inflight.remove(&id) {
                 status.failed.fetch_add(1, Ordering::Relaxed);
                 outcomes.push((
                     waiter,

@@ -21,8 +21,44 @@ use std::io::{self, Read, Write};
 
 /// Writes of one peer connection waiting for the engine before reading pauses.
 pub const PEER_WRITES_PENDING_MAX: usize = 16_384;
+/// Unsent answer bytes before reading pauses (reads are answered on the spot:
+/// without this a peer that never reads could make the node buffer without end).
+pub const PEER_OUT_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// Bytes buffered from a peer before reading pauses (a frame may be this large).
 const READ_BUFFER_BYTES_MAX: usize = frame::FRAME_HEADER_BYTES + frame::FRAME_BODY_BYTES_MAX;
+
+/// Rounds of read, serve, flush per readiness event when the output bound paused reading.
+const RESUME_ROUNDS_MAX: usize = 8;
+
+/// Why a peer's write is refused, if it is: the node's own key and value
+/// limits apply to replicas too, and a timestamp far ahead of this node's
+/// clock is refused (see `hlc::PEER_CLOCK_AHEAD_MS_MAX`).
+fn refuse_write(ctx: &NetContext, key: &[u8], version: &Version) -> Option<String> {
+    if key.is_empty() || key.len() > ctx.config.key_bytes_max {
+        return Some(format!(
+            "key of {} bytes outside 1..={}",
+            key.len(),
+            ctx.config.key_bytes_max
+        ));
+    }
+    if let Some(v) = &version.value
+        && v.len() > ctx.config.value_bytes_max
+    {
+        return Some(format!(
+            "value of {} bytes over {}",
+            v.len(),
+            ctx.config.value_bytes_max
+        ));
+    }
+    if !crate::hlc::acceptable_from_peer(version.ts) {
+        return Some(format!(
+            "timestamp {} is more than {} ms ahead of this node's clock",
+            version.ts,
+            crate::hlc::PEER_CLOCK_AHEAD_MS_MAX
+        ));
+    }
+    None
+}
 
 /// An upgraded connection's peer-protocol state.
 pub struct PeerServer {
@@ -61,8 +97,33 @@ impl PeerServer {
         generation: u64,
         scratch: &mut [u8],
     ) -> Next {
+        // Reading stops at the output bound; once a flush drains it, go on
+        // (edge-triggered polling will not report the unread bytes again).
+        for _ in 0..RESUME_ROUNDS_MAX {
+            let out_was_full = self.out_full();
+            let next = self.read_serve_flush(stream, ctx, token, generation, scratch);
+            if next == Next::Close || !out_was_full || self.out_full() {
+                return next;
+            }
+        }
+        Next::Keep
+    }
+
+    fn out_full(&self) -> bool {
+        self.out.len() - self.out_pos >= PEER_OUT_BYTES_MAX
+    }
+
+    fn read_serve_flush(
+        &mut self,
+        stream: &mut TcpStream,
+        ctx: &NetContext,
+        token: usize,
+        generation: u64,
+        scratch: &mut [u8],
+    ) -> Next {
         let mut eof = false;
         while !self.closing
+            && !self.out_full()
             && self.rbuf.len() < READ_BUFFER_BYTES_MAX
             && self.writes_pending < PEER_WRITES_PENDING_MAX
         {
@@ -90,7 +151,7 @@ impl PeerServer {
 
     fn serve(&mut self, ctx: &NetContext, token: usize, generation: u64) {
         let mut consumed = 0;
-        while !self.closing && self.writes_pending < PEER_WRITES_PENDING_MAX {
+        while !self.closing && !self.out_full() && self.writes_pending < PEER_WRITES_PENDING_MAX {
             let msg = match frame::decode(&self.rbuf[consumed..]) {
                 Ok(Some((msg, n))) => {
                     consumed += n;
@@ -105,6 +166,11 @@ impl PeerServer {
             };
             match msg {
                 Message::Write { id, key, version } => {
+                    if let Some(why) = refuse_write(ctx, &key, &version) {
+                        let result = Err(ReplicaError::new(ReplicaErrorKind::Invalid, why));
+                        self.push(&Message::WriteAck { id, result });
+                        continue;
+                    }
                     ctx.shared.hlc.observe(version.ts);
                     self.writes_pending += 1;
                     let target = Target::Peer {
@@ -137,6 +203,7 @@ impl PeerServer {
     }
 
     fn push(&mut self, msg: &Message) {
+        debug_assert!(self.out.len() - self.out_pos <= PEER_OUT_BYTES_MAX + READ_BUFFER_BYTES_MAX);
         frame::encode(msg, &mut self.out);
         self.frames_queued += 1;
     }

@@ -412,18 +412,42 @@ impl Replicator {
         }
     }
 
-    /// Writes everything queued on every link, one write per link.
+    /// Writes everything queued on every link, one write per link. A
+    /// failed link's outcomes can queue read repairs on links already
+    /// flushed, so a second pass follows when anything was dispatched.
     pub fn flush(&mut self, ctx: &NetContext, registry: &Registry) {
         let mut outcomes = std::mem::take(&mut self.outcomes);
-        for node in 0..self.links.len() {
-            if let Some(link) = self.links[node].as_mut() {
-                link.flush(ctx, registry, &mut outcomes);
+        for _pass in 0..2 {
+            let mut dispatched = false;
+            for node in 0..self.links.len() {
+                if let Some(link) = self.links[node].as_mut() {
+                    link.flush(ctx, registry, &mut outcomes);
+                }
+                if !outcomes.is_empty() {
+                    dispatched = true;
+                    self.dispatch(ctx, registry, node, &mut outcomes);
+                }
             }
-            if !outcomes.is_empty() {
-                self.dispatch(ctx, registry, node, &mut outcomes);
+            if !dispatched {
+                break;
             }
         }
         self.outcomes = outcomes;
+    }
+
+    /// Shutdown: every request still in flight ends now (504 if unanswered),
+    /// and writes keep their hints for replicas that did not acknowledge, so
+    /// a write answered 201 before the stop still reaches them later.
+    pub fn expire_all(&mut self, ctx: &NetContext, registry: &Registry) {
+        for index in 0..self.table.len() {
+            let Some(live) = self.table[index].live.as_mut() else {
+                continue;
+            };
+            if let Some(decision) = live.coordination.expire("the node is stopping") {
+                self.replies.push((live.reply_to, Ok(decision)));
+            }
+            self.finish(ctx, registry, index);
+        }
     }
 
     /// Periodic work: deadlines of requests and links, reconnects, hint delivery.

@@ -1,0 +1,96 @@
+//! The peer endpoint as a hostile or broken peer sees it: the upgrade, and
+//! writes the node must refuse (review findings, regression tests).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use ataman_node::peer::frame::{self, Message, ReplicaErrorKind, Version};
+use ataman_node::peer::handshake::{parse_upgrade_response, upgrade_request};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+use support::Node;
+
+fn upgraded(node: &Node) -> (TcpStream, Vec<u8>) {
+    let mut s = TcpStream::connect(node.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&upgrade_request(
+        &node.addr().to_string(),
+        "http://test-peer:1",
+    ))
+    .unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed before the 101");
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(used) = parse_upgrade_response(&buf).unwrap() {
+            buf.drain(..used);
+            return (s, buf);
+        }
+    }
+}
+
+fn answer(s: &mut TcpStream, buf: &mut Vec<u8>) -> Message {
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some((msg, used)) = frame::decode(buf).unwrap() {
+            buf.drain(..used);
+            return msg;
+        }
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed before the answer");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Regression: a peer's write stamped near u64::MAX made the node's clock
+/// overflow (a panic in debug builds; in release a key nobody could ever
+/// overwrite). It is refused as invalid, and the node keeps serving.
+#[test]
+fn a_timestamp_far_ahead_is_refused() {
+    let node = Node::start(&[]);
+    let (mut s, mut buf) = upgraded(&node);
+    let mut out = Vec::new();
+    let forged = Version {
+        ts: u64::MAX - 3,
+        value: Some(b"forever".to_vec()),
+    };
+    frame::encode(
+        &Message::Write {
+            id: 7,
+            key: b"k".to_vec(),
+            version: forged,
+        },
+        &mut out,
+    );
+    frame::encode(
+        &Message::Read {
+            id: 8,
+            key: b"k".to_vec(),
+        },
+        &mut out,
+    );
+    s.write_all(&out).unwrap();
+    match answer(&mut s, &mut buf) {
+        Message::WriteAck {
+            id: 7,
+            result: Err(e),
+        } => {
+            assert_eq!(e.kind, ReplicaErrorKind::Invalid, "{e:?}");
+            assert!(e.message.contains("ahead"), "{e:?}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    match answer(&mut s, &mut buf) {
+        Message::ReadReply {
+            id: 8,
+            result: Ok(None),
+        } => {}
+        other => panic!("the forged write must not be stored: {other:?}"),
+    }
+    assert_eq!(node.put(b"k", b"v").status, 201);
+    assert_eq!(node.get(b"k").body, b"v");
+}
