@@ -8,29 +8,13 @@ mod support;
 
 use ataman::faultproxy::LinkMode;
 use std::time::{Duration, Instant};
-use support::cluster::TestCluster;
+use support::cluster::{TestCluster, assert_status, body};
+
+fn eventually(what: &str, check: impl FnMut() -> bool) {
+    support::cluster::eventually(what, CONVERGE_TIMEOUT, check);
+}
 
 const CONVERGE_TIMEOUT: Duration = Duration::from_secs(15);
-
-fn body(r: &support::Response) -> String {
-    String::from_utf8_lossy(&r.body).into_owned()
-}
-
-#[track_caller]
-fn assert_status(r: &support::Response, status: u16, context: &str) {
-    assert_eq!(r.status, status, "{context}: body {:?}", body(r));
-}
-
-fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !check() {
-        assert!(
-            started.elapsed() < CONVERGE_TIMEOUT,
-            "{what}: not within {CONVERGE_TIMEOUT:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 /// A black-holed peer (connections accepted, nothing answered) costs
 /// nothing to requests that do not need it: 2/3 writes answer as soon as

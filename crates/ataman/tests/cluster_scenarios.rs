@@ -6,15 +6,15 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
-use support::cluster::TestCluster;
+use std::time::Duration;
+use support::cluster::{TestCluster, assert_status, body};
+
+fn eventually(what: &str, check: impl FnMut() -> bool) {
+    support::cluster::eventually(what, CONVERGE_TIMEOUT, check);
+}
 
 /// How long a test waits for replicas to converge (hints, read repair).
 const CONVERGE_TIMEOUT: Duration = Duration::from_secs(10);
-
-fn body(r: &support::Response) -> String {
-    String::from_utf8_lossy(&r.body).into_owned()
-}
 
 #[track_caller]
 fn assert_value(r: &support::Response, value: &str, context: &str) {
@@ -25,23 +25,6 @@ fn assert_value(r: &support::Response, value: &str, context: &str) {
         r.status,
         body(r)
     );
-}
-
-#[track_caller]
-fn assert_status(r: &support::Response, status: u16, context: &str) {
-    assert_eq!(r.status, status, "{context}: body {:?}", body(r));
-}
-
-/// Polls `check` until it holds or `CONVERGE_TIMEOUT` passes.
-fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !check() {
-        assert!(
-            started.elapsed() < CONVERGE_TIMEOUT,
-            "{what}: not within {CONVERGE_TIMEOUT:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Stops every node, then starts each alone and counts the nodes that

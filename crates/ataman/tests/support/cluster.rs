@@ -135,3 +135,26 @@ pub fn entity(key: &[u8], ack: u32, from: u32) -> String {
         ],
     )
 }
+
+/// A response body as text (for messages).
+pub fn body(r: &Response) -> String {
+    String::from_utf8_lossy(&r.body).into_owned()
+}
+
+/// Asserts a status, showing the body when it differs.
+#[track_caller]
+pub fn assert_status(r: &Response, status: u16, context: &str) {
+    assert_eq!(r.status, status, "{context}: body {:?}", body(r));
+}
+
+/// Polls `check` every 50 ms until it holds; panics after `timeout`.
+pub fn eventually(what: &str, timeout: std::time::Duration, mut check: impl FnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !check() {
+        assert!(
+            started.elapsed() < timeout,
+            "{what}: not within {timeout:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
