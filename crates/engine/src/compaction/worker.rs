@@ -7,13 +7,13 @@
 
 use super::output::{DropPolicy, write_tables};
 use super::picker::{self, Plan};
+use crate::db::immutable::ImmutableMemtable;
 use crate::db::shared::{Shared, lock};
 use crate::db::version::{LiveTable, SuperVersion, Version};
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, LevelIter, MergingIterator};
 use crate::key;
 use crate::manifest::VersionEdit;
-use crate::memtable::Memtable;
 use crate::wal::segment::parse_segment_file_name;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -99,13 +99,19 @@ fn step(shared: &Shared, manual: Vec<std::sync::mpsc::Sender<Result<()>>>) -> Re
 }
 
 /// Writes the oldest immutable memtable to an L0 table and installs it.
-pub fn flush_memtable(shared: &Shared, imm: &Arc<Memtable>) -> Result<()> {
+pub fn flush_memtable(shared: &Shared, imm: &ImmutableMemtable) -> Result<()> {
     let mut it = imm.iter(u64::MAX);
     it.seek_to_first()?;
-    let outputs = write_tables(shared, &mut it, 0, u64::MAX, DropPolicy::keep_tombstones())?;
+    let outputs = write_tables(
+        shared,
+        it.as_mut(),
+        0,
+        u64::MAX,
+        DropPolicy::keep_tombstones(),
+    )?;
     let mut versions = lock(&shared.versions);
     let current = shared.sv.load_full();
-    debug_assert!(current.imms.last().is_some_and(|m| Arc::ptr_eq(m, imm)));
+    debug_assert!(current.imms.last().is_some_and(|m| m.same(imm)));
     // The WAL segments of the memtables still in memory must be kept.
     let remaining_oldest_segment = current
         .imms
@@ -128,10 +134,10 @@ pub fn flush_memtable(shared: &Shared, imm: &Arc<Memtable>) -> Result<()> {
         let mut version = Version::clone(&latest.version);
         version.levels[0].extend(outputs.iter().cloned());
         version.normalize();
-        let imms: Vec<Arc<Memtable>> = latest
+        let imms: Vec<ImmutableMemtable> = latest
             .imms
             .iter()
-            .filter(|m| !Arc::ptr_eq(m, imm))
+            .filter(|m| !m.same(imm))
             .cloned()
             .collect();
         shared.sv.store(Arc::new(SuperVersion {

@@ -11,10 +11,15 @@
 //! reader and writer threads. Writes are queued to the single writer
 //! thread; reads run on the caller's thread and never block the writer.
 
+pub mod immutable;
 pub mod open;
 pub mod read;
 pub(crate) mod replay_buffer;
+pub(crate) mod replayed_runs;
+#[cfg(test)]
+mod replayed_view_tests;
 pub mod shared;
+pub mod sorted_run;
 pub mod version;
 pub mod writer;
 
@@ -354,9 +359,7 @@ impl Db {
     /// clock behind are still newer than everything already stored.
     pub fn timestamp_max(&self) -> crate::key::Timestamp {
         let sv = self.shared.sv.load();
-        let mems = std::iter::once(&sv.mem)
-            .chain(sv.imms.iter())
-            .map(|m| m.ts_max());
+        let mems = std::iter::once(sv.mem.ts_max()).chain(sv.imms.iter().map(|m| m.ts_max()));
         let files = sv.version.all_files().map(|t| t.meta.ts_max);
         mems.chain(files).max().unwrap_or(0)
     }

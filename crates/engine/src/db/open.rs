@@ -6,26 +6,39 @@
 //!    present, which is refused rather than silently ignored).
 //! 3. Open every live table.
 //! 4. Replay WAL segments from the manifest's `wal_segment_min` on, into
-//!    memtables; each full memtable, and the last one, is written to L0.
-//! 5. Write a new manifest naming the tables and a new, empty WAL segment
-//!    (temp file, fsync, rename, fsync dir). Only now are the replayed
-//!    segments obsolete.
-//! 6. Remove obsolete files (replayed segments, tables not in the manifest,
-//!    the temp manifest). Files with names the engine does not use are left alone.
+//!    sorted runs of a memtable's size each ([`ReplayedRuns`]): up to
+//!    `immutable_memtables_max` of the newest stay in memory as immutable
+//!    memtables, older ones are written to L0 now.
+//! 5. In `WalMode::Fsync`, sync the segments the kept runs came from: they
+//!    stay the only durable copy of those entries until the background
+//!    flush, and a process crash may have left their tail unsynced.
+//! 6. Write a new manifest naming the tables, `wal_segment_min` = the
+//!    segment of the oldest kept run (or, if none, a new, empty segment),
+//!    and the new segment's number (temp file, fsync, rename, fsync dir).
+//!    Only now are segments below that minimum obsolete; the others become
+//!    obsolete as the background thread flushes the kept runs, exactly as
+//!    for rotated memtables.
+//! 7. Remove obsolete files (segments below the minimum, tables not in the
+//!    manifest, the temp manifest). Files with names the engine does not
+//!    use are left alone.
+//!
+//! A forced recovery that skipped records writes every run to L0 at step
+//! 4 instead of keeping any, so the damaged segments are obsolete when the
+//! open returns and the next open does not meet them again.
 
+use super::immutable::ImmutableMemtable;
 use super::replay_buffer::ReplayBuffer;
+use super::replayed_runs::ReplayedRuns;
 use super::shared::{Shared, VersionSet};
 use super::version::{LiveTable, SuperVersion, Version};
-use crate::compaction::output::{DropPolicy, write_tables};
 use crate::error::{Error, Result};
-use crate::iter::InternalIterator;
 use crate::manifest::{ManifestState, ManifestWriter, load_manifest};
 use crate::memtable::Memtable;
 use crate::metrics::EngineMetrics;
-use crate::options::Options;
+use crate::options::{Options, WalMode};
 use crate::sst::{BlockCache, Table, parse_table_file_name, table_file_name};
 use crate::wal::replay::{ReplayOptions, ReplayReport, replay};
-use crate::wal::segment::parse_segment_file_name;
+use crate::wal::segment::{parse_segment_file_name, segment_file_name};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -41,20 +54,29 @@ pub const MANIFEST_TMP_NAME: &str = "MANIFEST.tmp";
 pub struct RecoveryReport {
     /// The WAL replay's report.
     pub replay: ReplayReport,
-    /// Tables written from replayed memtables.
+    /// Tables written to L0 during the open (runs over the immutable
+    /// memtable budget, or every run after a forced recovery skipped records).
     pub tables_flushed: usize,
-    /// Time spent replaying the WAL: reading, decoding, applying, and
-    /// writing the replayed entries as L0 tables (so `replay_apply_duration
-    /// + flush_duration`, give or take the bookkeeping between them).
+    /// Replayed runs left in memory as immutable memtables for the
+    /// background flush.
+    pub runs_kept: usize,
+    /// Their bytes, counted like memtables.
+    pub runs_kept_bytes: usize,
+    /// Time from the first segment read until the replayed entries were
+    /// ready to serve: reading, decoding, buffering, sorting, and any L0
+    /// table written during the open (`replay_apply_duration +
+    /// sort_duration + flush_duration`, give or take the bookkeeping).
     pub replay_duration: Duration,
     /// Part of `replay_duration` spent reading, checking, decoding and
-    /// buffering WAL records (everything but `flush_duration`).
+    /// buffering WAL records.
     pub replay_apply_duration: Duration,
-    /// Part of `replay_duration` spent writing L0 tables: sorting the
-    /// replayed entries, building, writing and syncing the tables.
+    /// Part of `replay_duration` spent sorting buffers into runs.
+    pub sort_duration: Duration,
+    /// Part of `replay_duration` spent writing L0 tables during the open.
     pub flush_duration: Duration,
-    /// Part of `flush_duration` spent sorting the replayed entries.
-    pub flush_sort_duration: Duration,
+    /// Time spent syncing the WAL segments the kept runs came from
+    /// (`WalMode::Fsync` only; zero otherwise).
+    pub wal_sync_duration: Duration,
     /// Time the whole open took.
     pub open_duration: Duration,
 }
@@ -143,52 +165,82 @@ pub fn open(dir: &Path, opts: Options) -> Result<(Arc<Shared>, RecoveryReport)> 
     ));
     let mut report = RecoveryReport::default();
     let replay_started = Instant::now();
-    let mut flushed: Vec<Arc<LiveTable>> = Vec::new();
-    let mut buffer = ReplayBuffer::new();
-    let mut flush_timing = FlushTiming::default();
+    let mut runs = ReplayedRuns::default();
+    let mut buffer: Option<ReplayBuffer> = None;
     let mut last_seq = state.last_seq;
     let replay_opts = ReplayOptions {
         reader_thread: shared.opts.recovery_reader_thread,
         force: shared.opts.force_recovery,
     };
-    report.replay = replay(fs.as_ref(), dir, &segments, replay_opts, &mut |payload| {
-        for (i, entry) in payload.entries().enumerate() {
-            let entry = entry.map_err(|e| Error::InvalidArgument(format!("replay: {e}")))?;
-            buffer.push(
-                entry.key,
-                entry.ts,
-                payload.first_seq + i as u64,
-                entry.kind,
-                entry.value,
-            );
-        }
-        last_seq = last_seq.max(payload.first_seq + u64::from(payload.count) - 1);
-        if buffer.bytes() >= shared.opts.memtable_bytes_max {
-            let full = std::mem::take(&mut buffer);
-            flushed.extend(flush_recovered(&shared, full, &mut flush_timing)?);
-        }
-        Ok(())
-    })?;
-    if !buffer.is_empty() {
-        flushed.extend(flush_recovered(&shared, buffer, &mut flush_timing)?);
+    report.replay = replay(
+        fs.as_ref(),
+        dir,
+        &segments,
+        replay_opts,
+        &mut |segment, payload| {
+            let buf = buffer.get_or_insert_with(|| ReplayBuffer::new(segment));
+            for (i, entry) in payload.entries().enumerate() {
+                let entry = entry.map_err(|e| Error::InvalidArgument(format!("replay: {e}")))?;
+                buf.push(
+                    entry.key,
+                    entry.ts,
+                    payload.first_seq + i as u64,
+                    entry.kind,
+                    entry.value,
+                );
+            }
+            last_seq = last_seq.max(payload.first_seq + u64::from(payload.count) - 1);
+            if buf.bytes() >= shared.opts.memtable_bytes_max
+                && let Some(full) = buffer.take()
+            {
+                runs.add(&shared, full)?;
+            }
+            Ok(())
+        },
+    )?;
+    if let Some(last) = buffer.take() {
+        runs.add(&shared, last)?;
+    }
+    if !report.replay.skipped.is_empty() {
+        runs.flush_all(&shared)?;
     }
     report.replay_duration = replay_started.elapsed();
-    report.flush_duration = flush_timing.total;
-    report.flush_sort_duration = flush_timing.sort;
-    report.replay_apply_duration = report.replay_duration.saturating_sub(flush_timing.total);
-    report.tables_flushed = flushed.len();
+    report.sort_duration = runs.sort_duration;
+    report.flush_duration = runs.flush_duration;
+    report.replay_apply_duration = report
+        .replay_duration
+        .saturating_sub(runs.sort_duration + runs.flush_duration);
+    report.tables_flushed = runs.tables.len();
+    report.runs_kept = runs.kept_len();
+    report.runs_kept_bytes = runs.kept_bytes();
 
-    // Install: the replayed tables in L0, a new segment, a fresh manifest.
+    // The kept runs' entries live only in their segments until flushed.
+    let wal_sync_started = Instant::now();
+    if let Some(oldest) = runs.oldest_wal_segment()
+        && shared.opts.wal_mode == WalMode::Fsync
+    {
+        for &number in segments.iter().filter(|n| **n >= oldest) {
+            let path = dir.join(segment_file_name(number));
+            let mut file = fs.open_append(&path).map_err(|e| Error::io(&path, e))?;
+            file.sync().map_err(|e| Error::io(&path, e))?;
+        }
+    }
+    report.wal_sync_duration = wal_sync_started.elapsed();
+
+    // Install: written tables in L0, a new segment, a fresh manifest whose
+    // `wal_segment_min` keeps every segment a kept run has entries in.
     let segment = shared.new_file_number();
+    let wal_segment_min = runs.oldest_wal_segment().unwrap_or(segment);
+    debug_assert!(wal_segment_min <= segment);
     let mut version = Version::clone(&shared.sv.load().version);
-    version.levels[0].extend(flushed.iter().cloned());
+    version.levels[0].extend(runs.tables.iter().cloned());
     version.normalize();
     let mut files: Vec<_> = version.all_files().map(|t| t.meta.clone()).collect();
     // `ManifestState` keeps its files sorted by (level, number).
     files.sort_by_key(|f| (f.level, f.number));
     let new_state = ManifestState {
         files,
-        wal_segment_min: segment,
+        wal_segment_min,
         next_file_number: shared.next_file_number.load(Ordering::Relaxed),
         last_seq,
     };
@@ -200,37 +252,16 @@ pub fn open(dir: &Path, opts: Options) -> Result<(Arc<Shared>, RecoveryReport)> 
     shared.visible_seq.store(last_seq, Ordering::Release);
     shared.sv.store(Arc::new(SuperVersion {
         mem: Arc::new(Memtable::new(segment)),
-        imms: Vec::new(),
+        imms: runs
+            .newest_first()
+            .into_iter()
+            .map(ImmutableMemtable::Replayed)
+            .collect(),
         version: Arc::new(version),
     }));
-    remove_obsolete_files(&shared, segment)?;
+    remove_obsolete_files(&shared, wal_segment_min)?;
     report.open_duration = started.elapsed();
     Ok((shared, report))
-}
-
-/// Time spent writing replayed entries to L0, summed over the flushes.
-#[derive(Debug, Default)]
-struct FlushTiming {
-    total: Duration,
-    sort: Duration,
-}
-
-/// Sorts `buffer` and writes it as one L0 table (older versions dropped,
-/// tombstones kept, as a memtable flush does).
-fn flush_recovered(
-    shared: &Shared,
-    buffer: ReplayBuffer,
-    timing: &mut FlushTiming,
-) -> Result<Vec<Arc<LiveTable>>> {
-    let started = Instant::now();
-    let mut it = buffer.sorted();
-    timing.sort += started.elapsed();
-    it.seek_to_first()?;
-    let tables = write_tables(shared, &mut it, 0, u64::MAX, DropPolicy::keep_tombstones());
-    // Freeing the buffer is part of the flush's cost.
-    drop(it);
-    timing.total += started.elapsed();
-    tables
 }
 
 /// Removes tables not in the current version, segments below `segment_min`,

@@ -56,11 +56,14 @@ pub fn get(shared: &Shared, user_key: &[u8]) -> Result<Option<Entry>> {
     let (sv, visible) = read_view(shared);
     let mut best: Option<Best> = None;
     shared.metrics.gets.add(1);
-    for mem in std::iter::once(&sv.mem).chain(sv.imms.iter()) {
-        if best.as_ref().is_some_and(|b| b.ts > mem.ts_max()) {
+    if let Some(f) = sv.mem.get(user_key, visible) {
+        offer(&mut best, f.ts, f.seq, f.kind, f.value);
+    }
+    for imm in &sv.imms {
+        if best.as_ref().is_some_and(|b| b.ts > imm.ts_max()) {
             continue;
         }
-        if let Some(f) = mem.get(user_key, visible) {
+        if let Some(f) = imm.get(user_key, visible) {
             offer(&mut best, f.ts, f.seq, f.kind, f.value);
         }
     }
@@ -121,8 +124,9 @@ pub fn scan(
 ) -> Result<ScanIter> {
     let (sv, visible) = read_view(shared);
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-    for mem in std::iter::once(&sv.mem).chain(sv.imms.iter()) {
-        children.push(Box::new(mem.iter(visible)));
+    children.push(Box::new(sv.mem.iter(visible)));
+    for imm in &sv.imms {
+        children.push(imm.iter(visible));
     }
     for (level, files) in sv.version.levels.iter().enumerate() {
         if level == 0 {

@@ -5,6 +5,7 @@
 //! `Arc` of the current one and keep using it while writers move on, so a
 //! read never waits for the writer and never sees half an install.
 
+use super::immutable::ImmutableMemtable;
 use crate::fs::FileSystem;
 use crate::key;
 use crate::manifest::FileMeta;
@@ -137,8 +138,9 @@ impl Version {
 pub struct SuperVersion {
     /// The memtable taking writes.
     pub mem: Arc<Memtable>,
-    /// Immutable memtables waiting for flush, newest first.
-    pub imms: Vec<Arc<Memtable>>,
+    /// Immutable memtables waiting for flush, newest first (rotated ones
+    /// and, after an open, the runs replayed from the WAL).
+    pub imms: Vec<ImmutableMemtable>,
     /// The live SSTables.
     pub version: Arc<Version>,
 }

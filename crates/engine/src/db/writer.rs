@@ -12,6 +12,7 @@
 //! - A memtable rotation is queued to the WAL in the same order as the
 //!   writes around it, so each segment holds exactly its memtable's writes.
 
+use super::immutable::ImmutableMemtable;
 use super::shared::{Shared, WriteRequest, lock};
 use super::version::SuperVersion;
 use crate::error::{Error, Result};
@@ -96,7 +97,7 @@ pub fn run(shared: Arc<Shared>) {
 }
 
 /// Applies a batch to the memtable and publishes it to readers.
-fn apply(shared: &Shared, batch: &crate::WriteBatch, first_seq: u64) {
+pub(crate) fn apply(shared: &Shared, batch: &crate::WriteBatch, first_seq: u64) {
     let sv = shared.sv.load();
     let mut user_bytes = 0u64;
     for (i, entry) in batch.iter().enumerate() {
@@ -144,7 +145,7 @@ pub fn rotate(shared: &Shared, wal_items: &mut Vec<(WalItem, usize)>) {
     let guard = lock(&shared.sv_update);
     let old = shared.sv.load_full();
     let mut imms = Vec::with_capacity(old.imms.len() + 1);
-    imms.push(Arc::clone(&old.mem));
+    imms.push(ImmutableMemtable::Rotated(Arc::clone(&old.mem)));
     imms.extend(old.imms.iter().cloned());
     shared.sv.store(Arc::new(SuperVersion {
         mem: Arc::new(Memtable::new(segment)),

@@ -44,7 +44,7 @@ fn apply_error_stops_replay_and_releases_the_reader() {
         let dir = dir.clone();
         let (calls, result) = within_deadline(move || {
             let mut calls = 0u32;
-            let result = replay(&OsFs, &dir, &[1], mode, &mut |_| {
+            let result = replay(&OsFs, &dir, &[1], mode, &mut |_, _| {
                 calls += 1;
                 if calls == 3 {
                     return Err(Error::Busy { what: "test apply" });
@@ -71,7 +71,7 @@ fn reader_panic_becomes_an_error() {
             reader_thread: true,
             force: false,
         };
-        let result = replay(&fs, &dir, &[1], opts, &mut |_| {
+        let result = replay(&fs, &dir, &[1], opts, &mut |_, _| {
             calls += 1;
             panic_on_read.store(true, Ordering::SeqCst);
             Ok(())
@@ -110,7 +110,7 @@ fn reader_stays_at_most_two_chunks_ahead() {
             reader_thread: true,
             force: false,
         };
-        let report = replay(&fs, &dir, &[1], opts, &mut |_| {
+        let report = replay(&fs, &dir, &[1], opts, &mut |_, _| {
             if read_end_at_first.is_none() {
                 // Give the reader ample time to run ahead as far as it may.
                 std::thread::sleep(Duration::from_millis(300));
@@ -135,7 +135,7 @@ fn reads_happen_on_the_named_reader_thread_only_when_asked() {
     let (_guard, dir) = many_records(100);
     for mode in BOTH_MODES {
         let fs = WatchedFs::default();
-        let report = replay(&fs, &dir, &[1], mode, &mut |_| Ok(())).unwrap();
+        let report = replay(&fs, &dir, &[1], mode, &mut |_, _| Ok(())).unwrap();
         assert_eq!(report.records, 100);
         let names = fs.read_threads.lock().unwrap().clone();
         let caller = std::thread::current().name().unwrap_or("").to_string();

@@ -55,7 +55,8 @@ pub struct ReplayReport {
 }
 
 /// Replays segments `segments` (numbers, ascending) of `dir` in order,
-/// calling `apply` for every valid payload.
+/// calling `apply` for every valid payload with the number of the segment
+/// it was read from (non-decreasing from call to call).
 ///
 /// Errors: [`Error::Io`] naming a segment that is missing or unreadable (or
 /// a torn tail that could not be cut); [`Error::Corruption`] naming the file
@@ -67,7 +68,7 @@ pub fn replay(
     dir: &Path,
     segments: &[u64],
     opts: ReplayOptions,
-    apply: &mut dyn FnMut(Payload<'_>) -> Result<()>,
+    apply: &mut dyn FnMut(u64, Payload<'_>) -> Result<()>,
 ) -> Result<ReplayReport> {
     if !segments.windows(2).all(|pair| pair[0] < pair[1]) {
         return Err(Error::InvalidArgument(format!(
@@ -93,7 +94,7 @@ pub fn replay(
 /// The applying half: runs on the caller's thread in both modes.
 struct Applier<'a> {
     fs: &'a dyn FileSystem,
-    apply: &'a mut dyn FnMut(Payload<'_>) -> Result<()>,
+    apply: &'a mut dyn FnMut(u64, Payload<'_>) -> Result<()>,
     report: ReplayReport,
 }
 
@@ -104,6 +105,7 @@ impl Applier<'_> {
         for event in events {
             match event {
                 Event::Record {
+                    segment,
                     start,
                     end,
                     first_seq,
@@ -113,11 +115,14 @@ impl Applier<'_> {
                     // so it is at least the sequence number long.
                     let payload = &data[start..end];
                     let batch = &payload[PAYLOAD_SEQ_BYTES..];
-                    (self.apply)(Payload {
-                        first_seq,
-                        count,
-                        batch,
-                    })?;
+                    (self.apply)(
+                        segment,
+                        Payload {
+                            first_seq,
+                            count,
+                            batch,
+                        },
+                    )?;
                     let last_seq = first_seq + u64::from(count) - 1;
                     debug_assert!(self.report.records == 0 || last_seq > self.report.last_seq);
                     self.report.records += 1;

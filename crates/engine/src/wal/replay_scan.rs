@@ -33,6 +33,8 @@ pub struct Chunk {
 pub enum Event {
     /// Apply the record whose payload is `data[start..end]` of the chunk.
     Record {
+        /// Number of the segment the record was read from.
+        segment: u64,
         /// Start of the payload in the chunk's data.
         start: usize,
         /// End of the payload in the chunk's data.
@@ -64,6 +66,8 @@ pub enum Event {
 
 /// The segment being read.
 struct Current {
+    /// The segment's number.
+    number: u64,
     path: PathBuf,
     cursor: SegmentCursor,
     offset: u64,
@@ -143,6 +147,7 @@ impl<'a> Scanner<'a> {
                     let start = chunk.data.len();
                     chunk.data.extend_from_slice(payload);
                     chunk.events.push(Event::Record {
+                        segment: current.number,
                         start,
                         end: chunk.data.len(),
                         first_seq,
@@ -181,6 +186,7 @@ impl<'a> Scanner<'a> {
             .open_read(&path)
             .map_err(|e| Error::io(path.clone(), e))?;
         self.current = Some(Current {
+            number,
             path,
             cursor: SegmentCursor::new(file),
             offset: 0,

@@ -88,7 +88,10 @@ pub fn replay_with(
     opts: ReplayOptions,
 ) -> (Vec<Applied>, Result<ReplayReport>) {
     let mut seen = Vec::new();
-    let result = replay(fs, dir, segments, opts, &mut |p| {
+    let mut last_segment = 0;
+    let result = replay(fs, dir, segments, opts, &mut |segment, p| {
+        assert!(segments.contains(&segment) && segment >= last_segment);
+        last_segment = segment;
         assert_eq!(p.entries().count(), p.count as usize);
         seen.push((p.first_seq, p.count, p.batch.to_vec()));
         Ok(())

@@ -94,6 +94,23 @@ impl SimFs {
         }
     }
 
+    /// What a process crash (kill -9) leaves while the machine stays up:
+    /// a new, independent file system with the live names and bytes (the
+    /// page cache keeps them), nothing more durable than it was, and no open
+    /// handles or locks (they die with the process). A crash image of the
+    /// result can still lose what was never synced.
+    pub fn process_crash_image(&self) -> SimFs {
+        let mut model = lock(&self.shared).model.clone();
+        model.open_handles.clear();
+        model.collect_garbage();
+        SimFs {
+            shared: Arc::new(Mutex::new(Shared {
+                model,
+                ..Shared::default()
+            })),
+        }
+    }
+
     /// Arms a fault; it fires once, on its `nth` matching operation.
     pub fn inject(&self, fault: Fault) {
         lock(&self.shared).faults.arm(fault);

@@ -222,7 +222,7 @@ impl Model {
     }
 
     /// Drops files no name, pending change or open handle refers to.
-    fn collect_garbage(&mut self) {
+    pub fn collect_garbage(&mut self) {
         let mut used: BTreeSet<Ino> = self.open_handles.keys().copied().collect();
         for dir in self.dirs.values() {
             used.extend(dir.live.values().chain(dir.durable.values()));

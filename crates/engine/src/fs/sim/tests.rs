@@ -295,6 +295,35 @@ fn truncate_is_durable_and_images_are_deterministic() {
     }
 }
 
+/// A process crash keeps the live names and bytes but makes nothing durable:
+/// a power cut after it still loses what was never synced. Locks are released.
+#[test]
+fn process_crash_keeps_page_cache_not_durability() {
+    let fs = fs_with_dir();
+    let lock_path = file("LOCK");
+    let _held = fs.lock(&lock_path).unwrap();
+    let synced = file("synced");
+    let mut w = fs.create(&synced).unwrap();
+    w.append(b"durable").unwrap();
+    w.sync().unwrap();
+    fs.sync_dir(dir()).unwrap();
+    w.append(b"+cached").unwrap();
+    let mut unsynced = fs.create(&file("unsynced")).unwrap();
+    unsynced.append(b"cached only").unwrap();
+    let after = fs.process_crash_image();
+    assert_eq!(read(&after, &synced).unwrap(), b"durable+cached");
+    assert_eq!(read(&after, &file("unsynced")).unwrap(), b"cached only");
+    assert_eq!(after.durable_len(&synced), Some(7));
+    assert!(
+        after.lock(&lock_path).is_ok(),
+        "the lock died with the process"
+    );
+    let power_cut = after.crash_image_with(CrashMode::durable_only());
+    assert_eq!(read(&power_cut, &synced).unwrap(), b"durable");
+    assert!(read(&power_cut, &file("unsynced")).is_none());
+    after.check_invariants();
+}
+
 /// A second lock of a path fails until the first is dropped.
 #[test]
 fn lock_table() {
