@@ -386,14 +386,7 @@ impl Conn {
             Action::Status => self.push_text(ctx, route, Status::Ok, persist, "ok", started),
             Action::Cluster => {
                 let text = crate::replication::status::render_json(&ctx.shared);
-                let mut out = Vec::with_capacity(text.len() + 128);
-                let extra = Extra {
-                    content_type: Some("application/json"),
-                    ..Extra::default()
-                };
-                write_full(&mut out, Status::Ok, extra, persist, text.as_bytes());
-                ctx.shared.metrics.record(route, Status::Ok, started);
-                self.slots.push_back(Slot::Ready(out));
+                self.push_document(ctx, route, persist, "application/json", &text, started);
             }
             Action::PeerUpgrade => {
                 ctx.shared
@@ -406,14 +399,8 @@ impl Conn {
             Action::Metrics => {
                 let mut text = ctx.shared.metrics.render(&ctx.db);
                 crate::replication::status::render_metrics(&mut text, &ctx.shared);
-                let mut out = Vec::with_capacity(text.len() + 128);
-                let extra = Extra {
-                    content_type: Some("text/plain; version=0.0.4"),
-                    ..Extra::default()
-                };
-                write_full(&mut out, Status::Ok, extra, persist, text.as_bytes());
-                ctx.shared.metrics.record(route, Status::Ok, started);
-                self.slots.push_back(Slot::Ready(out));
+                let content_type = "text/plain; version=0.0.4";
+                self.push_document(ctx, route, persist, content_type, &text, started);
             }
             Action::Get { key, ack, from } if !local_only(ctx, &key, ack, from) => {
                 self.replicate(
@@ -639,6 +626,26 @@ impl Conn {
         };
         ctx.shared.metrics.record(route, status, started);
         *entry = Slot::Ready(out);
+    }
+
+    /// Answers 200 with a rendered document (`/metrics`, `/v0/cluster`).
+    fn push_document(
+        &mut self,
+        ctx: &NetContext,
+        route: Route,
+        persist: Persist,
+        content_type: &str,
+        text: &str,
+        started: Instant,
+    ) {
+        let mut out = Vec::with_capacity(text.len() + 128);
+        let extra = Extra {
+            content_type: Some(content_type),
+            ..Extra::default()
+        };
+        write_full(&mut out, Status::Ok, extra, persist, text.as_bytes());
+        ctx.shared.metrics.record(route, Status::Ok, started);
+        self.slots.push_back(Slot::Ready(out));
     }
 
     fn push_text(
