@@ -94,3 +94,26 @@ fn delayed_peer_still_counts() {
         assert_eq!((r.status, r.body.as_slice()), (200, &b"v"[..]), "get 3/3");
     }
 }
+
+/// A link that failed is used again as soon as its peer is back: a client's
+/// request retries a refused or closed connection every 50 ms instead of
+/// failing until the back-off (up to 1 s) ends. One network thread, so
+/// every request meets the same link.
+#[test]
+fn healed_link_is_used_at_once() {
+    let c = TestCluster::start(2, &["--net-threads", "1", "--hints-bytes-max", "0"]);
+    c.proxy(1).set_mode(LinkMode::Cut);
+    // Failed connects in a row: the background back-off grows towards 1 s.
+    for i in 0..8 {
+        let key = format!("heal-{i}");
+        assert_status(&c.put(0, key.as_bytes(), b"v", 2, 2), 504, "put 2/2, cut");
+        std::thread::sleep(Duration::from_millis(60));
+    }
+    c.proxy(1).set_mode(LinkMode::Pass);
+    std::thread::sleep(Duration::from_millis(60));
+    assert_status(
+        &c.put(0, b"heal", b"v", 2, 2),
+        201,
+        "the first put 2/2 after the heal",
+    );
+}

@@ -241,9 +241,10 @@ fn read_repair_fixes_the_stale_replica() {
     c.kill9(2);
     assert_status(&c.put(0, k, b"new", 2, 3), 201, "put 2/3 with node 2 down");
     c.restart(2);
-    // Node 0's link to node 2 may still be in back-off (up to 1 s) after the
-    // restart; meanwhile a 3/3 read is a correct, fast 504. Retry until the
-    // link is back; the read that succeeds must see the newest version.
+    // Node 0's link to node 2 may still fail for up to 50 ms after the
+    // restart (a request retries a refused connect at most that often);
+    // meanwhile a 3/3 read is a correct, fast 504. Retry until the link is
+    // back; the read that succeeds must see the newest version.
     let mut read = c.get(0, k, 3, 3);
     eventually("node 0 reaches node 2 again", || {
         read = c.get(0, k, 3, 3);

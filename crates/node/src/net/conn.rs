@@ -746,6 +746,9 @@ impl Conn {
         let owed = !self.slots.is_empty() || self.pending.is_some();
         if self.upgrading && !owed && self.out_pos >= self.out.len() {
             // The 101 is out: from here on the bytes are peer frames.
+            if let Err(e) = crate::peer::keepalive::enable(&self.stream) {
+                eprintln!("ataman: peer connection: keepalive not set: {e}");
+            }
             self.peer = Some(Box::new(PeerServer::new(std::mem::take(&mut self.rbuf))));
             self.request_started = None;
             return Next::Keep;

@@ -364,7 +364,7 @@ impl Loop {
                 continue;
             };
             if conn.is_peer() {
-                continue; // peers keep their connections; they close them when they go
+                continue; // peers keep their connections; TCP keepalive ends a vanished one
             }
             if conn.is_idle() && now.duration_since(conn.last_active) >= idle {
                 self.drop_conn(i);

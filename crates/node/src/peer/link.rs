@@ -11,8 +11,9 @@
 //! A refused connect, a lost connection, a bad answer or a silent peer
 //! fails every request in flight at once (the coordinator decides 504 or
 //! success from the other replicas) and puts the link in back-off: until the
-//! next try, requests to the node fail immediately. Nothing ever blocks on a
-//! dead peer. Each request carries its coordinator's deadline; [`PeerLink::tick`]
+//! next try, requests to the node fail immediately (a client request may
+//! retry a refused connect every 50 ms, so a node that comes back is used
+//! at once). Nothing ever blocks on a dead peer. Each request carries its coordinator's deadline; [`PeerLink::tick`]
 //! fails the expired ones.
 //!
 //! # Invariants
@@ -73,6 +74,18 @@ pub enum LinkOutcome {
     Failed(String),
 }
 
+/// A request sent and not answered yet.
+#[derive(Debug, Clone, Copy)]
+struct Inflight {
+    waiter: Waiter,
+    /// When it was queued.
+    sent: Instant,
+    /// When its coordinator stops waiting.
+    deadline: Instant,
+    /// A Read (answered by ReadReply) rather than a Write.
+    is_read: bool,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Down,
@@ -93,6 +106,11 @@ pub struct PeerLink {
     /// When the current connect started.
     since: Instant,
     retry_at: Instant,
+    /// When the last connect was tried.
+    tried_at: Instant,
+    /// The link went down because the peer did not answer in time (a black
+    /// hole): only the back-off retries it, requests do not.
+    down_silent: bool,
     backoff: Duration,
     why_down: String,
     /// The upgrade request, while it is being written.
@@ -102,8 +120,8 @@ pub struct PeerLink {
     frames_queued: u64,
     rbuf: Vec<u8>,
     next_id: u64,
-    /// Request id to (who waits, deadline, whether it is a read).
-    inflight: HashMap<u64, (Waiter, Instant, bool)>,
+    /// Request id to who waits and when it was sent, expires and whether it is a read.
+    inflight: HashMap<u64, Inflight>,
     /// The dial address once resolved (resolving can block; done once).
     resolved: Option<std::net::SocketAddr>,
     last_heard: Instant,
@@ -123,6 +141,8 @@ impl PeerLink {
             stream: None,
             since: now,
             retry_at: now,
+            tried_at: now,
+            down_silent: false,
             backoff: RECONNECT_BACKOFF_MIN,
             why_down: "not connected yet".into(),
             hello: Vec::new(),
@@ -142,9 +162,22 @@ impl PeerLink {
         self.inflight.len()
     }
 
-    /// True unless the link is in back-off.
+    /// True unless the link is in back-off (what background work, hint
+    /// delivery, waits for).
     pub fn may_try(&self, now: Instant) -> bool {
         self.phase != Phase::Down || now >= self.retry_at
+    }
+
+    /// Whether a client's request may connect now. Besides the back-off, a
+    /// request may reconnect a link that went down by a refused connect or a
+    /// closed connection once `RECONNECT_BACKOFF_MIN` passed since the last
+    /// try: a node that comes back is used within 50 ms, not after a back-off
+    /// of up to a second, and a refused connect costs one syscall. A link
+    /// that went down silent (black hole) waits for the back-off, so requests
+    /// fail at once instead of waiting out another connect timeout.
+    fn may_try_for_request(&self, now: Instant) -> bool {
+        self.may_try(now)
+            || (!self.down_silent && now.duration_since(self.tried_at) >= RECONNECT_BACKOFF_MIN)
     }
 
     fn publish(&self, ctx: &NetContext) {
@@ -184,7 +217,11 @@ impl PeerLink {
             ));
         }
         if self.phase == Phase::Down {
-            if now < self.retry_at {
+            let may = match waiter {
+                Waiter::Coordination { .. } => self.may_try_for_request(now),
+                Waiter::Hint { .. } | Waiter::Repair => self.may_try(now),
+            };
+            if !may {
                 return refused(format!("{}: down ({})", self.url, self.why_down));
             }
             if let Err(why) = self.connect(ctx, registry, now) {
@@ -197,7 +234,15 @@ impl PeerLink {
         let is_read = matches!(msg, Message::Read { .. });
         frame::encode(&msg, &mut self.out);
         self.frames_queued += 1;
-        self.inflight.insert(id, (waiter, deadline, is_read));
+        self.inflight.insert(
+            id,
+            Inflight {
+                waiter,
+                sent: now,
+                deadline,
+                is_read,
+            },
+        );
         status.sent.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -208,6 +253,7 @@ impl PeerLink {
         registry: &Registry,
         now: Instant,
     ) -> Result<(), String> {
+        self.tried_at = now;
         let resolved = match self.resolved {
             Some(addr) => Ok(Some(addr)),
             None => self.dial.to_socket_addrs().map(|mut a| a.next()),
@@ -274,7 +320,7 @@ impl PeerLink {
             let _ = registry.deregister(&mut stream);
         }
         let status = &ctx.shared.peers[self.node];
-        for (_, (waiter, _, _)) in self.inflight.drain() {
+        for (_, Inflight { waiter, .. }) in self.inflight.drain() {
             status.failed.fetch_add(1, Ordering::Relaxed);
             outcomes.push((waiter, LinkOutcome::Failed(why.clone())));
         }
@@ -283,6 +329,7 @@ impl PeerLink {
             self.backoff = RECONNECT_BACKOFF_MIN;
         }
         self.phase = Phase::Down;
+        self.down_silent = false;
         self.retry_at = now + self.backoff;
         self.backoff = (self.backoff * 2).min(RECONNECT_BACKOFF_MAX);
         self.why_down = why;
@@ -331,6 +378,9 @@ impl PeerLink {
                 Err(e) => return Err(format!("connect: {e}")),
             }
             let _ = stream.set_nodelay(true);
+            if let Err(e) = super::keepalive::enable(stream) {
+                eprintln!("ataman: peer link to {}: keepalive not set: {e}", self.url);
+            }
             let host = self.url.strip_prefix("http://").unwrap_or(&self.url);
             let me = &ctx.shared.topology.nodes()[ctx.shared.topology.self_index()];
             self.hello = upgrade_request(host, me);
@@ -406,8 +456,8 @@ impl PeerLink {
             self.last_heard = Instant::now();
             let id = msg.id();
             let answers_read = matches!(msg, Message::ReadReply { .. });
-            if let Some((_, _, is_read)) = self.inflight.get(&id)
-                && *is_read != answers_read
+            if let Some(request) = self.inflight.get(&id)
+                && request.is_read != answers_read
             {
                 return Err(format!(
                     "peer answered request {id} with the wrong kind of answer"
@@ -424,7 +474,7 @@ impl PeerLink {
                     return Err("peer sent a request on a client link".into());
                 }
             };
-            if let Some((waiter, _, _)) = self.inflight.remove(&id) {
+            if let Some(Inflight { waiter, .. }) = self.inflight.remove(&id) {
                 if matches!(outcome, LinkOutcome::Failed(_)) {
                     ctx.shared.peers[self.node]
                         .failed
@@ -514,20 +564,21 @@ impl PeerLink {
                 CONNECT_TIMEOUT.as_millis()
             );
             self.go_down(ctx, Some(registry), now, why, outcomes);
+            self.down_silent = true;
             return;
         }
-        let expired: Vec<u64> = self
+        let expired: Vec<(u64, Instant)> = self
             .inflight
             .iter()
-            .filter(|(_, (_, deadline, _))| *deadline <= now)
-            .map(|(&id, _)| id)
+            .filter(|(_, request)| request.deadline <= now)
+            .map(|(&id, request)| (id, request.sent))
             .collect();
-        if expired.is_empty() {
+        let Some(oldest_sent) = expired.iter().map(|&(_, sent)| sent).min() else {
             return;
-        }
+        };
         let status = &ctx.shared.peers[self.node];
-        for id in expired {
-            if let Some((waiter, _, _)) = self.inflight.remove(&id) {
+        for (id, _) in expired {
+            if let Some(Inflight { waiter, .. }) = self.inflight.remove(&id) {
                 status.failed.fetch_add(1, Ordering::Relaxed);
                 outcomes.push((
                     waiter,
@@ -535,17 +586,22 @@ impl PeerLink {
                 ));
             }
         }
+        // Silence counts from the later of the last frame heard and the send
+        // of the oldest request that just expired: a link idle for minutes
+        // is not silent, nor is one whose request had a short deadline.
+        let silent_since = self.last_heard.max(oldest_sent);
         if self.phase == Phase::Up
-            && now.duration_since(self.last_heard) >= ctx.config.replication_timeout
+            && now.duration_since(silent_since) >= ctx.config.replication_timeout
         {
             // Requests expire and nothing comes back: the connection is dead
             // or black-holed. Start over.
             let why = format!(
-                "{}: silent for {} ms",
+                "{}: silent for {} ms with requests in flight",
                 self.url,
-                now.duration_since(self.last_heard).as_millis()
+                now.duration_since(silent_since).as_millis()
             );
             self.go_down(ctx, Some(registry), now, why, outcomes);
+            self.down_silent = true;
         }
     }
 }

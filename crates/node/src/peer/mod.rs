@@ -7,8 +7,10 @@
 //!
 //! - [`link`]: the client side, one per network thread per peer.
 //! - [`server`]: the server side of an upgraded connection.
+//! - [`keepalive`]: TCP keepalive, so a vanished peer's connection fails.
 
 pub mod frame;
 pub mod handshake;
+pub mod keepalive;
 pub mod link;
 pub mod server;
