@@ -11,6 +11,7 @@
 //! - [`hlc`]: the hybrid logical clock stamping writes.
 //! - [`peer`]: the peer protocol (frames, upgrade, client links, server side).
 //! - [`replication`]: coordinating `ack`-of-`from` requests, read repair, hint delivery.
+//! - [`antientropy`]: Merkle-tree comparison and repair between replicas.
 //! - [`hints`]: writes peers missed, kept durably until delivered.
 //! - [`metrics`]: request metrics and the `/metrics` page.
 //!
@@ -20,6 +21,7 @@
 //! compaction). A write crosses net → tx → WAL and its completion comes
 //! back to the net thread through its inbox, with one wake-up per batch.
 
+pub mod antientropy;
 pub mod api;
 pub mod cluster;
 pub mod config;
