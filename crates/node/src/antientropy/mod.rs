@@ -161,4 +161,6 @@ pub fn start(
 }
 
 #[cfg(test)]
+mod session_tests;
+#[cfg(test)]
 mod tests;
