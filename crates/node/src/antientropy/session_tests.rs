@@ -25,6 +25,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 
+/// A version to write: key, timestamp, value (`None`: a tombstone).
+type TestVersion = (Vec<u8>, u64, Option<Vec<u8>>);
+
 /// A node of a test cluster whose nodes are `urls`.
 struct TestNode {
     shared: Arc<NodeShared>,
@@ -79,7 +82,7 @@ impl TestNode {
         }
     }
 
-    fn write(&self, versions: &[(Vec<u8>, u64, Option<Vec<u8>>)]) {
+    fn write(&self, versions: &[TestVersion]) {
         for chunk in versions.chunks(1000) {
             let mut batch = WriteBatch::new();
             for (key, ts, value) in chunk {
