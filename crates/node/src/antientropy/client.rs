@@ -48,16 +48,29 @@ const BUSY_BACKOFF_MIN: Duration = Duration::from_millis(200);
 /// Bytes of a 101 read per call.
 const HANDSHAKE_CHUNK_BYTES: usize = 4096;
 
+/// A version this node had before a fetch replaced it: `(ts, tombstone)`.
+pub type Kept = (u64, bool);
+
+/// Told of every fetched version this node applied: the key, the version it
+/// had before (if any) and the new one. The round keeps the trees of the
+/// peers it has yet to sync with current with it.
+pub type OnFetched<'a> = &'a mut dyn FnMut(&[u8], Option<Kept>, Kept);
+
 /// Syncs with node `peer` against this node's `tree` of the keys they
 /// share. Never fails: the report carries the error, if any.
-pub fn sync_with(shared: &NodeShared, peer: usize, tree: &Tree) -> PeerReport {
+pub fn sync_with(
+    shared: &NodeShared,
+    peer: usize,
+    tree: &Tree,
+    on_fetched: OnFetched<'_>,
+) -> PeerReport {
     let mut report = PeerReport {
         url: shared.topology.nodes()[peer].clone(),
         ..PeerReport::default()
     };
     let mut backoff = BUSY_BACKOFF_MIN;
     for attempt in 1..=BUSY_TRIES_MAX {
-        match session(shared, peer, tree, &mut report) {
+        match session(shared, peer, tree, &mut report, &mut *on_fetched) {
             Ok(()) => return report,
             Err(SessionError::Busy(_)) if attempt < BUSY_TRIES_MAX => {
                 if sleep_unless_stopped(shared, backoff) {
@@ -169,13 +182,14 @@ fn session(
     peer: usize,
     tree: &Tree,
     report: &mut PeerReport,
+    on_fetched: OnFetched<'_>,
 ) -> Result<(), SessionError> {
     let ae = &shared.antientropy;
     let (stream, leftover) = connect(shared, peer)?;
     let stop = || shared.stopping();
     let mut s = SyncStream::new(stream, leftover, &stop, &ae.metrics)
         .map_err(|e| SessionError::Io(e.to_string()))?;
-    let result = run_session(shared, peer, tree, &mut s, report);
+    let result = run_session(shared, peer, tree, &mut s, report, on_fetched);
     report.bytes_sent = s.bytes_sent;
     report.bytes_received = s.bytes_received;
     result
@@ -187,6 +201,7 @@ fn run_session(
     tree: &Tree,
     s: &mut SyncStream<'_>,
     report: &mut PeerReport,
+    on_fetched: OnFetched<'_>,
 ) -> Result<(), SessionError> {
     let ae = &shared.antientropy;
     let mut meter = Meter::new(shared);
@@ -214,14 +229,24 @@ fn run_session(
     ae.metrics.round_keys_done.store(0, Ordering::Relaxed);
     report.buckets_differing = differing.len() as u64;
     if !differing.is_empty() {
+        let mut batches = Batches {
+            on_fetched,
+            fetch: Vec::new(),
+            fetch_bytes: 0,
+            push: Vec::new(),
+            push_bytes: 0,
+            refused: Vec::new(),
+        };
+        let depth = tree.depth();
         exchange(
             shared,
             peer,
-            tree.depth(),
+            depth,
             &differing,
             s,
             &mut meter,
             report,
+            &mut batches,
         )?;
     }
     meter.settle()
@@ -276,8 +301,8 @@ fn walk(
 }
 
 /// Fetches and pushes waiting to be sent, each kept under the wire bounds.
-#[derive(Default)]
-struct Batches {
+struct Batches<'a> {
+    on_fetched: OnFetched<'a>,
     fetch: Vec<Vec<u8>>,
     fetch_bytes: usize,
     push: Vec<(Vec<u8>, Version)>,
@@ -287,6 +312,7 @@ struct Batches {
 
 /// Pages through the peer's digest of the `differing` buckets, reconciles
 /// each page's key range with the same range here, and exchanges versions.
+#[allow(clippy::too_many_arguments)]
 fn exchange(
     shared: &NodeShared,
     peer: usize,
@@ -295,11 +321,11 @@ fn exchange(
     s: &mut SyncStream<'_>,
     meter: &mut Meter<'_>,
     report: &mut PeerReport,
+    batches: &mut Batches<'_>,
 ) -> Result<(), SessionError> {
     let scope = Scope::new(shared);
     let bitmap = bitmap_of(depth, differing);
     let mut after: Option<Vec<u8>> = None;
-    let mut batches = Batches::default();
     loop {
         let request = Message::Digest {
             buckets: bitmap.clone(),
@@ -346,7 +372,7 @@ fn exchange(
                     if batches.fetch.len() >= FETCH_KEYS_MAX
                         || batches.fetch_bytes >= BATCH_BYTES_MAX
                     {
-                        flush_fetch(shared, s, meter, &mut batches, report)?;
+                        flush_fetch(shared, s, meter, batches, report)?;
                     }
                 }
                 Step::Push(key) => {
@@ -356,12 +382,12 @@ fn exchange(
                     };
                     let size = local::version_bytes(&key, &version);
                     if !batches.push.is_empty() && batches.push_bytes + size > BATCH_BYTES_MAX {
-                        flush_push(shared, s, meter, &mut batches, report)?;
+                        flush_push(shared, s, meter, batches, report)?;
                     }
                     batches.push_bytes += size;
                     batches.push.push((key, version));
                     if batches.push.len() >= PUSH_ITEMS_MAX {
-                        flush_push(shared, s, meter, &mut batches, report)?;
+                        flush_push(shared, s, meter, batches, report)?;
                     }
                 }
             }
@@ -375,8 +401,8 @@ fn exchange(
             Some(key) => after = Some(key),
         }
     }
-    flush_fetch(shared, s, meter, &mut batches, report)?;
-    flush_push(shared, s, meter, &mut batches, report)?;
+    flush_fetch(shared, s, meter, batches, report)?;
+    flush_push(shared, s, meter, batches, report)?;
     if !batches.refused.is_empty() {
         return Err(SessionError::Refused(format!(
             "this node refused the peer's versions: {}",
@@ -425,7 +451,7 @@ fn flush_fetch(
     shared: &NodeShared,
     s: &mut SyncStream<'_>,
     meter: &mut Meter<'_>,
-    batches: &mut Batches,
+    batches: &mut Batches<'_>,
     report: &mut PeerReport,
 ) -> Result<(), SessionError> {
     let ae = &shared.antientropy;
@@ -459,7 +485,20 @@ fn flush_fetch(
                 found.push((key, v));
             }
         }
+        // What this node had, to keep the round's other trees current.
+        let mut replaced = Vec::with_capacity(found.len());
+        for (key, version) in &found {
+            let kept = local::read_version(shared, key)?.map(|v| (v.ts, v.value.is_none()));
+            if kept.is_none_or(|(ts, _)| ts < version.ts) {
+                replaced.push((key.clone(), kept, (version.ts, version.value.is_none())));
+            }
+        }
         let (applied, refused) = local::apply(shared, found)?;
+        for (key, kept, new) in replaced {
+            if !refused.iter().any(|(k, _)| *k == key) {
+                (batches.on_fetched)(&key, kept, new);
+            }
+        }
         batches.refused.extend(refused);
         report.keys_fetched += applied;
         ae.metrics
@@ -480,7 +519,7 @@ fn flush_push(
     shared: &NodeShared,
     s: &mut SyncStream<'_>,
     meter: &mut Meter<'_>,
-    batches: &mut Batches,
+    batches: &mut Batches<'_>,
     report: &mut PeerReport,
 ) -> Result<(), SessionError> {
     if batches.push.is_empty() {

@@ -292,3 +292,37 @@ fn a_stop_request_ends_a_round() {
     let error = report.peers[0].error.clone().unwrap_or_default();
     assert!(error.contains("stop"), "{error}");
 }
+
+/// Versions fetched from the first peer update the tree compared with the
+/// second: a node missing what both peers have fetches it once, and its
+/// session with the second peer finds no difference (one scan per round).
+#[test]
+fn what_one_peer_sent_is_no_difference_with_the_next() {
+    let urls = urls(3);
+    let b = TestNode::start(&urls, 1, 3, &[]);
+    let c = TestNode::start(&urls, 2, 3, &[]);
+    let a = TestNode::start(&urls, 0, 3, &[(1, front_door(&b)), (2, front_door(&c))]);
+    let versions: Vec<TestVersion> = (0..2000)
+        .map(|i| (key("k", i), 7, (i % 4 != 0).then(|| b"v".to_vec())))
+        .collect();
+    // A has older versions of some keys, nothing of the others.
+    let old: Vec<TestVersion> = (0..2000)
+        .step_by(3)
+        .map(|i| (key("k", i), 3, Some(b"old".to_vec())))
+        .collect();
+    a.write(&old);
+    b.write(&versions);
+    c.write(&versions);
+    let report = rounds::run_round(&a.shared, 1);
+    assert!(report.ok(), "{report:?}");
+    assert_eq!(report.peers[0].keys_fetched, 2000, "{report:?}");
+    assert_eq!(
+        (
+            report.peers[1].buckets_differing,
+            report.peers[1].keys_fetched
+        ),
+        (0, 0),
+        "{report:?}"
+    );
+    assert_eq!(a.contents(), c.contents());
+}
