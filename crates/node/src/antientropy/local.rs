@@ -233,19 +233,22 @@ pub fn version_bytes(key: &[u8], version: &Version) -> usize {
 }
 
 /// The responder's answer to a Fetch: versions of a prefix of `keys`, at
-/// most [`BATCH_BYTES_MAX`] of them (and at least one).
+/// most [`BATCH_BYTES_MAX`] of them, or the first one alone when it is
+/// larger (so the frame always fits its bound).
 pub fn read_versions(shared: &NodeShared, keys: Vec<Vec<u8>>) -> Result<Message, SessionError> {
     let mut meter = Meter::new(shared);
     let mut items = Vec::with_capacity(keys.len());
     let mut bytes = 0usize;
     for key in keys {
-        if bytes >= BATCH_BYTES_MAX {
-            break;
-        }
         let version = read_version(shared, &key)?;
         let size = version
             .as_ref()
             .map_or(key.len(), |v| version_bytes(&key, v));
+        // One version alone always fits a frame; with others, only within
+        // the batch bound (so a huge value never joins a full batch).
+        if !items.is_empty() && bytes + size > BATCH_BYTES_MAX {
+            break;
+        }
         meter.pay(size as u64)?;
         bytes += size;
         items.push((key, version));

@@ -326,3 +326,31 @@ fn what_one_peer_sent_is_no_difference_with_the_next() {
     );
     assert_eq!(a.contents(), c.contents());
 }
+
+/// Values of a few MiB: fetch answers and pushes split at the batch bound
+/// (a large value never joins a full batch), and everything still arrives.
+#[test]
+fn large_values_split_batches() {
+    let urls = urls(2);
+    let b = TestNode::start(&urls, 1, 2, &[]);
+    let a = TestNode::start(&urls, 0, 2, &[(1, front_door(&b))]);
+    let big = |i: usize| Some(vec![i as u8; super::wire::BATCH_BYTES_MAX * 3 / 4]);
+    let on_b: Vec<TestVersion> = (0..4).map(|i| (key("fetch", i), 9, big(i))).collect();
+    let on_a: Vec<TestVersion> = (0..4).map(|i| (key("push", i), 9, big(i))).collect();
+    b.write(&on_b);
+    a.write(&on_a);
+    // A Fetch of all four is answered with one version: a second would
+    // take the answer past the batch bound.
+    let keys: Vec<Vec<u8>> = on_b.iter().map(|v| v.0.clone()).collect();
+    match super::local::read_versions(&b.shared, keys).unwrap() {
+        super::wire::Message::Versions { items } => assert_eq!(items.len(), 1),
+        other => panic!("{other:?}"),
+    }
+    let report = rounds::run_round(&a.shared, 1);
+    assert!(report.ok(), "{:?}", report.peers[0].error);
+    assert_eq!(
+        (report.peers[0].keys_fetched, report.peers[0].keys_pushed),
+        (4, 4)
+    );
+    assert_eq!(a.contents(), b.contents());
+}
