@@ -70,7 +70,7 @@ pub fn run_round(shared: &NodeShared, number: u64) -> RoundReport {
     };
     let peers = peers(shared);
     if !peers.is_empty() {
-        match local::build_trees(shared, &peers, DEPTH) {
+        match local::build_trees(shared, &peers, DEPTH, None) {
             Ok(trees) => {
                 let mut trees: Vec<Tree> = trees.into_iter().map(|(t, _)| t).collect();
                 let scope = Scope::new(shared);

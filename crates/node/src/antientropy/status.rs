@@ -215,6 +215,8 @@ pub struct SyncMetrics {
     pub sessions_served: AtomicU64,
     /// Sync upgrades answered 503 because the server was busy.
     pub sessions_refused: AtomicU64,
+    /// Sessions dropped unserved: the initiator left while they waited.
+    pub sessions_abandoned: AtomicU64,
     /// 1 while a round runs.
     pub round_running: AtomicU64,
     /// Index of the peer the running round is syncing with; -1 when none.
@@ -241,6 +243,7 @@ impl Default for SyncMetrics {
             bytes_received: AtomicU64::new(0),
             sessions_served: AtomicU64::new(0),
             sessions_refused: AtomicU64::new(0),
+            sessions_abandoned: AtomicU64::new(0),
             round_running: AtomicU64::new(0),
             round_peer: AtomicI64::new(-1),
             round_peers_done: AtomicU64::new(0),
@@ -268,7 +271,7 @@ impl SyncMetrics {
             "ataman_antientropy_rounds_total{{result=\"failed\"}} {}",
             get(&self.rounds_failed)
         );
-        let counters: [(&str, &str, &AtomicU64); 10] = [
+        let counters: [(&str, &str, &AtomicU64); 11] = [
             (
                 "ataman_antientropy_buckets_compared_total",
                 "Tree leaves compared with peers.",
@@ -313,6 +316,11 @@ impl SyncMetrics {
                 "ataman_antientropy_sessions_refused_total",
                 "Sync upgrades answered 503 (server busy).",
                 &self.sessions_refused,
+            ),
+            (
+                "ataman_antientropy_sessions_abandoned_total",
+                "Sync sessions dropped unserved: the initiator left while they waited.",
+                &self.sessions_abandoned,
             ),
             (
                 "ataman_antientropy_round_peers_done",

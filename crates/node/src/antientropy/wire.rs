@@ -55,6 +55,7 @@ const KIND_VERSIONS: u8 = 8;
 const KIND_PUSH: u8 = 9;
 const KIND_PUSH_ACK: u8 = 10;
 const KIND_ERROR: u8 = 11;
+const KIND_KEEP_ALIVE: u8 = 12;
 
 /// One key's newest version in a digest: enough to compare, not the value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,6 +149,10 @@ pub enum Message {
         /// Why, at most [`MESSAGE_BYTES_MAX`] bytes.
         message: String,
     },
+    /// Either direction, while the sender works before its next request
+    /// or answer (a long scan, a rate-limited page): "still here". The
+    /// receiver skips it; it only restarts the receiver's silence timeout.
+    KeepAlive,
 }
 
 /// Why bytes are not a sync frame. Every error ends the session.
@@ -347,6 +352,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
             out.push(KIND_ERROR);
             put_text(out, message, MESSAGE_BYTES_MAX);
         }
+        Message::KeepAlive => out.push(KIND_KEEP_ALIVE),
     }
     framing::seal(out, start, FRAME_BODY_BYTES_MAX);
 }
@@ -388,7 +394,7 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Message, usize)>, SyncFrameError> {
 pub fn decode_body(body: &[u8]) -> Result<Message, SyncFrameError> {
     let mut c = Cursor::new(body);
     let kind = c.u8("kind").map_err(SyncFrameError::Malformed)?;
-    if !(KIND_HELLO..=KIND_ERROR).contains(&kind) {
+    if !(KIND_HELLO..=KIND_KEEP_ALIVE).contains(&kind) {
         return Err(SyncFrameError::UnknownKind(kind));
     }
     let msg = fields(kind, &mut c).map_err(SyncFrameError::Malformed)?;
@@ -476,9 +482,10 @@ fn fields(kind: u8, c: &mut Cursor<'_>) -> Result<Message, String> {
         KIND_PUSH_ACK => Message::PushAck {
             applied: c.u32("applied")?,
         },
-        _ => Message::Error {
+        KIND_ERROR => Message::Error {
             message: c.string("message", MESSAGE_BYTES_MAX)?,
         },
+        _ => Message::KeepAlive,
     })
 }
 
