@@ -255,7 +255,7 @@ fn run_session(
             fetch_bytes: 0,
             push: Vec::new(),
             push_bytes: 0,
-            refused: Vec::new(),
+            refused: local::Refusals::default(),
         };
         let depth = tree.depth();
         exchange(shared, peer, depth, &differing, s, report, &mut batches)?;
@@ -318,7 +318,7 @@ struct Batches<'a> {
     fetch_bytes: usize,
     push: Vec<(Vec<u8>, Version)>,
     push_bytes: usize,
-    refused: Vec<(Vec<u8>, String)>,
+    refused: local::Refusals,
 }
 
 /// Pages through the peer's digest of the `differing` buckets, reconciles
@@ -388,10 +388,11 @@ fn exchange(
     }
     flush_fetch(shared, s, batches, report)?;
     flush_push(shared, s, batches, report)?;
-    if !batches.refused.is_empty() {
-        return Err(SessionError::Refused(format!(
-            "this node refused the peer's versions: {}",
-            local::refusal_text(&batches.refused)
+    report.keys_refused = batches.refused.count;
+    if batches.refused.count > 0 {
+        return Err(SessionError::Engine(format!(
+            "the session completed, but {}",
+            batches.refused.text()
         )));
     }
     Ok(())
@@ -518,7 +519,10 @@ fn flush_fetch(
                 (batches.on_fetched)(&key, kept, new);
             }
         }
-        batches.refused.extend(refused);
+        batches.refused.add(&refused);
+        ae.metrics
+            .keys_refused
+            .fetch_add(refused.len() as u64, Ordering::Relaxed);
         report.keys_fetched += applied;
         ae.metrics
             .keys_fetched
@@ -549,22 +553,33 @@ fn flush_push(
     let items = std::mem::take(&mut batches.push);
     batches.push_bytes = 0;
     let n = items.len();
-    match ask(shared, s, &Message::Push { items })? {
-        Message::PushAck { applied } if applied as usize == n => {}
-        Message::PushAck { applied } => {
+    let (applied, refused) = match ask(shared, s, &Message::Push { items })? {
+        Message::PushAck {
+            applied,
+            refused,
+            first_refusal,
+        } if applied as usize + refused as usize == n => {
+            let why = format!("the peer refused: {first_refusal}");
+            batches.refused.add_count(u64::from(refused), &why);
+            (u64::from(applied), u64::from(refused))
+        }
+        Message::PushAck {
+            applied, refused, ..
+        } => {
             return Err(SessionError::Protocol(format!(
-                "{applied} of {n} pushed versions acknowledged"
+                "{applied} applied and {refused} refused of {n} pushed versions"
             )));
         }
         other => return Err(unexpected(&other, "PushAck")),
-    }
-    report.keys_pushed += n as u64;
+    };
+    report.keys_pushed += applied;
     let ae = &shared.antientropy;
+    ae.metrics.keys_pushed.fetch_add(applied, Ordering::Relaxed);
     ae.metrics
-        .keys_pushed
-        .fetch_add(n as u64, Ordering::Relaxed);
+        .keys_refused
+        .fetch_add(refused, Ordering::Relaxed);
     ae.metrics
         .round_keys_done
-        .fetch_add(n as u64, Ordering::Relaxed);
+        .fetch_add(applied, Ordering::Relaxed);
     Ok(())
 }

@@ -433,15 +433,46 @@ pub fn apply(
     Ok((applied, refused))
 }
 
-/// A wire message naming the first refused version.
-pub fn refusal_text(refused: &[(Vec<u8>, String)]) -> String {
-    match refused.first() {
-        None => String::new(),
-        Some((key, why)) => format!(
-            "{} version(s) refused; first: key {:?}: {why}",
-            refused.len(),
-            String::from_utf8_lossy(&key[..key.len().min(64)])
-        ),
+/// Refused versions of a whole session: how many, and why the first was
+/// (not every key: a session may refuse millions).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Refusals {
+    /// Versions refused.
+    pub count: u64,
+    /// The first refused version's key and reason.
+    pub first: Option<String>,
+}
+
+impl Refusals {
+    /// Counts a batch's refused versions (keeps the first reason seen).
+    pub fn add(&mut self, refused: &[(Vec<u8>, String)]) {
+        if let (None, Some((key, why))) = (&self.first, refused.first()) {
+            self.first = Some(wire::cut_message(format!(
+                "key {:?}: {why}",
+                String::from_utf8_lossy(&key[..key.len().min(64)])
+            )));
+        }
+        self.count += refused.len() as u64;
+    }
+
+    /// Counts `count` versions refused elsewhere, the first for `why`.
+    pub fn add_count(&mut self, count: u64, why: &str) {
+        if count > 0 && self.first.is_none() {
+            self.first = Some(why.to_string());
+        }
+        self.count += count;
+    }
+
+    /// `N version(s) refused; first: …`, empty when none.
+    pub fn text(&self) -> String {
+        match &self.first {
+            None if self.count == 0 => String::new(),
+            first => format!(
+                "{} version(s) refused; first: {}",
+                self.count,
+                first.as_deref().unwrap_or("?")
+            ),
+        }
     }
 }
 

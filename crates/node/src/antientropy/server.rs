@@ -234,18 +234,21 @@ fn answer(
         }
         Message::Fetch { keys } => local::read_versions(shared, keys, s),
         Message::Push { items } => {
-            let n = items.len();
+            // A refused version does not end the session: the ack counts
+            // it and names the first reason, and the initiator reports it.
             let (applied, refused) = local::apply(shared, items)?;
-            if !refused.is_empty() {
-                return Err(SessionError::Protocol(local::refusal_text(&refused)));
-            }
-            shared
-                .antientropy
-                .metrics
-                .keys_received
-                .fetch_add(applied, Ordering::Relaxed);
-            debug_assert_eq!(applied as usize, n);
-            Ok(Message::PushAck { applied: n as u32 })
+            let metrics = &shared.antientropy.metrics;
+            metrics.keys_received.fetch_add(applied, Ordering::Relaxed);
+            metrics
+                .keys_refused
+                .fetch_add(refused.len() as u64, Ordering::Relaxed);
+            let mut refusals = local::Refusals::default();
+            refusals.add(&refused);
+            Ok(Message::PushAck {
+                applied: applied as u32,
+                refused: refused.len() as u32,
+                first_refusal: refusals.first.unwrap_or_default(),
+            })
         }
         other => Err(SessionError::Protocol(format!(
             "unexpected {} in a session",

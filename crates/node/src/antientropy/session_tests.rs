@@ -525,3 +525,46 @@ fn long_scans_reopen_their_read_view() {
         assert_eq!(seen.contains(&late.to_vec()), seen_late, "{seen:?}");
     }
 }
+
+/// A pushed version the peer refuses (a timestamp far ahead of its clock)
+/// does not end the session: the other versions are pushed and fetched,
+/// the refusal is counted (report, metrics) and named in the report.
+#[test]
+fn a_refused_pushed_version_does_not_end_the_session() {
+    let urls = urls(2);
+    let b = TestNode::start(&urls, 1, 2, &[]);
+    let a = TestNode::start(&urls, 0, 2, &[(1, front_door(&b))]);
+    let mut on_a: Vec<TestVersion> = (0..10)
+        .map(|i| (key("a", i), 9, Some(b"v".to_vec())))
+        .collect();
+    on_a.push((b"a-future".to_vec(), u64::MAX - 1, Some(b"v".to_vec())));
+    let on_b: Vec<TestVersion> = (0..10)
+        .map(|i| (key("b", i), 9, Some(b"v".to_vec())))
+        .collect();
+    a.write(&on_a);
+    b.write(&on_b);
+    let report = rounds::run_round(&a.shared, 1);
+    let peer = &report.peers[0];
+    assert_eq!(
+        (peer.keys_pushed, peer.keys_fetched, peer.keys_refused),
+        (10, 10, 1),
+        "{peer:?}"
+    );
+    let error = peer.error.clone().unwrap_or_default();
+    assert!(
+        error.contains("1 version(s) refused") && error.contains("a-future"),
+        "{error}"
+    );
+    let on_b_now = b.contents();
+    assert!(!on_b_now.contains_key(&b"a-future"[..]));
+    assert_eq!(on_b_now.len(), 20);
+    for node in [&a, &b] {
+        let refused = node
+            .shared
+            .antientropy
+            .metrics
+            .keys_refused
+            .load(Ordering::Relaxed);
+        assert_eq!(refused, 1);
+    }
+}

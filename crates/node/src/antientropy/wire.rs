@@ -139,10 +139,16 @@ pub enum Message {
         /// `(key, version)` pairs.
         items: Vec<(Vec<u8>, Version)>,
     },
-    /// Answer to Push: every version is durable (or older than what the responder has).
+    /// Answer to Push: every version not refused is durable (or older
+    /// than what the responder has); the session goes on either way.
     PushAck {
         /// Versions applied.
         applied: u32,
+        /// Versions refused (over the responder's limits, too far ahead of its clock).
+        refused: u32,
+        /// Why the first refused version was refused (empty when none), at
+        /// most [`MESSAGE_BYTES_MAX`] bytes.
+        first_refusal: String,
     },
     /// Answer to anything: the request was refused; the session ends.
     Error {
@@ -195,7 +201,13 @@ impl From<FramingError> for SyncFrameError {
 
 /// Cuts `message` at a character boundary to [`MESSAGE_BYTES_MAX`] bytes.
 pub fn error_message(message: impl Into<String>) -> Message {
-    let mut message = message.into();
+    Message::Error {
+        message: cut_message(message.into()),
+    }
+}
+
+/// `message` cut at a character boundary to [`MESSAGE_BYTES_MAX`] bytes.
+pub fn cut_message(mut message: String) -> String {
     if message.len() > MESSAGE_BYTES_MAX {
         let mut end = MESSAGE_BYTES_MAX;
         while !message.is_char_boundary(end) {
@@ -203,7 +215,7 @@ pub fn error_message(message: impl Into<String>) -> Message {
         }
         message.truncate(end);
     }
-    Message::Error { message }
+    message
 }
 
 /// The cluster fingerprint a Hello carries: `xxh3_64` of the cluster's
@@ -344,9 +356,15 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
                 put_version(out, v);
             }
         }
-        Message::PushAck { applied } => {
+        Message::PushAck {
+            applied,
+            refused,
+            first_refusal,
+        } => {
             out.push(KIND_PUSH_ACK);
             out.extend_from_slice(&applied.to_le_bytes());
+            out.extend_from_slice(&refused.to_le_bytes());
+            put_text(out, first_refusal, MESSAGE_BYTES_MAX);
         }
         Message::Error { message } => {
             out.push(KIND_ERROR);
@@ -481,6 +499,8 @@ fn fields(kind: u8, c: &mut Cursor<'_>) -> Result<Message, String> {
         }
         KIND_PUSH_ACK => Message::PushAck {
             applied: c.u32("applied")?,
+            refused: c.u32("refused")?,
+            first_refusal: c.string("first_refusal", MESSAGE_BYTES_MAX)?,
         },
         KIND_ERROR => Message::Error {
             message: c.string("message", MESSAGE_BYTES_MAX)?,

@@ -90,7 +90,13 @@ fn arb_message() -> impl Strategy<Value = Message> {
             .prop_map(|items| Message::Versions { items }),
         proptest::collection::vec((arb_key(), arb_version()), 0..20)
             .prop_map(|items| Message::Push { items }),
-        any::<u32>().prop_map(|applied| Message::PushAck { applied }),
+        (any::<u32>(), any::<u32>(), "\\PC{0,40}").prop_map(|(applied, refused, first_refusal)| {
+            Message::PushAck {
+                applied,
+                refused,
+                first_refusal,
+            }
+        }),
         "\\PC{0,60}".prop_map(|message| Message::Error { message }),
         Just(Message::KeepAlive),
     ]
@@ -148,7 +154,12 @@ fn framing_errors() {
             max: FRAME_BODY_BYTES_MAX
         })
     );
-    let mut bytes = encoded(&Message::PushAck { applied: 3 });
+    let ack = Message::PushAck {
+        applied: 3,
+        refused: 0,
+        first_refusal: String::new(),
+    };
+    let mut bytes = encoded(&ack);
     bytes[8] ^= 0xff;
     assert!(matches!(
         decode(&bytes),
@@ -157,7 +168,7 @@ fn framing_errors() {
     assert_eq!(decode(&frame(&[0])), Err(SyncFrameError::UnknownKind(0)));
     assert_eq!(decode(&frame(&[13])), Err(SyncFrameError::UnknownKind(13)));
     assert!(malformed(&[12, 0]).contains("after the last field"));
-    let mut body = encoded(&Message::PushAck { applied: 3 })[8..].to_vec();
+    let mut body = encoded(&ack)[8..].to_vec();
     body.push(0);
     assert!(malformed(&body).contains("after the last field"));
 }
