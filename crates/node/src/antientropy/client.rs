@@ -232,8 +232,17 @@ fn run_session(
         }
         answer => answer?,
     };
+    // The node that answered must be the peer this session is for (a
+    // wrong --peer-via, a reused address) and speak this version.
+    let expected = &shared.topology.nodes()[peer];
     match welcome {
-        Message::Welcome { .. } => {}
+        Message::Welcome { version, url, .. } if version == VERSION && url == *expected => {}
+        Message::Welcome { version, url, .. } => {
+            return Err(SessionError::Protocol(format!(
+                "the Welcome came from {url} (sync protocol version {version}), \
+                 expected {expected} (version {VERSION}): check --peer-via and --cluster"
+            )));
+        }
         other => return Err(unexpected(&other, "Welcome")),
     }
     let differing = walk(shared, s, tree)?;

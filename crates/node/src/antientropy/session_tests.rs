@@ -568,3 +568,22 @@ fn a_refused_pushed_version_does_not_end_the_session() {
         assert_eq!(refused, 1);
     }
 }
+
+/// A Welcome from another node than the peer the session is for (here a
+/// `--peer-via` pointing at node C for node B) fails that session with an
+/// error naming both; nothing moves.
+#[test]
+fn a_welcome_from_the_wrong_node_fails_the_session() {
+    let urls = urls(3);
+    let c = TestNode::start(&urls, 2, 3, &[]);
+    let a = TestNode::start(&urls, 0, 3, &[(1, front_door(&c)), (2, front_door(&c))]);
+    a.write(&[(b"k".to_vec(), 5, Some(b"v".to_vec()))]);
+    let report = rounds::run_round(&a.shared, 1);
+    let error = report.peers[0].error.clone().unwrap_or_default();
+    assert!(
+        error.contains(&format!("Welcome came from {}", urls[2])) && error.contains(&urls[1]),
+        "{report:?}"
+    );
+    assert!(report.peers[1].error.is_none(), "{report:?}");
+    assert_eq!(report.peers[0].keys_pushed, 0);
+}
