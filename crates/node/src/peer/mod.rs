@@ -5,11 +5,13 @@
 //! checksummed, pipelined frames with request ids ([`frame`], specified in
 //! docs/FORMAT.md "Peer frame").
 //!
+//! - [`framing`]: length, checksum and field reading shared with the sync protocol.
 //! - [`link`]: the client side, one per network thread per peer.
 //! - [`server`]: the server side of an upgraded connection.
 //! - [`keepalive`]: TCP keepalive, so a vanished peer's connection fails.
 
 pub mod frame;
+pub mod framing;
 pub mod handshake;
 pub mod keepalive;
 pub mod link;
