@@ -31,6 +31,10 @@ pub const WRITE_INTERVAL_MAX: Duration = Duration::from_secs(10);
 pub const WRITE_INTERVAL_MIN: Duration = Duration::from_millis(10);
 /// Longest file accepted, bytes (a decimal u64 and a newline).
 const FILE_BYTES_MAX: usize = 32;
+/// How far in the future the recorded time may be before the start is
+/// refused: more means the clock went back (an RTC reset, a bad NTP step),
+/// and then neither the time away nor new timestamps can be trusted.
+pub const CLOCK_BACK_TOLERANCE: Duration = Duration::from_secs(300);
 
 /// How often a running node rewrites the file: a tenth of the grace, at
 /// most [`WRITE_INTERVAL_MAX`], so the time it records is never more than
@@ -87,31 +91,80 @@ pub fn holds_data(dir: &Path) -> bool {
     dir.join("MANIFEST").exists() || dir.join("hints").exists()
 }
 
+/// When the directory's data was last written, from the modification times
+/// of its files (the engine's and the hint store's), in Unix milliseconds;
+/// `None` when no time can be read.
+fn newest_mtime_ms(dir: &Path) -> Option<u64> {
+    let mut newest: Option<u64> = None;
+    for sub in [dir.to_path_buf(), dir.join("hints")] {
+        let Ok(entries) = std::fs::read_dir(&sub) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let ms = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .map(|d| d.as_millis() as u64);
+            newest = newest.max(ms);
+        }
+    }
+    newest
+}
+
 /// Refuses a start on data last up more than `grace` before `now_ms`.
 ///
-/// Passes for a directory without data, and for data without the file (a
-/// directory from before the file existed: the node starts and writes it).
+/// Passes for a directory without data. Data without the file (a directory
+/// from before the file existed, or a file removed by hand) is judged by
+/// the newest modification time of its files, which is never later than
+/// the node was last up: the check can only err towards refusing. A
+/// recorded time more than [`CLOCK_BACK_TOLERANCE`] in the future is
+/// refused too: the clock went back.
 pub fn check(dir: &Path, grace: Duration, now_ms: u64) -> Result<(), String> {
     if !holds_data(dir) {
         return Ok(());
     }
-    let Some(last) = read(dir)? else {
-        return Ok(());
+    let (last, source) = match read(dir)? {
+        Some(last) => (last, format!("{FILE_NAME} says")),
+        None => match newest_mtime_ms(dir) {
+            Some(last) => (
+                last,
+                format!("{FILE_NAME} is missing; its newest file was written"),
+            ),
+            None => return Ok(()),
+        },
     };
+    let dir = dir.display();
+    let rejoin = format!(
+        "To rejoin the cluster: remove the directory ({dir}), start the node again (it \
+         starts empty), then run `ataman ctl repair --url <this node's URL>` to refill it \
+         from its peers (docs/CLUSTER.md, \"Rejoining after a long absence\")."
+    );
+    let tolerance_ms = CLOCK_BACK_TOLERANCE.as_millis() as u64;
+    if last > now_ms.saturating_add(tolerance_ms) {
+        return Err(format!(
+            "refusing to start: {source} the data directory {dir} was last up at {} \
+             (unix ms {last}), {} after the clock's time now ({}). The system clock went \
+             back, so how long the node was away cannot be told and its new timestamps \
+             would lose to its old ones. Fix the clock; if the clock is right, the data \
+             directory cannot be trusted. {rejoin}",
+            utc(last),
+            human(last - now_ms),
+            utc(now_ms),
+        ));
+    }
     let grace_ms = grace.as_millis() as u64;
     let away_ms = now_ms.saturating_sub(last);
     if away_ms <= grace_ms {
         return Ok(());
     }
-    let dir = dir.display();
     Err(format!(
-        "refusing to start: the data directory {dir} was last up at {} (unix ms {last}), \
-         {} ago, longer than the tombstone grace of {grace_ms} ms (--tombstone-grace-ms). \
-         While it was away its peers may have dropped the tombstones of deletes it missed, \
-         and its old values would bring those keys back. To rejoin the cluster: remove the \
-         directory ({dir}), start the node again (it starts empty), then run \
-         `ataman ctl repair --url <this node's URL>` to refill it from its peers \
-         (docs/CLUSTER.md, \"Rejoining after a long absence\").",
+        "refusing to start: {source} the data directory {dir} was last up at {} \
+         (unix ms {last}), {} ago, longer than the tombstone grace of {grace_ms} ms \
+         (--tombstone-grace-ms). While it was away its peers may have dropped the \
+         tombstones of deletes it missed, and its old values would bring those keys back. \
+         {rejoin}",
         utc(last),
         human(away_ms),
     ))
@@ -180,8 +233,6 @@ mod tests {
         assert!(check(&missing, grace, 10_000_000).is_ok());
         assert!(check(dir.path(), grace, 10_000_000).is_ok());
         std::fs::write(dir.path().join("MANIFEST"), b"x").unwrap();
-        // Data but no file: a directory from before the file existed.
-        assert!(check(dir.path(), grace, 10_000_000).is_ok());
         write(dir.path(), 1_000_000).unwrap();
         assert!(check(dir.path(), grace, 1_002_000).is_ok());
         let e = check(dir.path(), grace, 1_002_001).unwrap_err();
@@ -195,6 +246,41 @@ mod tests {
         ] {
             assert!(e.contains(part), "{part:?} missing from {e}");
         }
+    }
+
+    /// Data without the file is judged by its files' newest modification
+    /// time: just written passes, the same files judged a grace later are
+    /// refused with the reason naming the missing file.
+    #[test]
+    fn missing_file_falls_back_to_file_times() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("MANIFEST"), b"x").unwrap();
+        let written = newest_mtime_ms(dir.path()).unwrap();
+        let grace = Duration::from_millis(2000);
+        assert!(check(dir.path(), grace, written + 2000).is_ok());
+        let e = check(dir.path(), grace, written + 2001).unwrap_err();
+        assert!(e.contains("LAST-SEEN is missing"), "{e}");
+        assert!(e.contains("remove the directory"), "{e}");
+        // A newer file in the hint store counts too.
+        std::fs::create_dir(dir.path().join("hints")).unwrap();
+        std::fs::write(dir.path().join("hints").join("000001.log"), b"x").unwrap();
+        assert!(newest_mtime_ms(dir.path()).unwrap() >= written);
+    }
+
+    /// A recorded time far in the future (the clock went back) is refused;
+    /// within the tolerance it passes.
+    #[test]
+    fn clock_gone_back_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("MANIFEST"), b"x").unwrap();
+        let grace = Duration::from_secs(3600);
+        let tolerance = CLOCK_BACK_TOLERANCE.as_millis() as u64;
+        write(dir.path(), 10_000_000 + tolerance).unwrap();
+        assert!(check(dir.path(), grace, 10_000_000).is_ok());
+        write(dir.path(), 10_000_001 + tolerance).unwrap();
+        let e = check(dir.path(), grace, 10_000_000).unwrap_err();
+        assert!(e.contains("clock went back"), "{e}");
+        assert!(e.contains("Fix the clock"), "{e}");
     }
 
     /// The interval is a tenth of the grace, clamped.
