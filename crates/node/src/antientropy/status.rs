@@ -68,6 +68,9 @@ struct State {
     running: Option<u64>,
     /// `running` was asked for and the rounds thread has not taken it yet.
     asked: bool,
+    /// A round asked for while `running` was already under way: it runs
+    /// next, so what the request asked about is scanned after it was asked.
+    queued: Option<u64>,
     last: Option<RoundReport>,
 }
 
@@ -88,11 +91,22 @@ impl RepairStatus {
     }
 
     /// Asks for a round now (`POST /v0/repair`): the number of the round
-    /// that will run, or of the one already running.
+    /// that will run. A round asked for and not started yet serves the
+    /// request; one already under way does not (its scan may predate the
+    /// request), so one more round is queued to run right after it, and
+    /// every request until it starts shares it.
     pub fn request(&self) -> u64 {
         let mut s = self.lock();
         if let Some(n) = s.running {
-            return n;
+            if s.asked {
+                return n;
+            }
+            if let Some(q) = s.queued {
+                return q;
+            }
+            s.numbered += 1;
+            s.queued = Some(s.numbered);
+            return s.numbered;
         }
         s.numbered += 1;
         let n = s.numbered;
@@ -138,6 +152,12 @@ impl RepairStatus {
         debug_assert_eq!(s.running, Some(report.round));
         s.running = None;
         s.last = Some(report);
+        if let Some(q) = s.queued.take() {
+            s.running = Some(q);
+            s.asked = true;
+            drop(s);
+            self.wake.notify_all();
+        }
     }
 
     /// The last finished round's report.
@@ -384,8 +404,10 @@ impl SyncMetrics {
 mod tests {
     use super::*;
 
-    /// A POST while a round runs gets that round's number; a periodic round
-    /// does not start over a running one; the JSON has the documented shape.
+    /// A POST before the asked round started gets that round's number; a
+    /// periodic round does not start over a running one; a POST during a
+    /// running round queues the next one, which runs right after; the JSON
+    /// has the documented shape.
     #[test]
     fn rounds_and_json() {
         let s = RepairStatus::default();
@@ -426,6 +448,19 @@ mod tests {
         );
         assert_eq!(s.next_round(false, Duration::ZERO), None);
         assert_eq!(s.next_round(true, Duration::ZERO), Some(2));
-        assert_eq!(s.request(), 2);
+        // Round 2 is under way: a request queues round 3, later ones share it.
+        assert_eq!(s.request(), 3);
+        assert_eq!(s.request(), 3);
+        assert_eq!(s.next_round(true, Duration::ZERO), None);
+        assert_eq!(
+            s.render_json().split(",\"last\"").next(),
+            Some(r#"{"state":"running","round":2"#)
+        );
+        s.finish(RoundReport {
+            round: 2,
+            ..RoundReport::default()
+        });
+        assert_eq!(s.next_round(false, Duration::ZERO), Some(3));
+        assert_eq!(s.request(), 4, "round 3 is under way");
     }
 }
