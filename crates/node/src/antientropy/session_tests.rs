@@ -294,8 +294,11 @@ fn a_mismatched_hello_is_refused() {
     assert!(b.contents().is_empty());
 }
 
-/// A round asked to stop ends its sessions early and reports it; the
-/// rounds thread and the sync thread of both nodes end (Drop joins them).
+/// A round started on a stopping node ends at its first stop check (the
+/// local scan's rate limiter) without opening a session and reports the
+/// stop for every peer; the rounds thread and the sync thread of both nodes
+/// end (Drop joins them). A stop in the middle of a session is checked by
+/// the same flag between batches (`client.rs`); no test reaches into one.
 #[test]
 fn a_stop_request_ends_a_round() {
     let urls = urls(2);
