@@ -138,10 +138,13 @@ pub fn check(history: &History) -> Report {
     report
 }
 
+/// Versions clients may have written, by (key, ts).
+type Written = BTreeMap<(Vec<u8>, u64), Vec<Version>>;
+
 /// Every version some client may have written, by (key, ts); a timestamp
 /// given to two writes of one key is a violation (replicas could not agree
 /// which is newest; across keys a repeated timestamp does no harm).
-fn written_versions(history: &History, report: &mut Report) -> BTreeMap<(Vec<u8>, u64), Version> {
+fn written_versions(history: &History, report: &mut Report) -> Written {
     let mut written = BTreeMap::new();
     let mut by_ts: BTreeMap<(&[u8], u64), &Op> = BTreeMap::new();
     for op in &history.ops {
@@ -168,7 +171,10 @@ fn written_versions(history: &History, report: &mut Report) -> BTreeMap<(Vec<u8>
                 ),
             );
         }
-        written.insert((op.key.clone(), version.ts), version);
+        written
+            .entry((op.key.clone(), version.ts))
+            .or_insert_with(Vec::new)
+            .push(version);
     }
     written
 }
@@ -315,8 +321,12 @@ fn stale_reads(history: &History, report: &mut Report) {
     }
 }
 
-fn phantoms(history: &History, written: &BTreeMap<(Vec<u8>, u64), Version>, report: &mut Report) {
-    let known = |key: &[u8], v: &Version| written.get(&(key.to_vec(), v.ts)) == Some(v);
+fn phantoms(history: &History, written: &Written, report: &mut Report) {
+    let known = |key: &[u8], v: &Version| {
+        written
+            .get(&(key.to_vec(), v.ts))
+            .is_some_and(|vs| vs.contains(v))
+    };
     for op in &history.ops {
         if let OpResult::Read(Some(v)) = &op.result
             && !known(&op.key, v)
