@@ -170,6 +170,8 @@ pub struct NodeShared {
     pub hints: Arc<HintStore>,
     /// Each node's link status as this node sees it (index: node).
     pub peers: Vec<PeerStatus>,
+    /// Anti-entropy: rounds, session places, the sync thread's hand-off channel.
+    pub antientropy: crate::antientropy::AntiEntropy,
 }
 
 impl NodeShared {
