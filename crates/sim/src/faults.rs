@@ -10,7 +10,7 @@
 //! | one-way cut | one direction of one link is cut | after `heal_ms` |
 //! | message loss | a share of all messages is lost | after `for_ms` |
 //! | clock skew | a node's wall clock is stepped within ±[`SKEW_MS_MAX`] of the virtual clock | stays |
-//! | disk fault | `SimFs::inject`: the `nth` next write/sync/dir-sync fails; the engine refuses writes from then on | the node is restarted (kill -9) once a write or flush fails |
+//! | disk fault | `SimFs::inject`: the `nth` next write or sync of a WAL segment, SSTable or the manifest fails; the engine refuses writes from then on | the node is restarted (kill -9) once a write or flush fails |
 //! | hints dropped | the node's pending hints are dropped (the store's byte bound) | anti-entropy and read repair |
 
 use crate::config::{CrashKind, FaultMix};
@@ -31,9 +31,15 @@ pub const LOSS_PER_MILLE_MAX: u32 = 500;
 /// Shortest and longest lossy period, ms.
 pub const LOSS_MS: (u64, u64) = (50, 1000);
 /// Shortest and longest gap between two faults, ms.
-pub const FAULT_GAP_MS: (u64, u64) = (20, 300);
+pub const FAULT_GAP_MS: (u64, u64) = (50, 600);
 /// Largest `nth` of an injected disk fault (how many matching operations pass first).
 pub const DISK_FAULT_NTH_MAX: u64 = 8;
+/// The kinds of file a disk fault hits (path substrings): WAL segments,
+/// SSTables, the manifest. Each is written by one engine thread at a time,
+/// so which operation meets the fault does not depend on thread timing.
+/// Directory syncs are not failed: the WAL thread (a new segment) and the
+/// background thread (a new table) both sync the directory during a flush.
+pub const DISK_FAULT_FILES: [&str; 3] = [".wal", ".sst", "MANIFEST"];
 /// Shortest and longest delay before a node whose disk failed is restarted, ms.
 pub const DISK_RESTART_MS: (u64, u64) = (10, 500);
 
@@ -81,12 +87,15 @@ pub enum Fault {
         /// How far off.
         skew_ms: i64,
     },
-    /// The `nth` next `op` on node `node`'s disk fails with `kind`.
+    /// The `nth` next `op` on a file of node `node` whose path contains
+    /// `file`, fails with `kind`.
     Disk {
         /// Which node.
         node: usize,
-        /// Which operations count and fail.
+        /// Which operations count and fail: writes or syncs.
         op: FaultOp,
+        /// Which files: [`DISK_FAULT_FILES`].
+        file: &'static str,
         /// Which one fails.
         nth: u64,
         /// EIO or ENOSPC.
@@ -179,7 +188,8 @@ pub fn choose(rng: &mut StdRng, mix: &FaultMix, up: &[bool]) -> Option<Fault> {
         },
         Choice::Disk => Fault::Disk {
             node: *running.choose(rng)?,
-            op: *[FaultOp::Write, FaultOp::Sync, FaultOp::SyncDir].choose(rng)?,
+            op: *[FaultOp::Write, FaultOp::Sync].choose(rng)?,
+            file: DISK_FAULT_FILES.choose(rng)?,
             nth: rng.random_range(1..=DISK_FAULT_NTH_MAX),
             kind: *[FaultKind::Io, FaultKind::NoSpace].choose(rng)?,
         },

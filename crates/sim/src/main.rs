@@ -56,6 +56,12 @@ struct Args {
     /// Stop at the first failing seed.
     #[arg(long)]
     stop_at_first: bool,
+    /// Print each seed's history digest (two runs of a seed must print the same).
+    #[arg(long)]
+    print_digests: bool,
+    /// Write each seed's whole history (`Debug`, one item a line) to `DIR/seed-N.txt`.
+    #[arg(long, hide = true)]
+    dump_history: Option<std::path::PathBuf>,
     /// Print every operation and happening on this key (with one seed: how a violation came about).
     #[arg(long)]
     explain: Option<String>,
@@ -222,6 +228,25 @@ fn main() -> ExitCode {
             }
         };
         totals.seeds += 1;
+        if let Some(dir) = &args.dump_history {
+            let h = &result.history;
+            let mut text = String::new();
+            for op in &h.ops {
+                text.push_str(&format!("{op:?}\n"));
+            }
+            for x in &h.happenings {
+                text.push_str(&format!("{x:?}\n"));
+            }
+            for st in &h.final_states {
+                text.push_str(&format!("{st:?}\n"));
+            }
+            if let Err(e) = std::fs::write(dir.join(format!("seed-{seed}.txt")), text) {
+                eprintln!("ataman-sim: cannot dump the history: {e}");
+            }
+        }
+        if args.print_digests {
+            println!("seed {seed}: digest {:016x}", result.digest);
+        }
         if let Some(key) = &args.explain {
             print!("{}", explain(&result.history, key.as_bytes()));
         }

@@ -16,8 +16,12 @@
 //!   [`SimNode::settle`]: close (which joins every engine thread) and
 //!   reopen, so no thread is still removing files when the next crash
 //!   image is taken;
-//! - a restart after a crash also settles, so the background flush of the
-//!   replayed WAL tail is finished before anything else happens;
+//! - a restart after a crash waits for the background flush of the
+//!   replayed WAL tail, then settles, before anything else happens;
+//! - disk faults are armed per kind of file (WAL, SSTable, manifest), each
+//!   written by one engine thread at a time, never on directory syncs,
+//!   which the WAL and background threads both do during a flush (which of
+//!   them would meet the fault would depend on thread timing);
 //! - tombstones are never dropped (the grace period is longer than any
 //!   run), because the engine compares tombstone ages with the real clock.
 
@@ -151,12 +155,22 @@ impl SimNode {
     /// Applies `version` of `key` durably (as a replica does with a peer's
     /// write, or the coordinator with its local one).
     pub fn write(&self, key: &[u8], version: &Version) -> Result<(), String> {
+        self.write_all(std::iter::once((key, version)))
+    }
+
+    /// Applies several versions durably in one atomic batch.
+    pub fn write_all<'a>(
+        &self,
+        versions: impl Iterator<Item = (&'a [u8], &'a Version)>,
+    ) -> Result<(), String> {
         let db = self.db.as_ref().ok_or("node is down")?;
         let mut batch = WriteBatch::new();
-        match &version.value {
-            Some(v) => batch.put(key, v, version.ts),
-            None => batch.delete(key, version.ts),
-        };
+        for (key, version) in versions {
+            match &version.value {
+                Some(v) => batch.put(key, v, version.ts),
+                None => batch.delete(key, version.ts),
+            };
+        }
         db.write(batch, Durability::Complete)
             .map(|_| ())
             .map_err(|e| e.to_string())
@@ -243,6 +257,11 @@ impl SimNode {
                 }
             }
         };
+        // The open left the replayed WAL tail to the background thread;
+        // wait for that flush (the memtable is empty, so nothing rotates)
+        // before the settle's close rotates and flushes in its turn: the
+        // two would otherwise race for file numbers.
+        let _ = db.flush();
         self.hlc = Hlc::for_node(self.index);
         self.hlc.observe(db.timestamp_max());
         self.db = Some(db);
