@@ -10,9 +10,11 @@
 //! link. Every cut heals at its `until_ms`. Duplication is not modelled.
 //! Once healed for good ([`Network::heal_all`]) no message is slow.
 //!
-//! A request that reaches a node that is down is answered by the network
-//! with a failure ("connection refused"), as a peer's closed port answers
-//! a connect at once; silence (a cut, a loss) is only detected by deadlines.
+//! A request that reaches a node whose process died (kill -9, a disk
+//! failure) is answered with a failure ("connection refused"), as a closed
+//! port or a reset connection answers at once; a node that lost power, a
+//! cut and a loss are silence, detected only by deadlines (see
+//! [`crate::sim`]).
 
 use ataman_node::peer::frame::Version;
 use rand::Rng;

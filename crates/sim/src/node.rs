@@ -86,6 +86,8 @@ pub struct SimNode {
     pub(crate) hints: Hints,
     /// A restart is scheduled (after a crash or a disk failure).
     pub(crate) restart_scheduled: bool,
+    /// How the node last went down (while it is down: how it is down).
+    pub(crate) last_crash: Option<CrashKind>,
 }
 
 fn options(fs: &SimFs, wal_mode: WalMode, force_recovery: bool) -> Options {
@@ -124,6 +126,7 @@ impl SimNode {
             coordinations: Coordinations::default(),
             hints: Hints::default(),
             restart_scheduled: false,
+            last_crash: None,
         })
     }
 
@@ -229,6 +232,13 @@ impl SimNode {
         self.incarnation += 1;
         self.coordinations = Coordinations::default();
         self.hints.crash(kind, self.wal_mode);
+        self.last_crash = Some(kind);
+    }
+
+    /// True while the node is down after a power loss: its machine is off,
+    /// so nothing answers a connection (no reset, no refusal).
+    pub fn powered_off(&self) -> bool {
+        !self.is_up() && self.last_crash == Some(CrashKind::PowerLoss)
     }
 
     /// Starts the process again on what its disk holds: the engine

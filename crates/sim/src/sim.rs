@@ -629,6 +629,8 @@ impl Sim {
                         _ => {}
                     }
                     answer
+                } else if self.nodes[to].powered_off() {
+                    return; // the machine is off: silence until the deadline
                 } else {
                     Answer::Failed(format!("node {to}: connection refused"))
                 };

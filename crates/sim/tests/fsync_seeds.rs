@@ -19,7 +19,7 @@ use ataman_sim::{FaultMix, SimConfig, replay_command, run};
 use std::collections::BTreeMap;
 
 /// Client operations per seed.
-const STEPS: usize = 150;
+const STEPS: usize = 200;
 
 /// Runs `seeds` with `config`; panics with every failing seed, and checks
 /// that the runs exercised what the assertions are about.
@@ -106,7 +106,7 @@ fn three_nodes_three_replicas() {
         faults: FaultMix::ALL,
         ..SimConfig::default_with_steps(STEPS)
     };
-    run_seeds(&config, 1..121);
+    run_seeds(&config, 1..201);
 }
 
 /// Five nodes, every key on three: coordinators are often not replicas.
@@ -118,5 +118,5 @@ fn five_nodes_three_replicas() {
         faults: FaultMix::ALL,
         ..SimConfig::default_with_steps(STEPS)
     };
-    run_seeds(&config, 1..81);
+    run_seeds(&config, 1..101);
 }
