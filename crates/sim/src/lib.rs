@@ -31,7 +31,8 @@
 //! - [`faults`]: which faults, when, for how long.
 //! - [`history`]: the record of a run.
 //! - [`check`]: the checker.
-//! - [`sim`]: the driver of one run.
+//! - [`sim`]: the driver of one run (phases; `traffic`: requests and
+//!   messages; `disruption`: faults, restarts, maintenance).
 //! - [`config`]: what a run does besides its seed.
 
 pub mod antientropy;
