@@ -128,6 +128,8 @@ struct Totals {
     virtual_ms: u64,
     faults: BTreeMap<&'static str, u64>,
     violations: BTreeMap<String, u64>,
+    /// Seeds with at least one violation of each kind.
+    seeds_with: BTreeMap<String, u64>,
 }
 
 impl Totals {
@@ -200,10 +202,11 @@ fn explain(history: &History, key: &[u8]) -> String {
         out.push_str(&format!("{at:>7} ms  {line}\n"));
     }
     for (node, state) in history.final_states.iter().enumerate() {
-        out.push_str(&format!(
-            "final: node {node} holds {:?}\n",
-            state.get(key).map(|v| v.ts)
-        ));
+        let held = state.get(key).map(|v| {
+            let value = v.value.as_deref().map(String::from_utf8_lossy);
+            format!("ts {} {value:?}", v.ts)
+        });
+        out.push_str(&format!("final: node {node} holds {held:?}\n"));
     }
     out
 }
@@ -257,11 +260,14 @@ fn main() -> ExitCode {
         totals.add(&result.stats);
         if !result.report.ok() {
             totals.failed += 1;
+            let mut kinds = std::collections::BTreeSet::new();
             for v in &result.report.violations {
-                *totals
-                    .violations
-                    .entry(format!("{:?}", v.kind))
-                    .or_insert(0) += 1;
+                let kind = format!("{:?}", v.kind);
+                *totals.violations.entry(kind.clone()).or_insert(0) += 1;
+                kinds.insert(kind);
+            }
+            for kind in kinds {
+                *totals.seeds_with.entry(kind).or_insert(0) += 1;
             }
             println!(
                 "seed {seed}: FAILED ({} violations)\n{}\nreplay: {}",
@@ -310,6 +316,12 @@ fn main() -> ExitCode {
             .map(|(k, n)| format!("{k} {n}"))
             .collect();
         println!("violations: {}", v.join(", "));
+        let w: Vec<String> = totals
+            .seeds_with
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        println!("seeds with each kind: {}", w.join(", "));
     }
     if totals.failed > 0 {
         ExitCode::FAILURE
