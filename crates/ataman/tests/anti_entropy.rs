@@ -400,3 +400,33 @@ fn a_busy_sync_server_answers_503() {
         other => panic!("expected an Error, got {other:?}"),
     }
 }
+
+/// With `--replication-factor 2` of three nodes, writes made with `from=1`
+/// get their second copy from anti-entropy, on exactly the key's second
+/// replica, and never a third copy.
+#[test]
+fn writes_below_the_replication_factor_get_their_other_copies() {
+    let mut args = QUIET.to_vec();
+    args.extend_from_slice(&["--replication-factor", "2"]);
+    let c = TestCluster::start(3, &args);
+    let all = keys("r2", 90);
+    for key in &all {
+        let owner = c.replicas(key, 1)[0];
+        assert_status(&c.put(owner, key, b"one", 1, 1), 201, "put 1/1");
+    }
+    let copies = |node: usize| own_versions(c.node(node).addr(), &all);
+    let before: usize = (0..3).map(|n| copies(n).iter().flatten().count()).sum();
+    assert_eq!(before, all.len(), "from=1 makes one copy");
+    for n in 0..3 {
+        let last = repair_over_http(c.node(n));
+        assert_eq!(last["ok"], true, "{last}");
+    }
+    let per_node: Vec<Vec<Option<Version>>> = (0..3).map(copies).collect();
+    for (k, key) in all.iter().enumerate() {
+        let mut holders: Vec<usize> = (0..3).filter(|&n| per_node[n][k].is_some()).collect();
+        holders.sort_unstable();
+        let mut want = c.replicas(key, 2);
+        want.sort_unstable();
+        assert_eq!(holders, want, "{}", String::from_utf8_lossy(key));
+    }
+}
