@@ -53,7 +53,14 @@ impl Hlc {
     /// The next timestamp: above every one returned or observed before,
     /// not behind the wall clock, and ending in this node's bits.
     pub fn now(&self) -> Timestamp {
-        let wall = timestamp_from_millis(wall_ms(), 0);
+        self.now_at(wall_ms())
+    }
+
+    /// [`Hlc::now`] with the wall clock's reading given: `wall_ms`
+    /// milliseconds since the Unix epoch. The deterministic simulation
+    /// (`crates/sim`) drives the clock with its virtual time through this.
+    pub fn now_at(&self, wall_ms: u64) -> Timestamp {
+        let wall = timestamp_from_millis(wall_ms, 0);
         let mask = (1u64 << NODE_BITS) - 1;
         let mut last = self.last.load(Ordering::Relaxed);
         loop {
@@ -86,7 +93,13 @@ pub const PEER_CLOCK_AHEAD_MS_MAX: u64 = 60 * 60 * 1000;
 
 /// True when `ts` is not too far ahead of the local wall clock to accept from a peer.
 pub fn acceptable_from_peer(ts: Timestamp) -> bool {
-    ts <= timestamp_from_millis(wall_ms().saturating_add(PEER_CLOCK_AHEAD_MS_MAX), u16::MAX)
+    acceptable_from_peer_at(ts, wall_ms())
+}
+
+/// [`acceptable_from_peer`] with the local wall clock's reading given
+/// (milliseconds since the Unix epoch), for the simulation's virtual clock.
+pub fn acceptable_from_peer_at(ts: Timestamp, wall_ms: u64) -> bool {
+    ts <= timestamp_from_millis(wall_ms.saturating_add(PEER_CLOCK_AHEAD_MS_MAX), u16::MAX)
 }
 
 /// Milliseconds part of a timestamp (for logs).
@@ -131,6 +144,24 @@ mod tests {
         assert_eq!(clock.now(), u64::MAX);
         assert!(!acceptable_from_peer(u64::MAX - 3));
         assert!(acceptable_from_peer(Hlc::for_node(2).now()));
+    }
+
+    /// `now_at` follows the given wall clock, never goes back when it steps
+    /// back, and `acceptable_from_peer_at` draws the line at exactly
+    /// `PEER_CLOCK_AHEAD_MS_MAX` ahead of the given reading.
+    #[test]
+    fn driven_by_a_given_wall_clock() {
+        let clock = Hlc::for_node(3);
+        let a = clock.now_at(1_000_000);
+        assert_eq!(millis(a), 1_000_000);
+        assert_eq!(a & 0xff, 3);
+        let b = clock.now_at(999_000);
+        assert!(b > a, "stepped back: {b} <= {a}");
+        let c = clock.now_at(2_000_000);
+        assert_eq!(millis(c), 2_000_000);
+        let edge = timestamp_from_millis(5_000 + PEER_CLOCK_AHEAD_MS_MAX, u16::MAX);
+        assert!(acceptable_from_peer_at(edge, 5_000));
+        assert!(!acceptable_from_peer_at(edge + 1, 5_000));
     }
 
     /// Two nodes never issue the same timestamp, and each stays above what it observed.

@@ -1,0 +1,437 @@
+//! The checker: judges a [`History`] against what the API promises
+//! (docs/API.md, "Replication"), knowing nothing of how the run was made.
+//!
+//! | violation | the promise |
+//! | --- | --- |
+//! | [`Kind::LostWrite`] | a write answered 201/202 is never lost: at the end the newest version of its key, over all nodes, is it or newer |
+//! | [`Kind::LostOnReplica`] | a replica acknowledges a write only once it is durable: after every restart, and at the end, the replica holds it or newer |
+//! | [`Kind::StaleRead`] | read-your-writes when quorums intersect: a read started after a write was acknowledged, with `ack_w + ack_r > max(from_w, from_r)`, returns it or newer |
+//! | [`Kind::PhantomRead`] | every version read or stored was written by some client |
+//! | [`Kind::TimestampReused`] | no two writes of one key carry the same timestamp |
+//! | [`Kind::Diverged`] | after the faults heal and the repairs run, every replica of a key holds the same newest version, and no other node holds it |
+//! | [`Kind::Unrecoverable`] | a restarted engine opens on its disk without `force_recovery` |
+//! | [`Kind::Stuck`] | once healed, the cluster finishes its requests, messages and hints |
+//!
+//! "Newer" is by timestamp: the system's contract is that the newest
+//! timestamp wins (a write through a coordinator whose clock is behind
+//! may lose to an earlier one; that is not a loss).
+
+use crate::history::{Happening, History, Op, OpResult};
+use ataman_node::cluster::placement;
+use ataman_node::peer::frame::Version;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Kinds of violation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    /// An acknowledged write is gone from every node.
+    LostWrite,
+    /// A replica lost a write it had acknowledged.
+    LostOnReplica,
+    /// A read missed a write acknowledged before it under intersecting quorums.
+    StaleRead,
+    /// A read or a node returned a version nobody wrote.
+    PhantomRead,
+    /// Two writes of one key got the same timestamp.
+    TimestampReused,
+    /// Replicas of a key disagree at the end, or a non-replica holds it.
+    Diverged,
+    /// A restart needed `force_recovery`, or lost the whole disk.
+    Unrecoverable,
+    /// The cluster did not settle after the faults healed.
+    Stuck,
+}
+
+/// One violation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// What kind.
+    pub kind: Kind,
+    /// The key it is about, if one.
+    pub key: Option<Vec<u8>>,
+    /// Which operations, keys, nodes and timestamps.
+    pub detail: String,
+}
+
+/// What the checker found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Every violation, in the order the checks found them.
+    pub violations: Vec<Violation>,
+    /// Client operations.
+    pub ops: usize,
+    /// Writes answered 201/202.
+    pub acknowledged_writes: usize,
+    /// Reads answered 200/404.
+    pub reads: usize,
+    /// (read, earlier acknowledged write) pairs with intersecting quorums checked.
+    pub ryw_pairs: usize,
+    /// Restarts checked against what the replica had acknowledged.
+    pub restarts: usize,
+}
+
+impl Report {
+    /// Violations of one kind.
+    pub fn count(&self, kind: Kind) -> usize {
+        self.violations.iter().filter(|v| v.kind == kind).count()
+    }
+
+    /// True when nothing was violated.
+    pub fn ok(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// Keys two writes of which carried the same timestamp.
+    pub fn keys_with_reused_timestamps(&self) -> BTreeSet<&[u8]> {
+        self.violations
+            .iter()
+            .filter(|v| v.kind == Kind::TimestampReused)
+            .filter_map(|v| v.key.as_deref())
+            .collect()
+    }
+
+    /// The violations that a reused timestamp does not explain: all but
+    /// [`Kind::TimestampReused`] and those on a key with a reused
+    /// timestamp (two versions at one timestamp can make replicas keep
+    /// different ones, which then reads as a lost write, a phantom or a
+    /// divergence). Known bug: a node's clock can issue a timestamp again
+    /// after a restart, see docs/ARCHITECTURE.md "Deterministic simulation".
+    pub fn beyond_reused_timestamps(&self) -> Vec<&Violation> {
+        let reused = self.keys_with_reused_timestamps();
+        self.violations
+            .iter()
+            .filter(|v| v.kind != Kind::TimestampReused)
+            .filter(|v| v.key.as_deref().is_none_or(|k| !reused.contains(k)))
+            .collect()
+    }
+
+    /// The first `n` violations, one per line.
+    pub fn summary(&self, n: usize) -> String {
+        let mut lines: Vec<String> = self
+            .violations
+            .iter()
+            .take(n)
+            .map(|v| format!("{:?}: {}", v.kind, v.detail))
+            .collect();
+        if self.violations.len() > n {
+            lines.push(format!("… and {} more", self.violations.len() - n));
+        }
+        lines.join("\n")
+    }
+
+    fn push(&mut self, kind: Kind, detail: String) {
+        self.violations.push(Violation {
+            kind,
+            key: None,
+            detail,
+        });
+    }
+
+    fn push_key(&mut self, kind: Kind, key: &[u8], detail: String) {
+        self.violations.push(Violation {
+            kind,
+            key: Some(key.to_vec()),
+            detail,
+        });
+    }
+}
+
+fn show(key: &[u8]) -> String {
+    String::from_utf8_lossy(key).into_owned()
+}
+
+fn ts_of(v: &Option<Version>) -> Option<u64> {
+    v.as_ref().map(|v| v.ts)
+}
+
+/// Judges `history`.
+pub fn check(history: &History) -> Report {
+    let mut report = Report {
+        ops: history.ops.len(),
+        ..Report::default()
+    };
+    let written = written_versions(history, &mut report);
+    lost_writes(history, &mut report);
+    replica_durability(history, &mut report);
+    stale_reads(history, &mut report);
+    phantoms(history, &written, &mut report);
+    convergence(history, &mut report);
+    for h in &history.happenings {
+        match h {
+            Happening::Restart {
+                at_ms,
+                node,
+                reopened,
+                ..
+            } if *reopened != crate::node::Reopened::Clean => report.push(
+                Kind::Unrecoverable,
+                format!("node {node} at {at_ms} ms: {reopened:?}"),
+            ),
+            Happening::Stuck { at_ms, what } => {
+                report.push(Kind::Stuck, format!("at {at_ms} ms: {what}"))
+            }
+            _ => {}
+        }
+    }
+    report
+}
+
+/// Versions clients may have written, by (key, ts).
+type Written = BTreeMap<(Vec<u8>, u64), Vec<Version>>;
+
+/// Every version some client may have written, by (key, ts); a timestamp
+/// given to two writes of one key is a violation (replicas could not agree
+/// which is newest; across keys a repeated timestamp does no harm).
+fn written_versions(history: &History, report: &mut Report) -> Written {
+    let mut written = BTreeMap::new();
+    let mut by_ts: BTreeMap<(&[u8], u64), &Op> = BTreeMap::new();
+    for op in &history.ops {
+        if op.result == OpResult::Refused {
+            continue;
+        }
+        let Some(version) = op.version() else {
+            continue;
+        };
+        if let Some(first) = by_ts.insert((&op.key, version.ts), op) {
+            report.push_key(
+                Kind::TimestampReused,
+                &op.key,
+                format!(
+                    "ops {} ({} via node {} at {} ms) and {} ({} via node {} at {} ms) both carry ts {}",
+                    first.id,
+                    show(&first.key),
+                    first.coordinator,
+                    first.invoked_ms,
+                    op.id,
+                    show(&op.key),
+                    op.coordinator,
+                    op.invoked_ms,
+                    version.ts
+                ),
+            );
+        }
+        written
+            .entry((op.key.clone(), version.ts))
+            .or_insert_with(Vec::new)
+            .push(version);
+    }
+    written
+}
+
+/// The newest version of `key` over all final states.
+fn newest_final(history: &History, key: &[u8]) -> Option<Version> {
+    history
+        .final_states
+        .iter()
+        .filter_map(|s| s.get(key))
+        .max_by_key(|v| v.ts)
+        .cloned()
+}
+
+fn lost_writes(history: &History, report: &mut Report) {
+    for op in history.acknowledged_writes() {
+        report.acknowledged_writes += 1;
+        let Some(mine) = op.version() else {
+            continue;
+        };
+        let newest = newest_final(history, &op.key);
+        let kept = match &newest {
+            Some(n) if n.ts > mine.ts => true,
+            Some(n) if n.ts == mine.ts => n.value == mine.value,
+            _ => false,
+        };
+        if !kept {
+            report.push_key(
+                Kind::LostWrite,
+                &op.key,
+                format!(
+                    "op {} ({:?} of {} at ts {}, ack {}/{}, answered at {:?} ms): newest at the end is ts {:?}",
+                    op.id,
+                    op.kind,
+                    show(&op.key),
+                    mine.ts,
+                    op.ack,
+                    op.from,
+                    op.completed_ms,
+                    ts_of(&newest)
+                ),
+            );
+        }
+    }
+}
+
+/// Every replica holds what it acknowledged, after each restart and at the end.
+fn replica_durability(history: &History, report: &mut Report) {
+    let mut acked: Vec<BTreeMap<Vec<u8>, u64>> = vec![BTreeMap::new(); history.nodes];
+    let verify = |node: usize,
+                  state: &crate::node::State,
+                  acked: &BTreeMap<Vec<u8>, u64>,
+                  when: &str,
+                  report: &mut Report| {
+        for (key, ts) in acked {
+            let have = state.get(key).map(|v| v.ts);
+            if have.is_none_or(|h| h < *ts) {
+                report.push_key(
+                    Kind::LostOnReplica,
+                    key,
+                    format!(
+                        "node {node} {when}: {} acknowledged at ts {ts}, holds {have:?}",
+                        show(key)
+                    ),
+                );
+            }
+        }
+    };
+    for h in &history.happenings {
+        match h {
+            Happening::ReplicaWrote { node, key, ts, .. } => {
+                let slot = acked[*node].entry(key.clone()).or_insert(0);
+                *slot = (*slot).max(*ts);
+            }
+            Happening::Restart {
+                at_ms,
+                node,
+                reopened,
+                state,
+            } => {
+                report.restarts += 1;
+                if matches!(reopened, crate::node::Reopened::Wiped(_)) {
+                    // Reported as unrecoverable; start the ledger over.
+                    acked[*node].clear();
+                    continue;
+                }
+                verify(
+                    *node,
+                    state,
+                    &acked[*node],
+                    &format!("restarted at {at_ms} ms"),
+                    report,
+                );
+            }
+            _ => {}
+        }
+    }
+    for (node, state) in history.final_states.iter().enumerate() {
+        verify(node, state, &acked[node], "at the end", report);
+    }
+}
+
+fn stale_reads(history: &History, report: &mut Report) {
+    let mut writes: BTreeMap<&[u8], Vec<&Op>> = BTreeMap::new();
+    for op in history.acknowledged_writes() {
+        writes.entry(&op.key).or_default().push(op);
+    }
+    for read in &history.ops {
+        let OpResult::Read(got) = &read.result else {
+            continue;
+        };
+        report.reads += 1;
+        let Some(candidates) = writes.get(read.key.as_slice()) else {
+            continue;
+        };
+        for w in candidates {
+            let before = w.completed_ms.is_some_and(|c| c < read.invoked_ms);
+            let intersect = w.ack + read.ack > w.from.max(read.from);
+            if !before || !intersect {
+                continue;
+            }
+            report.ryw_pairs += 1;
+            let (Some(wts), got_ts) = (w.ts, ts_of(got)) else {
+                continue;
+            };
+            if got_ts.is_none_or(|g| g < wts) {
+                report.push_key(
+                    Kind::StaleRead,
+                    &read.key,
+                    format!(
+                        "op {} (GET {} ack {}/{} at {} ms via node {}) returned ts {:?}; op {} (ack {}/{}, ts {wts}) was acknowledged at {:?} ms",
+                        read.id,
+                        show(&read.key),
+                        read.ack,
+                        read.from,
+                        read.invoked_ms,
+                        read.coordinator,
+                        got_ts,
+                        w.id,
+                        w.ack,
+                        w.from,
+                        w.completed_ms
+                    ),
+                );
+            }
+        }
+    }
+}
+
+fn phantoms(history: &History, written: &Written, report: &mut Report) {
+    let known = |key: &[u8], v: &Version| {
+        written
+            .get(&(key.to_vec(), v.ts))
+            .is_some_and(|vs| vs.contains(v))
+    };
+    for op in &history.ops {
+        if let OpResult::Read(Some(v)) = &op.result
+            && !known(&op.key, v)
+        {
+            report.push_key(
+                Kind::PhantomRead,
+                &op.key,
+                format!("op {} read {} = {v:?}, never written", op.id, show(&op.key)),
+            );
+        }
+    }
+    for (node, state) in history.final_states.iter().enumerate() {
+        for (key, v) in state {
+            if !known(key, v) {
+                report.push_key(
+                    Kind::PhantomRead,
+                    key,
+                    format!("node {node} holds {} = {v:?}, never written", show(key)),
+                );
+            }
+        }
+    }
+}
+
+fn convergence(history: &History, report: &mut Report) {
+    if history.final_states.is_empty() {
+        return;
+    }
+    let keys: BTreeSet<&Vec<u8>> = history
+        .final_states
+        .iter()
+        .flat_map(|s| s.keys())
+        .chain(history.ops.iter().map(|o| &o.key))
+        .collect();
+    for key in keys {
+        let replicas = placement::rank_with_seeds(&history.seeds, key, history.replicas);
+        let newest = newest_final(history, key);
+        for (node, state) in history.final_states.iter().enumerate() {
+            let have = state.get(key.as_slice()).cloned();
+            if replicas.contains(&node) {
+                if have != newest {
+                    report.push_key(
+                        Kind::Diverged,
+                        key,
+                        format!(
+                            "{}: replica {node} holds ts {:?}, newest is ts {:?} (replicas {replicas:?})",
+                            show(key),
+                            ts_of(&have),
+                            ts_of(&newest)
+                        ),
+                    );
+                }
+            } else if have.is_some() {
+                report.push_key(
+                    Kind::Diverged,
+                    key,
+                    format!(
+                        "{}: node {node} is not a replica ({replicas:?}) but holds ts {:?}",
+                        show(key),
+                        ts_of(&have)
+                    ),
+                );
+            }
+        }
+    }
+}

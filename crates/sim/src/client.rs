@@ -1,0 +1,110 @@
+//! Simulated clients: each sends one request at a time to a random node
+//! and waits for its answer, then thinks for a moment.
+//!
+//! Three workloads are mixed, each over its own keys, every value unique
+//! (it names the operation that wrote it):
+//! - **register**: a few keys overwritten, read and now and then deleted
+//!   by every client (contention, newest-wins);
+//! - **unique set**: each client adds keys nobody else writes, each once,
+//!   and reads back the ones it added (a lost add is unambiguous);
+//! - **delete / recreate**: a few keys deleted and written again (a
+//!   tombstone must not hide a newer value, nor a value resurface over a
+//!   newer tombstone).
+//!
+//! `ack` is drawn per request from `1..=from`, so some read/write pairs
+//! intersect (`ack_w + ack_r > from`) and some do not.
+
+use crate::history::{OpId, OpKind};
+use rand::Rng;
+use rand::rngs::StdRng;
+
+/// Keys of the register workload.
+pub const REGISTER_KEYS: usize = 8;
+/// Keys of the delete/recreate workload.
+pub const DELETE_RECREATE_KEYS: usize = 4;
+/// Unique-set keys a client remembers for reading back; older ones are forgotten.
+pub const UNIQUE_REMEMBERED_MAX: usize = 64;
+/// Longest pause between a client's answer and its next request, ms.
+pub const THINK_MS_MAX: u64 = 20;
+
+/// The next request of a client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The key.
+    pub key: Vec<u8>,
+    /// What to do.
+    pub kind: OpKind,
+    /// Replicas that must answer.
+    pub ack: usize,
+    /// The node to send it to.
+    pub coordinator: usize,
+}
+
+/// One client.
+#[derive(Debug, Default)]
+pub struct Client {
+    /// Its index.
+    pub index: usize,
+    /// Its request waiting for an answer.
+    pub waiting: Option<OpId>,
+    unique_next: u64,
+    unique_keys: Vec<Vec<u8>>,
+}
+
+impl Client {
+    /// Client `index`.
+    pub fn new(index: usize) -> Self {
+        Client {
+            index,
+            ..Client::default()
+        }
+    }
+
+    /// Draws the next request; `op` is the id it will get (its values name it).
+    pub fn plan(&mut self, rng: &mut StdRng, op: OpId, nodes: usize, from: usize) -> Plan {
+        let value = format!("v{op}-c{}", self.index).into_bytes();
+        let roll = rng.random_range(0..100);
+        let (key, kind) = if roll < 40 {
+            let key = format!("reg/{}", rng.random_range(0..REGISTER_KEYS)).into_bytes();
+            let kind = match rng.random_range(0..100) {
+                0..55 => OpKind::Put(value),
+                55..90 => OpKind::Get,
+                _ => OpKind::Delete,
+            };
+            (key, kind)
+        } else if roll < 70 {
+            if self.unique_keys.is_empty() || rng.random_range(0..100) < 60 {
+                self.unique_next += 1;
+                let key = format!("set/{}/{}", self.index, self.unique_next).into_bytes();
+                if self.unique_keys.len() >= UNIQUE_REMEMBERED_MAX {
+                    self.unique_keys.remove(0);
+                }
+                self.unique_keys.push(key.clone());
+                (key, OpKind::Put(value))
+            } else {
+                let i = rng.random_range(0..self.unique_keys.len());
+                (self.unique_keys[i].clone(), OpKind::Get)
+            }
+        } else {
+            let key = format!("dr/{}", rng.random_range(0..DELETE_RECREATE_KEYS)).into_bytes();
+            let kind = match rng.random_range(0..100) {
+                0..35 => OpKind::Delete,
+                35..70 => OpKind::Put(value),
+                _ => OpKind::Get,
+            };
+            (key, kind)
+        };
+        Plan {
+            key,
+            kind,
+            ack: rng.random_range(1..=from),
+            coordinator: rng.random_range(0..nodes),
+        }
+    }
+
+    /// How long the client thinks before its next request, ms (at least 1,
+    /// so its next request starts strictly after the last answer).
+    pub fn think_ms(rng: &mut StdRng) -> u64 {
+        rng.random_range(1..=THINK_MS_MAX)
+    }
+}

@@ -1,0 +1,165 @@
+//! What one simulated run does: cluster shape, workload size, the engine's
+//! durability, which faults are injected, and (for the checker's own
+//! tests) a bug planted in the coordinator.
+
+use ataman_engine::WalMode;
+
+/// Milliseconds the first virtual instant is after the Unix epoch
+/// (2023-11-14): timestamps look like real ones.
+pub const EPOCH_MS: u64 = 1_700_000_000_000;
+
+/// A request without `ack` answers this long after it started (the node's
+/// `--replication-timeout-ms` default).
+pub const REPLICATION_TIMEOUT_MS: u64 = 1000;
+
+/// How often a node runs its hint-delivery tick (the node's tick).
+pub const HINT_TICK_MS: u64 = 50;
+
+/// Most nodes a simulated cluster may have.
+pub const NODES_MAX: usize = 9;
+
+/// How a node loses its process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashKind {
+    /// Power loss: only what was synced survives (`SimFs::crash_image`).
+    PowerLoss,
+    /// kill -9: the page cache survives (`SimFs::process_crash_image`).
+    Kill,
+}
+
+/// A deliberate coordinator bug, so the tests can show the checker notices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlantedBug {
+    /// A write with `ack >= 2` answers after `ack - 1` durable replicas.
+    AckMinusOne,
+}
+
+/// Which kinds of fault a run injects while the workload runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultMix {
+    /// Node crashes of these kinds (none: no crashes).
+    pub crashes: &'static [CrashKind],
+    /// Two-sided partitions of the node set.
+    pub partitions: bool,
+    /// Cuts of one direction of one link.
+    pub one_way_cuts: bool,
+    /// Periods in which the network drops a share of messages.
+    pub message_loss: bool,
+    /// Nodes' clocks stepped within ±[`crate::faults::SKEW_MS_MAX`].
+    pub clock_skew: bool,
+    /// A failed write or fsync on a node's disk (the engine stops writing; the node is restarted).
+    pub disk_faults: bool,
+    /// A node's pending hints are dropped (the hint store's byte bound).
+    pub hint_drops: bool,
+}
+
+impl FaultMix {
+    /// Every kind of fault.
+    pub const ALL: FaultMix = FaultMix {
+        crashes: &[CrashKind::PowerLoss, CrashKind::Kill],
+        partitions: true,
+        one_way_cuts: true,
+        message_loss: true,
+        clock_skew: true,
+        disk_faults: true,
+        hint_drops: true,
+    };
+
+    /// No faults at all.
+    pub const NONE: FaultMix = FaultMix {
+        crashes: &[],
+        partitions: false,
+        one_way_cuts: false,
+        message_loss: false,
+        clock_skew: false,
+        disk_faults: false,
+        hint_drops: false,
+    };
+
+    /// Only power-loss crashes.
+    pub const POWER_LOSS: FaultMix = FaultMix {
+        crashes: &[CrashKind::PowerLoss],
+        ..FaultMix::NONE
+    };
+
+    /// The presets by their command-line name.
+    pub const PRESETS: [(&'static str, FaultMix); 3] = [
+        ("all", FaultMix::ALL),
+        ("power-loss", FaultMix::POWER_LOSS),
+        ("none", FaultMix::NONE),
+    ];
+
+    /// The preset's command-line name, or `custom`.
+    pub fn name(&self) -> &'static str {
+        FaultMix::PRESETS
+            .iter()
+            .find(|(_, m)| m == self)
+            .map_or("custom", |(n, _)| n)
+    }
+
+    /// The preset named `name`.
+    pub fn by_name(name: &str) -> Option<FaultMix> {
+        FaultMix::PRESETS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, m)| *m)
+    }
+}
+
+/// Everything that decides a run, besides its seed.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Nodes in the cluster.
+    pub nodes: usize,
+    /// Replicas per key: every request uses `from = replicas` (the
+    /// anti-entropy scope and the convergence check use the same number).
+    pub replicas: usize,
+    /// Client operations in a run.
+    pub steps: usize,
+    /// Clients issuing operations concurrently, one request each at a time.
+    pub clients: usize,
+    /// The engine's WAL mode on every node.
+    pub wal_mode: WalMode,
+    /// The faults injected.
+    pub faults: FaultMix,
+    /// Power-cut every node after the final repairs, and check the reopened state.
+    pub final_power_cut: bool,
+    /// Anti-entropy rounds between node pairs while the workload runs (besides the final ones).
+    pub anti_entropy_during_run: bool,
+    /// A bug planted in the coordinator (tests of the checker only).
+    pub planted_bug: Option<PlantedBug>,
+}
+
+impl SimConfig {
+    /// Three nodes, three replicas, fsync on, every fault.
+    pub fn default_with_steps(steps: usize) -> Self {
+        SimConfig {
+            nodes: 3,
+            replicas: 3,
+            steps,
+            clients: 4,
+            wal_mode: WalMode::Fsync,
+            faults: FaultMix::ALL,
+            final_power_cut: true,
+            anti_entropy_during_run: true,
+            planted_bug: None,
+        }
+    }
+
+    /// Checks the shape; returns why it is not valid.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.nodes == 0 || self.nodes > NODES_MAX {
+            return Err(format!("nodes {} not in 1..={NODES_MAX}", self.nodes));
+        }
+        if self.replicas == 0 || self.replicas > self.nodes {
+            return Err(format!(
+                "replicas {} not in 1..={}",
+                self.replicas, self.nodes
+            ));
+        }
+        if self.clients == 0 {
+            return Err("at least one client".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,187 @@
+//! The record of one run: every client operation with its answer, and
+//! everything that happened to the nodes (crashes, what each restart found,
+//! every write a replica acknowledged, faults), then the nodes' final
+//! states. The checker ([`crate::check`]) judges this record alone.
+//!
+//! The record is deterministic: the same seed and configuration give the
+//! same record, byte for byte of its `Debug` form, which
+//! [`History::digest`] hashes.
+
+use crate::config::CrashKind;
+use crate::node::{Reopened, State};
+use ataman_node::peer::frame::Version;
+use std::fmt::Write as _;
+
+/// Index of an operation in [`History::ops`].
+pub type OpId = usize;
+
+/// What a client asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpKind {
+    /// PUT this value.
+    Put(Vec<u8>),
+    /// DELETE.
+    Delete,
+    /// GET.
+    Get,
+}
+
+/// What a client was answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpResult {
+    /// Not answered yet.
+    Pending,
+    /// A write's 201 / 202: `ack` replicas made it durable.
+    Written,
+    /// A read's 200 / 404: the version the coordinator chose (with its timestamp).
+    Read(Option<Version>),
+    /// 504: not enough replicas in time; a write may still have been applied.
+    Failed(String),
+    /// The coordinator was down: nothing was applied.
+    Refused,
+    /// The coordinator crashed before answering; a write may have been applied.
+    Unknown,
+}
+
+/// One client operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Op {
+    /// Its index.
+    pub id: OpId,
+    /// The client that issued it.
+    pub client: usize,
+    /// The node it was sent to.
+    pub coordinator: usize,
+    /// The key.
+    pub key: Vec<u8>,
+    /// What was asked.
+    pub kind: OpKind,
+    /// Replicas that must answer.
+    pub ack: usize,
+    /// Replicas asked.
+    pub from: usize,
+    /// The timestamp the coordinator stamped a write with.
+    pub ts: Option<u64>,
+    /// When it was sent, virtual ms.
+    pub invoked_ms: u64,
+    /// When it was answered, virtual ms.
+    pub completed_ms: Option<u64>,
+    /// The answer.
+    pub result: OpResult,
+}
+
+impl Op {
+    /// True for PUT and DELETE.
+    pub fn is_write(&self) -> bool {
+        !matches!(self.kind, OpKind::Get)
+    }
+
+    /// The version a write applies (its value `None` for a DELETE), once stamped.
+    pub fn version(&self) -> Option<Version> {
+        let ts = self.ts?;
+        match &self.kind {
+            OpKind::Put(v) => Some(Version {
+                ts,
+                value: Some(v.clone()),
+            }),
+            OpKind::Delete => Some(Version { ts, value: None }),
+            OpKind::Get => None,
+        }
+    }
+}
+
+/// Something that happened to a node or the network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Happening {
+    /// Node `node` crashed.
+    Crash {
+        /// When.
+        at_ms: u64,
+        /// Which node.
+        node: usize,
+        /// How.
+        kind: CrashKind,
+    },
+    /// Node `node` started again and its engine holds `state`.
+    Restart {
+        /// When.
+        at_ms: u64,
+        /// Which node.
+        node: usize,
+        /// What the open found.
+        reopened: Reopened,
+        /// Every key's newest version right after the open.
+        state: State,
+    },
+    /// Node `node` acknowledged a durable write of `key` at `ts` (as a
+    /// replica of a request, a hint, a repair, or anti-entropy).
+    ReplicaWrote {
+        /// When.
+        at_ms: u64,
+        /// Which node.
+        node: usize,
+        /// The key.
+        key: Vec<u8>,
+        /// The version's timestamp.
+        ts: u64,
+    },
+    /// Another fault (partition, cut, loss, skew, disk fault, hints dropped) or its end.
+    Fault {
+        /// When.
+        at_ms: u64,
+        /// What.
+        what: String,
+    },
+    /// The cluster did not settle (requests, messages or hints still
+    /// pending) within the bound of the final phase.
+    Stuck {
+        /// When.
+        at_ms: u64,
+        /// What was still pending.
+        what: String,
+    },
+}
+
+/// The record of one run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct History {
+    /// Nodes in the cluster.
+    pub nodes: usize,
+    /// Replicas of every key (`from` of every request).
+    pub replicas: usize,
+    /// Placement seeds of the nodes (`placement::seeds`).
+    pub seeds: Vec<u64>,
+    /// Client operations, by id.
+    pub ops: Vec<Op>,
+    /// Node and network happenings, in time order.
+    pub happenings: Vec<Happening>,
+    /// Every node's state after the final phase.
+    pub final_states: Vec<State>,
+}
+
+/// A `fmt::Write` that feeds an xxh3 hasher, so a digest needs no big string.
+struct DigestWriter(xxhash_rust::xxh3::Xxh3);
+
+impl std::fmt::Write for DigestWriter {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.update(s.as_bytes());
+        Ok(())
+    }
+}
+
+impl History {
+    /// Hash of the whole record (its `Debug` form): equal for equal runs.
+    pub fn digest(&self) -> u64 {
+        let mut w = DigestWriter(xxhash_rust::xxh3::Xxh3::new());
+        // Writing to the hasher cannot fail.
+        let _ = write!(w, "{self:?}");
+        w.0.digest()
+    }
+
+    /// Writes acknowledged to their client.
+    pub fn acknowledged_writes(&self) -> impl Iterator<Item = &Op> {
+        self.ops
+            .iter()
+            .filter(|o| o.is_write() && o.result == OpResult::Written)
+    }
+}

@@ -1,0 +1,392 @@
+//! One simulated node's process: its engine on its own simulated disk, its
+//! hybrid logical clock on the virtual clock, and what a crash, a restart
+//! or a disk fault does to them.
+//!
+//! The node's request coordination is in [`crate::coordinator`], serving
+//! peers in [`crate::replica`], its hints in [`crate::hints`]: all of them
+//! `impl SimNode` blocks over the fields below.
+//!
+//! # Determinism
+//! The engine runs threads; the node keeps their effects on the disk
+//! deterministic by only ever waiting for them:
+//! - every write is [`Db::write`] with [`Durability::Complete`], which
+//!   returns once the WAL thread is done with it;
+//! - automatic compaction is off; a flush or compaction runs when the
+//!   world's random number generator says so, and is followed by
+//!   [`SimNode::settle`]: close (which joins every engine thread) and
+//!   reopen, so no thread is still removing files when the next crash
+//!   image is taken;
+//! - a restart after a crash waits for the background flush of the
+//!   replayed WAL tail, then settles, before anything else happens;
+//! - disk faults are armed per kind of file (WAL, SSTable, manifest), each
+//!   written by one engine thread at a time, never on directory syncs,
+//!   which the WAL and background threads both do during a flush (which of
+//!   them would meet the fault would depend on thread timing);
+//! - tombstones are never dropped (the grace period is longer than any
+//!   run), because the engine compares tombstone ages with the real clock.
+
+use crate::config::{CrashKind, EPOCH_MS};
+use crate::coordinator::Coordinations;
+use crate::hints::Hints;
+use ataman_engine::fs::FileSystem;
+use ataman_engine::fs::sim::SimFs;
+use ataman_engine::{Db, Durability, Options, WalMode, WriteBatch};
+use ataman_node::hlc::Hlc;
+use ataman_node::peer::frame::Version;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where each node's engine lives on its simulated disk.
+pub const DATA_DIR: &str = "/data";
+
+/// Memtable size: no simulated run fills it, so the engine never rotates
+/// a memtable on its own (only [`SimNode::flush`] and close do).
+pub const SIM_MEMTABLE_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// Tombstone grace period: longer than any run, so compaction keeps every
+/// tombstone whatever the real clock says.
+pub const SIM_TOMBSTONE_GRACE: Duration = Duration::from_secs(1000 * 365 * 24 * 3600);
+
+/// A key's newest version on one node.
+pub type State = BTreeMap<Vec<u8>, Version>;
+
+/// What a restart found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reopened {
+    /// The engine opened on the crash image.
+    Clean,
+    /// It refused to open (the error); opened with `force_recovery`.
+    Forced(String),
+    /// It refused to open even with `force_recovery` (the errors); the node
+    /// starts over on an empty disk.
+    Wiped(String),
+}
+
+/// One simulated node.
+pub struct SimNode {
+    /// The node's index in the cluster list.
+    pub index: usize,
+    /// Its disk.
+    pub(crate) fs: SimFs,
+    /// Its engine, `None` while the node is down.
+    pub(crate) db: Option<Db>,
+    /// Its clock.
+    pub(crate) hlc: Hlc,
+    /// Raised by every crash: answers and timers of an older incarnation are ignored.
+    pub(crate) incarnation: u64,
+    /// How far its wall clock is from the virtual clock, milliseconds.
+    pub(crate) skew_ms: i64,
+    /// Its WAL mode.
+    pub(crate) wal_mode: WalMode,
+    /// Replicated requests it coordinates (lost in a crash).
+    pub(crate) coordinations: Coordinations,
+    /// Writes peers missed (see [`Hints`] for what survives a crash).
+    pub(crate) hints: Hints,
+    /// A restart is scheduled (after a crash or a disk failure).
+    pub(crate) restart_scheduled: bool,
+    /// How the node last went down (while it is down: how it is down).
+    pub(crate) last_crash: Option<CrashKind>,
+}
+
+fn options(fs: &SimFs, wal_mode: WalMode, force_recovery: bool) -> Options {
+    Options {
+        fs: Arc::new(fs.clone()),
+        wal_mode,
+        memtable_bytes_max: SIM_MEMTABLE_BYTES_MAX,
+        wal_segment_preallocate_bytes: 0,
+        block_cache_bytes: 1024 * 1024,
+        tombstone_grace: SIM_TOMBSTONE_GRACE,
+        background_compaction: false,
+        force_recovery,
+        ..Options::default()
+    }
+}
+
+fn open_db(fs: &SimFs, wal_mode: WalMode, force_recovery: bool) -> Result<Db, String> {
+    Db::open(Path::new(DATA_DIR), options(fs, wal_mode, force_recovery)).map_err(|e| e.to_string())
+}
+
+impl SimNode {
+    /// Node `index` of the cluster with an empty disk, up.
+    pub fn new(index: usize, wal_mode: WalMode) -> Result<SimNode, String> {
+        let fs = SimFs::new();
+        fs.create_dir_all(Path::new(DATA_DIR))
+            .map_err(|e| e.to_string())?;
+        let db = open_db(&fs, wal_mode, false)?;
+        Ok(SimNode {
+            index,
+            fs,
+            db: Some(db),
+            hlc: Hlc::for_node(index),
+            incarnation: 0,
+            skew_ms: 0,
+            wal_mode,
+            coordinations: Coordinations::default(),
+            hints: Hints::default(),
+            restart_scheduled: false,
+            last_crash: None,
+        })
+    }
+
+    /// True while the process runs.
+    pub fn is_up(&self) -> bool {
+        self.db.is_some()
+    }
+
+    /// The current incarnation.
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
+    }
+
+    /// The node's wall clock at virtual time `now_ms`, milliseconds since the Unix epoch.
+    pub fn wall_ms(&self, now_ms: u64) -> u64 {
+        (EPOCH_MS + now_ms).saturating_add_signed(self.skew_ms)
+    }
+
+    /// Steps the node's wall clock to `skew_ms` off the virtual clock.
+    pub fn set_skew(&mut self, skew_ms: i64) {
+        self.skew_ms = skew_ms;
+    }
+
+    /// A timestamp for a write this node coordinates at `now_ms`.
+    pub fn stamp(&self, now_ms: u64) -> u64 {
+        self.hlc.now_at(self.wall_ms(now_ms))
+    }
+
+    /// Applies `version` of `key` durably (as a replica does with a peer's
+    /// write, or the coordinator with its local one).
+    pub fn write(&self, key: &[u8], version: &Version) -> Result<(), String> {
+        self.write_all(std::iter::once((key, version)))
+    }
+
+    /// Applies several versions durably in one atomic batch.
+    pub fn write_all<'a>(
+        &self,
+        versions: impl Iterator<Item = (&'a [u8], &'a Version)>,
+    ) -> Result<(), String> {
+        let db = self.db.as_ref().ok_or("node is down")?;
+        let mut batch = WriteBatch::new();
+        for (key, version) in versions {
+            match &version.value {
+                Some(v) => batch.put(key, v, version.ts),
+                None => batch.delete(key, version.ts),
+            };
+        }
+        db.write(batch, Durability::Complete)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    /// The newest version of `key` on this node.
+    pub fn read(&self, key: &[u8]) -> Result<Option<Version>, String> {
+        let db = self.db.as_ref().ok_or("node is down")?;
+        db.get(key)
+            .map(|e| {
+                e.map(|e| Version {
+                    ts: e.ts,
+                    value: e.value,
+                })
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    /// Every key's newest version on this node, tombstones included.
+    pub fn state(&self) -> Result<State, String> {
+        let db = self.db.as_ref().ok_or("node is down")?;
+        let mut state = State::new();
+        for item in db.scan(b"", None, true).map_err(|e| e.to_string())? {
+            let (key, entry) = item.map_err(|e| e.to_string())?;
+            state.insert(
+                key,
+                Version {
+                    ts: entry.ts,
+                    value: entry.value,
+                },
+            );
+        }
+        Ok(state)
+    }
+
+    /// True when the engine refuses writes after a failed write or sync.
+    pub fn poisoned(&self) -> bool {
+        self.db
+            .as_ref()
+            .is_some_and(|db| db.stats().poisoned.is_some())
+    }
+
+    /// The process dies: power loss (only synced data survives, the
+    /// image's choices drawn from `image_seed`) or kill -9. Requests in
+    /// flight are forgotten; hints survive as the hint store's WAL mode
+    /// allows (see [`Hints::crash`]).
+    pub fn crash(&mut self, kind: CrashKind, image_seed: u64) {
+        let image = match kind {
+            CrashKind::PowerLoss => self.fs.crash_image(image_seed),
+            CrashKind::Kill => self.fs.process_crash_image(),
+        };
+        // The image is taken while the engine's threads are idle; only then
+        // does the old engine go (its last actions touch the old disk only).
+        drop(self.db.take());
+        self.fs = image;
+        self.incarnation += 1;
+        self.coordinations = Coordinations::default();
+        self.hints.crash(kind, self.wal_mode);
+        self.last_crash = Some(kind);
+    }
+
+    /// True while the node is down after a power loss: its machine is off,
+    /// so nothing answers a connection (no reset, no refusal).
+    pub fn powered_off(&self) -> bool {
+        !self.is_up() && self.last_crash == Some(CrashKind::PowerLoss)
+    }
+
+    /// Starts the process again on what its disk holds: the engine
+    /// recovers, the clock is seeded with the newest stored timestamp
+    /// (as `ataman serve` does), then the engine is settled.
+    pub fn restart(&mut self) -> Reopened {
+        assert!(self.db.is_none(), "restart of a running node");
+        let (db, reopened) = match open_db(&self.fs, self.wal_mode, false) {
+            Ok(db) => (Some(db), Reopened::Clean),
+            Err(first) => match open_db(&self.fs, self.wal_mode, true) {
+                Ok(db) => (Some(db), Reopened::Forced(first)),
+                Err(second) => (None, Reopened::Wiped(format!("{first}; forced: {second}"))),
+            },
+        };
+        let db = match db {
+            Some(db) => db,
+            None => {
+                self.fs = SimFs::new();
+                let made = self.fs.create_dir_all(Path::new(DATA_DIR));
+                match made
+                    .map_err(|e| e.to_string())
+                    .and_then(|()| open_db(&self.fs, self.wal_mode, false))
+                {
+                    Ok(db) => db,
+                    Err(e) => panic!("node {}: an empty disk does not open: {e}", self.index),
+                }
+            }
+        };
+        // The open left the replayed WAL tail to the background thread;
+        // wait for that flush (the memtable is empty, so nothing rotates)
+        // before the settle's close rotates and flushes in its turn: the
+        // two would otherwise race for file numbers.
+        let _ = db.flush();
+        self.hlc = Hlc::for_node(self.index);
+        self.hlc.observe(db.timestamp_max());
+        self.db = Some(db);
+        self.restart_scheduled = false;
+        match self.settle() {
+            Some(again) if again != Reopened::Clean => again,
+            _ => reopened,
+        }
+    }
+
+    /// Closes the engine (joining its threads, flushing its memtable) and
+    /// reopens it, so nothing runs in the background. A failure on the way
+    /// (an injected disk fault) is a kill -9 and a restart from the disk,
+    /// whose outcome is returned.
+    pub fn settle(&mut self) -> Option<Reopened> {
+        let db = self.db.take()?;
+        let reopened = db
+            .close()
+            .map_err(|e| e.to_string())
+            .and_then(|()| open_db(&self.fs, self.wal_mode, false));
+        match reopened {
+            Ok(db) => {
+                self.db = Some(db);
+                None
+            }
+            Err(_) => {
+                // The failed engine is gone; the process dies with it. The
+                // restart's disk image carries no armed fault, so this
+                // recursion ends there.
+                self.crash(CrashKind::Kill, 0);
+                Some(self.restart())
+            }
+        }
+    }
+
+    /// Flushes the memtable to an SSTable, then settles. `Some` when a
+    /// disk fault killed the process on the way and it was restarted.
+    pub fn flush(&mut self) -> Option<Reopened> {
+        // A failed flush poisons the engine; the settle's close then fails
+        // and restarts the process, which is how the failure shows.
+        let _ = self.db.as_ref()?.flush();
+        self.settle()
+    }
+
+    /// Compacts every table into the last level, then settles (like [`SimNode::flush`]).
+    pub fn compact(&mut self) -> Option<Reopened> {
+        let _ = self.db.as_ref()?.compact();
+        self.settle()
+    }
+
+    /// Arms a disk fault: the `nth` matching file operation fails.
+    pub fn inject(&self, fault: ataman_engine::fs::sim::Fault) {
+        self.fs.inject(fault);
+    }
+
+    /// Disarms every disk fault not fired yet.
+    pub fn clear_faults(&self) {
+        self.fs.clear_faults();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(ts: u64, value: &str) -> Version {
+        Version {
+            ts,
+            value: Some(value.as_bytes().to_vec()),
+        }
+    }
+
+    /// A synced write survives power loss and kill -9; the clock restarts past it.
+    #[test]
+    fn crash_and_restart_keep_synced_writes() {
+        let mut node = SimNode::new(1, WalMode::Fsync).unwrap();
+        let ts = node.stamp(5);
+        node.write(b"k", &v(ts, "a")).unwrap();
+        for (i, kind) in [CrashKind::PowerLoss, CrashKind::Kill]
+            .into_iter()
+            .enumerate()
+        {
+            node.crash(kind, i as u64);
+            assert!(!node.is_up());
+            assert_eq!(node.restart(), Reopened::Clean);
+            assert_eq!(node.read(b"k").unwrap(), Some(v(ts, "a")));
+            assert!(node.stamp(0) > ts);
+        }
+        assert_eq!(node.incarnation(), 2);
+    }
+
+    /// Flush and compaction settle the engine and keep every version, tombstones included.
+    #[test]
+    fn maintenance_keeps_everything() {
+        let mut node = SimNode::new(0, WalMode::Fsync).unwrap();
+        node.write(b"a", &v(10, "x")).unwrap();
+        assert_eq!(node.flush(), None);
+        let tomb = Version {
+            ts: 20,
+            value: None,
+        };
+        node.write(b"a", &tomb).unwrap();
+        node.write(b"b", &v(30, "y")).unwrap();
+        assert_eq!(node.compact(), None);
+        let state = node.state().unwrap();
+        assert_eq!(state.get(b"a".as_slice()), Some(&tomb));
+        assert_eq!(state.get(b"b".as_slice()), Some(&v(30, "y")));
+        // Settled: only the new memtable's WAL segment is left.
+        let wal = node
+            .fs
+            .list_dir(Path::new(DATA_DIR))
+            .unwrap()
+            .into_iter()
+            .filter(|n| n.ends_with(".wal"))
+            .count();
+        assert_eq!(wal, 1);
+    }
+}

@@ -1,0 +1,291 @@
+//! The checker on hand-built histories: each violation is reported when it
+//! is there, and only then.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
+
+use ataman_node::cluster::placement;
+use ataman_node::peer::frame::Version;
+use ataman_sim::check::{Kind, check};
+use ataman_sim::history::{Happening, History, Op, OpKind, OpResult};
+use ataman_sim::node::{Reopened, State};
+use ataman_sim::sim::node_names;
+
+fn history(nodes: usize, replicas: usize) -> History {
+    History {
+        nodes,
+        replicas,
+        seeds: placement::seeds(&node_names(nodes)),
+        ..History::default()
+    }
+}
+
+fn v(ts: u64, value: &str) -> Version {
+    Version {
+        ts,
+        value: Some(value.as_bytes().to_vec()),
+    }
+}
+
+fn put(
+    id: usize,
+    key: &str,
+    value: &str,
+    ts: u64,
+    ack: usize,
+    at: (u64, u64),
+    result: OpResult,
+) -> Op {
+    Op {
+        id,
+        client: 0,
+        coordinator: 0,
+        key: key.as_bytes().to_vec(),
+        kind: OpKind::Put(value.as_bytes().to_vec()),
+        ack,
+        from: 3,
+        ts: Some(ts),
+        invoked_ms: at.0,
+        completed_ms: Some(at.1),
+        result,
+    }
+}
+
+fn get(id: usize, key: &str, ack: usize, at: (u64, u64), got: Option<Version>) -> Op {
+    Op {
+        id,
+        client: 1,
+        coordinator: 1,
+        key: key.as_bytes().to_vec(),
+        kind: OpKind::Get,
+        ack,
+        from: 3,
+        ts: None,
+        invoked_ms: at.0,
+        completed_ms: Some(at.1),
+        result: OpResult::Read(got),
+    }
+}
+
+fn state(entries: &[(&str, Version)]) -> State {
+    entries
+        .iter()
+        .map(|(k, v)| (k.as_bytes().to_vec(), v.clone()))
+        .collect()
+}
+
+fn kinds(h: &History) -> Vec<Kind> {
+    check(h).violations.iter().map(|v| v.kind).collect()
+}
+
+/// A write acknowledged, read back under intersecting quorums, held by every replica: clean.
+#[test]
+fn clean_history() {
+    let mut h = history(3, 3);
+    h.ops
+        .push(put(0, "k", "a", 10, 2, (0, 5), OpResult::Written));
+    h.ops.push(get(1, "k", 2, (6, 9), Some(v(10, "a"))));
+    h.final_states = vec![state(&[("k", v(10, "a"))]); 3];
+    let report = check(&h);
+    assert!(report.ok(), "{}", report.summary(10));
+    assert_eq!(report.ryw_pairs, 1);
+    assert_eq!((report.acknowledged_writes, report.reads), (1, 1));
+}
+
+/// An acknowledged write gone from every node is lost; one overwritten by a newer version is not.
+#[test]
+fn lost_write() {
+    let mut h = history(3, 3);
+    h.ops
+        .push(put(0, "k", "a", 10, 1, (0, 5), OpResult::Written));
+    h.final_states = vec![State::new(); 3];
+    assert_eq!(kinds(&h), vec![Kind::LostWrite]);
+    h.ops.push(put(
+        1,
+        "k",
+        "b",
+        20,
+        1,
+        (6, 8),
+        OpResult::Failed("504".into()),
+    ));
+    h.final_states = vec![state(&[("k", v(20, "b"))]); 3];
+    assert!(check(&h).ok());
+}
+
+/// The newest version at the write's timestamp with another value: lost, and a phantom.
+#[test]
+fn same_timestamp_other_value() {
+    let mut h = history(3, 3);
+    h.ops
+        .push(put(0, "k", "a", 10, 1, (0, 5), OpResult::Written));
+    h.final_states = vec![state(&[("k", v(10, "b"))]); 3];
+    let mut k = kinds(&h);
+    k.sort();
+    assert_eq!(
+        k,
+        vec![
+            Kind::LostWrite,
+            Kind::PhantomRead,
+            Kind::PhantomRead,
+            Kind::PhantomRead
+        ]
+    );
+}
+
+/// Read-your-writes is checked only for reads started after the write's
+/// answer and with intersecting quorums.
+#[test]
+fn stale_reads() {
+    let mut h = history(3, 3);
+    h.ops
+        .push(put(0, "k", "a", 10, 2, (0, 5), OpResult::Written));
+    h.final_states = vec![state(&[("k", v(10, "a"))]); 3];
+    // ack 2 + 2 > 3, started after the answer, missed it.
+    h.ops.push(get(1, "k", 2, (6, 9), None));
+    assert_eq!(kinds(&h), vec![Kind::StaleRead]);
+    // ack 2 + 1 = 3: quorums need not intersect.
+    h.ops[1] = get(1, "k", 1, (6, 9), None);
+    assert!(check(&h).ok());
+    assert_eq!(check(&h).ryw_pairs, 0);
+    // Started in the millisecond of the answer: concurrent.
+    h.ops[1] = get(1, "k", 3, (5, 9), None);
+    assert!(check(&h).ok());
+    // An older version is as stale as none.
+    h.ops
+        .insert(0, put(0, "k", "old", 5, 1, (0, 1), OpResult::Written));
+    h.ops[1].id = 1;
+    h.ops[2] = get(2, "k", 3, (6, 9), Some(v(5, "old")));
+    assert_eq!(kinds(&h), vec![Kind::StaleRead]);
+}
+
+/// A replica that acknowledged a write must hold it (or newer) after every restart and at the end.
+#[test]
+fn lost_on_replica() {
+    let mut h = history(3, 3);
+    h.ops
+        .push(put(0, "k", "a", 10, 3, (0, 5), OpResult::Written));
+    h.final_states = vec![state(&[("k", v(10, "a"))]); 3];
+    h.happenings.push(Happening::ReplicaWrote {
+        at_ms: 3,
+        node: 1,
+        key: b"k".to_vec(),
+        ts: 10,
+    });
+    h.happenings.push(Happening::Restart {
+        at_ms: 20,
+        node: 1,
+        reopened: Reopened::Clean,
+        state: State::new(),
+    });
+    assert_eq!(kinds(&h), vec![Kind::LostOnReplica]);
+    // A restart on another node, or one that kept it, is fine.
+    if let Happening::Restart { state: s, .. } = &mut h.happenings[1] {
+        *s = state(&[("k", v(10, "a"))]);
+    }
+    assert!(check(&h).ok());
+    // At the end too.
+    h.final_states[1] = State::new();
+    assert!(kinds(&h).contains(&Kind::LostOnReplica));
+}
+
+/// A restart that needed force_recovery or a new disk is unrecoverable; a
+/// wiped disk restarts the replica's ledger.
+#[test]
+fn unrecoverable_restart() {
+    let mut h = history(3, 3);
+    h.final_states = vec![State::new(); 3];
+    h.happenings.push(Happening::ReplicaWrote {
+        at_ms: 3,
+        node: 2,
+        key: b"k".to_vec(),
+        ts: 10,
+    });
+    h.happenings.push(Happening::Restart {
+        at_ms: 20,
+        node: 2,
+        reopened: Reopened::Wiped("bad".into()),
+        state: State::new(),
+    });
+    assert_eq!(kinds(&h), vec![Kind::Unrecoverable]);
+    if let Happening::Restart { reopened, .. } = &mut h.happenings[1] {
+        *reopened = Reopened::Forced("torn".into());
+    }
+    let mut k = kinds(&h);
+    k.sort();
+    // Forced keeps the ledger: the write is missing at the restart and at the end.
+    assert_eq!(
+        k,
+        vec![
+            Kind::LostOnReplica,
+            Kind::LostOnReplica,
+            Kind::Unrecoverable
+        ]
+    );
+}
+
+/// Two writes of one key with one timestamp are flagged; of two keys, not.
+/// The violations on such a key are set aside by `beyond_reused_timestamps`.
+#[test]
+fn reused_timestamps() {
+    let mut h = history(3, 3);
+    h.ops
+        .push(put(0, "k", "a", 10, 1, (0, 5), OpResult::Written));
+    h.ops
+        .push(put(1, "j", "b", 10, 1, (0, 5), OpResult::Written));
+    h.final_states = vec![state(&[("j", v(10, "b")), ("k", v(10, "a"))]); 3];
+    assert!(check(&h).ok());
+    h.ops
+        .push(put(2, "k", "c", 10, 1, (6, 7), OpResult::Written));
+    let report = check(&h);
+    let mut k: Vec<Kind> = report.violations.iter().map(|v| v.kind).collect();
+    k.sort();
+    // op 2's "c" lost to "a" at the same timestamp.
+    assert_eq!(k, vec![Kind::LostWrite, Kind::TimestampReused]);
+    assert!(report.beyond_reused_timestamps().is_empty());
+    // A loss on another key is not set aside.
+    h.final_states = vec![state(&[("k", v(10, "a"))]); 3];
+    assert_eq!(check(&h).beyond_reused_timestamps().len(), 1);
+    // A refused write wrote nothing: what only it wrote is a phantom.
+    let mut h = history(3, 3);
+    h.ops
+        .push(put(0, "k", "a", 10, 1, (0, 0), OpResult::Refused));
+    h.final_states = vec![state(&[("k", v(10, "a"))]); 3];
+    assert_eq!(kinds(&h), vec![Kind::PhantomRead; 3]);
+}
+
+/// Replicas must agree at the end, and a non-replica must hold nothing.
+#[test]
+fn divergence() {
+    let mut h = history(5, 3);
+    h.ops
+        .push(put(0, "k", "a", 10, 1, (0, 5), OpResult::Written));
+    h.ops
+        .push(put(1, "k", "b", 20, 1, (6, 7), OpResult::Unknown));
+    let replicas = placement::rank_with_seeds(&h.seeds, b"k", 3);
+    let outsider = (0..5).find(|n| !replicas.contains(n)).unwrap();
+    let mut states = vec![State::new(); 5];
+    for &r in &replicas {
+        states[r] = state(&[("k", v(20, "b"))]);
+    }
+    h.final_states = states.clone();
+    assert!(check(&h).ok(), "{}", check(&h).summary(5));
+    states[replicas[2]] = state(&[("k", v(10, "a"))]);
+    h.final_states = states.clone();
+    assert_eq!(kinds(&h), vec![Kind::Diverged]);
+    states[replicas[2]] = state(&[("k", v(20, "b"))]);
+    states[outsider] = state(&[("k", v(20, "b"))]);
+    h.final_states = states;
+    assert_eq!(kinds(&h), vec![Kind::Diverged]);
+}
+
+/// A cluster that did not settle is reported.
+#[test]
+fn stuck() {
+    let mut h = history(3, 3);
+    h.final_states = vec![State::new(); 3];
+    h.happenings.push(Happening::Stuck {
+        at_ms: 60_000,
+        what: "2 hints".into(),
+    });
+    assert_eq!(kinds(&h), vec![Kind::Stuck]);
+}
