@@ -16,8 +16,6 @@
 //! and the directory fsynced: a reader sees the old time or the new one,
 //! never a torn one.
 
-use std::fs::File;
-use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -29,8 +27,6 @@ pub const TEMP_NAME: &str = "LAST-SEEN.tmp";
 pub const WRITE_INTERVAL_MAX: Duration = Duration::from_secs(10);
 /// Shortest time between two writes (a tiny grace must not make it spin).
 pub const WRITE_INTERVAL_MIN: Duration = Duration::from_millis(10);
-/// Longest file accepted, bytes (a decimal u64 and a newline).
-const FILE_BYTES_MAX: usize = 32;
 /// How far in the future the recorded time may be before the start is
 /// refused: more means the clock went back (an RTC reset, a bad NTP step),
 /// and then neither the time away nor new timestamps can be trusted.
@@ -52,37 +48,12 @@ pub fn now_ms() -> u64 {
 
 /// Records `ms` as the time the node was last up, atomically and durably.
 pub fn write(dir: &Path, ms: u64) -> std::io::Result<()> {
-    let temp = dir.join(TEMP_NAME);
-    let mut file = File::create(&temp)?;
-    file.write_all(format!("{ms}\n").as_bytes())?;
-    file.sync_all()?;
-    drop(file);
-    std::fs::rename(&temp, dir.join(FILE_NAME))?;
-    File::open(dir)?.sync_all()
+    crate::decimal_file::write(dir, FILE_NAME, TEMP_NAME, ms)
 }
 
 /// The recorded time, `None` when there is no file.
 pub fn read(dir: &Path) -> Result<Option<u64>, String> {
-    let path = dir.join(FILE_NAME);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
-    };
-    let text = std::str::from_utf8(&bytes[..bytes.len().min(FILE_BYTES_MAX)])
-        .ok()
-        .filter(|_| bytes.len() <= FILE_BYTES_MAX);
-    text.and_then(|t| t.strip_suffix('\n'))
-        .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
-        .and_then(|t| t.parse::<u64>().ok())
-        .map(Some)
-        .ok_or_else(|| {
-            format!(
-                "{} is not one line of decimal milliseconds: {:?}",
-                path.display(),
-                String::from_utf8_lossy(&bytes[..bytes.len().min(FILE_BYTES_MAX)])
-            )
-        })
+    crate::decimal_file::read(dir, FILE_NAME, "decimal milliseconds")
 }
 
 /// True when the directory holds a node's data: the engine's `MANIFEST`

@@ -8,13 +8,15 @@
 //! - [`api`]: routing and validation: a request head to an [`api::Action`].
 //! - [`cluster`]: the node list and where keys live (rendezvous hashing).
 //! - [`net`]: the network threads (mio event loops) and connections.
-//! - [`hlc`]: the hybrid logical clock stamping writes.
+//! - [`hlc`]: the hybrid logical clock stamping writes; [`clock_file`]: its
+//!   durable reservation (`CLOCK`), so a restart never reissues a timestamp.
 //! - [`peer`]: the peer protocol (frames, upgrade, client links, server side).
 //! - [`replication`]: coordinating `ack`-of-`from` requests, read repair, hint delivery.
 //! - [`antientropy`]: Merkle-tree comparison and repair between replicas.
 //! - [`hints`]: writes peers missed, kept durably until delivered.
 //! - [`last_seen`]: when the node was last up; the refusal to start on data
 //!   older than the tombstone grace.
+//! - [`decimal_file`]: the one-line durable files (`LAST-SEEN`, `CLOCK`).
 //! - [`metrics`]: request metrics and the `/metrics` page.
 //!
 //! ## Threads
@@ -22,13 +24,15 @@
 //! writer), `ataman-wal` (group commit), `ataman-compact` (flush and
 //! compaction), `ataman-sync` (serves anti-entropy sessions),
 //! `ataman-rounds` (starts anti-entropy rounds); the main thread waits for
-//! a signal and keeps `LAST-SEEN` current. A write crosses net → tx → WAL and its completion comes
+//! a signal, keeps `LAST-SEEN` current and renews the clock's reservation. A write crosses net → tx → WAL and its completion comes
 //! back to the net thread through its inbox, with one wake-up per batch.
 
 pub mod antientropy;
 pub mod api;
+pub mod clock_file;
 pub mod cluster;
 pub mod config;
+pub mod decimal_file;
 pub mod hints;
 pub mod hlc;
 pub mod http;
@@ -114,8 +118,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let hints = hints::HintStore::open(&hints_dir, config.hints_bytes_max, config.wal_mode)
         .map_err(|e| format!("cannot open hints in {}: {e}", hints_dir.display()))?;
     let hints = Arc::new(hints);
-    let clock = hlc::Hlc::for_node(config.self_index);
-    clock.observe(db.timestamp_max());
+    let clock = start_clock(&config, &db)?;
     let topology = cluster::Topology::new(config.cluster.clone(), config.self_index);
     let peers = (0..topology.len())
         .map(|i| {
@@ -160,6 +163,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             shared.connections.load(Ordering::Relaxed) as u64,
             Ordering::Relaxed,
         );
+        shared.hlc.renew();
         if last_seen_at.elapsed() >= last_seen_every {
             last_seen_at = std::time::Instant::now();
             if let Err(e) = write_last_seen(&config) {
@@ -204,6 +208,62 @@ fn write_last_seen(config: &NodeConfig) -> Result<(), String> {
             config.data_dir.join(last_seen::FILE_NAME).display()
         )
     })
+}
+
+/// The node's clock, started past every timestamp it issued before: the
+/// reservation in `<data-dir>/CLOCK` (waited for when close, observed when
+/// far ahead) and the newest stored timestamp; a first reservation is
+/// persisted before it is returned (see [`hlc`], "Reservation").
+fn start_clock(config: &NodeConfig, db: &Db) -> Result<hlc::Hlc, String> {
+    let dir = config.data_dir.clone();
+    let reserved = clock_file::read(&dir)?;
+    let persist = move |ts: ataman_engine::key::Timestamp, why: hlc::Renewal| {
+        if let hlc::Renewal::Synchronous { wanted } = why {
+            eprintln!(
+                "ataman: clock: timestamp {wanted} (unix ms {}) is past the reservation; \
+                 persisting a new one before using it",
+                hlc::millis(wanted)
+            );
+        }
+        if let Err(e) = clock_file::write(&dir, ts) {
+            // The WAL is on the same disk, so writes fail too; going on
+            // keeps reads and the rest of the node up.
+            eprintln!(
+                "ataman: ERROR: cannot write {}: {e}; the clock's reservation is not \
+                 durable, a restart could reissue a timestamp",
+                dir.join(clock_file::FILE_NAME).display()
+            );
+        }
+    };
+    let clock = hlc::Hlc::with_reservation(config.self_index, Box::new(persist));
+    match hlc::restore_plan(reserved, hlc::wall_ms()) {
+        hlc::Restore::Nothing => {}
+        hlc::Restore::WaitUntilMs(until) => {
+            eprintln!(
+                "ataman: clock: waiting {} ms for the wall clock to pass the last run's \
+                 reservation (unix ms {until})",
+                until.saturating_sub(hlc::wall_ms())
+            );
+            loop {
+                let now = hlc::wall_ms();
+                if now >= until {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(until - now));
+            }
+        }
+        hlc::Restore::Observe(ts) => {
+            eprintln!(
+                "ataman: clock: the last run's reservation (unix ms {}) is far ahead of the \
+                 wall clock; starting the clock past it",
+                hlc::millis(ts)
+            );
+            clock.observe(ts);
+        }
+    }
+    clock.observe(db.timestamp_max());
+    clock.renew();
+    Ok(clock)
 }
 
 fn report_recovery(config: &NodeConfig, db: &Db) {

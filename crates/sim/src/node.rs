@@ -36,6 +36,7 @@ use ataman_node::peer::frame::Version;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Where each node's engine lives on its simulated disk.
@@ -72,8 +73,12 @@ pub struct SimNode {
     pub(crate) fs: SimFs,
     /// Its engine, `None` while the node is down.
     pub(crate) db: Option<Db>,
-    /// Its clock.
+    /// Its clock, bounded by a reservation kept in `clock_reserved`.
     pub(crate) hlc: Hlc,
+    /// The clock's reservation as its `CLOCK` file would hold it: durable
+    /// the moment it is set (the real file is fsynced before the clock
+    /// uses it), so it survives every crash; 0 before the first.
+    pub(crate) clock_reserved: Arc<AtomicU64>,
     /// Raised by every crash: answers and timers of an older incarnation are ignored.
     pub(crate) incarnation: u64,
     /// How far its wall clock is from the virtual clock, milliseconds.
@@ -108,6 +113,17 @@ fn open_db(fs: &SimFs, wal_mode: WalMode, force_recovery: bool) -> Result<Db, St
     Db::open(Path::new(DATA_DIR), options(fs, wal_mode, force_recovery)).map_err(|e| e.to_string())
 }
 
+/// Node `index`'s clock, persisting its reservations to `reserved`.
+fn reserving_clock(index: usize, reserved: &Arc<AtomicU64>) -> Hlc {
+    let reserved = Arc::clone(reserved);
+    Hlc::with_reservation(
+        index,
+        Box::new(move |ts, _| {
+            reserved.fetch_max(ts, Ordering::SeqCst);
+        }),
+    )
+}
+
 impl SimNode {
     /// Node `index` of the cluster with an empty disk, up.
     pub fn new(index: usize, wal_mode: WalMode) -> Result<SimNode, String> {
@@ -115,11 +131,13 @@ impl SimNode {
         fs.create_dir_all(Path::new(DATA_DIR))
             .map_err(|e| e.to_string())?;
         let db = open_db(&fs, wal_mode, false)?;
+        let clock_reserved = Arc::new(AtomicU64::new(0));
         Ok(SimNode {
             index,
             fs,
             db: Some(db),
-            hlc: Hlc::for_node(index),
+            hlc: reserving_clock(index, &clock_reserved),
+            clock_reserved,
             incarnation: 0,
             skew_ms: 0,
             wal_mode,
@@ -242,8 +260,14 @@ impl SimNode {
     }
 
     /// Starts the process again on what its disk holds: the engine
-    /// recovers, the clock is seeded with the newest stored timestamp
-    /// (as `ataman serve` does), then the engine is settled.
+    /// recovers, the clock starts past its last reservation and the newest
+    /// stored timestamp (as `ataman serve` does), then the engine is settled.
+    ///
+    /// The restart happens at no particular virtual time, so where
+    /// `ataman serve` would wait for the wall clock to pass a close
+    /// reservation (`hlc::Restore::WaitUntilMs`) the simulated node
+    /// observes the reservation instead: either way the clock starts above
+    /// it (and the wall clock is past it when the reservation is behind).
     pub fn restart(&mut self) -> Reopened {
         assert!(self.db.is_none(), "restart of a running node");
         let (db, reopened) = match open_db(&self.fs, self.wal_mode, false) {
@@ -272,7 +296,9 @@ impl SimNode {
         // before the settle's close rotates and flushes in its turn: the
         // two would otherwise race for file numbers.
         let _ = db.flush();
-        self.hlc = Hlc::for_node(self.index);
+        self.hlc = reserving_clock(self.index, &self.clock_reserved);
+        // 0 (no reservation yet) observes nothing.
+        self.hlc.observe(self.clock_reserved.load(Ordering::SeqCst));
         self.hlc.observe(db.timestamp_max());
         self.db = Some(db);
         self.restart_scheduled = false;
@@ -361,6 +387,18 @@ mod tests {
             assert!(node.stamp(0) > ts);
         }
         assert_eq!(node.incarnation(), 2);
+    }
+
+    /// A clock run ahead of the wall clock stamps a write the node never
+    /// stores; after a crash its clock starts past that timestamp anyway.
+    #[test]
+    fn restart_does_not_reissue_an_unstored_timestamp() {
+        let mut node = SimNode::new(2, WalMode::Fsync).unwrap();
+        node.hlc.observe(node.stamp(0) + (1 << 30));
+        let unstored = node.stamp(0);
+        node.crash(CrashKind::PowerLoss, 3);
+        node.restart();
+        assert!(node.stamp(0) > unstored);
     }
 
     /// Flush and compaction settle the engine and keep every version, tombstones included.
