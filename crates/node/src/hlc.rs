@@ -10,11 +10,20 @@
 //! writes of one key through different coordinators in the same millisecond
 //! still have a newest one every replica agrees on.
 //!
+//! A test hook may shift the wall clock the HLC reads by a signed offset
+//! ([`Hlc::with_offset`], the node's `--fault-control` file): the fault
+//! harness jumps one node's clock ahead or back to check that writes stay
+//! ordered. Without the hook the offset is absent and `now` takes one
+//! untaken branch.
+//!
 //! # Thread safety
 //! Lock-free (`fetch_max` loop on one atomic); any thread may call `now`.
+//! The offset is an atomic read with `Relaxed` ordering: a change is seen
+//! by the next call of any thread, which is all a clock jump needs.
 
 use ataman_engine::key::{TIMESTAMP_LOGICAL_BITS, Timestamp, timestamp_from_millis};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Low bits of a timestamp that name the node that issued it.
@@ -27,6 +36,8 @@ pub const NODES_MAX: usize = 1 << NODE_BITS;
 pub struct Hlc {
     last: AtomicU64,
     node: u64,
+    /// Milliseconds added to the wall clock (test hook); `None` in production.
+    offset_ms: Option<Arc<AtomicI64>>,
 }
 
 fn wall_ms() -> u64 {
@@ -47,13 +58,31 @@ impl Hlc {
         Hlc {
             last: AtomicU64::new(0),
             node: index as u64,
+            offset_ms: None,
+        }
+    }
+
+    /// The clock of node `index`, reading the wall clock shifted by
+    /// `offset_ms` milliseconds (changed at any time by its owner).
+    pub fn with_offset(index: usize, offset_ms: Arc<AtomicI64>) -> Self {
+        Hlc {
+            offset_ms: Some(offset_ms),
+            ..Hlc::for_node(index)
+        }
+    }
+
+    /// The wall clock this HLC follows, in Unix milliseconds.
+    fn wall_ms(&self) -> u64 {
+        match &self.offset_ms {
+            None => wall_ms(),
+            Some(offset) => wall_ms().saturating_add_signed(offset.load(Ordering::Relaxed)),
         }
     }
 
     /// The next timestamp: above every one returned or observed before,
     /// not behind the wall clock, and ending in this node's bits.
     pub fn now(&self) -> Timestamp {
-        let wall = timestamp_from_millis(wall_ms(), 0);
+        let wall = timestamp_from_millis(self.wall_ms(), 0);
         let mask = (1u64 << NODE_BITS) - 1;
         let mut last = self.last.load(Ordering::Relaxed);
         loop {
@@ -131,6 +160,23 @@ mod tests {
         assert_eq!(clock.now(), u64::MAX);
         assert!(!acceptable_from_peer(u64::MAX - 3));
         assert!(acceptable_from_peer(Hlc::for_node(2).now()));
+    }
+
+    /// An offset moves the clock's wall reading both ways, yet timestamps
+    /// still only grow: a jump back stalls the milliseconds, not the order.
+    #[test]
+    fn offset_jumps_ahead_and_back_without_going_back() {
+        let offset = Arc::new(AtomicI64::new(0));
+        let clock = Hlc::with_offset(3, Arc::clone(&offset));
+        let before = clock.now();
+        offset.store(30_000, Ordering::Relaxed);
+        let ahead = clock.now();
+        assert!(millis(ahead) >= millis(before) + 29_000, "{before} {ahead}");
+        offset.store(-30_000, Ordering::Relaxed);
+        let back = clock.now();
+        assert!(back > ahead, "went back: {ahead} then {back}");
+        assert_eq!(back & 0xff, 3);
+        assert!(acceptable_from_peer(ahead));
     }
 
     /// Two nodes never issue the same timestamp, and each stays above what it observed.

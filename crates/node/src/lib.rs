@@ -13,6 +13,7 @@
 //! - [`replication`]: coordinating `ack`-of-`from` requests, read repair, hint delivery.
 //! - [`hints`]: writes peers missed, kept durably until delivered.
 //! - [`metrics`]: request metrics and the `/metrics` page.
+//! - [`fault_control`]: the `--fault-control` test hook (disk full, clock jumps).
 //!
 //! ## Threads
 //! `ataman-net-N` (network, HTTP, reads), `ataman-tx` (the engine's single
@@ -23,6 +24,7 @@
 pub mod api;
 pub mod cluster;
 pub mod config;
+pub mod fault_control;
 pub mod hints;
 pub mod hlc;
 pub mod http;
@@ -33,7 +35,9 @@ pub mod replication;
 
 pub use config::{NodeConfig, ServeArgs};
 
-use ataman_engine::{Db, Options};
+use ataman_engine::fs::{FaultFs, FileSystem, OsFs};
+use ataman_engine::{Db, Durability, Options};
+use config::PlantedBug;
 use net::{Inbox, NodeShared};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -76,8 +80,39 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         // A client closing early must not kill the process.
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
-    let db = Db::open(&config.data_dir, engine_options(&config))
-        .map_err(|e| format!("cannot open {}: {e}", config.data_dir.display()))?;
+    // Test hooks (docs/API.md "Test hooks"): absent, the plain file system and clock.
+    let switches = fault_control::FaultSwitches::default();
+    let fs: Arc<dyn FileSystem> = match &config.fault_control {
+        Some(path) => {
+            fault_control::start(path.clone(), switches.clone(), || {
+                STOP.load(Ordering::SeqCst)
+            })?;
+            Arc::new(FaultFs::new(
+                Arc::new(OsFs),
+                Arc::clone(&switches.disk_full),
+            ))
+        }
+        None => Arc::new(OsFs),
+    };
+    let write_durability = match config.planted_bug {
+        None => Durability::Complete,
+        Some(PlantedBug::AckBeforeWal) => {
+            for _ in 0..3 {
+                eprintln!(
+                    "ataman: WARNING: PLANTED BUG ack-before-wal: writes are acknowledged before the WAL has them; a crash loses acknowledged writes. Test use only."
+                );
+            }
+            Durability::None
+        }
+    };
+    let db = Db::open(
+        &config.data_dir,
+        Options {
+            fs: Arc::clone(&fs),
+            ..engine_options(&config)
+        },
+    )
+    .map_err(|e| format!("cannot open {}: {e}", config.data_dir.display()))?;
     report_recovery(&config, &db);
     let std_listener = std::net::TcpListener::bind(&config.listen)
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
@@ -93,10 +128,13 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         polls.push(poll);
     }
     let hints_dir = config.data_dir.join("hints");
-    let hints = hints::HintStore::open(&hints_dir, config.hints_bytes_max, config.wal_mode)
+    let hints = hints::HintStore::open_on(&hints_dir, config.hints_bytes_max, config.wal_mode, fs)
         .map_err(|e| format!("cannot open hints in {}: {e}", hints_dir.display()))?;
     let hints = Arc::new(hints);
-    let clock = hlc::Hlc::for_node(config.self_index);
+    let clock = match &config.fault_control {
+        Some(_) => hlc::Hlc::with_offset(config.self_index, Arc::clone(&switches.clock_offset_ms)),
+        None => hlc::Hlc::for_node(config.self_index),
+    };
     clock.observe(db.timestamp_max());
     let topology = cluster::Topology::new(config.cluster.clone(), config.self_index);
     let peers = (0..topology.len())
@@ -119,6 +157,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         topology,
         hints: Arc::clone(&hints),
         peers,
+        write_durability,
     });
     let mut listener = Some(mio::net::TcpListener::from_std(std_listener));
     let mut threads = Vec::new();
