@@ -8,7 +8,7 @@
 //! output and exit codes.
 //!
 //! Exit codes: [`EXIT_OK`], [`EXIT_NOT_FOUND`], [`EXIT_REFUSED`],
-//! [`EXIT_NO_ANSWER`].
+//! [`EXIT_NO_ANSWER`], [`EXIT_REPAIR_FAILED`].
 
 pub mod client;
 pub mod response;
@@ -35,11 +35,17 @@ pub const EXIT_REFUSED: u8 = 2;
 /// No valid answer: the connection failed, timed out, or the answer was
 /// not valid HTTP or not in the documented format.
 pub const EXIT_NO_ANSWER: u8 = 3;
+/// `repair`: the round finished, but a session with a peer failed.
+pub const EXIT_REPAIR_FAILED: u8 = 4;
 
 /// Address used when neither `--url` nor `ATAMAN_URL` is given.
 pub const URL_DEFAULT: &str = "http://127.0.0.1:19234";
 /// Bound on connecting and on every read and write, in milliseconds.
 pub const TIMEOUT_MS_DEFAULT: u64 = 10_000;
+/// `repair`: bound on the whole command (start, wait, report), in milliseconds.
+pub const REPAIR_TIMEOUT_MS_DEFAULT: u64 = 60_000;
+/// `repair`: time between two polls of `GET /v0/repair`.
+const REPAIR_POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 /// `ataman ctl` arguments.
 #[derive(Debug, Clone, clap::Args)]
@@ -53,9 +59,10 @@ pub struct CtlArgs {
     /// `from` query parameter, passed through as is (the node validates it).
     #[arg(long, global = true)]
     pub from: Option<String>,
-    /// Bound on connecting and on each read and write, in milliseconds.
-    #[arg(long, global = true, default_value_t = TIMEOUT_MS_DEFAULT)]
-    pub timeout_ms: u64,
+    /// Bound on connecting and on each read and write, in milliseconds
+    /// [default: 10000]; for `repair`, the bound on the whole wait [default: 60000].
+    #[arg(long, global = true)]
+    pub timeout_ms: Option<u64>,
     /// What to do.
     #[command(subcommand)]
     pub command: CtlCommand,
@@ -97,6 +104,10 @@ pub enum CtlCommand {
     },
     /// Print the node's status answer.
     Status,
+    /// Run an anti-entropy round on the node now (POST /v0/repair), wait
+    /// until it finished, print what each peer session did; exit 0 when
+    /// every session succeeded.
+    Repair,
 }
 
 /// What went wrong, with the exit code it maps to.
@@ -116,6 +127,10 @@ enum CtlError {
     Client(#[from] ClientError),
     #[error("invalid answer: {0}")]
     Format(String),
+    #[error("repair round {round} did not finish within {timeout_ms} ms")]
+    RepairTimeout { round: u64, timeout_ms: u64 },
+    #[error("repair round {0} failed (see the peers above)")]
+    RepairFailed(u64),
     #[error("{what}: {source}")]
     LocalIo {
         what: String,
@@ -128,7 +143,10 @@ impl CtlError {
         match self {
             CtlError::NotFound(_) => EXIT_NOT_FOUND,
             CtlError::Usage(_) | CtlError::Status { .. } | CtlError::LocalIo { .. } => EXIT_REFUSED,
-            CtlError::Client(_) | CtlError::Format(_) => EXIT_NO_ANSWER,
+            CtlError::Client(_) | CtlError::Format(_) | CtlError::RepairTimeout { .. } => {
+                EXIT_NO_ANSWER
+            }
+            CtlError::RepairFailed(_) => EXIT_REPAIR_FAILED,
         }
     }
 }
@@ -223,7 +241,7 @@ fn write_out(out: &mut dyn Write, bytes: &[u8]) -> Result<(), CtlError> {
 
 fn execute(args: &CtlArgs, out: &mut dyn Write) -> Result<(), CtlError> {
     let url = BaseUrl::parse(&args.url).map_err(|e| CtlError::Usage(e.to_string()))?;
-    let timeout = Duration::from_millis(args.timeout_ms.max(1));
+    let timeout = Duration::from_millis(args.timeout_ms.unwrap_or(TIMEOUT_MS_DEFAULT).max(1));
     let consistency = consistency(args);
     match &args.command {
         CtlCommand::Get { key } => {
@@ -263,6 +281,10 @@ fn execute(args: &CtlArgs, out: &mut dyn Write) -> Result<(), CtlError> {
                 .ok_or_else(|| CtlError::Format("the range answer is not chunked".to_string()))?;
             write_range(chunks, out).map_err(CtlError::Format)
         }
+        CtlCommand::Repair => {
+            let total_ms = args.timeout_ms.unwrap_or(REPAIR_TIMEOUT_MS_DEFAULT).max(1);
+            repair(&url, Duration::from_millis(total_ms), out)
+        }
         CtlCommand::Status => {
             let response = exchange(&url, "GET", "/v0/status", None, timeout)?;
             expect_status(&response, 200)?;
@@ -273,6 +295,94 @@ fn execute(args: &CtlArgs, out: &mut dyn Write) -> Result<(), CtlError> {
             write_out(out, &body)
         }
     }
+}
+
+/// `repair`: starts a round, polls until a round at least as new finished
+/// (before `total`), prints it.
+fn repair(url: &BaseUrl, total: Duration, out: &mut dyn Write) -> Result<(), CtlError> {
+    let deadline = std::time::Instant::now() + total;
+    let io_timeout = total.min(Duration::from_millis(TIMEOUT_MS_DEFAULT));
+    let response = exchange(url, "POST", "/v0/repair", Some(&[]), io_timeout)?;
+    expect_status(&response, 202)?;
+    let started: serde_json::Value = serde_json::from_slice(&response.body)
+        .map_err(|e| CtlError::Format(format!("POST /v0/repair: {e}")))?;
+    let round = started["round"]
+        .as_u64()
+        .ok_or_else(|| CtlError::Format("POST /v0/repair: no round number".into()))?;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(CtlError::RepairTimeout {
+                round,
+                timeout_ms: total.as_millis() as u64,
+            });
+        }
+        let response = exchange(url, "GET", "/v0/repair", None, io_timeout.min(left))?;
+        expect_status(&response, 200)?;
+        let state: serde_json::Value = serde_json::from_slice(&response.body)
+            .map_err(|e| CtlError::Format(format!("GET /v0/repair: {e}")))?;
+        let last = &state["last"];
+        if last["round"].as_u64().is_some_and(|r| r >= round) {
+            let (text, ok) = repair_summary(last).map_err(CtlError::Format)?;
+            write_out(out, text.as_bytes())?;
+            return if ok {
+                Ok(())
+            } else {
+                Err(CtlError::RepairFailed(
+                    last["round"].as_u64().unwrap_or(round),
+                ))
+            };
+        }
+        std::thread::sleep(REPAIR_POLL_INTERVAL.min(left));
+    }
+}
+
+/// The report of a finished round (the `last` object of `GET /v0/repair`)
+/// as lines: the round, then one line per peer. Returns the text and `ok`.
+pub fn repair_summary(last: &serde_json::Value) -> Result<(String, bool), String> {
+    let number = |v: &serde_json::Value, name: &str| {
+        v[name]
+            .as_u64()
+            .ok_or_else(|| format!("round report without {name}"))
+    };
+    let ok = last["ok"]
+        .as_bool()
+        .ok_or_else(|| "round report without ok".to_string())?;
+    let round = number(last, "round")?;
+    let took_ms = number(last, "finished_ms")?.saturating_sub(number(last, "started_ms")?);
+    let peers = last["peers"]
+        .as_array()
+        .ok_or_else(|| "round report without peers".to_string())?;
+    let mut text = format!(
+        "round {round}: {} in {took_ms} ms, {} peer(s)\n",
+        if ok { "ok" } else { "FAILED" },
+        peers.len()
+    );
+    for p in peers {
+        let url = p["url"].as_str().unwrap_or("?");
+        let _ = std::fmt::Write::write_fmt(
+            &mut text,
+            format_args!(
+                "{url}\t{}\tbuckets_differing={}\tkeys_fetched={}\tkeys_pushed={}\tbytes_sent={}\tbytes_received={}",
+                if p["ok"].as_bool() == Some(true) {
+                    "ok"
+                } else {
+                    "failed"
+                },
+                number(p, "buckets_differing")?,
+                number(p, "keys_fetched")?,
+                number(p, "keys_pushed")?,
+                number(p, "bytes_sent")?,
+                number(p, "bytes_received")?,
+            ),
+        );
+        if let Some(e) = p["error"].as_str() {
+            text.push_str("\terror=");
+            text.push_str(e);
+        }
+        text.push('\n');
+    }
+    Ok((text, ok))
 }
 
 #[cfg(test)]
@@ -286,6 +396,29 @@ mod tests {
         let chunks = vec![b"a\n1".to_vec(), b"b\nx\ny".to_vec(), b"c\n".to_vec()];
         write_range(&chunks, &mut out).unwrap();
         assert_eq!(out, b"a\t1\nb\tx\ny\nc\t\n");
+    }
+
+    /// A round report prints one line for the round and one per peer, with
+    /// the error of a failed peer; a report missing a field is an error.
+    #[test]
+    fn repair_summary_lines() {
+        let last: serde_json::Value = serde_json::from_str(
+            r#"{"round":2,"started_ms":10,"finished_ms":25,"ok":false,"peers":[
+            {"url":"http://a:1","ok":true,"error":null,"buckets_differing":3,"keys_fetched":4,"keys_pushed":5,"bytes_sent":6,"bytes_received":7},
+            {"url":"http://b:2","ok":false,"error":"cannot connect","buckets_differing":0,"keys_fetched":0,"keys_pushed":0,"bytes_sent":0,"bytes_received":0}]}"#,
+        )
+        .unwrap();
+        let (text, ok) = repair_summary(&last).unwrap();
+        assert!(!ok);
+        assert_eq!(
+            text,
+            "round 2: FAILED in 15 ms, 2 peer(s)\n\
+             http://a:1\tok\tbuckets_differing=3\tkeys_fetched=4\tkeys_pushed=5\tbytes_sent=6\tbytes_received=7\n\
+             http://b:2\tfailed\tbuckets_differing=0\tkeys_fetched=0\tkeys_pushed=0\tbytes_sent=0\tbytes_received=0\terror=cannot connect\n"
+        );
+        let broken: serde_json::Value = serde_json::from_str(r#"{"round":1,"ok":true}"#).unwrap();
+        assert!(repair_summary(&broken).is_err());
+        assert_eq!(CtlError::RepairFailed(2).exit_code(), EXIT_REPAIR_FAILED);
     }
 
     /// A chunk without a newline is a format error, not a panic.

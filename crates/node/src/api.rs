@@ -3,6 +3,7 @@
 //! Validation lives here, in one place, so the status codes of docs/API.md
 //! are decided by one function the tests and the fuzzer reach directly.
 
+use crate::antientropy::wire::PROTOCOL as SYNC_PROTOCOL;
 use crate::http::Status;
 use crate::http::query::{Param, parse_query};
 use crate::http::request::{HttpError, Method, RequestHead};
@@ -51,6 +52,12 @@ pub enum Action {
     Cluster,
     /// A peer upgrading the connection to the peer protocol.
     PeerUpgrade,
+    /// A peer upgrading the connection to the sync protocol (anti-entropy).
+    SyncUpgrade,
+    /// Start an anti-entropy round now (`POST /v0/repair`).
+    RepairStart,
+    /// The anti-entropy rounds' state (`GET /v0/repair`).
+    RepairStatus,
     /// Prometheus metrics.
     Metrics,
     /// Answer with an error.
@@ -76,13 +83,15 @@ pub enum Route {
     Peer,
     /// GET /metrics.
     Metrics,
+    /// GET and POST /v0/repair.
+    Repair,
     /// Anything else (errors).
     Other,
 }
 
 impl Route {
     /// Every route, in label order.
-    pub const ALL: [Route; 9] = [
+    pub const ALL: [Route; 10] = [
         Route::EntityGet,
         Route::EntityPut,
         Route::EntityDelete,
@@ -91,6 +100,7 @@ impl Route {
         Route::Cluster,
         Route::Peer,
         Route::Metrics,
+        Route::Repair,
         Route::Other,
     ];
 
@@ -105,6 +115,7 @@ impl Route {
             Route::Cluster => "cluster",
             Route::Peer => "peer",
             Route::Metrics => "metrics",
+            Route::Repair => "repair",
             Route::Other => "other",
         }
     }
@@ -139,6 +150,7 @@ fn not_allowed(allow: &str) -> Action {
 pub fn allow_for(path: &[u8]) -> &'static str {
     match path {
         b"/v0/entity" => "GET, PUT, DELETE",
+        b"/v0/repair" => "GET, POST",
         _ => "GET",
     }
 }
@@ -265,12 +277,20 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
             Some(p) if p.eq_ignore_ascii_case(PROTOCOL.as_bytes()) => {
                 (Route::Peer, Action::PeerUpgrade)
             }
+            Some(p) if p.eq_ignore_ascii_case(SYNC_PROTOCOL.as_bytes()) => {
+                (Route::Peer, Action::SyncUpgrade)
+            }
             _ => (
                 Route::Peer,
                 bad(format!(
-                    "the peer endpoint needs Connection: Upgrade and Upgrade: {PROTOCOL}"
+                    "the peer endpoint needs Connection: Upgrade and Upgrade: {PROTOCOL} or {SYNC_PROTOCOL}"
                 )),
             ),
+        },
+        b"/v0/repair" => match &head.method {
+            Method::Get => (Route::Repair, Action::RepairStatus),
+            Method::Other(m) if m == "POST" => (Route::Repair, Action::RepairStart),
+            _ => (Route::Repair, not_allowed(allow_for(&head.path))),
         },
         b"/v0/status" | b"/v0/cluster" | b"/metrics" | b"/v0/peer" => {
             (Route::Other, not_allowed("GET"))
@@ -353,6 +373,17 @@ mod tests {
             }
         );
         assert_eq!(act("GET /v0/status HTTP/1.1\r\n\r\n"), Action::Status);
+        assert_eq!(
+            act("GET /v0/peer HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: ataman-sync/1\r\n\r\n"),
+            Action::SyncUpgrade
+        );
+        assert_eq!(act("GET /v0/repair HTTP/1.1\r\n\r\n"), Action::RepairStatus);
+        assert_eq!(act("POST /v0/repair HTTP/1.1\r\n\r\n"), Action::RepairStart);
+        assert_eq!(
+            status("PUT /v0/repair HTTP/1.1\r\n\r\n"),
+            Status::MethodNotAllowed
+        );
+        assert_eq!(allow_for(b"/v0/repair"), "GET, POST");
     }
 
     /// Every invalid request gets the status docs/API.md promises.

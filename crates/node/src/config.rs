@@ -30,6 +30,16 @@ pub const PEER_INFLIGHT_MAX_DEFAULT: usize = 4096;
 /// Default bound on the bytes of hints kept for peers that missed writes.
 pub const HINTS_BYTES_MAX_DEFAULT: u64 = 256 * 1024 * 1024;
 
+/// Default time between anti-entropy rounds (10 minutes).
+pub const ANTI_ENTROPY_INTERVAL_MS_DEFAULT: u64 = 600_000;
+/// Default bound on anti-entropy's scanned plus sent bytes per second.
+pub const ANTI_ENTROPY_RATE_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
+/// Smallest `--anti-entropy-rate-bytes`: below it one batch of a session
+/// (`antientropy::wire::BATCH_BYTES_MAX`) would wait longer than a peer waits for an answer.
+pub const ANTI_ENTROPY_RATE_BYTES_MIN: u64 = 1024 * 1024;
+/// Default time a tombstone is kept before compaction may drop it (10 days).
+pub const TOMBSTONE_GRACE_MS_DEFAULT: u64 = 10 * 24 * 3600 * 1000;
+
 /// `ataman serve` options. Each is also `ATAMAN_<NAME>` in the environment
 /// and `<name>` (with `_`) in the TOML file given by `--config`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -91,6 +101,18 @@ pub struct ServeArgs {
     /// Bytes of hints kept for peers that missed writes; past it new hints are dropped and counted [default: 268435456].
     #[arg(long, env = "ATAMAN_HINTS_BYTES_MAX")]
     pub hints_bytes_max: Option<u64>,
+    /// Replicas anti-entropy keeps of each key: its top R nodes in placement; set it to the `from` clients use [default: the cluster size].
+    #[arg(long, env = "ATAMAN_REPLICATION_FACTOR")]
+    pub replication_factor: Option<usize>,
+    /// Time between anti-entropy rounds in ms; 0 runs rounds only on demand (POST /v0/repair) [default: 600000].
+    #[arg(long, env = "ATAMAN_ANTI_ENTROPY_INTERVAL_MS")]
+    pub anti_entropy_interval_ms: Option<u64>,
+    /// Anti-entropy's bound on scanned plus sent bytes per second (at least 1048576) [default: 67108864].
+    #[arg(long, env = "ATAMAN_ANTI_ENTROPY_RATE_BYTES")]
+    pub anti_entropy_rate_bytes: Option<u64>,
+    /// How long a tombstone is kept before compaction may drop it, in ms; a node down longer refuses to start on its old data [default: 864000000].
+    #[arg(long, env = "ATAMAN_TOMBSTONE_GRACE_MS")]
+    pub tombstone_grace_ms: Option<u64>,
     /// Reach a node through another address: comma-separated URL=HOST:PORT (fault-injection proxies in tests).
     #[arg(long, env = "ATAMAN_PEER_VIA", hide = true)]
     pub peer_via: Option<String>,
@@ -125,6 +147,10 @@ struct FileConfig {
     replication_timeout_ms: Option<u64>,
     peer_inflight_max: Option<usize>,
     hints_bytes_max: Option<u64>,
+    replication_factor: Option<usize>,
+    anti_entropy_interval_ms: Option<u64>,
+    anti_entropy_rate_bytes: Option<u64>,
+    tombstone_grace_ms: Option<u64>,
     peer_via: Option<String>,
 }
 
@@ -169,6 +195,15 @@ pub struct NodeConfig {
     pub peer_via: Vec<Option<String>>,
     /// Forced WAL recovery.
     pub force_recovery: bool,
+    /// Replicas anti-entropy keeps of each key (its top R in placement), 1..=cluster size.
+    pub replication_factor: usize,
+    /// Time between anti-entropy rounds; zero: on demand only.
+    pub anti_entropy_interval: Duration,
+    /// Anti-entropy's scanned plus sent bytes per second.
+    pub anti_entropy_rate_bytes: u64,
+    /// How long tombstones are kept (the engine's `tombstone_grace`), and
+    /// how long a node may be down before it refuses its old data.
+    pub tombstone_grace: Duration,
     /// Test hook: the fault-control file polled for injected faults.
     pub fault_control: Option<PathBuf>,
     /// Test hook: a deliberate bug (the fault harness's negative control).
@@ -235,7 +270,47 @@ impl NodeConfig {
         let (cluster, self_index) =
             resolve_cluster(&listen, cluster_arg.as_deref(), self_arg.as_deref())?;
         let peer_via = resolve_peer_via(&cluster, args.peer_via.clone().or(file.peer_via))?;
+        let replication_factor = args
+            .replication_factor
+            .or(file.replication_factor)
+            .unwrap_or(cluster.len());
+        if replication_factor == 0 || replication_factor > cluster.len() {
+            return Err(format!(
+                "replication-factor must be between 1 and the cluster size {}, not {replication_factor}",
+                cluster.len()
+            ));
+        }
+        let tombstone_grace_ms = args
+            .tombstone_grace_ms
+            .or(file.tombstone_grace_ms)
+            .unwrap_or(TOMBSTONE_GRACE_MS_DEFAULT);
+        if tombstone_grace_ms == 0 {
+            return Err("tombstone-grace-ms must be at least 1".into());
+        }
+        let anti_entropy_interval_ms = args
+            .anti_entropy_interval_ms
+            .or(file.anti_entropy_interval_ms)
+            .unwrap_or(ANTI_ENTROPY_INTERVAL_MS_DEFAULT);
+        if anti_entropy_interval_ms != 0 && anti_entropy_interval_ms >= tombstone_grace_ms {
+            return Err(format!(
+                "anti-entropy-interval-ms ({anti_entropy_interval_ms}) must be below tombstone-grace-ms ({tombstone_grace_ms}): \
+                 replicas must compare before tombstones may be dropped (0 runs rounds only on demand)"
+            ));
+        }
+        let anti_entropy_rate_bytes = args
+            .anti_entropy_rate_bytes
+            .or(file.anti_entropy_rate_bytes)
+            .unwrap_or(ANTI_ENTROPY_RATE_BYTES_DEFAULT);
+        if anti_entropy_rate_bytes < ANTI_ENTROPY_RATE_BYTES_MIN {
+            return Err(format!(
+                "anti-entropy-rate-bytes must be at least {ANTI_ENTROPY_RATE_BYTES_MIN}, not {anti_entropy_rate_bytes}"
+            ));
+        }
         Ok(NodeConfig {
+            replication_factor,
+            anti_entropy_interval: Duration::from_millis(anti_entropy_interval_ms),
+            anti_entropy_rate_bytes,
+            tombstone_grace: Duration::from_millis(tombstone_grace_ms),
             data_dir: args
                 .data_dir
                 .clone()
@@ -441,6 +516,64 @@ mod tests {
         };
         assert!(NodeConfig::resolve(&bad).is_err());
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Anti-entropy options: R within the cluster, the interval below the
+    /// grace (or 0), the rate at least its minimum.
+    #[test]
+    fn anti_entropy_validation() {
+        let three = "http://127.0.0.1:7001,http://127.0.0.1:7002,http://127.0.0.1:7003";
+        let base = ServeArgs {
+            listen: Some("127.0.0.1:7001".into()),
+            cluster: Some(three.into()),
+            ..ServeArgs::default()
+        };
+        let c = NodeConfig::resolve(&base).unwrap();
+        assert_eq!(c.replication_factor, 3);
+        assert_eq!(
+            c.tombstone_grace,
+            Duration::from_millis(TOMBSTONE_GRACE_MS_DEFAULT)
+        );
+        assert_eq!(
+            c.anti_entropy_interval,
+            Duration::from_millis(ANTI_ENTROPY_INTERVAL_MS_DEFAULT)
+        );
+        for (r, ok) in [(0, false), (1, true), (3, true), (4, false)] {
+            let args = ServeArgs {
+                replication_factor: Some(r),
+                ..base.clone()
+            };
+            assert_eq!(NodeConfig::resolve(&args).is_ok(), ok, "R = {r}");
+        }
+        let args = ServeArgs {
+            tombstone_grace_ms: Some(2000),
+            ..base.clone()
+        };
+        let e = NodeConfig::resolve(&args).unwrap_err();
+        assert!(e.contains("must be below tombstone-grace-ms"), "{e}");
+        let args = ServeArgs {
+            tombstone_grace_ms: Some(2000),
+            anti_entropy_interval_ms: Some(0),
+            ..base.clone()
+        };
+        assert!(NodeConfig::resolve(&args).is_ok());
+        let args = ServeArgs {
+            tombstone_grace_ms: Some(2000),
+            anti_entropy_interval_ms: Some(1999),
+            ..base.clone()
+        };
+        assert!(NodeConfig::resolve(&args).is_ok());
+        let args = ServeArgs {
+            anti_entropy_rate_bytes: Some(ANTI_ENTROPY_RATE_BYTES_MIN - 1),
+            ..base.clone()
+        };
+        assert!(NodeConfig::resolve(&args).is_err());
+        let args = ServeArgs {
+            tombstone_grace_ms: Some(0),
+            anti_entropy_interval_ms: Some(0),
+            ..base
+        };
+        assert!(NodeConfig::resolve(&args).is_err());
     }
 
     /// --self defaults to the entry with the listen port; inconsistencies are errors.

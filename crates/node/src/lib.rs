@@ -11,16 +11,22 @@
 //! - [`hlc`]: the hybrid logical clock stamping writes.
 //! - [`peer`]: the peer protocol (frames, upgrade, client links, server side).
 //! - [`replication`]: coordinating `ack`-of-`from` requests, read repair, hint delivery.
+//! - [`antientropy`]: Merkle-tree comparison and repair between replicas.
 //! - [`hints`]: writes peers missed, kept durably until delivered.
+//! - [`last_seen`]: when the node was last up; the refusal to start on data
+//!   older than the tombstone grace.
 //! - [`metrics`]: request metrics and the `/metrics` page.
 //! - [`fault_control`]: the `--fault-control` test hook (disk full, clock jumps).
 //!
 //! ## Threads
 //! `ataman-net-N` (network, HTTP, reads), `ataman-tx` (the engine's single
 //! writer), `ataman-wal` (group commit), `ataman-compact` (flush and
-//! compaction). A write crosses net → tx → WAL and its completion comes
+//! compaction), `ataman-sync` (serves anti-entropy sessions),
+//! `ataman-rounds` (starts anti-entropy rounds); the main thread waits for
+//! a signal and keeps `LAST-SEEN` current. A write crosses net → tx → WAL and its completion comes
 //! back to the net thread through its inbox, with one wake-up per batch.
 
+pub mod antientropy;
 pub mod api;
 pub mod cluster;
 pub mod config;
@@ -28,6 +34,7 @@ pub mod fault_control;
 pub mod hints;
 pub mod hlc;
 pub mod http;
+pub mod last_seen;
 pub mod metrics;
 pub mod net;
 pub mod peer;
@@ -53,6 +60,7 @@ fn engine_options(config: &NodeConfig) -> Options {
     let mut opts = Options {
         wal_mode: config.wal_mode,
         force_recovery: config.force_recovery,
+        tombstone_grace: config.tombstone_grace,
         ..Options::default()
     };
     if let Some(b) = config.memtable_bytes_max {
@@ -79,6 +87,13 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         );
         // A client closing early must not kill the process.
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+    if config.cluster.len() > 1 {
+        last_seen::check(
+            &config.data_dir,
+            config.tombstone_grace,
+            last_seen::now_ms(),
+        )?;
     }
     // Test hooks (docs/API.md "Test hooks"): absent, the plain file system and clock.
     let switches = fault_control::FaultSwitches::default();
@@ -113,6 +128,9 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         },
     )
     .map_err(|e| format!("cannot open {}: {e}", config.data_dir.display()))?;
+    let last_seen_every = last_seen::write_interval(config.tombstone_grace);
+    write_last_seen(&config)?;
+    let mut last_seen_at = std::time::Instant::now();
     report_recovery(&config, &db);
     let std_listener = std::net::TcpListener::bind(&config.listen)
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
@@ -146,6 +164,8 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             })
         })
         .collect();
+    let (antientropy, sync_receiver) =
+        antientropy::AntiEntropy::new(config.anti_entropy_rate_bytes);
     let shared = Arc::new(NodeShared {
         db: Arc::clone(&db),
         hlc: clock,
@@ -158,6 +178,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         hints: Arc::clone(&hints),
         peers,
         write_durability,
+        antientropy,
     });
     let mut listener = Some(mio::net::TcpListener::from_std(std_listener));
     let mut threads = Vec::new();
@@ -170,6 +191,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
                 .spawn(move || net::run_thread(shared, index, poll, l))?,
         );
     }
+    let ae_threads = antientropy::start(&shared, sync_receiver)?;
     println!("ataman: listening on http://{bound}");
     while !STOP.load(Ordering::SeqCst) && !threads.iter().any(|t| t.is_finished()) {
         std::thread::sleep(Duration::from_millis(50));
@@ -177,9 +199,16 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             shared.connections.load(Ordering::Relaxed) as u64,
             Ordering::Relaxed,
         );
+        if last_seen_at.elapsed() >= last_seen_every {
+            last_seen_at = std::time::Instant::now();
+            if let Err(e) = write_last_seen(&config) {
+                eprintln!("ataman: {e}");
+            }
+        }
     }
     eprintln!("ataman: stopping: finishing in-flight requests");
     shared.shutting_down.store(true, Ordering::Release);
+    shared.antientropy.status.wake();
     let mut net_error = None;
     for t in threads {
         match t.join() {
@@ -188,16 +217,32 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             Err(_) => net_error = Some("a network thread panicked".into()),
         }
     }
+    for t in ae_threads {
+        if t.join().is_err() {
+            net_error = Some("an anti-entropy thread panicked".into());
+        }
+    }
     drop(shared);
     let db = Arc::try_unwrap(db).map_err(|_| "engine still referenced at shutdown")?;
     db.close()?;
     let hints = Arc::try_unwrap(hints).map_err(|_| "hint store still referenced at shutdown")?;
     hints.close()?;
+    write_last_seen(&config)?;
     if let Some(e) = net_error {
         return Err(format!("network thread failed: {e}").into());
     }
     eprintln!("ataman: stopped");
     Ok(())
+}
+
+/// Records now in `<data-dir>/LAST-SEEN` (see [`last_seen`]).
+fn write_last_seen(config: &NodeConfig) -> Result<(), String> {
+    last_seen::write(&config.data_dir, last_seen::now_ms()).map_err(|e| {
+        format!(
+            "cannot write {}: {e}",
+            config.data_dir.join(last_seen::FILE_NAME).display()
+        )
+    })
 }
 
 fn report_recovery(config: &NodeConfig, db: &Db) {

@@ -389,6 +389,39 @@ impl Node {
         self.spawn();
     }
 
+    /// Runs `ataman serve` with this node's arguments and data directory
+    /// while it is stopped, for a start that must fail: waits (bounded by
+    /// [`START_TIMEOUT`]) for the process to exit and returns its status and
+    /// stderr. Panics if it is still running then (it started).
+    pub fn start_expecting_exit(&self) -> (ExitStatus, String) {
+        assert!(self.child.is_none(), "the node is still running");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ataman"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(self.data_dir())
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn ataman serve");
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if let Some(status) = child.try_wait().expect("wait for the node") {
+                let mut stderr = String::new();
+                if let Some(mut pipe) = child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+                }
+                return (status, stderr);
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the node did not exit within {START_TIMEOUT:?}: it started");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Removes the data directory (the node must be stopped).
     pub fn wipe_data(&self) {
         assert!(self.child.is_none(), "stop the node before wiping its data");

@@ -45,6 +45,11 @@ impl Topology {
         self.self_index
     }
 
+    /// Each node's placement seed (hash of its URL), in list order.
+    pub fn seeds(&self) -> &[u64] {
+        &self.seeds
+    }
+
     /// Indices of the `from` replicas of `key`, most preferred first.
     pub fn replicas(&self, key: &[u8], from: usize) -> Vec<usize> {
         placement::rank_with_seeds(&self.seeds, key, from)

@@ -91,10 +91,12 @@ pub struct Conn {
     /// more, and edge-triggered polling will not say so again.
     pub read_paused: bool,
     /// A peer asked to upgrade: parse nothing more; once the 101 is out the
-    /// connection speaks the peer protocol.
-    upgrading: bool,
+    /// connection speaks the peer protocol, or goes to the sync thread.
+    upgrading: Option<Upgrade>,
     /// The peer protocol's side of an upgraded connection.
     peer: Option<Box<PeerServer>>,
+    /// Set once a sync upgrade's 101 is out: the connection leaves the loop.
+    sync_ticket: Option<crate::antientropy::Ticket>,
 }
 
 /// What the event loop should do with a connection after handling it.
@@ -104,6 +106,19 @@ pub enum Next {
     Keep,
     /// Close and forget it.
     Close,
+    /// The 101 of a sync upgrade is out: take the socket out of the loop and
+    /// hand it to the anti-entropy sync thread ([`Conn::into_sync_handoff`]).
+    HandOff,
+}
+
+/// The protocol a connection switches to once its 101 is written.
+#[derive(Debug)]
+enum Upgrade {
+    /// The peer protocol, served on this thread.
+    Peer,
+    /// The sync protocol, served by the `ataman-sync` thread; the ticket is
+    /// the session's reserved place.
+    Sync(crate::antientropy::Ticket),
 }
 
 /// True when the request can be served by this node alone, without a
@@ -140,9 +155,18 @@ impl Conn {
             request_started: None,
             continued: false,
             read_paused: false,
-            upgrading: false,
+            upgrading: None,
+            sync_ticket: None,
             peer: None,
         }
+    }
+
+    /// A connection whose sync upgrade is done ([`Next::HandOff`]): its
+    /// socket, the bytes read past the upgrade request, and its session
+    /// place. `None` for any other connection.
+    pub fn into_sync_handoff(self) -> Option<(TcpStream, Vec<u8>, crate::antientropy::Ticket)> {
+        let ticket = self.sync_ticket?;
+        Some((self.stream, self.rbuf, ticket))
     }
 
     /// True once the connection speaks the peer protocol.
@@ -252,7 +276,7 @@ impl Conn {
             body_bytes_max: ctx.config.value_bytes_max as u64,
         };
         let mut consumed = 0;
-        while !self.close_after && !self.upgrading && self.slots.len() < SLOTS_MAX {
+        while !self.close_after && self.upgrading.is_none() && self.slots.len() < SLOTS_MAX {
             let buf = &self.rbuf[consumed..];
             if self.pending.is_none() {
                 if buf.is_empty() {
@@ -322,7 +346,7 @@ impl Conn {
         if self.read_closed
             && (self.pending.is_some() || !self.rbuf.is_empty())
             && !self.close_after
-            && !self.upgrading
+            && self.upgrading.is_none()
         {
             // The peer closed in the middle of a request (head or body):
             // nothing can answer it; answer what came before, then close.
@@ -394,11 +418,52 @@ impl Conn {
                     .record(route, Status::SwitchingProtocols, started);
                 self.slots
                     .push_back(Slot::Ready(crate::peer::handshake::upgrade_response()));
-                self.upgrading = true;
+                self.upgrading = Some(Upgrade::Peer);
+            }
+            Action::SyncUpgrade => match ctx.shared.antientropy.try_reserve() {
+                Some(ticket) => {
+                    ctx.shared
+                        .metrics
+                        .record(route, Status::SwitchingProtocols, started);
+                    self.slots.push_back(Slot::Ready(
+                        crate::peer::handshake::upgrade_response_for(
+                            crate::antientropy::wire::PROTOCOL,
+                        ),
+                    ));
+                    self.upgrading = Some(Upgrade::Sync(ticket));
+                }
+                None => {
+                    let mut out = Vec::with_capacity(160);
+                    let extra = Extra {
+                        retry_after_sec: Some(1),
+                        ..Extra::default()
+                    };
+                    write_text(
+                        &mut out,
+                        Status::Unavailable,
+                        extra,
+                        persist,
+                        "anti-entropy busy",
+                    );
+                    ctx.shared
+                        .metrics
+                        .record(route, Status::Unavailable, started);
+                    self.slots.push_back(Slot::Ready(out));
+                }
+            },
+            Action::RepairStart => {
+                let round = ctx.shared.antientropy.status.request();
+                let text = format!("{{\"round\":{round}}}");
+                self.push_json(ctx, route, persist, Status::Accepted, &text, started);
+            }
+            Action::RepairStatus => {
+                let text = ctx.shared.antientropy.status.render_json();
+                self.push_json(ctx, route, persist, Status::Ok, &text, started);
             }
             Action::Metrics => {
                 let mut text = ctx.shared.metrics.render(&ctx.db);
                 crate::replication::status::render_metrics(&mut text, &ctx.shared);
+                ctx.shared.antientropy.metrics.render(&mut text);
                 let content_type = "text/plain; version=0.0.4";
                 self.push_document(ctx, route, persist, content_type, &text, started);
             }
@@ -648,6 +713,25 @@ impl Conn {
         self.slots.push_back(Slot::Ready(out));
     }
 
+    fn push_json(
+        &mut self,
+        ctx: &NetContext,
+        route: Route,
+        persist: Persist,
+        status: Status,
+        text: &str,
+        started: Instant,
+    ) {
+        let mut out = Vec::with_capacity(text.len() + 128);
+        let extra = Extra {
+            content_type: Some("application/json"),
+            ..Extra::default()
+        };
+        write_full(&mut out, status, extra, persist, text.as_bytes());
+        ctx.shared.metrics.record(route, status, started);
+        self.slots.push_back(Slot::Ready(out));
+    }
+
     fn push_text(
         &mut self,
         ctx: &NetContext,
@@ -744,11 +828,20 @@ impl Conn {
             }
         }
         let owed = !self.slots.is_empty() || self.pending.is_some();
-        if self.upgrading && !owed && self.out_pos >= self.out.len() {
-            // The 101 is out: from here on the bytes are peer frames.
-            self.peer = Some(Box::new(PeerServer::new(std::mem::take(&mut self.rbuf))));
+        if self.upgrading.is_some() && !owed && self.out_pos >= self.out.len() {
             self.request_started = None;
-            return Next::Keep;
+            match self.upgrading.take() {
+                Some(Upgrade::Sync(ticket)) => {
+                    // The 101 is out: the sync thread takes the socket.
+                    self.sync_ticket = Some(ticket);
+                    return Next::HandOff;
+                }
+                _ => {
+                    // The 101 is out: from here on the bytes are peer frames.
+                    self.peer = Some(Box::new(PeerServer::new(std::mem::take(&mut self.rbuf))));
+                    return Next::Keep;
+                }
+            }
         }
         if self.close_after && !owed {
             return Next::Close;

@@ -316,9 +316,38 @@ impl Loop {
             Some(Some(conn)) => conn.on_ready(&self.ctx, i, &mut self.scratch, peer_closed),
             _ => return,
         };
-        if next == Next::Close {
-            self.drop_conn(i);
+        self.after_conn(i, next);
+    }
+
+    /// Closes or hands off connection `i` as `next` says.
+    fn after_conn(&mut self, i: usize, next: Next) {
+        match next {
+            Next::Keep => {}
+            Next::Close => self.drop_conn(i),
+            Next::HandOff => self.hand_off(i),
         }
+    }
+
+    /// Takes a sync-upgraded connection out of this loop and gives its
+    /// socket to the anti-entropy sync thread (blocking I/O happens there,
+    /// never here).
+    fn hand_off(&mut self, i: usize) {
+        let Some(mut conn) = self.slots.remove(i) else {
+            return;
+        };
+        let _ = self.poll.registry().deregister(&mut conn.stream);
+        self.ctx.shared.connections.fetch_sub(1, Ordering::Relaxed);
+        let Some((stream, leftover, ticket)) = conn.into_sync_handoff() else {
+            return;
+        };
+        self.ctx
+            .shared
+            .antientropy
+            .hand_off(crate::antientropy::Handoff {
+                stream: stream.into(),
+                leftover,
+                ticket,
+            });
     }
 
     /// Hands every write parsed in this iteration to the engine at once;
@@ -348,9 +377,7 @@ impl Loop {
                 Some(Some(conn)) => conn.flush(&self.ctx),
                 _ => continue,
             };
-            if next == Next::Close {
-                self.drop_conn(i);
-            }
+            self.after_conn(i, next);
         }
         self.touched = touched;
     }
@@ -375,9 +402,8 @@ impl Loop {
                 .is_some_and(|t| now.duration_since(t) >= request)
             {
                 conn.time_out_request(&self.ctx);
-                if conn.flush(&self.ctx) == Next::Close {
-                    self.drop_conn(i);
-                }
+                let next = conn.flush(&self.ctx);
+                self.after_conn(i, next);
             }
         }
     }

@@ -174,6 +174,8 @@ pub struct NodeShared {
     /// `Complete` (after the WAL made it durable), except under the
     /// `--debug-planted-bug ack-before-wal` test hook.
     pub write_durability: ataman_engine::Durability,
+    /// Anti-entropy: rounds, session places, the sync thread's hand-off channel.
+    pub antientropy: crate::antientropy::AntiEntropy,
 }
 
 impl NodeShared {

@@ -12,10 +12,11 @@
 //! of the body before slicing: no input makes it panic or allocate more
 //! than the frame it was given.
 
+use super::framing::{self, Cursor, FramingError, put_bytes};
 use ataman_engine::key::{KEY_BYTES_MAX, VALUE_BYTES_MAX};
 
 /// Bytes before the body: `u32 body_len`, `u32 crc32c(body)` ("Peer frame").
-pub const FRAME_HEADER_BYTES: usize = 8;
+pub use super::framing::FRAME_HEADER_BYTES;
 
 /// Largest error message in a `WriteAck` or `ReadReply`, bytes ("Peer frame").
 pub const ERROR_MESSAGE_BYTES_MAX: usize = 1024;
@@ -171,8 +172,7 @@ pub enum FrameError {
 /// [`ERROR_MESSAGE_BYTES_MAX`] bytes; [`ReplicaError::new`] cuts messages),
 /// which are debug-asserted here and checked by [`decode`].
 pub fn encode(msg: &Message, out: &mut Vec<u8>) {
-    let start = out.len();
-    out.extend_from_slice(&[0u8; FRAME_HEADER_BYTES]);
+    let start = framing::begin(out);
     match msg {
         Message::Write { id, key, version } => {
             put_head(out, KIND_WRITE, *id);
@@ -202,16 +202,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
             }
         }
     }
-    let body = &out[start + FRAME_HEADER_BYTES..];
-    debug_assert!(
-        body.len() <= FRAME_BODY_BYTES_MAX,
-        "peer frame body of {} bytes over FRAME_BODY_BYTES_MAX",
-        body.len()
-    );
-    let body_len = (body.len() as u32).to_le_bytes();
-    let crc = crc32c::crc32c(body).to_le_bytes();
-    out[start..start + 4].copy_from_slice(&body_len);
-    out[start + 4..start + FRAME_HEADER_BYTES].copy_from_slice(&crc);
+    framing::seal(out, start, FRAME_BODY_BYTES_MAX);
 }
 
 fn put_head(out: &mut Vec<u8>, kind: u8, id: u64) {
@@ -219,19 +210,13 @@ fn put_head(out: &mut Vec<u8>, kind: u8, id: u64) {
     out.extend_from_slice(&id.to_le_bytes());
 }
 
-/// A `u32` length then the bytes.
-fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
-    debug_assert!(u32::try_from(bytes.len()).is_ok());
-    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-    out.extend_from_slice(bytes);
-}
-
 fn put_key(out: &mut Vec<u8>, key: &[u8]) {
     debug_assert!(key.len() <= KEY_BYTES_MAX, "key over KEY_BYTES_MAX");
     put_bytes(out, key);
 }
 
-fn put_version(out: &mut Vec<u8>, version: &Version) {
+/// Appends a `version` ("Body").
+pub(crate) fn put_version(out: &mut Vec<u8>, version: &Version) {
     out.extend_from_slice(&version.ts.to_le_bytes());
     match &version.value {
         None => out.push(0),
@@ -264,49 +249,42 @@ fn put_error(out: &mut Vec<u8>, error: &ReplicaError) {
 /// A header announcing a body over [`FRAME_BODY_BYTES_MAX`] is refused as
 /// soon as the header is in, without waiting for the body.
 pub fn decode(buf: &[u8]) -> Result<Option<(Message, usize)>, FrameError> {
-    let Some(header) = buf.get(..FRAME_HEADER_BYTES) else {
-        return Ok(None);
+    let (body, frame_bytes) = match framing::split(buf, FRAME_BODY_BYTES_MAX) {
+        Ok(Some(frame)) => frame,
+        Ok(None) => return Ok(None),
+        Err(FramingError::TooLarge { len, max }) => return Err(FrameError::TooLarge { len, max }),
+        Err(FramingError::ChecksumMismatch { expected, found }) => {
+            return Err(FrameError::ChecksumMismatch { expected, found });
+        }
     };
-    let mut header = Cursor { rest: header };
-    let body_len = header.u32("body_len")? as usize;
-    let expected = header.u32("crc")?;
-    if body_len > FRAME_BODY_BYTES_MAX {
-        return Err(FrameError::TooLarge {
-            len: body_len,
-            max: FRAME_BODY_BYTES_MAX,
-        });
-    }
-    let frame_bytes = FRAME_HEADER_BYTES + body_len;
-    let Some(body) = buf.get(FRAME_HEADER_BYTES..frame_bytes) else {
-        return Ok(None);
-    };
-    let found = crc32c::crc32c(body);
-    if found != expected {
-        return Err(FrameError::ChecksumMismatch { expected, found });
-    }
     let msg = decode_body(body)?;
     Ok(Some((msg, frame_bytes)))
 }
 
 /// Decodes a body whose checksum matched.
 fn decode_body(body: &[u8]) -> Result<Message, FrameError> {
-    let mut c = Cursor { rest: body };
-    let kind = c.u8("kind")?;
+    let mut c = Cursor::new(body);
+    let kind = c.u8("kind").map_err(FrameError::Malformed)?;
     if !(KIND_WRITE..=KIND_READ_REPLY).contains(&kind) {
         return Err(FrameError::UnknownKind(kind));
     }
+    decode_fields(kind, &mut c).map_err(FrameError::Malformed)
+}
+
+/// The fields after the kind byte; errors are the `Malformed` text.
+fn decode_fields(kind: u8, c: &mut Cursor<'_>) -> Result<Message, String> {
     let id = c.u64("id")?;
     let msg = match kind {
         KIND_WRITE => Message::Write {
             id,
             key: c.bytes("key", KEY_BYTES_MAX)?,
-            version: c.version()?,
+            version: version(c)?,
         },
         KIND_WRITE_ACK => Message::WriteAck {
             id,
-            result: match c.status()? {
+            result: match status(c)? {
                 None => Ok(()),
-                Some(kind) => Err(c.error(kind)?),
+                Some(kind) => Err(error(c, kind)?),
             },
         },
         KIND_READ => Message::Read {
@@ -315,111 +293,43 @@ fn decode_body(body: &[u8]) -> Result<Message, FrameError> {
         },
         _ => Message::ReadReply {
             id,
-            result: match c.status()? {
+            result: match status(c)? {
                 None => match c.flag("found")? {
                     false => Ok(None),
-                    true => Ok(Some(c.version()?)),
+                    true => Ok(Some(version(c)?)),
                 },
-                Some(kind) => Err(c.error(kind)?),
+                Some(kind) => Err(error(c, kind)?),
             },
         },
     };
-    if !c.rest.is_empty() {
-        return Err(malformed(format!(
-            "{} bytes after the last field of the body",
-            c.rest.len()
-        )));
-    }
+    c.finish()?;
     Ok(msg)
 }
 
-fn malformed(why: String) -> FrameError {
-    FrameError::Malformed(why)
+/// A `version` ("Body"): `ts`, `has_value`, and the value when it has one.
+pub(crate) fn version(c: &mut Cursor<'_>) -> Result<Version, String> {
+    let ts = c.u64("ts")?;
+    let value = match c.flag("has_value")? {
+        false => None,
+        true => Some(c.bytes("value", VALUE_BYTES_MAX)?),
+    };
+    Ok(Version { ts, value })
 }
 
-/// Reads fields off the front of a body; every read checks what is left.
-struct Cursor<'a> {
-    rest: &'a [u8],
+/// The status byte: `None` for ok, else the error's kind.
+fn status(c: &mut Cursor<'_>) -> Result<Option<ReplicaErrorKind>, String> {
+    match c.u8("status")? {
+        STATUS_OK => Ok(None),
+        STATUS_UNAVAILABLE => Ok(Some(ReplicaErrorKind::Unavailable)),
+        STATUS_FAILED => Ok(Some(ReplicaErrorKind::Failed)),
+        STATUS_INVALID => Ok(Some(ReplicaErrorKind::Invalid)),
+        other => Err(format!("status: {other} is no known status")),
+    }
 }
 
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8], FrameError> {
-        if self.rest.len() < n {
-            return Err(malformed(format!(
-                "{field}: needs {n} bytes, the body has {} left",
-                self.rest.len()
-            )));
-        }
-        let (head, tail) = self.rest.split_at(n);
-        self.rest = tail;
-        Ok(head)
-    }
-
-    fn array<const N: usize>(&mut self, field: &str) -> Result<[u8; N], FrameError> {
-        let bytes = self.take(N, field)?;
-        bytes
-            .try_into()
-            .map_err(|_| malformed(format!("{field}: not {N} bytes")))
-    }
-
-    fn u8(&mut self, field: &str) -> Result<u8, FrameError> {
-        Ok(self.array::<1>(field)?[0])
-    }
-
-    fn u32(&mut self, field: &str) -> Result<u32, FrameError> {
-        Ok(u32::from_le_bytes(self.array(field)?))
-    }
-
-    fn u64(&mut self, field: &str) -> Result<u64, FrameError> {
-        Ok(u64::from_le_bytes(self.array(field)?))
-    }
-
-    /// A `u8` that must be 0 or 1.
-    fn flag(&mut self, field: &str) -> Result<bool, FrameError> {
-        match self.u8(field)? {
-            0 => Ok(false),
-            1 => Ok(true),
-            other => Err(malformed(format!("{field}: {other}, not 0 or 1"))),
-        }
-    }
-
-    /// A `u32` length, at most `max`, then that many bytes.
-    fn bytes(&mut self, field: &str, max: usize) -> Result<Vec<u8>, FrameError> {
-        let len = self.u32(field)? as usize;
-        if len > max {
-            return Err(malformed(format!(
-                "{field}: length {len} over the limit of {max}"
-            )));
-        }
-        Ok(self.take(len, field)?.to_vec())
-    }
-
-    fn version(&mut self) -> Result<Version, FrameError> {
-        let ts = self.u64("ts")?;
-        let value = match self.flag("has_value")? {
-            false => None,
-            true => Some(self.bytes("value", VALUE_BYTES_MAX)?),
-        };
-        Ok(Version { ts, value })
-    }
-
-    /// The status byte: `None` for ok, else the error's kind.
-    fn status(&mut self) -> Result<Option<ReplicaErrorKind>, FrameError> {
-        match self.u8("status")? {
-            STATUS_OK => Ok(None),
-            STATUS_UNAVAILABLE => Ok(Some(ReplicaErrorKind::Unavailable)),
-            STATUS_FAILED => Ok(Some(ReplicaErrorKind::Failed)),
-            STATUS_INVALID => Ok(Some(ReplicaErrorKind::Invalid)),
-            other => Err(malformed(format!("status: {other} is no known status"))),
-        }
-    }
-
-    fn error(&mut self, kind: ReplicaErrorKind) -> Result<ReplicaError, FrameError> {
-        let bytes = self.bytes("message", ERROR_MESSAGE_BYTES_MAX)?;
-        let message =
-            String::from_utf8(bytes).map_err(|e| malformed(format!("message: not UTF-8 ({e})")))?;
-        Ok(ReplicaError { kind, message })
-    }
+fn error(c: &mut Cursor<'_>, kind: ReplicaErrorKind) -> Result<ReplicaError, String> {
+    let message = c.string("message", ERROR_MESSAGE_BYTES_MAX)?;
+    Ok(ReplicaError { kind, message })
 }
 
 #[cfg(test)]

@@ -32,10 +32,16 @@ pub const UPGRADE_RESPONSE_HEADERS_MAX: usize = 32;
 /// `host` and `self_url` come from the configuration and must not contain
 /// CR or LF (debug-asserted).
 pub fn upgrade_request(host: &str, self_url: &str) -> Vec<u8> {
+    upgrade_request_for(PROTOCOL, host, self_url)
+}
+
+/// The upgrade request for `protocol` (the peer protocol, or the sync
+/// protocol of anti-entropy, "Sync frame"), otherwise as [`upgrade_request`].
+pub fn upgrade_request_for(protocol: &str, host: &str, self_url: &str) -> Vec<u8> {
     debug_assert!(!host.contains(['\r', '\n']), "CR or LF in host");
     debug_assert!(!self_url.contains(['\r', '\n']), "CR or LF in self_url");
     format!(
-        "GET {PEER_PATH} HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade\r\nUpgrade: {PROTOCOL}\r\n{PEER_HEADER}: {self_url}\r\n\r\n"
+        "GET {PEER_PATH} HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade\r\nUpgrade: {protocol}\r\n{PEER_HEADER}: {self_url}\r\n\r\n"
     )
     .into_bytes()
 }
@@ -43,8 +49,13 @@ pub fn upgrade_request(host: &str, self_url: &str) -> Vec<u8> {
 /// The server's answer: `HTTP/1.1 101 Switching Protocols` with
 /// `Connection: Upgrade` and `Upgrade: ataman-peer/1`.
 pub fn upgrade_response() -> Vec<u8> {
+    upgrade_response_for(PROTOCOL)
+}
+
+/// The server's 101 switching to `protocol`.
+pub fn upgrade_response_for(protocol: &str) -> Vec<u8> {
     format!(
-        "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: {PROTOCOL}\r\n\r\n"
+        "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: {protocol}\r\n\r\n"
     )
     .into_bytes()
 }
@@ -57,6 +68,12 @@ pub fn upgrade_response() -> Vec<u8> {
 /// answered instead (`"peer answered 400: Bad Request"`) or why the answer
 /// is not HTTP.
 pub fn parse_upgrade_response(buf: &[u8]) -> Result<Option<usize>, String> {
+    parse_upgrade_response_for(buf, PROTOCOL)
+}
+
+/// Parses the answer to an upgrade request for `protocol`, as
+/// [`parse_upgrade_response`] does for the peer protocol.
+pub fn parse_upgrade_response_for(buf: &[u8], protocol: &str) -> Result<Option<usize>, String> {
     let mut headers = [httparse::EMPTY_HEADER; UPGRADE_RESPONSE_HEADERS_MAX];
     let mut response = httparse::Response::new(&mut headers);
     let consumed = match response.parse(buf) {
@@ -87,13 +104,13 @@ pub fn parse_upgrade_response(buf: &[u8]) -> Result<Option<usize>, String> {
         .find(|h| h.name.eq_ignore_ascii_case("upgrade"))
         .map(|h| h.value.trim_ascii());
     match upgrade {
-        Some(value) if value.eq_ignore_ascii_case(PROTOCOL.as_bytes()) => Ok(Some(consumed)),
+        Some(value) if value.eq_ignore_ascii_case(protocol.as_bytes()) => Ok(Some(consumed)),
         Some(value) => Err(format!(
-            "peer answered 101 but switched to {:?}, not {PROTOCOL}",
+            "peer answered 101 but switched to {:?}, not {protocol}",
             String::from_utf8_lossy(value)
         )),
         None => Err(format!(
-            "peer answered 101 without an Upgrade header naming {PROTOCOL}"
+            "peer answered 101 without an Upgrade header naming {protocol}"
         )),
     }
 }

@@ -5,10 +5,12 @@
 //! checksummed, pipelined frames with request ids ([`frame`], specified in
 //! docs/FORMAT.md "Peer frame").
 //!
+//! - [`framing`]: length, checksum and field reading shared with the sync protocol.
 //! - [`link`]: the client side, one per network thread per peer.
 //! - [`server`]: the server side of an upgraded connection.
 
 pub mod frame;
+pub mod framing;
 pub mod handshake;
 pub mod link;
 pub mod server;

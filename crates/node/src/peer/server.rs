@@ -34,20 +34,31 @@ const RESUME_ROUNDS_MAX: usize = 8;
 /// limits apply to replicas too, and a timestamp far ahead of this node's
 /// clock is refused (see `hlc::PEER_CLOCK_AHEAD_MS_MAX`).
 fn refuse_write(ctx: &NetContext, key: &[u8], version: &Version) -> Option<String> {
-    if key.is_empty() || key.len() > ctx.config.key_bytes_max {
+    refuse_version(&ctx.config, key, version)
+}
+
+/// Why a version received from a peer (a write, or anti-entropy's fetch or
+/// push) is refused, if it is: the node's key and value limits, and a
+/// timestamp too far ahead of this node's clock.
+pub(crate) fn refuse_version(
+    config: &crate::config::NodeConfig,
+    key: &[u8],
+    version: &Version,
+) -> Option<String> {
+    if key.is_empty() || key.len() > config.key_bytes_max {
         return Some(format!(
             "key of {} bytes outside 1..={}",
             key.len(),
-            ctx.config.key_bytes_max
+            config.key_bytes_max
         ));
     }
     if let Some(v) = &version.value
-        && v.len() > ctx.config.value_bytes_max
+        && v.len() > config.value_bytes_max
     {
         return Some(format!(
             "value of {} bytes over {}",
             v.len(),
-            ctx.config.value_bytes_max
+            config.value_bytes_max
         ));
     }
     if !crate::hlc::acceptable_from_peer(version.ts) {

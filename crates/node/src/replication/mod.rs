@@ -555,7 +555,7 @@ impl Replicator {
 }
 
 /// `host:port` of an `http://host:port[/...]` URL (validated by the config).
-fn dial_address(url: &str) -> String {
+pub(crate) fn dial_address(url: &str) -> String {
     let rest = url.strip_prefix("http://").unwrap_or(url);
     rest.split('/').next().unwrap_or(rest).to_owned()
 }

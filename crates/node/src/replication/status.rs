@@ -84,7 +84,8 @@ impl PeerStatus {
     }
 }
 
-fn json_string(out: &mut String, s: &str) {
+/// Appends `s` as a JSON string.
+pub(crate) fn json_string(out: &mut String, s: &str) {
     out.push('"');
     for c in s.chars() {
         match c {

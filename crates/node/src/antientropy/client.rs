@@ -1,0 +1,513 @@
+//! One sync session this node starts with one peer, as the initiator.
+//!
+//! 1. Connect (through `--peer-via` when given), upgrade with
+//!    `Upgrade: ataman-sync/1`, send Hello; the peer builds its tree and
+//!    answers Welcome.
+//! 2. Walk the two trees level by level from the root, asking only for the
+//!    children of nodes that differ: the differing leaves (buckets).
+//! 3. Page through the peer's digest of those buckets; for each page's key
+//!    range, scan the same range here, merge the two digests
+//!    ([`super::reconcile::Merge`]), fetch what the peer has newer and
+//!    push what this node has newer, in bounded batches.
+//!
+//! Every wait has a deadline, every batch is bounded by the wire limits,
+//! scanned and sent bytes go through the node's token bucket, and the stop
+//! flag is checked between batches.
+
+use super::local::{self, Meter, Scope, successor, unexpected};
+use super::merkle::{Tree, bucket_of};
+use super::reconcile::{Merge, Step};
+use super::status::PeerReport;
+use super::stream::{IO_SLICE, SessionError, SyncStream};
+use super::wire::{
+    self, BATCH_BYTES_MAX, DIGEST_ENTRIES_MAX, FETCH_KEYS_MAX, Message, PROTOCOL, PUSH_ITEMS_MAX,
+    TREE_NODES_PER_REQUEST_MAX, VERSION, bitmap_has, bitmap_of,
+};
+use crate::net::NodeShared;
+use crate::peer::frame::Version;
+use crate::peer::handshake::{parse_upgrade_response_for, upgrade_request_for};
+use crate::replication::dial_address;
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Connecting to a peer that takes longer fails the session.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// The upgrade's 101 (written by the peer's network thread) within this.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest wait for one answer: the Welcome includes the peer's scan of
+/// its engine at its rate bound; other answers are bounded batches.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
+/// Longest time sending one request may take.
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(120);
+/// Tries of a session whose peer answered 503 (its sync server busy).
+pub const BUSY_TRIES_MAX: u32 = 5;
+/// Wait before the second try after a 503; doubles each time.
+const BUSY_BACKOFF_MIN: Duration = Duration::from_millis(200);
+/// Bytes of a 101 read per call.
+const HANDSHAKE_CHUNK_BYTES: usize = 4096;
+
+/// Syncs with node `peer` against this node's `tree` of the keys they
+/// share. Never fails: the report carries the error, if any.
+pub fn sync_with(shared: &NodeShared, peer: usize, tree: &Tree) -> PeerReport {
+    let mut report = PeerReport {
+        url: shared.topology.nodes()[peer].clone(),
+        ..PeerReport::default()
+    };
+    let mut backoff = BUSY_BACKOFF_MIN;
+    for attempt in 1..=BUSY_TRIES_MAX {
+        match session(shared, peer, tree, &mut report) {
+            Ok(()) => return report,
+            Err(SessionError::Busy(_)) if attempt < BUSY_TRIES_MAX => {
+                if sleep_unless_stopped(shared, backoff) {
+                    report.error = Some(SessionError::Stopped.to_string());
+                    return report;
+                }
+                backoff *= 2;
+            }
+            Err(e) => {
+                report.error = Some(e.to_string());
+                return report;
+            }
+        }
+    }
+    report.error = Some("the peer's anti-entropy server stayed busy".into());
+    report
+}
+
+/// Sleeps `d` in slices; true when the node started stopping.
+fn sleep_unless_stopped(shared: &NodeShared, d: Duration) -> bool {
+    let until = Instant::now() + d;
+    while !shared.stopping() {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        std::thread::sleep(left.min(IO_SLICE));
+    }
+    true
+}
+
+/// Connects to `peer` and upgrades to the sync protocol: the socket and
+/// the bytes that came after the 101.
+fn connect(shared: &NodeShared, peer: usize) -> Result<(TcpStream, Vec<u8>), SessionError> {
+    let url = &shared.topology.nodes()[peer];
+    let me = &shared.topology.nodes()[shared.topology.self_index()];
+    let host = dial_address(url);
+    let dial = shared.config.peer_via[peer]
+        .clone()
+        .unwrap_or_else(|| host.clone());
+    let addr = dial
+        .to_socket_addrs()
+        .map_err(|e| SessionError::Io(format!("cannot resolve {dial}: {e}")))?
+        .next()
+        .ok_or_else(|| SessionError::Io(format!("{dial} resolves to nothing")))?;
+    let mut stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+        .map_err(|e| SessionError::Io(format!("cannot connect to {dial}: {e}")))?;
+    let io = |e: std::io::Error| SessionError::Io(format!("upgrade with {dial} failed: {e}"));
+    stream.set_read_timeout(Some(IO_SLICE)).map_err(io)?;
+    stream
+        .set_write_timeout(Some(HANDSHAKE_TIMEOUT))
+        .map_err(io)?;
+    let _ = stream.set_nodelay(true);
+    stream
+        .write_all(&upgrade_request_for(PROTOCOL, &host, me))
+        .map_err(io)?;
+    let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; HANDSHAKE_CHUNK_BYTES];
+    loop {
+        match parse_upgrade_response_for(&buf, PROTOCOL) {
+            Ok(Some(used)) => {
+                buf.drain(..used);
+                return Ok((stream, buf));
+            }
+            Ok(None) => {}
+            Err(e) if e.starts_with("peer answered 503") => return Err(SessionError::Busy(e)),
+            Err(e) => return Err(SessionError::Protocol(e)),
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) => {
+                return Err(SessionError::Io(format!(
+                    "{dial} closed the connection before the 101"
+                )));
+            }
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                if shared.stopping() {
+                    return Err(SessionError::Stopped);
+                }
+                if Instant::now() >= deadline {
+                    return Err(SessionError::TimedOut);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io(e)),
+        }
+    }
+}
+
+/// Sends `request` and returns its answer.
+fn ask(
+    s: &mut SyncStream<'_>,
+    meter: &mut Meter<'_>,
+    request: &Message,
+) -> Result<Message, SessionError> {
+    meter.pay(s.send(request, Instant::now() + SEND_TIMEOUT)?)?;
+    s.recv(Instant::now() + ANSWER_TIMEOUT)?
+        .ok_or_else(|| SessionError::Io("the peer closed the session".into()))
+}
+
+fn session(
+    shared: &NodeShared,
+    peer: usize,
+    tree: &Tree,
+    report: &mut PeerReport,
+) -> Result<(), SessionError> {
+    let ae = &shared.antientropy;
+    let (stream, leftover) = connect(shared, peer)?;
+    let stop = || shared.stopping();
+    let mut s = SyncStream::new(stream, leftover, &stop, &ae.metrics)
+        .map_err(|e| SessionError::Io(e.to_string()))?;
+    let result = run_session(shared, peer, tree, &mut s, report);
+    report.bytes_sent = s.bytes_sent;
+    report.bytes_received = s.bytes_received;
+    result
+}
+
+fn run_session(
+    shared: &NodeShared,
+    peer: usize,
+    tree: &Tree,
+    s: &mut SyncStream<'_>,
+    report: &mut PeerReport,
+) -> Result<(), SessionError> {
+    let ae = &shared.antientropy;
+    let mut meter = Meter::new(shared);
+    let hello = Message::Hello {
+        version: VERSION,
+        url: shared.topology.nodes()[shared.topology.self_index()].clone(),
+        replicas: shared.config.replication_factor as u32,
+        depth: tree.depth(),
+        fingerprint: wire::fingerprint(shared.topology.nodes()),
+    };
+    match ask(s, &mut meter, &hello)? {
+        Message::Welcome { .. } => {}
+        other => return Err(unexpected(&other, "Welcome")),
+    }
+    let differing = walk(s, &mut meter, tree)?;
+    ae.metrics
+        .buckets_compared
+        .fetch_add(1 << tree.depth(), Ordering::Relaxed);
+    ae.metrics
+        .buckets_differing
+        .fetch_add(differing.len() as u64, Ordering::Relaxed);
+    ae.metrics
+        .round_buckets_differing
+        .store(differing.len() as u64, Ordering::Relaxed);
+    ae.metrics.round_keys_done.store(0, Ordering::Relaxed);
+    report.buckets_differing = differing.len() as u64;
+    if !differing.is_empty() {
+        exchange(
+            shared,
+            peer,
+            tree.depth(),
+            &differing,
+            s,
+            &mut meter,
+            report,
+        )?;
+    }
+    meter.settle()
+}
+
+/// The differing leaves, found by comparing the peer's tree level by
+/// level, descending only below nodes that differ.
+fn walk(
+    s: &mut SyncStream<'_>,
+    meter: &mut Meter<'_>,
+    tree: &Tree,
+) -> Result<Vec<u32>, SessionError> {
+    let depth = tree.depth();
+    let mut differing = Vec::new();
+    let mut frontier = vec![0u32];
+    for level in 0..=depth {
+        let mut next = Vec::new();
+        for chunk in frontier.chunks(TREE_NODES_PER_REQUEST_MAX) {
+            let request = Message::TreeNodes {
+                level,
+                indexes: chunk.to_vec(),
+            };
+            let hashes = match ask(s, meter, &request)? {
+                Message::Hashes { hashes } if hashes.len() == chunk.len() => hashes,
+                Message::Hashes { hashes } => {
+                    return Err(SessionError::Protocol(format!(
+                        "{} hashes for {} tree nodes",
+                        hashes.len(),
+                        chunk.len()
+                    )));
+                }
+                other => return Err(unexpected(&other, "Hashes")),
+            };
+            for (&index, hash) in chunk.iter().zip(hashes) {
+                if tree.node(level, index) == hash {
+                    continue;
+                }
+                if level == depth {
+                    differing.push(index);
+                } else {
+                    next.push(2 * index);
+                    next.push(2 * index + 1);
+                }
+            }
+        }
+        frontier = next;
+        if frontier.is_empty() {
+            break;
+        }
+    }
+    Ok(differing)
+}
+
+/// Fetches and pushes waiting to be sent, each kept under the wire bounds.
+#[derive(Default)]
+struct Batches {
+    fetch: Vec<Vec<u8>>,
+    fetch_bytes: usize,
+    push: Vec<(Vec<u8>, Version)>,
+    push_bytes: usize,
+    refused: Vec<(Vec<u8>, String)>,
+}
+
+/// Pages through the peer's digest of the `differing` buckets, reconciles
+/// each page's key range with the same range here, and exchanges versions.
+fn exchange(
+    shared: &NodeShared,
+    peer: usize,
+    depth: u32,
+    differing: &[u32],
+    s: &mut SyncStream<'_>,
+    meter: &mut Meter<'_>,
+    report: &mut PeerReport,
+) -> Result<(), SessionError> {
+    let scope = Scope::new(shared);
+    let bitmap = bitmap_of(depth, differing);
+    let mut after: Option<Vec<u8>> = None;
+    let mut batches = Batches::default();
+    loop {
+        let request = Message::Digest {
+            buckets: bitmap.clone(),
+            after: after.clone(),
+            entries_max: DIGEST_ENTRIES_MAX as u32,
+        };
+        let (entries, next) = match ask(s, meter, &request)? {
+            Message::DigestPage { entries, next } => (entries, next),
+            other => return Err(unexpected(&other, "DigestPage")),
+        };
+        check_page(&entries, after.as_deref(), next.as_deref(), &bitmap, depth)?;
+        // This node's side of the same range: (after, next], or to the end.
+        let start = after.as_deref().map(successor).unwrap_or_default();
+        let end = next.as_deref().map(successor);
+        let scan = shared
+            .db
+            .scan(&start, end.as_deref(), true)
+            .map_err(|e| SessionError::Engine(format!("scan failed: {e}")))?;
+        let mut scan_meter = Meter::new(shared);
+        let mut scan_error: Option<SessionError> = None;
+        let local_digest = scan
+            .map_while(|item| match item {
+                Ok((key, entry)) => match scan_meter.pay(local::entry_cost(&key, &entry)) {
+                    Ok(()) => Some((key, entry.ts)),
+                    Err(e) => {
+                        scan_error = Some(e);
+                        None
+                    }
+                },
+                Err(e) => {
+                    scan_error = Some(SessionError::Engine(format!("scan failed: {e}")));
+                    None
+                }
+            })
+            .filter(|(key, _)| {
+                bitmap_has(&bitmap, bucket_of(key, depth)) && scope.shared_with(key, peer)
+            });
+        let remote_digest = entries.into_iter().map(|e| (e.key, e.ts));
+        for step in Merge::new(local_digest, remote_digest) {
+            match step {
+                Step::Fetch(key) => {
+                    batches.fetch_bytes += key.len();
+                    batches.fetch.push(key);
+                    if batches.fetch.len() >= FETCH_KEYS_MAX
+                        || batches.fetch_bytes >= BATCH_BYTES_MAX
+                    {
+                        flush_fetch(shared, s, meter, &mut batches, report)?;
+                    }
+                }
+                Step::Push(key) => {
+                    // The newest version now (it may be newer than the scan's).
+                    let Some(version) = local::read_version(shared, &key)? else {
+                        continue;
+                    };
+                    let size = local::version_bytes(&key, &version);
+                    if !batches.push.is_empty() && batches.push_bytes + size > BATCH_BYTES_MAX {
+                        flush_push(shared, s, meter, &mut batches, report)?;
+                    }
+                    batches.push_bytes += size;
+                    batches.push.push((key, version));
+                    if batches.push.len() >= PUSH_ITEMS_MAX {
+                        flush_push(shared, s, meter, &mut batches, report)?;
+                    }
+                }
+            }
+        }
+        if let Some(e) = scan_error {
+            return Err(e);
+        }
+        scan_meter.settle()?;
+        match next {
+            None => break,
+            Some(key) => after = Some(key),
+        }
+    }
+    flush_fetch(shared, s, meter, &mut batches, report)?;
+    flush_push(shared, s, meter, &mut batches, report)?;
+    if !batches.refused.is_empty() {
+        return Err(SessionError::Refused(format!(
+            "this node refused the peer's versions: {}",
+            local::refusal_text(&batches.refused)
+        )));
+    }
+    Ok(())
+}
+
+/// A page must be in key order, inside `(after, next]`, in wanted buckets,
+/// and move forward: anything else would make the merge skip or repeat keys.
+fn check_page(
+    entries: &[wire::DigestEntry],
+    after: Option<&[u8]>,
+    next: Option<&[u8]>,
+    bitmap: &[u8],
+    depth: u32,
+) -> Result<(), SessionError> {
+    let bad = |why: &str| Err(SessionError::Protocol(format!("digest page {why}")));
+    if let (Some(a), Some(n)) = (after, next)
+        && n <= a
+    {
+        return bad("does not move past its resume key");
+    }
+    let mut previous = after;
+    for e in entries {
+        if previous.is_some_and(|p| e.key.as_slice() <= p) {
+            return bad("out of key order or before its resume key");
+        }
+        if !bitmap_has(bitmap, bucket_of(&e.key, depth)) {
+            return bad("holds a key of a bucket not asked for");
+        }
+        previous = Some(&e.key);
+    }
+    if let (Some(last), Some(n)) = (entries.last(), next)
+        && last.key.as_slice() > n
+    {
+        return bad("holds a key past its resume key");
+    }
+    Ok(())
+}
+
+/// Fetches the batched keys (in as many round trips as the peer's answer
+/// bound needs) and applies their versions durably.
+fn flush_fetch(
+    shared: &NodeShared,
+    s: &mut SyncStream<'_>,
+    meter: &mut Meter<'_>,
+    batches: &mut Batches,
+    report: &mut PeerReport,
+) -> Result<(), SessionError> {
+    let ae = &shared.antientropy;
+    while !batches.fetch.is_empty() {
+        if shared.stopping() {
+            return Err(SessionError::Stopped);
+        }
+        let request = Message::Fetch {
+            keys: batches.fetch.clone(),
+        };
+        let items = match ask(s, meter, &request)? {
+            Message::Versions { items } => items,
+            other => return Err(unexpected(&other, "Versions")),
+        };
+        if items.is_empty() || items.len() > batches.fetch.len() {
+            return Err(SessionError::Protocol(format!(
+                "{} versions for {} keys",
+                items.len(),
+                batches.fetch.len()
+            )));
+        }
+        let answered = items.len();
+        let mut found = Vec::with_capacity(answered);
+        for ((key, version), asked) in items.into_iter().zip(&batches.fetch) {
+            if key != *asked {
+                return Err(SessionError::Protocol(
+                    "a Versions answer out of the order of the keys asked for".into(),
+                ));
+            }
+            if let Some(v) = version {
+                found.push((key, v));
+            }
+        }
+        let (applied, refused) = local::apply(shared, found)?;
+        batches.refused.extend(refused);
+        report.keys_fetched += applied;
+        ae.metrics
+            .keys_fetched
+            .fetch_add(applied, Ordering::Relaxed);
+        ae.metrics
+            .round_keys_done
+            .fetch_add(applied, Ordering::Relaxed);
+        let removed: usize = batches.fetch.drain(..answered).map(|k| k.len()).sum();
+        batches.fetch_bytes -= removed;
+    }
+    batches.fetch_bytes = 0;
+    Ok(())
+}
+
+/// Pushes the batched versions; the peer acknowledges once they are durable.
+fn flush_push(
+    shared: &NodeShared,
+    s: &mut SyncStream<'_>,
+    meter: &mut Meter<'_>,
+    batches: &mut Batches,
+    report: &mut PeerReport,
+) -> Result<(), SessionError> {
+    if batches.push.is_empty() {
+        return Ok(());
+    }
+    if shared.stopping() {
+        return Err(SessionError::Stopped);
+    }
+    let items = std::mem::take(&mut batches.push);
+    batches.push_bytes = 0;
+    let n = items.len();
+    match ask(s, meter, &Message::Push { items })? {
+        Message::PushAck { applied } if applied as usize == n => {}
+        Message::PushAck { applied } => {
+            return Err(SessionError::Protocol(format!(
+                "{applied} of {n} pushed versions acknowledged"
+            )));
+        }
+        other => return Err(unexpected(&other, "PushAck")),
+    }
+    report.keys_pushed += n as u64;
+    let ae = &shared.antientropy;
+    ae.metrics
+        .keys_pushed
+        .fetch_add(n as u64, Ordering::Relaxed);
+    ae.metrics
+        .round_keys_done
+        .fetch_add(n as u64, Ordering::Relaxed);
+    Ok(())
+}

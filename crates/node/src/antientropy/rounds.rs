@@ -1,0 +1,130 @@
+//! The `ataman-rounds` thread: when anti-entropy rounds run and what one
+//! round does.
+//!
+//! A round runs every `--anti-entropy-interval-ms` after the previous one
+//! ended (never at start-up: a node that just started has its first round
+//! one interval later), and whenever `POST /v0/repair` asks for one. One
+//! round at a time. A round is one scan of the local engine building one
+//! tree per peer (over the keys this node keeps with that peer, `scope`),
+//! then one session with each peer in `--cluster` order
+//! ([`super::client::sync_with`]). A failed session does not stop the
+//! round; the round is ok when every session was.
+
+use super::client;
+use super::local;
+use super::merkle::DEPTH;
+use super::status::{PeerReport, RoundReport};
+use crate::last_seen::now_ms;
+use crate::net::NodeShared;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Longest wait between two checks of the stop flag while idle.
+const IDLE_CHECK: Duration = Duration::from_millis(200);
+
+/// Runs the `ataman-rounds` thread until the node stops.
+pub fn run(shared: &NodeShared) {
+    let interval = shared.config.anti_entropy_interval;
+    let periodic = !interval.is_zero();
+    let mut next_periodic = Instant::now() + interval;
+    let status = &shared.antientropy.status;
+    while !shared.stopping() {
+        let now = Instant::now();
+        let due = periodic && now >= next_periodic;
+        let wait = if periodic {
+            next_periodic.saturating_duration_since(now).min(IDLE_CHECK)
+        } else {
+            IDLE_CHECK
+        };
+        let Some(number) = status.next_round(due, wait) else {
+            continue;
+        };
+        let report = run_round(shared, number);
+        next_periodic = Instant::now() + interval;
+        status.finish(report);
+    }
+}
+
+/// The peers this node compares with: every other node, unless each key
+/// has a single replica (then no two nodes keep a key together).
+pub fn peers(shared: &NodeShared) -> Vec<usize> {
+    if shared.config.replication_factor < 2 {
+        return Vec::new();
+    }
+    let me = shared.topology.self_index();
+    (0..shared.topology.len()).filter(|&i| i != me).collect()
+}
+
+/// Runs round `number` and reports it.
+pub fn run_round(shared: &NodeShared, number: u64) -> RoundReport {
+    let metrics = &shared.antientropy.metrics;
+    metrics.round_running.store(1, Ordering::Relaxed);
+    metrics.round_peers_done.store(0, Ordering::Relaxed);
+    let started = Instant::now();
+    let mut report = RoundReport {
+        round: number,
+        started_ms: now_ms(),
+        ..RoundReport::default()
+    };
+    let peers = peers(shared);
+    if !peers.is_empty() {
+        match local::build_trees(shared, &peers, DEPTH) {
+            Ok(trees) => {
+                for (&peer, (tree, _)) in peers.iter().zip(&trees) {
+                    metrics.round_peer.store(peer as i64, Ordering::Relaxed);
+                    report.peers.push(client::sync_with(shared, peer, tree));
+                    metrics.round_peers_done.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Err(e) => {
+                let why = format!("local scan failed: {e}");
+                report.peers = peers
+                    .iter()
+                    .map(|&p| PeerReport {
+                        url: shared.topology.nodes()[p].clone(),
+                        error: Some(why.clone()),
+                        ..PeerReport::default()
+                    })
+                    .collect();
+                report.error = Some(why);
+            }
+        }
+    }
+    report.finished_ms = now_ms();
+    metrics.round_peer.store(-1, Ordering::Relaxed);
+    metrics.round_running.store(0, Ordering::Relaxed);
+    metrics.round_buckets_differing.store(0, Ordering::Relaxed);
+    let counter = if report.ok() {
+        &metrics.rounds_ok
+    } else {
+        &metrics.rounds_failed
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+    log_round(&report, started.elapsed());
+    report
+}
+
+/// One line per round that moved keys or failed (quiet rounds stay quiet).
+fn log_round(report: &RoundReport, took: Duration) {
+    let fetched: u64 = report.peers.iter().map(|p| p.keys_fetched).sum();
+    let pushed: u64 = report.peers.iter().map(|p| p.keys_pushed).sum();
+    if report.ok() && fetched == 0 && pushed == 0 {
+        return;
+    }
+    let failures: Vec<String> = report
+        .peers
+        .iter()
+        .filter_map(|p| p.error.as_ref().map(|e| format!("{}: {e}", p.url)))
+        .collect();
+    eprintln!(
+        "ataman: anti-entropy round {} {} in {:.3}s: {fetched} versions fetched, {pushed} pushed{}",
+        report.round,
+        if report.ok() { "ok" } else { "failed" },
+        took.as_secs_f64(),
+        if failures.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", failures.join("; "))
+        }
+    );
+}

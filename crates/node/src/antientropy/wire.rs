@@ -1,0 +1,494 @@
+//! The sync protocol's frames: what two replicas exchange in an
+//! anti-entropy session (`docs/FORMAT.md`, section "Sync frame").
+//!
+//! A session is a connection upgraded with `Upgrade: ataman-sync/1` on the
+//! node's one port. The initiator sends a request, waits for its answer,
+//! sends the next: strictly one request in flight, so there are no request
+//! ids. Frames are framed like peer frames (`crate::peer::framing`: length,
+//! CRC32C, body); the body is a kind byte and the kind's fields.
+//!
+//! [`encode`] and [`decode`] are pure over bytes, so the fuzz target
+//! (`fuzz/fuzz_targets/sync_frame.rs`) and the tests call exactly what the
+//! sessions call. Every count and length is checked against its bound and
+//! against what is left of the body before anything is allocated or
+//! sliced: no input makes the decoder panic.
+
+use super::merkle::DEPTH_MAX;
+use crate::peer::frame::{Version, put_version, version};
+use crate::peer::framing::{self, Cursor, FramingError, put_bytes};
+use ataman_engine::key::{KEY_BYTES_MAX, VALUE_BYTES_MAX};
+
+/// The protocol named in the `Upgrade` headers ("Sync frame", "Handshake").
+pub const PROTOCOL: &str = "ataman-sync/1";
+/// The protocol version a Hello carries; a node refuses any other ("Sync frame").
+pub const VERSION: u32 = 1;
+
+/// Largest frame body: one key and value at their engine bounds plus
+/// fields, as for peer frames ("Sync frame").
+pub const FRAME_BODY_BYTES_MAX: usize = KEY_BYTES_MAX + VALUE_BYTES_MAX + 64;
+/// Longest node URL in a Hello or Welcome, bytes.
+pub const URL_BYTES_MAX: usize = 1024;
+/// Longest error message, bytes.
+pub const MESSAGE_BYTES_MAX: usize = 1024;
+/// Most tree node indexes in one TreeNodes request (and hashes in its answer).
+pub const TREE_NODES_PER_REQUEST_MAX: usize = 4096;
+/// Largest bucket bitmap of a Digest: one bit per leaf of the deepest tree.
+pub const BUCKET_BITMAP_BYTES_MAX: usize = (1 << DEPTH_MAX) / 8;
+/// Most entries in one DigestPage.
+pub const DIGEST_ENTRIES_MAX: usize = 4096;
+/// Most keys in one Fetch (and versions in its answer).
+pub const FETCH_KEYS_MAX: usize = 1024;
+/// Most versions in one Push.
+pub const PUSH_ITEMS_MAX: usize = 4096;
+/// The bytes of keys (and values) the sender puts in one DigestPage,
+/// Versions or Push before it stops adding; a single item may exceed it.
+pub const BATCH_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+const KIND_HELLO: u8 = 1;
+const KIND_WELCOME: u8 = 2;
+const KIND_TREE_NODES: u8 = 3;
+const KIND_HASHES: u8 = 4;
+const KIND_DIGEST: u8 = 5;
+const KIND_DIGEST_PAGE: u8 = 6;
+const KIND_FETCH: u8 = 7;
+const KIND_VERSIONS: u8 = 8;
+const KIND_PUSH: u8 = 9;
+const KIND_PUSH_ACK: u8 = 10;
+const KIND_ERROR: u8 = 11;
+
+/// One key's newest version in a digest: enough to compare, not the value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DigestEntry {
+    /// The key.
+    pub key: Vec<u8>,
+    /// Its newest version's timestamp.
+    pub ts: u64,
+    /// The newest version is a tombstone.
+    pub tombstone: bool,
+}
+
+/// One message of the sync protocol. Requests go from the initiator to
+/// the responder; each gets exactly one answer (or [`Message::Error`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    /// Request: open a session. Refused unless every field matches the responder's.
+    Hello {
+        /// [`VERSION`].
+        version: u32,
+        /// The initiator's own URL, as in `--cluster`.
+        url: String,
+        /// The initiator's `--replication-factor`.
+        replicas: u32,
+        /// Depth of the trees to compare.
+        depth: u32,
+        /// `xxh3_64` of the sorted cluster URL list (see `fingerprint`).
+        fingerprint: u64,
+    },
+    /// Answer to Hello: the responder built its tree of the keys both keep.
+    Welcome {
+        /// [`VERSION`].
+        version: u32,
+        /// The responder's own URL.
+        url: String,
+        /// Keys (tombstones included) in the responder's tree.
+        entries: u64,
+    },
+    /// Request: the hashes of these nodes of the responder's tree.
+    TreeNodes {
+        /// Tree level (0 = root).
+        level: u32,
+        /// Node indexes within the level.
+        indexes: Vec<u32>,
+    },
+    /// Answer to TreeNodes: one hash per index, in order.
+    Hashes {
+        /// The hashes.
+        hashes: Vec<u64>,
+    },
+    /// Request: the next page of the digest of the keys in these buckets.
+    Digest {
+        /// Bit `b` (byte `b / 8`, bit `b % 8`, LSB first) set: bucket `b` wanted.
+        buckets: Vec<u8>,
+        /// Resume strictly after this key (`None`: from the first key).
+        after: Option<Vec<u8>>,
+        /// Most entries wanted in the answer.
+        entries_max: u32,
+    },
+    /// Answer to Digest: every wanted key in `(after, next]` (or to the end).
+    DigestPage {
+        /// The entries, in key order.
+        entries: Vec<DigestEntry>,
+        /// The last key the responder examined (resume after it), or
+        /// `None`: the page reaches the end of the key space.
+        next: Option<Vec<u8>>,
+    },
+    /// Request: the newest versions of these keys.
+    Fetch {
+        /// The keys.
+        keys: Vec<Vec<u8>>,
+    },
+    /// Answer to Fetch: versions of a prefix of the keys asked for, in order
+    /// (the initiator asks again for the rest); `None`: no version at all.
+    Versions {
+        /// `(key, version)` pairs.
+        items: Vec<(Vec<u8>, Option<Version>)>,
+    },
+    /// Request: apply these versions durably.
+    Push {
+        /// `(key, version)` pairs.
+        items: Vec<(Vec<u8>, Version)>,
+    },
+    /// Answer to Push: every version is durable (or older than what the responder has).
+    PushAck {
+        /// Versions applied.
+        applied: u32,
+    },
+    /// Answer to anything: the request was refused; the session ends.
+    Error {
+        /// Why, at most [`MESSAGE_BYTES_MAX`] bytes.
+        message: String,
+    },
+}
+
+/// Why bytes are not a sync frame. Every error ends the session.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SyncFrameError {
+    /// The header announces a body over [`FRAME_BODY_BYTES_MAX`].
+    #[error("sync frame body of {len} bytes over the limit of {max}")]
+    TooLarge {
+        /// The announced body length, bytes.
+        len: usize,
+        /// The limit, bytes.
+        max: usize,
+    },
+    /// The body's CRC32C is not the one in the header.
+    #[error("sync frame checksum mismatch: header says {expected:#010x}, body has {found:#010x}")]
+    ChecksumMismatch {
+        /// The checksum in the header.
+        expected: u32,
+        /// The checksum of the body received.
+        found: u32,
+    },
+    /// The body does not decode; the text names the field.
+    #[error("malformed sync frame: {0}")]
+    Malformed(String),
+    /// The kind byte is none of the known kinds.
+    #[error("unknown sync frame kind {0}")]
+    UnknownKind(u8),
+}
+
+impl From<FramingError> for SyncFrameError {
+    fn from(e: FramingError) -> Self {
+        match e {
+            FramingError::TooLarge { len, max } => SyncFrameError::TooLarge { len, max },
+            FramingError::ChecksumMismatch { expected, found } => {
+                SyncFrameError::ChecksumMismatch { expected, found }
+            }
+        }
+    }
+}
+
+/// Cuts `message` at a character boundary to [`MESSAGE_BYTES_MAX`] bytes.
+pub fn error_message(message: impl Into<String>) -> Message {
+    let mut message = message.into();
+    if message.len() > MESSAGE_BYTES_MAX {
+        let mut end = MESSAGE_BYTES_MAX;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+    }
+    Message::Error { message }
+}
+
+/// The cluster fingerprint a Hello carries: `xxh3_64` of the cluster's
+/// URLs, sorted, each followed by `\n`. Placement does not depend on the
+/// order of `--cluster`, so neither does the fingerprint.
+pub fn fingerprint(nodes: &[String]) -> u64 {
+    let mut sorted: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    sorted.sort_unstable();
+    let mut text = String::new();
+    for url in sorted {
+        text.push_str(url);
+        text.push('\n');
+    }
+    xxhash_rust::xxh3::xxh3_64(text.as_bytes())
+}
+
+/// The number of bytes a bitmap of `depth`'s buckets has.
+pub fn bitmap_bytes(depth: u32) -> usize {
+    (1usize << depth).div_ceil(8)
+}
+
+/// True when bucket `b` is set in `bitmap` (false past its end).
+pub fn bitmap_has(bitmap: &[u8], b: u32) -> bool {
+    bitmap
+        .get(b as usize / 8)
+        .is_some_and(|byte| byte & (1 << (b % 8)) != 0)
+}
+
+/// A bitmap of `depth`'s buckets with `buckets` set.
+pub fn bitmap_of(depth: u32, buckets: &[u32]) -> Vec<u8> {
+    let mut bitmap = vec![0u8; bitmap_bytes(depth)];
+    for &b in buckets {
+        bitmap[b as usize / 8] |= 1 << (b % 8);
+    }
+    bitmap
+}
+
+/// Appends one frame holding `msg` to `out`.
+///
+/// The caller keeps every bound (counts, URL and message lengths, keys and
+/// values at the engine's bounds, batches at [`BATCH_BYTES_MAX`] or one
+/// item); they are debug-asserted here and checked by [`decode`].
+pub fn encode(msg: &Message, out: &mut Vec<u8>) {
+    let start = framing::begin(out);
+    match msg {
+        Message::Hello {
+            version,
+            url,
+            replicas,
+            depth,
+            fingerprint,
+        } => {
+            out.push(KIND_HELLO);
+            out.extend_from_slice(&version.to_le_bytes());
+            put_text(out, url, URL_BYTES_MAX);
+            out.extend_from_slice(&replicas.to_le_bytes());
+            out.extend_from_slice(&depth.to_le_bytes());
+            out.extend_from_slice(&fingerprint.to_le_bytes());
+        }
+        Message::Welcome {
+            version,
+            url,
+            entries,
+        } => {
+            out.push(KIND_WELCOME);
+            out.extend_from_slice(&version.to_le_bytes());
+            put_text(out, url, URL_BYTES_MAX);
+            out.extend_from_slice(&entries.to_le_bytes());
+        }
+        Message::TreeNodes { level, indexes } => {
+            debug_assert!(indexes.len() <= TREE_NODES_PER_REQUEST_MAX);
+            out.push(KIND_TREE_NODES);
+            out.extend_from_slice(&level.to_le_bytes());
+            put_count(out, indexes.len());
+            for i in indexes {
+                out.extend_from_slice(&i.to_le_bytes());
+            }
+        }
+        Message::Hashes { hashes } => {
+            debug_assert!(hashes.len() <= TREE_NODES_PER_REQUEST_MAX);
+            out.push(KIND_HASHES);
+            put_count(out, hashes.len());
+            for h in hashes {
+                out.extend_from_slice(&h.to_le_bytes());
+            }
+        }
+        Message::Digest {
+            buckets,
+            after,
+            entries_max,
+        } => {
+            debug_assert!(buckets.len() <= BUCKET_BITMAP_BYTES_MAX);
+            out.push(KIND_DIGEST);
+            out.extend_from_slice(&entries_max.to_le_bytes());
+            put_optional_key(out, after.as_deref());
+            put_bytes(out, buckets);
+        }
+        Message::DigestPage { entries, next } => {
+            debug_assert!(entries.len() <= DIGEST_ENTRIES_MAX);
+            out.push(KIND_DIGEST_PAGE);
+            put_count(out, entries.len());
+            for e in entries {
+                put_key(out, &e.key);
+                out.extend_from_slice(&e.ts.to_le_bytes());
+                out.push(u8::from(e.tombstone));
+            }
+            put_optional_key(out, next.as_deref());
+        }
+        Message::Fetch { keys } => {
+            debug_assert!(keys.len() <= FETCH_KEYS_MAX);
+            out.push(KIND_FETCH);
+            put_count(out, keys.len());
+            for k in keys {
+                put_key(out, k);
+            }
+        }
+        Message::Versions { items } => {
+            debug_assert!(items.len() <= FETCH_KEYS_MAX);
+            out.push(KIND_VERSIONS);
+            put_count(out, items.len());
+            for (k, v) in items {
+                put_key(out, k);
+                match v {
+                    None => out.push(0),
+                    Some(v) => {
+                        out.push(1);
+                        put_version(out, v);
+                    }
+                }
+            }
+        }
+        Message::Push { items } => {
+            debug_assert!(items.len() <= PUSH_ITEMS_MAX);
+            out.push(KIND_PUSH);
+            put_count(out, items.len());
+            for (k, v) in items {
+                put_key(out, k);
+                put_version(out, v);
+            }
+        }
+        Message::PushAck { applied } => {
+            out.push(KIND_PUSH_ACK);
+            out.extend_from_slice(&applied.to_le_bytes());
+        }
+        Message::Error { message } => {
+            out.push(KIND_ERROR);
+            put_text(out, message, MESSAGE_BYTES_MAX);
+        }
+    }
+    framing::seal(out, start, FRAME_BODY_BYTES_MAX);
+}
+
+fn put_count(out: &mut Vec<u8>, n: usize) {
+    out.extend_from_slice(&(n as u32).to_le_bytes());
+}
+
+fn put_key(out: &mut Vec<u8>, key: &[u8]) {
+    debug_assert!(key.len() <= KEY_BYTES_MAX, "key over KEY_BYTES_MAX");
+    put_bytes(out, key);
+}
+
+fn put_text(out: &mut Vec<u8>, text: &str, max: usize) {
+    debug_assert!(text.len() <= max, "text over {max} bytes");
+    put_bytes(out, text.as_bytes());
+}
+
+fn put_optional_key(out: &mut Vec<u8>, key: Option<&[u8]>) {
+    match key {
+        None => out.push(0),
+        Some(k) => {
+            out.push(1);
+            put_key(out, k);
+        }
+    }
+}
+
+/// Decodes the first frame in `buf`: `Ok(None)` while incomplete, else the
+/// message and the bytes it occupied. An error ends the session.
+pub fn decode(buf: &[u8]) -> Result<Option<(Message, usize)>, SyncFrameError> {
+    let Some((body, consumed)) = framing::split(buf, FRAME_BODY_BYTES_MAX)? else {
+        return Ok(None);
+    };
+    Ok(Some((decode_body(body)?, consumed)))
+}
+
+/// Decodes a body whose length and checksum were checked.
+pub fn decode_body(body: &[u8]) -> Result<Message, SyncFrameError> {
+    let mut c = Cursor::new(body);
+    let kind = c.u8("kind").map_err(SyncFrameError::Malformed)?;
+    if !(KIND_HELLO..=KIND_ERROR).contains(&kind) {
+        return Err(SyncFrameError::UnknownKind(kind));
+    }
+    let msg = fields(kind, &mut c).map_err(SyncFrameError::Malformed)?;
+    c.finish().map_err(SyncFrameError::Malformed)?;
+    Ok(msg)
+}
+
+fn fields(kind: u8, c: &mut Cursor<'_>) -> Result<Message, String> {
+    Ok(match kind {
+        KIND_HELLO => Message::Hello {
+            version: c.u32("version")?,
+            url: c.string("url", URL_BYTES_MAX)?,
+            replicas: c.u32("replicas")?,
+            depth: c.u32("depth")?,
+            fingerprint: c.u64("fingerprint")?,
+        },
+        KIND_WELCOME => Message::Welcome {
+            version: c.u32("version")?,
+            url: c.string("url", URL_BYTES_MAX)?,
+            entries: c.u64("entries")?,
+        },
+        KIND_TREE_NODES => {
+            let level = c.u32("level")?;
+            let n = c.count("index count", TREE_NODES_PER_REQUEST_MAX, 4)?;
+            let indexes = (0..n).map(|_| c.u32("index")).collect::<Result<_, _>>()?;
+            Message::TreeNodes { level, indexes }
+        }
+        KIND_HASHES => {
+            let n = c.count("hash count", TREE_NODES_PER_REQUEST_MAX, 8)?;
+            let hashes = (0..n).map(|_| c.u64("hash")).collect::<Result<_, _>>()?;
+            Message::Hashes { hashes }
+        }
+        KIND_DIGEST => {
+            let entries_max = c.u32("entries_max")?;
+            let after = optional_key(c, "after")?;
+            let buckets = c.bytes("buckets", BUCKET_BITMAP_BYTES_MAX)?;
+            Message::Digest {
+                buckets,
+                after,
+                entries_max,
+            }
+        }
+        KIND_DIGEST_PAGE => {
+            let n = c.count("entry count", DIGEST_ENTRIES_MAX, 13)?;
+            let mut entries = Vec::with_capacity(n);
+            for _ in 0..n {
+                entries.push(DigestEntry {
+                    key: c.bytes("key", KEY_BYTES_MAX)?,
+                    ts: c.u64("ts")?,
+                    tombstone: c.flag("tombstone")?,
+                });
+            }
+            let next = optional_key(c, "next")?;
+            Message::DigestPage { entries, next }
+        }
+        KIND_FETCH => {
+            let n = c.count("key count", FETCH_KEYS_MAX, 4)?;
+            let keys = (0..n)
+                .map(|_| c.bytes("key", KEY_BYTES_MAX))
+                .collect::<Result<_, _>>()?;
+            Message::Fetch { keys }
+        }
+        KIND_VERSIONS => {
+            let n = c.count("version count", FETCH_KEYS_MAX, 5)?;
+            let mut items = Vec::with_capacity(n);
+            for _ in 0..n {
+                let key = c.bytes("key", KEY_BYTES_MAX)?;
+                let v = match c.flag("found")? {
+                    false => None,
+                    true => Some(version(c)?),
+                };
+                items.push((key, v));
+            }
+            Message::Versions { items }
+        }
+        KIND_PUSH => {
+            let n = c.count("version count", PUSH_ITEMS_MAX, 13)?;
+            let mut items = Vec::with_capacity(n);
+            for _ in 0..n {
+                let key = c.bytes("key", KEY_BYTES_MAX)?;
+                items.push((key, version(c)?));
+            }
+            Message::Push { items }
+        }
+        KIND_PUSH_ACK => Message::PushAck {
+            applied: c.u32("applied")?,
+        },
+        _ => Message::Error {
+            message: c.string("message", MESSAGE_BYTES_MAX)?,
+        },
+    })
+}
+
+fn optional_key(c: &mut Cursor<'_>, field: &str) -> Result<Option<Vec<u8>>, String> {
+    Ok(match c.flag(field)? {
+        false => None,
+        true => Some(c.bytes(field, KEY_BYTES_MAX)?),
+    })
+}
+
+#[cfg(test)]
+#[path = "wire_tests.rs"]
+mod tests;

@@ -1,0 +1,252 @@
+//! Tests of the sync frame codec.
+
+use super::*;
+use proptest::prelude::*;
+
+fn encoded(msg: &Message) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode(msg, &mut out);
+    out
+}
+
+/// A frame around `body` with a correct header.
+fn frame(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crc32c::crc32c(body).to_le_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+fn malformed(body: &[u8]) -> String {
+    match decode(&frame(body)) {
+        Err(SyncFrameError::Malformed(why)) => why,
+        other => panic!("expected Malformed, got {other:?}"),
+    }
+}
+
+fn arb_key() -> impl Strategy<Value = Vec<u8>> {
+    proptest::collection::vec(any::<u8>(), 0..24)
+}
+
+fn arb_version() -> impl Strategy<Value = Version> {
+    (
+        any::<u64>(),
+        proptest::option::of(proptest::collection::vec(any::<u8>(), 0..48)),
+    )
+        .prop_map(|(ts, value)| Version { ts, value })
+}
+
+fn arb_message() -> impl Strategy<Value = Message> {
+    prop_oneof![
+        (
+            any::<u32>(),
+            "\\PC{0,40}",
+            any::<u32>(),
+            any::<u32>(),
+            any::<u64>()
+        )
+            .prop_map(
+                |(version, url, replicas, depth, fingerprint)| Message::Hello {
+                    version,
+                    url,
+                    replicas,
+                    depth,
+                    fingerprint
+                }
+            ),
+        (any::<u32>(), "\\PC{0,40}", any::<u64>()).prop_map(|(version, url, entries)| {
+            Message::Welcome {
+                version,
+                url,
+                entries,
+            }
+        }),
+        (any::<u32>(), proptest::collection::vec(any::<u32>(), 0..50))
+            .prop_map(|(level, indexes)| Message::TreeNodes { level, indexes }),
+        proptest::collection::vec(any::<u64>(), 0..50)
+            .prop_map(|hashes| Message::Hashes { hashes }),
+        (
+            proptest::collection::vec(any::<u8>(), 0..64),
+            proptest::option::of(arb_key()),
+            any::<u32>()
+        )
+            .prop_map(|(buckets, after, entries_max)| Message::Digest {
+                buckets,
+                after,
+                entries_max
+            }),
+        (
+            proptest::collection::vec(
+                (arb_key(), any::<u64>(), any::<bool>())
+                    .prop_map(|(key, ts, tombstone)| DigestEntry { key, ts, tombstone }),
+                0..20
+            ),
+            proptest::option::of(arb_key())
+        )
+            .prop_map(|(entries, next)| Message::DigestPage { entries, next }),
+        proptest::collection::vec(arb_key(), 0..20).prop_map(|keys| Message::Fetch { keys }),
+        proptest::collection::vec((arb_key(), proptest::option::of(arb_version())), 0..20)
+            .prop_map(|items| Message::Versions { items }),
+        proptest::collection::vec((arb_key(), arb_version()), 0..20)
+            .prop_map(|items| Message::Push { items }),
+        any::<u32>().prop_map(|applied| Message::PushAck { applied }),
+        "\\PC{0,60}".prop_map(|message| Message::Error { message }),
+    ]
+}
+
+proptest! {
+    /// Every message decodes to itself, occupies exactly its bytes, and
+    /// every proper prefix of it is incomplete, not an error.
+    #[test]
+    fn round_trip(msg in arb_message(), tail in proptest::collection::vec(any::<u8>(), 0..8)) {
+        let bytes = encoded(&msg);
+        let mut stream = bytes.clone();
+        stream.extend_from_slice(&tail);
+        prop_assert_eq!(decode(&stream), Ok(Some((msg, bytes.len()))));
+        for cut in 0..bytes.len() {
+            prop_assert_eq!(decode(&bytes[..cut]), Ok(None));
+        }
+    }
+
+    /// Arbitrary bytes, raw or behind a correct header, never panic; what
+    /// decodes re-encodes to the same bytes.
+    #[test]
+    fn decoder_never_panics(body in proptest::collection::vec(any::<u8>(), 0..256)) {
+        let _ = decode(&body);
+        let framed = frame(&body);
+        if let Ok(Some((msg, used))) = decode(&framed) {
+            prop_assert_eq!(used, framed.len());
+            prop_assert_eq!(encoded(&msg), framed);
+        }
+    }
+
+    /// Mutating one byte of a valid frame never panics the decoder.
+    #[test]
+    fn mutated_frames_never_panic(msg in arb_message(), at in any::<usize>(), byte in any::<u8>()) {
+        let mut bytes = encoded(&msg);
+        let i = at % bytes.len();
+        bytes[i] = byte;
+        let _ = decode(&bytes);
+        // Also with the checksum fixed, so the body decoder sees the mutation.
+        let body = bytes[framing::FRAME_HEADER_BYTES..].to_vec();
+        let _ = decode(&frame(&body));
+    }
+}
+
+/// An oversized length is refused from the header alone; a wrong checksum
+/// is named; an unknown kind is named; bytes after the fields are refused.
+#[test]
+fn framing_errors() {
+    let mut header = ((FRAME_BODY_BYTES_MAX + 1) as u32).to_le_bytes().to_vec();
+    header.extend_from_slice(&[0; 4]);
+    assert_eq!(
+        decode(&header),
+        Err(SyncFrameError::TooLarge {
+            len: FRAME_BODY_BYTES_MAX + 1,
+            max: FRAME_BODY_BYTES_MAX
+        })
+    );
+    let mut bytes = encoded(&Message::PushAck { applied: 3 });
+    bytes[8] ^= 0xff;
+    assert!(matches!(
+        decode(&bytes),
+        Err(SyncFrameError::ChecksumMismatch { .. })
+    ));
+    assert_eq!(decode(&frame(&[0])), Err(SyncFrameError::UnknownKind(0)));
+    assert_eq!(decode(&frame(&[12])), Err(SyncFrameError::UnknownKind(12)));
+    let mut body = encoded(&Message::PushAck { applied: 3 })[8..].to_vec();
+    body.push(0);
+    assert!(malformed(&body).contains("after the last field"));
+}
+
+/// Counts over their bound, or larger than the rest of the body could
+/// hold, are refused before anything is allocated.
+#[test]
+fn counts_are_bounded() {
+    let mut body = vec![KIND_HASHES];
+    body.extend_from_slice(&((TREE_NODES_PER_REQUEST_MAX + 1) as u32).to_le_bytes());
+    assert!(malformed(&body).contains("over the limit"));
+    let mut body = vec![KIND_DIGEST_PAGE];
+    body.extend_from_slice(&4000u32.to_le_bytes());
+    assert!(malformed(&body).contains("cannot fit"));
+    let mut body = vec![KIND_FETCH];
+    body.extend_from_slice(&((FETCH_KEYS_MAX + 1) as u32).to_le_bytes());
+    assert!(malformed(&body).contains("over the limit"));
+    let mut body = vec![KIND_PUSH];
+    body.extend_from_slice(&1u32.to_le_bytes());
+    body.extend_from_slice(&((KEY_BYTES_MAX + 1) as u32).to_le_bytes());
+    body.extend_from_slice(&[0; 16]);
+    assert!(malformed(&body).contains("over the limit"));
+    let mut body = vec![KIND_DIGEST, 0, 0, 0, 0, 0];
+    body.extend_from_slice(&((BUCKET_BITMAP_BYTES_MAX + 1) as u32).to_le_bytes());
+    assert!(malformed(&body).contains("over the limit"));
+    let mut body = vec![KIND_ERROR];
+    body.extend_from_slice(&2u32.to_le_bytes());
+    body.extend_from_slice(&[0xff, 0xfe]);
+    assert!(malformed(&body).contains("UTF-8"));
+    let mut body = vec![KIND_DIGEST_PAGE];
+    body.extend_from_slice(&0u32.to_le_bytes());
+    body.push(2);
+    assert!(malformed(&body).contains("not 0 or 1"));
+}
+
+/// The largest message a session sends, a Push of one key and value at
+/// the engine's bounds, fits the frame bound.
+#[test]
+fn largest_push_fits() {
+    let msg = Message::Push {
+        items: vec![(
+            vec![1; KEY_BYTES_MAX],
+            Version {
+                ts: 1,
+                value: Some(vec![2; VALUE_BYTES_MAX]),
+            },
+        )],
+    };
+    let bytes = encoded(&msg);
+    assert!(bytes.len() - framing::FRAME_HEADER_BYTES <= FRAME_BODY_BYTES_MAX);
+    assert_eq!(decode(&bytes).unwrap().unwrap().1, bytes.len());
+}
+
+/// Error messages are cut at a character boundary to their bound.
+#[test]
+fn error_messages_are_cut() {
+    let Message::Error { message } = error_message("é".repeat(MESSAGE_BYTES_MAX)) else {
+        panic!("not an error");
+    };
+    assert!(message.len() <= MESSAGE_BYTES_MAX && message.len() >= MESSAGE_BYTES_MAX - 1);
+    let bytes = encoded(&Message::Error { message });
+    assert!(decode(&bytes).unwrap().is_some());
+}
+
+/// Bitmaps: one bit per bucket, LSB first; the fingerprint ignores order.
+#[test]
+fn bitmaps_and_fingerprint() {
+    let bitmap = bitmap_of(4, &[0, 9, 15]);
+    assert_eq!(bitmap, vec![0b0000_0001, 0b1000_0010]);
+    assert!(bitmap_has(&bitmap, 9) && !bitmap_has(&bitmap, 8) && !bitmap_has(&bitmap, 99));
+    assert_eq!(bitmap_bytes(0), 1);
+    assert_eq!(bitmap_bytes(12), 512);
+    let a = vec!["http://a:1".to_string(), "http://b:2".to_string()];
+    let b = vec!["http://b:2".to_string(), "http://a:1".to_string()];
+    assert_eq!(fingerprint(&a), fingerprint(&b));
+    assert_ne!(fingerprint(&a), fingerprint(&a[..1]));
+}
+
+/// The example of docs/FORMAT.md ("Sync frame", "Example") is what the
+/// encoder writes.
+#[test]
+fn format_doc_example_is_what_the_encoder_writes() {
+    let msg = Message::Digest {
+        buckets: vec![0x05],
+        after: Some(b"k".to_vec()),
+        entries_max: 4096,
+    };
+    let bytes = encoded(&msg);
+    let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(
+        hex.join(" "),
+        "10 00 00 00 dd ab dd aa 05 00 10 00 00 01 01 00 00 00 6b 01 00 00 00 05"
+    );
+}
