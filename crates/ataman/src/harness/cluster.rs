@@ -97,6 +97,38 @@ pub struct Control {
     pub clock_offset_ms: i64,
 }
 
+/// The proxies on the directed links, shared by the cluster (which points
+/// them at restarted nodes) and the network fault lane (which sets their
+/// modes) without a lock: every [`FaultProxy`] method takes `&self`.
+pub struct Links {
+    /// `proxies[i][j]`: node `i`'s connections to node `j` (None on the diagonal).
+    proxies: Vec<Vec<Option<FaultProxy>>>,
+}
+
+impl Links {
+    /// The proxy carrying node `from`'s connections to node `to`.
+    pub fn link(&self, from: usize, to: usize) -> Option<&FaultProxy> {
+        self.proxies.get(from)?.get(to)?.as_ref()
+    }
+
+    /// Nodes.
+    pub fn len(&self) -> usize {
+        self.proxies.len()
+    }
+
+    /// True without nodes.
+    pub fn is_empty(&self) -> bool {
+        self.proxies.is_empty()
+    }
+
+    /// Every link back to passing bytes at once.
+    pub fn heal(&self) {
+        for proxy in self.proxies.iter().flatten().flatten() {
+            proxy.set_mode(LinkMode::Pass);
+        }
+    }
+}
+
 /// One node's process and files.
 struct Member {
     child: Option<Child>,
@@ -112,8 +144,7 @@ pub struct Cluster {
     spec: ClusterSpec,
     // Field order: the nodes go (Drop) before the proxies.
     members: Vec<Member>,
-    /// `links[i][j]`: node `i`'s connections to node `j` (None on the diagonal).
-    links: Vec<Vec<Option<FaultProxy>>>,
+    links: Arc<Links>,
     fronts: Vec<FaultProxy>,
     view: Arc<ClusterView>,
 }
@@ -164,7 +195,7 @@ impl Cluster {
         let mut cluster = Cluster {
             spec,
             members,
-            links,
+            links: Arc::new(Links { proxies: links }),
             fronts,
             view,
         };
@@ -195,16 +226,19 @@ impl Cluster {
         &self.members[i].log_path
     }
 
+    /// The link proxies.
+    pub fn links(&self) -> Arc<Links> {
+        Arc::clone(&self.links)
+    }
+
     /// The proxy carrying node `from`'s connections to node `to`.
     pub fn link(&self, from: usize, to: usize) -> Option<&FaultProxy> {
-        self.links.get(from)?.get(to)?.as_ref()
+        self.links.link(from, to)
     }
 
     /// Every link back to passing bytes at once.
     pub fn heal_links(&self) {
-        for proxy in self.links.iter().flatten().flatten() {
-            proxy.set_mode(LinkMode::Pass);
-        }
+        self.links.heal();
     }
 
     /// True while node `i` has a process (running or paused).
@@ -275,7 +309,7 @@ impl Cluster {
             return Err(HarnessError::Node {
                 node: i,
                 reason: format!(
-                    "no listening line within {START_TIMEOUT:?} (exit: {status}); see {}",
+                    "no listening line (waited at most {START_TIMEOUT:?}; exit: {status}); see {}",
                     self.members[i].log_path.display()
                 ),
             });

@@ -4,10 +4,12 @@
 //! The schedule is a pure function of the seed, the node count, the
 //! duration and the kinds enabled ([`schedule`]): the same seed gives the
 //! same faults at the same offsets, with the same targets and parameters.
-//! It has two lanes that overlap freely: process faults (kill, pause, wipe,
-//! disk full, clock) one at a time, and network faults (partition, one-way
-//! drop, delay) one at a time; within a lane a fault is healed before the
-//! next starts, after a random quiet gap. Every fault has a bounded
+//! It has two lanes that overlap freely, each run by its own thread:
+//! process faults (kill, pause, wipe, disk full, clock) one at a time, and
+//! network faults (partition, one-way drop, delay) one at a time; within a
+//! lane a fault is healed before the next starts, after a random quiet gap
+//! (a heal that takes long, such as a refill, delays its lane's next
+//! faults, never the other lane's). Every fault has a bounded
 //! duration and ends before the run's duration does; [`Injector::heal_all`]
 //! heals anything still active at the end.
 //!
@@ -23,11 +25,12 @@
 //! | `clock` | `clock_offset_ms=±5..30 s`: the node's HLC reads a shifted wall clock | offset 0 |
 
 use super::HarnessError;
-use super::cluster::{Cluster, Control};
+use super::cluster::{Cluster, Control, Links};
 use super::converge;
 use super::history::{Crash, FaultEvent, Recorder};
 use super::rng::Rng;
 use crate::faultproxy::{Direction, LinkMode};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Largest delay of one link in a `delay` fault, ms (well under the
@@ -303,83 +306,128 @@ pub fn schedule(seed: u64, nodes: usize, duration_ms: u64, kinds: &[FaultKind]) 
 }
 
 /// A fault injected and not yet healed.
-struct Active {
+pub struct Active {
     step: Step,
     start_us: u64,
 }
 
+/// Locks `mutex`; a panicked lane leaves the cluster as it was (every
+/// operation on it is one step), so poisoning is ignored.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Applies a schedule to a cluster, in real time, and records each fault.
+///
+/// Thread safety: each lane runs on its own thread. The process lane locks
+/// the cluster for one operation at a time (a kill, a restart), never
+/// while it waits for a fault's duration or a refill; the network lane
+/// never locks it (the link proxies are shared, [`Links`]), so a slow
+/// restart never delays a partition.
 pub struct Injector<'a> {
-    cluster: &'a mut Cluster,
+    cluster: &'a Mutex<Cluster>,
+    links: Arc<Links>,
     recorder: &'a Recorder,
-    active: Vec<Active>,
-    crash_restarts: Vec<usize>,
+    crash_restarts: Mutex<Vec<usize>>,
 }
 
 impl<'a> Injector<'a> {
     /// An injector for `cluster`, recording into `recorder`.
-    pub fn new(cluster: &'a mut Cluster, recorder: &'a Recorder) -> Injector<'a> {
-        let n = cluster.len();
+    pub fn new(cluster: &'a Mutex<Cluster>, recorder: &'a Recorder) -> Injector<'a> {
+        let (n, links) = {
+            let c = lock(cluster);
+            (c.len(), c.links())
+        };
         Injector {
             cluster,
+            links,
             recorder,
-            active: Vec::new(),
-            crash_restarts: vec![0; n],
+            crash_restarts: Mutex::new(vec![0; n]),
         }
     }
 
-    /// Runs `steps` from `started` (the workload's start) until every step
-    /// was injected and healed or `deadline` passed; anything still active
-    /// then is healed by [`Injector::heal_all`].
-    pub fn run(&mut self, steps: &[Step], started: Instant, deadline: Instant) {
-        let mut events: Vec<(u64, bool, usize)> = Vec::with_capacity(steps.len() * 2);
-        for (i, s) in steps.iter().enumerate() {
-            events.push((s.at_ms, true, i));
-            events.push((s.at_ms + s.duration_ms, false, i));
-        }
-        // Heals before injections at the same instant.
-        events.sort_by_key(|&(at, inject, i)| (at, inject, i));
-        let mut next = 0;
-        // Bounded by the deadline: each iteration sleeps at most one poll interval.
-        while Instant::now() < deadline {
-            self.watch_exits();
-            let now_ms = started.elapsed().as_millis() as u64;
-            while let Some(&(at, inject, i)) = events.get(next) {
-                if at > now_ms {
-                    break;
-                }
-                next += 1;
-                if inject {
-                    self.inject(&steps[i]);
-                } else if let Some(pos) = self.active.iter().position(|a| a.step == steps[i]) {
-                    let active = self.active.remove(pos);
-                    self.heal(active);
-                }
+    /// Runs `steps` from `started` (the workload's start) until `deadline`,
+    /// each lane on its own thread; the process lane also watches for nodes
+    /// that die on their own. Returns the faults still active at the
+    /// deadline, for [`Injector::heal_all`].
+    pub fn run(&self, steps: &[Step], started: Instant, deadline: Instant) -> Vec<Active> {
+        let lane = |network: bool| -> Vec<Step> {
+            steps
+                .iter()
+                .filter(|s| s.action.kind().is_network() == network)
+                .cloned()
+                .collect()
+        };
+        let (process, network) = (lane(false), lane(true));
+        std::thread::scope(|scope| {
+            let net = scope.spawn(|| self.run_lane(&network, started, deadline, false));
+            let mut left = self.run_lane(&process, started, deadline, true);
+            match net.join() {
+                Ok(mut more) => left.append(&mut more),
+                Err(_) => eprintln!("ataman test-cluster: the network fault lane panicked"),
             }
-            if next == events.len() {
-                break;
+            left
+        })
+    }
+
+    /// One lane: inject and heal its steps in order until `deadline`.
+    fn run_lane(
+        &self,
+        steps: &[Step],
+        started: Instant,
+        deadline: Instant,
+        watch: bool,
+    ) -> Vec<Active> {
+        let mut active: Option<(usize, Active)> = None;
+        let mut next = 0;
+        // Bounded by the deadline: each iteration sleeps at most one poll
+        // interval (an injection or a heal takes its own bounded time).
+        while Instant::now() < deadline {
+            if watch {
+                self.watch_exits();
+            }
+            let now_ms = started.elapsed().as_millis() as u64;
+            if let Some((i, _)) = &active
+                && steps[*i].at_ms + steps[*i].duration_ms <= now_ms
+                && let Some((_, a)) = active.take()
+            {
+                self.heal(a);
+            }
+            if active.is_none()
+                && let Some(step) = steps.get(next)
+                && step.at_ms <= now_ms
+            {
+                active = Some((next, self.inject(step)));
+                next += 1;
             }
             std::thread::sleep(EXIT_POLL_INTERVAL);
         }
+        active.into_iter().map(|(_, a)| a).collect()
     }
 
     /// Records and restarts nodes that died on their own.
-    pub fn watch_exits(&mut self) {
-        for (node, status) in self.cluster.poll_exits() {
+    pub fn watch_exits(&self) {
+        let exited = lock(self.cluster).poll_exits();
+        for (node, status) in exited {
             self.recorder.crash(Crash {
                 node,
                 at_us: self.recorder.now_us(),
                 status: format!("exited on its own: {status}"),
             });
-            if self.crash_restarts[node] < CRASH_RESTARTS_MAX {
-                self.crash_restarts[node] += 1;
+            let again = {
+                let mut restarts = lock(&self.crash_restarts);
+                restarts[node] += 1;
+                restarts[node] <= CRASH_RESTARTS_MAX
+            };
+            if again {
                 self.restart(node);
             }
         }
     }
 
-    fn restart(&mut self, node: usize) -> String {
-        match self.cluster.restart(node) {
+    fn restart(&self, node: usize) -> String {
+        let result = lock(self.cluster).restart(node);
+        match result {
             Ok(()) => "restarted".into(),
             Err(e) => {
                 self.recorder.crash(Crash {
@@ -392,8 +440,9 @@ impl<'a> Injector<'a> {
         }
     }
 
-    fn kill(&mut self, node: usize) {
-        if let Err(status) = self.cluster.kill9(node) {
+    fn kill(&self, node: usize) {
+        let result = lock(self.cluster).kill9(node);
+        if let Err(status) = result {
             self.recorder.crash(Crash {
                 node,
                 at_us: self.recorder.now_us(),
@@ -402,18 +451,18 @@ impl<'a> Injector<'a> {
         }
     }
 
-    fn inject(&mut self, step: &Step) {
-        let start_us = self.recorder.now_us();
+    /// Injects `step`; the fault's start is when it took effect.
+    fn inject(&self, step: &Step) -> Active {
         match &step.action {
             Action::Kill { node } => self.kill(*node),
             Action::Wipe { node } => {
                 self.kill(*node);
-                if let Err(e) = self.cluster.wipe(*node) {
+                if let Err(e) = lock(self.cluster).wipe(*node) {
                     eprintln!("ataman test-cluster: {e}");
                 }
             }
             Action::Pause { node } => {
-                self.cluster.pause(*node);
+                lock(self.cluster).pause(*node);
             }
             Action::DiskFull { node } => self.control(*node, true, 0),
             Action::Clock { node, offset_ms } => self.control(*node, false, *offset_ms),
@@ -424,9 +473,9 @@ impl<'a> Injector<'a> {
                     LinkMode::Cut
                 };
                 for a in side {
-                    for b in (0..self.cluster.len()).filter(|b| !side.contains(b)) {
+                    for b in (0..self.links.len()).filter(|b| !side.contains(b)) {
                         for (x, y) in [(*a, b), (b, *a)] {
-                            if let Some(link) = self.cluster.link(x, y) {
+                            if let Some(link) = self.links.link(x, y) {
                                 link.set_mode(mode);
                             }
                         }
@@ -434,69 +483,86 @@ impl<'a> Injector<'a> {
                 }
             }
             Action::Oneway { from, to } => {
-                if let Some(link) = self.cluster.link(*from, *to) {
+                if let Some(link) = self.links.link(*from, *to) {
                     link.set_mode_one_way(Direction::ToTarget, LinkMode::Drop);
                 }
-                if let Some(link) = self.cluster.link(*to, *from) {
+                if let Some(link) = self.links.link(*to, *from) {
                     link.set_mode_one_way(Direction::FromTarget, LinkMode::Drop);
                 }
             }
             Action::Delay { links } => {
                 for &(from, to, ms) in links {
-                    if let Some(link) = self.cluster.link(from, to) {
+                    if let Some(link) = self.links.link(from, to) {
                         link.set_mode(LinkMode::Delay(Duration::from_millis(ms)));
                     }
                 }
             }
         }
-        self.active.push(Active {
+        Active {
             step: step.clone(),
-            start_us,
-        });
-    }
-
-    /// Refills a wiped node: a repair round on it, waited for (bounded by
-    /// [`REFILL_TIMEOUT`]), as an operator would after replacing a disk.
-    fn refill(&mut self, node: usize) -> String {
-        let addr = self.cluster.view().addr(node);
-        let round = match converge::start_repair(addr, REFILL_TIMEOUT) {
-            Ok(Some(round)) => round,
-            Ok(None) => return "no repair endpoint: not refilled".into(),
-            Err(e) => return format!("refill not started: {e}"),
-        };
-        let deadline = Instant::now() + REFILL_TIMEOUT;
-        // Bounded by the deadline.
-        while Instant::now() < deadline {
-            match converge::repair_done(addr, round, REFILL_TIMEOUT) {
-                Ok(Some(last)) => return format!("refill round {round}: {last}"),
-                Ok(None) => std::thread::sleep(converge::REPAIR_POLL),
-                Err(e) => return format!("refill round {round}: {e}"),
-            }
+            start_us: self.recorder.now_us(),
         }
-        format!("refill round {round} not done within {REFILL_TIMEOUT:?}")
     }
 
-    fn control(&mut self, node: usize, disk_full: bool, clock_offset_ms: i64) {
+    /// Refills a wiped node, as an operator would after replacing a disk:
+    /// repair rounds on it until one succeeds with every peer, bounded by
+    /// [`REFILL_TIMEOUT`] (a round fails while a partition cuts a peer off).
+    fn refill(&self, node: usize) -> String {
+        let addr = lock(self.cluster).view().addr(node);
+        let started = Instant::now();
+        let mut outcome = String::from("no round finished");
+        // Bounded by REFILL_TIMEOUT: every wait below stops at it.
+        while started.elapsed() < REFILL_TIMEOUT {
+            let round = match converge::start_repair(addr, REFILL_TIMEOUT) {
+                Ok(Some(round)) => round,
+                Ok(None) => return "no repair endpoint: not refilled".into(),
+                Err(e) => return format!("refill not started: {e}"),
+            };
+            let last = loop {
+                if started.elapsed() >= REFILL_TIMEOUT {
+                    break None;
+                }
+                match converge::repair_done(addr, round, REFILL_TIMEOUT) {
+                    Ok(Some(last)) => break Some(last),
+                    Ok(None) => std::thread::sleep(converge::REPAIR_POLL),
+                    Err(e) => return format!("refill round {round}: {e}"),
+                }
+            };
+            let Some(last) = last else { break };
+            outcome = format!(
+                "refill round {round} after {} ms: {last}",
+                started.elapsed().as_millis()
+            );
+            if last["ok"].as_bool() == Some(true) {
+                return outcome;
+            }
+            std::thread::sleep(converge::REPAIR_POLL);
+        }
+        format!("refill not complete within {REFILL_TIMEOUT:?}; last: {outcome}")
+    }
+
+    fn control(&self, node: usize, disk_full: bool, clock_offset_ms: i64) {
         let control = Control {
             disk_full,
             clock_offset_ms,
         };
-        if let Err(e) = self.cluster.set_control(node, control) {
+        if let Err(e) = lock(self.cluster).set_control(node, control) {
             eprintln!("ataman test-cluster: {e}");
         }
     }
 
-    fn heal(&mut self, active: Active) {
+    fn heal(&self, active: Active) {
+        let is_up = |node: usize| lock(self.cluster).is_up(node);
         let detail = match &active.step.action {
             Action::Kill { node } => {
-                if self.cluster.is_up(*node) {
+                if is_up(*node) {
                     "already up".into()
                 } else {
                     self.restart(*node)
                 }
             }
             Action::Wipe { node } => {
-                let restarted = if self.cluster.is_up(*node) {
+                let restarted = if is_up(*node) {
                     "already up".into()
                 } else {
                     self.restart(*node)
@@ -504,7 +570,7 @@ impl<'a> Injector<'a> {
                 format!("{restarted}; {}", self.refill(*node))
             }
             Action::Pause { node } => {
-                self.cluster.resume(*node);
+                lock(self.cluster).resume(*node);
                 "resumed".into()
             }
             Action::DiskFull { node } => {
@@ -512,9 +578,8 @@ impl<'a> Injector<'a> {
                 // Let the node read the file (it polls every 75 ms), then
                 // look whether a write failed meanwhile.
                 std::thread::sleep(Duration::from_millis(200));
-                let poisoned = self
-                    .cluster
-                    .metrics(*node)
+                let metrics = lock(self.cluster).metrics(*node);
+                let poisoned = metrics
                     .is_some_and(|m| m.lines().any(|l| l.trim() == "ataman_engine_poisoned 1"));
                 self.kill(*node);
                 format!(
@@ -528,18 +593,18 @@ impl<'a> Injector<'a> {
                 format!("offset {offset_ms} ms, back to 0")
             }
             Action::Partition { side, black_hole } => {
-                self.cluster.heal_links();
+                self.links.heal();
                 format!(
                     "{side:?} | rest, {}",
                     if *black_hole { "black hole" } else { "cut" }
                 )
             }
             Action::Oneway { from, to } => {
-                self.cluster.heal_links();
+                self.links.heal();
                 format!("{from} -> {to} dropped")
             }
             Action::Delay { links } => {
-                self.cluster.heal_links();
+                self.links.heal();
                 format!("delays (from, to, ms): {links:?}")
             }
         };
@@ -556,20 +621,22 @@ impl<'a> Injector<'a> {
         });
     }
 
-    /// Heals every active fault, then makes sure every node runs, no
-    /// link is faulty and no node is paused or has a fault switched on.
-    pub fn heal_all(&mut self) -> Result<(), HarnessError> {
-        while let Some(active) = self.active.pop() {
+    /// Heals `left` (what [`Injector::run`] returned), then makes sure
+    /// every node runs, no link is faulty and no node is paused or has a
+    /// fault switched on.
+    pub fn heal_all(&self, left: Vec<Active>) -> Result<(), HarnessError> {
+        for active in left {
             self.heal(active);
         }
         self.watch_exits();
-        self.cluster.heal_links();
-        for node in 0..self.cluster.len() {
-            self.cluster.set_control(node, Control::default())?;
-            if self.cluster.is_up(node) {
-                self.cluster.resume(node);
+        let mut cluster = lock(self.cluster);
+        cluster.heal_links();
+        for node in 0..cluster.len() {
+            cluster.set_control(node, Control::default())?;
+            if cluster.is_up(node) {
+                cluster.resume(node);
             } else {
-                self.cluster.restart(node)?;
+                cluster.restart(node)?;
             }
         }
         Ok(())

@@ -41,8 +41,8 @@ use report::Report;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use workload::ClientSpec;
 
@@ -112,8 +112,17 @@ pub struct Config {
     pub clients: u32,
     /// Operations per second per client (0: unpaced).
     pub rate_per_client: u32,
+    /// Bytes of every value written (its id, padded; 0: the id alone).
+    pub value_bytes: usize,
     /// The nodes' `--replication-timeout-ms`.
     pub replication_timeout_ms: u64,
+    /// The nodes' `--anti-entropy-interval-ms` (0: rounds only when the
+    /// harness asks, after a wipe and at the end).
+    pub anti_entropy_interval_ms: u64,
+    /// The nodes' `--replication-factor` (None: the node default, the
+    /// cluster size): anti-entropy keeps every key on its top `R` replicas,
+    /// and convergence is checked on them.
+    pub replication_factor: Option<usize>,
     /// Bound on convergence after the heal.
     pub converge_timeout: Duration,
     /// Where to write the history (default: `history.jsonl` in the run directory).
@@ -145,7 +154,10 @@ impl Config {
             from: 3,
             clients: 4,
             rate_per_client: 100,
+            value_bytes: 0,
             replication_timeout_ms: 1000,
+            anti_entropy_interval_ms: 2000,
+            replication_factor: None,
             converge_timeout: Duration::from_secs(60),
             history: None,
             report: None,
@@ -192,6 +204,11 @@ impl Config {
     }
 }
 
+/// Locks `mutex`, ignoring poisoning (see `faults::lock`).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// A fresh directory for a run under the system's temporary directory.
 fn temp_run_dir(seed: u64) -> Result<PathBuf, HarnessError> {
     let nanos = std::time::SystemTime::now()
@@ -226,18 +243,23 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
     let mut serve_args = vec![
         "--replication-timeout-ms".to_string(),
         config.replication_timeout_ms.to_string(),
+        "--anti-entropy-interval-ms".to_string(),
+        config.anti_entropy_interval_ms.to_string(),
     ];
+    if let Some(r) = config.replication_factor {
+        serve_args.extend(["--replication-factor".to_string(), r.to_string()]);
+    }
     if let Some(bug) = &config.planted_bug {
         serve_args.extend(["--debug-planted-bug".to_string(), bug.clone()]);
     }
     serve_args.extend(config.serve_args.iter().cloned());
-    let mut cluster = Cluster::start(ClusterSpec {
+    let cluster = Mutex::new(Cluster::start(ClusterSpec {
         exe: config.exe.clone(),
         dir: dir.clone(),
         nodes: config.nodes,
         serve_args,
-    })?;
-    let view = cluster.view();
+    })?);
+    let view = lock(&cluster).view();
     let recorder = Arc::new(Recorder::new());
     let duration_ms = config.duration.as_millis() as u64;
     let steps = faults::schedule(config.seed, config.nodes, duration_ms, &config.faults);
@@ -250,6 +272,7 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
         from: config.from,
         rate_per_client: config.rate_per_client,
         timeout,
+        value_bytes: config.value_bytes,
     };
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
@@ -259,15 +282,10 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
             what: "start the client threads".into(),
             source,
         })?;
-    let mut injector = Injector::new(&mut cluster, &recorder);
-    injector.run(&steps, started, deadline);
-    // Faults that end exactly at the deadline are healed below; the
-    // clients stop at the deadline by themselves.
-    let join_deadline = Instant::now().max(deadline) + CLIENT_JOIN_TIMEOUT;
-    while Instant::now() < deadline {
-        injector.watch_exits();
-        std::thread::sleep(faults::EXIT_POLL_INTERVAL);
-    }
+    let injector = Injector::new(&cluster, &recorder);
+    let left = injector.run(&steps, started, deadline);
+    // The clients stop at the deadline by themselves; each request is bounded.
+    let join_deadline = Instant::now() + CLIENT_JOIN_TIMEOUT;
     stop.store(true, Ordering::Relaxed);
     for handle in handles {
         while !handle.is_finished() && Instant::now() < join_deadline {
@@ -277,14 +295,17 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
             let _ = handle.join();
         }
     }
-    injector.heal_all()?;
+    injector.heal_all(left)?;
     drop(injector);
+    let mut cluster = cluster.into_inner().unwrap_or_else(PoisonError::into_inner);
     let healed = Instant::now();
-    // Every key written (even by a write that may have failed) and its replicas.
+    // Every key written (even by a write that may have failed) and its
+    // replicas: the top max(from, R) nodes (anti-entropy keeps R copies).
+    let factor = config.replication_factor.unwrap_or(config.nodes) as u32;
     let mut keys: BTreeMap<String, (Workload, u32)> = BTreeMap::new();
     recorder.with_ops(|ops| {
         for op in ops.iter().filter(|o| o.kind != OpKind::Get) {
-            let entry = keys.entry(op.key.clone()).or_insert((op.workload, op.from));
+            let entry = keys.entry(op.key.clone()).or_insert((op.workload, factor));
             entry.1 = entry.1.max(op.from);
         }
     });
@@ -310,6 +331,7 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
         config.from,
         config.from,
         timeout,
+        config.value_bytes,
         config.clients,
         config.clients,
     );
@@ -416,6 +438,9 @@ pub struct TestClusterArgs {
     /// Operations per second per client (0: as fast as answers come).
     #[arg(long, default_value_t = 100)]
     pub rate: u32,
+    /// Bytes of every value written: its unique id, padded (0: the id alone).
+    #[arg(long, default_value_t = 0)]
+    pub value_bytes: usize,
     /// Write the history here, one JSON object per line.
     #[arg(long)]
     pub history: Option<PathBuf>,
@@ -435,12 +460,21 @@ pub struct TestClusterArgs {
     /// The nodes' --replication-timeout-ms.
     #[arg(long, default_value_t = 1000)]
     pub replication_timeout_ms: u64,
+    /// The nodes' --anti-entropy-interval-ms (0: rounds only after a wipe and at the end).
+    #[arg(long, default_value_t = 2000)]
+    pub anti_entropy_interval_ms: u64,
+    /// The nodes' --replication-factor [default: the node count].
+    #[arg(long)]
+    pub replication_factor: Option<usize>,
     /// Bound on convergence after the last fault healed, seconds.
     #[arg(long, default_value_t = 60)]
     pub converge_timeout_s: u64,
     /// Check a history file written earlier instead of running.
     #[arg(long)]
     pub check: Option<PathBuf>,
+    /// Print the seed's fault schedule and exit (nothing is started).
+    #[arg(long)]
+    pub dry_run: bool,
     /// Count acknowledged writes lost under clock skew or across a wiped
     /// replica as violations too.
     #[arg(long)]
@@ -480,12 +514,15 @@ impl TestClusterArgs {
         c.ack_r = self.ack_r.unwrap_or(from / 2 + 1);
         c.clients = self.clients;
         c.rate_per_client = self.rate;
+        c.value_bytes = self.value_bytes;
         c.history = self.history.clone();
         c.report = self.report.clone();
         c.planted_bug = self.planted_bug.clone();
         c.dir = self.dir.clone();
         c.keep_dir = self.keep;
         c.replication_timeout_ms = self.replication_timeout_ms;
+        c.anti_entropy_interval_ms = self.anti_entropy_interval_ms;
+        c.replication_factor = self.replication_factor;
         c.converge_timeout = Duration::from_secs(self.converge_timeout_s);
         c.serve_args = self.serve_args.clone();
         c.strict = self.strict;
@@ -515,6 +552,21 @@ pub fn run_command(args: &TestClusterArgs) -> ExitCode {
         }
     };
     println!("ataman test-cluster: seed {}", config.seed);
+    if args.dry_run {
+        let steps = faults::schedule(
+            config.seed,
+            config.nodes,
+            config.duration.as_millis() as u64,
+            &config.faults,
+        );
+        for step in steps {
+            println!(
+                "at {:>6} ms for {:>5} ms: {:?}",
+                step.at_ms, step.duration_ms, step.action
+            );
+        }
+        return ExitCode::SUCCESS;
+    }
     match run(&config) {
         Ok(report) => {
             print!("{}", report.text());

@@ -37,6 +37,34 @@ pub const OPS_PER_CLIENT_MAX: u64 = 1_000_000;
 pub const FINAL_READ_ATTEMPTS: u32 = 5;
 /// Pause between two attempts of a final read.
 pub const FINAL_READ_RETRY: Duration = Duration::from_millis(300);
+/// The byte values are padded with up to `--value-bytes` (after the id).
+const PADDING: u8 = b'.';
+
+/// The bytes sent for value `id`: the id, padded to `bytes` (at least the id).
+pub fn wire_value(id: &str, bytes: usize) -> Vec<u8> {
+    let mut v = id.as_bytes().to_vec();
+    v.resize(bytes.max(id.len()), PADDING);
+    v
+}
+
+/// The id of a value read back: the bytes before the padding, when the
+/// padding is exactly what [`wire_value`] adds; otherwise the whole body
+/// (lossy), which names no write, so the checker flags it.
+pub fn value_id(body: &[u8], bytes: usize) -> String {
+    let id_len = body
+        .iter()
+        .position(|&b| b == PADDING)
+        .unwrap_or(body.len());
+    let id = String::from_utf8_lossy(&body[..id_len]).into_owned();
+    if body.len() == bytes.max(id_len) && body[id_len..].iter().all(|&b| b == PADDING) {
+        id
+    } else {
+        format!(
+            "not a value of this run: {:?}",
+            String::from_utf8_lossy(body)
+        )
+    }
+}
 
 /// One planned operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,6 +157,8 @@ pub struct ClientSpec {
     pub rate_per_client: u32,
     /// Bound on one request.
     pub timeout: Duration,
+    /// Bytes of every value written (the id padded; 0: the id alone).
+    pub value_bytes: usize,
 }
 
 /// Sends one operation and records it.
@@ -142,6 +172,7 @@ pub fn perform(
     planned: &Planned,
     ack: u32,
     from: u32,
+    value_bytes: usize,
 ) -> Answer {
     let (ack_s, from_s) = (ack.to_string(), from.to_string());
     let path = target(
@@ -152,11 +183,12 @@ pub fn perform(
             ("from", from_s.as_bytes()),
         ],
     );
+    let wire = planned
+        .value
+        .as_deref()
+        .map(|id| wire_value(id, value_bytes));
     let (method, body) = match planned.kind {
-        OpKind::Put => (
-            "PUT",
-            Some(planned.value.as_deref().unwrap_or("").as_bytes()),
-        ),
+        OpKind::Put => ("PUT", Some(wire.as_deref().unwrap_or(b""))),
         OpKind::Get => ("GET", None),
         OpKind::Delete => ("DELETE", None),
     };
@@ -171,10 +203,7 @@ pub fn perform(
     );
     let end_us = recorder.now_us();
     let value = match planned.kind {
-        OpKind::Get => answer
-            .body
-            .as_ref()
-            .map(|b| String::from_utf8_lossy(b).into_owned()),
+        OpKind::Get => answer.body.as_ref().map(|b| value_id(b, value_bytes)),
         _ => planned.value.clone(),
     };
     recorder.op(Op {
@@ -242,6 +271,7 @@ pub fn run_client(
             &planned,
             ack,
             spec.from,
+            spec.value_bytes,
         );
     }
 }
@@ -281,6 +311,7 @@ pub fn final_reads(
     ack: u32,
     from: u32,
     timeout: Duration,
+    value_bytes: usize,
     threads: u32,
     first_client: u32,
 ) {
@@ -312,6 +343,7 @@ pub fn final_reads(
                             &planned,
                             ack,
                             from,
+                            value_bytes,
                         );
                         if answer.outcome == Outcome::Ok {
                             break;
@@ -363,5 +395,16 @@ mod tests {
         for k in [OpKind::Put, OpKind::Get, OpKind::Delete] {
             assert!(kinds.contains(&k));
         }
+    }
+
+    /// A padded value reads back as its id; anything else names no write.
+    #[test]
+    fn padded_values_round_trip() {
+        assert_eq!(wire_value("c1-2", 0), b"c1-2");
+        assert_eq!(wire_value("c1-2", 7), b"c1-2...");
+        assert_eq!(value_id(b"c1-2...", 7), "c1-2");
+        assert_eq!(value_id(b"c1-2", 0), "c1-2");
+        assert!(value_id(b"c1-2..", 7).starts_with("not a value"));
+        assert!(value_id(b"c1-2..x", 7).starts_with("not a value"));
     }
 }
