@@ -132,9 +132,12 @@ fn planted_bug_ack_before_wal_is_caught() {
     let dir = tempfile::tempdir().unwrap();
     let mut attempts = Vec::new();
     for seed in [101u64, 102, 103] {
-        if !attempts.is_empty() && started.elapsed() > Duration::from_secs(30) {
+        // An attempt takes about 20 s: none starts after 35 s, so the
+        // whole control stays within a minute.
+        if !attempts.is_empty() && started.elapsed() > Duration::from_secs(35) {
             break;
         }
+        let run_dir = dir.path().join(format!("run-{seed}"));
         let history = dir.path().join(format!("history-{seed}.jsonl"));
         let report = dir.path().join(format!("report-{seed}.json"));
         let args: Vec<String> = [
@@ -160,6 +163,8 @@ fn planted_bug_ack_before_wal_is_caught() {
             "ack-before-wal",
             "--history",
             history.to_str().unwrap(),
+            "--dir",
+            run_dir.to_str().unwrap(),
             "--",
             "--memtable-bytes-max",
             "1048576",

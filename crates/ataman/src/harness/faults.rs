@@ -382,7 +382,7 @@ impl<'a> Injector<'a> {
         let mut next = 0;
         // Bounded by the deadline: each iteration sleeps at most one poll
         // interval (an injection or a heal takes its own bounded time).
-        while Instant::now() < deadline {
+        while Instant::now() < deadline && !super::interrupted() {
             if watch {
                 self.watch_exits();
             }

@@ -16,7 +16,7 @@
 //! | `fault` | `kind`, `targets` (node indices), `start_ms`, `end_ms`, `detail`, `clock_offset_ms` (a clock jump's offset, else null) |
 //! | `crash` | `node`, `at_ms`, `status`: a node that exited without the harness stopping it, or not cleanly when it did |
 //! | `copy` | `key`, `node`, `at_ms`, `state` (`absent`/`value`/`tombstone`/`error`), `ts`, `value`, `error`: a replica's own copy at the end |
-//! | `convergence` | `converged`, `time_ms`, `rounds`, `repair` (how repair was triggered, or why it could not be) |
+//! | `convergence` | `converged`, `time_ms`, `readings` (of every copy, until they agreed), `repair` (each node's repair round at that moment) |
 
 use super::faults::FaultKind;
 use serde_json::{Value, json};
@@ -235,8 +235,8 @@ pub struct Convergence {
     pub converged: bool,
     /// From the heal to the first reading where all agreed (or to giving up).
     pub time_ms: u64,
-    /// Repair rounds triggered (or readings, without repair).
-    pub rounds: u32,
+    /// Readings of every copy until they agreed (or the bound).
+    pub readings: u32,
     /// How repair was triggered, or why it could not be.
     pub repair: String,
 }
@@ -382,7 +382,7 @@ impl History {
         if let Some(c) = &self.convergence {
             let line = json!({
                 "type": "convergence", "converged": c.converged, "time_ms": c.time_ms,
-                "rounds": c.rounds, "repair": c.repair,
+                "readings": c.readings, "repair": c.repair,
             });
             writeln!(out, "{line}")?;
         }
@@ -414,7 +414,7 @@ impl History {
                     h.convergence = Some(Convergence {
                         converged: v["converged"].as_bool().ok_or_else(bad)?,
                         time_ms: v["time_ms"].as_u64().ok_or_else(bad)?,
-                        rounds: v["rounds"].as_u64().ok_or_else(bad)? as u32,
+                        readings: v["readings"].as_u64().ok_or_else(bad)? as u32,
                         repair: v["repair"].as_str().ok_or_else(bad)?.to_owned(),
                     });
                 }
@@ -643,7 +643,7 @@ mod tests {
             convergence: Some(Convergence {
                 converged: true,
                 time_ms: 1500,
-                rounds: 2,
+                readings: 2,
                 repair: "POST /v0/repair".into(),
             }),
         };

@@ -57,6 +57,19 @@ pub const REQUEST_MARGIN_MS: u64 = 3_000;
 /// bounded by the client timeout, so they end sooner).
 pub const CLIENT_JOIN_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Set by SIGINT or SIGTERM in `ataman test-cluster`: the faults stop at
+/// once, everything is healed and the nodes stopped, nothing is checked.
+pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// True once the run was interrupted.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::Relaxed)
+}
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
 /// Why a run could not be carried out (not what it found).
 #[derive(Debug, thiserror::Error)]
 pub enum HarnessError {
@@ -80,6 +93,9 @@ pub enum HarnessError {
     /// Arguments that cannot make a run.
     #[error("{0}")]
     Usage(String),
+    /// SIGINT or SIGTERM: the nodes were stopped, nothing was checked.
+    #[error("interrupted: the nodes were stopped, nothing was checked")]
+    Interrupted,
 }
 
 /// Everything a run needs.
@@ -298,6 +314,14 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
     injector.heal_all(left)?;
     drop(injector);
     let mut cluster = cluster.into_inner().unwrap_or_else(PoisonError::into_inner);
+    if interrupted() {
+        cluster.stop_all();
+        drop(cluster);
+        if temporary && !config.keep_dir {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        return Err(HarnessError::Interrupted);
+    }
     let healed = Instant::now();
     // Every key written (even by a write that may have failed) and its
     // replicas: the top max(from, R) nodes (anti-entropy keeps R copies).
@@ -552,6 +576,12 @@ pub fn run_command(args: &TestClusterArgs) -> ExitCode {
         }
     };
     println!("ataman test-cluster: seed {}", config.seed);
+    // SAFETY: `on_interrupt` only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        let handler = on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGTERM, handler);
+    }
     if args.dry_run {
         let steps = faults::schedule(
             config.seed,

@@ -95,7 +95,7 @@ impl Report {
             .collect();
         let convergence = self.history.convergence.as_ref().map(|c| {
             json!({
-                "converged": c.converged, "time_ms": c.time_ms, "rounds": c.rounds,
+                "converged": c.converged, "time_ms": c.time_ms, "readings": c.readings,
                 "repair": c.repair, "divergent_keys": f.divergent.count,
             })
         });
@@ -148,6 +148,17 @@ impl Report {
             "history": self.history_path.as_ref().map(|p| p.display().to_string()),
         });
         report["examples"] = examples;
+        report["fault_events"] = self
+            .history
+            .faults
+            .iter()
+            .map(|f| {
+                json!({
+                    "kind": f.kind.name(), "targets": f.targets,
+                    "start_ms": f.start_us / 1000, "end_ms": f.end_us / 1000, "detail": f.detail,
+                })
+            })
+            .collect();
         report
     }
 
@@ -216,14 +227,14 @@ impl Report {
             Some(c) => {
                 let _ = writeln!(
                     s,
-                    "convergence: {} in {} ms, {} rounds, {} keys divergent ({})",
+                    "convergence: {} in {} ms ({} readings of every copy), {} keys divergent; {}",
                     if c.converged {
                         "reached"
                     } else {
                         "NOT reached"
                     },
                     c.time_ms,
-                    c.rounds,
+                    c.readings,
                     f.divergent.count,
                     c.repair
                 );

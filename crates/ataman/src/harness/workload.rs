@@ -244,7 +244,7 @@ pub fn run_client(
     let mut next_at = Instant::now();
     for _ in 0..OPS_PER_CLIENT_MAX {
         let now = Instant::now();
-        if stop.load(Ordering::Relaxed) || now >= deadline {
+        if stop.load(Ordering::Relaxed) || now >= deadline || super::interrupted() {
             return;
         }
         if next_at > now {

@@ -376,7 +376,7 @@ fn convergence_and_crashes() {
     h.convergence = Some(Convergence {
         converged: true,
         time_ms: 10,
-        rounds: 1,
+        readings: 1,
         repair: "test".into(),
     });
     let f = check(&h);
@@ -386,7 +386,7 @@ fn convergence_and_crashes() {
     h.convergence = Some(Convergence {
         converged: false,
         time_ms: 60_000,
-        rounds: 9,
+        readings: 9,
         repair: "test".into(),
     });
     h.crashes.push(Crash {
