@@ -4,3 +4,4 @@ pub mod cluster_cmd;
 pub mod crash_writer;
 pub mod ctl;
 pub mod faultproxy;
+pub mod harness;

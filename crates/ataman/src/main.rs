@@ -3,7 +3,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
-use ataman::{cluster_cmd, crash_writer, ctl};
+use ataman::{cluster_cmd, crash_writer, ctl, harness};
 
 #[derive(Parser)]
 #[command(
@@ -24,6 +24,9 @@ enum Command {
     Ctl(ctl::CtlArgs),
     /// Run a local cluster, or show a cluster's state (docs/CLUSTER.md).
     Cluster(cluster_cmd::ClusterArgs),
+    /// Run a local cluster under seeded faults and check that nothing
+    /// acknowledged was lost (docs/RELIABILITY.md).
+    TestCluster(harness::TestClusterArgs),
     /// Benchmarks: the storage engine, recovery, HTTP load and plots.
     Bench {
         #[command(subcommand)]
@@ -50,6 +53,8 @@ fn main() -> ExitCode {
         Command::Ctl(args) => return ctl::run(args),
         // So has cluster (docs/CLUSTER.md).
         Command::Cluster(args) => return cluster_cmd::run(args),
+        // So has test-cluster (docs/RELIABILITY.md).
+        Command::TestCluster(args) => return harness::run_command(&args),
         Command::Serve(args) => ataman_node::serve(args),
         Command::Bench { which } => ataman_bench::run(which),
         Command::Internal {

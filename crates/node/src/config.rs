@@ -116,6 +116,12 @@ pub struct ServeArgs {
     /// Reach a node through another address: comma-separated URL=HOST:PORT (fault-injection proxies in tests).
     #[arg(long, env = "ATAMAN_PEER_VIA", hide = true)]
     pub peer_via: Option<String>,
+    /// Test hook: poll this file for `disk_full=0|1` and `clock_offset_ms=N` lines (docs/API.md "Test hooks").
+    #[arg(long, env = "ATAMAN_FAULT_CONTROL", hide = true)]
+    pub fault_control: Option<PathBuf>,
+    /// Test hook: a deliberate bug for the fault harness's negative control; only `ack-before-wal`.
+    #[arg(long, env = "ATAMAN_DEBUG_PLANTED_BUG", hide = true)]
+    pub debug_planted_bug: Option<String>,
 }
 
 /// The same options as read from a TOML file.
@@ -198,6 +204,29 @@ pub struct NodeConfig {
     /// How long tombstones are kept (the engine's `tombstone_grace`), and
     /// how long a node may be down before it refuses its old data.
     pub tombstone_grace: Duration,
+    /// Test hook: the fault-control file polled for injected faults.
+    pub fault_control: Option<PathBuf>,
+    /// Test hook: a deliberate bug (the fault harness's negative control).
+    pub planted_bug: Option<PlantedBug>,
+}
+
+/// A bug planted on purpose, so the fault-injection harness can show it
+/// catches it (`--debug-planted-bug`, docs/API.md "Test hooks").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlantedBug {
+    /// Acknowledge writes once the engine applied them to the memtable,
+    /// before the WAL wrote them (`Durability::None`): a `kill -9` loses
+    /// acknowledged writes.
+    AckBeforeWal,
+}
+
+fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
+    match s {
+        "ack-before-wal" => Ok(PlantedBug::AckBeforeWal),
+        other => Err(format!(
+            "debug-planted-bug must be ack-before-wal, not {other:?}"
+        )),
+    }
 }
 
 fn parse_wal_mode(s: &str) -> Result<WalMode, String> {
@@ -349,6 +378,12 @@ impl NodeConfig {
             cluster,
             self_index,
             peer_via,
+            fault_control: args.fault_control.clone(),
+            planted_bug: args
+                .debug_planted_bug
+                .as_deref()
+                .map(parse_planted_bug)
+                .transpose()?,
         })
     }
 }

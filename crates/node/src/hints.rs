@@ -28,6 +28,7 @@ mod tests;
 
 pub use record::{HINT_DELETE_TS, HINT_KEY_BYTES, HINT_PUT_TS, HINT_RECORD_HEADER_BYTES};
 
+use ataman_engine::fs::FileSystem;
 use ataman_engine::key::KEY_BYTES_MAX;
 use ataman_engine::{Db, Durability, Entry, Options, WalMode, WriteBatch};
 use record::{
@@ -241,7 +242,19 @@ impl HintStore {
     /// peer. A record that does not decode fails the open with
     /// [`HintError::Corrupt`] naming its key.
     pub fn open(dir: &Path, bytes_max: u64, wal_mode: WalMode) -> Result<HintStore, HintError> {
+        Self::open_on(dir, bytes_max, wal_mode, Options::default().fs)
+    }
+
+    /// [`HintStore::open`] on the file system `fs` (a node under the
+    /// `--fault-control` test hook passes its fault-injecting one).
+    pub fn open_on(
+        dir: &Path,
+        bytes_max: u64,
+        wal_mode: WalMode,
+        fs: Arc<dyn FileSystem>,
+    ) -> Result<HintStore, HintError> {
         let opts = Options {
+            fs,
             wal_mode,
             tombstone_grace: Duration::ZERO,
             memtable_bytes_max: HINTS_MEMTABLE_BYTES_MAX,

@@ -30,14 +30,20 @@
 //! reservation: wait for the wall clock when it is close, observe it when
 //! it is far ahead.
 //!
+//! A test hook may shift the wall clock the HLC reads by a signed offset
+//! ([`Hlc::set_offset_hook`], the node's `--fault-control` file): the fault
+//! harness jumps one node's clock ahead or back to check that writes stay
+//! ordered. Without the hook the offset is absent and `now` takes one
+//! untaken branch.
+//!
 //! # Thread safety
 //! `now` is lock-free (a compare-exchange loop on one atomic) unless it must
 //! extend the reservation; persisting a reservation holds a mutex, so one
 //! is written at a time and the reservation only grows.
 
 use ataman_engine::key::{TIMESTAMP_LOGICAL_BITS, Timestamp, timestamp_from_millis};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Low bits of a timestamp that name the node that issued it.
@@ -75,6 +81,8 @@ pub struct Hlc {
     /// No timestamp above this is returned (`u64::MAX` without a reservation).
     reserved: AtomicU64,
     persist: Option<Mutex<Persist>>,
+    /// Milliseconds added to the wall clock (test hook); `None` in production.
+    offset_ms: Option<Arc<AtomicI64>>,
 }
 
 impl std::fmt::Debug for Hlc {
@@ -115,6 +123,31 @@ impl Hlc {
             node: index as u64,
             reserved: AtomicU64::new(u64::MAX),
             persist: None,
+            offset_ms: None,
+        }
+    }
+
+    /// The clock of node `index`, reading the wall clock shifted by
+    /// `offset_ms` milliseconds (changed at any time by its owner).
+    pub fn with_offset(index: usize, offset_ms: Arc<AtomicI64>) -> Self {
+        Hlc {
+            offset_ms: Some(offset_ms),
+            ..Hlc::for_node(index)
+        }
+    }
+
+    /// Makes this clock read the wall clock shifted by `offset_ms` (the
+    /// fault harness's clock jumps); the reservation is kept.
+    pub fn set_offset_hook(mut self, offset_ms: Arc<AtomicI64>) -> Self {
+        self.offset_ms = Some(offset_ms);
+        self
+    }
+
+    /// The wall clock this HLC follows, in Unix milliseconds.
+    fn wall_ms(&self) -> u64 {
+        match &self.offset_ms {
+            None => wall_ms(),
+            Some(offset) => wall_ms().saturating_add_signed(offset.load(Ordering::Relaxed)),
         }
     }
 
@@ -137,7 +170,7 @@ impl Hlc {
     /// The next timestamp: above every one returned or observed before,
     /// not behind the wall clock, and ending in this node's bits.
     pub fn now(&self) -> Timestamp {
-        self.now_at(wall_ms())
+        self.now_at(self.wall_ms())
     }
 
     /// [`Hlc::now`] with the wall clock's reading given: `wall_ms`
@@ -180,7 +213,7 @@ impl Hlc {
     /// persisting a new one when less than half is left. A background
     /// thread calls this often (well within half a lease).
     pub fn renew(&self) {
-        self.renew_at(wall_ms());
+        self.renew_at(self.wall_ms());
     }
 
     /// [`Hlc::renew`] with the wall clock's reading given.
@@ -318,6 +351,23 @@ mod tests {
         let edge = timestamp_from_millis(5_000 + PEER_CLOCK_AHEAD_MS_MAX, u16::MAX);
         assert!(acceptable_from_peer_at(edge, 5_000));
         assert!(!acceptable_from_peer_at(edge + 1, 5_000));
+    }
+
+    /// An offset moves the clock's wall reading both ways, yet timestamps
+    /// still only grow: a jump back stalls the milliseconds, not the order.
+    #[test]
+    fn offset_jumps_ahead_and_back_without_going_back() {
+        let offset = Arc::new(AtomicI64::new(0));
+        let clock = Hlc::with_offset(3, Arc::clone(&offset));
+        let before = clock.now();
+        offset.store(30_000, Ordering::Relaxed);
+        let ahead = clock.now();
+        assert!(millis(ahead) >= millis(before) + 29_000, "{before} {ahead}");
+        offset.store(-30_000, Ordering::Relaxed);
+        let back = clock.now();
+        assert!(back > ahead, "went back: {ahead} then {back}");
+        assert_eq!(back & 0xff, 3);
+        assert!(acceptable_from_peer(ahead));
     }
 
     /// Two nodes never issue the same timestamp, and each stays above what it observed.

@@ -18,6 +18,7 @@
 //!   older than the tombstone grace.
 //! - [`decimal_file`]: the one-line durable files (`LAST-SEEN`, `CLOCK`).
 //! - [`metrics`]: request metrics and the `/metrics` page.
+//! - [`fault_control`]: the `--fault-control` test hook (disk full, clock jumps).
 //!
 //! ## Threads
 //! `ataman-net-N` (network, HTTP, reads), `ataman-tx` (the engine's single
@@ -33,6 +34,7 @@ pub mod clock_file;
 pub mod cluster;
 pub mod config;
 pub mod decimal_file;
+pub mod fault_control;
 pub mod hints;
 pub mod hlc;
 pub mod http;
@@ -44,7 +46,9 @@ pub mod replication;
 
 pub use config::{NodeConfig, ServeArgs};
 
-use ataman_engine::{Db, Options};
+use ataman_engine::fs::{FaultFs, FileSystem, OsFs};
+use ataman_engine::{Db, Durability, Options};
+use config::PlantedBug;
 use net::{Inbox, NodeShared};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -95,8 +99,39 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             last_seen::now_ms(),
         )?;
     }
-    let db = Db::open(&config.data_dir, engine_options(&config))
-        .map_err(|e| format!("cannot open {}: {e}", config.data_dir.display()))?;
+    // Test hooks (docs/API.md "Test hooks"): absent, the plain file system and clock.
+    let switches = fault_control::FaultSwitches::default();
+    let fs: Arc<dyn FileSystem> = match &config.fault_control {
+        Some(path) => {
+            fault_control::start(path.clone(), switches.clone(), || {
+                STOP.load(Ordering::SeqCst)
+            })?;
+            Arc::new(FaultFs::new(
+                Arc::new(OsFs),
+                Arc::clone(&switches.disk_full),
+            ))
+        }
+        None => Arc::new(OsFs),
+    };
+    let write_durability = match config.planted_bug {
+        None => Durability::Complete,
+        Some(PlantedBug::AckBeforeWal) => {
+            for _ in 0..3 {
+                eprintln!(
+                    "ataman: WARNING: PLANTED BUG ack-before-wal: writes are acknowledged before the WAL has them; a crash loses acknowledged writes. Test use only."
+                );
+            }
+            Durability::None
+        }
+    };
+    let db = Db::open(
+        &config.data_dir,
+        Options {
+            fs: Arc::clone(&fs),
+            ..engine_options(&config)
+        },
+    )
+    .map_err(|e| format!("cannot open {}: {e}", config.data_dir.display()))?;
     let last_seen_every = last_seen::write_interval(config.tombstone_grace);
     write_last_seen(&config)?;
     let mut last_seen_at = std::time::Instant::now();
@@ -115,10 +150,13 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         polls.push(poll);
     }
     let hints_dir = config.data_dir.join("hints");
-    let hints = hints::HintStore::open(&hints_dir, config.hints_bytes_max, config.wal_mode)
+    let hints = hints::HintStore::open_on(&hints_dir, config.hints_bytes_max, config.wal_mode, fs)
         .map_err(|e| format!("cannot open hints in {}: {e}", hints_dir.display()))?;
     let hints = Arc::new(hints);
-    let clock = start_clock(&config, &db)?;
+    let mut clock = start_clock(&config, &db)?;
+    if config.fault_control.is_some() {
+        clock = clock.set_offset_hook(Arc::clone(&switches.clock_offset_ms));
+    }
     let topology = cluster::Topology::new(config.cluster.clone(), config.self_index);
     let peers = (0..topology.len())
         .map(|i| {
@@ -142,6 +180,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         topology,
         hints: Arc::clone(&hints),
         peers,
+        write_durability,
         antientropy,
     });
     let mut listener = Some(mio::net::TcpListener::from_std(std_listener));

@@ -3,7 +3,9 @@
 //! Every byte the engine reads or writes goes through [`FileSystem`]. The
 //! production implementation is [`OsFs`]; tests use [`sim::SimFs`], which
 //! remembers what was synced and can build the images a power cut could
-//! leave, and can inject write and fsync failures.
+//! leave, and can inject write and fsync failures. [`FaultFs`] wraps a real
+//! file system and fails writes with ENOSPC while a switch is on (a node's
+//! `--fault-control` test hook).
 //!
 //! # Assumptions about the disk (see `docs/ARCHITECTURE.md`)
 //! - Data appended to a file is durable only after [`WritableFile::sync`]
@@ -13,9 +15,11 @@
 //! - A write that was in flight at a power cut may be torn at any sector
 //!   boundary: a prefix of it may be on disk, the rest missing.
 
+pub mod fault;
 pub mod os;
 pub mod sim;
 
+pub use fault::FaultFs;
 pub use os::OsFs;
 
 use std::io;

@@ -89,6 +89,7 @@ impl TestNode {
             hints: Arc::new(hints),
             peers: Vec::new(),
             antientropy,
+            write_durability: ataman_engine::Durability::Complete,
         });
         let threads = super::start(&shared, receiver).unwrap();
         TestNode {

@@ -22,7 +22,7 @@ use crate::peer::frame::Version;
 use crate::peer::server::PeerServer;
 use crate::replication::coordinator::{Decision, Kind};
 use crate::replication::{ReplyTo, Request};
-use ataman_engine::{Durability, ScanIter, Submission, WriteBatch};
+use ataman_engine::{ScanIter, Submission, WriteBatch};
 use mio::net::TcpStream;
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -552,7 +552,7 @@ impl Conn {
                 // wake-up of the tx thread for all of them.
                 ctx.pending_writes.borrow_mut().push(Submission {
                     batch,
-                    durability: Durability::Complete,
+                    durability: ctx.shared.write_durability,
                     done: callback,
                 });
                 self.slots.push_back(Slot::Waiting {

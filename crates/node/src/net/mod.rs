@@ -170,6 +170,10 @@ pub struct NodeShared {
     pub hints: Arc<HintStore>,
     /// Each node's link status as this node sees it (index: node).
     pub peers: Vec<PeerStatus>,
+    /// When the engine acknowledges a client's or a peer's write:
+    /// `Complete` (after the WAL made it durable), except under the
+    /// `--debug-planted-bug ack-before-wal` test hook.
+    pub write_durability: ataman_engine::Durability,
     /// Anti-entropy: rounds, session places, the sync thread's hand-off channel.
     pub antientropy: crate::antientropy::AntiEntropy,
 }

@@ -25,7 +25,7 @@ pub use status::{LinkState, PeerStatus};
 use crate::net::{NetContext, Target};
 use crate::peer::frame::{Message, Version};
 use crate::peer::link::{LinkOutcome, PeerLink, Waiter};
-use ataman_engine::{Durability, Submission, WriteBatch};
+use ataman_engine::{Submission, WriteBatch};
 use coordinator::{Aftermath, Coordination, Decision, Kind, Outcome};
 use mio::{Registry, Token};
 use std::sync::atomic::Ordering;
@@ -580,7 +580,7 @@ pub fn local_write(ctx: &NetContext, key: &[u8], version: &Version, target: Targ
     };
     ctx.pending_writes.borrow_mut().push(Submission {
         batch,
-        durability: Durability::Complete,
+        durability: ctx.shared.write_durability,
         done: ctx.completions.callback(target),
     });
 }

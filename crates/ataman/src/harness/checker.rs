@@ -1,0 +1,580 @@
+//! The checker: a pure function of a [`History`] that finds what must not
+//! happen (definitions in docs/RELIABILITY.md).
+//!
+//! - **Lost acknowledged writes.** A read `R` that succeeded, whose `ack`
+//!   and `from` intersect those of an acknowledged write `W` of the same key
+//!   (every `ack`-subset of the read's replicas meets every `ack`-subset of
+//!   the write's: with one `from`, `ack_w + ack_r > from`), and which
+//!   started after `W` ended, must not return a version strictly older than
+//!   `W`: a value whose write ended before `W` started, or 404 when no
+//!   delete that may have been applied could be as new as `W`. `W` is then
+//!   lost. Only the newest acknowledged writes before `R` count (a write
+//!   that a later acknowledged write superseded is not lost when `R` misses
+//!   it). A write that was not acknowledged (timeout, 5xx, lost connection)
+//!   may be applied at any time after it started: it can explain what a
+//!   read returns, but is never required.
+//! - **Read your writes**: the same rule with only the reading client's
+//!   own writes (a subset of the above, counted per read).
+//! - **Impossible reads**: a value nobody wrote for that key, the value of
+//!   a write that certainly failed, a value whose write started after the
+//!   read ended.
+//! - **Answers**: every error answer is a 5xx with a non-empty reason; a
+//!   4xx (other than a read's 404) or any other status is a harness bug or
+//!   a node bug.
+//! - **Hangs**: no request goes unanswered past the client timeout, unless
+//!   the node it went to was paused (SIGSTOP) meanwhile.
+//! - **Convergence**: at the end every replica of every key holds the same
+//!   version (same timestamp, same value or tombstone, or none at all).
+//! - **Crashes**: no node exited unless the harness stopped it.
+//!
+//! Two causes of loss are counted apart, and are violations only with
+//! `--strict`, because they are properties of the design rather than bugs
+//! (docs/RELIABILITY.md says what they mean):
+//!
+//! - `lost_with_wiped_replica`: a replica of the write was wiped between
+//!   the write and a read of the run. Wiping a disk takes away one of the
+//!   `ack` copies, and until anti-entropy refills it a quorum read can miss
+//!   the copies left. The final reads, after convergence, excuse nothing.
+//! - `lost_under_clock_skew`: a clock jump explains the loss. Versions are
+//!   ordered by their hybrid-logical-clock timestamps, not by real time:
+//!   a node whose clock is ahead stamps versions that beat later writes
+//!   through nodes that have not heard from it yet (until its wall clock
+//!   catches up, the offset after the heal), and a node whose clock is
+//!   behind stamps versions that lose to earlier ones it has not heard of.
+//!   A lost write is put here when a version seen was written while a
+//!   forward jump was in effect, or the lost write while a backward one was.
+
+use super::faults::FaultKind;
+use super::history::{CopyState, History, Op, OpKind, Outcome, Phase, Workload};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// Examples kept per kind of finding (the counts are complete).
+pub const EXAMPLES_MAX: usize = 20;
+
+/// A finding, with the operations that show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Example(pub String);
+
+/// Counted findings with a few examples.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// How many.
+    pub count: u64,
+    /// The first [`EXAMPLES_MAX`].
+    pub examples: Vec<Example>,
+}
+
+impl Tally {
+    fn add(&mut self, text: impl FnOnce() -> String) {
+        self.count += 1;
+        if self.examples.len() < EXAMPLES_MAX {
+            self.examples.push(Example(text()));
+        }
+    }
+}
+
+/// The final reads, per workload.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FinalReads {
+    /// Keys read at the end.
+    pub keys: u64,
+    /// Of them, found (200).
+    pub found: u64,
+    /// Of them, not found (404): fine when no acknowledged write needs them.
+    pub not_found: u64,
+    /// Of them, without a successful answer after every retry.
+    pub unanswered: u64,
+}
+
+/// Everything the checker found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Findings {
+    /// Acknowledged writes a later intersecting read did not see.
+    pub lost: Tally,
+    /// The same, with one of the write's replicas wiped in between (not a
+    /// violation unless strict; see the module documentation).
+    pub lost_with_wiped_replica: Tally,
+    /// The same, explained by a clock jump: last-writer-wins kept a version
+    /// with a later timestamp that was written earlier (not a violation
+    /// unless strict; see the module documentation).
+    pub lost_under_clock_skew: Tally,
+    /// Reads that missed their own client's acknowledged write.
+    pub ryw: Tally,
+    /// The same, explained by a wipe or a clock jump.
+    pub ryw_explained: Tally,
+    /// Reads of values that cannot be there.
+    pub impossible: Tally,
+    /// Answers outside the contract (a 4xx, a 5xx without a reason, ...).
+    pub bad_answers: Tally,
+    /// Requests without an answer within the timeout, node not paused.
+    pub hangs: Tally,
+    /// The same, on a paused node (not a violation).
+    pub hangs_excused: u64,
+    /// Keys whose replicas disagree at the end.
+    pub divergent: Tally,
+    /// Nodes that died on their own (or exited uncleanly when stopped).
+    pub crashes: Tally,
+    /// The final reads, by workload.
+    pub final_reads: BTreeMap<Workload, FinalReads>,
+    /// Final reads that never got an answer (the state could not be checked).
+    pub final_unanswered: Tally,
+    /// Convergence was checked and not reached within its bound.
+    pub not_converged: bool,
+}
+
+impl Findings {
+    /// Violations of every kind together; 0 for a clean run.
+    pub fn violations(&self) -> u64 {
+        self.lost.count
+            + self.ryw.count
+            + self.impossible.count
+            + self.bad_answers.count
+            + self.hangs.count
+            + self.divergent.count
+            + self.crashes.count
+            + self.final_unanswered.count
+            + u64::from(self.not_converged)
+    }
+
+    /// [`Findings::violations`] plus the losses a wipe or a clock jump
+    /// explains (`--strict`).
+    pub fn violations_strict(&self) -> u64 {
+        self.violations()
+            + self.lost_with_wiped_replica.count
+            + self.lost_under_clock_skew.count
+            + self.ryw_explained.count
+    }
+}
+
+fn describe(op: &Op) -> String {
+    format!(
+        "client {} {} {} {}={} via node {} ack={}/from={} [{:.3}..{:.3} ms] {} {}",
+        op.client,
+        match op.phase {
+            Phase::Run => "run",
+            Phase::Final => "final",
+        },
+        op.kind.name(),
+        op.key,
+        op.value.as_deref().unwrap_or("-"),
+        op.node,
+        op.ack,
+        op.from,
+        op.start_us as f64 / 1000.0,
+        op.end_us as f64 / 1000.0,
+        op.outcome.name(),
+        op.status.map_or("no answer".to_string(), |s| s.to_string()),
+    )
+}
+
+/// True when every `w.ack` replicas of the write's `w.from` meet every
+/// `r.ack` replicas of the read's `r.from` (replica lists are prefixes of
+/// one ranking, so a smaller `from` is a prefix of a larger one).
+pub fn intersects(w: &Op, r: &Op) -> bool {
+    quorums_intersect(w.ack, w.from, r.ack, r.from)
+}
+
+/// [`intersects`] on the parameters alone.
+pub fn quorums_intersect(ack_w: u32, from_w: u32, ack_r: u32, from_r: u32) -> bool {
+    // Copies of W certain to be among R's replicas.
+    let inside = ack_w.saturating_sub(from_w.saturating_sub(from_r));
+    inside + ack_r > from_r
+}
+
+/// When a write's effect may become visible, at the latest: its end when
+/// acknowledged; without an acknowledgement it may land at any time.
+fn visible_by(w: &Op) -> u64 {
+    if w.outcome == Outcome::Ok {
+        w.end_us
+    } else {
+        u64::MAX
+    }
+}
+
+/// Acknowledged writes of one key (or one key and client) sorted by end,
+/// grouped by `(ack, from)`, with the running maximum of their starts.
+#[derive(Default)]
+struct AckedIndex<'a> {
+    groups: Vec<Group<'a>>,
+}
+
+struct Group<'a> {
+    ack: u32,
+    from: u32,
+    /// Sorted by `end_us`.
+    ops: Vec<&'a Op>,
+    /// `prefix_max_start[i]`: the latest start among `ops[..=i]`.
+    prefix_max_start: Vec<u64>,
+}
+
+impl<'a> AckedIndex<'a> {
+    fn new(writes: impl Iterator<Item = &'a Op>) -> AckedIndex<'a> {
+        let mut by_params: HashMap<(u32, u32), Vec<&'a Op>> = HashMap::new();
+        for w in writes.filter(|w| w.outcome == Outcome::Ok) {
+            by_params.entry((w.ack, w.from)).or_default().push(w);
+        }
+        let mut groups: Vec<Group<'a>> = by_params
+            .into_iter()
+            .map(|((ack, from), mut ops)| {
+                ops.sort_by_key(|w| (w.end_us, w.start_us));
+                let mut max = 0;
+                let prefix_max_start = ops
+                    .iter()
+                    .map(|w| {
+                        max = max.max(w.start_us);
+                        max
+                    })
+                    .collect();
+                Group {
+                    ack,
+                    from,
+                    ops,
+                    prefix_max_start,
+                }
+            })
+            .collect();
+        groups.sort_by_key(|g| (g.ack, g.from));
+        AckedIndex { groups }
+    }
+
+    /// The acknowledged writes `read` must not miss: those it intersects
+    /// that ended before it started and that no other such write
+    /// superseded (started after they ended); with the latest start among
+    /// them. Empty when there are none.
+    fn required(&self, read: &Op) -> (u64, Vec<&'a Op>) {
+        let mut latest_start = None;
+        let mut spans = Vec::new();
+        for g in &self.groups {
+            if !quorums_intersect(g.ack, g.from, read.ack, read.from) {
+                continue;
+            }
+            let before = g.ops.partition_point(|w| w.end_us < read.start_us);
+            if before == 0 {
+                continue;
+            }
+            let s = g.prefix_max_start[before - 1];
+            latest_start = Some(latest_start.map_or(s, |l: u64| l.max(s)));
+            spans.push((g, before));
+        }
+        let Some(latest) = latest_start else {
+            return (0, Vec::new());
+        };
+        let mut required = Vec::new();
+        for (g, before) in spans {
+            let first = g.ops[..before].partition_point(|w| w.end_us < latest);
+            required.extend_from_slice(&g.ops[first..before]);
+        }
+        (latest, required)
+    }
+}
+
+/// Why a lost write is explained, if it is (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    /// Nothing explains it: a violation.
+    Unexplained,
+    /// One of its replicas was wiped before the read (a run read only).
+    WipedReplica,
+    /// A clock jump gave the version seen a later timestamp (or the lost
+    /// write an earlier one): last-writer-wins under clock skew.
+    ClockSkew,
+}
+
+/// The faults that explain some losses.
+struct Excuses {
+    /// (node, start) of every wipe.
+    wipes: Vec<(usize, u64)>,
+    /// (node, start, end, offset_ms) of every clock jump.
+    clocks: Vec<(usize, u64, u64, i64)>,
+}
+
+impl Excuses {
+    fn new(history: &History) -> Excuses {
+        let mut e = Excuses {
+            wipes: Vec::new(),
+            clocks: Vec::new(),
+        };
+        for f in &history.faults {
+            for &node in &f.targets {
+                match (f.kind, f.clock_offset_ms) {
+                    (FaultKind::Wipe, _) => e.wipes.push((node, f.start_us)),
+                    (FaultKind::Clock, Some(offset)) => {
+                        e.clocks.push((node, f.start_us, f.end_us, offset));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        e
+    }
+
+    /// Why `w` is missing from run read `r`, which saw `seen` (None: nothing).
+    fn cause(&self, replicas: &[usize], w: &Op, seen: Option<&Op>, r: &Op) -> Cause {
+        let wiped = r.phase == Phase::Run
+            && self.wipes.iter().any(|&(node, at)| {
+                at > w.start_us
+                    && at < r.start_us
+                    && (replicas.is_empty() || replicas.contains(&node))
+            });
+        if wiped {
+            return Cause::WipedReplica;
+        }
+        // A node ahead stamps the future until its wall clock catches up
+        // (offset ms after the heal), and every node that hears from it
+        // carries those timestamps too; a node behind stamps the past
+        // while it is behind.
+        let skewed = self.clocks.iter().any(|&(_, start, end, offset)| {
+            let ahead = offset > 0
+                && seen.is_some_and(|x| {
+                    x.end_us >= start && x.start_us <= end.saturating_add(offset as u64 * 1000)
+                });
+            let behind = offset < 0 && w.end_us >= start && w.start_us <= end;
+            ahead || behind
+        });
+        if skewed {
+            Cause::ClockSkew
+        } else {
+            Cause::Unexplained
+        }
+    }
+}
+
+/// Checks a history. Pure: the same history gives the same findings.
+pub fn check(history: &History) -> Findings {
+    let mut f = Findings::default();
+    let excuses = Excuses::new(history);
+    let mut by_key: BTreeMap<&str, Vec<&Op>> = BTreeMap::new();
+    for op in &history.ops {
+        by_key.entry(op.key.as_str()).or_default().push(op);
+    }
+    let mut lost_seen: HashSet<(&str, u64, u32)> = HashSet::new();
+    for (key, ops) in &by_key {
+        check_key(history, key, ops, &excuses, &mut lost_seen, &mut f);
+    }
+    check_answers(history, &mut f);
+    check_final_reads(&by_key, &mut f);
+    check_copies(history, &mut f);
+    for c in &history.crashes {
+        f.crashes.add(|| {
+            format!(
+                "node {} at {:.3} ms: {}",
+                c.node,
+                c.at_us as f64 / 1000.0,
+                c.status
+            )
+        });
+    }
+    f
+}
+
+/// Rules (a), (b) and the impossible reads for one key.
+fn check_key<'a>(
+    history: &History,
+    key: &'a str,
+    ops: &[&'a Op],
+    excuses: &Excuses,
+    lost_seen: &mut HashSet<(&'a str, u64, u32)>,
+    f: &mut Findings,
+) {
+    let writes: Vec<&Op> = ops.iter().copied().filter(|o| o.kind.is_write()).collect();
+    let all_acked = AckedIndex::new(writes.iter().copied());
+    let mut by_client: HashMap<u32, AckedIndex> = HashMap::new();
+    let mut puts_by_value: HashMap<&str, &Op> = HashMap::new();
+    for w in &writes {
+        if w.kind == OpKind::Put
+            && let Some(v) = &w.value
+        {
+            puts_by_value.insert(v.as_str(), w);
+        }
+    }
+    let deletes: Vec<&Op> = writes
+        .iter()
+        .copied()
+        .filter(|w| w.kind == OpKind::Delete && w.outcome.may_be_applied())
+        .collect();
+    let from_max = ops.iter().map(|o| o.from).max().unwrap_or(1) as usize;
+    let replicas = if history.meta.urls.is_empty() {
+        Vec::new()
+    } else {
+        ataman_node::cluster::placement::replicas(&history.meta.urls, key.as_bytes(), from_max)
+    };
+    for r in ops.iter().copied().filter(|o| o.kind == OpKind::Get) {
+        if r.outcome != Outcome::Ok {
+            continue;
+        }
+        // What the read saw: the write (None for a 404 with no delete that
+        // could explain it: the initial absence, older than every write).
+        let seen: Option<&Op> = match (r.status, &r.value) {
+            (Some(200), Some(v)) => match puts_by_value.get(v.as_str()) {
+                None => {
+                    f.impossible
+                        .add(|| format!("a value nobody wrote to {key}: {}", describe(r)));
+                    continue;
+                }
+                Some(p) if p.outcome == Outcome::Fail => {
+                    f.impossible.add(|| {
+                        format!(
+                            "the value of a failed write: {} read by {}",
+                            describe(p),
+                            describe(r)
+                        )
+                    });
+                    continue;
+                }
+                Some(p) if p.start_us > r.end_us => {
+                    f.impossible.add(|| {
+                        format!(
+                            "a value written after the read: {} read by {}",
+                            describe(p),
+                            describe(r)
+                        )
+                    });
+                    continue;
+                }
+                Some(p) => Some(*p),
+            },
+            (Some(404), _) => deletes
+                .iter()
+                .copied()
+                .filter(|d| d.start_us < r.end_us)
+                .max_by_key(|d| visible_by(d)),
+            // An answer the checker does not judge here (bad_answers does).
+            _ => continue,
+        };
+        // When what it saw became visible, at the latest (µs).
+        let seen_by = seen.map(visible_by);
+        let older_than = |start_us: u64| seen_by.is_none_or(|s| s < start_us);
+        let (latest, required) = all_acked.required(r);
+        if !required.is_empty() && older_than(latest) {
+            for w in required.iter().filter(|w| older_than(w.start_us)) {
+                if !lost_seen.insert((key, w.start_us, w.client)) {
+                    continue;
+                }
+                let tally = match excuses.cause(&replicas, w, seen, r) {
+                    Cause::Unexplained => &mut f.lost,
+                    Cause::WipedReplica => &mut f.lost_with_wiped_replica,
+                    Cause::ClockSkew => &mut f.lost_under_clock_skew,
+                };
+                tally.add(|| format!("{} not seen by {}", describe(w), describe(r)));
+            }
+        }
+        if r.phase == Phase::Run {
+            let own = by_client.entry(r.client).or_insert_with(|| {
+                AckedIndex::new(writes.iter().copied().filter(|w| w.client == r.client))
+            });
+            let (latest_own, required_own) = own.required(r);
+            let missed: Vec<&&Op> = required_own
+                .iter()
+                .filter(|w| older_than(w.start_us))
+                .collect();
+            if !missed.is_empty() && older_than(latest_own) {
+                let causes: Vec<Cause> = missed
+                    .iter()
+                    .map(|w| excuses.cause(&replicas, w, seen, r))
+                    .collect();
+                let tally = if causes.contains(&Cause::Unexplained) {
+                    &mut f.ryw
+                } else {
+                    &mut f.ryw_explained
+                };
+                tally.add(|| {
+                    format!(
+                        "{} did not see its own {}",
+                        describe(r),
+                        describe(missed[0])
+                    )
+                });
+            }
+        }
+    }
+}
+
+/// Statuses and reasons, and hangs.
+fn check_answers(history: &History, f: &mut Findings) {
+    let pauses: Vec<(usize, u64, u64)> = history
+        .faults
+        .iter()
+        .filter(|e| e.kind == FaultKind::Pause)
+        .flat_map(|e| e.targets.iter().map(move |&n| (n, e.start_us, e.end_us)))
+        .collect();
+    for op in &history.ops {
+        if op.outcome == Outcome::Hang {
+            let paused = pauses
+                .iter()
+                .any(|&(n, s, e)| n == op.node && s <= op.end_us && e >= op.start_us);
+            if paused {
+                f.hangs_excused += 1;
+            } else {
+                f.hangs.add(|| describe(op));
+            }
+        }
+        let Some(status) = op.status else { continue };
+        let expected = match op.kind {
+            OpKind::Get => status == 200 || status == 404,
+            OpKind::Put => status == 201,
+            OpKind::Delete => status == 202,
+        };
+        if expected {
+            continue;
+        }
+        let reason = op.error.as_deref().unwrap_or("").trim();
+        if (500..600).contains(&status) {
+            if reason.is_empty() {
+                f.bad_answers
+                    .add(|| format!("{status} without a reason: {}", describe(op)));
+            }
+        } else {
+            f.bad_answers
+                .add(|| format!("{status} {reason:?}: {}", describe(op)));
+        }
+    }
+}
+
+/// The final reads: every key read at the end got an answer.
+fn check_final_reads(by_key: &BTreeMap<&str, Vec<&Op>>, f: &mut Findings) {
+    for (key, ops) in by_key {
+        let finals: Vec<&&Op> = ops
+            .iter()
+            .filter(|o| o.phase == Phase::Final && o.kind == OpKind::Get)
+            .collect();
+        let Some(first) = finals.first() else {
+            continue;
+        };
+        let tally = f.final_reads.entry(first.workload).or_default();
+        tally.keys += 1;
+        match finals.iter().find(|o| o.outcome == Outcome::Ok) {
+            Some(o) if o.status == Some(200) => tally.found += 1,
+            Some(_) => tally.not_found += 1,
+            None => {
+                tally.unanswered += 1;
+                f.final_unanswered
+                    .add(|| format!("{key}: {}", describe(finals[finals.len() - 1])));
+            }
+        }
+    }
+}
+
+/// Rule (c): every replica of a key holds the same version at the end.
+fn check_copies(history: &History, f: &mut Findings) {
+    if let Some(c) = &history.convergence {
+        f.not_converged = !c.converged;
+    }
+    let mut by_key: BTreeMap<&str, Vec<(usize, &CopyState)>> = BTreeMap::new();
+    for c in &history.copies {
+        by_key
+            .entry(c.key.as_str())
+            .or_default()
+            .push((c.node, &c.state));
+    }
+    for (key, copies) in by_key {
+        let agree = copies
+            .iter()
+            .all(|(_, s)| !matches!(s, CopyState::Error(_)) && *s == copies[0].1);
+        if !agree {
+            f.divergent.add(|| format!("{key}: {copies:?}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,526 @@
+//! The cluster under test: `N` real `ataman serve` processes on 127.0.0.1,
+//! a [`FaultProxy`] on every directed link between them, and the process
+//! control the faults need (kill -9, SIGSTOP/SIGCONT, restart, wipe, stop).
+//!
+//! Wiring. Node `i`'s URL in `--cluster` is a pass-through "front" proxy
+//! (it names the node and always reaches it, whatever port the node has
+//! after a restart). Node `i` reaches node `j` through its own proxy
+//! `link[i][j]`, given with `--peer-via URL_j=ADDR`: so a fault on
+//! `link[i][j]` hits exactly the connections `i` opened to `j` (the
+//! requests `i` sends to `j` and `j`'s answers), nothing else. The
+//! harness's clients talk to the nodes directly, never through a proxy.
+//!
+//! Each node has a directory `DIR/node-i` holding `data/` (its data
+//! directory), `serve.log` (its stderr, appended across restarts) and
+//! `fault-control` (its `--fault-control` file, rewritten atomically).
+//!
+//! Every wait is bounded: start ([`START_TIMEOUT`]), stop
+//! ([`STOP_TIMEOUT`], then SIGKILL), every HTTP exchange.
+
+use super::HarnessError;
+use super::client::request_once;
+use crate::faultproxy::{FaultProxy, LinkMode};
+use std::fs::OpenOptions;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Bound on a node becoming ready (listening line, then status 200).
+pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bound on a node exiting after SIGTERM (then SIGKILL).
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+/// Bound on one status or metrics request.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The line a listening node prints (docs/API.md, "Starting a node").
+const LISTENING_PREFIX: &str = "ataman: listening on http://";
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    /// The `ataman` executable.
+    pub exe: PathBuf,
+    /// The directory holding every node's directory.
+    pub dir: PathBuf,
+    /// Nodes, 2 or more.
+    pub nodes: usize,
+    /// Added to every node's `ataman serve` command line.
+    pub serve_args: Vec<String>,
+}
+
+/// What the clients need to reach the nodes: the URLs (placement) and each
+/// node's current address.
+///
+/// Thread safety: addresses are behind one mutex each, updated by the
+/// fault thread at a restart and read by every client per request.
+pub struct ClusterView {
+    urls: Vec<String>,
+    addrs: Vec<Mutex<SocketAddr>>,
+}
+
+impl ClusterView {
+    /// Every node's URL, in `--cluster` order.
+    pub fn urls(&self) -> &[String] {
+        &self.urls
+    }
+
+    /// Nodes.
+    pub fn len(&self) -> usize {
+        self.urls.len()
+    }
+
+    /// True for a cluster without nodes (never built).
+    pub fn is_empty(&self) -> bool {
+        self.urls.is_empty()
+    }
+
+    /// Node `i`'s current address.
+    pub fn addr(&self, i: usize) -> SocketAddr {
+        *self.addrs[i].lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn set_addr(&self, i: usize, addr: SocketAddr) {
+        *self.addrs[i].lock().unwrap_or_else(PoisonError::into_inner) = addr;
+    }
+}
+
+/// The faults a node's `--fault-control` file asks for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Control {
+    /// `disk_full=1`.
+    pub disk_full: bool,
+    /// `clock_offset_ms=N`.
+    pub clock_offset_ms: i64,
+}
+
+/// The proxies on the directed links, shared by the cluster (which points
+/// them at restarted nodes) and the network fault lane (which sets their
+/// modes) without a lock: every [`FaultProxy`] method takes `&self`.
+pub struct Links {
+    /// `proxies[i][j]`: node `i`'s connections to node `j` (None on the diagonal).
+    proxies: Vec<Vec<Option<FaultProxy>>>,
+}
+
+impl Links {
+    /// The proxy carrying node `from`'s connections to node `to`.
+    pub fn link(&self, from: usize, to: usize) -> Option<&FaultProxy> {
+        self.proxies.get(from)?.get(to)?.as_ref()
+    }
+
+    /// Nodes.
+    pub fn len(&self) -> usize {
+        self.proxies.len()
+    }
+
+    /// True without nodes.
+    pub fn is_empty(&self) -> bool {
+        self.proxies.is_empty()
+    }
+
+    /// Every link back to passing bytes at once.
+    pub fn heal(&self) {
+        for proxy in self.proxies.iter().flatten().flatten() {
+            proxy.set_mode(LinkMode::Pass);
+        }
+    }
+}
+
+/// One node's process and files.
+struct Member {
+    child: Option<Child>,
+    drain: Option<JoinHandle<()>>,
+    data_dir: PathBuf,
+    log_path: PathBuf,
+    control_path: PathBuf,
+    paused: bool,
+}
+
+/// A running cluster. Dropping it kills every node (then stops the proxies).
+pub struct Cluster {
+    spec: ClusterSpec,
+    // Field order: the nodes go (Drop) before the proxies.
+    members: Vec<Member>,
+    links: Arc<Links>,
+    fronts: Vec<FaultProxy>,
+    view: Arc<ClusterView>,
+}
+
+fn io_error(what: String) -> impl FnOnce(std::io::Error) -> HarnessError {
+    move |source| HarnessError::Io { what, source }
+}
+
+impl Cluster {
+    /// Starts the proxies, then every node, and waits until all are ready.
+    pub fn start(spec: ClusterSpec) -> Result<Cluster, HarnessError> {
+        if spec.nodes < 2 {
+            return Err(HarnessError::Usage(format!(
+                "a cluster needs 2 nodes or more, not {}",
+                spec.nodes
+            )));
+        }
+        let n = spec.nodes;
+        let proxy = || FaultProxy::start_without_target().map_err(io_error("start a proxy".into()));
+        let fronts = (0..n).map(|_| proxy()).collect::<Result<Vec<_>, _>>()?;
+        let mut links = Vec::with_capacity(n);
+        for i in 0..n {
+            let row = (0..n)
+                .map(|j| if i == j { Ok(None) } else { proxy().map(Some) })
+                .collect::<Result<Vec<_>, _>>()?;
+            links.push(row);
+        }
+        let urls: Vec<String> = fronts.iter().map(FaultProxy::url).collect();
+        let unbound = SocketAddr::from(([127, 0, 0, 1], 0));
+        let view = Arc::new(ClusterView {
+            urls,
+            addrs: (0..n).map(|_| Mutex::new(unbound)).collect(),
+        });
+        let mut members = Vec::with_capacity(n);
+        for i in 0..n {
+            let home = spec.dir.join(format!("node-{i}"));
+            std::fs::create_dir_all(&home)
+                .map_err(io_error(format!("create {}", home.display())))?;
+            members.push(Member {
+                child: None,
+                drain: None,
+                data_dir: home.join("data"),
+                log_path: home.join("serve.log"),
+                control_path: home.join("fault-control"),
+                paused: false,
+            });
+        }
+        let mut cluster = Cluster {
+            spec,
+            members,
+            links: Arc::new(Links { proxies: links }),
+            fronts,
+            view,
+        };
+        for i in 0..n {
+            cluster.set_control(i, Control::default())?;
+            cluster.spawn(i)?;
+        }
+        Ok(cluster)
+    }
+
+    /// The clients' view (URLs and current addresses).
+    pub fn view(&self) -> Arc<ClusterView> {
+        Arc::clone(&self.view)
+    }
+
+    /// Nodes.
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// True for a cluster without nodes (never built).
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Node `i`'s log file.
+    pub fn log_path(&self, i: usize) -> &Path {
+        &self.members[i].log_path
+    }
+
+    /// The link proxies.
+    pub fn links(&self) -> Arc<Links> {
+        Arc::clone(&self.links)
+    }
+
+    /// The proxy carrying node `from`'s connections to node `to`.
+    pub fn link(&self, from: usize, to: usize) -> Option<&FaultProxy> {
+        self.links.link(from, to)
+    }
+
+    /// Every link back to passing bytes at once.
+    pub fn heal_links(&self) {
+        self.links.heal();
+    }
+
+    /// True while node `i` has a process (running or paused).
+    pub fn is_up(&self, i: usize) -> bool {
+        self.members[i].child.is_some()
+    }
+
+    /// Starts node `i` on its data directory and waits until it is ready;
+    /// the proxies in front of it follow its new address.
+    fn spawn(&mut self, i: usize) -> Result<(), HarnessError> {
+        let n = self.len();
+        let urls = self.view.urls();
+        let via: Vec<String> = (0..n)
+            .filter(|&j| j != i)
+            .filter_map(|j| Some(format!("{}={}", urls[j], self.link(i, j)?.addr())))
+            .collect();
+        let member = &mut self.members[i];
+        assert!(member.child.is_none(), "node {i} is still running");
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&member.log_path)
+            .map_err(io_error(format!("open {}", member.log_path.display())))?;
+        let mut child = Command::new(&self.spec.exe)
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(&member.data_dir)
+            .args(["--cluster", &urls.join(","), "--self", &urls[i]])
+            .args(["--peer-via", &via.join(",")])
+            .arg("--fault-control")
+            .arg(&member.control_path)
+            .args(&self.spec.serve_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .map_err(io_error(format!("spawn {}", self.spec.exe.display())))?;
+        let Some(stdout) = child.stdout.take() else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(HarnessError::Node {
+                node: i,
+                reason: "no stdout pipe".into(),
+            });
+        };
+        let (addr_tx, addr_rx) = mpsc::channel::<String>();
+        // Reads the listening line, then drains stdout until the process
+        // closes it (so the node never blocks on a full pipe).
+        member.drain = Some(std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut line = String::new();
+            let mut sent = false;
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                if !sent && let Some(addr) = line.trim_end().strip_prefix(LISTENING_PREFIX) {
+                    let _ = addr_tx.send(addr.to_owned());
+                    sent = true;
+                }
+                line.clear();
+            }
+        }));
+        let started = Instant::now();
+        let addr = addr_rx
+            .recv_timeout(START_TIMEOUT)
+            .ok()
+            .and_then(|a| a.parse::<SocketAddr>().ok());
+        member.child = Some(child);
+        let Some(addr) = addr else {
+            let status = self.kill_and_reap(i);
+            return Err(HarnessError::Node {
+                node: i,
+                reason: format!(
+                    "no listening line (waited at most {START_TIMEOUT:?}; exit: {status}); see {}",
+                    self.members[i].log_path.display()
+                ),
+            });
+        };
+        loop {
+            if request_once(addr, "GET", "/v0/status", PROBE_TIMEOUT).is_ok_and(|(s, _)| s == 200) {
+                break;
+            }
+            let exited = self.members[i]
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten());
+            if exited.is_some() || started.elapsed() > START_TIMEOUT {
+                let status = self.kill_and_reap(i);
+                return Err(HarnessError::Node {
+                    node: i,
+                    reason: format!(
+                        "not ready within {START_TIMEOUT:?} (exit: {status}); see {}",
+                        self.members[i].log_path.display()
+                    ),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.view.set_addr(i, addr);
+        self.fronts[i].set_target(addr);
+        for j in 0..n {
+            if let Some(proxy) = self.link(j, i) {
+                proxy.set_target(addr);
+            }
+        }
+        Ok(())
+    }
+
+    fn signal(&self, i: usize, signal: libc::c_int) -> bool {
+        let Some(child) = &self.members[i].child else {
+            return false;
+        };
+        let Ok(pid) = libc::pid_t::try_from(child.id()) else {
+            return false;
+        };
+        // SAFETY: kill(2) on our own child, not reaped yet (we hold its
+        // `Child`), so the pid cannot belong to another process.
+        unsafe { libc::kill(pid, signal) == 0 }
+    }
+
+    /// SIGKILL (after SIGCONT if paused) and wait; the exit status as text.
+    fn kill_and_reap(&mut self, i: usize) -> String {
+        let _ = self.signal(i, libc::SIGKILL);
+        let member = &mut self.members[i];
+        member.paused = false;
+        let Some(mut child) = member.child.take() else {
+            return "not running".into();
+        };
+        let status = child
+            .wait()
+            .map_or_else(|e| format!("wait failed: {e}"), |s| s.to_string());
+        if let Some(drain) = member.drain.take() {
+            let _ = drain.join();
+        }
+        status
+    }
+
+    /// `kill -9` node `i` and wait for it. `Err` with the status when the
+    /// process had already exited on its own (a crash to record).
+    pub fn kill9(&mut self, i: usize) -> Result<(), String> {
+        let _ = self.signal(i, libc::SIGKILL);
+        let member = &mut self.members[i];
+        member.paused = false;
+        let Some(mut child) = member.child.take() else {
+            return Err("was not running".into());
+        };
+        let status = child.wait();
+        if let Some(drain) = member.drain.take() {
+            let _ = drain.join();
+        }
+        match status {
+            Ok(s) if s.signal() == Some(libc::SIGKILL) => Ok(()),
+            Ok(s) => Err(s.to_string()),
+            Err(e) => Err(format!("wait failed: {e}")),
+        }
+    }
+
+    /// Starts stopped node `i` again on its data directory.
+    pub fn restart(&mut self, i: usize) -> Result<(), HarnessError> {
+        self.spawn(i)
+    }
+
+    /// Removes node `i`'s data directory (the node must be stopped).
+    pub fn wipe(&mut self, i: usize) -> Result<(), HarnessError> {
+        assert!(self.members[i].child.is_none(), "wipe of a running node");
+        let dir = &self.members[i].data_dir;
+        match std::fs::remove_dir_all(dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(HarnessError::Io {
+                what: format!("wipe {}", dir.display()),
+                source: e,
+            }),
+        }
+    }
+
+    /// SIGSTOP node `i`.
+    pub fn pause(&mut self, i: usize) -> bool {
+        let done = self.signal(i, libc::SIGSTOP);
+        self.members[i].paused |= done;
+        done
+    }
+
+    /// SIGCONT node `i`.
+    pub fn resume(&mut self, i: usize) -> bool {
+        self.members[i].paused = false;
+        self.signal(i, libc::SIGCONT)
+    }
+
+    /// Rewrites node `i`'s fault-control file (atomically: a rename).
+    pub fn set_control(&self, i: usize, control: Control) -> Result<(), HarnessError> {
+        let path = &self.members[i].control_path;
+        let tmp = path.with_extension("tmp");
+        let text = format!(
+            "disk_full={}\nclock_offset_ms={}\n",
+            u8::from(control.disk_full),
+            control.clock_offset_ms
+        );
+        std::fs::write(&tmp, text).map_err(io_error(format!("write {}", tmp.display())))?;
+        std::fs::rename(&tmp, path).map_err(io_error(format!("rename to {}", path.display())))
+    }
+
+    /// `GET /metrics` of node `i` (None without an answer).
+    pub fn metrics(&self, i: usize) -> Option<String> {
+        let (status, body) =
+            request_once(self.view.addr(i), "GET", "/metrics", PROBE_TIMEOUT).ok()?;
+        (status == 200).then(|| String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// Nodes whose process exited while the harness did not stop it, with
+    /// their exit status; they are reaped (not running any more).
+    pub fn poll_exits(&mut self) -> Vec<(usize, String)> {
+        let mut exited = Vec::new();
+        for (i, member) in self.members.iter_mut().enumerate() {
+            let status = member
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten());
+            if let Some(status) = status {
+                member.child = None;
+                member.paused = false;
+                if let Some(drain) = member.drain.take() {
+                    let _ = drain.join();
+                }
+                exited.push((i, status.to_string()));
+            }
+        }
+        exited
+    }
+
+    /// Stops every node: SIGCONT, SIGTERM, wait up to [`STOP_TIMEOUT`],
+    /// then SIGKILL. Returns the nodes that did not exit with status 0,
+    /// with what happened.
+    pub fn stop_all(&mut self) -> Vec<(usize, String)> {
+        for i in 0..self.len() {
+            let _ = self.signal(i, libc::SIGCONT);
+            let _ = self.signal(i, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        let mut unclean = Vec::new();
+        for i in 0..self.len() {
+            let Some(child) = self.members[i].child.as_mut() else {
+                continue;
+            };
+            let status: Option<ExitStatus> = loop {
+                match child.try_wait() {
+                    Ok(Some(s)) => break Some(s),
+                    Ok(None) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    _ => break None,
+                }
+            };
+            match status {
+                Some(s) if s.success() => {
+                    self.members[i].child = None;
+                    if let Some(drain) = self.members[i].drain.take() {
+                        let _ = drain.join();
+                    }
+                }
+                Some(s) => {
+                    self.members[i].child = None;
+                    unclean.push((i, format!("after SIGTERM: {s}")));
+                }
+                None => {
+                    let status = self.kill_and_reap(i);
+                    unclean.push((
+                        i,
+                        format!(
+                            "not stopped within {STOP_TIMEOUT:?} of SIGTERM; SIGKILL: {status}"
+                        ),
+                    ));
+                }
+            }
+        }
+        unclean
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            if self.members[i].child.is_some() {
+                let _ = self.kill_and_reap(i);
+            }
+        }
+    }
+}

@@ -1,0 +1,690 @@
+//! The faults: what kinds there are, the seeded schedule, and injecting
+//! and healing each one on a running [`Cluster`].
+//!
+//! The schedule is a pure function of the seed, the node count, the
+//! duration and the kinds enabled ([`schedule`]): the same seed gives the
+//! same faults at the same offsets, with the same targets and parameters.
+//! It has two lanes that overlap freely, each run by its own thread:
+//! process faults (kill, pause, wipe, disk full, clock) one at a time, and
+//! network faults (partition, one-way drop, delay) one at a time; within a
+//! lane a fault is healed before the next starts, after a random quiet gap
+//! (a heal that takes long, such as a refill, delays its lane's next
+//! faults, never the other lane's). Every fault has a bounded
+//! duration and ends before the run's duration does; [`Injector::heal_all`]
+//! heals anything still active at the end.
+//!
+//! | kind | injected | healed |
+//! | --- | --- | --- |
+//! | `kill` | `kill -9` | restarted on its data |
+//! | `pause` | SIGSTOP | SIGCONT |
+//! | `partition` | the nodes split in two sides; every link across cut (closed) or black-holed, both ways | links pass |
+//! | `oneway` | everything node A sends to node B dropped (A's requests on A's link, A's answers on B's link); B to A untouched | links pass |
+//! | `delay` | each directed link delayed by its own random 0–150 ms (reordering across links; TCP keeps order within a connection) | links pass |
+//! | `wipe` | `kill -9`, data directory removed | restarted empty, then a repair round on it (`POST /v0/repair`) refills it |
+//! | `diskfull` | `disk_full=1`: the node's file writes fail with ENOSPC | `disk_full=0`, then `kill -9` and restart (a failed write poisons the engine until a restart) |
+//! | `clock` | `clock_offset_ms=±5..30 s`: the node's HLC reads a shifted wall clock | offset 0 |
+
+use super::HarnessError;
+use super::cluster::{Cluster, Control, Links};
+use super::converge;
+use super::history::{Crash, FaultEvent, Recorder};
+use super::rng::Rng;
+use crate::faultproxy::{Direction, LinkMode};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Largest delay of one link in a `delay` fault, ms (well under the
+/// replication timeout, so a delayed replica still answers in time).
+pub const LINK_DELAY_MS_MAX: u64 = 150;
+/// Largest clock offset of a `clock` fault, ms: far under the hour a peer's
+/// timestamp may be ahead (`hlc::PEER_CLOCK_AHEAD_MS_MAX`).
+pub const CLOCK_OFFSET_MS_MAX: u64 = 30_000;
+/// How often the injector looks for nodes that died on their own.
+pub const EXIT_POLL_INTERVAL: Duration = Duration::from_millis(50);
+/// Restarts of a node that died on its own, at most per run.
+pub const CRASH_RESTARTS_MAX: usize = 3;
+/// Bound on refilling a wiped node by a repair round.
+pub const REFILL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A kind of fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FaultKind {
+    /// `kill -9` and restart.
+    Kill,
+    /// SIGSTOP, then SIGCONT.
+    Pause,
+    /// Two sides that cannot reach each other.
+    Partition,
+    /// One direction of one pair of nodes dropped.
+    Oneway,
+    /// Random per-link delays.
+    Delay,
+    /// `kill -9`, data removed, restart empty.
+    Wipe,
+    /// File writes fail with ENOSPC.
+    DiskFull,
+    /// The node's clock jumps.
+    Clock,
+}
+
+impl FaultKind {
+    /// Every kind, in schedule order of the lanes.
+    pub const ALL: [FaultKind; 8] = [
+        FaultKind::Kill,
+        FaultKind::Pause,
+        FaultKind::Partition,
+        FaultKind::Oneway,
+        FaultKind::Delay,
+        FaultKind::Wipe,
+        FaultKind::DiskFull,
+        FaultKind::Clock,
+    ];
+
+    /// The name on the command line and in the history.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Kill => "kill",
+            FaultKind::Pause => "pause",
+            FaultKind::Partition => "partition",
+            FaultKind::Oneway => "oneway",
+            FaultKind::Delay => "delay",
+            FaultKind::Wipe => "wipe",
+            FaultKind::DiskFull => "diskfull",
+            FaultKind::Clock => "clock",
+        }
+    }
+
+    /// Parses a name.
+    pub fn parse(s: &str) -> Option<FaultKind> {
+        FaultKind::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    /// True for the network lane (links), false for the process lane.
+    pub fn is_network(self) -> bool {
+        matches!(
+            self,
+            FaultKind::Partition | FaultKind::Oneway | FaultKind::Delay
+        )
+    }
+}
+
+/// What one fault does, with its targets and parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// `kill -9` `node`; restart at the heal.
+    Kill {
+        /// The node.
+        node: usize,
+    },
+    /// SIGSTOP `node`.
+    Pause {
+        /// The node.
+        node: usize,
+    },
+    /// `side` against the other nodes; black hole or cut.
+    Partition {
+        /// One side (never empty, never everyone).
+        side: Vec<usize>,
+        /// Drop silently (true) or close connections (false).
+        black_hole: bool,
+    },
+    /// Everything `from` sends to `to` is dropped.
+    Oneway {
+        /// The sender whose messages are lost.
+        from: usize,
+        /// The receiver that never hears them.
+        to: usize,
+    },
+    /// Each listed link `(from, to)` delayed by its own ms.
+    Delay {
+        /// `(from, to, delay_ms)`.
+        links: Vec<(usize, usize, u64)>,
+    },
+    /// `kill -9` `node`, remove its data; restart at the heal.
+    Wipe {
+        /// The node.
+        node: usize,
+    },
+    /// `node`'s disk full.
+    DiskFull {
+        /// The node.
+        node: usize,
+    },
+    /// `node`'s clock shifted by `offset_ms`.
+    Clock {
+        /// The node.
+        node: usize,
+        /// Milliseconds, either sign.
+        offset_ms: i64,
+    },
+}
+
+impl Action {
+    /// The kind of this action.
+    pub fn kind(&self) -> FaultKind {
+        match self {
+            Action::Kill { .. } => FaultKind::Kill,
+            Action::Pause { .. } => FaultKind::Pause,
+            Action::Partition { .. } => FaultKind::Partition,
+            Action::Oneway { .. } => FaultKind::Oneway,
+            Action::Delay { .. } => FaultKind::Delay,
+            Action::Wipe { .. } => FaultKind::Wipe,
+            Action::DiskFull { .. } => FaultKind::DiskFull,
+            Action::Clock { .. } => FaultKind::Clock,
+        }
+    }
+
+    /// The nodes it hits (a partition: the side named; a link fault: both ends).
+    pub fn targets(&self) -> Vec<usize> {
+        match self {
+            Action::Kill { node }
+            | Action::Pause { node }
+            | Action::Wipe { node }
+            | Action::DiskFull { node }
+            | Action::Clock { node, .. } => vec![*node],
+            Action::Partition { side, .. } => side.clone(),
+            Action::Oneway { from, to } => vec![*from, *to],
+            Action::Delay { links } => {
+                let mut nodes: Vec<usize> = links
+                    .iter()
+                    .filter(|l| l.2 > 0)
+                    .flat_map(|l| [l.0, l.1])
+                    .collect();
+                nodes.sort_unstable();
+                nodes.dedup();
+                nodes
+            }
+        }
+    }
+}
+
+/// One scheduled fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// Injected this long after the workload started.
+    pub at_ms: u64,
+    /// Healed this long after it was injected.
+    pub duration_ms: u64,
+    /// What it does.
+    pub action: Action,
+}
+
+/// `(low, high)` duration of each kind, ms.
+fn duration_range(kind: FaultKind) -> (u64, u64) {
+    match kind {
+        FaultKind::Kill => (200, 1500),
+        FaultKind::Pause => (300, 2000),
+        FaultKind::Wipe => (200, 1000),
+        FaultKind::DiskFull => (500, 2500),
+        FaultKind::Clock => (1000, 4000),
+        FaultKind::Partition | FaultKind::Oneway | FaultKind::Delay => (1000, 4000),
+    }
+}
+
+/// Quiet time between two faults of a lane, ms.
+const GAP_MS: (u64, u64) = (300, 1500);
+/// No fault starts in the last this-many ms of the run.
+const TAIL_MS: u64 = 500;
+
+fn action(rng: &mut Rng, kind: FaultKind, nodes: usize) -> Action {
+    let node = rng.below(nodes as u64) as usize;
+    match kind {
+        FaultKind::Kill => Action::Kill { node },
+        FaultKind::Pause => Action::Pause { node },
+        FaultKind::Wipe => Action::Wipe { node },
+        FaultKind::DiskFull => Action::DiskFull { node },
+        FaultKind::Clock => {
+            let magnitude = rng.between(5_000, CLOCK_OFFSET_MS_MAX) as i64;
+            let offset_ms = if rng.percent(50) {
+                magnitude
+            } else {
+                -magnitude
+            };
+            Action::Clock { node, offset_ms }
+        }
+        FaultKind::Partition => {
+            // A random proper, non-empty subset.
+            let mut side: Vec<usize> = (0..nodes).filter(|_| rng.percent(50)).collect();
+            if side.is_empty() || side.len() == nodes {
+                side = vec![node];
+            }
+            Action::Partition {
+                side,
+                black_hole: rng.percent(50),
+            }
+        }
+        FaultKind::Oneway => {
+            let to = (node + 1 + rng.below(nodes as u64 - 1) as usize) % nodes;
+            Action::Oneway { from: node, to }
+        }
+        FaultKind::Delay => {
+            let mut links = Vec::new();
+            for from in 0..nodes {
+                for to in (0..nodes).filter(|&to| to != from) {
+                    links.push((from, to, rng.below(LINK_DELAY_MS_MAX + 1)));
+                }
+            }
+            Action::Delay { links }
+        }
+    }
+}
+
+/// The fault schedule of a run: a pure function of its arguments.
+pub fn schedule(seed: u64, nodes: usize, duration_ms: u64, kinds: &[FaultKind]) -> Vec<Step> {
+    let mut steps = Vec::new();
+    if nodes < 2 {
+        return steps;
+    }
+    for (lane, network) in [false, true].into_iter().enumerate() {
+        let lane_kinds: Vec<FaultKind> = FaultKind::ALL
+            .into_iter()
+            .filter(|k| kinds.contains(k) && k.is_network() == network)
+            .collect();
+        if lane_kinds.is_empty() {
+            continue;
+        }
+        let mut rng = Rng::derive(seed, 0xfa17 + lane as u64);
+        let mut at_ms = rng.between(GAP_MS.0, GAP_MS.1);
+        // Bounded: each step moves `at_ms` forward by at least GAP_MS.0.
+        while at_ms + TAIL_MS < duration_ms {
+            let Some(&kind) = rng.pick(&lane_kinds) else {
+                break;
+            };
+            let (low, high) = duration_range(kind);
+            let duration_ms = rng.between(low, high).min(duration_ms - at_ms);
+            let action = action(&mut rng, kind, nodes);
+            steps.push(Step {
+                at_ms,
+                duration_ms,
+                action,
+            });
+            at_ms += duration_ms + rng.between(GAP_MS.0, GAP_MS.1);
+        }
+    }
+    steps.sort_by_key(|s| (s.at_ms, s.action.kind()));
+    steps
+}
+
+/// A fault injected and not yet healed.
+pub struct Active {
+    step: Step,
+    start_us: u64,
+}
+
+/// Locks `mutex`; a panicked lane leaves the cluster as it was (every
+/// operation on it is one step), so poisoning is ignored.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Applies a schedule to a cluster, in real time, and records each fault.
+///
+/// Thread safety: each lane runs on its own thread. The process lane locks
+/// the cluster for one operation at a time (a kill, a restart), never
+/// while it waits for a fault's duration or a refill; the network lane
+/// never locks it (the link proxies are shared, [`Links`]), so a slow
+/// restart never delays a partition.
+pub struct Injector<'a> {
+    cluster: &'a Mutex<Cluster>,
+    links: Arc<Links>,
+    recorder: &'a Recorder,
+    crash_restarts: Mutex<Vec<usize>>,
+}
+
+impl<'a> Injector<'a> {
+    /// An injector for `cluster`, recording into `recorder`.
+    pub fn new(cluster: &'a Mutex<Cluster>, recorder: &'a Recorder) -> Injector<'a> {
+        let (n, links) = {
+            let c = lock(cluster);
+            (c.len(), c.links())
+        };
+        Injector {
+            cluster,
+            links,
+            recorder,
+            crash_restarts: Mutex::new(vec![0; n]),
+        }
+    }
+
+    /// Runs `steps` from `started` (the workload's start) until `deadline`,
+    /// each lane on its own thread; the process lane also watches for nodes
+    /// that die on their own. Returns the faults still active at the
+    /// deadline, for [`Injector::heal_all`].
+    pub fn run(&self, steps: &[Step], started: Instant, deadline: Instant) -> Vec<Active> {
+        let lane = |network: bool| -> Vec<Step> {
+            steps
+                .iter()
+                .filter(|s| s.action.kind().is_network() == network)
+                .cloned()
+                .collect()
+        };
+        let (process, network) = (lane(false), lane(true));
+        std::thread::scope(|scope| {
+            let net = scope.spawn(|| self.run_lane(&network, started, deadline, false));
+            let mut left = self.run_lane(&process, started, deadline, true);
+            match net.join() {
+                Ok(mut more) => left.append(&mut more),
+                Err(_) => eprintln!("ataman test-cluster: the network fault lane panicked"),
+            }
+            left
+        })
+    }
+
+    /// One lane: inject and heal its steps in order until `deadline`.
+    fn run_lane(
+        &self,
+        steps: &[Step],
+        started: Instant,
+        deadline: Instant,
+        watch: bool,
+    ) -> Vec<Active> {
+        let mut active: Option<(usize, Active)> = None;
+        let mut next = 0;
+        // Bounded by the deadline: each iteration sleeps at most one poll
+        // interval (an injection or a heal takes its own bounded time).
+        while Instant::now() < deadline && !super::interrupted() {
+            if watch {
+                self.watch_exits();
+            }
+            let now_ms = started.elapsed().as_millis() as u64;
+            if let Some((i, _)) = &active
+                && steps[*i].at_ms + steps[*i].duration_ms <= now_ms
+                && let Some((_, a)) = active.take()
+            {
+                self.heal(a);
+            }
+            if active.is_none()
+                && let Some(step) = steps.get(next)
+                && step.at_ms <= now_ms
+            {
+                active = Some((next, self.inject(step)));
+                next += 1;
+            }
+            std::thread::sleep(EXIT_POLL_INTERVAL);
+        }
+        active.into_iter().map(|(_, a)| a).collect()
+    }
+
+    /// Records and restarts nodes that died on their own.
+    pub fn watch_exits(&self) {
+        let exited = lock(self.cluster).poll_exits();
+        for (node, status) in exited {
+            self.recorder.crash(Crash {
+                node,
+                at_us: self.recorder.now_us(),
+                status: format!("exited on its own: {status}"),
+            });
+            let again = {
+                let mut restarts = lock(&self.crash_restarts);
+                restarts[node] += 1;
+                restarts[node] <= CRASH_RESTARTS_MAX
+            };
+            if again {
+                self.restart(node);
+            }
+        }
+    }
+
+    fn restart(&self, node: usize) -> String {
+        let result = lock(self.cluster).restart(node);
+        match result {
+            Ok(()) => "restarted".into(),
+            Err(e) => {
+                self.recorder.crash(Crash {
+                    node,
+                    at_us: self.recorder.now_us(),
+                    status: format!("restart failed: {e}"),
+                });
+                format!("restart failed: {e}")
+            }
+        }
+    }
+
+    fn kill(&self, node: usize) {
+        let result = lock(self.cluster).kill9(node);
+        if let Err(status) = result {
+            self.recorder.crash(Crash {
+                node,
+                at_us: self.recorder.now_us(),
+                status: format!("already gone before kill -9: {status}"),
+            });
+        }
+    }
+
+    /// Injects `step`; the fault's start is when it took effect.
+    fn inject(&self, step: &Step) -> Active {
+        match &step.action {
+            Action::Kill { node } => self.kill(*node),
+            Action::Wipe { node } => {
+                self.kill(*node);
+                if let Err(e) = lock(self.cluster).wipe(*node) {
+                    eprintln!("ataman test-cluster: {e}");
+                }
+            }
+            Action::Pause { node } => {
+                lock(self.cluster).pause(*node);
+            }
+            Action::DiskFull { node } => self.control(*node, true, 0),
+            Action::Clock { node, offset_ms } => self.control(*node, false, *offset_ms),
+            Action::Partition { side, black_hole } => {
+                let mode = if *black_hole {
+                    LinkMode::Drop
+                } else {
+                    LinkMode::Cut
+                };
+                for a in side {
+                    for b in (0..self.links.len()).filter(|b| !side.contains(b)) {
+                        for (x, y) in [(*a, b), (b, *a)] {
+                            if let Some(link) = self.links.link(x, y) {
+                                link.set_mode(mode);
+                            }
+                        }
+                    }
+                }
+            }
+            Action::Oneway { from, to } => {
+                if let Some(link) = self.links.link(*from, *to) {
+                    link.set_mode_one_way(Direction::ToTarget, LinkMode::Drop);
+                }
+                if let Some(link) = self.links.link(*to, *from) {
+                    link.set_mode_one_way(Direction::FromTarget, LinkMode::Drop);
+                }
+            }
+            Action::Delay { links } => {
+                for &(from, to, ms) in links {
+                    if let Some(link) = self.links.link(from, to) {
+                        link.set_mode(LinkMode::Delay(Duration::from_millis(ms)));
+                    }
+                }
+            }
+        }
+        Active {
+            step: step.clone(),
+            start_us: self.recorder.now_us(),
+        }
+    }
+
+    /// Refills a wiped node, as an operator would after replacing a disk:
+    /// repair rounds on it until one succeeds with every peer, bounded by
+    /// [`REFILL_TIMEOUT`] (a round fails while a partition cuts a peer off).
+    fn refill(&self, node: usize) -> String {
+        let addr = lock(self.cluster).view().addr(node);
+        let started = Instant::now();
+        let mut outcome = String::from("no round finished");
+        // Bounded by REFILL_TIMEOUT: every wait below stops at it.
+        while started.elapsed() < REFILL_TIMEOUT {
+            let round = match converge::start_repair(addr, REFILL_TIMEOUT) {
+                Ok(Some(round)) => round,
+                Ok(None) => return "no repair endpoint: not refilled".into(),
+                Err(e) => return format!("refill not started: {e}"),
+            };
+            let last = loop {
+                if started.elapsed() >= REFILL_TIMEOUT {
+                    break None;
+                }
+                match converge::repair_done(addr, round, REFILL_TIMEOUT) {
+                    Ok(Some(last)) => break Some(last),
+                    Ok(None) => std::thread::sleep(converge::REPAIR_POLL),
+                    Err(e) => return format!("refill round {round}: {e}"),
+                }
+            };
+            let Some(last) = last else { break };
+            outcome = format!(
+                "refill round {round} after {} ms: {last}",
+                started.elapsed().as_millis()
+            );
+            if last["ok"].as_bool() == Some(true) {
+                return outcome;
+            }
+            std::thread::sleep(converge::REPAIR_POLL);
+        }
+        format!("refill not complete within {REFILL_TIMEOUT:?}; last: {outcome}")
+    }
+
+    fn control(&self, node: usize, disk_full: bool, clock_offset_ms: i64) {
+        let control = Control {
+            disk_full,
+            clock_offset_ms,
+        };
+        if let Err(e) = lock(self.cluster).set_control(node, control) {
+            eprintln!("ataman test-cluster: {e}");
+        }
+    }
+
+    fn heal(&self, active: Active) {
+        let is_up = |node: usize| lock(self.cluster).is_up(node);
+        let detail = match &active.step.action {
+            Action::Kill { node } => {
+                if is_up(*node) {
+                    "already up".into()
+                } else {
+                    self.restart(*node)
+                }
+            }
+            Action::Wipe { node } => {
+                let restarted = if is_up(*node) {
+                    "already up".into()
+                } else {
+                    self.restart(*node)
+                };
+                format!("{restarted}; {}", self.refill(*node))
+            }
+            Action::Pause { node } => {
+                lock(self.cluster).resume(*node);
+                "resumed".into()
+            }
+            Action::DiskFull { node } => {
+                self.control(*node, false, 0);
+                // Let the node read the file (it polls every 75 ms), then
+                // look whether a write failed meanwhile.
+                std::thread::sleep(Duration::from_millis(200));
+                let metrics = lock(self.cluster).metrics(*node);
+                let poisoned = metrics
+                    .is_some_and(|m| m.lines().any(|l| l.trim() == "ataman_engine_poisoned 1"));
+                self.kill(*node);
+                format!(
+                    "engine {}; kill -9 and {}",
+                    if poisoned { "poisoned" } else { "not poisoned" },
+                    self.restart(*node)
+                )
+            }
+            Action::Clock { node, offset_ms } => {
+                self.control(*node, false, 0);
+                format!("offset {offset_ms} ms, back to 0")
+            }
+            Action::Partition { side, black_hole } => {
+                self.links.heal();
+                format!(
+                    "{side:?} | rest, {}",
+                    if *black_hole { "black hole" } else { "cut" }
+                )
+            }
+            Action::Oneway { from, to } => {
+                self.links.heal();
+                format!("{from} -> {to} dropped")
+            }
+            Action::Delay { links } => {
+                self.links.heal();
+                format!("delays (from, to, ms): {links:?}")
+            }
+        };
+        self.recorder.fault(FaultEvent {
+            kind: active.step.action.kind(),
+            targets: active.step.action.targets(),
+            start_us: active.start_us,
+            end_us: self.recorder.now_us(),
+            detail,
+            clock_offset_ms: match active.step.action {
+                Action::Clock { offset_ms, .. } => Some(offset_ms),
+                _ => None,
+            },
+        });
+    }
+
+    /// Heals `left` (what [`Injector::run`] returned), then makes sure
+    /// every node runs, no link is faulty and no node is paused or has a
+    /// fault switched on.
+    pub fn heal_all(&self, left: Vec<Active>) -> Result<(), HarnessError> {
+        for active in left {
+            self.heal(active);
+        }
+        self.watch_exits();
+        let mut cluster = lock(self.cluster);
+        cluster.heal_links();
+        for node in 0..cluster.len() {
+            cluster.set_control(node, Control::default())?;
+            if cluster.is_up(node) {
+                cluster.resume(node);
+            } else {
+                cluster.restart(node)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The same seed gives the same schedule; another seed another one;
+    /// every fault ends within the run, lanes never overlap within
+    /// themselves, and only enabled kinds appear.
+    #[test]
+    fn schedule_is_seeded_and_bounded() {
+        let a = schedule(42, 3, 30_000, &FaultKind::ALL);
+        assert_eq!(a, schedule(42, 3, 30_000, &FaultKind::ALL));
+        assert_ne!(a, schedule(43, 3, 30_000, &FaultKind::ALL));
+        assert!(a.len() >= 10, "{a:?}");
+        for network in [false, true] {
+            let lane: Vec<&Step> = a
+                .iter()
+                .filter(|s| s.action.kind().is_network() == network)
+                .collect();
+            for pair in lane.windows(2) {
+                assert!(
+                    pair[0].at_ms + pair[0].duration_ms < pair[1].at_ms,
+                    "{pair:?}"
+                );
+            }
+        }
+        for s in &a {
+            assert!(s.at_ms + s.duration_ms <= 30_000, "{s:?}");
+            let targets = s.action.targets();
+            assert!(targets.iter().all(|&t| t < 3), "{s:?}");
+            if let Action::Partition { side, .. } = &s.action {
+                assert!(!side.is_empty() && side.len() < 3);
+            }
+            if let Action::Clock { offset_ms, .. } = s.action {
+                assert!(offset_ms.unsigned_abs() <= CLOCK_OFFSET_MS_MAX);
+            }
+        }
+        let kills = schedule(7, 3, 20_000, &[FaultKind::Kill]);
+        assert!(!kills.is_empty());
+        assert!(kills.iter().all(|s| s.action.kind() == FaultKind::Kill));
+        assert!(schedule(7, 3, 20_000, &[]).is_empty());
+        for kind in FaultKind::ALL {
+            assert_eq!(FaultKind::parse(kind.name()), Some(kind));
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! The figures of a run: printed at the end and written as JSON
+//! (`--report FILE.json`).
+
+use super::checker::{Findings, Tally};
+use super::faults::FaultKind;
+use super::history::{History, OpKind, Outcome};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// A run's figures.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The history checked.
+    pub history: History,
+    /// What the checker found.
+    pub findings: Findings,
+    /// Where the history was written.
+    pub history_path: Option<PathBuf>,
+    /// Wall time of the whole run, seconds.
+    pub elapsed_s: f64,
+    /// Count the losses a wipe or a clock jump explains as violations.
+    pub strict: bool,
+}
+
+fn tally_json(t: &Tally) -> Value {
+    json!({
+        "count": t.count,
+        "examples": t.examples.iter().map(|e| e.0.clone()).collect::<Vec<_>>(),
+    })
+}
+
+impl Report {
+    /// Operations by outcome.
+    pub fn outcomes(&self) -> BTreeMap<&'static str, u64> {
+        let mut by = BTreeMap::new();
+        for o in [Outcome::Ok, Outcome::Fail, Outcome::Maybe, Outcome::Hang] {
+            by.insert(o.name(), 0);
+        }
+        for op in &self.history.ops {
+            *by.entry(op.outcome.name()).or_default() += 1;
+        }
+        by
+    }
+
+    /// Faults injected, by kind (every enabled kind listed, 0 included).
+    pub fn faults(&self) -> BTreeMap<&'static str, u64> {
+        let mut by = BTreeMap::new();
+        for name in &self.history.meta.faults {
+            if let Some(kind) = FaultKind::parse(name) {
+                by.insert(kind.name(), 0);
+            }
+        }
+        for f in &self.history.faults {
+            *by.entry(f.kind.name()).or_default() += 1;
+        }
+        by
+    }
+
+    /// Violations found (with the explained losses when strict).
+    pub fn violations(&self) -> u64 {
+        if self.strict {
+            self.findings.violations_strict()
+        } else {
+            self.findings.violations()
+        }
+    }
+
+    /// True when the checker found nothing.
+    pub fn passed(&self) -> bool {
+        self.violations() == 0
+    }
+
+    /// The report as JSON.
+    pub fn to_json(&self) -> Value {
+        let m = &self.history.meta;
+        let f = &self.findings;
+        let mut by_kind = BTreeMap::new();
+        for k in [OpKind::Put, OpKind::Get, OpKind::Delete] {
+            by_kind.insert(k.name(), 0u64);
+        }
+        for op in &self.history.ops {
+            *by_kind.entry(op.kind.name()).or_default() += 1;
+        }
+        let final_reads: BTreeMap<&str, Value> = f
+            .final_reads
+            .iter()
+            .map(|(w, r)| {
+                (
+                    w.name(),
+                    json!({"keys": r.keys, "found": r.found, "not_found": r.not_found, "unanswered": r.unanswered}),
+                )
+            })
+            .collect();
+        let convergence = self.history.convergence.as_ref().map(|c| {
+            json!({
+                "converged": c.converged, "time_ms": c.time_ms, "readings": c.readings,
+                "repair": c.repair, "divergent_keys": f.divergent.count,
+            })
+        });
+        let examples = json!({
+                "lost": tally_json(&f.lost),
+                "lost_with_wiped_replica": tally_json(&f.lost_with_wiped_replica),
+                "lost_under_clock_skew": tally_json(&f.lost_under_clock_skew),
+                "ryw": tally_json(&f.ryw),
+                "ryw_explained": tally_json(&f.ryw_explained),
+                "impossible": tally_json(&f.impossible),
+                "bad_answers": tally_json(&f.bad_answers),
+                "hangs": tally_json(&f.hangs),
+                "divergent": tally_json(&f.divergent),
+                "crashes": tally_json(&f.crashes),
+                "final_unanswered": tally_json(&f.final_unanswered),
+        });
+        let mut report = json!({
+            "seed": m.seed,
+            "runs": 1,
+            "passed": self.passed(),
+            "violations": self.violations(),
+            "strict": self.strict,
+            "nodes": m.nodes,
+            "duration_s": m.duration_s,
+            "elapsed_s": self.elapsed_s,
+            "ack_w": m.ack_w, "ack_r": m.ack_r, "from": m.from,
+            "clients": m.clients,
+            "workloads": m.workloads,
+            "faults_enabled": m.faults,
+            "planted_bug": m.planted_bug,
+            "operations": {
+                "total": self.history.ops.len(),
+                "by_outcome": self.outcomes(),
+                "by_kind": by_kind,
+            },
+            "faults_injected": self.faults(),
+            "acknowledged_writes_lost": f.lost.count,
+            "lost_with_wiped_replica": f.lost_with_wiped_replica.count,
+            "lost_under_clock_skew": f.lost_under_clock_skew.count,
+            "ryw_violations": f.ryw.count,
+            "ryw_explained": f.ryw_explained.count,
+            "impossible_reads": f.impossible.count,
+            "bad_answers": f.bad_answers.count,
+            "hangs": f.hangs.count,
+            "hangs_on_paused_node": f.hangs_excused,
+            "crashes": f.crashes.count,
+            "convergence": convergence,
+            "final_reads": final_reads,
+            "final_reads_unanswered": f.final_unanswered.count,
+            "history": self.history_path.as_ref().map(|p| p.display().to_string()),
+        });
+        report["examples"] = examples;
+        report["fault_events"] = self
+            .history
+            .faults
+            .iter()
+            .map(|f| {
+                json!({
+                    "kind": f.kind.name(), "targets": f.targets,
+                    "start_ms": f.start_us / 1000, "end_ms": f.end_us / 1000, "detail": f.detail,
+                })
+            })
+            .collect();
+        report
+    }
+
+    /// Writes the JSON report to `path`.
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        let text = serde_json::to_string_pretty(&self.to_json()).map_err(std::io::Error::other)?;
+        std::fs::write(path, text + "\n")
+    }
+
+    /// The human-readable summary.
+    pub fn text(&self) -> String {
+        let m = &self.history.meta;
+        let f = &self.findings;
+        let mut s = String::new();
+        let join = |map: BTreeMap<&str, u64>| {
+            map.iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let _ = writeln!(
+            s,
+            "seed {} | {} nodes | {} s | ack_w {} ack_r {} from {} | {} clients | workloads {} | planted bug {}",
+            m.seed,
+            m.nodes,
+            m.duration_s,
+            m.ack_w,
+            m.ack_r,
+            m.from,
+            m.clients,
+            m.workloads.join(","),
+            m.planted_bug.as_deref().unwrap_or("none"),
+        );
+        let _ = writeln!(
+            s,
+            "operations: {} ({})",
+            self.history.ops.len(),
+            join(self.outcomes())
+        );
+        let _ = writeln!(s, "faults injected: {}", join(self.faults()));
+        let explained = if self.strict {
+            "counted: --strict"
+        } else {
+            "not counted"
+        };
+        let _ = writeln!(s, "acknowledged writes lost: {}", f.lost.count);
+        let _ = writeln!(
+            s,
+            "  explained ({explained}): {} under clock skew (last writer wins), {} across a wiped replica",
+            f.lost_under_clock_skew.count, f.lost_with_wiped_replica.count
+        );
+        let _ = writeln!(
+            s,
+            "read-your-writes violations: {} (explained, {explained}: {})",
+            f.ryw.count, f.ryw_explained.count
+        );
+        let _ = writeln!(s, "impossible reads: {}", f.impossible.count);
+        let _ = writeln!(s, "answers outside the contract: {}", f.bad_answers.count);
+        let _ = writeln!(
+            s,
+            "hangs: {} (on a paused node, not counted: {})",
+            f.hangs.count, f.hangs_excused
+        );
+        let _ = writeln!(s, "crashes: {}", f.crashes.count);
+        match &self.history.convergence {
+            Some(c) => {
+                let _ = writeln!(
+                    s,
+                    "convergence: {} in {} ms ({} readings of every copy), {} keys divergent; {}",
+                    if c.converged {
+                        "reached"
+                    } else {
+                        "NOT reached"
+                    },
+                    c.time_ms,
+                    c.readings,
+                    f.divergent.count,
+                    c.repair
+                );
+            }
+            None => {
+                let _ = writeln!(s, "convergence: not checked");
+            }
+        }
+        for (w, r) in &f.final_reads {
+            let _ = writeln!(
+                s,
+                "final reads {}: {} keys, {} found, {} not found, {} unanswered",
+                w.name(),
+                r.keys,
+                r.found,
+                r.not_found,
+                r.unanswered
+            );
+        }
+        for (name, t) in [
+            ("lost", &f.lost),
+            ("lost under clock skew", &f.lost_under_clock_skew),
+            ("lost across a wipe", &f.lost_with_wiped_replica),
+            ("read-your-writes", &f.ryw),
+            ("impossible", &f.impossible),
+            ("answer", &f.bad_answers),
+            ("hang", &f.hangs),
+            ("divergent", &f.divergent),
+            ("crash", &f.crashes),
+            ("final unanswered", &f.final_unanswered),
+        ] {
+            for e in t.examples.iter().take(5) {
+                let _ = writeln!(s, "  {name}: {}", e.0);
+            }
+        }
+        let history = self
+            .history_path
+            .as_ref()
+            .map_or("not written".to_string(), |p| p.display().to_string());
+        if self.passed() {
+            let _ = writeln!(s, "PASS (seed {}, history {history})", m.seed);
+        } else {
+            let _ = writeln!(
+                s,
+                "FAIL: {} violations (seed {}, history {history})",
+                self.violations(),
+                m.seed
+            );
+        }
+        s
+    }
+}
