@@ -363,7 +363,7 @@ pub fn repair_summary(last: &serde_json::Value) -> Result<(String, bool), String
         let _ = std::fmt::Write::write_fmt(
             &mut text,
             format_args!(
-                "{url}\t{}\tbuckets_differing={}\tkeys_fetched={}\tkeys_pushed={}\tbytes_sent={}\tbytes_received={}",
+                "{url}\t{}\tbuckets_differing={}\tkeys_fetched={}\tkeys_pushed={}\tkeys_refused={}\tbytes_sent={}\tbytes_received={}",
                 if p["ok"].as_bool() == Some(true) {
                     "ok"
                 } else {
@@ -372,6 +372,7 @@ pub fn repair_summary(last: &serde_json::Value) -> Result<(String, bool), String
                 number(p, "buckets_differing")?,
                 number(p, "keys_fetched")?,
                 number(p, "keys_pushed")?,
+                number(p, "keys_refused")?,
                 number(p, "bytes_sent")?,
                 number(p, "bytes_received")?,
             ),
@@ -404,8 +405,8 @@ mod tests {
     fn repair_summary_lines() {
         let last: serde_json::Value = serde_json::from_str(
             r#"{"round":2,"started_ms":10,"finished_ms":25,"ok":false,"peers":[
-            {"url":"http://a:1","ok":true,"error":null,"buckets_differing":3,"keys_fetched":4,"keys_pushed":5,"bytes_sent":6,"bytes_received":7},
-            {"url":"http://b:2","ok":false,"error":"cannot connect","buckets_differing":0,"keys_fetched":0,"keys_pushed":0,"bytes_sent":0,"bytes_received":0}]}"#,
+            {"url":"http://a:1","ok":true,"error":null,"buckets_differing":3,"keys_fetched":4,"keys_pushed":5,"keys_refused":1,"bytes_sent":6,"bytes_received":7},
+            {"url":"http://b:2","ok":false,"error":"cannot connect","buckets_differing":0,"keys_fetched":0,"keys_pushed":0,"keys_refused":0,"bytes_sent":0,"bytes_received":0}]}"#,
         )
         .unwrap();
         let (text, ok) = repair_summary(&last).unwrap();
@@ -413,8 +414,8 @@ mod tests {
         assert_eq!(
             text,
             "round 2: FAILED in 15 ms, 2 peer(s)\n\
-             http://a:1\tok\tbuckets_differing=3\tkeys_fetched=4\tkeys_pushed=5\tbytes_sent=6\tbytes_received=7\n\
-             http://b:2\tfailed\tbuckets_differing=0\tkeys_fetched=0\tkeys_pushed=0\tbytes_sent=0\tbytes_received=0\terror=cannot connect\n"
+             http://a:1\tok\tbuckets_differing=3\tkeys_fetched=4\tkeys_pushed=5\tkeys_refused=1\tbytes_sent=6\tbytes_received=7\n\
+             http://b:2\tfailed\tbuckets_differing=0\tkeys_fetched=0\tkeys_pushed=0\tkeys_refused=0\tbytes_sent=0\tbytes_received=0\terror=cannot connect\n"
         );
         let broken: serde_json::Value = serde_json::from_str(r#"{"round":1,"ok":true}"#).unwrap();
         assert!(repair_summary(&broken).is_err());

@@ -10,15 +10,17 @@
 //!    ([`super::reconcile::Merge`]), fetch what the peer has newer and
 //!    push what this node has newer, in bounded batches.
 //!
-//! Every wait has a deadline, every batch is bounded by the wire limits,
-//! scanned and sent bytes go through the node's token bucket, and the stop
-//! flag is checked between batches.
+//! Every wait has a deadline measured in silence (`stream::Timing`: the
+//! peer sends `KeepAlive`s while it works, and so does this side while it
+//! scans its side of a page's range, in chunks bounded like a page), every
+//! batch is bounded by the wire limits, scanned and sent bytes go through
+//! the node's token bucket, and the stop flag is checked between batches.
 
-use super::local::{self, Meter, Scope, successor, unexpected};
+use super::local::{self, Meter, Scope, unexpected};
 use super::merkle::{Tree, bucket_of};
 use super::reconcile::{Merge, Step};
 use super::status::PeerReport;
-use super::stream::{IO_SLICE, SessionError, SyncStream};
+use super::stream::{IO_SLICE, SEND_TIMEOUT, SessionError, SyncStream};
 use super::wire::{
     self, BATCH_BYTES_MAX, DIGEST_ENTRIES_MAX, FETCH_KEYS_MAX, Message, PROTOCOL, PUSH_ITEMS_MAX,
     TREE_NODES_PER_REQUEST_MAX, VERSION, bitmap_has, bitmap_of,
@@ -36,11 +38,6 @@ use std::time::{Duration, Instant};
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The upgrade's 101 (written by the peer's network thread) within this.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-/// Longest wait for one answer: the Welcome includes the peer's scan of
-/// its engine at its rate bound; other answers are bounded batches.
-pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
-/// Longest time sending one request may take.
-pub const SEND_TIMEOUT: Duration = Duration::from_secs(120);
 /// Tries of a session whose peer answered 503 (its sync server busy).
 pub const BUSY_TRIES_MAX: u32 = 5;
 /// Wait before the second try after a 503; doubles each time.
@@ -48,16 +45,29 @@ const BUSY_BACKOFF_MIN: Duration = Duration::from_millis(200);
 /// Bytes of a 101 read per call.
 const HANDSHAKE_CHUNK_BYTES: usize = 4096;
 
+/// A version this node had before a fetch replaced it: `(ts, tombstone)`.
+pub type Kept = (u64, bool);
+
+/// Told of every fetched version this node applied: the key, the version it
+/// had before (if any) and the new one. The round keeps the trees of the
+/// peers it has yet to sync with current with it.
+pub type OnFetched<'a> = &'a mut dyn FnMut(&[u8], Option<Kept>, Kept);
+
 /// Syncs with node `peer` against this node's `tree` of the keys they
 /// share. Never fails: the report carries the error, if any.
-pub fn sync_with(shared: &NodeShared, peer: usize, tree: &Tree) -> PeerReport {
+pub fn sync_with(
+    shared: &NodeShared,
+    peer: usize,
+    tree: &Tree,
+    on_fetched: OnFetched<'_>,
+) -> PeerReport {
     let mut report = PeerReport {
         url: shared.topology.nodes()[peer].clone(),
         ..PeerReport::default()
     };
     let mut backoff = BUSY_BACKOFF_MIN;
     for attempt in 1..=BUSY_TRIES_MAX {
-        match session(shared, peer, tree, &mut report) {
+        match session(shared, peer, tree, &mut report, &mut *on_fetched) {
             Ok(()) => return report,
             Err(SessionError::Busy(_)) if attempt < BUSY_TRIES_MAX => {
                 if sleep_unless_stopped(shared, backoff) {
@@ -153,15 +163,27 @@ fn connect(shared: &NodeShared, peer: usize) -> Result<(TcpStream, Vec<u8>), Ses
     }
 }
 
-/// Sends `request` and returns its answer.
-fn ask(
+/// Sends `request` and returns its answer, waiting at most `silence`
+/// without a byte from the peer.
+fn ask_within(
+    shared: &NodeShared,
     s: &mut SyncStream<'_>,
-    meter: &mut Meter<'_>,
+    request: &Message,
+    silence: Duration,
+) -> Result<Message, SessionError> {
+    let sent = s.send(request, Instant::now() + SEND_TIMEOUT)?;
+    local::pay_sent(shared, s, sent)?;
+    s.recv(silence)?
+        .ok_or_else(|| SessionError::Io("the peer closed the session".into()))
+}
+
+/// Sends `request` and returns its answer (silence timeout: `Timing::silence`).
+fn ask(
+    shared: &NodeShared,
+    s: &mut SyncStream<'_>,
     request: &Message,
 ) -> Result<Message, SessionError> {
-    meter.pay(s.send(request, Instant::now() + SEND_TIMEOUT)?)?;
-    s.recv(Instant::now() + ANSWER_TIMEOUT)?
-        .ok_or_else(|| SessionError::Io("the peer closed the session".into()))
+    ask_within(shared, s, request, shared.antientropy.timing.silence)
 }
 
 fn session(
@@ -169,13 +191,14 @@ fn session(
     peer: usize,
     tree: &Tree,
     report: &mut PeerReport,
+    on_fetched: OnFetched<'_>,
 ) -> Result<(), SessionError> {
     let ae = &shared.antientropy;
     let (stream, leftover) = connect(shared, peer)?;
     let stop = || shared.stopping();
-    let mut s = SyncStream::new(stream, leftover, &stop, &ae.metrics)
+    let mut s = SyncStream::new(stream, leftover, &stop, &ae.metrics, ae.timing.keep_alive)
         .map_err(|e| SessionError::Io(e.to_string()))?;
-    let result = run_session(shared, peer, tree, &mut s, report);
+    let result = run_session(shared, peer, tree, &mut s, report, on_fetched);
     report.bytes_sent = s.bytes_sent;
     report.bytes_received = s.bytes_received;
     result
@@ -187,9 +210,9 @@ fn run_session(
     tree: &Tree,
     s: &mut SyncStream<'_>,
     report: &mut PeerReport,
+    on_fetched: OnFetched<'_>,
 ) -> Result<(), SessionError> {
     let ae = &shared.antientropy;
-    let mut meter = Meter::new(shared);
     let hello = Message::Hello {
         version: VERSION,
         url: shared.topology.nodes()[shared.topology.self_index()].clone(),
@@ -197,11 +220,32 @@ fn run_session(
         depth: tree.depth(),
         fingerprint: wire::fingerprint(shared.topology.nodes()),
     };
-    match ask(s, &mut meter, &hello)? {
-        Message::Welcome { .. } => {}
+    // The Welcome may wait for the peer's server to finish the session it
+    // serves (nothing is said meanwhile), then for its tree (KeepAlives).
+    let welcome = match ask_within(shared, s, &hello, ae.timing.welcome) {
+        Err(SessionError::TimedOut) => {
+            return Err(SessionError::Io(format!(
+                "no Welcome within {} ms of silence (the peer's anti-entropy server may be \
+                 busy with other sessions)",
+                ae.timing.welcome.as_millis()
+            )));
+        }
+        answer => answer?,
+    };
+    // The node that answered must be the peer this session is for (a
+    // wrong --peer-via, a reused address) and speak this version.
+    let expected = &shared.topology.nodes()[peer];
+    match welcome {
+        Message::Welcome { version, url, .. } if version == VERSION && url == *expected => {}
+        Message::Welcome { version, url, .. } => {
+            return Err(SessionError::Protocol(format!(
+                "the Welcome came from {url} (sync protocol version {version}), \
+                 expected {expected} (version {VERSION}): check --peer-via and --cluster"
+            )));
+        }
         other => return Err(unexpected(&other, "Welcome")),
     }
-    let differing = walk(s, &mut meter, tree)?;
+    let differing = walk(shared, s, tree)?;
     ae.metrics
         .buckets_compared
         .fetch_add(1 << tree.depth(), Ordering::Relaxed);
@@ -214,24 +258,25 @@ fn run_session(
     ae.metrics.round_keys_done.store(0, Ordering::Relaxed);
     report.buckets_differing = differing.len() as u64;
     if !differing.is_empty() {
-        exchange(
-            shared,
-            peer,
-            tree.depth(),
-            &differing,
-            s,
-            &mut meter,
-            report,
-        )?;
+        let mut batches = Batches {
+            on_fetched,
+            fetch: Vec::new(),
+            fetch_bytes: 0,
+            push: Vec::new(),
+            push_bytes: 0,
+            refused: local::Refusals::default(),
+        };
+        let depth = tree.depth();
+        exchange(shared, peer, depth, &differing, s, report, &mut batches)?;
     }
-    meter.settle()
+    Ok(())
 }
 
 /// The differing leaves, found by comparing the peer's tree level by
 /// level, descending only below nodes that differ.
 fn walk(
+    shared: &NodeShared,
     s: &mut SyncStream<'_>,
-    meter: &mut Meter<'_>,
     tree: &Tree,
 ) -> Result<Vec<u32>, SessionError> {
     let depth = tree.depth();
@@ -244,7 +289,7 @@ fn walk(
                 level,
                 indexes: chunk.to_vec(),
             };
-            let hashes = match ask(s, meter, &request)? {
+            let hashes = match ask(shared, s, &request)? {
                 Message::Hashes { hashes } if hashes.len() == chunk.len() => hashes,
                 Message::Hashes { hashes } => {
                     return Err(SessionError::Protocol(format!(
@@ -276,112 +321,123 @@ fn walk(
 }
 
 /// Fetches and pushes waiting to be sent, each kept under the wire bounds.
-#[derive(Default)]
-struct Batches {
+struct Batches<'a> {
+    on_fetched: OnFetched<'a>,
     fetch: Vec<Vec<u8>>,
     fetch_bytes: usize,
     push: Vec<(Vec<u8>, Version)>,
     push_bytes: usize,
-    refused: Vec<(Vec<u8>, String)>,
+    refused: local::Refusals,
 }
 
 /// Pages through the peer's digest of the `differing` buckets, reconciles
 /// each page's key range with the same range here, and exchanges versions.
+#[allow(clippy::too_many_arguments)]
 fn exchange(
     shared: &NodeShared,
     peer: usize,
     depth: u32,
     differing: &[u32],
     s: &mut SyncStream<'_>,
-    meter: &mut Meter<'_>,
     report: &mut PeerReport,
+    batches: &mut Batches<'_>,
 ) -> Result<(), SessionError> {
     let scope = Scope::new(shared);
     let bitmap = bitmap_of(depth, differing);
     let mut after: Option<Vec<u8>> = None;
-    let mut batches = Batches::default();
     loop {
         let request = Message::Digest {
             buckets: bitmap.clone(),
             after: after.clone(),
             entries_max: DIGEST_ENTRIES_MAX as u32,
         };
-        let (entries, next) = match ask(s, meter, &request)? {
+        let (entries, next) = match ask(shared, s, &request)? {
             Message::DigestPage { entries, next } => (entries, next),
             other => return Err(unexpected(&other, "DigestPage")),
         };
         check_page(&entries, after.as_deref(), next.as_deref(), &bitmap, depth)?;
-        // This node's side of the same range: (after, next], or to the end.
-        let start = after.as_deref().map(successor).unwrap_or_default();
-        let end = next.as_deref().map(successor);
-        let scan = shared
-            .db
-            .scan(&start, end.as_deref(), true)
-            .map_err(|e| SessionError::Engine(format!("scan failed: {e}")))?;
-        let mut scan_meter = Meter::new(shared);
-        let mut scan_error: Option<SessionError> = None;
-        let local_digest = scan
-            .map_while(|item| match item {
-                Ok((key, entry)) => match scan_meter.pay(local::entry_cost(&key, &entry)) {
-                    Ok(()) => Some((key, entry.ts)),
-                    Err(e) => {
-                        scan_error = Some(e);
-                        None
-                    }
-                },
-                Err(e) => {
-                    scan_error = Some(SessionError::Engine(format!("scan failed: {e}")));
-                    None
-                }
-            })
-            .filter(|(key, _)| {
-                bitmap_has(&bitmap, bucket_of(key, depth)) && scope.shared_with(key, peer)
-            });
-        let remote_digest = entries.into_iter().map(|e| (e.key, e.ts));
-        for step in Merge::new(local_digest, remote_digest) {
-            match step {
-                Step::Fetch(key) => {
-                    batches.fetch_bytes += key.len();
-                    batches.fetch.push(key);
-                    if batches.fetch.len() >= FETCH_KEYS_MAX
-                        || batches.fetch_bytes >= BATCH_BYTES_MAX
-                    {
-                        flush_fetch(shared, s, meter, &mut batches, report)?;
-                    }
-                }
-                Step::Push(key) => {
-                    // The newest version now (it may be newer than the scan's).
-                    let Some(version) = local::read_version(shared, &key)? else {
-                        continue;
-                    };
-                    let size = local::version_bytes(&key, &version);
-                    if !batches.push.is_empty() && batches.push_bytes + size > BATCH_BYTES_MAX {
-                        flush_push(shared, s, meter, &mut batches, report)?;
-                    }
-                    batches.push_bytes += size;
-                    batches.push.push((key, version));
-                    if batches.push.len() >= PUSH_ITEMS_MAX {
-                        flush_push(shared, s, meter, &mut batches, report)?;
-                    }
-                }
+        // This node's side of the same range, (after, next] or to the end,
+        // in chunks bounded like a page (the range may hold far more keys
+        // here than the peer's page): each chunk is merged with the
+        // peer's entries up to the chunk's end. A local scan error ends
+        // the session before anything is exchanged for its chunk.
+        let mut remote = entries.into_iter().peekable();
+        let mut cursor = after.clone();
+        loop {
+            let (local_entries, cut) = {
+                let mut scan_meter = Meter::alive(shared, &mut *s);
+                local::page(
+                    shared,
+                    cursor.as_deref(),
+                    next.as_deref(),
+                    DIGEST_ENTRIES_MAX,
+                    &mut scan_meter,
+                    |key| {
+                        bitmap_has(&bitmap, bucket_of(key, depth)) && scope.shared_with(key, peer)
+                    },
+                )?
+            };
+            let mut remote_chunk = Vec::new();
+            while let Some(e) = remote.next_if(|e| cut.as_ref().is_none_or(|c| e.key <= *c)) {
+                remote_chunk.push((e.key, e.ts));
+            }
+            let local_digest = local_entries.into_iter().map(|e| (e.key, e.ts));
+            for step in Merge::new(local_digest, remote_chunk.into_iter()) {
+                exchange_step(shared, step, s, batches, report)?;
+            }
+            match cut {
+                None => break,
+                Some(key) => cursor = Some(key),
             }
         }
-        if let Some(e) = scan_error {
-            return Err(e);
-        }
-        scan_meter.settle()?;
         match next {
             None => break,
             Some(key) => after = Some(key),
         }
     }
-    flush_fetch(shared, s, meter, &mut batches, report)?;
-    flush_push(shared, s, meter, &mut batches, report)?;
-    if !batches.refused.is_empty() {
-        return Err(SessionError::Refused(format!(
-            "this node refused the peer's versions: {}",
-            local::refusal_text(&batches.refused)
+    flush_fetch(shared, s, batches, report)?;
+    flush_push(shared, s, batches, report)?;
+    report.keys_refused = batches.refused.count;
+    if batches.refused.count > 0 {
+        return Err(SessionError::Engine(format!(
+            "the session completed, but {}",
+            batches.refused.text()
         )));
+    }
+    Ok(())
+}
+
+/// Queues one reconcile step, sending a batch when it is full.
+fn exchange_step(
+    shared: &NodeShared,
+    step: Step,
+    s: &mut SyncStream<'_>,
+    batches: &mut Batches<'_>,
+    report: &mut PeerReport,
+) -> Result<(), SessionError> {
+    match step {
+        Step::Fetch(key) => {
+            batches.fetch_bytes += key.len();
+            batches.fetch.push(key);
+            if batches.fetch.len() >= FETCH_KEYS_MAX || batches.fetch_bytes >= BATCH_BYTES_MAX {
+                flush_fetch(shared, s, batches, report)?;
+            }
+        }
+        Step::Push(key) => {
+            // The newest version now (it may be newer than the scan's).
+            let Some(version) = local::read_version(shared, &key)? else {
+                return Ok(());
+            };
+            let size = local::version_bytes(&key, &version);
+            if !batches.push.is_empty() && batches.push_bytes + size > BATCH_BYTES_MAX {
+                flush_push(shared, s, batches, report)?;
+            }
+            batches.push_bytes += size;
+            batches.push.push((key, version));
+            if batches.push.len() >= PUSH_ITEMS_MAX {
+                flush_push(shared, s, batches, report)?;
+            }
+        }
     }
     Ok(())
 }
@@ -424,8 +480,7 @@ fn check_page(
 fn flush_fetch(
     shared: &NodeShared,
     s: &mut SyncStream<'_>,
-    meter: &mut Meter<'_>,
-    batches: &mut Batches,
+    batches: &mut Batches<'_>,
     report: &mut PeerReport,
 ) -> Result<(), SessionError> {
     let ae = &shared.antientropy;
@@ -436,7 +491,7 @@ fn flush_fetch(
         let request = Message::Fetch {
             keys: batches.fetch.clone(),
         };
-        let items = match ask(s, meter, &request)? {
+        let items = match ask(shared, s, &request)? {
             Message::Versions { items } => items,
             other => return Err(unexpected(&other, "Versions")),
         };
@@ -459,8 +514,24 @@ fn flush_fetch(
                 found.push((key, v));
             }
         }
+        // What this node had, to keep the round's other trees current.
+        let mut replaced = Vec::with_capacity(found.len());
+        for (key, version) in &found {
+            let kept = local::read_version(shared, key)?.map(|v| (v.ts, v.value.is_none()));
+            if kept.is_none_or(|(ts, _)| ts < version.ts) {
+                replaced.push((key.clone(), kept, (version.ts, version.value.is_none())));
+            }
+        }
         let (applied, refused) = local::apply(shared, found)?;
-        batches.refused.extend(refused);
+        for (key, kept, new) in replaced {
+            if !refused.iter().any(|(k, _)| *k == key) {
+                (batches.on_fetched)(&key, kept, new);
+            }
+        }
+        batches.refused.add(&refused);
+        ae.metrics
+            .keys_refused
+            .fetch_add(refused.len() as u64, Ordering::Relaxed);
         report.keys_fetched += applied;
         ae.metrics
             .keys_fetched
@@ -479,8 +550,7 @@ fn flush_fetch(
 fn flush_push(
     shared: &NodeShared,
     s: &mut SyncStream<'_>,
-    meter: &mut Meter<'_>,
-    batches: &mut Batches,
+    batches: &mut Batches<'_>,
     report: &mut PeerReport,
 ) -> Result<(), SessionError> {
     if batches.push.is_empty() {
@@ -492,22 +562,33 @@ fn flush_push(
     let items = std::mem::take(&mut batches.push);
     batches.push_bytes = 0;
     let n = items.len();
-    match ask(s, meter, &Message::Push { items })? {
-        Message::PushAck { applied } if applied as usize == n => {}
-        Message::PushAck { applied } => {
+    let (applied, refused) = match ask(shared, s, &Message::Push { items })? {
+        Message::PushAck {
+            applied,
+            refused,
+            first_refusal,
+        } if applied as usize + refused as usize == n => {
+            let why = format!("the peer refused: {first_refusal}");
+            batches.refused.add_count(u64::from(refused), &why);
+            (u64::from(applied), u64::from(refused))
+        }
+        Message::PushAck {
+            applied, refused, ..
+        } => {
             return Err(SessionError::Protocol(format!(
-                "{applied} of {n} pushed versions acknowledged"
+                "{applied} applied and {refused} refused of {n} pushed versions"
             )));
         }
         other => return Err(unexpected(&other, "PushAck")),
-    }
-    report.keys_pushed += n as u64;
+    };
+    report.keys_pushed += applied;
     let ae = &shared.antientropy;
+    ae.metrics.keys_pushed.fetch_add(applied, Ordering::Relaxed);
     ae.metrics
-        .keys_pushed
-        .fetch_add(n as u64, Ordering::Relaxed);
+        .keys_refused
+        .fetch_add(refused, Ordering::Relaxed);
     ae.metrics
         .round_keys_done
-        .fetch_add(n as u64, Ordering::Relaxed);
+        .fetch_add(applied, Ordering::Relaxed);
     Ok(())
 }

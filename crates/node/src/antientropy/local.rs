@@ -6,19 +6,36 @@
 //! with `Durability::Complete` (queued to the engine's single writer). Every
 //! scanned entry is paid for in the node's token bucket before the next one
 //! is read, and the stop flag is checked between batches.
+//!
+//! Long local work never goes silent: a [`Meter`] made with
+//! [`Meter::alive`] tells the other side of the session "still working"
+//! (a `KeepAlive` frame) as it goes, even while it sleeps on the token
+//! bucket. Long scans re-open the engine's scan after the last key every
+//! [`SCAN_REOPEN_BYTES`] or [`SCAN_REOPEN_AFTER`] ([`scan_each`]), so a
+//! rate-limited scan does not pin one read view (and the SSTs compaction
+//! replaced) for its whole length.
 
 use super::merkle::{Tree, bucket_of};
 use super::scope::{self, NodeSet};
-use super::stream::SessionError;
+use super::stream::{KeepAlive, SessionError};
 use super::wire::{self, BATCH_BYTES_MAX, DIGEST_ENTRIES_MAX, DigestEntry, Message, bitmap_has};
 use crate::net::NodeShared;
 use crate::peer::frame::Version;
 use crate::peer::server::refuse_version;
 use ataman_engine::{Durability, Entry, WriteBatch};
+use std::time::{Duration, Instant};
 
 /// Entries a digest answer scans at most, whatever it finds: a sparse
 /// bucket set still answers promptly, with a resume key ("Sync frame").
 pub const DIGEST_SCAN_ENTRIES_MAX: usize = 65_536;
+/// Bytes (keys, values and [`entry_cost`]'s overhead) a digest answer, or
+/// one chunk of the initiator's scan of the same range, scans at most: a
+/// page of large values ends early too, with a resume key ("Sync frame").
+pub const DIGEST_SCAN_BYTES_MAX: u64 = 16 * 1024 * 1024;
+/// A long scan is re-opened after the last key once it scanned this much.
+pub const SCAN_REOPEN_BYTES: u64 = 64 * 1024 * 1024;
+/// A long scan is re-opened after the last key once it was open this long.
+pub const SCAN_REOPEN_AFTER: Duration = Duration::from_secs(5);
 /// Token-bucket cost of an entry beyond its key and value bytes (its
 /// internal key suffix and block overhead, roughly).
 const ENTRY_OVERHEAD_BYTES: u64 = 16;
@@ -32,11 +49,13 @@ pub fn entry_cost(key: &[u8], entry: &Entry) -> u64 {
     key.len() as u64 + entry.value.as_ref().map_or(0, |v| v.len() as u64) + ENTRY_OVERHEAD_BYTES
 }
 
-/// Pays scanned bytes to the token bucket in chunks and checks the stop flag.
+/// Pays scanned bytes to the token bucket in chunks and checks the stop
+/// flag; made with [`Meter::alive`], it also keeps the session alive.
 pub struct Meter<'a> {
     shared: &'a NodeShared,
     owed: u64,
     entries: usize,
+    alive: Option<&'a mut (dyn KeepAlive + 'a)>,
 }
 
 impl<'a> Meter<'a> {
@@ -46,6 +65,27 @@ impl<'a> Meter<'a> {
             shared,
             owed: 0,
             entries: 0,
+            alive: None,
+        }
+    }
+
+    /// A meter that also sends `KeepAlive`s on `stream` while it works.
+    pub fn alive(shared: &'a NodeShared, stream: &'a mut (dyn KeepAlive + 'a)) -> Self {
+        Meter {
+            alive: Some(stream),
+            ..Meter::new(shared)
+        }
+    }
+
+    /// The node this meter pays for.
+    pub fn shared(&self) -> &'a NodeShared {
+        self.shared
+    }
+
+    fn keep_alive(&mut self) -> Result<(), SessionError> {
+        match self.alive.as_deref_mut() {
+            Some(stream) => stream.keep_alive(),
+            None => Ok(()),
         }
     }
 
@@ -56,21 +96,42 @@ impl<'a> Meter<'a> {
         if self.owed >= RATE_PAYMENT_BYTES {
             self.settle()?;
         }
-        if self.entries.is_multiple_of(STOP_CHECK_ENTRIES) && self.shared.stopping() {
-            return Err(SessionError::Stopped);
+        if self.entries.is_multiple_of(STOP_CHECK_ENTRIES) {
+            if self.shared.stopping() {
+                return Err(SessionError::Stopped);
+            }
+            self.keep_alive()?;
         }
         Ok(())
     }
 
-    /// Pays what is owed now.
+    /// Pays what is owed now, in pieces of a quarter second's worth of the
+    /// rate (a large value's debt is slept off in slices), keeping the
+    /// session alive between pieces.
     pub fn settle(&mut self) -> Result<(), SessionError> {
-        let owed = std::mem::take(&mut self.owed);
-        if owed > 0 {
-            let shared = self.shared;
-            shared.antientropy.rate.take(owed, &|| shared.stopping())?;
+        let mut owed = std::mem::take(&mut self.owed);
+        let shared = self.shared;
+        let piece = (shared.antientropy.rate.bytes_per_sec() / 4).max(1);
+        while owed > 0 {
+            let now = owed.min(piece);
+            shared.antientropy.rate.take(now, &|| shared.stopping())?;
+            owed -= now;
+            self.keep_alive()?;
         }
         Ok(())
     }
+}
+
+/// Pays for `bytes` sent on `stream` at once, keeping the session alive
+/// while the token bucket makes this side wait (never silent between frames).
+pub fn pay_sent(
+    shared: &NodeShared,
+    stream: &mut dyn KeepAlive,
+    bytes: u64,
+) -> Result<(), SessionError> {
+    let mut meter = Meter::alive(shared, stream);
+    meter.pay(bytes)?;
+    meter.settle()
 }
 
 /// Which keys this node keeps together with a peer (`scope`), computed
@@ -116,26 +177,78 @@ impl<'a> Scope<'a> {
     }
 }
 
+fn scan_failed(e: impl std::fmt::Display) -> SessionError {
+    SessionError::Engine(format!("scan failed: {e}"))
+}
+
+/// Calls `f` with every entry in `[start, end)` (tombstones included), in
+/// key order, after paying for it with `meter`, until `f` answers false.
+/// The engine's scan is re-opened after the last key every
+/// [`SCAN_REOPEN_BYTES`] scanned or [`SCAN_REOPEN_AFTER`], so a long scan
+/// (slowed by the token bucket, or interleaved with network round trips)
+/// holds no read view for long: SSTs that compaction replaced are freed.
+pub fn scan_each(
+    shared: &NodeShared,
+    start: &[u8],
+    end: Option<&[u8]>,
+    meter: &mut Meter<'_>,
+    f: impl FnMut(Vec<u8>, Entry) -> Result<bool, SessionError>,
+) -> Result<(), SessionError> {
+    scan_each_reopening(shared, start, end, meter, SCAN_REOPEN_BYTES, f)
+}
+
+/// [`scan_each`], re-opening after `reopen_bytes` (tests use tiny ones).
+pub(super) fn scan_each_reopening(
+    shared: &NodeShared,
+    start: &[u8],
+    end: Option<&[u8]>,
+    meter: &mut Meter<'_>,
+    reopen_bytes: u64,
+    mut f: impl FnMut(Vec<u8>, Entry) -> Result<bool, SessionError>,
+) -> Result<(), SessionError> {
+    let mut from = start.to_vec();
+    'open: loop {
+        let opened = Instant::now();
+        let mut scanned = 0u64;
+        for item in shared.db.scan(&from, end, true).map_err(scan_failed)? {
+            let (key, entry) = item.map_err(scan_failed)?;
+            let cost = entry_cost(&key, &entry);
+            meter.pay(cost)?;
+            scanned += cost;
+            let reopen = scanned >= reopen_bytes || opened.elapsed() >= SCAN_REOPEN_AFTER;
+            if reopen {
+                from = successor(&key);
+            }
+            if !f(key, entry)? {
+                return Ok(());
+            }
+            if reopen {
+                continue 'open;
+            }
+        }
+        return Ok(());
+    }
+}
+
 /// One scan of the whole engine: a tree per peer in `peers` over the keys
 /// this node keeps with that peer. Returns the trees (finished) and the
-/// entries each holds.
+/// entries each holds. With `alive`, the other side of that session hears
+/// a `KeepAlive` while the scan runs.
 pub fn build_trees(
     shared: &NodeShared,
     peers: &[usize],
     depth: u32,
+    alive: Option<&mut dyn KeepAlive>,
 ) -> Result<Vec<(Tree, u64)>, SessionError> {
     let scope = Scope::new(shared);
     let mut trees: Vec<(Tree, u64)> = peers.iter().map(|_| (Tree::new(depth), 0)).collect();
-    let mut meter = Meter::new(shared);
-    let scan = shared
-        .db
-        .scan(b"", None, true)
-        .map_err(|e| SessionError::Engine(format!("scan failed: {e}")))?;
-    for item in scan {
-        let (key, entry) = item.map_err(|e| SessionError::Engine(format!("scan failed: {e}")))?;
-        meter.pay(entry_cost(&key, &entry))?;
+    let mut meter = match alive {
+        Some(stream) => Meter::alive(shared, stream),
+        None => Meter::new(shared),
+    };
+    scan_each(shared, b"", None, &mut meter, |key, entry| {
         let Some(holders) = scope.holders(&key) else {
-            continue;
+            return Ok(true);
         };
         for ((tree, count), &peer) in trees.iter_mut().zip(peers) {
             if holders.contains(peer) {
@@ -143,7 +256,8 @@ pub fn build_trees(
                 *count += 1;
             }
         }
-    }
+        Ok(true)
+    })?;
     meter.settle()?;
     for (tree, _) in &mut trees {
         tree.finish();
@@ -159,35 +273,33 @@ pub fn successor(key: &[u8]) -> Vec<u8> {
     next
 }
 
-/// The responder's answer to a Digest: the entries kept with `peer` in the
-/// buckets of `bitmap`, in key order, strictly after `after`; at most
-/// `entries_max` (and [`DIGEST_ENTRIES_MAX`]) of them, at most
-/// [`BATCH_BYTES_MAX`] of keys, and at most [`DIGEST_SCAN_ENTRIES_MAX`]
-/// entries examined. `next` is the last key examined, or `None` at the end.
-pub fn digest_page(
+/// The entries in `(after, last]` (to the end when `last` is `None`) that
+/// `wanted` keeps, in key order: at most `entries_max` (and
+/// [`DIGEST_ENTRIES_MAX`]) of them, at most [`BATCH_BYTES_MAX`] of keys,
+/// after at most [`DIGEST_SCAN_ENTRIES_MAX`] entries or
+/// [`DIGEST_SCAN_BYTES_MAX`] examined. The second value is the last key
+/// examined when a bound cut the page (resume after it), `None` when the
+/// page reaches `last` (or the end).
+pub fn page(
     shared: &NodeShared,
-    peer: usize,
-    depth: u32,
-    bitmap: &[u8],
     after: Option<&[u8]>,
-    entries_max: u32,
-) -> Result<Message, SessionError> {
-    let scope = Scope::new(shared);
-    let entries_max = (entries_max as usize).clamp(1, DIGEST_ENTRIES_MAX);
+    last: Option<&[u8]>,
+    entries_max: usize,
+    meter: &mut Meter<'_>,
+    wanted: impl Fn(&[u8]) -> bool,
+) -> Result<(Vec<DigestEntry>, Option<Vec<u8>>), SessionError> {
+    let entries_max = entries_max.clamp(1, DIGEST_ENTRIES_MAX);
     let start = after.map(successor).unwrap_or_default();
-    let scan = shared
-        .db
-        .scan(&start, None, true)
-        .map_err(|e| SessionError::Engine(format!("scan failed: {e}")))?;
-    let mut meter = Meter::new(shared);
+    let end = last.map(successor);
     let mut entries = Vec::new();
     let mut key_bytes = 0usize;
     let mut scanned = 0usize;
-    for item in scan {
-        let (key, entry) = item.map_err(|e| SessionError::Engine(format!("scan failed: {e}")))?;
-        meter.pay(entry_cost(&key, &entry))?;
+    let mut scanned_bytes = 0u64;
+    let mut cut = None;
+    scan_each(shared, &start, end.as_deref(), meter, |key, entry| {
         scanned += 1;
-        if bitmap_has(bitmap, bucket_of(&key, depth)) && scope.shared_with(&key, peer) {
+        scanned_bytes += entry_cost(&key, &entry);
+        if wanted(&key) {
             key_bytes += key.len();
             entries.push(DigestEntry {
                 key: key.clone(),
@@ -198,19 +310,42 @@ pub fn digest_page(
         if entries.len() >= entries_max
             || key_bytes >= BATCH_BYTES_MAX
             || scanned >= DIGEST_SCAN_ENTRIES_MAX
+            || scanned_bytes >= DIGEST_SCAN_BYTES_MAX
         {
-            meter.settle()?;
-            return Ok(Message::DigestPage {
-                entries,
-                next: Some(key),
-            });
+            cut = Some(key);
+            return Ok(false);
         }
-    }
+        Ok(true)
+    })?;
     meter.settle()?;
-    Ok(Message::DigestPage {
-        entries,
-        next: None,
-    })
+    Ok((entries, cut))
+}
+
+/// The responder's answer to a Digest: [`page`] of the entries kept with
+/// `peer` in the buckets of `bitmap`, strictly after `after`, to the end
+/// of the key space; `next` is the last key examined, or `None` at the
+/// end. `stream` hears a `KeepAlive` while the page is scanned.
+#[allow(clippy::too_many_arguments)]
+pub fn digest_page(
+    shared: &NodeShared,
+    peer: usize,
+    depth: u32,
+    bitmap: &[u8],
+    after: Option<&[u8]>,
+    entries_max: u32,
+    stream: &mut dyn KeepAlive,
+) -> Result<Message, SessionError> {
+    let scope = Scope::new(shared);
+    let mut meter = Meter::alive(shared, stream);
+    let (entries, next) = page(
+        shared,
+        after,
+        None,
+        entries_max as usize,
+        &mut meter,
+        |key| bitmap_has(bitmap, bucket_of(key, depth)) && scope.shared_with(key, peer),
+    )?;
+    Ok(Message::DigestPage { entries, next })
 }
 
 /// The newest version of `key` here, tombstones included.
@@ -233,19 +368,26 @@ pub fn version_bytes(key: &[u8], version: &Version) -> usize {
 }
 
 /// The responder's answer to a Fetch: versions of a prefix of `keys`, at
-/// most [`BATCH_BYTES_MAX`] of them (and at least one).
-pub fn read_versions(shared: &NodeShared, keys: Vec<Vec<u8>>) -> Result<Message, SessionError> {
-    let mut meter = Meter::new(shared);
+/// most [`BATCH_BYTES_MAX`] of them, or the first one alone when it is
+/// larger (so the frame always fits its bound).
+pub fn read_versions(
+    shared: &NodeShared,
+    keys: Vec<Vec<u8>>,
+    stream: &mut dyn KeepAlive,
+) -> Result<Message, SessionError> {
+    let mut meter = Meter::alive(shared, stream);
     let mut items = Vec::with_capacity(keys.len());
     let mut bytes = 0usize;
     for key in keys {
-        if bytes >= BATCH_BYTES_MAX {
-            break;
-        }
         let version = read_version(shared, &key)?;
         let size = version
             .as_ref()
             .map_or(key.len(), |v| version_bytes(&key, v));
+        // One version alone always fits a frame; with others, only within
+        // the batch bound (so a huge value never joins a full batch).
+        if !items.is_empty() && bytes + size > BATCH_BYTES_MAX {
+            break;
+        }
         meter.pay(size as u64)?;
         bytes += size;
         items.push((key, version));
@@ -291,15 +433,46 @@ pub fn apply(
     Ok((applied, refused))
 }
 
-/// A wire message naming the first refused version.
-pub fn refusal_text(refused: &[(Vec<u8>, String)]) -> String {
-    match refused.first() {
-        None => String::new(),
-        Some((key, why)) => format!(
-            "{} version(s) refused; first: key {:?}: {why}",
-            refused.len(),
-            String::from_utf8_lossy(&key[..key.len().min(64)])
-        ),
+/// Refused versions of a whole session: how many, and why the first was
+/// (not every key: a session may refuse millions).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Refusals {
+    /// Versions refused.
+    pub count: u64,
+    /// The first refused version's key and reason.
+    pub first: Option<String>,
+}
+
+impl Refusals {
+    /// Counts a batch's refused versions (keeps the first reason seen).
+    pub fn add(&mut self, refused: &[(Vec<u8>, String)]) {
+        if let (None, Some((key, why))) = (&self.first, refused.first()) {
+            self.first = Some(wire::cut_message(format!(
+                "key {:?}: {why}",
+                String::from_utf8_lossy(&key[..key.len().min(64)])
+            )));
+        }
+        self.count += refused.len() as u64;
+    }
+
+    /// Counts `count` versions refused elsewhere, the first for `why`.
+    pub fn add_count(&mut self, count: u64, why: &str) {
+        if count > 0 && self.first.is_none() {
+            self.first = Some(why.to_string());
+        }
+        self.count += count;
+    }
+
+    /// `N version(s) refused; first: …`, empty when none.
+    pub fn text(&self) -> String {
+        match &self.first {
+            None if self.count == 0 => String::new(),
+            first => format!(
+                "{} version(s) refused; first: {}",
+                self.count,
+                first.as_deref().unwrap_or("?")
+            ),
+        }
     }
 }
 
@@ -325,6 +498,7 @@ pub fn kind_name(msg: &Message) -> &'static str {
         Message::Push { .. } => "Push",
         Message::PushAck { .. } => "PushAck",
         Message::Error { .. } => "Error",
+        Message::KeepAlive => "KeepAlive",
     }
 }
 

@@ -108,6 +108,15 @@ impl Tree {
         self.finished = false;
     }
 
+    /// Takes one key's version out of its bucket's leaf again (the inverse
+    /// of [`Tree::add`]: a tree kept current while versions are replaced).
+    pub fn remove(&mut self, key: &[u8], ts: u64, tombstone: bool) {
+        let bucket = bucket_of(key, self.depth) as usize;
+        let leaf = &mut self.levels[self.depth as usize][bucket];
+        *leaf = leaf.wrapping_sub(entry_hash(key, ts, tombstone));
+        self.finished = false;
+    }
+
     /// Computes the internal nodes from the leaves.
     pub fn finish(&mut self) {
         for level in (0..self.depth as usize).rev() {
@@ -280,6 +289,23 @@ mod tests {
         t.finish();
         assert_ne!(t.root(), empty_root);
         assert_eq!(t.depth(), 2);
+    }
+
+    /// `remove` undoes `add`: replacing a version in place gives the tree of
+    /// the new contents.
+    #[test]
+    fn remove_undoes_add() {
+        let mut a = Tree::new(6);
+        a.add(b"k1", 5, false);
+        a.add(b"k2", 7, false);
+        a.remove(b"k1", 5, false);
+        a.add(b"k1", 9, true);
+        a.finish();
+        let mut b = Tree::new(6);
+        b.add(b"k2", 7, false);
+        b.add(b"k1", 9, true);
+        b.finish();
+        assert_eq!(a, b);
     }
 
     /// Reading an internal node after an `add` without `finish` is a bug.

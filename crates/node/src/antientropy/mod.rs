@@ -88,6 +88,8 @@ pub struct AntiEntropy {
     pub metrics: status::SyncMetrics,
     /// Scanned plus sent bytes per second, both threads together.
     pub rate: rate::RateLimiter,
+    /// Keep-alive period and silence timeouts of sessions.
+    pub timing: stream::Timing,
     reserved: Arc<AtomicUsize>,
     queue: SyncSender<Handoff>,
 }
@@ -101,6 +103,7 @@ impl AntiEntropy {
             status: status::RepairStatus::default(),
             metrics: status::SyncMetrics::default(),
             rate: rate::RateLimiter::new(rate_bytes),
+            timing: stream::Timing::default(),
             reserved: Arc::new(AtomicUsize::new(0)),
             queue,
         };

@@ -38,6 +38,11 @@ impl RateLimiter {
         }
     }
 
+    /// The rate, bytes per second.
+    pub fn bytes_per_sec(&self) -> u64 {
+        self.rate_bytes_per_sec as u64
+    }
+
     /// Takes `bytes` tokens, sleeping (in slices, checking `stop`) while the
     /// bucket is in debt.
     pub fn take(&self, bytes: u64, stop: &dyn Fn() -> bool) -> Result<(), Stopped> {

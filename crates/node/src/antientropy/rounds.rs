@@ -7,12 +7,14 @@
 //! round at a time. A round is one scan of the local engine building one
 //! tree per peer (over the keys this node keeps with that peer, `scope`),
 //! then one session with each peer in `--cluster` order
-//! ([`super::client::sync_with`]). A failed session does not stop the
-//! round; the round is ok when every session was.
+//! ([`super::client::sync_with`]). Versions fetched from one peer update
+//! the trees of the peers still to come, so a key fetched from the first
+//! peer is not a difference with the second. A failed session does not
+//! stop the round; the round is ok when every session was.
 
-use super::client;
-use super::local;
-use super::merkle::DEPTH;
+use super::client::{self, Kept};
+use super::local::{self, Scope};
+use super::merkle::{DEPTH, Tree};
 use super::status::{PeerReport, RoundReport};
 use crate::last_seen::now_ms;
 use crate::net::NodeShared;
@@ -68,11 +70,31 @@ pub fn run_round(shared: &NodeShared, number: u64) -> RoundReport {
     };
     let peers = peers(shared);
     if !peers.is_empty() {
-        match local::build_trees(shared, &peers, DEPTH) {
+        match local::build_trees(shared, &peers, DEPTH, None) {
             Ok(trees) => {
-                for (&peer, (tree, _)) in peers.iter().zip(&trees) {
+                let mut trees: Vec<Tree> = trees.into_iter().map(|(t, _)| t).collect();
+                let scope = Scope::new(shared);
+                for (i, &peer) in peers.iter().enumerate() {
                     metrics.round_peer.store(peer as i64, Ordering::Relaxed);
-                    report.peers.push(client::sync_with(shared, peer, tree));
+                    let (synced, later) = trees.split_at_mut(i + 1);
+                    let tree = &mut synced[i];
+                    tree.finish();
+                    // A fetched version replaces one in the trees of the
+                    // peers still to come, so they do not see it as a
+                    // difference (one scan per round, trees kept current).
+                    let mut on_fetched = |key: &[u8], kept: Option<Kept>, new: Kept| {
+                        for (tree, &other) in later.iter_mut().zip(&peers[i + 1..]) {
+                            if scope.shared_with(key, other) {
+                                if let Some((ts, tombstone)) = kept {
+                                    tree.remove(key, ts, tombstone);
+                                }
+                                tree.add(key, new.0, new.1);
+                            }
+                        }
+                    };
+                    report
+                        .peers
+                        .push(client::sync_with(shared, peer, tree, &mut on_fetched));
                     metrics.round_peers_done.fetch_add(1, Ordering::Relaxed);
                 }
             }

@@ -9,13 +9,17 @@
 //! request gets an `Error` frame and ends the session.
 //!
 //! Bounds: one session at a time (others wait in the hand-off channel, at
-//! most `SYNC_SESSIONS_WAITING_MAX`); each wait for a request ends after
-//! [`SESSION_IDLE_TIMEOUT`]; answers are bounded by the wire limits; the
-//! stop flag is checked between batches and every `stream::IO_SLICE`.
+//! most `SYNC_SESSIONS_WAITING_MAX`); a session whose initiator left while
+//! it waited (it closed after its Hello) is dropped before any work; each
+//! wait for a request ends after `stream::SILENCE_TIMEOUT` without a byte
+//! (the initiator sends `KeepAlive`s during its long local work, and this
+//! side does the same while it builds its tree or scans a page); answers
+//! are bounded by the wire limits; the stop flag is checked between
+//! batches and every `stream::IO_SLICE`.
 
-use super::local::{self, Meter, kind_name};
+use super::local::{self, kind_name};
 use super::merkle::{DEPTH, Tree};
-use super::stream::{SessionError, SyncStream};
+use super::stream::{SEND_TIMEOUT, SessionError, SyncStream};
 use super::wire::{self, Message, bitmap_bytes};
 use super::{Handoff, wire::VERSION};
 use crate::net::NodeShared;
@@ -23,11 +27,6 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-/// How long the server waits for the peer's next request (the initiator
-/// does local work between requests: scans, engine writes).
-pub const SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
-/// How long sending one answer may take.
-pub const SEND_TIMEOUT: Duration = Duration::from_secs(120);
 /// How often the idle thread checks the stop flag.
 const STOP_CHECK: Duration = Duration::from_millis(200);
 
@@ -52,7 +51,7 @@ fn serve(shared: &NodeShared, handoff: Handoff) {
     let ae = &shared.antientropy;
     ae.metrics.sessions_served.fetch_add(1, Ordering::Relaxed);
     let stop = || shared.stopping();
-    let mut s = match SyncStream::new(stream, leftover, &stop, &ae.metrics) {
+    let mut s = match SyncStream::new(stream, leftover, &stop, &ae.metrics, ae.timing.keep_alive) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("ataman: anti-entropy session not served: {e}");
@@ -122,7 +121,8 @@ fn session(
     s: &mut SyncStream<'_>,
     peer_url: &mut String,
 ) -> Result<(), SessionError> {
-    let Some(hello) = s.recv(Instant::now() + SESSION_IDLE_TIMEOUT)? else {
+    let silence = shared.antientropy.timing.silence;
+    let Some(hello) = s.recv(silence)? else {
         return Ok(());
     };
     let Message::Hello {
@@ -146,30 +146,42 @@ fn session(
         );
         return Err(SessionError::Refusing(why));
     }
+    // The session may have waited in the hand-off queue behind another;
+    // an initiator that gave up meanwhile closed its end after the Hello.
+    if s.peer_closed() {
+        shared
+            .antientropy
+            .metrics
+            .sessions_abandoned
+            .fetch_add(1, Ordering::Relaxed);
+        return Err(SessionError::Io(
+            "the initiator left while the session waited to be served".into(),
+        ));
+    }
     let peer = shared
         .topology
         .nodes()
         .iter()
         .position(|u| *u == url)
         .ok_or_else(|| SessionError::Protocol(format!("{url} is not in --cluster")))?;
-    let (tree, entries) = local::build_trees(shared, &[peer], depth)?
+    let (tree, entries) = local::build_trees(shared, &[peer], depth, Some(&mut *s))?
         .pop()
         .ok_or_else(|| SessionError::Engine("no tree built".into()))?;
     let me = shared.topology.nodes()[shared.topology.self_index()].clone();
-    let mut meter = Meter::new(shared);
     let welcome = Message::Welcome {
         version: VERSION,
         url: me,
         entries,
     };
-    meter.pay(s.send(&welcome, Instant::now() + SEND_TIMEOUT)?)?;
+    let sent = s.send(&welcome, Instant::now() + SEND_TIMEOUT)?;
+    local::pay_sent(shared, s, sent)?;
     loop {
-        let Some(request) = s.recv(Instant::now() + SESSION_IDLE_TIMEOUT)? else {
-            meter.settle()?;
+        let Some(request) = s.recv(silence)? else {
             return Ok(());
         };
-        let answer = answer(shared, &tree, peer, request)?;
-        meter.pay(s.send(&answer, Instant::now() + SEND_TIMEOUT)?)?;
+        let answer = answer(shared, &tree, peer, request, s)?;
+        let sent = s.send(&answer, Instant::now() + SEND_TIMEOUT)?;
+        local::pay_sent(shared, s, sent)?;
     }
 }
 
@@ -179,6 +191,7 @@ fn answer(
     tree: &Tree,
     peer: usize,
     request: Message,
+    s: &mut SyncStream<'_>,
 ) -> Result<Message, SessionError> {
     let depth = tree.depth();
     match request {
@@ -209,22 +222,33 @@ fn answer(
                     bitmap_bytes(depth)
                 )));
             }
-            local::digest_page(shared, peer, depth, &buckets, after.as_deref(), entries_max)
+            local::digest_page(
+                shared,
+                peer,
+                depth,
+                &buckets,
+                after.as_deref(),
+                entries_max,
+                s,
+            )
         }
-        Message::Fetch { keys } => local::read_versions(shared, keys),
+        Message::Fetch { keys } => local::read_versions(shared, keys, s),
         Message::Push { items } => {
-            let n = items.len();
+            // A refused version does not end the session: the ack counts
+            // it and names the first reason, and the initiator reports it.
             let (applied, refused) = local::apply(shared, items)?;
-            if !refused.is_empty() {
-                return Err(SessionError::Protocol(local::refusal_text(&refused)));
-            }
-            shared
-                .antientropy
-                .metrics
-                .keys_received
-                .fetch_add(applied, Ordering::Relaxed);
-            debug_assert_eq!(applied as usize, n);
-            Ok(Message::PushAck { applied: n as u32 })
+            let metrics = &shared.antientropy.metrics;
+            metrics.keys_received.fetch_add(applied, Ordering::Relaxed);
+            metrics
+                .keys_refused
+                .fetch_add(refused.len() as u64, Ordering::Relaxed);
+            let mut refusals = local::Refusals::default();
+            refusals.add(&refused);
+            Ok(Message::PushAck {
+                applied: applied as u32,
+                refused: refused.len() as u32,
+                first_refusal: refusals.first.unwrap_or_default(),
+            })
         }
         other => Err(SessionError::Protocol(format!(
             "unexpected {} in a session",

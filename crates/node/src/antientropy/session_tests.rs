@@ -8,6 +8,8 @@
 //! `ataman-sync` thread exactly as the event loop does.
 
 use super::rounds;
+use super::stream::{KeepAlive, Timing};
+use super::wire::Message;
 use super::wire::{FETCH_KEYS_MAX, PROTOCOL, PUSH_ITEMS_MAX};
 use super::{AntiEntropy, Handoff};
 use crate::cluster::Topology;
@@ -24,6 +26,7 @@ use std::net::TcpListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// A version to write: key, timestamp, value (`None`: a tombstone).
 type TestVersion = (Vec<u8>, u64, Option<Vec<u8>>);
@@ -37,6 +40,18 @@ struct TestNode {
 
 impl TestNode {
     fn start(urls: &[String], me: usize, replicas: usize, via: &[(usize, String)]) -> TestNode {
+        Self::start_with(urls, me, replicas, via, |_| {})
+    }
+
+    /// As `start`, with `tune` applied to the node's anti-entropy state
+    /// (rate, timing) before its threads start.
+    fn start_with(
+        urls: &[String],
+        me: usize,
+        replicas: usize,
+        via: &[(usize, String)],
+        tune: impl FnOnce(&mut AntiEntropy),
+    ) -> TestNode {
         let dir = tempfile::tempdir().unwrap();
         let peer_via: Vec<String> = via
             .iter()
@@ -60,7 +75,8 @@ impl TestNode {
         };
         let db = Arc::new(Db::open(&config.data_dir, opts).unwrap());
         let hints = HintStore::open(&dir.path().join("hints"), 0, WalMode::None).unwrap();
-        let (antientropy, receiver) = AntiEntropy::new(config.anti_entropy_rate_bytes);
+        let (mut antientropy, receiver) = AntiEntropy::new(config.anti_entropy_rate_bytes);
+        tune(&mut antientropy);
         let shared = Arc::new(NodeShared {
             db,
             hlc: Hlc::for_node(me),
@@ -292,4 +308,283 @@ fn a_stop_request_ends_a_round() {
     assert!(!report.ok());
     let error = report.peers[0].error.clone().unwrap_or_default();
     assert!(error.contains("stop"), "{error}");
+}
+
+/// Versions fetched from the first peer update the tree compared with the
+/// second: a node missing what both peers have fetches it once, and its
+/// session with the second peer finds no difference (one scan per round).
+#[test]
+fn what_one_peer_sent_is_no_difference_with_the_next() {
+    let urls = urls(3);
+    let b = TestNode::start(&urls, 1, 3, &[]);
+    let c = TestNode::start(&urls, 2, 3, &[]);
+    let a = TestNode::start(&urls, 0, 3, &[(1, front_door(&b)), (2, front_door(&c))]);
+    let versions: Vec<TestVersion> = (0..2000)
+        .map(|i| (key("k", i), 7, (i % 4 != 0).then(|| b"v".to_vec())))
+        .collect();
+    // A has older versions of some keys, nothing of the others.
+    let old: Vec<TestVersion> = (0..2000)
+        .step_by(3)
+        .map(|i| (key("k", i), 3, Some(b"old".to_vec())))
+        .collect();
+    a.write(&old);
+    b.write(&versions);
+    c.write(&versions);
+    let report = rounds::run_round(&a.shared, 1);
+    assert!(report.ok(), "{report:?}");
+    assert_eq!(report.peers[0].keys_fetched, 2000, "{report:?}");
+    assert_eq!(
+        (
+            report.peers[1].buckets_differing,
+            report.peers[1].keys_fetched
+        ),
+        (0, 0),
+        "{report:?}"
+    );
+    assert_eq!(a.contents(), c.contents());
+}
+
+/// Values of a few MiB: fetch answers and pushes split at the batch bound
+/// (a large value never joins a full batch), and everything still arrives.
+#[test]
+fn large_values_split_batches() {
+    let urls = urls(2);
+    let b = TestNode::start(&urls, 1, 2, &[]);
+    let a = TestNode::start(&urls, 0, 2, &[(1, front_door(&b))]);
+    let big = |i: usize| Some(vec![i as u8; super::wire::BATCH_BYTES_MAX * 3 / 4]);
+    let on_b: Vec<TestVersion> = (0..4).map(|i| (key("fetch", i), 9, big(i))).collect();
+    let on_a: Vec<TestVersion> = (0..4).map(|i| (key("push", i), 9, big(i))).collect();
+    b.write(&on_b);
+    a.write(&on_a);
+    // A Fetch of all four is answered with one version: a second would
+    // take the answer past the batch bound.
+    let keys: Vec<Vec<u8>> = on_b.iter().map(|v| v.0.clone()).collect();
+    match super::local::read_versions(&b.shared, keys, &mut Quiet).unwrap() {
+        super::wire::Message::Versions { items } => assert_eq!(items.len(), 1),
+        other => panic!("{other:?}"),
+    }
+    let report = rounds::run_round(&a.shared, 1);
+    assert!(report.ok(), "{:?}", report.peers[0].error);
+    assert_eq!(
+        (report.peers[0].keys_fetched, report.peers[0].keys_pushed),
+        (4, 4)
+    );
+    assert_eq!(a.contents(), b.contents());
+}
+
+/// Slows a node down: a tiny rate and short silence timeouts, with
+/// keep-alives every `keep_alive`.
+fn slow(keep_alive: Duration) -> impl FnOnce(&mut AntiEntropy) {
+    move |ae: &mut AntiEntropy| {
+        ae.rate = super::rate::RateLimiter::new(64 * 1024);
+        ae.timing = Timing {
+            keep_alive,
+            silence: Duration::from_millis(500),
+            welcome: Duration::from_millis(500),
+        };
+    }
+}
+
+/// Local work longer than the silence timeout (scans at 64 KiB/s of more
+/// than 64 KiB: the responder's tree and digest page, the initiator's
+/// side of the page's range, the fetch answer) does not end a session
+/// whose sides send keep-alives while they work; without them (a period
+/// longer than the timeout) the same session times out.
+#[test]
+fn long_local_work_keeps_the_session_alive() {
+    let urls = urls(2);
+    let value = |i: usize| Some(vec![i as u8; 48 * 1024]);
+    let on_a: Vec<TestVersion> = (0..2).map(|i| (key("a", i), 9, value(i))).collect();
+    let on_b: Vec<TestVersion> = (0..2).map(|i| (key("b", i), 9, value(i))).collect();
+
+    let quiet = Duration::from_secs(3600);
+    let b = TestNode::start_with(&urls, 1, 2, &[], slow(quiet));
+    let a = TestNode::start_with(&urls, 0, 2, &[(1, front_door(&b))], slow(quiet));
+    a.write(&on_a);
+    b.write(&on_b);
+    let report = rounds::run_round(&a.shared, 1);
+    let error = report.peers[0].error.clone().unwrap_or_default();
+    assert!(
+        error.contains("timed out") || error.contains("no Welcome"),
+        "{report:?}"
+    );
+    drop((a, b));
+
+    let b = TestNode::start_with(&urls, 1, 2, &[], slow(Duration::from_millis(50)));
+    let a = TestNode::start_with(
+        &urls,
+        0,
+        2,
+        &[(1, front_door(&b))],
+        slow(Duration::from_millis(50)),
+    );
+    a.write(&on_a);
+    b.write(&on_b);
+    let report = rounds::run_round(&a.shared, 1);
+    assert!(report.ok(), "{report:?}");
+    assert_eq!(
+        (report.peers[0].keys_fetched, report.peers[0].keys_pushed),
+        (2, 2)
+    );
+    assert_eq!(a.contents(), b.contents());
+}
+
+/// A stream that never needs keeping alive (local calls outside a session).
+struct Quiet;
+
+impl KeepAlive for Quiet {
+    fn keep_alive(&mut self) -> Result<(), super::stream::SessionError> {
+        Ok(())
+    }
+}
+
+/// A digest page of large values ends after `DIGEST_SCAN_BYTES_MAX`
+/// scanned, with a resume key, long before its entry bounds.
+#[test]
+fn a_digest_page_is_bounded_in_bytes_scanned() {
+    let urls = urls(2);
+    let b = TestNode::start(&urls, 1, 2, &[]);
+    let mib = 1024 * 1024;
+    let n = (super::local::DIGEST_SCAN_BYTES_MAX / mib) as usize + 4;
+    let versions: Vec<TestVersion> = (0..n)
+        .map(|i| (key("big", i), 9, Some(vec![1; mib as usize])))
+        .collect();
+    b.write(&versions);
+    let all = vec![0xff; super::wire::bitmap_bytes(super::merkle::DEPTH)];
+    let page = super::local::digest_page(
+        &b.shared,
+        0,
+        super::merkle::DEPTH,
+        &all,
+        None,
+        4096,
+        &mut Quiet,
+    )
+    .unwrap();
+    match page {
+        Message::DigestPage { entries, next } => {
+            assert!(entries.len() < n, "{} entries", entries.len());
+            assert_eq!(next.as_deref(), entries.last().map(|e| e.key.as_slice()));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// An initiator that closed its end after its Hello (it gave up while its
+/// session waited behind another) is dropped before the responder builds
+/// a tree for it.
+#[test]
+fn an_initiator_that_left_is_not_served() {
+    let urls = urls(2);
+    let b = TestNode::start(&urls, 1, 2, &[]);
+    let mut s = std::net::TcpStream::connect(front_door(&b)).unwrap();
+    let mut bytes = crate::peer::handshake::upgrade_request_for(PROTOCOL, "127.0.0.1:2", &urls[0]);
+    super::wire::encode(
+        &Message::Hello {
+            version: super::wire::VERSION,
+            url: urls[0].clone(),
+            replicas: 2,
+            depth: super::merkle::DEPTH,
+            fingerprint: super::wire::fingerprint(&urls),
+        },
+        &mut bytes,
+    );
+    s.write_all(&bytes).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let abandoned = &b.shared.antientropy.metrics.sessions_abandoned;
+    let served = &b.shared.antientropy.metrics.sessions_served;
+    let until = Instant::now() + Duration::from_secs(30);
+    while abandoned.load(Ordering::Relaxed) == 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(abandoned.load(Ordering::Relaxed), 1);
+    assert_eq!(served.load(Ordering::Relaxed), 1);
+}
+
+/// A scan re-opened after every entry sees a key written after it started
+/// (it keeps no read view); one never re-opened does not (the view it pins).
+#[test]
+fn long_scans_reopen_their_read_view() {
+    let urls = urls(2);
+    let node = TestNode::start(&urls, 1, 2, &[]);
+    let shared = &node.shared;
+    node.write(&[
+        (b"a".to_vec(), 1, Some(b"1".to_vec())),
+        (b"b".to_vec(), 1, Some(b"1".to_vec())),
+    ]);
+    for (reopen_bytes, late, seen_late) in [(1, b"z1", true), (u64::MAX, b"z2", false)] {
+        let mut seen = Vec::new();
+        let mut meter = super::local::Meter::new(shared);
+        super::local::scan_each_reopening(shared, b"", None, &mut meter, reopen_bytes, |key, _| {
+            if key == b"a" {
+                node.write(&[(late.to_vec(), 2, Some(b"1".to_vec()))]);
+            }
+            seen.push(key);
+            Ok(true)
+        })
+        .unwrap();
+        assert_eq!(seen.contains(&late.to_vec()), seen_late, "{seen:?}");
+    }
+}
+
+/// A pushed version the peer refuses (a timestamp far ahead of its clock)
+/// does not end the session: the other versions are pushed and fetched,
+/// the refusal is counted (report, metrics) and named in the report.
+#[test]
+fn a_refused_pushed_version_does_not_end_the_session() {
+    let urls = urls(2);
+    let b = TestNode::start(&urls, 1, 2, &[]);
+    let a = TestNode::start(&urls, 0, 2, &[(1, front_door(&b))]);
+    let mut on_a: Vec<TestVersion> = (0..10)
+        .map(|i| (key("a", i), 9, Some(b"v".to_vec())))
+        .collect();
+    on_a.push((b"a-future".to_vec(), u64::MAX - 1, Some(b"v".to_vec())));
+    let on_b: Vec<TestVersion> = (0..10)
+        .map(|i| (key("b", i), 9, Some(b"v".to_vec())))
+        .collect();
+    a.write(&on_a);
+    b.write(&on_b);
+    let report = rounds::run_round(&a.shared, 1);
+    let peer = &report.peers[0];
+    assert_eq!(
+        (peer.keys_pushed, peer.keys_fetched, peer.keys_refused),
+        (10, 10, 1),
+        "{peer:?}"
+    );
+    let error = peer.error.clone().unwrap_or_default();
+    assert!(
+        error.contains("1 version(s) refused") && error.contains("a-future"),
+        "{error}"
+    );
+    let on_b_now = b.contents();
+    assert!(!on_b_now.contains_key(&b"a-future"[..]));
+    assert_eq!(on_b_now.len(), 20);
+    for node in [&a, &b] {
+        let refused = node
+            .shared
+            .antientropy
+            .metrics
+            .keys_refused
+            .load(Ordering::Relaxed);
+        assert_eq!(refused, 1);
+    }
+}
+
+/// A Welcome from another node than the peer the session is for (here a
+/// `--peer-via` pointing at node C for node B) fails that session with an
+/// error naming both; nothing moves.
+#[test]
+fn a_welcome_from_the_wrong_node_fails_the_session() {
+    let urls = urls(3);
+    let c = TestNode::start(&urls, 2, 3, &[]);
+    let a = TestNode::start(&urls, 0, 3, &[(1, front_door(&c)), (2, front_door(&c))]);
+    a.write(&[(b"k".to_vec(), 5, Some(b"v".to_vec()))]);
+    let report = rounds::run_round(&a.shared, 1);
+    let error = report.peers[0].error.clone().unwrap_or_default();
+    assert!(
+        error.contains(&format!("Welcome came from {}", urls[2])) && error.contains(&urls[1]),
+        "{report:?}"
+    );
+    assert!(report.peers[1].error.is_none(), "{report:?}");
+    assert_eq!(report.peers[0].keys_pushed, 0);
 }

@@ -26,8 +26,12 @@ pub struct PeerReport {
     pub buckets_differing: u64,
     /// Versions fetched from the peer and applied here.
     pub keys_fetched: u64,
-    /// Versions pushed to the peer.
+    /// Versions pushed to the peer (and applied there).
     pub keys_pushed: u64,
+    /// Versions refused: fetched ones this node refused plus pushed ones
+    /// the peer refused (over limits, too far ahead of a clock); the
+    /// session goes on, and `error` names the first.
+    pub keys_refused: u64,
     /// Bytes this node sent in the session.
     pub bytes_sent: u64,
     /// Bytes this node received in the session.
@@ -174,10 +178,11 @@ impl RepairStatus {
                     }
                     let _ = write!(
                         out,
-                        ",\"buckets_differing\":{},\"keys_fetched\":{},\"keys_pushed\":{},\"bytes_sent\":{},\"bytes_received\":{}}}",
+                        ",\"buckets_differing\":{},\"keys_fetched\":{},\"keys_pushed\":{},\"keys_refused\":{},\"bytes_sent\":{},\"bytes_received\":{}}}",
                         p.buckets_differing,
                         p.keys_fetched,
                         p.keys_pushed,
+                        p.keys_refused,
                         p.bytes_sent,
                         p.bytes_received
                     );
@@ -207,6 +212,8 @@ pub struct SyncMetrics {
     pub keys_pushed: AtomicU64,
     /// Versions a peer pushed here (served sessions).
     pub keys_received: AtomicU64,
+    /// Versions refused, fetched or pushed here (both roles).
+    pub keys_refused: AtomicU64,
     /// Sync bytes sent (both roles).
     pub bytes_sent: AtomicU64,
     /// Sync bytes received (both roles).
@@ -215,6 +222,8 @@ pub struct SyncMetrics {
     pub sessions_served: AtomicU64,
     /// Sync upgrades answered 503 because the server was busy.
     pub sessions_refused: AtomicU64,
+    /// Sessions dropped unserved: the initiator left while they waited.
+    pub sessions_abandoned: AtomicU64,
     /// 1 while a round runs.
     pub round_running: AtomicU64,
     /// Index of the peer the running round is syncing with; -1 when none.
@@ -237,10 +246,12 @@ impl Default for SyncMetrics {
             keys_fetched: AtomicU64::new(0),
             keys_pushed: AtomicU64::new(0),
             keys_received: AtomicU64::new(0),
+            keys_refused: AtomicU64::new(0),
             bytes_sent: AtomicU64::new(0),
             bytes_received: AtomicU64::new(0),
             sessions_served: AtomicU64::new(0),
             sessions_refused: AtomicU64::new(0),
+            sessions_abandoned: AtomicU64::new(0),
             round_running: AtomicU64::new(0),
             round_peer: AtomicI64::new(-1),
             round_peers_done: AtomicU64::new(0),
@@ -268,7 +279,7 @@ impl SyncMetrics {
             "ataman_antientropy_rounds_total{{result=\"failed\"}} {}",
             get(&self.rounds_failed)
         );
-        let counters: [(&str, &str, &AtomicU64); 10] = [
+        let counters: [(&str, &str, &AtomicU64); 12] = [
             (
                 "ataman_antientropy_buckets_compared_total",
                 "Tree leaves compared with peers.",
@@ -295,6 +306,11 @@ impl SyncMetrics {
                 &self.keys_received,
             ),
             (
+                "ataman_antientropy_keys_refused_total",
+                "Versions refused in sessions (over limits, too far ahead of a clock): fetched or pushed here, or pushed by this node and refused by the peer.",
+                &self.keys_refused,
+            ),
+            (
                 "ataman_antientropy_bytes_sent_total",
                 "Bytes sent in sync sessions (both roles).",
                 &self.bytes_sent,
@@ -313,6 +329,11 @@ impl SyncMetrics {
                 "ataman_antientropy_sessions_refused_total",
                 "Sync upgrades answered 503 (server busy).",
                 &self.sessions_refused,
+            ),
+            (
+                "ataman_antientropy_sessions_abandoned_total",
+                "Sync sessions dropped unserved: the initiator left while they waited.",
+                &self.sessions_abandoned,
             ),
             (
                 "ataman_antientropy_round_peers_done",
@@ -399,8 +420,8 @@ mod tests {
             s.render_json(),
             concat!(
                 r#"{"state":"idle","round":1,"last":{"round":1,"started_ms":5,"finished_ms":9,"ok":false,"peers":["#,
-                r#"{"url":"http://a:1","ok":true,"error":null,"buckets_differing":0,"keys_fetched":3,"keys_pushed":0,"bytes_sent":0,"bytes_received":0},"#,
-                r#"{"url":"http://b:2","ok":false,"error":"cannot connect: \"refused\"","buckets_differing":0,"keys_fetched":0,"keys_pushed":0,"bytes_sent":0,"bytes_received":0}]}}"#
+                r#"{"url":"http://a:1","ok":true,"error":null,"buckets_differing":0,"keys_fetched":3,"keys_pushed":0,"keys_refused":0,"bytes_sent":0,"bytes_received":0},"#,
+                r#"{"url":"http://b:2","ok":false,"error":"cannot connect: \"refused\"","buckets_differing":0,"keys_fetched":0,"keys_pushed":0,"keys_refused":0,"bytes_sent":0,"bytes_received":0}]}}"#
             )
         );
         assert_eq!(s.next_round(false, Duration::ZERO), None);

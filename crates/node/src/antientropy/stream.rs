@@ -4,6 +4,11 @@
 //! Reads and writes use a short socket timeout ([`IO_SLICE`]) and loop:
 //! between slices the stop flag and the caller's deadline are checked, so a
 //! silent peer costs at most the deadline and a SIGTERM at most a slice.
+//!
+//! Waits for a frame measure *silence*, not total work: every byte received
+//! restarts the wait, and a side busy with long local work (a scan at the
+//! rate bound) sends a `KeepAlive` frame every [`KEEP_ALIVE_PERIOD`]
+//! ([`SyncStream::keep_alive`]), which [`SyncStream::recv`] skips.
 
 use super::status::SyncMetrics;
 use super::wire::{self, Message, SyncFrameError};
@@ -17,6 +22,45 @@ use std::time::{Duration, Instant};
 pub const IO_SLICE: Duration = Duration::from_millis(250);
 /// Bytes read per call.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// A side doing local work between frames sends a `KeepAlive` this often.
+pub const KEEP_ALIVE_PERIOD: Duration = Duration::from_secs(5);
+/// Longest silence while waiting for a frame (an answer, the next
+/// request): twelve keep-alive periods.
+pub const SILENCE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest silence while waiting for the Welcome: it also covers the time
+/// the session waits in the peer's hand-off queue behind the session it
+/// serves (nothing is sent meanwhile).
+pub const WELCOME_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long sending one frame may take.
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The waits of a session (the constants above; tests shorten them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// [`KEEP_ALIVE_PERIOD`].
+    pub keep_alive: Duration,
+    /// [`SILENCE_TIMEOUT`].
+    pub silence: Duration,
+    /// [`WELCOME_TIMEOUT`].
+    pub welcome: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            keep_alive: KEEP_ALIVE_PERIOD,
+            silence: SILENCE_TIMEOUT,
+            welcome: WELCOME_TIMEOUT,
+        }
+    }
+}
+
+/// Something that can tell the other side "still working" (a session's
+/// stream); local work calls it as it goes ([`super::local::Meter`]).
+pub trait KeepAlive {
+    /// Sends a `KeepAlive` frame when nothing was sent for a keep-alive period.
+    fn keep_alive(&mut self) -> Result<(), SessionError>;
+}
 
 /// Why a session ended early.
 #[derive(Debug, thiserror::Error)]
@@ -70,16 +114,30 @@ pub struct SyncStream<'a> {
     pub bytes_sent: u64,
     /// Bytes read.
     pub bytes_received: u64,
+    /// When the last frame was sent (or the stream made).
+    last_sent: Instant,
+    keep_alive_period: Duration,
+}
+
+impl KeepAlive for SyncStream<'_> {
+    fn keep_alive(&mut self) -> Result<(), SessionError> {
+        if self.last_sent.elapsed() >= self.keep_alive_period {
+            self.send(&Message::KeepAlive, Instant::now() + SEND_TIMEOUT)?;
+        }
+        Ok(())
+    }
 }
 
 impl<'a> SyncStream<'a> {
     /// Wraps a connected (and upgraded) socket; `leftover` are bytes read
-    /// past the upgrade's head.
+    /// past the upgrade's head; [`KeepAlive::keep_alive`] sends one every
+    /// `keep_alive_period` at most.
     pub fn new(
         stream: TcpStream,
         leftover: Vec<u8>,
         stop: &'a dyn Fn() -> bool,
         metrics: &'a SyncMetrics,
+        keep_alive_period: Duration,
     ) -> io::Result<Self> {
         stream.set_nonblocking(false)?;
         stream.set_read_timeout(Some(IO_SLICE))?;
@@ -93,6 +151,8 @@ impl<'a> SyncStream<'a> {
             stop,
             metrics,
             bytes_sent: 0,
+            last_sent: Instant::now(),
+            keep_alive_period,
         })
     }
 
@@ -111,6 +171,7 @@ impl<'a> SyncStream<'a> {
             }
         }
         let n = self.wbuf.len() as u64;
+        self.last_sent = Instant::now();
         self.bytes_sent += n;
         self.metrics.bytes_sent.fetch_add(n, Ordering::Relaxed);
         if self.wbuf.capacity() > wire::BATCH_BYTES_MAX * 2 {
@@ -119,10 +180,20 @@ impl<'a> SyncStream<'a> {
         Ok(n)
     }
 
-    /// Receives one message before `deadline`; `Ok(None)` when the other
-    /// side closed the connection between frames.
-    pub fn recv(&mut self, deadline: Instant) -> Result<Option<Message>, SessionError> {
-        if !self.fill(FRAME_HEADER_BYTES, deadline)? {
+    /// Receives one message, skipping `KeepAlive` frames; `Ok(None)` when
+    /// the other side closed the connection between frames. Times out only
+    /// after `silence` without a byte from the other side.
+    pub fn recv(&mut self, silence: Duration) -> Result<Option<Message>, SessionError> {
+        loop {
+            match self.recv_frame(silence)? {
+                Some(Message::KeepAlive) => continue,
+                other => return Ok(other),
+            }
+        }
+    }
+
+    fn recv_frame(&mut self, silence: Duration) -> Result<Option<Message>, SessionError> {
+        if !self.fill(FRAME_HEADER_BYTES, silence)? {
             return Ok(None);
         }
         let head = self
@@ -132,7 +203,7 @@ impl<'a> SyncStream<'a> {
         let (body_len, _) =
             framing::header(head, wire::FRAME_BODY_BYTES_MAX).map_err(SyncFrameError::from)?;
         let frame_bytes = FRAME_HEADER_BYTES + body_len;
-        if !self.fill(frame_bytes, deadline)? {
+        if !self.fill(frame_bytes, silence)? {
             return Err(SessionError::Io(
                 "connection closed in the middle of a frame".into(),
             ));
@@ -147,9 +218,11 @@ impl<'a> SyncStream<'a> {
         Ok(Some(msg))
     }
 
-    /// Reads until `rbuf` holds `want` bytes. False when the connection
-    /// closed before any byte of the frame; an error when it closed mid-frame.
-    fn fill(&mut self, want: usize, deadline: Instant) -> Result<bool, SessionError> {
+    /// Reads until `rbuf` holds `want` bytes, for at most `silence` after
+    /// the last byte received. False when the connection closed before any
+    /// byte of the frame; an error when it closed mid-frame.
+    fn fill(&mut self, want: usize, silence: Duration) -> Result<bool, SessionError> {
+        let mut deadline = Instant::now() + silence;
         while self.rbuf.len() < want {
             let start = self.rbuf.len();
             let chunk = (want - start).clamp(1, READ_CHUNK_BYTES);
@@ -165,6 +238,7 @@ impl<'a> SyncStream<'a> {
                     ));
                 }
                 Ok(n) => {
+                    deadline = Instant::now() + silence;
                     self.bytes_received += n as u64;
                     self.metrics
                         .bytes_received
@@ -176,6 +250,27 @@ impl<'a> SyncStream<'a> {
             }
         }
         Ok(true)
+    }
+
+    /// True when the other side closed (or reset) the connection and
+    /// nothing it sent is waiting to be read: a non-blocking peek.
+    pub fn peer_closed(&mut self) -> bool {
+        if !self.rbuf.is_empty() {
+            return false;
+        }
+        if self.stream.set_nonblocking(true).is_err() {
+            return true;
+        }
+        let mut byte = [0u8; 1];
+        let closed = match self.stream.peek(&mut byte) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ),
+        };
+        closed || self.stream.set_nonblocking(false).is_err()
     }
 
     fn check(&self, deadline: Instant) -> Result<(), SessionError> {

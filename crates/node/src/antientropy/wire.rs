@@ -55,6 +55,7 @@ const KIND_VERSIONS: u8 = 8;
 const KIND_PUSH: u8 = 9;
 const KIND_PUSH_ACK: u8 = 10;
 const KIND_ERROR: u8 = 11;
+const KIND_KEEP_ALIVE: u8 = 12;
 
 /// One key's newest version in a digest: enough to compare, not the value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,16 +139,26 @@ pub enum Message {
         /// `(key, version)` pairs.
         items: Vec<(Vec<u8>, Version)>,
     },
-    /// Answer to Push: every version is durable (or older than what the responder has).
+    /// Answer to Push: every version not refused is durable (or older
+    /// than what the responder has); the session goes on either way.
     PushAck {
         /// Versions applied.
         applied: u32,
+        /// Versions refused (over the responder's limits, too far ahead of its clock).
+        refused: u32,
+        /// Why the first refused version was refused (empty when none), at
+        /// most [`MESSAGE_BYTES_MAX`] bytes.
+        first_refusal: String,
     },
     /// Answer to anything: the request was refused; the session ends.
     Error {
         /// Why, at most [`MESSAGE_BYTES_MAX`] bytes.
         message: String,
     },
+    /// Either direction, while the sender works before its next request
+    /// or answer (a long scan, a rate-limited page): "still here". The
+    /// receiver skips it; it only restarts the receiver's silence timeout.
+    KeepAlive,
 }
 
 /// Why bytes are not a sync frame. Every error ends the session.
@@ -190,7 +201,13 @@ impl From<FramingError> for SyncFrameError {
 
 /// Cuts `message` at a character boundary to [`MESSAGE_BYTES_MAX`] bytes.
 pub fn error_message(message: impl Into<String>) -> Message {
-    let mut message = message.into();
+    Message::Error {
+        message: cut_message(message.into()),
+    }
+}
+
+/// `message` cut at a character boundary to [`MESSAGE_BYTES_MAX`] bytes.
+pub fn cut_message(mut message: String) -> String {
     if message.len() > MESSAGE_BYTES_MAX {
         let mut end = MESSAGE_BYTES_MAX;
         while !message.is_char_boundary(end) {
@@ -198,7 +215,7 @@ pub fn error_message(message: impl Into<String>) -> Message {
         }
         message.truncate(end);
     }
-    Message::Error { message }
+    message
 }
 
 /// The cluster fingerprint a Hello carries: `xxh3_64` of the cluster's
@@ -339,14 +356,21 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
                 put_version(out, v);
             }
         }
-        Message::PushAck { applied } => {
+        Message::PushAck {
+            applied,
+            refused,
+            first_refusal,
+        } => {
             out.push(KIND_PUSH_ACK);
             out.extend_from_slice(&applied.to_le_bytes());
+            out.extend_from_slice(&refused.to_le_bytes());
+            put_text(out, first_refusal, MESSAGE_BYTES_MAX);
         }
         Message::Error { message } => {
             out.push(KIND_ERROR);
             put_text(out, message, MESSAGE_BYTES_MAX);
         }
+        Message::KeepAlive => out.push(KIND_KEEP_ALIVE),
     }
     framing::seal(out, start, FRAME_BODY_BYTES_MAX);
 }
@@ -388,7 +412,7 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Message, usize)>, SyncFrameError> {
 pub fn decode_body(body: &[u8]) -> Result<Message, SyncFrameError> {
     let mut c = Cursor::new(body);
     let kind = c.u8("kind").map_err(SyncFrameError::Malformed)?;
-    if !(KIND_HELLO..=KIND_ERROR).contains(&kind) {
+    if !(KIND_HELLO..=KIND_KEEP_ALIVE).contains(&kind) {
         return Err(SyncFrameError::UnknownKind(kind));
     }
     let msg = fields(kind, &mut c).map_err(SyncFrameError::Malformed)?;
@@ -475,10 +499,13 @@ fn fields(kind: u8, c: &mut Cursor<'_>) -> Result<Message, String> {
         }
         KIND_PUSH_ACK => Message::PushAck {
             applied: c.u32("applied")?,
+            refused: c.u32("refused")?,
+            first_refusal: c.string("first_refusal", MESSAGE_BYTES_MAX)?,
         },
-        _ => Message::Error {
+        KIND_ERROR => Message::Error {
             message: c.string("message", MESSAGE_BYTES_MAX)?,
         },
+        _ => Message::KeepAlive,
     })
 }
 

@@ -90,8 +90,15 @@ fn arb_message() -> impl Strategy<Value = Message> {
             .prop_map(|items| Message::Versions { items }),
         proptest::collection::vec((arb_key(), arb_version()), 0..20)
             .prop_map(|items| Message::Push { items }),
-        any::<u32>().prop_map(|applied| Message::PushAck { applied }),
+        (any::<u32>(), any::<u32>(), "\\PC{0,40}").prop_map(|(applied, refused, first_refusal)| {
+            Message::PushAck {
+                applied,
+                refused,
+                first_refusal,
+            }
+        }),
         "\\PC{0,60}".prop_map(|message| Message::Error { message }),
+        Just(Message::KeepAlive),
     ]
 }
 
@@ -147,15 +154,21 @@ fn framing_errors() {
             max: FRAME_BODY_BYTES_MAX
         })
     );
-    let mut bytes = encoded(&Message::PushAck { applied: 3 });
+    let ack = Message::PushAck {
+        applied: 3,
+        refused: 0,
+        first_refusal: String::new(),
+    };
+    let mut bytes = encoded(&ack);
     bytes[8] ^= 0xff;
     assert!(matches!(
         decode(&bytes),
         Err(SyncFrameError::ChecksumMismatch { .. })
     ));
     assert_eq!(decode(&frame(&[0])), Err(SyncFrameError::UnknownKind(0)));
-    assert_eq!(decode(&frame(&[12])), Err(SyncFrameError::UnknownKind(12)));
-    let mut body = encoded(&Message::PushAck { applied: 3 })[8..].to_vec();
+    assert_eq!(decode(&frame(&[13])), Err(SyncFrameError::UnknownKind(13)));
+    assert!(malformed(&[12, 0]).contains("after the last field"));
+    let mut body = encoded(&ack)[8..].to_vec();
     body.push(0);
     assert!(malformed(&body).contains("after the last field"));
 }
@@ -249,4 +262,13 @@ fn format_doc_example_is_what_the_encoder_writes() {
         hex.join(" "),
         "10 00 00 00 dd ab dd aa 05 00 10 00 00 01 01 00 00 00 6b 01 00 00 00 05"
     );
+}
+
+/// A KeepAlive is a kind byte alone (docs/FORMAT.md, "Sync frame").
+#[test]
+fn keep_alive_is_one_byte() {
+    let bytes = encoded(&Message::KeepAlive);
+    assert_eq!(&bytes[..4], &[1, 0, 0, 0]);
+    assert_eq!(&bytes[8..], &[12]);
+    assert_eq!(decode(&bytes), Ok(Some((Message::KeepAlive, 9))));
 }
