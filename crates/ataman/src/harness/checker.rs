@@ -27,7 +27,7 @@
 //!   version (same timestamp, same value or tombstone, or none at all).
 //! - **Crashes**: no node exited unless the harness stopped it.
 //!
-//! Two causes of loss are counted apart, and are violations only with
+//! Three causes of loss are counted apart, and are violations only with
 //! `--strict`, because they are properties of the design rather than bugs
 //! (docs/RELIABILITY.md says what they mean):
 //!
@@ -43,6 +43,12 @@
 //!   behind stamps versions that lose to earlier ones it has not heard of.
 //!   A lost write is put here when a version seen was written while a
 //!   forward jump was in effect, or the lost write while a backward one was.
+//! - `lost_same_millisecond`: the version seen was written through another
+//!   node and ended less than a millisecond before the lost write started.
+//!   Timestamps have millisecond resolution; two writes in one millisecond
+//!   are ordered by the HLC's logical part and then by the coordinator's
+//!   node index, not by real time, unless the second coordinator already
+//!   saw the first write. Through one coordinator the HLC orders them.
 
 use super::faults::FaultKind;
 use super::history::{CopyState, History, Op, OpKind, Outcome, Phase, Workload};
@@ -98,9 +104,12 @@ pub struct Findings {
     /// with a later timestamp that was written earlier (not a violation
     /// unless strict; see the module documentation).
     pub lost_under_clock_skew: Tally,
+    /// The same, explained by two writes through different nodes less than
+    /// a millisecond apart (not a violation unless strict).
+    pub lost_same_millisecond: Tally,
     /// Reads that missed their own client's acknowledged write.
     pub ryw: Tally,
-    /// The same, explained by a wipe or a clock jump.
+    /// The same, explained by a wipe, a clock jump or a shared millisecond.
     pub ryw_explained: Tally,
     /// Reads of values that cannot be there.
     pub impossible: Tally,
@@ -142,6 +151,7 @@ impl Findings {
         self.violations()
             + self.lost_with_wiped_replica.count
             + self.lost_under_clock_skew.count
+            + self.lost_same_millisecond.count
             + self.ryw_explained.count
     }
 }
@@ -278,7 +288,15 @@ enum Cause {
     /// A clock jump gave the version seen a later timestamp (or the lost
     /// write an earlier one): last-writer-wins under clock skew.
     ClockSkew,
+    /// The version seen was written through another node less than a
+    /// millisecond before the lost write started: both may carry the same
+    /// millisecond, and the timestamp's logical part and node bits, not
+    /// real time, then decide (last writer wins at 1 ms resolution).
+    SameMillisecond,
 }
+
+/// Two timestamps this close may share their millisecond (µs).
+const SAME_MILLISECOND_US: u64 = 1000;
 
 /// The faults that explain some losses.
 struct Excuses {
@@ -332,7 +350,16 @@ impl Excuses {
             ahead || behind
         });
         if skewed {
-            Cause::ClockSkew
+            return Cause::ClockSkew;
+        }
+        // The seen version's timestamp was taken before it ended, the lost
+        // write's after it started: under 1 ms apart they may share the
+        // millisecond. Through one node the HLC orders them anyway.
+        let same_ms = seen.is_some_and(|x| {
+            x.node != w.node && w.start_us < x.end_us.saturating_add(SAME_MILLISECOND_US)
+        });
+        if same_ms {
+            Cause::SameMillisecond
         } else {
             Cause::Unexplained
         }
@@ -454,6 +481,7 @@ fn check_key<'a>(
                     Cause::Unexplained => &mut f.lost,
                     Cause::WipedReplica => &mut f.lost_with_wiped_replica,
                     Cause::ClockSkew => &mut f.lost_under_clock_skew,
+                    Cause::SameMillisecond => &mut f.lost_same_millisecond,
                 };
                 tally.add(|| format!("{} not seen by {}", describe(w), describe(r)));
             }

@@ -103,6 +103,7 @@ impl Report {
                 "lost": tally_json(&f.lost),
                 "lost_with_wiped_replica": tally_json(&f.lost_with_wiped_replica),
                 "lost_under_clock_skew": tally_json(&f.lost_under_clock_skew),
+                "lost_same_millisecond": tally_json(&f.lost_same_millisecond),
                 "ryw": tally_json(&f.ryw),
                 "ryw_explained": tally_json(&f.ryw_explained),
                 "impossible": tally_json(&f.impossible),
@@ -135,6 +136,7 @@ impl Report {
             "acknowledged_writes_lost": f.lost.count,
             "lost_with_wiped_replica": f.lost_with_wiped_replica.count,
             "lost_under_clock_skew": f.lost_under_clock_skew.count,
+            "lost_same_millisecond": f.lost_same_millisecond.count,
             "ryw_violations": f.ryw.count,
             "ryw_explained": f.ryw_explained.count,
             "impossible_reads": f.impossible.count,
@@ -207,8 +209,10 @@ impl Report {
         let _ = writeln!(s, "acknowledged writes lost: {}", f.lost.count);
         let _ = writeln!(
             s,
-            "  explained ({explained}): {} under clock skew (last writer wins), {} across a wiped replica",
-            f.lost_under_clock_skew.count, f.lost_with_wiped_replica.count
+            "  explained ({explained}): {} under clock skew, {} in one millisecond through two nodes (last writer wins), {} across a wiped replica",
+            f.lost_under_clock_skew.count,
+            f.lost_same_millisecond.count,
+            f.lost_with_wiped_replica.count
         );
         let _ = writeln!(
             s,
@@ -257,6 +261,7 @@ impl Report {
         for (name, t) in [
             ("lost", &f.lost),
             ("lost under clock skew", &f.lost_under_clock_skew),
+            ("lost in one millisecond", &f.lost_same_millisecond),
             ("lost across a wipe", &f.lost_with_wiped_replica),
             ("read-your-writes", &f.ryw),
             ("impossible", &f.impossible),

@@ -272,6 +272,33 @@ fn a_wiped_replica_is_counted_apart() {
     );
 }
 
+/// A loss to a write through another node that ended less than 1 ms
+/// before the lost one started is counted apart (the two may share a
+/// millisecond); through the same node, or 1 ms apart, it is a violation.
+#[test]
+fn same_millisecond_through_two_nodes_is_counted_apart() {
+    let mut seen = put(1, "k", "a", 100, 110);
+    seen.node = 2;
+    seen.end_us = 110_000;
+    let mut lost = put(2, "k", "b", 0, 0);
+    (lost.start_us, lost.end_us) = (110_500, 111_000);
+    let read = get(3, "k", Some("a"), 120, 121);
+    let f = check(&history(vec![seen.clone(), lost.clone(), read.clone()]));
+    assert_eq!(
+        (f.lost.count, f.lost_same_millisecond.count),
+        (0, 1),
+        "{f:#?}"
+    );
+    assert_eq!(f.violations_strict(), 1);
+    let mut same_node = seen.clone();
+    same_node.node = lost.node;
+    let f = check(&history(vec![same_node, lost.clone(), read.clone()]));
+    assert_eq!(f.lost.count, 1, "{f:#?}");
+    (lost.start_us, lost.end_us) = (111_000, 112_000);
+    let f = check(&history(vec![seen, lost, read]));
+    assert_eq!(f.lost.count, 1, "{f:#?}");
+}
+
 /// A loss explained by a clock jump (a version stamped while a node was
 /// ahead, until it caught up; or the lost write stamped while its node was
 /// behind) is counted apart; the same loss without the jump is a violation.

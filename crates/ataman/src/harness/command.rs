@@ -1,0 +1,233 @@
+//! `ataman test-cluster`: the command line of the harness (options,
+//! exit codes, `--check`, `--dry-run`, SIGINT and SIGTERM).
+
+use super::faults::FaultKind;
+use super::history::Workload;
+use super::report::Report;
+use super::{
+    Config, EXIT_HARNESS_ERROR, EXIT_VIOLATIONS, INTERRUPTED, checker, faults, history, rng, run,
+};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// `ataman test-cluster` arguments (docs/RELIABILITY.md).
+#[derive(Debug, Clone, clap::Args)]
+pub struct TestClusterArgs {
+    /// Nodes to start (2 to 16).
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// The seed of the faults and operations; random (and printed) if absent.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Seconds of workload under faults.
+    #[arg(long, default_value_t = 30)]
+    pub duration_s: u64,
+    /// Fault kinds mixed, comma-separated, or `none`.
+    #[arg(
+        long,
+        default_value = "kill,pause,partition,oneway,delay,wipe,diskfull,clock"
+    )]
+    pub faults: String,
+    /// Workloads mixed, comma-separated: register, set, deletes.
+    #[arg(long, default_value = "register,set,deletes")]
+    pub workloads: String,
+    /// `ack` of writes [default: from / 2 + 1].
+    #[arg(long)]
+    pub ack_w: Option<u32>,
+    /// `ack` of reads [default: from / 2 + 1].
+    #[arg(long)]
+    pub ack_r: Option<u32>,
+    /// `from` of every request [default: the node count].
+    #[arg(long)]
+    pub from: Option<u32>,
+    /// Client threads.
+    #[arg(long, default_value_t = 4)]
+    pub clients: u32,
+    /// Operations per second per client (0: as fast as answers come).
+    #[arg(long, default_value_t = 100)]
+    pub rate: u32,
+    /// Bytes of every value written: its unique id, padded (0: the id alone).
+    #[arg(long, default_value_t = 0)]
+    pub value_bytes: usize,
+    /// Write the history here, one JSON object per line.
+    #[arg(long)]
+    pub history: Option<PathBuf>,
+    /// Write the report here as JSON.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Plant a bug in every node, to see the harness catch it: ack-before-wal.
+    #[arg(long, value_parser = ["ack-before-wal"])]
+    pub planted_bug: Option<String>,
+    /// Directory for the nodes' data and logs [default: a temporary one,
+    /// removed after a run without violations].
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Keep the directory after a run without violations.
+    #[arg(long)]
+    pub keep: bool,
+    /// The nodes' --replication-timeout-ms.
+    #[arg(long, default_value_t = 1000)]
+    pub replication_timeout_ms: u64,
+    /// The nodes' --anti-entropy-interval-ms (0: rounds only after a wipe and at the end).
+    #[arg(long, default_value_t = 2000)]
+    pub anti_entropy_interval_ms: u64,
+    /// The nodes' --replication-factor [default: the node count].
+    #[arg(long)]
+    pub replication_factor: Option<usize>,
+    /// Bound on convergence after the last fault healed, seconds.
+    #[arg(long, default_value_t = 60)]
+    pub converge_timeout_s: u64,
+    /// Check a history file written earlier instead of running.
+    #[arg(long)]
+    pub check: Option<PathBuf>,
+    /// Print the seed's fault schedule and exit (nothing is started).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Count acknowledged writes lost under clock skew or across a wiped
+    /// replica as violations too.
+    #[arg(long)]
+    pub strict: bool,
+    /// More `ataman serve` arguments for every node, after `--`.
+    #[arg(last = true)]
+    pub serve_args: Vec<String>,
+}
+
+fn parse_list<T>(text: &str, what: &str, parse: fn(&str) -> Option<T>) -> Result<Vec<T>, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty() && *s != "none")
+        .map(|s| parse(s).ok_or_else(|| format!("unknown {what} {s:?}")))
+        .collect()
+}
+
+/// A seed from the clock and the process id (printed, so it can be replayed).
+fn random_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    rng::Rng::new(nanos ^ u64::from(std::process::id()) << 32).next_u64() >> 1
+}
+
+impl TestClusterArgs {
+    /// The run configuration these arguments describe.
+    pub fn config(&self, exe: PathBuf) -> Result<Config, String> {
+        let from = self.from.unwrap_or(self.nodes as u32);
+        let mut c = Config::new(exe, self.seed.unwrap_or_else(random_seed));
+        c.nodes = self.nodes;
+        c.duration = Duration::from_secs(self.duration_s);
+        c.faults = parse_list(&self.faults, "fault", FaultKind::parse)?;
+        c.workloads = parse_list(&self.workloads, "workload", Workload::parse)?;
+        c.from = from;
+        c.ack_w = self.ack_w.unwrap_or(from / 2 + 1);
+        c.ack_r = self.ack_r.unwrap_or(from / 2 + 1);
+        c.clients = self.clients;
+        c.rate_per_client = self.rate;
+        c.value_bytes = self.value_bytes;
+        c.history = self.history.clone();
+        c.report = self.report.clone();
+        c.planted_bug = self.planted_bug.clone();
+        c.dir = self.dir.clone();
+        c.keep_dir = self.keep;
+        c.replication_timeout_ms = self.replication_timeout_ms;
+        c.anti_entropy_interval_ms = self.anti_entropy_interval_ms;
+        c.replication_factor = self.replication_factor;
+        c.converge_timeout = Duration::from_secs(self.converge_timeout_s);
+        c.serve_args = self.serve_args.clone();
+        c.strict = self.strict;
+        Ok(c)
+    }
+}
+
+/// Runs `ataman test-cluster`: 0 when nothing was found,
+/// [`EXIT_VIOLATIONS`] when something was, [`EXIT_HARNESS_ERROR`] when the
+/// run could not be carried out.
+pub fn run_command(args: &TestClusterArgs) -> ExitCode {
+    if let Some(path) = &args.check {
+        return check_file(path, args.strict);
+    }
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => {
+            eprintln!("ataman test-cluster: cannot find my own executable: {e}");
+            return ExitCode::from(EXIT_HARNESS_ERROR);
+        }
+    };
+    let config = match args.config(exe) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ataman test-cluster: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    println!("ataman test-cluster: seed {}", config.seed);
+    // SAFETY: `on_interrupt` only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        let handler = on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGTERM, handler);
+    }
+    if args.dry_run {
+        let steps = faults::schedule(
+            config.seed,
+            config.nodes,
+            config.duration.as_millis() as u64,
+            &config.faults,
+        );
+        for step in steps {
+            println!(
+                "at {:>6} ms for {:>5} ms: {:?}",
+                step.at_ms, step.duration_ms, step.action
+            );
+        }
+        return ExitCode::SUCCESS;
+    }
+    match run(&config) {
+        Ok(report) => {
+            print!("{}", report.text());
+            if report.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_VIOLATIONS)
+            }
+        }
+        Err(e) => {
+            eprintln!("ataman test-cluster: seed {}: {e}", config.seed);
+            ExitCode::from(EXIT_HARNESS_ERROR)
+        }
+    }
+}
+
+/// `--check FILE`: the checker over a saved history.
+fn check_file(path: &std::path::Path, strict: bool) -> ExitCode {
+    let history = std::fs::File::open(path)
+        .map_err(|e| e.to_string())
+        .and_then(|f| history::History::read_jsonl(std::io::BufReader::new(f)));
+    match history {
+        Ok(history) => {
+            let findings = checker::check(&history);
+            let report = Report {
+                history,
+                findings,
+                history_path: Some(path.to_path_buf()),
+                elapsed_s: 0.0,
+                strict,
+            };
+            print!("{}", report.text());
+            if report.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_VIOLATIONS)
+            }
+        }
+        Err(e) => {
+            eprintln!("ataman test-cluster: {}: {e}", path.display());
+            ExitCode::from(2)
+        }
+    }
+}
