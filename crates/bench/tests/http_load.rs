@@ -283,9 +283,11 @@ fn fill_closed_loop_json_and_plot() {
     assert!(svg.contains("(other)"), "duplicate labels are told apart");
 }
 
-/// With two targets in --url, connections (and the fill) are spread over
-/// both, each request carries its own target's Host, and the report lists
-/// each target's share.
+/// With two targets in --url, connections are spread over both, each
+/// request carries its own target's Host, and the report lists each
+/// target's share. The fill's connections take ids from one shared
+/// counter, so how the 100 filled keys split between the targets depends
+/// on timing: only their total is checked.
 #[test]
 fn several_targets_share_the_connections() {
     let counters = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
@@ -314,8 +316,8 @@ fn several_targets_share_the_connections() {
             report.targets
         );
         assert!(
-            counters[i].load(Ordering::Relaxed) > t.requests,
-            "the fill went to target {i} too"
+            counters[i].load(Ordering::Relaxed) >= t.requests,
+            "target {i} served fewer requests than the report gives it"
         );
     }
     // Connections 0, 2, 4 to the first target; 1, 3 to the second.
