@@ -34,6 +34,12 @@ pub struct NodeMetrics {
     pub read_repairs: AtomicU64,
     /// Hints the store refused (full or failed).
     pub hints_refused: AtomicU64,
+    /// Writes from peers not stored because this replica held a newer version.
+    pub peer_writes_superseded: AtomicU64,
+    /// Writes this node coordinated that it re-stamped above a replica's newer version.
+    pub writes_restamped: AtomicU64,
+    /// Writes that gave up after `RESTAMPS_MAX` re-stamps (answered 504).
+    pub writes_restamp_exhausted: AtomicU64,
     /// Requests per write to a peer (the client side's batches).
     pub peer_batch_frames: Histogram,
     /// Answers per write to a peer (the server side's batches).
@@ -52,6 +58,9 @@ impl Default for NodeMetrics {
             connections_open: AtomicU64::new(0),
             read_repairs: AtomicU64::new(0),
             hints_refused: AtomicU64::new(0),
+            peer_writes_superseded: AtomicU64::new(0),
+            writes_restamped: AtomicU64::new(0),
+            writes_restamp_exhausted: AtomicU64::new(0),
             peer_batch_frames: Histogram::default(),
             peer_reply_batch_frames: Histogram::default(),
         }

@@ -5,16 +5,17 @@
 //! | --- | --- |
 //! | [`Kind::LostWrite`] | a write answered 201/202 is never lost: at the end the newest version of its key, over all nodes, is it or newer |
 //! | [`Kind::LostOnReplica`] | a replica acknowledges a write only once it is durable: after every restart, and at the end, the replica holds it or newer |
-//! | [`Kind::StaleRead`] | read-your-writes when quorums intersect: a read started after a write was acknowledged, with `ack_w + ack_r > max(from_w, from_r)`, returns it or newer |
+//! | [`Kind::StaleRead`] | read-your-writes when quorums intersect: a read started after a write was acknowledged, with `ack_w + ack_r > max(from_w, from_r)`, returns it or newer, and not a version of an acknowledged write that ended before it began (when the two writes' quorums meet) |
 //! | [`Kind::PhantomRead`] | every version read or stored was written by some client |
 //! | [`Kind::TimestampReused`] | no two writes of one key carry the same timestamp |
 //! | [`Kind::Diverged`] | after the faults heal and the repairs run, every replica of a key holds the same newest version, and no other node holds it |
 //! | [`Kind::Unrecoverable`] | a restarted engine opens on its disk without `force_recovery` |
 //! | [`Kind::Stuck`] | once healed, the cluster finishes its requests, messages and hints |
 //!
-//! "Newer" is by timestamp: the system's contract is that the newest
-//! timestamp wins (a write through a coordinator whose clock is behind
-//! may lose to an earlier one; that is not a loss).
+//! "Newer" is by timestamp: the newest timestamp wins. A write through a
+//! coordinator whose clock is behind is re-stamped above any newer version
+//! a replica holds, so it does not lose to an earlier acknowledged write
+//! whose quorum meets its own; the stale-read check holds it to that.
 
 use crate::history::{Happening, History, Op, OpResult};
 use ataman_node::cluster::placement;
@@ -189,11 +190,9 @@ fn written_versions(history: &History, report: &mut Report) -> Written {
         if op.result == OpResult::Refused {
             continue;
         }
-        let Some(version) = op.version() else {
-            continue;
-        };
-        if let Some(first) = by_ts.insert((&op.key, version.ts), op) {
-            report.push_key(
+        for version in op.versions() {
+            if let Some(first) = by_ts.insert((&op.key, version.ts), op) {
+                report.push_key(
                 Kind::TimestampReused,
                 &op.key,
                 format!(
@@ -209,11 +208,12 @@ fn written_versions(history: &History, report: &mut Report) -> Written {
                     version.ts
                 ),
             );
+            }
+            written
+                .entry((op.key.clone(), version.ts))
+                .or_insert_with(Vec::new)
+                .push(version);
         }
-        written
-            .entry((op.key.clone(), version.ts))
-            .or_insert_with(Vec::new)
-            .push(version);
     }
     written
 }
@@ -318,8 +318,12 @@ fn replica_durability(history: &History, report: &mut Report) {
 
 fn stale_reads(history: &History, report: &mut Report) {
     let mut writes: BTreeMap<&[u8], Vec<&Op>> = BTreeMap::new();
+    let mut by_version: BTreeMap<(&[u8], u64), &Op> = BTreeMap::new();
     for op in history.acknowledged_writes() {
         writes.entry(&op.key).or_default().push(op);
+        if let Some(ts) = op.ts {
+            by_version.insert((&op.key, ts), op);
+        }
     }
     for read in &history.ops {
         let OpResult::Read(got) = &read.result else {
@@ -339,7 +343,38 @@ fn stale_reads(history: &History, report: &mut Report) {
             let (Some(wts), got_ts) = (w.ts, ts_of(got)) else {
                 continue;
             };
-            if got_ts.is_none_or(|g| g < wts) {
+            // What the read returned was written by an acknowledged write
+            // that ended before `w` began, under write quorums that meet:
+            // `w` must have been stamped above it (re-stamping), whatever
+            // the clocks said.
+            let older_won = got_ts
+                .and_then(|g| by_version.get(&(read.key.as_slice(), g)))
+                .is_some_and(|o| {
+                    o.id != w.id
+                        && o.completed_ms.is_some_and(|c| c < w.invoked_ms)
+                        && o.from == w.from
+                        && o.ack + w.ack > w.from
+                });
+            if older_won {
+                report.push_key(
+                    Kind::StaleRead,
+                    &read.key,
+                    format!(
+                        "op {} (GET {} ack {}/{} at {} ms via node {}) returned ts {:?}, written by an acknowledged write that ended before op {} (ack {}/{}, ts {wts}, invoked at {} ms) began",
+                        read.id,
+                        show(&read.key),
+                        read.ack,
+                        read.from,
+                        read.invoked_ms,
+                        read.coordinator,
+                        got_ts,
+                        w.id,
+                        w.ack,
+                        w.from,
+                        w.invoked_ms
+                    ),
+                );
+            } else if got_ts.is_none_or(|g| g < wts) {
                 report.push_key(
                     Kind::StaleRead,
                     &read.key,

@@ -32,6 +32,10 @@ pub enum CrashKind {
 pub enum PlantedBug {
     /// A write with `ack >= 2` answers after `ack - 1` durable replicas.
     AckMinusOne,
+    /// Replicas store a write older than the version they hold and answer
+    /// it stored, so no coordinator re-stamps: last writer wins by clocks
+    /// alone, as before re-stamping existed.
+    NoRestamp,
 }
 
 /// Which kinds of fault a run injects while the workload runs.

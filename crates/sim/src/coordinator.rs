@@ -72,6 +72,8 @@ pub struct Outbox {
     pub repairs: u64,
     /// Hints kept.
     pub hints: u64,
+    /// Writes re-stamped above a newer version a replica held: (op, new ts).
+    pub restamped: Vec<(OpId, u64)>,
 }
 
 impl SimNode {
@@ -100,18 +102,28 @@ impl SimNode {
             (Some(PlantedBug::AckMinusOne), Kind::Write(_)) if ack >= 2 => ack - 1,
             _ => ack,
         };
-        let coordination = Coordination::new(kind.clone(), answer_at, replicas.len());
-        self.coordinations.next_id += 1;
-        let id = self.coordinations.next_id;
-        self.coordinations.live.insert(
-            id,
+        let coordination = Coordination::new(kind, answer_at, replicas.len());
+        self.launch(
             Live {
                 coordination,
                 op,
-                key: key.clone(),
-                replicas: replicas.clone(),
+                key,
+                replicas,
             },
+            out,
         );
+    }
+
+    /// Registers `live` under a new id and asks all its replicas. (A new id
+    /// per round keeps a re-stamped write's earlier answers out of the new
+    /// round; each round has its own deadline, a little longer in all than
+    /// the real node's one deadline per request.)
+    fn launch(&mut self, live: Live, out: &mut Outbox) {
+        self.coordinations.next_id += 1;
+        let id = self.coordinations.next_id;
+        let kind = live.coordination.kind().clone();
+        let (key, replicas) = (live.key.clone(), live.replicas.clone());
+        self.coordinations.live.insert(id, live);
         out.deadlines.push(id);
         for (position, &node) in replicas.iter().enumerate() {
             if node == self.index {
@@ -121,7 +133,8 @@ impl SimNode {
                             Ok(v) => Outcome::Read(v),
                             Err(e) => Outcome::Failed(format!("local replica: read failed: {e}")),
                         };
-                        self.on_outcome(id, position, outcome, out);
+                        // A read: never re-stamped, so the time is not used.
+                        self.on_outcome(0, id, position, outcome, out);
                     }
                     Kind::Write(version) => out.local_writes.push(LocalWrite {
                         waiter: Some((id, position)),
@@ -150,12 +163,33 @@ impl SimNode {
     }
 
     /// Replica `position` of request `id` answered (or failed).
-    pub fn on_outcome(&mut self, id: u64, position: usize, outcome: Outcome, out: &mut Outbox) {
+    pub fn on_outcome(
+        &mut self,
+        now_ms: u64,
+        id: u64,
+        position: usize,
+        outcome: Outcome,
+        out: &mut Outbox,
+    ) {
         let Some(live) = self.coordinations.live.get_mut(&id) else {
             return; // finished before this late answer came
         };
-        if let Some(decision) = live.coordination.record(position, outcome) {
-            out.replies.push((live.op, decision));
+        match live.coordination.record(position, outcome) {
+            Some(Decision::Restamp { above }) => {
+                // As the real replicator: stamp above the newer version and
+                // ask every replica again.
+                let Some(mut live) = self.coordinations.live.remove(&id) else {
+                    return;
+                };
+                self.hlc.observe(above);
+                let ts = self.hlc.now_at(self.wall_ms(now_ms));
+                live.coordination = live.coordination.restamped(ts);
+                out.restamped.push((live.op, ts));
+                self.launch(live, out);
+                return;
+            }
+            Some(decision) => out.replies.push((live.op, decision)),
+            None => {}
         }
         if live.coordination.settled() {
             self.finish(id, out);

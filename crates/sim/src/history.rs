@@ -60,8 +60,12 @@ pub struct Op {
     pub ack: usize,
     /// Replicas asked.
     pub from: usize,
-    /// The timestamp the coordinator stamped a write with.
+    /// The timestamp the coordinator stamped a write with (the last one,
+    /// when it re-stamped the write).
     pub ts: Option<u64>,
+    /// Earlier stamps of a re-stamped write, oldest first: replicas may
+    /// hold the write under any of them until a newer one replaces it.
+    pub earlier_ts: Vec<u64>,
     /// When it was sent, virtual ms.
     pub invoked_ms: u64,
     /// When it was answered, virtual ms.
@@ -78,7 +82,19 @@ impl Op {
 
     /// The version a write applies (its value `None` for a DELETE), once stamped.
     pub fn version(&self) -> Option<Version> {
-        let ts = self.ts?;
+        self.version_at(self.ts?)
+    }
+
+    /// Every version a write may have left on replicas: one per stamp.
+    pub fn versions(&self) -> Vec<Version> {
+        self.earlier_ts
+            .iter()
+            .chain(self.ts.iter())
+            .filter_map(|&ts| self.version_at(ts))
+            .collect()
+    }
+
+    fn version_at(&self, ts: u64) -> Option<Version> {
         match &self.kind {
             OpKind::Put(v) => Some(Version {
                 ts,

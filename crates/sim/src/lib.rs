@@ -81,8 +81,10 @@ pub fn replay_command(seed: u64, config: &SimConfig) -> String {
     if !config.anti_entropy_during_run {
         cmd.push_str(" --no-anti-entropy-during-run");
     }
-    if config.planted_bug == Some(PlantedBug::AckMinusOne) {
-        cmd.push_str(" --planted-bug ack-minus-one");
+    match config.planted_bug {
+        Some(PlantedBug::AckMinusOne) => cmd.push_str(" --planted-bug ack-minus-one"),
+        Some(PlantedBug::NoRestamp) => cmd.push_str(" --planted-bug no-restamp"),
+        None => {}
     }
     cmd
 }

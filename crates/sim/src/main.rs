@@ -50,7 +50,7 @@ struct Args {
     /// No anti-entropy rounds while the workload runs (the final ones still run).
     #[arg(long)]
     no_anti_entropy_during_run: bool,
-    /// A bug planted in the coordinator, to see the checker catch it: ack-minus-one.
+    /// A bug planted, to see the checker catch it: ack-minus-one (coordinator) or no-restamp (replicas store older writes).
     #[arg(long, hide = true)]
     planted_bug: Option<String>,
     /// Stop at the first failing seed.
@@ -95,7 +95,12 @@ fn config(args: &Args) -> Result<SimConfig, String> {
     let planted_bug = match args.planted_bug.as_deref() {
         None => None,
         Some("ack-minus-one") => Some(PlantedBug::AckMinusOne),
-        Some(other) => return Err(format!("--planted-bug {other}: ack-minus-one")),
+        Some("no-restamp") => Some(PlantedBug::NoRestamp),
+        Some(other) => {
+            return Err(format!(
+                "--planted-bug {other}: ack-minus-one or no-restamp"
+            ));
+        }
     };
     let config = SimConfig {
         nodes: args.nodes,
@@ -123,6 +128,7 @@ struct Totals {
     restarts: u64,
     repairs: u64,
     hints_kept: u64,
+    restamps: u64,
     anti_entropy_copies: u64,
     messages: u64,
     virtual_ms: u64,
@@ -137,6 +143,7 @@ impl Totals {
         self.restarts += stats.restarts;
         self.repairs += stats.repairs;
         self.hints_kept += stats.hints_kept;
+        self.restamps += stats.restamps;
         self.anti_entropy_copies += stats.anti_entropy_copies;
         self.messages += stats.network.sent;
         self.virtual_ms += stats.virtual_ms;
@@ -300,8 +307,12 @@ fn main() -> ExitCode {
         totals.messages
     );
     println!(
-        "restarts {}, read repairs {}, hints kept {}, anti-entropy copies {}",
-        totals.restarts, totals.repairs, totals.hints_kept, totals.anti_entropy_copies
+        "restarts {}, read repairs {}, hints kept {}, re-stamps {}, anti-entropy copies {}",
+        totals.restarts,
+        totals.repairs,
+        totals.hints_kept,
+        totals.restamps,
+        totals.anti_entropy_copies
     );
     let faults: Vec<String> = totals
         .faults

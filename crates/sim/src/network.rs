@@ -72,6 +72,8 @@ pub enum Request {
 pub enum Answer {
     /// The write is durable.
     Written,
+    /// The write was not stored: the replica holds a newer version stamped so.
+    HoldsNewer(u64),
     /// The newest version, if any.
     Read(Option<Version>),
     /// Not done: why.

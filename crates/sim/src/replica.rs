@@ -1,7 +1,9 @@
 //! A simulated node serving its peers, as the real peer server does
 //! (`ataman_node::peer::server`): a write stamped too far ahead of the
 //! node's clock is refused, otherwise its timestamp is observed by the
-//! node's clock and the write is made durable before the answer; a read
+//! node's clock and the write is made durable before the answer, unless
+//! the node holds a newer version (then it answers with that version's
+//! timestamp and the coordinator re-stamps); a read
 //! answers the newest version. Versions an anti-entropy round brings are
 //! applied as the real node applies them (`antientropy::local::apply`).
 
@@ -12,7 +14,9 @@ use ataman_node::peer::frame::Version;
 
 impl SimNode {
     /// Serves a peer's request at virtual time `now_ms`.
-    pub fn serve(&mut self, now_ms: u64, request: &Request) -> Answer {
+    /// With `refuse_older` false (the planted bug `NoRestamp`) an older
+    /// write is stored like any other.
+    pub fn serve(&mut self, now_ms: u64, request: &Request, refuse_older: bool) -> Answer {
         match request {
             Request::Write { key, version } => {
                 if !hlc::acceptable_from_peer_at(version.ts, self.wall_ms(now_ms)) {
@@ -23,6 +27,13 @@ impl SimNode {
                     ));
                 }
                 self.hlc.observe(version.ts);
+                match self.read(key) {
+                    Ok(Some(held)) if refuse_older && held.ts > version.ts => {
+                        return Answer::HoldsNewer(held.ts);
+                    }
+                    Ok(_) => {}
+                    Err(e) => return Answer::Failed(format!("read before write failed: {e}")),
+                }
                 match self.write(key, version) {
                     Ok(()) => Answer::Written,
                     Err(e) => Answer::Failed(e),

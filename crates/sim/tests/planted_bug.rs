@@ -60,3 +60,48 @@ fn same_seeds_without_the_bug_pass() {
         );
     }
 }
+
+/// Seeds where replicas that store older writes (the planted bug
+/// `NoRestamp`: last writer wins by clocks alone, as before re-stamping)
+/// let a write that ended earlier beat an acknowledged one: found by
+/// `ataman-sim --seeds 1..2000 --planted-bug no-restamp` (3 of 1,999
+/// seeds: 1170, 1477, 1547).
+const NO_RESTAMP_SEEDS: std::ops::Range<u64> = 1470..1550;
+
+/// The re-stamping control: without it some seed of the range reports a
+/// read that returned an earlier write's version; with it none does.
+#[test]
+fn no_restamp_is_caught_and_restamping_passes() {
+    let with_bug = SimConfig {
+        planted_bug: Some(PlantedBug::NoRestamp),
+        ..SimConfig::default_with_steps(200)
+    };
+    let caught: Vec<u64> = NO_RESTAMP_SEEDS
+        .filter(|&seed| {
+            run(seed, &with_bug)
+                .unwrap()
+                .report
+                .count(ViolationKind::StaleRead)
+                > 0
+        })
+        .collect();
+    eprintln!("planted bug (no re-stamping): seeds with stale reads: {caught:?}");
+    assert!(
+        !caught.is_empty(),
+        "no seed in {NO_RESTAMP_SEEDS:?} caught replicas storing older writes (e.g. {})",
+        replay_command(NO_RESTAMP_SEEDS.start, &with_bug)
+    );
+    let fixed = SimConfig {
+        planted_bug: None,
+        ..with_bug
+    };
+    for seed in caught {
+        let result = run(seed, &fixed).unwrap();
+        let beyond = result.report.beyond_reused_timestamps();
+        assert!(
+            beyond.is_empty(),
+            "seed {seed} with re-stamping: {beyond:?}\nreplay: {}",
+            replay_command(seed, &fixed)
+        );
+    }
+}

@@ -27,6 +27,11 @@ impl TestCluster {
     /// --self <proxy i URL>` and `extra`. The proxies start first (their
     /// URLs are the cluster), each gets its target when its node is up.
     pub fn start(n: usize, extra: &[&str]) -> TestCluster {
+        Self::start_each(n, extra, |_| Vec::new())
+    }
+
+    /// Like [`TestCluster::start`], node `i` also getting `own(i)`.
+    pub fn start_each(n: usize, extra: &[&str], own: impl Fn(usize) -> Vec<String>) -> TestCluster {
         assert!(n >= 1, "a cluster has at least one node");
         let proxies: Vec<FaultProxy> = (0..n)
             .map(|_| FaultProxy::start_without_target().expect("start a fault proxy"))
@@ -36,9 +41,12 @@ impl TestCluster {
         let nodes = urls
             .iter()
             .zip(&proxies)
-            .map(|(url, proxy)| {
+            .enumerate()
+            .map(|(i, (url, proxy))| {
                 let mut args = vec!["--cluster", cluster.as_str(), "--self", url.as_str()];
                 args.extend_from_slice(extra);
+                let own = own(i);
+                args.extend(own.iter().map(String::as_str));
                 let node = Node::start(&args);
                 proxy.set_target(node.addr());
                 node

@@ -670,6 +670,17 @@ impl Conn {
                 );
                 Status::NotFound
             }
+            Ok(Decision::Restamp { .. }) => {
+                // The replicator re-stamps and never hands this on.
+                write_text(
+                    &mut out,
+                    Status::GatewayTimeout,
+                    Extra::default(),
+                    persist,
+                    "internal error: a re-stamp reached the client",
+                );
+                Status::GatewayTimeout
+            }
             Ok(Decision::Failed(reason)) => {
                 write_text(
                     &mut out,

@@ -43,6 +43,8 @@ const STATUS_UNAVAILABLE: u8 = 1;
 const STATUS_FAILED: u8 = 2;
 /// Status byte of [`ReplicaErrorKind::Invalid`].
 const STATUS_INVALID: u8 = 3;
+/// Status byte of [`Applied::HoldsNewer`] (a `WriteAck` only): a `ts` follows.
+const STATUS_HOLDS_NEWER: u8 = 4;
 
 /// One version of a key as replicas exchange it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +53,21 @@ pub struct Version {
     pub ts: u64,
     /// The value; `None` is a tombstone (the key was deleted at `ts`).
     pub value: Option<Vec<u8>>,
+}
+
+/// What a replica did with a `Write` it accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// The version is durable on the replica.
+    Stored,
+    /// The replica already holds a newer version of the key, stamped `ts`,
+    /// and did not store this one: a coordinator whose write has not been
+    /// answered yet re-stamps it above `ts` (docs/ARCHITECTURE.md,
+    /// "Re-stamping"); a hint or read repair is done with.
+    HoldsNewer {
+        /// The timestamp of the replica's newest version.
+        ts: u64,
+    },
 }
 
 /// Why a replica did not do what it was asked.
@@ -106,8 +123,8 @@ pub enum Message {
     WriteAck {
         /// The id of the Write answered.
         id: u64,
-        /// Applied durably, or why not.
-        result: Result<(), ReplicaError>,
+        /// Stored durably, superseded by a newer version, or why not.
+        result: Result<Applied, ReplicaError>,
     },
     /// Read the newest version of `key` (tombstones included).
     Read {
@@ -182,7 +199,11 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
         Message::WriteAck { id, result } => {
             put_head(out, KIND_WRITE_ACK, *id);
             match result {
-                Ok(()) => out.push(STATUS_OK),
+                Ok(Applied::Stored) => out.push(STATUS_OK),
+                Ok(Applied::HoldsNewer { ts }) => {
+                    out.push(STATUS_HOLDS_NEWER);
+                    out.extend_from_slice(&ts.to_le_bytes());
+                }
                 Err(e) => put_error(out, e),
             }
         }
@@ -282,9 +303,10 @@ fn decode_fields(kind: u8, c: &mut Cursor<'_>) -> Result<Message, String> {
         },
         KIND_WRITE_ACK => Message::WriteAck {
             id,
-            result: match status(c)? {
-                None => Ok(()),
-                Some(kind) => Err(error(c, kind)?),
+            result: match c.u8("status")? {
+                STATUS_OK => Ok(Applied::Stored),
+                STATUS_HOLDS_NEWER => Ok(Applied::HoldsNewer { ts: c.u64("ts")? }),
+                other => Err(error(c, error_kind(other)?)?),
             },
         },
         KIND_READ => Message::Read {
@@ -316,13 +338,20 @@ pub(crate) fn version(c: &mut Cursor<'_>) -> Result<Version, String> {
     Ok(Version { ts, value })
 }
 
-/// The status byte: `None` for ok, else the error's kind.
+/// The status byte of a `ReadReply`: `None` for ok, else the error's kind.
 fn status(c: &mut Cursor<'_>) -> Result<Option<ReplicaErrorKind>, String> {
     match c.u8("status")? {
         STATUS_OK => Ok(None),
-        STATUS_UNAVAILABLE => Ok(Some(ReplicaErrorKind::Unavailable)),
-        STATUS_FAILED => Ok(Some(ReplicaErrorKind::Failed)),
-        STATUS_INVALID => Ok(Some(ReplicaErrorKind::Invalid)),
+        other => error_kind(other).map(Some),
+    }
+}
+
+/// The error kind of an error status byte.
+fn error_kind(status: u8) -> Result<ReplicaErrorKind, String> {
+    match status {
+        STATUS_UNAVAILABLE => Ok(ReplicaErrorKind::Unavailable),
+        STATUS_FAILED => Ok(ReplicaErrorKind::Failed),
+        STATUS_INVALID => Ok(ReplicaErrorKind::Invalid),
         other => Err(format!("status: {other} is no known status")),
     }
 }

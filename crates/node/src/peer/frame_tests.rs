@@ -66,7 +66,13 @@ fn arb_message() -> impl Strategy<Value = Message> {
         }),
         (
             any::<u64>(),
-            proptest::result::maybe_err(Just(()), arb_error())
+            proptest::result::maybe_err(
+                prop_oneof![
+                    Just(Applied::Stored),
+                    any::<u64>().prop_map(|ts| Applied::HoldsNewer { ts })
+                ],
+                arb_error()
+            )
         )
             .prop_map(|(id, result)| Message::WriteAck { id, result }),
         (any::<u64>(), arb_key()).prop_map(|(id, key)| Message::Read { id, key }),
@@ -246,7 +252,10 @@ fn malformed_bodies_are_named() {
     bad_flag.push(2);
     assert!(malformed_text(&frame(&body(KIND_WRITE, &bad_flag))).contains("has_value"));
     assert!(malformed_text(&frame(&body(KIND_READ_REPLY, &[0, 2]))).contains("found"));
-    assert!(malformed_text(&frame(&body(KIND_WRITE_ACK, &[4]))).contains("status"));
+    assert!(malformed_text(&frame(&body(KIND_WRITE_ACK, &[5]))).contains("status"));
+    assert!(malformed_text(&frame(&body(KIND_READ_REPLY, &[4]))).contains("status"));
+    // HoldsNewer carries a full timestamp.
+    assert!(malformed_text(&frame(&body(KIND_WRITE_ACK, &[4, 1, 2]))).contains("ts"));
     // A message that is not UTF-8.
     let why = malformed_text(&frame(&body(
         KIND_WRITE_ACK,

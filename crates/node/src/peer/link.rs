@@ -21,7 +21,7 @@
 //! - Frames are written only once the 101 arrived; bytes queued before are
 //!   dropped with their requests if the connect fails.
 
-use super::frame::{self, Message, Version};
+use super::frame::{self, Applied, Message, Version};
 use super::handshake::{parse_upgrade_response, upgrade_request};
 use crate::net::NetContext;
 use crate::replication::{LinkState, RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN};
@@ -68,6 +68,8 @@ pub enum Waiter {
 pub enum LinkOutcome {
     /// The write is durable on the peer.
     Written,
+    /// The peer did not store the write: it holds a newer version stamped so.
+    HoldsNewer(u64),
     /// The peer's newest version.
     Read(Option<Version>),
     /// Why there is no answer.
@@ -464,7 +466,14 @@ impl PeerLink {
                 ));
             }
             let outcome = match msg {
-                Message::WriteAck { result: Ok(()), .. } => LinkOutcome::Written,
+                Message::WriteAck {
+                    result: Ok(Applied::Stored),
+                    ..
+                } => LinkOutcome::Written,
+                Message::WriteAck {
+                    result: Ok(Applied::HoldsNewer { ts }),
+                    ..
+                } => LinkOutcome::HoldsNewer(ts),
                 Message::ReadReply { result: Ok(v), .. } => LinkOutcome::Read(v),
                 Message::WriteAck { result: Err(e), .. }
                 | Message::ReadReply { result: Err(e), .. } => {

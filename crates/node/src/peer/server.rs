@@ -12,7 +12,7 @@
 //! - A frame that does not decode closes the connection (the stream can no
 //!   longer be framed); the peer's requests then fail on its side.
 
-use super::frame::{self, Message, ReplicaError, ReplicaErrorKind, Version};
+use super::frame::{self, Applied, Message, ReplicaError, ReplicaErrorKind, Version};
 use crate::net::conn::Next;
 use crate::net::{NetContext, Target};
 use crate::replication::local_write;
@@ -183,6 +183,32 @@ impl PeerServer {
                         continue;
                     }
                     ctx.shared.hlc.observe(version.ts);
+                    // A version older than the one held is not stored: the
+                    // coordinator learns the newer timestamp and re-stamps
+                    // (docs/ARCHITECTURE.md, "Re-stamping"). The check reads
+                    // the engine's current view, so it sees every write this
+                    // replica acknowledged before; a write still in flight
+                    // here is concurrent with this one and may go either way.
+                    match ctx.db.get(&key) {
+                        Ok(Some(held)) if held.ts > version.ts => {
+                            ctx.shared
+                                .metrics
+                                .peer_writes_superseded
+                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let result = Ok(Applied::HoldsNewer { ts: held.ts });
+                            self.push(&Message::WriteAck { id, result });
+                            continue;
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            let result = Err(ReplicaError::new(
+                                ReplicaErrorKind::Failed,
+                                format!("read before write failed: {e}"),
+                            ));
+                            self.push(&Message::WriteAck { id, result });
+                            continue;
+                        }
+                    }
                     self.writes_pending += 1;
                     let target = Target::Peer {
                         token,
@@ -222,7 +248,7 @@ impl PeerServer {
     /// A write finished in the engine: queue its acknowledgement.
     pub fn ack(&mut self, id: u64, result: Result<(), String>, invalid: bool) {
         self.writes_pending = self.writes_pending.saturating_sub(1);
-        let result = result.map_err(|message| {
+        let result = result.map(|()| Applied::Stored).map_err(|message| {
             let kind = if invalid {
                 ReplicaErrorKind::Invalid
             } else {

@@ -8,6 +8,15 @@
 //! # Rules
 //! - A write succeeds once `ack` replicas made it durable, and fails (504)
 //!   once more than `from - ack` replicas failed, or at the deadline.
+//! - A replica that holds a newer version of the key than the write's
+//!   answers with that version's timestamp instead of storing the write.
+//!   If the client was not answered yet, the write is re-stamped: the
+//!   coordinator stamps it above that timestamp and asks every replica
+//!   again ([`Decision::Restamp`]), at most [`RESTAMPS_MAX`] times; after
+//!   that such an answer counts as a failure. So an acknowledged write is
+//!   the newest version on `ack` replicas when they stored it, whatever the
+//!   clocks of the nodes that stamped earlier writes said
+//!   (docs/ARCHITECTURE.md, "Re-stamping").
 //! - A read answers once `ack` replicas answered, with the newest version
 //!   among those answers: no version ranks below every version, and a newer
 //!   tombstone means 404. It fails like a write.
@@ -17,6 +26,10 @@
 //!   write leaves a hint for every remote replica that did not acknowledge.
 
 use crate::peer::frame::Version;
+
+/// Re-stamps one write may take; one more newer version answered after
+/// them counts as a failed replica.
+pub const RESTAMPS_MAX: u32 = 4;
 
 /// What the request does on each replica.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +47,8 @@ pub enum Outcome {
     Written,
     /// A read's answer: the replica's newest version, if any.
     Read(Option<Version>),
+    /// A write was not stored: the replica holds a newer version stamped so.
+    HoldsNewer(u64),
     /// No answer: why.
     Failed(String),
 }
@@ -53,6 +68,14 @@ pub enum Decision {
     Read(Option<Version>),
     /// `ack` can no longer be reached, or the deadline passed: 504 with this reason.
     Failed(String),
+    /// Not for the client: a replica holds a version stamped `above`, newer
+    /// than the write's. The driver stamps the write above it, calls
+    /// [`Coordination::restamped`] and asks every replica again; answers to
+    /// this round that come later must be dropped.
+    Restamp {
+        /// The newer version's timestamp.
+        above: u64,
+    },
 }
 
 /// What the coordinator does once every replica answered or the deadline passed.
@@ -71,6 +94,7 @@ pub struct Coordination {
     ack: usize,
     replicas: Vec<ReplicaState>,
     decided: bool,
+    restamps: u32,
 }
 
 /// Orders two optional versions: none ranks below every version.
@@ -91,9 +115,38 @@ impl Coordination {
             ack,
             replicas: vec![ReplicaState::Waiting; replicas],
             decided: false,
+            restamps: 0,
         }
     }
 
+    /// The next round of a write after [`Decision::Restamp`]: the same
+    /// value stamped `ts`, every replica asked again.
+    pub fn restamped(&self, ts: u64) -> Self {
+        let Kind::Write(version) = &self.kind else {
+            panic!("only a write is re-stamped");
+        };
+        Coordination {
+            kind: Kind::Write(Version {
+                ts,
+                value: version.value.clone(),
+            }),
+            ack: self.ack,
+            replicas: vec![ReplicaState::Waiting; self.replicas.len()],
+            decided: false,
+            restamps: self.restamps + 1,
+        }
+    }
+
+    /// How many times this write was re-stamped.
+    pub fn restamps(&self) -> u32 {
+        self.restamps
+    }
+
+    /// True if `outcome`, recorded now, would exhaust the re-stamps (a newer
+    /// version answered to an unanswered write that may not re-stamp again).
+    pub fn exhausts_restamps(&self, outcome: &Outcome) -> bool {
+        matches!(outcome, Outcome::HoldsNewer(_)) && !self.decided && self.restamps >= RESTAMPS_MAX
+    }
     /// What the request does.
     pub fn kind(&self) -> &Kind {
         &self.kind
@@ -131,11 +184,15 @@ impl Coordination {
     }
 
     fn failures_text(&self) -> String {
-        let reasons: Vec<&str> = self
+        let reasons: Vec<String> = self
             .replicas
             .iter()
             .filter_map(|r| match r {
-                ReplicaState::Done(Outcome::Failed(why)) => Some(why.as_str()),
+                ReplicaState::Done(Outcome::Failed(why)) => Some(why.clone()),
+                ReplicaState::Done(Outcome::HoldsNewer(ts)) => Some(format!(
+                    "a replica holds a newer version (ts {ts}) after {} re-stamps",
+                    self.restamps
+                )),
                 _ => None,
             })
             .collect();
@@ -152,8 +209,16 @@ impl Coordination {
         if self.decided {
             return None;
         }
-        let ok = self.count(|o| !matches!(o, Outcome::Failed(_)));
-        let failed = self.count(|o| matches!(o, Outcome::Failed(_)));
+        if let ReplicaState::Done(Outcome::HoldsNewer(above)) = self.replicas[position]
+            && self.restamps < RESTAMPS_MAX
+            && matches!(self.kind, Kind::Write(_))
+        {
+            // This round can no longer answer the client: the next one will.
+            self.decided = true;
+            return Some(Decision::Restamp { above });
+        }
+        let ok = self.count(|o| matches!(o, Outcome::Written | Outcome::Read(_)));
+        let failed = self.count(|o| matches!(o, Outcome::Failed(_) | Outcome::HoldsNewer(_)));
         let decision = if ok >= self.ack {
             Some(match self.kind {
                 Kind::Read => Decision::Read(self.newest_answer()),
@@ -182,7 +247,7 @@ impl Coordination {
             .iter()
             .filter(|r| **r == ReplicaState::Waiting)
             .count();
-        let ok = self.count(|o| !matches!(o, Outcome::Failed(_)));
+        let ok = self.count(|o| matches!(o, Outcome::Written | Outcome::Read(_)));
         for r in &mut self.replicas {
             if *r == ReplicaState::Waiting {
                 *r = ReplicaState::Done(Outcome::Failed(why.to_owned()));
@@ -229,7 +294,8 @@ impl Coordination {
                     .iter()
                     .enumerate()
                     .filter_map(|(i, r)| match r {
-                        ReplicaState::Done(Outcome::Written) => None,
+                        // A replica with a newer version needs nothing.
+                        ReplicaState::Done(Outcome::Written | Outcome::HoldsNewer(_)) => None,
                         _ => Some(i),
                     })
                     .collect(),
@@ -322,6 +388,65 @@ mod tests {
                 _ => assert_eq!(after.repair, None),
             }
         }
+    }
+
+    /// A newer version held by a replica re-stamps an unanswered write: the
+    /// next round carries the same value at the new timestamp, and after
+    /// `RESTAMPS_MAX` re-stamps such an answer is a failure naming it.
+    #[test]
+    fn holds_newer_restamps_until_exhausted() {
+        let mut c = Coordination::new(write(), 2, 3);
+        assert_eq!(c.record(0, Outcome::Written), None);
+        assert_eq!(
+            c.record(1, Outcome::HoldsNewer(40)),
+            Some(Decision::Restamp { above: 40 })
+        );
+        // The abandoned round decides nothing more.
+        assert_eq!(c.record(2, Outcome::Written), None);
+        let mut next = c.restamped(41);
+        assert_eq!(next.kind(), &Kind::Write(v(41, Some("x"))));
+        assert_eq!(next.restamps(), 1);
+        assert!(!next.decided() && !next.settled());
+        for round in 1..RESTAMPS_MAX {
+            assert!(!next.exhausts_restamps(&Outcome::HoldsNewer(50)));
+            assert_eq!(
+                next.record(2, Outcome::HoldsNewer(50 + u64::from(round))),
+                Some(Decision::Restamp {
+                    above: 50 + u64::from(round)
+                })
+            );
+            next = next.restamped(60 + u64::from(round));
+        }
+        assert_eq!(next.restamps(), RESTAMPS_MAX);
+        assert!(next.exhausts_restamps(&Outcome::HoldsNewer(99)));
+        assert_eq!(next.record(0, Outcome::HoldsNewer(99)), None);
+        match next.record(1, Outcome::HoldsNewer(99)) {
+            Some(Decision::Failed(why)) => assert!(why.contains("newer version"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        // Replicas holding newer versions get no hint; the silent one does.
+        assert_eq!(next.expire("1000 ms"), None);
+        assert_eq!(next.aftermath().hint, vec![2]);
+    }
+
+    /// A newer version answered after the client was answered changes nothing.
+    #[test]
+    fn holds_newer_after_the_answer_is_ignored() {
+        let mut c = Coordination::new(write(), 1, 2);
+        assert_eq!(c.record(0, Outcome::Written), Some(Decision::Written));
+        assert_eq!(c.record(1, Outcome::HoldsNewer(99)), None);
+        assert!(c.settled());
+        assert!(c.aftermath().hint.is_empty());
+    }
+
+    /// A read never re-stamps, whatever a confused replica answers.
+    #[test]
+    fn a_read_is_never_restamped() {
+        let mut c = Coordination::new(Kind::Read, 1, 1);
+        assert!(matches!(
+            c.record(0, Outcome::HoldsNewer(5)),
+            Some(Decision::Failed(_))
+        ));
     }
 
     /// With ack=1 the first answer decides; later answers still feed read repair.

@@ -278,11 +278,52 @@ impl Replicator {
         let Some(live) = entry.live.as_mut() else {
             return;
         };
-        if let Some(decision) = live.coordination.record(position, outcome) {
-            self.replies.push((live.reply_to, Ok(decision)));
+        if live.coordination.exhausts_restamps(&outcome) {
+            ctx.shared
+                .metrics
+                .writes_restamp_exhausted
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        match live.coordination.record(position, outcome) {
+            Some(Decision::Restamp { above }) => {
+                self.restamp(ctx, registry, index, above);
+                return;
+            }
+            Some(decision) => self.replies.push((live.reply_to, Ok(decision))),
+            None => {}
         }
         if live.coordination.settled() {
             self.finish(ctx, registry, index);
+        }
+    }
+
+    /// A replica holds a version stamped `above`, newer than the unanswered
+    /// write `index`: stamps the write above it and asks every replica again.
+    /// Answers to the earlier round are dropped by the generation; replicas
+    /// that stored the earlier stamp get the newer one over it.
+    fn restamp(&mut self, ctx: &NetContext, registry: &Registry, index: usize, above: u64) {
+        ctx.shared.hlc.observe(above);
+        let ts = ctx.shared.hlc.now();
+        ctx.shared
+            .metrics
+            .writes_restamped
+            .fetch_add(1, Ordering::Relaxed);
+        let entry = &mut self.table[index];
+        entry.generation += 1;
+        let generation = entry.generation;
+        let Some(live) = entry.live.as_mut() else {
+            return;
+        };
+        live.coordination = live.coordination.restamped(ts);
+        let (replicas, deadline) = (live.replicas.clone(), live.deadline);
+        let now = Instant::now();
+        for (position, &node) in replicas.iter().enumerate() {
+            let outcome = self.ask(
+                ctx, registry, index, generation, position, node, deadline, now,
+            );
+            if let Some(outcome) = outcome {
+                self.record(ctx, registry, index, generation, position, outcome);
+            }
         }
     }
 
@@ -391,6 +432,7 @@ impl Replicator {
                 } => {
                     let outcome = match outcome {
                         LinkOutcome::Written => Outcome::Written,
+                        LinkOutcome::HoldsNewer(ts) => Outcome::HoldsNewer(ts),
                         LinkOutcome::Read(v) => Outcome::Read(v),
                         LinkOutcome::Failed(why) => Outcome::Failed(why),
                     };
@@ -400,7 +442,8 @@ impl Replicator {
                     let cursor = &mut self.hint_cursors[node];
                     cursor.in_flight = cursor.in_flight.saturating_sub(1);
                     match outcome {
-                        LinkOutcome::Written => cursor.acked.push(seq),
+                        // A peer holding a newer version needs this hint no more.
+                        LinkOutcome::Written | LinkOutcome::HoldsNewer(_) => cursor.acked.push(seq),
                         _ => cursor.failed = true,
                     }
                     if cursor.in_flight == 0 {

@@ -236,6 +236,27 @@ pub fn render_metrics(out: &mut String, shared: &NodeShared) {
         "counter",
         m.read_repairs.load(Ordering::Relaxed),
     );
+    gauge(
+        out,
+        "ataman_peer_writes_superseded_total",
+        "Writes from peers not stored because this replica held a newer version (answered with its timestamp).",
+        "counter",
+        m.peer_writes_superseded.load(Ordering::Relaxed),
+    );
+    gauge(
+        out,
+        "ataman_writes_restamped_total",
+        "Coordinated writes re-stamped above a newer version a replica held.",
+        "counter",
+        m.writes_restamped.load(Ordering::Relaxed),
+    );
+    gauge(
+        out,
+        "ataman_writes_restamp_exhausted_total",
+        "Coordinated writes answered 504 after the most re-stamps allowed.",
+        "counter",
+        m.writes_restamp_exhausted.load(Ordering::Relaxed),
+    );
     let hints = shared.hints.stats();
     gauge(
         out,

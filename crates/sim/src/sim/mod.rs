@@ -117,6 +117,8 @@ pub struct RunStats {
     pub repairs: u64,
     /// Hints kept.
     pub hints_kept: u64,
+    /// Writes re-stamped above a newer version a replica held.
+    pub restamps: u64,
     /// Hints acknowledged by their peer.
     pub hints_delivered: u64,
     /// Hints dropped.

@@ -3,7 +3,7 @@
 
 use super::{DISK_MS_MAX, Event, Sim};
 use crate::client::Client;
-use crate::config::{HINT_TICK_MS, REPLICATION_TIMEOUT_MS};
+use crate::config::{HINT_TICK_MS, PlantedBug, REPLICATION_TIMEOUT_MS};
 use crate::coordinator::{LocalWrite, Outbox};
 use crate::history::{Happening, Op, OpId, OpKind, OpResult};
 use crate::network::{Answer, Message, Request, Waiter};
@@ -42,6 +42,7 @@ impl Sim {
             ack: plan.ack,
             from: self.config.replicas,
             ts: None,
+            earlier_ts: Vec::new(),
             invoked_ms: now,
             completed_ms: None,
             result: OpResult::Pending,
@@ -142,11 +143,18 @@ impl Sim {
                 Decision::Written => OpResult::Written,
                 Decision::Read(v) => OpResult::Read(v),
                 Decision::Failed(why) => OpResult::Failed(why),
+                Decision::Restamp { .. } => unreachable!("the node re-stamps, never replies so"),
             };
             self.complete(op, result);
         }
         self.stats.repairs += out.repairs;
         self.stats.hints_kept += out.hints;
+        self.stats.restamps += out.restamped.len() as u64;
+        for (op, ts) in out.restamped {
+            let entry = &mut self.history.ops[op];
+            entry.earlier_ts.extend(entry.ts);
+            entry.ts = Some(ts);
+        }
     }
 
     pub(super) fn send(&mut self, from: usize, to: usize, message: Message, extra_ms: u64) {
@@ -169,7 +177,8 @@ impl Sim {
                 request,
             } => {
                 let answer = if self.nodes[to].is_up() {
-                    let answer = self.nodes[to].serve(now, &request);
+                    let refuse_older = self.config.planted_bug != Some(PlantedBug::NoRestamp);
+                    let answer = self.nodes[to].serve(now, &request, refuse_older);
                     match (&answer, &request) {
                         (Answer::Written, Request::Write { key, version }) => {
                             self.replica_wrote(to, key.clone(), version.ts)
@@ -206,15 +215,17 @@ impl Sim {
                     Waiter::Coordination { id, position } => {
                         let outcome = match answer {
                             Answer::Written => Outcome::Written,
+                            Answer::HoldsNewer(ts) => Outcome::HoldsNewer(ts),
                             Answer::Read(v) => Outcome::Read(v),
                             Answer::Failed(why) => Outcome::Failed(why),
                         };
                         let mut out = Outbox::default();
-                        node.on_outcome(id, position, outcome, &mut out);
+                        node.on_outcome(now, id, position, outcome, &mut out);
                         self.carry_out(to, out);
                     }
                     Waiter::Hint { seq } => {
-                        node.hints.answered(from, seq, answer == Answer::Written);
+                        let done = matches!(answer, Answer::Written | Answer::HoldsNewer(_));
+                        node.hints.answered(from, seq, done);
                     }
                     Waiter::Nobody => {}
                 }
@@ -240,7 +251,8 @@ impl Sim {
                 Err(e) => Outcome::Failed(format!("local replica: {e}")),
             };
             let mut out = Outbox::default();
-            self.nodes[node].on_outcome(id, position, outcome, &mut out);
+            let now = self.now();
+            self.nodes[node].on_outcome(now, id, position, outcome, &mut out);
             self.carry_out(node, out);
         }
     }
