@@ -14,6 +14,7 @@
 
 mod support;
 
+use ataman::faultproxy::LinkMode;
 use ataman_node::antientropy::wire::{self, Message};
 use ataman_node::peer::frame::{self, Version};
 use ataman_node::peer::handshake::{
@@ -259,6 +260,68 @@ fn a_wiped_node_refills() {
     assert_eq!(peer_sum(&last, "keys_fetched"), 0, "{last}");
     assert_same_copies(&c, 1, 0, &all);
     assert_same_copies(&c, 1, 2, &all);
+}
+
+/// `--refill` (docs/CLUSTER.md): a node restarted on a wiped directory
+/// serves no reads of its own copies until an anti-entropy round with every
+/// peer has completed, even across a restart without the option; then it
+/// holds what its peers hold and serves reads again.
+#[test]
+fn a_refilling_node_serves_no_reads_until_its_round_completes() {
+    let mut c = TestCluster::start(3, &QUIET);
+    let all = keys("refill", 60);
+    for key in &all {
+        assert_status(&c.put(0, key, b"v", 3, 3), 201, "put");
+    }
+    let own = all
+        .iter()
+        .find(|k| c.replicas(k, 1) == vec![1])
+        .expect("a key node 1 keeps first")
+        .clone();
+    c.terminate(1);
+    c.node(1).wipe_data();
+    // Node 2 unreachable: node 1's refill cannot complete.
+    c.proxy(2).set_mode(LinkMode::Cut);
+    c.restart_with(1, &["--refill"]);
+    let refused = |c: &TestCluster| {
+        let local = c.get(1, &own, 1, 1);
+        assert_eq!(
+            local.status,
+            503,
+            "local read while refilling: {}",
+            body(&local)
+        );
+        assert!(body(&local).contains("refilling"), "{}", body(&local));
+        let quorum = c.get(0, &own, 2, 3);
+        assert_eq!(quorum.status, 504, "ack=2 read: {}", body(&quorum));
+        assert!(body(&quorum).contains("refilling"), "{}", body(&quorum));
+        let repair = json(&c.node(1).get_target("/v0/repair"));
+        assert_eq!(repair["refilling"], true, "{repair}");
+    };
+    refused(&c);
+    let metrics = body(&c.node(1).get_target("/metrics"));
+    assert!(metrics.contains("\nataman_refilling 1\n"), "{metrics}");
+    // Writes are taken meanwhile.
+    assert_status(
+        &c.put(1, b"refill-new", b"n", 2, 2),
+        201,
+        "put while refilling",
+    );
+    // A restart without the option keeps refilling (the REFILLING marker).
+    c.terminate(1);
+    c.restart(1);
+    refused(&c);
+    c.proxy(2).set_mode(LinkMode::Pass);
+    eventually("the refill completes", REPAIR_TIMEOUT, || {
+        json(&c.node(1).get_target("/v0/repair"))["refilling"] == false
+    });
+    assert_eq!(
+        c.get(1, &own, 1, 1).status,
+        200,
+        "local read after the refill"
+    );
+    assert_same_copies(&c, 1, 0, &all);
+    assert!(!c.node(1).data_dir().join("REFILLING").exists());
 }
 
 /// A node stopped for longer than the tombstone grace refuses to start on

@@ -113,6 +113,9 @@ pub struct ServeArgs {
     /// How long a tombstone is kept before compaction may drop it, in ms; a node down longer refuses to start on its old data [default: 864000000].
     #[arg(long, env = "ATAMAN_TOMBSTONE_GRACE_MS")]
     pub tombstone_grace_ms: Option<u64>,
+    /// Start refilling: serve no reads until an anti-entropy round with every peer has completed (after the data directory was wiped or lost; docs/CLUSTER.md). Kept across restarts in <data-dir>/REFILLING until done.
+    #[arg(long, env = "ATAMAN_REFILL")]
+    pub refill: bool,
     /// Reach a node through another address: comma-separated URL=HOST:PORT (fault-injection proxies in tests).
     #[arg(long, env = "ATAMAN_PEER_VIA", hide = true)]
     pub peer_via: Option<String>,
@@ -151,6 +154,7 @@ struct FileConfig {
     anti_entropy_interval_ms: Option<u64>,
     anti_entropy_rate_bytes: Option<u64>,
     tombstone_grace_ms: Option<u64>,
+    refill: Option<bool>,
     peer_via: Option<String>,
 }
 
@@ -204,6 +208,8 @@ pub struct NodeConfig {
     /// How long tombstones are kept (the engine's `tombstone_grace`), and
     /// how long a node may be down before it refuses its old data.
     pub tombstone_grace: Duration,
+    /// Start refilling (`--refill`): no reads until a round with every peer completed.
+    pub refill: bool,
     /// Test hook: the fault-control file polled for injected faults.
     pub fault_control: Option<PathBuf>,
     /// Test hook: a deliberate bug (the fault harness's negative control).
@@ -311,6 +317,7 @@ impl NodeConfig {
             anti_entropy_interval: Duration::from_millis(anti_entropy_interval_ms),
             anti_entropy_rate_bytes,
             tombstone_grace: Duration::from_millis(tombstone_grace_ms),
+            refill: args.refill || file.refill.unwrap_or(false),
             data_dir: args
                 .data_dir
                 .clone()

@@ -42,6 +42,7 @@ pub mod last_seen;
 pub mod metrics;
 pub mod net;
 pub mod peer;
+pub mod refill;
 pub mod replication;
 
 pub use config::{NodeConfig, ServeArgs};
@@ -132,6 +133,13 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         },
     )
     .map_err(|e| format!("cannot open {}: {e}", config.data_dir.display()))?;
+    let refill = refill::Refill::start(&config.data_dir, config.refill)?;
+    if refill.active() {
+        eprintln!(
+            "ataman: refilling {}: no reads are served until an anti-entropy round with every peer completes",
+            config.data_dir.display()
+        );
+    }
     let last_seen_every = last_seen::write_interval(config.tombstone_grace);
     write_last_seen(&config)?;
     let mut last_seen_at = std::time::Instant::now();
@@ -170,6 +178,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let (antientropy, sync_receiver) =
         antientropy::AntiEntropy::new(config.anti_entropy_rate_bytes);
     let shared = Arc::new(NodeShared {
+        refill,
         db: Arc::clone(&db),
         hlc: clock,
         config: config.clone(),

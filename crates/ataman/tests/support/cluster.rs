@@ -100,6 +100,12 @@ impl TestCluster {
         self.proxies[i].set_target(self.nodes[i].addr());
     }
 
+    /// Like [`TestCluster::restart`], with `extra` arguments for this start only.
+    pub fn restart_with(&mut self, i: usize, extra: &[&str]) {
+        self.nodes[i].restart_with(extra);
+        self.proxies[i].set_target(self.nodes[i].addr());
+    }
+
     /// True unless node `i` was stopped by the test and not restarted.
     pub fn is_running(&self, i: usize) -> bool {
         self.nodes[i].is_running()

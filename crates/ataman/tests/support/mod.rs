@@ -389,6 +389,14 @@ impl Node {
         self.spawn();
     }
 
+    /// Like [`Node::restart`], with `extra` arguments for this start only.
+    pub fn restart_with(&mut self, extra: &[&str]) {
+        let kept = self.args.len();
+        self.args.extend(extra.iter().map(|a| a.to_string()));
+        self.spawn();
+        self.args.truncate(kept);
+    }
+
     /// Runs `ataman serve` with this node's arguments and data directory
     /// while it is stopped, for a start that must fail: waits (bounded by
     /// [`START_TIMEOUT`]) for the process to exit and returns its status and

@@ -11,6 +11,10 @@
 //! the trees of the peers still to come, so a key fetched from the first
 //! peer is not a difference with the second. A failed session does not
 //! stop the round; the round is ok when every session was.
+//!
+//! A node refilling after a wipe (`--refill`, [`crate::refill`]) starts
+//! rounds at once and every [`crate::refill::RETRY`] after a failed one,
+//! whatever the interval; the first ok round ends the refill.
 
 use super::client::{self, Kept};
 use super::local::{self, Scope};
@@ -29,20 +33,36 @@ pub fn run(shared: &NodeShared) {
     let interval = shared.config.anti_entropy_interval;
     let periodic = !interval.is_zero();
     let mut next_periodic = Instant::now() + interval;
+    let mut next_refill = Instant::now();
     let status = &shared.antientropy.status;
     while !shared.stopping() {
         let now = Instant::now();
-        let due = periodic && now >= next_periodic;
-        let wait = if periodic {
+        let refilling = shared.refill.active();
+        let due = (periodic && now >= next_periodic) || (refilling && now >= next_refill);
+        let mut wait = if periodic {
             next_periodic.saturating_duration_since(now).min(IDLE_CHECK)
         } else {
             IDLE_CHECK
         };
+        if refilling {
+            wait = wait.min(next_refill.saturating_duration_since(now));
+        }
         let Some(number) = status.next_round(due, wait) else {
             continue;
         };
         let report = run_round(shared, number);
         next_periodic = Instant::now() + interval;
+        next_refill = Instant::now() + crate::refill::RETRY;
+        if refilling && report.ok() {
+            match shared.refill.complete() {
+                Ok(()) => eprintln!(
+                    "ataman: refill complete (anti-entropy round {number} with every peer): serving reads"
+                ),
+                Err(e) => {
+                    eprintln!("ataman: refill complete, but {e}; the next start refills again")
+                }
+            }
+        }
         status.finish(report);
     }
 }

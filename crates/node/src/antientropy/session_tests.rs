@@ -77,7 +77,9 @@ impl TestNode {
         let hints = HintStore::open(&dir.path().join("hints"), 0, WalMode::None).unwrap();
         let (mut antientropy, receiver) = AntiEntropy::new(config.anti_entropy_rate_bytes);
         tune(&mut antientropy);
+        let refill = crate::refill::Refill::off(&config.data_dir);
         let shared = Arc::new(NodeShared {
+            refill,
             db,
             hlc: Hlc::for_node(me),
             topology: Topology::new(urls.to_vec(), me),

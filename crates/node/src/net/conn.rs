@@ -458,6 +458,12 @@ impl Conn {
             }
             Action::RepairStatus => {
                 let text = ctx.shared.antientropy.status.render_json();
+                // `{"refilling":…,` then the rounds' own fields.
+                let text = format!(
+                    "{{\"refilling\":{},{}",
+                    ctx.shared.refill.active(),
+                    text.strip_prefix('{').unwrap_or(&text)
+                );
                 self.push_json(ctx, route, persist, Status::Ok, &text, started);
             }
             Action::Metrics => {
@@ -492,6 +498,19 @@ impl Conn {
                 self.replicate(
                     ctx, token, slot_id, route, persist, started, key, kind, ack, from,
                 );
+            }
+            Action::Get { .. } | Action::Range { .. } if ctx.shared.refill.active() => {
+                let mut out = Vec::new();
+                let extra = Extra {
+                    retry_after_sec: Some(1),
+                    ..Extra::default()
+                };
+                let text = crate::refill::REFUSAL;
+                write_text(&mut out, Status::Unavailable, extra, persist, text);
+                ctx.shared
+                    .metrics
+                    .record(route, Status::Unavailable, started);
+                self.slots.push_back(Slot::Ready(out));
             }
             Action::Get { key, .. } => {
                 let mut out = Vec::new();

@@ -176,6 +176,8 @@ pub struct NodeShared {
     pub write_durability: ataman_engine::Durability,
     /// Anti-entropy: rounds, session places, the sync thread's hand-off channel.
     pub antientropy: crate::antientropy::AntiEntropy,
+    /// Refilling after a wipe (`--refill`): reads refused until a round with every peer completed.
+    pub refill: crate::refill::Refill,
 }
 
 impl NodeShared {

@@ -217,6 +217,13 @@ impl PeerServer {
                     };
                     local_write(ctx, &key, &version, target);
                 }
+                Message::Read { id, .. } if ctx.shared.refill.active() => {
+                    let result = Err(ReplicaError::new(
+                        ReplicaErrorKind::Unavailable,
+                        crate::refill::REFUSAL,
+                    ));
+                    self.push(&Message::ReadReply { id, result });
+                }
                 Message::Read { id, key } => {
                     let result = match ctx.db.get(&key) {
                         Ok(entry) => Ok(entry.map(|e| Version {

@@ -604,6 +604,9 @@ pub(crate) fn dial_address(url: &str) -> String {
 }
 
 fn local_read(ctx: &NetContext, key: &[u8]) -> Outcome {
+    if ctx.shared.refill.active() {
+        return Outcome::Failed(format!("local replica: {}", crate::refill::REFUSAL));
+    }
     match ctx.db.get(key) {
         Ok(entry) => Outcome::Read(entry.map(|e| Version {
             ts: e.ts,

@@ -238,6 +238,13 @@ pub fn render_metrics(out: &mut String, shared: &NodeShared) {
     );
     gauge(
         out,
+        "ataman_refilling",
+        "1 while the node refills after a wipe (--refill) and serves no reads.",
+        "gauge",
+        u64::from(shared.refill.active()),
+    );
+    gauge(
+        out,
         "ataman_peer_writes_superseded_total",
         "Writes from peers not stored because this replica held a newer version (answered with its timestamp).",
         "counter",
