@@ -9,7 +9,7 @@
 //! values would then look newer than nothing, and anti-entropy, read repair
 //! or its hints would bring the deleted keys back. So a node of a cluster
 //! that finds its data directory older than the grace refuses to start and
-//! says how to rejoin: wipe the directory, start, `ataman ctl repair`.
+//! says how to rejoin: wipe the directory, start with `--refill`, `ataman ctl repair`.
 //!
 //! The file is one line, the wall-clock time in Unix milliseconds in
 //! decimal, written to `LAST-SEEN.tmp`, fsynced, renamed over `LAST-SEEN`,
@@ -108,9 +108,10 @@ pub fn check(dir: &Path, grace: Duration, now_ms: u64) -> Result<(), String> {
     };
     let dir = dir.display();
     let rejoin = format!(
-        "To rejoin the cluster: remove the directory ({dir}), start the node again (it \
-         starts empty), then run `ataman ctl repair --url <this node's URL>` to refill it \
-         from its peers (docs/CLUSTER.md, \"Rejoining after a long absence\")."
+        "To rejoin the cluster: remove the directory ({dir}), start the node again with \
+         --refill (it starts empty and serves no reads until anti-entropy has refilled it \
+         from its peers; `ataman ctl repair --url <this node's URL>` waits for that) \
+         (docs/CLUSTER.md, \"Rejoining after a long absence\")."
     );
     let tolerance_ms = CLOCK_BACK_TOLERANCE.as_millis() as u64;
     if last > now_ms.saturating_add(tolerance_ms) {
