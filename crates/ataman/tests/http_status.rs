@@ -273,3 +273,46 @@ fn metrics_are_prometheus_text() {
         );
     }
 }
+
+/// A full disk (injected through the `--fault-control` test hook: the
+/// engine's writes fail with ENOSPC) answers 507 naming it, every later
+/// write too (the engine is read-only until a restart), reads go on, and
+/// a restart with space again takes writes.
+#[test]
+fn disk_full_is_507() {
+    let dir = tempfile::tempdir().unwrap();
+    let control = dir.path().join("fault-control");
+    std::fs::write(&control, "disk_full=0\n").unwrap();
+    let control_arg = control.to_str().unwrap().to_owned();
+    let mut node = Node::start(&["--fault-control", &control_arg]);
+    assert_eq!(node.put(b"before", b"v").status, 201);
+    std::fs::write(&control, "disk_full=1\n").unwrap();
+    // The hook polls the file every 75 ms; bounded wait for the first 507.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let full = loop {
+        let r = node.put(b"during", b"v");
+        if r.status != 201 || std::time::Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    };
+    assert_error(&full, 507, "a write on a full disk");
+    let text = String::from_utf8_lossy(&full.body);
+    assert!(
+        text.contains("disk full") && text.contains("No space left on device"),
+        "{text}"
+    );
+    std::fs::write(&control, "disk_full=0\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // Sticky until a restart; reads still work.
+    assert_error(
+        &node.put(b"after", b"v"),
+        507,
+        "a write after the disk was full",
+    );
+    assert_eq!(node.get(b"before").status, 200);
+    let _ = node.terminate();
+    node.restart();
+    assert_eq!(node.put(b"after", b"v").status, 201);
+    assert_eq!(node.get(b"before").body, b"v");
+}

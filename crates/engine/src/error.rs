@@ -69,6 +69,15 @@ pub enum Error {
     Closed,
 }
 
+impl Error {
+    /// True for an I/O failure because the disk or the quota was full
+    /// (ENOSPC, EDQUOT).
+    pub fn is_out_of_space(&self) -> bool {
+        matches!(self, Error::Io { source, .. }
+            if matches!(source.kind(), io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded))
+    }
+}
+
 /// The specific kind of a corruption.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CorruptionKind {

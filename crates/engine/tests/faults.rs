@@ -122,7 +122,9 @@ fn check_after_failure(fs: &SimFs, db: &Arc<Db>, acked: &[(String, u64)], needle
 
 /// Opens an engine on a fresh simulated disk, arms `fault`, writes until
 /// it fires, and checks the aftermath; `needle` must appear in the reason.
+/// A full disk (and only that) is reported by `Db::out_of_space`.
 fn run_with_fault(fault: Fault, needle: &str) {
+    let out_of_space = fault.kind == FaultKind::NoSpace;
     let fs = SimFs::new();
     let db = Arc::new(Db::open(Path::new(DIR), options(&fs)).unwrap());
     fs.inject(fault);
@@ -136,6 +138,7 @@ fn run_with_fault(fault: Fault, needle: &str) {
         "error should name the failing file: {err}"
     );
     check_after_failure(&fs, &db, &acked, needle);
+    assert_eq!(db.out_of_space(), out_of_space, "out of space? {err}");
 }
 
 /// EIO on a WAL fsync.

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 const ROUTES: usize = Route::ALL.len();
 /// Statuses tracked per route (indexed by `Status as usize`).
-const STATUSES: usize = 17;
+const STATUSES: usize = 18;
 
 /// Request counters and latencies.
 pub struct NodeMetrics {
@@ -85,6 +85,7 @@ const ALL_STATUSES: [Status; STATUSES] = [
     Status::InternalError,
     Status::Unavailable,
     Status::GatewayTimeout,
+    Status::InsufficientStorage,
 ];
 
 pub(crate) fn histogram(

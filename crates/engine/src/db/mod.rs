@@ -364,6 +364,13 @@ impl Db {
         mems.chain(files).max().unwrap_or(0)
     }
 
+    /// True once a write failed because the disk or the quota was full
+    /// (ENOSPC, EDQUOT): the engine is poisoned (read-only until a
+    /// restart), and this says why, so a server can answer 507.
+    pub fn out_of_space(&self) -> bool {
+        self.shared.out_of_space()
+    }
+
     /// The engine's counters and histograms.
     pub fn metrics(&self) -> &crate::metrics::EngineMetrics {
         &self.shared.metrics

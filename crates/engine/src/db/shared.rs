@@ -94,6 +94,8 @@ pub struct Shared {
     /// Next unused file number (WAL segments and SSTables share the space).
     pub next_file_number: AtomicU64,
     poisoned: AtomicBool,
+    /// The failure that poisoned the engine was a full disk or quota.
+    out_of_space: AtomicBool,
     poison_reason: Mutex<Option<String>>,
     /// Counters and histograms.
     pub metrics: Arc<EngineMetrics>,
@@ -156,6 +158,7 @@ impl Shared {
             visible_seq: AtomicU64::new(visible_seq),
             next_file_number: AtomicU64::new(next_file_number),
             poisoned: AtomicBool::new(false),
+            out_of_space: AtomicBool::new(false),
             poison_reason: Mutex::new(None),
             metrics,
             cache,
@@ -181,10 +184,18 @@ impl Shared {
         let mut reason = lock(&self.poison_reason);
         if reason.is_none() {
             *reason = Some(e.to_string());
+            if e.is_out_of_space() {
+                self.out_of_space.store(true, Ordering::Release);
+            }
         }
         self.poisoned.store(true, Ordering::Release);
         drop(reason);
         self.notify_bg();
+    }
+
+    /// True once the engine was poisoned by a full disk or quota.
+    pub fn out_of_space(&self) -> bool {
+        self.out_of_space.load(Ordering::Acquire)
     }
 
     /// `Err(Poisoned)` once a write, fsync or install has failed.

@@ -39,6 +39,8 @@ pub enum Status {
     Unavailable,
     /// 504.
     GatewayTimeout,
+    /// 507.
+    InsufficientStorage,
 }
 
 impl Status {
@@ -62,6 +64,7 @@ impl Status {
             Status::InternalError => 500,
             Status::Unavailable => 503,
             Status::GatewayTimeout => 504,
+            Status::InsufficientStorage => 507,
         }
     }
 
@@ -85,6 +88,7 @@ impl Status {
             Status::InternalError => b"HTTP/1.1 500 Internal Server Error\r\n",
             Status::Unavailable => b"HTTP/1.1 503 Service Unavailable\r\n",
             Status::GatewayTimeout => b"HTTP/1.1 504 Gateway Timeout\r\n",
+            Status::InsufficientStorage => b"HTTP/1.1 507 Insufficient Storage\r\n",
         }
     }
 }

@@ -815,6 +815,18 @@ impl Conn {
                     );
                     Status::BadRequest
                 }
+                // The disk or quota is full: the engine refuses writes until
+                // a restart (docs/API.md, "Errors").
+                Err(reason) if ctx.db.out_of_space() => {
+                    write_text(
+                        &mut out,
+                        Status::InsufficientStorage,
+                        Extra::default(),
+                        persist,
+                        &format!("write failed: disk full: {reason}"),
+                    );
+                    Status::InsufficientStorage
+                }
                 Err(reason) => {
                     let extra = Extra {
                         retry_after_sec: Some(1),
