@@ -27,28 +27,12 @@
 //!   version (same timestamp, same value or tombstone, or none at all).
 //! - **Crashes**: no node exited unless the harness stopped it.
 //!
-//! Three causes of loss are counted apart, and are violations only with
-//! `--strict`, because they are properties of the design rather than bugs
-//! (docs/RELIABILITY.md says what they mean):
-//!
-//! - `lost_with_wiped_replica`: a replica of the write was wiped between
-//!   the write and a read of the run. Wiping a disk takes away one of the
-//!   `ack` copies, and until anti-entropy refills it a quorum read can miss
-//!   the copies left. The final reads, after convergence, excuse nothing.
-//! - `lost_under_clock_skew`: a clock jump explains the loss. Versions are
-//!   ordered by their hybrid-logical-clock timestamps, not by real time:
-//!   a node whose clock is ahead stamps versions that beat later writes
-//!   through nodes that have not heard from it yet (until its wall clock
-//!   catches up, the offset after the heal), and a node whose clock is
-//!   behind stamps versions that lose to earlier ones it has not heard of.
-//!   A lost write is put here when a version seen was written while a
-//!   forward jump was in effect, or the lost write while a backward one was.
-//! - `lost_same_millisecond`: the version seen was written through another
-//!   node and ended less than a millisecond before the lost write started.
-//!   Timestamps have millisecond resolution; two writes in one millisecond
-//!   are ordered by the HLC's logical part and then by the coordinator's
-//!   node index, not by real time, unless the second coordinator already
-//!   saw the first write. Through one coordinator the HLC orders them.
+//! Nothing excuses a lost write: losses under clock skew, within one
+//! millisecond, or across a wiped replica are violations like any other,
+//! because the node re-stamps a write that a replica refuses as older than
+//! the version it holds (the coordinator stamps it above that version), and
+//! a wiped node restarted with `--refill` does not answer reads before its
+//! refill (an anti-entropy round with every peer) completes.
 
 use super::faults::FaultKind;
 use super::history::{CopyState, History, Op, OpKind, Outcome, Phase, Workload};
@@ -97,20 +81,8 @@ pub struct FinalReads {
 pub struct Findings {
     /// Acknowledged writes a later intersecting read did not see.
     pub lost: Tally,
-    /// The same, with one of the write's replicas wiped in between (not a
-    /// violation unless strict; see the module documentation).
-    pub lost_with_wiped_replica: Tally,
-    /// The same, explained by a clock jump: last-writer-wins kept a version
-    /// with a later timestamp that was written earlier (not a violation
-    /// unless strict; see the module documentation).
-    pub lost_under_clock_skew: Tally,
-    /// The same, explained by two writes through different nodes less than
-    /// a millisecond apart (not a violation unless strict).
-    pub lost_same_millisecond: Tally,
     /// Reads that missed their own client's acknowledged write.
     pub ryw: Tally,
-    /// The same, explained by a wipe, a clock jump or a shared millisecond.
-    pub ryw_explained: Tally,
     /// Reads of values that cannot be there.
     pub impossible: Tally,
     /// Answers outside the contract (a 4xx, a 5xx without a reason, ...).
@@ -143,16 +115,6 @@ impl Findings {
             + self.crashes.count
             + self.final_unanswered.count
             + u64::from(self.not_converged)
-    }
-
-    /// [`Findings::violations`] plus the losses a wipe or a clock jump
-    /// explains (`--strict`).
-    pub fn violations_strict(&self) -> u64 {
-        self.violations()
-            + self.lost_with_wiped_replica.count
-            + self.lost_under_clock_skew.count
-            + self.lost_same_millisecond.count
-            + self.ryw_explained.count
     }
 }
 
@@ -278,105 +240,16 @@ impl<'a> AckedIndex<'a> {
     }
 }
 
-/// Why a lost write is explained, if it is (see the module documentation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Cause {
-    /// Nothing explains it: a violation.
-    Unexplained,
-    /// One of its replicas was wiped before the read (a run read only).
-    WipedReplica,
-    /// A clock jump gave the version seen a later timestamp (or the lost
-    /// write an earlier one): last-writer-wins under clock skew.
-    ClockSkew,
-    /// The version seen was written through another node less than a
-    /// millisecond before the lost write started: both may carry the same
-    /// millisecond, and the timestamp's logical part and node bits, not
-    /// real time, then decide (last writer wins at 1 ms resolution).
-    SameMillisecond,
-}
-
-/// Two timestamps this close may share their millisecond (µs).
-const SAME_MILLISECOND_US: u64 = 1000;
-
-/// The faults that explain some losses.
-struct Excuses {
-    /// (node, start) of every wipe.
-    wipes: Vec<(usize, u64)>,
-    /// (node, start, end, offset_ms) of every clock jump.
-    clocks: Vec<(usize, u64, u64, i64)>,
-}
-
-impl Excuses {
-    fn new(history: &History) -> Excuses {
-        let mut e = Excuses {
-            wipes: Vec::new(),
-            clocks: Vec::new(),
-        };
-        for f in &history.faults {
-            for &node in &f.targets {
-                match (f.kind, f.clock_offset_ms) {
-                    (FaultKind::Wipe, _) => e.wipes.push((node, f.start_us)),
-                    (FaultKind::Clock, Some(offset)) => {
-                        e.clocks.push((node, f.start_us, f.end_us, offset));
-                    }
-                    _ => {}
-                }
-            }
-        }
-        e
-    }
-
-    /// Why `w` is missing from run read `r`, which saw `seen` (None: nothing).
-    fn cause(&self, replicas: &[usize], w: &Op, seen: Option<&Op>, r: &Op) -> Cause {
-        let wiped = r.phase == Phase::Run
-            && self.wipes.iter().any(|&(node, at)| {
-                at > w.start_us
-                    && at < r.start_us
-                    && (replicas.is_empty() || replicas.contains(&node))
-            });
-        if wiped {
-            return Cause::WipedReplica;
-        }
-        // A node ahead stamps the future until its wall clock catches up
-        // (offset ms after the heal), and every node that hears from it
-        // carries those timestamps too; a node behind stamps the past
-        // while it is behind.
-        let skewed = self.clocks.iter().any(|&(_, start, end, offset)| {
-            let ahead = offset > 0
-                && seen.is_some_and(|x| {
-                    x.end_us >= start && x.start_us <= end.saturating_add(offset as u64 * 1000)
-                });
-            let behind = offset < 0 && w.end_us >= start && w.start_us <= end;
-            ahead || behind
-        });
-        if skewed {
-            return Cause::ClockSkew;
-        }
-        // The seen version's timestamp was taken before it ended, the lost
-        // write's after it started: under 1 ms apart they may share the
-        // millisecond. Through one node the HLC orders them anyway.
-        let same_ms = seen.is_some_and(|x| {
-            x.node != w.node && w.start_us < x.end_us.saturating_add(SAME_MILLISECOND_US)
-        });
-        if same_ms {
-            Cause::SameMillisecond
-        } else {
-            Cause::Unexplained
-        }
-    }
-}
-
 /// Checks a history. Pure: the same history gives the same findings.
 pub fn check(history: &History) -> Findings {
     let mut f = Findings::default();
-    let excuses = Excuses::new(history);
     let mut by_key: BTreeMap<&str, Vec<&Op>> = BTreeMap::new();
     for op in &history.ops {
         by_key.entry(op.key.as_str()).or_default().push(op);
     }
     let mut lost_seen: HashSet<(&str, u64, u32)> = HashSet::new();
     for (key, ops) in &by_key {
-        check_key(history, key, ops, &excuses, &mut lost_seen, &mut f);
+        check_key(key, ops, &mut lost_seen, &mut f);
     }
     check_answers(history, &mut f);
     check_final_reads(&by_key, &mut f);
@@ -396,10 +269,8 @@ pub fn check(history: &History) -> Findings {
 
 /// Rules (a), (b) and the impossible reads for one key.
 fn check_key<'a>(
-    history: &History,
     key: &'a str,
     ops: &[&'a Op],
-    excuses: &Excuses,
     lost_seen: &mut HashSet<(&'a str, u64, u32)>,
     f: &mut Findings,
 ) {
@@ -419,12 +290,6 @@ fn check_key<'a>(
         .copied()
         .filter(|w| w.kind == OpKind::Delete && w.outcome.may_be_applied())
         .collect();
-    let from_max = ops.iter().map(|o| o.from).max().unwrap_or(1) as usize;
-    let replicas = if history.meta.urls.is_empty() {
-        Vec::new()
-    } else {
-        ataman_node::cluster::placement::replicas(&history.meta.urls, key.as_bytes(), from_max)
-    };
     for r in ops.iter().copied().filter(|o| o.kind == OpKind::Get) {
         if r.outcome != Outcome::Ok {
             continue;
@@ -477,13 +342,8 @@ fn check_key<'a>(
                 if !lost_seen.insert((key, w.start_us, w.client)) {
                     continue;
                 }
-                let tally = match excuses.cause(&replicas, w, seen, r) {
-                    Cause::Unexplained => &mut f.lost,
-                    Cause::WipedReplica => &mut f.lost_with_wiped_replica,
-                    Cause::ClockSkew => &mut f.lost_under_clock_skew,
-                    Cause::SameMillisecond => &mut f.lost_same_millisecond,
-                };
-                tally.add(|| format!("{} not seen by {}", describe(w), describe(r)));
+                f.lost
+                    .add(|| format!("{} not seen by {}", describe(w), describe(r)));
             }
         }
         if r.phase == Phase::Run {
@@ -496,16 +356,7 @@ fn check_key<'a>(
                 .filter(|w| older_than(w.start_us))
                 .collect();
             if !missed.is_empty() && older_than(latest_own) {
-                let causes: Vec<Cause> = missed
-                    .iter()
-                    .map(|w| excuses.cause(&replicas, w, seen, r))
-                    .collect();
-                let tally = if causes.contains(&Cause::Unexplained) {
-                    &mut f.ryw
-                } else {
-                    &mut f.ryw_explained
-                };
-                tally.add(|| {
+                f.ryw.add(|| {
                     format!(
                         "{} did not see its own {}",
                         describe(r),

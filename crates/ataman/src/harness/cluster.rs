@@ -137,6 +137,9 @@ struct Member {
     log_path: PathBuf,
     control_path: PathBuf,
     paused: bool,
+    /// Its data directory was wiped since it last started: the next start
+    /// passes `--refill` (no replica reads before a refill from every peer).
+    wiped: bool,
 }
 
 /// A running cluster. Dropping it kills every node (then stops the proxies).
@@ -190,6 +193,7 @@ impl Cluster {
                 log_path: home.join("serve.log"),
                 control_path: home.join("fault-control"),
                 paused: false,
+                wiped: false,
             });
         }
         let mut cluster = Cluster {
@@ -247,7 +251,8 @@ impl Cluster {
     }
 
     /// Starts node `i` on its data directory and waits until it is ready;
-    /// the proxies in front of it follow its new address.
+    /// the proxies in front of it follow its new address. The first start
+    /// after a wipe passes `--refill`.
     fn spawn(&mut self, i: usize) -> Result<(), HarnessError> {
         let n = self.len();
         let urls = self.view.urls();
@@ -269,6 +274,7 @@ impl Cluster {
             .args(["--peer-via", &via.join(",")])
             .arg("--fault-control")
             .arg(&member.control_path)
+            .args(member.wiped.then_some("--refill"))
             .args(&self.spec.serve_args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -334,6 +340,7 @@ impl Cluster {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+        self.members[i].wiped = false;
         self.view.set_addr(i, addr);
         self.fronts[i].set_target(addr);
         for j in 0..n {
@@ -398,9 +405,11 @@ impl Cluster {
         self.spawn(i)
     }
 
-    /// Removes node `i`'s data directory (the node must be stopped).
+    /// Removes node `i`'s data directory (the node must be stopped); its
+    /// next start passes `--refill`.
     pub fn wipe(&mut self, i: usize) -> Result<(), HarnessError> {
         assert!(self.members[i].child.is_none(), "wipe of a running node");
+        self.members[i].wiped = true;
         let dir = &self.members[i].data_dir;
         match std::fs::remove_dir_all(dir) {
             Ok(()) => Ok(()),

@@ -89,10 +89,6 @@ pub struct TestClusterArgs {
     /// Print the seed's fault schedule and exit (nothing is started).
     #[arg(long)]
     pub dry_run: bool,
-    /// Count acknowledged writes lost under clock skew or across a wiped
-    /// replica as violations too.
-    #[arg(long)]
-    pub strict: bool,
     /// More `ataman serve` arguments for every node, after `--`.
     #[arg(last = true)]
     pub serve_args: Vec<String>,
@@ -139,7 +135,6 @@ impl TestClusterArgs {
         c.replication_factor = self.replication_factor;
         c.converge_timeout = Duration::from_secs(self.converge_timeout_s);
         c.serve_args = self.serve_args.clone();
-        c.strict = self.strict;
         Ok(c)
     }
 }
@@ -149,7 +144,7 @@ impl TestClusterArgs {
 /// run could not be carried out.
 pub fn run_command(args: &TestClusterArgs) -> ExitCode {
     if let Some(path) = &args.check {
-        return check_file(path, args.strict);
+        return check_file(path);
     }
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
@@ -204,7 +199,7 @@ pub fn run_command(args: &TestClusterArgs) -> ExitCode {
 }
 
 /// `--check FILE`: the checker over a saved history.
-fn check_file(path: &std::path::Path, strict: bool) -> ExitCode {
+fn check_file(path: &std::path::Path) -> ExitCode {
     let history = std::fs::File::open(path)
         .map_err(|e| e.to_string())
         .and_then(|f| history::History::read_jsonl(std::io::BufReader::new(f)));
@@ -216,7 +211,6 @@ fn check_file(path: &std::path::Path, strict: bool) -> ExitCode {
                 findings,
                 history_path: Some(path.to_path_buf()),
                 elapsed_s: 0.0,
-                strict,
             };
             print!("{}", report.text());
             if report.passed() {

@@ -20,7 +20,7 @@
 //! | `partition` | the nodes split in two sides; every link across cut (closed) or black-holed, both ways | links pass |
 //! | `oneway` | everything node A sends to node B dropped (A's requests on A's link, A's answers on B's link); B to A untouched | links pass |
 //! | `delay` | each directed link delayed by its own random 0–150 ms (reordering across links; TCP keeps order within a connection) | links pass |
-//! | `wipe` | `kill -9`, data directory removed | restarted empty, then a repair round on it (`POST /v0/repair`) refills it |
+//! | `wipe` | `kill -9`, data directory removed | restarted empty with `--refill` (it answers no replica read before an anti-entropy round with every peer), then repair rounds on it (`POST /v0/repair`) until one succeeds with every peer |
 //! | `diskfull` | `disk_full=1`: the node's file writes fail with ENOSPC | `disk_full=0`, then `kill -9` and restart (a failed write poisons the engine until a restart) |
 //! | `clock` | `clock_offset_ms=±5..30 s`: the node's HLC reads a shifted wall clock | offset 0 |
 

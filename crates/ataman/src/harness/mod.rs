@@ -146,8 +146,6 @@ pub struct Config {
     pub planted_bug: Option<String>,
     /// More `ataman serve` arguments for every node.
     pub serve_args: Vec<String>,
-    /// Count the losses a wipe or a clock jump explains as violations.
-    pub strict: bool,
 }
 
 impl Config {
@@ -176,7 +174,6 @@ impl Config {
             report: None,
             planted_bug: None,
             serve_args: Vec::new(),
-            strict: false,
         }
     }
 
@@ -384,7 +381,6 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
         findings,
         history_path: written.then_some(history_path),
         elapsed_s: run_started.elapsed().as_secs_f64(),
-        strict: config.strict,
     };
     if let Some(path) = &config.report {
         report.write(path).map_err(|source| HarnessError::Io {

@@ -20,8 +20,6 @@ pub struct Report {
     pub history_path: Option<PathBuf>,
     /// Wall time of the whole run, seconds.
     pub elapsed_s: f64,
-    /// Count the losses a wipe or a clock jump explains as violations.
-    pub strict: bool,
 }
 
 fn tally_json(t: &Tally) -> Value {
@@ -58,13 +56,9 @@ impl Report {
         by
     }
 
-    /// Violations found (with the explained losses when strict).
+    /// Violations found.
     pub fn violations(&self) -> u64 {
-        if self.strict {
-            self.findings.violations_strict()
-        } else {
-            self.findings.violations()
-        }
+        self.findings.violations()
     }
 
     /// True when the checker found nothing.
@@ -101,11 +95,7 @@ impl Report {
         });
         let examples = json!({
                 "lost": tally_json(&f.lost),
-                "lost_with_wiped_replica": tally_json(&f.lost_with_wiped_replica),
-                "lost_under_clock_skew": tally_json(&f.lost_under_clock_skew),
-                "lost_same_millisecond": tally_json(&f.lost_same_millisecond),
                 "ryw": tally_json(&f.ryw),
-                "ryw_explained": tally_json(&f.ryw_explained),
                 "impossible": tally_json(&f.impossible),
                 "bad_answers": tally_json(&f.bad_answers),
                 "hangs": tally_json(&f.hangs),
@@ -118,7 +108,6 @@ impl Report {
             "runs": 1,
             "passed": self.passed(),
             "violations": self.violations(),
-            "strict": self.strict,
             "nodes": m.nodes,
             "duration_s": m.duration_s,
             "elapsed_s": self.elapsed_s,
@@ -134,11 +123,7 @@ impl Report {
             },
             "faults_injected": self.faults(),
             "acknowledged_writes_lost": f.lost.count,
-            "lost_with_wiped_replica": f.lost_with_wiped_replica.count,
-            "lost_under_clock_skew": f.lost_under_clock_skew.count,
-            "lost_same_millisecond": f.lost_same_millisecond.count,
             "ryw_violations": f.ryw.count,
-            "ryw_explained": f.ryw_explained.count,
             "impossible_reads": f.impossible.count,
             "bad_answers": f.bad_answers.count,
             "hangs": f.hangs.count,
@@ -201,24 +186,8 @@ impl Report {
             join(self.outcomes())
         );
         let _ = writeln!(s, "faults injected: {}", join(self.faults()));
-        let explained = if self.strict {
-            "counted: --strict"
-        } else {
-            "not counted"
-        };
         let _ = writeln!(s, "acknowledged writes lost: {}", f.lost.count);
-        let _ = writeln!(
-            s,
-            "  explained ({explained}): {} under clock skew, {} in one millisecond through two nodes (last writer wins), {} across a wiped replica",
-            f.lost_under_clock_skew.count,
-            f.lost_same_millisecond.count,
-            f.lost_with_wiped_replica.count
-        );
-        let _ = writeln!(
-            s,
-            "read-your-writes violations: {} (explained, {explained}: {})",
-            f.ryw.count, f.ryw_explained.count
-        );
+        let _ = writeln!(s, "read-your-writes violations: {}", f.ryw.count);
         let _ = writeln!(s, "impossible reads: {}", f.impossible.count);
         let _ = writeln!(s, "answers outside the contract: {}", f.bad_answers.count);
         let _ = writeln!(
@@ -260,9 +229,6 @@ impl Report {
         }
         for (name, t) in [
             ("lost", &f.lost),
-            ("lost under clock skew", &f.lost_under_clock_skew),
-            ("lost in one millisecond", &f.lost_same_millisecond),
-            ("lost across a wipe", &f.lost_with_wiped_replica),
             ("read-your-writes", &f.ryw),
             ("impossible", &f.impossible),
             ("answer", &f.bad_answers),
