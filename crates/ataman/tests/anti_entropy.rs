@@ -301,12 +301,27 @@ fn a_refilling_node_serves_no_reads_until_its_round_completes() {
     refused(&c);
     let metrics = body(&c.node(1).get_target("/metrics"));
     assert!(metrics.contains("\nataman_refilling 1\n"), "{metrics}");
-    // Writes are taken meanwhile (a key on nodes 0 and 1: node 2 is cut off).
+    // Writes are kept but node 1's copy does not count towards ack (a key
+    // on nodes 0 and 1: node 2 is cut off).
     let new_key = (0..1000)
         .map(|i| format!("refill-new-{i}").into_bytes())
         .find(|k| !c.replicas(k, 2).contains(&2))
         .expect("a key kept by nodes 0 and 1");
-    assert_status(&c.put(1, &new_key, b"n", 2, 2), 201, "put while refilling");
+    for coordinator in [0, 1] {
+        let both = c.put(coordinator, &new_key, b"n", 2, 2);
+        assert_eq!(
+            both.status,
+            504,
+            "ack=2 via node {coordinator}: {}",
+            body(&both)
+        );
+        assert!(body(&both).contains("does not count"), "{}", body(&both));
+    }
+    assert_status(
+        &c.put(1, &new_key, b"n", 1, 2),
+        201,
+        "ack=1 put while refilling",
+    );
     // A restart without the option keeps refilling (the REFILLING marker).
     c.terminate(1);
     c.restart(1);

@@ -5,7 +5,7 @@
 
 mod support;
 
-use ataman_node::peer::frame::{self, Message, ReplicaErrorKind, Version};
+use ataman_node::peer::frame::{self, Applied, Message, ReplicaErrorKind, Version};
 use ataman_node::peer::handshake::{parse_upgrade_response, upgrade_request};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -93,4 +93,74 @@ fn a_timestamp_far_ahead_is_refused() {
     }
     assert_eq!(node.put(b"k", b"v").status, 201);
     assert_eq!(node.get(b"k").body, b"v");
+}
+
+/// Re-stamping, the replica's side (docs/FORMAT.md "Peer frame", status
+/// 4): a write older than the version held, or under the same timestamp
+/// with other contents, is not stored and is answered with the held
+/// timestamp; the same version again, and a newer one, are stored.
+#[test]
+fn a_replica_answers_holds_newer() {
+    let node = Node::start(&[]);
+    assert_eq!(node.put(b"k", b"held").status, 201);
+    let (mut s, mut buf) = upgraded(&node);
+    let send = |msg: Message, s: &mut TcpStream, buf: &mut Vec<u8>| {
+        let mut out = Vec::new();
+        frame::encode(&msg, &mut out);
+        s.write_all(&out).unwrap();
+        answer(s, buf)
+    };
+    let held = match send(
+        Message::Read {
+            id: 1,
+            key: b"k".to_vec(),
+        },
+        &mut s,
+        &mut buf,
+    ) {
+        Message::ReadReply {
+            result: Ok(Some(v)),
+            ..
+        } => v,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(held.value.as_deref(), Some(&b"held"[..]));
+    let write = |id, ts, value: &[u8]| Message::Write {
+        id,
+        key: b"k".to_vec(),
+        version: Version {
+            ts,
+            value: Some(value.to_vec()),
+        },
+    };
+    let cases = [
+        (
+            2,
+            held.ts - 1,
+            &b"older"[..],
+            Applied::HoldsNewer { ts: held.ts },
+        ),
+        (
+            3,
+            held.ts,
+            &b"other"[..],
+            Applied::HoldsNewer { ts: held.ts },
+        ),
+        (4, held.ts, &b"held"[..], Applied::Stored),
+        (5, held.ts + 1, &b"newer"[..], Applied::Stored),
+    ];
+    for (id, ts, value, want) in cases {
+        match send(write(id, ts, value), &mut s, &mut buf) {
+            Message::WriteAck { id: got, result } => {
+                assert_eq!((got, result), (id, Ok(want)), "write of ts {ts}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(node.get(b"k").body, b"newer");
+    let metrics = String::from_utf8_lossy(&node.get_target("/metrics").body).into_owned();
+    assert!(
+        metrics.contains("\nataman_peer_writes_superseded_total 2\n"),
+        "{metrics}"
+    );
 }

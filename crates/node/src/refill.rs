@@ -4,8 +4,11 @@
 //! copy plus one that missed the write make a quorum). Started with
 //! `--refill`, the node serves no reads (as a coordinator's local replica,
 //! to peers, or local-only) until an anti-entropy round with every peer
-//! has completed; it takes writes meanwhile. Rounds run at once and every
-//! [`RETRY`] until one completes.
+//! has completed. It stores replicated writes meanwhile but does not count
+//! towards their `ack` ([`WRITE_NOT_COUNTED`]): without the versions it
+//! has not fetched yet it cannot tell whether a write must be re-stamped
+//! (a replica that acknowledged an earlier write was wiped). Rounds run at
+//! once and every [`RETRY`] until one completes.
 //!
 //! The state survives restarts: `--refill` creates `<data-dir>/REFILLING`
 //! (made durable before the node serves), and a node that finds the file
@@ -23,6 +26,12 @@ pub const MARKER: &str = "REFILLING";
 
 /// How long after a failed refill round the next one starts.
 pub const RETRY: Duration = Duration::from_millis(500);
+
+/// Why a replica's write does not count during the refill (it is stored,
+/// but the replica could not check it against versions it has not
+/// fetched yet).
+pub const WRITE_NOT_COUNTED: &str = "refilling after a wipe (--refill): the write is kept \
+     but does not count towards ack until the refill completes";
 
 /// What a read refused during the refill answers (503, or a peer's
 /// `Unavailable`).

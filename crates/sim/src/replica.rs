@@ -28,7 +28,11 @@ impl SimNode {
                 }
                 self.hlc.observe(version.ts);
                 match self.read(key) {
-                    Ok(Some(held)) if refuse_older && held.ts > version.ts => {
+                    Ok(Some(held))
+                        if refuse_older
+                            && (held.ts > version.ts
+                                || (held.ts == version.ts && held.value != version.value)) =>
+                    {
                         return Answer::HoldsNewer(held.ts);
                     }
                     Ok(_) => {}

@@ -189,8 +189,23 @@ impl PeerServer {
                     // the engine's current view, so it sees every write this
                     // replica acknowledged before; a write still in flight
                     // here is concurrent with this one and may go either way.
+                    if ctx.shared.refill.active() {
+                        local_write(ctx, &key, &version, Target::Nobody);
+                        let result = Err(ReplicaError::new(
+                            ReplicaErrorKind::Unavailable,
+                            crate::refill::WRITE_NOT_COUNTED,
+                        ));
+                        self.push(&Message::WriteAck { id, result });
+                        continue;
+                    }
+                    // The same timestamp with other contents (a timestamp
+                    // issued twice, say by a node whose CLOCK was wiped)
+                    // is treated like a newer version: re-stamped above.
                     match ctx.db.get(&key) {
-                        Ok(Some(held)) if held.ts > version.ts => {
+                        Ok(Some(held))
+                            if held.ts > version.ts
+                                || (held.ts == version.ts && held.value != version.value) =>
+                        {
                             ctx.shared
                                 .metrics
                                 .peer_writes_superseded

@@ -8,15 +8,17 @@
 //! # Rules
 //! - A write succeeds once `ack` replicas made it durable, and fails (504)
 //!   once more than `from - ack` replicas failed, or at the deadline.
-//! - A replica that holds a newer version of the key than the write's
-//!   answers with that version's timestamp instead of storing the write.
+//! - A replica that holds a newer version of the key than the write's (or
+//!   another version under the same timestamp) answers with that
+//!   version's timestamp instead of storing the write.
 //!   If the client was not answered yet, the write is re-stamped: the
 //!   coordinator stamps it above that timestamp and asks every replica
 //!   again ([`Decision::Restamp`]), at most [`RESTAMPS_MAX`] times; after
-//!   that such an answer counts as a failure. So an acknowledged write is
-//!   the newest version on `ack` replicas when they stored it, whatever the
-//!   clocks of the nodes that stamped earlier writes said
-//!   (docs/ARCHITECTURE.md, "Re-stamping").
+//!   that such an answer counts as a failure. So when write `A` was
+//!   acknowledged before write `B` was sent and their quorums meet
+//!   (`ack_A + ack_B > from`), `B` ends stamped above `A`, whatever the
+//!   clocks of the nodes that stamped them said (docs/ARCHITECTURE.md,
+//!   "Re-stamping").
 //! - A read answers once `ack` replicas answered, with the newest version
 //!   among those answers: no version ranks below every version, and a newer
 //!   tombstone means 404. It fails like a write.
@@ -142,11 +144,16 @@ impl Coordination {
         self.restamps
     }
 
-    /// True if `outcome`, recorded now, would exhaust the re-stamps (a newer
-    /// version answered to an unanswered write that may not re-stamp again).
-    pub fn exhausts_restamps(&self, outcome: &Outcome) -> bool {
-        matches!(outcome, Outcome::HoldsNewer(_)) && !self.decided && self.restamps >= RESTAMPS_MAX
+    /// True if this write may re-stamp no more and a replica answered with
+    /// a newer version (so a failure decided now is the re-stamps' end).
+    pub fn gave_up_restamping(&self) -> bool {
+        self.restamps >= RESTAMPS_MAX
+            && self
+                .replicas
+                .iter()
+                .any(|r| matches!(r, ReplicaState::Done(Outcome::HoldsNewer(_))))
     }
+
     /// What the request does.
     pub fn kind(&self) -> &Kind {
         &self.kind
@@ -408,7 +415,7 @@ mod tests {
         assert_eq!(next.restamps(), 1);
         assert!(!next.decided() && !next.settled());
         for round in 1..RESTAMPS_MAX {
-            assert!(!next.exhausts_restamps(&Outcome::HoldsNewer(50)));
+            assert!(!next.gave_up_restamping());
             assert_eq!(
                 next.record(2, Outcome::HoldsNewer(50 + u64::from(round))),
                 Some(Decision::Restamp {
@@ -418,8 +425,9 @@ mod tests {
             next = next.restamped(60 + u64::from(round));
         }
         assert_eq!(next.restamps(), RESTAMPS_MAX);
-        assert!(next.exhausts_restamps(&Outcome::HoldsNewer(99)));
+        assert!(!next.gave_up_restamping());
         assert_eq!(next.record(0, Outcome::HoldsNewer(99)), None);
+        assert!(next.gave_up_restamping());
         match next.record(1, Outcome::HoldsNewer(99)) {
             Some(Decision::Failed(why)) => assert!(why.contains("newer version"), "{why}"),
             other => panic!("{other:?}"),

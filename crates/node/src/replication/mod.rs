@@ -230,6 +230,15 @@ impl Replicator {
         if node == ctx.shared.topology.self_index() {
             return match kind {
                 Kind::Read => Some(local_read(ctx, &live.key)),
+                // Refilling: the engine may not hold yet what the write must
+                // be stamped above, so the copy is kept but not counted.
+                Kind::Write(version) if ctx.shared.refill.active() => {
+                    local_write(ctx, &live.key, &version, Target::Nobody);
+                    Some(Outcome::Failed(format!(
+                        "local replica: {}",
+                        crate::refill::WRITE_NOT_COUNTED
+                    )))
+                }
                 Kind::Write(version) => {
                     let target = Target::Replica {
                         coordination: index,
@@ -278,18 +287,21 @@ impl Replicator {
         let Some(live) = entry.live.as_mut() else {
             return;
         };
-        if live.coordination.exhausts_restamps(&outcome) {
-            ctx.shared
-                .metrics
-                .writes_restamp_exhausted
-                .fetch_add(1, Ordering::Relaxed);
-        }
         match live.coordination.record(position, outcome) {
             Some(Decision::Restamp { above }) => {
                 self.restamp(ctx, registry, index, above);
                 return;
             }
-            Some(decision) => self.replies.push((live.reply_to, Ok(decision))),
+            Some(decision) => {
+                if matches!(decision, Decision::Failed(_)) && live.coordination.gave_up_restamping()
+                {
+                    ctx.shared
+                        .metrics
+                        .writes_restamp_exhausted
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                self.replies.push((live.reply_to, Ok(decision)));
+            }
             None => {}
         }
         if live.coordination.settled() {
@@ -346,6 +358,9 @@ impl Replicator {
                     .read_repairs
                     .fetch_add(1, Ordering::Relaxed);
                 if node == topology.self_index() {
+                    // The clock observes every version the engine holds,
+                    // so this node's own stamps stay above them.
+                    ctx.shared.hlc.observe(version.ts);
                     local_write(ctx, &live.key, &version, Target::Nobody);
                 } else if let Some(link) = self.links[node].as_mut() {
                     ctx.shared.peers[node]
@@ -432,6 +447,16 @@ impl Replicator {
                 } => {
                     let outcome = match outcome {
                         LinkOutcome::Written => Outcome::Written,
+                        // A version stamped too far ahead is not trusted
+                        // (the same bound as a peer's write): re-stamping
+                        // above it would carry a broken clock to this node.
+                        LinkOutcome::HoldsNewer(ts) if !crate::hlc::acceptable_from_peer(ts) => {
+                            Outcome::Failed(format!(
+                                "{}: holds a version stamped {ts}, more than {} ms ahead of this node's clock",
+                                ctx.shared.topology.nodes()[node],
+                                crate::hlc::PEER_CLOCK_AHEAD_MS_MAX
+                            ))
+                        }
                         LinkOutcome::HoldsNewer(ts) => Outcome::HoldsNewer(ts),
                         LinkOutcome::Read(v) => Outcome::Read(v),
                         LinkOutcome::Failed(why) => Outcome::Failed(why),
