@@ -1,14 +1,15 @@
 //! A one-shot hand-back of one value to one blocked thread.
 //!
 //! [`Db::write`](crate::Db::write) parks its caller until an engine thread
-//! runs the write's callback. A channel does the job but costs more than it
-//! must on that path: the sender of `std::sync::mpsc` wakes the receiver
-//! while it still holds the channel's internal lock, so a receiver that is
-//! woken onto the same CPU preempts the sender, blocks on that lock, and
-//! has to be woken a second time (measured: ~1.5 wake-ups of the caller per
-//! durable put, `docs/BENCHMARKS-engine.md`, 2026-11-22). Here the value is
-//! stored, the lock released, and only then is the waiter unparked: one
-//! wake-up, no lock held across it.
+//! runs the write's callback. It used a `sync_channel(1)` for that: a
+//! channel allocated per write, a receive that spins and yields before it
+//! parks, and a send that wakes the receiver while holding the channel's
+//! internal lock. Measured with callgrind on `ataman bench fjall`'s durable
+//! put phase, the channel cost ~1,400 instructions per put on the caller
+//! and ~450 on the WAL thread (`docs/BENCHMARKS-engine.md`, 2026-11-22).
+//! Here the value is stored, the lock released, and only then is the
+//! waiter unparked: one wake-up, no lock held across it, no allocation
+//! beyond one `Arc`.
 //!
 //! # Thread safety
 //! The [`Notifier`] may move to any thread; the [`Waiter`] must wait on the
