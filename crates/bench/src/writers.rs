@@ -6,7 +6,14 @@
 //! writer here is only an id and a slot in flight. A few driver threads
 //! own the writers (writer `w` belongs to driver `w % drivers`); the
 //! engine's callback sends the writer's id back to its driver, which
-//! records the latency and submits that writer's next batch.
+//! records the latency and submits that writer's next batch. The
+//! acknowledgements travel in the engine's own `HandoffQueue` (the driver
+//! drains all of them per wake-up, a callback wakes it only when the queue
+//! was empty, and never while holding the queue's lock); an
+//! `mpsc::channel` woke the driver under its internal lock, so a driver
+//! scheduled onto the callback's CPU blocked on that lock and was woken a
+//! second time (~1.5 wake-ups per acknowledgement, `docs/BENCHMARKS-engine.md`,
+//! 2026-11-22).
 //!
 //! # What is counted
 //! Only puts the engine acknowledged with `Ok` are operations; the op
@@ -24,10 +31,11 @@
 use crate::error::{BenchError, Result};
 use crate::report::{latency_histogram, merge, record_latency};
 use crate::workload::{Clock, KEY_BYTES, Workload, format_key};
+use ataman_engine::queue::HandoffQueue;
 use ataman_engine::{Db, Durability, Error, WriteBatch};
 use hdrhistogram::Histogram;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// How long a driver waits before resubmitting a batch the engine refused as `Busy`.
@@ -148,7 +156,8 @@ fn drive(
     claimed: &AtomicU64,
     clock: &Clock,
 ) -> Result<DriverOutcome> {
-    let (tx, rx) = mpsc::channel::<Ack>();
+    // At most one batch per writer is in flight, so at most that many acks are queued.
+    let acks = Arc::new(HandoffQueue::<Ack>::new(writers.len().max(1), usize::MAX));
     let mut workload = Workload::new(
         load.seed.wrapping_mul(1_000_003).wrapping_add(driver),
         load.keys,
@@ -167,26 +176,34 @@ fn drive(
         claimed,
         clock,
         workload: &mut workload,
-        tx: &tx,
+        acks: &acks,
     };
     for &writer in writers {
         if submitter.submit_next(writer, &mut out.busy_retries)? {
             in_flight += 1;
         }
     }
+    let mut received = Vec::new();
     while in_flight > 0 {
-        let ack = rx.recv_timeout(ACK_WAIT_MAX).map_err(|e| {
-            BenchError::Check(format!(
-                "no acknowledgement for {ACK_WAIT_MAX:?} with {in_flight} batches in flight: {e}"
-            ))
-        })?;
-        in_flight -= 1;
-        ack.result?;
-        record_latency(&mut out.latency_ns, ack.latency);
-        out.ops_acked += ack.puts;
-        out.batches_acked += 1;
-        if submitter.submit_next(ack.writer, &mut out.busy_retries)? {
-            in_flight += 1;
+        acks.drain(&mut received, ACK_WAIT_MAX);
+        if received.is_empty() {
+            acks.close();
+            return Err(BenchError::Check(format!(
+                "no acknowledgement for {ACK_WAIT_MAX:?} with {in_flight} batches in flight"
+            )));
+        }
+        for ack in received.drain(..) {
+            in_flight -= 1;
+            if let Err(e) = ack.result {
+                acks.close();
+                return Err(e.into());
+            }
+            record_latency(&mut out.latency_ns, ack.latency);
+            out.ops_acked += ack.puts;
+            out.batches_acked += 1;
+            if submitter.submit_next(ack.writer, &mut out.busy_retries)? {
+                in_flight += 1;
+            }
         }
     }
     Ok(out)
@@ -198,7 +215,7 @@ struct Submitter<'a> {
     claimed: &'a AtomicU64,
     clock: &'a Clock,
     workload: &'a mut Workload,
-    tx: &'a mpsc::Sender<Ack>,
+    acks: &'a Arc<HandoffQueue<Ack>>,
 }
 
 impl Submitter<'_> {
@@ -214,11 +231,11 @@ impl Submitter<'_> {
         let started = Instant::now();
         loop {
             let batch = self.build(puts);
-            let tx = self.tx.clone();
+            let acks = Arc::clone(self.acks);
             let callback = Box::new(move |result: ataman_engine::Result<u64>| {
                 let latency = started.elapsed();
-                // The driver is gone only if it already failed; nothing to tell.
-                let _ = tx.send(Ack {
+                // The queue is closed only if the driver already failed; nothing to tell.
+                let _ = acks.push_unbounded(Ack {
                     writer,
                     puts,
                     latency,

@@ -16,6 +16,7 @@
 //!   background flush/compaction thread.
 //! - [`fs`]: the file-system seam; [`fs::sim`] simulates power loss.
 //! - [`key`], [`batch`], [`coding`]: the byte formats everything shares.
+//! - [`queue`], [`oneshot`]: the hand-offs between threads.
 //!
 //! The byte formats are specified in `docs/FORMAT.md`; the threads and the
 //! commit and recovery protocol in `docs/ARCHITECTURE.md`.
@@ -31,6 +32,7 @@ pub mod key;
 pub mod manifest;
 pub mod memtable;
 pub mod metrics;
+pub mod oneshot;
 pub mod options;
 pub mod queue;
 pub mod sst;

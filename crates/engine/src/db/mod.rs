@@ -220,15 +220,10 @@ impl Db {
 
     /// Writes a batch atomically and waits for `durability`. Returns the first sequence number.
     pub fn write(&self, batch: WriteBatch, durability: Durability) -> Result<u64> {
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.submit(
-            batch,
-            durability,
-            Box::new(move |r| {
-                let _ = tx.send(r);
-            }),
-        )?;
-        rx.recv().map_err(|_| Error::Closed)?
+        // One wake-up of this thread per write (see `oneshot`).
+        let (tx, rx) = crate::oneshot::oneshot();
+        self.submit(batch, durability, Box::new(move |r| tx.send(r)))?;
+        rx.wait().ok_or(Error::Closed)?
     }
 
     /// Puts one value.
