@@ -130,6 +130,8 @@ impl Loop {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
+            let now = Instant::now();
+            self.ctx.now.set(now);
             for event in events.iter() {
                 match event.token() {
                     LISTENER => self.accept(),
@@ -147,8 +149,8 @@ impl Loop {
                 }
             }
             self.after_events();
-            if last_tick.elapsed() >= TICK {
-                last_tick = Instant::now();
+            if now.duration_since(last_tick) >= TICK {
+                last_tick = now;
                 self.take_inbox(); // in case a wake-up was lost
                 self.repl.tick(&self.ctx, self.poll.registry());
                 self.after_events();
