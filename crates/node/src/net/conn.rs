@@ -90,6 +90,10 @@ pub struct Conn {
     /// Reading stopped at a bound (not at `WouldBlock`): the socket may hold
     /// more, and edge-triggered polling will not say so again.
     pub read_paused: bool,
+    /// Parsing stopped at [`SLOTS_MAX`] answers owed with requests still in
+    /// the read buffer: once answers drain, parsing must resume without a
+    /// socket event (none may come: the client waits for those answers).
+    pub parse_paused: bool,
     /// A peer asked to upgrade: parse nothing more; once the 101 is out the
     /// connection speaks the peer protocol, or goes to the sync thread.
     upgrading: Option<Upgrade>,
@@ -183,6 +187,7 @@ impl Conn {
             request_started: None,
             continued: false,
             read_paused: false,
+            parse_paused: false,
             upgrading: None,
             sync_ticket: None,
             peer: None,
@@ -211,6 +216,14 @@ impl Conn {
             && self.pending.is_none()
             && self.rbuf.is_empty()
             && self.out_pos >= self.out.len()
+    }
+
+    /// True when parsing stopped at [`SLOTS_MAX`] with requests left in the
+    /// read buffer and answers have drained below the bound since: the
+    /// event loop must call [`Conn::on_ready`] again (no socket event
+    /// will come for bytes already read).
+    pub fn parse_resumable(&self) -> bool {
+        self.parse_paused && self.peer.is_none() && self.slots.len() < SLOTS_MAX
     }
 
     /// When the request being received started, if one is.
@@ -370,6 +383,7 @@ impl Conn {
         }
         debug_assert!(self.rbuf.is_empty(), "requests never read or fill rbuf");
         self.rbuf = rbuf;
+        self.parse_paused = self.slots.len() >= SLOTS_MAX && self.rbuf.len() > consumed;
         if consumed > 0 {
             self.rbuf.drain(..consumed);
             if !self.rbuf.is_empty() && self.request_started.is_none() {
