@@ -19,6 +19,9 @@ pub const BATCH_BYTES_MAX: usize = 128 * 1024 * 1024;
 
 /// Bytes of the count header.
 const BATCH_HEADER_BYTES: usize = 4;
+/// Most bytes an entry takes besides its key and value: kind (1),
+/// timestamp (8), two varint lengths (10 each at most).
+const ENTRY_OVERHEAD_BYTES_MAX: usize = 1 + 8 + 2 * 10;
 
 /// Puts and deletes applied all together or not at all.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +53,17 @@ impl WriteBatch {
     /// An empty batch.
     pub fn new() -> Self {
         let mut rep = Vec::with_capacity(64);
+        rep.extend_from_slice(&0u32.to_le_bytes());
+        WriteBatch { rep, count: 0 }
+    }
+
+    /// An empty batch with room for one entry of `key_bytes` and
+    /// `value_bytes` without growing (the network thread builds one such
+    /// batch per request; growing it cost a reallocation each).
+    pub fn with_capacity_for_one(key_bytes: usize, value_bytes: usize) -> Self {
+        let mut rep = Vec::with_capacity(
+            BATCH_HEADER_BYTES + ENTRY_OVERHEAD_BYTES_MAX + key_bytes + value_bytes,
+        );
         rep.extend_from_slice(&0u32.to_le_bytes());
         WriteBatch { rep, count: 0 }
     }
@@ -288,6 +302,28 @@ mod tests {
         let mut extra = out.clone();
         extra.push(0);
         assert!(decode_payload(&extra).is_err());
+    }
+
+    /// A batch sized for one entry holds it without growing, and encodes
+    /// it exactly as a batch from `new`.
+    #[test]
+    fn with_capacity_for_one_never_grows() {
+        for (key, value) in [(1, 0), (7, 100), (300, 20_000), (4096, 1 << 20)] {
+            let mut put = WriteBatch::with_capacity_for_one(key, value);
+            let capacity = put.rep.capacity();
+            put.put(&vec![b'k'; key], &vec![b'v'; value], u64::MAX);
+            assert_eq!(put.rep.capacity(), capacity, "put {key}/{value} grew");
+            assert_eq!(
+                put.as_bytes(),
+                WriteBatch::new()
+                    .put(&vec![b'k'; key], &vec![b'v'; value], u64::MAX)
+                    .as_bytes()
+            );
+            let mut delete = WriteBatch::with_capacity_for_one(key, 0);
+            let capacity = delete.rep.capacity();
+            delete.delete(&vec![b'k'; key], u64::MAX);
+            assert_eq!(delete.rep.capacity(), capacity, "delete {key} grew");
+        }
     }
 
     /// Validation rejects empty batches and oversized keys.

@@ -5,9 +5,10 @@
 
 use crate::antientropy::wire::PROTOCOL as SYNC_PROTOCOL;
 use crate::http::Status;
-use crate::http::query::{Param, parse_query};
+use crate::http::query::Query;
 use crate::http::request::{HttpError, Method, RequestHead};
 use crate::peer::handshake::PROTOCOL;
+use std::borrow::Cow;
 
 /// What a request asks for, after validation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,38 +156,61 @@ pub fn allow_for(path: &[u8]) -> &'static str {
     }
 }
 
-struct Params {
-    list: Vec<Param>,
+/// The request's query, checked; the parameters a route reads are picked
+/// in one pass and decoded borrowing the request's bytes unless they hold
+/// escapes.
+struct Params<'q> {
+    query: Query<'q>,
 }
 
-impl Params {
-    fn one(&self, name: &[u8]) -> Result<Option<&[u8]>, Action> {
-        let mut found = None;
-        for (n, v) in &self.list {
-            if n == name {
-                if found.is_some() {
-                    return Err(bad(format!(
-                        "parameter {} given twice",
-                        String::from_utf8_lossy(name)
-                    )));
+/// One parameter a route reads: its name, its first value, whether it came twice.
+struct Param<'q> {
+    name: &'static str,
+    value: Option<Cow<'q, [u8]>>,
+    twice: bool,
+}
+
+impl<'q> Params<'q> {
+    /// The parameters `names`, in one pass over the query.
+    fn pick<const N: usize>(&self, names: [&'static str; N]) -> [Param<'q>; N] {
+        let mut picked = names.map(|name| Param {
+            name,
+            value: None,
+            twice: false,
+        });
+        self.query.for_each(|name, value| {
+            if let Some(p) = picked.iter_mut().find(|p| p.name.as_bytes() == name) {
+                if p.value.is_some() {
+                    p.twice = true;
+                } else {
+                    p.value = Some(value);
                 }
-                found = Some(v.as_slice());
             }
+        });
+        picked
+    }
+}
+
+impl<'q> Param<'q> {
+    /// The value if given once; a second one is 400.
+    fn one(self) -> Result<Option<Cow<'q, [u8]>>, Action> {
+        if self.twice {
+            return Err(bad(format!("parameter {} given twice", self.name)));
         }
-        Ok(found)
+        Ok(self.value)
     }
 }
 
 fn key_param(
-    params: &Params,
-    name: &str,
+    param: Param<'_>,
     required: bool,
     cfg: RouteConfig,
 ) -> Result<Option<Vec<u8>>, Action> {
-    match params.one(name.as_bytes())? {
+    let name = param.name;
+    match param.one()? {
         None if required => Err(bad(format!("missing {name}"))),
         None => Ok(None),
-        Some([]) => Err(bad(format!("empty {name}"))),
+        Some(k) if k.is_empty() => Err(bad(format!("empty {name}"))),
         Some(k) if k.len() > cfg.key_bytes_max => Err(Action::Error(HttpError::keep(
             Status::UriTooLong,
             format!(
@@ -195,14 +219,15 @@ fn key_param(
                 cfg.key_bytes_max
             ),
         ))),
-        Some(k) => Ok(Some(k.to_vec())),
+        Some(k) => Ok(Some(k.into_owned())),
     }
 }
 
-fn number(params: &Params, name: &str) -> Result<Option<u32>, Action> {
-    match params.one(name.as_bytes())? {
+fn number(param: Param<'_>) -> Result<Option<u32>, Action> {
+    let name = param.name;
+    match param.one()? {
         None => Ok(None),
-        Some(v) => std::str::from_utf8(v)
+        Some(v) => std::str::from_utf8(&v)
             .ok()
             .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
             .and_then(|s| s.parse::<u32>().ok())
@@ -233,21 +258,22 @@ pub fn replication(
 
 /// Decides what a request head asks for.
 pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
-    let params = match parse_query(&head.query) {
-        Ok(list) => Params { list },
+    let params = match Query::parse(head.query) {
+        Ok(query) => Params { query },
         Err(e) => return (Route::Other, bad(format!("bad query: {}", e.0))),
     };
-    match head.path.as_slice() {
+    match head.path {
         b"/v0/entity" => {
             let route = match head.method {
                 Method::Get => Route::EntityGet,
                 Method::Put => Route::EntityPut,
                 Method::Delete => Route::EntityDelete,
-                Method::Other(_) => return (Route::Other, not_allowed(allow_for(&head.path))),
+                Method::Other(_) => return (Route::Other, not_allowed(allow_for(head.path))),
             };
             let action = (|| {
-                let key = key_param(&params, "id", true, cfg)?.unwrap_or_default();
-                let (ack, from) = (number(&params, "ack")?, number(&params, "from")?);
+                let [id, ack, from] = params.pick(["id", "ack", "from"]);
+                let key = key_param(id, true, cfg)?.unwrap_or_default();
+                let (ack, from) = (number(ack)?, number(from)?);
                 let (ack, from) = replication(ack, from, cfg.cluster_size).map_err(bad)?;
                 Ok::<_, Action>(match route {
                     Route::EntityGet => Action::Get { key, ack, from },
@@ -263,8 +289,9 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
                 return (Route::Other, not_allowed("GET"));
             }
             let action = (|| {
-                let start = key_param(&params, "start", true, cfg)?.unwrap_or_default();
-                let end = key_param(&params, "end", false, cfg)?;
+                let [start, end] = params.pick(["start", "end"]);
+                let start = key_param(start, true, cfg)?.unwrap_or_default();
+                let end = key_param(end, false, cfg)?;
                 Ok::<_, Action>(Action::Range { start, end })
             })()
             .unwrap_or_else(|e| e);
@@ -273,7 +300,7 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
         b"/v0/status" if head.method == Method::Get => (Route::Status, Action::Status),
         b"/v0/cluster" if head.method == Method::Get => (Route::Cluster, Action::Cluster),
         b"/metrics" if head.method == Method::Get => (Route::Metrics, Action::Metrics),
-        b"/v0/peer" if head.method == Method::Get => match head.upgrade.as_deref() {
+        b"/v0/peer" if head.method == Method::Get => match head.upgrade {
             Some(p) if p.eq_ignore_ascii_case(PROTOCOL.as_bytes()) => {
                 (Route::Peer, Action::PeerUpgrade)
             }
@@ -290,7 +317,7 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
         b"/v0/repair" => match &head.method {
             Method::Get => (Route::Repair, Action::RepairStatus),
             Method::Other(m) if m == "POST" => (Route::Repair, Action::RepairStart),
-            _ => (Route::Repair, not_allowed(allow_for(&head.path))),
+            _ => (Route::Repair, not_allowed(allow_for(head.path))),
         },
         b"/v0/status" | b"/v0/cluster" | b"/metrics" | b"/v0/peer" => {
             (Route::Other, not_allowed("GET"))
@@ -299,7 +326,7 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
             Route::Other,
             bad(format!(
                 "unknown path {}",
-                String::from_utf8_lossy(&head.path)
+                String::from_utf8_lossy(head.path)
             )),
         ),
     }

@@ -31,15 +31,17 @@ pub enum Method {
     Other(String),
 }
 
-/// A parsed, checked request head.
+/// A parsed, checked request head. It borrows the bytes it was parsed
+/// from (no allocation per request); a connection keeps only the few facts
+/// it needs past parsing.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequestHead {
+pub struct RequestHead<'a> {
     /// The method.
     pub method: Method,
     /// The request target's path (before `?`), raw.
-    pub path: Vec<u8>,
+    pub path: &'a [u8],
     /// The query (after `?`), raw; empty if none.
-    pub query: Vec<u8>,
+    pub query: &'a [u8],
     /// 0 for HTTP/1.0, 1 for HTTP/1.1.
     pub minor_version: u8,
     /// Body length from `Content-Length` (0 when absent).
@@ -51,7 +53,7 @@ pub struct RequestHead {
     /// The `Upgrade` header's value when the `Connection` header carries
     /// the `upgrade` token (case-insensitive) in an HTTP/1.1 request; else
     /// `None` (an HTTP/1.0 request's `Upgrade` is ignored, RFC 9110 7.8).
-    pub upgrade: Option<Vec<u8>>,
+    pub upgrade: Option<&'a [u8]>,
     /// Bytes of the head, including the blank line.
     pub head_bytes: usize,
 }
@@ -89,9 +91,9 @@ impl HttpError {
 
 /// The outcome of parsing the bytes received so far.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Parsed {
+pub enum Parsed<'a> {
     /// A complete, valid head.
-    Head(RequestHead),
+    Head(RequestHead<'a>),
     /// More bytes are needed.
     Partial,
     /// The head is invalid or over a limit.
@@ -105,10 +107,13 @@ fn has_token(value: &[u8], token: &str) -> bool {
 }
 
 /// Parses the head at the start of `buf`.
-pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed {
-    let mut headers = [httparse::EMPTY_HEADER; HEADERS_MAX];
-    let mut req = httparse::Request::new(&mut headers);
-    let head_bytes = match req.parse(buf) {
+pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed<'_> {
+    // Uninitialized: httparse writes the headers it finds, so the 64 slots
+    // are not zeroed on every request.
+    let mut headers =
+        [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; HEADERS_MAX];
+    let mut req = httparse::Request::new(&mut []);
+    let head_bytes = match req.parse_with_uninit_headers(buf, &mut headers) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
             if buf.len() > limits.header_bytes_max {
@@ -221,15 +226,13 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed {
     };
     Parsed::Head(RequestHead {
         method,
-        path: path.to_vec(),
-        query: query.to_vec(),
+        path,
+        query,
         minor_version,
         content_length,
         keep_alive,
         expect_continue,
-        upgrade: upgrade_value
-            .filter(|_| connection_upgrade && minor_version >= 1)
-            .map(<[u8]>::to_vec),
+        upgrade: upgrade_value.filter(|_| connection_upgrade && minor_version >= 1),
         head_bytes,
     })
 }
@@ -244,7 +247,7 @@ mod tests {
         body_bytes_max: 100,
     };
 
-    fn head(bytes: &[u8]) -> RequestHead {
+    fn head(bytes: &[u8]) -> RequestHead<'_> {
         match parse_head(bytes, LIMITS) {
             Parsed::Head(h) => h,
             other => panic!("{other:?}"),
@@ -264,10 +267,7 @@ mod tests {
         let req = b"PUT /v0/entity?id=a HTTP/1.1\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\nhello";
         let h = head(req);
         assert_eq!(h.method, Method::Put);
-        assert_eq!(
-            (h.path.as_slice(), h.query.as_slice()),
-            (&b"/v0/entity"[..], &b"id=a"[..])
-        );
+        assert_eq!((h.path, h.query), (&b"/v0/entity"[..], &b"id=a"[..]));
         assert_eq!(
             (h.content_length, h.keep_alive, h.expect_continue),
             (5, true, true)
@@ -289,7 +289,7 @@ mod tests {
     #[test]
     fn upgrade_needs_the_connection_token() {
         let h = head(b"GET /v0/peer HTTP/1.1\r\nConnection: keep-alive, UPGRADE\r\nUpgrade: ataman-peer/1\r\n\r\n");
-        assert_eq!(h.upgrade.as_deref(), Some(&b"ataman-peer/1"[..]));
+        assert_eq!(h.upgrade, Some(&b"ataman-peer/1"[..]));
         assert!(h.keep_alive);
         let h = head(b"GET / HTTP/1.1\r\nUpgrade: ataman-peer/1\r\n\r\n");
         assert_eq!(h.upgrade, None, "no Connection: upgrade");

@@ -1,6 +1,8 @@
 //! Response heads and bodies, written straight into a connection's output buffer.
-
-use std::io::Write;
+//!
+//! Every answer of the hot path goes through [`write_full`], so it writes
+//! bytes and decimal digits directly (no `fmt` machinery) and reserves the
+//! whole response once (no growth while appending).
 
 /// The statuses the node answers with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -123,6 +125,88 @@ fn persist_header(out: &mut Vec<u8>, persist: Persist) {
     }
 }
 
+/// Decimal digits of a `u64`: at most 20.
+const DECIMAL_DIGITS_MAX: usize = 20;
+
+/// Appends `n` in decimal (what `write!(out, "{n}")` writes, without `fmt`).
+pub fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; DECIMAL_DIGITS_MAX];
+    let mut at = DECIMAL_DIGITS_MAX;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// Appends `n` in lower-case hexadecimal (`write!(out, "{n:x}")`).
+fn push_hex(out: &mut Vec<u8>, mut n: u64) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = [0u8; 16];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = HEX[(n & 0xf) as usize];
+        n >>= 4;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// Appends `Name: value\r\n`.
+fn push_header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Bytes of the head [`write_full`] writes, beyond the status line and
+/// the variable values: header names, separators, the blank line, the
+/// longest `Connection` header.
+const HEAD_FIXED_BYTES_MAX: usize = 128;
+
+/// Appends a response head for a `Content-Length` body of `body_bytes`,
+/// and reserves room for that body too.
+pub fn write_head(
+    out: &mut Vec<u8>,
+    status: Status,
+    extra: Extra<'_>,
+    persist: Persist,
+    body_bytes: usize,
+) {
+    let line = status.line();
+    out.reserve(
+        line.len()
+            + HEAD_FIXED_BYTES_MAX
+            + extra.content_type.map_or(0, str::len)
+            + extra.allow.map_or(0, str::len)
+            + body_bytes,
+    );
+    out.extend_from_slice(line);
+    out.extend_from_slice(b"Content-Length: ");
+    push_decimal(out, body_bytes as u64);
+    out.extend_from_slice(b"\r\n");
+    if let Some(ct) = extra.content_type {
+        push_header(out, b"Content-Type: ", ct.as_bytes());
+    }
+    if let Some(allow) = extra.allow {
+        push_header(out, b"Allow: ", allow.as_bytes());
+    }
+    if let Some(secs) = extra.retry_after_sec {
+        out.extend_from_slice(b"Retry-After: ");
+        push_decimal(out, u64::from(secs));
+        out.extend_from_slice(b"\r\n");
+    }
+    persist_header(out, persist);
+    out.extend_from_slice(b"\r\n");
+}
+
 /// Appends a whole response with a `Content-Length` body.
 pub fn write_full(
     out: &mut Vec<u8>,
@@ -131,20 +215,7 @@ pub fn write_full(
     persist: Persist,
     body: &[u8],
 ) {
-    out.extend_from_slice(status.line());
-    // Writing into a Vec cannot fail.
-    let _ = write!(out, "Content-Length: {}\r\n", body.len());
-    if let Some(ct) = extra.content_type {
-        let _ = write!(out, "Content-Type: {ct}\r\n");
-    }
-    if let Some(allow) = extra.allow {
-        let _ = write!(out, "Allow: {allow}\r\n");
-    }
-    if let Some(secs) = extra.retry_after_sec {
-        let _ = write!(out, "Retry-After: {secs}\r\n");
-    }
-    persist_header(out, persist);
-    out.extend_from_slice(b"\r\n");
+    write_head(out, status, extra, persist, body.len());
     out.extend_from_slice(body);
 }
 
@@ -156,23 +227,22 @@ pub fn write_text(
     persist: Persist,
     text: &str,
 ) {
-    let mut body = Vec::with_capacity(text.len() + 1);
-    body.extend_from_slice(text.as_bytes());
-    body.push(b'\n');
     let extra = Extra {
         content_type: Some("text/plain; charset=utf-8"),
         ..extra
     };
-    write_full(out, status, extra, persist, &body);
+    // The body is the text and a newline, appended after the head (no
+    // intermediate copy).
+    write_head(out, status, extra, persist, text.len() + 1);
+    out.extend_from_slice(text.as_bytes());
+    out.push(b'\n');
 }
 
 /// Appends the head of a chunked response.
 pub fn write_chunked_head(out: &mut Vec<u8>, status: Status, content_type: &str, persist: Persist) {
     out.extend_from_slice(status.line());
-    let _ = write!(
-        out,
-        "Content-Type: {content_type}\r\nTransfer-Encoding: chunked\r\n"
-    );
+    push_header(out, b"Content-Type: ", content_type.as_bytes());
+    out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
     persist_header(out, persist);
     out.extend_from_slice(b"\r\n");
 }
@@ -181,7 +251,8 @@ pub fn write_chunked_head(out: &mut Vec<u8>, status: Status, content_type: &str,
 pub fn write_chunk(out: &mut Vec<u8>, parts: &[&[u8]]) {
     let len: usize = parts.iter().map(|p| p.len()).sum();
     debug_assert!(len > 0);
-    let _ = write!(out, "{len:x}\r\n");
+    push_hex(out, len as u64);
+    out.extend_from_slice(b"\r\n");
     for p in parts {
         out.extend_from_slice(p);
     }
@@ -191,4 +262,122 @@ pub fn write_chunk(out: &mut Vec<u8>, parts: &[&[u8]]) {
 /// Appends the last chunk of a chunked body.
 pub fn write_last_chunk(out: &mut Vec<u8>) {
     out.extend_from_slice(b"0\r\n\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::io::Write;
+
+    /// The `fmt`-based writer this module replaced: the reference the
+    /// byte-for-byte tests compare against.
+    fn reference_full(status: Status, extra: Extra<'_>, persist: Persist, body: &[u8]) -> Vec<u8> {
+        let mut out = status.line().to_vec();
+        write!(out, "Content-Length: {}\r\n", body.len()).unwrap();
+        if let Some(ct) = extra.content_type {
+            write!(out, "Content-Type: {ct}\r\n").unwrap();
+        }
+        if let Some(allow) = extra.allow {
+            write!(out, "Allow: {allow}\r\n").unwrap();
+        }
+        if let Some(secs) = extra.retry_after_sec {
+            write!(out, "Retry-After: {secs}\r\n").unwrap();
+        }
+        match persist {
+            Persist::Default => {}
+            Persist::KeepAlive10 => out.extend_from_slice(b"Connection: keep-alive\r\n"),
+            Persist::Close => out.extend_from_slice(b"Connection: close\r\n"),
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(body);
+        out
+    }
+
+    const STATUSES: [Status; 5] = [
+        Status::Ok,
+        Status::Created,
+        Status::NotFound,
+        Status::MethodNotAllowed,
+        Status::Unavailable,
+    ];
+    const PERSISTS: [Persist; 3] = [Persist::Default, Persist::KeepAlive10, Persist::Close];
+
+    /// Decimal and hex digits match `fmt` at the edges of their widths.
+    #[test]
+    fn digits_match_fmt() {
+        for n in [
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            65_535,
+            1 << 32,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
+            let mut d = Vec::new();
+            push_decimal(&mut d, n);
+            assert_eq!(d, n.to_string().into_bytes());
+            let mut h = Vec::new();
+            push_hex(&mut h, n);
+            assert_eq!(h, format!("{n:x}").into_bytes());
+        }
+    }
+
+    /// A chunked body is framed exactly as before (head, hex sizes, last chunk).
+    #[test]
+    fn chunked_framing() {
+        let mut out = Vec::new();
+        write_chunked_head(
+            &mut out,
+            Status::Ok,
+            "application/octet-stream",
+            Persist::Close,
+        );
+        write_chunk(&mut out, &[&[b'k'; 300], b"\n", b"v"]);
+        write_last_chunk(&mut out);
+        let mut want = b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n12e\r\n".to_vec();
+        want.extend_from_slice(&[b'k'; 300]);
+        want.extend_from_slice(b"\nv\r\n0\r\n\r\n");
+        assert_eq!(out, want);
+    }
+
+    proptest! {
+        /// `write_full` and `write_text` write exactly what the `fmt`-based
+        /// writer wrote, for every header combination, appended to what
+        /// the buffer held.
+        #[test]
+        fn same_bytes_as_fmt(
+            status in 0..STATUSES.len(),
+            persist in 0..PERSISTS.len(),
+            content_type in proptest::option::of("[a-z/;= -]{0,40}"),
+            allow in proptest::option::of("[A-Z, ]{0,20}"),
+            retry_after_sec in proptest::option::of(any::<u32>()),
+            body in proptest::collection::vec(any::<u8>(), 0..300),
+            text in "[ -~]{0,80}",
+            prefix in proptest::collection::vec(any::<u8>(), 0..20),
+        ) {
+            let (status, persist) = (STATUSES[status], PERSISTS[persist]);
+            let extra = Extra {
+                content_type: content_type.as_deref(),
+                allow: allow.as_deref(),
+                retry_after_sec,
+            };
+            let mut out = prefix.clone();
+            write_full(&mut out, status, extra, persist, &body);
+            let mut want = prefix.clone();
+            want.extend(reference_full(status, extra, persist, &body));
+            prop_assert_eq!(&out, &want);
+
+            let mut out = prefix.clone();
+            write_text(&mut out, status, extra, persist, &text);
+            let text_extra = Extra { content_type: Some("text/plain; charset=utf-8"), ..extra };
+            let mut want = prefix;
+            want.extend(reference_full(status, text_extra, persist, format!("{text}\n").as_bytes()));
+            prop_assert_eq!(out, want);
+        }
+    }
 }

@@ -76,7 +76,7 @@ pub struct Conn {
     /// Id of `slots.front()`; slot ids grow by one per request.
     base_slot: u64,
     /// A parsed head waiting for its body.
-    pending: Option<(RequestHead, Route, Action, Instant)>,
+    pending: Option<(HeadFacts, Route, Action, Instant)>,
     /// Close once everything queued is written.
     close_after: bool,
     /// The peer closed its side (or a read failed).
@@ -90,6 +90,10 @@ pub struct Conn {
     /// Reading stopped at a bound (not at `WouldBlock`): the socket may hold
     /// more, and edge-triggered polling will not say so again.
     pub read_paused: bool,
+    /// Parsing stopped at [`SLOTS_MAX`] answers owed with requests still in
+    /// the read buffer: once answers drain, parsing must resume without a
+    /// socket event (none may come: the client waits for those answers).
+    pub parse_paused: bool,
     /// A peer asked to upgrade: parse nothing more; once the 101 is out the
     /// connection speaks the peer protocol, or goes to the sync thread.
     upgrading: Option<Upgrade>,
@@ -97,6 +101,34 @@ pub struct Conn {
     peer: Option<Box<PeerServer>>,
     /// Set once a sync upgrade's 101 is out: the connection leaves the loop.
     sync_ticket: Option<crate::antientropy::Ticket>,
+}
+
+/// What a connection keeps of a parsed request head until its body is in
+/// (the head itself borrows the read buffer).
+#[derive(Debug, Clone, Copy)]
+struct HeadFacts {
+    /// Bytes of the head, including the blank line.
+    head_bytes: usize,
+    /// Body bytes that follow the head.
+    content_length: u64,
+    /// The client waits for `100 Continue` before sending the body.
+    expect_continue: bool,
+    /// How the connection continues after the answer.
+    persist: Persist,
+    /// The `Allow` header of a 405 for the request's path.
+    allow: &'static str,
+}
+
+impl HeadFacts {
+    fn of(head: &RequestHead<'_>) -> Self {
+        HeadFacts {
+            head_bytes: head.head_bytes,
+            content_length: head.content_length,
+            expect_continue: head.expect_continue,
+            persist: persist_for(head),
+            allow: allow_for(head.path),
+        }
+    }
 }
 
 /// What the event loop should do with a connection after handling it.
@@ -129,7 +161,7 @@ fn local_only(ctx: &NetContext, key: &[u8], ack: u32, from: u32) -> bool {
         || (ack == 1 && from == 1 && topology.replicas(key, 1)[0] == topology.self_index())
 }
 
-fn persist_for(head: &RequestHead) -> Persist {
+fn persist_for(head: &RequestHead<'_>) -> Persist {
     match (head.keep_alive, head.minor_version) {
         (false, _) => Persist::Close,
         (true, 0) => Persist::KeepAlive10,
@@ -155,6 +187,7 @@ impl Conn {
             request_started: None,
             continued: false,
             read_paused: false,
+            parse_paused: false,
             upgrading: None,
             sync_ticket: None,
             peer: None,
@@ -183,6 +216,14 @@ impl Conn {
             && self.pending.is_none()
             && self.rbuf.is_empty()
             && self.out_pos >= self.out.len()
+    }
+
+    /// True when parsing stopped at [`SLOTS_MAX`] with requests left in the
+    /// read buffer and answers have drained below the bound since: the
+    /// event loop must call [`Conn::on_ready`] again (no socket event
+    /// will come for bytes already read).
+    pub fn parse_resumable(&self) -> bool {
+        self.parse_paused && self.peer.is_none() && self.slots.len() < SLOTS_MAX
     }
 
     /// When the request being received started, if one is.
@@ -242,7 +283,7 @@ impl Conn {
                 }
                 Ok(n) => {
                     self.rbuf.extend_from_slice(&scratch[..n]);
-                    self.last_active = Instant::now();
+                    self.last_active = ctx.now.get();
                     if self.request_started.is_none() {
                         self.request_started = Some(self.last_active);
                     }
@@ -276,8 +317,11 @@ impl Conn {
             body_bytes_max: ctx.config.value_bytes_max as u64,
         };
         let mut consumed = 0;
+        // Taken out while requests execute, so a body is lent to them
+        // without a copy; nothing below reads `self.rbuf`.
+        let rbuf = std::mem::take(&mut self.rbuf);
         while !self.close_after && self.upgrading.is_none() && self.slots.len() < SLOTS_MAX {
-            let buf = &self.rbuf[consumed..];
+            let buf = &rbuf[consumed..];
             if self.pending.is_none() {
                 if buf.is_empty() {
                     break;
@@ -290,15 +334,15 @@ impl Conn {
                             Route::Other,
                             &e,
                             Persist::Close,
-                            None,
-                            Instant::now(),
+                            allow_for(b""),
+                            ctx.now.get(),
                         );
                         self.close_after = true;
                         break;
                     }
                     Parsed::Head(head) => {
                         let (route, action) = route(&head, ctx.route_config);
-                        let started = self.request_started.unwrap_or_else(Instant::now);
+                        let started = self.request_started.unwrap_or_else(|| ctx.now.get());
                         if let Action::Error(e) = &action
                             && head.expect_continue
                             && head.content_length > 0
@@ -311,13 +355,13 @@ impl Conn {
                                 route,
                                 &e,
                                 Persist::Close,
-                                Some(&head.path),
+                                allow_for(head.path),
                                 started,
                             );
                             self.close_after = true;
                             break;
                         }
-                        self.pending = Some((head, route, action, started));
+                        self.pending = Some((HeadFacts::of(&head), route, action, started));
                         self.continued = false;
                     }
                 }
@@ -332,15 +376,18 @@ impl Conn {
             let Some((head, route, action, started)) = self.pending.take() else {
                 break;
             };
-            let body = buf[head.head_bytes..total].to_vec();
+            let body = &buf[head.head_bytes..total];
             consumed += total;
             self.request_started = None;
-            self.execute(ctx, token, &head, route, action, body, started);
+            self.execute(ctx, token, head, route, action, body, started);
         }
+        debug_assert!(self.rbuf.is_empty(), "requests never read or fill rbuf");
+        self.rbuf = rbuf;
+        self.parse_paused = self.slots.len() >= SLOTS_MAX && self.rbuf.len() > consumed;
         if consumed > 0 {
             self.rbuf.drain(..consumed);
             if !self.rbuf.is_empty() && self.request_started.is_none() {
-                self.request_started = Some(Instant::now());
+                self.request_started = Some(ctx.now.get());
             }
         }
         if self.read_closed
@@ -363,25 +410,17 @@ impl Conn {
         route: Route,
         e: &HttpError,
         persist: Persist,
-        path: Option<&[u8]>,
+        allow: &'static str,
         started: Instant,
     ) {
         let persist = if e.close { Persist::Close } else { persist };
-        let allow =
-            (e.status == Status::MethodNotAllowed).then(|| allow_for(path.unwrap_or_default()));
-        let mut out = Vec::with_capacity(128 + e.message.len());
-        write_text(
-            &mut out,
-            e.status,
-            Extra {
-                allow,
-                ..Extra::default()
-            },
-            persist,
-            &e.message,
-        );
+        let allow = (e.status == Status::MethodNotAllowed).then_some(allow);
+        let extra = Extra {
+            allow,
+            ..Extra::default()
+        };
+        self.answer(|out| write_text(out, e.status, extra, persist, &e.message));
         ctx.shared.metrics.record(route, e.status, started);
-        self.slots.push_back(Slot::Ready(out));
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -389,13 +428,13 @@ impl Conn {
         &mut self,
         ctx: &NetContext,
         token: usize,
-        head: &RequestHead,
+        head: HeadFacts,
         route: Route,
         action: Action,
-        body: Vec<u8>,
+        body: &[u8],
         started: Instant,
     ) {
-        let persist = persist_for(head);
+        let persist = head.persist;
         if persist == Persist::Close {
             self.close_after = true;
         }
@@ -405,7 +444,7 @@ impl Conn {
                 if e.close {
                     self.close_after = true;
                 }
-                self.push_error(ctx, route, &e, persist, Some(&head.path), started);
+                self.push_error(ctx, route, &e, persist, head.allow, started);
             }
             Action::Status => self.push_text(ctx, route, Status::Ok, persist, "ok", started),
             Action::Cluster => {
@@ -433,22 +472,22 @@ impl Conn {
                     self.upgrading = Some(Upgrade::Sync(ticket));
                 }
                 None => {
-                    let mut out = Vec::with_capacity(160);
                     let extra = Extra {
                         retry_after_sec: Some(1),
                         ..Extra::default()
                     };
-                    write_text(
-                        &mut out,
-                        Status::Unavailable,
-                        extra,
-                        persist,
-                        "anti-entropy busy",
-                    );
+                    self.answer(|out| {
+                        write_text(
+                            out,
+                            Status::Unavailable,
+                            extra,
+                            persist,
+                            "anti-entropy busy",
+                        )
+                    });
                     ctx.shared
                         .metrics
                         .record(route, Status::Unavailable, started);
-                    self.slots.push_back(Slot::Ready(out));
                 }
             },
             Action::RepairStart => {
@@ -492,7 +531,7 @@ impl Conn {
             {
                 let version = Version {
                     ts: ctx.shared.hlc.now(),
-                    value: (route == Route::EntityPut).then_some(body),
+                    value: (route == Route::EntityPut).then(|| body.to_vec()),
                 };
                 let kind = Kind::Write(version);
                 self.replicate(
@@ -500,20 +539,17 @@ impl Conn {
                 );
             }
             Action::Get { .. } | Action::Range { .. } if ctx.shared.refill.active() => {
-                let mut out = Vec::new();
                 let extra = Extra {
                     retry_after_sec: Some(1),
                     ..Extra::default()
                 };
                 let text = crate::refill::REFUSAL;
-                write_text(&mut out, Status::Unavailable, extra, persist, text);
+                self.answer(|out| write_text(out, Status::Unavailable, extra, persist, text));
                 ctx.shared
                     .metrics
                     .record(route, Status::Unavailable, started);
-                self.slots.push_back(Slot::Ready(out));
             }
             Action::Get { key, .. } => {
-                let mut out = Vec::new();
                 let status = match ctx.db.get(&key) {
                     Ok(Some(ataman_engine::Entry {
                         value: Some(value), ..
@@ -522,40 +558,37 @@ impl Conn {
                             content_type: Some("application/octet-stream"),
                             ..Extra::default()
                         };
-                        write_full(&mut out, Status::Ok, extra, persist, &value);
+                        self.answer(|out| write_full(out, Status::Ok, extra, persist, &value));
                         Status::Ok
                     }
                     // Absent, or deleted (the newest version is a tombstone).
                     Ok(_) => {
-                        write_text(
-                            &mut out,
-                            Status::NotFound,
-                            Extra::default(),
-                            persist,
-                            "not found",
-                        );
+                        self.answer(|out| {
+                            write_text(
+                                out,
+                                Status::NotFound,
+                                Extra::default(),
+                                persist,
+                                "not found",
+                            )
+                        });
                         Status::NotFound
                     }
                     Err(e) => {
                         let text = format!("read failed: {e}");
-                        write_text(
-                            &mut out,
-                            Status::InternalError,
-                            Extra::default(),
-                            persist,
-                            &text,
-                        );
+                        self.answer(|out| {
+                            write_text(out, Status::InternalError, Extra::default(), persist, &text)
+                        });
                         Status::InternalError
                     }
                 };
                 ctx.shared.metrics.record(route, status, started);
-                self.slots.push_back(Slot::Ready(out));
             }
             Action::Put { key, .. } | Action::Delete { key, .. } => {
                 let ts = ctx.shared.hlc.now();
-                let mut batch = WriteBatch::new();
+                let mut batch = WriteBatch::with_capacity_for_one(key.len(), body.len());
                 let ok = if route == Route::EntityPut {
-                    batch.put(&key, &body, ts);
+                    batch.put(&key, body, ts);
                     Status::Created
                 } else {
                     batch.delete(&key, ts);
@@ -589,18 +622,13 @@ impl Conn {
                     began: started,
                 }),
                 Err(e) => {
-                    let mut out = Vec::new();
-                    write_text(
-                        &mut out,
-                        Status::InternalError,
-                        Extra::default(),
-                        persist,
-                        &format!("scan failed: {e}"),
-                    );
+                    let text = format!("scan failed: {e}");
+                    self.answer(|out| {
+                        write_text(out, Status::InternalError, Extra::default(), persist, &text)
+                    });
                     ctx.shared
                         .metrics
                         .record(route, Status::InternalError, started);
-                    self.slots.push_back(Slot::Ready(out));
                 }
             },
         }
@@ -651,22 +679,19 @@ impl Conn {
         let Some(index) = slot.checked_sub(self.base_slot) else {
             return;
         };
-        let Some(entry) = self.slots.get_mut(index as usize) else {
-            return;
-        };
-        let Slot::Waiting {
+        let index = index as usize;
+        let Some(&Slot::Waiting {
             ok,
             route,
             persist,
             started,
-        } = *entry
+        }) = self.slots.get(index)
         else {
             return;
         };
-        let mut out = Vec::with_capacity(128);
-        let status = match verdict {
+        let status = self.fill_with(index, |out| match verdict {
             Ok(Decision::Written) => {
-                write_full(&mut out, ok, Extra::default(), persist, b"");
+                write_full(out, ok, Extra::default(), persist, b"");
                 ok
             }
             Ok(Decision::Read(Some(Version {
@@ -676,12 +701,12 @@ impl Conn {
                     content_type: Some("application/octet-stream"),
                     ..Extra::default()
                 };
-                write_full(&mut out, Status::Ok, extra, persist, &value);
+                write_full(out, Status::Ok, extra, persist, &value);
                 Status::Ok
             }
             Ok(Decision::Read(_)) => {
                 write_text(
-                    &mut out,
+                    out,
                     Status::NotFound,
                     Extra::default(),
                     persist,
@@ -692,7 +717,7 @@ impl Conn {
             Ok(Decision::Restamp { .. }) => {
                 // The replicator re-stamps and never hands this on.
                 write_text(
-                    &mut out,
+                    out,
                     Status::GatewayTimeout,
                     Extra::default(),
                     persist,
@@ -702,7 +727,7 @@ impl Conn {
             }
             Ok(Decision::Failed(reason)) => {
                 write_text(
-                    &mut out,
+                    out,
                     Status::GatewayTimeout,
                     Extra::default(),
                     persist,
@@ -715,12 +740,11 @@ impl Conn {
                     retry_after_sec: Some(1),
                     ..Extra::default()
                 };
-                write_text(&mut out, Status::Unavailable, extra, persist, &reason);
+                write_text(out, Status::Unavailable, extra, persist, &reason);
                 Status::Unavailable
             }
-        };
+        });
         ctx.shared.metrics.record(route, status, started);
-        *entry = Slot::Ready(out);
     }
 
     /// Answers 200 with a rendered document (`/metrics`, `/v0/cluster`).
@@ -733,14 +757,12 @@ impl Conn {
         text: &str,
         started: Instant,
     ) {
-        let mut out = Vec::with_capacity(text.len() + 128);
         let extra = Extra {
             content_type: Some(content_type),
             ..Extra::default()
         };
-        write_full(&mut out, Status::Ok, extra, persist, text.as_bytes());
+        self.answer(|out| write_full(out, Status::Ok, extra, persist, text.as_bytes()));
         ctx.shared.metrics.record(route, Status::Ok, started);
-        self.slots.push_back(Slot::Ready(out));
     }
 
     fn push_json(
@@ -752,14 +774,12 @@ impl Conn {
         text: &str,
         started: Instant,
     ) {
-        let mut out = Vec::with_capacity(text.len() + 128);
         let extra = Extra {
             content_type: Some("application/json"),
             ..Extra::default()
         };
-        write_full(&mut out, status, extra, persist, text.as_bytes());
+        self.answer(|out| write_full(out, status, extra, persist, text.as_bytes()));
         ctx.shared.metrics.record(route, status, started);
-        self.slots.push_back(Slot::Ready(out));
     }
 
     fn push_text(
@@ -771,10 +791,8 @@ impl Conn {
         text: &str,
         started: Instant,
     ) {
-        let mut out = Vec::with_capacity(96 + text.len());
-        write_text(&mut out, status, Extra::default(), persist, text);
+        self.answer(|out| write_text(out, status, Extra::default(), persist, text));
         ctx.shared.metrics.record(route, status, started);
-        self.slots.push_back(Slot::Ready(out));
     }
 
     /// Fills a waiting slot with the engine's answer.
@@ -788,62 +806,99 @@ impl Conn {
         let Some(index) = slot.checked_sub(self.base_slot) else {
             return;
         };
-        let Some(entry) = self.slots.get_mut(index as usize) else {
-            return;
-        };
-        if let Slot::Waiting {
+        let index = index as usize;
+        let Some(&Slot::Waiting {
             ok,
             route,
             persist,
             started,
-        } = *entry
-        {
-            let mut out = Vec::with_capacity(96);
-            let status = match result {
-                Ok(()) => {
-                    write_full(&mut out, ok, Extra::default(), persist, b"");
-                    ok
-                }
-                Err(reason) if invalid => {
-                    let text = format!("write refused: {reason}");
-                    write_text(
-                        &mut out,
-                        Status::BadRequest,
-                        Extra::default(),
-                        persist,
-                        &text,
-                    );
-                    Status::BadRequest
-                }
-                // The disk or quota is full: the engine refuses writes until
-                // a restart (docs/API.md, "Errors").
-                Err(reason) if ctx.db.out_of_space() => {
-                    write_text(
-                        &mut out,
-                        Status::InsufficientStorage,
-                        Extra::default(),
-                        persist,
-                        &format!("write failed: disk full: {reason}"),
-                    );
-                    Status::InsufficientStorage
-                }
-                Err(reason) => {
-                    let extra = Extra {
-                        retry_after_sec: Some(1),
-                        ..Extra::default()
-                    };
-                    write_text(
-                        &mut out,
-                        Status::Unavailable,
-                        extra,
-                        persist,
-                        &format!("write failed: {reason}"),
-                    );
-                    Status::Unavailable
-                }
-            };
-            ctx.shared.metrics.record(route, status, started);
-            *entry = Slot::Ready(out);
+        }) = self.slots.get(index)
+        else {
+            return;
+        };
+        let status = self.fill_with(index, |out| match result {
+            Ok(()) => {
+                write_full(out, ok, Extra::default(), persist, b"");
+                ok
+            }
+            Err(reason) if invalid => {
+                let text = format!("write refused: {reason}");
+                write_text(out, Status::BadRequest, Extra::default(), persist, &text);
+                Status::BadRequest
+            }
+            // The disk or quota is full: the engine refuses writes until
+            // a restart (docs/API.md, "Errors").
+            Err(reason) if ctx.db.out_of_space() => {
+                let text = format!("write failed: disk full: {reason}");
+                write_text(
+                    out,
+                    Status::InsufficientStorage,
+                    Extra::default(),
+                    persist,
+                    &text,
+                );
+                Status::InsufficientStorage
+            }
+            Err(reason) => {
+                let extra = Extra {
+                    retry_after_sec: Some(1),
+                    ..Extra::default()
+                };
+                let text = format!("write failed: {reason}");
+                write_text(out, Status::Unavailable, extra, persist, &text);
+                Status::Unavailable
+            }
+        });
+        ctx.shared.metrics.record(route, status, started);
+    }
+
+    /// True while the output buffer holds less than its bound: an answer
+    /// may go straight into it.
+    fn out_has_room(&self) -> bool {
+        self.out.len() - self.out_pos < STREAM_BUFFER_BYTES
+    }
+
+    /// The output buffer, emptied first if everything in it was written.
+    fn out_for_append(&mut self) -> &mut Vec<u8> {
+        if self.out_pos == self.out.len() {
+            self.out.clear();
+            self.out_pos = 0;
+        }
+        &mut self.out
+    }
+
+    /// Answers the request being executed (the next slot id). When nothing
+    /// is owed before it, the answer is appended to the output buffer at
+    /// once (no slot, no buffer of its own); otherwise it waits in a
+    /// [`Slot::Ready`] for the answers before it.
+    fn answer(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        if self.slots.is_empty() && self.out_has_room() {
+            write(self.out_for_append());
+            self.base_slot += 1;
+        } else {
+            let mut bytes = Vec::new();
+            write(&mut bytes);
+            self.slots.push_back(Slot::Ready(bytes));
+        }
+    }
+
+    /// Fills waiting slot `index` with the answer `write` appends (and
+    /// returns its status). The front slot's answer goes straight to the
+    /// output buffer (the answers after it follow in `fill_output`).
+    fn fill_with(&mut self, index: usize, write: impl FnOnce(&mut Vec<u8>) -> Status) -> Status {
+        debug_assert!(matches!(self.slots.get(index), Some(Slot::Waiting { .. })));
+        if index == 0 && self.out_has_room() {
+            let status = write(self.out_for_append());
+            self.slots.pop_front();
+            self.base_slot += 1;
+            status
+        } else {
+            let mut bytes = Vec::new();
+            let status = write(&mut bytes);
+            if let Some(entry) = self.slots.get_mut(index) {
+                *entry = Slot::Ready(bytes);
+            }
+            status
         }
     }
 
@@ -855,7 +910,7 @@ impl Conn {
         loop {
             self.maybe_continue();
             self.fill_output(ctx);
-            match self.write_out() {
+            match self.write_out(ctx.now.get()) {
                 Ok(true) => {}
                 Ok(false) => return Next::Keep, // socket full; wait for writable
                 Err(_) => return Next::Close,
@@ -972,14 +1027,15 @@ impl Conn {
         }
     }
 
-    /// Writes buffered output; `Ok(true)` when all of it went out.
-    fn write_out(&mut self) -> io::Result<bool> {
+    /// Writes buffered output; `Ok(true)` when all of it went out. `now`
+    /// is the loop's clock reading ([`NetContext::now`]).
+    fn write_out(&mut self, now: Instant) -> io::Result<bool> {
         while self.out_pos < self.out.len() {
             match self.stream.write(&self.out[self.out_pos..]) {
                 Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "socket closed")),
                 Ok(n) => {
                     self.out_pos += n;
-                    self.last_active = Instant::now();
+                    self.last_active = now;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -1000,7 +1056,14 @@ impl Conn {
         self.pending = None;
         self.rbuf.clear();
         self.request_started = None;
-        self.push_error(ctx, Route::Other, &e, Persist::Close, None, Instant::now());
+        self.push_error(
+            ctx,
+            Route::Other,
+            &e,
+            Persist::Close,
+            allow_for(b""),
+            ctx.now.get(),
+        );
         self.close_after = true;
     }
 }

@@ -130,6 +130,8 @@ impl Loop {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
+            let now = Instant::now();
+            self.ctx.now.set(now);
             for event in events.iter() {
                 match event.token() {
                     LISTENER => self.accept(),
@@ -147,8 +149,8 @@ impl Loop {
                 }
             }
             self.after_events();
-            if last_tick.elapsed() >= TICK {
-                last_tick = Instant::now();
+            if now.duration_since(last_tick) >= TICK {
+                last_tick = now;
                 self.take_inbox(); // in case a wake-up was lost
                 self.repl.tick(&self.ctx, self.poll.registry());
                 self.after_events();
@@ -317,6 +319,18 @@ impl Loop {
             _ => return,
         };
         self.after_conn(i, next);
+        self.resume_if_paused(i);
+    }
+
+    /// Queues connection `i` for another round when it stopped parsing at
+    /// its bound of answers owed and has room again (requests already
+    /// read bring no new socket event).
+    fn resume_if_paused(&mut self, i: usize) {
+        if let Some(Some(conn)) = self.slots.conns.get(i)
+            && conn.parse_resumable()
+        {
+            self.touched.push(i);
+        }
     }
 
     /// Closes or hands off connection `i` as `next` says.
@@ -367,11 +381,13 @@ impl Loop {
         let mut touched = std::mem::take(&mut self.touched);
         touched.sort_unstable();
         touched.dedup();
-        for i in touched.drain(..) {
+        for &i in &touched {
             let next = match self.slots.conns.get_mut(i) {
                 // A peer connection may have paused reading at its bound of
-                // pending writes; acknowledgements free room.
-                Some(Some(conn)) if conn.read_paused || conn.is_peer() => {
+                // pending writes; acknowledgements free room. A client
+                // connection may have paused reading or parsing at its
+                // bound of answers owed; answers written free room.
+                Some(Some(conn)) if conn.read_paused || conn.parse_paused || conn.is_peer() => {
                     conn.on_ready(&self.ctx, i, &mut self.scratch, false)
                 }
                 Some(Some(conn)) => conn.flush(&self.ctx),
@@ -379,6 +395,14 @@ impl Loop {
             };
             self.after_conn(i, next);
         }
+        // Those that parsed up to their bound again and drained below it go
+        // round once more (each round answers at least one request).
+        touched
+            .retain(|&i| matches!(self.slots.conns.get(i), Some(Some(c)) if c.parse_resumable()));
+        debug_assert!(
+            self.touched.is_empty(),
+            "nothing touches connections while they finish"
+        );
         self.touched = touched;
     }
 

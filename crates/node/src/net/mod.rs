@@ -205,6 +205,11 @@ pub struct NetContext {
     pub pending_replicated: std::cell::RefCell<Vec<Request>>,
     /// The thread's index.
     pub index: usize,
+    /// The loop's clock: read once when `poll` returns and used for every
+    /// connection's activity and request-start times in that iteration
+    /// (the idle and request timeouts are coarse), instead of one clock
+    /// read per socket read and write.
+    pub now: std::cell::Cell<std::time::Instant>,
 }
 
 impl NetContext {
@@ -222,6 +227,7 @@ impl NetContext {
             pending_replicated: std::cell::RefCell::new(Vec::new()),
             index,
             shared,
+            now: std::cell::Cell::new(std::time::Instant::now()),
         }
     }
 }

@@ -133,7 +133,7 @@ mod tests {
             panic!("not a head: {}", String::from_utf8_lossy(&bytes));
         };
         assert_eq!(head.path, PEER_PATH.as_bytes());
-        assert_eq!(head.upgrade.as_deref(), Some(PROTOCOL.as_bytes()));
+        assert_eq!(head.upgrade, Some(PROTOCOL.as_bytes()));
         assert_eq!(head.head_bytes, bytes.len());
         let text = String::from_utf8(bytes).unwrap();
         assert!(text.contains("\r\nHost: 10.0.0.2:19234\r\n"), "{text}");
