@@ -18,6 +18,19 @@ use crate::key;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// The newest entry of a user key in a table, decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableEntry {
+    /// Timestamp of the version.
+    pub ts: key::Timestamp,
+    /// Its sequence number.
+    pub seq: u64,
+    /// Put or delete.
+    pub kind: key::Kind,
+    /// The value (empty for a delete).
+    pub value: Vec<u8>,
+}
+
 /// An open SSTable: footer, index and filter in memory, data blocks through the cache.
 ///
 /// # Thread safety
@@ -98,24 +111,51 @@ impl Table {
         if !self.may_contain(user_key) {
             return Ok(None);
         }
-        self.get_past_filter(user_key)
+        self.find(user_key, |ikey, value| Ok((ikey.to_vec(), value.to_vec())))
     }
 
     /// [`Table::get`] without the bloom probe, for a caller that already
     /// called [`Table::may_contain`] (the filter probe costs a hash and a
     /// cache miss per probe position; a point read should pay it once).
-    pub fn get_past_filter(&self, user_key: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        let target = key::seek_key(user_key);
+    /// Returns the entry decoded, so the read path copies only the value.
+    pub fn get_past_filter(&self, user_key: &[u8]) -> Result<Option<TableEntry>> {
+        self.find(user_key, |ikey, value| {
+            let parsed = key::parse_internal_key(ikey).ok_or_else(|| {
+                Error::corruption(
+                    &*self.path,
+                    0,
+                    CorruptionKind::Malformed("block iterator yielded an undecodable key".into()),
+                )
+            })?;
+            Ok(TableEntry {
+                ts: parsed.ts,
+                seq: parsed.seq,
+                kind: parsed.kind,
+                value: value.to_vec(),
+            })
+        })
+    }
+
+    /// Finds the newest entry of `user_key` past the filter and hands its
+    /// internal key and value to `found`. No allocation of its own: both
+    /// seeks compare user keys in place (see [`BlockIter::seek_user_key`]).
+    fn find<T>(
+        &self,
+        user_key: &[u8],
+        found: impl FnOnce(&[u8], &[u8]) -> Result<T>,
+    ) -> Result<Option<T>> {
         let mut index = BlockIter::new(self.index.clone());
-        index.seek(&target)?;
+        index.seek_user_key(user_key)?;
         // Bounded by the index's entries; a well-formed table stops in the
         // first block, whose last key is at or after the target.
         while index.valid() {
             let mut data = BlockIter::new(self.data_block(index.value())?);
-            data.seek(&target)?;
+            data.seek_user_key(user_key)?;
             if data.valid() {
-                let found = key::user_key(data.key()) == user_key;
-                return Ok(found.then(|| (data.key().to_vec(), data.value().to_vec())));
+                if key::user_key(data.key()) != user_key {
+                    return Ok(None);
+                }
+                return found(data.key(), data.value()).map(Some);
             }
             index.next()?;
         }
