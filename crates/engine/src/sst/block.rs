@@ -87,6 +87,11 @@ impl Block {
         })
     }
 
+    /// The decoded bytes (entries, restart array and count).
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+
     /// Bytes of the decoded block (what the cache charges for it).
     pub fn size_bytes(&self) -> usize {
         self.data.len()
@@ -150,6 +155,9 @@ pub struct BlockIter {
     next: usize,
     restart_index: usize,
     key: Vec<u8>,
+    /// Where the current key lies in the block when it is stored whole
+    /// (shared == 0); empty otherwise.
+    whole_key: Range<usize>,
     value: Range<usize>,
     valid: bool,
 }
@@ -163,6 +171,7 @@ impl BlockIter {
             next: 0,
             restart_index: 0,
             key: Vec::new(),
+            whole_key: 0..0,
             value: 0..0,
             valid: false,
         }
@@ -206,7 +215,8 @@ impl BlockIter {
         }
         self.key.truncate(shared);
         self.key
-            .extend_from_slice(self.block.data.get(delta).unwrap_or(&[]));
+            .extend_from_slice(self.block.data.get(delta.clone()).unwrap_or(&[]));
+        self.whole_key = if shared == 0 { delta } else { 0..0 };
         if !key::is_internal_key(&self.key) {
             return Err(self.block.malformed(format!(
                 "entry at block byte {at} has no valid internal key"
@@ -229,6 +239,18 @@ impl BlockIter {
             )));
         }
         Ok(self.block.data.get(delta).unwrap_or(&[]))
+    }
+
+    /// Where the current entry's key lies in [`Block::data`], if it is
+    /// stored whole (no prefix shared with the previous key, as in every
+    /// index entry); `None` if invalid or prefix-compressed.
+    pub fn whole_key_range(&self) -> Option<Range<usize>> {
+        (self.valid && !self.whole_key.is_empty()).then(|| self.whole_key.clone())
+    }
+
+    /// Where the current entry's value lies in [`Block::data`]; `None` if invalid.
+    pub fn value_range(&self) -> Option<Range<usize>> {
+        self.valid.then(|| self.value.clone())
     }
 
     /// Positions at the newest entry of `user_key` or, if it has none, the
