@@ -56,7 +56,7 @@ pub struct Options {
     pub block_bytes: usize,
     /// Keys between restart points in a data block. A point read scans
     /// about half an interval after its binary search over the restarts;
-    /// 8 (not LevelDB's 16) cut a table read from 7.6k to 6.4k instructions
+    /// 8 (not LevelDB's 16) cut a point read from 8.2k to 7.6k instructions
     /// for about 1% more bytes with 116-byte entries
     /// (`docs/BENCHMARKS-engine.md`, section 9).
     pub block_restart_interval: usize,
