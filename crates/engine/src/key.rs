@@ -128,6 +128,15 @@ pub fn parse_internal_key(ikey: &[u8]) -> Option<ParsedKey<'_>> {
     })
 }
 
+/// True when `ikey` decodes as an internal key: what
+/// `parse_internal_key(ikey).is_some()` says, without decoding the fields.
+pub fn is_internal_key(ikey: &[u8]) -> bool {
+    ikey.len() >= INTERNAL_KEY_TRAILER_BYTES
+        && ikey
+            .last()
+            .is_some_and(|&kind| Kind::from_u8(kind).is_some())
+}
+
 /// The user-key part of an encoded internal key (the whole slice if shorter than a trailer).
 pub fn user_key(ikey: &[u8]) -> &[u8] {
     &ikey[..ikey.len().saturating_sub(INTERNAL_KEY_TRAILER_BYTES)]
@@ -186,5 +195,24 @@ mod tests {
         *bad.last_mut().unwrap() = 9;
         assert!(parse_internal_key(&bad).is_none());
         assert!(parse_internal_key(&k[..15]).is_none());
+    }
+
+    /// is_internal_key agrees with parse_internal_key on every length and kind byte.
+    #[test]
+    fn is_internal_key_matches_parse() {
+        let k = internal_key(b"key", 42, 7, Kind::Put);
+        for len in 0..=k.len() {
+            for kind in 0..=255u8 {
+                let mut candidate = k[..len].to_vec();
+                if let Some(last) = candidate.last_mut() {
+                    *last = kind;
+                }
+                assert_eq!(
+                    is_internal_key(&candidate),
+                    parse_internal_key(&candidate).is_some(),
+                    "{candidate:?}"
+                );
+            }
+        }
     }
 }

@@ -15,6 +15,7 @@ use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, Kind, Timestamp};
 use crossbeam_skiplist::SkipMap;
+use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -41,20 +42,44 @@ pub struct MemKey {
     ikey: Vec<u8>,
 }
 
+thread_local! {
+    /// The seek key of a point read, reused by every read on this thread.
+    static SEEK_KEY: RefCell<MemKey> = const {
+        RefCell::new(MemKey {
+            prefix: 0,
+            ikey: Vec::new(),
+        })
+    };
+}
+
 /// User-key bytes a [`MemKey`] holds inline.
 pub const MEM_KEY_PREFIX_BYTES: usize = 16;
 
 impl MemKey {
     /// Wraps an encoded internal key.
     pub fn new(ikey: Vec<u8>) -> Self {
-        let user_key = key::user_key(&ikey);
+        MemKey {
+            prefix: Self::prefix_of(key::user_key(&ikey)),
+            ikey,
+        }
+    }
+
+    /// Makes this the seek key of `user_key` (see [`key::seek_key`]),
+    /// reusing its buffer.
+    fn set_seek_key(&mut self, user_key: &[u8]) {
+        self.ikey.clear();
+        self.ikey.extend_from_slice(user_key);
+        self.ikey
+            .extend_from_slice(&[0xff; key::INTERNAL_KEY_TRAILER_BYTES]);
+        self.prefix = Self::prefix_of(user_key);
+        debug_assert_eq!(self.ikey, key::seek_key(user_key));
+    }
+
+    fn prefix_of(user_key: &[u8]) -> u128 {
         let mut word = [0u8; MEM_KEY_PREFIX_BYTES];
         let n = user_key.len().min(MEM_KEY_PREFIX_BYTES);
         word[..n].copy_from_slice(&user_key[..n]);
-        MemKey {
-            prefix: u128::from_be_bytes(word),
-            ikey,
-        }
+        u128::from_be_bytes(word)
     }
 
     /// The encoded internal key.
@@ -126,9 +151,21 @@ impl Memtable {
     }
 
     /// The newest version of `user_key` with `seq <= visible_seq`.
+    ///
+    /// The seek key is built in a per-thread buffer, so a read allocates
+    /// only the value it returns.
     pub fn get(&self, user_key: &[u8], visible_seq: u64) -> Option<Found> {
-        let start = MemKey::new(key::seek_key(user_key));
-        for entry in self.map.range((Bound::Included(start), Bound::Unbounded)) {
+        SEEK_KEY.with_borrow_mut(|start| {
+            start.set_seek_key(user_key);
+            self.get_from(start, user_key, visible_seq)
+        })
+    }
+
+    fn get_from(&self, start: &MemKey, user_key: &[u8], visible_seq: u64) -> Option<Found> {
+        for entry in self
+            .map
+            .range::<MemKey, _>((Bound::Included(start), Bound::Unbounded))
+        {
             let parsed = key::parse_internal_key(entry.key().as_bytes())?;
             if parsed.user_key != user_key {
                 return None;
@@ -296,6 +333,42 @@ mod tests {
         assert_eq!(f.value, b"v5");
         assert!(m.get(b"c", 10).is_none());
         assert!(m.get(b"", 10).is_none());
+    }
+
+    /// Reads reuse one seek-key buffer per thread: long keys, short keys,
+    /// keys that are prefixes of others and absent keys, read back to back
+    /// in any order, each find exactly their own newest version.
+    #[test]
+    fn get_reuses_seek_key_across_lengths() {
+        let m = Memtable::new(1);
+        let users: Vec<Vec<u8>> = vec![
+            b"a".to_vec(),
+            b"ab".to_vec(),
+            b"0123456789abcdef".to_vec(),
+            b"0123456789abcdef0123456789".to_vec(),
+            vec![0xff; 100],
+            vec![],
+        ];
+        for (i, u) in users.iter().enumerate() {
+            m.insert(u, 10, i as u64 + 1, Kind::Put, &[i as u8]);
+        }
+        let absent: Vec<Vec<u8>> =
+            vec![b"abc".to_vec(), vec![0xff; 99], b"0123456789abcde".to_vec()];
+        for round in 0..2 {
+            let mut order: Vec<usize> = (0..users.len()).collect();
+            if round == 1 {
+                order.reverse();
+            }
+            for i in order {
+                assert_eq!(
+                    m.get(&users[i], u64::MAX).map(|f| f.value),
+                    Some(vec![i as u8])
+                );
+                for a in &absent {
+                    assert_eq!(m.get(a, u64::MAX), None, "{a:?}");
+                }
+            }
+        }
     }
 
     /// MemKey's prefix-first order is exactly compare_internal's, for keys

@@ -84,17 +84,8 @@ pub fn get(shared: &Shared, user_key: &[u8]) -> Result<Option<Entry>> {
             continue;
         }
         shared.metrics.get_tables_read.add(1);
-        if let Some((ikey, value)) = file.table.get_past_filter(user_key)? {
-            let p = key::parse_internal_key(&ikey).ok_or_else(|| {
-                Error::corruption(
-                    shared
-                        .dir
-                        .join(crate::sst::table_file_name(file.meta.number)),
-                    0,
-                    CorruptionKind::Malformed("table returned an undecodable key".into()),
-                )
-            })?;
-            offer(&mut best, p.ts, p.seq, p.kind, value);
+        if let Some(e) = file.table.get_past_filter(user_key)? {
+            offer(&mut best, e.ts, e.seq, e.kind, e.value);
         }
     }
     Ok(best.map(|b| Entry {

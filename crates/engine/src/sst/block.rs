@@ -87,6 +87,11 @@ impl Block {
         })
     }
 
+    /// The decoded bytes (entries, restart array and count).
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+
     /// Bytes of the decoded block (what the cache charges for it).
     pub fn size_bytes(&self) -> usize {
         self.data.len()
@@ -109,12 +114,23 @@ impl Block {
     /// Decodes the entry header at `at`: (shared, key delta range, value range).
     fn entry_at(&self, at: usize) -> Result<(usize, Range<usize>, Range<usize>)> {
         let region = self.data.get(at..self.entries_end).unwrap_or(&[]);
-        let mut cursor = region;
-        let bad = || self.malformed(format!("bad entry header at block byte {at}"));
-        let shared = coding::get_len(&mut cursor, BLOCK_BYTES_MAX).ok_or_else(bad)?;
-        let unshared = coding::get_len(&mut cursor, BLOCK_BYTES_MAX).ok_or_else(bad)?;
-        let value_len = coding::get_len(&mut cursor, BLOCK_BYTES_MAX).ok_or_else(bad)?;
-        let key_start = at + (region.len() - cursor.len());
+        // Fast path: all three lengths below 128, one byte each (a data
+        // block's keys and small values, every index entry).
+        let (shared, unshared, value_len, header_bytes) = match *region {
+            [s, u, v, ..] if (s | u | v) < 0x80 => {
+                (usize::from(s), usize::from(u), usize::from(v), 3)
+            }
+            _ => {
+                let mut cursor = region;
+                let bad = || self.malformed(format!("bad entry header at block byte {at}"));
+                let shared = coding::get_len(&mut cursor, BLOCK_BYTES_MAX).ok_or_else(bad)?;
+                let unshared = coding::get_len(&mut cursor, BLOCK_BYTES_MAX).ok_or_else(bad)?;
+                let value_len = coding::get_len(&mut cursor, BLOCK_BYTES_MAX).ok_or_else(bad)?;
+                (shared, unshared, value_len, region.len() - cursor.len())
+            }
+        };
+        // No overflow: `at` < BLOCK_BYTES_MAX and each length <= BLOCK_BYTES_MAX.
+        let key_start = at + header_bytes;
         let value_start = key_start + unshared;
         let value_end = value_start + value_len;
         if value_end > self.entries_end {
@@ -139,6 +155,9 @@ pub struct BlockIter {
     next: usize,
     restart_index: usize,
     key: Vec<u8>,
+    /// Where the current key lies in the block when it is stored whole
+    /// (shared == 0); empty otherwise.
+    whole_key: Range<usize>,
     value: Range<usize>,
     valid: bool,
 }
@@ -152,6 +171,7 @@ impl BlockIter {
             next: 0,
             restart_index: 0,
             key: Vec::new(),
+            whole_key: 0..0,
             value: 0..0,
             valid: false,
         }
@@ -195,8 +215,9 @@ impl BlockIter {
         }
         self.key.truncate(shared);
         self.key
-            .extend_from_slice(self.block.data.get(delta).unwrap_or(&[]));
-        if key::parse_internal_key(&self.key).is_none() {
+            .extend_from_slice(self.block.data.get(delta.clone()).unwrap_or(&[]));
+        self.whole_key = if shared == 0 { delta } else { 0..0 };
+        if !key::is_internal_key(&self.key) {
             return Err(self.block.malformed(format!(
                 "entry at block byte {at} has no valid internal key"
             )));
@@ -220,6 +241,55 @@ impl BlockIter {
         Ok(self.block.data.get(delta).unwrap_or(&[]))
     }
 
+    /// Where the current entry's key lies in [`Block::data`], if it is
+    /// stored whole (no prefix shared with the previous key, as in every
+    /// index entry); `None` if invalid or prefix-compressed.
+    pub fn whole_key_range(&self) -> Option<Range<usize>> {
+        (self.valid && !self.whole_key.is_empty()).then(|| self.whole_key.clone())
+    }
+
+    /// Where the current entry's value lies in [`Block::data`]; `None` if invalid.
+    pub fn value_range(&self) -> Option<Range<usize>> {
+        self.valid.then(|| self.value.clone())
+    }
+
+    /// Positions at the newest entry of `user_key` or, if it has none, the
+    /// first entry after it: the same as seeking to [`key::seek_key`] of it,
+    /// without building that key (an internal key sorts before the seek key
+    /// exactly when its user key is smaller).
+    pub fn seek_user_key(&mut self, user_key: &[u8]) -> Result<()> {
+        self.seek_by(|k| key::user_key(k) < user_key)
+    }
+
+    /// Positions at the first entry whose key is not `below` the target;
+    /// `below` must be monotone in key order (true, then false).
+    fn seek_by(&mut self, below: impl Fn(&[u8]) -> bool) -> Result<()> {
+        // Last restart point whose key is below the target.
+        let (mut left, mut right) = (0usize, self.block.restarts.len() - 1);
+        while left < right {
+            let mid = left + (right - left).div_ceil(2);
+            let is_below = match self.restart_key(mid) {
+                Ok(k) => below(k),
+                Err(e) => return self.fail(e),
+            };
+            if is_below {
+                left = mid;
+            } else {
+                right = mid - 1;
+            }
+        }
+        self.seek_to_restart(left);
+        // Each entry takes at least 3 bytes, so this scan is bounded by the block size.
+        loop {
+            if let Err(e) = self.parse_next() {
+                return self.fail(e);
+            }
+            if !self.valid || !below(&self.key) {
+                return Ok(());
+            }
+        }
+    }
+
     fn fail<T>(&mut self, err: Error) -> Result<T> {
         self.valid = false;
         self.key.clear();
@@ -241,30 +311,7 @@ impl InternalIterator for BlockIter {
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        // Last restart point whose key is below the target.
-        let (mut left, mut right) = (0usize, self.block.restarts.len() - 1);
-        while left < right {
-            let mid = left + (right - left).div_ceil(2);
-            let order = match self.restart_key(mid) {
-                Ok(k) => key::compare_internal(k, target),
-                Err(e) => return self.fail(e),
-            };
-            if order == Ordering::Less {
-                left = mid;
-            } else {
-                right = mid - 1;
-            }
-        }
-        self.seek_to_restart(left);
-        // Each entry takes at least 3 bytes, so this scan is bounded by the block size.
-        loop {
-            if let Err(e) = self.parse_next() {
-                return self.fail(e);
-            }
-            if !self.valid || key::compare_internal(&self.key, target) != Ordering::Less {
-                return Ok(());
-            }
-        }
+        self.seek_by(|k| key::compare_internal(k, target) == Ordering::Less)
     }
 
     fn next(&mut self) -> Result<()> {

@@ -87,20 +87,109 @@ fn block_crc(stored: &[u8], compression: u8) -> u32 {
 /// Turns a built block into the bytes to append: stored bytes plus trailer.
 ///
 /// With [`Compression::Lz4`] the block is stored compressed only when that
-/// saves at least 1/8 of its size.
+/// saves at least 1/8 of its size. One-off form of [`BlockEncoder::encode`].
 pub fn encode_block(raw: Vec<u8>, compression: Compression) -> Vec<u8> {
-    assert!(raw.len() <= BLOCK_BYTES_MAX, "block of {} bytes", raw.len());
-    let (mut stored, kind) = match compression {
-        Compression::None => (raw, COMPRESSION_NONE),
-        Compression::Lz4 => {
-            let packed = lz4_flex::block::compress_prepend_size(&raw);
-            if packed.len() <= raw.len() - raw.len() / 8 {
-                (packed, COMPRESSION_LZ4)
-            } else {
-                (raw, COMPRESSION_NONE)
+    BlockEncoder::new(compression).encode(raw)
+}
+
+/// Consecutive data blocks LZ4 did not shrink by 1/8 after which a
+/// [`BlockEncoder`] stops trying for [`LZ4_SKIP_BLOCKS`] blocks.
+pub const LZ4_MISSES_BEFORE_SKIP: u32 = 4;
+
+/// Data blocks stored without an LZ4 attempt after [`LZ4_MISSES_BEFORE_SKIP`]
+/// misses in a row; the next block probes again.
+pub const LZ4_SKIP_BLOCKS: u32 = 15;
+
+/// Encodes the blocks of one table, reusing one compression buffer.
+///
+/// Data blocks go through [`BlockEncoder::encode_data`], which backs off from
+/// LZ4 while it keeps failing: after [`LZ4_MISSES_BEFORE_SKIP`] misses in a
+/// row (LZ4 saved less than 1/8) the next [`LZ4_SKIP_BLOCKS`] blocks are
+/// stored uncompressed without an attempt, then one block probes again. On
+/// incompressible values (random, encrypted or already compressed) that cuts
+/// the LZ4 work of a flush or compaction to one block in 16; on compressible
+/// data every block is still compressed (a success resets the count), and
+/// data that turns compressible mid-table waits at most [`LZ4_SKIP_BLOCKS`]
+/// blocks. Readers see no difference: each block's trailer says how it is
+/// stored.
+///
+/// # Invariants
+/// `skip_left > 0` only after `misses_in_row >= LZ4_MISSES_BEFORE_SKIP`.
+#[derive(Debug)]
+pub struct BlockEncoder {
+    compression: Compression,
+    /// LZ4 output buffer: the 4-byte size prefix, then the LZ4 block. Kept
+    /// between blocks so it is allocated and zeroed once per table, not per block.
+    scratch: Vec<u8>,
+    misses_in_row: u32,
+    skip_left: u32,
+}
+
+impl BlockEncoder {
+    /// An encoder for blocks stored with `compression`.
+    pub fn new(compression: Compression) -> Self {
+        BlockEncoder {
+            compression,
+            scratch: Vec::new(),
+            misses_in_row: 0,
+            skip_left: 0,
+        }
+    }
+
+    /// Encodes a data block, skipping LZ4 while it keeps failing (see the type's doc).
+    pub fn encode_data(&mut self, raw: Vec<u8>) -> Vec<u8> {
+        if self.compression == Compression::None {
+            return seal(raw, COMPRESSION_NONE);
+        }
+        if self.skip_left > 0 {
+            self.skip_left -= 1;
+            return seal(raw, COMPRESSION_NONE);
+        }
+        let stored = self.encode(raw);
+        if stored[stored.len() - BLOCK_TRAILER_BYTES] == COMPRESSION_LZ4 {
+            self.misses_in_row = 0;
+        } else {
+            self.misses_in_row = self.misses_in_row.saturating_add(1);
+            if self.misses_in_row >= LZ4_MISSES_BEFORE_SKIP {
+                self.skip_left = LZ4_SKIP_BLOCKS;
             }
         }
-    };
+        debug_assert!(self.skip_left == 0 || self.misses_in_row >= LZ4_MISSES_BEFORE_SKIP);
+        stored
+    }
+
+    /// Encodes a block, always trying the configured compression.
+    pub fn encode(&mut self, raw: Vec<u8>) -> Vec<u8> {
+        assert!(raw.len() <= BLOCK_BYTES_MAX, "block of {} bytes", raw.len());
+        match self.compression {
+            Compression::None => seal(raw, COMPRESSION_NONE),
+            Compression::Lz4 => {
+                let bound = 4 + lz4_flex::block::get_maximum_output_size(raw.len());
+                if self.scratch.len() < bound {
+                    self.scratch.resize(bound, 0);
+                }
+                let packed_len = match lz4_flex::block::compress_into(&raw, &mut self.scratch[4..])
+                {
+                    Ok(n) => 4 + n,
+                    // Unreachable: the buffer has the documented worst-case size.
+                    Err(_) => usize::MAX,
+                };
+                if packed_len <= raw.len() - raw.len() / 8 {
+                    let size = u32::try_from(raw.len()).unwrap_or(u32::MAX);
+                    self.scratch[..4].copy_from_slice(&size.to_le_bytes());
+                    let mut stored = Vec::with_capacity(packed_len + BLOCK_TRAILER_BYTES);
+                    stored.extend_from_slice(&self.scratch[..packed_len]);
+                    seal(stored, COMPRESSION_LZ4)
+                } else {
+                    seal(raw, COMPRESSION_NONE)
+                }
+            }
+        }
+    }
+}
+
+/// Appends the trailer (compression byte and CRC) to stored bytes.
+fn seal(mut stored: Vec<u8>, kind: u8) -> Vec<u8> {
     let crc = block_crc(&stored, kind);
     stored.reserve_exact(BLOCK_TRAILER_BYTES);
     stored.push(kind);
@@ -201,6 +290,86 @@ mod tests {
         let stored = encode_block(noise.clone(), Compression::Lz4);
         assert_eq!(stored[stored.len() - BLOCK_TRAILER_BYTES], COMPRESSION_NONE);
         assert_eq!(stored.len(), noise.len() + BLOCK_TRAILER_BYTES);
+    }
+
+    fn stored_kind(stored: &[u8]) -> u8 {
+        stored[stored.len() - BLOCK_TRAILER_BYTES]
+    }
+
+    fn noise_block(seed: u32) -> Vec<u8> {
+        (0..4000u32)
+            .map(|i| xxhash_rust::xxh3::xxh3_64(&(seed * 4000 + i).to_le_bytes()) as u8)
+            .collect()
+    }
+
+    /// After LZ4_MISSES_BEFORE_SKIP incompressible data blocks in a row the
+    /// encoder stores LZ4_SKIP_BLOCKS blocks without trying (even compressible
+    /// ones), then probes again and compresses from there on; every stored
+    /// block reads back as built, and the always-trying `encode` (index
+    /// blocks) is not affected by the back-off.
+    #[test]
+    fn data_blocks_back_off_from_lz4_while_it_fails() {
+        let mut enc = BlockEncoder::new(Compression::Lz4);
+        let mut blocks = Vec::new();
+        for seed in 0..LZ4_MISSES_BEFORE_SKIP {
+            blocks.push((noise_block(seed), COMPRESSION_NONE));
+        }
+        for _ in 0..LZ4_SKIP_BLOCKS {
+            blocks.push((vec![7u8; 4000], COMPRESSION_NONE));
+        }
+        blocks.push((vec![8u8; 4000], COMPRESSION_LZ4));
+        blocks.push((noise_block(99), COMPRESSION_NONE));
+        blocks.push((vec![9u8; 4000], COMPRESSION_LZ4));
+        let mut file = Vec::new();
+        let mut handles = Vec::new();
+        for (i, (raw, expected_kind)) in blocks.iter().enumerate() {
+            if i == LZ4_MISSES_BEFORE_SKIP as usize {
+                // Mid back-off: an index block still gets compressed.
+                let index = enc.encode(vec![5u8; 4000]);
+                assert_eq!(stored_kind(&index), COMPRESSION_LZ4);
+            }
+            let stored = enc.encode_data(raw.clone());
+            assert_eq!(stored_kind(&stored), *expected_kind, "block {i}");
+            handles.push(BlockHandle {
+                offset: file.len() as u64,
+                size: (stored.len() - BLOCK_TRAILER_BYTES) as u64,
+            });
+            file.extend_from_slice(&stored);
+        }
+        let file = MemReadable::new(file);
+        for ((raw, _), handle) in blocks.iter().zip(handles) {
+            assert_eq!(
+                read_block(&file, Path::new("t"), handle).ok().as_ref(),
+                Some(raw)
+            );
+        }
+    }
+
+    /// The reused buffer produces exactly the bytes of a fresh compression,
+    /// for blocks that shrink, grow and differ in size.
+    #[test]
+    fn reused_buffer_matches_fresh_compression() {
+        let mut enc = BlockEncoder::new(Compression::Lz4);
+        let mut inputs = vec![
+            vec![1u8; 9000],
+            vec![2u8; 100],
+            b"abcabcabcabcabcabc".repeat(50),
+        ];
+        inputs.push(noise_block(3));
+        for raw in inputs {
+            assert_eq!(enc.encode(raw.clone()), encode_block_fresh(&raw));
+        }
+    }
+
+    /// The format written before the encoder reused its buffer.
+    fn encode_block_fresh(raw: &[u8]) -> Vec<u8> {
+        let packed = lz4_flex::block::compress_prepend_size(raw);
+        let (stored, kind) = if packed.len() <= raw.len() - raw.len() / 8 {
+            (packed, COMPRESSION_LZ4)
+        } else {
+            (raw.to_vec(), COMPRESSION_NONE)
+        };
+        seal(stored, kind)
     }
 
     /// A corrupt LZ4 size prefix above the bound is refused without allocating it.

@@ -18,6 +18,19 @@ use crate::key;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// The newest entry of a user key in a table, decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableEntry {
+    /// Timestamp of the version.
+    pub ts: key::Timestamp,
+    /// Its sequence number.
+    pub seq: u64,
+    /// Put or delete.
+    pub kind: key::Kind,
+    /// The value (empty for a delete).
+    pub value: Vec<u8>,
+}
+
 /// An open SSTable: footer, index and filter in memory, data blocks through the cache.
 ///
 /// # Thread safety
@@ -28,6 +41,8 @@ pub struct Table {
     file_number: u64,
     cache: Arc<BlockCache>,
     index: Arc<Block>,
+    /// The index decoded at open, for point reads (see [`IndexEntry`]).
+    index_entries: Vec<IndexEntry>,
     filter: BloomFilter,
     /// First byte of the filter block: data blocks end before it.
     data_end: u64,
@@ -76,12 +91,14 @@ impl Table {
             .map_err(|k| Error::corruption(&*path, footer.filter.offset, k))?;
         let index_bytes = block_io::read_block(&*file, &path, footer.index)?;
         let index = Arc::new(Block::new(index_bytes, path.clone(), footer.index.offset)?);
+        let index_entries = decode_index(&index, footer.filter.offset)?;
         Ok(Arc::new(Table {
             file,
             path,
             file_number,
             cache,
             index,
+            index_entries,
             filter,
             data_end: footer.filter.offset,
         }))
@@ -98,26 +115,62 @@ impl Table {
         if !self.may_contain(user_key) {
             return Ok(None);
         }
-        self.get_past_filter(user_key)
+        self.find(user_key, |ikey, value| Ok((ikey.to_vec(), value.to_vec())))
     }
 
     /// [`Table::get`] without the bloom probe, for a caller that already
     /// called [`Table::may_contain`] (the filter probe costs a hash and a
     /// cache miss per probe position; a point read should pay it once).
-    pub fn get_past_filter(&self, user_key: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        let target = key::seek_key(user_key);
-        let mut index = BlockIter::new(self.index.clone());
-        index.seek(&target)?;
-        // Bounded by the index's entries; a well-formed table stops in the
-        // first block, whose last key is at or after the target.
-        while index.valid() {
-            let mut data = BlockIter::new(self.data_block(index.value())?);
-            data.seek(&target)?;
+    /// Returns the entry decoded, so the read path copies only the value.
+    pub fn get_past_filter(&self, user_key: &[u8]) -> Result<Option<TableEntry>> {
+        self.find(user_key, |ikey, value| {
+            let parsed = key::parse_internal_key(ikey).ok_or_else(|| {
+                Error::corruption(
+                    &*self.path,
+                    0,
+                    CorruptionKind::Malformed("block iterator yielded an undecodable key".into()),
+                )
+            })?;
+            Ok(TableEntry {
+                ts: parsed.ts,
+                seq: parsed.seq,
+                kind: parsed.kind,
+                value: value.to_vec(),
+            })
+        })
+    }
+
+    /// Finds the newest entry of `user_key` past the filter and hands its
+    /// internal key and value to `found`. No allocation of its own: both
+    /// seeks compare user keys in place (see [`BlockIter::seek_user_key`]).
+    fn find<T>(
+        &self,
+        user_key: &[u8],
+        found: impl FnOnce(&[u8], &[u8]) -> Result<T>,
+    ) -> Result<Option<T>> {
+        // The first block whose last key is not below the target: a plain
+        // binary search over keys that sit whole in the index block.
+        let index_data = self.index.data();
+        let last_key = |e: &IndexEntry| {
+            let start = e.key_start as usize;
+            index_data
+                .get(start..start + e.key_len as usize)
+                .unwrap_or(&[])
+        };
+        let first = self
+            .index_entries
+            .partition_point(|e| key::user_key(last_key(e)) < user_key);
+        // A well-formed table stops in the first block, whose last key is
+        // at or after the target; bounded by the index's entries.
+        for entry in self.index_entries.get(first..).unwrap_or(&[]) {
+            let mut data = BlockIter::new(self.data_block_at(entry.handle)?);
+            data.seek_user_key(user_key)?;
             if data.valid() {
-                let found = key::user_key(data.key()) == user_key;
-                return Ok(found.then(|| (data.key().to_vec(), data.value().to_vec())));
+                if key::user_key(data.key()) != user_key {
+                    return Ok(None);
+                }
+                return found(data.key(), data.value()).map(Some);
             }
-            index.next()?;
         }
         Ok(None)
     }
@@ -143,20 +196,20 @@ impl Table {
 
     /// Bytes held in memory by the table itself (index and filter).
     pub fn memory_bytes(&self) -> usize {
-        self.index.size_bytes() + self.filter.size_bytes()
+        self.index.size_bytes()
+            + self.index_entries.len() * std::mem::size_of::<IndexEntry>()
+            + self.filter.size_bytes()
     }
 
     /// The data block named by the index value `handle_bytes`, through the cache.
     fn data_block(&self, handle_bytes: &[u8]) -> Result<Arc<Block>> {
-        let handle = BlockHandle::decode_varint(handle_bytes)
-            .filter(|h| h.end_with_trailer().is_some_and(|end| end <= self.data_end))
-            .ok_or_else(|| {
-                Error::corruption(
-                    &*self.path,
-                    self.index.offset(),
-                    CorruptionKind::Malformed("index entry with a bad block handle".into()),
-                )
-            })?;
+        let handle = decode_handle(handle_bytes, self.data_end)
+            .ok_or_else(|| bad_handle(&self.path, self.index.offset()))?;
+        self.data_block_at(handle)
+    }
+
+    /// The data block at `handle` (already checked to end before the filter), through the cache.
+    fn data_block_at(&self, handle: BlockHandle) -> Result<Arc<Block>> {
         if let Some(block) = self.cache.get(self.file_number, handle.offset) {
             return Ok(block);
         }
@@ -166,6 +219,72 @@ impl Table {
             .insert(self.file_number, handle.offset, block.clone());
         Ok(block)
     }
+}
+
+/// One index entry decoded at open: where the block's last key lies in
+/// the index block's bytes (index keys are stored whole,
+/// [`INDEX_RESTART_INTERVAL`](super::table_builder::INDEX_RESTART_INTERVAL)
+/// = 1) and the block's handle. 24 bytes per data block, so a point read
+/// binary-searches plain slices instead of decoding index entries.
+#[derive(Debug, Clone, Copy)]
+struct IndexEntry {
+    key_start: u32,
+    key_len: u32,
+    handle: BlockHandle,
+}
+
+/// A handle that decodes and ends (trailer included) at or before `data_end`.
+fn decode_handle(bytes: &[u8], data_end: u64) -> Option<BlockHandle> {
+    BlockHandle::decode_varint(bytes)
+        .filter(|h| h.end_with_trailer().is_some_and(|end| end <= data_end))
+}
+
+fn bad_handle(path: &Path, index_offset: u64) -> Error {
+    Error::corruption(
+        path,
+        index_offset,
+        CorruptionKind::Malformed("index entry with a bad block handle".into()),
+    )
+}
+
+/// Decodes every index entry once, checking what a point read relies on:
+/// keys stored whole and strictly increasing, handles inside the data region.
+fn decode_index(index: &Arc<Block>, data_end: u64) -> Result<Vec<IndexEntry>> {
+    let malformed = |msg: &str| {
+        Error::corruption(
+            index.path(),
+            index.offset(),
+            CorruptionKind::Malformed(msg.into()),
+        )
+    };
+    let mut entries = Vec::new();
+    let mut it = BlockIter::new(index.clone());
+    it.seek_to_first()?;
+    let mut previous: Option<std::ops::Range<usize>> = None;
+    // Bounded by the block's size: every entry takes at least 3 bytes.
+    while it.valid() {
+        let (Some(key), Some(value)) = (it.whole_key_range(), it.value_range()) else {
+            return Err(malformed("index key shares a prefix"));
+        };
+        // The iterator checked both ranges against the block.
+        let bytes = |r: std::ops::Range<usize>| index.data().get(r).unwrap_or(&[]);
+        if let Some(prev) = previous
+            && key::compare_internal(bytes(prev), bytes(key.clone())) != std::cmp::Ordering::Less
+        {
+            return Err(malformed("index keys out of order"));
+        }
+        let handle = decode_handle(bytes(value), data_end)
+            .ok_or_else(|| bad_handle(index.path(), index.offset()))?;
+        // Block offsets fit u32: a block is at most BLOCK_BYTES_MAX bytes.
+        entries.push(IndexEntry {
+            key_start: u32::try_from(key.start).map_err(|_| malformed("index key offset"))?,
+            key_len: u32::try_from(key.len()).map_err(|_| malformed("index key length"))?,
+            handle,
+        });
+        previous = Some(key);
+        it.next()?;
+    }
+    Ok(entries)
 }
 
 // Tables and the cache are shared between reader threads; iterators move

@@ -13,7 +13,7 @@
 //! one block plus the index and the filter's hashes.
 
 use super::block_builder::BlockBuilder;
-use super::block_io::{self, BLOCK_BYTES_MAX, BlockHandle};
+use super::block_io::{self, BLOCK_BYTES_MAX, BlockEncoder, BlockHandle};
 use super::bloom::BloomBuilder;
 use super::footer::{FOOTER_BYTES, Footer};
 use crate::error::{Error, Result};
@@ -72,6 +72,7 @@ pub struct TableBuilder {
     data_block: BlockBuilder,
     index_block: BlockBuilder,
     bloom: BloomBuilder,
+    encoder: BlockEncoder,
     last_key: Vec<u8>,
     smallest: Vec<u8>,
     entries: u64,
@@ -93,6 +94,7 @@ impl TableBuilder {
             data_block: BlockBuilder::new(opts.restart_interval),
             index_block: BlockBuilder::new(INDEX_RESTART_INTERVAL),
             bloom: BloomBuilder::new(opts.bloom_bits_per_key),
+            encoder: BlockEncoder::new(opts.compression),
             last_key: Vec::new(),
             smallest: Vec::new(),
             entries: 0,
@@ -183,9 +185,8 @@ impl TableBuilder {
         Ok(())
     }
 
-    /// Writes a finished block with its trailer; returns its handle.
-    fn write_block(&mut self, raw: Vec<u8>, compression: Compression) -> Result<BlockHandle> {
-        let stored = block_io::encode_block(raw, compression);
+    /// Writes an encoded block (stored bytes and trailer); returns its handle.
+    fn write_block(&mut self, stored: Vec<u8>) -> Result<BlockHandle> {
         let handle = BlockHandle {
             offset: self.offset,
             size: (stored.len() - block_io::BLOCK_TRAILER_BYTES) as u64,
@@ -199,7 +200,8 @@ impl TableBuilder {
         let last_key = self.data_block.last_key().to_vec();
         debug_assert!(last_key.len() >= INTERNAL_KEY_TRAILER_BYTES);
         let raw = self.data_block.finish();
-        let handle = self.write_block(raw, self.opts.compression)?;
+        let stored = self.encoder.encode_data(raw);
+        let handle = self.write_block(stored)?;
         let mut value = Vec::with_capacity(20);
         handle.encode_varint(&mut value);
         self.index_block.add(&last_key, &value);
@@ -219,9 +221,13 @@ impl TableBuilder {
             self.flush_data_block()?;
         }
         // Bloom bits look random to LZ4: never worth compressing.
-        let filter = self.write_block(self.bloom.finish(), Compression::None)?;
+        let filter = self.write_block(block_io::encode_block(
+            self.bloom.finish(),
+            Compression::None,
+        ))?;
         let index_raw = self.index_block.finish();
-        let index = self.write_block(index_raw, self.opts.compression)?;
+        let index_stored = self.encoder.encode(index_raw);
+        let index = self.write_block(index_stored)?;
         self.write(&Footer { filter, index }.encode())?;
         if let Err(e) = self.file.sync() {
             return Err(Error::io(&self.path, e));

@@ -4,7 +4,7 @@ use super::{Model, collect_all, lower_bound, sorted_model};
 use crate::coding::put_varint;
 use crate::error::Error;
 use crate::iter::InternalIterator;
-use crate::key::{Kind, internal_key};
+use crate::key::{self, Kind, internal_key};
 use crate::sst::block::{Block, BlockIter};
 use crate::sst::block_builder::BlockBuilder;
 use proptest::prelude::*;
@@ -25,7 +25,11 @@ fn entries() -> impl Strategy<Value = Model> {
             prop::collection::vec(b'a'..b'e', 0..6),
             0u64..4,
             0u64..4,
-            prop::collection::vec(any::<u8>(), 0..20),
+            // Values past 127 bytes take the multi-byte varint header path.
+            prop_oneof![
+                prop::collection::vec(any::<u8>(), 0..20),
+                prop::collection::vec(any::<u8>(), 120..300),
+            ],
         ),
         1..80,
     )
@@ -40,11 +44,12 @@ fn entries() -> impl Strategy<Value = Model> {
 
 proptest! {
     /// A block iterates exactly its entries, and seek lands on the first key
-    /// at or after any target, for restart intervals 1, 2 and 16.
+    /// at or after any target, for restart intervals 1, 2, 4 and 16;
+    /// seek_user_key lands where a seek to the user key's seek key does.
     #[test]
     fn block_matches_model(
         model in entries(),
-        restart_interval in prop::sample::select(vec![1usize, 2, 16]),
+        restart_interval in prop::sample::select(vec![1usize, 2, 4, 16]),
         targets in prop::collection::vec(
             (prop::collection::vec(b'a'..b'f', 0..7), 0u64..5, 0u64..5), 1..20),
     ) {
@@ -55,6 +60,17 @@ proptest! {
             let target = internal_key(&uk, ts, seq, Kind::Put);
             it.seek(&target).unwrap();
             match model.get(lower_bound(&model, &target)) {
+                Some((k, v)) => {
+                    prop_assert!(it.valid());
+                    prop_assert_eq!(it.key(), &k[..]);
+                    prop_assert_eq!(it.value(), &v[..]);
+                }
+                None => prop_assert!(!it.valid()),
+            }
+            let seek_target = key::seek_key(&uk);
+            let expected = model.get(lower_bound(&model, &seek_target));
+            it.seek_user_key(&uk).unwrap();
+            match expected {
                 Some((k, v)) => {
                     prop_assert!(it.valid());
                     prop_assert_eq!(it.key(), &k[..]);

@@ -145,3 +145,110 @@ fn errors_name_file_and_block() {
         Ok(_) => panic!("flipped index opened"),
     }
 }
+
+/// The (key, value) entries of a table's index block.
+fn index_entries(bytes: &[u8]) -> Model {
+    let footer = Footer::decode(&bytes[bytes.len() - FOOTER_BYTES..]).unwrap();
+    let file = crate::sst::test_file::MemReadable::new(bytes.to_vec());
+    let raw =
+        crate::sst::block_io::read_block(&file, std::path::Path::new("t"), footer.index).unwrap();
+    let block = crate::sst::block::Block::new(
+        raw,
+        std::sync::Arc::from(std::path::Path::new("t")),
+        footer.index.offset,
+    )
+    .unwrap();
+    let mut it = crate::sst::block::BlockIter::new(std::sync::Arc::new(block));
+    collect_all(&mut it, usize::MAX).unwrap()
+}
+
+/// `bytes` with its index block replaced by `entries` (each key stored
+/// whole, or sharing its prefix with the previous key when `share`).
+fn with_index(bytes: &[u8], entries: &Model, share: bool) -> Vec<u8> {
+    use crate::coding::put_varint;
+    let footer = Footer::decode(&bytes[bytes.len() - FOOTER_BYTES..]).unwrap();
+    let mut block = Vec::new();
+    let mut restarts = Vec::new();
+    let mut previous: &[u8] = &[];
+    for (k, v) in entries {
+        let shared = if share {
+            previous.iter().zip(k).take_while(|(a, b)| a == b).count()
+        } else {
+            0
+        };
+        if shared == 0 {
+            restarts.push(block.len() as u32);
+        }
+        put_varint(&mut block, shared as u64);
+        put_varint(&mut block, (k.len() - shared) as u64);
+        put_varint(&mut block, v.len() as u64);
+        block.extend_from_slice(&k[shared..]);
+        block.extend_from_slice(v);
+        previous = k;
+    }
+    for r in &restarts {
+        block.extend_from_slice(&r.to_le_bytes());
+    }
+    block.extend_from_slice(&(restarts.len() as u32).to_le_bytes());
+    let stored = crate::sst::block_io::encode_block(block, Compression::None);
+    let mut out = bytes[..footer.index.offset as usize].to_vec();
+    let index = crate::sst::block_io::BlockHandle {
+        offset: out.len() as u64,
+        size: (stored.len() - crate::sst::block_io::BLOCK_TRAILER_BYTES) as u64,
+    };
+    out.extend_from_slice(&stored);
+    out.extend_from_slice(
+        &Footer {
+            filter: footer.filter,
+            index,
+        }
+        .encode(),
+    );
+    out
+}
+
+fn is_malformed_at_open(bytes: Vec<u8>) -> bool {
+    matches!(
+        open(bytes, 1 << 16),
+        Err(Error::Corruption {
+            kind: CorruptionKind::Malformed(_),
+            ..
+        })
+    )
+}
+
+/// Point reads trust the index decoded at open, so open refuses a
+/// well-checksummed index whose keys are out of order, share a prefix
+/// (ours are always whole) or whose handles leave the data region; the
+/// same entries rewritten as they were open and read fine.
+#[test]
+fn open_checks_the_index_point_reads_rely_on() {
+    let model = small_model();
+    let (bytes, _) = build(&model, options(128, 4, Compression::None));
+    let entries = index_entries(&bytes);
+    assert!(entries.len() > 3, "the test wants several data blocks");
+
+    let rewritten = with_index(&bytes, &entries, false);
+    let table = open(rewritten, 1 << 16).unwrap();
+    for (k, _) in &model {
+        let uk = key::user_key(k);
+        assert_eq!(table.get(uk).unwrap(), model_get(&model, uk));
+    }
+
+    let mut swapped = entries.clone();
+    swapped.swap(1, 2);
+    assert!(is_malformed_at_open(with_index(&bytes, &swapped, false)));
+
+    // Keys "key0..." share their first bytes, so this block has one restart.
+    assert!(is_malformed_at_open(with_index(&bytes, &entries, true)));
+
+    let mut far = entries.clone();
+    let mut handle = Vec::new();
+    crate::sst::block_io::BlockHandle {
+        offset: bytes.len() as u64,
+        size: 10,
+    }
+    .encode_varint(&mut handle);
+    far[1].1 = handle;
+    assert!(is_malformed_at_open(with_index(&bytes, &far, false)));
+}
