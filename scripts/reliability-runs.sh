@@ -27,7 +27,8 @@ done
 for (( seed = 1; seed <= runs; seed++ )); do
   for bug in yes no; do
     args=(--seed "$seed" --duration-s 8 --faults kill --workloads set --from 1
-          --replication-factor 1 --anti-entropy-interval-ms 0 --clients 6 --rate 0)
+          --replication-factor 1 --anti-entropy-interval-ms 0 --clients 6 --rate 0
+          --sync-delay-ms 20)
     [[ $bug == yes ]] && args+=(--planted-bug ack-before-wal)
     echo "$(date +%T) negative control seed $seed planted bug $bug (load: $(cut -d' ' -f1-3 /proc/loadavg))"
     "$bin" test-cluster "${args[@]}" --report "$out/planted-$bug-$seed.json" \

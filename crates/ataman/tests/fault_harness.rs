@@ -121,10 +121,12 @@ fn test_cluster(args: &[String], report: &std::path::Path) -> (i32, String, serd
 /// acknowledged writes at a `kill -9`, and the harness says so (exit 1,
 /// lost > 0, the seed and the history printed). One copy per key (`from`
 /// 1, replication factor 1, no periodic anti-entropy) so nothing hides a
-/// lost write; unpaced clients and a 1 MiB memtable (a new WAL segment
-/// often) so writes wait for the WAL at the kills. A kill catches writes in
-/// that window about half the time on this machine, so up to three seeds
-/// are tried, within 60 s.
+/// lost write; unpaced clients, a 1 MiB memtable (a new WAL segment often)
+/// and a slow disk (every sync 20 ms longer, `--sync-delay-ms`) so writes
+/// wait for the WAL at the kills. Without the slow disk a kill caught
+/// writes in that window only some of the time (a fast `fdatasync` leaves
+/// a window of well under a millisecond), so up to three seeds are tried,
+/// within 60 s.
 #[test]
 fn planted_bug_ack_before_wal_is_caught() {
     let _turn = one_run_at_a_time();
@@ -161,6 +163,8 @@ fn planted_bug_ack_before_wal_is_caught() {
             "0",
             "--planted-bug",
             "ack-before-wal",
+            "--sync-delay-ms",
+            "20",
             "--history",
             history.to_str().unwrap(),
             "--dir",

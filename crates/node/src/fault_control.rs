@@ -9,6 +9,8 @@
 //!   engine that met the failure stays poisoned after 0; a restart heals it.
 //! - `clock_offset_ms=N`: the hybrid logical clock reads the wall clock
 //!   shifted by `N` ms (signed); timestamps still never go back.
+//! - `sync_delay_ms=N` (0..=60000): every file and directory sync of the
+//!   engines takes `N` ms longer (a slow disk).
 //!
 //! A missing file, a missing line or a line that does not parse means 0
 //! (a bad line is reported once on stderr). Without the option no thread
@@ -20,7 +22,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// How often the file is read.
@@ -35,6 +37,8 @@ pub struct FaultSwitches {
     pub disk_full: Arc<AtomicBool>,
     /// Milliseconds added to the wall clock the HLC reads.
     pub clock_offset_ms: Arc<AtomicI64>,
+    /// Milliseconds added to every file sync of the engines (a slow disk).
+    pub sync_delay_ms: Arc<AtomicU64>,
 }
 
 /// What one reading of the file asks for.
@@ -44,6 +48,8 @@ pub struct FaultState {
     pub disk_full: bool,
     /// `clock_offset_ms=N`.
     pub clock_offset_ms: i64,
+    /// `sync_delay_ms=N`.
+    pub sync_delay_ms: u64,
 }
 
 /// Parses the file's text; returns the state and the lines it did not understand.
@@ -61,6 +67,11 @@ pub fn parse(text: &str) -> (FaultState, Vec<String>) {
                 Ok(ms) => state.clock_offset_ms = ms,
                 Err(_) => bad.push(line.to_owned()),
             },
+            // At most a minute: a test hook, not a way to hang a node.
+            Some(("sync_delay_ms", v)) => match v.parse::<u64>() {
+                Ok(ms) if ms <= 60_000 => state.sync_delay_ms = ms,
+                _ => bad.push(line.to_owned()),
+            },
             _ => bad.push(line.to_owned()),
         }
     }
@@ -73,6 +84,8 @@ impl FaultSwitches {
         self.disk_full.store(state.disk_full, Ordering::Relaxed);
         self.clock_offset_ms
             .store(state.clock_offset_ms, Ordering::Relaxed);
+        self.sync_delay_ms
+            .store(state.sync_delay_ms, Ordering::Relaxed);
     }
 }
 
@@ -116,12 +129,14 @@ fn poll_once(path: &PathBuf, switches: &FaultSwitches, last_bad: &mut Vec<String
     let before = FaultState {
         disk_full: switches.disk_full.load(Ordering::Relaxed),
         clock_offset_ms: switches.clock_offset_ms.load(Ordering::Relaxed),
+        sync_delay_ms: switches.sync_delay_ms.load(Ordering::Relaxed),
     };
     if before != state {
         eprintln!(
-            "ataman: fault-control: disk_full={} clock_offset_ms={}",
+            "ataman: fault-control: disk_full={} clock_offset_ms={} sync_delay_ms={}",
             u8::from(state.disk_full),
-            state.clock_offset_ms
+            state.clock_offset_ms,
+            state.sync_delay_ms
         );
     }
     switches.apply(state);
@@ -134,20 +149,29 @@ mod tests {
     /// Known lines set the state, the last one wins, anything else is reported.
     #[test]
     fn parses_lines() {
-        let (state, bad) = parse("disk_full=1\n clock_offset_ms = -30000 \n# note\n\n");
+        let (state, bad) =
+            parse("disk_full=1\n clock_offset_ms = -30000 \n# note\nsync_delay_ms=20\n\n");
         assert_eq!(
             state,
             FaultState {
                 disk_full: true,
-                clock_offset_ms: -30_000
+                clock_offset_ms: -30_000,
+                sync_delay_ms: 20,
             }
         );
         assert!(bad.is_empty());
-        let (state, bad) = parse("disk_full=1\ndisk_full=0\nclock_offset_ms=x\nfoo\n");
+        let (state, bad) = parse(
+            "disk_full=1\ndisk_full=0\nclock_offset_ms=x\nfoo\nsync_delay_ms=-1\nsync_delay_ms=60001\n",
+        );
         assert_eq!(state, FaultState::default());
         assert_eq!(
             bad,
-            vec!["clock_offset_ms=x".to_string(), "foo".to_string()]
+            vec![
+                "clock_offset_ms=x".to_string(),
+                "foo".to_string(),
+                "sync_delay_ms=-1".to_string(),
+                "sync_delay_ms=60001".to_string()
+            ]
         );
         assert_eq!(parse("").0, FaultState::default());
     }

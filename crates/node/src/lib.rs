@@ -107,10 +107,10 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             fault_control::start(path.clone(), switches.clone(), || {
                 STOP.load(Ordering::SeqCst)
             })?;
-            Arc::new(FaultFs::new(
-                Arc::new(OsFs),
-                Arc::clone(&switches.disk_full),
-            ))
+            Arc::new(
+                FaultFs::new(Arc::new(OsFs), Arc::clone(&switches.disk_full))
+                    .with_sync_delay(Arc::clone(&switches.sync_delay_ms)),
+            )
         }
         None => Arc::new(OsFs),
     };

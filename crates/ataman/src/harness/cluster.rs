@@ -50,6 +50,9 @@ pub struct ClusterSpec {
     pub nodes: usize,
     /// Added to every node's `ataman serve` command line.
     pub serve_args: Vec<String>,
+    /// `sync_delay_ms` in every node's fault-control file for the whole
+    /// run (a slow disk; 0: none).
+    pub sync_delay_ms: u64,
 }
 
 /// What the clients need to reach the nodes: the URLs (placement) and each
@@ -439,9 +442,10 @@ impl Cluster {
         let path = &self.members[i].control_path;
         let tmp = path.with_extension("tmp");
         let text = format!(
-            "disk_full={}\nclock_offset_ms={}\n",
+            "disk_full={}\nclock_offset_ms={}\nsync_delay_ms={}\n",
             u8::from(control.disk_full),
-            control.clock_offset_ms
+            control.clock_offset_ms,
+            self.spec.sync_delay_ms
         );
         std::fs::write(&tmp, text).map_err(io_error(format!("write {}", tmp.display())))?;
         std::fs::rename(&tmp, path).map_err(io_error(format!("rename to {}", path.display())))

@@ -64,6 +64,10 @@ pub struct TestClusterArgs {
     /// Plant a bug in every node, to see the harness catch it: ack-before-wal.
     #[arg(long, value_parser = ["ack-before-wal"])]
     pub planted_bug: Option<String>,
+    /// Make every file sync of every node this many ms slower for the whole
+    /// run (a slow disk, through the fault-control file; at most 60000).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub sync_delay_ms: u64,
     /// Directory for the nodes' data and logs [default: a temporary one,
     /// removed after a run without violations].
     #[arg(long)]
@@ -128,6 +132,7 @@ impl TestClusterArgs {
         c.history = self.history.clone();
         c.report = self.report.clone();
         c.planted_bug = self.planted_bug.clone();
+        c.sync_delay_ms = self.sync_delay_ms;
         c.dir = self.dir.clone();
         c.keep_dir = self.keep;
         c.replication_timeout_ms = self.replication_timeout_ms;

@@ -144,6 +144,8 @@ pub struct Config {
     pub report: Option<PathBuf>,
     /// `--debug-planted-bug` for every node.
     pub planted_bug: Option<String>,
+    /// Every file sync of every node this much slower, ms (a slow disk).
+    pub sync_delay_ms: u64,
     /// More `ataman serve` arguments for every node.
     pub serve_args: Vec<String>,
 }
@@ -173,6 +175,7 @@ impl Config {
             history: None,
             report: None,
             planted_bug: None,
+            sync_delay_ms: 0,
             serve_args: Vec::new(),
         }
     }
@@ -268,6 +271,7 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
         dir: dir.clone(),
         nodes: config.nodes,
         serve_args,
+        sync_delay_ms: config.sync_delay_ms,
     })?);
     let view = lock(&cluster).view();
     let recorder = Arc::new(Recorder::new());

@@ -9,6 +9,11 @@
 //! (docs/API.md, "Test hooks"); the fault-injection harness uses it to fill
 //! one node's disk for a while.
 //!
+//! A second switch, `sync_delay_ms`, makes every file sync take that much
+//! longer (a slow disk): the harness's negative control uses it to widen
+//! the window in which a write acknowledged before the WAL wrote it can be
+//! lost (docs/RELIABILITY.md, "Negative controls").
+//!
 //! An engine that meets the failure is poisoned like after any failed
 //! write (docs/ARCHITECTURE.md, "Assumptions about the disk"): turning the
 //! switch off does not bring it back; a restart does.
@@ -22,18 +27,39 @@ use super::{DirLock, FileSystem, ReadableFile, WritableFile};
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
-/// `inner`, but failing writes with ENOSPC while `disk_full` is on.
+/// `inner`, but failing writes with ENOSPC while `disk_full` is on, and
+/// syncing `sync_delay_ms` slower.
 pub struct FaultFs {
     inner: Arc<dyn FileSystem>,
     disk_full: Arc<AtomicBool>,
+    sync_delay_ms: Arc<AtomicU64>,
 }
 
 impl FaultFs {
     /// Wraps `inner`; `disk_full` is the switch, shared with whoever flips it.
     pub fn new(inner: Arc<dyn FileSystem>, disk_full: Arc<AtomicBool>) -> FaultFs {
-        FaultFs { inner, disk_full }
+        FaultFs {
+            inner,
+            disk_full,
+            sync_delay_ms: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Also delays every file and directory sync by `sync_delay_ms` (read
+    /// at each sync).
+    pub fn with_sync_delay(mut self, sync_delay_ms: Arc<AtomicU64>) -> FaultFs {
+        self.sync_delay_ms = sync_delay_ms;
+        self
+    }
+}
+
+fn delay(sync_delay_ms: &AtomicU64) {
+    let ms = sync_delay_ms.load(Ordering::Relaxed);
+    if ms > 0 {
+        std::thread::sleep(Duration::from_millis(ms));
     }
 }
 
@@ -54,6 +80,7 @@ fn check(disk_full: &AtomicBool) -> io::Result<()> {
 struct FaultWritable {
     inner: Box<dyn WritableFile>,
     disk_full: Arc<AtomicBool>,
+    sync_delay_ms: Arc<AtomicU64>,
 }
 
 impl WritableFile for FaultWritable {
@@ -63,6 +90,7 @@ impl WritableFile for FaultWritable {
     }
 
     fn sync(&mut self) -> io::Result<()> {
+        delay(&self.sync_delay_ms);
         self.inner.sync()
     }
 
@@ -81,6 +109,7 @@ impl FaultFs {
         Box::new(FaultWritable {
             inner,
             disk_full: Arc::clone(&self.disk_full),
+            sync_delay_ms: Arc::clone(&self.sync_delay_ms),
         })
     }
 }
@@ -120,6 +149,7 @@ impl FileSystem for FaultFs {
     }
 
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        delay(&self.sync_delay_ms);
         self.inner.sync_dir(path)
     }
 
