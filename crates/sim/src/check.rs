@@ -355,44 +355,41 @@ fn stale_reads(history: &History, report: &mut Report) {
                         && o.from == w.from
                         && o.ack + w.ack > w.from
                 });
-            if older_won {
-                report.push_key(
-                    Kind::StaleRead,
-                    &read.key,
-                    format!(
-                        "op {} (GET {} ack {}/{} at {} ms via node {}) returned ts {:?}, written by an acknowledged write that ended before op {} (ack {}/{}, ts {wts}, invoked at {} ms) began",
-                        read.id,
-                        show(&read.key),
-                        read.ack,
-                        read.from,
-                        read.invoked_ms,
-                        read.coordinator,
-                        got_ts,
-                        w.id,
-                        w.ack,
-                        w.from,
-                        w.invoked_ms
-                    ),
-                );
+            let seen = || {
+                format!(
+                    "op {} (GET {} ack {}/{} at {} ms via node {}) returned ts {:?}",
+                    read.id,
+                    show(&read.key),
+                    read.ack,
+                    read.from,
+                    read.invoked_ms,
+                    read.coordinator,
+                    got_ts
+                )
+            };
+            let why = if older_won {
+                Some(format!(
+                    "{}, written by an acknowledged write that ended before op {} (ack {}/{}, ts {wts}, invoked at {} ms) began",
+                    seen(),
+                    w.id,
+                    w.ack,
+                    w.from,
+                    w.invoked_ms
+                ))
             } else if got_ts.is_none_or(|g| g < wts) {
-                report.push_key(
-                    Kind::StaleRead,
-                    &read.key,
-                    format!(
-                        "op {} (GET {} ack {}/{} at {} ms via node {}) returned ts {:?}; op {} (ack {}/{}, ts {wts}) was acknowledged at {:?} ms",
-                        read.id,
-                        show(&read.key),
-                        read.ack,
-                        read.from,
-                        read.invoked_ms,
-                        read.coordinator,
-                        got_ts,
-                        w.id,
-                        w.ack,
-                        w.from,
-                        w.completed_ms
-                    ),
-                );
+                Some(format!(
+                    "{}; op {} (ack {}/{}, ts {wts}) was acknowledged at {:?} ms",
+                    seen(),
+                    w.id,
+                    w.ack,
+                    w.from,
+                    w.completed_ms
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                report.push_key(Kind::StaleRead, &read.key, why);
             }
         }
     }
