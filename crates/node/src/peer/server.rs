@@ -183,12 +183,7 @@ impl PeerServer {
                         continue;
                     }
                     ctx.shared.hlc.observe(version.ts);
-                    // A version older than the one held is not stored: the
-                    // coordinator learns the newer timestamp and re-stamps
-                    // (docs/ARCHITECTURE.md, "Re-stamping"). The check reads
-                    // the engine's current view, so it sees every write this
-                    // replica acknowledged before; a write still in flight
-                    // here is concurrent with this one and may go either way.
+                    // Refilling: kept, but not counted (crate::refill).
                     if ctx.shared.refill.active() {
                         local_write(ctx, &key, &version, Target::Nobody);
                         let result = Err(ReplicaError::new(
@@ -198,6 +193,12 @@ impl PeerServer {
                         self.push(&Message::WriteAck { id, result });
                         continue;
                     }
+                    // A version older than the one held is not stored: the
+                    // coordinator learns the newer timestamp and re-stamps
+                    // (docs/ARCHITECTURE.md, "Re-stamping"). The check reads
+                    // the engine's current view, so it sees every write this
+                    // replica acknowledged before; a write still in flight
+                    // here is concurrent with this one and may go either way.
                     // The same timestamp with other contents (a timestamp
                     // issued twice, say by a node whose CLOCK was wiped)
                     // is treated like a newer version: re-stamped above.
