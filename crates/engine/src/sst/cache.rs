@@ -8,6 +8,7 @@
 
 use super::block::Block;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -28,6 +29,37 @@ pub struct CacheStats {
 }
 
 type CacheKey = (u64, u64);
+
+/// The cache's hasher. Keys are (file number, offset) pairs the engine
+/// chose, never client input, so a multiply-rotate mix is enough; it costs
+/// a few instructions where the standard SipHash cost about a hundred per
+/// lookup (callgrind of `bench engine --readrandom`, docs/BENCHMARKS-engine.md
+/// section 11).
+#[derive(Default, Clone, Copy)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(23) ^ x).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 31)
+    }
+}
+
+/// A key's hash under [`KeyHasher`].
+fn key_hash(key: CacheKey) -> u64 {
+    let mut h = KeyHasher::default();
+    key.hash(&mut h);
+    h.finish()
+}
 
 /// A held block and its ages.
 struct Held {
@@ -54,7 +86,7 @@ struct Held {
 /// never exceeds `capacity_bytes`.
 #[derive(Default)]
 struct Shard {
-    entries: HashMap<CacheKey, Held>,
+    entries: HashMap<CacheKey, Held, BuildHasherDefault<KeyHasher>>,
     by_age: BTreeMap<u64, CacheKey>,
     tick: u64,
     bytes: usize,
@@ -152,11 +184,10 @@ impl BlockCache {
     }
 
     fn shard(&self, key: CacheKey) -> MutexGuard<'_, Shard> {
-        let mut bytes = [0u8; 16];
-        bytes[..8].copy_from_slice(&key.0.to_le_bytes());
-        bytes[8..].copy_from_slice(&key.1.to_le_bytes());
-        let h = xxhash_rust::xxh3::xxh3_64(&bytes);
-        let shard = &self.shards[(h % CACHE_SHARDS as u64) as usize];
+        // The top bits pick the shard; the map inside uses the low bits
+        // (and the top 7), so a shard's keys still spread over its buckets.
+        let h = key_hash(key);
+        let shard = &self.shards[((h >> 40) % CACHE_SHARDS as u64) as usize];
         // A panic while holding the lock cannot leave a shard inconsistent
         // in a way that matters: its invariants are restored before any
         // call that could panic, and the assert that checks them would fire
