@@ -190,16 +190,21 @@ pub fn run_command(args: &TestClusterArgs) -> ExitCode {
     match run(&config) {
         Ok(report) => {
             print!("{}", report.text());
-            if report.passed() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(EXIT_VIOLATIONS)
-            }
+            exit_code(&report)
         }
         Err(e) => {
             eprintln!("ataman test-cluster: seed {}: {e}", config.seed);
             ExitCode::from(EXIT_HARNESS_ERROR)
         }
+    }
+}
+
+/// 0 for a clean report, [`EXIT_VIOLATIONS`] otherwise.
+fn exit_code(report: &Report) -> ExitCode {
+    if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_VIOLATIONS)
     }
 }
 
@@ -218,11 +223,7 @@ fn check_file(path: &std::path::Path) -> ExitCode {
                 elapsed_s: 0.0,
             };
             print!("{}", report.text());
-            if report.passed() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(EXIT_VIOLATIONS)
-            }
+            exit_code(&report)
         }
         Err(e) => {
             eprintln!("ataman test-cluster: {}: {e}", path.display());
