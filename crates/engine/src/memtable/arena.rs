@@ -112,6 +112,7 @@ impl Arena {
         if ptr.is_null() {
             handle_alloc_error(layout);
         }
+        #[cfg(not(miri))]
         if align == CHUNK_BYTES {
             // SAFETY: `ptr` starts a mapping of `bytes` we own; the advice
             // changes only how the kernel backs it. Failure (no THP support)

@@ -464,7 +464,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
+        #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 2 } else { 64 }))]
 
         /// Iteration and seeks agree with a BTreeMap ordered by
         /// `compare_internal`, for any keys, timestamps and values.
@@ -566,7 +566,8 @@ mod tests {
     /// their own values, and end by seeing all of them.
     #[test]
     fn readers_see_a_consistent_list_during_inserts() {
-        const N: u64 = 20_000;
+        // Miri (which checks this file's unsafe code) is ~1000x slower.
+        const N: u64 = if cfg!(miri) { 300 } else { 20_000 };
         let list = Arc::new(SkipList::new());
         let done = Arc::new(AtomicBool::new(false));
         let value_of = |i: u64| (i * 7).to_le_bytes().to_vec();
