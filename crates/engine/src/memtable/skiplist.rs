@@ -1,0 +1,628 @@
+//! The memtable's skip list: one writer, any number of lock-free readers,
+//! every node (tower, key and value) in one arena allocation.
+//!
+//! The algorithm is the classic one of LevelDB's memtable: a writer finds
+//! the predecessors of the new key at every level, fills in the new node
+//! completely (its links point at those predecessors' successors), then
+//! publishes it bottom-up with a release store into each predecessor's
+//! link. Readers follow links with acquire loads, so a node they reach is
+//! fully written; a reader racing an insert sees the node at some levels and
+//! not yet at others, which only changes how fast it walks, never what it
+//! finds. Nothing is ever unlinked, so a node stays valid as long as the
+//! list (its arena) lives.
+//!
+//! Compared with `crossbeam-skiplist` (used before): no epoch pinning (a
+//! full fence per operation), no reference counts, no per-entry `malloc`
+//! (the key and the value were two more), branching factor 4 instead of 2
+//! (half the levels), and the first 16 bytes of the user key stored in the
+//! node, so most comparisons touch only the node's first cache line.
+//!
+//! # Invariants
+//! - Inserts are serialised by the `writer` mutex; readers take no lock.
+//! - A node's fields and all its links are written before the first
+//!   release store that makes it reachable; after that only its links
+//!   change, and only by the writer, with release stores.
+//! - The list is ordered by [`key::compare_internal`]; keys are unique
+//!   (the engine's sequence numbers are).
+
+use super::arena::Arena;
+use crate::key;
+use std::cmp::Ordering;
+use std::ptr;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering as AtomicOrdering};
+
+/// Levels a node may have. With branching factor 4, twelve levels keep
+/// searches logarithmic up to about 4^12 = 16 M entries.
+pub const HEIGHT_MAX: usize = 12;
+
+/// A node is promoted to the next level with probability 1 / 2^BRANCHING_BITS
+/// (branching factor 4).
+const BRANCHING_BITS: u32 = 2;
+
+/// Bytes of user key a node keeps inline for comparisons.
+pub const PREFIX_BYTES: usize = 16;
+
+/// A node's fixed part. Its `height` links follow it in the same
+/// allocation, then the encoded internal key, then the value.
+#[repr(C)]
+struct Node {
+    /// The first [`PREFIX_BYTES`] of the user key, big-endian, zero-padded.
+    prefix_hi: u64,
+    prefix_lo: u64,
+    key_len: u32,
+    value_len: u32,
+    height: u32,
+    _pad: u32,
+    /// Followed by `height` `AtomicPtr<Node>`s.
+    links: [AtomicPtr<Node>; 0],
+}
+
+/// Bytes of a node's fixed part.
+const NODE_HEADER_BYTES: usize = std::mem::size_of::<Node>();
+
+/// Mean bytes a node takes besides its key and value: the fixed part, the
+/// expected 4/3 links and the expected alignment padding.
+pub const NODE_OVERHEAD_BYTES_MEAN: usize = NODE_HEADER_BYTES + 8 * 4 / 3 + 4;
+
+impl Node {
+    /// Link `level` of `node`.
+    ///
+    /// # Safety
+    /// `node` points at a live, fully written node with `height > level`.
+    unsafe fn link<'a>(node: *const Node, level: usize) -> &'a AtomicPtr<Node> {
+        // SAFETY: the links array follows the header inside the node's own
+        // allocation, and the caller promises `level < height`.
+        unsafe { &*(*node).links.as_ptr().add(level) }
+    }
+
+    /// The node's encoded internal key.
+    ///
+    /// # Safety
+    /// `node` points at a live, fully written node.
+    unsafe fn key<'a>(node: *const Node) -> &'a [u8] {
+        // SAFETY: the key bytes follow the links, `key_len` of them, written
+        // before the node was published.
+        unsafe {
+            let n = &*node;
+            let start = n.links.as_ptr().add(n.height as usize).cast::<u8>();
+            std::slice::from_raw_parts(start, n.key_len as usize)
+        }
+    }
+
+    /// The node's value.
+    ///
+    /// # Safety
+    /// `node` points at a live, fully written node.
+    unsafe fn value<'a>(node: *const Node) -> &'a [u8] {
+        // SAFETY: the value bytes follow the key, `value_len` of them.
+        unsafe {
+            let n = &*node;
+            let start = n
+                .links
+                .as_ptr()
+                .add(n.height as usize)
+                .cast::<u8>()
+                .add(n.key_len as usize);
+            std::slice::from_raw_parts(start, n.value_len as usize)
+        }
+    }
+}
+
+/// What a search compares nodes with: an encoded internal key and its
+/// prefix words.
+pub struct Probe<'a> {
+    prefix_hi: u64,
+    prefix_lo: u64,
+    ikey: &'a [u8],
+}
+
+impl<'a> Probe<'a> {
+    /// A probe for the encoded internal key `ikey`.
+    pub fn new(ikey: &'a [u8]) -> Self {
+        let (prefix_hi, prefix_lo) = prefix_words(key::user_key(ikey));
+        Probe {
+            prefix_hi,
+            prefix_lo,
+            ikey,
+        }
+    }
+}
+
+/// The prefix words of a user key: its first 16 bytes, big-endian,
+/// zero-padded. Unequal prefixes order like the keys (the first differing
+/// byte is a real byte of both, or a padding zero against a real byte,
+/// which is the shorter key first either way); equal ones say nothing.
+fn prefix_words(user_key: &[u8]) -> (u64, u64) {
+    let mut word = [0u8; PREFIX_BYTES];
+    let n = user_key.len().min(PREFIX_BYTES);
+    word[..n].copy_from_slice(&user_key[..n]);
+    let hi = u64::from_be_bytes(word[..8].try_into().unwrap_or_default());
+    let lo = u64::from_be_bytes(word[8..].try_into().unwrap_or_default());
+    (hi, lo)
+}
+
+/// Orders `node` against `probe`.
+///
+/// # Safety
+/// `node` points at a live, fully written node.
+unsafe fn compare(node: *const Node, probe: &Probe<'_>) -> Ordering {
+    // SAFETY: the caller's promise.
+    let n = unsafe { &*node };
+    n.prefix_hi
+        .cmp(&probe.prefix_hi)
+        .then(n.prefix_lo.cmp(&probe.prefix_lo))
+        // SAFETY: the caller's promise.
+        .then_with(|| key::compare_internal(unsafe { Node::key(node) }, probe.ikey))
+}
+
+/// What only the writer touches.
+struct Writer {
+    arena: Arena,
+    /// xorshift64 state for node heights.
+    rng: u64,
+}
+
+/// The skip list.
+pub struct SkipList {
+    /// A node of height [`HEIGHT_MAX`] with no key, before every entry.
+    head: *const Node,
+    /// Levels in use (1..=HEIGHT_MAX); only grows.
+    height: AtomicUsize,
+    len: AtomicUsize,
+    writer: Mutex<Writer>,
+}
+
+// SAFETY: the raw pointers point into the arena the list owns (behind
+// `writer`); nodes are immutable once published except for their atomic
+// links, which readers load with acquire and the single writer (serialised
+// by the mutex) stores with release. So the list may be moved to and shared
+// with other threads.
+unsafe impl Send for SkipList {}
+// SAFETY: see `Send`.
+unsafe impl Sync for SkipList {}
+
+impl Default for SkipList {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SkipList {
+    /// An empty list.
+    pub fn new() -> Self {
+        let mut arena = Arena::new();
+        // The head's links start null (alloc_node writes them so).
+        let head = alloc_node(&mut arena, HEIGHT_MAX, &[], &[]);
+        SkipList {
+            head,
+            height: AtomicUsize::new(1),
+            len: AtomicUsize::new(0),
+            writer: Mutex::new(Writer {
+                arena,
+                rng: 0x9E37_79B9_7F4A_7C15,
+            }),
+        }
+    }
+
+    /// Entries inserted.
+    pub fn len(&self) -> usize {
+        self.len.load(AtomicOrdering::Acquire)
+    }
+
+    /// True when nothing was inserted.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes the list's nodes take in its arena (the head's included).
+    pub fn used_bytes(&self) -> usize {
+        self.lock_writer().arena.used()
+    }
+
+    /// Bytes the list's arena holds (whole chunks).
+    pub fn reserved_bytes(&self) -> usize {
+        self.lock_writer().arena.reserved()
+    }
+
+    /// Inserts `ikey` (an encoded internal key not already present) with
+    /// `value`; returns the bytes the node took.
+    pub fn insert(&self, ikey: &[u8], value: &[u8]) -> usize {
+        let mut w = self.lock_writer();
+        let probe = Probe::new(ikey);
+        let mut prev = [self.head; HEIGHT_MAX];
+        let found = self.find_ge(&probe, Some(&mut prev));
+        debug_assert!(
+            // SAFETY: a non-null result is a published node.
+            found.is_null() || unsafe { compare(found, &probe) } != Ordering::Equal,
+            "duplicate internal key"
+        );
+        let height = random_height(&mut w.rng);
+        let used_before = w.arena.used();
+        let node = alloc_node(&mut w.arena, height, ikey, value);
+        let bytes = w.arena.used() - used_before;
+        let list_height = self.height.load(AtomicOrdering::Relaxed);
+        if height > list_height {
+            // `prev` above the old height is already the head. Readers that
+            // see the new height before the links just step down from the
+            // head's null links.
+            self.height.store(height, AtomicOrdering::Relaxed);
+        }
+        for (level, &p) in prev.iter().enumerate().take(height) {
+            // SAFETY: `p` is the head or a published node of height > level
+            // (find_ge recorded it at this level); `node` has `height` links.
+            unsafe {
+                let next = Node::link(p, level).load(AtomicOrdering::Relaxed);
+                Node::link(node, level).store(next, AtomicOrdering::Relaxed);
+            }
+        }
+        for (level, &p) in prev.iter().enumerate().take(height) {
+            // SAFETY: as above. The release store publishes the node whole.
+            unsafe { Node::link(p, level) }.store(node.cast_mut(), AtomicOrdering::Release);
+        }
+        self.len.fetch_add(1, AtomicOrdering::Release);
+        drop(w);
+        bytes
+    }
+
+    /// The first node at or after `probe` (null if none); with `prev`, also
+    /// the last node before it at every level.
+    fn find_ge(
+        &self,
+        probe: &Probe<'_>,
+        mut prev: Option<&mut [*const Node; HEIGHT_MAX]>,
+    ) -> *const Node {
+        let mut x = self.head;
+        let mut level = self.height.load(AtomicOrdering::Relaxed) - 1;
+        loop {
+            // SAFETY: `x` is the head or a node reached through a link at a
+            // level >= `level`, so it has a link at `level`.
+            let next = unsafe { Node::link(x, level) }.load(AtomicOrdering::Acquire);
+            // SAFETY: a non-null link points at a published node.
+            if !next.is_null() && unsafe { compare(next, probe) } == Ordering::Less {
+                x = next;
+                continue;
+            }
+            if let Some(prev) = prev.as_deref_mut() {
+                prev[level] = x;
+            }
+            if level == 0 {
+                return next;
+            }
+            level -= 1;
+        }
+    }
+
+    /// A cursor on the first entry at or after the internal key `ikey`.
+    pub fn seek(&self, ikey: &[u8]) -> Cursor<'_> {
+        Cursor {
+            list: self,
+            node: self.find_ge(&Probe::new(ikey), None),
+        }
+    }
+
+    /// A cursor past the last entry.
+    pub fn end(&self) -> Cursor<'_> {
+        Cursor {
+            list: self,
+            node: ptr::null(),
+        }
+    }
+
+    /// A cursor on the first entry.
+    pub fn first(&self) -> Cursor<'_> {
+        // SAFETY: the head has HEIGHT_MAX links.
+        let node = unsafe { Node::link(self.head, 0) }.load(AtomicOrdering::Acquire);
+        Cursor { list: self, node }
+    }
+
+    fn lock_writer(&self) -> std::sync::MutexGuard<'_, Writer> {
+        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A position in a [`SkipList`]: an entry, or past the end.
+#[derive(Clone, Copy)]
+pub struct Cursor<'a> {
+    list: &'a SkipList,
+    node: *const Node,
+}
+
+// SAFETY: a cursor only reads published nodes of a list that is `Sync`, and
+// the borrow keeps that list alive; which thread reads them does not matter.
+unsafe impl Send for Cursor<'_> {}
+
+impl<'a> Cursor<'a> {
+    /// True when on an entry.
+    pub fn valid(&self) -> bool {
+        !self.node.is_null()
+    }
+
+    /// The entry's encoded internal key. Only while `valid()`.
+    pub fn key(&self) -> &'a [u8] {
+        assert!(self.valid(), "skip-list cursor read past the end");
+        // SAFETY: a valid cursor is on a published node of a list that
+        // lives for 'a; nodes are never freed before the list.
+        unsafe { Node::key(self.node) }
+    }
+
+    /// The entry's value. Only while `valid()`.
+    pub fn value(&self) -> &'a [u8] {
+        assert!(self.valid(), "skip-list cursor read past the end");
+        // SAFETY: as for `key`.
+        unsafe { Node::value(self.node) }
+    }
+
+    /// Moves to the next entry (or past the end).
+    pub fn advance(&mut self) {
+        if self.valid() {
+            // SAFETY: as for `key`; every node has a level-0 link.
+            self.node = unsafe { Node::link(self.node, 0) }.load(AtomicOrdering::Acquire);
+        }
+    }
+
+    /// The list this cursor walks.
+    pub fn list(&self) -> &'a SkipList {
+        self.list
+    }
+}
+
+/// A height with P(h > k) = 4^-k, at most HEIGHT_MAX.
+fn random_height(rng: &mut u64) -> usize {
+    let mut x = *rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *rng = x;
+    let mut height = 1;
+    let mut bits = x;
+    let mask = (1u64 << BRANCHING_BITS) - 1;
+    while height < HEIGHT_MAX && bits & mask == 0 {
+        height += 1;
+        bits >>= BRANCHING_BITS;
+    }
+    height
+}
+
+/// Allocates and fills a node (links left for the caller).
+fn alloc_node(arena: &mut Arena, height: usize, ikey: &[u8], value: &[u8]) -> *const Node {
+    let links_bytes = height * std::mem::size_of::<AtomicPtr<Node>>();
+    let bytes = NODE_HEADER_BYTES + links_bytes + ikey.len() + value.len();
+    let node = arena.allocate(bytes).cast::<Node>();
+    let (prefix_hi, prefix_lo) = if ikey.is_empty() {
+        (0, 0)
+    } else {
+        prefix_words(key::user_key(ikey))
+    };
+    // SAFETY: the arena returned `bytes` writable, 8-byte-aligned bytes
+    // (Node's alignment is 8), enough for the header, `height` links, the
+    // key and the value, laid out in that order. Nothing else can see the
+    // node yet.
+    unsafe {
+        node.write(Node {
+            prefix_hi,
+            prefix_lo,
+            key_len: ikey.len() as u32,
+            value_len: value.len() as u32,
+            height: height as u32,
+            _pad: 0,
+            links: [],
+        });
+        let links = (*node).links.as_mut_ptr();
+        for level in 0..height {
+            links.add(level).write(AtomicPtr::new(ptr::null_mut()));
+        }
+        let key_at = links.add(height).cast::<u8>();
+        ptr::copy_nonoverlapping(ikey.as_ptr(), key_at, ikey.len());
+        ptr::copy_nonoverlapping(value.as_ptr(), key_at.add(ikey.len()), value.len());
+    }
+    node
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::Kind;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    /// The internal keys of a model, in `compare_internal` order.
+    #[derive(Clone, PartialEq, Eq)]
+    struct Ik(Vec<u8>);
+    impl Ord for Ik {
+        fn cmp(&self, other: &Self) -> Ordering {
+            key::compare_internal(&self.0, &other.0)
+        }
+    }
+    impl PartialOrd for Ik {
+        fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+            Some(self.cmp(other))
+        }
+    }
+
+    fn collect(list: &SkipList) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut c = list.first();
+        while c.valid() {
+            out.push((c.key().to_vec(), c.value().to_vec()));
+            c.advance();
+        }
+        out
+    }
+
+    fn user_key_strategy() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            // Short keys over a tiny alphabet: many shared prefixes and
+            // many versions of one key.
+            proptest::collection::vec(prop_oneof![Just(0u8), Just(b'a'), Just(0xff)], 0..4),
+            // Keys around the inline prefix's length.
+            proptest::collection::vec(any::<u8>(), 14..19),
+            proptest::collection::vec(any::<u8>(), 0..40),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 2 } else { 64 }))]
+
+        /// Iteration and seeks agree with a BTreeMap ordered by
+        /// `compare_internal`, for any keys, timestamps and values.
+        #[test]
+        fn matches_a_sorted_model(
+            entries in proptest::collection::vec(
+                (user_key_strategy(), any::<u64>(), proptest::collection::vec(any::<u8>(), 0..20)),
+                0..300,
+            ),
+            seeks in proptest::collection::vec((user_key_strategy(), any::<u64>()), 0..40),
+        ) {
+            let list = SkipList::new();
+            let mut model = BTreeMap::new();
+            for (i, (user, ts, value)) in entries.iter().enumerate() {
+                let kind = if i % 5 == 0 { Kind::Delete } else { Kind::Put };
+                let ikey = key::internal_key(user, *ts, i as u64 + 1, kind);
+                let bytes = list.insert(&ikey, value);
+                prop_assert!(bytes >= NODE_HEADER_BYTES + 8 + ikey.len() + value.len());
+                model.insert(Ik(ikey), value.clone());
+            }
+            prop_assert_eq!(list.len(), model.len());
+            let expected: Vec<(Vec<u8>, Vec<u8>)> =
+                model.iter().map(|(k, v)| (k.0.clone(), v.clone())).collect();
+            prop_assert_eq!(collect(&list), expected);
+            for (user, ts) in seeks {
+                let target = key::internal_key(&user, ts, 0, Kind::Put);
+                let c = list.seek(&target);
+                let want = model.range(Ik(target.clone())..).next();
+                match want {
+                    Some((k, v)) => {
+                        prop_assert!(c.valid());
+                        prop_assert_eq!(c.key(), &k.0[..]);
+                        prop_assert_eq!(c.value(), &v[..]);
+                    }
+                    None => prop_assert!(!c.valid()),
+                }
+                let c = list.seek(&key::seek_key(&user));
+                let want = model.range(Ik(key::seek_key(&user))..).next();
+                prop_assert_eq!(c.valid().then(|| c.key().to_vec()), want.map(|(k, _)| k.0.clone()));
+            }
+        }
+    }
+
+    /// A node's prefix-first comparison with a probe is exactly
+    /// compare_internal's order, for keys
+    /// shorter and longer than the prefix, sharing it, or padded with zeros.
+    #[test]
+    fn prefix_order_is_internal_order() {
+        let users: Vec<Vec<u8>> = vec![
+            vec![],
+            vec![0],
+            vec![0, 0],
+            b"a".to_vec(),
+            b"a\0".to_vec(),
+            b"a\0\0b".to_vec(),
+            b"0123456789abcdef".to_vec(),
+            b"0123456789abcdef\0".to_vec(),
+            b"0123456789abcdefg".to_vec(),
+            b"0123456789abcdeg".to_vec(),
+            vec![0xff; 20],
+        ];
+        let mut keys = Vec::new();
+        for (i, u) in users.iter().enumerate() {
+            for ts in [0, 7, u64::MAX] {
+                keys.push(key::internal_key(u, ts, i as u64 + 1, Kind::Put));
+                keys.push(key::internal_key(u, ts, i as u64 + 100, Kind::Delete));
+            }
+            keys.push(key::seek_key(u));
+        }
+        for a in &keys {
+            for b in &keys {
+                let mut arena = Arena::new();
+                let node = alloc_node(&mut arena, 1, a, b"");
+                // SAFETY: `node` was just written whole and `arena` is alive.
+                let got = unsafe { compare(node, &Probe::new(b)) };
+                assert_eq!(got, key::compare_internal(a, b), "{a:?} vs {b:?}");
+            }
+        }
+    }
+
+    /// Heights follow the branching factor: about 3/4 of nodes have one
+    /// level, none more than HEIGHT_MAX.
+    #[test]
+    fn heights_are_geometric() {
+        let mut rng = 1u64;
+        let mut counts = [0usize; HEIGHT_MAX + 1];
+        for _ in 0..100_000 {
+            counts[random_height(&mut rng)] += 1;
+        }
+        assert_eq!(counts[0], 0);
+        let one = counts[1] as f64 / 100_000.0;
+        assert!((0.73..0.77).contains(&one), "share of height 1: {one}");
+        let two = counts[2] as f64 / 100_000.0;
+        assert!((0.17..0.21).contains(&two), "share of height 2: {two}");
+    }
+
+    /// Readers walking and seeking while the writer inserts always see a
+    /// sorted list whose entries are all ones that were inserted, with
+    /// their own values, and end by seeing all of them.
+    #[test]
+    fn readers_see_a_consistent_list_during_inserts() {
+        // Miri (which checks this file's unsafe code) is ~1000x slower.
+        const N: u64 = if cfg!(miri) { 300 } else { 20_000 };
+        let list = Arc::new(SkipList::new());
+        let done = Arc::new(AtomicBool::new(false));
+        let value_of = |i: u64| (i * 7).to_le_bytes().to_vec();
+        let key_of = |i: u64| {
+            let user = format!("{:08}", (i * 7919) % N);
+            key::internal_key(user.as_bytes(), i, i + 1, Kind::Put)
+        };
+        let readers: Vec<_> = (0..2)
+            .map(|r| {
+                let list = Arc::clone(&list);
+                let done = Arc::clone(&done);
+                std::thread::spawn(move || {
+                    let mut passes = 0u64;
+                    loop {
+                        let finished = done.load(AtomicOrdering::Acquire);
+                        let mut c = if passes.is_multiple_of(2) {
+                            list.first()
+                        } else {
+                            list.seek(&key::seek_key(format!("{:08}", passes * 13 % N).as_bytes()))
+                        };
+                        let mut last: Option<Vec<u8>> = None;
+                        let mut seen = 0u64;
+                        while c.valid() {
+                            let k = c.key();
+                            let parsed = key::parse_internal_key(k).expect("well-formed key");
+                            let i = parsed.ts;
+                            assert_eq!(k, &key_of(i)[..], "reader {r}");
+                            assert_eq!(c.value(), &value_of(i)[..], "reader {r}");
+                            if let Some(prev) = &last {
+                                assert_eq!(key::compare_internal(prev, k), Ordering::Less);
+                            }
+                            last = Some(k.to_vec());
+                            seen += 1;
+                            c.advance();
+                        }
+                        passes += 1;
+                        if finished {
+                            if !passes.is_multiple_of(2) {
+                                assert_eq!(seen, N, "a full pass after the writer ended");
+                            }
+                            if passes > 2 {
+                                return passes;
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for i in 0..N {
+            list.insert(&key_of(i), &value_of(i));
+        }
+        done.store(true, AtomicOrdering::Release);
+        for r in readers {
+            assert!(r.join().expect("reader panicked") > 2);
+        }
+        assert_eq!(list.len() as u64, N);
+    }
+}
