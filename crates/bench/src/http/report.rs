@@ -228,6 +228,17 @@ pub struct HttpReport {
     pub latency_ms: LatencyMs,
     /// Latency from the actual send time (wrk's, hides stalls), ms.
     pub uncorrected_latency_ms: LatencyMs,
+    /// `--send-slack`, microseconds: how late a planned send may wait for
+    /// a response's wake-up (0 in reports written before it existed).
+    #[serde(default)]
+    pub send_slack_us: u64,
+    /// From the planned to the actual send time, ms: the generator's own
+    /// lateness (slack plus scheduling), already inside `latency_ms`.
+    #[serde(default)]
+    pub send_lag_ms: LatencyMs,
+    /// Requests sent before their planned time: always 0.
+    #[serde(default)]
+    pub sent_early: u64,
     /// Per-thread per-second request rates.
     pub thread_rps: ThreadRps,
     /// The generator's CPU.
@@ -494,6 +505,14 @@ pub fn print(r: &HttpReport, totals: &Totals, with_spectrum: bool) {
     println!(
         "Generator CPU: {:.2} us per request ({:.3} s user+system, {:.2} cores on average)",
         r.generator.cpu_us_per_request, r.generator.cpu_sec, r.generator.cores
+    );
+    println!(
+        "Send lag (planned -> sent, inside the corrected latency): p50 {}, p99 {}, max {}; --send-slack {}us, {} sent early",
+        pretty_ms(r.send_lag_ms.p50),
+        pretty_ms(r.send_lag_ms.p99),
+        pretty_ms(r.send_lag_ms.max),
+        r.send_slack_us,
+        r.sent_early
     );
     if let Some(fill) = &r.fill {
         println!(
