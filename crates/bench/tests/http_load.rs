@@ -357,7 +357,11 @@ fn send_slack_never_early_and_keeps_the_rate() {
             report.requests
         );
         let ratio = report.achieved_rps / report.offered_rps;
-        assert!((0.9..=1.1).contains(&ratio), "achieved {}", report.achieved_rps);
+        assert!(
+            (0.9..=1.1).contains(&ratio),
+            "achieved {}",
+            report.achieved_rps
+        );
         // The lag is part of the corrected latency, never more than it.
         assert!(report.send_lag_ms.p50 <= report.latency_ms.p50);
         assert!(report.send_lag_ms.max <= report.latency_ms.max);

@@ -232,8 +232,9 @@ pub struct HttpReport {
     /// a response's wake-up (0 in reports written before it existed).
     #[serde(default)]
     pub send_slack_us: u64,
-    /// From the planned to the actual send time, ms: the generator's own
-    /// lateness (slack plus scheduling), already inside `latency_ms`.
+    /// From the planned to the actual send time, ms, already inside
+    /// `latency_ms`: waiting for the connection's previous response (the
+    /// server's share), the send slack and the generator's own delays.
     #[serde(default)]
     pub send_lag_ms: LatencyMs,
     /// Requests sent before their planned time: always 0.
@@ -507,7 +508,7 @@ pub fn print(r: &HttpReport, totals: &Totals, with_spectrum: bool) {
         r.generator.cpu_us_per_request, r.generator.cpu_sec, r.generator.cores
     );
     println!(
-        "Send lag (planned -> sent, inside the corrected latency): p50 {}, p99 {}, max {}; --send-slack {}us, {} sent early",
+        "Send lag (planned -> sent: connection busy, slack, generator; inside the corrected latency): p50 {}, p99 {}, max {}; --send-slack {}us, {} sent early",
         pretty_ms(r.send_lag_ms.p50),
         pretty_ms(r.send_lag_ms.p99),
         pretty_ms(r.send_lag_ms.max),

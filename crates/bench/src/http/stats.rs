@@ -93,8 +93,8 @@ pub struct Totals {
     pub corrected_ns: Histogram<u64>,
     /// Latency from the actual send time, ns.
     pub uncorrected_ns: Histogram<u64>,
-    /// From the planned to the actual send time, ns (the generator's own
-    /// lateness: the send slack plus scheduling delays).
+    /// From the planned to the actual send time, ns: the wait for the
+    /// connection's previous response, the send slack, scheduling delays.
     pub send_lag_ns: Histogram<u64>,
     /// Requests whose first byte was written before their planned time:
     /// always 0 (a contract of the schedule; counted, not assumed).
