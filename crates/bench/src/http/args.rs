@@ -53,7 +53,8 @@ pub struct HttpArgs {
     pub timeout: Duration,
     /// While requests are in flight, a planned send may wait this long for
     /// a response's wake-up instead of a timer's of its own (`0us` = wake
-    /// exactly; at most 1ms). Never early; the lag is charged and reported.
+    /// exactly; at most 1ms); used only from rate/threads >= 1/slack. Never
+    /// early; the lag is charged and reported.
     #[arg(long, default_value = "100us", value_parser = parse_duration)]
     pub send_slack: Duration,
     /// Write the report as JSON to this file.

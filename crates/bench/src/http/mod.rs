@@ -94,7 +94,11 @@ pub fn run(args: &HttpArgs) -> Result<(HttpReport, stats::Totals)> {
         timeout: args.timeout,
         rate: args.rate,
         connections_total: args.connections,
-        send_slack_ns: nanos(args.send_slack),
+        send_slack_ns: wake::slack_in_use_ns(
+            nanos(args.send_slack),
+            args.rate,
+            args.threads.min(args.connections),
+        ),
     };
     let cpu_before = process_cpu_time();
     let result = phase::run_phase(
@@ -146,6 +150,7 @@ pub fn run(args: &HttpArgs) -> Result<(HttpReport, stats::Totals)> {
         latency_ms: LatencyMs::of(&totals.corrected_ns),
         uncorrected_latency_ms: LatencyMs::of(&totals.uncorrected_ns),
         send_slack_us: u64::try_from(args.send_slack.as_micros()).unwrap_or(u64::MAX),
+        send_slack_in_use: phase.send_slack_ns > 0,
         send_lag_ms: LatencyMs::of(&totals.send_lag_ns),
         sent_early: totals.sent_early,
         thread_rps: report::thread_rps(

@@ -18,6 +18,12 @@
 //! charged from the planned time, so any lateness the slack adds shows in
 //! the corrected latency and in the report's send lag.
 //!
+//! The slack is only worth its lateness where a response within it is
+//! likely, that is where each thread's rate times the slack is at least
+//! one response ([`slack_in_use_ns`]); below that (10,000 requests/s per
+//! thread for 100 µs) the timer is exact. That is also where the
+//! generator's CPU matters: at low rates the server has the CPU to spare.
+//!
 //! An armed timer is kept (no `timerfd_settime`, which costs about as
 //! much as the rest of a wake-up's user space) while it fires no earlier
 //! than the next planned send and no later than the slack allows, in
@@ -25,6 +31,21 @@
 
 /// Largest `--send-slack`, microseconds (wrk2's timers have 1 ms resolution).
 pub const SEND_SLACK_US_MAX: u64 = 1000;
+
+/// Nanoseconds per second.
+const NS_PER_SEC: u128 = 1_000_000_000;
+
+/// The slack a run uses: `slack_ns` when each of `threads` threads plans at
+/// least one send per slack at `rate` requests/s in all, else 0 (exact).
+/// A closed loop (`rate` 0) plans no sends on a clock: 0.
+pub fn slack_in_use_ns(slack_ns: u64, rate: u64, threads: usize) -> u64 {
+    let threads = threads.max(1) as u128;
+    if u128::from(rate) * u128::from(slack_ns) >= threads * NS_PER_SEC {
+        slack_ns
+    } else {
+        0
+    }
+}
 
 /// The span in which the next timer wake-up may fall, ns since the epoch.
 ///
@@ -83,6 +104,20 @@ mod tests {
             latest_ns,
             keep_until_ns,
         }
+    }
+
+    /// The slack is used from one planned send per slack per thread up.
+    #[test]
+    fn slack_in_use_from_one_send_per_slack() {
+        let us100 = 100_000;
+        assert_eq!(slack_in_use_ns(us100, 20_000, 2), us100);
+        assert_eq!(slack_in_use_ns(us100, 19_999, 2), 0);
+        assert_eq!(slack_in_use_ns(us100, 40_000, 2), us100);
+        assert_eq!(slack_in_use_ns(us100, 10_000, 1), us100);
+        assert_eq!(slack_in_use_ns(us100, 2_000, 2), 0);
+        assert_eq!(slack_in_use_ns(us100, 0, 2), 0);
+        assert_eq!(slack_in_use_ns(0, 1_000_000, 1), 0);
+        assert_eq!(slack_in_use_ns(us100, u64::MAX, 0), us100);
     }
 
     /// Without requests in flight a new timer is exact; with some it may be
