@@ -9,7 +9,9 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
-/// One-shot timer, re-armed relative to now.
+/// One-shot timer, re-armed relative to now. Its expiries are never read:
+/// under the edge-triggered poll each expiry is a new edge, and re-arming
+/// resets the count, so a `read` per wake-up would only cost a syscall.
 ///
 /// # Invariants
 /// `fd` is a non-blocking `CLOCK_MONOTONIC` timerfd owned by this value.
