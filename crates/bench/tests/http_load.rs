@@ -336,3 +336,44 @@ fn several_targets_share_the_connections() {
     a.connections = 1;
     assert!(http::run(&a).is_err());
 }
+
+/// The send slack never sends a request before its planned time (counted
+/// per request, must be 0), keeps the offered rate, and is reported with
+/// the lag it added and whether it was in use (from one planned send per
+/// slack per thread: 2000/s over 2 threads is 1 ms apart); a slack past
+/// the bound is refused.
+#[test]
+fn send_slack_never_early_and_keeps_the_rate() {
+    let addr = server(Behaviour::Fast);
+    for (slack_us, in_use) in [
+        (0u64, false),
+        (100, false),
+        (ataman_bench::http::wake::SEND_SLACK_US_MAX, true),
+    ] {
+        let mut a = args(addr, 2000, 2.0, 8);
+        a.send_slack = Duration::from_micros(slack_us);
+        let report = run(&a);
+        assert_eq!(report.errors, 0, "{report:?}");
+        assert_eq!(report.sent_early, 0, "slack {slack_us} us");
+        assert_eq!(report.send_slack_us, slack_us);
+        assert_eq!(report.send_slack_in_use, in_use, "slack {slack_us} us");
+        // The schedule plans exactly rate x duration requests; all are answered.
+        assert!(
+            (3900..=4000).contains(&report.requests),
+            "slack {slack_us} us: requests {}",
+            report.requests
+        );
+        let ratio = report.achieved_rps / report.offered_rps;
+        assert!(
+            (0.9..=1.1).contains(&ratio),
+            "achieved {}",
+            report.achieved_rps
+        );
+        // The lag is part of the corrected latency, never more than it.
+        assert!(report.send_lag_ms.p50 <= report.latency_ms.p50);
+        assert!(report.send_lag_ms.max <= report.latency_ms.max);
+    }
+    let mut a = args(addr, 2000, 1.0, 8);
+    a.send_slack = Duration::from_micros(ataman_bench::http::wake::SEND_SLACK_US_MAX + 1);
+    assert!(http::run(&a).is_err());
+}

@@ -51,6 +51,12 @@ pub struct HttpArgs {
     /// A request without its response this long after it was sent is a timeout; the connection is reopened.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub timeout: Duration,
+    /// While requests are in flight, a planned send may wait this long for
+    /// a response's wake-up instead of a timer's of its own (`0us` = wake
+    /// exactly; at most 1ms); used only from rate/threads >= 1/slack. Never
+    /// early; the lag is charged and reported.
+    #[arg(long, default_value = "100us", value_parser = parse_duration)]
+    pub send_slack: Duration,
     /// Write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -89,6 +95,7 @@ impl HttpArgs {
             fill: 0,
             warmup: Duration::ZERO,
             timeout: Duration::from_secs(2),
+            send_slack: Duration::from_micros(100),
             json: None,
             plot: None,
             label: None,
@@ -166,7 +173,9 @@ pub const VALUE_BYTES_MAX: usize = 16 * 1024 * 1024;
 /// `500ms`, `10s`, `2m`, `1h`, or a bare number of seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    let (number, unit_ms) = if let Some(n) = text.strip_suffix("ms") {
+    let (number, unit_ms) = if let Some(n) = text.strip_suffix("us") {
+        (n, 0.001)
+    } else if let Some(n) = text.strip_suffix("ms") {
         (n, 1.0)
     } else if let Some(n) = text.strip_suffix('s') {
         (n, 1000.0)
@@ -252,6 +261,8 @@ mod tests {
     #[test]
     fn spellings() {
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("50us"), Ok(Duration::from_micros(50)));
+        assert_eq!(parse_duration("0us"), Ok(Duration::ZERO));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
         assert!(parse_duration("x").is_err());

@@ -22,6 +22,7 @@ use super::response::{Progress, ResponseReader};
 use super::schedule::Schedule;
 use super::stats::{Counts, Failure, Second, Totals, second_histogram};
 use super::timer::Timer;
+use super::wake::WakeWindow;
 use super::workload::Requests;
 use crate::error::{BenchError, Result};
 use hdrhistogram::Histogram;
@@ -76,6 +77,9 @@ pub struct Phase {
     pub rate: u64,
     /// Connections of all threads.
     pub connections_total: usize,
+    /// How late the timer may wake the thread for a planned send while
+    /// requests are in flight (see [`super::wake`]); 0 = exactly on time.
+    pub send_slack_ns: u64,
 }
 
 /// One thread's share of a phase.
@@ -245,21 +249,21 @@ impl Client<'_> {
                 .phase
                 .measure_start_ns
                 .saturating_add((self.second_index + 1).saturating_mul(NS_PER_SEC));
-            let mut wake_ns = next_scan_ns.min(next_second_ns).min(drain_limit_ns);
-            if let Some(&Reverse((due, _))) = self.heap.peek() {
-                wake_ns = wake_ns.min(due);
-            }
-            let timeout = if wake_ns <= now {
+            let other_ns = next_scan_ns.min(next_second_ns).min(drain_limit_ns);
+            let due_ns = self.heap.peek().map(|&Reverse((due, _))| due);
+            let in_flight = self
+                .conns
+                .len()
+                .saturating_sub(self.finished + self.heap.len());
+            let window = WakeWindow::new(due_ns, other_ns, in_flight, self.phase.send_slack_ns);
+            let timeout = if window.earliest_ns <= now {
                 Some(Duration::ZERO)
             } else {
-                if self
-                    .armed_ns
-                    .is_none_or(|armed| wake_ns < armed || armed <= now)
-                {
+                if !window.keeps(self.armed_ns, now) {
                     self.timer
-                        .arm(Duration::from_nanos(wake_ns - now))
+                        .arm(Duration::from_nanos(window.latest_ns - now))
                         .map_err(|e| BenchError::Check(format!("timerfd: {e}")))?;
-                    self.armed_ns = Some(wake_ns);
+                    self.armed_ns = Some(window.latest_ns);
                 }
                 None
             };
@@ -270,7 +274,7 @@ impl Client<'_> {
             }
             for event in events.iter() {
                 if event.token() == TIMER_TOKEN {
-                    self.timer.drain();
+                    // No read: each expiry is a new edge, and re-arming resets it.
                     self.armed_ns = None;
                     continue;
                 }
@@ -444,9 +448,8 @@ impl Client<'_> {
         self.tick(now);
         let conn = &mut self.conns[i];
         if conn.due_ns >= self.phase.measure_start_ns {
+            self.totals.record(conn.due_ns, conn.sent_ns, now);
             let corrected = Duration::from_nanos(now.saturating_sub(conn.due_ns));
-            let uncorrected = Duration::from_nanos(now.saturating_sub(conn.sent_ns));
-            self.totals.record(corrected, uncorrected);
             let us = u64::try_from(corrected.as_micros()).unwrap_or(u64::MAX);
             self.second_latency_us
                 .saturating_record(us.clamp(1, self.second_latency_us.high()));

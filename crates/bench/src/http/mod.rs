@@ -7,7 +7,8 @@
 //! - [`workload`] and [`zipf`]: which requests, written into reused buffers.
 //! - [`schedule`]: when each connection's k-th request is due.
 //! - [`client`]: one thread's `mio` event loop over many connections;
-//!   [`response`] frames answers; [`timer`] wakes it on time.
+//!   [`response`] frames answers; [`timer`] wakes it on time, at the
+//!   moment [`wake`] chooses (the send slack).
 //! - [`stats`]: what threads count; [`phase`]: threads, progress line;
 //!   [`report`]: the JSON contract and the wrk2-shaped text.
 //!
@@ -38,6 +39,7 @@ pub mod schedule;
 pub mod stats;
 pub mod target;
 pub mod timer;
+pub mod wake;
 pub mod workload;
 pub mod zipf;
 
@@ -92,6 +94,11 @@ pub fn run(args: &HttpArgs) -> Result<(HttpReport, stats::Totals)> {
         timeout: args.timeout,
         rate: args.rate,
         connections_total: args.connections,
+        send_slack_ns: wake::slack_in_use_ns(
+            nanos(args.send_slack),
+            args.rate,
+            args.threads.min(args.connections),
+        ),
     };
     let cpu_before = process_cpu_time();
     let result = phase::run_phase(
@@ -142,6 +149,10 @@ pub fn run(args: &HttpArgs) -> Result<(HttpReport, stats::Totals)> {
         elapsed_sec,
         latency_ms: LatencyMs::of(&totals.corrected_ns),
         uncorrected_latency_ms: LatencyMs::of(&totals.uncorrected_ns),
+        send_slack_us: u64::try_from(args.send_slack.as_micros()).unwrap_or(u64::MAX),
+        send_slack_in_use: phase.send_slack_ns > 0,
+        send_lag_ms: LatencyMs::of(&totals.send_lag_ns),
+        sent_early: totals.sent_early,
         thread_rps: report::thread_rps(
             &result.seconds,
             args.threads.min(args.connections).max(1),
@@ -176,6 +187,7 @@ fn fill(args: &HttpArgs, targets: &[Target], progress: bool) -> Result<FillRepor
         timeout: args.timeout,
         rate: 0,
         connections_total: args.connections,
+        send_slack_ns: 0,
     };
     let addrs: Vec<SocketAddr> = targets.iter().map(|t| t.addr).collect();
     let result = phase::run_phase(
@@ -229,6 +241,12 @@ fn validate(args: &HttpArgs, targets: usize) -> Result<()> {
     }
     if args.duration.is_zero() {
         return bad("--duration must be positive".into());
+    }
+    if args.send_slack > Duration::from_micros(wake::SEND_SLACK_US_MAX) {
+        return bad(format!(
+            "--send-slack must be at most {}us",
+            wake::SEND_SLACK_US_MAX
+        ));
     }
     if args.timeout.is_zero() {
         return bad("--timeout must be positive".into());

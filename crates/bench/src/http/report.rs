@@ -228,6 +228,22 @@ pub struct HttpReport {
     pub latency_ms: LatencyMs,
     /// Latency from the actual send time (wrk's, hides stalls), ms.
     pub uncorrected_latency_ms: LatencyMs,
+    /// `--send-slack`, microseconds: how late a planned send may wait for
+    /// a response's wake-up (0 in reports written before it existed).
+    #[serde(default)]
+    pub send_slack_us: u64,
+    /// Whether the slack was used: only when each thread plans at least
+    /// one send per slack (`wake::slack_in_use_ns`); else wake-ups are exact.
+    #[serde(default)]
+    pub send_slack_in_use: bool,
+    /// From the planned to the actual send time, ms, already inside
+    /// `latency_ms`: waiting for the connection's previous response (the
+    /// server's share), the send slack and the generator's own delays.
+    #[serde(default)]
+    pub send_lag_ms: LatencyMs,
+    /// Requests sent before their planned time: always 0.
+    #[serde(default)]
+    pub sent_early: u64,
     /// Per-thread per-second request rates.
     pub thread_rps: ThreadRps,
     /// The generator's CPU.
@@ -494,6 +510,19 @@ pub fn print(r: &HttpReport, totals: &Totals, with_spectrum: bool) {
     println!(
         "Generator CPU: {:.2} us per request ({:.3} s user+system, {:.2} cores on average)",
         r.generator.cpu_us_per_request, r.generator.cpu_sec, r.generator.cores
+    );
+    println!(
+        "Send lag (planned -> sent: connection busy, slack, generator; inside the corrected latency): p50 {}, p99 {}, max {}; --send-slack {}us ({}), {} sent early",
+        pretty_ms(r.send_lag_ms.p50),
+        pretty_ms(r.send_lag_ms.p99),
+        pretty_ms(r.send_lag_ms.max),
+        r.send_slack_us,
+        if r.send_slack_in_use {
+            "in use"
+        } else {
+            "not in use: under one planned send per slack per thread"
+        },
+        r.sent_early
     );
     if let Some(fill) = &r.fill {
         println!(

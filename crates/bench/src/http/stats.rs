@@ -93,6 +93,12 @@ pub struct Totals {
     pub corrected_ns: Histogram<u64>,
     /// Latency from the actual send time, ns.
     pub uncorrected_ns: Histogram<u64>,
+    /// From the planned to the actual send time, ns: the wait for the
+    /// connection's previous response, the send slack, scheduling delays.
+    pub send_lag_ns: Histogram<u64>,
+    /// Requests whose first byte was written before their planned time:
+    /// always 0 (a contract of the schedule; counted, not assumed).
+    pub sent_early: u64,
     /// Counters.
     pub counts: Counts,
     /// The same counters by target (index in `--url`'s list).
@@ -110,6 +116,8 @@ impl Totals {
         Ok(Totals {
             corrected_ns: latency_histogram()?,
             uncorrected_ns: latency_histogram()?,
+            send_lag_ns: latency_histogram()?,
+            sent_early: 0,
             counts: Counts::default(),
             targets: vec![Counts::default(); targets],
             unsent: 0,
@@ -117,16 +125,22 @@ impl Totals {
         })
     }
 
-    /// Records one response's latencies.
-    pub fn record(&mut self, corrected: Duration, uncorrected: Duration) {
-        record_latency(&mut self.corrected_ns, corrected);
-        record_latency(&mut self.uncorrected_ns, uncorrected);
+    /// Records one response of a request planned at `due_ns`, first
+    /// written at `sent_ns` and complete at `done_ns` (ns since the epoch).
+    pub fn record(&mut self, due_ns: u64, sent_ns: u64, done_ns: u64) {
+        self.sent_early += u64::from(sent_ns < due_ns);
+        let ns = |from: u64, to: u64| Duration::from_nanos(to.saturating_sub(from));
+        record_latency(&mut self.corrected_ns, ns(due_ns, done_ns));
+        record_latency(&mut self.uncorrected_ns, ns(sent_ns, done_ns));
+        record_latency(&mut self.send_lag_ns, ns(due_ns, sent_ns));
     }
 
     /// Adds another thread's totals.
     pub fn add(&mut self, other: &Totals) -> Result<()> {
         merge(&mut self.corrected_ns, &other.corrected_ns)?;
         merge(&mut self.uncorrected_ns, &other.uncorrected_ns)?;
+        merge(&mut self.send_lag_ns, &other.send_lag_ns)?;
+        self.sent_early += other.sent_early;
         self.counts.add(&other.counts);
         if self.targets.len() < other.targets.len() {
             self.targets.resize(other.targets.len(), Counts::default());
