@@ -15,8 +15,16 @@ use crate::error::{CorruptionKind, Error, Result};
 use crate::fs::ReadableFile;
 use crate::iter::InternalIterator;
 use crate::key;
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+thread_local! {
+    /// The key buffer of a point read's block seek, reused by every point
+    /// read on this thread (taken while in use, so a nested read would just
+    /// allocate its own).
+    static POINT_READ_KEY: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
 
 /// The newest entry of a user key in a table, decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,16 +161,27 @@ impl Table {
         found: impl FnOnce(&[u8], &[u8]) -> Result<T>,
     ) -> Result<Option<T>> {
         let first = self.first_block_not_below(user_key);
+        let mut found = Some(found);
         // A well-formed table stops in the first block, whose last key is
         // at or after the target; bounded by the index's entries.
         for entry in self.index_entries.get(first..).unwrap_or(&[]) {
-            let mut data = BlockIter::new(self.data_block_at(entry.handle)?);
-            data.seek_user_key(user_key)?;
-            if data.valid() {
-                if key::user_key(data.key()) != user_key {
+            let block = self.data_block_at(entry.handle)?;
+            let mut data = BlockIter::with_key_buffer(block, POINT_READ_KEY.take());
+            let result = data.seek_user_key(user_key).and_then(|()| {
+                if !data.valid() {
                     return Ok(None);
                 }
-                return found(data.key(), data.value()).map(Some);
+                if key::user_key(data.key()) != user_key {
+                    return Ok(Some(None));
+                }
+                match found.take() {
+                    Some(found) => found(data.key(), data.value()).map(|t| Some(Some(t))),
+                    None => Ok(Some(None)),
+                }
+            });
+            POINT_READ_KEY.set(data.into_key_buffer());
+            if let Some(answer) = result? {
+                return Ok(answer);
             }
         }
         Ok(None)
