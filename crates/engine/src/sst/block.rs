@@ -111,19 +111,6 @@ impl Block {
         Error::corruption(&*self.path, self.offset, CorruptionKind::Malformed(msg))
     }
 
-    /// Decodes the entry header at `at`: (shared, key delta range, value range).
-    #[inline]
-    fn entry_at(&self, at: usize) -> Result<(usize, Range<usize>, Range<usize>)> {
-        match self.entry_header(at) {
-            Some(h) => Ok((
-                h.shared,
-                h.key_start..h.value_start,
-                h.value_start..h.value_end,
-            )),
-            None => Err(self.entry_error(at)),
-        }
-    }
-
     /// The entry header at `at`, checked to end inside the entry region;
     /// `None` if it is malformed ([`Block::entry_error`] says how).
     #[inline(always)]
