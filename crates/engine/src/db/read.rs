@@ -79,7 +79,7 @@ pub fn get(shared: &Shared, user_key: &[u8]) -> Result<Option<Entry>> {
             continue;
         }
         if level == 0 {
-            for file in files {
+            for file in files.iter().filter(|f| f.covers(user_key)) {
                 probe_table(shared, file, user_key, &mut best)?;
             }
         } else if let Some(file) = sv.version.file_covering(level, user_key) {
@@ -92,8 +92,8 @@ pub fn get(shared: &Shared, user_key: &[u8]) -> Result<Option<Entry>> {
     }))
 }
 
-/// Looks for `user_key` in one table unless its range, its newest
-/// timestamp or its bloom filter rule it out.
+/// Looks for `user_key` in one table whose range covers it, unless its
+/// newest timestamp or its bloom filter rule it out.
 #[inline]
 fn probe_table(
     shared: &Shared,
@@ -101,7 +101,8 @@ fn probe_table(
     user_key: &[u8],
     best: &mut Option<Best>,
 ) -> Result<()> {
-    if !file.covers(user_key) || best.as_ref().is_some_and(|b| b.ts > file.meta.ts_max) {
+    debug_assert!(file.covers(user_key));
+    if best.as_ref().is_some_and(|b| b.ts > file.meta.ts_max) {
         return Ok(());
     }
     if !file.table.may_contain(user_key) {
