@@ -12,7 +12,7 @@
 
 use super::Entry;
 use super::shared::Shared;
-use super::version::SuperVersion;
+use super::version::{LiveTable, SuperVersion};
 use crate::error::{CorruptionKind, Error, Result};
 use crate::iter::{InternalIterator, LevelIter, MergingIterator};
 use crate::key::{self, Kind};
@@ -56,7 +56,12 @@ pub fn get(shared: &Shared, user_key: &[u8]) -> Result<Option<Entry>> {
     let (sv, visible) = read_view(shared);
     let mut best: Option<Best> = None;
     shared.metrics.gets.add(1);
-    if let Some(f) = sv.mem.get(user_key, visible) {
+    // An empty memtable (the usual state right after a flush) is not
+    // searched. Anything inserted before the visible sequence number was
+    // published is counted by then (the Acquire load in `read_view`).
+    if !sv.mem.is_empty()
+        && let Some(f) = sv.mem.get(user_key, visible)
+    {
         offer(&mut best, f.ts, f.seq, f.kind, f.value);
     }
     for imm in &sv.imms {
@@ -67,31 +72,48 @@ pub fn get(shared: &Shared, user_key: &[u8]) -> Result<Option<Entry>> {
             offer(&mut best, f.ts, f.seq, f.kind, f.value);
         }
     }
-    let l0 = sv.version.levels.first().into_iter().flatten();
-    let deeper = sv
-        .version
-        .levels
-        .iter()
-        .enumerate()
-        .skip(1)
-        .filter_map(|(level, _)| sv.version.file_covering(level, user_key));
-    for file in l0.chain(deeper) {
-        if !file.covers(user_key) || best.as_ref().is_some_and(|b| b.ts > file.meta.ts_max) {
+    // L0 newest first, then the one file of each deeper level that covers
+    // the key; empty levels cost one length check.
+    for (level, files) in sv.version.levels.iter().enumerate() {
+        if files.is_empty() {
             continue;
         }
-        if !file.table.may_contain(user_key) {
-            shared.metrics.bloom_negatives.add(1);
-            continue;
-        }
-        shared.metrics.get_tables_read.add(1);
-        if let Some(e) = file.table.get_past_filter(user_key)? {
-            offer(&mut best, e.ts, e.seq, e.kind, e.value);
+        if level == 0 {
+            for file in files.iter().filter(|f| f.covers(user_key)) {
+                probe_table(shared, file, user_key, &mut best)?;
+            }
+        } else if let Some(file) = sv.version.file_covering(level, user_key) {
+            probe_table(shared, file, user_key, &mut best)?;
         }
     }
     Ok(best.map(|b| Entry {
         ts: b.ts,
         value: (b.kind == Kind::Put).then_some(b.value),
     }))
+}
+
+/// Looks for `user_key` in one table whose range covers it, unless its
+/// newest timestamp or its bloom filter rule it out.
+#[inline]
+fn probe_table(
+    shared: &Shared,
+    file: &LiveTable,
+    user_key: &[u8],
+    best: &mut Option<Best>,
+) -> Result<()> {
+    debug_assert!(file.covers(user_key));
+    if best.as_ref().is_some_and(|b| b.ts > file.meta.ts_max) {
+        return Ok(());
+    }
+    if !file.table.may_contain(user_key) {
+        shared.metrics.bloom_negatives.add(1);
+        return Ok(());
+    }
+    shared.metrics.get_tables_read.add(1);
+    if let Some(e) = file.table.get_past_filter(user_key)? {
+        offer(best, e.ts, e.seq, e.kind, e.value);
+    }
+    Ok(())
 }
 
 /// Iterator of a scan: `(key, newest entry)` in key order.

@@ -130,7 +130,11 @@ impl Version {
     pub fn file_covering(&self, level: usize, user_key: &[u8]) -> Option<&Arc<LiveTable>> {
         let files = self.levels.get(level)?;
         let idx = files.partition_point(|t| key::user_key(&t.meta.largest) < user_key);
-        files.get(idx).filter(|t| t.covers(user_key))
+        // The file's largest key is at or after `user_key`: only its
+        // smallest key can still rule it out.
+        files
+            .get(idx)
+            .filter(|t| key::user_key(&t.meta.smallest) <= user_key)
     }
 }
 

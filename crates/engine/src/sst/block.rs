@@ -111,9 +111,11 @@ impl Block {
         Error::corruption(&*self.path, self.offset, CorruptionKind::Malformed(msg))
     }
 
-    /// Decodes the entry header at `at`: (shared, key delta range, value range).
-    fn entry_at(&self, at: usize) -> Result<(usize, Range<usize>, Range<usize>)> {
-        let region = self.data.get(at..self.entries_end).unwrap_or(&[]);
+    /// The entry header at `at`, checked to end inside the entry region;
+    /// `None` if it is malformed ([`Block::entry_error`] says how).
+    #[inline(always)]
+    fn entry_header(&self, at: usize) -> Option<EntryHeader> {
+        let region = self.data.get(at..self.entries_end)?;
         // Fast path: all three lengths below 128, one byte each (a data
         // block's keys and small values, every index entry).
         let (shared, unshared, value_len, header_bytes) = match *region {
@@ -122,10 +124,9 @@ impl Block {
             }
             _ => {
                 let mut cursor = region;
-                let bad = || self.malformed(format!("bad entry header at block byte {at}"));
-                let shared = coding::get_len(&mut cursor, BLOCK_BYTES_MAX).ok_or_else(bad)?;
-                let unshared = coding::get_len(&mut cursor, BLOCK_BYTES_MAX).ok_or_else(bad)?;
-                let value_len = coding::get_len(&mut cursor, BLOCK_BYTES_MAX).ok_or_else(bad)?;
+                let shared = coding::get_len(&mut cursor, BLOCK_BYTES_MAX)?;
+                let unshared = coding::get_len(&mut cursor, BLOCK_BYTES_MAX)?;
+                let value_len = coding::get_len(&mut cursor, BLOCK_BYTES_MAX)?;
                 (shared, unshared, value_len, region.len() - cursor.len())
             }
         };
@@ -133,27 +134,57 @@ impl Block {
         let key_start = at + header_bytes;
         let value_start = key_start + unshared;
         let value_end = value_start + value_len;
-        if value_end > self.entries_end {
-            return Err(self.malformed(format!(
-                "entry at block byte {at} ends at {value_end}, past {}",
-                self.entries_end
-            )));
-        }
-        Ok((shared, key_start..value_start, value_start..value_end))
+        (value_end <= self.entries_end).then_some(EntryHeader {
+            shared,
+            key_start,
+            value_start,
+            value_end,
+        })
     }
+
+    /// Why the entry header at `at` did not decode (off the hot path).
+    #[cold]
+    #[inline(never)]
+    fn entry_error(&self, at: usize) -> Error {
+        let mut cursor = self.data.get(at..self.entries_end).unwrap_or(&[]);
+        let lengths = [(); 3].map(|()| coding::get_len(&mut cursor, BLOCK_BYTES_MAX));
+        match lengths {
+            [Some(_), Some(u), Some(v)] => {
+                let end = self.entries_end - cursor.len() + u + v;
+                self.malformed(format!(
+                    "entry at block byte {at} ends at {end}, past {}",
+                    self.entries_end
+                ))
+            }
+            _ => self.malformed(format!("bad entry header at block byte {at}")),
+        }
+    }
+}
+
+/// An entry's header, decoded: the entry's key delta is
+/// `key_start..value_start` and its value `value_start..value_end`.
+#[derive(Debug, Clone, Copy)]
+struct EntryHeader {
+    shared: usize,
+    key_start: usize,
+    value_start: usize,
+    value_end: usize,
 }
 
 /// A cursor over one block's entries.
 ///
 /// # Invariants
 /// When valid, `key` is the full key of the entry at `current`, which
-/// lies in restart region `restart_index`, and `next` is the offset of the
+/// lies in restart region `restart_index` (the entries from byte
+/// `region_start` to `region_end`), and `next` is the offset of the
 /// following entry.
 pub struct BlockIter {
     block: Arc<Block>,
     current: usize,
     next: usize,
     restart_index: usize,
+    region_start: usize,
+    region_end: usize,
     key: Vec<u8>,
     /// Where the current key lies in the block when it is stored whole
     /// (shared == 0); empty otherwise.
@@ -165,16 +196,31 @@ pub struct BlockIter {
 impl BlockIter {
     /// An unpositioned iterator over `block`.
     pub fn new(block: Arc<Block>) -> Self {
+        Self::with_key_buffer(block, Vec::new())
+    }
+
+    /// An unpositioned iterator over `block` that builds keys in `key`
+    /// (cleared first): a point read lends it a buffer it reuses, so the
+    /// seek allocates nothing. [`BlockIter::into_key_buffer`] hands it back.
+    pub fn with_key_buffer(block: Arc<Block>, mut key: Vec<u8>) -> Self {
+        key.clear();
         BlockIter {
             block,
             current: 0,
             next: 0,
             restart_index: 0,
-            key: Vec::new(),
+            region_start: 0,
+            region_end: 0,
+            key,
             whole_key: 0..0,
             value: 0..0,
             valid: false,
         }
+    }
+
+    /// The key buffer, for the next [`BlockIter::with_key_buffer`].
+    pub fn into_key_buffer(self) -> Vec<u8> {
+        self.key
     }
 
     /// The block iterated.
@@ -186,59 +232,84 @@ impl BlockIter {
         self.block.restarts.get(i).copied().unwrap_or(0) as usize
     }
 
+    /// Where restart region `i` ends: the next restart, or the entries' end.
+    fn region_end_of(&self, i: usize) -> usize {
+        match self.block.restarts.get(i + 1) {
+            Some(&r) => r as usize,
+            None => self.block.entries_end,
+        }
+    }
+
     fn seek_to_restart(&mut self, i: usize) {
         self.key.clear();
         self.restart_index = i;
-        self.next = self.restart_point(i);
+        self.region_start = self.restart_point(i);
+        self.region_end = self.region_end_of(i);
+        self.next = self.region_start;
         self.valid = false;
     }
 
     /// Decodes the entry at `self.next`; invalid (not an error) at the end.
     fn parse_next(&mut self) -> Result<()> {
         self.valid = false;
-        if self.next >= self.block.entries_end {
+        let at = self.next;
+        if at >= self.block.entries_end {
             return Ok(());
         }
-        let at = self.next;
-        let (shared, delta, value) = self.block.entry_at(at)?;
-        while self.restart_index + 1 < self.block.restarts.len()
-            && self.restart_point(self.restart_index + 1) <= at
-        {
+        let Some(h) = self.block.entry_header(at) else {
+            return Err(self.block.entry_error(at));
+        };
+        // Bounded by the restarts: each pass moves to the next region.
+        while at >= self.region_end && self.restart_index + 1 < self.block.restarts.len() {
             self.restart_index += 1;
+            self.region_start = self.region_end;
+            self.region_end = self.region_end_of(self.restart_index);
         }
-        let is_restart = self.restart_point(self.restart_index) == at;
-        if shared > self.key.len() || (is_restart && shared != 0) {
-            return Err(self.block.malformed(format!(
-                "entry at block byte {at} shares {shared} bytes of a {}-byte key",
-                if is_restart { 0 } else { self.key.len() }
-            )));
+        let is_restart = at == self.region_start;
+        if h.shared > self.key.len() || (is_restart && h.shared != 0) {
+            return Err(self.shared_error(at, h.shared, is_restart));
         }
-        self.key.truncate(shared);
+        let delta = h.key_start..h.value_start;
+        self.key.truncate(h.shared);
         self.key
             .extend_from_slice(self.block.data.get(delta.clone()).unwrap_or(&[]));
-        self.whole_key = if shared == 0 { delta } else { 0..0 };
+        self.whole_key = if h.shared == 0 { delta } else { 0..0 };
         if !key::is_internal_key(&self.key) {
             return Err(self.block.malformed(format!(
                 "entry at block byte {at} has no valid internal key"
             )));
         }
         self.current = at;
-        self.next = value.end;
-        self.value = value;
+        self.next = h.value_end;
+        self.value = h.value_start..h.value_end;
         self.valid = true;
         Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn shared_error(&self, at: usize, shared: usize, is_restart: bool) -> Error {
+        self.block.malformed(format!(
+            "entry at block byte {at} shares {shared} bytes of a {}-byte key",
+            if is_restart { 0 } else { self.key.len() }
+        ))
     }
 
     /// The full key stored at restart point `i`.
     fn restart_key(&self, i: usize) -> Result<&[u8]> {
         let at = self.restart_point(i);
-        let (shared, delta, _) = self.block.entry_at(at)?;
-        if shared != 0 {
-            return Err(self.block.malformed(format!(
-                "restart entry at block byte {at} shares {shared} bytes"
-            )));
+        match self.block.entry_header(at) {
+            Some(h) if h.shared == 0 => Ok(self
+                .block
+                .data
+                .get(h.key_start..h.value_start)
+                .unwrap_or(&[])),
+            Some(h) => Err(self.block.malformed(format!(
+                "restart entry at block byte {at} shares {} bytes",
+                h.shared
+            ))),
+            None => Err(self.block.entry_error(at)),
         }
-        Ok(self.block.data.get(delta).unwrap_or(&[]))
     }
 
     /// Where the current entry's key lies in [`Block::data`], if it is

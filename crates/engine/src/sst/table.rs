@@ -15,8 +15,16 @@ use crate::error::{CorruptionKind, Error, Result};
 use crate::fs::ReadableFile;
 use crate::iter::InternalIterator;
 use crate::key;
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+thread_local! {
+    /// The key buffer of a point read's block seek, reused by every point
+    /// read on this thread (taken while in use, so a nested read would just
+    /// allocate its own).
+    static POINT_READ_KEY: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
 
 /// The newest entry of a user key in a table, decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +51,9 @@ pub struct Table {
     index: Arc<Block>,
     /// The index decoded at open, for point reads (see [`IndexEntry`]).
     index_entries: Vec<IndexEntry>,
+    /// The user-key prefix every index key shares ([`IndexEntry::fingerprint`]
+    /// is taken after it).
+    index_prefix: Vec<u8>,
     filter: BloomFilter,
     /// First byte of the filter block: data blocks end before it.
     data_end: u64,
@@ -91,7 +102,7 @@ impl Table {
             .map_err(|k| Error::corruption(&*path, footer.filter.offset, k))?;
         let index_bytes = block_io::read_block(&*file, &path, footer.index)?;
         let index = Arc::new(Block::new(index_bytes, path.clone(), footer.index.offset)?);
-        let index_entries = decode_index(&index, footer.filter.offset)?;
+        let (index_entries, index_prefix) = decode_index(&index, footer.filter.offset)?;
         Ok(Arc::new(Table {
             file,
             path,
@@ -99,6 +110,7 @@ impl Table {
             cache,
             index,
             index_entries,
+            index_prefix,
             filter,
             data_end: footer.filter.offset,
         }))
@@ -148,31 +160,59 @@ impl Table {
         user_key: &[u8],
         found: impl FnOnce(&[u8], &[u8]) -> Result<T>,
     ) -> Result<Option<T>> {
-        // The first block whose last key is not below the target: a plain
-        // binary search over keys that sit whole in the index block.
-        let index_data = self.index.data();
-        let last_key = |e: &IndexEntry| {
-            let start = e.key_start as usize;
-            index_data
-                .get(start..start + e.key_len as usize)
-                .unwrap_or(&[])
-        };
-        let first = self
-            .index_entries
-            .partition_point(|e| key::user_key(last_key(e)) < user_key);
+        let first = self.first_block_not_below(user_key);
+        let mut found = Some(found);
         // A well-formed table stops in the first block, whose last key is
         // at or after the target; bounded by the index's entries.
         for entry in self.index_entries.get(first..).unwrap_or(&[]) {
-            let mut data = BlockIter::new(self.data_block_at(entry.handle)?);
-            data.seek_user_key(user_key)?;
-            if data.valid() {
-                if key::user_key(data.key()) != user_key {
+            let block = self.data_block_at(entry.handle)?;
+            let mut data = BlockIter::with_key_buffer(block, POINT_READ_KEY.take());
+            let result = data.seek_user_key(user_key).and_then(|()| {
+                if !data.valid() {
                     return Ok(None);
                 }
-                return found(data.key(), data.value()).map(Some);
+                if key::user_key(data.key()) != user_key {
+                    return Ok(Some(None));
+                }
+                match found.take() {
+                    Some(found) => found(data.key(), data.value()).map(|t| Some(Some(t))),
+                    None => Ok(Some(None)),
+                }
+            });
+            POINT_READ_KEY.set(data.into_key_buffer());
+            if let Some(answer) = result? {
+                return Ok(answer);
             }
         }
         Ok(None)
+    }
+
+    /// The index of the first data block whose last user key is not below
+    /// `user_key`: a binary search over the decoded index. Each step compares
+    /// the 8-byte fingerprints and only on a tie the keys themselves, which
+    /// sit whole in the index block.
+    fn first_block_not_below(&self, user_key: &[u8]) -> usize {
+        let index_data = self.index.data();
+        let last_user_key = |e: &IndexEntry| {
+            let start = e.key_start as usize;
+            key::user_key(
+                index_data
+                    .get(start..start + e.key_len as usize)
+                    .unwrap_or(&[]),
+            )
+        };
+        let Some(rest) = user_key.strip_prefix(self.index_prefix.as_slice()) else {
+            // Outside the range the prefix spans: plain comparisons.
+            return self
+                .index_entries
+                .partition_point(|e| last_user_key(e) < user_key);
+        };
+        // `fingerprint` is monotone: a smaller fingerprint means a smaller
+        // key, a larger one a larger key; only equal ones need the keys.
+        let target = fingerprint(rest);
+        self.index_entries.partition_point(|e| {
+            e.fingerprint < target || (e.fingerprint == target && last_user_key(e) < user_key)
+        })
     }
 
     /// An iterator over all entries.
@@ -198,6 +238,7 @@ impl Table {
     pub fn memory_bytes(&self) -> usize {
         self.index.size_bytes()
             + self.index_entries.len() * std::mem::size_of::<IndexEntry>()
+            + self.index_prefix.len()
             + self.filter.size_bytes()
     }
 
@@ -224,13 +265,34 @@ impl Table {
 /// One index entry decoded at open: where the block's last key lies in
 /// the index block's bytes (index keys are stored whole,
 /// [`INDEX_RESTART_INTERVAL`](super::table_builder::INDEX_RESTART_INTERVAL)
-/// = 1) and the block's handle. 24 bytes per data block, so a point read
-/// binary-searches plain slices instead of decoding index entries.
+/// = 1), the block's handle, and a fingerprint of the key. 32 bytes per
+/// data block, so a point read binary-searches integers and plain slices
+/// instead of decoding index entries.
 #[derive(Debug, Clone, Copy)]
 struct IndexEntry {
     key_start: u32,
     key_len: u32,
     handle: BlockHandle,
+    /// [`fingerprint`] of the last user key after the table's index prefix.
+    fingerprint: u64,
+}
+
+/// The first 8 bytes of `bytes` as a big-endian integer, zero-padded.
+///
+/// Monotone in byte order: `a < b` implies `fingerprint(a) <=
+/// fingerprint(b)`, so unequal fingerprints order their keys and equal ones
+/// (a tie in the first 8 bytes, or a shorter key padded with zeros) leave
+/// the order to the keys themselves.
+fn fingerprint(bytes: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    let n = bytes.len().min(8);
+    word[..n].copy_from_slice(&bytes[..n]);
+    u64::from_be_bytes(word)
+}
+
+/// Bytes at the start of both `a` and `b`.
+fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// A handle that decodes and ends (trailer included) at or before `data_end`.
@@ -249,7 +311,10 @@ fn bad_handle(path: &Path, index_offset: u64) -> Error {
 
 /// Decodes every index entry once, checking what a point read relies on:
 /// keys stored whole and strictly increasing, handles inside the data region.
-fn decode_index(index: &Arc<Block>, data_end: u64) -> Result<Vec<IndexEntry>> {
+/// Returns the entries and the user-key prefix they all share (that of the
+/// first and the last key: every key between two sorted keys starts with
+/// what they share).
+fn decode_index(index: &Arc<Block>, data_end: u64) -> Result<(Vec<IndexEntry>, Vec<u8>)> {
     let malformed = |msg: &str| {
         Error::corruption(
             index.path(),
@@ -280,11 +345,33 @@ fn decode_index(index: &Arc<Block>, data_end: u64) -> Result<Vec<IndexEntry>> {
             key_start: u32::try_from(key.start).map_err(|_| malformed("index key offset"))?,
             key_len: u32::try_from(key.len()).map_err(|_| malformed("index key length"))?,
             handle,
+            fingerprint: 0,
         });
         previous = Some(key);
         it.next()?;
     }
-    Ok(entries)
+    let user_key_of = |e: &IndexEntry| {
+        let start = e.key_start as usize;
+        key::user_key(
+            index
+                .data()
+                .get(start..start + e.key_len as usize)
+                .unwrap_or(&[]),
+        )
+    };
+    let prefix = match (entries.first(), entries.last()) {
+        (Some(first), Some(last)) => {
+            let (a, b) = (user_key_of(first), user_key_of(last));
+            a[..common_prefix_len(a, b)].to_vec()
+        }
+        _ => Vec::new(),
+    };
+    for entry in &mut entries {
+        let user_key = user_key_of(entry);
+        debug_assert!(user_key.starts_with(&prefix));
+        entry.fingerprint = fingerprint(user_key.get(prefix.len()..).unwrap_or(&[]));
+    }
+    Ok((entries, prefix))
 }
 
 // Tables and the cache are shared between reader threads; iterators move

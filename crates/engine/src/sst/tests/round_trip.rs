@@ -246,3 +246,43 @@ fn concurrent_readers_under_cache_pressure() {
     assert!(stats.bytes <= stats.capacity_bytes);
     assert!(stats.hits > 0 && stats.misses > 0);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Point reads agree with the model when every key shares a long
+    /// prefix and many keys tie in the 8 bytes after it (the index search
+    /// compares those as an integer first and must fall back to the keys on
+    /// a tie), for targets inside, before, after and beside that prefix.
+    #[test]
+    fn get_matches_model_with_shared_prefixes_and_fingerprint_ties(
+        prefix in prop::collection::vec(b'p'..b'r', 0..12),
+        tails in prop::collection::vec(
+            (prop::collection::vec(b'a'..b'c', 0..11), 0u64..3), 1..300),
+        probes in prop::collection::vec(
+            (prop::bool::ANY, prop::collection::vec(b'`'..b'd', 0..13)), 1..60),
+    ) {
+        let model = sorted_model(
+            tails
+                .iter()
+                .map(|(tail, ts)| {
+                    let uk = [prefix.as_slice(), tail].concat();
+                    (internal_key(&uk, *ts, 1, Kind::Put), tail.clone())
+                })
+                .collect(),
+        );
+        let (bytes, _) = build(&model, options(64, 1, Compression::None));
+        let table = open(bytes, 1 << 20).unwrap();
+        let present = model.iter().map(|(k, _)| key::user_key(k).to_vec());
+        let probed = probes.iter().map(|(with_prefix, tail)| {
+            if *with_prefix {
+                [prefix.as_slice(), tail].concat()
+            } else {
+                tail.clone()
+            }
+        });
+        for uk in present.chain(probed) {
+            prop_assert_eq!(table.get(&uk).unwrap(), model_get(&model, &uk), "key {:?}", uk);
+        }
+    }
+}
