@@ -20,8 +20,9 @@ use std::alloc::{Layout, alloc, dealloc, handle_alloc_error};
 const CHUNK_BYTES: usize = 2 * 1024 * 1024;
 
 /// Requests above this get a chunk of their own, so a large value does not
-/// waste the rest of an ordinary chunk.
-const OWN_CHUNK_ABOVE_BYTES: usize = CHUNK_BYTES / 4;
+/// waste the rest of an ordinary chunk: what a request that does not fit
+/// leaves unused of a chunk is at most this, 1/16 of it.
+const OWN_CHUNK_ABOVE_BYTES: usize = CHUNK_BYTES / 16;
 
 /// Alignment of every allocation.
 pub const ALIGN: usize = 8;
@@ -66,7 +67,8 @@ impl Arena {
     /// `bytes` of uninitialised memory, 8-byte aligned, valid until the
     /// arena is dropped.
     pub fn allocate(&mut self, bytes: usize) -> *mut u8 {
-        let rounded = bytes.div_ceil(ALIGN) * ALIGN;
+        // Zero bytes still get a distinct, valid, aligned address.
+        let rounded = bytes.max(1).div_ceil(ALIGN) * ALIGN;
         self.used += rounded;
         if rounded > OWN_CHUNK_ABOVE_BYTES {
             return self.new_chunk(rounded);
@@ -146,7 +148,8 @@ mod tests {
     fn allocations_are_aligned_disjoint_and_stable() {
         let mut arena = Arena::new();
         let sizes = [
-            1usize,
+            0usize,
+            1,
             7,
             8,
             9,

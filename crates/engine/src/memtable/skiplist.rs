@@ -43,8 +43,11 @@ const BRANCHING_BITS: u32 = 2;
 /// Bytes of user key a node keeps inline for comparisons.
 pub const PREFIX_BYTES: usize = 16;
 
-/// A node's fixed part. Its `height` links follow it in the same
-/// allocation, then the encoded internal key, then the value.
+/// A node's fixed part. Its `height` links (`AtomicPtr<Node>`) follow it in
+/// the same allocation, then the encoded internal key, then the value. The
+/// parts after the header are reached by pointer arithmetic on the node's
+/// raw pointer (which carries the provenance of the whole arena chunk),
+/// never through a reference to the header, which covers the header only.
 #[repr(C)]
 struct Node {
     /// The first [`PREFIX_BYTES`] of the user key, big-endian, zero-padded.
@@ -54,26 +57,59 @@ struct Node {
     value_len: u32,
     height: u32,
     _pad: u32,
-    /// Followed by `height` `AtomicPtr<Node>`s.
-    links: [AtomicPtr<Node>; 0],
 }
 
-/// Bytes of a node's fixed part.
+/// Bytes of a node's fixed part (a multiple of 8, so the links that follow
+/// are aligned).
 const NODE_HEADER_BYTES: usize = std::mem::size_of::<Node>();
+
+// Every key and value the engine accepts has a length that fits a u32.
+const _: () = assert!(key::KEY_BYTES_MAX + key::INTERNAL_KEY_TRAILER_BYTES <= u32::MAX as usize);
+const _: () = assert!(key::VALUE_BYTES_MAX <= u32::MAX as usize);
+
+// The arena's alignment suits a node and its links.
+const _: () = assert!(std::mem::align_of::<Node>() <= super::arena::ALIGN);
+const _: () = assert!(NODE_HEADER_BYTES.is_multiple_of(super::arena::ALIGN));
+
+/// Bytes of one link.
+const LINK_BYTES: usize = std::mem::size_of::<AtomicPtr<Node>>();
 
 /// Mean bytes a node takes besides its key and value: the fixed part, the
 /// expected 4/3 links and the expected alignment padding.
-pub const NODE_OVERHEAD_BYTES_MEAN: usize = NODE_HEADER_BYTES + 8 * 4 / 3 + 4;
+pub const NODE_OVERHEAD_BYTES_MEAN: usize = NODE_HEADER_BYTES + LINK_BYTES * 4 / 3 + 4;
 
 impl Node {
+    /// The first of `node`'s links.
+    ///
+    /// # Safety
+    /// `node` points at a node allocated by [`alloc_node`].
+    unsafe fn links(node: *const Node) -> *const AtomicPtr<Node> {
+        // SAFETY: the links follow the header inside the node's allocation.
+        unsafe { node.cast::<u8>().add(NODE_HEADER_BYTES).cast() }
+    }
+
     /// Link `level` of `node`.
     ///
     /// # Safety
-    /// `node` points at a live, fully written node with `height > level`.
+    /// `node` points at a live node whose links are written, with
+    /// `height > level`.
     unsafe fn link<'a>(node: *const Node, level: usize) -> &'a AtomicPtr<Node> {
-        // SAFETY: the links array follows the header inside the node's own
-        // allocation, and the caller promises `level < height`.
-        unsafe { &*(*node).links.as_ptr().add(level) }
+        // SAFETY: the caller promises `level < height`, so the link lies in
+        // the node's allocation, written and aligned (header and links are
+        // multiples of 8 bytes from an 8-aligned start).
+        unsafe { &*Self::links(node).add(level) }
+    }
+
+    /// Where the node's key starts (its value follows the key).
+    ///
+    /// # Safety
+    /// `node` points at a live, fully written node.
+    unsafe fn key_start(node: *const Node) -> *const u8 {
+        // SAFETY: the key follows the `height` links in the allocation.
+        unsafe {
+            let height = (*node).height as usize;
+            Self::links(node).add(height).cast::<u8>()
+        }
     }
 
     /// The node's encoded internal key.
@@ -81,13 +117,8 @@ impl Node {
     /// # Safety
     /// `node` points at a live, fully written node.
     unsafe fn key<'a>(node: *const Node) -> &'a [u8] {
-        // SAFETY: the key bytes follow the links, `key_len` of them, written
-        // before the node was published.
-        unsafe {
-            let n = &*node;
-            let start = n.links.as_ptr().add(n.height as usize).cast::<u8>();
-            std::slice::from_raw_parts(start, n.key_len as usize)
-        }
+        // SAFETY: `key_len` key bytes, written before the node was published.
+        unsafe { std::slice::from_raw_parts(Self::key_start(node), (*node).key_len as usize) }
     }
 
     /// The node's value.
@@ -95,16 +126,11 @@ impl Node {
     /// # Safety
     /// `node` points at a live, fully written node.
     unsafe fn value<'a>(node: *const Node) -> &'a [u8] {
-        // SAFETY: the value bytes follow the key, `value_len` of them.
+        // SAFETY: `value_len` value bytes follow the key, written before the
+        // node was published.
         unsafe {
-            let n = &*node;
-            let start = n
-                .links
-                .as_ptr()
-                .add(n.height as usize)
-                .cast::<u8>()
-                .add(n.key_len as usize);
-            std::slice::from_raw_parts(start, n.value_len as usize)
+            let start = Self::key_start(node).add((*node).key_len as usize);
+            std::slice::from_raw_parts(start, (*node).value_len as usize)
         }
     }
 }
@@ -386,8 +412,14 @@ fn random_height(rng: &mut u64) -> usize {
 
 /// Allocates and fills a node (links left for the caller).
 fn alloc_node(arena: &mut Arena, height: usize, ikey: &[u8], value: &[u8]) -> *const Node {
-    let links_bytes = height * std::mem::size_of::<AtomicPtr<Node>>();
+    let links_bytes = height * LINK_BYTES;
     let bytes = NODE_HEADER_BYTES + links_bytes + ikey.len() + value.len();
+    // Batches are validated against KEY_BYTES_MAX and VALUE_BYTES_MAX,
+    // which fit a u32 (checked at compile time below), so these do not
+    // truncate.
+    debug_assert!(ikey.len() <= u32::MAX as usize && value.len() <= u32::MAX as usize);
+    let key_len = ikey.len() as u32;
+    let value_len = value.len() as u32;
     let node = arena.allocate(bytes).cast::<Node>();
     let (prefix_hi, prefix_lo) = if ikey.is_empty() {
         (0, 0)
@@ -402,13 +434,12 @@ fn alloc_node(arena: &mut Arena, height: usize, ikey: &[u8], value: &[u8]) -> *c
         node.write(Node {
             prefix_hi,
             prefix_lo,
-            key_len: ikey.len() as u32,
-            value_len: value.len() as u32,
+            key_len,
+            value_len,
             height: height as u32,
             _pad: 0,
-            links: [],
         });
-        let links = (*node).links.as_mut_ptr();
+        let links = Node::links(node).cast_mut();
         for level in 0..height {
             links.add(level).write(AtomicPtr::new(ptr::null_mut()));
         }
@@ -534,11 +565,11 @@ mod tests {
             }
             keys.push(key::seek_key(u));
         }
+        let mut arena = Arena::new();
         for a in &keys {
+            let node = alloc_node(&mut arena, 1, a, b"");
             for b in &keys {
-                let mut arena = Arena::new();
-                let node = alloc_node(&mut arena, 1, a, b"");
-                // SAFETY: `node` was just written whole and `arena` is alive.
+                // SAFETY: `node` was written whole and `arena` is alive.
                 let got = unsafe { compare(node, &Probe::new(b)) };
                 assert_eq!(got, key::compare_internal(a, b), "{a:?} vs {b:?}");
             }
