@@ -137,6 +137,8 @@ pub struct EngineMetrics {
     pub entries_written: Counter,
     /// Bytes appended to WAL segments.
     pub wal_bytes_written: Counter,
+    /// Zeros written ahead of the appends into WAL segments' reserved space.
+    pub wal_zero_fill_bytes: Counter,
     /// `write` calls on WAL segments (one per group).
     pub wal_writes: Counter,
     /// fsyncs of WAL segments.

@@ -325,3 +325,44 @@ fn timestamp_max_survives_reopen() {
     let db = Db::open(dir.path(), opts()).unwrap();
     assert_eq!(db.timestamp_max(), 500);
 }
+
+/// The WAL writes zeros a megabyte ahead of its appends into the segment's
+/// reserved space; they read as the end of the log, as unwritten space
+/// does, and every acknowledged write is replayed after an unclean stop.
+#[test]
+fn zeros_written_ahead_end_the_log_like_reserved_space() {
+    let dir = tempfile::tempdir().unwrap();
+    let value = vec![7u8; 1000];
+    let n = 3000u64; // about 3 MB of WAL: the zeros are written ahead twice or more
+    {
+        let db = Db::open(dir.path(), opts()).unwrap();
+        for i in 0..n {
+            let k = format!("z{i:05}");
+            db.put(k.as_bytes(), &value, 1000 + i, Durability::Complete)
+                .unwrap();
+        }
+        let zeros = db.metrics().wal_zero_fill_bytes.get();
+        assert!(zeros >= 3 * 1024 * 1024, "zeros written ahead: {zeros}");
+        drop(db);
+    }
+    let seg = segments(dir.path()).pop().unwrap();
+    let bytes = fs::read(&seg).unwrap();
+    let mut end = 0;
+    while let ataman_engine::wal::record::Decoded::Record { consumed, .. } =
+        ataman_engine::wal::record::decode_record(&bytes[end..])
+    {
+        end += consumed;
+    }
+    // Zeros were written at least half a megabyte past the last record.
+    assert!(bytes.len() > end + 512 * 1024);
+    assert!(bytes[end..end + 512 * 1024].iter().all(|&b| b == 0));
+    let db = Db::open(dir.path(), opts()).unwrap();
+    let replay = db.recovery_report().replay.clone();
+    assert_eq!(replay.records, n);
+    assert!(replay.torn_tail.is_none(), "{replay:?}");
+    for i in (0..n).step_by(97) {
+        let k = format!("z{i:05}");
+        assert_eq!(db.get(k.as_bytes()).unwrap().unwrap().value.unwrap(), value);
+    }
+    db.close().unwrap();
+}

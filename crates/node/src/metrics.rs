@@ -277,7 +277,7 @@ fn render_engine(out: &mut String, db: &Db) {
     for (level, n) in s.level_bytes.iter().enumerate() {
         let _ = writeln!(out, "ataman_engine_level_bytes{{level=\"{level}\"}} {n}");
     }
-    let counters: [(&str, &str, u64); 16] = [
+    let counters: [(&str, &str, u64); 17] = [
         (
             "ataman_engine_user_bytes_written_total",
             "Key and value bytes accepted.",
@@ -292,6 +292,11 @@ fn render_engine(out: &mut String, db: &Db) {
             "ataman_engine_wal_bytes_written_total",
             "Bytes appended to WAL segments.",
             m.wal_bytes_written.get(),
+        ),
+        (
+            "ataman_engine_wal_zero_fill_bytes_total",
+            "Zeros written ahead of the appends into WAL segments' reserved space (one extent conversion per megabyte instead of per group commit).",
+            m.wal_zero_fill_bytes.get(),
         ),
         (
             "ataman_engine_wal_writes_total",

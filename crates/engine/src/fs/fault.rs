@@ -102,6 +102,11 @@ impl WritableFile for FaultWritable {
         check(&self.disk_full)?;
         self.inner.preallocate(bytes)
     }
+
+    fn zero_fill(&mut self, from: u64, bytes: u64) -> io::Result<()> {
+        check(&self.disk_full)?;
+        self.inner.zero_fill(from, bytes)
+    }
 }
 
 impl FaultFs {

@@ -44,6 +44,18 @@ pub trait WritableFile: Send {
         let _ = bytes;
         Ok(())
     }
+    /// Writes zeros over `[from, from + bytes)` of the preallocated space,
+    /// at or beyond the appended bytes, without moving the append position:
+    /// later appends there overwrite blocks that were already written, so
+    /// their `sync` has no unwritten extents to convert (on ext4 that
+    /// conversion is kernel work, in a worker thread, at every sync that
+    /// reaches new blocks). The zeros become durable with the next `sync`.
+    /// Reads see zeros there either way. Optional: the default does
+    /// nothing.
+    fn zero_fill(&mut self, from: u64, bytes: u64) -> io::Result<()> {
+        let _ = (from, bytes);
+        Ok(())
+    }
     /// True when nothing has been written.
     fn is_empty(&self) -> bool {
         self.len() == 0

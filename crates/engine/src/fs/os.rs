@@ -14,7 +14,13 @@ pub struct OsFs;
 struct OsWritable {
     file: File,
     len: u64,
+    /// Opened with `O_APPEND`, where a positional write would append
+    /// instead: `zero_fill` does nothing then.
+    append_mode: bool,
 }
+
+/// Zeros written per `pwrite` by `zero_fill`.
+const ZERO_FILL_WRITE_BYTES: usize = 256 * 1024;
 
 impl WritableFile for OsWritable {
     fn append(&mut self, data: &[u8]) -> io::Result<()> {
@@ -29,6 +35,31 @@ impl WritableFile for OsWritable {
 
     fn len(&self) -> u64 {
         self.len
+    }
+
+    fn zero_fill(&mut self, from: u64, bytes: u64) -> io::Result<()> {
+        if self.append_mode || bytes == 0 {
+            return Ok(());
+        }
+        if from < self.len {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "zero fill at {from} would overwrite appended bytes (up to {})",
+                    self.len
+                ),
+            ));
+        }
+        let zeros =
+            vec![0u8; ZERO_FILL_WRITE_BYTES.min(usize::try_from(bytes).unwrap_or(usize::MAX))];
+        let end = from.saturating_add(bytes);
+        let mut at = from;
+        while at < end {
+            let n = usize::try_from(end - at).map_or(zeros.len(), |left| left.min(zeros.len()));
+            self.file.write_all_at(&zeros[..n], at)?;
+            at += n as u64;
+        }
+        Ok(())
     }
 
     fn preallocate(&mut self, bytes: u64) -> io::Result<()> {
@@ -81,13 +112,21 @@ impl FileSystem for OsFs {
             .create(true)
             .truncate(true)
             .open(path)?;
-        Ok(Box::new(OsWritable { file, len: 0 }))
+        Ok(Box::new(OsWritable {
+            file,
+            len: 0,
+            append_mode: false,
+        }))
     }
 
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
         let file = OpenOptions::new().append(true).open(path)?;
         let len = file.metadata()?.len();
-        Ok(Box::new(OsWritable { file, len }))
+        Ok(Box::new(OsWritable {
+            file,
+            len,
+            append_mode: true,
+        }))
     }
 
     fn open_read(&self, path: &Path) -> io::Result<Arc<dyn ReadableFile>> {
@@ -144,5 +183,42 @@ impl FileSystem for OsFs {
             )),
             Err(fs::TryLockError::Error(e)) => Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Zeros are written into reserved space without moving the append
+    /// position; appended bytes are never overwritten; an append-mode file
+    /// is left alone.
+    #[test]
+    fn zero_fill_writes_ahead_of_appends_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("seg");
+        let mut f = OsFs.create(&path).unwrap();
+        f.append(b"abc").unwrap();
+        f.preallocate(1 << 20).unwrap();
+        // Garbage where the zeros go proves they are really written.
+        {
+            let raw = OpenOptions::new().write(true).open(&path).unwrap();
+            raw.write_all_at(&[0xee; 600_000], 10).unwrap();
+        }
+        f.zero_fill(3, 600_100).unwrap();
+        f.append(b"def").unwrap();
+        f.sync().unwrap();
+        assert_eq!(f.len(), 6);
+        let bytes = fs::read(&path).unwrap();
+        assert_eq!(&bytes[..6], b"abcdef");
+        assert!(bytes[6..600_103].iter().all(|&b| b == 0));
+        let err = f.zero_fill(5, 10).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(&fs::read(&path).unwrap()[..6], b"abcdef");
+
+        let mut a = OsFs.open_append(&path).unwrap();
+        let size = fs::metadata(&path).unwrap().len();
+        a.zero_fill(size, 4096).unwrap();
+        assert_eq!(fs::metadata(&path).unwrap().len(), size);
     }
 }

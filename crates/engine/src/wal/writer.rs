@@ -30,6 +30,14 @@ use std::time::{Duration, Instant};
 /// written as several groups (each still fsynced once).
 pub const WAL_GROUP_BYTES_MAX: usize = 16 * 1024 * 1024;
 
+/// Zeros written into a segment's reserved space at a time (see
+/// `WalWriter::zero_ahead`).
+const ZERO_AHEAD_CHUNK_BYTES: u64 = 1024 * 1024;
+
+/// Zeros are written again when fewer than this many are left ahead of the
+/// appends.
+const ZERO_AHEAD_MIN_BYTES: u64 = 512 * 1024;
+
 /// What the writer thread hands to the WAL thread.
 pub enum WalItem {
     /// A batch to log.
@@ -65,6 +73,10 @@ pub struct WalWriter {
     metrics: Arc<EngineMetrics>,
     poison: PoisonFn,
     preallocate_bytes: u64,
+    /// The current segment's zeros were written (not just reserved) up to here.
+    zeroed_to: u64,
+    /// The current segment's reserved (preallocated) length.
+    reserved_to: u64,
     failed: Option<String>,
     buf: Vec<u8>,
     scratch: Vec<u8>,
@@ -95,6 +107,8 @@ impl WalWriter {
             metrics,
             poison,
             preallocate_bytes,
+            zeroed_to: 0,
+            reserved_to: 0,
             failed: None,
             buf: Vec::new(),
             scratch: Vec::new(),
@@ -106,11 +120,23 @@ impl WalWriter {
     fn open_segment(&mut self, segment: u64) -> Result<()> {
         let path = self.dir.join(segment_file_name(segment));
         let mut file = self.fs.create(&path).map_err(|e| Error::io(&path, e))?;
+        self.zeroed_to = 0;
+        self.reserved_to = 0;
         if self.preallocate_bytes > 0 && self.mode != WalMode::None {
             // Reserve the segment and make its size durable now, so the
-            // group commits' fdatasyncs carry no metadata.
+            // group commits' fdatasyncs carry no metadata; write the zeros
+            // of its first stretch too (see `zero_ahead`).
             file.preallocate(self.preallocate_bytes)
                 .map_err(|e| Error::io(&path, e))?;
+            self.reserved_to = self.preallocate_bytes;
+            let first = ZERO_AHEAD_CHUNK_BYTES.min(self.reserved_to);
+            self.zeroed_to = match file.zero_fill(0, first) {
+                Ok(()) => {
+                    self.metrics.wal_zero_fill_bytes.add(first);
+                    first
+                }
+                Err(_) => self.reserved_to,
+            };
             file.sync().map_err(|e| Error::io(&path, e))?;
         }
         self.fs
@@ -197,11 +223,11 @@ impl WalWriter {
 
     /// Writes and syncs the buffered group, then answers everything in `done`.
     fn commit_group(&mut self, done: &mut Vec<Done>, records: u64) {
-        if !self.buf.is_empty()
-            && self.failed.is_none()
-            && let Err(e) = self.write_and_sync(records)
-        {
-            self.fail(&e);
+        if !self.buf.is_empty() && self.failed.is_none() {
+            match self.write_and_sync(records) {
+                Ok(()) => self.zero_ahead(),
+                Err(e) => self.fail(&e),
+            }
         }
         self.buf.clear();
         let result = self.check();
@@ -210,6 +236,37 @@ impl WalWriter {
                 Done::Write(cb, seq) => cb(result.as_ref().map(|()| seq).map_err(clone_err)),
                 Done::Barrier(cb) => cb(result.as_ref().map(|_| ()).map_err(clone_err)),
             }
+        }
+    }
+
+    /// Keeps at least [`ZERO_AHEAD_MIN_BYTES`] of the segment's reserved
+    /// space ahead of the appends written with zeros, a chunk at a time.
+    /// `fallocate` only reserves blocks ("unwritten" extents); the first
+    /// sync that reaches such a block has the file system convert the
+    /// extent, kernel work in a worker thread that the sync waits for, at
+    /// nearly every group commit. Zeros written a megabyte ahead make that
+    /// one conversion per megabyte, carried by the next group's sync
+    /// (docs/BENCHMARKS.md, "WAL segments written ahead with zeros"). Only
+    /// an optimisation: if writing zeros fails, this segment goes on
+    /// without.
+    fn zero_ahead(&mut self) {
+        let Some(file) = self.file.as_mut() else {
+            return;
+        };
+        let appended = file.len();
+        if self.zeroed_to >= self.reserved_to
+            || self.zeroed_to >= appended.saturating_add(ZERO_AHEAD_MIN_BYTES)
+        {
+            return;
+        }
+        let from = self.zeroed_to.max(appended);
+        let bytes = ZERO_AHEAD_CHUNK_BYTES.min(self.reserved_to - from);
+        match file.zero_fill(from, bytes) {
+            Ok(()) => {
+                self.zeroed_to = from + bytes;
+                self.metrics.wal_zero_fill_bytes.add(bytes);
+            }
+            Err(_) => self.zeroed_to = self.reserved_to,
         }
     }
 
