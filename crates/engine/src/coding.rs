@@ -1,8 +1,29 @@
-//! Little helpers for the byte formats: LEB128 varints and fixed-width integers.
+//! Little helpers for the byte formats: LEB128 varints, fixed-width
+//! integers, and ASCII decimals (HTTP heads and ids, written by the node
+//! and by the load generator).
 //!
 //! Decoders take a `&mut &[u8]` cursor and return `None` when the input ends
 //! early or is malformed; callers turn that into a corruption error that
 //! names the file and offset.
+
+/// Digits of the largest `u64` in decimal.
+const DECIMAL_DIGITS_MAX: usize = 20;
+
+/// Appends `n` in decimal (what `write!(out, "{n}")` writes, without `fmt`
+/// and without allocating).
+pub fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; DECIMAL_DIGITS_MAX];
+    let mut at = DECIMAL_DIGITS_MAX;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
 
 /// Longest LEB128 encoding of a `u64`.
 pub const VARINT64_BYTES_MAX: usize = 10;

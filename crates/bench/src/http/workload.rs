@@ -8,6 +8,7 @@
 use super::args::{Distribution, HttpArgs, ValueSize, WorkloadKind};
 use super::target::Target;
 use super::zipf::Zipf;
+use ataman_engine::coding::push_decimal;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
@@ -15,9 +16,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bytes of random data the values are cut from (per thread).
 const VALUE_POOL_BYTES: usize = 1024 * 1024;
-
-/// Decimal digits of the largest u64.
-const U64_DIGITS_MAX: usize = 20;
 
 /// How ids are drawn, shared by the threads of a run.
 #[derive(Debug, Clone)]
@@ -231,21 +229,6 @@ impl Requests {
         }
         Some(method)
     }
-}
-
-/// Appends `n` in decimal without allocating.
-fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; U64_DIGITS_MAX];
-    let mut i = U64_DIGITS_MAX;
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
 }
 
 #[cfg(test)]

@@ -125,23 +125,7 @@ fn persist_header(out: &mut Vec<u8>, persist: Persist) {
     }
 }
 
-/// Decimal digits of a `u64`: at most 20.
-const DECIMAL_DIGITS_MAX: usize = 20;
-
-/// Appends `n` in decimal (what `write!(out, "{n}")` writes, without `fmt`).
-pub fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; DECIMAL_DIGITS_MAX];
-    let mut at = DECIMAL_DIGITS_MAX;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
-}
+use ataman_engine::coding::push_decimal;
 
 /// Appends `n` in lower-case hexadecimal (`write!(out, "{n:x}")`).
 fn push_hex(out: &mut Vec<u8>, mut n: u64) {
