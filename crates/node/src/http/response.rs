@@ -4,6 +4,8 @@
 //! bytes and decimal digits directly (no `fmt` machinery) and reserves the
 //! whole response once (no growth while appending).
 
+use ataman_engine::coding::push_decimal;
+
 /// The statuses the node answers with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Status {
@@ -124,8 +126,6 @@ fn persist_header(out: &mut Vec<u8>, persist: Persist) {
         Persist::Close => out.extend_from_slice(b"Connection: close\r\n"),
     }
 }
-
-use ataman_engine::coding::push_decimal;
 
 /// Appends `n` in lower-case hexadecimal (`write!(out, "{n:x}")`).
 fn push_hex(out: &mut Vec<u8>, mut n: u64) {
