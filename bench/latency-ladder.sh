@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# bench/latency-ladder.sh — p99 against offered rate, as a share of each
+# server's own closed-loop ceiling, for nginx (the machine's HTTP ceiling)
+# and an `ataman serve` node (GET of existing ids, durable PUT of random
+# ids), with the same generator on the same machine.
+#
+#   bench/latency-ladder.sh [ATAMAN_BIN] [ROUNDS] [SHARES]
+#
+# For each subject: a closed-loop run gives its ceiling C (SECONDS_RUN s
+# after 1 s of warm-up), then one constant-rate run at each share of C
+# (default "0.4 0.6 0.8"), 10 s after 1 s of warm-up, 64 connections, 2
+# generator threads. Prints one TSV line per run: the corrected p99 (from
+# the planned send time, as wrk2), the uncorrected p99 (from the actual
+# send), the send lag p99, and how busy the machine's CPUs were during the
+# run (from /proc/stat: everything but idle and iowait, both CPUs).
+# Answers "at what share of its own ceiling does a server keep p99 under
+# 5 ms here?", so a latency target can be told apart from the machine's.
+set -euo pipefail
+
+ATAMAN=${1:-target/release/ataman}
+ROUNDS=${2:-1}
+SHARES=${3:-"0.4 0.6 0.8"}
+SECONDS_RUN=${SECONDS_RUN:-8}
+FILL_KEYS=${FILL_KEYS:-100000}
+CONNECTIONS=64
+THREADS=2
+VALUE_BYTES=100
+TMP=$(mktemp -d /tmp/ataman-ladder.XXXXXX)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 1 300); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 not open" >&2; exit 1; }
+
+start_nginx() {
+    local dir="$TMP/nginx" port
+    port=$(free_port)
+    mkdir -p "$dir/logs" "$dir/tmp"
+    cat >"$dir/nginx.conf" <<EOF
+daemon off;
+worker_processes 1;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $dir/tmp/body;
+    proxy_temp_path $dir/tmp/proxy;
+    fastcgi_temp_path $dir/tmp/fastcgi;
+    uwsgi_temp_path $dir/tmp/uwsgi;
+    scgi_temp_path $dir/tmp/scgi;
+    keepalive_requests 1000000;
+    server {
+        listen 127.0.0.1:$port;
+        location / { return 200 "ok"; }
+    }
+}
+EOF
+    "$(command -v nginx || echo /usr/sbin/nginx)" -p "$dir" -c "$dir/nginx.conf" 2>"$dir/logs/stderr" &
+    PIDS+=("$!")
+    wait_port "$port"
+    NGINX_URL="http://127.0.0.1:$port"
+}
+
+cpu_ticks() { head -1 /proc/stat; }
+
+# run URL WORKLOAD KEYS RATE SECONDS -> "achieved p99 p99_uncorrected lag_p99 cpu_busy_pct"
+run() {
+    local before after
+    before=$(cpu_ticks)
+    ataman_gen bench http --url "$1" --rate "$4" --duration "${5}s" --warmup 1s \
+        --connections "$CONNECTIONS" --threads "$THREADS" --workload "$2" --keys "$3" \
+        --value-size "$VALUE_BYTES" --no-spectrum --json "$TMP/run.json" >/dev/null
+    after=$(cpu_ticks)
+    python3 - "$TMP/run.json" "$before" "$after" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["errors"] == 0 and d["non_2xx"] == 0, {k: d[k] for k in ("errors", "non_2xx", "timeouts")}
+b = [int(x) for x in sys.argv[2].split()[1:]]
+a = [int(x) for x in sys.argv[3].split()[1:]]
+delta = [y - x for x, y in zip(b, a)]
+busy = 100.0 * (sum(delta) - delta[3] - delta[4]) / max(1, sum(delta))
+print(f'{d["achieved_rps"]:.0f}\t{d["latency_ms"]["p99"]:.2f}\t{d["uncorrected_latency_ms"]["p99"]:.2f}\t{d["send_lag_ms"]["p99"]:.2f}\t{busy:.0f}')
+EOF
+}
+
+ataman_gen() { "$ATAMAN" "$@"; }
+
+# ladder NAME URL WORKLOAD KEYS [FRESH]: with FRESH (a function), it is
+# called before each run and sets NODE_URL, the URL to use (a node started
+# anew). Not in a subshell: it must keep track of the node it started.
+ladder() {
+    local name=$1 url=$2 workload=$3 keys=$4 fresh=${5:-} ceiling line rate
+    if [ -n "$fresh" ]; then "$fresh"; url=$NODE_URL; fi
+    line=$(run "$url" "$workload" "$keys" 0 "$SECONDS_RUN")
+    ceiling=$(cut -f1 <<<"$line")
+    printf '%s\t%s\tclosed\t%s\n' "$ROUND" "$name" "$line"
+    for share in $SHARES; do
+        rate=$(python3 -c "print(round($ceiling * $share))")
+        if [ -n "$fresh" ]; then "$fresh"; url=$NODE_URL; fi
+        printf '%s\t%s\t%s\t%s\n' "$ROUND" "$name" "$share" "$(run "$url" "$workload" "$keys" "$rate" 10)"
+    done
+}
+
+NODE_PID=
+NODE_URL=
+# Starts a node on an empty data directory (stopping the previous one) and
+# sets NODE_URL: each PUT run starts without the previous run's flush and
+# compaction debt, as a user's first load test would.
+fresh_node() {
+    local port dir="$TMP/data"
+    if [ -n "$NODE_PID" ]; then
+        kill "$NODE_PID" 2>/dev/null || true
+        wait "$NODE_PID" 2>/dev/null || true
+    fi
+    rm -rf "$dir"
+    port=$(free_port)
+    "$ATAMAN" serve --listen "127.0.0.1:$port" --data-dir "$dir" >"$TMP/serve.log" 2>&1 &
+    NODE_PID=$!
+    PIDS+=("$NODE_PID")
+    wait_port "$port"
+    NODE_URL="http://127.0.0.1:$port"
+}
+
+start_nginx
+printf 'round\tsubject\tshare\treq/s\tp99 ms\tp99 uncorrected ms\tsend lag p99 ms\tCPU busy %%\n'
+for ROUND in $(seq 1 "$ROUNDS"); do
+    echo "# round $ROUND, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+    ladder nginx "$NGINX_URL" get-random "$FILL_KEYS"
+    fresh_node
+    url=$NODE_URL
+    "$ATAMAN" bench http --url "$url" --rate 0 --duration 1s \
+        --connections "$CONNECTIONS" --threads "$THREADS" --workload get-existing \
+        --fill "$FILL_KEYS" --keys "$FILL_KEYS" --value-size "$VALUE_BYTES" --no-spectrum >/dev/null
+    ladder ataman-get "$url" get-existing "$FILL_KEYS"
+    ladder ataman-put "" put-random 10000000 fresh_node
+done
+echo "# end, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
