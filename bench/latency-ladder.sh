@@ -5,6 +5,7 @@
 # ids), with the same generator on the same machine.
 #
 #   bench/latency-ladder.sh [ATAMAN_BIN] [ROUNDS] [SHARES]
+#   LADDER_CLUSTER=1 bench/latency-ladder.sh ...   # also a 3-node cluster
 #
 # For each subject: a closed-loop run gives its ceiling C (SECONDS_RUN s
 # after 1 s of warm-up), then one constant-rate run at each share of C
@@ -75,7 +76,7 @@ run() {
     before=$(cpu_ticks)
     ataman_gen bench http --url "$1" --rate "$4" --duration "${5}s" --warmup 1s \
         --connections "$CONNECTIONS" --threads "$THREADS" --workload "$2" --keys "$3" \
-        --value-size "$VALUE_BYTES" --no-spectrum --json "$TMP/run.json" >/dev/null
+        --value-size "$VALUE_BYTES" --no-spectrum --json "$TMP/run.json" ${ACK_FROM:-} >/dev/null
     after=$(cpu_ticks)
     python3 - "$TMP/run.json" "$before" "$after" <<'EOF'
 import json, sys
@@ -127,6 +128,35 @@ fresh_node() {
     NODE_URL="http://127.0.0.1:$port"
 }
 
+CLUSTER_PID=
+# Starts a 3-node cluster on empty directories (stopping the previous one)
+# and sets NODE_URL to its first node.
+fresh_cluster() {
+    local port dir="$TMP/cluster"
+    if [ -n "$CLUSTER_PID" ]; then
+        kill "$CLUSTER_PID" 2>/dev/null || true
+        wait "$CLUSTER_PID" 2>/dev/null || true
+    fi
+    rm -rf "$dir"
+    port=$(python3 -c 'import socket
+for p in range(19700, 19900, 3):
+    try:
+        ss = [socket.socket() for _ in range(3)]
+        for i, s in enumerate(ss): s.bind(("127.0.0.1", p + i))
+        [s.close() for s in ss]; print(p); break
+    except OSError:
+        [s.close() for s in ss]')
+    "$ATAMAN" cluster start --nodes 3 --base-port "$port" --dir "$dir" >"$TMP/cluster.log" 2>&1 &
+    CLUSTER_PID=$!
+    PIDS+=("$CLUSTER_PID")
+    for p in "$port" $((port + 1)) $((port + 2)); do wait_port "$p"; done
+    for _ in $(seq 1 100); do
+        curl -sf "http://127.0.0.1:$port/v0/status" >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    NODE_URL="http://127.0.0.1:$port"
+}
+
 start_nginx
 printf 'round\tsubject\tshare\treq/s\tp99 ms\tp99 uncorrected ms\tsend lag p99 ms\tCPU busy %%\n'
 for ROUND in $(seq 1 "$ROUNDS"); do
@@ -139,5 +169,11 @@ for ROUND in $(seq 1 "$ROUNDS"); do
         --fill "$FILL_KEYS" --keys "$FILL_KEYS" --value-size "$VALUE_BYTES" --no-spectrum >/dev/null
     ladder ataman-get "$url" get-existing "$FILL_KEYS"
     ladder ataman-put "" put-random 10000000 fresh_node
+    if [ "${LADDER_CLUSTER:-0}" = 1 ]; then
+        ACK_FROM="--ack 2 --from 3" ladder cluster-put-2/3 "" put-random 10000000 fresh_cluster
+        kill "$CLUSTER_PID" 2>/dev/null || true
+        wait "$CLUSTER_PID" 2>/dev/null || true
+        CLUSTER_PID=
+    fi
 done
 echo "# end, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
