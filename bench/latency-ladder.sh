@@ -9,7 +9,7 @@
 #
 # For each subject: a closed-loop run gives its ceiling C (SECONDS_RUN s
 # after 1 s of warm-up), then one constant-rate run at each share of C
-# (default "0.4 0.6 0.8"), 10 s after 1 s of warm-up, 64 connections, 2
+# (default "0.4 0.6 0.8"), RATE_SECONDS (10) after 1 s of warm-up, 64 connections, 2
 # generator threads. Prints one TSV line per run: the corrected p99 (from
 # the planned send time, as wrk2), the uncorrected p99 (from the actual
 # send), the send lag p99, and how busy the machine's CPUs were during the
@@ -22,51 +22,14 @@ ATAMAN=${1:-target/release/ataman}
 ROUNDS=${2:-1}
 SHARES=${3:-"0.4 0.6 0.8"}
 SECONDS_RUN=${SECONDS_RUN:-8}
+RATE_SECONDS=${RATE_SECONDS:-10}
 FILL_KEYS=${FILL_KEYS:-100000}
 CONNECTIONS=64
 THREADS=2
 VALUE_BYTES=100
-TMP=$(mktemp -d /tmp/ataman-ladder.XXXXXX)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 1 300); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 not open" >&2; exit 1; }
-
-start_nginx() {
-    local dir="$TMP/nginx" port
-    port=$(free_port)
-    mkdir -p "$dir/logs" "$dir/tmp"
-    cat >"$dir/nginx.conf" <<EOF
-daemon off;
-worker_processes 1;
-pid $dir/nginx.pid;
-error_log $dir/logs/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    client_body_temp_path $dir/tmp/body;
-    proxy_temp_path $dir/tmp/proxy;
-    fastcgi_temp_path $dir/tmp/fastcgi;
-    uwsgi_temp_path $dir/tmp/uwsgi;
-    scgi_temp_path $dir/tmp/scgi;
-    keepalive_requests 1000000;
-    server {
-        listen 127.0.0.1:$port;
-        location / { return 200 "ok"; }
-    }
-}
-EOF
-    "$(command -v nginx || echo /usr/sbin/nginx)" -p "$dir" -c "$dir/nginx.conf" 2>"$dir/logs/stderr" &
-    PIDS+=("$!")
-    wait_port "$port"
-    NGINX_URL="http://127.0.0.1:$port"
-}
+TMP_PREFIX=ataman-ladder
+# shellcheck source=bench/common.sh
+. "$(dirname "$0")/common.sh"
 
 cpu_ticks() { head -1 /proc/stat; }
 
@@ -74,7 +37,7 @@ cpu_ticks() { head -1 /proc/stat; }
 run() {
     local before after
     before=$(cpu_ticks)
-    ataman_gen bench http --url "$1" --rate "$4" --duration "${5}s" --warmup 1s \
+    "$ATAMAN" bench http --url "$1" --rate "$4" --duration "${5}s" --warmup 1s \
         --connections "$CONNECTIONS" --threads "$THREADS" --workload "$2" --keys "$3" \
         --value-size "$VALUE_BYTES" --no-spectrum --json "$TMP/run.json" ${ACK_FROM:-} >/dev/null
     after=$(cpu_ticks)
@@ -90,8 +53,6 @@ print(f'{d["achieved_rps"]:.0f}\t{d["latency_ms"]["p99"]:.2f}\t{d["uncorrected_l
 EOF
 }
 
-ataman_gen() { "$ATAMAN" "$@"; }
-
 # ladder NAME URL WORKLOAD KEYS [FRESH]: with FRESH (a function), it is
 # called before each run and sets NODE_URL, the URL to use (a node started
 # anew). Not in a subshell: it must keep track of the node it started.
@@ -104,7 +65,7 @@ ladder() {
     for share in $SHARES; do
         rate=$(python3 -c "print(round($ceiling * $share))")
         if [ -n "$fresh" ]; then "$fresh"; url=$NODE_URL; fi
-        printf '%s\t%s\t%s\t%s\n' "$ROUND" "$name" "$share" "$(run "$url" "$workload" "$keys" "$rate" 10)"
+        printf '%s\t%s\t%s\t%s\n' "$ROUND" "$name" "$share" "$(run "$url" "$workload" "$keys" "$rate" "$RATE_SECONDS")"
     done
 }
 
@@ -115,10 +76,7 @@ NODE_URL=
 # compaction debt, as a user's first load test would.
 fresh_node() {
     local port dir="$TMP/data"
-    if [ -n "$NODE_PID" ]; then
-        kill "$NODE_PID" 2>/dev/null || true
-        wait "$NODE_PID" 2>/dev/null || true
-    fi
+    stop_pid "$NODE_PID"
     rm -rf "$dir"
     port=$(free_port)
     "$ATAMAN" serve --listen "127.0.0.1:$port" --data-dir "$dir" >"$TMP/serve.log" 2>&1 &
@@ -133,10 +91,7 @@ CLUSTER_PID=
 # and sets NODE_URL to its first node.
 fresh_cluster() {
     local port dir="$TMP/cluster"
-    if [ -n "$CLUSTER_PID" ]; then
-        kill "$CLUSTER_PID" 2>/dev/null || true
-        wait "$CLUSTER_PID" 2>/dev/null || true
-    fi
+    stop_pid "$CLUSTER_PID"
     rm -rf "$dir"
     port=$(python3 -c 'import socket
 for p in range(19700, 19900, 3):
@@ -171,8 +126,7 @@ for ROUND in $(seq 1 "$ROUNDS"); do
     ladder ataman-put "" put-random 10000000 fresh_node
     if [ "${LADDER_CLUSTER:-0}" = 1 ]; then
         ACK_FROM="--ack 2 --from 3" ladder cluster-put-2/3 "" put-random 10000000 fresh_cluster
-        kill "$CLUSTER_PID" 2>/dev/null || true
-        wait "$CLUSTER_PID" 2>/dev/null || true
+        stop_pid "$CLUSTER_PID"
         CLUSTER_PID=
     fi
 done
