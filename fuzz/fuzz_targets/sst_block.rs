@@ -1,6 +1,6 @@
 //! Fuzzes the SSTable decoders: arbitrary bytes as one block (construction,
-//! full scan, seeks) and as a whole table file (open, full scan, seeks,
-//! gets). Any panic is a bug; errors are the expected outcome.
+//! full scan, seeks by internal and by user key) and as a whole table file
+//! (open, full scan, seeks, gets). Any panic is a bug; errors are the expected outcome.
 //!
 //! The first byte picks the target so one corpus covers both; the
 //! in-crate twin is `crates/engine/src/sst/tests/decode_arbitrary.rs`.
@@ -73,6 +73,9 @@ fn fuzz_block(data: &[u8]) {
         if it.seek(&target).is_ok() && it.valid() {
             let _ = (it.key().len(), it.value().len());
             let _ = it.next();
+        }
+        if it.seek_user_key(key::user_key(&target)).is_ok() && it.valid() {
+            let _ = (it.key().len(), it.value().len());
         }
     }
 }

@@ -1,8 +1,8 @@
 //! `ataman bench fjall`: ataman's engine side by side with fjall, a
 //! pure-Rust LSM, on the same machine in the same run, same keys and values.
 //!
-//! Phases, each run first on ataman (to completion, engine closed), then on
-//! fjall, so the two never compete for the two cores:
+//! The write phases run first on ataman (to completion), then on fjall, so
+//! the two never compete for the two cores:
 //! 1. `fillrandom, durable per put`: one writer, every put durable before
 //!    the next (ataman: `Durability::Complete` with `WalMode::Fsync`;
 //!    fjall: insert then `persist(PersistMode::SyncData)`). Both use
@@ -10,9 +10,15 @@
 //!    is the like-for-like mode (`SyncAll` would add metadata syncs).
 //! 2. `fillrandom, batch N`: the same, N puts per durable commit (ataman: a
 //!    `WriteBatch`; fjall: a `Batch` with `durability(Some(SyncData))`).
-//! 3. `readrandom`: after both engines settle (ataman: `compact()` into one
-//!    level; fjall: memtable flushed, then a major compaction), one thread
-//!    reads random keys among those written; every read must hit.
+//!
+//! Each engine then settles (ataman: `compact()` into one level; fjall:
+//! memtable flushed, then a major compaction), and
+//! 3. `readrandom`: one thread reads random keys among those written;
+//!    every read must hit. Both engines stay open and take turns over
+//!    [`READ_ROUNDS`] rounds, each engine reading the same chunk of keys
+//!    in a round, the one going first alternating: a slow spell of a
+//!    shared machine lands on both, and the per-round ratios show the
+//!    spread.
 
 use crate::cpu::{cpu_sec_per_mop, process_cpu_time};
 use crate::error::{BenchError, Result};
@@ -33,9 +39,13 @@ const FJALL_MAJOR: &str = "2";
 /// `ataman bench fjall` options.
 #[derive(Debug, Clone, clap::Args)]
 pub struct FjallArgs {
-    /// Puts in the batched fill, and reads in the read phase.
+    /// Puts in the batched fill (and reads in the read phase, unless --reads).
     #[arg(long, default_value_t = 200_000)]
     pub ops: u64,
+    /// Reads in the read phase (default: --ops). More reads over the same
+    /// data give a longer, steadier read phase.
+    #[arg(long)]
+    pub reads: Option<u64>,
     /// Puts in the durable-per-put fill (default: --ops; each costs one fdatasync).
     #[arg(long)]
     pub per_put_ops: Option<u64>,
@@ -93,13 +103,8 @@ pub struct FjallReport {
     pub phases: Vec<PhaseReport>,
     /// Seconds each engine took to settle before the reads (ataman, fjall).
     pub settle_sec: (f64, f64),
-}
-
-/// One engine's measured phases.
-struct Run {
-    /// (ops, elapsed seconds, cpu seconds) per phase.
-    phases: Vec<(u64, f64, f64)>,
-    settle_sec: f64,
+    /// The read phase's ratio (ataman/fjall) in each of its rounds.
+    pub read_round_ratios: Vec<f64>,
 }
 
 /// The workload both engines get.
@@ -181,11 +186,15 @@ impl Subject for Fjall {
     }
 }
 
+/// Rounds of the read phase: the engines take turns, each reading the same
+/// chunk of keys, so a slow spell of a shared machine hits both alike.
+pub const READ_ROUNDS: u64 = 10;
+
 /// Runs both engines and returns the comparison.
 pub fn run(args: &FjallArgs) -> Result<FjallReport> {
-    if args.ops == 0 || args.batch == 0 {
+    if args.ops == 0 || args.batch == 0 || args.reads == Some(0) {
         return Err(BenchError::InvalidArgument(
-            "--ops and --batch must be positive".into(),
+            "--ops, --batch and --reads must be positive".into(),
         ));
     }
     let work = crate::workdir::WorkDir::new(args.dir.as_deref(), "ataman-bench-fjall-")?;
@@ -194,44 +203,34 @@ pub fn run(args: &FjallArgs) -> Result<FjallReport> {
         per_put_ops: args.per_put_ops.unwrap_or(args.ops),
         batch_ops: args.ops,
         batch: args.batch,
-        reads: args.ops,
+        reads: args.reads.unwrap_or(args.ops),
         keys: args.keys,
         value_bytes: args.value_size,
         seed: args.seed,
     };
-    let ataman = {
-        let opts = Options {
-            wal_mode: WalMode::Fsync,
-            ..Options::default()
-        };
-        let mut subject = Ataman {
-            db: Db::open(base.join("ataman"), opts)?,
-            clock: Clock::default(),
-        };
-        let run = run_phases(&mut subject, &plan);
-        let closed = subject.db.close();
-        let run = run?;
-        closed?;
-        run
+    let opts = Options {
+        wal_mode: WalMode::Fsync,
+        ..Options::default()
     };
-    let fjall = {
-        let keyspace = Config::new(base.join("fjall")).open()?;
-        let partition =
-            keyspace.open_partition(FJALL_PARTITION, PartitionCreateOptions::default())?;
-        let mut subject = Fjall {
-            keyspace,
-            partition,
-        };
-        run_phases(&mut subject, &plan)?
+    let mut ataman = Ataman {
+        db: Db::open(base.join("ataman"), opts)?,
+        clock: Clock::default(),
     };
+    let result = compare(&mut ataman, base, &plan);
+    let closed = ataman.db.close();
+    let (writes, reads) = result?;
+    closed?;
+    let (ataman_writes, fjall_writes) = &writes;
     let names = [
         "fillrandom, durable per put".to_string(),
         format!("fillrandom, batch {} per durable commit", plan.batch),
         "readrandom (after settle)".to_string(),
     ];
+    let ataman_phases = ataman_writes.phases.iter().chain([&reads.ataman]);
+    let fjall_phases = fjall_writes.phases.iter().chain([&reads.fjall]);
     let phases = names
         .into_iter()
-        .zip(ataman.phases.iter().zip(&fjall.phases))
+        .zip(ataman_phases.zip(fjall_phases))
         .map(|(phase, (&(ops, a_sec, a_cpu), &(_, f_sec, f_cpu)))| {
             let a = per_sec(ops, a_sec);
             let f = per_sec(ops, f_sec);
@@ -258,8 +257,26 @@ pub fn run(args: &FjallArgs) -> Result<FjallReport> {
         keys: args.keys,
         value_size: args.value_size,
         phases,
-        settle_sec: (ataman.settle_sec, fjall.settle_sec),
+        settle_sec: (ataman_writes.settle_sec, fjall_writes.settle_sec),
+        read_round_ratios: reads.round_ratios,
     })
+}
+
+/// Both engines' write phases (ataman's first, to completion, so the two
+/// never compete for the cores), then the read rounds with both open.
+fn compare(ataman: &mut Ataman, base: &Path, plan: &Plan) -> Result<((Writes, Writes), Reads)> {
+    let ataman_writes = write_phases(ataman, plan)?;
+    let keyspace = Config::new(base.join("fjall")).open()?;
+    let partition = keyspace.open_partition(FJALL_PARTITION, PartitionCreateOptions::default())?;
+    let mut fjall = Fjall {
+        keyspace,
+        partition,
+    };
+    let fjall_writes = write_phases(&mut fjall, plan)?;
+    // The same seed wrote the same keys in the same order to both.
+    debug_assert_eq!(ataman_writes.written, fjall_writes.written);
+    let reads = read_rounds(ataman, &mut fjall, plan, &ataman_writes.written)?;
+    Ok(((ataman_writes, fjall_writes), reads))
 }
 
 /// Times `f`, returning (elapsed seconds, process CPU seconds).
@@ -273,7 +290,16 @@ fn timed(f: impl FnOnce() -> Result<()>) -> Result<(f64, f64)> {
     ))
 }
 
-fn run_phases(subject: &mut dyn Subject, plan: &Plan) -> Result<Run> {
+/// One engine's write phases and what they wrote.
+struct Writes {
+    /// (ops, elapsed seconds, cpu seconds) of the per-put and batched fills.
+    phases: Vec<(u64, f64, f64)>,
+    /// Key numbers written, in order.
+    written: Vec<u64>,
+    settle_sec: f64,
+}
+
+fn write_phases(subject: &mut dyn Subject, plan: &Plan) -> Result<Writes> {
     // The same seed for both engines: the same keys and values in the same order.
     let mut workload = Workload::new(plan.seed, plan.keys, plan.value_bytes);
     let mut written: Vec<u64> = Vec::new();
@@ -312,24 +338,72 @@ fn run_phases(subject: &mut dyn Subject, plan: &Plan) -> Result<Run> {
     phases.push((plan.batch_ops, batch_time.0, batch_time.1));
 
     let (settle_sec, _) = timed(|| subject.settle())?;
+    Ok(Writes {
+        phases,
+        written,
+        settle_sec,
+    })
+}
 
+/// Both engines' read phase, taken in turns.
+struct Reads {
+    /// (reads, elapsed seconds, cpu seconds), summed over the rounds.
+    ataman: (u64, f64, f64),
+    fjall: (u64, f64, f64),
+    /// ataman's rate over fjall's, per round.
+    round_ratios: Vec<f64>,
+}
+
+/// Reads random written keys, [`READ_ROUNDS`] rounds of an equal chunk per
+/// engine; the engine that goes first alternates. Every read must hit.
+fn read_rounds(
+    ataman: &mut dyn Subject,
+    fjall: &mut dyn Subject,
+    plan: &Plan,
+    written: &[u64],
+) -> Result<Reads> {
     let mut picks = Workload::new(plan.seed ^ 0x5eed, written.len() as u64, 0);
-    let (sec, cpu) = timed(|| {
-        for _ in 0..plan.reads {
+    let keys: Vec<u64> = (0..plan.reads)
+        .map(|_| {
             let index = usize::try_from(picks.key_number()).unwrap_or(0);
-            let number = written.get(index).copied().unwrap_or(0);
-            format_key(number, &mut k);
-            if subject.read_len(&k)? != Some(plan.value_bytes) {
-                return Err(BenchError::Check(format!(
-                    "a read of written key {} missed",
-                    String::from_utf8_lossy(&k)
-                )));
-            }
+            written.get(index).copied().unwrap_or(0)
+        })
+        .collect();
+    let chunk = usize::try_from(plan.reads.div_ceil(READ_ROUNDS)).unwrap_or(usize::MAX);
+    let mut reads = Reads {
+        ataman: (0, 0.0, 0.0),
+        fjall: (0, 0.0, 0.0),
+        round_ratios: Vec::new(),
+    };
+    for (round, chunk) in keys.chunks(chunk.max(1)).enumerate() {
+        let mut times = [(0.0, 0.0); 2];
+        for turn in 0..2 {
+            let engine = (turn + round) % 2;
+            let subject: &mut dyn Subject = if engine == 0 { ataman } else { fjall };
+            times[engine] = timed(|| read_chunk(subject, chunk, plan.value_bytes))?;
         }
-        Ok(())
-    })?;
-    phases.push((plan.reads, sec, cpu));
-    Ok(Run { phases, settle_sec })
+        let n = chunk.len() as u64;
+        for (total, (sec, cpu)) in [&mut reads.ataman, &mut reads.fjall].into_iter().zip(times) {
+            *total = (total.0 + n, total.1 + sec, total.2 + cpu);
+        }
+        let (a, f) = (per_sec(n, times[0].0), per_sec(n, times[1].0));
+        reads.round_ratios.push(if f > 0.0 { a / f } else { 0.0 });
+    }
+    Ok(reads)
+}
+
+fn read_chunk(subject: &mut dyn Subject, keys: &[u64], value_bytes: usize) -> Result<()> {
+    let mut k = [0u8; KEY_BYTES];
+    for &number in keys {
+        format_key(number, &mut k);
+        if subject.read_len(&k)? != Some(value_bytes) {
+            return Err(BenchError::Check(format!(
+                "a read of written key {} missed",
+                String::from_utf8_lossy(&k)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Prints the comparison table.
@@ -352,4 +426,15 @@ pub fn print(r: &FjallReport) {
         "  settle before reads: ataman {:.2} s, fjall {:.2} s",
         r.settle_sec.0, r.settle_sec.1
     );
+    let mut ratios = r.read_round_ratios.clone();
+    ratios.sort_by(f64::total_cmp);
+    if let (Some(min), Some(max)) = (ratios.first(), ratios.last()) {
+        println!(
+            "  readrandom in {} alternating rounds: ratio median {:.2}, range {:.2}..{:.2}",
+            ratios.len(),
+            ratios[ratios.len() / 2],
+            min,
+            max
+        );
+    }
 }

@@ -119,6 +119,7 @@ fn tiny_readrandom_reports_reads() {
 fn tiny_fjall_comparison_has_three_phases() {
     let args = ataman_bench::fjall_cmp::FjallArgs {
         ops: 300,
+        reads: Some(500),
         per_put_ops: Some(20),
         batch: 100,
         keys: 1000,
@@ -129,7 +130,7 @@ fn tiny_fjall_comparison_has_three_phases() {
     };
     let report = ataman_bench::fjall_cmp::run(&args).unwrap();
     let ops: Vec<u64> = report.phases.iter().map(|p| p.ops).collect();
-    assert_eq!(ops, vec![20, 300, 300]);
+    assert_eq!(ops, vec![20, 300, 500]);
     let json = serde_json::to_value(&report).unwrap();
     for phase in json["phases"].as_array().unwrap() {
         for key in ["phase", "ataman_ops_per_sec", "fjall_ops_per_sec", "ratio"] {

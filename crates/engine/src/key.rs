@@ -160,6 +160,25 @@ pub fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
     }
 }
 
+/// The first 8 bytes of `bytes` as a big-endian integer, zero-padded.
+///
+/// Monotone in byte order: `a < b` implies `fingerprint(a) <=
+/// fingerprint(b)`, so unequal fingerprints order their keys and equal ones
+/// (a tie in the first 8 bytes, or a shorter key padded with zeros) leave
+/// the order to the keys themselves. Binary searches over sorted keys
+/// compare fingerprints first and touch the keys only on a tie.
+pub fn fingerprint(bytes: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    let n = bytes.len().min(8);
+    word[..n].copy_from_slice(&bytes[..n]);
+    u64::from_be_bytes(word)
+}
+
+/// Bytes at the start of both `a` and `b`.
+pub fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,7 @@
 
 use super::block_builder::RESTART_BYTES;
 use super::block_io::BLOCK_BYTES_MAX;
+use super::restarts::{Probe, Restarts};
 use crate::coding;
 use crate::error::{CorruptionKind, Error, Result};
 use crate::iter::InternalIterator;
@@ -27,11 +28,16 @@ use std::sync::Arc;
 ///
 /// # Thread safety
 /// Immutable; shared through `Arc` by the cache and iterators.
+///
+/// `repr(C)` keeps the restart table first, next to the `Arc`'s reference
+/// counts: the cache hit that increments them brings the fingerprints a
+/// point read searches next into the same cache lines.
 #[derive(Debug)]
+#[repr(C)]
 pub struct Block {
-    data: Vec<u8>,
+    restarts: Restarts,
     entries_end: usize,
-    restarts: Vec<u32>,
+    data: Vec<u8>,
     path: Arc<Path>,
     offset: u64,
 }
@@ -78,10 +84,16 @@ impl Block {
             }
             restarts.push(r);
         }
+        let restarts = Restarts::new(&data, restarts, |at| {
+            let h = entry_header(&data, entries_end, at)?;
+            let key = h.key_start..h.value_start;
+            let whole = h.shared == 0 && key::is_internal_key(data.get(key.clone())?);
+            whole.then(|| key.start..key.end - key::INTERNAL_KEY_TRAILER_BYTES)
+        });
         Ok(Block {
-            data,
-            entries_end,
             restarts,
+            entries_end,
+            data,
             path,
             offset,
         })
@@ -92,9 +104,11 @@ impl Block {
         &self.data
     }
 
-    /// Bytes of the decoded block (what the cache charges for it).
+    /// Bytes the decoded block holds (what the cache charges for it): its
+    /// data, the struct with its inline restart table, and any restarts
+    /// spilled to the heap.
     pub fn size_bytes(&self) -> usize {
-        self.data.len()
+        self.data.len() + std::mem::size_of::<Block>() + self.restarts.heap_bytes()
     }
 
     /// Offset of the block in its file.
@@ -115,31 +129,7 @@ impl Block {
     /// `None` if it is malformed ([`Block::entry_error`] says how).
     #[inline(always)]
     fn entry_header(&self, at: usize) -> Option<EntryHeader> {
-        let region = self.data.get(at..self.entries_end)?;
-        // Fast path: all three lengths below 128, one byte each (a data
-        // block's keys and small values, every index entry).
-        let (shared, unshared, value_len, header_bytes) = match *region {
-            [s, u, v, ..] if (s | u | v) < 0x80 => {
-                (usize::from(s), usize::from(u), usize::from(v), 3)
-            }
-            _ => {
-                let mut cursor = region;
-                let shared = coding::get_len(&mut cursor, BLOCK_BYTES_MAX)?;
-                let unshared = coding::get_len(&mut cursor, BLOCK_BYTES_MAX)?;
-                let value_len = coding::get_len(&mut cursor, BLOCK_BYTES_MAX)?;
-                (shared, unshared, value_len, region.len() - cursor.len())
-            }
-        };
-        // No overflow: `at` < BLOCK_BYTES_MAX and each length <= BLOCK_BYTES_MAX.
-        let key_start = at + header_bytes;
-        let value_start = key_start + unshared;
-        let value_end = value_start + value_len;
-        (value_end <= self.entries_end).then_some(EntryHeader {
-            shared,
-            key_start,
-            value_start,
-            value_end,
-        })
+        entry_header(&self.data, self.entries_end, at)
     }
 
     /// Why the entry header at `at` did not decode (off the hot path).
@@ -159,6 +149,36 @@ impl Block {
             _ => self.malformed(format!("bad entry header at block byte {at}")),
         }
     }
+}
+
+/// The header of the entry at `at` in `data`, whose entries end at
+/// `entries_end`, checked to end inside the entry region; `None` if it is
+/// malformed.
+#[inline(always)]
+fn entry_header(data: &[u8], entries_end: usize, at: usize) -> Option<EntryHeader> {
+    let region = data.get(at..entries_end)?;
+    // Fast path: all three lengths below 128, one byte each (a data
+    // block's keys and small values, every index entry).
+    let (shared, unshared, value_len, header_bytes) = match *region {
+        [s, u, v, ..] if (s | u | v) < 0x80 => (usize::from(s), usize::from(u), usize::from(v), 3),
+        _ => {
+            let mut cursor = region;
+            let shared = coding::get_len(&mut cursor, BLOCK_BYTES_MAX)?;
+            let unshared = coding::get_len(&mut cursor, BLOCK_BYTES_MAX)?;
+            let value_len = coding::get_len(&mut cursor, BLOCK_BYTES_MAX)?;
+            (shared, unshared, value_len, region.len() - cursor.len())
+        }
+    };
+    // No overflow: `at` < BLOCK_BYTES_MAX and each length <= BLOCK_BYTES_MAX.
+    let key_start = at + header_bytes;
+    let value_start = key_start + unshared;
+    let value_end = value_start + value_len;
+    (value_end <= entries_end).then_some(EntryHeader {
+        shared,
+        key_start,
+        value_start,
+        value_end,
+    })
 }
 
 /// An entry's header, decoded: the entry's key delta is
@@ -229,12 +249,12 @@ impl BlockIter {
     }
 
     fn restart_point(&self, i: usize) -> usize {
-        self.block.restarts.get(i).copied().unwrap_or(0) as usize
+        self.block.restarts.offsets().get(i).copied().unwrap_or(0) as usize
     }
 
     /// Where restart region `i` ends: the next restart, or the entries' end.
     fn region_end_of(&self, i: usize) -> usize {
-        match self.block.restarts.get(i + 1) {
+        match self.block.restarts.offsets().get(i + 1) {
             Some(&r) => r as usize,
             None => self.block.entries_end,
         }
@@ -260,7 +280,7 @@ impl BlockIter {
             return Err(self.block.entry_error(at));
         };
         // Bounded by the restarts: each pass moves to the next region.
-        while at >= self.region_end && self.restart_index + 1 < self.block.restarts.len() {
+        while at >= self.region_end && self.restart_index + 1 < self.block.restarts.count() {
             self.restart_index += 1;
             self.region_start = self.region_end;
             self.region_end = self.region_end_of(self.restart_index);
@@ -329,19 +349,39 @@ impl BlockIter {
     /// without building that key (an internal key sorts before the seek key
     /// exactly when its user key is smaller).
     pub fn seek_user_key(&mut self, user_key: &[u8]) -> Result<()> {
-        self.seek_by(|k| key::user_key(k) < user_key)
+        self.seek_by(user_key, |k| key::user_key(k) < user_key)
     }
 
     /// Positions at the first entry whose key is not `below` the target;
-    /// `below` must be monotone in key order (true, then false).
-    fn seek_by(&mut self, below: impl Fn(&[u8]) -> bool) -> Result<()> {
-        // Last restart point whose key is below the target.
-        let (mut left, mut right) = (0usize, self.block.restarts.len() - 1);
+    /// `below` must be monotone in key order (true, then false), true for
+    /// every key whose user key is below `target_user_key` and false for
+    /// every key whose user key is above it.
+    fn seek_by(&mut self, target_user_key: &[u8], below: impl Fn(&[u8]) -> bool) -> Result<()> {
+        // Last restart point whose key is below the target. The restart
+        // table's fingerprints decide most probes without reading a
+        // restart key (see `super::restarts`); a tie reads the key.
+        let last = self.block.restarts.count() - 1;
+        let probe = self.block.restarts.probe(target_user_key);
+        let (mut left, mut right) = match probe {
+            Probe::BelowAll => (0, 0),
+            Probe::AboveAll => (last, last),
+            Probe::Keys | Probe::Fingerprint(_) => (0, last),
+        };
         while left < right {
             let mid = left + (right - left).div_ceil(2);
-            let is_below = match self.restart_key(mid) {
-                Ok(k) => below(k),
-                Err(e) => return self.fail(e),
+            let decided = match probe {
+                Probe::Fingerprint(target) => match self.block.restarts.fingerprints().get(mid) {
+                    Some(&f) if f != target => Some(f < target),
+                    _ => None,
+                },
+                _ => None,
+            };
+            let is_below = match decided {
+                Some(is_below) => is_below,
+                None => match self.restart_key(mid) {
+                    Ok(k) => below(k),
+                    Err(e) => return self.fail(e),
+                },
             };
             if is_below {
                 left = mid;
@@ -382,7 +422,9 @@ impl InternalIterator for BlockIter {
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.seek_by(|k| key::compare_internal(k, target) == Ordering::Less)
+        self.seek_by(key::user_key(target), |k| {
+            key::compare_internal(k, target) == Ordering::Less
+        })
     }
 
     fn next(&mut self) -> Result<()> {

@@ -8,6 +8,8 @@
 //! ## Layout
 //! - [`block_builder`] / [`block`]: one data or index block, written and read
 //!   (prefix-compressed keys, restart points).
+//! - `restarts`: a block's restart array with restart-key fingerprints,
+//!   decoded when the block is loaded (not stored).
 //! - [`block_io`]: block handles and the block trailer (compression, checksum).
 //! - [`bloom`]: the filter block, a bloom filter over user keys.
 //! - [`footer`]: the fixed-size footer (handles, version, magic).
@@ -20,6 +22,7 @@ pub mod block_io;
 pub mod bloom;
 pub mod cache;
 pub mod footer;
+mod restarts;
 pub mod table;
 pub mod table_builder;
 

@@ -207,9 +207,9 @@ impl Table {
                 .index_entries
                 .partition_point(|e| last_user_key(e) < user_key);
         };
-        // `fingerprint` is monotone: a smaller fingerprint means a smaller
+        // `key::fingerprint` is monotone: a smaller fingerprint means a smaller
         // key, a larger one a larger key; only equal ones need the keys.
-        let target = fingerprint(rest);
+        let target = key::fingerprint(rest);
         self.index_entries.partition_point(|e| {
             e.fingerprint < target || (e.fingerprint == target && last_user_key(e) < user_key)
         })
@@ -273,26 +273,8 @@ struct IndexEntry {
     key_start: u32,
     key_len: u32,
     handle: BlockHandle,
-    /// [`fingerprint`] of the last user key after the table's index prefix.
+    /// [`key::fingerprint`] of the last user key after the table's index prefix.
     fingerprint: u64,
-}
-
-/// The first 8 bytes of `bytes` as a big-endian integer, zero-padded.
-///
-/// Monotone in byte order: `a < b` implies `fingerprint(a) <=
-/// fingerprint(b)`, so unequal fingerprints order their keys and equal ones
-/// (a tie in the first 8 bytes, or a shorter key padded with zeros) leave
-/// the order to the keys themselves.
-fn fingerprint(bytes: &[u8]) -> u64 {
-    let mut word = [0u8; 8];
-    let n = bytes.len().min(8);
-    word[..n].copy_from_slice(&bytes[..n]);
-    u64::from_be_bytes(word)
-}
-
-/// Bytes at the start of both `a` and `b`.
-fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// A handle that decodes and ends (trailer included) at or before `data_end`.
@@ -362,14 +344,14 @@ fn decode_index(index: &Arc<Block>, data_end: u64) -> Result<(Vec<IndexEntry>, V
     let prefix = match (entries.first(), entries.last()) {
         (Some(first), Some(last)) => {
             let (a, b) = (user_key_of(first), user_key_of(last));
-            a[..common_prefix_len(a, b)].to_vec()
+            a[..key::common_prefix_len(a, b)].to_vec()
         }
         _ => Vec::new(),
     };
     for entry in &mut entries {
         let user_key = user_key_of(entry);
         debug_assert!(user_key.starts_with(&prefix));
-        entry.fingerprint = fingerprint(user_key.get(prefix.len()..).unwrap_or(&[]));
+        entry.fingerprint = key::fingerprint(user_key.get(prefix.len()..).unwrap_or(&[]));
     }
     Ok((entries, prefix))
 }

@@ -82,6 +82,56 @@ proptest! {
     }
 }
 
+/// Keys that share a long prefix (past the restart table's prefix limit)
+/// and differ in a short tail, so fingerprints tie, differ, and start
+/// inside the shared bytes.
+fn prefixed_entries() -> impl Strategy<Value = (Vec<u8>, Model)> {
+    (
+        prop::collection::vec(b'a'..b'c', 0..40),
+        prop::collection::vec(
+            (prop::collection::vec(b'a'..b'd', 0..12), 0u64..3, 0u64..3),
+            1..60,
+        ),
+    )
+        .prop_map(|(prefix, raw)| {
+            let model = sorted_model(
+                raw.into_iter()
+                    .map(|(tail, ts, seq)| {
+                        let uk = [&prefix[..], &tail[..]].concat();
+                        (internal_key(&uk, ts, seq, Kind::Put), tail)
+                    })
+                    .collect(),
+            );
+            (prefix, model)
+        })
+}
+
+proptest! {
+    /// Seeks land where the model says when keys share long prefixes, for
+    /// targets inside the prefix, cut short of it, and beside it.
+    #[test]
+    fn block_with_shared_prefixes_matches_model(
+        (prefix, model) in prefixed_entries(),
+        restart_interval in prop::sample::select(vec![1usize, 2, 4, 8, 16]),
+        targets in prop::collection::vec(
+            (0usize..45, prop::collection::vec(b'a'..b'e', 0..13), 0u64..4), 1..20),
+    ) {
+        let block = block_of(&model, restart_interval);
+        let mut it = BlockIter::new(block);
+        for (cut, tail, ts) in targets {
+            let uk = [&prefix[..cut.min(prefix.len())], &tail[..]].concat();
+            let seek_target = key::seek_key(&uk);
+            let expected = model.get(lower_bound(&model, &seek_target));
+            it.seek_user_key(&uk).unwrap();
+            prop_assert_eq!(it.valid().then(|| (it.key().to_vec(), it.value().to_vec())), expected.cloned());
+            let target = internal_key(&uk, ts, 1, Kind::Put);
+            let expected = model.get(lower_bound(&model, &target));
+            it.seek(&target).unwrap();
+            prop_assert_eq!(it.valid().then(|| (it.key().to_vec(), it.value().to_vec())), expected.cloned());
+        }
+    }
+}
+
 fn malformed(data: Vec<u8>) -> bool {
     let Ok(block) = Block::new(data, Arc::from(Path::new("b.sst")), 99) else {
         return true;

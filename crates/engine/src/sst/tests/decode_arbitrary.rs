@@ -25,6 +25,9 @@ fn walk_block(data: Vec<u8>, seeks: &[Vec<u8>]) {
             let _ = (it.key().len(), it.value().len());
             let _ = it.next();
         }
+        if it.seek_user_key(crate::key::user_key(target)).is_ok() && it.valid() {
+            let _ = (it.key().len(), it.value().len());
+        }
     }
 }
 
