@@ -84,11 +84,10 @@ impl Block {
             }
             restarts.push(r);
         }
-        let restarts = Restarts::new(&data, restarts, |at| {
+        let restarts = Restarts::new(restarts, |at| {
             let h = entry_header(&data, entries_end, at)?;
-            let key = h.key_start..h.value_start;
-            let whole = h.shared == 0 && key::is_internal_key(data.get(key.clone())?);
-            whole.then(|| key.start..key.end - key::INTERNAL_KEY_TRAILER_BYTES)
+            let key = data.get(h.key_start..h.value_start)?;
+            (h.shared == 0 && key::is_internal_key(key)).then(|| key::user_key(key))
         });
         Ok(Block {
             restarts,

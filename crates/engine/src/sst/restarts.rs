@@ -74,56 +74,36 @@ pub struct Restarts {
 }
 
 impl Restarts {
-    /// The restart table of `offsets`; `restart_user_key(offset)` is where
-    /// in `data` (the block's bytes) the user key stored whole at that
-    /// restart lies, or `None` if the entry there is not a whole internal key.
+    /// The restart table of `offsets`; `restart_user_key(offset)` is the
+    /// user key stored whole at that restart, or `None` if the entry there
+    /// is not a whole internal key.
     pub fn new<'a>(
-        data: &'a [u8],
         offsets: Vec<u32>,
-        restart_user_key: impl Fn(usize) -> Option<std::ops::Range<usize>>,
+        restart_user_key: impl Fn(usize) -> Option<&'a [u8]>,
     ) -> Restarts {
-        let keys: Option<Vec<std::ops::Range<usize>>> = offsets
+        let keys: Option<Vec<&[u8]>> = offsets
             .iter()
             .map(|&at| restart_user_key(at as usize))
             .collect();
-        let key_of =
-            |r: &std::ops::Range<usize>| -> &'a [u8] { data.get(r.clone()).unwrap_or(&[]) };
-        let mut fingerprints = vec![0u64; offsets.len()];
-        let mut prefix = [0u8; PREFIX_BYTES_MAX];
-        let mut prefix_len = 0;
-        let mut fingerprinted = false;
-        if let Some(keys) = keys
-            && let (Some(first), Some(last)) = (keys.first(), keys.last())
-        {
-            let (a, b) = (key_of(first), key_of(last));
-            prefix_len = key::common_prefix_len(a, b).min(PREFIX_BYTES_MAX);
-            prefix[..prefix_len].copy_from_slice(&a[..prefix_len]);
-            let mut ordered = true;
-            for (i, k) in keys.iter().enumerate() {
-                let user_key = key_of(k);
-                if user_key.get(..prefix_len) != Some(&a[..prefix_len]) {
-                    ordered = false;
-                    break;
-                }
-                fingerprints[i] = key::fingerprint(&user_key[prefix_len..]);
-                if i > 0 && fingerprints[i] < fingerprints[i - 1] {
-                    ordered = false;
-                    break;
-                }
-            }
-            fingerprinted = ordered;
-        }
-        // Offsets of a block of at most BLOCK_BYTES_MAX bytes fit u32.
-        let to_u32 = |x: usize| u32::try_from(x).unwrap_or(u32::MAX);
+        let fingerprinted = keys.as_deref().and_then(fingerprint_all);
         let mut table = Restarts {
+            // A block of at most BLOCK_BYTES_MAX bytes has fewer restarts.
+            len: u32::try_from(offsets.len()).unwrap_or(u32::MAX),
+            prefix_len: 0,
+            fingerprinted: fingerprinted.is_some(),
+            prefix: [0; PREFIX_BYTES_MAX],
             inline_fingerprints: [0; INLINE_RESTARTS],
             inline_offsets: [0; INLINE_RESTARTS],
-            len: to_u32(offsets.len()),
-            // At most PREFIX_BYTES_MAX.
-            prefix_len: u8::try_from(prefix_len).unwrap_or(0),
-            fingerprinted,
-            prefix,
             spilled: None,
+        };
+        let fingerprints = match fingerprinted {
+            Some((prefix, fingerprints)) => {
+                table.prefix[..prefix.len()].copy_from_slice(prefix);
+                // At most PREFIX_BYTES_MAX.
+                table.prefix_len = u8::try_from(prefix.len()).unwrap_or(0);
+                fingerprints
+            }
+            None => vec![0; offsets.len()],
         };
         if offsets.len() <= INLINE_RESTARTS {
             table.inline_offsets[..offsets.len()].copy_from_slice(&offsets);
@@ -194,6 +174,23 @@ impl Restarts {
     }
 }
 
+/// The prefix (at most [`PREFIX_BYTES_MAX`] bytes) `keys` share and each
+/// key's fingerprint after it; `None` if `keys` is empty or the
+/// fingerprints are not in order (keys out of order: a damaged block).
+fn fingerprint_all<'k>(keys: &[&'k [u8]]) -> Option<(&'k [u8], Vec<u64>)> {
+    let (first, last) = (keys.first()?, keys.last()?);
+    let prefix = &first[..key::common_prefix_len(first, last).min(PREFIX_BYTES_MAX)];
+    let mut fingerprints = Vec::with_capacity(keys.len());
+    for k in keys {
+        let f = key::fingerprint(k.strip_prefix(prefix)?);
+        if fingerprints.last().is_some_and(|&previous| f < previous) {
+            return None;
+        }
+        fingerprints.push(f);
+    }
+    Some((prefix, fingerprints))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,8 +205,9 @@ mod tests {
             data.extend_from_slice(k);
         }
         let offsets: Vec<u32> = ranges.iter().map(|r| r.start as u32).collect();
-        let restarts = Restarts::new(&data, offsets, |at| {
-            ranges.iter().find(|r| r.start == at).cloned()
+        let restarts = Restarts::new(offsets, |at| {
+            let range = ranges.iter().find(|r| r.start == at)?;
+            data.get(range.clone())
         });
         (data, restarts)
     }
@@ -248,7 +246,7 @@ mod tests {
         let (_, r) = table_of(&[b"b", b"a"]);
         assert_eq!(r.probe(b"a"), Probe::Keys);
         let data = b"ab".to_vec();
-        let r = Restarts::new(&data, vec![0, 1], |at| (at == 0).then_some(0..1));
+        let r = Restarts::new(vec![0, 1], |at| (at == 0).then(|| &data[..1]));
         assert_eq!(r.probe(b"a"), Probe::Keys);
         assert_eq!(r.offsets(), &[0, 1]);
     }
