@@ -131,6 +131,12 @@ fn tiny_fjall_comparison_has_three_phases() {
     let report = ataman_bench::fjall_cmp::run(&args).unwrap();
     let ops: Vec<u64> = report.phases.iter().map(|p| p.ops).collect();
     assert_eq!(ops, vec![20, 300, 500]);
+    // 500 reads in rounds of 50, each with a ratio.
+    assert_eq!(
+        report.read_round_ratios.len(),
+        ataman_bench::fjall_cmp::READ_ROUNDS as usize
+    );
+    assert!(report.read_round_ratios.iter().all(|r| *r > 0.0));
     let json = serde_json::to_value(&report).unwrap();
     for phase in json["phases"].as_array().unwrap() {
         for key in ["phase", "ataman_ops_per_sec", "fjall_ops_per_sec", "ratio"] {
