@@ -119,7 +119,7 @@ fn tiny_readrandom_reports_reads() {
 fn tiny_fjall_comparison_has_three_phases() {
     let args = ataman_bench::fjall_cmp::FjallArgs {
         ops: 300,
-        reads: Some(500),
+        reads: Some(503),
         per_put_ops: Some(20),
         batch: 100,
         keys: 1000,
@@ -130,8 +130,8 @@ fn tiny_fjall_comparison_has_three_phases() {
     };
     let report = ataman_bench::fjall_cmp::run(&args).unwrap();
     let ops: Vec<u64> = report.phases.iter().map(|p| p.ops).collect();
-    assert_eq!(ops, vec![20, 300, 500]);
-    // 500 reads in rounds of 50, each with a ratio.
+    assert_eq!(ops, vec![20, 300, 503]);
+    // 503 reads in ten rounds of 50 or 51, each with a ratio.
     assert_eq!(
         report.read_round_ratios.len(),
         ataman_bench::fjall_cmp::READ_ROUNDS as usize
@@ -143,4 +143,13 @@ fn tiny_fjall_comparison_has_three_phases() {
             assert!(phase.get(key).is_some(), "missing {key}");
         }
     }
+    // Fewer reads than rounds is refused before anything is written.
+    let too_few = ataman_bench::fjall_cmp::FjallArgs {
+        reads: Some(ataman_bench::fjall_cmp::READ_ROUNDS - 1),
+        ..args
+    };
+    assert!(matches!(
+        ataman_bench::fjall_cmp::run(&too_few),
+        Err(ataman_bench::error::BenchError::InvalidArgument(_))
+    ));
 }
