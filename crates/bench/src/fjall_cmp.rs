@@ -194,7 +194,7 @@ impl Subject for Fjall {
 /// chunk of keys, so a slow spell of a shared machine hits both alike.
 pub const READ_ROUNDS: u64 = 10;
 const _: () = assert!(
-    READ_ROUNDS % 2 == 0,
+    READ_ROUNDS.is_multiple_of(2),
     "each engine goes first in half the rounds"
 );
 
