@@ -122,10 +122,30 @@ pub struct ServeArgs {
     /// Test hook: poll this file for `disk_full=0|1` and `clock_offset_ms=N` lines (docs/API.md "Test hooks").
     #[arg(long, env = "ATAMAN_FAULT_CONTROL", hide = true)]
     pub fault_control: Option<PathBuf>,
+    /// Test hooks compiled only with the `planted-bugs` feature.
+    #[command(flatten)]
+    pub planted: PlantedBugArgs,
+}
+
+/// `--debug-planted-bug`, in a build with the `planted-bugs` feature (the
+/// tests' build of `ataman`): a deliberate bug for the fault harness's
+/// negative control.
+#[cfg(feature = "planted-bugs")]
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PlantedBugArgs {
     /// Test hook: a deliberate bug for the fault harness's negative control; only `ack-before-wal`.
     #[arg(long, env = "ATAMAN_DEBUG_PLANTED_BUG", hide = true)]
     pub debug_planted_bug: Option<String>,
 }
+
+/// A default build knows no planted bug: the option does not exist.
+#[cfg(not(feature = "planted-bugs"))]
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PlantedBugArgs {}
+
+/// True when this build knows `--debug-planted-bug` (the `planted-bugs`
+/// feature); the harness checks it before it asks nodes for a bug.
+pub const PLANTED_BUGS_COMPILED: bool = cfg!(feature = "planted-bugs");
 
 /// The same options as read from a TOML file.
 #[derive(Debug, Default, Deserialize)]
@@ -217,7 +237,9 @@ pub struct NodeConfig {
 }
 
 /// A bug planted on purpose, so the fault-injection harness can show it
-/// catches it (`--debug-planted-bug`, docs/API.md "Test hooks").
+/// catches it (`--debug-planted-bug`, docs/API.md "Test hooks"). A build
+/// without the `planted-bugs` feature never constructs one.
+#[cfg_attr(not(feature = "planted-bugs"), allow(dead_code))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PlantedBug {
     /// Acknowledge writes once the engine applied them to the memtable,
@@ -226,6 +248,20 @@ pub enum PlantedBug {
     AckBeforeWal,
 }
 
+#[cfg(feature = "planted-bugs")]
+fn planted_bug(args: &PlantedBugArgs) -> Result<Option<PlantedBug>, String> {
+    args.debug_planted_bug
+        .as_deref()
+        .map(parse_planted_bug)
+        .transpose()
+}
+
+#[cfg(not(feature = "planted-bugs"))]
+fn planted_bug(_args: &PlantedBugArgs) -> Result<Option<PlantedBug>, String> {
+    Ok(None)
+}
+
+#[cfg(feature = "planted-bugs")]
 fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
     match s {
         "ack-before-wal" => Ok(PlantedBug::AckBeforeWal),
@@ -386,11 +422,7 @@ impl NodeConfig {
             self_index,
             peer_via,
             fault_control: args.fault_control.clone(),
-            planted_bug: args
-                .debug_planted_bug
-                .as_deref()
-                .map(parse_planted_bug)
-                .transpose()?,
+            planted_bug: planted_bug(&args.planted)?,
         })
     }
 }

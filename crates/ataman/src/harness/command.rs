@@ -61,7 +61,8 @@ pub struct TestClusterArgs {
     /// Write the report here as JSON.
     #[arg(long)]
     pub report: Option<PathBuf>,
-    /// Plant a bug in every node, to see the harness catch it: ack-before-wal.
+    /// Plant a bug in every node, to see the harness catch it: ack-before-wal
+    /// (only in a build with the `planted-bugs` feature, as the tests have).
     #[arg(long, value_parser = ["ack-before-wal"])]
     pub planted_bug: Option<String>,
     /// Make every file sync of every node this many ms slower for the whole
@@ -131,6 +132,12 @@ impl TestClusterArgs {
         c.value_bytes = self.value_bytes;
         c.history = self.history.clone();
         c.report = self.report.clone();
+        if self.planted_bug.is_some() && !ataman_node::config::PLANTED_BUGS_COMPILED {
+            return Err("--planted-bug needs a build with the planted-bugs feature \
+                 (cargo build --release -p ataman --features ataman-node/planted-bugs); \
+                 a default build carries no planted bug"
+                .to_string());
+        }
         c.planted_bug = self.planted_bug.clone();
         c.sync_delay_ms = self.sync_delay_ms;
         c.dir = self.dir.clone();
