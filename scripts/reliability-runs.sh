@@ -10,7 +10,9 @@ out="${1:-reliability-out}"
 runs="${2:-3}"
 duration="${3:-60}"
 mkdir -p "$out"
-cargo build --release -p ataman
+# The planted-bugs feature: the negative control below needs
+# --planted-bug; the fault runs are the same code either way.
+cargo build --release -p ataman --features ataman-node/planted-bugs
 bin=target/release/ataman
 for faults in kill pause partition oneway delay wipe diskfull clock \
   kill,pause,partition,oneway,delay,wipe,diskfull,clock; do
