@@ -1,7 +1,11 @@
 //! The `/v0` API: from a parsed request head to what the node must do.
 //!
-//! Validation lives here, in one place, so the status codes of docs/API.md
-//! are decided by one function the tests and the fuzzer reach directly.
+//! Routing and the validation of the path, method and query live here, in
+//! one function ([`route`]) the tests and the fuzzer reach directly. It
+//! decides 400, 405 and 414; the request head's parser
+//! (`crate::http::request`) and the connection (`crate::net::conn`) decide
+//! the other status codes (docs/ARCHITECTURE.md, "Status codes: where each
+//! is decided").
 
 use crate::antientropy::wire::PROTOCOL as SYNC_PROTOCOL;
 use crate::http::Status;
