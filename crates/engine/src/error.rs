@@ -76,6 +76,21 @@ impl Error {
         matches!(self, Error::Io { source, .. }
             if matches!(source.kind(), io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded))
     }
+
+    /// The poisoned error this failure leaves the engine in, for every
+    /// caller waiting on it: errors are not `Clone` (they hold an
+    /// `io::Error`), and after a failed write or sync each waiter is told
+    /// the same first reason. A `Poisoned` error keeps its reason.
+    pub fn to_poisoned(&self) -> Error {
+        match self {
+            Error::Poisoned { reason } => Error::Poisoned {
+                reason: reason.clone(),
+            },
+            other => Error::Poisoned {
+                reason: other.to_string(),
+            },
+        }
+    }
 }
 
 /// The specific kind of a corruption.

@@ -36,10 +36,12 @@ pub mod oneshot;
 pub mod options;
 pub mod queue;
 pub mod sst;
+pub mod version;
 pub mod wal;
 
 pub use batch::WriteBatch;
-pub use db::{Db, Entry, ScanIter, Stats, Submission, WriteCallback};
+pub use db::{Db, Entry, ScanIter, Stats, Submission};
 pub use error::{CorruptionKind, Error, Result};
 pub use key::{Kind, Timestamp};
 pub use options::{Compression, Durability, Options, WalMode};
+pub use wal::WriteCallback;

@@ -1,10 +1,12 @@
-//! Flush and leveled compaction.
+//! Leveled compaction's rules and output.
 //!
 //! - [`output`]: copying merged entries into new SSTables (old versions
 //!   dropped, tombstones dropped only at the bottom after their grace period).
 //! - [`picker`]: which files to compact next (scores, round robin).
-//! - [`worker`]: the background thread that flushes, compacts and installs.
+//!
+//! The background thread that flushes, compacts and installs the results
+//! is the engine's (`db/flush_compaction_thread.rs`): this module knows
+//! nothing of the engine's shared state.
 
 pub mod output;
 pub mod picker;
-pub mod worker;

@@ -1,13 +1,15 @@
 //! Writing the output SSTables of a flush or compaction.
 
-use crate::db::shared::Shared;
-use crate::db::version::LiveTable;
 use crate::error::{Error, Result};
+use crate::fs::FileSystem;
 use crate::iter::InternalIterator;
 use crate::key::{self, Kind};
 use crate::manifest::FileMeta;
-use crate::sst::{Table, TableBuilder, table_file_name};
+use crate::sst::{BlockCache, Table, TableBuilder, TableOptions, table_file_name};
+use crate::version::LiveTable;
+use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// What to drop while copying entries into new tables.
@@ -50,13 +52,34 @@ impl DropPolicy {
     }
 }
 
+/// Where new tables go: what [`write_tables`] needs of the engine, and no
+/// more (the engine lends it from its shared state).
+pub struct TableSink<'a> {
+    /// The database directory the tables are created in.
+    pub dir: &'a Path,
+    /// The file system they are written through.
+    pub fs: &'a Arc<dyn FileSystem>,
+    /// The engine's next file number, taken one at a time.
+    pub next_file_number: &'a AtomicU64,
+    /// Block size, restart interval, bloom bits and compression.
+    pub table_options: TableOptions,
+    /// The block cache the opened tables read through.
+    pub cache: &'a Arc<BlockCache>,
+}
+
+impl TableSink<'_> {
+    fn new_file_number(&self) -> u64 {
+        self.next_file_number.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
 /// Copies the newest version of every user key from `input` (positioned
 /// by the caller with `seek_to_first`) into new tables of `level`, each
 /// closed near `target_bytes` (`u64::MAX`: one table). Older versions are
 /// dropped; tombstones per `policy`. Returns the new tables, synced and
 /// with their directory entry synced, not yet in any version.
 pub fn write_tables(
-    shared: &Shared,
+    sink: &TableSink<'_>,
     input: &mut dyn InternalIterator,
     level: u32,
     target_bytes: u64,
@@ -70,7 +93,7 @@ pub fn write_tables(
     while input.valid() {
         let ikey = input.key();
         let parsed = key::parse_internal_key(ikey).ok_or_else(|| Error::Corruption {
-            path: shared.dir.clone(),
+            path: sink.dir.to_path_buf(),
             offset: 0,
             kind: crate::error::CorruptionKind::Malformed(
                 "undecodable internal key in merge".into(),
@@ -83,14 +106,14 @@ pub fn write_tables(
             have_last = true;
             if !policy.drops(parsed.kind, parsed.ts) {
                 if builder.is_none() {
-                    builder = Some(start_table(shared)?);
+                    builder = Some(start_table(sink)?);
                 }
                 if let Some((_, b)) = builder.as_mut() {
                     b.add(ikey, input.value())?;
                     if b.estimated_bytes() >= target_bytes
                         && let Some((number, b)) = builder.take()
                     {
-                        outputs.push(finish_table(shared, number, b, level)?);
+                        outputs.push(finish_table(sink, number, b, level)?);
                     }
                 }
             }
@@ -98,40 +121,33 @@ pub fn write_tables(
         input.next()?;
     }
     if let Some((number, b)) = builder.take() {
-        outputs.push(finish_table(shared, number, b, level)?);
+        outputs.push(finish_table(sink, number, b, level)?);
     }
     if !outputs.is_empty() {
-        shared
-            .fs
-            .sync_dir(&shared.dir)
-            .map_err(|e| Error::io(&shared.dir, e))?;
+        sink.fs
+            .sync_dir(sink.dir)
+            .map_err(|e| Error::io(sink.dir, e))?;
     }
     Ok(outputs)
 }
 
-fn start_table(shared: &Shared) -> Result<(u64, TableBuilder)> {
-    let number = shared.new_file_number();
-    let path = shared.dir.join(table_file_name(number));
-    let file = shared.fs.create(&path).map_err(|e| Error::io(&path, e))?;
-    Ok((
-        number,
-        TableBuilder::new(file, path, shared.table_options()),
-    ))
+fn start_table(sink: &TableSink<'_>) -> Result<(u64, TableBuilder)> {
+    let number = sink.new_file_number();
+    let path = sink.dir.join(table_file_name(number));
+    let file = sink.fs.create(&path).map_err(|e| Error::io(&path, e))?;
+    Ok((number, TableBuilder::new(file, path, sink.table_options)))
 }
 
 fn finish_table(
-    shared: &Shared,
+    sink: &TableSink<'_>,
     number: u64,
     builder: TableBuilder,
     level: u32,
 ) -> Result<Arc<LiveTable>> {
-    let path = shared.dir.join(table_file_name(number));
+    let path = sink.dir.join(table_file_name(number));
     let props = builder.finish()?;
-    let file = shared
-        .fs
-        .open_read(&path)
-        .map_err(|e| Error::io(&path, e))?;
-    let table = Table::open(file, path.clone(), number, Arc::clone(&shared.cache))?;
+    let file = sink.fs.open_read(&path).map_err(|e| Error::io(&path, e))?;
+    let table = Table::open(file, path.clone(), number, Arc::clone(sink.cache))?;
     let meta = FileMeta {
         number,
         level,
@@ -147,6 +163,6 @@ fn finish_table(
         meta,
         table,
         path,
-        Arc::clone(&shared.fs),
+        Arc::clone(sink.fs),
     )))
 }

@@ -7,9 +7,9 @@
 //! one file of a deeper level chosen round-robin by key, plus every file of
 //! the next level its key range overlaps.
 
-use crate::db::version::{LiveTable, Version};
 use crate::key;
 use crate::options::Options;
+use crate::version::{LiveTable, Version};
 use std::sync::Arc;
 
 /// A chosen compaction.

@@ -26,17 +26,18 @@
 //! 4 instead of keeping any, so the damaged segments are obsolete when the
 //! open returns and the next open does not meet them again.
 
-use super::immutable::ImmutableMemtable;
-use super::replay_buffer::ReplayBuffer;
 use super::replayed_runs::ReplayedRuns;
-use super::shared::{Shared, VersionSet};
-use super::version::{LiveTable, SuperVersion, Version};
+use super::shared::Shared;
 use crate::error::{Error, Result};
 use crate::manifest::{ManifestState, ManifestWriter, load_manifest};
 use crate::memtable::Memtable;
+use crate::memtable::immutable::ImmutableMemtable;
+use crate::memtable::replay_buffer::ReplayBuffer;
 use crate::metrics::EngineMetrics;
 use crate::options::{Options, WalMode};
 use crate::sst::{BlockCache, Table, parse_table_file_name, table_file_name};
+use crate::version::VersionSet;
+use crate::version::{LiveTable, SuperVersion, Version};
 use crate::wal::replay::{ReplayOptions, ReplayReport, replay};
 use crate::wal::segment::{parse_segment_file_name, segment_file_name};
 use std::path::Path;

@@ -12,10 +12,11 @@
 
 use super::Entry;
 use super::shared::Shared;
-use super::version::{LiveTable, SuperVersion};
 use crate::error::{CorruptionKind, Error, Result};
-use crate::iter::{InternalIterator, LevelIter, MergingIterator};
+use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, Kind};
+use crate::version::LevelIter;
+use crate::version::{LiveTable, SuperVersion};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 

@@ -16,13 +16,13 @@
 //!   are newer (by sequence number) than every written table's.
 //! - At most `immutable_memtables_max` runs are kept.
 
-use super::replay_buffer::ReplayBuffer;
 use super::shared::Shared;
-use super::sorted_run::SortedRun;
-use super::version::LiveTable;
 use crate::compaction::output::{DropPolicy, write_tables};
 use crate::error::Result;
 use crate::iter::InternalIterator;
+use crate::memtable::replay_buffer::ReplayBuffer;
+use crate::memtable::sorted_run::SortedRun;
+use crate::version::LiveTable;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -82,7 +82,13 @@ impl ReplayedRuns {
         let started = Instant::now();
         let mut it = run.iter(u64::MAX);
         it.seek_to_first()?;
-        let tables = write_tables(shared, &mut it, 0, u64::MAX, DropPolicy::keep_tombstones())?;
+        let tables = write_tables(
+            &shared.table_sink(),
+            &mut it,
+            0,
+            u64::MAX,
+            DropPolicy::keep_tombstones(),
+        )?;
         self.tables.extend(tables);
         // Freeing the run is part of the flush's cost.
         drop(it);

@@ -3,10 +3,10 @@
 //! the writer's own `apply` and `rotate`, then the background thread's
 //! `flush_memtable`, so every state is reached deterministically.
 
-use super::immutable::ImmutableMemtable;
-use super::{Db, Entry, open, read, writer};
+use super::{Db, Entry, open, read, tx_thread};
 use crate::fs::FileSystem;
 use crate::fs::sim::{CrashMode, SimFs};
+use crate::memtable::immutable::ImmutableMemtable;
 use crate::options::{Durability, Options, WalMode};
 use crate::wal::segment::parse_segment_file_name;
 use crate::{Result, WriteBatch};
@@ -127,12 +127,12 @@ fn replayed_run_is_read_under_newer_writes_and_flushed_in_order() -> Result<()> 
             value: Some(b"n".to_vec()),
         },
     );
-    writer::apply(&shared, &batch, next_seq);
+    tx_thread::apply(&shared, &batch, next_seq);
     next_seq += batch.len() as u64;
     check(&shared, &model)?;
 
     let mut wal_items = Vec::new();
-    writer::rotate(&shared, &mut wal_items);
+    tx_thread::rotate(&shared, &mut wal_items);
     let mut batch = WriteBatch::new();
     batch.put(&key(3), b"newest", 9000);
     model.insert(
@@ -142,7 +142,7 @@ fn replayed_run_is_read_under_newer_writes_and_flushed_in_order() -> Result<()> 
             value: Some(b"newest".to_vec()),
         },
     );
-    writer::apply(&shared, &batch, next_seq);
+    tx_thread::apply(&shared, &batch, next_seq);
     let sv = shared.sv.load_full();
     assert!(matches!(
         sv.imms.as_slice(),
@@ -160,7 +160,7 @@ fn replayed_run_is_read_under_newer_writes_and_flushed_in_order() -> Result<()> 
     }
 
     let oldest = sv.imms[1].clone();
-    crate::compaction::worker::flush_memtable(&shared, &oldest)?;
+    crate::db::flush_compaction_thread::flush_memtable(&shared, &oldest)?;
     let sv = shared.sv.load_full();
     assert!(matches!(
         sv.imms.as_slice(),

@@ -11,23 +11,21 @@
 //!
 //! Lock order: `versions`, then `sv_update`, then `bg`.
 
-use super::version::SuperVersion;
 use crate::WriteBatch;
+use crate::compaction::output::TableSink;
 use crate::error::{Error, Result};
 use crate::fs::{DirLock, FileSystem};
-use crate::manifest::{ManifestState, ManifestWriter};
 use crate::metrics::EngineMetrics;
 use crate::options::{Durability, Options};
 use crate::queue::HandoffQueue;
 use crate::sst::{BlockCache, TableOptions};
+use crate::version::{SuperVersion, VersionSet};
+use crate::wal::WriteCallback;
 use crate::wal::writer::WalItem;
 use arc_swap::ArcSwap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-
-/// Callback run when a submitted write reaches its durability (or fails).
-pub type WriteCallback = Box<dyn FnOnce(Result<u64>) + Send>;
 
 /// A request to the writer thread.
 pub enum WriteRequest {
@@ -44,24 +42,6 @@ pub enum WriteRequest {
     },
     /// Make the memtable immutable now (if it holds anything), then answer.
     Rotate(Box<dyn FnOnce(Result<()>) + Send>),
-}
-
-/// The manifest writer and the state it has recorded.
-pub struct VersionSet {
-    /// Appends edits.
-    pub manifest: ManifestWriter,
-    /// What the manifest says now.
-    pub state: ManifestState,
-}
-
-impl VersionSet {
-    /// Appends `edit` to the manifest (fsynced) and applies it to the state.
-    pub fn log_and_apply(&mut self, edit: &crate::manifest::VersionEdit) -> Result<()> {
-        self.manifest.append(edit)?;
-        self.state
-            .apply(edit)
-            .map_err(|e| Error::InvalidArgument(format!("manifest edit does not apply: {e}")))
-    }
 }
 
 /// Background thread requests and status, under the `bg` mutex.
@@ -216,6 +196,17 @@ impl Shared {
         bg.work_hint = true;
         drop(bg);
         self.bg_cond.notify_all();
+    }
+
+    /// What writing new tables needs of the engine ([`TableSink`]).
+    pub fn table_sink(&self) -> TableSink<'_> {
+        TableSink {
+            dir: &self.dir,
+            fs: &self.fs,
+            next_file_number: &self.next_file_number,
+            table_options: self.table_options(),
+            cache: &self.cache,
+        }
     }
 
     /// Allocates a file number.

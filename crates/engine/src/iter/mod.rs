@@ -23,8 +23,6 @@ pub trait InternalIterator: Send {
     fn value(&self) -> &[u8];
 }
 
-mod level;
 mod merge;
 
-pub use level::LevelIter;
 pub use merge::MergingIterator;

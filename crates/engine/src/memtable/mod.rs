@@ -5,6 +5,11 @@
 //! readers search and iterate at the same time without locks, so reads
 //! never block the writer.
 //!
+//! Beside it, the other in-memory tables: [`immutable`] (what waits for the
+//! flush: rotated memtables and runs replayed from the WAL), [`sorted_run`]
+//! (a replayed run, a sorted array) and `replay_buffer` (building runs
+//! during replay).
+//!
 //! # Invariants
 //! - Only the writer thread (or recovery, before threads start) inserts.
 //! - Every entry's sequence number is unique; readers skip entries whose
@@ -13,7 +18,10 @@
 //! - Once a memtable is immutable (rotated out), nothing inserts into it.
 
 mod arena;
+pub mod immutable;
+pub(crate) mod replay_buffer;
 pub mod skiplist;
+pub mod sorted_run;
 
 use crate::error::Result;
 use crate::iter::InternalIterator;

@@ -7,6 +7,9 @@
 //!   decoding, over `segment_cursor`) either inline or on the
 //!   `reader_thread`.
 //! - [`writer`]: the WAL thread and its group commit.
+//!
+//! [`WriteCallback`] is what the WAL thread runs once a write is as durable
+//! as it asked (or failed): the tx thread hands it over with the write.
 
 pub(crate) mod reader_thread;
 pub mod record;
@@ -15,6 +18,12 @@ pub(crate) mod replay_scan;
 pub mod segment;
 pub(crate) mod segment_cursor;
 pub mod writer;
+
+use crate::error::Result;
+
+/// Callback run when a submitted write reaches its durability (or fails),
+/// with the write's first sequence number.
+pub type WriteCallback = Box<dyn FnOnce(Result<u64>) + Send>;
 
 #[cfg(test)]
 mod reader_thread_tests;

@@ -12,9 +12,15 @@
 //! - After the first failed write or fsync the WAL is poisoned: it never
 //!   retries, it fails every pending and later write, and the engine stops
 //!   accepting writes.
+//! - The `first_seq` of the writes it is handed only grows (the tx thread
+//!   numbers batches in order).
+//!
+//! Both orders are asserted (`debug_assert!`, on the hot path) where they
+//! are made: `first_seq` in `process`, the sync before the callbacks in
+//! `commit_group`.
 
+use super::WriteCallback;
 use crate::batch::{WriteBatch, encode_payload};
-use crate::db::WriteCallback;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WritableFile};
 use crate::metrics::EngineMetrics;
@@ -80,6 +86,8 @@ pub struct WalWriter {
     failed: Option<String>,
     buf: Vec<u8>,
     scratch: Vec<u8>,
+    /// The `first_seq` of the last write handed over (0: none yet).
+    last_first_seq: u64,
 }
 
 enum Done {
@@ -112,6 +120,7 @@ impl WalWriter {
             failed: None,
             buf: Vec::new(),
             scratch: Vec::new(),
+            last_first_seq: 0,
         };
         w.open_segment(segment)?;
         Ok(w)
@@ -173,6 +182,12 @@ impl WalWriter {
                     durability,
                     callback,
                 } => {
+                    debug_assert!(
+                        first_seq > self.last_first_seq,
+                        "WAL handed first_seq {first_seq} after {}",
+                        self.last_first_seq
+                    );
+                    self.last_first_seq = first_seq;
                     if self.mode != WalMode::None && self.failed.is_none() {
                         self.scratch.clear();
                         encode_payload(&mut self.scratch, first_seq, &batch);
@@ -226,7 +241,8 @@ impl WalWriter {
     /// answers never wait for a megabyte of zeros.
     fn commit_group(&mut self, done: &mut Vec<Done>, records: u64) {
         let mut synced = false;
-        if !self.buf.is_empty() && self.failed.is_none() {
+        let had_records = !self.buf.is_empty();
+        if had_records && self.failed.is_none() {
             match self.write_and_sync(records) {
                 Ok(()) => synced = true,
                 Err(e) => self.fail(&e),
@@ -234,10 +250,18 @@ impl WalWriter {
         }
         self.buf.clear();
         let result = self.check();
+        // The invariant: a group's records are written (and synced, per
+        // the mode) before any of its callbacks is told `Ok`.
+        debug_assert!(
+            !had_records || synced || result.is_err(),
+            "a WAL group's callbacks would run before its write and sync"
+        );
         for d in done.drain(..) {
             match d {
-                Done::Write(cb, seq) => cb(result.as_ref().map(|()| seq).map_err(clone_err)),
-                Done::Barrier(cb) => cb(result.as_ref().map(|_| ()).map_err(clone_err)),
+                Done::Write(cb, seq) => {
+                    cb(result.as_ref().map(|()| seq).map_err(Error::to_poisoned))
+                }
+                Done::Barrier(cb) => cb(result.as_ref().map(|_| ()).map_err(Error::to_poisoned)),
             }
         }
         if synced {
@@ -298,18 +322,6 @@ impl WalWriter {
                 .record(written.elapsed().as_micros() as u64);
         }
         Ok(())
-    }
-}
-
-/// Errors are not `Clone` (they hold `io::Error`); callbacks get a faithful copy.
-pub fn clone_err(e: &Error) -> Error {
-    match e {
-        Error::Poisoned { reason } => Error::Poisoned {
-            reason: reason.clone(),
-        },
-        other => Error::Poisoned {
-            reason: other.to_string(),
-        },
     }
 }
 
@@ -430,5 +442,36 @@ mod tests {
         }];
         wal.process(&mut items);
         assert_eq!(*log.lock().unwrap(), ["sync", "answer", "zero_fill"]);
+    }
+
+    /// The `first_seq` invariant is checked where it is relied on: a write
+    /// handed over out of order stops a debug build (the negative control
+    /// of the assertion in `process`).
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "WAL handed first_seq 5 after 9")]
+    fn first_seq_going_back_is_caught() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut wal = WalWriter::create(
+            Arc::new(OsFs),
+            dir.path(),
+            1,
+            WalMode::Fsync,
+            0,
+            Arc::new(EngineMetrics::default()),
+            Arc::new(|_: &Error| {}),
+        )
+        .unwrap();
+        for first_seq in [9, 5] {
+            let mut batch = WriteBatch::new();
+            batch.put(b"k", b"v", 1);
+            let mut items = vec![WalItem::Write {
+                first_seq,
+                batch,
+                durability: Durability::Complete,
+                callback: None,
+            }];
+            wal.process(&mut items);
+        }
     }
 }

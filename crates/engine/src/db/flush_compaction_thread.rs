@@ -5,15 +5,16 @@
 //! manual compactions next; automatic compactions when nothing else waits.
 //! Any failure poisons the engine: a half-installed tree is never used.
 
-use super::output::{DropPolicy, write_tables};
-use super::picker::{self, Plan};
-use crate::db::immutable::ImmutableMemtable;
+use crate::compaction::output::{DropPolicy, write_tables};
+use crate::compaction::picker::{self, Plan};
 use crate::db::shared::{Shared, lock};
-use crate::db::version::{LiveTable, SuperVersion, Version};
 use crate::error::{Error, Result};
-use crate::iter::{InternalIterator, LevelIter, MergingIterator};
+use crate::iter::{InternalIterator, MergingIterator};
 use crate::key;
 use crate::manifest::VersionEdit;
+use crate::memtable::immutable::ImmutableMemtable;
+use crate::version::LevelIter;
+use crate::version::{LiveTable, SuperVersion, Version};
 use crate::wal::segment::parse_segment_file_name;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -74,7 +75,7 @@ fn step(shared: &Shared, manual: Vec<std::sync::mpsc::Sender<Result<()>>>) -> Re
             Some(plan) => compact(shared, plan),
             None => Ok(()),
         };
-        let failed = result.as_ref().err().map(crate::wal::writer::clone_err);
+        let failed = result.as_ref().err().map(Error::to_poisoned);
         let _ = reply.send(result);
         if let Some(e) = failed {
             return Err(e);
@@ -103,7 +104,7 @@ pub fn flush_memtable(shared: &Shared, imm: &ImmutableMemtable) -> Result<()> {
     let mut it = imm.iter(u64::MAX);
     it.seek_to_first()?;
     let outputs = write_tables(
-        shared,
+        &shared.table_sink(),
         it.as_mut(),
         0,
         u64::MAX,
@@ -202,7 +203,7 @@ pub fn compact(shared: &Shared, plan: Plan) -> Result<()> {
         DropPolicy::keep_tombstones()
     };
     let outputs = write_tables(
-        shared,
+        &shared.table_sink(),
         &mut merged,
         output_level as u32,
         shared.opts.sst_target_bytes,

@@ -1,15 +1,11 @@
-//! Versions: the set of live SSTables, and the read view built around it.
+//! The set of live SSTables: [`LiveTable`] and [`Version`].
 //!
 //! A [`Version`] is immutable; a flush or compaction builds a new one and
-//! installs it. A [`SuperVersion`] adds the memtables; readers take an
-//! `Arc` of the current one and keep using it while writers move on, so a
-//! read never waits for the writer and never sees half an install.
+//! installs it (inside a new [`super::SuperVersion`]).
 
-use super::immutable::ImmutableMemtable;
 use crate::fs::FileSystem;
 use crate::key;
 use crate::manifest::FileMeta;
-use crate::memtable::Memtable;
 use crate::sst::Table;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -136,15 +132,4 @@ impl Version {
             .get(idx)
             .filter(|t| key::user_key(&t.meta.smallest) <= user_key)
     }
-}
-
-/// Memtables plus version: everything a reader needs, frozen.
-pub struct SuperVersion {
-    /// The memtable taking writes.
-    pub mem: Arc<Memtable>,
-    /// Immutable memtables waiting for flush, newest first (rotated ones
-    /// and, after an open, the runs replayed from the WAL).
-    pub imms: Vec<ImmutableMemtable>,
-    /// The live SSTables.
-    pub version: Arc<Version>,
 }

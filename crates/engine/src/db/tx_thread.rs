@@ -12,12 +12,12 @@
 //! - A memtable rotation is queued to the WAL in the same order as the
 //!   writes around it, so each segment holds exactly its memtable's writes.
 
-use super::immutable::ImmutableMemtable;
 use super::shared::{Shared, WriteRequest, lock};
-use super::version::SuperVersion;
 use crate::error::{Error, Result};
 use crate::memtable::Memtable;
+use crate::memtable::immutable::ImmutableMemtable;
 use crate::options::Durability;
+use crate::version::SuperVersion;
 use crate::wal::writer::WalItem;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

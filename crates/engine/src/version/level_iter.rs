@@ -1,10 +1,10 @@
 //! Iterating one level of non-overlapping SSTables as one sorted stream.
 
-use super::InternalIterator;
-use crate::db::version::LiveTable;
 use crate::error::Result;
+use crate::iter::InternalIterator;
 use crate::key::compare_internal;
 use crate::sst::TableIter;
+use crate::version::LiveTable;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
