@@ -1,5 +1,5 @@
 #!/bin/bash
-# Anti-entropy repair cost (docs/BENCHMARKS.md, "Anti-entropy"): a local
+# Anti-entropy repair cost (docs/BENCHMARKS.md, "What anti-entropy costs"): a local
 # 3-node cluster (hints off, rounds only on demand); node 2 is stopped while
 # N keys (default 100000, 100-byte values) are written 2/3 through nodes 0
 # and 1; node 2 restarts and `ataman ctl repair` runs on it. Then a repair of

@@ -1,5 +1,5 @@
 #!/bin/bash
-# One round of the cluster benchmark of docs/BENCHMARKS.md ("Cluster"):
+# One round of the cluster benchmark of docs/BENCHMARKS.md ("What replication costs"):
 # a single node, then a local 3-node cluster (`ataman cluster start`), same
 # generator, closed loop, 64 connections, 2 generator threads; PUT and GET at
 # 2/3 and 1/1, through one node and through all three, and 2/3 PUT at a

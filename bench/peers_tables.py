@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Turns the result files of bench/peers into the Markdown section of
-docs/BENCHMARKS.md between the bench/peers markers (the rest of the file is
+a docs/bench-log/ entry between the bench/peers markers (the rest of the file is
 kept). Every cell is the median of the runs with the runs in brackets, in
 run order; ratios are computed within each run, then their median shown.
 
@@ -120,7 +120,8 @@ def http_section(results, env, runs):
             f"{med(val('uncorrected_latency_ms', 'p99.9'), '{:.2f}')} | {med(val('errors'))} | {med(val('non_2xx'))} |"
         )
     out.append("")
-    out.append("The last run's fixed-rate curves: [peers-latency.svg](peers-latency.svg) (`ataman bench plot`).\n")
+    plot = env["plot"]
+    out.append(f"The last run's fixed-rate curves: [{plot}]({plot}) (`ataman bench plot`).\n")
 
     wrk, mine, ratios = [], [], []
     for run in range(1, runs + 1):
@@ -226,6 +227,8 @@ def main():
     results, out_path = sys.argv[1], sys.argv[2]
     env = load_env(os.path.join(results, "machine.env"))
     runs = int(env["runs"])
+    # bench/peers draws the plot next to out_path, named after it.
+    env["plot"] = os.path.basename(out_path).removesuffix(".md") + "-latency.svg"
     lines = [BEGIN, "## Peer comparison (`bench/peers`)\n"]
     lines.append(
         f"**Command:** `bench/peers`{' --quick' if env['quick'] == '1' else ''}. "
@@ -247,7 +250,7 @@ def main():
         with open(out_path) as f:
             text = f.read()
     except OSError:
-        text = "# Benchmarks\n\n"
+        text = "> Written by bench/peers. Current figures: [BENCHMARKS.md](../BENCHMARKS.md).\n\n"
     if BEGIN in text and END in text:
         head, rest = text.split(BEGIN, 1)
         tail = rest.split(END, 1)[1].lstrip("\n")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the figures of docs/BENCHMARKS-engine.md, each config 3 times, JSON into $OUT.
+# Runs the figures of docs/bench-log/2026-11-21-engine-01-04-baseline.md, each config 3 times, JSON into $OUT.
 # Usage: scripts/bench-engine-runs.sh [OUT_DIR]   (after cargo build --release)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,7 +1,7 @@
 //! # ataman-bench
 //!
 //! Benchmarks shipped in the binary, so every figure in
-//! `docs/BENCHMARKS-engine.md` is reproducible with one command.
+//! `docs/BENCHMARKS.md` and `docs/bench-log/` is reproducible with one command.
 //!
 //! ## Layout
 //! - [`engine`]: `ataman bench engine`, the engine analog of Tarantool's

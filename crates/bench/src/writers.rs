@@ -12,8 +12,8 @@
 //! was empty, and never while holding the queue's lock); an
 //! `mpsc::channel` woke the driver under its internal lock, so a driver
 //! scheduled onto the callback's CPU blocked on that lock and was woken a
-//! second time (~1.5 wake-ups per acknowledgement, `docs/BENCHMARKS-engine.md`,
-//! 2026-11-22).
+//! second time (~1.5 wake-ups per acknowledgement,
+//! `docs/bench-log/2026-11-22-engine-09-put-latency.md`).
 //!
 //! # What is counted
 //! Only puts the engine acknowledged with `Ok` are operations; the op

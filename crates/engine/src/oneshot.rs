@@ -6,7 +6,7 @@
 //! parks, and a send that wakes the receiver while holding the channel's
 //! internal lock. Measured with callgrind on `ataman bench fjall`'s durable
 //! put phase, the channel cost ~1,400 instructions per put on the caller
-//! and ~450 on the WAL thread (`docs/BENCHMARKS-engine.md`, 2026-11-22).
+//! and ~450 on the WAL thread (`docs/bench-log/2026-11-22-engine-09-put-latency.md`).
 //! Here the value is stored, the lock released, and only then is the
 //! waiter unparked: one wake-up, no lock held across it, no allocation
 //! beyond one `Arc`.

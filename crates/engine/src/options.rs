@@ -58,7 +58,7 @@ pub struct Options {
     /// about half an interval after its binary search over the restarts;
     /// 8 (not LevelDB's 16) cut a point read from 8.2k to 7.6k instructions
     /// for about 1% more bytes with 116-byte entries
-    /// (`docs/BENCHMARKS-engine.md`, section 10).
+    /// (`docs/bench-log/2026-11-22-engine-10-read-path.md`).
     pub block_restart_interval: usize,
     /// Bloom filter bits per key (10 gives about 1% false positives).
     pub bloom_bits_per_key: usize,

@@ -10,7 +10,7 @@
 //! into the skip list cost a search of ~log2(n) heap-allocated keys (two
 //! cache misses per step) plus two allocations; appending costs a copy, and
 //! the sort compares an inline 8-byte key prefix first. Measured in
-//! `docs/BENCHMARKS-engine.md`, "recovery".
+//! `docs/bench-log/2026-11-21-engine-05-perf-recovery.md`.
 //!
 //! The buffer counts its size like a memtable
 //! ([`crate::memtable::ENTRY_OVERHEAD_BYTES`] per entry), so a replay cuts

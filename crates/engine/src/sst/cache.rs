@@ -33,8 +33,8 @@ type CacheKey = (u64, u64);
 /// The cache's hasher. Keys are (file number, offset) pairs the engine
 /// chose, never client input, so a multiply-rotate mix is enough; it costs
 /// a few instructions where the standard SipHash cost about a hundred per
-/// lookup (callgrind of `bench engine --readrandom`, docs/BENCHMARKS-engine.md
-/// section 11).
+/// lookup (callgrind of `bench engine --readrandom`,
+/// docs/bench-log/2026-11-22-engine-11-fjall-quiet.md).
 #[derive(Default, Clone, Copy)]
 struct KeyHasher(u64);
 

@@ -3,8 +3,8 @@
 //!
 //! A point read's binary search over the restarts used to load each probed
 //! restart key from the block's entries: one cache miss per probe, on top
-//! of the miss on the restart array itself (docs/BENCHMARKS-engine.md
-//! section 15). Here the offsets and the fingerprints sit inside the
+//! of the miss on the restart array itself
+//! (docs/bench-log/2026-11-22-engine-15-restart-key-fingerprints.md). Here the offsets and the fingerprints sit inside the
 //! [`Block`](super::block::Block) struct (for up to [`INLINE_RESTARTS`]
 //! restarts, what a 4 KiB data block with interval 8 has), next to the
 //! reference count a cache hit has just touched; the search compares

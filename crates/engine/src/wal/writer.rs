@@ -276,7 +276,8 @@ impl WalWriter {
     /// extent, kernel work in a worker thread that the sync waits for, at
     /// nearly every group commit. Zeros written a megabyte ahead make that
     /// one conversion per megabyte, carried by the next group's sync
-    /// (docs/BENCHMARKS.md, "WAL segments written ahead with zeros"). Only
+    /// (docs/bench-log/2026-11-22-http-latency-cluster-wal-zeros.md, "WAL
+    /// segments written ahead with zeros"). Only
     /// an optimisation: if writing zeros fails, this segment goes on
     /// without.
     fn zero_ahead(&mut self) {
