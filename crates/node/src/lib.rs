@@ -327,7 +327,7 @@ fn report_recovery(config: &NodeConfig, db: &Db) {
     tracing::info!(
         data_dir = %config.data_dir.display(),
         wal_records_replayed = report.replay.records,
-        replay_s = report.replay_duration.as_secs_f64(),
+        replay_ms = report.replay_duration.as_millis() as u64,
         "opened the data directory"
     );
     if let Some((path, offset, dropped)) = &report.replay.torn_tail {

@@ -156,7 +156,7 @@ fn log_round(report: &RoundReport, took: Duration) {
     if report.ok() && fetched == 0 && pushed == 0 {
         tracing::debug!(
             round = report.round,
-            took_s = took.as_secs_f64(),
+            took_ms = took.as_millis() as u64,
             "anti-entropy round ok: the replicas agreed"
         );
         return;
@@ -171,11 +171,11 @@ fn log_round(report: &RoundReport, took: Duration) {
             );
         }
     }
-    let took_s = took.as_secs_f64();
+    let took_ms = took.as_millis() as u64;
     if report.ok() {
         tracing::info!(
             round = report.round,
-            took_s,
+            took_ms,
             fetched,
             pushed,
             "anti-entropy round ok: versions fetched and pushed"
@@ -183,7 +183,7 @@ fn log_round(report: &RoundReport, took: Duration) {
     } else {
         tracing::warn!(
             round = report.round,
-            took_s,
+            took_ms,
             fetched,
             pushed,
             error = report.error.as_deref().unwrap_or("a peer's session failed"),
