@@ -19,7 +19,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a node.
-    Serve(ataman_node::ServeArgs),
+    Serve(Box<ataman_node::ServeArgs>),
     /// Talk to a node over HTTP: get, put, delete, range, status (docs/CTL.md).
     Ctl(ctl::CtlArgs),
     /// Run a local cluster, or show a cluster's state (docs/CLUSTER.md).
@@ -60,7 +60,7 @@ fn main() -> ExitCode {
         Command::Cluster(args) => return cluster_cmd::run(args),
         // So has test-cluster (docs/RELIABILITY.md).
         Command::TestCluster(args) => return harness::run_command(&args),
-        Command::Serve(args) => return serve(args),
+        Command::Serve(args) => return serve(*args),
         Command::Bench { which } => ataman_bench::run(which),
         Command::Internal {
             which: Internal::CrashWriter(args),
