@@ -5,3 +5,4 @@ pub mod crash_writer;
 pub mod ctl;
 pub mod faultproxy;
 pub mod harness;
+pub mod logging;

@@ -3,7 +3,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
-use ataman::{cluster_cmd, crash_writer, ctl, harness};
+use ataman::{cluster_cmd, crash_writer, ctl, harness, logging};
 
 #[derive(Parser)]
 #[command(
@@ -19,7 +19,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a node.
-    Serve(ataman_node::ServeArgs),
+    Serve(Box<ataman_node::ServeArgs>),
     /// Talk to a node over HTTP: get, put, delete, range, status (docs/CTL.md).
     Ctl(ctl::CtlArgs),
     /// Run a local cluster, or show a cluster's state (docs/CLUSTER.md).
@@ -48,6 +48,11 @@ enum Internal {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A node's options choose its log; the other commands log (the
+    // supervisors' events) as text at info.
+    if !matches!(cli.command, Command::Serve(_)) {
+        logging::init(tracing::Level::INFO, logging::LogFormat::Text);
+    }
     let result = match cli.command {
         // ctl has its own exit codes (docs/CTL.md).
         Command::Ctl(args) => return ctl::run(args),
@@ -55,7 +60,7 @@ fn main() -> ExitCode {
         Command::Cluster(args) => return cluster_cmd::run(args),
         // So has test-cluster (docs/RELIABILITY.md).
         Command::TestCluster(args) => return harness::run_command(&args),
-        Command::Serve(args) => ataman_node::serve(args),
+        Command::Serve(args) => return serve(*args),
         Command::Bench { which } => ataman_bench::run(which),
         Command::Internal {
             which: Internal::CrashWriter(args),
@@ -65,6 +70,26 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ataman: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `ataman serve`: the log as its options say, then the node; a failure
+/// to start or a failed stop is the log's last event.
+fn serve(args: ataman_node::ServeArgs) -> ExitCode {
+    let config = match ataman_node::NodeConfig::resolve(&args) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("ataman: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    logging::init(config.log_level, config.log_format);
+    match ataman_node::serve(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
             ExitCode::FAILURE
         }
     }

@@ -2,6 +2,9 @@
 //! and flags, in rising precedence (a flag wins over the environment, which
 //! wins over the file, which wins over the default).
 
+use crate::log_options::{
+    LOG_FORMAT_DEFAULT, LOG_LEVEL_DEFAULT, LogFormat, parse_log_format, parse_log_level,
+};
 use ataman_engine::WalMode;
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -53,6 +56,12 @@ pub struct ServeArgs {
     /// TOML file with any of these options.
     #[arg(long, env = "ATAMAN_CONFIG")]
     pub config: Option<PathBuf>,
+    /// Least severe log events kept: error, warn, info, debug or trace [default: info].
+    #[arg(long, env = "ATAMAN_LOG_LEVEL")]
+    pub log_level: Option<String>,
+    /// Log lines on stderr: text, or json (one object a line) [default: text].
+    #[arg(long, env = "ATAMAN_LOG_FORMAT")]
+    pub log_format: Option<String>,
     /// Network threads [default: 1].
     #[arg(long, env = "ATAMAN_NET_THREADS")]
     pub net_threads: Option<usize>,
@@ -153,6 +162,8 @@ pub const PLANTED_BUGS_COMPILED: bool = cfg!(feature = "planted-bugs");
 struct FileConfig {
     listen: Option<String>,
     data_dir: Option<PathBuf>,
+    log_level: Option<String>,
+    log_format: Option<String>,
     net_threads: Option<usize>,
     wal_mode: Option<String>,
     key_bytes_max: Option<usize>,
@@ -185,6 +196,10 @@ pub struct NodeConfig {
     pub listen: String,
     /// Data directory.
     pub data_dir: PathBuf,
+    /// Least severe log events kept.
+    pub log_level: tracing::Level,
+    /// How log events are printed.
+    pub log_format: LogFormat,
     /// Network threads.
     pub net_threads: usize,
     /// WAL mode.
@@ -359,6 +374,18 @@ impl NodeConfig {
                 .clone()
                 .or(file.data_dir)
                 .unwrap_or_else(|| DATA_DIR_DEFAULT.into()),
+            log_level: parse_log_level(
+                args.log_level
+                    .as_deref()
+                    .or(file.log_level.as_deref())
+                    .unwrap_or(LOG_LEVEL_DEFAULT),
+            )?,
+            log_format: parse_log_format(
+                args.log_format
+                    .as_deref()
+                    .or(file.log_format.as_deref())
+                    .unwrap_or(LOG_FORMAT_DEFAULT),
+            )?,
             net_threads: positive(
                 "net-threads",
                 args.net_threads.or(file.net_threads).unwrap_or(1),

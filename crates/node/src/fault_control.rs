@@ -120,9 +120,10 @@ fn poll_once(path: &PathBuf, switches: &FaultSwitches, last_bad: &mut Vec<String
     };
     let (state, bad) = parse(&text);
     if !bad.is_empty() && bad != *last_bad {
-        eprintln!(
-            "ataman: fault-control {}: ignoring lines {bad:?}",
-            path.display()
+        tracing::warn!(
+            file = %path.display(),
+            lines = ?bad,
+            "fault-control: ignoring lines that do not parse"
         );
     }
     *last_bad = bad;
@@ -132,11 +133,12 @@ fn poll_once(path: &PathBuf, switches: &FaultSwitches, last_bad: &mut Vec<String
         sync_delay_ms: switches.sync_delay_ms.load(Ordering::Relaxed),
     };
     if before != state {
-        eprintln!(
-            "ataman: fault-control: disk_full={} clock_offset_ms={} sync_delay_ms={}",
-            u8::from(state.disk_full),
-            state.clock_offset_ms,
-            state.sync_delay_ms
+        tracing::info!(
+            file = %path.display(),
+            disk_full = u8::from(state.disk_full),
+            clock_offset_ms = state.clock_offset_ms,
+            sync_delay_ms = state.sync_delay_ms,
+            "fault-control: faults changed"
         );
     }
     switches.apply(state);

@@ -3,7 +3,8 @@
 //! An ataman node: the `/v0` HTTP API over the storage engine.
 //!
 //! ## Layout
-//! - [`config`]: options from flags, environment and a TOML file.
+//! - [`config`]: options from flags, environment and a TOML file;
+//!   [`log_options`]: the log's level and format.
 //! - [`http`]: HTTP/1.1 framing (request heads, query strings, responses).
 //! - [`api`]: routing and validation: a request head to an [`api::Action`].
 //! - [`cluster`]: the node list and where keys live (rendezvous hashing).
@@ -39,6 +40,7 @@ pub mod hints;
 pub mod hlc;
 pub mod http;
 pub mod last_seen;
+pub mod log_options;
 pub mod metrics;
 pub mod net;
 pub mod peer;
@@ -118,8 +120,8 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         None => Durability::Complete,
         Some(PlantedBug::AckBeforeWal) => {
             for _ in 0..3 {
-                eprintln!(
-                    "ataman: WARNING: PLANTED BUG ack-before-wal: writes are acknowledged before the WAL has them; a crash loses acknowledged writes. Test use only."
+                tracing::error!(
+                    "PLANTED BUG ack-before-wal: writes are acknowledged before the WAL has them; a crash loses acknowledged writes. Test use only."
                 );
             }
             Durability::None
@@ -135,9 +137,9 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     .map_err(|e| format!("cannot open {}: {e}", config.data_dir.display()))?;
     let refill = refill::Refill::start(&config.data_dir, config.refill)?;
     if refill.active() {
-        eprintln!(
-            "ataman: refilling {}: no reads are served until an anti-entropy round with every peer completes",
-            config.data_dir.display()
+        tracing::info!(
+            data_dir = %config.data_dir.display(),
+            "refilling: no reads are served until an anti-entropy round with every peer completes"
         );
     }
     let last_seen_every = last_seen::write_interval(config.tombstone_grace);
@@ -204,7 +206,9 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     let ae_threads = antientropy::start(&shared, sync_receiver)?;
+    // The line launchers wait for, on stdout (docs/API.md); the log says it too.
     println!("ataman: listening on http://{bound}");
+    tracing::info!(addr = %bound, "listening for HTTP requests");
     while !STOP.load(Ordering::SeqCst) && !threads.iter().any(|t| t.is_finished()) {
         std::thread::sleep(Duration::from_millis(50));
         shared.metrics.connections_open.store(
@@ -215,11 +219,14 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         if last_seen_at.elapsed() >= last_seen_every {
             last_seen_at = std::time::Instant::now();
             if let Err(e) = write_last_seen(&config) {
-                eprintln!("ataman: {e}");
+                tracing::warn!(
+                    file = %config.data_dir.join(last_seen::FILE_NAME).display(),
+                    "{e}"
+                );
             }
         }
     }
-    eprintln!("ataman: stopping: finishing in-flight requests");
+    tracing::info!("stopping: finishing in-flight requests");
     shared.shutting_down.store(true, Ordering::Release);
     shared.antientropy.status.wake();
     let mut net_error = None;
@@ -244,7 +251,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(e) = net_error {
         return Err(format!("network thread failed: {e}").into());
     }
-    eprintln!("ataman: stopped");
+    tracing::info!("stopped");
     Ok(())
 }
 
@@ -267,19 +274,20 @@ fn start_clock(config: &NodeConfig, db: &Db) -> Result<hlc::Hlc, String> {
     let reserved = clock_file::read(&dir)?;
     let persist = move |ts: ataman_engine::key::Timestamp, why: hlc::Renewal| {
         if let hlc::Renewal::Synchronous { wanted } = why {
-            eprintln!(
-                "ataman: clock: timestamp {wanted} (unix ms {}) is past the reservation; \
-                 persisting a new one before using it",
-                hlc::millis(wanted)
+            tracing::warn!(
+                timestamp = wanted,
+                unix_ms = hlc::millis(wanted),
+                "clock: a timestamp is past the reservation; persisting a new one before using it"
             );
         }
         if let Err(e) = clock_file::write(&dir, ts) {
             // The WAL is on the same disk, so writes fail too; going on
             // keeps reads and the rest of the node up.
-            eprintln!(
-                "ataman: ERROR: cannot write {}: {e}; the clock's reservation is not \
-                 durable, a restart could reissue a timestamp",
-                dir.join(clock_file::FILE_NAME).display()
+            tracing::error!(
+                file = %dir.join(clock_file::FILE_NAME).display(),
+                error = %e,
+                "cannot write the clock's reservation: it is not durable, a restart could \
+                 reissue a timestamp"
             );
         }
     };
@@ -287,10 +295,10 @@ fn start_clock(config: &NodeConfig, db: &Db) -> Result<hlc::Hlc, String> {
     match hlc::restore_plan(reserved, hlc::wall_ms()) {
         hlc::Restore::Nothing => {}
         hlc::Restore::WaitUntilMs(until) => {
-            eprintln!(
-                "ataman: clock: waiting {} ms for the wall clock to pass the last run's \
-                 reservation (unix ms {until})",
-                until.saturating_sub(hlc::wall_ms())
+            tracing::info!(
+                wait_ms = until.saturating_sub(hlc::wall_ms()),
+                until_unix_ms = until,
+                "clock: waiting for the wall clock to pass the last run's reservation"
             );
             loop {
                 let now = hlc::wall_ms();
@@ -301,10 +309,10 @@ fn start_clock(config: &NodeConfig, db: &Db) -> Result<hlc::Hlc, String> {
             }
         }
         hlc::Restore::Observe(ts) => {
-            eprintln!(
-                "ataman: clock: the last run's reservation (unix ms {}) is far ahead of the \
-                 wall clock; starting the clock past it",
-                hlc::millis(ts)
+            tracing::warn!(
+                reservation_unix_ms = hlc::millis(ts),
+                "clock: the last run's reservation is far ahead of the wall clock; starting \
+                 the clock past it"
             );
             clock.observe(ts);
         }
@@ -316,22 +324,26 @@ fn start_clock(config: &NodeConfig, db: &Db) -> Result<hlc::Hlc, String> {
 
 fn report_recovery(config: &NodeConfig, db: &Db) {
     let report = db.recovery_report();
-    eprintln!(
-        "ataman: opened {} ({} WAL records replayed in {:.3}s)",
-        config.data_dir.display(),
-        report.replay.records,
-        report.replay_duration.as_secs_f64()
+    tracing::info!(
+        data_dir = %config.data_dir.display(),
+        wal_records_replayed = report.replay.records,
+        replay_ms = report.replay_duration.as_millis() as u64,
+        "opened the data directory"
     );
     if let Some((path, offset, dropped)) = &report.replay.torn_tail {
-        eprintln!(
-            "ataman: torn WAL tail cut in {} at offset {offset} ({dropped} bytes)",
-            path.display()
+        tracing::warn!(
+            file = %path.display(),
+            offset,
+            bytes_dropped = dropped,
+            "torn WAL tail cut: a record written in part before a crash"
         );
     }
     for (path, offset, reason) in &report.replay.skipped {
-        eprintln!(
-            "ataman: forced recovery skipped a WAL record in {} at offset {offset}: {reason}",
-            path.display()
+        tracing::error!(
+            file = %path.display(),
+            offset,
+            %reason,
+            "forced recovery skipped a corrupt WAL record: its writes are lost"
         );
     }
 }

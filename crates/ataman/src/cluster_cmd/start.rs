@@ -295,9 +295,10 @@ fn stop_all(members: &mut [Member]) {
     }
     for member in members.iter_mut() {
         if !member.poll_exit() {
-            eprintln!(
-                "ataman cluster: node {} did not stop within {STOP_TIMEOUT_MS} ms; killing it",
-                member.index
+            tracing::warn!(
+                node = member.index,
+                url = %member.url,
+                "cluster: the node did not stop within {STOP_TIMEOUT_MS} ms; killing it"
             );
             let _ = member.child.kill();
             member.exited = member.child.wait().ok();
@@ -318,11 +319,12 @@ fn supervise(members: &mut [Member]) -> Result<(), StartError> {
                 && let Some(status) = member.exited
             {
                 *reported = true;
-                eprintln!(
-                    "ataman cluster: node {} ({}, pid {}) exited on its own: {status}",
-                    member.index,
-                    member.url,
-                    member.child.id()
+                tracing::warn!(
+                    node = member.index,
+                    url = %member.url,
+                    pid = member.child.id(),
+                    %status,
+                    "cluster: a node exited on its own"
                 );
             }
         }

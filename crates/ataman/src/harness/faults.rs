@@ -364,7 +364,7 @@ impl<'a> Injector<'a> {
             let mut left = self.run_lane(&process, started, deadline, true);
             match net.join() {
                 Ok(mut more) => left.append(&mut more),
-                Err(_) => eprintln!("ataman test-cluster: the network fault lane panicked"),
+                Err(_) => tracing::error!("test-cluster: the network fault lane panicked"),
             }
             left
         })
@@ -458,7 +458,7 @@ impl<'a> Injector<'a> {
             Action::Wipe { node } => {
                 self.kill(*node);
                 if let Err(e) = lock(self.cluster).wipe(*node) {
-                    eprintln!("ataman test-cluster: {e}");
+                    tracing::warn!(node, error = %e, "test-cluster: cannot wipe the node's data");
                 }
             }
             Action::Pause { node } => {
@@ -547,7 +547,7 @@ impl<'a> Injector<'a> {
             clock_offset_ms,
         };
         if let Err(e) = lock(self.cluster).set_control(node, control) {
-            eprintln!("ataman test-cluster: {e}");
+            tracing::warn!(node, error = %e, "test-cluster: cannot set the node's faults");
         }
     }
 

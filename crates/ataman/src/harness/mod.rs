@@ -406,7 +406,7 @@ fn write_history(history: &history::History, path: &std::path::Path) -> bool {
     let file = match std::fs::File::create(path) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("ataman test-cluster: cannot write {}: {e}", path.display());
+            tracing::error!(file = %path.display(), error = %e, "test-cluster: cannot write the history");
             return false;
         }
     };
@@ -417,7 +417,7 @@ fn write_history(history: &history::History, path: &std::path::Path) -> bool {
     {
         Ok(()) => true,
         Err(e) => {
-            eprintln!("ataman test-cluster: cannot write {}: {e}", path.display());
+            tracing::error!(file = %path.display(), error = %e, "test-cluster: cannot write the history");
             false
         }
     }

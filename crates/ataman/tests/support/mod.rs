@@ -18,7 +18,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -195,6 +195,9 @@ impl Conn {
 pub struct Node {
     child: Option<Child>,
     stdout_drain: Option<JoinHandle<()>>,
+    /// The node's stderr (its log) of every start, when kept ([`Node::start_logged`]).
+    log: Option<Arc<Mutex<String>>>,
+    log_drain: Option<JoinHandle<()>>,
     addr: SocketAddr,
     args: Vec<String>,
     // Field order: the process dies (Drop) before the directory goes.
@@ -204,16 +207,35 @@ pub struct Node {
 impl Node {
     /// Starts a node with `args` added to `serve --listen 127.0.0.1:0 --data-dir DIR`.
     pub fn start(args: &[&str]) -> Node {
+        Node::start_with(args, false)
+    }
+
+    /// Like [`Node::start`], but its stderr (the log) is kept for
+    /// [`Node::log`] instead of shown, across restarts.
+    pub fn start_logged(args: &[&str]) -> Node {
+        Node::start_with(args, true)
+    }
+
+    fn start_with(args: &[&str], logged: bool) -> Node {
         let root = tempfile::tempdir().unwrap();
         let mut node = Node {
             child: None,
             stdout_drain: None,
+            log: logged.then(|| Arc::new(Mutex::new(String::new()))),
+            log_drain: None,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             args: args.iter().map(|a| a.to_string()).collect(),
             root,
         };
         node.spawn();
         node
+    }
+
+    /// What the node wrote on stderr so far (all of it once it was
+    /// stopped); panics unless started by [`Node::start_logged`].
+    pub fn log(&self) -> String {
+        let log = self.log.as_ref().expect("started without keeping the log");
+        log.lock().unwrap().clone()
     }
 
     /// The address the node listens on.
@@ -265,9 +287,25 @@ impl Node {
             .args(&self.args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(if self.log.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::inherit()
+            })
             .spawn()
             .expect("spawn ataman serve");
+        if let (Some(log), Some(stderr)) = (&self.log, child.stderr.take()) {
+            let log = Arc::clone(log);
+            // Ends when the process closes stderr.
+            self.log_drain = Some(std::thread::spawn(move || {
+                let mut reader = BufReader::new(stderr);
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                    log.lock().unwrap().push_str(&line);
+                    line.clear();
+                }
+            }));
+        }
         let stdout = child.stdout.take().expect("child stdout");
         let (addr_tx, addr_rx) = mpsc::channel::<String>();
         // Reads the listening line, then drains stdout so the node never
@@ -358,6 +396,9 @@ impl Node {
         loop {
             if let Some(status) = child.try_wait().expect("wait for the node") {
                 if let Some(drain) = self.stdout_drain.take() {
+                    let _ = drain.join();
+                }
+                if let Some(drain) = self.log_drain.take() {
                     let _ = drain.join();
                 }
                 return status;

@@ -55,12 +55,15 @@ pub fn run(shared: &NodeShared) {
         next_refill = Instant::now() + crate::refill::RETRY;
         if refilling && report.ok() {
             match shared.refill.complete() {
-                Ok(()) => eprintln!(
-                    "ataman: refill complete (anti-entropy round {number} with every peer): serving reads"
+                Ok(()) => tracing::info!(
+                    round = number,
+                    "refill complete (an anti-entropy round with every peer): serving reads"
                 ),
-                Err(e) => {
-                    eprintln!("ataman: refill complete, but {e}; the next start refills again")
-                }
+                Err(e) => tracing::warn!(
+                    round = number,
+                    error = %e,
+                    "refill complete, but not recorded; the next start refills again"
+                ),
             }
         }
         status.finish(report);
@@ -151,22 +154,40 @@ fn log_round(report: &RoundReport, took: Duration) {
     let fetched: u64 = report.peers.iter().map(|p| p.keys_fetched).sum();
     let pushed: u64 = report.peers.iter().map(|p| p.keys_pushed).sum();
     if report.ok() && fetched == 0 && pushed == 0 {
+        tracing::debug!(
+            round = report.round,
+            took_ms = took.as_millis() as u64,
+            "anti-entropy round ok: the replicas agreed"
+        );
         return;
     }
-    let failures: Vec<String> = report
-        .peers
-        .iter()
-        .filter_map(|p| p.error.as_ref().map(|e| format!("{}: {e}", p.url)))
-        .collect();
-    eprintln!(
-        "ataman: anti-entropy round {} {} in {:.3}s: {fetched} versions fetched, {pushed} pushed{}",
-        report.round,
-        if report.ok() { "ok" } else { "failed" },
-        took.as_secs_f64(),
-        if failures.is_empty() {
-            String::new()
-        } else {
-            format!("; {}", failures.join("; "))
+    for peer in &report.peers {
+        if let Some(e) = &peer.error {
+            tracing::warn!(
+                round = report.round,
+                peer = %peer.url,
+                error = %e,
+                "anti-entropy session with a peer failed"
+            );
         }
-    );
+    }
+    let took_ms = took.as_millis() as u64;
+    if report.ok() {
+        tracing::info!(
+            round = report.round,
+            took_ms,
+            fetched,
+            pushed,
+            "anti-entropy round ok: versions fetched and pushed"
+        );
+    } else {
+        tracing::warn!(
+            round = report.round,
+            took_ms,
+            fetched,
+            pushed,
+            error = report.error.as_deref().unwrap_or("a peer's session failed"),
+            "anti-entropy round failed"
+        );
+    }
 }

@@ -50,11 +50,14 @@ fn serve(shared: &NodeShared, handoff: Handoff) {
     } = handoff;
     let ae = &shared.antientropy;
     ae.metrics.sessions_served.fetch_add(1, Ordering::Relaxed);
+    let client = stream
+        .peer_addr()
+        .map_or_else(|_| "unknown".to_owned(), |a| a.to_string());
     let stop = || shared.stopping();
     let mut s = match SyncStream::new(stream, leftover, &stop, &ae.metrics, ae.timing.keep_alive) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("ataman: anti-entropy session not served: {e}");
+            tracing::warn!(%client, error = %e, "anti-entropy session not served");
             return;
         }
     };
@@ -68,7 +71,12 @@ fn serve(shared: &NodeShared, handoff: Handoff) {
             );
         }
         if !matches!(e, SessionError::Stopped) {
-            eprintln!("ataman: anti-entropy session with {peer_url} ended: {e}");
+            tracing::warn!(
+                peer = %peer_url,
+                %client,
+                error = %e,
+                "anti-entropy session ended with an error"
+            );
         }
     }
     drop(ticket);

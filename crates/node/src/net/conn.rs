@@ -935,10 +935,17 @@ impl Conn {
                 }
                 _ => {
                     // The 101 is out: from here on the bytes are peer frames.
+                    let client = self
+                        .stream
+                        .peer_addr()
+                        .map_or_else(|_| "unknown".to_owned(), |a| a.to_string());
                     if let Err(e) = crate::peer::keepalive::enable(&self.stream) {
-                        eprintln!("ataman: peer connection: keepalive not set: {e}");
+                        tracing::warn!(%client, error = %e, "peer connection: keepalive not set");
                     }
-                    self.peer = Some(Box::new(PeerServer::new(std::mem::take(&mut self.rbuf))));
+                    self.peer = Some(Box::new(PeerServer::new(
+                        std::mem::take(&mut self.rbuf),
+                        client,
+                    )));
                     return Next::Keep;
                 }
             }

@@ -381,7 +381,7 @@ impl PeerLink {
             }
             let _ = stream.set_nodelay(true);
             if let Err(e) = super::keepalive::enable(stream) {
-                eprintln!("ataman: peer link to {}: keepalive not set: {e}", self.url);
+                tracing::warn!(peer = %self.url, error = %e, "peer link: keepalive not set");
             }
             let host = self.url.strip_prefix("http://").unwrap_or(&self.url);
             let me = &ctx.shared.topology.nodes()[ctx.shared.topology.self_index()];

@@ -79,11 +79,14 @@ pub struct PeerServer {
     frames_queued: u64,
     writes_pending: usize,
     closing: bool,
+    /// The connecting side's address, for the log.
+    client: String,
 }
 
 impl PeerServer {
-    /// Starts with the bytes that arrived after the upgrade request.
-    pub fn new(leftover: Vec<u8>) -> Self {
+    /// Starts with the bytes that arrived after the upgrade request from
+    /// `client` (its address, named in log events).
+    pub fn new(leftover: Vec<u8>, client: String) -> Self {
         PeerServer {
             rbuf: leftover,
             out: Vec::new(),
@@ -91,6 +94,7 @@ impl PeerServer {
             frames_queued: 0,
             writes_pending: 0,
             closing: false,
+            client,
         }
     }
 
@@ -170,7 +174,11 @@ impl PeerServer {
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    eprintln!("ataman: closing a peer connection: bad frame: {e}");
+                    tracing::warn!(
+                        client = %self.client,
+                        error = %e,
+                        "closing a peer connection: bad frame"
+                    );
                     self.closing = true;
                     break;
                 }
@@ -254,7 +262,10 @@ impl PeerServer {
                     self.push(&Message::ReadReply { id, result });
                 }
                 Message::WriteAck { .. } | Message::ReadReply { .. } => {
-                    eprintln!("ataman: closing a peer connection: it sent an answer as a request");
+                    tracing::warn!(
+                        client = %self.client,
+                        "closing a peer connection: it sent an answer as a request"
+                    );
                     self.closing = true;
                 }
             }

@@ -668,7 +668,11 @@ fn log_hint_refusal(url: &str, why: &str) {
             .compare_exchange(last, now_ms, Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
     {
-        eprintln!("ataman: hint for {url} not kept: {why}");
+        tracing::warn!(
+            peer = %url,
+            reason = %why,
+            "hint not kept: the peer misses this write until anti-entropy repairs it"
+        );
     }
 }
 
