@@ -211,7 +211,9 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             shared.connections.load(Ordering::Relaxed) as u64,
             Ordering::Relaxed,
         );
-        shared.hlc.renew();
+        // A failure is logged by the persister; writes past the durable
+        // reservation answer 503 meanwhile, and the next call retries.
+        let _ = shared.hlc.renew();
         if last_seen_at.elapsed() >= last_seen_every {
             last_seen_at = std::time::Instant::now();
             if let Err(e) = write_last_seen(&config) {
@@ -265,6 +267,9 @@ fn write_last_seen(config: &NodeConfig) -> Result<(), String> {
 fn start_clock(config: &NodeConfig, db: &Db) -> Result<hlc::Hlc, String> {
     let dir = config.data_dir.clone();
     let reserved = clock_file::read(&dir)?;
+    // Logged when persisting starts failing and when it works again, not
+    // on every retry.
+    let mut failing = false;
     let persist = move |ts: ataman_engine::key::Timestamp, why: hlc::Renewal| {
         if let hlc::Renewal::Synchronous { wanted } = why {
             eprintln!(
@@ -273,15 +278,21 @@ fn start_clock(config: &NodeConfig, db: &Db) -> Result<hlc::Hlc, String> {
                 hlc::millis(wanted)
             );
         }
-        if let Err(e) = clock_file::write(&dir, ts) {
-            // The WAL is on the same disk, so writes fail too; going on
-            // keeps reads and the rest of the node up.
-            eprintln!(
-                "ataman: ERROR: cannot write {}: {e}; the clock's reservation is not \
-                 durable, a restart could reissue a timestamp",
+        let result = clock_file::write(&dir, ts);
+        match (&result, failing) {
+            (Err(e), false) => eprintln!(
+                "ataman: ERROR: cannot write {}: {e}; the clock issues no timestamp past \
+                 its durable reservation: writes answer 503 until it can be written",
                 dir.join(clock_file::FILE_NAME).display()
-            );
+            ),
+            (Ok(()), true) => eprintln!(
+                "ataman: clock: {} written again; writes resume",
+                dir.join(clock_file::FILE_NAME).display()
+            ),
+            _ => {}
         }
+        failing = result.is_err();
+        result
     };
     let clock = hlc::Hlc::with_reservation(config.self_index, Box::new(persist));
     match hlc::restore_plan(reserved, hlc::wall_ms()) {
@@ -310,7 +321,12 @@ fn start_clock(config: &NodeConfig, db: &Db) -> Result<hlc::Hlc, String> {
         }
     }
     clock.observe(db.timestamp_max());
-    clock.renew();
+    clock.renew().map_err(|e| {
+        format!(
+            "cannot start the clock: {e} ({})",
+            config.data_dir.join(clock_file::FILE_NAME).display()
+        )
+    })?;
     Ok(clock)
 }
 

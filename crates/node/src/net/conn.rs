@@ -529,8 +529,11 @@ impl Conn {
             Action::Put { key, ack, from } | Action::Delete { key, ack, from }
                 if !local_only(ctx, &key, ack, from) =>
             {
+                let Some(ts) = self.stamp(ctx, route, persist, started) else {
+                    return;
+                };
                 let version = Version {
-                    ts: ctx.shared.hlc.now(),
+                    ts,
                     value: (route == Route::EntityPut).then(|| body.to_vec()),
                 };
                 let kind = Kind::Write(version);
@@ -585,7 +588,9 @@ impl Conn {
                 ctx.shared.metrics.record(route, status, started);
             }
             Action::Put { key, .. } | Action::Delete { key, .. } => {
-                let ts = ctx.shared.hlc.now();
+                let Some(ts) = self.stamp(ctx, route, persist, started) else {
+                    return;
+                };
                 let mut batch = WriteBatch::with_capacity_for_one(key.len(), body.len());
                 let ok = if route == Route::EntityPut {
                     batch.put(&key, body, ts);
@@ -632,6 +637,22 @@ impl Conn {
                 }
             },
         }
+    }
+
+    /// A write's timestamp, or `None` after answering 503 with the reason
+    /// when the clock's reservation cannot be made durable.
+    fn stamp(&mut self, ctx: &NetContext, route: Route, persist: Persist, started: Instant) -> Option<u64> {
+        let e = match ctx.shared.hlc.now() {
+            Ok(ts) => return Some(ts),
+            Err(e) => e,
+        };
+        let extra = Extra {
+            retry_after_sec: Some(1),
+            ..Extra::default()
+        };
+        self.answer(|out| write_text(out, Status::Unavailable, extra, persist, &e.to_string()));
+        ctx.shared.metrics.record(route, Status::Unavailable, started);
+        None
     }
 
     /// Hands a request to the coordinator; its slot is filled by [`Conn::decide`].
