@@ -17,6 +17,8 @@
 //! - [`last_seen`]: when the node was last up; the refusal to start on data
 //!   older than the tombstone grace.
 //! - [`decimal_file`]: the one-line durable files (`LAST-SEEN`, `CLOCK`).
+//! - [`descriptors`]: the descriptor limit, the node's reserve, the client
+//!   connection cap.
 //! - [`metrics`]: request metrics and the `/metrics` page.
 //! - [`fault_control`]: the `--fault-control` test hook (disk full, clock jumps).
 //!
@@ -34,6 +36,7 @@ pub mod clock_file;
 pub mod cluster;
 pub mod config;
 pub mod decimal_file;
+pub mod descriptors;
 pub mod fault_control;
 pub mod hints;
 pub mod hlc;
@@ -56,6 +59,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 static STOP: AtomicBool = AtomicBool::new(false);
+
+/// How often the main thread recounts the engines' SSTables for the
+/// descriptor budget (the cap goes down as data grows).
+const DESCRIPTORS_RECOUNT_INTERVAL: Duration = Duration::from_secs(1);
 
 extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
@@ -80,6 +87,19 @@ fn engine_options(config: &NodeConfig) -> Options {
 /// Runs a node until SIGINT or SIGTERM, then drains and exits.
 pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let config = NodeConfig::resolve(&args)?;
+    let limit = descriptors::raise_limit()
+        .map_err(|e| format!("cannot read the descriptor limit (RLIMIT_NOFILE): {e}"))?;
+    match &limit.raise_error {
+        Some(e) => eprintln!(
+            "ataman: descriptors: cannot raise the soft limit {} to the hard limit: {e}",
+            limit.before
+        ),
+        None if limit.now > limit.before => eprintln!(
+            "ataman: descriptors: soft limit raised from {} to the hard limit {}",
+            limit.before, limit.now
+        ),
+        None => {}
+    }
     // SAFETY: `on_signal` only stores to an atomic, which is async-signal-safe.
     unsafe {
         libc::signal(
@@ -161,6 +181,18 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let hints = hints::HintStore::open_on(&hints_dir, config.hints_bytes_max, config.wal_mode, fs)
         .map_err(|e| format!("cannot open hints in {}: {e}", hints_dir.display()))?;
     let hints = Arc::new(hints);
+    let mut budget = descriptor_budget(&config, limit.descriptors(), &db, &hints);
+    if budget.cap == 0 {
+        return Err(format!(
+            "the descriptor limit {} leaves no client connection: the node reserves {}; \
+             raise the limit (ulimit -n, and -Hn if needed) to at least {}",
+            budget.limit,
+            budget.reserve,
+            budget.reserve.total() + 1
+        )
+        .into());
+    }
+    eprintln!("ataman: {budget}");
     let mut clock = start_clock(&config, &db)?;
     if config.fault_control.is_some() {
         clock = clock.set_offset_hook(Arc::clone(&switches.clock_offset_ms));
@@ -184,6 +216,8 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         config: config.clone(),
         metrics: metrics::NodeMetrics::default(),
         connections: AtomicUsize::new(0),
+        peer_connections: AtomicUsize::new(0),
+        connections_cap: AtomicUsize::new(budget.cap),
         shutting_down: AtomicBool::new(false),
         inboxes,
         topology,
@@ -192,6 +226,8 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         write_durability,
         antientropy,
     });
+    publish_budget(&shared, &budget);
+    let mut descriptors_counted_at = std::time::Instant::now();
     let mut listener = Some(mio::net::TcpListener::from_std(std_listener));
     let mut threads = Vec::new();
     for (index, poll) in polls.into_iter().enumerate() {
@@ -211,9 +247,21 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             shared.connections.load(Ordering::Relaxed) as u64,
             Ordering::Relaxed,
         );
+        shared.metrics.peer_connections_open.store(
+            shared.peer_connections.load(Ordering::Relaxed) as u64,
+            Ordering::Relaxed,
+        );
         // A failure is logged by the persister; writes past the durable
         // reservation answer 503 meanwhile, and the next call retries.
-        let _ = shared.hlc.renew();
+        let renewed = shared.hlc.renew();
+        shared
+            .metrics
+            .clock_reservation_failing
+            .store(u64::from(renewed.is_err()), Ordering::Relaxed);
+        if descriptors_counted_at.elapsed() >= DESCRIPTORS_RECOUNT_INTERVAL {
+            descriptors_counted_at = std::time::Instant::now();
+            recount_descriptors(&shared, &mut budget);
+        }
         if last_seen_at.elapsed() >= last_seen_every {
             last_seen_at = std::time::Instant::now();
             if let Err(e) = write_last_seen(&config) {
@@ -248,6 +296,48 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     eprintln!("ataman: stopped");
     Ok(())
+}
+
+/// The descriptor budget of this node under `limit` (see [`descriptors`]).
+fn descriptor_budget(
+    config: &NodeConfig,
+    limit: usize,
+    db: &Db,
+    hints: &hints::HintStore,
+) -> descriptors::Budget {
+    let tables_open = db.stats().level_files.iter().sum::<usize>() + hints.tables_open();
+    let reserve = descriptors::reserve(config.net_threads, config.cluster.len(), tables_open);
+    descriptors::Budget::new(limit, reserve, config.connections_max)
+}
+
+/// Shows `budget` in `/metrics`.
+fn publish_budget(shared: &NodeShared, budget: &descriptors::Budget) {
+    let m = &shared.metrics;
+    m.connections_max.store(budget.cap as u64, Ordering::Relaxed);
+    m.descriptors_limit
+        .store(budget.limit as u64, Ordering::Relaxed);
+    m.descriptors_reserved
+        .store(budget.reserve.total() as u64, Ordering::Relaxed);
+}
+
+/// Recounts the SSTables; a changed reserve changes the client cap (the
+/// tables are reserved in steps, so this is rare), which is logged.
+fn recount_descriptors(shared: &NodeShared, budget: &mut descriptors::Budget) {
+    let now = descriptor_budget(&shared.config, budget.limit, &shared.db, &shared.hints);
+    if now.reserve.tables == budget.reserve.tables {
+        return;
+    }
+    *budget = now;
+    shared.connections_cap.store(now.cap, Ordering::Relaxed);
+    publish_budget(shared, &now);
+    if now.cap == 0 {
+        eprintln!(
+            "ataman: ERROR: {now}: no descriptor is left for client connections; new ones \
+             are closed at once (raise the descriptor limit)"
+        );
+    } else {
+        eprintln!("ataman: {now}");
+    }
 }
 
 /// Records now in `<data-dir>/LAST-SEEN` (see [`last_seen`]).

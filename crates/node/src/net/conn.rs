@@ -101,6 +101,8 @@ pub struct Conn {
     peer: Option<Box<PeerServer>>,
     /// Set once a sync upgrade's 101 is out: the connection leaves the loop.
     sync_ticket: Option<crate::antientropy::Ticket>,
+    /// Counted among peer connections, not clients (set by the event loop).
+    pub counted_as_peer: bool,
 }
 
 /// What a connection keeps of a parsed request head until its body is in
@@ -191,6 +193,7 @@ impl Conn {
             upgrading: None,
             sync_ticket: None,
             peer: None,
+            counted_as_peer: false,
         }
     }
 
