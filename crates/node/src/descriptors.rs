@@ -120,8 +120,7 @@ pub fn reserve(net_threads: usize, cluster_size: usize, tables_open: usize) -> R
     Reserve {
         process: STANDARD_STREAMS
             + LISTENERS
-            + net_threads
-                * (POLLER_PER_NET_THREAD + METRICS_PER_NET_THREAD + RESOLVER_PER_THREAD),
+            + net_threads * (POLLER_PER_NET_THREAD + METRICS_PER_NET_THREAD + RESOLVER_PER_THREAD),
         engines: ENGINES * (ENGINE_FILES_HELD + ENGINE_FILES_TRANSIENT),
         tables_open,
         tables: tables_reserve(tables_open),

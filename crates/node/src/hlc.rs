@@ -366,7 +366,9 @@ mod tests {
         let handles: Vec<_> = (0..4)
             .map(|_| {
                 let c = std::sync::Arc::clone(&clock);
-                std::thread::spawn(move || (0..10_000).map(|_| c.now().unwrap()).collect::<Vec<_>>())
+                std::thread::spawn(move || {
+                    (0..10_000).map(|_| c.now().unwrap()).collect::<Vec<_>>()
+                })
             })
             .collect();
         let mut all: Vec<u64> = handles

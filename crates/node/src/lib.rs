@@ -313,7 +313,8 @@ fn descriptor_budget(
 /// Shows `budget` in `/metrics`.
 fn publish_budget(shared: &NodeShared, budget: &descriptors::Budget) {
     let m = &shared.metrics;
-    m.connections_max.store(budget.cap as u64, Ordering::Relaxed);
+    m.connections_max
+        .store(budget.cap as u64, Ordering::Relaxed);
     m.descriptors_limit
         .store(budget.limit as u64, Ordering::Relaxed);
     m.descriptors_reserved

@@ -474,24 +474,7 @@ impl Conn {
                     ));
                     self.upgrading = Some(Upgrade::Sync(ticket));
                 }
-                None => {
-                    let extra = Extra {
-                        retry_after_sec: Some(1),
-                        ..Extra::default()
-                    };
-                    self.answer(|out| {
-                        write_text(
-                            out,
-                            Status::Unavailable,
-                            extra,
-                            persist,
-                            "anti-entropy busy",
-                        )
-                    });
-                    ctx.shared
-                        .metrics
-                        .record(route, Status::Unavailable, started);
-                }
+                None => self.push_retry_later(ctx, route, persist, started, "anti-entropy busy"),
             },
             Action::RepairStart => {
                 let round = ctx.shared.antientropy.status.request();
@@ -545,15 +528,8 @@ impl Conn {
                 );
             }
             Action::Get { .. } | Action::Range { .. } if ctx.shared.refill.active() => {
-                let extra = Extra {
-                    retry_after_sec: Some(1),
-                    ..Extra::default()
-                };
                 let text = crate::refill::REFUSAL;
-                self.answer(|out| write_text(out, Status::Unavailable, extra, persist, text));
-                ctx.shared
-                    .metrics
-                    .record(route, Status::Unavailable, started);
+                self.push_retry_later(ctx, route, persist, started, text);
             }
             Action::Get { key, .. } => {
                 let status = match ctx.db.get(&key) {
@@ -644,18 +620,36 @@ impl Conn {
 
     /// A write's timestamp, or `None` after answering 503 with the reason
     /// when the clock's reservation cannot be made durable.
-    fn stamp(&mut self, ctx: &NetContext, route: Route, persist: Persist, started: Instant) -> Option<u64> {
-        let e = match ctx.shared.hlc.now() {
-            Ok(ts) => return Some(ts),
-            Err(e) => e,
-        };
+    fn stamp(
+        &mut self,
+        ctx: &NetContext,
+        route: Route,
+        persist: Persist,
+        started: Instant,
+    ) -> Option<u64> {
+        let e = ctx.shared.hlc.now().map_err(|e| e.to_string());
+        if let Err(text) = &e {
+            self.push_retry_later(ctx, route, persist, started, text);
+        }
+        e.ok()
+    }
+
+    /// Answers 503 with `Retry-After: 1` and `text`.
+    fn push_retry_later(
+        &mut self,
+        ctx: &NetContext,
+        route: Route,
+        persist: Persist,
+        started: Instant,
+        text: &str,
+    ) {
         let extra = Extra {
             retry_after_sec: Some(1),
             ..Extra::default()
         };
-        self.answer(|out| write_text(out, Status::Unavailable, extra, persist, &e.to_string()));
-        ctx.shared.metrics.record(route, Status::Unavailable, started);
-        None
+        self.answer(|out| write_text(out, Status::Unavailable, extra, persist, text));
+        let metrics = &ctx.shared.metrics;
+        metrics.record(route, Status::Unavailable, started);
     }
 
     /// Hands a request to the coordinator; its slot is filled by [`Conn::decide`].
