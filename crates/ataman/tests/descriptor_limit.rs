@@ -292,3 +292,25 @@ fn no_write_is_acknowledged_while_the_clock_cannot_be_persisted() {
         ) >= 20
     );
 }
+
+/// A peer's link to a node is a peer connection, not a client: it takes no
+/// client slot, and the reserve holds two descriptors per network thread
+/// and other node for the links.
+#[test]
+fn peer_links_are_reserved_not_counted_as_clients() {
+    let single = Node::start(&[]);
+    let mut probe = served(&single);
+    let single_reserved = metric(&metrics(&mut probe), "ataman_descriptors_reserved");
+
+    let c = support::cluster::TestCluster::start(2, &[]);
+    let r = c.put(0, b"replicated", b"v", 2, 2);
+    assert_eq!(r.status, 201, "{}", body_text(&r));
+    let mut worker = served(c.node(1));
+    wait_metric(&mut worker, "ataman_peer_connections_open", |n| n >= 1);
+    let page = wait_metric(&mut worker, "ataman_connections_open", |n| n == 1);
+    assert_eq!(
+        metric(&page, "ataman_descriptors_reserved"),
+        single_reserved + 2,
+        "one network thread, one other node"
+    );
+}
