@@ -240,6 +240,7 @@ fn no_write_is_acknowledged_while_the_clock_cannot_be_persisted() {
     }
     let r = worker.delete(b"before");
     assert_eq!(r.status, 503, "delete: {}", body_text(&r));
+    wait_metric(&mut worker, "ataman_clock_reservation_failing", |n| n == 1);
 
     // Clients arriving now wait in the backlog (accept fails with EMFILE).
     let mut queued: Vec<Conn> = (0..3).map(|_| node.conn()).collect();

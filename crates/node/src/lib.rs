@@ -253,11 +253,12 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         );
         // A failure is logged by the persister; writes past the durable
         // reservation answer 503 meanwhile, and the next call retries.
-        let renewed = shared.hlc.renew();
+        let _ = shared.hlc.renew();
+        let failing = shared.hlc.persist_failure().is_some();
         shared
             .metrics
             .clock_reservation_failing
-            .store(u64::from(renewed.is_err()), Ordering::Relaxed);
+            .store(u64::from(failing), Ordering::Relaxed);
         if descriptors_counted_at.elapsed() >= DESCRIPTORS_RECOUNT_INTERVAL {
             descriptors_counted_at = std::time::Instant::now();
             recount_descriptors(&shared, &mut budget);

@@ -232,7 +232,10 @@ impl Loop {
                         shared.inboxes[target].push_conn(stream);
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.accept_failing = false;
+                    return;
+                }
                 // Interrupted, or a queued connection reset before it was taken.
                 Err(e)
                     if matches!(
