@@ -77,7 +77,7 @@ pub struct ServeArgs {
     /// Largest request line plus headers in bytes; larger is 431 [default: 16384].
     #[arg(long, env = "ATAMAN_HEADER_BYTES_MAX")]
     pub header_bytes_max: Option<usize>,
-    /// Open connections; more are accepted and closed at once [default: 10000].
+    /// Client connections; more are accepted and closed at once; lowered to what the descriptor limit leaves after the node's reserve (logged at start) [default: 10000].
     #[arg(long, env = "ATAMAN_CONNECTIONS_MAX")]
     pub connections_max: Option<usize>,
     /// Close a keep-alive connection idle this long, in ms [default: 60000].
@@ -210,7 +210,8 @@ pub struct NodeConfig {
     pub value_bytes_max: usize,
     /// Largest request head.
     pub header_bytes_max: usize,
-    /// Connection limit.
+    /// Client connection limit (`--connections-max`); the cap in force may
+    /// be lower (`crate::descriptors::Budget`).
     pub connections_max: usize,
     /// Idle keep-alive timeout.
     pub idle_timeout: Duration,

@@ -501,6 +501,11 @@ impl HintStore {
         }
     }
 
+    /// SSTables the hint engine holds open (for [`crate::descriptors`]).
+    pub fn tables_open(&self) -> usize {
+        self.db.stats().level_files.iter().sum()
+    }
+
     /// Flushes and closes the engine; queued hints and removals are
     /// written first.
     pub fn close(self) -> Result<(), HintError> {

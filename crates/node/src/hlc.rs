@@ -30,6 +30,17 @@
 //! reservation: wait for the wall clock when it is close, observe it when
 //! it is far ahead.
 //!
+//! # When the reservation cannot be persisted
+//! Persisting can fail (a full or broken disk, no file descriptor left).
+//! The clock then never returns a timestamp above the reservation it last
+//! persisted: those are covered, so it goes on issuing them until it
+//! reaches it, and then [`Hlc::now`] fails with [`NotDurable`] (the node
+//! answers the write 503 with the reason; nothing is acknowledged). While
+//! the last attempt failed, `now` does not try again itself (no disk I/O
+//! on the request path of a broken disk); [`Hlc::renew`] tries on every
+//! call, and once one persist succeeds timestamps past the old reservation
+//! are issued again.
+//!
 //! A test hook may shift the wall clock the HLC reads by a signed offset
 //! ([`Hlc::set_offset_hook`], the node's `--fault-control` file): the fault
 //! harness jumps one node's clock ahead or back to check that writes stay
@@ -69,18 +80,35 @@ pub enum Renewal {
     },
 }
 
-/// Persists a new reservation durably before returning. It cannot fail:
-/// on an I/O error it should log loudly and return (the clock goes on
-/// with the new reservation in memory).
-pub type Persist = Box<dyn FnMut(Timestamp, Renewal) + Send>;
+/// Persists a new reservation durably before returning `Ok`; an error
+/// leaves the reservation where it was (see "When the reservation cannot
+/// be persisted").
+pub type Persist = Box<dyn FnMut(Timestamp, Renewal) -> std::io::Result<()> + Send>;
+
+/// Why [`Hlc::now`] issued no timestamp: the next one is past the durable
+/// reservation and persisting a new reservation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("clock reservation not durable: {reason}")]
+pub struct NotDurable {
+    /// The persist error.
+    pub reason: String,
+}
+
+/// The persisting side of a reserving clock, behind one mutex.
+struct Persister {
+    persist: Persist,
+    /// The last attempt's error, `None` once one succeeded.
+    failure: Option<String>,
+}
 
 /// A hybrid logical clock.
 pub struct Hlc {
     last: AtomicU64,
     node: u64,
-    /// No timestamp above this is returned (`u64::MAX` without a reservation).
+    /// No timestamp above this is returned (`u64::MAX` without a
+    /// reservation); only a persisted reservation is stored here.
     reserved: AtomicU64,
-    persist: Option<Mutex<Persist>>,
+    persist: Option<Mutex<Persister>>,
     /// Milliseconds added to the wall clock (test hook); `None` in production.
     offset_ms: Option<Arc<AtomicI64>>,
 }
@@ -157,7 +185,10 @@ impl Hlc {
     pub fn with_reservation(index: usize, persist: Persist) -> Self {
         Hlc {
             reserved: AtomicU64::new(0),
-            persist: Some(Mutex::new(persist)),
+            persist: Some(Mutex::new(Persister {
+                persist,
+                failure: None,
+            })),
             ..Hlc::for_node(index)
         }
     }
@@ -167,16 +198,26 @@ impl Hlc {
         self.reserved.load(Ordering::Acquire)
     }
 
+    /// The error of the last attempt to persist a reservation, `None` when
+    /// it succeeded (or none was made).
+    pub fn persist_failure(&self) -> Option<String> {
+        let persister = self.persist.as_ref()?;
+        let persister = persister.lock().unwrap_or_else(|e| e.into_inner());
+        persister.failure.clone()
+    }
+
     /// The next timestamp: above every one returned or observed before,
-    /// not behind the wall clock, and ending in this node's bits.
-    pub fn now(&self) -> Timestamp {
+    /// not behind the wall clock, and ending in this node's bits; or
+    /// [`NotDurable`] when it would be past the reservation and a new one
+    /// could not be persisted.
+    pub fn now(&self) -> Result<Timestamp, NotDurable> {
         self.now_at(self.wall_ms())
     }
 
     /// [`Hlc::now`] with the wall clock's reading given: `wall_ms`
     /// milliseconds since the Unix epoch. The deterministic simulation
     /// (`crates/sim`) drives the clock with its virtual time through this.
-    pub fn now_at(&self, wall_ms: u64) -> Timestamp {
+    pub fn now_at(&self, wall_ms: u64) -> Result<Timestamp, NotDurable> {
         let wall = timestamp_from_millis(wall_ms, 0);
         let mask = (1u64 << NODE_BITS) - 1;
         let mut last = self.last.load(Ordering::Relaxed);
@@ -190,7 +231,7 @@ impl Hlc {
             if next > self.reserved.load(Ordering::Acquire) {
                 // Rare: persist a reservation covering `next` first. The
                 // reservation then covers it, so the loop goes on.
-                self.extend(next, next, Renewal::Synchronous { wanted: next });
+                self.extend(next, next, Renewal::Synchronous { wanted: next })?;
                 last = self.last.load(Ordering::Relaxed);
                 continue;
             }
@@ -198,7 +239,7 @@ impl Hlc {
                 .last
                 .compare_exchange_weak(last, next, Ordering::AcqRel, Ordering::Relaxed)
             {
-                Ok(_) => return next,
+                Ok(_) => return Ok(next),
                 Err(seen) => last = seen,
             }
         }
@@ -211,13 +252,14 @@ impl Hlc {
 
     /// Keeps the reservation at least [`LEASE`] ahead of the clock,
     /// persisting a new one when less than half is left. A background
-    /// thread calls this often (well within half a lease).
-    pub fn renew(&self) {
-        self.renew_at(self.wall_ms());
+    /// thread calls this often (well within half a lease); it is also what
+    /// retries after a failed persist. The error is the persist's.
+    pub fn renew(&self) -> Result<(), NotDurable> {
+        self.renew_at(self.wall_ms())
     }
 
     /// [`Hlc::renew`] with the wall clock's reading given.
-    pub fn renew_at(&self, wall_ms: u64) {
+    pub fn renew_at(&self, wall_ms: u64) -> Result<(), NotDurable> {
         let current = self
             .last
             .load(Ordering::Acquire)
@@ -226,22 +268,39 @@ impl Hlc {
             current.saturating_add(LEASE / 2),
             current,
             Renewal::Background,
-        );
+        )
     }
 
     /// Unless the reservation already reaches `needed`, persists
-    /// `base + LEASE` and then makes it the reservation.
-    fn extend(&self, needed: Timestamp, base: Timestamp, why: Renewal) {
-        let Some(persist) = &self.persist else {
-            return;
+    /// `base + LEASE` and then makes it the reservation. A synchronous
+    /// extension after a failed attempt fails at once with that attempt's
+    /// error (the background renewal retries).
+    fn extend(&self, needed: Timestamp, base: Timestamp, why: Renewal) -> Result<(), NotDurable> {
+        let Some(persister) = &self.persist else {
+            return Ok(());
         };
-        let mut persist = persist.lock().unwrap_or_else(|e| e.into_inner());
+        let mut persister = persister.lock().unwrap_or_else(|e| e.into_inner());
         if self.reserved.load(Ordering::Acquire) >= needed {
-            return; // another thread got there first
+            return Ok(()); // another thread got there first
+        }
+        if let (Renewal::Synchronous { .. }, Some(reason)) = (why, &persister.failure) {
+            return Err(NotDurable {
+                reason: reason.clone(),
+            });
         }
         let target = base.saturating_add(LEASE).max(needed);
-        (*persist)(target, why);
-        self.reserved.fetch_max(target, Ordering::AcqRel);
+        match (persister.persist)(target, why) {
+            Ok(()) => {
+                persister.failure = None;
+                self.reserved.fetch_max(target, Ordering::AcqRel);
+                Ok(())
+            }
+            Err(e) => {
+                let reason = e.to_string();
+                persister.failure = Some(reason.clone());
+                Err(NotDurable { reason })
+            }
+        }
     }
 }
 
@@ -307,7 +366,9 @@ mod tests {
         let handles: Vec<_> = (0..4)
             .map(|_| {
                 let c = std::sync::Arc::clone(&clock);
-                std::thread::spawn(move || (0..10_000).map(|_| c.now()).collect::<Vec<_>>())
+                std::thread::spawn(move || {
+                    (0..10_000).map(|_| c.now().unwrap()).collect::<Vec<_>>()
+                })
             })
             .collect();
         let mut all: Vec<u64> = handles
@@ -320,7 +381,7 @@ mod tests {
         assert_eq!(all.len(), n, "duplicate timestamps");
         assert!(millis(all[0]) + 60_000 > wall_ms());
         clock.observe(u64::MAX / 2);
-        assert!(clock.now() > u64::MAX / 2);
+        assert!(clock.now().unwrap() > u64::MAX / 2);
     }
 
     /// Regression: observing a huge timestamp from a peer made `now` overflow
@@ -330,9 +391,9 @@ mod tests {
     fn observing_a_huge_timestamp_does_not_overflow() {
         let clock = Hlc::for_node(1);
         clock.observe(u64::MAX - 3);
-        assert_eq!(clock.now(), u64::MAX);
+        assert_eq!(clock.now().unwrap(), u64::MAX);
         assert!(!acceptable_from_peer(u64::MAX - 3));
-        assert!(acceptable_from_peer(Hlc::for_node(2).now()));
+        assert!(acceptable_from_peer(Hlc::for_node(2).now().unwrap()));
     }
 
     /// `now_at` follows the given wall clock, never goes back when it steps
@@ -341,12 +402,12 @@ mod tests {
     #[test]
     fn driven_by_a_given_wall_clock() {
         let clock = Hlc::for_node(3);
-        let a = clock.now_at(1_000_000);
+        let a = clock.now_at(1_000_000).unwrap();
         assert_eq!(millis(a), 1_000_000);
         assert_eq!(a & 0xff, 3);
-        let b = clock.now_at(999_000);
+        let b = clock.now_at(999_000).unwrap();
         assert!(b > a, "stepped back: {b} <= {a}");
-        let c = clock.now_at(2_000_000);
+        let c = clock.now_at(2_000_000).unwrap();
         assert_eq!(millis(c), 2_000_000);
         let edge = timestamp_from_millis(5_000 + PEER_CLOCK_AHEAD_MS_MAX, u16::MAX);
         assert!(acceptable_from_peer_at(edge, 5_000));
@@ -359,12 +420,12 @@ mod tests {
     fn offset_jumps_ahead_and_back_without_going_back() {
         let offset = Arc::new(AtomicI64::new(0));
         let clock = Hlc::with_offset(3, Arc::clone(&offset));
-        let before = clock.now();
+        let before = clock.now().unwrap();
         offset.store(30_000, Ordering::Relaxed);
-        let ahead = clock.now();
+        let ahead = clock.now().unwrap();
         assert!(millis(ahead) >= millis(before) + 29_000, "{before} {ahead}");
         offset.store(-30_000, Ordering::Relaxed);
-        let back = clock.now();
+        let back = clock.now().unwrap();
         assert!(back > ahead, "went back: {ahead} then {back}");
         assert_eq!(back & 0xff, 3);
         assert!(acceptable_from_peer(ahead));
@@ -377,12 +438,12 @@ mod tests {
         let b = Hlc::for_node(2);
         let mut seen = std::collections::HashSet::new();
         for _ in 0..10_000 {
-            let (x, y) = (a.now(), b.now());
+            let (x, y) = (a.now().unwrap(), b.now().unwrap());
             assert_eq!(x & 0xff, 1);
             assert_eq!(y & 0xff, 2);
             assert!(seen.insert(x) && seen.insert(y));
             b.observe(x);
-            assert!(b.now() > x);
+            assert!(b.now().unwrap() > x);
         }
     }
 
@@ -399,6 +460,7 @@ mod tests {
             Box::new(move |ts, why| {
                 durable.store(ts, Ordering::SeqCst);
                 log.lock().unwrap().push((ts, why));
+                Ok(())
             }),
         )
     }
@@ -438,11 +500,11 @@ mod tests {
             let durable = std::sync::Arc::new(AtomicU64::new(0));
             let log = std::sync::Arc::new(Mutex::new(Vec::new()));
             let clock = reserving(4, &durable, &log);
-            clock.renew_at(base);
+            clock.renew_at(base).unwrap();
             if peer_ahead_ms > 0 {
                 clock.observe(timestamp_from_millis(base + peer_ahead_ms, 7));
             }
-            let issued: Vec<_> = (0..1000).map(|_| clock.now_at(base)).collect();
+            let issued: Vec<_> = (0..1000).map(|_| clock.now_at(base).unwrap()).collect();
             let max = *issued.iter().max().unwrap();
             assert!(
                 max <= durable.load(Ordering::SeqCst),
@@ -451,7 +513,7 @@ mod tests {
             drop(clock); // crash: nothing of the clock survives but the reservation
             let (clock, wall) = restart(4, &durable, restart_wall);
             for _ in 0..1000 {
-                let ts = clock.now_at(wall);
+                let ts = clock.now_at(wall).unwrap();
                 assert!(
                     ts > max,
                     "reissued {ts} <= {max} (peer ahead {peer_ahead_ms} ms)"
@@ -460,8 +522,8 @@ mod tests {
         }
         // Seeding from the data alone (the old start) would have reissued.
         let old = Hlc::for_node(4);
-        let first = old.now_at(base);
-        assert_eq!(Hlc::for_node(4).now_at(base), first);
+        let first = old.now_at(base).unwrap();
+        assert_eq!(Hlc::for_node(4).now_at(base).unwrap(), first);
         assert_eq!(restore_plan(None, base), Restore::Nothing);
         assert_eq!(restore_plan(Some(first), base + 1), Restore::Nothing);
     }
@@ -475,17 +537,17 @@ mod tests {
         let durable = std::sync::Arc::new(AtomicU64::new(0));
         let log = std::sync::Arc::new(Mutex::new(Vec::new()));
         let clock = reserving(2, &durable, &log);
-        let first = clock.now_at(base);
+        let first = clock.now_at(base).unwrap();
         assert_eq!(
             log.lock().unwrap().clone(),
             vec![(first + LEASE, Renewal::Synchronous { wanted: first })]
         );
         // Within the lease: no write.
-        clock.now_at(base + LEASE_MS / 4);
-        clock.renew_at(base + LEASE_MS / 4);
+        clock.now_at(base + LEASE_MS / 4).unwrap();
+        clock.renew_at(base + LEASE_MS / 4).unwrap();
         assert_eq!(log.lock().unwrap().len(), 1);
         // Less than half left: a background renewal.
-        clock.renew_at(base + LEASE_MS / 2 + 1);
+        clock.renew_at(base + LEASE_MS / 2 + 1).unwrap();
         let (ts, why) = *log.lock().unwrap().last().unwrap();
         assert_eq!(why, Renewal::Background);
         assert_eq!(
@@ -494,7 +556,7 @@ mod tests {
         );
         // A peer far ahead: the next timestamp waits for its reservation.
         clock.observe(timestamp_from_millis(base + 60_000, 0));
-        let ts = clock.now_at(base);
+        let ts = clock.now_at(base).unwrap();
         assert!(millis(ts) >= base + 60_000);
         assert!(durable.load(Ordering::SeqCst) >= ts);
         assert_eq!(
@@ -511,7 +573,7 @@ mod tests {
                 );
                 std::thread::spawn(move || {
                     for i in 0..5_000u64 {
-                        let ts = c.now_at(base + 60_000 + i * (t + 1));
+                        let ts = c.now_at(base + 60_000 + i * (t + 1)).unwrap();
                         assert!(ts <= d.load(Ordering::SeqCst), "{ts} not covered");
                     }
                 })
@@ -522,6 +584,149 @@ mod tests {
         }
     }
 
+    /// A clock whose persister fails while `fail` is set (with EMFILE, as
+    /// when the process ran out of descriptors); `durable` holds what was
+    /// persisted, `attempts` counts calls.
+    fn failing(
+        index: usize,
+        fail: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+        durable: &std::sync::Arc<AtomicU64>,
+        attempts: &std::sync::Arc<AtomicU64>,
+    ) -> Hlc {
+        let (fail, durable, attempts) = (
+            std::sync::Arc::clone(fail),
+            std::sync::Arc::clone(durable),
+            std::sync::Arc::clone(attempts),
+        );
+        Hlc::with_reservation(
+            index,
+            Box::new(move |ts, _| {
+                attempts.fetch_add(1, Ordering::SeqCst);
+                if fail.load(Ordering::SeqCst) {
+                    return Err(std::io::Error::from_raw_os_error(libc::EMFILE));
+                }
+                durable.fetch_max(ts, Ordering::SeqCst);
+                Ok(())
+            }),
+        )
+    }
+
+    /// While persisting fails the clock issues what the durable reservation
+    /// covers and nothing past it: `now` fails with the persist error and
+    /// does not retry itself; the background renewal retries, and once it
+    /// succeeds timestamps go on, above every one issued before.
+    #[test]
+    fn failed_persist_stops_at_the_durable_reservation() {
+        let base = 5_000_000;
+        let fail = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let durable = std::sync::Arc::new(AtomicU64::new(0));
+        let attempts = std::sync::Arc::new(AtomicU64::new(0));
+        let clock = failing(6, &fail, &durable, &attempts);
+        clock.renew_at(base).unwrap();
+        assert_eq!(clock.persist_failure(), None);
+        let covered = durable.load(Ordering::SeqCst);
+        fail.store(true, Ordering::SeqCst);
+        // Within the reservation: issued, no persist needed.
+        let mut issued = vec![clock.now_at(base).unwrap()];
+        // The background renewal fails; the reservation stays.
+        let half = base + LEASE_MS / 2 + 1;
+        let err = clock.renew_at(half).unwrap_err();
+        assert!(err.reason.contains("Too many open files"), "{err}");
+        assert_eq!(clock.reserved(), covered);
+        assert_eq!(clock.persist_failure(), Some(err.reason.clone()));
+        // Still covered: issued.
+        issued.push(clock.now_at(half).unwrap());
+        // Past it: refused with the reason, no persist attempted.
+        let tried = attempts.load(Ordering::SeqCst);
+        for wall in [base + LEASE_MS + 1, base + 10 * LEASE_MS, base + 60_000] {
+            let err = clock.now_at(wall).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("clock reservation not durable: {}", err.reason)
+            );
+        }
+        assert_eq!(attempts.load(Ordering::SeqCst), tried);
+        assert!(issued.iter().all(|&ts| ts <= covered));
+        assert_eq!(durable.load(Ordering::SeqCst), covered);
+        // Healed: `now` alone does not retry; the renewal does.
+        fail.store(false, Ordering::SeqCst);
+        let later = base + 60_000;
+        assert!(clock.now_at(later).is_err());
+        clock.renew_at(later).unwrap();
+        assert_eq!(clock.persist_failure(), None);
+        let ts = clock.now_at(later).unwrap();
+        assert!(ts > *issued.iter().max().unwrap());
+        assert!(ts <= durable.load(Ordering::SeqCst));
+        assert_eq!(millis(ts), later);
+    }
+
+    /// A clock whose first reservation cannot be persisted issues nothing.
+    #[test]
+    fn no_timestamp_without_a_first_reservation() {
+        let fail = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let durable = std::sync::Arc::new(AtomicU64::new(0));
+        let attempts = std::sync::Arc::new(AtomicU64::new(0));
+        let clock = failing(1, &fail, &durable, &attempts);
+        let err = clock.now_at(7_000_000).unwrap_err();
+        assert!(err.reason.contains("Too many open files"), "{err}");
+        assert!(clock.renew_at(7_000_000).is_err());
+        assert_eq!(attempts.load(Ordering::SeqCst), 2);
+        fail.store(false, Ordering::SeqCst);
+        clock.renew_at(7_000_000).unwrap();
+        let ts = clock.now_at(7_000_000).unwrap();
+        assert!(ts <= durable.load(Ordering::SeqCst));
+    }
+
+    /// Threads stamping while persisting fails on and off and a renewer
+    /// runs: every timestamp returned is covered by what was persisted
+    /// when it was returned, and each thread's stamps only grow.
+    #[test]
+    fn failing_persists_never_uncover_a_timestamp() {
+        let fail = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let durable = std::sync::Arc::new(AtomicU64::new(0));
+        let attempts = std::sync::Arc::new(AtomicU64::new(0));
+        let clock = std::sync::Arc::new(failing(9, &fail, &durable, &attempts));
+        let wall = std::sync::Arc::new(AtomicU64::new(9_000_000));
+        let handles: Vec<_> = (0..3)
+            .map(|_| {
+                let (c, d, w, stop) = (
+                    std::sync::Arc::clone(&clock),
+                    std::sync::Arc::clone(&durable),
+                    std::sync::Arc::clone(&wall),
+                    std::sync::Arc::clone(&stop),
+                );
+                std::thread::spawn(move || {
+                    let mut last = 0;
+                    for _ in 0..5_000_000 {
+                        if stop.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        if let Ok(ts) = c.now_at(w.load(Ordering::SeqCst)) {
+                            assert!(ts <= d.load(Ordering::SeqCst), "{ts} not covered");
+                            assert!(ts > last);
+                            last = ts;
+                        }
+                    }
+                })
+            })
+            .collect();
+        // Failing windows of 600 ms of the test's wall clock: longer than
+        // a lease, so the reservation runs out in each of them.
+        for round in 0..3_000u64 {
+            fail.store((round / 600) % 2 == 1, Ordering::SeqCst);
+            wall.fetch_add(1, Ordering::SeqCst);
+            let _ = clock.renew_at(wall.load(Ordering::SeqCst));
+        }
+        stop.store(true, Ordering::SeqCst);
+        for h in handles {
+            h.join().unwrap();
+        }
+        fail.store(false, Ordering::SeqCst);
+        clock.renew_at(wall.load(Ordering::SeqCst)).unwrap();
+        assert!(clock.now().is_ok());
+    }
+
     /// Through a real `CLOCK` file: reservations land in the file, and a
     /// clock restarted from it never goes back to what the first issued.
     #[test]
@@ -530,11 +735,11 @@ mod tests {
         let path = dir.path().to_path_buf();
         let clock = Hlc::with_reservation(
             1,
-            Box::new(move |ts, _| crate::clock_file::write(&path, ts).unwrap()),
+            Box::new(move |ts, _| crate::clock_file::write(&path, ts)),
         );
         let wall = 3_000_000;
         clock.observe(timestamp_from_millis(wall + 10_000, 0));
-        let issued = clock.now_at(wall);
+        let issued = clock.now_at(wall).unwrap();
         let reserved = crate::clock_file::read(dir.path()).unwrap().unwrap();
         assert!(reserved >= issued && reserved == clock.reserved());
         let restarted = Hlc::for_node(1);
@@ -542,6 +747,6 @@ mod tests {
             Restore::Observe(ts) => restarted.observe(ts),
             other => panic!("{other:?}"),
         }
-        assert!(restarted.now_at(wall) > issued);
+        assert!(restarted.now_at(wall).unwrap() > issued);
     }
 }

@@ -18,6 +18,8 @@
 //! - [`last_seen`]: when the node was last up; the refusal to start on data
 //!   older than the tombstone grace.
 //! - [`decimal_file`]: the one-line durable files (`LAST-SEEN`, `CLOCK`).
+//! - [`descriptors`]: the descriptor limit, the node's reserve, the client
+//!   connection cap.
 //! - [`metrics`]: request metrics and the `/metrics` page.
 //! - [`fault_control`]: the `--fault-control` test hook (disk full, clock jumps).
 //!
@@ -35,6 +37,7 @@ pub mod clock_file;
 pub mod cluster;
 pub mod config;
 pub mod decimal_file;
+pub mod descriptors;
 pub mod fault_control;
 pub mod hints;
 pub mod hlc;
@@ -59,6 +62,10 @@ use std::time::Duration;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
+/// How often the main thread recounts the engines' SSTables for the
+/// descriptor budget (the cap goes down as data grows).
+const DESCRIPTORS_RECOUNT_INTERVAL: Duration = Duration::from_secs(1);
+
 extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
@@ -82,6 +89,21 @@ fn engine_options(config: &NodeConfig) -> Options {
 /// Runs a node until SIGINT or SIGTERM, then drains and exits.
 pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let config = NodeConfig::resolve(&args)?;
+    let limit = descriptors::raise_limit()
+        .map_err(|e| format!("cannot read the descriptor limit (RLIMIT_NOFILE): {e}"))?;
+    match &limit.raise_error {
+        Some(e) => tracing::warn!(
+            soft_limit = limit.before,
+            error = %e,
+            "descriptors: cannot raise the soft limit to the hard limit"
+        ),
+        None if limit.now > limit.before => tracing::info!(
+            from = limit.before,
+            to = limit.now,
+            "descriptors: soft limit raised to the hard limit"
+        ),
+        None => {}
+    }
     // SAFETY: `on_signal` only stores to an atomic, which is async-signal-safe.
     unsafe {
         libc::signal(
@@ -163,6 +185,23 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let hints = hints::HintStore::open_on(&hints_dir, config.hints_bytes_max, config.wal_mode, fs)
         .map_err(|e| format!("cannot open hints in {}: {e}", hints_dir.display()))?;
     let hints = Arc::new(hints);
+    let mut budget = descriptor_budget(&config, limit.descriptors(), &db, &hints);
+    if budget.cap == 0 {
+        return Err(format!(
+            "the descriptor limit {} leaves no client connection: the node reserves {}; \
+             raise the limit (ulimit -n, and -Hn if needed) to at least {}",
+            budget.limit,
+            budget.reserve,
+            budget.reserve.total() + 1
+        )
+        .into());
+    }
+    tracing::info!(
+        limit = budget.limit,
+        reserved = budget.reserve.total(),
+        connections_max = budget.cap,
+        "{budget}"
+    );
     let mut clock = start_clock(&config, &db)?;
     if config.fault_control.is_some() {
         clock = clock.set_offset_hook(Arc::clone(&switches.clock_offset_ms));
@@ -186,6 +225,8 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         config: config.clone(),
         metrics: metrics::NodeMetrics::default(),
         connections: AtomicUsize::new(0),
+        peer_connections: AtomicUsize::new(0),
+        connections_cap: AtomicUsize::new(budget.cap),
         shutting_down: AtomicBool::new(false),
         inboxes,
         topology,
@@ -194,6 +235,8 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         write_durability,
         antientropy,
     });
+    publish_budget(&shared, &budget);
+    let mut descriptors_counted_at = std::time::Instant::now();
     let mut listener = Some(mio::net::TcpListener::from_std(std_listener));
     let mut threads = Vec::new();
     for (index, poll) in polls.into_iter().enumerate() {
@@ -215,7 +258,22 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             shared.connections.load(Ordering::Relaxed) as u64,
             Ordering::Relaxed,
         );
-        shared.hlc.renew();
+        shared.metrics.peer_connections_open.store(
+            shared.peer_connections.load(Ordering::Relaxed) as u64,
+            Ordering::Relaxed,
+        );
+        // A failure is logged by the persister; writes past the durable
+        // reservation answer 503 meanwhile, and the next call retries.
+        let _ = shared.hlc.renew();
+        let failing = shared.hlc.persist_failure().is_some();
+        shared
+            .metrics
+            .clock_reservation_failing
+            .store(u64::from(failing), Ordering::Relaxed);
+        if descriptors_counted_at.elapsed() >= DESCRIPTORS_RECOUNT_INTERVAL {
+            descriptors_counted_at = std::time::Instant::now();
+            recount_descriptors(&shared, &mut budget);
+        }
         if last_seen_at.elapsed() >= last_seen_every {
             last_seen_at = std::time::Instant::now();
             if let Err(e) = write_last_seen(&config) {
@@ -255,6 +313,56 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// The descriptor budget of this node under `limit` (see [`descriptors`]).
+fn descriptor_budget(
+    config: &NodeConfig,
+    limit: usize,
+    db: &Db,
+    hints: &hints::HintStore,
+) -> descriptors::Budget {
+    let tables_open = db.stats().level_files.iter().sum::<usize>() + hints.tables_open();
+    let reserve = descriptors::reserve(config.net_threads, config.cluster.len(), tables_open);
+    descriptors::Budget::new(limit, reserve, config.connections_max)
+}
+
+/// Shows `budget` in `/metrics`.
+fn publish_budget(shared: &NodeShared, budget: &descriptors::Budget) {
+    let m = &shared.metrics;
+    m.connections_max
+        .store(budget.cap as u64, Ordering::Relaxed);
+    m.descriptors_limit
+        .store(budget.limit as u64, Ordering::Relaxed);
+    m.descriptors_reserved
+        .store(budget.reserve.total() as u64, Ordering::Relaxed);
+}
+
+/// Recounts the SSTables; a changed reserve changes the client cap (the
+/// tables are reserved in steps, so this is rare), which is logged.
+fn recount_descriptors(shared: &NodeShared, budget: &mut descriptors::Budget) {
+    let now = descriptor_budget(&shared.config, budget.limit, &shared.db, &shared.hints);
+    if now.reserve.tables == budget.reserve.tables {
+        return;
+    }
+    *budget = now;
+    shared.connections_cap.store(now.cap, Ordering::Relaxed);
+    publish_budget(shared, &now);
+    if now.cap == 0 {
+        tracing::error!(
+            limit = now.limit,
+            reserved = now.reserve.total(),
+            "descriptors: {now}: no descriptor is left for client connections; new ones are \
+             closed at once (raise the descriptor limit)"
+        );
+    } else {
+        tracing::info!(
+            limit = now.limit,
+            reserved = now.reserve.total(),
+            connections_max = now.cap,
+            "{now}"
+        );
+    }
+}
+
 /// Records now in `<data-dir>/LAST-SEEN` (see [`last_seen`]).
 fn write_last_seen(config: &NodeConfig) -> Result<(), String> {
     last_seen::write(&config.data_dir, last_seen::now_ms()).map_err(|e| {
@@ -272,6 +380,9 @@ fn write_last_seen(config: &NodeConfig) -> Result<(), String> {
 fn start_clock(config: &NodeConfig, db: &Db) -> Result<hlc::Hlc, String> {
     let dir = config.data_dir.clone();
     let reserved = clock_file::read(&dir)?;
+    // Logged when persisting starts failing and when it works again, not
+    // on every retry.
+    let mut failing = false;
     let persist = move |ts: ataman_engine::key::Timestamp, why: hlc::Renewal| {
         if let hlc::Renewal::Synchronous { wanted } = why {
             tracing::warn!(
@@ -280,16 +391,22 @@ fn start_clock(config: &NodeConfig, db: &Db) -> Result<hlc::Hlc, String> {
                 "clock: a timestamp is past the reservation; persisting a new one before using it"
             );
         }
-        if let Err(e) = clock_file::write(&dir, ts) {
-            // The WAL is on the same disk, so writes fail too; going on
-            // keeps reads and the rest of the node up.
-            tracing::error!(
+        let result = clock_file::write(&dir, ts);
+        match (&result, failing) {
+            (Err(e), false) => tracing::error!(
                 file = %dir.join(clock_file::FILE_NAME).display(),
                 error = %e,
-                "cannot write the clock's reservation: it is not durable, a restart could \
-                 reissue a timestamp"
-            );
+                "cannot write the clock's reservation: the clock issues no timestamp past \
+                 its durable reservation; writes answer 503 until it can be written"
+            ),
+            (Ok(()), true) => tracing::info!(
+                file = %dir.join(clock_file::FILE_NAME).display(),
+                "clock: reservation written again; writes resume"
+            ),
+            _ => {}
         }
+        failing = result.is_err();
+        result
     };
     let clock = hlc::Hlc::with_reservation(config.self_index, Box::new(persist));
     match hlc::restore_plan(reserved, hlc::wall_ms()) {
@@ -318,7 +435,12 @@ fn start_clock(config: &NodeConfig, db: &Db) -> Result<hlc::Hlc, String> {
         }
     }
     clock.observe(db.timestamp_max());
-    clock.renew();
+    clock.renew().map_err(|e| {
+        format!(
+            "cannot start the clock: {e} ({})",
+            config.data_dir.join(clock_file::FILE_NAME).display()
+        )
+    })?;
     Ok(clock)
 }
 

@@ -26,10 +26,25 @@ pub struct NodeMetrics {
     latency_us: Vec<Histogram>,
     /// Connections accepted.
     pub connections_accepted: AtomicU64,
-    /// Connections closed at once because of `--connections-max`.
-    pub connections_refused: AtomicU64,
-    /// Open connections (mirrors `NodeShared::connections`, set at render).
+    /// Connections closed at once at the cap set by `--connections-max`.
+    pub connections_refused_max: AtomicU64,
+    /// Connections closed at once at the cap the descriptor limit leaves.
+    pub connections_refused_descriptors: AtomicU64,
+    /// Open client connections (mirrors `NodeShared::connections`, set by
+    /// the main thread).
     pub connections_open: AtomicU64,
+    /// Open peer connections to this node (mirrors `NodeShared::peer_connections`).
+    pub peer_connections_open: AtomicU64,
+    /// The client connection cap (`crate::descriptors::Budget::cap`).
+    pub connections_max: AtomicU64,
+    /// The process's descriptor limit.
+    pub descriptors_limit: AtomicU64,
+    /// Descriptors the node reserves for itself.
+    pub descriptors_reserved: AtomicU64,
+    /// `accept` calls that failed (no descriptor or memory left) and were retried.
+    pub accept_failures: AtomicU64,
+    /// 1 while the clock's reservation cannot be persisted (set by the main thread).
+    pub clock_reservation_failing: AtomicU64,
     /// Read repairs sent (to a peer or to the local engine).
     pub read_repairs: AtomicU64,
     /// Hints the store refused (full or failed).
@@ -54,8 +69,15 @@ impl Default for NodeMetrics {
                 .collect(),
             latency_us: (0..ROUTES).map(|_| Histogram::default()).collect(),
             connections_accepted: AtomicU64::new(0),
-            connections_refused: AtomicU64::new(0),
+            connections_refused_max: AtomicU64::new(0),
+            connections_refused_descriptors: AtomicU64::new(0),
             connections_open: AtomicU64::new(0),
+            peer_connections_open: AtomicU64::new(0),
+            connections_max: AtomicU64::new(0),
+            descriptors_limit: AtomicU64::new(0),
+            descriptors_reserved: AtomicU64::new(0),
+            accept_failures: AtomicU64::new(0),
+            clock_reservation_failing: AtomicU64::new(0),
             read_repairs: AtomicU64::new(0),
             hints_refused: AtomicU64::new(0),
             peer_writes_superseded: AtomicU64::new(0),
@@ -198,16 +220,70 @@ impl NodeMetrics {
             "counter",
             self.connections_accepted.load(Ordering::Relaxed),
         );
-        gauge(
-            &mut out,
-            "ataman_connections_refused_total",
-            "Connections closed at once over --connections-max.",
-            "counter",
-            self.connections_refused.load(Ordering::Relaxed),
+        let _ = writeln!(
+            out,
+            "# HELP ataman_connections_refused_total Connections closed at once at the cap, by the bound it came from.\n# TYPE ataman_connections_refused_total counter"
         );
+        for (reason, n) in [
+            ("connections_max", &self.connections_refused_max),
+            ("descriptors", &self.connections_refused_descriptors),
+        ] {
+            let _ = writeln!(
+                out,
+                "ataman_connections_refused_total{{reason=\"{reason}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
+        }
+        self.render_descriptors(&mut out);
         render_engine(&mut out, db);
         render_thread_cpu(&mut out);
         out
+    }
+}
+
+impl NodeMetrics {
+    /// The descriptor budget, peer connections, accept failures and the clock.
+    fn render_descriptors(&self, out: &mut String) {
+        for (name, help, kind, value) in [
+            (
+                "ataman_connections_max",
+                "Client connections at most: the smaller of --connections-max and the descriptor limit less the reserve.",
+                "gauge",
+                &self.connections_max,
+            ),
+            (
+                "ataman_descriptors_limit",
+                "The process's file descriptor limit (soft RLIMIT_NOFILE, raised to the hard limit at start).",
+                "gauge",
+                &self.descriptors_limit,
+            ),
+            (
+                "ataman_descriptors_reserved",
+                "File descriptors reserved for the engines, SSTables, the clock, anti-entropy and peers.",
+                "gauge",
+                &self.descriptors_reserved,
+            ),
+            (
+                "ataman_peer_connections_open",
+                "Open peer connections to this node (not counted as clients).",
+                "gauge",
+                &self.peer_connections_open,
+            ),
+            (
+                "ataman_accept_failures_total",
+                "accept calls that failed for lack of descriptors or memory (retried until the backlog is drained).",
+                "counter",
+                &self.accept_failures,
+            ),
+            (
+                "ataman_clock_reservation_failing",
+                "1 while the clock's reservation cannot be persisted (writes past it answer 503).",
+                "gauge",
+                &self.clock_reservation_failing,
+            ),
+        ] {
+            gauge(out, name, help, kind, value.load(Ordering::Relaxed));
+        }
     }
 }
 

@@ -182,7 +182,7 @@ impl SimNode {
                     return;
                 };
                 self.hlc.observe(above);
-                let ts = self.hlc.now_at(self.wall_ms(now_ms));
+                let ts = self.stamp(now_ms);
                 live.coordination = live.coordination.restamped(ts);
                 out.restamped.push((live.op, ts));
                 self.launch(live, out);

@@ -120,6 +120,7 @@ fn reserving_clock(index: usize, reserved: &Arc<AtomicU64>) -> Hlc {
         index,
         Box::new(move |ts, _| {
             reserved.fetch_max(ts, Ordering::SeqCst);
+            Ok(())
         }),
     )
 }
@@ -170,7 +171,11 @@ impl SimNode {
 
     /// A timestamp for a write this node coordinates at `now_ms`.
     pub fn stamp(&self, now_ms: u64) -> u64 {
-        self.hlc.now_at(self.wall_ms(now_ms))
+        match self.hlc.now_at(self.wall_ms(now_ms)) {
+            Ok(ts) => ts,
+            // The simulated reservation is a memory cell: persisting it never fails.
+            Err(e) => unreachable!("{e}"),
+        }
     }
 
     /// Applies `version` of `key` durably (as a replica does with a peer's

@@ -200,6 +200,8 @@ pub struct Node {
     log_drain: Option<JoinHandle<()>>,
     addr: SocketAddr,
     args: Vec<String>,
+    /// Soft and hard `RLIMIT_NOFILE` of the process, when lowered.
+    fd_limit: Option<u64>,
     // Field order: the process dies (Drop) before the directory goes.
     root: tempfile::TempDir,
 }
@@ -207,28 +209,15 @@ pub struct Node {
 impl Node {
     /// Starts a node with `args` added to `serve --listen 127.0.0.1:0 --data-dir DIR`.
     pub fn start(args: &[&str]) -> Node {
-        Node::start_with(args, false)
+        Node::stopped(args, None).started()
     }
 
     /// Like [`Node::start`], but its stderr (the log) is kept for
     /// [`Node::log`] instead of shown, across restarts.
     pub fn start_logged(args: &[&str]) -> Node {
-        Node::start_with(args, true)
-    }
-
-    fn start_with(args: &[&str], logged: bool) -> Node {
-        let root = tempfile::tempdir().unwrap();
-        let mut node = Node {
-            child: None,
-            stdout_drain: None,
-            log: logged.then(|| Arc::new(Mutex::new(String::new()))),
-            log_drain: None,
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            args: args.iter().map(|a| a.to_string()).collect(),
-            root,
-        };
-        node.spawn();
-        node
+        let mut node = Node::stopped(args, None);
+        node.log = Some(Arc::new(Mutex::new(String::new())));
+        node.started()
     }
 
     /// What the node wrote on stderr so far (all of it once it was
@@ -236,6 +225,66 @@ impl Node {
     pub fn log(&self) -> String {
         let log = self.log.as_ref().expect("started without keeping the log");
         log.lock().unwrap().clone()
+    }
+
+    /// Like [`Node::start`], with both the soft and the hard descriptor
+    /// limit (`RLIMIT_NOFILE`) of the process set to `limit`.
+    pub fn start_with_fd_limit(args: &[&str], limit: u64) -> Node {
+        Node::stopped(args, Some(limit)).started()
+    }
+
+    /// A node not started yet (see [`Node::start_expecting_exit`]), with
+    /// the descriptor limit `fd_limit` when given.
+    pub fn stopped(args: &[&str], fd_limit: Option<u64>) -> Node {
+        Node {
+            child: None,
+            stdout_drain: None,
+            log: None,
+            log_drain: None,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            fd_limit,
+            root: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn started(mut self) -> Node {
+        self.spawn();
+        self
+    }
+
+    /// The process id of the running node.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("the node is not running").id()
+    }
+
+    /// `ataman serve` on `127.0.0.1:0` with this node's data directory,
+    /// arguments and descriptor limit.
+    fn command(&self) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ataman"));
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(self.data_dir())
+            .args(&self.args)
+            .stdin(Stdio::null());
+        if let Some(limit) = self.fd_limit {
+            use std::os::unix::process::CommandExt;
+            let limit = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            // SAFETY: between fork and exec the closure only calls
+            // setrlimit(2), which is async-signal-safe, and allocates nothing.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        command
     }
 
     /// The address the node listens on.
@@ -281,11 +330,8 @@ impl Node {
 
     fn spawn(&mut self) {
         assert!(self.child.is_none(), "the node is still running");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ataman"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(self.data_dir())
-            .args(&self.args)
-            .stdin(Stdio::null())
+        let mut child = self
+            .command()
             .stdout(Stdio::piped())
             .stderr(if self.log.is_some() {
                 Stdio::piped()
@@ -444,11 +490,8 @@ impl Node {
     /// stderr. Panics if it is still running then (it started).
     pub fn start_expecting_exit(&self) -> (ExitStatus, String) {
         assert!(self.child.is_none(), "the node is still running");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ataman"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(self.data_dir())
-            .args(&self.args)
-            .stdin(Stdio::null())
+        let mut child = self
+            .command()
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

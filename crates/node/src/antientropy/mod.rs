@@ -47,7 +47,7 @@ use std::thread::JoinHandle;
 /// serves; a sync upgrade past this is answered 503 `anti-entropy busy`.
 pub const SYNC_SESSIONS_WAITING_MAX: usize = 4;
 /// Sessions reserved at most: the one being served plus those waiting.
-const SYNC_SESSIONS_MAX: usize = SYNC_SESSIONS_WAITING_MAX + 1;
+pub const SYNC_SESSIONS_MAX: usize = SYNC_SESSIONS_WAITING_MAX + 1;
 
 /// A socket upgraded to the sync protocol, on its way to the `ataman-sync` thread.
 pub struct Handoff {

@@ -86,6 +86,8 @@ impl TestNode {
             config,
             metrics: NodeMetrics::default(),
             connections: AtomicUsize::new(0),
+            peer_connections: AtomicUsize::new(0),
+            connections_cap: AtomicUsize::new(usize::MAX),
             shutting_down: AtomicBool::new(false),
             inboxes: Vec::new(),
             hints: Arc::new(hints),

@@ -101,6 +101,8 @@ pub struct Conn {
     peer: Option<Box<PeerServer>>,
     /// Set once a sync upgrade's 101 is out: the connection leaves the loop.
     sync_ticket: Option<crate::antientropy::Ticket>,
+    /// Counted among peer connections, not clients (set by the event loop).
+    pub counted_as_peer: bool,
 }
 
 /// What a connection keeps of a parsed request head until its body is in
@@ -191,6 +193,7 @@ impl Conn {
             upgrading: None,
             sync_ticket: None,
             peer: None,
+            counted_as_peer: false,
         }
     }
 
@@ -471,24 +474,7 @@ impl Conn {
                     ));
                     self.upgrading = Some(Upgrade::Sync(ticket));
                 }
-                None => {
-                    let extra = Extra {
-                        retry_after_sec: Some(1),
-                        ..Extra::default()
-                    };
-                    self.answer(|out| {
-                        write_text(
-                            out,
-                            Status::Unavailable,
-                            extra,
-                            persist,
-                            "anti-entropy busy",
-                        )
-                    });
-                    ctx.shared
-                        .metrics
-                        .record(route, Status::Unavailable, started);
-                }
+                None => self.push_retry_later(ctx, route, persist, started, "anti-entropy busy"),
             },
             Action::RepairStart => {
                 let round = ctx.shared.antientropy.status.request();
@@ -529,8 +515,11 @@ impl Conn {
             Action::Put { key, ack, from } | Action::Delete { key, ack, from }
                 if !local_only(ctx, &key, ack, from) =>
             {
+                let Some(ts) = self.stamp(ctx, route, persist, started) else {
+                    return;
+                };
                 let version = Version {
-                    ts: ctx.shared.hlc.now(),
+                    ts,
                     value: (route == Route::EntityPut).then(|| body.to_vec()),
                 };
                 let kind = Kind::Write(version);
@@ -539,15 +528,8 @@ impl Conn {
                 );
             }
             Action::Get { .. } | Action::Range { .. } if ctx.shared.refill.active() => {
-                let extra = Extra {
-                    retry_after_sec: Some(1),
-                    ..Extra::default()
-                };
                 let text = crate::refill::REFUSAL;
-                self.answer(|out| write_text(out, Status::Unavailable, extra, persist, text));
-                ctx.shared
-                    .metrics
-                    .record(route, Status::Unavailable, started);
+                self.push_retry_later(ctx, route, persist, started, text);
             }
             Action::Get { key, .. } => {
                 let status = match ctx.db.get(&key) {
@@ -585,7 +567,9 @@ impl Conn {
                 ctx.shared.metrics.record(route, status, started);
             }
             Action::Put { key, .. } | Action::Delete { key, .. } => {
-                let ts = ctx.shared.hlc.now();
+                let Some(ts) = self.stamp(ctx, route, persist, started) else {
+                    return;
+                };
                 let mut batch = WriteBatch::with_capacity_for_one(key.len(), body.len());
                 let ok = if route == Route::EntityPut {
                     batch.put(&key, body, ts);
@@ -632,6 +616,40 @@ impl Conn {
                 }
             },
         }
+    }
+
+    /// A write's timestamp, or `None` after answering 503 with the reason
+    /// when the clock's reservation cannot be made durable.
+    fn stamp(
+        &mut self,
+        ctx: &NetContext,
+        route: Route,
+        persist: Persist,
+        started: Instant,
+    ) -> Option<u64> {
+        let e = ctx.shared.hlc.now().map_err(|e| e.to_string());
+        if let Err(text) = &e {
+            self.push_retry_later(ctx, route, persist, started, text);
+        }
+        e.ok()
+    }
+
+    /// Answers 503 with `Retry-After: 1` and `text`.
+    fn push_retry_later(
+        &mut self,
+        ctx: &NetContext,
+        route: Route,
+        persist: Persist,
+        started: Instant,
+        text: &str,
+    ) {
+        let extra = Extra {
+            retry_after_sec: Some(1),
+            ..Extra::default()
+        };
+        self.answer(|out| write_text(out, Status::Unavailable, extra, persist, text));
+        let metrics = &ctx.shared.metrics;
+        metrics.record(route, Status::Unavailable, started);
     }
 
     /// Hands a request to the coordinator; its slot is filled by [`Conn::decide`].

@@ -22,6 +22,13 @@ const AFTER_EVENTS_ROUNDS_MAX: usize = 4;
 const EVENTS_MAX: usize = 1024;
 /// How long shutdown waits for in-flight requests before closing everything.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// After an `accept` failed for lack of descriptors or memory, it is tried
+/// again this often until the backlog is drained (the edge-triggered
+/// listener brings no new event for connections already queued).
+pub const ACCEPT_RETRY: Duration = Duration::from_millis(20);
+/// Connections accepted per call of [`Loop::accept`]; the rest of the
+/// backlog is taken on the next loop iteration.
+const ACCEPTS_PER_CALL_MAX: usize = 1024;
 
 struct Slots {
     conns: Vec<Option<Conn>>,
@@ -78,6 +85,11 @@ struct Loop {
     scratch: Vec<u8>,
     /// Replicated requests and links to the other nodes.
     repl: Replicator,
+    /// When to call `accept` again without a listener event: the last call
+    /// stopped before the backlog was drained (an error, or its bound).
+    accept_retry_at: Option<Instant>,
+    /// The last `accept` failed (logged once per run of failures).
+    accept_failing: bool,
 }
 
 /// Runs network thread `index` until shutdown has drained its connections.
@@ -105,6 +117,8 @@ pub fn run_thread(
         completions: Vec::new(),
         touched: Vec::new(),
         scratch: vec![0; super::conn::READ_CHUNK_BYTES],
+        accept_retry_at: None,
+        accept_failing: false,
     };
     if let Some(l) = lp.listener.as_mut() {
         lp.poll
@@ -120,10 +134,10 @@ impl Loop {
         let mut last_tick = Instant::now();
         let mut shutdown_started: Option<Instant> = None;
         loop {
-            let timeout = if self.has_pending_work() {
-                Duration::ZERO
-            } else {
-                TICK
+            let timeout = match self.accept_retry_at {
+                _ if self.has_pending_work() => Duration::ZERO,
+                Some(at) => at.saturating_duration_since(Instant::now()).min(TICK),
+                None => TICK,
             };
             match self.poll.poll(&mut events, Some(timeout)) {
                 Ok(()) => {}
@@ -147,6 +161,9 @@ impl Loop {
                         None => self.on_conn(token.0, event.is_read_closed() || event.is_error()),
                     },
                 }
+            }
+            if self.accept_retry_at.is_some_and(|at| now >= at) {
+                self.accept();
             }
             self.after_events();
             if now.duration_since(last_tick) >= TICK {
@@ -173,22 +190,32 @@ impl Loop {
         }
     }
 
+    /// Takes the listener's backlog: each connection is dealt to a thread,
+    /// or closed at once past the client cap (and counted). An `accept`
+    /// that fails for lack of descriptors or memory (EMFILE, ENFILE,
+    /// ENOBUFS, ENOMEM) leaves the rest queued and is retried every
+    /// [`ACCEPT_RETRY`] until the backlog is drained, so queued clients are
+    /// served once descriptors are free without waiting for another one.
     fn accept(&mut self) {
+        self.accept_retry_at = None;
         let threads = self.ctx.shared.inboxes.len();
-        loop {
+        for _ in 0..ACCEPTS_PER_CALL_MAX {
             let Some(listener) = self.listener.as_ref() else {
                 return;
             };
             match listener.accept() {
                 Ok((stream, _)) => {
+                    self.accept_failing = false;
                     let shared = &self.ctx.shared;
-                    if shared.connections.load(Ordering::Relaxed) >= self.ctx.config.connections_max
-                    {
-                        shared
-                            .metrics
-                            .connections_refused
-                            .fetch_add(1, Ordering::Relaxed);
-                        drop(stream); // over the limit: closed at once
+                    let cap = shared.connections_cap.load(Ordering::Relaxed);
+                    if shared.connections.load(Ordering::Relaxed) >= cap {
+                        let counter = if cap < self.ctx.config.connections_max {
+                            &shared.metrics.connections_refused_descriptors
+                        } else {
+                            &shared.metrics.connections_refused_max
+                        };
+                        counter.fetch_add(1, Ordering::Relaxed);
+                        drop(stream); // over the cap: closed at once
                         continue;
                     }
                     shared.connections.fetch_add(1, Ordering::Relaxed);
@@ -205,11 +232,39 @@ impl Loop {
                         shared.inboxes[target].push_conn(stream);
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return, // e.g. EMFILE: try again on the next event
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.accept_failing = false;
+                    return;
+                }
+                // Interrupted, or a queued connection reset before it was taken.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
+                    ) => {}
+                Err(e) => {
+                    // EMFILE, ENFILE, ENOBUFS, ENOMEM, or anything else:
+                    // the connections stay queued; try again shortly.
+                    self.ctx
+                        .shared
+                        .metrics
+                        .accept_failures
+                        .fetch_add(1, Ordering::Relaxed);
+                    if !std::mem::replace(&mut self.accept_failing, true) {
+                        tracing::warn!(
+                            error = %e,
+                            retry_ms = ACCEPT_RETRY.as_millis() as u64,
+                            "accept failed; retrying until the backlog is drained (counted in \
+                             ataman_accept_failures_total)"
+                        );
+                    }
+                    self.accept_retry_at = Some(Instant::now() + ACCEPT_RETRY);
+                    return;
+                }
             }
         }
+        // The bound, not the end of the backlog: go on next iteration.
+        self.accept_retry_at = Some(Instant::now());
     }
 
     fn add(&mut self, stream: TcpStream) {
@@ -336,9 +391,24 @@ impl Loop {
     /// Closes or hands off connection `i` as `next` says.
     fn after_conn(&mut self, i: usize, next: Next) {
         match next {
-            Next::Keep => {}
+            Next::Keep => self.count_upgrade(i),
             Next::Close => self.drop_conn(i),
             Next::HandOff => self.hand_off(i),
+        }
+    }
+
+    /// A connection just upgraded to the peer protocol moves from the
+    /// client count to the peer count (its descriptor is reserved, not
+    /// one of the clients').
+    fn count_upgrade(&mut self, i: usize) {
+        if let Some(Some(conn)) = self.slots.conns.get_mut(i)
+            && conn.is_peer()
+            && !conn.counted_as_peer
+        {
+            conn.counted_as_peer = true;
+            let shared = &self.ctx.shared;
+            shared.connections.fetch_sub(1, Ordering::Relaxed);
+            shared.peer_connections.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -443,7 +513,13 @@ impl Loop {
     fn drop_conn(&mut self, i: usize) {
         if let Some(mut conn) = self.slots.remove(i) {
             let _ = self.poll.registry().deregister(&mut conn.stream);
-            self.ctx.shared.connections.fetch_sub(1, Ordering::Relaxed);
+            let shared = &self.ctx.shared;
+            let count = if conn.counted_as_peer {
+                &shared.peer_connections
+            } else {
+                &shared.connections
+            };
+            count.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }

@@ -158,8 +158,16 @@ pub struct NodeShared {
     pub config: NodeConfig,
     /// Request metrics.
     pub metrics: NodeMetrics,
-    /// Open connections, all threads.
+    /// Open client connections, all threads (every accepted connection
+    /// until it is upgraded to the peer protocol or handed to the sync thread).
     pub connections: AtomicUsize,
+    /// Open peer connections to this node (upgraded; descriptors reserved
+    /// for them, see [`crate::descriptors`]).
+    pub peer_connections: AtomicUsize,
+    /// Client connections at most (`descriptors::Budget::cap`); a
+    /// connection accepted past it is closed at once. The main thread
+    /// lowers it as the engines' SSTables grow.
+    pub connections_cap: AtomicUsize,
     /// Set on SIGTERM / SIGINT.
     pub shutting_down: AtomicBool,
     /// Each thread's inbox.

@@ -313,9 +313,25 @@ impl Replicator {
     /// write `index`: stamps the write above it and asks every replica again.
     /// Answers to the earlier round are dropped by the generation; replicas
     /// that stored the earlier stamp get the newer one over it.
+    ///
+    /// A clock that cannot stamp (its reservation is not durable) ends the
+    /// request with 503 and the reason, without aftermath: nothing was
+    /// acknowledged, and replicas that stored the earlier stamp keep it.
     fn restamp(&mut self, ctx: &NetContext, registry: &Registry, index: usize, above: u64) {
         ctx.shared.hlc.observe(above);
-        let ts = ctx.shared.hlc.now();
+        let ts = match ctx.shared.hlc.now() {
+            Ok(ts) => ts,
+            Err(e) => {
+                let entry = &mut self.table[index];
+                entry.generation += 1; // answers to the earlier round are dropped
+                if let Some(live) = entry.live.take() {
+                    self.free.push(index);
+                    self.live -= 1;
+                    self.replies.push((live.reply_to, Err(e.to_string())));
+                }
+                return;
+            }
+        };
         ctx.shared
             .metrics
             .writes_restamped

@@ -1,0 +1,327 @@
+//! The file descriptor budget: the process's limit, the descriptors the
+//! node reserves for its own files and links, and the cap on client
+//! connections that leaves them free.
+//!
+//! At start the node raises its soft `RLIMIT_NOFILE` to the hard limit
+//! ([`raise_limit`]), as nginx and Redis do. Client connections are then
+//! capped at `min(--connections-max, limit - reserve)` ([`Budget`]), so a
+//! burst of clients can never take the descriptors the engine needs to
+//! roll its WAL, flush a memtable or persist the clock's reservation. A
+//! limit that leaves no client connection is refused at start.
+//!
+//! # The reserve
+//! A sum of named constants and the configuration ([`reserve`]):
+//! - the process: standard streams, the listener, and per network thread
+//!   its poller, its waker, a `/metrics` rendering and a name lookup;
+//! - per engine (the data and the hint store): the files it keeps open and
+//!   the files it may open at once for a moment;
+//! - SSTables: every open table is a descriptor; the count of both engines,
+//!   rounded down to [`TABLES_STEP`], plus two steps (more than a step for
+//!   tables written since the count and tables a reader still holds after
+//!   a compaction replaced them). The node recounts every second and lowers
+//!   the cap as data grows;
+//! - the node's own durable files (`CLOCK`, `LAST-SEEN`, `REFILLING`, the
+//!   fault-control file), each written by one thread at a time;
+//! - anti-entropy: the sessions the sync thread serves or queues, and the
+//!   one a round starts;
+//! - peers: per network thread and other node, one link out and one peer
+//!   connection in (a peer's link to this node: peers are assumed to run
+//!   as many network threads). An upgraded peer connection leaves the
+//!   client count (`NodeShared::peer_connections`).
+
+use std::fmt;
+
+/// Standard input, output and error.
+pub const STANDARD_STREAMS: usize = 3;
+/// The listening socket.
+pub const LISTENERS: usize = 1;
+/// Per network thread: its epoll instance and its waker's eventfd (mio).
+pub const POLLER_PER_NET_THREAD: usize = 2;
+/// Per network thread: a `/metrics` rendering reads `/proc/self/task` and
+/// one file in it at a time.
+pub const METRICS_PER_NET_THREAD: usize = 2;
+/// Per thread that resolves a peer's name (network threads, the
+/// anti-entropy rounds thread): the files and the socket of one lookup.
+pub const RESOLVER_PER_THREAD: usize = 2;
+/// Engine instances: the data and the hint store.
+pub const ENGINES: usize = 2;
+/// Files an engine keeps open: `LOCK`, the WAL segment, the manifest.
+pub const ENGINE_FILES_HELD: usize = 3;
+/// Files an engine opens for a moment, at most at once: the WAL thread's
+/// directory sync after a new segment; the flush and compaction thread's
+/// table being written, a new manifest written beside the old one and a
+/// directory sync.
+pub const ENGINE_FILES_TRANSIENT: usize = 4;
+/// SSTables are reserved in steps of this many (see the module docs).
+pub const TABLES_STEP: usize = 64;
+/// The node's durable one-line files, each written by one thread at a
+/// time: `CLOCK` (under the clock's mutex), `LAST-SEEN` (the main thread),
+/// `REFILLING` (the rounds thread), the fault-control file (its thread).
+pub const NODE_FILES: usize = 4;
+/// Anti-entropy's outgoing session: the rounds thread runs one at a time.
+pub const ANTI_ENTROPY_OUTGOING: usize = 1;
+/// Per network thread and other node: the link to it and its link here.
+pub const PEER_CONNECTIONS_PER_NET_THREAD: usize = 2;
+
+/// The descriptors the node keeps for itself, by purpose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reserve {
+    /// Standard streams, the listener, each network thread's own.
+    pub process: usize,
+    /// What the engines hold and open for a moment (not their tables).
+    pub engines: usize,
+    /// SSTables of both engines open when counted.
+    pub tables_open: usize,
+    /// Reserved for SSTables ([`tables_reserve`] of `tables_open`).
+    pub tables: usize,
+    /// `CLOCK` and the other one-line files.
+    pub node_files: usize,
+    /// Sync sessions served or queued, and the one a round starts.
+    pub anti_entropy: usize,
+    /// Links to peers and peers' links here.
+    pub peers: usize,
+}
+
+impl Reserve {
+    /// Every reserved descriptor.
+    pub fn total(&self) -> usize {
+        self.process + self.engines + self.tables + self.node_files + self.anti_entropy + self.peers
+    }
+}
+
+impl fmt::Display for Reserve {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} (process {}, engines {}, SSTables {} for {} open, node files {}, anti-entropy {}, peers {})",
+            self.total(),
+            self.process,
+            self.engines,
+            self.tables,
+            self.tables_open,
+            self.node_files,
+            self.anti_entropy,
+            self.peers
+        )
+    }
+}
+
+/// Descriptors reserved for `open` SSTables: rounded down to
+/// [`TABLES_STEP`], plus two steps (so more than a step to spare, and the
+/// reserve changes only once per step of tables).
+pub fn tables_reserve(open: usize) -> usize {
+    (open / TABLES_STEP).saturating_add(2) * TABLES_STEP
+}
+
+/// The reserve of a node with `net_threads` network threads in a cluster
+/// of `cluster_size` nodes whose engines hold `tables_open` SSTables.
+pub fn reserve(net_threads: usize, cluster_size: usize, tables_open: usize) -> Reserve {
+    let peers_other = cluster_size.saturating_sub(1);
+    Reserve {
+        process: STANDARD_STREAMS
+            + LISTENERS
+            + net_threads * (POLLER_PER_NET_THREAD + METRICS_PER_NET_THREAD + RESOLVER_PER_THREAD),
+        engines: ENGINES * (ENGINE_FILES_HELD + ENGINE_FILES_TRANSIENT),
+        tables_open,
+        tables: tables_reserve(tables_open),
+        node_files: NODE_FILES,
+        anti_entropy: crate::antientropy::SYNC_SESSIONS_MAX
+            + ANTI_ENTROPY_OUTGOING
+            + RESOLVER_PER_THREAD,
+        peers: net_threads * peers_other * PEER_CONNECTIONS_PER_NET_THREAD,
+    }
+}
+
+/// Which bound the client connection cap comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// `--connections-max`.
+    ConnectionsMax,
+    /// The descriptor limit less the reserve.
+    Descriptors,
+}
+
+impl Bound {
+    /// The `reason` label of a connection closed at the cap.
+    pub fn label(self) -> &'static str {
+        match self {
+            Bound::ConnectionsMax => "connections_max",
+            Bound::Descriptors => "descriptors",
+        }
+    }
+}
+
+/// The limit, the reserve, and the client connections they leave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// The process's descriptor limit (the soft `RLIMIT_NOFILE`).
+    pub limit: usize,
+    /// What the node keeps for itself.
+    pub reserve: Reserve,
+    /// Client connections at most: `min(connections_max, limit - reserve)`;
+    /// 0 when the limit leaves none.
+    pub cap: usize,
+    /// Which bound `cap` is.
+    pub bound: Bound,
+}
+
+impl Budget {
+    /// The budget of `reserve` under `limit` with `--connections-max`
+    /// `connections_max`.
+    pub fn new(limit: usize, reserve: Reserve, connections_max: usize) -> Budget {
+        let left = limit.saturating_sub(reserve.total());
+        let (cap, bound) = if connections_max <= left {
+            (connections_max, Bound::ConnectionsMax)
+        } else {
+            (left, Bound::Descriptors)
+        };
+        Budget {
+            limit,
+            reserve,
+            cap,
+            bound,
+        }
+    }
+}
+
+impl fmt::Display for Budget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "descriptor limit {}, reserved {}, client connections capped at {}{}",
+            self.limit,
+            self.reserve,
+            self.cap,
+            match self.bound {
+                Bound::ConnectionsMax => " (--connections-max)",
+                Bound::Descriptors => " (what the limit leaves)",
+            }
+        )
+    }
+}
+
+/// The soft descriptor limit before and after [`raise_limit`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limit {
+    /// The soft limit the process started with.
+    pub before: u64,
+    /// The soft limit now: the hard limit, unless raising failed.
+    pub now: u64,
+    /// Why raising failed, if it did (the node goes on under `before`).
+    pub raise_error: Option<String>,
+}
+
+impl Limit {
+    /// [`Limit::now`] as a count of descriptors.
+    pub fn descriptors(&self) -> usize {
+        usize::try_from(self.now).unwrap_or(usize::MAX)
+    }
+}
+
+fn get_limit() -> std::io::Result<libc::rlimit> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass and reads nothing else.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(limit)
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit; an error only when
+/// the limit cannot even be read.
+pub fn raise_limit() -> std::io::Result<Limit> {
+    let limit = get_limit()?;
+    let before = limit.rlim_cur;
+    let mut raise_error = None;
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: setrlimit reads the struct we pass.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+            raise_error = Some(std::io::Error::last_os_error().to_string());
+        }
+    }
+    Ok(Limit {
+        before,
+        now: get_limit()?.rlim_cur,
+        raise_error,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Tables are reserved in whole steps with at least one step to spare.
+    #[test]
+    fn tables_reserved_in_steps() {
+        assert_eq!(tables_reserve(0), 2 * TABLES_STEP);
+        assert_eq!(tables_reserve(TABLES_STEP - 1), 2 * TABLES_STEP);
+        assert_eq!(tables_reserve(TABLES_STEP), 3 * TABLES_STEP);
+        for open in 0..1_000 {
+            let r = tables_reserve(open);
+            assert!(r > open + TABLES_STEP && r <= open + 2 * TABLES_STEP);
+        }
+    }
+
+    /// The reserve grows with network threads, peers and tables, by the
+    /// named amounts.
+    #[test]
+    fn reserve_follows_the_configuration() {
+        let single = reserve(1, 1, 0);
+        assert_eq!(single.peers, 0);
+        assert_eq!(
+            single.process,
+            STANDARD_STREAMS
+                + LISTENERS
+                + POLLER_PER_NET_THREAD
+                + METRICS_PER_NET_THREAD
+                + RESOLVER_PER_THREAD
+        );
+        assert_eq!(single.engines, 14);
+        let cluster = reserve(4, 5, 0);
+        assert_eq!(cluster.peers, 4 * 4 * PEER_CONNECTIONS_PER_NET_THREAD);
+        assert_eq!(
+            cluster.process - single.process,
+            3 * (POLLER_PER_NET_THREAD + METRICS_PER_NET_THREAD + RESOLVER_PER_THREAD)
+        );
+        let grown = reserve(1, 1, 200);
+        assert_eq!(grown.total() - single.total(), 3 * TABLES_STEP);
+        assert!(single.to_string().starts_with(&single.total().to_string()));
+    }
+
+    /// The cap is the smaller of `--connections-max` and what the limit
+    /// leaves, and says which; a limit at or under the reserve leaves none.
+    #[test]
+    fn cap_is_the_smaller_bound() {
+        let r = reserve(1, 1, 0);
+        let total = r.total();
+        let b = Budget::new(1_048_576, r, 10_000);
+        assert_eq!((b.cap, b.bound), (10_000, Bound::ConnectionsMax));
+        let b = Budget::new(1024, r, 10_000);
+        assert_eq!((b.cap, b.bound), (1024 - total, Bound::Descriptors));
+        let b = Budget::new(total + 1, r, 10_000);
+        assert_eq!(b.cap, 1);
+        assert_eq!(Budget::new(total, r, 10_000).cap, 0);
+        assert_eq!(Budget::new(10, r, 10_000).cap, 0);
+        let b = Budget::new(total + 50, r, 50);
+        assert_eq!((b.cap, b.bound), (50, Bound::ConnectionsMax));
+        assert!(b.to_string().contains("capped at 50"));
+    }
+
+    /// Raising leaves the soft limit at the hard one (never lowers it).
+    #[test]
+    fn raise_reaches_the_hard_limit() {
+        let limit = raise_limit().unwrap();
+        assert_eq!(limit.raise_error, None);
+        assert!(limit.now >= limit.before);
+        let now = get_limit().unwrap();
+        assert_eq!(now.rlim_cur, now.rlim_max);
+        assert_eq!(limit.now, now.rlim_cur);
+    }
+}
