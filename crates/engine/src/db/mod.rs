@@ -7,7 +7,7 @@
 //!   memtables, compacts and installs new versions.
 //! - the WAL thread is [`crate::wal::writer`].
 //! - [`read`]: point reads and scans on a read view.
-//! - [`replayed_runs`]: the WAL tail replayed at open, kept as immutable
+//! - `replayed_runs`: the WAL tail replayed at open, kept as immutable
 //!   memtables until flushed.
 //! - [`shared`]: the state the threads share.
 
