@@ -351,6 +351,27 @@ fn no_import_cycle_beyond_the_known_ones() {
     );
 }
 
+/// The scanners trust [`lexer::blank`]; a file it misreads (a literal or
+/// comment form it does not know) would unbalance its brackets.
+#[test]
+fn the_lexer_reads_every_source_file() {
+    let mut violations = Vec::new();
+    for file in all_sources() {
+        let code = lexer::blank(&read(&file));
+        for (open, close) in [('{', '}'), ('(', ')'), ('[', ']')] {
+            let (opens, closes) = (code.matches(open).count(), code.matches(close).count());
+            if opens != closes {
+                let message = format!(
+                    "{opens} '{open}' but {closes} '{close}' once comments and literals are \
+                     blanked: teach tidy/lexer.rs what it misread"
+                );
+                violations.push(Violation::new(&relative(&file), 1, message));
+            }
+        }
+    }
+    assert_none("sources the tidy lexer misreads", &violations);
+}
+
 #[test]
 fn planted_long_file_and_function_are_reported() {
     let src = format!("fn long() {{\n{}}}\n", "    let _ = 1;\n".repeat(30));
