@@ -50,7 +50,7 @@ const REPAIR_POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// `ataman ctl` arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CtlArgs {
-    /// Node to talk to: http://HOST[:PORT].
+    /// Node to talk to: `http://HOST[:PORT]`.
     #[arg(long, global = true, env = "ATAMAN_URL", default_value = URL_DEFAULT)]
     pub url: String,
     /// `ack` query parameter, passed through as is (the node validates it).

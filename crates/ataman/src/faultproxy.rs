@@ -11,7 +11,7 @@
 //! connection *to* node `i`, while the test talks to node `i` directly.
 //!
 //! Layout: this file holds the proxy, its listener thread and the shared
-//! state; [`pump`] moves the bytes of one direction of one connection.
+//! state; `pump` moves the bytes of one direction of one connection.
 //!
 //! Bounds: at most [`CONNECTIONS_MAX`] connections, exactly two threads each
 //! (one per direction; one for a black hole without a target), reads of at
@@ -314,7 +314,7 @@ fn join_by(handle: JoinHandle<()>, deadline: Instant) {
 /// [`JOIN_TIMEOUT`]).
 ///
 /// Thread safety: the handle may be shared between threads (`&self`
-/// methods only touch [`Shared`]).
+/// methods only touch `Shared`).
 pub struct FaultProxy {
     addr: SocketAddr,
     shared: Arc<Shared>,

@@ -122,7 +122,7 @@ pub struct ServeArgs {
     /// How long a tombstone is kept before compaction may drop it, in ms; a node down longer refuses to start on its old data [default: 864000000].
     #[arg(long, env = "ATAMAN_TOMBSTONE_GRACE_MS")]
     pub tombstone_grace_ms: Option<u64>,
-    /// Start refilling: serve no reads until an anti-entropy round with every peer has completed (after the data directory was wiped or lost; docs/CLUSTER.md). Kept across restarts in <data-dir>/REFILLING until done.
+    /// Start refilling: serve no reads until an anti-entropy round with every peer has completed (after the data directory was wiped or lost; docs/CLUSTER.md). Kept across restarts in `<data-dir>/REFILLING` until done.
     #[arg(long, env = "ATAMAN_REFILL")]
     pub refill: bool,
     /// Reach a node through another address: comma-separated URL=HOST:PORT (fault-injection proxies in tests).

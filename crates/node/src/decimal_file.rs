@@ -2,7 +2,7 @@
 //! a `u64` in decimal and a newline, written to a temporary file, fsynced,
 //! renamed over the file, and the directory fsynced, so a reader sees the
 //! old value or the new one, never a torn one, and the new one survives a
-//! power loss once [`write`] returns.
+//! power loss once [`write()`] returns.
 
 use std::fs::File;
 use std::io::Write;

@@ -22,7 +22,7 @@
 //! counted in [`HintStats::dropped`]; anti-entropy repairs what they would
 //! have.
 
-mod record;
+pub mod record;
 #[cfg(test)]
 mod tests;
 

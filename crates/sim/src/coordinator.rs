@@ -7,7 +7,7 @@
 //!   read is answered on the spot), remote ones as messages;
 //! - each outcome is recorded; the client's answer is the first decision
 //!   (`ack` successes, or more than `from - ack` failures: 504);
-//! - the deadline ([`REPLICATION_TIMEOUT_MS`](crate::config::REPLICATION_TIMEOUT_MS))
+//! - the deadline ([`REPLICATION_TIMEOUT_MS`])
 //!   expires what is still waiting;
 //! - once every replica answered or the deadline passed, the aftermath:
 //!   read repair to every replica that answered an older version, and a

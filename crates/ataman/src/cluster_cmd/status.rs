@@ -20,7 +20,7 @@ pub const SAMPLE_THREADS_MAX: usize = 16;
 /// `ataman cluster status` arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StatusArgs {
-    /// Any node of the cluster: http://HOST[:PORT].
+    /// Any node of the cluster: `http://HOST[:PORT]`.
     #[arg(long, env = "ATAMAN_URL", default_value = URL_DEFAULT)]
     pub url: String,
     /// Time between the two samples the rates come from, in ms; 0 takes one sample and prints totals.

@@ -9,7 +9,7 @@ use std::time::Duration;
 pub struct HttpArgs {
     /// Target, e.g. http://127.0.0.1:19234, or several separated by commas
     /// (http://127.0.0.1:19234,http://127.0.0.1:19235): connection i goes to
-    /// target i mod N. Requests go to <path>/v0/entity?id=K.
+    /// target i mod N. Requests go to `<path>/v0/entity?id=K`.
     #[arg(long)]
     pub url: String,
     /// Total requests per second over all connections; 0 = closed loop, as fast as possible.

@@ -6,7 +6,7 @@
 //!    present, which is refused rather than silently ignored).
 //! 3. Open every live table.
 //! 4. Replay WAL segments from the manifest's `wal_segment_min` on, into
-//!    sorted runs of a memtable's size each ([`ReplayedRuns`]): up to
+//!    sorted runs of a memtable's size each (`ReplayedRuns`): up to
 //!    `immutable_memtables_max` of the newest stay in memory as immutable
 //!    memtables, older ones are written to L0 now.
 //! 5. In `WalMode::Fsync`, sync the segments the kept runs came from: they

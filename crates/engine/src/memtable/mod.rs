@@ -1,7 +1,7 @@
 //! The memtable: where writes land before they are flushed to an SSTable.
 //!
 //! A skip list ([`skiplist`]) ordered by encoded internal key, its nodes in
-//! an arena ([`arena`]). The single writer thread inserts; any number of
+//! an arena (`arena`). The single writer thread inserts; any number of
 //! readers search and iterate at the same time without locks, so reads
 //! never block the writer.
 //!

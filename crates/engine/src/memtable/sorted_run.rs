@@ -5,7 +5,7 @@
 //! It answers what the read view asks of an immutable memtable (point
 //! lookups, ordered iteration, `seq_max`/`ts_max`, the WAL segment its
 //! entries start in) from two flat arrays: arena blocks holding each
-//! entry's key and value back to back, and a [`Slot`] per entry, sorted.
+//! entry's key and value back to back, and a `Slot` per entry, sorted.
 //! Lookups and seeks are binary searches over the slots; the 8-byte key
 //! prefix in a slot settles most comparisons without touching the arena.
 //!
@@ -15,7 +15,7 @@
 //!
 //! # Thread safety
 //! Shared as `Arc<SortedRun>` by read views and the background flush; it
-//! is never modified after [`SortedRun::from_unsorted`], so reads need no lock.
+//! is never modified after `SortedRun::from_unsorted`, so reads need no lock.
 //!
 //! # Invariants
 //! - The slots are in strictly increasing internal-key order (sequence

@@ -79,7 +79,7 @@ impl Drop for Ticket {
 /// limiter have their own short mutexes; metrics are relaxed atomics.
 ///
 /// # Invariants
-/// At most [`SYNC_SESSIONS_MAX`] tickets exist; every socket in the channel
+/// At most `SYNC_SESSIONS_MAX` tickets exist; every socket in the channel
 /// holds one.
 pub struct AntiEntropy {
     /// Rounds: running, last finished.

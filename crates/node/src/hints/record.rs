@@ -8,7 +8,9 @@
 //! ```
 //!
 //! Decoders return what is wrong as a string; the store turns it into
-//! [`HintError::Corrupt`] naming the engine key.
+//! [`HintError::Corrupt`] naming the engine key. The codec is public for
+//! the fuzz target (`fuzz/fuzz_targets/hint_record.rs`), which calls exactly
+//! what the store calls.
 
 use super::HintError;
 use ataman_engine::Entry;
@@ -40,7 +42,7 @@ pub(super) fn peer_hash(peer: &str) -> u64 {
 }
 
 /// The hint engine key of `seq` for the peer hashing to `peer_hash`.
-pub(super) fn hint_key(peer_hash: u64, seq: u64) -> [u8; HINT_KEY_BYTES] {
+pub fn hint_key(peer_hash: u64, seq: u64) -> [u8; HINT_KEY_BYTES] {
     let mut key = [0u8; HINT_KEY_BYTES];
     key[..8].copy_from_slice(&peer_hash.to_be_bytes());
     key[8..].copy_from_slice(&seq.to_be_bytes());
@@ -48,7 +50,7 @@ pub(super) fn hint_key(peer_hash: u64, seq: u64) -> [u8; HINT_KEY_BYTES] {
 }
 
 /// `(peer hash, seq)` of a hint engine key.
-pub(super) fn parse_hint_key(engine_key: &[u8]) -> Result<(u64, u64), HintError> {
+pub fn parse_hint_key(engine_key: &[u8]) -> Result<(u64, u64), HintError> {
     let (hash, seq) = engine_key
         .split_first_chunk::<8>()
         .and_then(|(hash, rest)| Some((hash, <[u8; 8]>::try_from(rest).ok()?)))
@@ -102,17 +104,18 @@ pub(super) fn hex(bytes: &[u8]) -> String {
 
 /// A decoded hint record, borrowing its bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct RecordRef<'a> {
+pub struct RecordRef<'a> {
     /// The missed write's timestamp.
-    pub(super) ts: u64,
+    pub ts: u64,
     /// The missed write's user key.
-    pub(super) key: &'a [u8],
+    pub key: &'a [u8],
     /// Its value; `None` for a tombstone.
-    pub(super) value: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
 }
 
-/// Encodes a hint record (`docs/FORMAT.md`, "Hint record").
-pub(super) fn encode_record(key: &[u8], ts: u64, value: Option<&[u8]>) -> Vec<u8> {
+/// Encodes a hint record (`docs/FORMAT.md`, "Hint record"); `key` is at
+/// most [`KEY_BYTES_MAX`] bytes (the store checks before it encodes).
+pub fn encode_record(key: &[u8], ts: u64, value: Option<&[u8]>) -> Vec<u8> {
     let value_len = value.map_or(0, <[u8]>::len);
     let mut out = Vec::with_capacity(HINT_RECORD_HEADER_BYTES + key.len() + value_len);
     out.extend_from_slice(&ts.to_le_bytes());
@@ -131,7 +134,7 @@ pub(super) fn encode_record(key: &[u8], ts: u64, value: Option<&[u8]>) -> Vec<u8
 }
 
 /// Decodes a hint record; the error says what is wrong.
-pub(super) fn decode_record(record: &[u8]) -> Result<RecordRef<'_>, String> {
+pub fn decode_record(record: &[u8]) -> Result<RecordRef<'_>, String> {
     let (ts, rest) = record
         .split_first_chunk::<8>()
         .ok_or_else(|| format!("{} bytes, shorter than the header", record.len()))?;
