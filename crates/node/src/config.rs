@@ -211,7 +211,7 @@ pub struct NodeConfig {
     /// Largest request head.
     pub header_bytes_max: usize,
     /// Client connection limit (`--connections-max`); the cap in force may
-    /// be lower (`crate::descriptors::Budget`).
+    /// be lower (the descriptor budget's `Budget`).
     pub connections_max: usize,
     /// Idle keep-alive timeout.
     pub idle_timeout: Duration,

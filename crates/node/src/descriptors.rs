@@ -114,8 +114,16 @@ pub fn tables_reserve(open: usize) -> usize {
 }
 
 /// The reserve of a node with `net_threads` network threads in a cluster
-/// of `cluster_size` nodes whose engines hold `tables_open` SSTables.
-pub fn reserve(net_threads: usize, cluster_size: usize, tables_open: usize) -> Reserve {
+/// of `cluster_size` nodes whose engines hold `tables_open` SSTables, and
+/// that serves at most `sync_sessions` incoming anti-entropy sessions at
+/// once (the node passes `antientropy::SYNC_SESSIONS_MAX`: this module
+/// stays a leaf).
+pub fn reserve(
+    net_threads: usize,
+    cluster_size: usize,
+    tables_open: usize,
+    sync_sessions: usize,
+) -> Reserve {
     let peers_other = cluster_size.saturating_sub(1);
     Reserve {
         process: STANDARD_STREAMS
@@ -125,9 +133,7 @@ pub fn reserve(net_threads: usize, cluster_size: usize, tables_open: usize) -> R
         tables_open,
         tables: tables_reserve(tables_open),
         node_files: NODE_FILES,
-        anti_entropy: crate::antientropy::SYNC_SESSIONS_MAX
-            + ANTI_ENTROPY_OUTGOING
-            + RESOLVER_PER_THREAD,
+        anti_entropy: sync_sessions + ANTI_ENTROPY_OUTGOING + RESOLVER_PER_THREAD,
         peers: net_threads * peers_other * PEER_CONNECTIONS_PER_NET_THREAD,
     }
 }
@@ -256,6 +262,7 @@ pub fn raise_limit() -> std::io::Result<Limit> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    const SYNC_SESSIONS: usize = crate::antientropy::SYNC_SESSIONS_MAX;
 
     /// Tables are reserved in whole steps with at least one step to spare.
     #[test]
@@ -273,7 +280,7 @@ mod tests {
     /// named amounts.
     #[test]
     fn reserve_follows_the_configuration() {
-        let single = reserve(1, 1, 0);
+        let single = reserve(1, 1, 0, SYNC_SESSIONS);
         assert_eq!(single.peers, 0);
         assert_eq!(
             single.process,
@@ -284,13 +291,13 @@ mod tests {
                 + RESOLVER_PER_THREAD
         );
         assert_eq!(single.engines, 14);
-        let cluster = reserve(4, 5, 0);
+        let cluster = reserve(4, 5, 0, SYNC_SESSIONS);
         assert_eq!(cluster.peers, 4 * 4 * PEER_CONNECTIONS_PER_NET_THREAD);
         assert_eq!(
             cluster.process - single.process,
             3 * (POLLER_PER_NET_THREAD + METRICS_PER_NET_THREAD + RESOLVER_PER_THREAD)
         );
-        let grown = reserve(1, 1, 200);
+        let grown = reserve(1, 1, 200, SYNC_SESSIONS);
         assert_eq!(grown.total() - single.total(), 3 * TABLES_STEP);
         assert!(single.to_string().starts_with(&single.total().to_string()));
     }
@@ -299,7 +306,7 @@ mod tests {
     /// leaves, and says which; a limit at or under the reserve leaves none.
     #[test]
     fn cap_is_the_smaller_bound() {
-        let r = reserve(1, 1, 0);
+        let r = reserve(1, 1, 0, SYNC_SESSIONS);
         let total = r.total();
         let b = Budget::new(1_048_576, r, 10_000);
         assert_eq!((b.cap, b.bound), (10_000, Bound::ConnectionsMax));

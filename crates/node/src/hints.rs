@@ -501,7 +501,7 @@ impl HintStore {
         }
     }
 
-    /// SSTables the hint engine holds open (for [`crate::descriptors`]).
+    /// SSTables the hint engine holds open (for the descriptor budget).
     pub fn tables_open(&self) -> usize {
         self.db.stats().level_files.iter().sum()
     }

@@ -86,9 +86,9 @@ fn engine_options(config: &NodeConfig) -> Options {
     opts
 }
 
-/// Runs a node until SIGINT or SIGTERM, then drains and exits.
-pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let config = NodeConfig::resolve(&args)?;
+/// Raises the soft descriptor limit to the hard one, as nginx and Redis
+/// do, and logs what it did.
+fn raise_descriptor_limit() -> Result<descriptors::Limit, String> {
     let limit = descriptors::raise_limit()
         .map_err(|e| format!("cannot read the descriptor limit (RLIMIT_NOFILE): {e}"))?;
     match &limit.raise_error {
@@ -104,6 +104,34 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         ),
         None => {}
     }
+    Ok(limit)
+}
+
+/// Refuses a start whose descriptor limit leaves no client connection;
+/// otherwise logs the budget.
+fn check_budget(budget: &descriptors::Budget) -> Result<(), String> {
+    if budget.cap == 0 {
+        return Err(format!(
+            "the descriptor limit {} leaves no client connection: the node reserves {}; \
+             raise the limit (ulimit -n, and -Hn if needed) to at least {}",
+            budget.limit,
+            budget.reserve,
+            budget.reserve.total() + 1
+        ));
+    }
+    tracing::info!(
+        limit = budget.limit,
+        reserved = budget.reserve.total(),
+        connections_max = budget.cap,
+        "{budget}"
+    );
+    Ok(())
+}
+
+/// Runs a node until SIGINT or SIGTERM, then drains and exits.
+pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let config = NodeConfig::resolve(&args)?;
+    let limit = raise_descriptor_limit()?;
     // SAFETY: `on_signal` only stores to an atomic, which is async-signal-safe.
     unsafe {
         libc::signal(
@@ -186,22 +214,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         .map_err(|e| format!("cannot open hints in {}: {e}", hints_dir.display()))?;
     let hints = Arc::new(hints);
     let mut budget = descriptor_budget(&config, limit.descriptors(), &db, &hints);
-    if budget.cap == 0 {
-        return Err(format!(
-            "the descriptor limit {} leaves no client connection: the node reserves {}; \
-             raise the limit (ulimit -n, and -Hn if needed) to at least {}",
-            budget.limit,
-            budget.reserve,
-            budget.reserve.total() + 1
-        )
-        .into());
-    }
-    tracing::info!(
-        limit = budget.limit,
-        reserved = budget.reserve.total(),
-        connections_max = budget.cap,
-        "{budget}"
-    );
+    check_budget(&budget)?;
     let mut clock = start_clock(&config, &db)?;
     if config.fault_control.is_some() {
         clock = clock.set_offset_hook(Arc::clone(&switches.clock_offset_ms));
@@ -321,7 +334,12 @@ fn descriptor_budget(
     hints: &hints::HintStore,
 ) -> descriptors::Budget {
     let tables_open = db.stats().level_files.iter().sum::<usize>() + hints.tables_open();
-    let reserve = descriptors::reserve(config.net_threads, config.cluster.len(), tables_open);
+    let reserve = descriptors::reserve(
+        config.net_threads,
+        config.cluster.len(),
+        tables_open,
+        antientropy::SYNC_SESSIONS_MAX,
+    );
     descriptors::Budget::new(limit, reserve, config.connections_max)
 }
 

@@ -35,7 +35,7 @@ pub struct NodeMetrics {
     pub connections_open: AtomicU64,
     /// Open peer connections to this node (mirrors `NodeShared::peer_connections`).
     pub peer_connections_open: AtomicU64,
-    /// The client connection cap (`crate::descriptors::Budget::cap`).
+    /// The client connection cap (the descriptor budget's cap).
     pub connections_max: AtomicU64,
     /// The process's descriptor limit.
     pub descriptors_limit: AtomicU64,
