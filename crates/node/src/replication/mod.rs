@@ -18,7 +18,10 @@
 //! delivers hints.
 
 pub mod coordinator;
+pub mod driver;
 pub mod status;
+
+pub use driver::{COORDINATIONS_MAX, HINT_BATCH_MAX};
 
 pub use status::{LinkState, PeerStatus};
 
@@ -31,10 +34,6 @@ use mio::{Registry, Token};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// Replicated requests in flight on one network thread; more are 503.
-pub const COORDINATIONS_MAX: usize = 65_536;
-/// Hints sent to one peer per delivery round.
-pub const HINT_BATCH_MAX: usize = 256;
 /// Tokens from here on are peer links (`LINK_TOKEN_BASE + node`).
 pub const LINK_TOKEN_BASE: usize = usize::MAX / 2;
 
