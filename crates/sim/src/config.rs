@@ -49,7 +49,7 @@ pub struct FaultMix {
     pub one_way_cuts: bool,
     /// Periods in which the network drops a share of messages.
     pub message_loss: bool,
-    /// Nodes' clocks stepped within ±[`crate::faults::SKEW_MS_MAX`].
+    /// Nodes' clocks stepped within ±`SKEW_MS_MAX` (of `faults`).
     pub clock_skew: bool,
     /// A failed write or fsync on a node's disk (the engine stops writing; the node is restarted).
     pub disk_faults: bool,

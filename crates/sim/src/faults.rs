@@ -1,6 +1,6 @@
 //! The faults a run injects, drawn from the world's random number
 //! generator: what happens, to whom, and for how long. The driver
-//! ([`crate::sim`]) carries them out.
+//! (`sim`) carries them out.
 //!
 //! | fault | what the driver does | healed |
 //! | --- | --- | --- |

@@ -1,7 +1,7 @@
 //! The record of one run: every client operation with its answer, and
 //! everything that happened to the nodes (crashes, what each restart found,
 //! every write a replica acknowledged, faults), then the nodes' final
-//! states. The checker ([`crate::check`]) judges this record alone.
+//! states. The checker (`check`) judges this record alone.
 //!
 //! The record is deterministic: the same seed and configuration give the
 //! same record, byte for byte of its `Debug` form, which

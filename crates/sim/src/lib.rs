@@ -3,9 +3,10 @@
 //! A deterministic simulation of ataman's replication layer. Simulated
 //! nodes, each with its own engine ([`ataman_engine::Db`]) on its own
 //! simulated disk ([`ataman_engine::fs::sim::SimFs`]), coordinate client
-//! requests with the real rules
-//! ([`ataman_node::replication::coordinator::Coordination`], placement,
-//! the hybrid logical clock), over a simulated network, on a virtual
+//! requests with the node's own replication driver
+//! ([`ataman_node::replication::driver::Replicator`], with the rules of
+//! [`ataman_node::replication::coordinator`]), placement and the hybrid
+//! logical clock, over a simulated network, on a virtual
 //! clock. Crashes (power loss and kill -9 images of the disks), partitions,
 //! one-way cuts, message loss, clock skew, disk faults and dropped hints
 //! are injected at times a seeded random number generator picks, and an
@@ -23,9 +24,9 @@
 //! - [`world`]: the virtual clock, the event queue, the seeded RNG.
 //! - [`network`]: messages between nodes, delays, loss, cuts.
 //! - [`node`]: a node's process: engine, disk, clock, crash and restart.
-//! - [`coordinator`]: a node coordinating `ack`-of-`from` requests.
 //! - [`replica`]: a node serving its peers' reads and writes.
-//! - [`hints`]: a node's hints and their delivery.
+//! - [`hint_store`]: the hints a node keeps (their delivery is the
+//!   driver's).
 //! - [`antientropy`]: anti-entropy rounds between two nodes.
 //! - [`client`]: the workloads.
 //! - [`faults`]: which faults, when, for how long.
@@ -39,9 +40,8 @@ pub mod antientropy;
 pub mod check;
 pub mod client;
 pub mod config;
-pub mod coordinator;
 pub mod faults;
-pub mod hints;
+pub mod hint_store;
 pub mod history;
 pub mod network;
 pub mod node;

@@ -14,9 +14,10 @@
 //! failure) is answered with a failure ("connection refused"), as a closed
 //! port or a reset connection answers at once; a node that lost power, a
 //! cut and a loss are silence, detected only by deadlines (see
-//! [`crate::sim`]).
+//! `sim`).
 
 use ataman_node::peer::frame::Version;
+use ataman_node::replication::driver::{PeerRequest, Waiter};
 use rand::Rng;
 use rand::rngs::StdRng;
 
@@ -30,42 +31,6 @@ pub const SLOW_PER_MILLE: u32 = 30;
 pub const SLOW_DELAY_MS_MAX: u64 = 1500;
 /// Directed cuts in force at once, at most (older ones are healed first).
 pub const CUTS_MAX: usize = 64;
-
-/// Who waits for an answer, on the node that sent the request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Waiter {
-    /// Replica `position` of the sender's coordinated request `id`.
-    Coordination {
-        /// The request's id on its coordinator.
-        id: u64,
-        /// The replica's position in the request's replica list.
-        position: usize,
-    },
-    /// Delivery of the sender's hint `seq`.
-    Hint {
-        /// The hint's sequence number on the sender.
-        seq: u64,
-    },
-    /// Nobody: a read repair or an anti-entropy write (not answered).
-    Nobody,
-}
-
-/// What a replica is asked to do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Request {
-    /// Apply this version of the key.
-    Write {
-        /// The key.
-        key: Vec<u8>,
-        /// The version.
-        version: Version,
-    },
-    /// Answer the newest version of the key.
-    Read {
-        /// The key.
-        key: Vec<u8>,
-    },
-}
 
 /// A replica's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,7 +55,7 @@ pub enum Message {
         /// The sender's incarnation when it sent the request.
         incarnation: u64,
         /// What to do.
-        request: Request,
+        request: PeerRequest,
     },
     /// The answer to a request, echoing its waiter and incarnation.
     Answer {

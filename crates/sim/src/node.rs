@@ -2,9 +2,11 @@
 //! hybrid logical clock on the virtual clock, and what a crash, a restart
 //! or a disk fault does to them.
 //!
-//! The node's request coordination is in [`crate::coordinator`], serving
-//! peers in [`crate::replica`], its hints in [`crate::hints`]: all of them
-//! `impl SimNode` blocks over the fields below.
+//! The node coordinates requests and delivers hints with the real node's
+//! driver (`ataman_node::replication::driver::Replicator`), which
+//! the run's driver (`sim`) feeds with events and whose actions it
+//! carries out; serving peers is in `replica` (an `impl SimNode` block), the
+//! hints it keeps in a [`HintStore`].
 //!
 //! # Determinism
 //! The engine runs threads; the node keeps their effects on the disk
@@ -25,14 +27,14 @@
 //! - tombstones are never dropped (the grace period is longer than any
 //!   run), because the engine compares tombstone ages with the real clock.
 
-use crate::config::{CrashKind, EPOCH_MS};
-use crate::coordinator::Coordinations;
-use crate::hints::Hints;
+use crate::config::{CrashKind, EPOCH_MS, REPLICATION_TIMEOUT_MS};
+use crate::hint_store::HintStore;
 use ataman_engine::fs::FileSystem;
 use ataman_engine::fs::sim::SimFs;
 use ataman_engine::{Db, Durability, Options, WalMode, WriteBatch};
 use ataman_node::hlc::Hlc;
 use ataman_node::peer::frame::Version;
+use ataman_node::replication::driver::{DriverConfig, Replicator};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -49,6 +51,10 @@ pub const SIM_MEMTABLE_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// Tombstone grace period: longer than any run, so compaction keeps every
 /// tombstone whatever the real clock says.
 pub const SIM_TOMBSTONE_GRACE: Duration = Duration::from_secs(1000 * 365 * 24 * 3600);
+
+/// Where a coordinated request's answer goes: the client operation's
+/// index in the run's history (`history::OpId`).
+pub type OpId = usize;
 
 /// A key's newest version on one node.
 pub type State = BTreeMap<Vec<u8>, Version>;
@@ -85,10 +91,13 @@ pub struct SimNode {
     pub(crate) skew_ms: i64,
     /// Its WAL mode.
     pub(crate) wal_mode: WalMode,
-    /// Replicated requests it coordinates (lost in a crash).
-    pub(crate) coordinations: Coordinations,
-    /// Writes peers missed (see [`Hints`] for what survives a crash).
-    pub(crate) hints: Hints,
+    /// Nodes in the cluster.
+    pub(crate) nodes: usize,
+    /// The requests it coordinates and its hint rounds (lost in a crash):
+    /// the real node's driver.
+    pub driver: Replicator<OpId>,
+    /// Writes peers missed (see [`HintStore`] for what survives a crash).
+    pub hints: HintStore,
     /// A restart is scheduled (after a crash or a disk failure).
     pub(crate) restart_scheduled: bool,
     /// How the node last went down (while it is down: how it is down).
@@ -113,6 +122,15 @@ fn open_db(fs: &SimFs, wal_mode: WalMode, force_recovery: bool) -> Result<Db, St
     Db::open(Path::new(DATA_DIR), options(fs, wal_mode, force_recovery)).map_err(|e| e.to_string())
 }
 
+/// The driver of node `index` of `nodes`, idle.
+fn driver(index: usize, nodes: usize) -> Replicator<OpId> {
+    Replicator::new(DriverConfig {
+        self_index: index,
+        nodes,
+        timeout_ms: REPLICATION_TIMEOUT_MS,
+    })
+}
+
 /// Node `index`'s clock, persisting its reservations to `reserved`.
 fn reserving_clock(index: usize, reserved: &Arc<AtomicU64>) -> Hlc {
     let reserved = Arc::clone(reserved);
@@ -126,8 +144,8 @@ fn reserving_clock(index: usize, reserved: &Arc<AtomicU64>) -> Hlc {
 }
 
 impl SimNode {
-    /// Node `index` of the cluster with an empty disk, up.
-    pub fn new(index: usize, wal_mode: WalMode) -> Result<SimNode, String> {
+    /// Node `index` of a cluster of `nodes` with an empty disk, up.
+    pub fn new(index: usize, nodes: usize, wal_mode: WalMode) -> Result<SimNode, String> {
         let fs = SimFs::new();
         fs.create_dir_all(Path::new(DATA_DIR))
             .map_err(|e| e.to_string())?;
@@ -142,8 +160,9 @@ impl SimNode {
             incarnation: 0,
             skew_ms: 0,
             wal_mode,
-            coordinations: Coordinations::default(),
-            hints: Hints::default(),
+            nodes,
+            driver: driver(index, nodes),
+            hints: HintStore::default(),
             restart_scheduled: false,
             last_crash: None,
         })
@@ -242,7 +261,7 @@ impl SimNode {
     /// The process dies: power loss (only synced data survives, the
     /// image's choices drawn from `image_seed`) or kill -9. Requests in
     /// flight are forgotten; hints survive as the hint store's WAL mode
-    /// allows (see [`Hints::crash`]).
+    /// allows (see [`HintStore::crash`]).
     pub fn crash(&mut self, kind: CrashKind, image_seed: u64) {
         let image = match kind {
             CrashKind::PowerLoss => self.fs.crash_image(image_seed),
@@ -253,7 +272,7 @@ impl SimNode {
         drop(self.db.take());
         self.fs = image;
         self.incarnation += 1;
-        self.coordinations = Coordinations::default();
+        self.driver = driver(self.index, self.nodes);
         self.hints.crash(kind, self.wal_mode);
         self.last_crash = Some(kind);
     }
@@ -378,7 +397,7 @@ mod tests {
     /// A synced write survives power loss and kill -9; the clock restarts past it.
     #[test]
     fn crash_and_restart_keep_synced_writes() {
-        let mut node = SimNode::new(1, WalMode::Fsync).unwrap();
+        let mut node = SimNode::new(1, 3, WalMode::Fsync).unwrap();
         let ts = node.stamp(5);
         node.write(b"k", &v(ts, "a")).unwrap();
         for (i, kind) in [CrashKind::PowerLoss, CrashKind::Kill]
@@ -398,7 +417,7 @@ mod tests {
     /// stores; after a crash its clock starts past that timestamp anyway.
     #[test]
     fn restart_does_not_reissue_an_unstored_timestamp() {
-        let mut node = SimNode::new(2, WalMode::Fsync).unwrap();
+        let mut node = SimNode::new(2, 3, WalMode::Fsync).unwrap();
         node.hlc.observe(node.stamp(0) + (1 << 30));
         let unstored = node.stamp(0);
         node.crash(CrashKind::PowerLoss, 3);
@@ -409,7 +428,7 @@ mod tests {
     /// Flush and compaction settle the engine and keep every version, tombstones included.
     #[test]
     fn maintenance_keeps_everything() {
-        let mut node = SimNode::new(0, WalMode::Fsync).unwrap();
+        let mut node = SimNode::new(0, 3, WalMode::Fsync).unwrap();
         node.write(b"a", &v(10, "x")).unwrap();
         assert_eq!(node.flush(), None);
         let tomb = Version {

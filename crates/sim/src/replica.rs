@@ -7,18 +7,19 @@
 //! answers the newest version. Versions an anti-entropy round brings are
 //! applied as the real node applies them (`antientropy::local::apply`).
 
-use crate::network::{Answer, Request};
+use crate::network::Answer;
 use crate::node::SimNode;
 use ataman_node::hlc;
 use ataman_node::peer::frame::Version;
+use ataman_node::replication::driver::PeerRequest;
 
 impl SimNode {
     /// Serves a peer's request at virtual time `now_ms`.
     /// With `refuse_older` false (the planted bug `NoRestamp`) an older
     /// write is stored like any other.
-    pub fn serve(&mut self, now_ms: u64, request: &Request, refuse_older: bool) -> Answer {
+    pub fn serve(&mut self, now_ms: u64, request: &PeerRequest, refuse_older: bool) -> Answer {
         match request {
-            Request::Write { key, version } => {
+            PeerRequest::Write { key, version } => {
                 if !hlc::acceptable_from_peer_at(version.ts, self.wall_ms(now_ms)) {
                     return Answer::Failed(format!(
                         "timestamp {} is more than {} ms ahead of this node's clock",
@@ -43,7 +44,7 @@ impl SimNode {
                     Err(e) => Answer::Failed(e),
                 }
             }
-            Request::Read { key } => match self.read(key) {
+            PeerRequest::Read { key } => match self.read(key) {
                 Ok(v) => Answer::Read(v),
                 Err(e) => Answer::Failed(format!("read failed: {e}")),
             },

@@ -116,7 +116,7 @@ impl Sim {
 
     /// Node `node` crashes: its requests in flight are never answered.
     pub(super) fn crash(&mut self, node: usize, kind: CrashKind, image_seed: u64) {
-        let orphans = self.nodes[node].coordinating();
+        let orphans = self.nodes[node].driver.waiting();
         self.nodes[node].crash(kind, image_seed);
         let at_ms = self.now();
         self.history
@@ -152,7 +152,7 @@ impl Sim {
             let node = up[self.world.rng.random_range(0..up.len())];
             let compact = self.world.rng.random_range(0..100) < 30;
             self.stats.maintenance += 1;
-            let orphans = self.nodes[node].coordinating();
+            let orphans = self.nodes[node].driver.waiting();
             let before = self.nodes[node].incarnation();
             let restarted = if compact {
                 self.nodes[node].compact()

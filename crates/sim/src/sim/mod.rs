@@ -24,13 +24,14 @@ use crate::antientropy;
 use crate::check::{self, Report};
 use crate::client::Client;
 use crate::config::{CrashKind, HINT_TICK_MS, SimConfig};
-use crate::coordinator::{LocalWrite, Outbox};
 use crate::faults;
 use crate::history::{Happening, History};
 use crate::network::{Message, Network, NetworkStats};
 use crate::node::SimNode;
 use crate::world::World;
 use ataman_node::cluster::placement;
+use ataman_node::peer::frame::Version;
+use ataman_node::replication::driver::Waiter;
 use rand::Rng;
 use std::collections::BTreeMap;
 
@@ -42,6 +43,17 @@ pub const MAINTENANCE_GAP_MS: (u64, u64) = (50, 400);
 pub const ANTI_ENTROPY_GAP_MS: (u64, u64) = (100, 800);
 /// The heal phase waits at most this long (virtual) for the cluster to settle.
 pub const SETTLE_MS_MAX: u64 = 60_000;
+
+/// A write to a node's own engine, carried out after a disk delay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalWrite {
+    /// Who waits for it in the node's driver (`None`: a read repair).
+    pub waiter: Option<Waiter>,
+    /// The key.
+    pub key: Vec<u8>,
+    /// The version.
+    pub version: Version,
+}
 
 /// An event of the simulated world.
 #[derive(Debug)]
@@ -69,28 +81,15 @@ pub enum Event {
         /// The write.
         write: LocalWrite,
     },
-    /// A coordinated request's deadline.
+    /// A deadline in a node's driver: time passes for it (`tick`).
     Deadline {
-        /// The coordinator.
+        /// The node.
         node: usize,
-        /// Its incarnation when the request started.
+        /// Its incarnation when the deadline was set.
         incarnation: u64,
-        /// The request.
-        id: u64,
     },
     /// Every node's hint-delivery tick.
     HintTick,
-    /// A hint round's deadline.
-    HintDeadline {
-        /// The node delivering.
-        node: usize,
-        /// Its incarnation when the round started.
-        incarnation: u64,
-        /// The peer.
-        peer: usize,
-        /// The round.
-        round: u64,
-    },
     /// The next fault.
     FaultTick,
     /// Restart a node: a crashed one, or (`kill_first`) one whose disk failed.
@@ -185,7 +184,7 @@ pub fn run(seed: u64, config: &SimConfig) -> Result<RunResult, String> {
 impl Sim {
     fn new(seed: u64, config: SimConfig) -> Result<Sim, String> {
         let nodes = (0..config.nodes)
-            .map(|i| SimNode::new(i, config.wal_mode))
+            .map(|i| SimNode::new(i, config.nodes, config.wal_mode))
             .collect::<Result<Vec<_>, _>>()?;
         let seeds = placement::seeds(&node_names(config.nodes));
         let clients = (0..config.clients).map(Client::new).collect();
@@ -292,8 +291,8 @@ impl Sim {
         }
         self.history.final_states = states;
         for node in &self.nodes {
-            self.stats.hints_dropped += node.hints().dropped;
-            self.stats.hints_delivered += node.hints().delivered;
+            self.stats.hints_dropped += node.hints.dropped;
+            self.stats.hints_delivered += node.hints.delivered;
         }
         self.stats.network = self.network.stats;
         self.stats.events = self.world.taken();
@@ -331,9 +330,10 @@ impl Sim {
     fn quiet(&self) -> bool {
         self.network.in_flight() == 0
             && self.local_writes_pending == 0
-            && self.nodes.iter().all(|n| {
-                n.coordinating().is_empty() && n.hints().is_empty() && !n.hints().delivering()
-            })
+            && self
+                .nodes
+                .iter()
+                .all(|n| n.driver.live() == 0 && n.hints.is_empty() && !n.driver.delivering_hints())
     }
 
     fn pending(&self) -> String {
@@ -345,8 +345,8 @@ impl Sim {
                     "node {}: up {}, {} requests, {} hints",
                     n.index,
                     n.is_up(),
-                    n.coordinating().len(),
-                    n.hints().len()
+                    n.driver.live(),
+                    n.hints.len()
                 )
             })
             .collect();
@@ -418,30 +418,15 @@ impl Sim {
                 incarnation,
                 write,
             } => self.local_write(node, incarnation, write),
-            Event::Deadline {
-                node,
-                incarnation,
-                id,
-            } => {
+            Event::Deadline { node, incarnation } => {
                 let n = &mut self.nodes[node];
                 if n.is_up() && n.incarnation() == incarnation {
-                    let mut out = Outbox::default();
-                    n.expire(id, &mut out);
-                    self.carry_out(node, out);
+                    let now = self.world.now_ms();
+                    n.driver.tick(now);
+                    self.drive(node);
                 }
             }
             Event::HintTick => self.hint_tick(),
-            Event::HintDeadline {
-                node,
-                incarnation,
-                peer,
-                round,
-            } => {
-                let n = &mut self.nodes[node];
-                if n.incarnation() == incarnation {
-                    n.hints.expire(peer, round);
-                }
-            }
             Event::FaultTick => {
                 if !self.healing {
                     self.fault_tick();

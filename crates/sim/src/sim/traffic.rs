@@ -1,15 +1,16 @@
-//! The traffic of a run: client requests, the coordinators' work, messages
-//! between nodes, local engine writes and hint deliveries.
+//! The traffic of a run: client requests, the nodes' drivers at work
+//! (the real `ataman_node::replication::driver`: this file feeds it events
+//! and carries out its actions on the simulated network, engines and hint
+//! stores), messages between nodes and local engine writes.
 
-use super::{DISK_MS_MAX, Event, Sim};
+use super::{DISK_MS_MAX, Event, LocalWrite, Sim};
 use crate::client::Client;
 use crate::config::{HINT_TICK_MS, PlantedBug, REPLICATION_TIMEOUT_MS};
-use crate::coordinator::{LocalWrite, Outbox};
 use crate::history::{Happening, Op, OpId, OpKind, OpResult};
-use crate::network::{Answer, Message, Request, Waiter};
+use crate::network::{Answer, Message};
 use ataman_node::peer::frame::Version;
-use ataman_node::replication::HINT_BATCH_MAX;
 use ataman_node::replication::coordinator::{Decision, Kind, Outcome};
+use ataman_node::replication::driver::{Action, PeerRequest, Request, Waiter};
 use rand::Rng;
 
 impl Sim {
@@ -73,18 +74,28 @@ impl Sim {
         if let Some(c) = self.clients.get_mut(client) {
             c.waiting = Some(id);
         }
-        let mut out = Outbox::default();
-        node.coordinate(
+        // The planted bug: a write answers after one replica fewer.
+        let ack = match (self.config.planted_bug, &kind) {
+            (Some(PlantedBug::AckMinusOne), Kind::Write(_)) if plan.ack >= 2 => plan.ack - 1,
+            _ => plan.ack,
+        };
+        let replicas = ataman_node::cluster::placement::rank_with_seeds(
             &self.seeds,
-            id,
-            plan.key,
-            kind,
-            plan.ack,
+            &plan.key,
             self.config.replicas,
-            self.config.planted_bug,
-            &mut out,
         );
-        self.carry_out(plan.coordinator, out);
+        node.driver.start(
+            now,
+            Request {
+                reply_to: id,
+                key: plan.key,
+                kind,
+                ack,
+                replicas,
+            },
+        );
+        self.schedule_deadline(plan.coordinator);
+        self.drive(plan.coordinator);
     }
 
     pub(super) fn client_answered(&mut self, client: usize) {
@@ -111,50 +122,119 @@ impl Sim {
         self.client_answered(client);
     }
 
-    pub(super) fn carry_out(&mut self, node: usize, out: Outbox) {
+    /// A deadline of `node`'s driver, [`REPLICATION_TIMEOUT_MS`] from now.
+    fn schedule_deadline(&mut self, node: usize) {
         let incarnation = self.nodes[node].incarnation();
-        for (to, message) in out.sends {
-            self.send(node, to, message, 0);
+        self.world.schedule(
+            REPLICATION_TIMEOUT_MS,
+            Event::Deadline { node, incarnation },
+        );
+    }
+
+    /// Carries out every action `node`'s driver queued, and those they
+    /// lead to (a local read is answered at once).
+    pub(super) fn drive(&mut self, node: usize) {
+        while let Some(action) = self.nodes[node].driver.next_action() {
+            self.carry_out(node, action);
         }
-        for write in out.local_writes {
-            self.local_writes_pending += 1;
-            let after = self.world.rng.random_range(0..=DISK_MS_MAX);
-            self.world.schedule(
-                after,
-                Event::LocalWrite {
-                    node,
+    }
+
+    fn carry_out(&mut self, node: usize, action: Action<OpId>) {
+        let incarnation = self.nodes[node].incarnation();
+        match action {
+            Action::Send {
+                node: to,
+                waiter,
+                request,
+                deadline_ms: _,
+            } => {
+                if waiter == Waiter::Repair {
+                    self.stats.repairs += 1;
+                }
+                let message = Message::Request {
+                    waiter,
                     incarnation,
-                    write,
-                },
-            );
+                    request,
+                };
+                self.send(node, to, message, 0);
+            }
+            Action::ReadLocal { waiter, key } => {
+                let outcome = match self.nodes[node].read(&key) {
+                    Ok(v) => Outcome::Read(v),
+                    Err(e) => Outcome::Failed(format!("local replica: read failed: {e}")),
+                };
+                self.answer(node, node, waiter, outcome);
+            }
+            Action::WriteLocal {
+                waiter,
+                key,
+                version,
+            } => {
+                if waiter.is_none() {
+                    // A read repair: the clock observes every version the engine holds.
+                    self.stats.repairs += 1;
+                    self.nodes[node].hlc.observe(version.ts);
+                }
+                self.local_writes_pending += 1;
+                let after = self.world.rng.random_range(0..=DISK_MS_MAX);
+                let write = LocalWrite {
+                    waiter,
+                    key,
+                    version,
+                };
+                self.world.schedule(
+                    after,
+                    Event::LocalWrite {
+                        node,
+                        incarnation,
+                        write,
+                    },
+                );
+            }
+            Action::Reply { to, answer } => {
+                let result = match answer {
+                    Ok(Decision::Written) => OpResult::Written,
+                    Ok(Decision::Read(v)) => OpResult::Read(v),
+                    Ok(Decision::Failed(why)) | Err(why) => OpResult::Failed(why),
+                    Ok(Decision::Restamp { .. }) => {
+                        unreachable!("the driver re-stamps, never replies so")
+                    }
+                };
+                self.complete(to, result);
+            }
+            Action::Restamped { to, ts } => {
+                self.stats.restamps += 1;
+                let entry = &mut self.history.ops[to];
+                entry.earlier_ts.extend(entry.ts);
+                entry.ts = Some(ts);
+            }
+            Action::RestampsExhausted => {}
+            Action::KeepHint {
+                node: peer,
+                key,
+                version,
+            } => {
+                self.stats.hints_kept += 1;
+                self.nodes[node].hints.add(peer, key, version);
+            }
+            Action::RemoveHints { node: peer, seqs } => {
+                self.nodes[node].hints.remove(peer, &seqs);
+            }
         }
-        for id in out.deadlines {
-            self.world.schedule(
-                REPLICATION_TIMEOUT_MS,
-                Event::Deadline {
-                    node,
-                    incarnation,
-                    id,
-                },
-            );
-        }
-        for (op, decision) in out.replies {
-            let result = match decision {
-                Decision::Written => OpResult::Written,
-                Decision::Read(v) => OpResult::Read(v),
-                Decision::Failed(why) => OpResult::Failed(why),
-                Decision::Restamp { .. } => unreachable!("the node re-stamps, never replies so"),
-            };
-            self.complete(op, result);
-        }
-        self.stats.repairs += out.repairs;
-        self.stats.hints_kept += out.hints;
-        self.stats.restamps += out.restamped.len() as u64;
-        for (op, ts) in out.restamped {
-            let entry = &mut self.history.ops[op];
-            entry.earlier_ts.extend(entry.ts);
-            entry.ts = Some(ts);
-        }
+    }
+
+    /// Feeds `node`'s driver the answer `from` gave to `waiter`.
+    fn answer(&mut self, node: usize, from: usize, waiter: Waiter, outcome: Outcome) {
+        let now = self.now();
+        let n = &mut self.nodes[node];
+        let wall_ms = n.wall_ms(now);
+        let (hlc, driver) = (&n.hlc, &mut n.driver);
+        let mut stamp = |above: u64| {
+            hlc.observe(above);
+            hlc.now_at(wall_ms).map_err(|e| e.to_string())
+        };
+        driver.on_answer(from, waiter, outcome, &mut stamp);
+        self.drive(node);
     }
 
     pub(super) fn send(&mut self, from: usize, to: usize, message: Message, extra_ms: u64) {
@@ -180,7 +260,7 @@ impl Sim {
                     let refuse_older = self.config.planted_bug != Some(PlantedBug::NoRestamp);
                     let answer = self.nodes[to].serve(now, &request, refuse_older);
                     match (&answer, &request) {
-                        (Answer::Written, Request::Write { key, version }) => {
+                        (Answer::Written, PeerRequest::Write { key, version }) => {
                             self.replica_wrote(to, key.clone(), version.ts)
                         }
                         (Answer::Failed(_), _) => self.check_disk(to),
@@ -192,7 +272,7 @@ impl Sim {
                 } else {
                     Answer::Failed(format!("node {to}: connection refused"))
                 };
-                if waiter != Waiter::Nobody {
+                if waiter != Waiter::Repair {
                     let disk = self.world.rng.random_range(0..=DISK_MS_MAX);
                     let reply = Message::Answer {
                         waiter,
@@ -211,24 +291,13 @@ impl Sim {
                 if !node.is_up() || node.incarnation() != incarnation {
                     return;
                 }
-                match waiter {
-                    Waiter::Coordination { id, position } => {
-                        let outcome = match answer {
-                            Answer::Written => Outcome::Written,
-                            Answer::HoldsNewer(ts) => Outcome::HoldsNewer(ts),
-                            Answer::Read(v) => Outcome::Read(v),
-                            Answer::Failed(why) => Outcome::Failed(why),
-                        };
-                        let mut out = Outbox::default();
-                        node.on_outcome(now, id, position, outcome, &mut out);
-                        self.carry_out(to, out);
-                    }
-                    Waiter::Hint { seq } => {
-                        let done = matches!(answer, Answer::Written | Answer::HoldsNewer(_));
-                        node.hints.answered(from, seq, done);
-                    }
-                    Waiter::Nobody => {}
-                }
+                let outcome = match answer {
+                    Answer::Written => Outcome::Written,
+                    Answer::HoldsNewer(ts) => Outcome::HoldsNewer(ts),
+                    Answer::Read(v) => Outcome::Read(v),
+                    Answer::Failed(why) => Outcome::Failed(why),
+                };
+                self.answer(to, from, waiter, outcome);
             }
         }
     }
@@ -245,15 +314,12 @@ impl Sim {
             Ok(()) => self.replica_wrote(node, write.key.clone(), write.version.ts),
             Err(_) => self.check_disk(node),
         }
-        if let Some((id, position)) = write.waiter {
+        if let Some(waiter) = write.waiter {
             let outcome = match result {
                 Ok(()) => Outcome::Written,
                 Err(e) => Outcome::Failed(format!("local replica: {e}")),
             };
-            let mut out = Outbox::default();
-            let now = self.now();
-            self.nodes[node].on_outcome(now, id, position, outcome, &mut out);
-            self.carry_out(node, out);
+            self.answer(node, node, waiter, outcome);
         }
     }
 
@@ -269,35 +335,31 @@ impl Sim {
 
     /// A write failed on `node`: if its engine refuses writes (a disk
     /// fault), restart it a little later, as an operator would.
+    /// Every node's hint-delivery tick, as the real node's thread 0: a
+    /// round to each peer with hints pending and no round in flight.
     pub(super) fn hint_tick(&mut self) {
+        let now = self.now();
         for node in 0..self.nodes.len() {
             if !self.nodes[node].is_up() {
                 continue;
             }
-            let incarnation = self.nodes[node].incarnation();
-            let rounds = self.nodes[node].hints.start_rounds(HINT_BATCH_MAX);
-            for crate::hints::RoundStart { peer, round, hints } in rounds {
-                self.world.schedule(
-                    REPLICATION_TIMEOUT_MS,
-                    Event::HintDeadline {
-                        node,
-                        incarnation,
-                        peer,
-                        round,
-                    },
-                );
-                for (seq, hint) in hints {
-                    let message = Message::Request {
-                        waiter: Waiter::Hint { seq },
-                        incarnation,
-                        request: Request::Write {
-                            key: hint.key,
-                            version: hint.version,
-                        },
-                    };
-                    self.send(node, peer, message, 0);
+            let mut started = false;
+            for peer in 0..self.nodes.len() {
+                let n = &mut self.nodes[node];
+                let Some(query) = n.driver.hint_round_due(peer) else {
+                    continue;
+                };
+                if n.hints.count(peer) == 0 {
+                    continue;
                 }
+                let hints = n.hints.pending(peer, query.after, query.max);
+                started |= !hints.is_empty();
+                n.driver.start_hint_round(now, peer, hints);
             }
+            if started {
+                self.schedule_deadline(node);
+            }
+            self.drive(node);
         }
         self.world.schedule(HINT_TICK_MS, Event::HintTick);
     }
