@@ -400,7 +400,7 @@ fn sync_upgrade(addr: SocketAddr) -> Result<(TcpStream, Vec<u8>), String> {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     s.write_all(&upgrade_request_for(
-        wire::PROTOCOL,
+        ataman_node::peer::handshake::SYNC_PROTOCOL,
         &addr.to_string(),
         "http://test-peer:1",
     ))
@@ -408,7 +408,7 @@ fn sync_upgrade(addr: SocketAddr) -> Result<(TcpStream, Vec<u8>), String> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
-        match parse_upgrade_response_for(&buf, wire::PROTOCOL) {
+        match parse_upgrade_response_for(&buf, ataman_node::peer::handshake::SYNC_PROTOCOL) {
             Ok(Some(used)) => {
                 buf.drain(..used);
                 return Ok((s, buf));

@@ -3,15 +3,14 @@
 //! Routing and the validation of the path, method and query live here, in
 //! one function ([`route`]) the tests and the fuzzer reach directly. It
 //! decides 400, 405 and 414; the request head's parser
-//! (`crate::http::request`) and the connection (`crate::net::conn`) decide
+//! (`crate::http::request`) and the connection (`net::conn`) decide
 //! the other status codes (docs/ARCHITECTURE.md, "Status codes: where each
 //! is decided").
 
-use crate::antientropy::wire::PROTOCOL as SYNC_PROTOCOL;
 use crate::http::Status;
 use crate::http::query::Query;
 use crate::http::request::{HttpError, Method, RequestHead};
-use crate::peer::handshake::PROTOCOL;
+use crate::peer::handshake::{PEER_PROTOCOL, SYNC_PROTOCOL};
 use std::borrow::Cow;
 
 /// What a request asks for, after validation.
@@ -305,7 +304,7 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
         b"/v0/cluster" if head.method == Method::Get => (Route::Cluster, Action::Cluster),
         b"/metrics" if head.method == Method::Get => (Route::Metrics, Action::Metrics),
         b"/v0/peer" if head.method == Method::Get => match head.upgrade {
-            Some(p) if p.eq_ignore_ascii_case(PROTOCOL.as_bytes()) => {
+            Some(p) if p.eq_ignore_ascii_case(PEER_PROTOCOL.as_bytes()) => {
                 (Route::Peer, Action::PeerUpgrade)
             }
             Some(p) if p.eq_ignore_ascii_case(SYNC_PROTOCOL.as_bytes()) => {
@@ -314,7 +313,7 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
             _ => (
                 Route::Peer,
                 bad(format!(
-                    "the peer endpoint needs Connection: Upgrade and Upgrade: {PROTOCOL} or {SYNC_PROTOCOL}"
+                    "the peer endpoint needs Connection: Upgrade and Upgrade: {PEER_PROTOCOL} or {SYNC_PROTOCOL}"
                 )),
             ),
         },

@@ -8,6 +8,8 @@
 //! - [`http`]: HTTP/1.1 framing (request heads, query strings, responses).
 //! - [`api`]: routing and validation: a request head to an [`api::Action`].
 //! - [`cluster`]: the node list and where keys live (rendezvous hashing).
+//! - [`state`]: what the node's threads share, and how a finished write
+//!   finds its network thread again.
 //! - [`net`]: the network threads (mio event loops) and connections.
 //! - [`hlc`]: the hybrid logical clock stamping writes; [`clock_file`]: its
 //!   durable reservation (`CLOCK`), so a restart never reissues a timestamp.
@@ -49,13 +51,14 @@ pub mod net;
 pub mod peer;
 pub mod refill;
 pub mod replication;
+pub mod state;
 
 pub use config::{NodeConfig, ServeArgs};
 
 use ataman_engine::fs::{FaultFs, FileSystem, OsFs};
 use ataman_engine::{Db, Durability, Options};
 use config::PlantedBug;
-use net::{Inbox, NodeShared};
+use state::{Inbox, NodeShared};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -222,10 +225,10 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let topology = cluster::Topology::new(config.cluster.clone(), config.self_index);
     let peers = (0..topology.len())
         .map(|i| {
-            replication::PeerStatus::new(if i == config.self_index {
-                replication::LinkState::Myself
+            peer::link::PeerStatus::new(if i == config.self_index {
+                peer::link::LinkState::Myself
             } else {
-                replication::LinkState::Idle
+                peer::link::LinkState::Idle
             })
         })
         .collect();
@@ -261,7 +264,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
                 .spawn(move || net::run_thread(shared, index, poll, l))?,
         );
     }
-    let ae_threads = antientropy::start(&shared, sync_receiver)?;
+    let ae_threads = antientropy::start(&shared, NodeShared::antientropy_node, sync_receiver)?;
     // The line launchers wait for, on stdout (docs/API.md); the log says it too.
     println!("ataman: listening on http://{bound}");
     tracing::info!(addr = %bound, "listening for HTTP requests");

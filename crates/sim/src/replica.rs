@@ -1,5 +1,5 @@
 //! A simulated node serving its peers, as the real peer server does
-//! (`ataman_node::peer::server`): a write stamped too far ahead of the
+//! (`ataman_node::net::peer_conn`): a write stamped too far ahead of the
 //! node's clock is refused, otherwise its timestamp is observed by the
 //! node's clock and the write is made durable before the answer, unless
 //! the node holds a newer version (then it answers with that version's

@@ -16,19 +16,19 @@
 //! batch is bounded by the wire limits, scanned and sent bytes go through
 //! the node's token bucket, and the stop flag is checked between batches.
 
+use super::Node;
 use super::local::{self, Meter, Scope, unexpected};
 use super::merkle::{Tree, bucket_of};
 use super::reconcile::{Merge, Step};
 use super::status::PeerReport;
 use super::stream::{IO_SLICE, SEND_TIMEOUT, SessionError, SyncStream};
 use super::wire::{
-    self, BATCH_BYTES_MAX, DIGEST_ENTRIES_MAX, FETCH_KEYS_MAX, Message, PROTOCOL, PUSH_ITEMS_MAX,
+    self, BATCH_BYTES_MAX, DIGEST_ENTRIES_MAX, FETCH_KEYS_MAX, Message, PUSH_ITEMS_MAX,
     TREE_NODES_PER_REQUEST_MAX, VERSION, bitmap_has, bitmap_of,
 };
-use crate::net::NodeShared;
+use crate::cluster::dial_address;
 use crate::peer::frame::Version;
-use crate::peer::handshake::{parse_upgrade_response_for, upgrade_request_for};
-use crate::replication::dial_address;
+use crate::peer::handshake::{SYNC_PROTOCOL, parse_upgrade_response_for, upgrade_request_for};
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::atomic::Ordering;
@@ -56,21 +56,21 @@ pub type OnFetched<'a> = &'a mut dyn FnMut(&[u8], Option<Kept>, Kept);
 /// Syncs with node `peer` against this node's `tree` of the keys they
 /// share. Never fails: the report carries the error, if any.
 pub fn sync_with(
-    shared: &NodeShared,
+    node: &Node<'_>,
     peer: usize,
     tree: &Tree,
     on_fetched: OnFetched<'_>,
 ) -> PeerReport {
     let mut report = PeerReport {
-        url: shared.topology.nodes()[peer].clone(),
+        url: node.topology.nodes()[peer].clone(),
         ..PeerReport::default()
     };
     let mut backoff = BUSY_BACKOFF_MIN;
     for attempt in 1..=BUSY_TRIES_MAX {
-        match session(shared, peer, tree, &mut report, &mut *on_fetched) {
+        match session(node, peer, tree, &mut report, &mut *on_fetched) {
             Ok(()) => return report,
             Err(SessionError::Busy(_)) if attempt < BUSY_TRIES_MAX => {
-                if sleep_unless_stopped(shared, backoff) {
+                if sleep_unless_stopped(node, backoff) {
                     report.error = Some(SessionError::Stopped.to_string());
                     return report;
                 }
@@ -87,9 +87,9 @@ pub fn sync_with(
 }
 
 /// Sleeps `d` in slices; true when the node started stopping.
-fn sleep_unless_stopped(shared: &NodeShared, d: Duration) -> bool {
+fn sleep_unless_stopped(node: &Node<'_>, d: Duration) -> bool {
     let until = Instant::now() + d;
-    while !shared.stopping() {
+    while !node.stopping() {
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return false;
@@ -101,11 +101,11 @@ fn sleep_unless_stopped(shared: &NodeShared, d: Duration) -> bool {
 
 /// Connects to `peer` and upgrades to the sync protocol: the socket and
 /// the bytes that came after the 101.
-fn connect(shared: &NodeShared, peer: usize) -> Result<(TcpStream, Vec<u8>), SessionError> {
-    let url = &shared.topology.nodes()[peer];
-    let me = &shared.topology.nodes()[shared.topology.self_index()];
+fn connect(node: &Node<'_>, peer: usize) -> Result<(TcpStream, Vec<u8>), SessionError> {
+    let url = &node.topology.nodes()[peer];
+    let me = &node.topology.nodes()[node.topology.self_index()];
     let host = dial_address(url);
-    let dial = shared.config.peer_via[peer]
+    let dial = node.config.peer_via[peer]
         .clone()
         .unwrap_or_else(|| host.clone());
     let addr = dial
@@ -122,13 +122,13 @@ fn connect(shared: &NodeShared, peer: usize) -> Result<(TcpStream, Vec<u8>), Ses
         .map_err(io)?;
     let _ = stream.set_nodelay(true);
     stream
-        .write_all(&upgrade_request_for(PROTOCOL, &host, me))
+        .write_all(&upgrade_request_for(SYNC_PROTOCOL, &host, me))
         .map_err(io)?;
     let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
     let mut buf = Vec::new();
     let mut chunk = [0u8; HANDSHAKE_CHUNK_BYTES];
     loop {
-        match parse_upgrade_response_for(&buf, PROTOCOL) {
+        match parse_upgrade_response_for(&buf, SYNC_PROTOCOL) {
             Ok(Some(used)) => {
                 buf.drain(..used);
                 return Ok((stream, buf));
@@ -150,7 +150,7 @@ fn connect(shared: &NodeShared, peer: usize) -> Result<(TcpStream, Vec<u8>), Ses
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) =>
             {
-                if shared.stopping() {
+                if node.stopping() {
                     return Err(SessionError::Stopped);
                 }
                 if Instant::now() >= deadline {
@@ -166,63 +166,63 @@ fn connect(shared: &NodeShared, peer: usize) -> Result<(TcpStream, Vec<u8>), Ses
 /// Sends `request` and returns its answer, waiting at most `silence`
 /// without a byte from the peer.
 fn ask_within(
-    shared: &NodeShared,
+    node: &Node<'_>,
     s: &mut SyncStream<'_>,
     request: &Message,
     silence: Duration,
 ) -> Result<Message, SessionError> {
     let sent = s.send(request, Instant::now() + SEND_TIMEOUT)?;
-    local::pay_sent(shared, s, sent)?;
+    local::pay_sent(node, s, sent)?;
     s.recv(silence)?
         .ok_or_else(|| SessionError::Io("the peer closed the session".into()))
 }
 
 /// Sends `request` and returns its answer (silence timeout: `Timing::silence`).
 fn ask(
-    shared: &NodeShared,
+    node: &Node<'_>,
     s: &mut SyncStream<'_>,
     request: &Message,
 ) -> Result<Message, SessionError> {
-    ask_within(shared, s, request, shared.antientropy.timing.silence)
+    ask_within(node, s, request, node.antientropy.timing.silence)
 }
 
 fn session(
-    shared: &NodeShared,
+    node: &Node<'_>,
     peer: usize,
     tree: &Tree,
     report: &mut PeerReport,
     on_fetched: OnFetched<'_>,
 ) -> Result<(), SessionError> {
-    let ae = &shared.antientropy;
-    let (stream, leftover) = connect(shared, peer)?;
-    let stop = || shared.stopping();
+    let ae = &node.antientropy;
+    let (stream, leftover) = connect(node, peer)?;
+    let stop = || node.stopping();
     let mut s = SyncStream::new(stream, leftover, &stop, &ae.metrics, ae.timing.keep_alive)
         .map_err(|e| SessionError::Io(e.to_string()))?;
-    let result = run_session(shared, peer, tree, &mut s, report, on_fetched);
+    let result = run_session(node, peer, tree, &mut s, report, on_fetched);
     report.bytes_sent = s.bytes_sent;
     report.bytes_received = s.bytes_received;
     result
 }
 
 fn run_session(
-    shared: &NodeShared,
+    node: &Node<'_>,
     peer: usize,
     tree: &Tree,
     s: &mut SyncStream<'_>,
     report: &mut PeerReport,
     on_fetched: OnFetched<'_>,
 ) -> Result<(), SessionError> {
-    let ae = &shared.antientropy;
+    let ae = &node.antientropy;
     let hello = Message::Hello {
         version: VERSION,
-        url: shared.topology.nodes()[shared.topology.self_index()].clone(),
-        replicas: shared.config.replication_factor as u32,
+        url: node.topology.nodes()[node.topology.self_index()].clone(),
+        replicas: node.config.replication_factor as u32,
         depth: tree.depth(),
-        fingerprint: wire::fingerprint(shared.topology.nodes()),
+        fingerprint: wire::fingerprint(node.topology.nodes()),
     };
     // The Welcome may wait for the peer's server to finish the session it
     // serves (nothing is said meanwhile), then for its tree (KeepAlives).
-    let welcome = match ask_within(shared, s, &hello, ae.timing.welcome) {
+    let welcome = match ask_within(node, s, &hello, ae.timing.welcome) {
         Err(SessionError::TimedOut) => {
             return Err(SessionError::Io(format!(
                 "no Welcome within {} ms of silence (the peer's anti-entropy server may be \
@@ -234,7 +234,7 @@ fn run_session(
     };
     // The node that answered must be the peer this session is for (a
     // wrong --peer-via, a reused address) and speak this version.
-    let expected = &shared.topology.nodes()[peer];
+    let expected = &node.topology.nodes()[peer];
     match welcome {
         Message::Welcome { version, url, .. } if version == VERSION && url == *expected => {}
         Message::Welcome { version, url, .. } => {
@@ -245,7 +245,7 @@ fn run_session(
         }
         other => return Err(unexpected(&other, "Welcome")),
     }
-    let differing = walk(shared, s, tree)?;
+    let differing = walk(node, s, tree)?;
     ae.metrics
         .buckets_compared
         .fetch_add(1 << tree.depth(), Ordering::Relaxed);
@@ -267,18 +267,14 @@ fn run_session(
             refused: local::Refusals::default(),
         };
         let depth = tree.depth();
-        exchange(shared, peer, depth, &differing, s, report, &mut batches)?;
+        exchange(node, peer, depth, &differing, s, report, &mut batches)?;
     }
     Ok(())
 }
 
 /// The differing leaves, found by comparing the peer's tree level by
 /// level, descending only below nodes that differ.
-fn walk(
-    shared: &NodeShared,
-    s: &mut SyncStream<'_>,
-    tree: &Tree,
-) -> Result<Vec<u32>, SessionError> {
+fn walk(node: &Node<'_>, s: &mut SyncStream<'_>, tree: &Tree) -> Result<Vec<u32>, SessionError> {
     let depth = tree.depth();
     let mut differing = Vec::new();
     let mut frontier = vec![0u32];
@@ -289,7 +285,7 @@ fn walk(
                 level,
                 indexes: chunk.to_vec(),
             };
-            let hashes = match ask(shared, s, &request)? {
+            let hashes = match ask(node, s, &request)? {
                 Message::Hashes { hashes } if hashes.len() == chunk.len() => hashes,
                 Message::Hashes { hashes } => {
                     return Err(SessionError::Protocol(format!(
@@ -334,7 +330,7 @@ struct Batches<'a> {
 /// each page's key range with the same range here, and exchanges versions.
 #[allow(clippy::too_many_arguments)]
 fn exchange(
-    shared: &NodeShared,
+    node: &Node<'_>,
     peer: usize,
     depth: u32,
     differing: &[u32],
@@ -342,7 +338,7 @@ fn exchange(
     report: &mut PeerReport,
     batches: &mut Batches<'_>,
 ) -> Result<(), SessionError> {
-    let scope = Scope::new(shared);
+    let scope = Scope::new(node);
     let bitmap = bitmap_of(depth, differing);
     let mut after: Option<Vec<u8>> = None;
     loop {
@@ -351,7 +347,7 @@ fn exchange(
             after: after.clone(),
             entries_max: DIGEST_ENTRIES_MAX as u32,
         };
-        let (entries, next) = match ask(shared, s, &request)? {
+        let (entries, next) = match ask(node, s, &request)? {
             Message::DigestPage { entries, next } => (entries, next),
             other => return Err(unexpected(&other, "DigestPage")),
         };
@@ -365,9 +361,9 @@ fn exchange(
         let mut cursor = after.clone();
         loop {
             let (local_entries, cut) = {
-                let mut scan_meter = Meter::alive(shared, &mut *s);
+                let mut scan_meter = Meter::alive(node, &mut *s);
                 local::page(
-                    shared,
+                    node,
                     cursor.as_deref(),
                     next.as_deref(),
                     DIGEST_ENTRIES_MAX,
@@ -383,7 +379,7 @@ fn exchange(
             }
             let local_digest = local_entries.into_iter().map(|e| (e.key, e.ts));
             for step in Merge::new(local_digest, remote_chunk.into_iter()) {
-                exchange_step(shared, step, s, batches, report)?;
+                exchange_step(node, step, s, batches, report)?;
             }
             match cut {
                 None => break,
@@ -395,8 +391,8 @@ fn exchange(
             Some(key) => after = Some(key),
         }
     }
-    flush_fetch(shared, s, batches, report)?;
-    flush_push(shared, s, batches, report)?;
+    flush_fetch(node, s, batches, report)?;
+    flush_push(node, s, batches, report)?;
     report.keys_refused = batches.refused.count;
     if batches.refused.count > 0 {
         return Err(SessionError::Engine(format!(
@@ -409,7 +405,7 @@ fn exchange(
 
 /// Queues one reconcile step, sending a batch when it is full.
 fn exchange_step(
-    shared: &NodeShared,
+    node: &Node<'_>,
     step: Step,
     s: &mut SyncStream<'_>,
     batches: &mut Batches<'_>,
@@ -420,22 +416,22 @@ fn exchange_step(
             batches.fetch_bytes += key.len();
             batches.fetch.push(key);
             if batches.fetch.len() >= FETCH_KEYS_MAX || batches.fetch_bytes >= BATCH_BYTES_MAX {
-                flush_fetch(shared, s, batches, report)?;
+                flush_fetch(node, s, batches, report)?;
             }
         }
         Step::Push(key) => {
             // The newest version now (it may be newer than the scan's).
-            let Some(version) = local::read_version(shared, &key)? else {
+            let Some(version) = local::read_version(node, &key)? else {
                 return Ok(());
             };
             let size = local::version_bytes(&key, &version);
             if !batches.push.is_empty() && batches.push_bytes + size > BATCH_BYTES_MAX {
-                flush_push(shared, s, batches, report)?;
+                flush_push(node, s, batches, report)?;
             }
             batches.push_bytes += size;
             batches.push.push((key, version));
             if batches.push.len() >= PUSH_ITEMS_MAX {
-                flush_push(shared, s, batches, report)?;
+                flush_push(node, s, batches, report)?;
             }
         }
     }
@@ -478,20 +474,20 @@ fn check_page(
 /// Fetches the batched keys (in as many round trips as the peer's answer
 /// bound needs) and applies their versions durably.
 fn flush_fetch(
-    shared: &NodeShared,
+    node: &Node<'_>,
     s: &mut SyncStream<'_>,
     batches: &mut Batches<'_>,
     report: &mut PeerReport,
 ) -> Result<(), SessionError> {
-    let ae = &shared.antientropy;
+    let ae = &node.antientropy;
     while !batches.fetch.is_empty() {
-        if shared.stopping() {
+        if node.stopping() {
             return Err(SessionError::Stopped);
         }
         let request = Message::Fetch {
             keys: batches.fetch.clone(),
         };
-        let items = match ask(shared, s, &request)? {
+        let items = match ask(node, s, &request)? {
             Message::Versions { items } => items,
             other => return Err(unexpected(&other, "Versions")),
         };
@@ -517,12 +513,12 @@ fn flush_fetch(
         // What this node had, to keep the round's other trees current.
         let mut replaced = Vec::with_capacity(found.len());
         for (key, version) in &found {
-            let kept = local::read_version(shared, key)?.map(|v| (v.ts, v.value.is_none()));
+            let kept = local::read_version(node, key)?.map(|v| (v.ts, v.value.is_none()));
             if kept.is_none_or(|(ts, _)| ts < version.ts) {
                 replaced.push((key.clone(), kept, (version.ts, version.value.is_none())));
             }
         }
-        let (applied, refused) = local::apply(shared, found)?;
+        let (applied, refused) = local::apply(node, found)?;
         for (key, kept, new) in replaced {
             if !refused.iter().any(|(k, _)| *k == key) {
                 (batches.on_fetched)(&key, kept, new);
@@ -548,7 +544,7 @@ fn flush_fetch(
 
 /// Pushes the batched versions; the peer acknowledges once they are durable.
 fn flush_push(
-    shared: &NodeShared,
+    node: &Node<'_>,
     s: &mut SyncStream<'_>,
     batches: &mut Batches<'_>,
     report: &mut PeerReport,
@@ -556,13 +552,13 @@ fn flush_push(
     if batches.push.is_empty() {
         return Ok(());
     }
-    if shared.stopping() {
+    if node.stopping() {
         return Err(SessionError::Stopped);
     }
     let items = std::mem::take(&mut batches.push);
     batches.push_bytes = 0;
     let n = items.len();
-    let (applied, refused) = match ask(shared, s, &Message::Push { items })? {
+    let (applied, refused) = match ask(node, s, &Message::Push { items })? {
         Message::PushAck {
             applied,
             refused,
@@ -582,7 +578,7 @@ fn flush_push(
         other => return Err(unexpected(&other, "PushAck")),
     };
     report.keys_pushed += applied;
-    let ae = &shared.antientropy;
+    let ae = &node.antientropy;
     ae.metrics.keys_pushed.fetch_add(applied, Ordering::Relaxed);
     ae.metrics
         .keys_refused

@@ -15,13 +15,13 @@
 //! rate-limited scan does not pin one read view (and the SSTs compaction
 //! replaced) for its whole length.
 
+use super::Node;
 use super::merkle::{Tree, bucket_of};
 use super::scope::{self, NodeSet};
 use super::stream::{KeepAlive, SessionError};
 use super::wire::{self, BATCH_BYTES_MAX, DIGEST_ENTRIES_MAX, DigestEntry, Message, bitmap_has};
-use crate::net::NodeShared;
 use crate::peer::frame::Version;
-use crate::peer::server::refuse_version;
+use crate::peer::refusal::refuse_version;
 use ataman_engine::{Durability, Entry, WriteBatch};
 use std::time::{Duration, Instant};
 
@@ -52,7 +52,7 @@ pub fn entry_cost(key: &[u8], entry: &Entry) -> u64 {
 /// Pays scanned bytes to the token bucket in chunks and checks the stop
 /// flag; made with [`Meter::alive`], it also keeps the session alive.
 pub struct Meter<'a> {
-    shared: &'a NodeShared,
+    node: &'a Node<'a>,
     owed: u64,
     entries: usize,
     alive: Option<&'a mut (dyn KeepAlive + 'a)>,
@@ -60,9 +60,9 @@ pub struct Meter<'a> {
 
 impl<'a> Meter<'a> {
     /// A meter on the node's token bucket.
-    pub fn new(shared: &'a NodeShared) -> Self {
+    pub fn new(node: &'a Node<'a>) -> Self {
         Meter {
-            shared,
+            node,
             owed: 0,
             entries: 0,
             alive: None,
@@ -70,16 +70,16 @@ impl<'a> Meter<'a> {
     }
 
     /// A meter that also sends `KeepAlive`s on `stream` while it works.
-    pub fn alive(shared: &'a NodeShared, stream: &'a mut (dyn KeepAlive + 'a)) -> Self {
+    pub fn alive(node: &'a Node<'a>, stream: &'a mut (dyn KeepAlive + 'a)) -> Self {
         Meter {
             alive: Some(stream),
-            ..Meter::new(shared)
+            ..Meter::new(node)
         }
     }
 
     /// The node this meter pays for.
-    pub fn shared(&self) -> &'a NodeShared {
-        self.shared
+    pub fn node(&self) -> &'a Node<'a> {
+        self.node
     }
 
     fn keep_alive(&mut self) -> Result<(), SessionError> {
@@ -97,7 +97,7 @@ impl<'a> Meter<'a> {
             self.settle()?;
         }
         if self.entries.is_multiple_of(STOP_CHECK_ENTRIES) {
-            if self.shared.stopping() {
+            if self.node.stopping() {
                 return Err(SessionError::Stopped);
             }
             self.keep_alive()?;
@@ -110,11 +110,11 @@ impl<'a> Meter<'a> {
     /// session alive between pieces.
     pub fn settle(&mut self) -> Result<(), SessionError> {
         let mut owed = std::mem::take(&mut self.owed);
-        let shared = self.shared;
-        let piece = (shared.antientropy.rate.bytes_per_sec() / 4).max(1);
+        let node = self.node;
+        let piece = (node.antientropy.rate.bytes_per_sec() / 4).max(1);
         while owed > 0 {
             let now = owed.min(piece);
-            shared.antientropy.rate.take(now, &|| shared.stopping())?;
+            node.antientropy.rate.take(now, &|| node.stopping())?;
             owed -= now;
             self.keep_alive()?;
         }
@@ -125,11 +125,11 @@ impl<'a> Meter<'a> {
 /// Pays for `bytes` sent on `stream` at once, keeping the session alive
 /// while the token bucket makes this side wait (never silent between frames).
 pub fn pay_sent(
-    shared: &NodeShared,
+    node: &Node<'_>,
     stream: &mut dyn KeepAlive,
     bytes: u64,
 ) -> Result<(), SessionError> {
-    let mut meter = Meter::alive(shared, stream);
+    let mut meter = Meter::alive(node, stream);
     meter.pay(bytes)?;
     meter.settle()
 }
@@ -144,13 +144,13 @@ pub struct Scope<'a> {
 }
 
 impl<'a> Scope<'a> {
-    /// This node's scope in `shared`'s cluster at its `--replication-factor`.
-    pub fn new(shared: &'a NodeShared) -> Self {
+    /// This node's scope in `node`'s cluster at its `--replication-factor`.
+    pub fn new(node: &'a Node<'a>) -> Self {
         Scope {
-            seeds: shared.topology.seeds(),
-            replicas: shared.config.replication_factor,
-            nodes: shared.topology.len(),
-            me: shared.topology.self_index(),
+            seeds: node.topology.seeds(),
+            replicas: node.config.replication_factor,
+            nodes: node.topology.len(),
+            me: node.topology.self_index(),
         }
     }
 
@@ -188,18 +188,18 @@ fn scan_failed(e: impl std::fmt::Display) -> SessionError {
 /// (slowed by the token bucket, or interleaved with network round trips)
 /// holds no read view for long: SSTs that compaction replaced are freed.
 pub fn scan_each(
-    shared: &NodeShared,
+    node: &Node<'_>,
     start: &[u8],
     end: Option<&[u8]>,
     meter: &mut Meter<'_>,
     f: impl FnMut(Vec<u8>, Entry) -> Result<bool, SessionError>,
 ) -> Result<(), SessionError> {
-    scan_each_reopening(shared, start, end, meter, SCAN_REOPEN_BYTES, f)
+    scan_each_reopening(node, start, end, meter, SCAN_REOPEN_BYTES, f)
 }
 
 /// [`scan_each`], re-opening after `reopen_bytes` (tests use tiny ones).
 pub(super) fn scan_each_reopening(
-    shared: &NodeShared,
+    node: &Node<'_>,
     start: &[u8],
     end: Option<&[u8]>,
     meter: &mut Meter<'_>,
@@ -210,7 +210,7 @@ pub(super) fn scan_each_reopening(
     'open: loop {
         let opened = Instant::now();
         let mut scanned = 0u64;
-        for item in shared.db.scan(&from, end, true).map_err(scan_failed)? {
+        for item in node.db.scan(&from, end, true).map_err(scan_failed)? {
             let (key, entry) = item.map_err(scan_failed)?;
             let cost = entry_cost(&key, &entry);
             meter.pay(cost)?;
@@ -235,18 +235,18 @@ pub(super) fn scan_each_reopening(
 /// entries each holds. With `alive`, the other side of that session hears
 /// a `KeepAlive` while the scan runs.
 pub fn build_trees(
-    shared: &NodeShared,
+    node: &Node<'_>,
     peers: &[usize],
     depth: u32,
     alive: Option<&mut dyn KeepAlive>,
 ) -> Result<Vec<(Tree, u64)>, SessionError> {
-    let scope = Scope::new(shared);
+    let scope = Scope::new(node);
     let mut trees: Vec<(Tree, u64)> = peers.iter().map(|_| (Tree::new(depth), 0)).collect();
     let mut meter = match alive {
-        Some(stream) => Meter::alive(shared, stream),
-        None => Meter::new(shared),
+        Some(stream) => Meter::alive(node, stream),
+        None => Meter::new(node),
     };
-    scan_each(shared, b"", None, &mut meter, |key, entry| {
+    scan_each(node, b"", None, &mut meter, |key, entry| {
         let Some(holders) = scope.holders(&key) else {
             return Ok(true);
         };
@@ -281,7 +281,7 @@ pub fn successor(key: &[u8]) -> Vec<u8> {
 /// examined when a bound cut the page (resume after it), `None` when the
 /// page reaches `last` (or the end).
 pub fn page(
-    shared: &NodeShared,
+    node: &Node<'_>,
     after: Option<&[u8]>,
     last: Option<&[u8]>,
     entries_max: usize,
@@ -296,7 +296,7 @@ pub fn page(
     let mut scanned = 0usize;
     let mut scanned_bytes = 0u64;
     let mut cut = None;
-    scan_each(shared, &start, end.as_deref(), meter, |key, entry| {
+    scan_each(node, &start, end.as_deref(), meter, |key, entry| {
         scanned += 1;
         scanned_bytes += entry_cost(&key, &entry);
         if wanted(&key) {
@@ -327,7 +327,7 @@ pub fn page(
 /// end. `stream` hears a `KeepAlive` while the page is scanned.
 #[allow(clippy::too_many_arguments)]
 pub fn digest_page(
-    shared: &NodeShared,
+    node: &Node<'_>,
     peer: usize,
     depth: u32,
     bitmap: &[u8],
@@ -335,23 +335,17 @@ pub fn digest_page(
     entries_max: u32,
     stream: &mut dyn KeepAlive,
 ) -> Result<Message, SessionError> {
-    let scope = Scope::new(shared);
-    let mut meter = Meter::alive(shared, stream);
-    let (entries, next) = page(
-        shared,
-        after,
-        None,
-        entries_max as usize,
-        &mut meter,
-        |key| bitmap_has(bitmap, bucket_of(key, depth)) && scope.shared_with(key, peer),
-    )?;
+    let scope = Scope::new(node);
+    let mut meter = Meter::alive(node, stream);
+    let (entries, next) = page(node, after, None, entries_max as usize, &mut meter, |key| {
+        bitmap_has(bitmap, bucket_of(key, depth)) && scope.shared_with(key, peer)
+    })?;
     Ok(Message::DigestPage { entries, next })
 }
 
 /// The newest version of `key` here, tombstones included.
-pub fn read_version(shared: &NodeShared, key: &[u8]) -> Result<Option<Version>, SessionError> {
-    shared
-        .db
+pub fn read_version(node: &Node<'_>, key: &[u8]) -> Result<Option<Version>, SessionError> {
+    node.db
         .get(key)
         .map(|e| {
             e.map(|e| Version {
@@ -371,15 +365,15 @@ pub fn version_bytes(key: &[u8], version: &Version) -> usize {
 /// most [`BATCH_BYTES_MAX`] of them, or the first one alone when it is
 /// larger (so the frame always fits its bound).
 pub fn read_versions(
-    shared: &NodeShared,
+    node: &Node<'_>,
     keys: Vec<Vec<u8>>,
     stream: &mut dyn KeepAlive,
 ) -> Result<Message, SessionError> {
-    let mut meter = Meter::alive(shared, stream);
+    let mut meter = Meter::alive(node, stream);
     let mut items = Vec::with_capacity(keys.len());
     let mut bytes = 0usize;
     for key in keys {
-        let version = read_version(shared, &key)?;
+        let version = read_version(node, &key)?;
         let size = version
             .as_ref()
             .map_or(key.len(), |v| version_bytes(&key, v));
@@ -405,14 +399,14 @@ pub type Refused = Vec<(Vec<u8>, String)>;
 /// out and returned with the reason. The clock observes every applied
 /// timestamp. Returns `(applied, refused)`.
 pub fn apply(
-    shared: &NodeShared,
+    node: &Node<'_>,
     items: Vec<(Vec<u8>, Version)>,
 ) -> Result<(u64, Refused), SessionError> {
     let mut batch = WriteBatch::new();
     let mut refused = Vec::new();
     let mut ts_max = 0;
     for (key, version) in items {
-        if let Some(why) = refuse_version(&shared.config, &key, &version) {
+        if let Some(why) = refuse_version(node.config, &key, &version) {
             refused.push((key, why));
             continue;
         }
@@ -424,9 +418,8 @@ pub fn apply(
     }
     let applied = batch.len() as u64;
     if applied > 0 {
-        shared.hlc.observe(ts_max);
-        shared
-            .db
+        node.hlc.observe(ts_max);
+        node.db
             .write(batch, Durability::Complete)
             .map_err(|e| SessionError::Engine(format!("write failed: {e}")))?;
     }

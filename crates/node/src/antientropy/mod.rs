@@ -37,8 +37,13 @@ pub mod status;
 pub mod stream;
 pub mod wire;
 
-use crate::net::NodeShared;
+use crate::cluster::Topology;
+use crate::config::NodeConfig;
+use crate::hlc::Hlc;
+use crate::refill::Refill;
+use ataman_engine::Db;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::thread::JoinHandle;
@@ -142,23 +147,53 @@ impl AntiEntropy {
     }
 }
 
-/// Starts the `ataman-sync` and `ataman-rounds` threads. They end once
-/// `shared.stopping()`; join them before closing the engine.
-pub fn start(
-    shared: &Arc<NodeShared>,
+/// What anti-entropy uses of the node: the engine, the clock, the
+/// configuration and cluster, its own shared state, the refill flag and
+/// the stop flag (the node state's `antientropy_node` lends them).
+#[derive(Clone, Copy)]
+pub struct Node<'a> {
+    /// The engine.
+    pub db: &'a Db,
+    /// Write timestamps (observed when versions are applied).
+    pub hlc: &'a Hlc,
+    /// Configuration.
+    pub config: &'a NodeConfig,
+    /// The cluster.
+    pub topology: &'a Topology,
+    /// Rounds, session places, rate, metrics.
+    pub antientropy: &'a AntiEntropy,
+    /// Refilling after a wipe.
+    pub refill: &'a Refill,
+    /// Set on SIGTERM / SIGINT.
+    pub shutting_down: &'a AtomicBool,
+}
+
+impl Node<'_> {
+    /// True once shutdown started.
+    pub fn stopping(&self) -> bool {
+        self.shutting_down.load(Ordering::Acquire)
+    }
+}
+
+/// Starts the `ataman-sync` and `ataman-rounds` threads over `shared`,
+/// whose anti-entropy view `node` gives. They end once the view's
+/// `stopping()`; join them before closing the engine.
+pub fn start<S: Send + Sync + 'static>(
+    shared: &Arc<S>,
+    node: fn(&S) -> Node<'_>,
     receiver: Receiver<Handoff>,
 ) -> std::io::Result<Vec<JoinHandle<()>>> {
     let server = {
         let shared = Arc::clone(shared);
         std::thread::Builder::new()
             .name("ataman-sync".into())
-            .spawn(move || server::run(&shared, &receiver))?
+            .spawn(move || server::run(&node(&shared), &receiver))?
     };
     let rounds = {
         let shared = Arc::clone(shared);
         std::thread::Builder::new()
             .name("ataman-rounds".into())
-            .spawn(move || rounds::run(&shared))?
+            .spawn(move || rounds::run(&node(&shared)))?
     };
     Ok(vec![server, rounds])
 }

@@ -16,12 +16,12 @@
 //! rounds at once and every [`crate::refill::RETRY`] after a failed one,
 //! whatever the interval; the first ok round ends the refill.
 
+use super::Node;
 use super::client::{self, Kept};
 use super::local::{self, Scope};
 use super::merkle::{DEPTH, Tree};
 use super::status::{PeerReport, RoundReport};
 use crate::last_seen::now_ms;
-use crate::net::NodeShared;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -29,15 +29,15 @@ use std::time::{Duration, Instant};
 const IDLE_CHECK: Duration = Duration::from_millis(200);
 
 /// Runs the `ataman-rounds` thread until the node stops.
-pub fn run(shared: &NodeShared) {
-    let interval = shared.config.anti_entropy_interval;
+pub fn run(node: &Node<'_>) {
+    let interval = node.config.anti_entropy_interval;
     let periodic = !interval.is_zero();
     let mut next_periodic = Instant::now() + interval;
     let mut next_refill = Instant::now();
-    let status = &shared.antientropy.status;
-    while !shared.stopping() {
+    let status = &node.antientropy.status;
+    while !node.stopping() {
         let now = Instant::now();
-        let refilling = shared.refill.active();
+        let refilling = node.refill.active();
         let due = (periodic && now >= next_periodic) || (refilling && now >= next_refill);
         let mut wait = if periodic {
             next_periodic.saturating_duration_since(now).min(IDLE_CHECK)
@@ -50,11 +50,11 @@ pub fn run(shared: &NodeShared) {
         let Some(number) = status.next_round(due, wait) else {
             continue;
         };
-        let report = run_round(shared, number);
+        let report = run_round(node, number);
         next_periodic = Instant::now() + interval;
         next_refill = Instant::now() + crate::refill::RETRY;
         if refilling && report.ok() {
-            match shared.refill.complete() {
+            match node.refill.complete() {
                 Ok(()) => tracing::info!(
                     round = number,
                     "refill complete (an anti-entropy round with every peer): serving reads"
@@ -72,17 +72,17 @@ pub fn run(shared: &NodeShared) {
 
 /// The peers this node compares with: every other node, unless each key
 /// has a single replica (then no two nodes keep a key together).
-pub fn peers(shared: &NodeShared) -> Vec<usize> {
-    if shared.config.replication_factor < 2 {
+pub fn peers(node: &Node<'_>) -> Vec<usize> {
+    if node.config.replication_factor < 2 {
         return Vec::new();
     }
-    let me = shared.topology.self_index();
-    (0..shared.topology.len()).filter(|&i| i != me).collect()
+    let me = node.topology.self_index();
+    (0..node.topology.len()).filter(|&i| i != me).collect()
 }
 
 /// Runs round `number` and reports it.
-pub fn run_round(shared: &NodeShared, number: u64) -> RoundReport {
-    let metrics = &shared.antientropy.metrics;
+pub fn run_round(node: &Node<'_>, number: u64) -> RoundReport {
+    let metrics = &node.antientropy.metrics;
     metrics.round_running.store(1, Ordering::Relaxed);
     metrics.round_peers_done.store(0, Ordering::Relaxed);
     let started = Instant::now();
@@ -91,12 +91,12 @@ pub fn run_round(shared: &NodeShared, number: u64) -> RoundReport {
         started_ms: now_ms(),
         ..RoundReport::default()
     };
-    let peers = peers(shared);
+    let peers = peers(node);
     if !peers.is_empty() {
-        match local::build_trees(shared, &peers, DEPTH, None) {
+        match local::build_trees(node, &peers, DEPTH, None) {
             Ok(trees) => {
                 let mut trees: Vec<Tree> = trees.into_iter().map(|(t, _)| t).collect();
-                let scope = Scope::new(shared);
+                let scope = Scope::new(node);
                 for (i, &peer) in peers.iter().enumerate() {
                     metrics.round_peer.store(peer as i64, Ordering::Relaxed);
                     let (synced, later) = trees.split_at_mut(i + 1);
@@ -117,7 +117,7 @@ pub fn run_round(shared: &NodeShared, number: u64) -> RoundReport {
                     };
                     report
                         .peers
-                        .push(client::sync_with(shared, peer, tree, &mut on_fetched));
+                        .push(client::sync_with(node, peer, tree, &mut on_fetched));
                     metrics.round_peers_done.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -126,7 +126,7 @@ pub fn run_round(shared: &NodeShared, number: u64) -> RoundReport {
                 report.peers = peers
                     .iter()
                     .map(|&p| PeerReport {
-                        url: shared.topology.nodes()[p].clone(),
+                        url: node.topology.nodes()[p].clone(),
                         error: Some(why.clone()),
                         ..PeerReport::default()
                     })

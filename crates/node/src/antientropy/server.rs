@@ -17,12 +17,12 @@
 //! are bounded by the wire limits; the stop flag is checked between
 //! batches and every `stream::IO_SLICE`.
 
+use super::Node;
 use super::local::{self, kind_name};
 use super::merkle::{DEPTH, Tree};
 use super::stream::{SEND_TIMEOUT, SessionError, SyncStream};
 use super::wire::{self, Message, bitmap_bytes};
 use super::{Handoff, wire::VERSION};
-use crate::net::NodeShared;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -31,10 +31,10 @@ use std::time::{Duration, Instant};
 const STOP_CHECK: Duration = Duration::from_millis(200);
 
 /// Runs the `ataman-sync` thread until the node stops.
-pub fn run(shared: &NodeShared, receiver: &Receiver<Handoff>) {
-    while !shared.stopping() {
+pub fn run(node: &Node<'_>, receiver: &Receiver<Handoff>) {
+    while !node.stopping() {
         match receiver.recv_timeout(STOP_CHECK) {
-            Ok(handoff) => serve(shared, handoff),
+            Ok(handoff) => serve(node, handoff),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
@@ -42,18 +42,18 @@ pub fn run(shared: &NodeShared, receiver: &Receiver<Handoff>) {
 }
 
 /// Serves one session to its end; the ticket is released on return.
-fn serve(shared: &NodeShared, handoff: Handoff) {
+fn serve(node: &Node<'_>, handoff: Handoff) {
     let Handoff {
         stream,
         leftover,
         ticket,
     } = handoff;
-    let ae = &shared.antientropy;
+    let ae = &node.antientropy;
     ae.metrics.sessions_served.fetch_add(1, Ordering::Relaxed);
     let client = stream
         .peer_addr()
         .map_or_else(|_| "unknown".to_owned(), |a| a.to_string());
-    let stop = || shared.stopping();
+    let stop = || node.stopping();
     let mut s = match SyncStream::new(stream, leftover, &stop, &ae.metrics, ae.timing.keep_alive) {
         Ok(s) => s,
         Err(e) => {
@@ -62,7 +62,7 @@ fn serve(shared: &NodeShared, handoff: Handoff) {
         }
     };
     let mut peer_url = String::from("(before Hello)");
-    if let Err(e) = session(shared, &mut s, &mut peer_url) {
+    if let Err(e) = session(node, &mut s, &mut peer_url) {
         if matches!(e, SessionError::Protocol(_) | SessionError::Engine(_)) {
             // Best effort: the peer learns why before the connection closes.
             let _ = s.send(
@@ -84,14 +84,14 @@ fn serve(shared: &NodeShared, handoff: Handoff) {
 
 /// Why a Hello is refused, if it is.
 fn refuse_hello(
-    shared: &NodeShared,
+    node: &Node<'_>,
     version: u32,
     url: &str,
     replicas: u32,
     depth: u32,
     fingerprint: u64,
 ) -> Option<String> {
-    let topology = &shared.topology;
+    let topology = &node.topology;
     let me = &topology.nodes()[topology.self_index()];
     if version != VERSION {
         return Some(format!(
@@ -110,10 +110,10 @@ fn refuse_hello(
         }
         Some(_) => {}
     }
-    if replicas as usize != shared.config.replication_factor {
+    if replicas as usize != node.config.replication_factor {
         return Some(format!(
             "replication factor differs: {url} keeps {replicas} replicas, {me} keeps {} (--replication-factor)",
-            shared.config.replication_factor
+            node.config.replication_factor
         ));
     }
     if depth != DEPTH {
@@ -125,11 +125,11 @@ fn refuse_hello(
 }
 
 fn session(
-    shared: &NodeShared,
+    node: &Node<'_>,
     s: &mut SyncStream<'_>,
     peer_url: &mut String,
 ) -> Result<(), SessionError> {
-    let silence = shared.antientropy.timing.silence;
+    let silence = node.antientropy.timing.silence;
     let Some(hello) = s.recv(silence)? else {
         return Ok(());
     };
@@ -147,7 +147,7 @@ fn session(
         )));
     };
     *peer_url = url.clone();
-    if let Some(why) = refuse_hello(shared, version, &url, replicas, depth, fingerprint) {
+    if let Some(why) = refuse_hello(node, version, &url, replicas, depth, fingerprint) {
         let _ = s.send(
             &wire::error_message(why.clone()),
             Instant::now() + SEND_TIMEOUT,
@@ -157,8 +157,7 @@ fn session(
     // The session may have waited in the hand-off queue behind another;
     // an initiator that gave up meanwhile closed its end after the Hello.
     if s.peer_closed() {
-        shared
-            .antientropy
+        node.antientropy
             .metrics
             .sessions_abandoned
             .fetch_add(1, Ordering::Relaxed);
@@ -166,36 +165,36 @@ fn session(
             "the initiator left while the session waited to be served".into(),
         ));
     }
-    let peer = shared
+    let peer = node
         .topology
         .nodes()
         .iter()
         .position(|u| *u == url)
         .ok_or_else(|| SessionError::Protocol(format!("{url} is not in --cluster")))?;
-    let (tree, entries) = local::build_trees(shared, &[peer], depth, Some(&mut *s))?
+    let (tree, entries) = local::build_trees(node, &[peer], depth, Some(&mut *s))?
         .pop()
         .ok_or_else(|| SessionError::Engine("no tree built".into()))?;
-    let me = shared.topology.nodes()[shared.topology.self_index()].clone();
+    let me = node.topology.nodes()[node.topology.self_index()].clone();
     let welcome = Message::Welcome {
         version: VERSION,
         url: me,
         entries,
     };
     let sent = s.send(&welcome, Instant::now() + SEND_TIMEOUT)?;
-    local::pay_sent(shared, s, sent)?;
+    local::pay_sent(node, s, sent)?;
     loop {
         let Some(request) = s.recv(silence)? else {
             return Ok(());
         };
-        let answer = answer(shared, &tree, peer, request, s)?;
+        let answer = answer(node, &tree, peer, request, s)?;
         let sent = s.send(&answer, Instant::now() + SEND_TIMEOUT)?;
-        local::pay_sent(shared, s, sent)?;
+        local::pay_sent(node, s, sent)?;
     }
 }
 
 /// The answer to one request after the Hello.
 fn answer(
-    shared: &NodeShared,
+    node: &Node<'_>,
     tree: &Tree,
     peer: usize,
     request: Message,
@@ -231,7 +230,7 @@ fn answer(
                 )));
             }
             local::digest_page(
-                shared,
+                node,
                 peer,
                 depth,
                 &buckets,
@@ -240,12 +239,12 @@ fn answer(
                 s,
             )
         }
-        Message::Fetch { keys } => local::read_versions(shared, keys, s),
+        Message::Fetch { keys } => local::read_versions(node, keys, s),
         Message::Push { items } => {
             // A refused version does not end the session: the ack counts
             // it and names the first reason, and the initiator reports it.
-            let (applied, refused) = local::apply(shared, items)?;
-            let metrics = &shared.antientropy.metrics;
+            let (applied, refused) = local::apply(node, items)?;
+            let metrics = &node.antientropy.metrics;
             metrics.keys_received.fetch_add(applied, Ordering::Relaxed);
             metrics
                 .keys_refused

@@ -10,15 +10,16 @@
 use super::rounds;
 use super::stream::{KeepAlive, Timing};
 use super::wire::Message;
-use super::wire::{FETCH_KEYS_MAX, PROTOCOL, PUSH_ITEMS_MAX};
+use super::wire::{FETCH_KEYS_MAX, PUSH_ITEMS_MAX};
 use super::{AntiEntropy, Handoff};
 use crate::cluster::Topology;
 use crate::config::{NodeConfig, ServeArgs};
 use crate::hints::HintStore;
 use crate::hlc::Hlc;
 use crate::metrics::NodeMetrics;
-use crate::net::NodeShared;
+use crate::peer::handshake::SYNC_PROTOCOL as PROTOCOL;
 use crate::peer::handshake::upgrade_response_for;
+use crate::state::NodeShared;
 use ataman_engine::{Db, Durability, Entry, Options, WalMode, WriteBatch};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -95,7 +96,7 @@ impl TestNode {
             antientropy,
             write_durability: ataman_engine::Durability::Complete,
         });
-        let threads = super::start(&shared, receiver).unwrap();
+        let threads = super::start(&shared, NodeShared::antientropy_node, receiver).unwrap();
         TestNode {
             shared,
             threads,
@@ -216,7 +217,7 @@ fn one_round_converges_two_nodes_across_batches() {
     b.write(&on_b);
     assert_ne!(a.contents(), b.contents());
 
-    let report = rounds::run_round(&a.shared, 1);
+    let report = rounds::run_round(&a.shared.antientropy_node(), 1);
     assert!(report.ok(), "{report:?}");
     let peer = &report.peers[0];
     assert_eq!(peer.keys_pushed, (only_a + 1500) as u64, "{peer:?}");
@@ -227,7 +228,7 @@ fn one_round_converges_two_nodes_across_batches() {
     assert_eq!(contents.len(), only_a + only_b + 6000);
     assert_eq!(contents[&key("both", 0)].ts, 20);
 
-    let again = rounds::run_round(&a.shared, 2);
+    let again = rounds::run_round(&a.shared.antientropy_node(), 2);
     assert!(again.ok(), "{again:?}");
     let peer = &again.peers[0];
     assert_eq!(
@@ -262,7 +263,7 @@ fn replication_factor_scopes_what_moves() {
         .map(|i| (key("k", i), 5, Some(b"v".to_vec())))
         .collect();
     a.write(&versions);
-    let report = rounds::run_round(&a.shared, 1);
+    let report = rounds::run_round(&a.shared.antientropy_node(), 1);
     assert!(!report.ok());
     assert!(report.peers[0].error.is_none(), "{report:?}");
     assert!(report.peers[1].error.is_some(), "{report:?}");
@@ -293,7 +294,7 @@ fn a_mismatched_hello_is_refused() {
     let b = TestNode::start(&urls, 1, 1, &[]);
     let a = TestNode::start(&urls, 0, 2, &[(1, front_door(&b))]);
     a.write(&[(b"k".to_vec(), 5, Some(b"v".to_vec()))]);
-    let report = rounds::run_round(&a.shared, 1);
+    let report = rounds::run_round(&a.shared.antientropy_node(), 1);
     let error = report.peers[0].error.clone().unwrap_or_default();
     assert!(error.contains("replication factor differs"), "{error}");
     assert!(b.contents().is_empty());
@@ -311,7 +312,7 @@ fn a_stop_request_ends_a_round() {
     let a = TestNode::start(&urls, 0, 2, &[(1, front_door(&b))]);
     a.write(&[(b"k".to_vec(), 5, Some(b"v".to_vec()))]);
     a.shared.shutting_down.store(true, Ordering::Release);
-    let report = rounds::run_round(&a.shared, 1);
+    let report = rounds::run_round(&a.shared.antientropy_node(), 1);
     assert!(!report.ok());
     let error = report.peers[0].error.clone().unwrap_or_default();
     assert!(error.contains("stop"), "{error}");
@@ -337,7 +338,7 @@ fn what_one_peer_sent_is_no_difference_with_the_next() {
     a.write(&old);
     b.write(&versions);
     c.write(&versions);
-    let report = rounds::run_round(&a.shared, 1);
+    let report = rounds::run_round(&a.shared.antientropy_node(), 1);
     assert!(report.ok(), "{report:?}");
     assert_eq!(report.peers[0].keys_fetched, 2000, "{report:?}");
     assert_eq!(
@@ -366,11 +367,11 @@ fn large_values_split_batches() {
     // A Fetch of all four is answered with one version: a second would
     // take the answer past the batch bound.
     let keys: Vec<Vec<u8>> = on_b.iter().map(|v| v.0.clone()).collect();
-    match super::local::read_versions(&b.shared, keys, &mut Quiet).unwrap() {
+    match super::local::read_versions(&b.shared.antientropy_node(), keys, &mut Quiet).unwrap() {
         super::wire::Message::Versions { items } => assert_eq!(items.len(), 1),
         other => panic!("{other:?}"),
     }
-    let report = rounds::run_round(&a.shared, 1);
+    let report = rounds::run_round(&a.shared.antientropy_node(), 1);
     assert!(report.ok(), "{:?}", report.peers[0].error);
     assert_eq!(
         (report.peers[0].keys_fetched, report.peers[0].keys_pushed),
@@ -409,7 +410,7 @@ fn long_local_work_keeps_the_session_alive() {
     let a = TestNode::start_with(&urls, 0, 2, &[(1, front_door(&b))], slow(quiet));
     a.write(&on_a);
     b.write(&on_b);
-    let report = rounds::run_round(&a.shared, 1);
+    let report = rounds::run_round(&a.shared.antientropy_node(), 1);
     let error = report.peers[0].error.clone().unwrap_or_default();
     assert!(
         error.contains("timed out") || error.contains("no Welcome"),
@@ -427,7 +428,7 @@ fn long_local_work_keeps_the_session_alive() {
     );
     a.write(&on_a);
     b.write(&on_b);
-    let report = rounds::run_round(&a.shared, 1);
+    let report = rounds::run_round(&a.shared.antientropy_node(), 1);
     assert!(report.ok(), "{report:?}");
     assert_eq!(
         (report.peers[0].keys_fetched, report.peers[0].keys_pushed),
@@ -459,7 +460,7 @@ fn a_digest_page_is_bounded_in_bytes_scanned() {
     b.write(&versions);
     let all = vec![0xff; super::wire::bitmap_bytes(super::merkle::DEPTH)];
     let page = super::local::digest_page(
-        &b.shared,
+        &b.shared.antientropy_node(),
         0,
         super::merkle::DEPTH,
         &all,
@@ -514,7 +515,7 @@ fn an_initiator_that_left_is_not_served() {
 fn long_scans_reopen_their_read_view() {
     let urls = urls(2);
     let node = TestNode::start(&urls, 1, 2, &[]);
-    let shared = &node.shared;
+    let shared = &node.shared.antientropy_node();
     node.write(&[
         (b"a".to_vec(), 1, Some(b"1".to_vec())),
         (b"b".to_vec(), 1, Some(b"1".to_vec())),
@@ -551,7 +552,7 @@ fn a_refused_pushed_version_does_not_end_the_session() {
         .collect();
     a.write(&on_a);
     b.write(&on_b);
-    let report = rounds::run_round(&a.shared, 1);
+    let report = rounds::run_round(&a.shared.antientropy_node(), 1);
     let peer = &report.peers[0];
     assert_eq!(
         (peer.keys_pushed, peer.keys_fetched, peer.keys_refused),
@@ -586,7 +587,7 @@ fn a_welcome_from_the_wrong_node_fails_the_session() {
     let c = TestNode::start(&urls, 2, 3, &[]);
     let a = TestNode::start(&urls, 0, 3, &[(1, front_door(&c)), (2, front_door(&c))]);
     a.write(&[(b"k".to_vec(), 5, Some(b"v".to_vec()))]);
-    let report = rounds::run_round(&a.shared, 1);
+    let report = rounds::run_round(&a.shared.antientropy_node(), 1);
     let error = report.peers[0].error.clone().unwrap_or_default();
     assert!(
         error.contains(&format!("Welcome came from {}", urls[2])) && error.contains(&urls[1]),

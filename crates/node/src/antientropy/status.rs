@@ -8,8 +8,8 @@
 //! condition variable wakes the rounds thread when a round is asked for.
 //! [`SyncMetrics`] is relaxed atomics only.
 
+use crate::http::json::json_string;
 use crate::metrics::gauge;
-use crate::replication::status::json_string;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};

@@ -18,8 +18,6 @@ use crate::peer::frame::{Version, put_version, version};
 use crate::peer::framing::{self, Cursor, FramingError, put_bytes};
 use ataman_engine::key::{KEY_BYTES_MAX, VALUE_BYTES_MAX};
 
-/// The protocol named in the `Upgrade` headers ("Sync frame", "Handshake").
-pub const PROTOCOL: &str = "ataman-sync/1";
 /// The protocol version a Hello carries; a node refuses any other ("Sync frame").
 pub const VERSION: u32 = 1;
 

@@ -5,6 +5,12 @@
 
 pub mod placement;
 
+/// `host:port` of an `http://host:port[/...]` URL (validated by the config).
+pub fn dial_address(url: &str) -> String {
+    let rest = url.strip_prefix("http://").unwrap_or(url);
+    rest.split('/').next().unwrap_or(rest).to_owned()
+}
+
 /// The nodes of the cluster, in `--cluster` order, and this node's place in it.
 #[derive(Debug, Clone)]
 pub struct Topology {

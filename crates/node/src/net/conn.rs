@@ -11,7 +11,7 @@
 //! - Bytes are read only while the read buffer is below its bound.
 //! - After an error that closes the connection, nothing more is parsed.
 
-use super::{NetContext, Target};
+use super::peer_conn::PeerServer;
 use crate::api::{Action, Route, allow_for, route};
 use crate::http::Status;
 use crate::http::request::{HttpError, Limits, Parsed, RequestHead, parse_head};
@@ -19,9 +19,9 @@ use crate::http::response::{
     Extra, Persist, write_chunk, write_chunked_head, write_full, write_last_chunk, write_text,
 };
 use crate::peer::frame::Version;
-use crate::peer::server::PeerServer;
 use crate::replication::coordinator::{Decision, Kind};
 use crate::replication::{ReplyTo, Request};
+use crate::state::{NetContext, Target};
 use ataman_engine::{ScanIter, Submission, WriteBatch};
 use mio::net::TcpStream;
 use std::collections::VecDeque;
@@ -241,6 +241,7 @@ impl Conn {
         ctx: &NetContext,
         token: usize,
         scratch: &mut [u8],
+        replicated: &mut Vec<Request>,
         peer_closed: bool,
     ) -> Next {
         if let Some(peer) = self.peer.as_mut() {
@@ -248,11 +249,11 @@ impl Conn {
             return peer.on_ready(&mut self.stream, ctx, token, self.generation, scratch);
         }
         self.read(ctx, scratch, peer_closed);
-        self.parse(ctx, token);
+        self.parse(ctx, token, replicated);
         let next = self.flush(ctx);
         if next == Next::Keep && self.peer.is_some() {
             // Upgraded in `flush`: frames may have come with the upgrade.
-            return self.on_ready(ctx, token, scratch, false);
+            return self.on_ready(ctx, token, scratch, replicated, false);
         }
         next
     }
@@ -314,7 +315,7 @@ impl Conn {
     }
 
     /// Parses and executes every complete request in the read buffer.
-    fn parse(&mut self, ctx: &NetContext, token: usize) {
+    fn parse(&mut self, ctx: &NetContext, token: usize, replicated: &mut Vec<Request>) {
         let limits = Limits {
             header_bytes_max: ctx.config.header_bytes_max,
             body_bytes_max: ctx.config.value_bytes_max as u64,
@@ -382,7 +383,7 @@ impl Conn {
             let body = &buf[head.head_bytes..total];
             consumed += total;
             self.request_started = None;
-            self.execute(ctx, token, head, route, action, body, started);
+            self.execute(ctx, token, replicated, head, route, action, body, started);
         }
         debug_assert!(self.rbuf.is_empty(), "requests never read or fill rbuf");
         self.rbuf = rbuf;
@@ -431,6 +432,7 @@ impl Conn {
         &mut self,
         ctx: &NetContext,
         token: usize,
+        replicated: &mut Vec<Request>,
         head: HeadFacts,
         route: Route,
         action: Action,
@@ -469,7 +471,7 @@ impl Conn {
                         .record(route, Status::SwitchingProtocols, started);
                     self.slots.push_back(Slot::Ready(
                         crate::peer::handshake::upgrade_response_for(
-                            crate::antientropy::wire::PROTOCOL,
+                            crate::peer::handshake::SYNC_PROTOCOL,
                         ),
                     ));
                     self.upgrading = Some(Upgrade::Sync(ticket));
@@ -500,7 +502,7 @@ impl Conn {
             }
             Action::Get { key, ack, from } if !local_only(ctx, &key, ack, from) => {
                 self.replicate(
-                    ctx,
+                    replicated,
                     token,
                     slot_id,
                     route,
@@ -524,7 +526,7 @@ impl Conn {
                 };
                 let kind = Kind::Write(version);
                 self.replicate(
-                    ctx, token, slot_id, route, persist, started, key, kind, ack, from,
+                    replicated, token, slot_id, route, persist, started, key, kind, ack, from,
                 );
             }
             Action::Get { .. } | Action::Range { .. } if ctx.shared.refill.active() => {
@@ -656,7 +658,7 @@ impl Conn {
     #[allow(clippy::too_many_arguments)]
     fn replicate(
         &mut self,
-        ctx: &NetContext,
+        replicated: &mut Vec<Request>,
         token: usize,
         slot_id: u64,
         route: Route,
@@ -672,7 +674,7 @@ impl Conn {
             Route::EntityDelete => Status::Accepted,
             _ => Status::Ok,
         };
-        ctx.pending_replicated.borrow_mut().push(Request {
+        replicated.push(Request {
             reply_to: ReplyTo {
                 token,
                 generation: self.generation,

@@ -1,8 +1,8 @@
 //! One network thread's event loop.
 
 use super::conn::{Conn, Next};
-use super::{Completion, NetContext, NodeShared, Target};
-use crate::replication::Replicator;
+use crate::replication::{Replicator, Request};
+use crate::state::{Completion, NetContext, NodeShared, Target};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use std::io;
@@ -85,6 +85,8 @@ struct Loop {
     scratch: Vec<u8>,
     /// Replicated requests and links to the other nodes.
     repl: Replicator,
+    /// Replicated requests parsed in this loop iteration, started together.
+    replicated: Vec<Request>,
     /// When to call `accept` again without a listener event: the last call
     /// stopped before the backlog was drained (an error, or its bound).
     accept_retry_at: Option<Instant>,
@@ -104,6 +106,7 @@ pub fn run_thread(
     let mut lp = Loop {
         ctx,
         repl,
+        replicated: Vec::new(),
         index,
         poll,
         listener,
@@ -340,7 +343,7 @@ impl Loop {
     /// next `poll` return at once.
     fn after_events(&mut self) {
         for _ in 0..AFTER_EVENTS_ROUNDS_MAX {
-            let requests = std::mem::take(&mut *self.ctx.pending_replicated.borrow_mut());
+            let requests = std::mem::take(&mut self.replicated);
             if !requests.is_empty() {
                 self.repl.start(&self.ctx, self.poll.registry(), requests);
             }
@@ -364,13 +367,19 @@ impl Loop {
     /// Work parsed but not yet handed on.
     fn has_pending_work(&self) -> bool {
         !self.ctx.pending_writes.borrow().is_empty()
-            || !self.ctx.pending_replicated.borrow().is_empty()
+            || !self.replicated.is_empty()
             || !self.touched.is_empty()
     }
 
     fn on_conn(&mut self, i: usize, peer_closed: bool) {
         let next = match self.slots.conns.get_mut(i) {
-            Some(Some(conn)) => conn.on_ready(&self.ctx, i, &mut self.scratch, peer_closed),
+            Some(Some(conn)) => conn.on_ready(
+                &self.ctx,
+                i,
+                &mut self.scratch,
+                &mut self.replicated,
+                peer_closed,
+            ),
             _ => return,
         };
         self.after_conn(i, next);
@@ -458,7 +467,7 @@ impl Loop {
                 // connection may have paused reading or parsing at its
                 // bound of answers owed; answers written free room.
                 Some(Some(conn)) if conn.read_paused || conn.parse_paused || conn.is_peer() => {
-                    conn.on_ready(&self.ctx, i, &mut self.scratch, false)
+                    conn.on_ready(&self.ctx, i, &mut self.scratch, &mut self.replicated, false)
                 }
                 Some(Some(conn)) => conn.flush(&self.ctx),
                 _ => continue,

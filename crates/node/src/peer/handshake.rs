@@ -8,8 +8,12 @@
 //! reads the request with the ordinary request parser, which reports the
 //! `Upgrade` header in `RequestHead::upgrade`.
 
-/// The protocol named in the `Upgrade` headers ("Peer frame", "Handshake").
-pub const PROTOCOL: &str = "ataman-peer/1";
+/// The peer protocol, as the `Upgrade` headers name it ("Peer frame", "Handshake").
+pub const PEER_PROTOCOL: &str = "ataman-peer/1";
+
+/// The sync protocol of anti-entropy, as the `Upgrade` headers name it
+/// ("Sync frame"); it shares the peer protocol's handshake.
+pub const SYNC_PROTOCOL: &str = "ataman-sync/1";
 
 /// The request target of the upgrade request ("Handshake").
 pub const PEER_PATH: &str = "/v0/peer";
@@ -32,7 +36,7 @@ pub const UPGRADE_RESPONSE_HEADERS_MAX: usize = 32;
 /// `host` and `self_url` come from the configuration and must not contain
 /// CR or LF (debug-asserted).
 pub fn upgrade_request(host: &str, self_url: &str) -> Vec<u8> {
-    upgrade_request_for(PROTOCOL, host, self_url)
+    upgrade_request_for(PEER_PROTOCOL, host, self_url)
 }
 
 /// The upgrade request for `protocol` (the peer protocol, or the sync
@@ -49,7 +53,7 @@ pub fn upgrade_request_for(protocol: &str, host: &str, self_url: &str) -> Vec<u8
 /// The server's answer: `HTTP/1.1 101 Switching Protocols` with
 /// `Connection: Upgrade` and `Upgrade: ataman-peer/1`.
 pub fn upgrade_response() -> Vec<u8> {
-    upgrade_response_for(PROTOCOL)
+    upgrade_response_for(PEER_PROTOCOL)
 }
 
 /// The server's 101 switching to `protocol`.
@@ -63,12 +67,12 @@ pub fn upgrade_response_for(protocol: &str) -> Vec<u8> {
 /// Parses the answer to an upgrade request.
 ///
 /// `Ok(None)`: the head is not complete yet. `Ok(Some(consumed))`: a 101
-/// whose `Upgrade` header names [`PROTOCOL`]; the bytes after the first
+/// whose `Upgrade` header names [`PEER_PROTOCOL`]; the bytes after the first
 /// `consumed` belong to the peer protocol. `Err` names what the peer
 /// answered instead (`"peer answered 400: Bad Request"`) or why the answer
 /// is not HTTP.
 pub fn parse_upgrade_response(buf: &[u8]) -> Result<Option<usize>, String> {
-    parse_upgrade_response_for(buf, PROTOCOL)
+    parse_upgrade_response_for(buf, PEER_PROTOCOL)
 }
 
 /// Parses the answer to an upgrade request for `protocol`, as
@@ -133,7 +137,7 @@ mod tests {
             panic!("not a head: {}", String::from_utf8_lossy(&bytes));
         };
         assert_eq!(head.path, PEER_PATH.as_bytes());
-        assert_eq!(head.upgrade, Some(PROTOCOL.as_bytes()));
+        assert_eq!(head.upgrade, Some(PEER_PROTOCOL.as_bytes()));
         assert_eq!(head.head_bytes, bytes.len());
         let text = String::from_utf8(bytes).unwrap();
         assert!(text.contains("\r\nHost: 10.0.0.2:19234\r\n"), "{text}");

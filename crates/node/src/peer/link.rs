@@ -23,16 +23,19 @@
 
 use super::frame::{self, Applied, Message, Version};
 use super::handshake::{parse_upgrade_response, upgrade_request};
-use crate::net::NetContext;
-use crate::replication::{LinkState, RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN};
+use ataman_engine::metrics::Histogram;
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::ToSocketAddrs;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// How long a link waits before the first reconnect after a failure.
+pub const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(50);
+/// The longest wait between reconnects.
+pub const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// Bytes queued for one peer before new requests to it fail at once.
 pub const LINK_OUT_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// A connect plus upgrade that takes longer fails.
@@ -41,6 +44,99 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const OUT_COMPACT_BYTES: usize = 1024 * 1024;
 /// Bytes read per call.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// A link's state as `/v0/cluster` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum LinkState {
+    /// This node.
+    Myself = 0,
+    /// Connected and upgraded.
+    Up = 1,
+    /// Connecting or waiting for the 101.
+    Connecting = 2,
+    /// Not connected (refused, lost); requests fail at once until the next try.
+    Down = 3,
+    /// Never connected: nothing needed the node yet.
+    Idle = 4,
+}
+
+impl LinkState {
+    /// The JSON spelling.
+    pub fn label(self) -> &'static str {
+        match self {
+            LinkState::Myself => "self",
+            LinkState::Up => "up",
+            LinkState::Connecting => "connecting",
+            LinkState::Down => "down",
+            LinkState::Idle => "idle",
+        }
+    }
+
+    fn from_u8(v: u8) -> Self {
+        match v {
+            0 => LinkState::Myself,
+            1 => LinkState::Up,
+            2 => LinkState::Connecting,
+            4 => LinkState::Idle,
+            _ => LinkState::Down,
+        }
+    }
+}
+
+/// One node's link figures as this node sees them.
+///
+/// # Thread safety
+/// Relaxed atomics: every network thread has its own link to the node and
+/// updates these; the state is the last one any thread reported.
+#[derive(Debug, Default)]
+pub struct PeerStatus {
+    state: AtomicU8,
+    /// Requests sent to the node.
+    pub sent: AtomicU64,
+    /// Requests to the node that failed (refused, lost, timed out, link full).
+    pub failed: AtomicU64,
+    /// Writes of frames to the node (each carries a batch of requests).
+    pub batches: AtomicU64,
+    /// Read repairs sent to the node.
+    pub repairs: AtomicU64,
+    /// Hints delivered to the node.
+    pub hints_delivered: AtomicU64,
+}
+
+impl PeerStatus {
+    /// A status starting in `state`.
+    pub fn new(state: LinkState) -> Self {
+        let s = PeerStatus::default();
+        s.set_state(state);
+        s
+    }
+
+    /// Records the link's state.
+    pub fn set_state(&self, state: LinkState) {
+        self.state.store(state as u8, Ordering::Relaxed);
+    }
+
+    /// The link's last reported state.
+    pub fn state(&self) -> LinkState {
+        LinkState::from_u8(self.state.load(Ordering::Relaxed))
+    }
+}
+
+/// What a link reads and updates outside itself: the figures of its node
+/// shared by every network thread, this node's URL (named in the upgrade
+/// request), the node's batch-size histogram, and how long a peer that
+/// owes answers may stay silent.
+pub struct LinkEnv<'a> {
+    /// The linked node's figures and state.
+    pub status: &'a PeerStatus,
+    /// This node's URL.
+    pub self_url: &'a str,
+    /// Frames per write to a peer (`/metrics`).
+    pub batch_frames: &'a Histogram,
+    /// A peer owing answers this long is taken for gone.
+    pub silence_timeout: Duration,
+}
 
 /// Who waits for a request's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,7 +194,6 @@ enum Phase {
 
 /// One network thread's connection to one peer.
 pub struct PeerLink {
-    node: usize,
     url: String,
     dial: String,
     token: Token,
@@ -130,11 +225,10 @@ pub struct PeerLink {
 }
 
 impl PeerLink {
-    /// A link to node `node` (`url`), dialling `dial` (`host:port`), not connected yet.
-    pub fn new(node: usize, url: String, dial: String, token: Token, inflight_max: usize) -> Self {
+    /// A link to the node at `url`, dialling `dial` (`host:port`), not connected yet.
+    pub fn new(url: String, dial: String, token: Token, inflight_max: usize) -> Self {
         let now = Instant::now();
         PeerLink {
-            node,
             url,
             dial,
             token,
@@ -182,26 +276,26 @@ impl PeerLink {
             || (!self.down_silent && now.duration_since(self.tried_at) >= RECONNECT_BACKOFF_MIN)
     }
 
-    fn publish(&self, ctx: &NetContext) {
+    fn publish(&self, env: &LinkEnv<'_>) {
         let state = match self.phase {
             Phase::Down => LinkState::Down,
             Phase::Connecting | Phase::Handshaking => LinkState::Connecting,
             Phase::Up => LinkState::Up,
         };
-        ctx.shared.peers[self.node].set_state(state);
+        env.status.set_state(state);
     }
 
     /// Queues a request (`make` gets its id); `Err` says why it fails at once.
     pub fn send(
         &mut self,
-        ctx: &NetContext,
+        env: &LinkEnv<'_>,
         registry: &Registry,
         now: Instant,
         deadline: Instant,
         waiter: Waiter,
         make: impl FnOnce(u64) -> Message,
     ) -> Result<(), String> {
-        let status = &ctx.shared.peers[self.node];
+        let status = &env.status;
         let refused = |why: String| {
             status.failed.fetch_add(1, Ordering::Relaxed);
             Err(why)
@@ -226,7 +320,7 @@ impl PeerLink {
             if !may {
                 return refused(format!("{}: down ({})", self.url, self.why_down));
             }
-            if let Err(why) = self.connect(ctx, registry, now) {
+            if let Err(why) = self.connect(env, registry, now) {
                 return refused(why);
             }
         }
@@ -251,7 +345,7 @@ impl PeerLink {
 
     fn connect(
         &mut self,
-        ctx: &NetContext,
+        env: &LinkEnv<'_>,
         registry: &Registry,
         now: Instant,
     ) -> Result<(), String> {
@@ -267,14 +361,14 @@ impl PeerLink {
             }
             Ok(None) => {
                 return Err(self.go_down_now(
-                    ctx,
+                    env,
                     now,
                     format!("{} resolves to nothing", self.dial),
                 ));
             }
             Err(e) => {
                 return Err(self.go_down_now(
-                    ctx,
+                    env,
                     now,
                     format!("cannot resolve {}: {e}", self.dial),
                 ));
@@ -282,27 +376,27 @@ impl PeerLink {
         };
         let mut stream = match TcpStream::connect(addr) {
             Ok(s) => s,
-            Err(e) => return Err(self.go_down_now(ctx, now, format!("connect: {e}"))),
+            Err(e) => return Err(self.go_down_now(env, now, format!("connect: {e}"))),
         };
         if let Err(e) = registry.register(
             &mut stream,
             self.token,
             Interest::READABLE | Interest::WRITABLE,
         ) {
-            return Err(self.go_down_now(ctx, now, format!("register: {e}")));
+            return Err(self.go_down_now(env, now, format!("register: {e}")));
         }
         self.stream = Some(stream);
         self.phase = Phase::Connecting;
         self.since = now;
-        self.publish(ctx);
+        self.publish(env);
         Ok(())
     }
 
     /// Goes down with nothing in flight yet to fail (a refused connect); returns the reason.
-    fn go_down_now(&mut self, ctx: &NetContext, now: Instant, why: String) -> String {
+    fn go_down_now(&mut self, env: &LinkEnv<'_>, now: Instant, why: String) -> String {
         let why = format!("{}: {why}", self.url);
         let mut none = Vec::new();
-        self.go_down(ctx, None, now, why.clone(), &mut none);
+        self.go_down(env, None, now, why.clone(), &mut none);
         debug_assert!(none.is_empty());
         why
     }
@@ -310,7 +404,7 @@ impl PeerLink {
     /// Closes the connection, fails everything in flight with `why`, and backs off.
     fn go_down(
         &mut self,
-        ctx: &NetContext,
+        env: &LinkEnv<'_>,
         registry: Option<&Registry>,
         now: Instant,
         why: String,
@@ -321,7 +415,7 @@ impl PeerLink {
         {
             let _ = registry.deregister(&mut stream);
         }
-        let status = &ctx.shared.peers[self.node];
+        let status = &env.status;
         for (_, Inflight { waiter, .. }) in self.inflight.drain() {
             status.failed.fetch_add(1, Ordering::Relaxed);
             outcomes.push((waiter, LinkOutcome::Failed(why.clone())));
@@ -340,28 +434,28 @@ impl PeerLink {
         self.out_pos = 0;
         self.frames_queued = 0;
         self.rbuf.clear();
-        self.publish(ctx);
+        self.publish(env);
     }
 
     /// Handles readiness of the link's socket.
     pub fn on_event(
         &mut self,
-        ctx: &NetContext,
+        env: &LinkEnv<'_>,
         registry: &Registry,
         readable: bool,
         writable: bool,
         outcomes: &mut Vec<(Waiter, LinkOutcome)>,
     ) {
         let now = Instant::now();
-        if let Err(why) = self.advance(ctx, registry, readable, writable, outcomes) {
+        if let Err(why) = self.advance(env, registry, readable, writable, outcomes) {
             let why = format!("{}: {why}", self.url);
-            self.go_down(ctx, Some(registry), now, why, outcomes);
+            self.go_down(env, Some(registry), now, why, outcomes);
         }
     }
 
     fn advance(
         &mut self,
-        ctx: &NetContext,
+        env: &LinkEnv<'_>,
         registry: &Registry,
         readable: bool,
         writable: bool,
@@ -384,7 +478,7 @@ impl PeerLink {
                 tracing::warn!(peer = %self.url, error = %e, "peer link: keepalive not set");
             }
             let host = self.url.strip_prefix("http://").unwrap_or(&self.url);
-            let me = &ctx.shared.topology.nodes()[ctx.shared.topology.self_index()];
+            let me = env.self_url;
             self.hello = upgrade_request(host, me);
             self.phase = Phase::Handshaking;
         }
@@ -405,10 +499,10 @@ impl PeerLink {
             }
         }
         if readable || self.phase == Phase::Handshaking {
-            self.read(ctx, outcomes)?;
+            self.read(env, outcomes)?;
         }
         if writable && self.phase == Phase::Up {
-            self.write_out(ctx)?;
+            self.write_out(env)?;
         }
         let _ = registry;
         Ok(())
@@ -416,7 +510,7 @@ impl PeerLink {
 
     fn read(
         &mut self,
-        ctx: &NetContext,
+        env: &LinkEnv<'_>,
         outcomes: &mut Vec<(Waiter, LinkOutcome)>,
     ) -> Result<(), String> {
         let Some(stream) = self.stream.as_mut() else {
@@ -445,8 +539,8 @@ impl PeerLink {
                     self.phase = Phase::Up;
                     self.backoff = RECONNECT_BACKOFF_MIN;
                     self.last_heard = Instant::now();
-                    self.publish(ctx);
-                    self.write_out(ctx)?;
+                    self.publish(env);
+                    self.write_out(env)?;
                 }
             }
         }
@@ -485,9 +579,7 @@ impl PeerLink {
             };
             if let Some(Inflight { waiter, .. }) = self.inflight.remove(&id) {
                 if matches!(outcome, LinkOutcome::Failed(_)) {
-                    ctx.shared.peers[self.node]
-                        .failed
-                        .fetch_add(1, Ordering::Relaxed);
+                    env.status.failed.fetch_add(1, Ordering::Relaxed);
                 }
                 outcomes.push((waiter, outcome));
             }
@@ -500,7 +592,7 @@ impl PeerLink {
         Ok(())
     }
 
-    fn write_out(&mut self, ctx: &NetContext) -> Result<(), String> {
+    fn write_out(&mut self, env: &LinkEnv<'_>) -> Result<(), String> {
         if self.out_pos >= self.out.len() {
             return Ok(());
         }
@@ -508,13 +600,8 @@ impl PeerLink {
             return Err("no socket".into());
         };
         if self.frames_queued > 0 {
-            ctx.shared
-                .metrics
-                .peer_batch_frames
-                .record(self.frames_queued);
-            ctx.shared.peers[self.node]
-                .batches
-                .fetch_add(1, Ordering::Relaxed);
+            env.batch_frames.record(self.frames_queued);
+            env.status.batches.fetch_add(1, Ordering::Relaxed);
             self.frames_queued = 0;
         }
         while self.out_pos < self.out.len() {
@@ -542,16 +629,16 @@ impl PeerLink {
     /// Writes what was queued in this loop iteration (one batch).
     pub fn flush(
         &mut self,
-        ctx: &NetContext,
+        env: &LinkEnv<'_>,
         registry: &Registry,
         outcomes: &mut Vec<(Waiter, LinkOutcome)>,
     ) {
         if self.phase != Phase::Up {
             return;
         }
-        if let Err(why) = self.write_out(ctx) {
+        if let Err(why) = self.write_out(env) {
             let why = format!("{}: {why}", self.url);
-            self.go_down(ctx, Some(registry), Instant::now(), why, outcomes);
+            self.go_down(env, Some(registry), Instant::now(), why, outcomes);
         }
     }
 
@@ -559,7 +646,7 @@ impl PeerLink {
     /// and a connection that went silent while requests expired on it.
     pub fn tick(
         &mut self,
-        ctx: &NetContext,
+        env: &LinkEnv<'_>,
         registry: &Registry,
         now: Instant,
         outcomes: &mut Vec<(Waiter, LinkOutcome)>,
@@ -572,7 +659,7 @@ impl PeerLink {
                 self.url,
                 CONNECT_TIMEOUT.as_millis()
             );
-            self.go_down(ctx, Some(registry), now, why, outcomes);
+            self.go_down(env, Some(registry), now, why, outcomes);
             self.down_silent = true;
             return;
         }
@@ -585,7 +672,7 @@ impl PeerLink {
         let Some(oldest_sent) = expired.iter().map(|&(_, sent)| sent).min() else {
             return;
         };
-        let status = &ctx.shared.peers[self.node];
+        let status = &env.status;
         for (id, _) in expired {
             if let Some(Inflight { waiter, .. }) = self.inflight.remove(&id) {
                 status.failed.fetch_add(1, Ordering::Relaxed);
@@ -599,9 +686,7 @@ impl PeerLink {
         // of the oldest request that just expired: a link idle for minutes
         // is not silent, nor is one whose request had a short deadline.
         let silent_since = self.last_heard.max(oldest_sent);
-        if self.phase == Phase::Up
-            && now.duration_since(silent_since) >= ctx.config.replication_timeout
-        {
+        if self.phase == Phase::Up && now.duration_since(silent_since) >= env.silence_timeout {
             // Requests expire and nothing comes back: the connection is dead
             // or black-holed. Start over.
             let why = format!(
@@ -609,7 +694,7 @@ impl PeerLink {
                 self.url,
                 now.duration_since(silent_since).as_millis()
             );
-            self.go_down(ctx, Some(registry), now, why, outcomes);
+            self.go_down(env, Some(registry), now, why, outcomes);
             self.down_silent = true;
         }
     }

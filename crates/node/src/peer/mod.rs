@@ -7,7 +7,11 @@
 //!
 //! - [`framing`]: length, checksum and field reading shared with the sync protocol.
 //! - [`link`]: the client side, one per network thread per peer.
-//! - [`server`]: the server side of an upgraded connection.
+//! - [`refusal`]: which versions from a peer a node refuses (writes, anti-entropy).
+//! - [`handshake`]: the upgrade, and the names of both protocols it switches to.
+//!
+//! The server side of an upgraded connection is a connection of the network
+//! threads: `net::peer_conn`.
 //! - [`keepalive`]: TCP keepalive, so a vanished peer's connection fails.
 
 pub mod frame;
@@ -15,4 +19,4 @@ pub mod framing;
 pub mod handshake;
 pub mod keepalive;
 pub mod link;
-pub mod server;
+pub mod refusal;

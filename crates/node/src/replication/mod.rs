@@ -3,7 +3,7 @@
 //!
 //! - [`coordinator`]: the rules of one request (quorum, newest wins, read
 //!   repair and hints after the answer), pure logic.
-//! - [`status`]: what the node knows of each peer, `/v0/cluster`.
+//! - [`status`]: what the node knows of each peer, `/v0/cluster`, `/metrics`.
 //! - this file: the [`Replicator`], one per network thread. It owns the
 //!   thread's links to every peer and the table of requests in flight,
 //!   starts requests on every replica at once, routes answers back, and
@@ -23,16 +23,15 @@ pub mod status;
 
 pub use driver::{COORDINATIONS_MAX, HINT_BATCH_MAX};
 
-pub use status::{LinkState, PeerStatus};
-
-use crate::net::{NetContext, Target};
+use crate::cluster::dial_address;
 use crate::peer::frame::{Message, Version};
 use crate::peer::link::{LinkOutcome, PeerLink, Waiter};
+use crate::state::{NetContext, Target};
 use ataman_engine::{Submission, WriteBatch};
 use coordinator::{Aftermath, Coordination, Decision, Kind, Outcome};
 use mio::{Registry, Token};
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Tokens from here on are peer links (`LINK_TOKEN_BASE + node`).
 pub const LINK_TOKEN_BASE: usize = usize::MAX / 2;
@@ -118,7 +117,6 @@ impl Replicator {
                         .clone()
                         .unwrap_or_else(|| dial_address(url));
                     PeerLink::new(
-                        node,
                         url.clone(),
                         dial,
                         Token(LINK_TOKEN_BASE + node),
@@ -257,13 +255,14 @@ impl Replicator {
             position,
         };
         let sent = match kind {
-            Kind::Read => link.send(ctx, registry, now, deadline, waiter, |id| Message::Read {
-                id,
-                key,
+            Kind::Read => link.send(&ctx.link_env(node), registry, now, deadline, waiter, |id| {
+                Message::Read { id, key }
             }),
-            Kind::Write(version) => link.send(ctx, registry, now, deadline, waiter, |id| {
-                Message::Write { id, key, version }
-            }),
+            Kind::Write(version) => {
+                link.send(&ctx.link_env(node), registry, now, deadline, waiter, |id| {
+                    Message::Write { id, key, version }
+                })
+            }
         };
         sent.err().map(Outcome::Failed)
     }
@@ -384,9 +383,14 @@ impl Replicator {
                     let (key, version) = (live.key.clone(), version.clone());
                     // A repair that cannot be sent is dropped: the next read
                     // or anti-entropy finds the difference again.
-                    let _ = link.send(ctx, registry, now, deadline, Waiter::Repair, |id| {
-                        Message::Write { id, key, version }
-                    });
+                    let _ = link.send(
+                        &ctx.link_env(node),
+                        registry,
+                        now,
+                        deadline,
+                        Waiter::Repair,
+                        |id| Message::Write { id, key, version },
+                    );
                 }
             }
         }
@@ -440,7 +444,13 @@ impl Replicator {
     ) {
         let mut outcomes = std::mem::take(&mut self.outcomes);
         if let Some(Some(link)) = self.links.get_mut(node) {
-            link.on_event(ctx, registry, readable, writable, &mut outcomes);
+            link.on_event(
+                &ctx.link_env(node),
+                registry,
+                readable,
+                writable,
+                &mut outcomes,
+            );
         }
         self.dispatch(ctx, registry, node, &mut outcomes);
         self.outcomes = outcomes;
@@ -504,7 +514,7 @@ impl Replicator {
             let mut dispatched = false;
             for node in 0..self.links.len() {
                 if let Some(link) = self.links[node].as_mut() {
-                    link.flush(ctx, registry, &mut outcomes);
+                    link.flush(&ctx.link_env(node), registry, &mut outcomes);
                 }
                 if !outcomes.is_empty() {
                     dispatched = true;
@@ -552,7 +562,7 @@ impl Replicator {
         let mut outcomes = std::mem::take(&mut self.outcomes);
         for node in 0..self.links.len() {
             if let Some(link) = self.links[node].as_mut() {
-                link.tick(ctx, registry, now, &mut outcomes);
+                link.tick(&ctx.link_env(node), registry, now, &mut outcomes);
             }
             self.dispatch(ctx, registry, node, &mut outcomes);
         }
@@ -599,9 +609,14 @@ impl Replicator {
                     value: hint.value,
                 };
                 let key = hint.key;
-                match link.send(ctx, registry, now, deadline, Waiter::Hint { seq }, |id| {
-                    Message::Write { id, key, version }
-                }) {
+                match link.send(
+                    &ctx.link_env(node),
+                    registry,
+                    now,
+                    deadline,
+                    Waiter::Hint { seq },
+                    |id| Message::Write { id, key, version },
+                ) {
                     Ok(()) => {
                         cursor.in_flight += 1;
                         cursor.sent_max = Some(seq);
@@ -635,12 +650,6 @@ impl Replicator {
         }
         cursor.sent_max = None;
     }
-}
-
-/// `host:port` of an `http://host:port[/...]` URL (validated by the config).
-pub(crate) fn dial_address(url: &str) -> String {
-    let rest = url.strip_prefix("http://").unwrap_or(url);
-    rest.split('/').next().unwrap_or(rest).to_owned()
 }
 
 fn local_read(ctx: &NetContext, key: &[u8]) -> Outcome {
@@ -690,8 +699,3 @@ fn log_hint_refusal(url: &str, why: &str) {
         );
     }
 }
-
-/// How long a link waits before the first reconnect after a failure.
-pub const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(50);
-/// The longest wait between reconnects.
-pub const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(1);

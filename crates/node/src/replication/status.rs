@@ -1,104 +1,13 @@
-//! What one node knows of the others, shared by its network threads, and
-//! the `/v0/cluster` JSON that `ataman cluster status` reads.
+//! What one node knows of the others, as the `/v0/cluster` JSON that
+//! `ataman cluster status` reads and the `/metrics` lines of the links
+//! (the figures themselves: [`crate::peer::link::PeerStatus`]).
 
 use crate::api::Route;
-use crate::net::NodeShared;
+use crate::http::json::json_string;
+use crate::peer::link::{LinkState, PeerStatus};
+use crate::state::NodeShared;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-
-/// A link's state as `/v0/cluster` names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum LinkState {
-    /// This node.
-    Myself = 0,
-    /// Connected and upgraded.
-    Up = 1,
-    /// Connecting or waiting for the 101.
-    Connecting = 2,
-    /// Not connected (refused, lost); requests fail at once until the next try.
-    Down = 3,
-    /// Never connected: nothing needed the node yet.
-    Idle = 4,
-}
-
-impl LinkState {
-    /// The JSON spelling.
-    pub fn label(self) -> &'static str {
-        match self {
-            LinkState::Myself => "self",
-            LinkState::Up => "up",
-            LinkState::Connecting => "connecting",
-            LinkState::Down => "down",
-            LinkState::Idle => "idle",
-        }
-    }
-
-    fn from_u8(v: u8) -> Self {
-        match v {
-            0 => LinkState::Myself,
-            1 => LinkState::Up,
-            2 => LinkState::Connecting,
-            4 => LinkState::Idle,
-            _ => LinkState::Down,
-        }
-    }
-}
-
-/// One node's link figures as this node sees them.
-///
-/// # Thread safety
-/// Relaxed atomics: every network thread has its own link to the node and
-/// updates these; the state is the last one any thread reported.
-#[derive(Debug, Default)]
-pub struct PeerStatus {
-    state: AtomicU8,
-    /// Requests sent to the node.
-    pub sent: AtomicU64,
-    /// Requests to the node that failed (refused, lost, timed out, link full).
-    pub failed: AtomicU64,
-    /// Writes of frames to the node (each carries a batch of requests).
-    pub batches: AtomicU64,
-    /// Read repairs sent to the node.
-    pub repairs: AtomicU64,
-    /// Hints delivered to the node.
-    pub hints_delivered: AtomicU64,
-}
-
-impl PeerStatus {
-    /// A status starting in `state`.
-    pub fn new(state: LinkState) -> Self {
-        let s = PeerStatus::default();
-        s.set_state(state);
-        s
-    }
-
-    /// Records the link's state.
-    pub fn set_state(&self, state: LinkState) {
-        self.state.store(state as u8, Ordering::Relaxed);
-    }
-
-    /// The link's last reported state.
-    pub fn state(&self) -> LinkState {
-        LinkState::from_u8(self.state.load(Ordering::Relaxed))
-    }
-}
-
-/// Appends `s` as a JSON string.
-pub(crate) fn json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
+use std::sync::atomic::Ordering;
 
 fn route_total(shared: &NodeShared, route: Route) -> u64 {
     shared.metrics.route_total(route)

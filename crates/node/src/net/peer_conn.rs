@@ -1,4 +1,5 @@
-//! The server side of the peer protocol: an HTTP connection a peer upgraded.
+//! The server side of the peer protocol: an HTTP connection a peer upgraded
+//! (the client side is [`crate::peer::link`]).
 //!
 //! Frames are decoded as they arrive. A read is answered on the spot from
 //! the engine's read view; a write goes to the engine with the loop
@@ -12,10 +13,11 @@
 //! - A frame that does not decode closes the connection (the stream can no
 //!   longer be framed); the peer's requests then fail on its side.
 
-use super::frame::{self, Applied, Message, ReplicaError, ReplicaErrorKind, Version};
-use crate::net::conn::Next;
-use crate::net::{NetContext, Target};
+use super::conn::Next;
+use crate::peer::frame::{self, Applied, Message, ReplicaError, ReplicaErrorKind, Version};
+use crate::peer::refusal::refuse_version;
 use crate::replication::local_write;
+use crate::state::{NetContext, Target};
 use mio::net::TcpStream;
 use std::io::{self, Read, Write};
 
@@ -35,40 +37,6 @@ const RESUME_ROUNDS_MAX: usize = 8;
 /// clock is refused (see `hlc::PEER_CLOCK_AHEAD_MS_MAX`).
 fn refuse_write(ctx: &NetContext, key: &[u8], version: &Version) -> Option<String> {
     refuse_version(&ctx.config, key, version)
-}
-
-/// Why a version received from a peer (a write, or anti-entropy's fetch or
-/// push) is refused, if it is: the node's key and value limits, and a
-/// timestamp too far ahead of this node's clock.
-pub(crate) fn refuse_version(
-    config: &crate::config::NodeConfig,
-    key: &[u8],
-    version: &Version,
-) -> Option<String> {
-    if key.is_empty() || key.len() > config.key_bytes_max {
-        return Some(format!(
-            "key of {} bytes outside 1..={}",
-            key.len(),
-            config.key_bytes_max
-        ));
-    }
-    if let Some(v) = &version.value
-        && v.len() > config.value_bytes_max
-    {
-        return Some(format!(
-            "value of {} bytes over {}",
-            v.len(),
-            config.value_bytes_max
-        ));
-    }
-    if !crate::hlc::acceptable_from_peer(version.ts) {
-        return Some(format!(
-            "timestamp {} is more than {} ms ahead of this node's clock",
-            version.ts,
-            crate::hlc::PEER_CLOCK_AHEAD_MS_MAX
-        ));
-    }
-    None
 }
 
 /// An upgraded connection's peer-protocol state.

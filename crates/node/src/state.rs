@@ -1,0 +1,261 @@
+//! The node's shared state: what every thread of a node reads and updates
+//! ([`NodeShared`]), what one network thread's code needs besides
+//! ([`NetContext`]), and how a finished write finds its way back to the
+//! network thread that asked for it ([`Target`], [`Completion`], [`Inbox`],
+//! [`CompletionSender`]).
+//!
+//! A leaf of the node's layering (docs/ARCHITECTURE.md, "Layering of the
+//! node"): it names the types of the subsystems' shared parts, and no
+//! subsystem below it names it.
+//!
+//! # Thread safety
+//! A connection belongs to one thread for its whole life. Only the inbox
+//! (new connections, completions) is shared, behind one mutex per thread.
+
+use crate::api::RouteConfig;
+use crate::cluster::Topology;
+use crate::config::NodeConfig;
+use crate::hints::HintStore;
+use crate::hlc::Hlc;
+use crate::metrics::NodeMetrics;
+use crate::peer::link::{LinkEnv, PeerStatus};
+use ataman_engine::Db;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Who waits for a write the engine finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// An HTTP request's answer slot.
+    Slot {
+        /// The connection's token in its thread.
+        token: usize,
+        /// The connection's generation (a token may be reused).
+        generation: u64,
+        /// The connection's slot for the answer.
+        slot: u64,
+    },
+    /// A peer's write request on an upgraded connection.
+    Peer {
+        /// The connection's token in its thread.
+        token: usize,
+        /// The connection's generation.
+        generation: u64,
+        /// The peer's request id.
+        id: u64,
+    },
+    /// The local replica of a replicated write.
+    Replica {
+        /// The coordination's key in the thread's table.
+        coordination: usize,
+        /// Its generation (keys are reused).
+        generation: u64,
+        /// This node's position in the coordination's replica list.
+        position: usize,
+    },
+    /// Nobody (a read repair or a hint applied locally).
+    Nobody,
+}
+
+/// A finished write, on its way back to the thread that asked for it.
+#[derive(Debug)]
+pub struct Completion {
+    /// Who waits for it.
+    pub target: Target,
+    /// Durable, or why not.
+    pub result: Result<(), String>,
+    /// The engine refused the batch as invalid (400), not for load or failure (503).
+    pub invalid: bool,
+}
+
+#[derive(Default)]
+struct InboxItems {
+    conns: Vec<mio::net::TcpStream>,
+    completions: Vec<Completion>,
+}
+
+/// What other threads hand to one network thread.
+pub struct Inbox {
+    items: Mutex<InboxItems>,
+    waker: mio::Waker,
+}
+
+impl Inbox {
+    /// An inbox whose pushes wake `waker`.
+    pub fn new(waker: mio::Waker) -> Self {
+        Inbox {
+            items: Mutex::new(InboxItems::default()),
+            waker,
+        }
+    }
+
+    fn push_with(&self, f: impl FnOnce(&mut InboxItems)) {
+        let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let was_empty = items.conns.is_empty() && items.completions.is_empty();
+        f(&mut items);
+        drop(items);
+        if was_empty {
+            // A failed wake-up leaves the item for the loop's next periodic tick.
+            let _ = self.waker.wake();
+        }
+    }
+
+    /// Queues a completion.
+    pub fn push(&self, c: Completion) {
+        self.push_with(|items| items.completions.push(c));
+    }
+
+    /// Queues an accepted connection.
+    pub fn push_conn(&self, s: mio::net::TcpStream) {
+        self.push_with(|items| items.conns.push(s));
+    }
+
+    /// Takes everything queued.
+    pub(crate) fn take(
+        &self,
+        conns: &mut Vec<mio::net::TcpStream>,
+        completions: &mut Vec<Completion>,
+    ) {
+        let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::swap(conns, &mut items.conns);
+        std::mem::swap(completions, &mut items.completions);
+    }
+}
+
+/// A cheap handle engine callbacks use to reach a network thread.
+#[derive(Clone)]
+pub struct CompletionSender(Arc<Inbox>);
+
+impl CompletionSender {
+    /// Queues a completion and wakes the thread if needed.
+    pub fn push(&self, c: Completion) {
+        self.0.push(c);
+    }
+
+    /// An engine callback that reports a write's outcome to `target`.
+    pub fn callback(&self, target: Target) -> ataman_engine::WriteCallback {
+        let inbox = self.clone();
+        Box::new(move |result: ataman_engine::Result<u64>| {
+            inbox.push(Completion {
+                target,
+                invalid: matches!(result, Err(ataman_engine::Error::InvalidArgument(_))),
+                result: result.map(|_| ()).map_err(|e| e.to_string()),
+            });
+        })
+    }
+}
+
+/// What every network thread shares.
+pub struct NodeShared {
+    /// The engine.
+    pub db: Arc<Db>,
+    /// Write timestamps.
+    pub hlc: Hlc,
+    /// Configuration.
+    pub config: NodeConfig,
+    /// Request metrics.
+    pub metrics: NodeMetrics,
+    /// Open client connections, all threads (every accepted connection
+    /// until it is upgraded to the peer protocol or handed to the sync thread).
+    pub connections: AtomicUsize,
+    /// Open peer connections to this node (upgraded; descriptors reserved
+    /// for them, see [`crate::descriptors`]).
+    pub peer_connections: AtomicUsize,
+    /// Client connections at most (`descriptors::Budget::cap`); a
+    /// connection accepted past it is closed at once. The main thread
+    /// lowers it as the engines' SSTables grow.
+    pub connections_cap: AtomicUsize,
+    /// Set on SIGTERM / SIGINT.
+    pub shutting_down: AtomicBool,
+    /// Each thread's inbox.
+    pub inboxes: Vec<Arc<Inbox>>,
+    /// The cluster.
+    pub topology: Topology,
+    /// Writes peers missed, kept for them.
+    pub hints: Arc<HintStore>,
+    /// Each node's link status as this node sees it (index: node).
+    pub peers: Vec<PeerStatus>,
+    /// When the engine acknowledges a client's or a peer's write:
+    /// `Complete` (after the WAL made it durable), except under the
+    /// `--debug-planted-bug ack-before-wal` test hook.
+    pub write_durability: ataman_engine::Durability,
+    /// Anti-entropy: rounds, session places, the sync thread's hand-off channel.
+    pub antientropy: crate::antientropy::AntiEntropy,
+    /// Refilling after a wipe (`--refill`): reads refused until a round with every peer completed.
+    pub refill: crate::refill::Refill,
+}
+
+impl NodeShared {
+    /// True once shutdown started.
+    pub fn stopping(&self) -> bool {
+        self.shutting_down.load(Ordering::Acquire)
+    }
+
+    /// What anti-entropy's threads use of the node.
+    pub fn antientropy_node(&self) -> crate::antientropy::Node<'_> {
+        crate::antientropy::Node {
+            db: &self.db,
+            hlc: &self.hlc,
+            config: &self.config,
+            topology: &self.topology,
+            antientropy: &self.antientropy,
+            refill: &self.refill,
+            shutting_down: &self.shutting_down,
+        }
+    }
+}
+
+/// What one network thread's code needs (shared state plus its own inbox).
+pub struct NetContext {
+    /// Shared node state (clock, metrics, counters).
+    pub shared: Arc<NodeShared>,
+    /// The engine (from `shared`).
+    pub db: Arc<Db>,
+    /// Configuration (from `shared`).
+    pub config: NodeConfig,
+    /// Routing limits.
+    pub route_config: RouteConfig,
+    /// This thread's completion handle.
+    pub completions: CompletionSender,
+    /// Writes parsed in this loop iteration, handed to the engine together.
+    pub pending_writes: std::cell::RefCell<Vec<ataman_engine::Submission>>,
+    /// The thread's index.
+    pub index: usize,
+    /// The loop's clock: read once when `poll` returns and used for every
+    /// connection's activity and request-start times in that iteration
+    /// (the idle and request timeouts are coarse), instead of one clock
+    /// read per socket read and write.
+    pub now: std::cell::Cell<std::time::Instant>,
+}
+
+impl NetContext {
+    /// The context of network thread `index`.
+    pub fn new(shared: Arc<NodeShared>, index: usize) -> Self {
+        NetContext {
+            db: Arc::clone(&shared.db),
+            config: shared.config.clone(),
+            route_config: RouteConfig {
+                key_bytes_max: shared.config.key_bytes_max,
+                cluster_size: shared.config.cluster.len() as u32,
+            },
+            completions: CompletionSender(Arc::clone(&shared.inboxes[index])),
+            pending_writes: std::cell::RefCell::new(Vec::new()),
+            index,
+            shared,
+            now: std::cell::Cell::new(std::time::Instant::now()),
+        }
+    }
+}
+
+impl NetContext {
+    /// What this thread's link to node `node` uses of the node.
+    pub fn link_env(&self, node: usize) -> LinkEnv<'_> {
+        let topology = &self.shared.topology;
+        LinkEnv {
+            status: &self.shared.peers[node],
+            self_url: &topology.nodes()[topology.self_index()],
+            batch_frames: &self.shared.metrics.peer_batch_frames,
+            silence_timeout: self.config.replication_timeout,
+        }
+    }
+}
