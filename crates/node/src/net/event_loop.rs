@@ -1,7 +1,7 @@
 //! One network thread's event loop.
 
 use super::conn::{Conn, Next};
-use crate::replication::{Replicator, Request};
+use crate::replication::{ReplicationIo, Request};
 use crate::state::{Completion, NetContext, NodeShared, Target};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
@@ -84,7 +84,7 @@ struct Loop {
     /// Reused read buffer of every connection of this thread.
     scratch: Vec<u8>,
     /// Replicated requests and links to the other nodes.
-    repl: Replicator,
+    repl: ReplicationIo,
     /// Replicated requests parsed in this loop iteration, started together.
     replicated: Vec<Request>,
     /// When to call `accept` again without a listener event: the last call
@@ -102,7 +102,7 @@ pub fn run_thread(
     listener: Option<TcpListener>,
 ) -> io::Result<()> {
     let ctx = NetContext::new(Arc::clone(&shared), index);
-    let repl = Replicator::new(&ctx);
+    let repl = ReplicationIo::new(&ctx);
     let mut lp = Loop {
         ctx,
         repl,
@@ -153,7 +153,7 @@ impl Loop {
                 match event.token() {
                     LISTENER => self.accept(),
                     WAKER => self.take_inbox(),
-                    token => match Replicator::link_of(token) {
+                    token => match ReplicationIo::link_of(token) {
                         Some(node) => self.repl.on_link_event(
                             &self.ctx,
                             self.poll.registry(),

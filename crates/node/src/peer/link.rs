@@ -138,25 +138,12 @@ pub struct LinkEnv<'a> {
     pub silence_timeout: Duration,
 }
 
-/// Who waits for a request's answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Waiter {
-    /// A replica of a coordinated request.
-    Coordination {
-        /// The coordination's key.
-        index: usize,
-        /// Its generation.
-        generation: u64,
-        /// The replica's position in its list.
-        position: usize,
-    },
-    /// A hint being delivered.
-    Hint {
-        /// The hint's sequence number.
-        seq: u64,
-    },
-    /// A read repair (nobody waits).
-    Repair,
+/// Who waits for a request's answer: the link keeps it with the request
+/// and hands it back with the outcome (the replication driver's waiter).
+pub trait LinkWaiter: Copy {
+    /// True for a client request's replica, which may reconnect a link
+    /// that is down sooner than background work (hints, repairs) may.
+    fn is_client_request(&self) -> bool;
 }
 
 /// A request's result.
@@ -174,8 +161,8 @@ pub enum LinkOutcome {
 
 /// A request sent and not answered yet.
 #[derive(Debug, Clone, Copy)]
-struct Inflight {
-    waiter: Waiter,
+struct Inflight<W> {
+    waiter: W,
     /// When it was queued.
     sent: Instant,
     /// When its coordinator stops waiting.
@@ -193,7 +180,7 @@ enum Phase {
 }
 
 /// One network thread's connection to one peer.
-pub struct PeerLink {
+pub struct PeerLink<W> {
     url: String,
     dial: String,
     token: Token,
@@ -218,13 +205,13 @@ pub struct PeerLink {
     rbuf: Vec<u8>,
     next_id: u64,
     /// Request id to who waits and when it was sent, expires and whether it is a read.
-    inflight: HashMap<u64, Inflight>,
+    inflight: HashMap<u64, Inflight<W>>,
     /// The dial address once resolved (resolving can block; done once).
     resolved: Option<std::net::SocketAddr>,
     last_heard: Instant,
 }
 
-impl PeerLink {
+impl<W: LinkWaiter> PeerLink<W> {
     /// A link to the node at `url`, dialling `dial` (`host:port`), not connected yet.
     pub fn new(url: String, dial: String, token: Token, inflight_max: usize) -> Self {
         let now = Instant::now();
@@ -292,7 +279,7 @@ impl PeerLink {
         registry: &Registry,
         now: Instant,
         deadline: Instant,
-        waiter: Waiter,
+        waiter: W,
         make: impl FnOnce(u64) -> Message,
     ) -> Result<(), String> {
         let status = &env.status;
@@ -313,9 +300,10 @@ impl PeerLink {
             ));
         }
         if self.phase == Phase::Down {
-            let may = match waiter {
-                Waiter::Coordination { .. } => self.may_try_for_request(now),
-                Waiter::Hint { .. } | Waiter::Repair => self.may_try(now),
+            let may = if waiter.is_client_request() {
+                self.may_try_for_request(now)
+            } else {
+                self.may_try(now)
             };
             if !may {
                 return refused(format!("{}: down ({})", self.url, self.why_down));
@@ -408,7 +396,7 @@ impl PeerLink {
         registry: Option<&Registry>,
         now: Instant,
         why: String,
-        outcomes: &mut Vec<(Waiter, LinkOutcome)>,
+        outcomes: &mut Vec<(W, LinkOutcome)>,
     ) {
         if let Some(mut stream) = self.stream.take()
             && let Some(registry) = registry
@@ -444,7 +432,7 @@ impl PeerLink {
         registry: &Registry,
         readable: bool,
         writable: bool,
-        outcomes: &mut Vec<(Waiter, LinkOutcome)>,
+        outcomes: &mut Vec<(W, LinkOutcome)>,
     ) {
         let now = Instant::now();
         if let Err(why) = self.advance(env, registry, readable, writable, outcomes) {
@@ -459,7 +447,7 @@ impl PeerLink {
         registry: &Registry,
         readable: bool,
         writable: bool,
-        outcomes: &mut Vec<(Waiter, LinkOutcome)>,
+        outcomes: &mut Vec<(W, LinkOutcome)>,
     ) -> Result<(), String> {
         if self.phase == Phase::Connecting {
             let Some(stream) = self.stream.as_ref() else {
@@ -511,7 +499,7 @@ impl PeerLink {
     fn read(
         &mut self,
         env: &LinkEnv<'_>,
-        outcomes: &mut Vec<(Waiter, LinkOutcome)>,
+        outcomes: &mut Vec<(W, LinkOutcome)>,
     ) -> Result<(), String> {
         let Some(stream) = self.stream.as_mut() else {
             return Err("no socket".into());
@@ -631,7 +619,7 @@ impl PeerLink {
         &mut self,
         env: &LinkEnv<'_>,
         registry: &Registry,
-        outcomes: &mut Vec<(Waiter, LinkOutcome)>,
+        outcomes: &mut Vec<(W, LinkOutcome)>,
     ) {
         if self.phase != Phase::Up {
             return;
@@ -649,7 +637,7 @@ impl PeerLink {
         env: &LinkEnv<'_>,
         registry: &Registry,
         now: Instant,
-        outcomes: &mut Vec<(Waiter, LinkOutcome)>,
+        outcomes: &mut Vec<(W, LinkOutcome)>,
     ) {
         if matches!(self.phase, Phase::Connecting | Phase::Handshaking)
             && now.duration_since(self.since) >= CONNECT_TIMEOUT

@@ -1,0 +1,491 @@
+//! The network thread's side of replication: the one adapter between the
+//! sans-I/O [`driver`](super::driver) and the thread's sockets, engine,
+//! clock, hint store and metrics.
+//!
+//! [`ReplicationIo`] owns the thread's links to every peer and the
+//! driver. The event loop hands it client requests, link readiness, local
+//! write completions and ticks; it turns each into a driver event, then
+//! carries out every action the driver queued: frames to peers through
+//! the links, reads and writes of the local engine ([`super::local`]),
+//! answers for the connections, hints kept and removed, counters. What a
+//! link reports (an answer, a refused send, a failure when it goes down or
+//! a request expires) goes back to the driver as the answer of the waiter
+//! it names. Nothing here decides what to do next: the driver does.
+//!
+//! # Threads
+//! A replicated request lives on the network thread that parsed it, from
+//! start to answer: its local replica goes through the engine (writes via
+//! tx, the completion comes back through the thread's inbox; reads on the
+//! spot), its remote replicas through this thread's links. No lock is
+//! taken on the request path except the engine's hand-off. Thread 0 also
+//! delivers hints.
+
+use super::coordinator::{Decision, Kind, Outcome};
+use super::driver::{self, Action, DriverConfig, PeerRequest, Replicator, Waiter};
+use super::local::{local_read, local_write};
+use crate::cluster::dial_address;
+use crate::peer::frame::Message;
+use crate::peer::link::{LinkOutcome, LinkWaiter, PeerLink};
+use crate::state::{NetContext, Target};
+use mio::{Registry, Token};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Tokens from here on are peer links (`LINK_TOKEN_BASE + node`).
+pub const LINK_TOKEN_BASE: usize = usize::MAX / 2;
+
+/// Where a replicated request's answer goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplyTo {
+    /// The connection's token.
+    pub token: usize,
+    /// The connection's generation.
+    pub generation: u64,
+    /// The request's answer slot.
+    pub slot: u64,
+}
+
+/// A request the connection handed over.
+#[derive(Debug)]
+pub struct Request {
+    /// Where the answer goes.
+    pub reply_to: ReplyTo,
+    /// The key.
+    pub key: Vec<u8>,
+    /// Read, or write this version.
+    pub kind: Kind,
+    /// Replicas that must answer.
+    pub ack: usize,
+    /// Replicas asked.
+    pub from: usize,
+}
+
+/// A decided answer, for the event loop to put in its slot (`Err`: 503).
+pub type Reply = (ReplyTo, Result<Decision, String>);
+
+impl LinkWaiter for Waiter {
+    fn is_client_request(&self) -> bool {
+        matches!(self, Waiter::Coordination { .. })
+    }
+}
+
+/// One network thread's replication: the driver and the links it sends through.
+pub struct ReplicationIo {
+    driver: Replicator<ReplyTo>,
+    links: Vec<Option<PeerLink<Waiter>>>,
+    /// The driver's clock counts milliseconds from here.
+    epoch: Instant,
+    replies: Vec<Reply>,
+    outcomes: Vec<(Waiter, LinkOutcome)>,
+    delivers_hints: bool,
+}
+
+impl ReplicationIo {
+    /// The replication of network thread `ctx.index`: a (not yet
+    /// connected) link to every other node, an idle driver.
+    pub fn new(ctx: &NetContext) -> Self {
+        let topology = &ctx.shared.topology;
+        let links = topology
+            .nodes()
+            .iter()
+            .enumerate()
+            .map(|(node, url)| {
+                (node != topology.self_index()).then(|| {
+                    let dial = ctx.config.peer_via[node]
+                        .clone()
+                        .unwrap_or_else(|| dial_address(url));
+                    PeerLink::new(
+                        url.clone(),
+                        dial,
+                        Token(LINK_TOKEN_BASE + node),
+                        ctx.config.peer_inflight_max,
+                    )
+                })
+            })
+            .collect();
+        let config = DriverConfig {
+            self_index: topology.self_index(),
+            nodes: topology.len(),
+            timeout_ms: u64::try_from(ctx.config.replication_timeout.as_millis())
+                .unwrap_or(u64::MAX),
+        };
+        ReplicationIo {
+            driver: Replicator::new(config),
+            links,
+            epoch: Instant::now(),
+            replies: Vec::new(),
+            outcomes: Vec::new(),
+            delivers_hints: ctx.index == 0,
+        }
+    }
+
+    /// The node a token's link leads to, if the token is a link's.
+    pub fn link_of(token: Token) -> Option<usize> {
+        token.0.checked_sub(LINK_TOKEN_BASE)
+    }
+
+    /// Answers decided since the last call.
+    pub fn take_replies(&mut self) -> Vec<Reply> {
+        std::mem::take(&mut self.replies)
+    }
+
+    /// Replicated requests in flight.
+    pub fn live(&self) -> usize {
+        self.driver.live()
+    }
+
+    fn ms(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Starts requests on all their replicas at once.
+    pub fn start(&mut self, ctx: &NetContext, registry: &Registry, requests: Vec<Request>) {
+        let now_ms = self.ms(Instant::now());
+        for request in requests {
+            let replicas = ctx.shared.topology.replicas(&request.key, request.from);
+            self.driver.start(
+                now_ms,
+                driver::Request {
+                    reply_to: request.reply_to,
+                    key: request.key,
+                    kind: request.kind,
+                    ack: request.ack,
+                    replicas,
+                },
+            );
+            self.drive(ctx, registry);
+        }
+    }
+
+    /// The local replica of request `coordination` finished its write.
+    pub fn on_local_write(
+        &mut self,
+        ctx: &NetContext,
+        registry: &Registry,
+        coordination: usize,
+        generation: u64,
+        position: usize,
+        result: Result<(), String>,
+    ) {
+        let outcome = match result {
+            Ok(()) => Outcome::Written,
+            Err(e) => Outcome::Failed(format!("local replica: {e}")),
+        };
+        let waiter = Waiter::Coordination {
+            index: coordination,
+            generation,
+            position,
+        };
+        let me = ctx.shared.topology.self_index();
+        self.answer(ctx, me, waiter, outcome);
+        self.drive(ctx, registry);
+    }
+
+    /// Feeds the driver `node`'s answer to `waiter` (what it leads to is
+    /// queued for [`ReplicationIo::drive`]).
+    fn answer(&mut self, ctx: &NetContext, node: usize, waiter: Waiter, outcome: Outcome) {
+        let hlc = &ctx.shared.hlc;
+        let mut stamp = |above: u64| {
+            hlc.observe(above);
+            hlc.now().map_err(|e| e.to_string())
+        };
+        self.driver.on_answer(node, waiter, outcome, &mut stamp);
+    }
+
+    /// Carries out every action the driver queued, and those they lead to
+    /// (a local read or a refused send is answered at once).
+    fn drive(&mut self, ctx: &NetContext, registry: &Registry) {
+        while let Some(action) = self.driver.next_action() {
+            self.carry_out(ctx, registry, action);
+        }
+    }
+
+    fn carry_out(&mut self, ctx: &NetContext, registry: &Registry, action: Action<ReplyTo>) {
+        let shared = &ctx.shared;
+        match action {
+            Action::Send {
+                node,
+                waiter,
+                request,
+                deadline_ms,
+            } => self.send(ctx, registry, node, waiter, request, deadline_ms),
+            Action::ReadLocal { waiter, key } => {
+                let outcome = local_read(ctx, &key);
+                self.answer(ctx, shared.topology.self_index(), waiter, outcome);
+            }
+            Action::WriteLocal {
+                waiter: None,
+                key,
+                version,
+            } => {
+                // A read repair. The clock observes every version the
+                // engine holds, so this node's own stamps stay above them.
+                shared.metrics.read_repairs.fetch_add(1, Ordering::Relaxed);
+                shared.hlc.observe(version.ts);
+                local_write(ctx, &key, &version, Target::Nobody);
+            }
+            Action::WriteLocal {
+                waiter: Some(waiter),
+                key,
+                version,
+            } => {
+                if shared.refill.active() {
+                    // Refilling: the engine may not hold yet what the write
+                    // must be stamped above, so the copy is kept but not counted.
+                    local_write(ctx, &key, &version, Target::Nobody);
+                    let why = format!("local replica: {}", crate::refill::WRITE_NOT_COUNTED);
+                    let me = shared.topology.self_index();
+                    self.answer(ctx, me, waiter, Outcome::Failed(why));
+                } else if let Waiter::Coordination {
+                    index,
+                    generation,
+                    position,
+                } = waiter
+                {
+                    let target = Target::Replica {
+                        coordination: index,
+                        generation,
+                        position,
+                    };
+                    local_write(ctx, &key, &version, target);
+                }
+            }
+            Action::Reply { to, answer } => self.replies.push((to, answer)),
+            Action::Restamped { .. } => {
+                shared
+                    .metrics
+                    .writes_restamped
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            Action::RestampsExhausted => {
+                shared
+                    .metrics
+                    .writes_restamp_exhausted
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            Action::KeepHint { node, key, version } => {
+                let url = &shared.topology.nodes()[node];
+                if let Err(e) = shared
+                    .hints
+                    .add(url, &key, version.ts, version.value.as_deref())
+                {
+                    shared.metrics.hints_refused.fetch_add(1, Ordering::Relaxed);
+                    log_hint_refusal(url, &e.to_string());
+                }
+            }
+            Action::RemoveHints { node, seqs } => {
+                shared.hints.remove(&shared.topology.nodes()[node], &seqs);
+                shared.peers[node]
+                    .hints_delivered
+                    .fetch_add(seqs.len() as u64, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Queues `request` on `node`'s link; a send refused at once is
+    /// answered at once (a repair that cannot be sent is dropped: the next
+    /// read or anti-entropy finds the difference again).
+    fn send(
+        &mut self,
+        ctx: &NetContext,
+        registry: &Registry,
+        node: usize,
+        waiter: Waiter,
+        request: PeerRequest,
+        deadline_ms: u64,
+    ) {
+        if waiter == Waiter::Repair {
+            ctx.shared
+                .metrics
+                .read_repairs
+                .fetch_add(1, Ordering::Relaxed);
+            ctx.shared.peers[node]
+                .repairs
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        let deadline = self.epoch + Duration::from_millis(deadline_ms);
+        let sent = match self.links.get_mut(node).and_then(Option::as_mut) {
+            Some(link) => link.send(
+                &ctx.link_env(node),
+                registry,
+                Instant::now(),
+                deadline,
+                waiter,
+                |id| match request {
+                    PeerRequest::Read { key } => Message::Read { id, key },
+                    PeerRequest::Write { key, version } => Message::Write { id, key, version },
+                },
+            ),
+            None => Err(format!("no link to node {node}")),
+        };
+        if let Err(why) = sent
+            && waiter != Waiter::Repair
+        {
+            self.answer(ctx, node, waiter, Outcome::Failed(why));
+        }
+    }
+
+    /// Readiness of node `node`'s link.
+    pub fn on_link_event(
+        &mut self,
+        ctx: &NetContext,
+        registry: &Registry,
+        node: usize,
+        readable: bool,
+        writable: bool,
+    ) {
+        let mut outcomes = std::mem::take(&mut self.outcomes);
+        if let Some(Some(link)) = self.links.get_mut(node) {
+            link.on_event(
+                &ctx.link_env(node),
+                registry,
+                readable,
+                writable,
+                &mut outcomes,
+            );
+        }
+        self.dispatch(ctx, registry, node, &mut outcomes);
+        self.outcomes = outcomes;
+    }
+
+    /// Hands what node `node`'s link reported to the driver.
+    fn dispatch(
+        &mut self,
+        ctx: &NetContext,
+        registry: &Registry,
+        node: usize,
+        outcomes: &mut Vec<(Waiter, LinkOutcome)>,
+    ) {
+        for (waiter, outcome) in outcomes.drain(..) {
+            let outcome = match outcome {
+                LinkOutcome::Written => Outcome::Written,
+                // A version stamped too far ahead is not trusted (the same
+                // bound as a peer's write): re-stamping above it would
+                // carry a broken clock to this node. (A hint answered so
+                // is needed no more all the same.)
+                LinkOutcome::HoldsNewer(ts)
+                    if waiter.is_client_request() && !crate::hlc::acceptable_from_peer(ts) =>
+                {
+                    Outcome::Failed(format!(
+                        "{}: holds a version stamped {ts}, more than {} ms ahead of this node's clock",
+                        ctx.shared.topology.nodes()[node],
+                        crate::hlc::PEER_CLOCK_AHEAD_MS_MAX
+                    ))
+                }
+                LinkOutcome::HoldsNewer(ts) => Outcome::HoldsNewer(ts),
+                LinkOutcome::Read(v) => Outcome::Read(v),
+                LinkOutcome::Failed(why) => Outcome::Failed(why),
+            };
+            self.answer(ctx, node, waiter, outcome);
+            self.drive(ctx, registry);
+        }
+    }
+
+    /// Writes everything queued on every link, one write per link. A
+    /// failed link's outcomes can queue read repairs on links already
+    /// flushed, so a second pass follows when anything was dispatched.
+    pub fn flush(&mut self, ctx: &NetContext, registry: &Registry) {
+        let mut outcomes = std::mem::take(&mut self.outcomes);
+        for _pass in 0..2 {
+            let mut dispatched = false;
+            for node in 0..self.links.len() {
+                if let Some(link) = self.links[node].as_mut() {
+                    link.flush(&ctx.link_env(node), registry, &mut outcomes);
+                }
+                if !outcomes.is_empty() {
+                    dispatched = true;
+                    self.dispatch(ctx, registry, node, &mut outcomes);
+                }
+            }
+            if !dispatched {
+                break;
+            }
+        }
+        self.outcomes = outcomes;
+    }
+
+    /// Shutdown: every request still in flight ends now (504 if unanswered),
+    /// and writes keep their hints for replicas that did not acknowledge, so
+    /// a write answered 201 before the stop still reaches them later.
+    pub fn expire_all(&mut self, ctx: &NetContext, registry: &Registry) {
+        self.driver.expire_all("the node is stopping");
+        self.drive(ctx, registry);
+    }
+
+    /// Periodic work: deadlines of requests and links, reconnects, hint delivery.
+    pub fn tick(&mut self, ctx: &NetContext, registry: &Registry) {
+        let now = Instant::now();
+        self.driver.tick(self.ms(now));
+        self.drive(ctx, registry);
+        let mut outcomes = std::mem::take(&mut self.outcomes);
+        for node in 0..self.links.len() {
+            if let Some(link) = self.links[node].as_mut() {
+                link.tick(&ctx.link_env(node), registry, now, &mut outcomes);
+            }
+            self.dispatch(ctx, registry, node, &mut outcomes);
+        }
+        self.outcomes = outcomes;
+        if self.delivers_hints {
+            self.deliver_hints(ctx, registry, now);
+        }
+    }
+
+    /// Starts a round of hint delivery to every node that has hints, is not
+    /// in back-off, and has no round in flight.
+    fn deliver_hints(&mut self, ctx: &NetContext, registry: &Registry, now: Instant) {
+        let topology = &ctx.shared.topology;
+        let now_ms = self.ms(now);
+        for node in 0..self.links.len() {
+            let Some(link) = self.links[node].as_ref() else {
+                continue;
+            };
+            let Some(query) = self.driver.hint_round_due(node) else {
+                continue;
+            };
+            let url = &topology.nodes()[node];
+            if ctx.shared.hints.count(url).0 == 0 || !link.may_try(now) {
+                continue;
+            }
+            let hints = match ctx.shared.hints.pending(url, query.after, query.max) {
+                Ok(h) => h,
+                Err(e) => {
+                    log_hint_refusal(url, &e.to_string());
+                    continue;
+                }
+            };
+            let hints = hints
+                .into_iter()
+                .map(|h| driver::Hint {
+                    seq: h.seq,
+                    key: h.key,
+                    version: crate::peer::frame::Version {
+                        ts: h.ts,
+                        value: h.value,
+                    },
+                })
+                .collect();
+            self.driver.start_hint_round(now_ms, node, hints);
+            self.drive(ctx, registry);
+        }
+    }
+}
+
+fn log_hint_refusal(url: &str, why: &str) {
+    // Rate-limited: one line per second at most.
+    static LAST_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let last = LAST_MS.load(Ordering::Relaxed);
+    if now_ms >= last + 1000
+        && LAST_MS
+            .compare_exchange(last, now_ms, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    {
+        tracing::warn!(
+            peer = %url,
+            reason = %why,
+            "hint not kept: the peer misses this write until anti-entropy repairs it"
+        );
+    }
+}
