@@ -16,7 +16,7 @@ mod support;
 
 use ataman::faultproxy::LinkMode;
 use ataman_node::antientropy::wire::{self, Message};
-use ataman_node::peer::frame::{self, Version};
+use ataman_node::peer::frame::{self, Stamped};
 use ataman_node::peer::handshake::{
     parse_upgrade_response, parse_upgrade_response_for, upgrade_request, upgrade_request_for,
 };
@@ -35,7 +35,7 @@ const REPAIR_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Reads `keys` from node `addr`'s own engine over the peer protocol:
 /// the newest version of each (tombstones included), `None` when absent.
-fn own_versions(addr: SocketAddr, keys: &[Vec<u8>]) -> Vec<Option<Version>> {
+fn own_versions(addr: SocketAddr, keys: &[Vec<u8>]) -> Vec<Option<Stamped>> {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     s.write_all(&upgrade_request(&addr.to_string(), "http://test-reader:1"))
@@ -62,7 +62,7 @@ fn own_versions(addr: SocketAddr, keys: &[Vec<u8>]) -> Vec<Option<Version>> {
         );
     }
     s.write_all(&out).unwrap();
-    let mut answers: HashMap<u64, Option<Version>> = HashMap::new();
+    let mut answers: HashMap<u64, Option<Stamped>> = HashMap::new();
     while answers.len() < keys.len() {
         if let Some((msg, used)) = frame::decode(&buf).unwrap() {
             buf.drain(..used);
@@ -504,7 +504,7 @@ fn writes_below_the_replication_factor_get_their_other_copies() {
         let last = repair_over_http(c.node(n));
         assert_eq!(last["ok"], true, "{last}");
     }
-    let per_node: Vec<Vec<Option<Version>>> = (0..3).map(copies).collect();
+    let per_node: Vec<Vec<Option<Stamped>>> = (0..3).map(copies).collect();
     for (k, key) in all.iter().enumerate() {
         let mut holders: Vec<usize> = (0..3).filter(|&n| per_node[n][k].is_some()).collect();
         holders.sort_unstable();

@@ -5,7 +5,7 @@
 
 mod support;
 
-use ataman_node::peer::frame::{self, Applied, Message, ReplicaErrorKind, Version};
+use ataman_node::peer::frame::{self, Applied, Message, ReplicaErrorKind, Stamped};
 use ataman_node::peer::handshake::{parse_upgrade_response, upgrade_request};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -54,7 +54,7 @@ fn a_timestamp_far_ahead_is_refused() {
     let node = Node::start(&[]);
     let (mut s, mut buf) = upgraded(&node);
     let mut out = Vec::new();
-    let forged = Version {
+    let forged = Stamped {
         ts: u64::MAX - 3,
         value: Some(b"forever".to_vec()),
     };
@@ -128,7 +128,7 @@ fn a_replica_answers_holds_newer() {
     let write = |id, ts, value: &[u8]| Message::Write {
         id,
         key: b"k".to_vec(),
-        version: Version {
+        version: Stamped {
             ts,
             value: Some(value.to_vec()),
         },

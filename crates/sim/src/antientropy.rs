@@ -18,7 +18,7 @@ use crate::node::{SimNode, State};
 use ataman_node::antientropy::merkle::{Tree, bucket_of};
 use ataman_node::antientropy::reconcile::{Step, reconcile};
 use ataman_node::antientropy::scope;
-use ataman_node::peer::frame::Version;
+use ataman_node::peer::frame::Stamped;
 use std::collections::BTreeSet;
 
 /// What one round did.
@@ -96,8 +96,8 @@ pub fn round(
         digest(&state_a, seeds, replicas, (ia, ib), depth, &differing),
         digest(&state_b, seeds, replicas, (ib, ia), depth, &differing),
     );
-    let mut to_a: Vec<(Vec<u8>, Version)> = Vec::new();
-    let mut to_b: Vec<(Vec<u8>, Version)> = Vec::new();
+    let mut to_a: Vec<(Vec<u8>, Stamped)> = Vec::new();
+    let mut to_b: Vec<(Vec<u8>, Stamped)> = Vec::new();
     for step in steps {
         match step {
             Step::Fetch(key) => {

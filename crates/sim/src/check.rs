@@ -19,7 +19,7 @@
 
 use crate::history::{Happening, History, Op, OpResult};
 use ataman_node::cluster::placement;
-use ataman_node::peer::frame::Version;
+use ataman_node::peer::frame::Stamped;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Kinds of violation.
@@ -141,7 +141,7 @@ fn show(key: &[u8]) -> String {
     String::from_utf8_lossy(key).into_owned()
 }
 
-fn ts_of(v: &Option<Version>) -> Option<u64> {
+fn ts_of(v: &Option<Stamped>) -> Option<u64> {
     v.as_ref().map(|v| v.ts)
 }
 
@@ -178,7 +178,7 @@ pub fn check(history: &History) -> Report {
 }
 
 /// Versions clients may have written, by (key, ts).
-type Written = BTreeMap<(Vec<u8>, u64), Vec<Version>>;
+type Written = BTreeMap<(Vec<u8>, u64), Vec<Stamped>>;
 
 /// Every version some client may have written, by (key, ts); a timestamp
 /// given to two writes of one key is a violation (replicas could not agree
@@ -219,7 +219,7 @@ fn written_versions(history: &History, report: &mut Report) -> Written {
 }
 
 /// The newest version of `key` over all final states.
-fn newest_final(history: &History, key: &[u8]) -> Option<Version> {
+fn newest_final(history: &History, key: &[u8]) -> Option<Stamped> {
     history
         .final_states
         .iter()
@@ -396,7 +396,7 @@ fn stale_reads(history: &History, report: &mut Report) {
 }
 
 fn phantoms(history: &History, written: &Written, report: &mut Report) {
-    let known = |key: &[u8], v: &Version| {
+    let known = |key: &[u8], v: &Stamped| {
         written
             .get(&(key.to_vec(), v.ts))
             .is_some_and(|vs| vs.contains(v))

@@ -15,7 +15,7 @@
 
 use crate::config::CrashKind;
 use ataman_engine::WalMode;
-use ataman_node::peer::frame::Version;
+use ataman_node::peer::frame::Stamped;
 use ataman_node::replication::driver::Hint;
 use std::collections::BTreeMap;
 
@@ -26,7 +26,7 @@ pub const HINTS_MAX: usize = 100_000;
 /// A node's hints, by peer and sequence number.
 #[derive(Debug, Default)]
 pub struct HintStore {
-    pending: BTreeMap<(usize, u64), (Vec<u8>, Version)>,
+    pending: BTreeMap<(usize, u64), (Vec<u8>, Stamped)>,
     next_seq: u64,
     /// Hints dropped at [`HINTS_MAX`] or by [`HintStore::drop_all`].
     pub dropped: u64,
@@ -36,7 +36,7 @@ pub struct HintStore {
 
 impl HintStore {
     /// Keeps a hint for `peer`.
-    pub fn add(&mut self, peer: usize, key: Vec<u8>, version: Version) {
+    pub fn add(&mut self, peer: usize, key: Vec<u8>, version: Stamped) {
         if self.pending.len() >= HINTS_MAX {
             self.dropped += 1;
             return;
@@ -106,8 +106,8 @@ impl HintStore {
 mod tests {
     use super::*;
 
-    fn v(ts: u64) -> Version {
-        Version {
+    fn v(ts: u64) -> Stamped {
+        Stamped {
             ts,
             value: Some(b"v".to_vec()),
         }

@@ -9,7 +9,7 @@
 
 use crate::config::CrashKind;
 use crate::node::{Reopened, State};
-use ataman_node::peer::frame::Version;
+use ataman_node::peer::frame::Stamped;
 use std::fmt::Write as _;
 
 /// Index of an operation in [`History::ops`].
@@ -34,7 +34,7 @@ pub enum OpResult {
     /// A write's 201 / 202: `ack` replicas made it durable.
     Written,
     /// A read's 200 / 404: the version the coordinator chose (with its timestamp).
-    Read(Option<Version>),
+    Read(Option<Stamped>),
     /// 504: not enough replicas in time; a write may still have been applied.
     Failed(String),
     /// The coordinator was down: nothing was applied.
@@ -81,12 +81,12 @@ impl Op {
     }
 
     /// The version a write applies (its value `None` for a DELETE), once stamped.
-    pub fn version(&self) -> Option<Version> {
+    pub fn version(&self) -> Option<Stamped> {
         self.version_at(self.ts?)
     }
 
     /// Every version a write may have left on replicas: one per stamp.
-    pub fn versions(&self) -> Vec<Version> {
+    pub fn versions(&self) -> Vec<Stamped> {
         self.earlier_ts
             .iter()
             .chain(self.ts.iter())
@@ -94,13 +94,13 @@ impl Op {
             .collect()
     }
 
-    fn version_at(&self, ts: u64) -> Option<Version> {
+    fn version_at(&self, ts: u64) -> Option<Stamped> {
         match &self.kind {
-            OpKind::Put(v) => Some(Version {
+            OpKind::Put(v) => Some(Stamped {
                 ts,
                 value: Some(v.clone()),
             }),
-            OpKind::Delete => Some(Version { ts, value: None }),
+            OpKind::Delete => Some(Stamped { ts, value: None }),
             OpKind::Get => None,
         }
     }

@@ -16,7 +16,7 @@
 //! cut and a loss are silence, detected only by deadlines (see
 //! `sim`).
 
-use ataman_node::peer::frame::Version;
+use ataman_node::peer::frame::Stamped;
 use ataman_node::replication::driver::{PeerRequest, Waiter};
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -40,7 +40,7 @@ pub enum Answer {
     /// The write was not stored: the replica holds a newer version stamped so.
     HoldsNewer(u64),
     /// The newest version, if any.
-    Read(Option<Version>),
+    Read(Option<Stamped>),
     /// Not done: why.
     Failed(String),
 }

@@ -33,7 +33,7 @@ use ataman_engine::fs::FileSystem;
 use ataman_engine::fs::sim::SimFs;
 use ataman_engine::{Db, Durability, Options, WalMode, WriteBatch};
 use ataman_node::hlc::Hlc;
-use ataman_node::peer::frame::Version;
+use ataman_node::peer::frame::Stamped;
 use ataman_node::replication::driver::{DriverConfig, Replicator};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -57,7 +57,7 @@ pub const SIM_TOMBSTONE_GRACE: Duration = Duration::from_secs(1000 * 365 * 24 * 
 pub type OpId = usize;
 
 /// A key's newest version on one node.
-pub type State = BTreeMap<Vec<u8>, Version>;
+pub type State = BTreeMap<Vec<u8>, Stamped>;
 
 /// What a restart found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,14 +199,14 @@ impl SimNode {
 
     /// Applies `version` of `key` durably (as a replica does with a peer's
     /// write, or the coordinator with its local one).
-    pub fn write(&self, key: &[u8], version: &Version) -> Result<(), String> {
+    pub fn write(&self, key: &[u8], version: &Stamped) -> Result<(), String> {
         self.write_all(std::iter::once((key, version)))
     }
 
     /// Applies several versions durably in one atomic batch.
     pub fn write_all<'a>(
         &self,
-        versions: impl Iterator<Item = (&'a [u8], &'a Version)>,
+        versions: impl Iterator<Item = (&'a [u8], &'a Stamped)>,
     ) -> Result<(), String> {
         let db = self.db.as_ref().ok_or("node is down")?;
         let mut batch = WriteBatch::new();
@@ -222,11 +222,11 @@ impl SimNode {
     }
 
     /// The newest version of `key` on this node.
-    pub fn read(&self, key: &[u8]) -> Result<Option<Version>, String> {
+    pub fn read(&self, key: &[u8]) -> Result<Option<Stamped>, String> {
         let db = self.db.as_ref().ok_or("node is down")?;
         db.get(key)
             .map(|e| {
-                e.map(|e| Version {
+                e.map(|e| Stamped {
                     ts: e.ts,
                     value: e.value,
                 })
@@ -242,7 +242,7 @@ impl SimNode {
             let (key, entry) = item.map_err(|e| e.to_string())?;
             state.insert(
                 key,
-                Version {
+                Stamped {
                     ts: entry.ts,
                     value: entry.value,
                 },
@@ -387,8 +387,8 @@ impl SimNode {
 mod tests {
     use super::*;
 
-    fn v(ts: u64, value: &str) -> Version {
-        Version {
+    fn v(ts: u64, value: &str) -> Stamped {
+        Stamped {
             ts,
             value: Some(value.as_bytes().to_vec()),
         }
@@ -431,7 +431,7 @@ mod tests {
         let mut node = SimNode::new(0, 3, WalMode::Fsync).unwrap();
         node.write(b"a", &v(10, "x")).unwrap();
         assert_eq!(node.flush(), None);
-        let tomb = Version {
+        let tomb = Stamped {
             ts: 20,
             value: None,
         };

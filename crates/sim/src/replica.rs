@@ -10,7 +10,7 @@
 use crate::network::Answer;
 use crate::node::SimNode;
 use ataman_node::hlc;
-use ataman_node::peer::frame::Version;
+use ataman_node::peer::frame::Stamped;
 use ataman_node::replication::driver::PeerRequest;
 
 impl SimNode {
@@ -58,10 +58,10 @@ impl SimNode {
     pub fn apply_versions(
         &mut self,
         now_ms: u64,
-        items: Vec<(Vec<u8>, Version)>,
+        items: Vec<(Vec<u8>, Stamped)>,
     ) -> Result<Vec<(Vec<u8>, u64)>, String> {
         let wall_ms = self.wall_ms(now_ms);
-        let accepted: Vec<(Vec<u8>, Version)> = items
+        let accepted: Vec<(Vec<u8>, Stamped)> = items
             .into_iter()
             .filter(|(_, v)| hlc::acceptable_from_peer_at(v.ts, wall_ms))
             .collect();

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
 
 use ataman_node::cluster::placement;
-use ataman_node::peer::frame::Version;
+use ataman_node::peer::frame::Stamped;
 use ataman_sim::check::{Kind, check};
 use ataman_sim::history::{Happening, History, Op, OpKind, OpResult};
 use ataman_sim::node::{Reopened, State};
@@ -19,8 +19,8 @@ fn history(nodes: usize, replicas: usize) -> History {
     }
 }
 
-fn v(ts: u64, value: &str) -> Version {
-    Version {
+fn v(ts: u64, value: &str) -> Stamped {
+    Stamped {
         ts,
         value: Some(value.as_bytes().to_vec()),
     }
@@ -51,7 +51,7 @@ fn put(
     }
 }
 
-fn get(id: usize, key: &str, ack: usize, at: (u64, u64), got: Option<Version>) -> Op {
+fn get(id: usize, key: &str, ack: usize, at: (u64, u64), got: Option<Stamped>) -> Op {
     Op {
         id,
         client: 1,
@@ -68,7 +68,7 @@ fn get(id: usize, key: &str, ack: usize, at: (u64, u64), got: Option<Version>) -
     }
 }
 
-fn state(entries: &[(&str, Version)]) -> State {
+fn state(entries: &[(&str, Stamped)]) -> State {
     entries
         .iter()
         .map(|(k, v)| (k.as_bytes().to_vec(), v.clone()))

@@ -27,7 +27,7 @@ use super::wire::{
     TREE_NODES_PER_REQUEST_MAX, VERSION, bitmap_has, bitmap_of,
 };
 use crate::cluster::dial_address;
-use crate::peer::frame::Version;
+use crate::peer::frame::Stamped;
 use crate::peer::handshake::{SYNC_PROTOCOL, parse_upgrade_response_for, upgrade_request_for};
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -321,7 +321,7 @@ struct Batches<'a> {
     on_fetched: OnFetched<'a>,
     fetch: Vec<Vec<u8>>,
     fetch_bytes: usize,
-    push: Vec<(Vec<u8>, Version)>,
+    push: Vec<(Vec<u8>, Stamped)>,
     push_bytes: usize,
     refused: local::Refusals,
 }

@@ -20,7 +20,7 @@ use super::merkle::{Tree, bucket_of};
 use super::scope::{self, NodeSet};
 use super::stream::{KeepAlive, SessionError};
 use super::wire::{self, BATCH_BYTES_MAX, DIGEST_ENTRIES_MAX, DigestEntry, Message, bitmap_has};
-use crate::peer::frame::Version;
+use crate::peer::frame::Stamped;
 use crate::peer::refusal::refuse_version;
 use ataman_engine::{Durability, Entry, WriteBatch};
 use std::time::{Duration, Instant};
@@ -344,11 +344,11 @@ pub fn digest_page(
 }
 
 /// The newest version of `key` here, tombstones included.
-pub fn read_version(node: &Node<'_>, key: &[u8]) -> Result<Option<Version>, SessionError> {
+pub fn read_version(node: &Node<'_>, key: &[u8]) -> Result<Option<Stamped>, SessionError> {
     node.db
         .get(key)
         .map(|e| {
-            e.map(|e| Version {
+            e.map(|e| Stamped {
                 ts: e.ts,
                 value: e.value,
             })
@@ -357,7 +357,7 @@ pub fn read_version(node: &Node<'_>, key: &[u8]) -> Result<Option<Version>, Sess
 }
 
 /// The bytes a version takes in a batch (for the batch bounds).
-pub fn version_bytes(key: &[u8], version: &Version) -> usize {
+pub fn version_bytes(key: &[u8], version: &Stamped) -> usize {
     key.len() + version.value.as_ref().map_or(0, Vec::len) + 16
 }
 
@@ -400,7 +400,7 @@ pub type Refused = Vec<(Vec<u8>, String)>;
 /// timestamp. Returns `(applied, refused)`.
 pub fn apply(
     node: &Node<'_>,
-    items: Vec<(Vec<u8>, Version)>,
+    items: Vec<(Vec<u8>, Stamped)>,
 ) -> Result<(u64, Refused), SessionError> {
     let mut batch = WriteBatch::new();
     let mut refused = Vec::new();

@@ -14,7 +14,7 @@
 //! sliced: no input makes the decoder panic.
 
 use super::merkle::DEPTH_MAX;
-use crate::peer::frame::{Version, put_version, version};
+use crate::peer::frame::{Stamped, put_stamped, stamped};
 use crate::peer::framing::{self, Cursor, FramingError, put_bytes};
 use ataman_engine::key::{KEY_BYTES_MAX, VALUE_BYTES_MAX};
 
@@ -130,12 +130,12 @@ pub enum Message {
     /// (the initiator asks again for the rest); `None`: no version at all.
     Versions {
         /// `(key, version)` pairs.
-        items: Vec<(Vec<u8>, Option<Version>)>,
+        items: Vec<(Vec<u8>, Option<Stamped>)>,
     },
     /// Request: apply these versions durably.
     Push {
         /// `(key, version)` pairs.
-        items: Vec<(Vec<u8>, Version)>,
+        items: Vec<(Vec<u8>, Stamped)>,
     },
     /// Answer to Push: every version not refused is durable (or older
     /// than what the responder has); the session goes on either way.
@@ -340,7 +340,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
                     None => out.push(0),
                     Some(v) => {
                         out.push(1);
-                        put_version(out, v);
+                        put_stamped(out, v);
                     }
                 }
             }
@@ -351,7 +351,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
             put_count(out, items.len());
             for (k, v) in items {
                 put_key(out, k);
-                put_version(out, v);
+                put_stamped(out, v);
             }
         }
         Message::PushAck {
@@ -480,7 +480,7 @@ fn fields(kind: u8, c: &mut Cursor<'_>) -> Result<Message, String> {
                 let key = c.bytes("key", KEY_BYTES_MAX)?;
                 let v = match c.flag("found")? {
                     false => None,
-                    true => Some(version(c)?),
+                    true => Some(stamped(c)?),
                 };
                 items.push((key, v));
             }
@@ -491,7 +491,7 @@ fn fields(kind: u8, c: &mut Cursor<'_>) -> Result<Message, String> {
             let mut items = Vec::with_capacity(n);
             for _ in 0..n {
                 let key = c.bytes("key", KEY_BYTES_MAX)?;
-                items.push((key, version(c)?));
+                items.push((key, stamped(c)?));
             }
             Message::Push { items }
         }

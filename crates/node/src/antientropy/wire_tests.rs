@@ -29,12 +29,12 @@ fn arb_key() -> impl Strategy<Value = Vec<u8>> {
     proptest::collection::vec(any::<u8>(), 0..24)
 }
 
-fn arb_version() -> impl Strategy<Value = Version> {
+fn arb_version() -> impl Strategy<Value = Stamped> {
     (
         any::<u64>(),
         proptest::option::of(proptest::collection::vec(any::<u8>(), 0..48)),
     )
-        .prop_map(|(ts, value)| Version { ts, value })
+        .prop_map(|(ts, value)| Stamped { ts, value })
 }
 
 fn arb_message() -> impl Strategy<Value = Message> {
@@ -211,7 +211,7 @@ fn largest_push_fits() {
     let msg = Message::Push {
         items: vec![(
             vec![1; KEY_BYTES_MAX],
-            Version {
+            Stamped {
                 ts: 1,
                 value: Some(vec![2; VALUE_BYTES_MAX]),
             },

@@ -18,7 +18,7 @@ use crate::http::request::{HttpError, Limits, Parsed, RequestHead, parse_head};
 use crate::http::response::{
     Extra, Persist, write_chunk, write_chunked_head, write_full, write_last_chunk, write_text,
 };
-use crate::peer::frame::Version;
+use crate::peer::frame::Stamped;
 use crate::replication::coordinator::{Decision, Kind};
 use crate::replication::{ReplyTo, Request};
 use crate::state::{NetContext, Target};
@@ -520,7 +520,7 @@ impl Conn {
                 let Some(ts) = self.stamp(ctx, route, persist, started) else {
                     return;
                 };
-                let version = Version {
+                let version = Stamped {
                     ts,
                     value: (route == Route::EntityPut).then(|| body.to_vec()),
                 };
@@ -714,7 +714,7 @@ impl Conn {
                 write_full(out, ok, Extra::default(), persist, b"");
                 ok
             }
-            Ok(Decision::Read(Some(Version {
+            Ok(Decision::Read(Some(Stamped {
                 value: Some(value), ..
             }))) => {
                 let extra = Extra {

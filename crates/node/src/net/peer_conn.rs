@@ -14,7 +14,7 @@
 //!   longer be framed); the peer's requests then fail on its side.
 
 use super::conn::Next;
-use crate::peer::frame::{self, Applied, Message, ReplicaError, ReplicaErrorKind, Version};
+use crate::peer::frame::{self, Applied, Message, ReplicaError, ReplicaErrorKind, Stamped};
 use crate::peer::refusal::refuse_version;
 use crate::replication::local_write;
 use crate::state::{NetContext, Target};
@@ -35,7 +35,7 @@ const RESUME_ROUNDS_MAX: usize = 8;
 /// Why a peer's write is refused, if it is: the node's own key and value
 /// limits apply to replicas too, and a timestamp far ahead of this node's
 /// clock is refused (see `hlc::PEER_CLOCK_AHEAD_MS_MAX`).
-fn refuse_write(ctx: &NetContext, key: &[u8], version: &Version) -> Option<String> {
+fn refuse_write(ctx: &NetContext, key: &[u8], version: &Stamped) -> Option<String> {
     refuse_version(&ctx.config, key, version)
 }
 
@@ -218,7 +218,7 @@ impl PeerServer {
                 }
                 Message::Read { id, key } => {
                     let result = match ctx.db.get(&key) {
-                        Ok(entry) => Ok(entry.map(|e| Version {
+                        Ok(entry) => Ok(entry.map(|e| Stamped {
                             ts: e.ts,
                             value: e.value,
                         })),

@@ -46,9 +46,10 @@ const STATUS_INVALID: u8 = 3;
 /// Status byte of [`Applied::HoldsNewer`] (a `WriteAck` only): a `ts` follows.
 const STATUS_HOLDS_NEWER: u8 = 4;
 
-/// One version of a key as replicas exchange it.
+/// A stamped value: one version of a key as replicas exchange it (not to
+/// be confused with the engine's `Version`, its set of live files).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Version {
+pub struct Stamped {
     /// The version's hybrid-logical-clock timestamp.
     pub ts: u64,
     /// The value; `None` is a tombstone (the key was deleted at `ts`).
@@ -117,7 +118,7 @@ pub enum Message {
         /// The key, at most `KEY_BYTES_MAX` bytes.
         key: Vec<u8>,
         /// The version to apply; its value at most `VALUE_BYTES_MAX` bytes.
-        version: Version,
+        version: Stamped,
     },
     /// The answer to Write `id`.
     WriteAck {
@@ -138,7 +139,7 @@ pub enum Message {
         /// The id of the Read answered.
         id: u64,
         /// The newest version (a tombstone included), none, or why not.
-        result: Result<Option<Version>, ReplicaError>,
+        result: Result<Option<Stamped>, ReplicaError>,
     },
 }
 
@@ -194,7 +195,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
         Message::Write { id, key, version } => {
             put_head(out, KIND_WRITE, *id);
             put_key(out, key);
-            put_version(out, version);
+            put_stamped(out, version);
         }
         Message::WriteAck { id, result } => {
             put_head(out, KIND_WRITE_ACK, *id);
@@ -217,7 +218,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
                 Ok(None) => out.extend_from_slice(&[STATUS_OK, 0]),
                 Ok(Some(version)) => {
                     out.extend_from_slice(&[STATUS_OK, 1]);
-                    put_version(out, version);
+                    put_stamped(out, version);
                 }
                 Err(e) => put_error(out, e),
             }
@@ -236,8 +237,8 @@ fn put_key(out: &mut Vec<u8>, key: &[u8]) {
     put_bytes(out, key);
 }
 
-/// Appends a `version` ("Body").
-pub(crate) fn put_version(out: &mut Vec<u8>, version: &Version) {
+/// Appends a stamped value (FORMAT.md's `version`, "Body").
+pub(crate) fn put_stamped(out: &mut Vec<u8>, version: &Stamped) {
     out.extend_from_slice(&version.ts.to_le_bytes());
     match &version.value {
         None => out.push(0),
@@ -299,7 +300,7 @@ fn decode_fields(kind: u8, c: &mut Cursor<'_>) -> Result<Message, String> {
         KIND_WRITE => Message::Write {
             id,
             key: c.bytes("key", KEY_BYTES_MAX)?,
-            version: version(c)?,
+            version: stamped(c)?,
         },
         KIND_WRITE_ACK => Message::WriteAck {
             id,
@@ -318,7 +319,7 @@ fn decode_fields(kind: u8, c: &mut Cursor<'_>) -> Result<Message, String> {
             result: match status(c)? {
                 None => match c.flag("found")? {
                     false => Ok(None),
-                    true => Ok(Some(version(c)?)),
+                    true => Ok(Some(stamped(c)?)),
                 },
                 Some(kind) => Err(error(c, kind)?),
             },
@@ -328,14 +329,14 @@ fn decode_fields(kind: u8, c: &mut Cursor<'_>) -> Result<Message, String> {
     Ok(msg)
 }
 
-/// A `version` ("Body"): `ts`, `has_value`, and the value when it has one.
-pub(crate) fn version(c: &mut Cursor<'_>) -> Result<Version, String> {
+/// A stamped value (FORMAT.md's `version`, "Body"): `ts`, `has_value`, and the value when it has one.
+pub(crate) fn stamped(c: &mut Cursor<'_>) -> Result<Stamped, String> {
     let ts = c.u64("ts")?;
     let value = match c.flag("has_value")? {
         false => None,
         true => Some(c.bytes("value", VALUE_BYTES_MAX)?),
     };
-    Ok(Version { ts, value })
+    Ok(Stamped { ts, value })
 }
 
 /// The status byte of a `ReadReply`: `None` for ok, else the error's kind.

@@ -33,12 +33,12 @@ fn malformed_text(buf: &[u8]) -> String {
     }
 }
 
-fn arb_version() -> impl Strategy<Value = Version> {
+fn arb_version() -> impl Strategy<Value = Stamped> {
     (
         any::<u64>(),
         proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64)),
     )
-        .prop_map(|(ts, value)| Version { ts, value })
+        .prop_map(|(ts, value)| Stamped { ts, value })
 }
 
 fn arb_error() -> impl Strategy<Value = ReplicaError> {
@@ -171,7 +171,7 @@ fn key_and_value_at_and_past_their_bounds() {
     let msg = Message::Write {
         id: u64::MAX,
         key: vec![b'k'; KEY_BYTES_MAX],
-        version: Version {
+        version: Stamped {
             ts: u64::MAX,
             value: Some(vec![b'v'; VALUE_BYTES_MAX]),
         },
@@ -289,7 +289,7 @@ fn format_doc_example_is_what_the_encoder_writes() {
     let msg = Message::Write {
         id: 1,
         key: b"k".to_vec(),
-        version: Version {
+        version: Stamped {
             ts: 7,
             value: Some(b"v".to_vec()),
         },

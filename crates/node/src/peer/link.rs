@@ -21,7 +21,7 @@
 //! - Frames are written only once the 101 arrived; bytes queued before are
 //!   dropped with their requests if the connect fails.
 
-use super::frame::{self, Applied, Message, Version};
+use super::frame::{self, Applied, Message, Stamped};
 use super::handshake::{parse_upgrade_response, upgrade_request};
 use ataman_engine::metrics::Histogram;
 use mio::net::TcpStream;
@@ -154,7 +154,7 @@ pub enum LinkOutcome {
     /// The peer did not store the write: it holds a newer version stamped so.
     HoldsNewer(u64),
     /// The peer's newest version.
-    Read(Option<Version>),
+    Read(Option<Stamped>),
     /// Why there is no answer.
     Failed(String),
 }

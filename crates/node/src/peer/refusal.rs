@@ -1,7 +1,7 @@
 //! Which versions a node accepts from a peer: the same rule for a peer's
 //! write (the peer protocol) and for anti-entropy's fetch and push.
 
-use crate::peer::frame::Version;
+use crate::peer::frame::Stamped;
 
 /// Why a version received from a peer (a write, or anti-entropy's fetch or
 /// push) is refused, if it is: the node's key and value limits, and a
@@ -9,7 +9,7 @@ use crate::peer::frame::Version;
 pub fn refuse_version(
     config: &crate::config::NodeConfig,
     key: &[u8],
-    version: &Version,
+    version: &Stamped,
 ) -> Option<String> {
     if key.is_empty() || key.len() > config.key_bytes_max {
         return Some(format!(

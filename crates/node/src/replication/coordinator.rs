@@ -27,7 +27,7 @@
 //!   to every replica that answered with an older one (read repair); a
 //!   write leaves a hint for every remote replica that did not acknowledge.
 
-use crate::peer::frame::Version;
+use crate::peer::frame::Stamped;
 
 /// Re-stamps one write may take; one more newer version answered after
 /// them counts as a failed replica.
@@ -39,7 +39,7 @@ pub enum Kind {
     /// Read the newest version.
     Read,
     /// Apply this version (a PUT, or a DELETE's tombstone).
-    Write(Version),
+    Write(Stamped),
 }
 
 /// One replica's answer.
@@ -48,7 +48,7 @@ pub enum Outcome {
     /// A write was made durable.
     Written,
     /// A read's answer: the replica's newest version, if any.
-    Read(Option<Version>),
+    Read(Option<Stamped>),
     /// A write was not stored: the replica holds a newer version stamped so.
     HoldsNewer(u64),
     /// No answer: why.
@@ -67,7 +67,7 @@ pub enum Decision {
     /// The write reached `ack` replicas.
     Written,
     /// The read's newest version among `ack` answers (None: no replica had one).
-    Read(Option<Version>),
+    Read(Option<Stamped>),
     /// `ack` can no longer be reached, or the deadline passed: 504 with this reason.
     Failed(String),
     /// Not for the client: a replica holds a version stamped `above`, newer
@@ -84,7 +84,7 @@ pub enum Decision {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Aftermath {
     /// Read repair: send this version to these replicas (positions in the replica list).
-    pub repair: Option<(Version, Vec<usize>)>,
+    pub repair: Option<(Stamped, Vec<usize>)>,
     /// Write: these replicas (positions) did not acknowledge; keep a hint for each.
     pub hint: Vec<usize>,
 }
@@ -100,7 +100,7 @@ pub struct Coordination {
 }
 
 /// Orders two optional versions: none ranks below every version.
-pub fn newer(a: &Option<Version>, b: &Option<Version>) -> bool {
+pub fn newer(a: &Option<Stamped>, b: &Option<Stamped>) -> bool {
     match (a, b) {
         (Some(a), Some(b)) => a.ts > b.ts,
         (Some(_), None) => true,
@@ -128,7 +128,7 @@ impl Coordination {
             panic!("only a write is re-stamped");
         };
         Coordination {
-            kind: Kind::Write(Version {
+            kind: Kind::Write(Stamped {
                 ts,
                 value: version.value.clone(),
             }),
@@ -178,8 +178,8 @@ impl Coordination {
             .count()
     }
 
-    fn newest_answer(&self) -> Option<Version> {
-        let mut best: Option<Version> = None;
+    fn newest_answer(&self) -> Option<Stamped> {
+        let mut best: Option<Stamped> = None;
         for r in &self.replicas {
             if let ReplicaState::Done(Outcome::Read(v)) = r
                 && newer(v, &best)
@@ -315,8 +315,8 @@ impl Coordination {
 mod tests {
     use super::*;
 
-    fn v(ts: u64, value: Option<&str>) -> Version {
-        Version {
+    fn v(ts: u64, value: Option<&str>) -> Stamped {
+        Stamped {
             ts,
             value: value.map(|s| s.as_bytes().to_vec()),
         }

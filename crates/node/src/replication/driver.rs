@@ -54,7 +54,7 @@
 //! [`Replicator::invariants`] checks all of them at once (tests).
 
 use super::coordinator::{Aftermath, Coordination, Decision, Kind, Outcome};
-use crate::peer::frame::Version;
+use crate::peer::frame::Stamped;
 use std::collections::VecDeque;
 
 /// Replicated requests in flight on one driver; more are refused (503).
@@ -98,7 +98,7 @@ pub enum PeerRequest {
         /// The key.
         key: Vec<u8>,
         /// The version.
-        version: Version,
+        version: Stamped,
     },
 }
 
@@ -133,7 +133,7 @@ pub enum Action<T> {
         /// The key.
         key: Vec<u8>,
         /// The version.
-        version: Version,
+        version: Stamped,
     },
     /// The client's answer (`Err`: 503 with the reason).
     Reply {
@@ -158,7 +158,7 @@ pub enum Action<T> {
         /// The key.
         key: Vec<u8>,
         /// The version.
-        version: Version,
+        version: Stamped,
     },
     /// Node `node` acknowledged these hints: remove them from the store.
     RemoveHints {
@@ -192,7 +192,7 @@ pub struct Hint {
     /// The key.
     pub key: Vec<u8>,
     /// The missed version.
-    pub version: Version,
+    pub version: Stamped,
 }
 
 /// What to read from the hint store for the next round to a peer.

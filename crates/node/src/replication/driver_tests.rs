@@ -7,8 +7,8 @@ type Op = u32;
 
 const TIMEOUT_MS: u64 = 1000;
 
-fn v(ts: u64, value: &str) -> Version {
-    Version {
+fn v(ts: u64, value: &str) -> Stamped {
+    Stamped {
         ts,
         value: Some(value.as_bytes().to_vec()),
     }

@@ -2,7 +2,7 @@
 //! writes queued for the engine with the loop iteration's other writes.
 
 use super::coordinator::Outcome;
-use crate::peer::frame::Version;
+use crate::peer::frame::Stamped;
 use crate::state::{NetContext, Target};
 use ataman_engine::{Submission, WriteBatch};
 
@@ -13,7 +13,7 @@ pub fn local_read(ctx: &NetContext, key: &[u8]) -> Outcome {
         return Outcome::Failed(format!("local replica: {}", crate::refill::REFUSAL));
     }
     match ctx.db.get(key) {
-        Ok(entry) => Outcome::Read(entry.map(|e| Version {
+        Ok(entry) => Outcome::Read(entry.map(|e| Stamped {
             ts: e.ts,
             value: e.value,
         })),
@@ -23,7 +23,7 @@ pub fn local_read(ctx: &NetContext, key: &[u8]) -> Outcome {
 
 /// Queues a write of `version` to the local engine (handed over with the
 /// loop iteration's other writes); `target` hears the outcome.
-pub fn local_write(ctx: &NetContext, key: &[u8], version: &Version, target: Target) {
+pub fn local_write(ctx: &NetContext, key: &[u8], version: &Stamped, target: Target) {
     let mut batch = WriteBatch::new();
     match &version.value {
         Some(value) => batch.put(key, value, version.ts),

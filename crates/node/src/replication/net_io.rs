@@ -1,5 +1,5 @@
 //! The network thread's side of replication: the one adapter between the
-//! sans-I/O [`driver`](super::driver) and the thread's sockets, engine,
+//! sans-I/O [`super::driver`] and the thread's sockets, engine,
 //! clock, hint store and metrics.
 //!
 //! [`ReplicationIo`] owns the thread's links to every peer and the
@@ -458,7 +458,7 @@ impl ReplicationIo {
                 .map(|h| driver::Hint {
                     seq: h.seq,
                     key: h.key,
-                    version: crate::peer::frame::Version {
+                    version: crate::peer::frame::Stamped {
                         ts: h.ts,
                         value: h.value,
                     },

@@ -30,7 +30,7 @@ use crate::network::{Message, Network, NetworkStats};
 use crate::node::SimNode;
 use crate::world::World;
 use ataman_node::cluster::placement;
-use ataman_node::peer::frame::Version;
+use ataman_node::peer::frame::Stamped;
 use ataman_node::replication::driver::Waiter;
 use rand::Rng;
 use std::collections::BTreeMap;
@@ -52,7 +52,7 @@ pub struct LocalWrite {
     /// The key.
     pub key: Vec<u8>,
     /// The version.
-    pub version: Version,
+    pub version: Stamped,
 }
 
 /// An event of the simulated world.

@@ -8,7 +8,7 @@ use crate::client::Client;
 use crate::config::{HINT_TICK_MS, PlantedBug, REPLICATION_TIMEOUT_MS};
 use crate::history::{Happening, Op, OpId, OpKind, OpResult};
 use crate::network::{Answer, Message};
-use ataman_node::peer::frame::Version;
+use ataman_node::peer::frame::Stamped;
 use ataman_node::replication::coordinator::{Decision, Kind, Outcome};
 use ataman_node::replication::driver::{Action, PeerRequest, Request, Waiter};
 use rand::Rng;
@@ -58,11 +58,11 @@ impl Sim {
         }
         let kind = match &plan.kind {
             OpKind::Get => Kind::Read,
-            OpKind::Put(value) => Kind::Write(Version {
+            OpKind::Put(value) => Kind::Write(Stamped {
                 ts: node.stamp(now),
                 value: Some(value.clone()),
             }),
-            OpKind::Delete => Kind::Write(Version {
+            OpKind::Delete => Kind::Write(Stamped {
                 ts: node.stamp(now),
                 value: None,
             }),
