@@ -137,6 +137,8 @@ impl Sim {
         while let Some(action) = self.nodes[node].driver.next_action() {
             self.carry_out(node, action);
         }
+        // The driver's invariants, checked in full (its table is small here).
+        debug_assert_eq!(self.nodes[node].driver.invariants(), Ok(()));
     }
 
     fn carry_out(&mut self, node: usize, action: Action<OpId>) {
