@@ -39,7 +39,7 @@ const FILE_LINES_MAX: usize = 1_100;
 
 /// `clippy::too_many_arguments` allowances in the sources when this check
 /// was written. Lower it when one goes; never raise it.
-const ALLOW_TOO_MANY_ARGUMENTS_MAX: usize = 9;
+const ALLOW_TOO_MANY_ARGUMENTS_MAX: usize = 7;
 
 /// The workspace crates, as folders of `crates/`.
 const CRATES: [&str; 5] = ["engine", "node", "bench", "ataman", "sim"];
