@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 /// Longest function allowed, in lines from `fn` to its closing brace: the
 /// longest in `crates/*/src` when this check was written. Lower it when
 /// the longest is split; never raise it.
-const FUNCTION_LINES_MAX: usize = 219;
+const FUNCTION_LINES_MAX: usize = 181;
 
 /// Longest source file allowed, in lines.
 const FILE_LINES_MAX: usize = 1_100;

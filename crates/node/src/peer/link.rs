@@ -159,9 +159,10 @@ pub enum Waiter {
     Repair,
 }
 
-/// A request's result.
+/// What a peer replied to one request, or why no reply came (the
+/// coordinator's `Outcome` of a remote replica is made from it).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LinkOutcome {
+pub enum PeerReply {
     /// The write is durable on the peer.
     Written,
     /// The peer did not store the write: it holds a newer version stamped so.
@@ -408,7 +409,7 @@ impl PeerLink {
         registry: Option<&Registry>,
         now: Instant,
         why: String,
-        outcomes: &mut Vec<(Waiter, LinkOutcome)>,
+        outcomes: &mut Vec<(Waiter, PeerReply)>,
     ) {
         if let Some(mut stream) = self.stream.take()
             && let Some(registry) = registry
@@ -418,7 +419,7 @@ impl PeerLink {
         let status = &env.status;
         for (_, Inflight { waiter, .. }) in self.inflight.drain() {
             status.failed.fetch_add(1, Ordering::Relaxed);
-            outcomes.push((waiter, LinkOutcome::Failed(why.clone())));
+            outcomes.push((waiter, PeerReply::Failed(why.clone())));
         }
         if self.phase == Phase::Up {
             // A working connection broke: try again soon.
@@ -444,7 +445,7 @@ impl PeerLink {
         registry: &Registry,
         readable: bool,
         writable: bool,
-        outcomes: &mut Vec<(Waiter, LinkOutcome)>,
+        outcomes: &mut Vec<(Waiter, PeerReply)>,
     ) {
         let now = Instant::now();
         if let Err(why) = self.advance(env, registry, readable, writable, outcomes) {
@@ -459,7 +460,7 @@ impl PeerLink {
         registry: &Registry,
         readable: bool,
         writable: bool,
-        outcomes: &mut Vec<(Waiter, LinkOutcome)>,
+        outcomes: &mut Vec<(Waiter, PeerReply)>,
     ) -> Result<(), String> {
         if self.phase == Phase::Connecting {
             let Some(stream) = self.stream.as_ref() else {
@@ -511,7 +512,7 @@ impl PeerLink {
     fn read(
         &mut self,
         env: &LinkEnv<'_>,
-        outcomes: &mut Vec<(Waiter, LinkOutcome)>,
+        outcomes: &mut Vec<(Waiter, PeerReply)>,
     ) -> Result<(), String> {
         let Some(stream) = self.stream.as_mut() else {
             return Err("no socket".into());
@@ -563,22 +564,22 @@ impl PeerLink {
                 Message::WriteAck {
                     result: Ok(Applied::Stored),
                     ..
-                } => LinkOutcome::Written,
+                } => PeerReply::Written,
                 Message::WriteAck {
                     result: Ok(Applied::HoldsNewer { ts }),
                     ..
-                } => LinkOutcome::HoldsNewer(ts),
-                Message::ReadReply { result: Ok(v), .. } => LinkOutcome::Read(v),
+                } => PeerReply::HoldsNewer(ts),
+                Message::ReadReply { result: Ok(v), .. } => PeerReply::Read(v),
                 Message::WriteAck { result: Err(e), .. }
                 | Message::ReadReply { result: Err(e), .. } => {
-                    LinkOutcome::Failed(format!("{}: {:?}: {}", self.url, e.kind, e.message))
+                    PeerReply::Failed(format!("{}: {:?}: {}", self.url, e.kind, e.message))
                 }
                 Message::Write { .. } | Message::Read { .. } => {
                     return Err("peer sent a request on a client link".into());
                 }
             };
             if let Some(Inflight { waiter, .. }) = self.inflight.remove(&id) {
-                if matches!(outcome, LinkOutcome::Failed(_)) {
+                if matches!(outcome, PeerReply::Failed(_)) {
                     env.status.failed.fetch_add(1, Ordering::Relaxed);
                 }
                 outcomes.push((waiter, outcome));
@@ -631,7 +632,7 @@ impl PeerLink {
         &mut self,
         env: &LinkEnv<'_>,
         registry: &Registry,
-        outcomes: &mut Vec<(Waiter, LinkOutcome)>,
+        outcomes: &mut Vec<(Waiter, PeerReply)>,
     ) {
         if self.phase != Phase::Up {
             return;
@@ -649,7 +650,7 @@ impl PeerLink {
         env: &LinkEnv<'_>,
         registry: &Registry,
         now: Instant,
-        outcomes: &mut Vec<(Waiter, LinkOutcome)>,
+        outcomes: &mut Vec<(Waiter, PeerReply)>,
     ) {
         if matches!(self.phase, Phase::Connecting | Phase::Handshaking)
             && now.duration_since(self.since) >= CONNECT_TIMEOUT
@@ -678,7 +679,7 @@ impl PeerLink {
                 status.failed.fetch_add(1, Ordering::Relaxed);
                 outcomes.push((
                     waiter,
-                    LinkOutcome::Failed(format!("{}: no answer in time", self.url)),
+                    PeerReply::Failed(format!("{}: no answer in time", self.url)),
                 ));
             }
         }

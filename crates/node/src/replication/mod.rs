@@ -22,7 +22,7 @@ pub mod status;
 
 use crate::cluster::dial_address;
 use crate::peer::frame::{Message, Version};
-use crate::peer::link::{LinkOutcome, PeerLink, Waiter};
+use crate::peer::link::{PeerLink, PeerReply, Waiter};
 use crate::state::{NetContext, Target};
 use ataman_engine::{Submission, WriteBatch};
 use coordinator::{Aftermath, Coordination, Decision, Kind, Outcome};
@@ -99,7 +99,7 @@ pub struct Replicator {
     free: Vec<usize>,
     live: usize,
     replies: Vec<Reply>,
-    outcomes: Vec<(Waiter, LinkOutcome)>,
+    outcomes: Vec<(Waiter, PeerReply)>,
     hint_cursors: Vec<HintCursor>,
     delivers_hints: bool,
 }
@@ -462,7 +462,7 @@ impl Replicator {
         ctx: &NetContext,
         registry: &Registry,
         node: usize,
-        outcomes: &mut Vec<(Waiter, LinkOutcome)>,
+        outcomes: &mut Vec<(Waiter, PeerReply)>,
     ) {
         for (waiter, outcome) in outcomes.drain(..) {
             match waiter {
@@ -472,20 +472,20 @@ impl Replicator {
                     position,
                 } => {
                     let outcome = match outcome {
-                        LinkOutcome::Written => Outcome::Written,
+                        PeerReply::Written => Outcome::Written,
                         // A version stamped too far ahead is not trusted
                         // (the same bound as a peer's write): re-stamping
                         // above it would carry a broken clock to this node.
-                        LinkOutcome::HoldsNewer(ts) if !crate::hlc::acceptable_from_peer(ts) => {
+                        PeerReply::HoldsNewer(ts) if !crate::hlc::acceptable_from_peer(ts) => {
                             Outcome::Failed(format!(
                                 "{}: holds a version stamped {ts}, more than {} ms ahead of this node's clock",
                                 ctx.shared.topology.nodes()[node],
                                 crate::hlc::PEER_CLOCK_AHEAD_MS_MAX
                             ))
                         }
-                        LinkOutcome::HoldsNewer(ts) => Outcome::HoldsNewer(ts),
-                        LinkOutcome::Read(v) => Outcome::Read(v),
-                        LinkOutcome::Failed(why) => Outcome::Failed(why),
+                        PeerReply::HoldsNewer(ts) => Outcome::HoldsNewer(ts),
+                        PeerReply::Read(v) => Outcome::Read(v),
+                        PeerReply::Failed(why) => Outcome::Failed(why),
                     };
                     self.record(ctx, registry, index, generation, position, outcome);
                 }
@@ -494,7 +494,7 @@ impl Replicator {
                     cursor.in_flight = cursor.in_flight.saturating_sub(1);
                     match outcome {
                         // A peer holding a newer version needs this hint no more.
-                        LinkOutcome::Written | LinkOutcome::HoldsNewer(_) => cursor.acked.push(seq),
+                        PeerReply::Written | PeerReply::HoldsNewer(_) => cursor.acked.push(seq),
                         _ => cursor.failed = true,
                     }
                     if cursor.in_flight == 0 {
