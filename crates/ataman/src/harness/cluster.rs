@@ -20,13 +20,14 @@
 use super::HarnessError;
 use super::client::request_once;
 use crate::faultproxy::{FaultProxy, LinkMode};
+use ataman_testkit::lock::lock;
 use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -83,11 +84,11 @@ impl ClusterView {
 
     /// Node `i`'s current address.
     pub fn addr(&self, i: usize) -> SocketAddr {
-        *self.addrs[i].lock().unwrap_or_else(PoisonError::into_inner)
+        *lock(&self.addrs[i])
     }
 
     fn set_addr(&self, i: usize, addr: SocketAddr) {
-        *self.addrs[i].lock().unwrap_or_else(PoisonError::into_inner) = addr;
+        *lock(&self.addrs[i]) = addr;
     }
 }
 

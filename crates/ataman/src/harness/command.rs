@@ -5,7 +5,7 @@ use super::faults::FaultKind;
 use super::history::Workload;
 use super::report::Report;
 use super::{
-    Config, EXIT_HARNESS_ERROR, EXIT_VIOLATIONS, INTERRUPTED, checker, faults, history, rng, run,
+    Config, EXIT_HARNESS_ERROR, EXIT_VIOLATIONS, INTERRUPTED, checker, faults, history, run,
 };
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -112,7 +112,7 @@ fn random_seed() -> u64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    rng::Rng::new(nanos ^ u64::from(std::process::id()) << 32).next_u64() >> 1
+    ataman_testkit::rng::Rng::new(nanos ^ u64::from(std::process::id()) << 32).next_u64() >> 1
 }
 
 impl TestClusterArgs {

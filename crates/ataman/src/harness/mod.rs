@@ -12,7 +12,8 @@
 //! - [`converge`]: anti-entropy rounds and reading every replica's own copy.
 //! - [`checker`]: the pure checks over a history.
 //! - [`report`]: the figures, printed and as JSON.
-//! - [`rng`]: the seeded generator everything random comes from.
+//! - Everything random comes from the test kit's seeded generator
+//!   (`ataman_testkit::rng`).
 //! - [`command`]: `ataman test-cluster`'s options and exit codes.
 //!
 //! # A run
@@ -33,9 +34,9 @@ pub mod converge;
 pub mod faults;
 pub mod history;
 pub mod report;
-pub mod rng;
 pub mod workload;
 
+use ataman_testkit::lock::lock;
 use cluster::{Cluster, ClusterSpec};
 use faults::{FaultKind, Injector};
 use history::{Crash, Meta, OpKind, Recorder, Workload};
@@ -43,7 +44,7 @@ use report::Report;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use workload::ClientSpec;
 
@@ -215,11 +216,6 @@ impl Config {
             planted_bug: self.planted_bug.clone(),
         }
     }
-}
-
-/// Locks `mutex`, ignoring poisoning (see `faults::lock`).
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A fresh directory for a run under the system's temporary directory.

@@ -11,9 +11,12 @@
 
 pub mod cluster;
 
-use ataman::ctl::response::read_response;
-pub use ataman::ctl::response::{Response, ResponseError};
-use ataman::ctl::url::target;
+use ataman::http_client::response::read_response;
+pub use ataman::http_client::response::{Response, ResponseError};
+use ataman::http_client::url::target;
+/// The test kit's seeded generator, for test workloads.
+#[allow(unused_imports)] // each test file uses a different subset
+pub use ataman_testkit::rng::Rng;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -534,32 +537,5 @@ impl Drop for Node {
         if let Some(drain) = self.stdout_drain.take() {
             let _ = drain.join();
         }
-    }
-}
-
-/// A small deterministic generator (xorshift64) for test workloads.
-pub struct Rng(u64);
-
-impl Rng {
-    /// Seeded; a zero seed is replaced (xorshift needs a non-zero state).
-    pub fn new(seed: u64) -> Rng {
-        Rng(if seed == 0 {
-            0x9e37_79b9_7f4a_7c15
-        } else {
-            seed
-        })
-    }
-
-    /// The next value.
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// A value in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
