@@ -6,4 +6,5 @@ pub mod ctl;
 pub mod faultproxy;
 pub mod harness;
 pub mod http_client;
+pub mod launcher;
 pub mod logging;
