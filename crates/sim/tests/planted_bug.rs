@@ -64,9 +64,10 @@ fn same_seeds_without_the_bug_pass() {
 /// Seeds where replicas that store older writes (the planted bug
 /// `NoRestamp`: last writer wins by clocks alone, as before re-stamping)
 /// let a write that ended earlier beat an acknowledged one: found by
-/// `ataman-sim --seeds 1..2000 --planted-bug no-restamp` (3 of 1,999
-/// seeds: 1170, 1477, 1547).
-const NO_RESTAMP_SEEDS: std::ops::Range<u64> = 1470..1550;
+/// `ataman-sim --seeds 1..2001 --planted-bug no-restamp` (7 of 2,000
+/// seeds with the test kit's generator: 192, 502, 965, 1279, 1619, 1633,
+/// 1718).
+const NO_RESTAMP_SEEDS: std::ops::Range<u64> = 1600..1680;
 
 /// The re-stamping control: without it some seed of the range reports a
 /// read that returned an earlier write's version; with it none does.

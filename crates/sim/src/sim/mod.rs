@@ -31,7 +31,6 @@ use crate::network::{Message, Network, NetworkStats};
 use crate::node::SimNode;
 use crate::world::World;
 use ataman_node::cluster::placement;
-use rand::Rng;
 use std::collections::BTreeMap;
 
 /// Longest a disk takes to make a local write durable, ms.
@@ -216,7 +215,7 @@ impl Sim {
     }
 
     fn between(&mut self, (lo, hi): (u64, u64)) -> u64 {
-        self.world.rng.random_range(lo..=hi)
+        self.world.rng.between(lo, hi)
     }
 
     // ---- phases ----
@@ -268,7 +267,7 @@ impl Sim {
         self.run_until_quiet("after the final repairs");
         if self.config.final_power_cut {
             for node in 0..self.nodes.len() {
-                let seed = self.world.rng.random();
+                let seed = self.world.rng.next_u64();
                 self.crash(node, CrashKind::PowerLoss, seed);
                 self.restart(node);
             }

@@ -10,7 +10,6 @@ use crate::network::{Answer, Message, Request, Waiter};
 use ataman_node::peer::frame::Version;
 use ataman_node::replication::HINT_BATCH_MAX;
 use ataman_node::replication::coordinator::{Decision, Kind, Outcome};
-use rand::Rng;
 
 impl Sim {
     pub(super) fn client_next(&mut self, client: usize) {
@@ -118,7 +117,7 @@ impl Sim {
         }
         for write in out.local_writes {
             self.local_writes_pending += 1;
-            let after = self.world.rng.random_range(0..=DISK_MS_MAX);
+            let after = self.world.rng.between(0, DISK_MS_MAX);
             self.world.schedule(
                 after,
                 Event::LocalWrite {
@@ -193,7 +192,7 @@ impl Sim {
                     Answer::Failed(format!("node {to}: connection refused"))
                 };
                 if waiter != Waiter::Nobody {
-                    let disk = self.world.rng.random_range(0..=DISK_MS_MAX);
+                    let disk = self.world.rng.between(0, DISK_MS_MAX);
                     let reply = Message::Answer {
                         waiter,
                         incarnation,
