@@ -8,6 +8,7 @@
 //! also check that nothing was stored that was never written.
 
 use ataman_engine::{Db, Durability, Options, WalMode};
+use ataman_testkit::rng::Rng;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -68,12 +69,9 @@ pub fn run(args: CrashWriterArgs) -> Result<(), Box<dyn std::error::Error>> {
         let (db, next_ts, stdout) = (Arc::clone(&db), Arc::clone(&next_ts), Arc::clone(&stdout));
         let keys = args.keys.max(1);
         handles.push(std::thread::spawn(move || -> Result<(), String> {
-            let mut x = (t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let mut rng = Rng::derive(0, t as u64);
             for _ in 0..per_thread {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let key = format!("key{:06}", x % keys);
+                let key = format!("key{:06}", rng.below(keys));
                 let ts = next_ts.fetch_add(1, Ordering::Relaxed);
                 db.put(
                     key.as_bytes(),

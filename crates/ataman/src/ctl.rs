@@ -1,18 +1,12 @@
 //! `ataman ctl`: a small command-line client of the `/v0` HTTP API
 //! (docs/API.md), documented in docs/CTL.md.
 //!
-//! Layout: [`url`] builds request targets (percent-encoding keys),
-//! [`client`] does one blocking HTTP/1.1 exchange over a `TcpStream`,
-//! [`response`] parses the answer (Content-Length, chunked or
-//! until-close bodies). This file maps commands to requests and answers to
-//! output and exit codes.
+//! The requests go through the shared blocking client
+//! ([`crate::http_client`]); this file maps commands to requests and
+//! answers to output and exit codes.
 //!
 //! Exit codes: [`EXIT_OK`], [`EXIT_NOT_FOUND`], [`EXIT_REFUSED`],
 //! [`EXIT_NO_ANSWER`], [`EXIT_REPAIR_FAILED`].
-
-pub mod client;
-pub mod response;
-pub mod url;
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -21,9 +15,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use client::{ClientError, exchange};
-use response::Response;
-use url::{BaseUrl, target};
+use crate::http_client::exchange::{ClientError, exchange};
+use crate::http_client::response::Response;
+use crate::http_client::url::{BaseUrl, target};
 
 /// The command succeeded.
 pub const EXIT_OK: u8 = 0;

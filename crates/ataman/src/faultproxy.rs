@@ -25,7 +25,10 @@ mod tests;
 use std::io;
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+// Locked ignoring poisoning: a panic while holding a lock leaves plain
+// data that is still consistent.
+use ataman_testkit::lock::lock;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -144,12 +147,6 @@ struct Shared {
     counters: Counters,
     /// Connections not yet reaped (reaped at accept and at drop).
     links: Mutex<Vec<Link>>,
-}
-
-/// Locks `mutex`; a panic elsewhere while holding it leaves plain data
-/// that is still consistent, so poisoning is ignored.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Shared {

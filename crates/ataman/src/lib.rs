@@ -5,4 +5,6 @@ pub mod crash_writer;
 pub mod ctl;
 pub mod faultproxy;
 pub mod harness;
+pub mod http_client;
+pub mod launcher;
 pub mod logging;

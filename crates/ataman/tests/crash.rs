@@ -7,6 +7,7 @@
 
 use ataman::crash_writer::{crash_options, value_for};
 use ataman_engine::Db;
+use ataman_testkit::rng::Rng;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -89,14 +90,11 @@ fn acknowledged_writes_survive_kill_9() {
     let dir = tempfile::tempdir().unwrap();
     // key -> highest acknowledged timestamp, over all cycles.
     let mut acked: HashMap<String, u64> = HashMap::new();
-    let mut seed: u64 = 0x5eed_1234 ^ std::process::id() as u64;
+    let mut rng = Rng::new(0x5eed_1234 ^ u64::from(std::process::id()));
     let started = Instant::now();
     let mut total_acks = 0usize;
     for cycle in 1..=cycles() {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        let delay = Duration::from_millis(150 + seed % 400);
+        let delay = Duration::from_millis(150 + rng.below(400));
         let acks = run_child(dir.path(), cycle, delay);
         total_acks += acks.len();
         for (key, ts) in acks {

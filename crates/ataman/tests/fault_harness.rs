@@ -14,16 +14,17 @@
 use ataman::harness::faults::{self, FaultKind};
 use ataman::harness::history::{History, Meta, Op, OpKind, Outcome, Phase, Workload};
 use ataman::harness::{self, Config};
+use ataman_testkit::lock::lock;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// One cluster run at a time.
 static CLUSTER_RUNS: Mutex<()> = Mutex::new(());
 
 fn one_run_at_a_time() -> MutexGuard<'static, ()> {
-    CLUSTER_RUNS.lock().unwrap_or_else(PoisonError::into_inner)
+    lock(&CLUSTER_RUNS)
 }
 
 fn exe() -> PathBuf {

@@ -5,7 +5,7 @@
 
 mod support;
 
-use ataman::ctl::url::target;
+use ataman::http_client::url::target;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -7,7 +7,7 @@
 
 mod support;
 
-use ataman::ctl::url::target;
+use ataman::http_client::url::target;
 use std::time::{Duration, Instant};
 use support::{Conn, Node, ResponseError, assert_error, entity, request};
 

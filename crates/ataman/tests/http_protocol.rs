@@ -6,7 +6,7 @@
 
 mod support;
 
-use ataman::ctl::url::target;
+use ataman::http_client::url::target;
 use std::time::Duration;
 use support::{Node, Rng, assert_error, entity, request};
 
@@ -370,7 +370,7 @@ fn one_mib_values_round_trip() {
     let mut conn = node.conn();
     let mut rng = Rng::new(42);
     for i in 0..3u8 {
-        let value: Vec<u8> = (0..1024 * 1024).map(|_| rng.next() as u8).collect();
+        let value: Vec<u8> = (0..1024 * 1024).map(|_| rng.next_u64() as u8).collect();
         assert_eq!(conn.put(&[b'M', i], &value).status, 201);
         let get = conn.get(&[b'M', i]);
         assert_eq!(get.status, 200);

@@ -5,7 +5,7 @@
 
 mod support;
 
-use ataman::ctl::url::target;
+use ataman::http_client::url::target;
 use support::{Node, assert_error, entity};
 
 /// PUT answers 201 with an empty body, GET returns the exact bytes as

@@ -19,6 +19,7 @@
 //! - `done` becomes true exactly once, after `value` was stored (or the
 //!   notifier was dropped without a value), and before the unpark.
 
+use ataman_testkit::lock::lock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::Thread;
@@ -65,7 +66,7 @@ impl<T> Notifier<T> {
             return;
         };
         {
-            let mut stored = slot.value.lock().unwrap_or_else(|e| e.into_inner());
+            let mut stored = lock(&slot.value);
             debug_assert!(stored.is_none());
             *stored = value;
         }
@@ -94,11 +95,7 @@ impl<T> Waiter<T> {
         while !self.slot.done.load(Ordering::Acquire) {
             std::thread::park();
         }
-        self.slot
-            .value
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
+        lock(&self.slot.value).take()
     }
 }
 

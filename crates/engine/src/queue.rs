@@ -10,6 +10,7 @@
 //! Any number of producers, one consumer. All state is behind one mutex
 //! held for a push or a swap of the whole buffer, never across work.
 
+use ataman_testkit::lock::lock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -69,7 +70,7 @@ impl<T> HandoffQueue<T> {
     fn lock(&self) -> MutexGuard<'_, Inner<T>> {
         // A panic while holding this lock can only come from an allocation
         // failure; the data (a Vec) is still consistent, so keep going.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.inner)
     }
 
     /// Queues `item` of `bytes` bytes. An item larger than the whole byte

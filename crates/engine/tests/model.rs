@@ -6,6 +6,7 @@
 
 use ataman_engine::key::timestamp_from_millis;
 use ataman_engine::{Compression, Db, Durability, Entry, Options, WalMode, WriteBatch};
+use ataman_testkit::rng::Rng;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -241,10 +242,9 @@ proptest! {
 fn long_workload_reaches_deeper_levels() {
     let dir = tempfile::tempdir().unwrap();
     let mut ops = Vec::new();
-    let mut x: u32 = 12345;
+    let mut rng = Rng::new(12345);
     for i in 0..3000u32 {
-        x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
-        let key = (x >> 8) as u8 % KEYS;
+        let key = rng.below(u64::from(KEYS)) as u8;
         let op = match i % 10 {
             0 => Op::Delete {
                 key,
@@ -254,9 +254,10 @@ fn long_workload_reaches_deeper_levels() {
             _ => Op::Put {
                 key,
                 // Incompressible bytes, so the data really fills the levels.
-                value: (0..100 + (x % 400))
-                    .map(|j| (x.wrapping_mul(j + 1) >> 13) as u8)
-                    .collect(),
+                value: {
+                    let len = 100 + rng.below(400) as usize;
+                    rng.bytes(len)
+                },
                 ts_offset: (i % 500) as u16,
             },
         };

@@ -10,6 +10,7 @@
 use ataman_engine::fs::sim::{CrashMode, NamespaceMode, SimFs, TailMode};
 use ataman_engine::key::timestamp_from_millis;
 use ataman_engine::{Db, Durability, Options, WalMode};
+use ataman_testkit::rng::Rng;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -102,15 +103,12 @@ fn run(seed: u64, cuts: usize, modes: &[CrashMode]) {
                 Arc::clone(&stop),
             );
             std::thread::spawn(move || {
-                let mut x = seed ^ (t + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                let mut rng = Rng::derive(seed, t);
                 for _ in 0..20_000 {
                     if stop.load(Ordering::Relaxed) {
                         break;
                     }
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    let key = format!("k{:04}", x % KEYS);
+                    let key = format!("k{:04}", rng.below(KEYS));
                     let ts = next_ts.fetch_add(1, Ordering::Relaxed);
                     // Every seventh timestamp is a delete, so a tombstone's
                     // timestamp tells it was really written as one.

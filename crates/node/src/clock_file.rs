@@ -1,5 +1,5 @@
 //! `<data-dir>/CLOCK`: the clock's reservation, an upper bound on every
-//! timestamp this node's clock issued (see [`crate::hlc`], "Reservation",
+//! timestamp this node's clock issued (see the clock's module `hlc`, "Reservation",
 //! and `docs/FORMAT.md`, "CLOCK").
 //!
 //! One line, the timestamp (`unix_ms << 16 | logical`) in decimal, written

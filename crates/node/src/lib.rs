@@ -131,10 +131,8 @@ fn check_budget(budget: &descriptors::Budget) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs a node until SIGINT or SIGTERM, then drains and exits.
-pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let config = NodeConfig::resolve(&args)?;
-    let limit = raise_descriptor_limit()?;
+/// SIGINT and SIGTERM stop the node; SIGPIPE is ignored.
+fn install_signal_handlers() {
     // SAFETY: `on_signal` only stores to an atomic, which is async-signal-safe.
     unsafe {
         libc::signal(
@@ -148,16 +146,16 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         // A client closing early must not kill the process.
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
-    if config.cluster.len() > 1 {
-        last_seen::check(
-            &config.data_dir,
-            config.tombstone_grace,
-            last_seen::now_ms(),
-        )?;
-    }
-    // Test hooks (docs/API.md "Test hooks"): absent, the plain file system and clock.
-    let switches = fault_control::FaultSwitches::default();
-    let fs: Arc<dyn FileSystem> = match &config.fault_control {
+}
+
+/// The file system the engines use: the plain one, or under
+/// `--fault-control` one whose faults `switches` turn on (docs/API.md
+/// "Test hooks"; the control thread starts here).
+fn file_system(
+    config: &NodeConfig,
+    switches: &fault_control::FaultSwitches,
+) -> std::io::Result<Arc<dyn FileSystem>> {
+    Ok(match &config.fault_control {
         Some(path) => {
             fault_control::start(path.clone(), switches.clone(), || {
                 STOP.load(Ordering::SeqCst)
@@ -168,8 +166,13 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             )
         }
         None => Arc::new(OsFs),
-    };
-    let write_durability = match config.planted_bug {
+    })
+}
+
+/// When writes are acknowledged: once durable, unless the planted bug
+/// `ack-before-wal` is on (said loudly).
+fn write_durability(config: &NodeConfig) -> Durability {
+    match config.planted_bug {
         None => Durability::Complete,
         Some(PlantedBug::AckBeforeWal) => {
             for _ in 0..3 {
@@ -179,7 +182,46 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             }
             Durability::None
         }
-    };
+    }
+}
+
+/// The main thread's periodic chores: the connection gauges, and the
+/// clock's reservation renewed (and its failure shown).
+fn publish_counts_and_renew_clock(shared: &NodeShared) {
+    shared.metrics.connections_open.store(
+        shared.connections.load(Ordering::Relaxed) as u64,
+        Ordering::Relaxed,
+    );
+    shared.metrics.peer_connections_open.store(
+        shared.peer_connections.load(Ordering::Relaxed) as u64,
+        Ordering::Relaxed,
+    );
+    // A failure is logged by the persister; writes past the durable
+    // reservation answer 503 meanwhile, and the next call retries.
+    let _ = shared.hlc.renew();
+    let failing = shared.hlc.persist_failure().is_some();
+    shared
+        .metrics
+        .clock_reservation_failing
+        .store(u64::from(failing), Ordering::Relaxed);
+}
+
+/// Runs a node until SIGINT or SIGTERM, then drains and exits.
+pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let config = NodeConfig::resolve(&args)?;
+    let limit = raise_descriptor_limit()?;
+    install_signal_handlers();
+    if config.cluster.len() > 1 {
+        last_seen::check(
+            &config.data_dir,
+            config.tombstone_grace,
+            last_seen::now_ms(),
+        )?;
+    }
+    // Test hooks (docs/API.md "Test hooks"): absent, the plain file system and clock.
+    let switches = fault_control::FaultSwitches::default();
+    let fs = file_system(&config, &switches)?;
+    let write_durability = write_durability(&config);
     let db = Db::open(
         &config.data_dir,
         Options {
@@ -270,22 +312,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     tracing::info!(addr = %bound, "listening for HTTP requests");
     while !STOP.load(Ordering::SeqCst) && !threads.iter().any(|t| t.is_finished()) {
         std::thread::sleep(Duration::from_millis(50));
-        shared.metrics.connections_open.store(
-            shared.connections.load(Ordering::Relaxed) as u64,
-            Ordering::Relaxed,
-        );
-        shared.metrics.peer_connections_open.store(
-            shared.peer_connections.load(Ordering::Relaxed) as u64,
-            Ordering::Relaxed,
-        );
-        // A failure is logged by the persister; writes past the durable
-        // reservation answer 503 meanwhile, and the next call retries.
-        let _ = shared.hlc.renew();
-        let failing = shared.hlc.persist_failure().is_some();
-        shared
-            .metrics
-            .clock_reservation_failing
-            .store(u64::from(failing), Ordering::Relaxed);
+        publish_counts_and_renew_clock(&shared);
         if descriptors_counted_at.elapsed() >= DESCRIPTORS_RECOUNT_INTERVAL {
             descriptors_counted_at = std::time::Instant::now();
             recount_descriptors(&shared, &mut budget);

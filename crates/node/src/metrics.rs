@@ -10,8 +10,10 @@
 
 use crate::api::Route;
 use crate::http::Status;
-use ataman_engine::Db;
-use ataman_engine::metrics::{HISTOGRAM_BUCKETS, Histogram, HistogramSnapshot, bucket_upper_bound};
+use ataman_engine::metrics::{
+    EngineMetrics, HISTOGRAM_BUCKETS, Histogram, HistogramSnapshot, bucket_upper_bound,
+};
+use ataman_engine::{Db, Stats};
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -290,6 +292,13 @@ impl NodeMetrics {
 fn render_engine(out: &mut String, db: &Db) {
     let s = db.stats();
     let m = db.metrics();
+    render_engine_state(out, &s);
+    render_engine_counters(out, &s, m);
+    render_engine_stages(out, m);
+}
+
+/// The engine's queues, tables and levels as they are now.
+fn render_engine_state(out: &mut String, s: &Stats) {
     gauge(
         out,
         "ataman_engine_write_queue_depth",
@@ -353,6 +362,10 @@ fn render_engine(out: &mut String, db: &Db) {
     for (level, n) in s.level_bytes.iter().enumerate() {
         let _ = writeln!(out, "ataman_engine_level_bytes{{level=\"{level}\"}} {n}");
     }
+}
+
+/// The engine's counters since it opened, and its block cache.
+fn render_engine_counters(out: &mut String, s: &Stats, m: &EngineMetrics) {
     let counters: [(&str, &str, u64); 17] = [
         (
             "ataman_engine_user_bytes_written_total",
@@ -460,6 +473,10 @@ fn render_engine(out: &mut String, db: &Db) {
         "gauge",
         s.cache.bytes,
     );
+}
+
+/// How long each stage of a write takes, and its batch sizes.
+fn render_engine_stages(out: &mut String, m: &EngineMetrics) {
     let stage = |out: &mut String, name: &str, help: &str, h: &Histogram| {
         histogram(out, name, help, "", 1e-6, &h.snapshot(), true);
     };

@@ -15,8 +15,7 @@
 //! intersect (`ack_w + ack_r > from`) and some do not.
 
 use crate::history::{OpId, OpKind};
-use rand::Rng;
-use rand::rngs::StdRng;
+use ataman_testkit::rng::Rng;
 
 /// Keys of the register workload.
 pub const REGISTER_KEYS: usize = 8;
@@ -61,19 +60,19 @@ impl Client {
     }
 
     /// Draws the next request; `op` is the id it will get (its values name it).
-    pub fn plan(&mut self, rng: &mut StdRng, op: OpId, nodes: usize, from: usize) -> Plan {
+    pub fn plan(&mut self, rng: &mut Rng, op: OpId, nodes: usize, from: usize) -> Plan {
         let value = format!("v{op}-c{}", self.index).into_bytes();
-        let roll = rng.random_range(0..100);
+        let roll = rng.below(100);
         let (key, kind) = if roll < 40 {
-            let key = format!("reg/{}", rng.random_range(0..REGISTER_KEYS)).into_bytes();
-            let kind = match rng.random_range(0..100) {
+            let key = format!("reg/{}", rng.index(REGISTER_KEYS)).into_bytes();
+            let kind = match rng.below(100) {
                 0..55 => OpKind::Put(value),
                 55..90 => OpKind::Get,
                 _ => OpKind::Delete,
             };
             (key, kind)
         } else if roll < 70 {
-            if self.unique_keys.is_empty() || rng.random_range(0..100) < 60 {
+            if self.unique_keys.is_empty() || rng.below(100) < 60 {
                 self.unique_next += 1;
                 let key = format!("set/{}/{}", self.index, self.unique_next).into_bytes();
                 if self.unique_keys.len() >= UNIQUE_REMEMBERED_MAX {
@@ -82,12 +81,12 @@ impl Client {
                 self.unique_keys.push(key.clone());
                 (key, OpKind::Put(value))
             } else {
-                let i = rng.random_range(0..self.unique_keys.len());
+                let i = rng.index(self.unique_keys.len());
                 (self.unique_keys[i].clone(), OpKind::Get)
             }
         } else {
-            let key = format!("dr/{}", rng.random_range(0..DELETE_RECREATE_KEYS)).into_bytes();
-            let kind = match rng.random_range(0..100) {
+            let key = format!("dr/{}", rng.index(DELETE_RECREATE_KEYS)).into_bytes();
+            let kind = match rng.below(100) {
                 0..35 => OpKind::Delete,
                 35..70 => OpKind::Put(value),
                 _ => OpKind::Get,
@@ -97,14 +96,14 @@ impl Client {
         Plan {
             key,
             kind,
-            ack: rng.random_range(1..=from),
-            coordinator: rng.random_range(0..nodes),
+            ack: 1 + rng.index(from),
+            coordinator: rng.index(nodes),
         }
     }
 
     /// How long the client thinks before its next request, ms (at least 1,
     /// so its next request starts strictly after the last answer).
-    pub fn think_ms(rng: &mut StdRng) -> u64 {
-        rng.random_range(1..=THINK_MS_MAX)
+    pub fn think_ms(rng: &mut Rng) -> u64 {
+        rng.between(1, THINK_MS_MAX)
     }
 }

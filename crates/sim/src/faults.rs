@@ -15,9 +15,7 @@
 
 use crate::config::{CrashKind, FaultMix};
 use ataman_engine::fs::sim::{FaultKind, FaultOp};
-use rand::Rng;
-use rand::rngs::StdRng;
-use rand::seq::IndexedRandom;
+use ataman_testkit::rng::Rng;
 
 /// Largest clock skew, either way, milliseconds: well within the peer
 /// tolerance (`hlc::PEER_CLOCK_AHEAD_MS_MAX`, one hour).
@@ -119,14 +117,14 @@ enum Choice {
     DropHints,
 }
 
-fn range(rng: &mut StdRng, (lo, hi): (u64, u64)) -> u64 {
-    rng.random_range(lo..=hi)
+fn range(rng: &mut Rng, (lo, hi): (u64, u64)) -> u64 {
+    rng.between(lo, hi)
 }
 
 /// Draws the next fault among those `mix` allows; `up[i]` says whether node
 /// `i` runs. `None` when nothing applies (no fault enabled, or no node up
 /// for a fault that needs one).
-pub fn choose(rng: &mut StdRng, mix: &FaultMix, up: &[bool]) -> Option<Fault> {
+pub fn choose(rng: &mut Rng, mix: &FaultMix, up: &[bool]) -> Option<Fault> {
     let nodes = up.len();
     let mut choices: Vec<Choice> = mix.crashes.iter().map(|k| Choice::Crash(*k)).collect();
     if mix.partitions && nodes >= 2 {
@@ -147,22 +145,22 @@ pub fn choose(rng: &mut StdRng, mix: &FaultMix, up: &[bool]) -> Option<Fault> {
     if mix.hint_drops {
         choices.push(Choice::DropHints);
     }
-    let choice = *choices.choose(rng)?;
+    let choice = *rng.pick(&choices)?;
     let running: Vec<usize> = (0..nodes).filter(|&i| up[i]).collect();
-    let any = rng.random_range(0..nodes);
+    let any = rng.index(nodes);
     Some(match choice {
         Choice::Crash(kind) => Fault::Crash {
-            node: *running.choose(rng)?,
+            node: *rng.pick(&running)?,
             kind,
             down_ms: range(rng, DOWN_MS),
-            image_seed: rng.random(),
+            image_seed: rng.next_u64(),
         },
         Choice::Partition => {
-            let size = rng.random_range(1..=nodes / 2);
+            let size = 1 + rng.index(nodes / 2);
             let mut all: Vec<usize> = (0..nodes).collect();
             let mut minority = Vec::with_capacity(size);
             for _ in 0..size {
-                minority.push(all.swap_remove(rng.random_range(0..all.len())));
+                minority.push(all.swap_remove(rng.index(all.len())));
             }
             minority.sort_unstable();
             Fault::Partition {
@@ -171,7 +169,7 @@ pub fn choose(rng: &mut StdRng, mix: &FaultMix, up: &[bool]) -> Option<Fault> {
             }
         }
         Choice::OneWayCut => {
-            let to = (any + rng.random_range(1..nodes)) % nodes;
+            let to = (any + 1 + rng.index(nodes - 1)) % nodes;
             Fault::OneWayCut {
                 from: any,
                 to,
@@ -179,39 +177,38 @@ pub fn choose(rng: &mut StdRng, mix: &FaultMix, up: &[bool]) -> Option<Fault> {
             }
         }
         Choice::Loss => Fault::Loss {
-            per_mille: rng.random_range(1..=LOSS_PER_MILLE_MAX),
+            per_mille: 1 + rng.below(u64::from(LOSS_PER_MILLE_MAX)) as u32,
             for_ms: range(rng, LOSS_MS),
         },
         Choice::Skew => Fault::Skew {
             node: any,
-            skew_ms: rng.random_range(-SKEW_MS_MAX..=SKEW_MS_MAX),
+            skew_ms: rng.between(0, 2 * SKEW_MS_MAX.unsigned_abs()) as i64 - SKEW_MS_MAX,
         },
         Choice::Disk => Fault::Disk {
-            node: *running.choose(rng)?,
-            op: *[FaultOp::Write, FaultOp::Sync].choose(rng)?,
-            file: DISK_FAULT_FILES.choose(rng)?,
-            nth: rng.random_range(1..=DISK_FAULT_NTH_MAX),
-            kind: *[FaultKind::Io, FaultKind::NoSpace].choose(rng)?,
+            node: *rng.pick(&running)?,
+            op: *rng.pick(&[FaultOp::Write, FaultOp::Sync])?,
+            file: rng.pick(&DISK_FAULT_FILES)?,
+            nth: rng.between(1, DISK_FAULT_NTH_MAX),
+            kind: *rng.pick(&[FaultKind::Io, FaultKind::NoSpace])?,
         },
         Choice::DropHints => Fault::DropHints { node: any },
     })
 }
 
 /// The gap before the next fault, ms.
-pub fn gap_ms(rng: &mut StdRng) -> u64 {
+pub fn gap_ms(rng: &mut Rng) -> u64 {
     range(rng, FAULT_GAP_MS)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::SeedableRng;
 
     /// Faults stay within their bounds; a mix without faults draws none;
     /// crashes only hit running nodes.
     #[test]
     fn bounded_choices() {
-        let mut rng = StdRng::seed_from_u64(3);
+        let mut rng = Rng::new(3);
         assert_eq!(choose(&mut rng, &FaultMix::NONE, &[true; 3]), None);
         let up = [false, true, false];
         for _ in 0..2000 {

@@ -18,8 +18,7 @@
 
 use ataman_node::peer::frame::Stamped;
 use ataman_node::replication::driver::{PeerRequest, Waiter};
-use rand::Rng;
-use rand::rngs::StdRng;
+use ataman_testkit::rng::Rng;
 
 /// Shortest delay of a message, milliseconds.
 pub const DELAY_MS_MIN: u64 = 1;
@@ -151,21 +150,21 @@ impl Network {
     }
 
     /// Sends a message `from → to` now: its delay in milliseconds, or `None` if it is lost.
-    pub fn send(&mut self, rng: &mut StdRng, from: usize, to: usize, now_ms: u64) -> Option<u64> {
+    pub fn send(&mut self, rng: &mut Rng, from: usize, to: usize, now_ms: u64) -> Option<u64> {
         self.stats.sent += 1;
         if self.is_cut(from, to, now_ms) {
             self.stats.cut += 1;
             return None;
         }
         // Draw the delay first so the number of draws does not depend on the loss rate.
-        let slow = rng.random_range(0..1000) < SLOW_PER_MILLE && !self.calm;
+        let slow = rng.below(1000) < u64::from(SLOW_PER_MILLE) && !self.calm;
         let delay_ms = if slow {
-            rng.random_range(DELAY_MS_MAX..=SLOW_DELAY_MS_MAX)
+            rng.between(DELAY_MS_MAX, SLOW_DELAY_MS_MAX)
         } else {
-            rng.random_range(DELAY_MS_MIN..=DELAY_MS_MAX)
+            rng.between(DELAY_MS_MIN, DELAY_MS_MAX)
         };
-        let roll = rng.random_range(0..1000);
-        if now_ms < self.lossy_until_ms && roll < self.loss_per_mille {
+        let roll = rng.below(1000);
+        if now_ms < self.lossy_until_ms && roll < u64::from(self.loss_per_mille) {
             self.stats.lost += 1;
             return None;
         }
@@ -190,12 +189,11 @@ impl Network {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::SeedableRng;
 
     /// A cut loses messages in its direction only, until it heals.
     #[test]
     fn cuts_are_directed_and_heal() {
-        let mut rng = StdRng::seed_from_u64(1);
+        let mut rng = Rng::new(1);
         let mut n = Network::new();
         n.cut(0, 1, 100, 0);
         assert!(n.send(&mut rng, 0, 1, 50).is_none());
@@ -213,7 +211,7 @@ mod tests {
     /// Total loss loses everything until it ends; delays stay within bounds.
     #[test]
     fn loss_and_delays() {
-        let mut rng = StdRng::seed_from_u64(2);
+        let mut rng = Rng::new(2);
         let mut n = Network::new();
         n.lossy(1000, 10);
         assert!((0..100).all(|_| n.send(&mut rng, 0, 1, 5).is_none()));

@@ -6,15 +6,16 @@
 //! `(time, sequence)`, the sequence being the order they were scheduled
 //! in, so two events at the same millisecond always run in the same order.
 //! Every random choice of a run is drawn from [`World::rng`], seeded once:
-//! the seed alone decides the run.
+//! the seed alone decides the run. The generator is the test kit's, whose
+//! stream the project owns, so a seed replays the same run with every
+//! version of every dependency.
 //!
 //! # Invariants
 //! - `now_ms` never decreases: an event is never scheduled in the past.
 //! - At most [`EVENTS_MAX`] events are ever taken from one world: every
 //!   run is bounded even if a bug keeps rescheduling work.
 
-use rand::SeedableRng;
-use rand::rngs::StdRng;
+use ataman_testkit::rng::Rng;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
@@ -57,7 +58,7 @@ pub struct World<E> {
     taken: u64,
     queue: BinaryHeap<Scheduled<E>>,
     /// Every random choice of the run comes from here.
-    pub rng: StdRng,
+    pub rng: Rng,
 }
 
 impl<E> World<E> {
@@ -68,7 +69,7 @@ impl<E> World<E> {
             sequence: 0,
             taken: 0,
             queue: BinaryHeap::new(),
-            rng: StdRng::seed_from_u64(seed),
+            rng: Rng::new(seed),
         }
     }
 
@@ -125,7 +126,6 @@ impl<E> World<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::Rng;
 
     /// Events come out by time, then in the order they were scheduled; the clock follows.
     #[test]
@@ -149,7 +149,7 @@ mod tests {
     fn seeded() {
         let draw = |seed| {
             let mut w: World<()> = World::new(seed);
-            (0..8).map(|_| w.rng.random::<u64>()).collect::<Vec<_>>()
+            (0..8).map(|_| w.rng.next_u64()).collect::<Vec<_>>()
         };
         assert_eq!(draw(7), draw(7));
         assert_ne!(draw(7), draw(8));

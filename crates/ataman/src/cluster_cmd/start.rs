@@ -10,8 +10,8 @@
 //! others keep running. Each child's stderr is copied to ours, every line
 //! prefixed with `node i: `; its stdout (the listening line) is dropped.
 
-use crate::ctl::client::exchange;
-use crate::ctl::url::BaseUrl;
+use crate::http_client::exchange::exchange;
+use crate::http_client::url::BaseUrl;
 use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};

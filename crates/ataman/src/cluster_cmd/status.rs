@@ -4,9 +4,9 @@
 //! of its counters) and its view of every node.
 
 use super::view::{ClusterView, RequestCounts};
-use crate::ctl::client::exchange;
-use crate::ctl::url::{BaseUrl, UrlError};
 use crate::ctl::{EXIT_NO_ANSWER, EXIT_REFUSED, TIMEOUT_MS_DEFAULT, URL_DEFAULT};
+use crate::http_client::exchange::exchange;
+use crate::http_client::url::{BaseUrl, UrlError};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 

@@ -17,7 +17,7 @@
 //! current address: a restarted node listens on a new port).
 
 use super::history::Outcome;
-use crate::ctl::response::{ResponseError, read_response};
+use crate::http_client::response::{ResponseError, read_response};
 use std::io::{self, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -173,7 +173,7 @@ fn exchange(
     body: Option<&[u8]>,
     timeout: Duration,
     started: Instant,
-) -> Result<crate::ctl::response::Response, Failure> {
+) -> Result<crate::http_client::response::Response, Failure> {
     let mut request = format!("{method} {target} HTTP/1.1\r\nHost: {}\r\n", conn.addr);
     if let Some(body) = body {
         request.push_str(&format!("Content-Length: {}\r\n", body.len()));
@@ -198,7 +198,7 @@ fn exchange(
         .set_read_timeout(Some(left))
         .map_err(io_failure)?;
     // A 1xx is not expected (no Expect header); skip a few, bounded.
-    for _ in 0..=crate::ctl::client::INFORMATIONAL_RESPONSES_MAX {
+    for _ in 0..=crate::http_client::exchange::INFORMATIONAL_RESPONSES_MAX {
         let response = read_response(&mut conn.reader).map_err(|e| match e {
             ResponseError::Io(e) => io_failure(e),
             other => Failure::Other(other.to_string()),
@@ -223,11 +223,11 @@ pub fn request_once(
     target: &str,
     timeout: Duration,
 ) -> Result<(u16, Vec<u8>), String> {
-    let url = crate::ctl::url::BaseUrl {
+    let url = crate::http_client::url::BaseUrl {
         host: addr.ip().to_string(),
         port: addr.port(),
     };
-    crate::ctl::client::exchange(&url, method, target, None, timeout)
+    crate::http_client::exchange::exchange(&url, method, target, None, timeout)
         .map(|r| (r.status, r.body))
         .map_err(|e| e.to_string())
 }

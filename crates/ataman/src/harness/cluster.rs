@@ -20,14 +20,14 @@
 use super::HarnessError;
 use super::client::request_once;
 use crate::faultproxy::{FaultProxy, LinkMode};
+use crate::launcher::NodeProcess;
+use ataman_testkit::lock::lock;
 use std::fs::OpenOptions;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, PoisonError, mpsc};
-use std::thread::JoinHandle;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Bound on a node becoming ready (listening line, then status 200).
@@ -36,8 +36,6 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 /// Bound on one status or metrics request.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
-/// The line a listening node prints (docs/API.md, "Starting a node").
-const LISTENING_PREFIX: &str = "ataman: listening on http://";
 
 /// What to start.
 #[derive(Debug, Clone)]
@@ -83,11 +81,11 @@ impl ClusterView {
 
     /// Node `i`'s current address.
     pub fn addr(&self, i: usize) -> SocketAddr {
-        *self.addrs[i].lock().unwrap_or_else(PoisonError::into_inner)
+        *lock(&self.addrs[i])
     }
 
     fn set_addr(&self, i: usize, addr: SocketAddr) {
-        *self.addrs[i].lock().unwrap_or_else(PoisonError::into_inner) = addr;
+        *lock(&self.addrs[i]) = addr;
     }
 }
 
@@ -134,8 +132,7 @@ impl Links {
 
 /// One node's process and files.
 struct Member {
-    child: Option<Child>,
-    drain: Option<JoinHandle<()>>,
+    process: Option<NodeProcess>,
     data_dir: PathBuf,
     log_path: PathBuf,
     control_path: PathBuf,
@@ -190,8 +187,7 @@ impl Cluster {
             std::fs::create_dir_all(&home)
                 .map_err(io_error(format!("create {}", home.display())))?;
             members.push(Member {
-                child: None,
-                drain: None,
+                process: None,
                 data_dir: home.join("data"),
                 log_path: home.join("serve.log"),
                 control_path: home.join("fault-control"),
@@ -250,7 +246,7 @@ impl Cluster {
 
     /// True while node `i` has a process (running or paused).
     pub fn is_up(&self, i: usize) -> bool {
-        self.members[i].child.is_some()
+        self.members[i].process.is_some()
     }
 
     /// Starts node `i` on its data directory and waits until it is ready;
@@ -264,13 +260,14 @@ impl Cluster {
             .filter_map(|j| Some(format!("{}={}", urls[j], self.link(i, j)?.addr())))
             .collect();
         let member = &mut self.members[i];
-        assert!(member.child.is_none(), "node {i} is still running");
+        assert!(member.process.is_none(), "node {i} is still running");
         let log = OpenOptions::new()
             .create(true)
             .append(true)
             .open(&member.log_path)
             .map_err(io_error(format!("open {}", member.log_path.display())))?;
-        let mut child = Command::new(&self.spec.exe)
+        let mut command = Command::new(&self.spec.exe);
+        command
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(&member.data_dir)
             .args(["--cluster", &urls.join(","), "--self", &urls[i]])
@@ -279,70 +276,15 @@ impl Cluster {
             .arg(&member.control_path)
             .args(member.wiped.then_some("--refill"))
             .args(&self.spec.serve_args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log))
-            .spawn()
-            .map_err(io_error(format!("spawn {}", self.spec.exe.display())))?;
-        let Some(stdout) = child.stdout.take() else {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(HarnessError::Node {
+            .stderr(Stdio::from(log));
+        let process = NodeProcess::launch(command, START_TIMEOUT, |_| {}).map_err(|e| {
+            HarnessError::Node {
                 node: i,
-                reason: "no stdout pipe".into(),
-            });
-        };
-        let (addr_tx, addr_rx) = mpsc::channel::<String>();
-        // Reads the listening line, then drains stdout until the process
-        // closes it (so the node never blocks on a full pipe).
-        member.drain = Some(std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = String::new();
-            let mut sent = false;
-            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
-                if !sent && let Some(addr) = line.trim_end().strip_prefix(LISTENING_PREFIX) {
-                    let _ = addr_tx.send(addr.to_owned());
-                    sent = true;
-                }
-                line.clear();
+                reason: format!("{e}; see {}", member.log_path.display()),
             }
-        }));
-        let started = Instant::now();
-        let addr = addr_rx
-            .recv_timeout(START_TIMEOUT)
-            .ok()
-            .and_then(|a| a.parse::<SocketAddr>().ok());
-        member.child = Some(child);
-        let Some(addr) = addr else {
-            let status = self.kill_and_reap(i);
-            return Err(HarnessError::Node {
-                node: i,
-                reason: format!(
-                    "no listening line (waited at most {START_TIMEOUT:?}; exit: {status}); see {}",
-                    self.members[i].log_path.display()
-                ),
-            });
-        };
-        loop {
-            if request_once(addr, "GET", "/v0/status", PROBE_TIMEOUT).is_ok_and(|(s, _)| s == 200) {
-                break;
-            }
-            let exited = self.members[i]
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten());
-            if exited.is_some() || started.elapsed() > START_TIMEOUT {
-                let status = self.kill_and_reap(i);
-                return Err(HarnessError::Node {
-                    node: i,
-                    reason: format!(
-                        "not ready within {START_TIMEOUT:?} (exit: {status}); see {}",
-                        self.members[i].log_path.display()
-                    ),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        })?;
+        let addr = process.addr();
+        member.process = Some(process);
         self.members[i].wiped = false;
         self.view.set_addr(i, addr);
         self.fronts[i].set_target(addr);
@@ -355,32 +297,20 @@ impl Cluster {
     }
 
     fn signal(&self, i: usize, signal: libc::c_int) -> bool {
-        let Some(child) = &self.members[i].child else {
-            return false;
-        };
-        let Ok(pid) = libc::pid_t::try_from(child.id()) else {
-            return false;
-        };
-        // SAFETY: kill(2) on our own child, not reaped yet (we hold its
-        // `Child`), so the pid cannot belong to another process.
-        unsafe { libc::kill(pid, signal) == 0 }
+        self.members[i]
+            .process
+            .as_ref()
+            .is_some_and(|p| p.signal(signal))
     }
 
-    /// SIGKILL (after SIGCONT if paused) and wait; the exit status as text.
+    /// SIGKILL and wait; the exit status as text.
     fn kill_and_reap(&mut self, i: usize) -> String {
-        let _ = self.signal(i, libc::SIGKILL);
         let member = &mut self.members[i];
         member.paused = false;
-        let Some(mut child) = member.child.take() else {
-            return "not running".into();
-        };
-        let status = child
-            .wait()
-            .map_or_else(|e| format!("wait failed: {e}"), |s| s.to_string());
-        if let Some(drain) = member.drain.take() {
-            let _ = drain.join();
+        match member.process.take() {
+            Some(mut process) => process.kill(),
+            None => "not running".into(),
         }
-        status
     }
 
     /// `kill -9` node `i` and wait for it. `Err` with the status when the
@@ -389,14 +319,10 @@ impl Cluster {
         let _ = self.signal(i, libc::SIGKILL);
         let member = &mut self.members[i];
         member.paused = false;
-        let Some(mut child) = member.child.take() else {
+        let Some(mut process) = member.process.take() else {
             return Err("was not running".into());
         };
-        let status = child.wait();
-        if let Some(drain) = member.drain.take() {
-            let _ = drain.join();
-        }
-        match status {
+        match process.wait() {
             Ok(s) if s.signal() == Some(libc::SIGKILL) => Ok(()),
             Ok(s) => Err(s.to_string()),
             Err(e) => Err(format!("wait failed: {e}")),
@@ -411,7 +337,7 @@ impl Cluster {
     /// Removes node `i`'s data directory (the node must be stopped); its
     /// next start passes `--refill`.
     pub fn wipe(&mut self, i: usize) -> Result<(), HarnessError> {
-        assert!(self.members[i].child.is_none(), "wipe of a running node");
+        assert!(self.members[i].process.is_none(), "wipe of a running node");
         self.members[i].wiped = true;
         let dir = &self.members[i].data_dir;
         match std::fs::remove_dir_all(dir) {
@@ -463,16 +389,10 @@ impl Cluster {
     pub fn poll_exits(&mut self) -> Vec<(usize, String)> {
         let mut exited = Vec::new();
         for (i, member) in self.members.iter_mut().enumerate() {
-            let status = member
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten());
+            let status = member.process.as_mut().and_then(NodeProcess::try_wait);
             if let Some(status) = status {
-                member.child = None;
+                member.process = None;
                 member.paused = false;
-                if let Some(drain) = member.drain.take() {
-                    let _ = drain.join();
-                }
                 exited.push((i, status.to_string()));
             }
         }
@@ -490,27 +410,16 @@ impl Cluster {
         let deadline = Instant::now() + STOP_TIMEOUT;
         let mut unclean = Vec::new();
         for i in 0..self.len() {
-            let Some(child) = self.members[i].child.as_mut() else {
+            let Some(process) = self.members[i].process.as_mut() else {
                 continue;
             };
-            let status: Option<ExitStatus> = loop {
-                match child.try_wait() {
-                    Ok(Some(s)) => break Some(s),
-                    Ok(None) if Instant::now() < deadline => {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    _ => break None,
-                }
-            };
-            match status {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match process.wait_within(left) {
                 Some(s) if s.success() => {
-                    self.members[i].child = None;
-                    if let Some(drain) = self.members[i].drain.take() {
-                        let _ = drain.join();
-                    }
+                    self.members[i].process = None;
                 }
                 Some(s) => {
-                    self.members[i].child = None;
+                    self.members[i].process = None;
                     unclean.push((i, format!("after SIGTERM: {s}")));
                 }
                 None => {
@@ -531,7 +440,7 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         for i in 0..self.members.len() {
-            if self.members[i].child.is_some() {
+            if self.members[i].process.is_some() {
                 let _ = self.kill_and_reap(i);
             }
         }

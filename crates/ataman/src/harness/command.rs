@@ -4,13 +4,16 @@
 use super::faults::FaultKind;
 use super::history::Workload;
 use super::report::Report;
-use super::{
-    Config, EXIT_HARNESS_ERROR, EXIT_VIOLATIONS, INTERRUPTED, checker, faults, history, rng, run,
-};
+use super::{Config, INTERRUPTED, checker, faults, history, run};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+/// Exit code of a run that found violations.
+pub const EXIT_VIOLATIONS: u8 = 1;
+/// Exit code of a run that could not be carried out (a node never started, …).
+pub const EXIT_HARNESS_ERROR: u8 = 3;
 
 extern "C" fn on_interrupt(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::Relaxed);
@@ -112,7 +115,7 @@ fn random_seed() -> u64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    rng::Rng::new(nanos ^ u64::from(std::process::id()) << 32).next_u64() >> 1
+    ataman_testkit::rng::Rng::new(nanos ^ u64::from(std::process::id()) << 32).next_u64() >> 1
 }
 
 impl TestClusterArgs {

@@ -28,9 +28,12 @@ use super::HarnessError;
 use super::cluster::{Cluster, Control, Links};
 use super::converge;
 use super::history::{Crash, FaultEvent, Recorder};
-use super::rng::Rng;
 use crate::faultproxy::{Direction, LinkMode};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use ataman_testkit::rng::Rng;
+// Locked ignoring poisoning: a panicked lane leaves the cluster as it was
+// (every operation on it is one step).
+use ataman_testkit::lock::lock;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Largest delay of one link in a `delay` fault, ms (well under the
@@ -309,12 +312,6 @@ pub fn schedule(seed: u64, nodes: usize, duration_ms: u64, kinds: &[FaultKind]) 
 pub struct Active {
     step: Step,
     start_us: u64,
-}
-
-/// Locks `mutex`; a panicked lane leaves the cluster as it was (every
-/// operation on it is one step), so poisoning is ignored.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Applies a schedule to a cluster, in real time, and records each fault.

@@ -21,7 +21,9 @@
 use super::faults::FaultKind;
 use serde_json::{Value, json};
 use std::io::{self, BufRead, Write};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+// Locked ignoring poisoning: a panicked client leaves a consistent list.
+use ataman_testkit::lock::lock;
+use std::sync::Mutex;
 use std::time::Instant;
 
 /// What a client asked.
@@ -482,12 +484,6 @@ fn copy_from_json(v: &Value) -> Option<Copy> {
         at_us: us(&v["at_ms"])?,
         state,
     })
-}
-
-/// Locks `mutex`; a panicked client leaves a consistent list behind, so
-/// poisoning is ignored.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Collects a run's history from every thread.

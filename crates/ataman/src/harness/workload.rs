@@ -21,8 +21,8 @@
 use super::client::{Answer, Client};
 use super::cluster::ClusterView;
 use super::history::{Op, OpKind, Outcome, Phase, Recorder, Workload};
-use super::rng::Rng;
-use crate::ctl::url::target;
+use crate::http_client::url::target;
+use ataman_testkit::rng::Rng;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

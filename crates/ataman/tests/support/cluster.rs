@@ -10,8 +10,8 @@
 //! Dropping the cluster kills the nodes, then stops the proxies.
 
 use super::{Node, Response};
-use ataman::ctl::url::target;
 use ataman::faultproxy::FaultProxy;
+use ataman::http_client::url::target;
 use ataman_node::cluster::placement;
 
 /// `n` nodes, each behind its own proxy.

@@ -11,14 +11,18 @@
 
 pub mod cluster;
 
-use ataman::ctl::response::read_response;
-pub use ataman::ctl::response::{Response, ResponseError};
-use ataman::ctl::url::target;
+use ataman::http_client::response::read_response;
+pub use ataman::http_client::response::{Response, ResponseError};
+use ataman::http_client::url::target;
+use ataman::launcher::NodeProcess;
+/// The test kit's seeded generator, for test workloads.
+#[allow(unused_imports)] // each test file uses a different subset
+pub use ataman_testkit::rng::Rng;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -28,8 +32,6 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(10);
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bound on every socket read and write of the tests.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
-/// The line prefix a listening node prints (docs/API.md, "Starting a node").
-pub const LISTENING_PREFIX: &str = "ataman: listening on http://";
 
 /// `/v0/entity?id=KEY`, percent-encoded.
 pub fn entity(key: &[u8]) -> String {
@@ -193,8 +195,7 @@ impl Conn {
 /// A running `ataman serve` on `127.0.0.1:0` with a temporary data directory.
 /// Dropping it kills the process.
 pub struct Node {
-    child: Option<Child>,
-    stdout_drain: Option<JoinHandle<()>>,
+    process: Option<NodeProcess>,
     /// The node's stderr (its log) of every start, when kept ([`Node::start_logged`]).
     log: Option<Arc<Mutex<String>>>,
     log_drain: Option<JoinHandle<()>>,
@@ -237,8 +238,7 @@ impl Node {
     /// the descriptor limit `fd_limit` when given.
     pub fn stopped(args: &[&str], fd_limit: Option<u64>) -> Node {
         Node {
-            child: None,
-            stdout_drain: None,
+            process: None,
             log: None,
             log_drain: None,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -255,7 +255,10 @@ impl Node {
 
     /// The process id of the running node.
     pub fn pid(&self) -> u32 {
-        self.child.as_ref().expect("the node is not running").id()
+        self.process
+            .as_ref()
+            .expect("the node is not running")
+            .pid()
     }
 
     /// `ataman serve` on `127.0.0.1:0` with this node's data directory,
@@ -295,7 +298,7 @@ impl Node {
     /// True between a start and a stop by the test (a process that died
     /// on its own still counts as running until stopped).
     pub fn is_running(&self) -> bool {
-        self.child.is_some()
+        self.process.is_some()
     }
 
     /// The data directory (kept across restarts).
@@ -329,133 +332,49 @@ impl Node {
     }
 
     fn spawn(&mut self) {
-        assert!(self.child.is_none(), "the node is still running");
-        let mut child = self
-            .command()
-            .stdout(Stdio::piped())
-            .stderr(if self.log.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::inherit()
-            })
-            .spawn()
-            .expect("spawn ataman serve");
-        if let (Some(log), Some(stderr)) = (&self.log, child.stderr.take()) {
-            let log = Arc::clone(log);
-            // Ends when the process closes stderr.
-            self.log_drain = Some(std::thread::spawn(move || {
-                let mut reader = BufReader::new(stderr);
-                let mut line = String::new();
-                while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
-                    log.lock().unwrap().push_str(&line);
-                    line.clear();
-                }
-            }));
-        }
-        let stdout = child.stdout.take().expect("child stdout");
-        let (addr_tx, addr_rx) = mpsc::channel::<String>();
-        // Reads the listening line, then drains stdout so the node never
-        // blocks on a full pipe; ends when the process closes stdout.
-        let drain = std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = String::new();
-            let mut seen = Vec::new();
-            let mut sent = false;
-            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
-                let text = line.trim_end().to_string();
-                line.clear();
-                if !sent {
-                    if let Some(addr) = text.strip_prefix(LISTENING_PREFIX) {
-                        let _ = addr_tx.send(addr.to_string());
-                        sent = true;
-                    } else {
-                        seen.push(text);
+        assert!(self.process.is_none(), "the node is still running");
+        let mut command = self.command();
+        command.stderr(if self.log.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::inherit()
+        });
+        let log = self.log.clone();
+        let mut log_drain = None;
+        let launched = NodeProcess::launch(command, START_TIMEOUT, |child| {
+            if let (Some(log), Some(stderr)) = (log, child.stderr.take()) {
+                // Ends when the process closes stderr.
+                log_drain = Some(std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stderr);
+                    let mut line = String::new();
+                    while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                        log.lock().unwrap().push_str(&line);
+                        line.clear();
                     }
-                }
-            }
-            if !sent {
-                let _ = addr_tx.send(format!("!no listening line; stdout was {seen:?}"));
+                }));
             }
         });
-        self.stdout_drain = Some(drain);
-        let started = Instant::now();
-        let line = match addr_rx.recv_timeout(START_TIMEOUT) {
-            Ok(line) => line,
-            Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("no `{LISTENING_PREFIX}…` line within {START_TIMEOUT:?}");
-            }
-        };
-        let addr: SocketAddr = match line.parse() {
-            Ok(addr) => addr,
-            Err(_) => {
-                let _ = child.kill();
-                let status = child.wait();
-                panic!("bad listening line {line:?} (node exit: {status:?})");
-            }
-        };
-        self.addr = addr;
-        self.child = Some(child);
-        // Ready when GET /v0/status answers 200.
-        loop {
-            if let Ok(stream) = TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
-                let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-                let mut writer = &stream;
-                if writer
-                    .write_all(
-                        b"GET /v0/status HTTP/1.1\r\nHost: ataman\r\nConnection: close\r\n\r\n",
-                    )
-                    .is_ok()
-                {
-                    let mut reader = BufReader::new(&stream);
-                    if read_response(&mut reader).is_ok_and(|r| r.status == 200) {
-                        return;
-                    }
-                }
-            }
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                panic!("the node exited before it was ready: {status}");
-            }
-            assert!(
-                started.elapsed() < START_TIMEOUT,
-                "GET /v0/status did not answer 200 within {START_TIMEOUT:?}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.log_drain = log_drain;
+        let process = launched.unwrap_or_else(|e| panic!("ataman serve: {e}"));
+        self.addr = process.addr();
+        self.process = Some(process);
     }
 
     fn signal(&self, signal: libc::c_int) {
-        let child = self.child.as_ref().expect("the node is not running");
-        // SAFETY: plain kill(2) on our own child's pid, not yet reaped.
-        let rc = unsafe { libc::kill(child.id() as libc::pid_t, signal) };
-        assert_eq!(rc, 0, "kill({signal}) failed");
+        let process = self.process.as_ref().expect("the node is not running");
+        assert!(process.signal(signal), "kill({signal}) failed");
     }
 
     fn reap(&mut self) -> ExitStatus {
-        let mut child = self.child.take().expect("the node is not running");
-        let deadline = Instant::now() + STOP_TIMEOUT;
-        loop {
-            if let Some(status) = child.try_wait().expect("wait for the node") {
-                if let Some(drain) = self.stdout_drain.take() {
-                    let _ = drain.join();
-                }
-                if let Some(drain) = self.log_drain.take() {
-                    let _ = drain.join();
-                }
-                return status;
-            }
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("the node did not exit within {STOP_TIMEOUT:?}");
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        let mut process = self.process.take().expect("the node is not running");
+        let Some(status) = process.wait_within(STOP_TIMEOUT) else {
+            drop(process); // kills it
+            panic!("the node did not exit within {STOP_TIMEOUT:?}");
+        };
+        if let Some(drain) = self.log_drain.take() {
+            let _ = drain.join();
         }
+        status
     }
 
     /// SIGKILL, then wait for the process.
@@ -489,7 +408,7 @@ impl Node {
     /// [`START_TIMEOUT`]) for the process to exit and returns its status and
     /// stderr. Panics if it is still running then (it started).
     pub fn start_expecting_exit(&self) -> (ExitStatus, String) {
-        assert!(self.child.is_none(), "the node is still running");
+        assert!(self.process.is_none(), "the node is still running");
         let mut child = self
             .command()
             .stdout(Stdio::null())
@@ -516,7 +435,10 @@ impl Node {
 
     /// Removes the data directory (the node must be stopped).
     pub fn wipe_data(&self) {
-        assert!(self.child.is_none(), "stop the node before wiping its data");
+        assert!(
+            self.process.is_none(),
+            "stop the node before wiping its data"
+        );
         let dir = self.data_dir();
         if dir.exists() {
             std::fs::remove_dir_all(&dir).unwrap();
@@ -527,39 +449,7 @@ impl Node {
 
 impl Drop for Node {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        if let Some(drain) = self.stdout_drain.take() {
-            let _ = drain.join();
-        }
-    }
-}
-
-/// A small deterministic generator (xorshift64) for test workloads.
-pub struct Rng(u64);
-
-impl Rng {
-    /// Seeded; a zero seed is replaced (xorshift needs a non-zero state).
-    pub fn new(seed: u64) -> Rng {
-        Rng(if seed == 0 {
-            0x9e37_79b9_7f4a_7c15
-        } else {
-            seed
-        })
-    }
-
-    /// The next value.
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// A value in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        // Killed and reaped before the directory goes.
+        drop(self.process.take());
     }
 }

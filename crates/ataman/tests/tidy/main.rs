@@ -32,14 +32,14 @@ use std::path::{Path, PathBuf};
 /// Longest function allowed, in lines from `fn` to its closing brace: the
 /// longest in `crates/*/src` when this check was written. Lower it when
 /// the longest is split; never raise it.
-const FUNCTION_LINES_MAX: usize = 219;
+const FUNCTION_LINES_MAX: usize = 181;
 
 /// Longest source file allowed, in lines.
 const FILE_LINES_MAX: usize = 1_100;
 
 /// `clippy::too_many_arguments` allowances in the sources when this check
 /// was written. Lower it when one goes; never raise it.
-const ALLOW_TOO_MANY_ARGUMENTS_MAX: usize = 7;
+const ALLOW_TOO_MANY_ARGUMENTS_MAX: usize = 5;
 
 /// The workspace crates, as folders of `crates/`.
 const CRATES: [&str; 5] = ["engine", "node", "bench", "ataman", "sim"];
@@ -50,10 +50,7 @@ const CRATE_ROOTS: [&str; 2] = ["lib.rs", "main.rs"];
 /// Import cycles between top-level modules present when this check was
 /// written, by crate (the same as `shared/tools/module_cycles.py` finds).
 /// Remove or shrink one once it is broken; never add one.
-const KNOWN_CYCLES: &[(&str, &[&str])] = &[
-    ("node", &["clock_file", "hlc"]),
-    ("bench", &["http", "plot"]),
-];
+const KNOWN_CYCLES: &[(&str, &[&str])] = &[("bench", &["http", "plot"])];
 
 /// One failed rule: where, and what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -25,7 +25,7 @@ use crate::wal::writer::WalItem;
 use arc_swap::ArcSwap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 
 /// A request to the writer thread.
 pub enum WriteRequest {
@@ -95,11 +95,10 @@ pub struct Shared {
     pub _lock: Mutex<Box<dyn DirLock>>,
 }
 
-/// Locks a mutex, continuing after a panic elsewhere (the data it guards is
-/// replaced whole, never left half-updated).
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+/// Every mutex here is locked ignoring poisoning: the data each guards is
+/// replaced whole, never left half-updated, so a panic elsewhere leaves it
+/// consistent.
+pub use ataman_testkit::lock::lock;
 
 impl Shared {
     /// Builds the shared state (used by `open`).

@@ -343,7 +343,7 @@ impl SkipList {
     }
 
     fn lock_writer(&self) -> std::sync::MutexGuard<'_, Writer> {
-        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+        ataman_testkit::lock::lock(&self.writer)
     }
 }
 

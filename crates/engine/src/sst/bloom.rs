@@ -164,6 +164,7 @@ impl BloomFilter {
 mod tests {
     use super::*;
     use crate::key::{Kind, internal_key};
+    use ataman_testkit::rng::Rng;
 
     fn user_key_of(i: u64) -> Vec<u8> {
         format!("user-key-{i:08}").into_bytes()
@@ -204,11 +205,9 @@ mod tests {
     /// for sizes around and far from the hash halves, every probe count.
     #[test]
     fn probe_positions_follow_the_format() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rng = Rng::new(1);
         for round in 0..20_000u64 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
+            let state = rng.next_u64();
             let bits = match round % 4 {
                 0 => 64 + state % 64,
                 1 => (state >> 20) % (1 << 24) + 1,

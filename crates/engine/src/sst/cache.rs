@@ -243,6 +243,7 @@ impl BlockCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ataman_testkit::rng::Rng;
     use std::path::Path;
 
     fn block_of(bytes: usize, tag: u8) -> Arc<Block> {
@@ -301,12 +302,9 @@ mod tests {
         };
         // Most recently used last.
         let mut model: Vec<u64> = Vec::new();
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rng = Rng::new(1);
         for _ in 0..20_000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            let k = state % 20;
+            let k = rng.below(20);
             let hit = shard.touch((1, k)).is_some();
             let pos = model.iter().position(|&m| m == k);
             assert_eq!(hit, pos.is_some(), "key {k}");

@@ -165,15 +165,33 @@ impl RepairStatus {
         self.lock().last.clone()
     }
 
-    /// `GET /v0/repair` (docs/API.md): `{"state":"idle"|"running","round":N,"last":{…}|null}`.
+    /// The rounds' state as JSON: `{"state":"idle"|"running","round":N,"last":{…}|null}`.
     pub fn render_json(&self) -> String {
-        let s = self.lock();
         let mut out = String::with_capacity(256);
+        out.push('{');
+        self.render_fields(&mut out);
+        out.push('}');
+        out
+    }
+
+    /// `GET /v0/repair` (docs/API.md): the rounds' state after the node's
+    /// own `"refilling"` field.
+    pub fn render_json_refilling(&self, refilling: bool) -> String {
+        let mut out = String::with_capacity(256);
+        let _ = write!(out, "{{\"refilling\":{refilling},");
+        self.render_fields(&mut out);
+        out.push('}');
+        out
+    }
+
+    /// Appends the fields of [`RepairStatus::render_json`], without braces.
+    fn render_fields(&self, out: &mut String) {
+        let s = self.lock();
         let (state, round) = match s.running {
             Some(n) => ("running", n),
             None => ("idle", s.last.as_ref().map_or(0, |l| l.round)),
         };
-        let _ = write!(out, "{{\"state\":\"{state}\",\"round\":{round},\"last\":");
+        let _ = write!(out, "\"state\":\"{state}\",\"round\":{round},\"last\":");
         match &s.last {
             None => out.push_str("null"),
             Some(last) => {
@@ -190,11 +208,11 @@ impl RepairStatus {
                         out.push(',');
                     }
                     out.push_str("{\"url\":");
-                    json_string(&mut out, &p.url);
+                    json_string(out, &p.url);
                     let _ = write!(out, ",\"ok\":{},\"error\":", p.error.is_none());
                     match &p.error {
                         None => out.push_str("null"),
-                        Some(e) => json_string(&mut out, e),
+                        Some(e) => json_string(out, e),
                     }
                     let _ = write!(
                         out,
@@ -210,8 +228,6 @@ impl RepairStatus {
                 out.push_str("]}");
             }
         }
-        out.push('}');
-        out
     }
 }
 

@@ -4,6 +4,7 @@
 use super::record::{encode_record, hex, hint_key, peer_hash};
 use super::*;
 use ataman_engine::fs::sim::{CrashMode, Fault, FaultKind, FaultOp, SimFs};
+use ataman_testkit::rng::Rng;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -64,22 +65,6 @@ fn all_pending(store: &HintStore, peer: &str) -> Vec<Hint> {
     store.pending(peer, None, usize::MAX).unwrap()
 }
 
-/// A small deterministic generator (xorshift64*), so a failure replays.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// The model: every pending hint by (peer index, seq).
 type Model = BTreeMap<(usize, u64), Hint>;
 
@@ -121,7 +106,8 @@ fn model_add_pending_remove_interleaved_peers() {
     let fs = SimFs::new();
     let store = open_sim(&fs, u64::MAX);
     let mut model = Model::new();
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    // Seeded, so a failure replays.
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
     let mut next_seq = 1u64;
     let (mut added, mut delivered) = (0u64, 0u64);
     for _ in 0..3000 {
@@ -129,7 +115,7 @@ fn model_add_pending_remove_interleaved_peers() {
             0..=5 => {
                 let p = rng.below(PEERS.len() as u64) as usize;
                 let key = format!("key-{}", rng.below(50)).into_bytes();
-                let ts = rng.next();
+                let ts = rng.next_u64();
                 let value = match rng.below(10) {
                     0 => None,
                     1 => Some(Vec::new()),

@@ -1,4 +1,6 @@
-//! One client connection: read, parse, execute, answer in order.
+//! One client connection: read, parse, hand each request to the
+//! dispatcher ([`super::dispatch`]), answer in order ([`super::render`]),
+//! and switch protocols on an upgrade.
 //!
 //! Requests are parsed as bytes arrive; each gets a slot in `slots`, in
 //! request order. A read, a status or an error fills its slot at once; a
@@ -7,22 +9,23 @@
 //! reaches the front. Answers leave strictly in slot order (pipelining).
 //!
 //! # Invariants
-//! - `slots` never holds more than [`SLOTS_MAX`]; parsing pauses until the front drains.
+//! - `slots` never holds more than [`SLOTS_MAX`]; parsing pauses until the
+//!   front drains (asserted where a slot is pushed and where one leaves).
 //! - Bytes are read only while the read buffer is below its bound.
 //! - After an error that closes the connection, nothing more is parsed.
 
+use super::answer::{self, Answer, Awaited};
+use super::dispatch::{Command, Dispatched, dispatch};
 use super::peer_conn::PeerServer;
+use super::render::{from_http_error, render};
 use crate::api::{Action, Route, allow_for, route};
 use crate::http::Status;
 use crate::http::request::{HttpError, Limits, Parsed, RequestHead, parse_head};
-use crate::http::response::{
-    Extra, Persist, write_chunk, write_chunked_head, write_full, write_last_chunk, write_text,
-};
-use crate::peer::frame::Stamped;
-use crate::replication::coordinator::{Decision, Kind};
+use crate::http::response::{Persist, write_chunk, write_chunked_head, write_last_chunk};
+use crate::replication::coordinator::Decision;
 use crate::replication::{ReplyTo, Request};
-use crate::state::{NetContext, Target};
-use ataman_engine::{ScanIter, Submission, WriteBatch};
+use crate::state::NetContext;
+use ataman_engine::ScanIter;
 use mio::net::TcpStream;
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -39,10 +42,11 @@ pub const READ_CHUNK_BYTES: usize = 64 * 1024;
 pub enum Slot {
     /// Bytes ready to send.
     Ready(Vec<u8>),
-    /// A write in the engine; filled by a completion.
+    /// A request handed to the engine or the coordinator; filled by its
+    /// completion or verdict.
     Waiting {
-        /// The status to answer on success.
-        ok: Status,
+        /// What it waits for (what the answer says on success).
+        awaited: Awaited,
         /// Route (metrics).
         route: Route,
         /// Connection persistence for the answer.
@@ -55,11 +59,11 @@ pub enum Slot {
         /// The scan.
         iter: Box<ScanIter>,
         /// Head written already.
-        started: bool,
+        head_written: bool,
         /// Connection persistence for the answer.
         persist: Persist,
         /// When the request was parsed.
-        began: Instant,
+        started: Instant,
     },
 }
 
@@ -76,7 +80,7 @@ pub struct Conn {
     /// Id of `slots.front()`; slot ids grow by one per request.
     base_slot: u64,
     /// A parsed head waiting for its body.
-    pending: Option<(HeadFacts, Route, Action, Instant)>,
+    pending: Option<PendingRequest>,
     /// Close once everything queued is written.
     close_after: bool,
     /// The peer closed its side (or a read failed).
@@ -103,6 +107,15 @@ pub struct Conn {
     sync_ticket: Option<crate::antientropy::Ticket>,
     /// Counted among peer connections, not clients (set by the event loop).
     pub counted_as_peer: bool,
+}
+
+/// A parsed request head waiting for its body.
+struct PendingRequest {
+    head: HeadFacts,
+    route: Route,
+    action: Action,
+    /// When the request's first byte arrived.
+    started: Instant,
 }
 
 /// What a connection keeps of a parsed request head until its body is in
@@ -153,14 +166,6 @@ enum Upgrade {
     /// The sync protocol, served by the `ataman-sync` thread; the ticket is
     /// the session's reserved place.
     Sync(crate::antientropy::Ticket),
-}
-
-/// True when the request can be served by this node alone, without a
-/// coordinator: a single node, or `ack = 1` with this node the only replica.
-fn local_only(ctx: &NetContext, key: &[u8], ack: u32, from: u32) -> bool {
-    let topology = &ctx.shared.topology;
-    topology.len() == 1
-        || (ack == 1 && from == 1 && topology.replicas(key, 1)[0] == topology.self_index())
 }
 
 fn persist_for(head: &RequestHead<'_>) -> Persist {
@@ -365,25 +370,30 @@ impl Conn {
                             self.close_after = true;
                             break;
                         }
-                        self.pending = Some((HeadFacts::of(&head), route, action, started));
+                        self.pending = Some(PendingRequest {
+                            head: HeadFacts::of(&head),
+                            route,
+                            action,
+                            started,
+                        });
                         self.continued = false;
                     }
                 }
             }
-            let Some((head, _, _, _)) = self.pending.as_ref() else {
+            let Some(PendingRequest { head, .. }) = self.pending.as_ref() else {
                 break;
             };
             let total = head.head_bytes + head.content_length as usize;
             if buf.len() < total {
                 break; // `flush` sends 100 Continue if the client waits for it
             }
-            let Some((head, route, action, started)) = self.pending.take() else {
+            let Some(request) = self.pending.take() else {
                 break;
             };
-            let body = &buf[head.head_bytes..total];
+            let body = &buf[request.head.head_bytes..total];
             consumed += total;
             self.request_started = None;
-            self.execute(ctx, token, replicated, head, route, action, body, started);
+            self.execute(ctx, token, replicated, request, body);
         }
         debug_assert!(self.rbuf.is_empty(), "requests never read or fill rbuf");
         self.rbuf = rbuf;
@@ -418,401 +428,128 @@ impl Conn {
         started: Instant,
     ) {
         let persist = if e.close { Persist::Close } else { persist };
-        let allow = (e.status == Status::MethodNotAllowed).then_some(allow);
-        let extra = Extra {
-            allow,
-            ..Extra::default()
-        };
-        self.answer(|out| write_text(out, e.status, extra, persist, &e.message));
-        ctx.shared.metrics.record(route, e.status, started);
+        self.push_answer(ctx, route, persist, started, &from_http_error(e, allow));
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Answers the request being executed with `answer`.
+    fn push_answer(
+        &mut self,
+        ctx: &NetContext,
+        route: Route,
+        persist: Persist,
+        started: Instant,
+        answer: &Answer,
+    ) {
+        let mut status = Status::Ok;
+        self.answer(|out| status = render(out, answer, persist));
+        ctx.shared.metrics.record(route, status, started);
+    }
+
+    /// Executes one complete request: an HTTP error or upgrade here, any
+    /// other through the dispatcher.
     fn execute(
         &mut self,
         ctx: &NetContext,
         token: usize,
         replicated: &mut Vec<Request>,
-        head: HeadFacts,
-        route: Route,
-        action: Action,
+        request: PendingRequest,
         body: &[u8],
-        started: Instant,
     ) {
+        let PendingRequest {
+            head,
+            route,
+            action,
+            started,
+        } = request;
         let persist = head.persist;
         if persist == Persist::Close {
             self.close_after = true;
         }
-        let slot_id = self.base_slot + self.slots.len() as u64;
-        match action {
+        let command = match action {
             Action::Error(e) => {
                 if e.close {
                     self.close_after = true;
                 }
-                self.push_error(ctx, route, &e, persist, head.allow, started);
-            }
-            Action::Status => self.push_text(ctx, route, Status::Ok, persist, "ok", started),
-            Action::Cluster => {
-                let text = crate::replication::status::render_json(&ctx.shared);
-                self.push_document(ctx, route, persist, "application/json", &text, started);
+                return self.push_error(ctx, route, &e, persist, head.allow, started);
             }
             Action::PeerUpgrade => {
-                ctx.shared
-                    .metrics
-                    .record(route, Status::SwitchingProtocols, started);
-                self.slots
-                    .push_back(Slot::Ready(crate::peer::handshake::upgrade_response()));
-                self.upgrading = Some(Upgrade::Peer);
+                let response = crate::peer::handshake::upgrade_response();
+                return self.push_upgrade(ctx, route, started, response, Upgrade::Peer);
             }
             Action::SyncUpgrade => match ctx.shared.antientropy.try_reserve() {
                 Some(ticket) => {
-                    ctx.shared
-                        .metrics
-                        .record(route, Status::SwitchingProtocols, started);
-                    self.slots.push_back(Slot::Ready(
-                        crate::peer::handshake::upgrade_response_for(
-                            crate::peer::handshake::SYNC_PROTOCOL,
-                        ),
-                    ));
-                    self.upgrading = Some(Upgrade::Sync(ticket));
+                    let protocol = crate::peer::handshake::SYNC_PROTOCOL;
+                    let response = crate::peer::handshake::upgrade_response_for(protocol);
+                    let upgrade = Upgrade::Sync(ticket);
+                    return self.push_upgrade(ctx, route, started, response, upgrade);
                 }
-                None => self.push_retry_later(ctx, route, persist, started, "anti-entropy busy"),
-            },
-            Action::RepairStart => {
-                let round = ctx.shared.antientropy.status.request();
-                let text = format!("{{\"round\":{round}}}");
-                self.push_json(ctx, route, persist, Status::Accepted, &text, started);
-            }
-            Action::RepairStatus => {
-                let text = ctx.shared.antientropy.status.render_json();
-                // `{"refilling":…,` then the rounds' own fields.
-                let text = format!(
-                    "{{\"refilling\":{},{}",
-                    ctx.shared.refill.active(),
-                    text.strip_prefix('{').unwrap_or(&text)
-                );
-                self.push_json(ctx, route, persist, Status::Ok, &text, started);
-            }
-            Action::Metrics => {
-                let mut text = ctx.shared.metrics.render(&ctx.db);
-                crate::replication::status::render_metrics(&mut text, &ctx.shared);
-                ctx.shared.antientropy.metrics.render(&mut text);
-                let content_type = "text/plain; version=0.0.4";
-                self.push_document(ctx, route, persist, content_type, &text, started);
-            }
-            Action::Get { key, ack, from } if !local_only(ctx, &key, ack, from) => {
-                self.replicate(
-                    replicated,
-                    token,
-                    slot_id,
-                    route,
-                    persist,
-                    started,
-                    key,
-                    Kind::Read,
-                    ack,
-                    from,
-                );
-            }
-            Action::Put { key, ack, from } | Action::Delete { key, ack, from }
-                if !local_only(ctx, &key, ack, from) =>
-            {
-                let Some(ts) = self.stamp(ctx, route, persist, started) else {
-                    return;
-                };
-                let version = Stamped {
-                    ts,
-                    value: (route == Route::EntityPut).then(|| body.to_vec()),
-                };
-                let kind = Kind::Write(version);
-                self.replicate(
-                    replicated, token, slot_id, route, persist, started, key, kind, ack, from,
-                );
-            }
-            Action::Get { .. } | Action::Range { .. } if ctx.shared.refill.active() => {
-                let text = crate::refill::REFUSAL;
-                self.push_retry_later(ctx, route, persist, started, text);
-            }
-            Action::Get { key, .. } => {
-                let status = match ctx.db.get(&key) {
-                    Ok(Some(ataman_engine::Entry {
-                        value: Some(value), ..
-                    })) => {
-                        let extra = Extra {
-                            content_type: Some("application/octet-stream"),
-                            ..Extra::default()
-                        };
-                        self.answer(|out| write_full(out, Status::Ok, extra, persist, &value));
-                        Status::Ok
-                    }
-                    // Absent, or deleted (the newest version is a tombstone).
-                    Ok(_) => {
-                        self.answer(|out| {
-                            write_text(
-                                out,
-                                Status::NotFound,
-                                Extra::default(),
-                                persist,
-                                "not found",
-                            )
-                        });
-                        Status::NotFound
-                    }
-                    Err(e) => {
-                        let text = format!("read failed: {e}");
-                        self.answer(|out| {
-                            write_text(out, Status::InternalError, Extra::default(), persist, &text)
-                        });
-                        Status::InternalError
-                    }
-                };
-                ctx.shared.metrics.record(route, status, started);
-            }
-            Action::Put { key, .. } | Action::Delete { key, .. } => {
-                let Some(ts) = self.stamp(ctx, route, persist, started) else {
-                    return;
-                };
-                let mut batch = WriteBatch::with_capacity_for_one(key.len(), body.len());
-                let ok = if route == Route::EntityPut {
-                    batch.put(&key, body, ts);
-                    Status::Created
-                } else {
-                    batch.delete(&key, ts);
-                    Status::Accepted
-                };
-                let callback = ctx.completions.callback(Target::Slot {
-                    token,
-                    generation: self.generation,
-                    slot: slot_id,
-                });
-                // Collected and handed to the engine once per loop
-                // iteration (`Loop::submit_pending`): one hand-off, one
-                // wake-up of the tx thread for all of them.
-                ctx.pending_writes.borrow_mut().push(Submission {
-                    batch,
-                    durability: ctx.shared.write_durability,
-                    done: callback,
-                });
-                self.slots.push_back(Slot::Waiting {
-                    ok,
-                    route,
-                    persist,
-                    started,
-                });
-            }
-            Action::Range { start, end } => match ctx.db.scan(&start, end.as_deref(), false) {
-                Ok(iter) => self.slots.push_back(Slot::Stream {
-                    iter: Box::new(iter),
-                    started: false,
-                    persist,
-                    began: started,
-                }),
-                Err(e) => {
-                    let text = format!("scan failed: {e}");
-                    self.answer(|out| {
-                        write_text(out, Status::InternalError, Extra::default(), persist, &text)
-                    });
-                    ctx.shared
-                        .metrics
-                        .record(route, Status::InternalError, started);
+                None => {
+                    let busy = answer::busy("anti-entropy busy");
+                    return self.push_answer(ctx, route, persist, started, &busy);
                 }
             },
+            Action::Get { key, ack, from } => Command::Get { key, ack, from },
+            Action::Put { key, ack, from } => Command::Write {
+                key,
+                value: Some(body),
+                ack,
+                from,
+            },
+            Action::Delete { key, ack, from } => Command::Write {
+                key,
+                value: None,
+                ack,
+                from,
+            },
+            Action::Range { start, end } => Command::Range { start, end },
+            Action::Status => Command::Status,
+            Action::Cluster => Command::Cluster,
+            Action::RepairStart => Command::RepairStart,
+            Action::RepairStatus => Command::RepairStatus,
+            Action::Metrics => Command::Metrics,
+        };
+        let reply_to = ReplyTo {
+            token,
+            generation: self.generation,
+            slot: self.base_slot + self.slots.len() as u64,
+        };
+        match dispatch(ctx, replicated, reply_to, command) {
+            Dispatched::Now(answer) => self.push_answer(ctx, route, persist, started, &answer),
+            Dispatched::Later(awaited) => self.push_slot(Slot::Waiting {
+                awaited,
+                route,
+                persist,
+                started,
+            }),
+            Dispatched::Stream(iter) => self.push_slot(Slot::Stream {
+                iter,
+                head_written: false,
+                persist,
+                started,
+            }),
         }
     }
 
-    /// A write's timestamp, or `None` after answering 503 with the reason
-    /// when the clock's reservation cannot be made durable.
-    fn stamp(
+    /// Queues the 101 of an upgrade; once it is out the connection switches.
+    fn push_upgrade(
         &mut self,
         ctx: &NetContext,
         route: Route,
-        persist: Persist,
         started: Instant,
-    ) -> Option<u64> {
-        let e = ctx.shared.hlc.now().map_err(|e| e.to_string());
-        if let Err(text) = &e {
-            self.push_retry_later(ctx, route, persist, started, text);
-        }
-        e.ok()
-    }
-
-    /// Answers 503 with `Retry-After: 1` and `text`.
-    fn push_retry_later(
-        &mut self,
-        ctx: &NetContext,
-        route: Route,
-        persist: Persist,
-        started: Instant,
-        text: &str,
+        response: Vec<u8>,
+        upgrade: Upgrade,
     ) {
-        let extra = Extra {
-            retry_after_sec: Some(1),
-            ..Extra::default()
-        };
-        self.answer(|out| write_text(out, Status::Unavailable, extra, persist, text));
-        let metrics = &ctx.shared.metrics;
-        metrics.record(route, Status::Unavailable, started);
-    }
-
-    /// Hands a request to the coordinator; its slot is filled by [`Conn::decide`].
-    #[allow(clippy::too_many_arguments)]
-    fn replicate(
-        &mut self,
-        replicated: &mut Vec<Request>,
-        token: usize,
-        slot_id: u64,
-        route: Route,
-        persist: Persist,
-        started: Instant,
-        key: Vec<u8>,
-        kind: Kind,
-        ack: u32,
-        from: u32,
-    ) {
-        let ok = match route {
-            Route::EntityPut => Status::Created,
-            Route::EntityDelete => Status::Accepted,
-            _ => Status::Ok,
-        };
-        replicated.push(Request {
-            reply_to: ReplyTo {
-                token,
-                generation: self.generation,
-                slot: slot_id,
-            },
-            key,
-            kind,
-            ack: ack as usize,
-            from: from as usize,
-        });
-        self.slots.push_back(Slot::Waiting {
-            ok,
-            route,
-            persist,
-            started,
-        });
+        ctx.shared
+            .metrics
+            .record(route, Status::SwitchingProtocols, started);
+        self.push_slot(Slot::Ready(response));
+        self.upgrading = Some(upgrade);
     }
 
     /// Fills a replicated request's slot with the coordinator's verdict
     /// (`Err`: refused before it started, 503).
     pub fn decide(&mut self, ctx: &NetContext, slot: u64, verdict: Result<Decision, String>) {
-        let Some(index) = slot.checked_sub(self.base_slot) else {
-            return;
-        };
-        let index = index as usize;
-        let Some(&Slot::Waiting {
-            ok,
-            route,
-            persist,
-            started,
-        }) = self.slots.get(index)
-        else {
-            return;
-        };
-        let status = self.fill_with(index, |out| match verdict {
-            Ok(Decision::Written) => {
-                write_full(out, ok, Extra::default(), persist, b"");
-                ok
-            }
-            Ok(Decision::Read(Some(Stamped {
-                value: Some(value), ..
-            }))) => {
-                let extra = Extra {
-                    content_type: Some("application/octet-stream"),
-                    ..Extra::default()
-                };
-                write_full(out, Status::Ok, extra, persist, &value);
-                Status::Ok
-            }
-            Ok(Decision::Read(_)) => {
-                write_text(
-                    out,
-                    Status::NotFound,
-                    Extra::default(),
-                    persist,
-                    "not found",
-                );
-                Status::NotFound
-            }
-            Ok(Decision::Restamp { .. }) => {
-                // The replicator re-stamps and never hands this on.
-                write_text(
-                    out,
-                    Status::GatewayTimeout,
-                    Extra::default(),
-                    persist,
-                    "internal error: a re-stamp reached the client",
-                );
-                Status::GatewayTimeout
-            }
-            Ok(Decision::Failed(reason)) => {
-                write_text(
-                    out,
-                    Status::GatewayTimeout,
-                    Extra::default(),
-                    persist,
-                    &format!("not enough replicas: {reason}"),
-                );
-                Status::GatewayTimeout
-            }
-            Err(reason) => {
-                let extra = Extra {
-                    retry_after_sec: Some(1),
-                    ..Extra::default()
-                };
-                write_text(out, Status::Unavailable, extra, persist, &reason);
-                Status::Unavailable
-            }
-        });
-        ctx.shared.metrics.record(route, status, started);
-    }
-
-    /// Answers 200 with a rendered document (`/metrics`, `/v0/cluster`).
-    fn push_document(
-        &mut self,
-        ctx: &NetContext,
-        route: Route,
-        persist: Persist,
-        content_type: &str,
-        text: &str,
-        started: Instant,
-    ) {
-        let extra = Extra {
-            content_type: Some(content_type),
-            ..Extra::default()
-        };
-        self.answer(|out| write_full(out, Status::Ok, extra, persist, text.as_bytes()));
-        ctx.shared.metrics.record(route, Status::Ok, started);
-    }
-
-    fn push_json(
-        &mut self,
-        ctx: &NetContext,
-        route: Route,
-        persist: Persist,
-        status: Status,
-        text: &str,
-        started: Instant,
-    ) {
-        let extra = Extra {
-            content_type: Some("application/json"),
-            ..Extra::default()
-        };
-        self.answer(|out| write_full(out, status, extra, persist, text.as_bytes()));
-        ctx.shared.metrics.record(route, status, started);
-    }
-
-    fn push_text(
-        &mut self,
-        ctx: &NetContext,
-        route: Route,
-        status: Status,
-        persist: Persist,
-        text: &str,
-        started: Instant,
-    ) {
-        self.answer(|out| write_text(out, status, Extra::default(), persist, text));
-        ctx.shared.metrics.record(route, status, started);
+        self.fill(ctx, slot, |awaited| answer::decided(awaited, verdict));
     }
 
     /// Fills a waiting slot with the engine's answer.
@@ -823,12 +560,20 @@ impl Conn {
         result: Result<(), String>,
         invalid: bool,
     ) {
+        self.fill(ctx, slot, |awaited| {
+            answer::written(awaited, result, invalid, ctx.db.out_of_space())
+        });
+    }
+
+    /// Fills waiting slot `slot` with the answer `answer_for` gives for what
+    /// it waits for; a slot no longer waiting (the connection moved on) is left.
+    fn fill(&mut self, ctx: &NetContext, slot: u64, answer_for: impl FnOnce(Awaited) -> Answer) {
         let Some(index) = slot.checked_sub(self.base_slot) else {
             return;
         };
         let index = index as usize;
         let Some(&Slot::Waiting {
-            ok,
+            awaited,
             route,
             persist,
             started,
@@ -836,40 +581,23 @@ impl Conn {
         else {
             return;
         };
-        let status = self.fill_with(index, |out| match result {
-            Ok(()) => {
-                write_full(out, ok, Extra::default(), persist, b"");
-                ok
-            }
-            Err(reason) if invalid => {
-                let text = format!("write refused: {reason}");
-                write_text(out, Status::BadRequest, Extra::default(), persist, &text);
-                Status::BadRequest
-            }
-            // The disk or quota is full: the engine refuses writes until
-            // a restart (docs/API.md, "Errors").
-            Err(reason) if ctx.db.out_of_space() => {
-                let text = format!("write failed: disk full: {reason}");
-                write_text(
-                    out,
-                    Status::InsufficientStorage,
-                    Extra::default(),
-                    persist,
-                    &text,
-                );
-                Status::InsufficientStorage
-            }
-            Err(reason) => {
-                let extra = Extra {
-                    retry_after_sec: Some(1),
-                    ..Extra::default()
-                };
-                let text = format!("write failed: {reason}");
-                write_text(out, Status::Unavailable, extra, persist, &text);
-                Status::Unavailable
-            }
-        });
+        let answer = answer_for(awaited);
+        let status = self.fill_with(index, |out| render(out, &answer, persist));
         ctx.shared.metrics.record(route, status, started);
+    }
+
+    /// Queues `slot` behind the answers owed before it.
+    fn push_slot(&mut self, slot: Slot) {
+        debug_assert!(self.slots.len() < SLOTS_MAX, "a slot past SLOTS_MAX");
+        self.slots.push_back(slot);
+    }
+
+    /// Takes the front slot, whose answer is out (or going out now).
+    fn pop_slot(&mut self) -> Option<Slot> {
+        debug_assert!(self.slots.len() <= SLOTS_MAX, "more slots than SLOTS_MAX");
+        let slot = self.slots.pop_front()?;
+        self.base_slot += 1;
+        Some(slot)
     }
 
     /// True while the output buffer holds less than its bound: an answer
@@ -898,7 +626,7 @@ impl Conn {
         } else {
             let mut bytes = Vec::new();
             write(&mut bytes);
-            self.slots.push_back(Slot::Ready(bytes));
+            self.push_slot(Slot::Ready(bytes));
         }
     }
 
@@ -909,8 +637,7 @@ impl Conn {
         debug_assert!(matches!(self.slots.get(index), Some(Slot::Waiting { .. })));
         if index == 0 && self.out_has_room() {
             let status = write(self.out_for_append());
-            self.slots.pop_front();
-            self.base_slot += 1;
+            self.pop_slot();
             status
         } else {
             let mut bytes = Vec::new();
@@ -981,7 +708,7 @@ impl Conn {
 
     /// Sends `100 Continue` for a head waiting for its body once nothing is before it.
     fn maybe_continue(&mut self) {
-        if let Some((head, ..)) = &self.pending
+        if let Some(PendingRequest { head, .. }) = &self.pending
             && head.expect_continue
             && !self.continued
             && self.slots.is_empty()
@@ -995,8 +722,7 @@ impl Conn {
         while self.out.len() - self.out_pos < STREAM_BUFFER_BYTES {
             match self.slots.front_mut() {
                 Some(Slot::Ready(_)) => {
-                    if let Some(Slot::Ready(bytes)) = self.slots.pop_front() {
-                        self.base_slot += 1;
+                    if let Some(Slot::Ready(bytes)) = self.pop_slot() {
                         if self.out_pos == self.out.len() {
                             self.out.clear();
                             self.out_pos = 0;
@@ -1006,18 +732,18 @@ impl Conn {
                 }
                 Some(Slot::Stream {
                     iter,
-                    started,
+                    head_written,
                     persist,
-                    began,
+                    started,
                 }) => {
-                    if !*started {
+                    if !*head_written {
                         write_chunked_head(
                             &mut self.out,
                             Status::Ok,
                             "application/octet-stream",
                             *persist,
                         );
-                        *started = true;
+                        *head_written = true;
                     }
                     let mut finished = false;
                     while self.out.len() - self.out_pos < STREAM_BUFFER_BYTES {
@@ -1045,9 +771,8 @@ impl Conn {
                     }
                     ctx.shared
                         .metrics
-                        .record(Route::Entities, Status::Ok, *began);
-                    self.slots.pop_front();
-                    self.base_slot += 1;
+                        .record(Route::Entities, Status::Ok, *started);
+                    self.pop_slot();
                 }
                 _ => return,
             }

@@ -30,13 +30,15 @@ pub const ACCEPT_RETRY: Duration = Duration::from_millis(20);
 /// backlog is taken on the next loop iteration.
 const ACCEPTS_PER_CALL_MAX: usize = 1024;
 
-struct Slots {
+/// This thread's connections by token (a token is an index; freed ones
+/// are reused, told apart by the connection's generation).
+struct ConnTable {
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     next_generation: u64,
 }
 
-impl Slots {
+impl ConnTable {
     fn insert(&mut self, stream: TcpStream) -> (usize, &mut Conn) {
         self.next_generation += 1;
         let conn = Conn::new(stream, self.next_generation);
@@ -54,7 +56,7 @@ impl Slots {
         // Just stored above.
         match conn {
             Some(c) => (index, c),
-            None => unreachable!("slot {index} was just filled"),
+            None => unreachable!("entry {index} was just filled"),
         }
     }
 
@@ -76,7 +78,7 @@ struct Loop {
     index: usize,
     poll: Poll,
     listener: Option<TcpListener>,
-    slots: Slots,
+    table: ConnTable,
     next_target: usize,
     new_conns: Vec<TcpStream>,
     completions: Vec<Completion>,
@@ -110,7 +112,7 @@ pub fn run_thread(
         index,
         poll,
         listener,
-        slots: Slots {
+        table: ConnTable {
             conns: Vec::new(),
             free: Vec::new(),
             next_generation: 0,
@@ -182,7 +184,7 @@ impl Loop {
                     let _ = self.poll.registry().deregister(&mut l);
                 }
                 self.close_idle();
-                if self.slots.live() == 0 || started.elapsed() > SHUTDOWN_GRACE {
+                if self.table.live() == 0 || started.elapsed() > SHUTDOWN_GRACE {
                     // Requests still waiting for replicas end now and keep
                     // their hints (the hint store closes after this thread).
                     self.repl.expire_all(&self.ctx, self.poll.registry());
@@ -271,7 +273,7 @@ impl Loop {
     }
 
     fn add(&mut self, stream: TcpStream) {
-        let (i, conn) = self.slots.insert(stream);
+        let (i, conn) = self.table.insert(stream);
         let interest = Interest::READABLE | Interest::WRITABLE;
         if self
             .poll
@@ -297,7 +299,7 @@ impl Loop {
                     generation,
                     slot,
                 } => {
-                    if let Some(Some(conn)) = self.slots.conns.get_mut(token)
+                    if let Some(Some(conn)) = self.table.conns.get_mut(token)
                         && conn.generation == generation
                     {
                         conn.complete(&self.ctx, slot, c.result, c.invalid);
@@ -309,7 +311,7 @@ impl Loop {
                     generation,
                     id,
                 } => {
-                    if let Some(Some(conn)) = self.slots.conns.get_mut(token)
+                    if let Some(Some(conn)) = self.table.conns.get_mut(token)
                         && conn.generation == generation
                     {
                         conn.peer_ack(id, c.result, c.invalid);
@@ -350,7 +352,7 @@ impl Loop {
             self.submit_pending();
             self.repl.flush(&self.ctx, self.poll.registry());
             for (to, verdict) in self.repl.take_replies() {
-                if let Some(Some(conn)) = self.slots.conns.get_mut(to.token)
+                if let Some(Some(conn)) = self.table.conns.get_mut(to.token)
                     && conn.generation == to.generation
                 {
                     conn.decide(&self.ctx, to.slot, verdict);
@@ -372,7 +374,7 @@ impl Loop {
     }
 
     fn on_conn(&mut self, i: usize, peer_closed: bool) {
-        let next = match self.slots.conns.get_mut(i) {
+        let next = match self.table.conns.get_mut(i) {
             Some(Some(conn)) => conn.on_ready(
                 &self.ctx,
                 i,
@@ -390,7 +392,7 @@ impl Loop {
     /// its bound of answers owed and has room again (requests already
     /// read bring no new socket event).
     fn resume_if_paused(&mut self, i: usize) {
-        if let Some(Some(conn)) = self.slots.conns.get(i)
+        if let Some(Some(conn)) = self.table.conns.get(i)
             && conn.parse_resumable()
         {
             self.touched.push(i);
@@ -410,7 +412,7 @@ impl Loop {
     /// client count to the peer count (its descriptor is reserved, not
     /// one of the clients').
     fn count_upgrade(&mut self, i: usize) {
-        if let Some(Some(conn)) = self.slots.conns.get_mut(i)
+        if let Some(Some(conn)) = self.table.conns.get_mut(i)
             && conn.is_peer()
             && !conn.counted_as_peer
         {
@@ -425,7 +427,7 @@ impl Loop {
     /// socket to the anti-entropy sync thread (blocking I/O happens there,
     /// never here).
     fn hand_off(&mut self, i: usize) {
-        let Some(mut conn) = self.slots.remove(i) else {
+        let Some(mut conn) = self.table.remove(i) else {
             return;
         };
         let _ = self.poll.registry().deregister(&mut conn.stream);
@@ -461,7 +463,7 @@ impl Loop {
         touched.sort_unstable();
         touched.dedup();
         for &i in &touched {
-            let next = match self.slots.conns.get_mut(i) {
+            let next = match self.table.conns.get_mut(i) {
                 // A peer connection may have paused reading at its bound of
                 // pending writes; acknowledgements free room. A client
                 // connection may have paused reading or parsing at its
@@ -477,7 +479,7 @@ impl Loop {
         // Those that parsed up to their bound again and drained below it go
         // round once more (each round answers at least one request).
         touched
-            .retain(|&i| matches!(self.slots.conns.get(i), Some(Some(c)) if c.parse_resumable()));
+            .retain(|&i| matches!(self.table.conns.get(i), Some(Some(c)) if c.parse_resumable()));
         debug_assert!(
             self.touched.is_empty(),
             "nothing touches connections while they finish"
@@ -489,8 +491,8 @@ impl Loop {
         let now = Instant::now();
         let idle = self.ctx.config.idle_timeout;
         let request = self.ctx.config.request_timeout;
-        for i in 0..self.slots.conns.len() {
-            let Some(Some(conn)) = self.slots.conns.get_mut(i) else {
+        for i in 0..self.table.conns.len() {
+            let Some(Some(conn)) = self.table.conns.get_mut(i) else {
                 continue;
             };
             if conn.is_peer() {
@@ -512,15 +514,15 @@ impl Loop {
     }
 
     fn close_idle(&mut self) {
-        for i in 0..self.slots.conns.len() {
-            if matches!(self.slots.conns.get(i), Some(Some(c)) if c.is_idle()) {
+        for i in 0..self.table.conns.len() {
+            if matches!(self.table.conns.get(i), Some(Some(c)) if c.is_idle()) {
                 self.drop_conn(i);
             }
         }
     }
 
     fn drop_conn(&mut self, i: usize) {
-        if let Some(mut conn) = self.slots.remove(i) {
+        if let Some(mut conn) = self.table.remove(i) {
             let _ = self.poll.registry().deregister(&mut conn.stream);
             let shared = &self.ctx.shared;
             let count = if conn.counted_as_peer {

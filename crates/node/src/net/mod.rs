@@ -12,11 +12,19 @@
 //! to all threads (itself included) through the same inbox.
 //!
 //! - `event_loop`: the loop: accept, poll, completions, timeouts, shutdown.
-//! - [`conn`]: one client connection: read, parse, flush, answer slots, upgrades.
+//! - [`conn`]: one client connection: read, parse (HTTP/1.1), flush, answer
+//!   slots, upgrades.
+//! - [`dispatch`]: a parsed request, whatever its protocol, to engine or
+//!   coordinator work.
+//! - [`answer`]: every outcome mapped to one protocol-neutral answer (pure).
+//! - [`render`]: HTTP's rendering of an answer (status, headers, body).
 //! - [`peer_conn`]: a connection a peer upgraded to the peer protocol.
 
+pub mod answer;
 pub mod conn;
+pub mod dispatch;
 mod event_loop;
 pub mod peer_conn;
+pub mod render;
 
 pub use event_loop::{WAKER, run_thread};

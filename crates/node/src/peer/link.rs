@@ -146,9 +146,10 @@ pub trait LinkWaiter: Copy {
     fn is_client_request(&self) -> bool;
 }
 
-/// A request's result.
+/// What a peer replied to one request, or why no reply came (the
+/// coordinator's `Outcome` of a remote replica is made from it).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LinkOutcome {
+pub enum PeerReply {
     /// The write is durable on the peer.
     Written,
     /// The peer did not store the write: it holds a newer version stamped so.
@@ -396,7 +397,7 @@ impl<W: LinkWaiter> PeerLink<W> {
         registry: Option<&Registry>,
         now: Instant,
         why: String,
-        outcomes: &mut Vec<(W, LinkOutcome)>,
+        outcomes: &mut Vec<(W, PeerReply)>,
     ) {
         if let Some(mut stream) = self.stream.take()
             && let Some(registry) = registry
@@ -406,7 +407,7 @@ impl<W: LinkWaiter> PeerLink<W> {
         let status = &env.status;
         for (_, Inflight { waiter, .. }) in self.inflight.drain() {
             status.failed.fetch_add(1, Ordering::Relaxed);
-            outcomes.push((waiter, LinkOutcome::Failed(why.clone())));
+            outcomes.push((waiter, PeerReply::Failed(why.clone())));
         }
         if self.phase == Phase::Up {
             // A working connection broke: try again soon.
@@ -432,7 +433,7 @@ impl<W: LinkWaiter> PeerLink<W> {
         registry: &Registry,
         readable: bool,
         writable: bool,
-        outcomes: &mut Vec<(W, LinkOutcome)>,
+        outcomes: &mut Vec<(W, PeerReply)>,
     ) {
         let now = Instant::now();
         if let Err(why) = self.advance(env, registry, readable, writable, outcomes) {
@@ -447,7 +448,7 @@ impl<W: LinkWaiter> PeerLink<W> {
         registry: &Registry,
         readable: bool,
         writable: bool,
-        outcomes: &mut Vec<(W, LinkOutcome)>,
+        outcomes: &mut Vec<(W, PeerReply)>,
     ) -> Result<(), String> {
         if self.phase == Phase::Connecting {
             let Some(stream) = self.stream.as_ref() else {
@@ -499,7 +500,7 @@ impl<W: LinkWaiter> PeerLink<W> {
     fn read(
         &mut self,
         env: &LinkEnv<'_>,
-        outcomes: &mut Vec<(W, LinkOutcome)>,
+        outcomes: &mut Vec<(W, PeerReply)>,
     ) -> Result<(), String> {
         let Some(stream) = self.stream.as_mut() else {
             return Err("no socket".into());
@@ -551,22 +552,22 @@ impl<W: LinkWaiter> PeerLink<W> {
                 Message::WriteAck {
                     result: Ok(Applied::Stored),
                     ..
-                } => LinkOutcome::Written,
+                } => PeerReply::Written,
                 Message::WriteAck {
                     result: Ok(Applied::HoldsNewer { ts }),
                     ..
-                } => LinkOutcome::HoldsNewer(ts),
-                Message::ReadReply { result: Ok(v), .. } => LinkOutcome::Read(v),
+                } => PeerReply::HoldsNewer(ts),
+                Message::ReadReply { result: Ok(v), .. } => PeerReply::Read(v),
                 Message::WriteAck { result: Err(e), .. }
                 | Message::ReadReply { result: Err(e), .. } => {
-                    LinkOutcome::Failed(format!("{}: {:?}: {}", self.url, e.kind, e.message))
+                    PeerReply::Failed(format!("{}: {:?}: {}", self.url, e.kind, e.message))
                 }
                 Message::Write { .. } | Message::Read { .. } => {
                     return Err("peer sent a request on a client link".into());
                 }
             };
             if let Some(Inflight { waiter, .. }) = self.inflight.remove(&id) {
-                if matches!(outcome, LinkOutcome::Failed(_)) {
+                if matches!(outcome, PeerReply::Failed(_)) {
                     env.status.failed.fetch_add(1, Ordering::Relaxed);
                 }
                 outcomes.push((waiter, outcome));
@@ -619,7 +620,7 @@ impl<W: LinkWaiter> PeerLink<W> {
         &mut self,
         env: &LinkEnv<'_>,
         registry: &Registry,
-        outcomes: &mut Vec<(W, LinkOutcome)>,
+        outcomes: &mut Vec<(W, PeerReply)>,
     ) {
         if self.phase != Phase::Up {
             return;
@@ -637,7 +638,7 @@ impl<W: LinkWaiter> PeerLink<W> {
         env: &LinkEnv<'_>,
         registry: &Registry,
         now: Instant,
-        outcomes: &mut Vec<(W, LinkOutcome)>,
+        outcomes: &mut Vec<(W, PeerReply)>,
     ) {
         if matches!(self.phase, Phase::Connecting | Phase::Handshaking)
             && now.duration_since(self.since) >= CONNECT_TIMEOUT
@@ -666,7 +667,7 @@ impl<W: LinkWaiter> PeerLink<W> {
                 status.failed.fetch_add(1, Ordering::Relaxed);
                 outcomes.push((
                     waiter,
-                    LinkOutcome::Failed(format!("{}: no answer in time", self.url)),
+                    PeerReply::Failed(format!("{}: no answer in time", self.url)),
                 ));
             }
         }

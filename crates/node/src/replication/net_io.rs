@@ -25,7 +25,7 @@ use super::driver::{self, Action, DriverConfig, PeerRequest, Replicator, Waiter}
 use super::local::{local_read, local_write};
 use crate::cluster::dial_address;
 use crate::peer::frame::Message;
-use crate::peer::link::{LinkOutcome, LinkWaiter, PeerLink};
+use crate::peer::link::{LinkWaiter, PeerLink, PeerReply};
 use crate::state::{NetContext, Target};
 use mio::{Registry, Token};
 use std::sync::atomic::Ordering;
@@ -76,7 +76,7 @@ pub struct ReplicationIo {
     /// The driver's clock counts milliseconds from here.
     epoch: Instant,
     replies: Vec<Reply>,
-    outcomes: Vec<(Waiter, LinkOutcome)>,
+    outcomes: Vec<(Waiter, PeerReply)>,
     delivers_hints: bool,
 }
 
@@ -354,16 +354,16 @@ impl ReplicationIo {
         ctx: &NetContext,
         registry: &Registry,
         node: usize,
-        outcomes: &mut Vec<(Waiter, LinkOutcome)>,
+        outcomes: &mut Vec<(Waiter, PeerReply)>,
     ) {
         for (waiter, outcome) in outcomes.drain(..) {
             let outcome = match outcome {
-                LinkOutcome::Written => Outcome::Written,
+                PeerReply::Written => Outcome::Written,
                 // A version stamped too far ahead is not trusted (the same
                 // bound as a peer's write): re-stamping above it would
                 // carry a broken clock to this node. (A hint answered so
                 // is needed no more all the same.)
-                LinkOutcome::HoldsNewer(ts)
+                PeerReply::HoldsNewer(ts)
                     if waiter.is_client_request() && !crate::hlc::acceptable_from_peer(ts) =>
                 {
                     Outcome::Failed(format!(
@@ -372,9 +372,9 @@ impl ReplicationIo {
                         crate::hlc::PEER_CLOCK_AHEAD_MS_MAX
                     ))
                 }
-                LinkOutcome::HoldsNewer(ts) => Outcome::HoldsNewer(ts),
-                LinkOutcome::Read(v) => Outcome::Read(v),
-                LinkOutcome::Failed(why) => Outcome::Failed(why),
+                PeerReply::HoldsNewer(ts) => Outcome::HoldsNewer(ts),
+                PeerReply::Read(v) => Outcome::Read(v),
+                PeerReply::Failed(why) => Outcome::Failed(why),
             };
             self.answer(ctx, node, waiter, outcome);
             self.drive(ctx, registry);

@@ -7,7 +7,6 @@ use crate::config::CrashKind;
 use crate::faults::{self, Fault};
 use crate::history::{Happening, OpResult};
 use crate::node::{Reopened, SimNode};
-use rand::Rng;
 
 impl Sim {
     pub(super) fn check_disk(&mut self, node: usize) {
@@ -149,8 +148,8 @@ impl Sim {
             .filter(|&i| self.nodes[i].is_up())
             .collect();
         if !up.is_empty() {
-            let node = up[self.world.rng.random_range(0..up.len())];
-            let compact = self.world.rng.random_range(0..100) < 30;
+            let node = up[self.world.rng.index(up.len())];
+            let compact = self.world.rng.below(100) < 30;
             self.stats.maintenance += 1;
             let orphans = self.nodes[node].driver.waiting();
             let before = self.nodes[node].incarnation();
@@ -184,10 +183,9 @@ impl Sim {
         let now = self.now();
         let n = self.nodes.len();
         if n >= 2 {
-            let a = self.world.rng.random_range(0..n);
-            let b = (a + self.world.rng.random_range(1..n)) % n;
-            let depth =
-                [1, 4, ataman_node::antientropy::merkle::DEPTH][self.world.rng.random_range(0..3)];
+            let a = self.world.rng.index(n);
+            let b = (a + 1 + self.world.rng.index(n - 1)) % n;
+            let depth = [1, 4, ataman_node::antientropy::merkle::DEPTH][self.world.rng.index(3)];
             let reachable = !self.network.is_cut(a, b, now) && !self.network.is_cut(b, a, now);
             if reachable && self.nodes[a].is_up() && self.nodes[b].is_up() {
                 self.anti_entropy(a, b, depth);

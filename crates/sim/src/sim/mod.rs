@@ -32,7 +32,6 @@ use crate::world::World;
 use ataman_node::cluster::placement;
 use ataman_node::peer::frame::Stamped;
 use ataman_node::replication::driver::Waiter;
-use rand::Rng;
 use std::collections::BTreeMap;
 
 /// Longest a disk takes to make a local write durable, ms.
@@ -215,7 +214,7 @@ impl Sim {
     }
 
     fn between(&mut self, (lo, hi): (u64, u64)) -> u64 {
-        self.world.rng.random_range(lo..=hi)
+        self.world.rng.between(lo, hi)
     }
 
     // ---- phases ----
@@ -267,7 +266,7 @@ impl Sim {
         self.run_until_quiet("after the final repairs");
         if self.config.final_power_cut {
             for node in 0..self.nodes.len() {
-                let seed = self.world.rng.random();
+                let seed = self.world.rng.next_u64();
                 self.crash(node, CrashKind::PowerLoss, seed);
                 self.restart(node);
             }

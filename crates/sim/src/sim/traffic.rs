@@ -11,7 +11,6 @@ use crate::network::{Answer, Message};
 use ataman_node::peer::frame::Stamped;
 use ataman_node::replication::coordinator::{Decision, Kind, Outcome};
 use ataman_node::replication::driver::{Action, PeerRequest, Request, Waiter};
-use rand::Rng;
 
 impl Sim {
     pub(super) fn client_next(&mut self, client: usize) {
@@ -178,7 +177,7 @@ impl Sim {
                     self.nodes[node].hlc.observe(version.ts);
                 }
                 self.local_writes_pending += 1;
-                let after = self.world.rng.random_range(0..=DISK_MS_MAX);
+                let after = self.world.rng.between(0, DISK_MS_MAX);
                 let write = LocalWrite {
                     waiter,
                     key,
@@ -275,7 +274,7 @@ impl Sim {
                     Answer::Failed(format!("node {to}: connection refused"))
                 };
                 if waiter != Waiter::Repair {
-                    let disk = self.world.rng.random_range(0..=DISK_MS_MAX);
+                    let disk = self.world.rng.between(0, DISK_MS_MAX);
                     let reply = Message::Answer {
                         waiter,
                         incarnation,

@@ -1,8 +1,8 @@
 //! Crash images: the states a power cut at this moment could leave.
 //!
 //! An image is built from the model in two steps, drawing from one
-//! [`SplitMix64`] stream in a fixed order (directories by path, then files
-//! by inode number), so a seed always gives the same image.
+//! [`Rng`] stream (the test kit's) in a fixed order (directories by path,
+//! then files by inode number), so a seed always gives the same image.
 //!
 //! 1. **Names.** For each directory, a number `k` of its pending namespace
 //!    changes (creations, renames, removals since its last `sync_dir`) is
@@ -19,7 +19,7 @@
 //! no open handles, locks or armed faults, and zeroed counters.
 
 use super::model::{Ino, Inode, Model};
-use super::rng::SplitMix64;
+use ataman_testkit::rng::Rng;
 use std::collections::BTreeMap;
 
 /// Size of a disk sector: the smallest unit a torn write is cut at.
@@ -91,7 +91,7 @@ impl CrashMode {
 
 /// Builds the crash image of `model` under `mode`.
 pub(super) fn crash_image(model: &Model, mode: CrashMode) -> Model {
-    let mut rng = SplitMix64::new(mode.seed);
+    let mut rng = Rng::new(mode.seed);
     let mut image = Model {
         next_ino: model.next_ino,
         ..Model::default()
@@ -101,7 +101,7 @@ pub(super) fn crash_image(model: &Model, mode: CrashMode) -> Model {
         let applied = match mode.namespace {
             NamespaceMode::Durable => 0,
             NamespaceMode::Live => pending,
-            NamespaceMode::RandomPrefix => rng.in_range(0, pending),
+            NamespaceMode::RandomPrefix => rng.between(0, pending),
         };
         let names = dir.names_after(applied as usize);
         let entry = image.dirs.entry(path.clone()).or_default();
@@ -136,7 +136,7 @@ pub(super) fn crash_image(model: &Model, mode: CrashMode) -> Model {
 }
 
 /// How many bytes of `inode` survive under `tail`.
-pub(super) fn surviving_len(inode: &Inode, tail: TailMode, rng: &mut SplitMix64) -> usize {
+pub(super) fn surviving_len(inode: &Inode, tail: TailMode, rng: &mut Rng) -> usize {
     let durable = inode.durable_len;
     let live = inode.data.len();
     let tail = match tail {
@@ -152,7 +152,7 @@ pub(super) fn surviving_len(inode: &Inode, tail: TailMode, rng: &mut SplitMix64)
     let len = match tail {
         TailMode::Drop | TailMode::Random => durable,
         TailMode::Keep => live,
-        TailMode::RandomPrefix => rng.in_range(durable as u64, live as u64) as usize,
+        TailMode::RandomPrefix => rng.between(durable as u64, live as u64) as usize,
         TailMode::TornSector => torn_last_write(inode, SECTOR_BYTES, rng),
         TailMode::TornPage => torn_last_write(inode, PAGE_BYTES, rng),
     };
@@ -161,7 +161,7 @@ pub(super) fn surviving_len(inode: &Inode, tail: TailMode, rng: &mut SplitMix64)
 }
 
 /// The file length when the last unsynced append is cut at a multiple of `unit`.
-fn torn_last_write(inode: &Inode, unit: usize, rng: &mut SplitMix64) -> usize {
+fn torn_last_write(inode: &Inode, unit: usize, rng: &mut Rng) -> usize {
     let Some(&end) = inode.write_ends.last() else {
         return inode.durable_len;
     };

@@ -32,7 +32,6 @@ pub mod crash;
 pub mod fault;
 mod handle;
 mod model;
-pub mod rng;
 
 #[cfg(test)]
 mod tests;
@@ -41,13 +40,14 @@ pub use crash::{CrashMode, NamespaceMode, PAGE_BYTES, SECTOR_BYTES, TailMode};
 pub use fault::{Fault, FaultKind, FaultOp, SimStats};
 
 use super::{DirLock, FileSystem, ReadableFile, WritableFile};
+use ataman_testkit::lock::lock;
 use fault::Faults;
 use handle::{SimLock, SimReadable, SimWritable, gone};
 use model::{Ino, Model};
 use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 /// The shared state behind every clone of a [`SimFs`] and its handles.
 #[derive(Debug, Default)]
@@ -62,13 +62,10 @@ struct Shared {
 /// Cheap to clone; clones share one simulated disk.
 #[derive(Debug, Clone, Default)]
 pub struct SimFs {
+    /// Locked ignoring poisoning: a panic while holding it (a failing
+    /// test) leaves a consistent model, every operation checks before it
+    /// mutates.
     shared: Arc<Mutex<Shared>>,
-}
-
-fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
-    // A panic while holding the lock (a failing test) leaves a consistent
-    // model: every operation checks before it mutates.
-    shared.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl SimFs {

@@ -499,13 +499,11 @@ mod tests {
             b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc",
             b"HTTP/1.1 100 Continue\r\n\r\n",
         ];
-        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rng = ataman_testkit::rng::Rng::new(1);
         for round in 0..3000 {
             let mut bytes = seeds[round % seeds.len()].to_vec();
             for _ in 0..4 {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
+                let state = rng.next_u64();
                 let at = (state % bytes.len() as u64) as usize;
                 match state % 3 {
                     0 => bytes[at] = (state >> 32) as u8,

@@ -1,4 +1,4 @@
-//! The node's base URL and the request targets `ataman ctl` sends.
+//! The node's base URL and the `/v0` request targets the clients send.
 //!
 //! Keys are bytes; in a query they are percent-encoded (docs/API.md,
 //! "Requests": query values are percent-decoded, `+` stays `+`). Every byte

@@ -1,0 +1,231 @@
+//! Every answer the node gives, whatever protocol carries it, and the pure
+//! rules that map each outcome to one: a local read, a local write's
+//! completion, a coordinator's verdict, a refusal at a limit.
+//!
+//! No socket and no protocol here: the HTTP renderer ([`super::render`])
+//! turns an [`Answer`] into a status, headers and a body, in one place;
+//! another protocol would add its own renderer of the same answers.
+
+use crate::replication::coordinator::Decision;
+
+/// What an answer says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// A key's value.
+    Value(Vec<u8>),
+    /// The key has no value (absent, or its newest version is a tombstone).
+    NotFound,
+    /// A request handed on is done (a write is durable).
+    Done(Awaited),
+    /// A document the node rendered.
+    Document(Format, String),
+    /// Work was started in the background (a repair round): its JSON.
+    Started(String),
+    /// Refused or failed: the reason, and one line for the client.
+    Failed(Failure, String),
+}
+
+/// What a request handed to the engine or a coordinator waits for: what
+/// its answer says when it succeeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Awaited {
+    /// A replicated read's verdict.
+    Read,
+    /// A put made durable.
+    Put,
+    /// A delete made durable.
+    Delete,
+}
+
+/// How a document is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// One line of text (`/v0/status`).
+    Line,
+    /// JSON (`/v0/cluster`, `/v0/repair`).
+    Json,
+    /// The Prometheus text format (`/metrics`).
+    Metrics,
+}
+
+/// Why a request is refused or failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The request is malformed or invalid (400).
+    Invalid,
+    /// The method is not one the target allows (405); the allowed ones.
+    NotAllowed(&'static str),
+    /// The request did not arrive in time (408).
+    TimedOut,
+    /// The body's length is missing where it is needed (411).
+    LengthRequired,
+    /// The value or body is over its limit (413).
+    TooLarge,
+    /// The key or target is over its limit (414).
+    TooLong,
+    /// An expectation the node does not meet (417).
+    Unmet,
+    /// The request head is over its limit (431).
+    HeadTooLarge,
+    /// The engine failed (500).
+    Internal,
+    /// The node cannot take it now; the client may retry in a second (503).
+    Busy,
+    /// Not enough replicas answered in time (504).
+    NotEnoughReplicas,
+    /// The disk or quota is full; writes are refused until a restart (507).
+    DiskFull,
+}
+
+/// A local read's answer.
+pub fn read(result: ataman_engine::Result<Option<ataman_engine::Entry>>) -> Answer {
+    match result {
+        Ok(Some(ataman_engine::Entry {
+            value: Some(value), ..
+        })) => Answer::Value(value),
+        // Absent, or deleted (the newest version is a tombstone).
+        Ok(_) => Answer::NotFound,
+        Err(e) => Answer::Failed(Failure::Internal, format!("read failed: {e}")),
+    }
+}
+
+/// A range whose scan could not start.
+pub fn scan_failed(e: &ataman_engine::Error) -> Answer {
+    Answer::Failed(Failure::Internal, format!("scan failed: {e}"))
+}
+
+/// A refusal the client may retry in a second (anti-entropy busy, a
+/// refilling node's read, a clock that cannot stamp).
+pub fn busy(reason: impl Into<String>) -> Answer {
+    Answer::Failed(Failure::Busy, reason.into())
+}
+
+/// A local write's completion: `invalid` when the engine refused the batch
+/// as invalid, `out_of_space` when the engine refuses writes for a full
+/// disk or quota (docs/API.md, "Errors").
+pub fn written(
+    awaited: Awaited,
+    result: Result<(), String>,
+    invalid: bool,
+    out_of_space: bool,
+) -> Answer {
+    match result {
+        Ok(()) => Answer::Done(awaited),
+        Err(reason) if invalid => {
+            Answer::Failed(Failure::Invalid, format!("write refused: {reason}"))
+        }
+        Err(reason) if out_of_space => Answer::Failed(
+            Failure::DiskFull,
+            format!("write failed: disk full: {reason}"),
+        ),
+        Err(reason) => busy(format!("write failed: {reason}")),
+    }
+}
+
+/// A replicated request's verdict (`Err`: refused before it started).
+pub fn decided(awaited: Awaited, verdict: Result<Decision, String>) -> Answer {
+    match verdict {
+        Ok(Decision::Written) => Answer::Done(awaited),
+        Ok(Decision::Read(Some(crate::peer::frame::Stamped {
+            value: Some(value), ..
+        }))) => Answer::Value(value),
+        Ok(Decision::Read(_)) => Answer::NotFound,
+        // The replicator re-stamps and never hands this on.
+        Ok(Decision::Restamp { .. }) => Answer::Failed(
+            Failure::NotEnoughReplicas,
+            "internal error: a re-stamp reached the client".into(),
+        ),
+        Ok(Decision::Failed(reason)) => Answer::Failed(
+            Failure::NotEnoughReplicas,
+            format!("not enough replicas: {reason}"),
+        ),
+        Err(reason) => busy(reason),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::peer::frame::Stamped;
+
+    #[test]
+    fn a_local_read_is_its_value_or_not_found_or_internal() {
+        let entry = |value: Option<&[u8]>| ataman_engine::Entry {
+            ts: 1,
+            value: value.map(<[u8]>::to_vec),
+        };
+        assert_eq!(
+            read(Ok(Some(entry(Some(b"v"))))),
+            Answer::Value(b"v".to_vec())
+        );
+        assert_eq!(read(Ok(Some(entry(None)))), Answer::NotFound);
+        assert_eq!(read(Ok(None)), Answer::NotFound);
+        let failed = read(Err(ataman_engine::Error::Closed));
+        assert!(
+            matches!(failed, Answer::Failed(Failure::Internal, _)),
+            "{failed:?}"
+        );
+    }
+
+    #[test]
+    fn a_write_completion_is_done_invalid_disk_full_or_busy() {
+        let failed = || Err("no".to_string());
+        assert_eq!(
+            written(Awaited::Put, Ok(()), false, false),
+            Answer::Done(Awaited::Put)
+        );
+        // Invalid wins over a full disk: the batch itself was refused.
+        assert_eq!(
+            written(Awaited::Put, failed(), true, true),
+            Answer::Failed(Failure::Invalid, "write refused: no".into())
+        );
+        assert_eq!(
+            written(Awaited::Delete, failed(), false, true),
+            Answer::Failed(Failure::DiskFull, "write failed: disk full: no".into())
+        );
+        assert_eq!(
+            written(Awaited::Put, failed(), false, false),
+            Answer::Failed(Failure::Busy, "write failed: no".into())
+        );
+    }
+
+    #[test]
+    fn a_verdict_is_done_value_not_found_not_enough_replicas_or_busy() {
+        assert_eq!(
+            decided(Awaited::Delete, Ok(Decision::Written)),
+            Answer::Done(Awaited::Delete)
+        );
+        let newest = Stamped {
+            ts: 3,
+            value: Some(b"v".to_vec()),
+        };
+        assert_eq!(
+            decided(Awaited::Read, Ok(Decision::Read(Some(newest)))),
+            Answer::Value(b"v".to_vec())
+        );
+        let tombstone = Stamped { ts: 3, value: None };
+        assert_eq!(
+            decided(Awaited::Read, Ok(Decision::Read(Some(tombstone)))),
+            Answer::NotFound
+        );
+        assert_eq!(
+            decided(Awaited::Read, Ok(Decision::Read(None))),
+            Answer::NotFound
+        );
+        assert_eq!(
+            decided(Awaited::Put, Ok(Decision::Failed("1 of 2".into()))),
+            Answer::Failed(
+                Failure::NotEnoughReplicas,
+                "not enough replicas: 1 of 2".into()
+            )
+        );
+        assert!(matches!(
+            decided(Awaited::Put, Ok(Decision::Restamp { above: 9 })),
+            Answer::Failed(Failure::NotEnoughReplicas, _)
+        ));
+        assert_eq!(
+            decided(Awaited::Put, Err("full".into())),
+            Answer::Failed(Failure::Busy, "full".into())
+        );
+    }
+}

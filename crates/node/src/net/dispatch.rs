@@ -1,0 +1,193 @@
+//! From a parsed request to the work it asks for, whatever protocol
+//! carried it: a read from the engine's read view, a write handed to the
+//! engine, a request handed to this thread's replication coordinator, a
+//! document rendered, or a range to stream.
+//!
+//! The connection's protocol parses a [`Command`] and renders the
+//! [`Answer`] the work ends with ([`super::render`] for HTTP); nothing here
+//! knows either (docs/ARCHITECTURE.md, "Where a new protocol plugs in").
+
+use super::answer::{self, Answer, Awaited, Format};
+use crate::peer::frame::Stamped;
+use crate::replication::coordinator::Kind;
+use crate::replication::{ReplyTo, Request};
+use crate::state::{NetContext, Target};
+use ataman_engine::{ScanIter, Submission, WriteBatch};
+
+/// A request, validated, whatever protocol carried it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command<'a> {
+    /// Read a key from `ack` of `from` replicas.
+    Get {
+        /// The key.
+        key: Vec<u8>,
+        /// Replicas that must answer.
+        ack: u32,
+        /// Replicas asked.
+        from: u32,
+    },
+    /// Write `value` as the key's value, or delete the key (`None`).
+    Write {
+        /// The key.
+        key: Vec<u8>,
+        /// The value (lent by the connection's read buffer); `None`: delete.
+        value: Option<&'a [u8]>,
+        /// Replicas that must answer.
+        ack: u32,
+        /// Replicas asked.
+        from: u32,
+    },
+    /// Stream the live entries of `[start, end)`.
+    Range {
+        /// First key (inclusive).
+        start: Vec<u8>,
+        /// End key (exclusive), if any.
+        end: Option<Vec<u8>>,
+    },
+    /// Health.
+    Status,
+    /// This node's view of the cluster.
+    Cluster,
+    /// Start an anti-entropy round now.
+    RepairStart,
+    /// The anti-entropy rounds' state.
+    RepairStatus,
+    /// The metrics page.
+    Metrics,
+}
+
+/// What became of a command.
+pub enum Dispatched {
+    /// Answered at once.
+    Now(Answer),
+    /// Handed to the engine or the coordinator: the answer comes with the
+    /// completion ([`answer::written`]) or the verdict ([`answer::decided`])
+    /// addressed to the command's [`ReplyTo`].
+    Later(Awaited),
+    /// A range to stream, entry by entry.
+    Stream(Box<ScanIter>),
+}
+
+/// Carries out `command`; work handed on is answered to `reply_to`.
+/// Replicated requests are queued in `replicated` (started together at the
+/// end of the loop iteration), engine writes in the context's pending writes.
+pub fn dispatch(
+    ctx: &NetContext,
+    replicated: &mut Vec<Request>,
+    reply_to: ReplyTo,
+    command: Command<'_>,
+) -> Dispatched {
+    let shared = &ctx.shared;
+    match command {
+        Command::Status => Dispatched::Now(Answer::Document(Format::Line, "ok".into())),
+        Command::Cluster => {
+            let text = crate::replication::status::render_json(shared);
+            Dispatched::Now(Answer::Document(Format::Json, text))
+        }
+        Command::RepairStart => {
+            let round = shared.antientropy.status.request();
+            Dispatched::Now(Answer::Started(format!("{{\"round\":{round}}}")))
+        }
+        Command::RepairStatus => {
+            let status = &shared.antientropy.status;
+            let text = status.render_json_refilling(shared.refill.active());
+            Dispatched::Now(Answer::Document(Format::Json, text))
+        }
+        Command::Metrics => {
+            let mut text = shared.metrics.render(&ctx.db);
+            crate::replication::status::render_metrics(&mut text, shared);
+            shared.antientropy.metrics.render(&mut text);
+            Dispatched::Now(Answer::Document(Format::Metrics, text))
+        }
+        Command::Get { key, ack, from } if !local_only(ctx, &key, ack, from) => {
+            replicated.push(replicated_request(reply_to, key, Kind::Read, ack, from));
+            Dispatched::Later(Awaited::Read)
+        }
+        Command::Write {
+            key,
+            value,
+            ack,
+            from,
+        } if !local_only(ctx, &key, ack, from) => {
+            let ts = match shared.hlc.now() {
+                Ok(ts) => ts,
+                Err(e) => return Dispatched::Now(answer::busy(e.to_string())),
+            };
+            let version = Stamped {
+                ts,
+                value: value.map(<[u8]>::to_vec),
+            };
+            let kind = Kind::Write(version);
+            replicated.push(replicated_request(reply_to, key, kind, ack, from));
+            Dispatched::Later(awaited_write(value))
+        }
+        Command::Get { .. } | Command::Range { .. } if shared.refill.active() => {
+            Dispatched::Now(answer::busy(crate::refill::REFUSAL))
+        }
+        Command::Get { key, .. } => Dispatched::Now(answer::read(ctx.db.get(&key))),
+        Command::Write { key, value, .. } => write_locally(ctx, reply_to, &key, value),
+        Command::Range { start, end } => match ctx.db.scan(&start, end.as_deref(), false) {
+            Ok(iter) => Dispatched::Stream(Box::new(iter)),
+            Err(e) => Dispatched::Now(answer::scan_failed(&e)),
+        },
+    }
+}
+
+/// True when the request can be served by this node alone, without a
+/// coordinator: a single node, or `ack = 1` with this node the only replica.
+fn local_only(ctx: &NetContext, key: &[u8], ack: u32, from: u32) -> bool {
+    let topology = &ctx.shared.topology;
+    topology.len() == 1
+        || (ack == 1 && from == 1 && topology.replicas(key, 1)[0] == topology.self_index())
+}
+
+/// What a write of `value` (`None`: a delete) waits for.
+fn awaited_write(value: Option<&[u8]>) -> Awaited {
+    match value {
+        Some(_) => Awaited::Put,
+        None => Awaited::Delete,
+    }
+}
+
+fn replicated_request(reply_to: ReplyTo, key: Vec<u8>, kind: Kind, ack: u32, from: u32) -> Request {
+    Request {
+        reply_to,
+        key,
+        kind,
+        ack: ack as usize,
+        from: from as usize,
+    }
+}
+
+/// Stamps a write of `value` (`None`: a delete) and queues it for the engine; its completion
+/// comes back to `reply_to`.
+fn write_locally(
+    ctx: &NetContext,
+    reply_to: ReplyTo,
+    key: &[u8],
+    value: Option<&[u8]>,
+) -> Dispatched {
+    let ts = match ctx.shared.hlc.now() {
+        Ok(ts) => ts,
+        Err(e) => return Dispatched::Now(answer::busy(e.to_string())),
+    };
+    let mut batch = WriteBatch::with_capacity_for_one(key.len(), value.map_or(0, <[u8]>::len));
+    match value {
+        Some(value) => batch.put(key, value, ts),
+        None => batch.delete(key, ts),
+    };
+    let callback = ctx.completions.callback(Target::Slot {
+        token: reply_to.token,
+        generation: reply_to.generation,
+        slot: reply_to.slot,
+    });
+    // Collected and handed to the engine once per loop iteration
+    // (`Loop::submit_pending`): one hand-off, one wake-up of the tx thread
+    // for all of them.
+    ctx.pending_writes.borrow_mut().push(Submission {
+        batch,
+        durability: ctx.shared.write_durability,
+        done: callback,
+    });
+    Dispatched::Later(awaited_write(value))
+}

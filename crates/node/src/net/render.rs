@@ -1,0 +1,227 @@
+//! HTTP's rendering of an [`Answer`]: its status, headers and body, in one
+//! place (docs/ARCHITECTURE.md, "Status codes: where each is decided").
+//!
+//! The HTTP request parser and the router report their refusals as an
+//! [`HttpError`] carrying a status; [`from_http_error`] names it as an
+//! answer, so every answer, theirs included, is rendered here.
+
+use super::answer::{Answer, Awaited, Failure, Format};
+use crate::http::Status;
+use crate::http::request::HttpError;
+use crate::http::response::{Extra, Persist, write_full, write_text};
+
+/// The body of a 404.
+const NOT_FOUND_TEXT: &str = "not found";
+/// `Retry-After` of a 503, seconds.
+const RETRY_AFTER_SEC: u32 = 1;
+/// `Content-Type` of a value.
+const VALUE_TYPE: &str = "application/octet-stream";
+/// `Content-Type` of a JSON document.
+const JSON_TYPE: &str = "application/json";
+/// `Content-Type` of the metrics page (Prometheus text format).
+const METRICS_TYPE: &str = "text/plain; version=0.0.4";
+
+/// The status an answer is given.
+pub fn status(answer: &Answer) -> Status {
+    match answer {
+        Answer::Value(_) | Answer::Document(..) | Answer::Done(Awaited::Read) => Status::Ok,
+        Answer::NotFound => Status::NotFound,
+        Answer::Done(Awaited::Put) => Status::Created,
+        Answer::Done(Awaited::Delete) | Answer::Started(_) => Status::Accepted,
+        Answer::Failed(failure, _) => failure_status(*failure),
+    }
+}
+
+fn failure_status(failure: Failure) -> Status {
+    match failure {
+        Failure::Invalid => Status::BadRequest,
+        Failure::NotAllowed(_) => Status::MethodNotAllowed,
+        Failure::TimedOut => Status::RequestTimeout,
+        Failure::LengthRequired => Status::LengthRequired,
+        Failure::TooLarge => Status::PayloadTooLarge,
+        Failure::TooLong => Status::UriTooLong,
+        Failure::Unmet => Status::ExpectationFailed,
+        Failure::HeadTooLarge => Status::HeaderFieldsTooLarge,
+        Failure::Internal => Status::InternalError,
+        Failure::Busy => Status::Unavailable,
+        Failure::NotEnoughReplicas => Status::GatewayTimeout,
+        Failure::DiskFull => Status::InsufficientStorage,
+    }
+}
+
+/// The answer a parser's or the router's refusal gives; `allow` is the
+/// `Allow` header of a 405 for the request's path. A status that is no
+/// refusal (never reported) is rendered as a 400.
+pub fn from_http_error(e: &HttpError, allow: &'static str) -> Answer {
+    let failure = match e.status {
+        Status::MethodNotAllowed => Failure::NotAllowed(allow),
+        Status::RequestTimeout => Failure::TimedOut,
+        Status::LengthRequired => Failure::LengthRequired,
+        Status::PayloadTooLarge => Failure::TooLarge,
+        Status::UriTooLong => Failure::TooLong,
+        Status::ExpectationFailed => Failure::Unmet,
+        Status::HeaderFieldsTooLarge => Failure::HeadTooLarge,
+        Status::InternalError => Failure::Internal,
+        Status::Unavailable => Failure::Busy,
+        Status::GatewayTimeout => Failure::NotEnoughReplicas,
+        Status::InsufficientStorage => Failure::DiskFull,
+        _ => Failure::Invalid,
+    };
+    Answer::Failed(failure, e.message.clone())
+}
+
+/// Appends `answer` as an HTTP response to `out`; returns its status.
+pub fn render(out: &mut Vec<u8>, answer: &Answer, persist: Persist) -> Status {
+    let status = status(answer);
+    let typed = |content_type| Extra {
+        content_type: Some(content_type),
+        ..Extra::default()
+    };
+    match answer {
+        Answer::Value(value) => write_full(out, status, typed(VALUE_TYPE), persist, value),
+        Answer::NotFound => write_text(out, status, Extra::default(), persist, NOT_FOUND_TEXT),
+        Answer::Done(_) => write_full(out, status, Extra::default(), persist, b""),
+        Answer::Document(Format::Line, text) => {
+            write_text(out, status, Extra::default(), persist, text)
+        }
+        Answer::Document(Format::Json, text) | Answer::Started(text) => {
+            write_full(out, status, typed(JSON_TYPE), persist, text.as_bytes())
+        }
+        Answer::Document(Format::Metrics, text) => {
+            write_full(out, status, typed(METRICS_TYPE), persist, text.as_bytes())
+        }
+        Answer::Failed(failure, text) => {
+            let extra = Extra {
+                allow: match failure {
+                    Failure::NotAllowed(allow) => Some(allow),
+                    _ => None,
+                },
+                retry_after_sec: (*failure == Failure::Busy).then_some(RETRY_AFTER_SEC),
+                ..Extra::default()
+            };
+            write_text(out, status, extra, persist, text)
+        }
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::answer;
+    use crate::replication::coordinator::Decision;
+
+    fn rendered(answer: &Answer) -> String {
+        let mut out = Vec::new();
+        render(&mut out, answer, Persist::Default);
+        String::from_utf8(out).unwrap()
+    }
+
+    fn head_of(text: &str) -> &str {
+        text.split("\r\n\r\n").next().unwrap()
+    }
+
+    #[test]
+    fn each_outcome_has_its_status_and_headers() {
+        let e = |status, message: &str| HttpError::keep(status, message);
+        let cases: Vec<(Answer, &str, &[&str])> = vec![
+            (
+                from_http_error(&e(Status::BadRequest, "bad query"), ""),
+                "400 Bad Request",
+                &["Content-Type: text/plain"],
+            ),
+            (
+                answer::read(Ok(None)),
+                "404 Not Found",
+                &["Content-Type: text/plain"],
+            ),
+            (
+                from_http_error(&e(Status::MethodNotAllowed, "no"), "GET, PUT"),
+                "405 Method Not Allowed",
+                &["Allow: GET, PUT"],
+            ),
+            (
+                from_http_error(&e(Status::PayloadTooLarge, "value too large"), ""),
+                "413 Payload Too Large",
+                &[],
+            ),
+            (
+                from_http_error(&e(Status::UriTooLong, "key too long"), ""),
+                "414 URI Too Long",
+                &[],
+            ),
+            (
+                answer::written(Awaited::Put, Err("queue full".into()), false, false),
+                "503 Service Unavailable",
+                &["Retry-After: 1"],
+            ),
+            (
+                answer::decided(Awaited::Read, Ok(Decision::Failed("timeout".into()))),
+                "504 Gateway Timeout",
+                &[],
+            ),
+            (
+                answer::written(Awaited::Put, Err("ENOSPC".into()), false, true),
+                "507 Insufficient Storage",
+                &[],
+            ),
+            (
+                answer::decided(Awaited::Put, Ok(Decision::Written)),
+                "201 Created",
+                &["Content-Length: 0"],
+            ),
+            (
+                answer::written(Awaited::Delete, Ok(()), false, false),
+                "202 Accepted",
+                &["Content-Length: 0"],
+            ),
+            (
+                Answer::Value(b"v".to_vec()),
+                "200 OK",
+                &["Content-Type: application/octet-stream"],
+            ),
+        ];
+        for (answer, line, headers) in cases {
+            let text = rendered(&answer);
+            let head = head_of(&text);
+            assert!(head.starts_with(&format!("HTTP/1.1 {line}\r\n")), "{head}");
+            for header in headers {
+                assert!(head.contains(header), "{header} missing: {head}");
+            }
+            let retry = head.contains("Retry-After");
+            assert_eq!(retry, line.starts_with("503"), "{head}");
+        }
+    }
+
+    #[test]
+    fn failure_bodies_are_their_line_and_a_404_says_not_found() {
+        let text = rendered(&answer::decided(Awaited::Read, Ok(Decision::Read(None))));
+        assert!(text.ends_with("\r\n\r\nnot found\n"), "{text}");
+        let text = rendered(&from_http_error(
+            &HttpError::close(Status::UriTooLong, "key of 9 bytes over 8"),
+            "",
+        ));
+        assert!(text.ends_with("\r\n\r\nkey of 9 bytes over 8\n"), "{text}");
+    }
+
+    #[test]
+    fn every_refusal_status_survives_naming_it_as_an_answer() {
+        for status in [
+            Status::BadRequest,
+            Status::MethodNotAllowed,
+            Status::RequestTimeout,
+            Status::LengthRequired,
+            Status::PayloadTooLarge,
+            Status::UriTooLong,
+            Status::ExpectationFailed,
+            Status::HeaderFieldsTooLarge,
+            Status::InternalError,
+            Status::Unavailable,
+            Status::GatewayTimeout,
+            Status::InsufficientStorage,
+        ] {
+            let answer = from_http_error(&HttpError::keep(status, "x"), "GET");
+            assert_eq!(super::status(&answer), status);
+        }
+    }
+}
