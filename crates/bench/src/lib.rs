@@ -26,7 +26,6 @@ pub mod error;
 #[cfg(feature = "fjall")]
 pub mod fjall_cmp;
 pub mod http;
-pub mod plot;
 pub mod readrandom;
 pub mod recovery;
 pub mod report;
@@ -49,7 +48,7 @@ pub enum BenchCommand {
     /// Constant-rate HTTP load (wrk2 semantics) against a node or any HTTP server.
     Http(http::HttpArgs),
     /// Overlay `ataman bench http --json` reports in one SVG chart.
-    Plot(plot::PlotArgs),
+    Plot(http::plot::PlotArgs),
     /// (internal) the recovery benchmark's child: fill a directory and exit without closing.
     #[command(hide = true)]
     RecoveryFill(recovery::RecoveryFillArgs),
@@ -81,7 +80,7 @@ pub fn run(cmd: BenchCommand) -> std::result::Result<(), Box<dyn std::error::Err
             }
         }
         BenchCommand::Http(args) => http::main(&args)?,
-        BenchCommand::Plot(args) => plot::main(&args)?,
+        BenchCommand::Plot(args) => http::plot::main(&args)?,
         BenchCommand::RecoveryFill(args) => recovery::fill_child(&args)?,
     }
     Ok(())

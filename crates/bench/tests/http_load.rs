@@ -274,7 +274,7 @@ fn fill_closed_loop_json_and_plot() {
     let other = dir.path().join("other.json");
     std::fs::copy(&json_path, &other).unwrap();
     let out = dir.path().join("both.svg");
-    ataman_bench::plot::main(&ataman_bench::plot::PlotArgs {
+    ataman_bench::http::plot::main(&ataman_bench::http::plot::PlotArgs {
         files: vec![json_path, other],
         out: out.clone(),
     })

@@ -31,13 +31,14 @@ pub use record::{HINT_DELETE_TS, HINT_KEY_BYTES, HINT_PUT_TS, HINT_RECORD_HEADER
 use ataman_engine::fs::FileSystem;
 use ataman_engine::key::KEY_BYTES_MAX;
 use ataman_engine::{Db, Durability, Entry, Options, WalMode, WriteBatch};
+use ataman_testkit::lock::lock;
 use record::{
     checked_record, corrupt, decode_record, encode_record, hint_key, parse_hint_key, peer_hash,
 };
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Memtable size of the hint engine: hints are small and few next to the
@@ -167,7 +168,7 @@ impl Accounts {
     fn ledger(&self) -> MutexGuard<'_, Ledger> {
         // Every ledger update is complete before anything can panic, so a
         // poisoned lock still guards a consistent ledger.
-        self.ledger.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.ledger)
     }
 
     /// The engine failed a hint it had accepted.
@@ -422,10 +423,7 @@ impl HintStore {
     /// pending.
     pub fn remove(&self, peer: &str, seqs: &[u64]) {
         let peer_hash = peer_hash(peer);
-        let _order = self
-            .remove_order
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _order = lock(&self.remove_order);
         let mut wanted = seqs.to_vec();
         wanted.sort_unstable();
         wanted.dedup();

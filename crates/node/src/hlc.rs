@@ -53,6 +53,7 @@
 //! is written at a time and the reservation only grows.
 
 use ataman_engine::key::{TIMESTAMP_LOGICAL_BITS, Timestamp, timestamp_from_millis};
+use ataman_testkit::lock::lock;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -202,7 +203,7 @@ impl Hlc {
     /// it succeeded (or none was made).
     pub fn persist_failure(&self) -> Option<String> {
         let persister = self.persist.as_ref()?;
-        let persister = persister.lock().unwrap_or_else(|e| e.into_inner());
+        let persister = lock(persister);
         persister.failure.clone()
     }
 
@@ -279,7 +280,7 @@ impl Hlc {
         let Some(persister) = &self.persist else {
             return Ok(());
         };
-        let mut persister = persister.lock().unwrap_or_else(|e| e.into_inner());
+        let mut persister = lock(persister);
         if self.reserved.load(Ordering::Acquire) >= needed {
             return Ok(()); // another thread got there first
         }

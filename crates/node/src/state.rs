@@ -20,6 +20,7 @@ use crate::hlc::Hlc;
 use crate::metrics::NodeMetrics;
 use crate::peer::link::{LinkEnv, PeerStatus};
 use ataman_engine::Db;
+use ataman_testkit::lock::lock;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -90,7 +91,7 @@ impl Inbox {
     }
 
     fn push_with(&self, f: impl FnOnce(&mut InboxItems)) {
-        let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let mut items = lock(&self.items);
         let was_empty = items.conns.is_empty() && items.completions.is_empty();
         f(&mut items);
         drop(items);
@@ -116,7 +117,7 @@ impl Inbox {
         conns: &mut Vec<mio::net::TcpStream>,
         completions: &mut Vec<Completion>,
     ) {
-        let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let mut items = lock(&self.items);
         std::mem::swap(conns, &mut items.conns);
         std::mem::swap(completions, &mut items.completions);
     }

@@ -33,6 +33,7 @@
 pub mod args;
 pub mod client;
 pub mod phase;
+pub mod plot;
 pub mod report;
 pub mod response;
 pub mod schedule;
@@ -274,7 +275,7 @@ pub fn main(args: &HttpArgs) -> Result<()> {
         crate::report::write_json(path, &report)?;
     }
     if let Some(path) = &args.plot {
-        crate::plot::write(path, std::slice::from_ref(&report))?;
+        plot::write(path, std::slice::from_ref(&report))?;
     }
     Ok(())
 }

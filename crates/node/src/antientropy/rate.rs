@@ -6,6 +6,7 @@
 //! thread behind a mutex held only to update two numbers; the waiting
 //! happens outside it, in slices, so a stop request is seen promptly.
 
+use ataman_testkit::lock::lock;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -47,7 +48,7 @@ impl RateLimiter {
     /// bucket is in debt.
     pub fn take(&self, bytes: u64, stop: &dyn Fn() -> bool) -> Result<(), Stopped> {
         let wait = {
-            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let mut state = lock(&self.state);
             let now = Instant::now();
             let refill = now.duration_since(state.1).as_secs_f64() * self.rate_bytes_per_sec;
             state.0 = (state.0 + refill).min(self.rate_bytes_per_sec) - bytes as f64;

@@ -10,6 +10,7 @@
 
 use crate::http::json::json_string;
 use crate::metrics::gauge;
+use ataman_testkit::lock::lock;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -87,7 +88,7 @@ pub struct RepairStatus {
 
 impl RepairStatus {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 
     /// Asks for a round now (`POST /v0/repair`): the number of the round

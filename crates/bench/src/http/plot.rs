@@ -4,8 +4,8 @@
 //! uncorrected dashed), and responses per second over time. Several runs
 //! overlay on one chart (`ataman bench plot A.json B.json --out X.svg`).
 
+use super::report::{HttpReport, SpectrumPoint};
 use crate::error::{BenchError, Result};
-use crate::http::report::{HttpReport, SpectrumPoint};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
