@@ -91,7 +91,8 @@ impl Default for NodeMetrics {
     }
 }
 
-const ALL_STATUSES: [Status; STATUSES] = [
+/// Every status the node answers with, in code order (tests walk it too).
+pub const ALL_STATUSES: [Status; STATUSES] = [
     Status::Continue,
     Status::SwitchingProtocols,
     Status::Ok,
