@@ -12,7 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use ataman::harness::faults::{self, FaultKind};
-use ataman::harness::history::{History, Meta, Op, OpKind, Outcome, Phase, Workload};
+use ataman::harness::history::{History, Meta, Op, OpKind, OpOutcome, Phase, Workload};
 use ataman::harness::{self, Config};
 use ataman_testkit::lock::lock;
 use std::path::PathBuf;
@@ -214,7 +214,7 @@ fn op(client: u32, kind: OpKind, value: Option<&str>, start_ms: u64, end_ms: u64
         from: 3,
         start_us: start_ms * 1000,
         end_us: end_ms * 1000,
-        outcome: Outcome::Ok,
+        outcome: OpOutcome::Ok,
         status: Some(match kind {
             OpKind::Put => 201,
             OpKind::Delete => 202,

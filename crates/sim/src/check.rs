@@ -3,14 +3,14 @@
 //!
 //! | violation | the promise |
 //! | --- | --- |
-//! | [`Kind::LostWrite`] | a write answered 201/202 is never lost: at the end the newest version of its key, over all nodes, is it or newer |
-//! | [`Kind::LostOnReplica`] | a replica acknowledges a write only once it is durable: after every restart, and at the end, the replica holds it or newer |
-//! | [`Kind::StaleRead`] | read-your-writes when quorums intersect: a read started after a write was acknowledged, with `ack_w + ack_r > max(from_w, from_r)`, returns it or newer, and not a version of an acknowledged write that ended before it began (when the two writes' quorums meet) |
-//! | [`Kind::PhantomRead`] | every version read or stored was written by some client |
-//! | [`Kind::TimestampReused`] | no two writes of one key carry the same timestamp |
-//! | [`Kind::Diverged`] | after the faults heal and the repairs run, every replica of a key holds the same newest version, and no other node holds it |
-//! | [`Kind::Unrecoverable`] | a restarted engine opens on its disk without `force_recovery` |
-//! | [`Kind::Stuck`] | once healed, the cluster finishes its requests, messages and hints |
+//! | [`ViolationKind::LostWrite`] | a write answered 201/202 is never lost: at the end the newest version of its key, over all nodes, is it or newer |
+//! | [`ViolationKind::LostOnReplica`] | a replica acknowledges a write only once it is durable: after every restart, and at the end, the replica holds it or newer |
+//! | [`ViolationKind::StaleRead`] | read-your-writes when quorums intersect: a read started after a write was acknowledged, with `ack_w + ack_r > max(from_w, from_r)`, returns it or newer, and not a version of an acknowledged write that ended before it began (when the two writes' quorums meet) |
+//! | [`ViolationKind::PhantomRead`] | every version read or stored was written by some client |
+//! | [`ViolationKind::TimestampReused`] | no two writes of one key carry the same timestamp |
+//! | [`ViolationKind::Diverged`] | after the faults heal and the repairs run, every replica of a key holds the same newest version, and no other node holds it |
+//! | [`ViolationKind::Unrecoverable`] | a restarted engine opens on its disk without `force_recovery` |
+//! | [`ViolationKind::Stuck`] | once healed, the cluster finishes its requests, messages and hints |
 //!
 //! "Newer" is by timestamp: the newest timestamp wins. A write through a
 //! coordinator whose clock is behind is re-stamped above any newer version
@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// Kinds of violation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Kind {
+pub enum ViolationKind {
     /// An acknowledged write is gone from every node.
     LostWrite,
     /// A replica lost a write it had acknowledged.
@@ -47,7 +47,7 @@ pub enum Kind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
     /// What kind.
-    pub kind: Kind,
+    pub kind: ViolationKind,
     /// The key it is about, if one.
     pub key: Option<Vec<u8>>,
     /// Which operations, keys, nodes and timestamps.
@@ -73,7 +73,7 @@ pub struct Report {
 
 impl Report {
     /// Violations of one kind.
-    pub fn count(&self, kind: Kind) -> usize {
+    pub fn count(&self, kind: ViolationKind) -> usize {
         self.violations.iter().filter(|v| v.kind == kind).count()
     }
 
@@ -86,13 +86,13 @@ impl Report {
     pub fn keys_with_reused_timestamps(&self) -> BTreeSet<&[u8]> {
         self.violations
             .iter()
-            .filter(|v| v.kind == Kind::TimestampReused)
+            .filter(|v| v.kind == ViolationKind::TimestampReused)
             .filter_map(|v| v.key.as_deref())
             .collect()
     }
 
     /// The violations that a reused timestamp does not explain: all but
-    /// [`Kind::TimestampReused`] and those on a key with a reused
+    /// [`ViolationKind::TimestampReused`] and those on a key with a reused
     /// timestamp (two versions at one timestamp can make replicas keep
     /// different ones, which then reads as a lost write, a phantom or a
     /// divergence). Known bug: a node's clock can issue a timestamp again
@@ -101,7 +101,7 @@ impl Report {
         let reused = self.keys_with_reused_timestamps();
         self.violations
             .iter()
-            .filter(|v| v.kind != Kind::TimestampReused)
+            .filter(|v| v.kind != ViolationKind::TimestampReused)
             .filter(|v| v.key.as_deref().is_none_or(|k| !reused.contains(k)))
             .collect()
     }
@@ -120,7 +120,7 @@ impl Report {
         lines.join("\n")
     }
 
-    fn push(&mut self, kind: Kind, detail: String) {
+    fn push(&mut self, kind: ViolationKind, detail: String) {
         self.violations.push(Violation {
             kind,
             key: None,
@@ -128,7 +128,7 @@ impl Report {
         });
     }
 
-    fn push_key(&mut self, kind: Kind, key: &[u8], detail: String) {
+    fn push_key(&mut self, kind: ViolationKind, key: &[u8], detail: String) {
         self.violations.push(Violation {
             kind,
             key: Some(key.to_vec()),
@@ -165,11 +165,11 @@ pub fn check(history: &History) -> Report {
                 reopened,
                 ..
             } if *reopened != crate::node::Reopened::Clean => report.push(
-                Kind::Unrecoverable,
+                ViolationKind::Unrecoverable,
                 format!("node {node} at {at_ms} ms: {reopened:?}"),
             ),
             Happening::Stuck { at_ms, what } => {
-                report.push(Kind::Stuck, format!("at {at_ms} ms: {what}"))
+                report.push(ViolationKind::Stuck, format!("at {at_ms} ms: {what}"))
             }
             _ => {}
         }
@@ -193,7 +193,7 @@ fn written_versions(history: &History, report: &mut Report) -> Written {
         for version in op.versions() {
             if let Some(first) = by_ts.insert((&op.key, version.ts), op) {
                 report.push_key(
-                Kind::TimestampReused,
+                ViolationKind::TimestampReused,
                 &op.key,
                 format!(
                     "ops {} ({} via node {} at {} ms) and {} ({} via node {} at {} ms) both carry ts {}",
@@ -242,7 +242,7 @@ fn lost_writes(history: &History, report: &mut Report) {
         };
         if !kept {
             report.push_key(
-                Kind::LostWrite,
+                ViolationKind::LostWrite,
                 &op.key,
                 format!(
                     "op {} ({:?} of {} at ts {}, ack {}/{}, answered at {:?} ms): newest at the end is ts {:?}",
@@ -272,7 +272,7 @@ fn replica_durability(history: &History, report: &mut Report) {
             let have = state.get(key).map(|v| v.ts);
             if have.is_none_or(|h| h < *ts) {
                 report.push_key(
-                    Kind::LostOnReplica,
+                    ViolationKind::LostOnReplica,
                     key,
                     format!(
                         "node {node} {when}: {} acknowledged at ts {ts}, holds {have:?}",
@@ -389,7 +389,7 @@ fn stale_reads(history: &History, report: &mut Report) {
                 None
             };
             if let Some(why) = why {
-                report.push_key(Kind::StaleRead, &read.key, why);
+                report.push_key(ViolationKind::StaleRead, &read.key, why);
             }
         }
     }
@@ -406,7 +406,7 @@ fn phantoms(history: &History, written: &Written, report: &mut Report) {
             && !known(&op.key, v)
         {
             report.push_key(
-                Kind::PhantomRead,
+                ViolationKind::PhantomRead,
                 &op.key,
                 format!("op {} read {} = {v:?}, never written", op.id, show(&op.key)),
             );
@@ -416,7 +416,7 @@ fn phantoms(history: &History, written: &Written, report: &mut Report) {
         for (key, v) in state {
             if !known(key, v) {
                 report.push_key(
-                    Kind::PhantomRead,
+                    ViolationKind::PhantomRead,
                     key,
                     format!("node {node} holds {} = {v:?}, never written", show(key)),
                 );
@@ -443,7 +443,7 @@ fn convergence(history: &History, report: &mut Report) {
             if replicas.contains(&node) {
                 if have != newest {
                     report.push_key(
-                        Kind::Diverged,
+                        ViolationKind::Diverged,
                         key,
                         format!(
                             "{}: replica {node} holds ts {:?}, newest is ts {:?} (replicas {replicas:?})",
@@ -455,7 +455,7 @@ fn convergence(history: &History, report: &mut Report) {
                 }
             } else if have.is_some() {
                 report.push_key(
-                    Kind::Diverged,
+                    ViolationKind::Diverged,
                     key,
                     format!(
                         "{}: node {node} is not a replica ({replicas:?}) but holds ts {:?}",

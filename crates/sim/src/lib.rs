@@ -49,7 +49,7 @@ pub mod replica;
 pub mod sim;
 pub mod world;
 
-pub use check::{Kind as ViolationKind, Report};
+pub use check::{Report, ViolationKind};
 pub use config::{CrashKind, FaultMix, PlantedBug, SimConfig};
 pub use sim::{RunResult, RunStats, run};
 

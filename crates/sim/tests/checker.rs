@@ -5,7 +5,7 @@
 
 use ataman_node::cluster::placement;
 use ataman_node::peer::frame::Stamped;
-use ataman_sim::check::{Kind, check};
+use ataman_sim::check::{ViolationKind, check};
 use ataman_sim::history::{Happening, History, Op, OpKind, OpResult};
 use ataman_sim::node::{Reopened, State};
 use ataman_sim::sim::node_names;
@@ -75,7 +75,7 @@ fn state(entries: &[(&str, Stamped)]) -> State {
         .collect()
 }
 
-fn kinds(h: &History) -> Vec<Kind> {
+fn kinds(h: &History) -> Vec<ViolationKind> {
     check(h).violations.iter().map(|v| v.kind).collect()
 }
 
@@ -100,7 +100,7 @@ fn lost_write() {
     h.ops
         .push(put(0, "k", "a", 10, 1, (0, 5), OpResult::Written));
     h.final_states = vec![State::new(); 3];
-    assert_eq!(kinds(&h), vec![Kind::LostWrite]);
+    assert_eq!(kinds(&h), vec![ViolationKind::LostWrite]);
     h.ops.push(put(
         1,
         "k",
@@ -126,10 +126,10 @@ fn same_timestamp_other_value() {
     assert_eq!(
         k,
         vec![
-            Kind::LostWrite,
-            Kind::PhantomRead,
-            Kind::PhantomRead,
-            Kind::PhantomRead
+            ViolationKind::LostWrite,
+            ViolationKind::PhantomRead,
+            ViolationKind::PhantomRead,
+            ViolationKind::PhantomRead
         ]
     );
 }
@@ -144,7 +144,7 @@ fn stale_reads() {
     h.final_states = vec![state(&[("k", v(10, "a"))]); 3];
     // ack 2 + 2 > 3, started after the answer, missed it.
     h.ops.push(get(1, "k", 2, (6, 9), None));
-    assert_eq!(kinds(&h), vec![Kind::StaleRead]);
+    assert_eq!(kinds(&h), vec![ViolationKind::StaleRead]);
     // ack 2 + 1 = 3: quorums need not intersect.
     h.ops[1] = get(1, "k", 1, (6, 9), None);
     assert!(check(&h).ok());
@@ -157,7 +157,7 @@ fn stale_reads() {
         .insert(0, put(0, "k", "old", 5, 1, (0, 1), OpResult::Written));
     h.ops[1].id = 1;
     h.ops[2] = get(2, "k", 3, (6, 9), Some(v(5, "old")));
-    assert_eq!(kinds(&h), vec![Kind::StaleRead]);
+    assert_eq!(kinds(&h), vec![ViolationKind::StaleRead]);
 }
 
 /// A replica that acknowledged a write must hold it (or newer) after every restart and at the end.
@@ -179,7 +179,7 @@ fn lost_on_replica() {
         reopened: Reopened::Clean,
         state: State::new(),
     });
-    assert_eq!(kinds(&h), vec![Kind::LostOnReplica]);
+    assert_eq!(kinds(&h), vec![ViolationKind::LostOnReplica]);
     // A restart on another node, or one that kept it, is fine.
     if let Happening::Restart { state: s, .. } = &mut h.happenings[1] {
         *s = state(&[("k", v(10, "a"))]);
@@ -187,7 +187,7 @@ fn lost_on_replica() {
     assert!(check(&h).ok());
     // At the end too.
     h.final_states[1] = State::new();
-    assert!(kinds(&h).contains(&Kind::LostOnReplica));
+    assert!(kinds(&h).contains(&ViolationKind::LostOnReplica));
 }
 
 /// A restart that needed force_recovery or a new disk is unrecoverable; a
@@ -208,7 +208,7 @@ fn unrecoverable_restart() {
         reopened: Reopened::Wiped("bad".into()),
         state: State::new(),
     });
-    assert_eq!(kinds(&h), vec![Kind::Unrecoverable]);
+    assert_eq!(kinds(&h), vec![ViolationKind::Unrecoverable]);
     if let Happening::Restart { reopened, .. } = &mut h.happenings[1] {
         *reopened = Reopened::Forced("torn".into());
     }
@@ -218,9 +218,9 @@ fn unrecoverable_restart() {
     assert_eq!(
         k,
         vec![
-            Kind::LostOnReplica,
-            Kind::LostOnReplica,
-            Kind::Unrecoverable
+            ViolationKind::LostOnReplica,
+            ViolationKind::LostOnReplica,
+            ViolationKind::Unrecoverable
         ]
     );
 }
@@ -239,10 +239,13 @@ fn reused_timestamps() {
     h.ops
         .push(put(2, "k", "c", 10, 1, (6, 7), OpResult::Written));
     let report = check(&h);
-    let mut k: Vec<Kind> = report.violations.iter().map(|v| v.kind).collect();
+    let mut k: Vec<ViolationKind> = report.violations.iter().map(|v| v.kind).collect();
     k.sort();
     // op 2's "c" lost to "a" at the same timestamp.
-    assert_eq!(k, vec![Kind::LostWrite, Kind::TimestampReused]);
+    assert_eq!(
+        k,
+        vec![ViolationKind::LostWrite, ViolationKind::TimestampReused]
+    );
     assert!(report.beyond_reused_timestamps().is_empty());
     // A loss on another key is not set aside.
     h.final_states = vec![state(&[("k", v(10, "a"))]); 3];
@@ -252,7 +255,7 @@ fn reused_timestamps() {
     h.ops
         .push(put(0, "k", "a", 10, 1, (0, 0), OpResult::Refused));
     h.final_states = vec![state(&[("k", v(10, "a"))]); 3];
-    assert_eq!(kinds(&h), vec![Kind::PhantomRead; 3]);
+    assert_eq!(kinds(&h), vec![ViolationKind::PhantomRead; 3]);
 }
 
 /// Replicas must agree at the end, and a non-replica must hold nothing.
@@ -273,11 +276,11 @@ fn divergence() {
     assert!(check(&h).ok(), "{}", check(&h).summary(5));
     states[replicas[2]] = state(&[("k", v(10, "a"))]);
     h.final_states = states.clone();
-    assert_eq!(kinds(&h), vec![Kind::Diverged]);
+    assert_eq!(kinds(&h), vec![ViolationKind::Diverged]);
     states[replicas[2]] = state(&[("k", v(20, "b"))]);
     states[outsider] = state(&[("k", v(20, "b"))]);
     h.final_states = states;
-    assert_eq!(kinds(&h), vec![Kind::Diverged]);
+    assert_eq!(kinds(&h), vec![ViolationKind::Diverged]);
 }
 
 /// A cluster that did not settle is reported.
@@ -289,5 +292,5 @@ fn stuck() {
         at_ms: 60_000,
         what: "2 hints".into(),
     });
-    assert_eq!(kinds(&h), vec![Kind::Stuck]);
+    assert_eq!(kinds(&h), vec![ViolationKind::Stuck]);
 }

@@ -35,7 +35,7 @@
 //! refill (an anti-entropy round with every peer) completes.
 
 use super::faults::FaultKind;
-use super::history::{CopyState, History, Op, OpKind, Outcome, Phase, Workload};
+use super::history::{CopyState, History, Op, OpKind, OpOutcome, Phase, Workload};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Examples kept per kind of finding (the counts are complete).
@@ -156,7 +156,7 @@ pub fn quorums_intersect(ack_w: u32, from_w: u32, ack_r: u32, from_r: u32) -> bo
 /// When a write's effect may become visible, at the latest: its end when
 /// acknowledged; without an acknowledgement it may land at any time.
 fn visible_by(w: &Op) -> u64 {
-    if w.outcome == Outcome::Ok {
+    if w.outcome == OpOutcome::Ok {
         w.end_us
     } else {
         u64::MAX
@@ -182,7 +182,7 @@ struct Group<'a> {
 impl<'a> AckedIndex<'a> {
     fn new(writes: impl Iterator<Item = &'a Op>) -> AckedIndex<'a> {
         let mut by_params: HashMap<(u32, u32), Vec<&'a Op>> = HashMap::new();
-        for w in writes.filter(|w| w.outcome == Outcome::Ok) {
+        for w in writes.filter(|w| w.outcome == OpOutcome::Ok) {
             by_params.entry((w.ack, w.from)).or_default().push(w);
         }
         let mut groups: Vec<Group<'a>> = by_params
@@ -291,7 +291,7 @@ fn check_key<'a>(
         .filter(|w| w.kind == OpKind::Delete && w.outcome.may_be_applied())
         .collect();
     for r in ops.iter().copied().filter(|o| o.kind == OpKind::Get) {
-        if r.outcome != Outcome::Ok {
+        if r.outcome != OpOutcome::Ok {
             continue;
         }
         // What the read saw: the write (None for a 404 with no delete that
@@ -303,7 +303,7 @@ fn check_key<'a>(
                         .add(|| format!("a value nobody wrote to {key}: {}", describe(r)));
                     continue;
                 }
-                Some(p) if p.outcome == Outcome::Fail => {
+                Some(p) if p.outcome == OpOutcome::Fail => {
                     f.impossible.add(|| {
                         format!(
                             "the value of a failed write: {} read by {}",
@@ -377,7 +377,7 @@ fn check_answers(history: &History, f: &mut Findings) {
         .flat_map(|e| e.targets.iter().map(move |&n| (n, e.start_us, e.end_us)))
         .collect();
     for op in &history.ops {
-        if op.outcome == Outcome::Hang {
+        if op.outcome == OpOutcome::Hang {
             let paused = pauses
                 .iter()
                 .any(|&(n, s, e)| n == op.node && s <= op.end_us && e >= op.start_us);
@@ -421,7 +421,7 @@ fn check_final_reads(by_key: &BTreeMap<&str, Vec<&Op>>, f: &mut Findings) {
         };
         let tally = f.final_reads.entry(first.workload).or_default();
         tally.keys += 1;
-        match finals.iter().find(|o| o.outcome == Outcome::Ok) {
+        match finals.iter().find(|o| o.outcome == OpOutcome::Ok) {
             Some(o) if o.status == Some(200) => tally.found += 1,
             Some(_) => tally.not_found += 1,
             None => {

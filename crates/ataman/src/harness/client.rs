@@ -16,7 +16,7 @@
 //! `Connection: close`; the next request opens a new one (to the node's
 //! current address: a restarted node listens on a new port).
 
-use super::history::Outcome;
+use super::history::OpOutcome;
 use crate::http_client::response::{ResponseError, read_response};
 use std::io::{self, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -29,7 +29,7 @@ pub const ERROR_BODY_BYTES_MAX: usize = 512;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
     /// How it ended.
-    pub outcome: Outcome,
+    pub outcome: OpOutcome,
     /// The status, if an answer came.
     pub status: Option<u16>,
     /// The body of a 200 (a read's value).
@@ -83,7 +83,11 @@ impl Client {
         body: Option<&[u8]>,
         write: bool,
     ) -> Answer {
-        let lost = if write { Outcome::Maybe } else { Outcome::Fail };
+        let lost = if write {
+            OpOutcome::Maybe
+        } else {
+            OpOutcome::Fail
+        };
         let started = Instant::now();
         let slot = &mut self.connections[node];
         if slot.as_ref().is_some_and(|c| c.addr != addr) {
@@ -95,9 +99,9 @@ impl Client {
                 Err(e) => {
                     return Answer {
                         outcome: if is_timeout(&e) {
-                            Outcome::Hang
+                            OpOutcome::Hang
                         } else {
-                            Outcome::Fail
+                            OpOutcome::Fail
                         },
                         status: None,
                         body: None,
@@ -108,7 +112,7 @@ impl Client {
         }
         let Some(conn) = slot.as_mut() else {
             return Answer {
-                outcome: Outcome::Fail,
+                outcome: OpOutcome::Fail,
                 status: None,
                 body: None,
                 error: Some("no connection".into()),
@@ -121,7 +125,7 @@ impl Client {
                 let keep = !response.closes_connection();
                 let ok = (200..300).contains(&status) || (!write && status == 404);
                 let answer = Answer {
-                    outcome: if ok { Outcome::Ok } else { lost },
+                    outcome: if ok { OpOutcome::Ok } else { lost },
                     status: Some(status),
                     body: (status == 200).then_some(response.body.clone()),
                     error: (!ok).then(|| short(&response.body)),
@@ -132,7 +136,7 @@ impl Client {
                 return answer;
             }
             Err(Failure::Timeout(e)) => Answer {
-                outcome: Outcome::Hang,
+                outcome: OpOutcome::Hang,
                 status: None,
                 body: None,
                 error: Some(format!("no answer within {:?}: {e}", self.timeout)),

@@ -61,7 +61,7 @@ impl OpKind {
 
 /// How an operation ended, as the client saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Outcome {
+pub enum OpOutcome {
     /// A 2xx (for a read 200 or 404): done.
     Ok,
     /// Certainly not applied (no connection), or a read without an answer.
@@ -73,26 +73,31 @@ pub enum Outcome {
     Hang,
 }
 
-impl Outcome {
+impl OpOutcome {
     /// The name in the history.
     pub fn name(self) -> &'static str {
         match self {
-            Outcome::Ok => "ok",
-            Outcome::Fail => "fail",
-            Outcome::Maybe => "maybe",
-            Outcome::Hang => "hang",
+            OpOutcome::Ok => "ok",
+            OpOutcome::Fail => "fail",
+            OpOutcome::Maybe => "maybe",
+            OpOutcome::Hang => "hang",
         }
     }
 
-    fn parse(s: &str) -> Option<Outcome> {
-        [Outcome::Ok, Outcome::Fail, Outcome::Maybe, Outcome::Hang]
-            .into_iter()
-            .find(|k| k.name() == s)
+    fn parse(s: &str) -> Option<OpOutcome> {
+        [
+            OpOutcome::Ok,
+            OpOutcome::Fail,
+            OpOutcome::Maybe,
+            OpOutcome::Hang,
+        ]
+        .into_iter()
+        .find(|k| k.name() == s)
     }
 
     /// True when a write with this outcome may have been applied.
     pub fn may_be_applied(self) -> bool {
-        self != Outcome::Fail
+        self != OpOutcome::Fail
     }
 }
 
@@ -161,7 +166,7 @@ pub struct Op {
     /// When the client had its answer or gave up.
     pub end_us: u64,
     /// How it ended.
-    pub outcome: Outcome,
+    pub outcome: OpOutcome,
     /// The HTTP status, if an answer came.
     pub status: Option<u16>,
     /// The error body, or the I/O error, when it did not succeed.
@@ -334,7 +339,7 @@ impl Op {
             from: u32::try_from(v["from"].as_u64()?).ok()?,
             start_us: us(&v["start_ms"])?,
             end_us: us(&v["end_ms"])?,
-            outcome: Outcome::parse(v["outcome"].as_str()?)?,
+            outcome: OpOutcome::parse(v["outcome"].as_str()?)?,
             status: v["status"].as_u64().and_then(|s| u16::try_from(s).ok()),
             error: v["error"].as_str().map(str::to_owned),
         })
@@ -590,7 +595,7 @@ mod tests {
                 from: 3,
                 start_us: 1_234_567,
                 end_us: 1_240_001,
-                outcome: Outcome::Maybe,
+                outcome: OpOutcome::Maybe,
                 status: Some(504),
                 error: Some("not enough replicas: x".into()),
             }],

@@ -3,7 +3,7 @@
 
 use super::checker::{Findings, Tally};
 use super::faults::FaultKind;
-use super::history::{History, OpKind, Outcome};
+use super::history::{History, OpKind, OpOutcome};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -33,7 +33,12 @@ impl Report {
     /// Operations by outcome.
     pub fn outcomes(&self) -> BTreeMap<&'static str, u64> {
         let mut by = BTreeMap::new();
-        for o in [Outcome::Ok, Outcome::Fail, Outcome::Maybe, Outcome::Hang] {
+        for o in [
+            OpOutcome::Ok,
+            OpOutcome::Fail,
+            OpOutcome::Maybe,
+            OpOutcome::Hang,
+        ] {
             by.insert(o.name(), 0);
         }
         for op in &self.history.ops {

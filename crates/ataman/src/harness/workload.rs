@@ -20,7 +20,7 @@
 
 use super::client::{Answer, Client};
 use super::cluster::ClusterView;
-use super::history::{Op, OpKind, Outcome, Phase, Recorder, Workload};
+use super::history::{Op, OpKind, OpOutcome, Phase, Recorder, Workload};
 use crate::http_client::url::target;
 use ataman_testkit::rng::Rng;
 use std::sync::Arc;
@@ -345,7 +345,7 @@ pub fn final_reads(
                             from,
                             value_bytes,
                         );
-                        if answer.outcome == Outcome::Ok {
+                        if answer.outcome == OpOutcome::Ok {
                             break;
                         }
                         std::thread::sleep(FINAL_READ_RETRY);

@@ -9,7 +9,7 @@
 
 use super::answer::{self, Answer, Awaited, Format};
 use crate::peer::frame::Stamped;
-use crate::replication::coordinator::Kind;
+use crate::replication::coordinator::ReplicaOp;
 use crate::replication::{ReplyTo, Request};
 use crate::state::{NetContext, Target};
 use ataman_engine::{ScanIter, Submission, WriteBatch};
@@ -100,7 +100,13 @@ pub fn dispatch(
             Dispatched::Now(Answer::Document(Format::Metrics, text))
         }
         Command::Get { key, ack, from } if !local_only(ctx, &key, ack, from) => {
-            replicated.push(replicated_request(reply_to, key, Kind::Read, ack, from));
+            replicated.push(replicated_request(
+                reply_to,
+                key,
+                ReplicaOp::Read,
+                ack,
+                from,
+            ));
             Dispatched::Later(Awaited::Read)
         }
         Command::Write {
@@ -117,7 +123,7 @@ pub fn dispatch(
                 ts,
                 value: value.map(<[u8]>::to_vec),
             };
-            let kind = Kind::Write(version);
+            let kind = ReplicaOp::Write(version);
             replicated.push(replicated_request(reply_to, key, kind, ack, from));
             Dispatched::Later(awaited_write(value))
         }
@@ -149,7 +155,13 @@ fn awaited_write(value: Option<&[u8]>) -> Awaited {
     }
 }
 
-fn replicated_request(reply_to: ReplyTo, key: Vec<u8>, kind: Kind, ack: u32, from: u32) -> Request {
+fn replicated_request(
+    reply_to: ReplyTo,
+    key: Vec<u8>,
+    kind: ReplicaOp,
+    ack: u32,
+    from: u32,
+) -> Request {
     Request {
         reply_to,
         key,

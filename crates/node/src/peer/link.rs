@@ -147,7 +147,7 @@ pub trait LinkWaiter: Copy {
 }
 
 /// What a peer replied to one request, or why no reply came (the
-/// coordinator's `Outcome` of a remote replica is made from it).
+/// coordinator's `ReplicaAnswer` of a remote replica is made from it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PeerReply {
     /// The write is durable on the peer.

@@ -35,7 +35,7 @@ pub const RESTAMPS_MAX: u32 = 4;
 
 /// What the request does on each replica.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Kind {
+pub enum ReplicaOp {
     /// Read the newest version.
     Read,
     /// Apply this version (a PUT, or a DELETE's tombstone).
@@ -44,7 +44,7 @@ pub enum Kind {
 
 /// One replica's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum ReplicaAnswer {
     /// A write was made durable.
     Written,
     /// A read's answer: the replica's newest version, if any.
@@ -58,7 +58,7 @@ pub enum Outcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum ReplicaState {
     Waiting,
-    Done(Outcome),
+    Done(ReplicaAnswer),
 }
 
 /// The client's answer, once decided.
@@ -92,7 +92,7 @@ pub struct Aftermath {
 /// A replicated request in flight.
 #[derive(Debug)]
 pub struct Coordination {
-    kind: Kind,
+    kind: ReplicaOp,
     ack: usize,
     replicas: Vec<ReplicaState>,
     decided: bool,
@@ -110,7 +110,7 @@ pub fn newer(a: &Option<Stamped>, b: &Option<Stamped>) -> bool {
 
 impl Coordination {
     /// A request asking `replicas` replicas and waiting for `ack` of them.
-    pub fn new(kind: Kind, ack: usize, replicas: usize) -> Self {
+    pub fn new(kind: ReplicaOp, ack: usize, replicas: usize) -> Self {
         assert!(ack >= 1 && ack <= replicas, "ack {ack} of {replicas}");
         Coordination {
             kind,
@@ -124,11 +124,11 @@ impl Coordination {
     /// The next round of a write after [`Decision::Restamp`]: the same
     /// value stamped `ts`, every replica asked again.
     pub fn restamped(&self, ts: u64) -> Self {
-        let Kind::Write(version) = &self.kind else {
+        let ReplicaOp::Write(version) = &self.kind else {
             panic!("only a write is re-stamped");
         };
         Coordination {
-            kind: Kind::Write(Stamped {
+            kind: ReplicaOp::Write(Stamped {
                 ts,
                 value: version.value.clone(),
             }),
@@ -151,11 +151,11 @@ impl Coordination {
             && self
                 .replicas
                 .iter()
-                .any(|r| matches!(r, ReplicaState::Done(Outcome::HoldsNewer(_))))
+                .any(|r| matches!(r, ReplicaState::Done(ReplicaAnswer::HoldsNewer(_))))
     }
 
     /// What the request does.
-    pub fn kind(&self) -> &Kind {
+    pub fn kind(&self) -> &ReplicaOp {
         &self.kind
     }
 
@@ -171,7 +171,7 @@ impl Coordination {
             .all(|r| matches!(r, ReplicaState::Done(_)))
     }
 
-    fn count(&self, f: impl Fn(&Outcome) -> bool) -> usize {
+    fn count(&self, f: impl Fn(&ReplicaAnswer) -> bool) -> usize {
         self.replicas
             .iter()
             .filter(|r| matches!(r, ReplicaState::Done(o) if f(o)))
@@ -181,7 +181,7 @@ impl Coordination {
     fn newest_answer(&self) -> Option<Stamped> {
         let mut best: Option<Stamped> = None;
         for r in &self.replicas {
-            if let ReplicaState::Done(Outcome::Read(v)) = r
+            if let ReplicaState::Done(ReplicaAnswer::Read(v)) = r
                 && newer(v, &best)
             {
                 best.clone_from(v);
@@ -195,8 +195,8 @@ impl Coordination {
             .replicas
             .iter()
             .filter_map(|r| match r {
-                ReplicaState::Done(Outcome::Failed(why)) => Some(why.clone()),
-                ReplicaState::Done(Outcome::HoldsNewer(ts)) => Some(format!(
+                ReplicaState::Done(ReplicaAnswer::Failed(why)) => Some(why.clone()),
+                ReplicaState::Done(ReplicaAnswer::HoldsNewer(ts)) => Some(format!(
                     "a replica holds a newer version (ts {ts}) after {} re-stamps",
                     self.restamps
                 )),
@@ -208,7 +208,7 @@ impl Coordination {
 
     /// Records replica `position`'s outcome (a second outcome for the same
     /// replica is ignored) and returns the client's answer if this decided it.
-    pub fn record(&mut self, position: usize, outcome: Outcome) -> Option<Decision> {
+    pub fn record(&mut self, position: usize, outcome: ReplicaAnswer) -> Option<Decision> {
         match self.replicas.get_mut(position) {
             Some(slot @ ReplicaState::Waiting) => *slot = ReplicaState::Done(outcome),
             _ => return None,
@@ -216,20 +216,21 @@ impl Coordination {
         if self.decided {
             return None;
         }
-        if let ReplicaState::Done(Outcome::HoldsNewer(above)) = self.replicas[position]
+        if let ReplicaState::Done(ReplicaAnswer::HoldsNewer(above)) = self.replicas[position]
             && self.restamps < RESTAMPS_MAX
-            && matches!(self.kind, Kind::Write(_))
+            && matches!(self.kind, ReplicaOp::Write(_))
         {
             // This round can no longer answer the client: the next one will.
             self.decided = true;
             return Some(Decision::Restamp { above });
         }
-        let ok = self.count(|o| matches!(o, Outcome::Written | Outcome::Read(_)));
-        let failed = self.count(|o| matches!(o, Outcome::Failed(_) | Outcome::HoldsNewer(_)));
+        let ok = self.count(|o| matches!(o, ReplicaAnswer::Written | ReplicaAnswer::Read(_)));
+        let failed =
+            self.count(|o| matches!(o, ReplicaAnswer::Failed(_) | ReplicaAnswer::HoldsNewer(_)));
         let decision = if ok >= self.ack {
             Some(match self.kind {
-                Kind::Read => Decision::Read(self.newest_answer()),
-                Kind::Write(_) => Decision::Written,
+                ReplicaOp::Read => Decision::Read(self.newest_answer()),
+                ReplicaOp::Write(_) => Decision::Written,
             })
         } else if failed > self.replicas.len() - self.ack {
             Some(Decision::Failed(format!(
@@ -254,10 +255,10 @@ impl Coordination {
             .iter()
             .filter(|r| **r == ReplicaState::Waiting)
             .count();
-        let ok = self.count(|o| matches!(o, Outcome::Written | Outcome::Read(_)));
+        let ok = self.count(|o| matches!(o, ReplicaAnswer::Written | ReplicaAnswer::Read(_)));
         for r in &mut self.replicas {
             if *r == ReplicaState::Waiting {
-                *r = ReplicaState::Done(Outcome::Failed(why.to_owned()));
+                *r = ReplicaState::Done(ReplicaAnswer::Failed(why.to_owned()));
             }
         }
         if self.decided {
@@ -274,7 +275,7 @@ impl Coordination {
     pub fn aftermath(&self) -> Aftermath {
         debug_assert!(self.settled());
         match &self.kind {
-            Kind::Read => {
+            ReplicaOp::Read => {
                 let Some(newest) = self.newest_answer() else {
                     return Aftermath::default();
                 };
@@ -283,7 +284,9 @@ impl Coordination {
                     .iter()
                     .enumerate()
                     .filter_map(|(i, r)| match r {
-                        ReplicaState::Done(Outcome::Read(v)) if newer(&Some(newest.clone()), v) => {
+                        ReplicaState::Done(ReplicaAnswer::Read(v))
+                            if newer(&Some(newest.clone()), v) =>
+                        {
                             Some(i)
                         }
                         _ => None,
@@ -294,7 +297,7 @@ impl Coordination {
                     hint: Vec::new(),
                 }
             }
-            Kind::Write(_) => Aftermath {
+            ReplicaOp::Write(_) => Aftermath {
                 repair: None,
                 hint: self
                     .replicas
@@ -302,7 +305,9 @@ impl Coordination {
                     .enumerate()
                     .filter_map(|(i, r)| match r {
                         // A replica with a newer version needs nothing.
-                        ReplicaState::Done(Outcome::Written | Outcome::HoldsNewer(_)) => None,
+                        ReplicaState::Done(
+                            ReplicaAnswer::Written | ReplicaAnswer::HoldsNewer(_),
+                        ) => None,
                         _ => Some(i),
                     })
                     .collect(),
@@ -322,17 +327,17 @@ mod tests {
         }
     }
 
-    fn write() -> Kind {
-        Kind::Write(v(10, Some("x")))
+    fn write() -> ReplicaOp {
+        ReplicaOp::Write(v(10, Some("x")))
     }
 
     /// A write answers at the ack-th success and hints the replica that failed.
     #[test]
     fn write_quorum_and_hints() {
         let mut c = Coordination::new(write(), 2, 3);
-        assert_eq!(c.record(0, Outcome::Written), None);
-        assert_eq!(c.record(2, Outcome::Failed("down".into())), None);
-        assert_eq!(c.record(1, Outcome::Written), Some(Decision::Written));
+        assert_eq!(c.record(0, ReplicaAnswer::Written), None);
+        assert_eq!(c.record(2, ReplicaAnswer::Failed("down".into())), None);
+        assert_eq!(c.record(1, ReplicaAnswer::Written), Some(Decision::Written));
         assert!(c.settled());
         assert_eq!(c.aftermath().hint, vec![2]);
     }
@@ -341,13 +346,13 @@ mod tests {
     #[test]
     fn write_fails_early() {
         let mut c = Coordination::new(write(), 3, 3);
-        assert_eq!(c.record(0, Outcome::Written), None);
-        match c.record(1, Outcome::Failed("node 1 refused".into())) {
+        assert_eq!(c.record(0, ReplicaAnswer::Written), None);
+        match c.record(1, ReplicaAnswer::Failed("node 1 refused".into())) {
             Some(Decision::Failed(why)) => assert!(why.contains("node 1 refused"), "{why}"),
             other => panic!("{other:?}"),
         }
         // A late success changes nothing; the deadline hints the silent one.
-        assert_eq!(c.record(1, Outcome::Written), None);
+        assert_eq!(c.record(1, ReplicaAnswer::Written), None);
         assert_eq!(c.expire("1000 ms"), None);
         assert_eq!(c.aftermath().hint, vec![1, 2]);
     }
@@ -355,8 +360,8 @@ mod tests {
     /// The deadline answers 504 once, and only if nothing was decided.
     #[test]
     fn deadline() {
-        let mut c = Coordination::new(Kind::Read, 2, 2);
-        assert_eq!(c.record(0, Outcome::Read(None)), None);
+        let mut c = Coordination::new(ReplicaOp::Read, 2, 2);
+        assert_eq!(c.record(0, ReplicaAnswer::Read(None)), None);
         assert!(matches!(c.expire("1000 ms"), Some(Decision::Failed(_))));
         assert_eq!(c.expire("1000 ms"), None);
         assert!(c.settled());
@@ -376,10 +381,10 @@ mod tests {
             (None, None, None),
         ];
         for (a, b, want) in cases {
-            let mut c = Coordination::new(Kind::Read, 2, 2);
-            assert_eq!(c.record(0, Outcome::Read(a.clone())), None);
+            let mut c = Coordination::new(ReplicaOp::Read, 2, 2);
+            assert_eq!(c.record(0, ReplicaAnswer::Read(a.clone())), None);
             assert_eq!(
-                c.record(1, Outcome::Read(b.clone())),
+                c.record(1, ReplicaAnswer::Read(b.clone())),
                 Some(Decision::Read(want.clone()))
             );
             // Read repair targets exactly the replicas that were behind.
@@ -403,21 +408,21 @@ mod tests {
     #[test]
     fn holds_newer_restamps_until_exhausted() {
         let mut c = Coordination::new(write(), 2, 3);
-        assert_eq!(c.record(0, Outcome::Written), None);
+        assert_eq!(c.record(0, ReplicaAnswer::Written), None);
         assert_eq!(
-            c.record(1, Outcome::HoldsNewer(40)),
+            c.record(1, ReplicaAnswer::HoldsNewer(40)),
             Some(Decision::Restamp { above: 40 })
         );
         // The abandoned round decides nothing more.
-        assert_eq!(c.record(2, Outcome::Written), None);
+        assert_eq!(c.record(2, ReplicaAnswer::Written), None);
         let mut next = c.restamped(41);
-        assert_eq!(next.kind(), &Kind::Write(v(41, Some("x"))));
+        assert_eq!(next.kind(), &ReplicaOp::Write(v(41, Some("x"))));
         assert_eq!(next.restamps(), 1);
         assert!(!next.decided() && !next.settled());
         for round in 1..RESTAMPS_MAX {
             assert!(!next.gave_up_restamping());
             assert_eq!(
-                next.record(2, Outcome::HoldsNewer(50 + u64::from(round))),
+                next.record(2, ReplicaAnswer::HoldsNewer(50 + u64::from(round))),
                 Some(Decision::Restamp {
                     above: 50 + u64::from(round)
                 })
@@ -426,9 +431,9 @@ mod tests {
         }
         assert_eq!(next.restamps(), RESTAMPS_MAX);
         assert!(!next.gave_up_restamping());
-        assert_eq!(next.record(0, Outcome::HoldsNewer(99)), None);
+        assert_eq!(next.record(0, ReplicaAnswer::HoldsNewer(99)), None);
         assert!(next.gave_up_restamping());
-        match next.record(1, Outcome::HoldsNewer(99)) {
+        match next.record(1, ReplicaAnswer::HoldsNewer(99)) {
             Some(Decision::Failed(why)) => assert!(why.contains("newer version"), "{why}"),
             other => panic!("{other:?}"),
         }
@@ -441,8 +446,8 @@ mod tests {
     #[test]
     fn holds_newer_after_the_answer_is_ignored() {
         let mut c = Coordination::new(write(), 1, 2);
-        assert_eq!(c.record(0, Outcome::Written), Some(Decision::Written));
-        assert_eq!(c.record(1, Outcome::HoldsNewer(99)), None);
+        assert_eq!(c.record(0, ReplicaAnswer::Written), Some(Decision::Written));
+        assert_eq!(c.record(1, ReplicaAnswer::HoldsNewer(99)), None);
         assert!(c.settled());
         assert!(c.aftermath().hint.is_empty());
     }
@@ -450,9 +455,9 @@ mod tests {
     /// A read never re-stamps, whatever a confused replica answers.
     #[test]
     fn a_read_is_never_restamped() {
-        let mut c = Coordination::new(Kind::Read, 1, 1);
+        let mut c = Coordination::new(ReplicaOp::Read, 1, 1);
         assert!(matches!(
-            c.record(0, Outcome::HoldsNewer(5)),
+            c.record(0, ReplicaAnswer::HoldsNewer(5)),
             Some(Decision::Failed(_))
         ));
     }
@@ -460,13 +465,16 @@ mod tests {
     /// With ack=1 the first answer decides; later answers still feed read repair.
     #[test]
     fn read_repair_after_the_answer() {
-        let mut c = Coordination::new(Kind::Read, 1, 3);
+        let mut c = Coordination::new(ReplicaOp::Read, 1, 3);
         assert_eq!(
-            c.record(1, Outcome::Read(Some(v(3, Some("old"))))),
+            c.record(1, ReplicaAnswer::Read(Some(v(3, Some("old"))))),
             Some(Decision::Read(Some(v(3, Some("old")))))
         );
-        assert_eq!(c.record(0, Outcome::Read(Some(v(8, Some("new"))))), None);
-        assert_eq!(c.record(2, Outcome::Failed("down".into())), None);
+        assert_eq!(
+            c.record(0, ReplicaAnswer::Read(Some(v(8, Some("new"))))),
+            None
+        );
+        assert_eq!(c.record(2, ReplicaAnswer::Failed("down".into())), None);
         assert_eq!(c.aftermath().repair, Some((v(8, Some("new")), vec![1])));
     }
 }

@@ -19,7 +19,7 @@
 //!   [`Action::Send`], each carrying the request's deadline, and its
 //!   replica's answer comes back as [`Replicator::on_answer`] with the
 //!   [`Waiter`] the action named (a send refused at once is answered at
-//!   once, [`Outcome::Failed`]).
+//!   once, [`ReplicaAnswer::Failed`]).
 //! - The first decision answers the client ([`Action::Reply`]): `Err` only
 //!   when the table is full ([`COORDINATIONS_MAX`]) or the clock cannot
 //!   stamp a re-stamped write.
@@ -53,7 +53,7 @@
 //!
 //! [`Replicator::invariants`] checks all of them at once (tests).
 
-use super::coordinator::{Aftermath, Coordination, Decision, Kind, Outcome};
+use super::coordinator::{Aftermath, Coordination, Decision, ReplicaAnswer, ReplicaOp};
 use crate::peer::frame::Stamped;
 use std::collections::VecDeque;
 
@@ -177,7 +177,7 @@ pub struct Request<T> {
     /// The key.
     pub key: Vec<u8>,
     /// Read, or write this version.
-    pub kind: Kind,
+    pub kind: ReplicaOp,
     /// Replicas that must answer.
     pub ack: usize,
     /// The key's replicas, in placement order (`from` of them).
@@ -377,8 +377,8 @@ impl<T: Copy> Replicator<T> {
             };
             let key = live.key.clone();
             let action = match (node == self.config.self_index, live.coordination.kind()) {
-                (true, Kind::Read) => Action::ReadLocal { waiter, key },
-                (true, Kind::Write(version)) => Action::WriteLocal {
+                (true, ReplicaOp::Read) => Action::ReadLocal { waiter, key },
+                (true, ReplicaOp::Write(version)) => Action::WriteLocal {
                     waiter: Some(waiter),
                     key,
                     version: version.clone(),
@@ -387,8 +387,8 @@ impl<T: Copy> Replicator<T> {
                     node,
                     waiter,
                     request: match kind {
-                        Kind::Read => PeerRequest::Read { key },
-                        Kind::Write(version) => PeerRequest::Write {
+                        ReplicaOp::Read => PeerRequest::Read { key },
+                        ReplicaOp::Write(version) => PeerRequest::Write {
                             key,
                             version: version.clone(),
                         },
@@ -402,7 +402,13 @@ impl<T: Copy> Replicator<T> {
 
     /// Node `node` answered (or failed) the request `waiter` waits for.
     /// `stamp` re-stamps a write a replica holds a newer version of.
-    pub fn on_answer(&mut self, node: usize, waiter: Waiter, outcome: Outcome, stamp: Stamp<'_>) {
+    pub fn on_answer(
+        &mut self,
+        node: usize,
+        waiter: Waiter,
+        outcome: ReplicaAnswer,
+        stamp: Stamp<'_>,
+    ) {
         match waiter {
             Waiter::Coordination {
                 index,
@@ -419,7 +425,7 @@ impl<T: Copy> Replicator<T> {
         index: usize,
         generation: u64,
         position: usize,
-        outcome: Outcome,
+        outcome: ReplicaAnswer,
         stamp: Stamp<'_>,
     ) {
         let Some(entry) = self.table.get_mut(index) else {
@@ -518,7 +524,7 @@ impl<T: Copy> Replicator<T> {
                 });
             }
         }
-        if let Kind::Write(version) = live.coordination.kind() {
+        if let ReplicaOp::Write(version) = live.coordination.kind() {
             for position in hint {
                 let node = live.replicas[position];
                 if node == self.config.self_index {
@@ -628,7 +634,7 @@ impl<T: Copy> Replicator<T> {
         }
     }
 
-    fn hint_answered(&mut self, node: usize, round: u64, seq: u64, outcome: &Outcome) {
+    fn hint_answered(&mut self, node: usize, round: u64, seq: u64, outcome: &ReplicaAnswer) {
         let Some(cursor) = self.hint_cursors.get_mut(node) else {
             return;
         };
@@ -638,8 +644,8 @@ impl<T: Copy> Replicator<T> {
         cursor.in_flight -= 1;
         match outcome {
             // A peer holding a newer version needs this hint no more.
-            Outcome::Written | Outcome::HoldsNewer(_) => cursor.acked.push(seq),
-            Outcome::Read(_) | Outcome::Failed(_) => cursor.failed = true,
+            ReplicaAnswer::Written | ReplicaAnswer::HoldsNewer(_) => cursor.acked.push(seq),
+            ReplicaAnswer::Read(_) | ReplicaAnswer::Failed(_) => cursor.failed = true,
         }
         if cursor.in_flight == 0 {
             self.end_hint_round(node);

@@ -23,7 +23,7 @@ fn driver() -> Replicator<Op> {
     })
 }
 
-fn request(kind: Kind, ack: usize) -> Request<Op> {
+fn request(kind: ReplicaOp, ack: usize) -> Request<Op> {
     Request {
         reply_to: 7,
         key: b"k".to_vec(),
@@ -64,7 +64,7 @@ fn no_clock(_: u64) -> Result<u64, String> {
 #[test]
 fn write_quorum_answer_and_hint() {
     let mut d = driver();
-    d.start(0, request(Kind::Write(v(10, "x")), 2));
+    d.start(0, request(ReplicaOp::Write(v(10, "x")), 2));
     let asked = drain(&mut d);
     assert_eq!(asked.len(), 3);
     assert!(
@@ -78,9 +78,19 @@ fn write_quorum_answer_and_hint() {
             ..
         }
     )));
-    d.on_answer(0, waiter_of(&asked, 0), Outcome::Written, &mut no_clock);
+    d.on_answer(
+        0,
+        waiter_of(&asked, 0),
+        ReplicaAnswer::Written,
+        &mut no_clock,
+    );
     assert!(drain(&mut d).is_empty());
-    d.on_answer(1, waiter_of(&asked, 1), Outcome::Written, &mut no_clock);
+    d.on_answer(
+        1,
+        waiter_of(&asked, 1),
+        ReplicaAnswer::Written,
+        &mut no_clock,
+    );
     assert_eq!(
         drain(&mut d),
         vec![Action::Reply {
@@ -92,7 +102,7 @@ fn write_quorum_answer_and_hint() {
     d.on_answer(
         2,
         waiter_of(&asked, 2),
-        Outcome::Failed("down".into()),
+        ReplicaAnswer::Failed("down".into()),
         &mut no_clock,
     );
     assert_eq!(
@@ -112,13 +122,13 @@ fn write_quorum_answer_and_hint() {
 #[test]
 fn read_answers_newest_and_repairs() {
     let mut d = driver();
-    d.start(5, request(Kind::Read, 1));
+    d.start(5, request(ReplicaOp::Read, 1));
     let asked = drain(&mut d);
     assert!(matches!(asked[0], Action::ReadLocal { .. }));
     d.on_answer(
         0,
         waiter_of(&asked, 0),
-        Outcome::Read(Some(v(3, "old"))),
+        ReplicaAnswer::Read(Some(v(3, "old"))),
         &mut no_clock,
     );
     assert!(matches!(
@@ -131,10 +141,15 @@ fn read_answers_newest_and_repairs() {
     d.on_answer(
         1,
         waiter_of(&asked, 1),
-        Outcome::Read(Some(v(8, "new"))),
+        ReplicaAnswer::Read(Some(v(8, "new"))),
         &mut no_clock,
     );
-    d.on_answer(2, waiter_of(&asked, 2), Outcome::Read(None), &mut no_clock);
+    d.on_answer(
+        2,
+        waiter_of(&asked, 2),
+        ReplicaAnswer::Read(None),
+        &mut no_clock,
+    );
     let repairs = drain(&mut d);
     assert_eq!(
         repairs,
@@ -164,14 +179,19 @@ fn read_answers_newest_and_repairs() {
 #[test]
 fn holds_newer_restamps_and_drops_the_earlier_round() {
     let mut d = driver();
-    d.start(0, request(Kind::Write(v(10, "x")), 2));
+    d.start(0, request(ReplicaOp::Write(v(10, "x")), 2));
     let first = drain(&mut d);
     let mut seen = Vec::new();
     let mut clock = |above: u64| {
         seen.push(above);
         Ok(above + 1)
     };
-    d.on_answer(1, waiter_of(&first, 1), Outcome::HoldsNewer(40), &mut clock);
+    d.on_answer(
+        1,
+        waiter_of(&first, 1),
+        ReplicaAnswer::HoldsNewer(40),
+        &mut clock,
+    );
     assert_eq!(seen, vec![40]);
     let second = drain(&mut d);
     assert_eq!(second[0], Action::Restamped { to: 7, ts: 41 });
@@ -186,12 +206,32 @@ fn holds_newer_restamps_and_drops_the_earlier_round() {
         _ => false,
     }));
     // Late answers of the first round change nothing.
-    d.on_answer(0, waiter_of(&first, 0), Outcome::Written, &mut no_clock);
-    d.on_answer(2, waiter_of(&first, 2), Outcome::Written, &mut no_clock);
+    d.on_answer(
+        0,
+        waiter_of(&first, 0),
+        ReplicaAnswer::Written,
+        &mut no_clock,
+    );
+    d.on_answer(
+        2,
+        waiter_of(&first, 2),
+        ReplicaAnswer::Written,
+        &mut no_clock,
+    );
     assert!(drain(&mut d).is_empty());
     let again = &second[1..];
-    d.on_answer(0, waiter_of(again, 0), Outcome::Written, &mut no_clock);
-    d.on_answer(2, waiter_of(again, 2), Outcome::Written, &mut no_clock);
+    d.on_answer(
+        0,
+        waiter_of(again, 0),
+        ReplicaAnswer::Written,
+        &mut no_clock,
+    );
+    d.on_answer(
+        2,
+        waiter_of(again, 2),
+        ReplicaAnswer::Written,
+        &mut no_clock,
+    );
     assert_eq!(
         drain(&mut d),
         vec![Action::Reply {
@@ -206,13 +246,13 @@ fn holds_newer_restamps_and_drops_the_earlier_round() {
 #[test]
 fn restamp_without_a_clock_answers_err() {
     let mut d = driver();
-    d.start(0, request(Kind::Write(v(10, "x")), 3));
+    d.start(0, request(ReplicaOp::Write(v(10, "x")), 3));
     let asked = drain(&mut d);
     let mut broken = |_: u64| Err("reservation not durable".to_string());
     d.on_answer(
         2,
         waiter_of(&asked, 2),
-        Outcome::HoldsNewer(50),
+        ReplicaAnswer::HoldsNewer(50),
         &mut broken,
     );
     assert_eq!(
@@ -223,7 +263,12 @@ fn restamp_without_a_clock_answers_err() {
         }]
     );
     assert_eq!(d.live(), 0);
-    d.on_answer(0, waiter_of(&asked, 0), Outcome::Written, &mut no_clock);
+    d.on_answer(
+        0,
+        waiter_of(&asked, 0),
+        ReplicaAnswer::Written,
+        &mut no_clock,
+    );
     assert!(drain(&mut d).is_empty());
     d.invariants().unwrap();
 }
@@ -232,9 +277,14 @@ fn restamp_without_a_clock_answers_err() {
 #[test]
 fn deadline_expires_and_hints() {
     let mut d = driver();
-    d.start(100, request(Kind::Write(v(10, "x")), 2));
+    d.start(100, request(ReplicaOp::Write(v(10, "x")), 2));
     let asked = drain(&mut d);
-    d.on_answer(0, waiter_of(&asked, 0), Outcome::Written, &mut no_clock);
+    d.on_answer(
+        0,
+        waiter_of(&asked, 0),
+        ReplicaAnswer::Written,
+        &mut no_clock,
+    );
     d.tick(100 + TIMEOUT_MS - 1);
     assert!(drain(&mut d).is_empty());
     d.tick(100 + TIMEOUT_MS);
@@ -257,7 +307,7 @@ fn deadline_expires_and_hints() {
 #[test]
 fn expire_all_and_reuse() {
     let mut d = driver();
-    d.start(0, request(Kind::Read, 2));
+    d.start(0, request(ReplicaOp::Read, 2));
     let first = drain(&mut d);
     d.expire_all("the node is stopping");
     assert!(matches!(
@@ -267,13 +317,23 @@ fn expire_all_and_reuse() {
             ..
         }]
     ));
-    d.start(0, request(Kind::Read, 1));
+    d.start(0, request(ReplicaOp::Read, 1));
     let second = drain(&mut d);
     assert_ne!(waiter_of(&first, 1), waiter_of(&second, 1));
     // The old generation's answer is dropped; the new one decides.
-    d.on_answer(1, waiter_of(&first, 1), Outcome::Read(None), &mut no_clock);
+    d.on_answer(
+        1,
+        waiter_of(&first, 1),
+        ReplicaAnswer::Read(None),
+        &mut no_clock,
+    );
     assert!(drain(&mut d).is_empty());
-    d.on_answer(1, waiter_of(&second, 1), Outcome::Read(None), &mut no_clock);
+    d.on_answer(
+        1,
+        waiter_of(&second, 1),
+        ReplicaAnswer::Read(None),
+        &mut no_clock,
+    );
     assert_eq!(drain(&mut d).len(), 1);
     d.invariants().unwrap();
 }
@@ -283,10 +343,10 @@ fn expire_all_and_reuse() {
 fn table_bound() {
     let mut d = driver();
     for _ in 0..COORDINATIONS_MAX {
-        d.start(0, request(Kind::Read, 1));
+        d.start(0, request(ReplicaOp::Read, 1));
     }
     while d.next_action().is_some() {}
-    d.start(0, request(Kind::Read, 1));
+    d.start(0, request(ReplicaOp::Read, 1));
     assert!(matches!(
         drain(&mut d)[..],
         [Action::Reply { answer: Err(_), .. }]
@@ -332,9 +392,14 @@ fn hint_rounds_and_cursor() {
     assert_eq!(round.len(), 3);
     assert_eq!(d.hint_round_due(1), None);
     assert!(d.delivering_hints());
-    d.on_answer(1, round[0], Outcome::Written, &mut no_clock);
-    d.on_answer(1, round[1], Outcome::Failed("lost".into()), &mut no_clock);
-    d.on_answer(1, round[2], Outcome::HoldsNewer(99), &mut no_clock);
+    d.on_answer(1, round[0], ReplicaAnswer::Written, &mut no_clock);
+    d.on_answer(
+        1,
+        round[1],
+        ReplicaAnswer::Failed("lost".into()),
+        &mut no_clock,
+    );
+    d.on_answer(1, round[2], ReplicaAnswer::HoldsNewer(99), &mut no_clock);
     assert_eq!(
         drain(&mut d),
         vec![Action::RemoveHints {
@@ -349,7 +414,7 @@ fn hint_rounds_and_cursor() {
     );
     d.start_hint_round(10, 1, hints(2..=2));
     let round = hint_waiters(&drain(&mut d));
-    d.on_answer(1, round[0], Outcome::Written, &mut no_clock);
+    d.on_answer(1, round[0], ReplicaAnswer::Written, &mut no_clock);
     assert_eq!(
         drain(&mut d),
         vec![Action::RemoveHints {
@@ -370,7 +435,7 @@ fn hint_round_deadline() {
     let mut d = driver();
     d.start_hint_round(0, 2, hints(1..=2));
     let round = hint_waiters(&drain(&mut d));
-    d.on_answer(2, round[0], Outcome::Written, &mut no_clock);
+    d.on_answer(2, round[0], ReplicaAnswer::Written, &mut no_clock);
     d.tick(TIMEOUT_MS - 1);
     assert!(drain(&mut d).is_empty());
     d.tick(TIMEOUT_MS);
@@ -384,9 +449,9 @@ fn hint_round_deadline() {
     assert_eq!(d.hint_round_due(2).unwrap().after, None);
     d.start_hint_round(TIMEOUT_MS, 2, hints(2..=2));
     let next = hint_waiters(&drain(&mut d));
-    d.on_answer(2, round[1], Outcome::Written, &mut no_clock);
+    d.on_answer(2, round[1], ReplicaAnswer::Written, &mut no_clock);
     assert!(drain(&mut d).is_empty(), "an answer to the ended round");
-    d.on_answer(2, next[0], Outcome::Written, &mut no_clock);
+    d.on_answer(2, next[0], ReplicaAnswer::Written, &mut no_clock);
     assert_eq!(
         drain(&mut d),
         vec![Action::RemoveHints {
@@ -401,7 +466,7 @@ fn hint_round_deadline() {
 #[test]
 fn invariants_catch_a_miscount() {
     let mut d = driver();
-    d.start(0, request(Kind::Read, 1));
+    d.start(0, request(ReplicaOp::Read, 1));
     d.invariants().unwrap();
     d.live += 1;
     assert!(d.invariants().is_err());

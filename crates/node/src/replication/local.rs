@@ -1,23 +1,23 @@
 //! The local replica: reads from this node's engine on the spot, and
 //! writes queued for the engine with the loop iteration's other writes.
 
-use super::coordinator::Outcome;
+use super::coordinator::ReplicaAnswer;
 use crate::peer::frame::Stamped;
 use crate::state::{NetContext, Target};
 use ataman_engine::{Submission, WriteBatch};
 
 /// The local replica's answer to a read: refused while refilling (its
 /// copies may be missing), else the engine's newest version of `key`.
-pub fn local_read(ctx: &NetContext, key: &[u8]) -> Outcome {
+pub fn local_read(ctx: &NetContext, key: &[u8]) -> ReplicaAnswer {
     if ctx.shared.refill.active() {
-        return Outcome::Failed(format!("local replica: {}", crate::refill::REFUSAL));
+        return ReplicaAnswer::Failed(format!("local replica: {}", crate::refill::REFUSAL));
     }
     match ctx.db.get(key) {
-        Ok(entry) => Outcome::Read(entry.map(|e| Stamped {
+        Ok(entry) => ReplicaAnswer::Read(entry.map(|e| Stamped {
             ts: e.ts,
             value: e.value,
         })),
-        Err(e) => Outcome::Failed(format!("local replica: read failed: {e}")),
+        Err(e) => ReplicaAnswer::Failed(format!("local replica: read failed: {e}")),
     }
 }
 

@@ -20,7 +20,7 @@
 //! taken on the request path except the engine's hand-off. Thread 0 also
 //! delivers hints.
 
-use super::coordinator::{Decision, Kind, Outcome};
+use super::coordinator::{Decision, ReplicaAnswer, ReplicaOp};
 use super::driver::{self, Action, DriverConfig, PeerRequest, Replicator, Waiter};
 use super::local::{local_read, local_write};
 use crate::cluster::dial_address;
@@ -53,7 +53,7 @@ pub struct Request {
     /// The key.
     pub key: Vec<u8>,
     /// Read, or write this version.
-    pub kind: Kind,
+    pub kind: ReplicaOp,
     /// Replicas that must answer.
     pub ack: usize,
     /// Replicas asked.
@@ -168,8 +168,8 @@ impl ReplicationIo {
         result: Result<(), String>,
     ) {
         let outcome = match result {
-            Ok(()) => Outcome::Written,
-            Err(e) => Outcome::Failed(format!("local replica: {e}")),
+            Ok(()) => ReplicaAnswer::Written,
+            Err(e) => ReplicaAnswer::Failed(format!("local replica: {e}")),
         };
         let waiter = Waiter::Coordination {
             index: coordination,
@@ -183,7 +183,7 @@ impl ReplicationIo {
 
     /// Feeds the driver `node`'s answer to `waiter` (what it leads to is
     /// queued for [`ReplicationIo::drive`]).
-    fn answer(&mut self, ctx: &NetContext, node: usize, waiter: Waiter, outcome: Outcome) {
+    fn answer(&mut self, ctx: &NetContext, node: usize, waiter: Waiter, outcome: ReplicaAnswer) {
         let hlc = &ctx.shared.hlc;
         let mut stamp = |above: u64| {
             hlc.observe(above);
@@ -235,7 +235,7 @@ impl ReplicationIo {
                     local_write(ctx, &key, &version, Target::Nobody);
                     let why = format!("local replica: {}", crate::refill::WRITE_NOT_COUNTED);
                     let me = shared.topology.self_index();
-                    self.answer(ctx, me, waiter, Outcome::Failed(why));
+                    self.answer(ctx, me, waiter, ReplicaAnswer::Failed(why));
                 } else if let Waiter::Coordination {
                     index,
                     generation,
@@ -321,7 +321,7 @@ impl ReplicationIo {
         if let Err(why) = sent
             && waiter != Waiter::Repair
         {
-            self.answer(ctx, node, waiter, Outcome::Failed(why));
+            self.answer(ctx, node, waiter, ReplicaAnswer::Failed(why));
         }
     }
 
@@ -358,7 +358,7 @@ impl ReplicationIo {
     ) {
         for (waiter, outcome) in outcomes.drain(..) {
             let outcome = match outcome {
-                PeerReply::Written => Outcome::Written,
+                PeerReply::Written => ReplicaAnswer::Written,
                 // A version stamped too far ahead is not trusted (the same
                 // bound as a peer's write): re-stamping above it would
                 // carry a broken clock to this node. (A hint answered so
@@ -366,15 +366,15 @@ impl ReplicationIo {
                 PeerReply::HoldsNewer(ts)
                     if waiter.is_client_request() && !crate::hlc::acceptable_from_peer(ts) =>
                 {
-                    Outcome::Failed(format!(
+                    ReplicaAnswer::Failed(format!(
                         "{}: holds a version stamped {ts}, more than {} ms ahead of this node's clock",
                         ctx.shared.topology.nodes()[node],
                         crate::hlc::PEER_CLOCK_AHEAD_MS_MAX
                     ))
                 }
-                PeerReply::HoldsNewer(ts) => Outcome::HoldsNewer(ts),
-                PeerReply::Read(v) => Outcome::Read(v),
-                PeerReply::Failed(why) => Outcome::Failed(why),
+                PeerReply::HoldsNewer(ts) => ReplicaAnswer::HoldsNewer(ts),
+                PeerReply::Read(v) => ReplicaAnswer::Read(v),
+                PeerReply::Failed(why) => ReplicaAnswer::Failed(why),
             };
             self.answer(ctx, node, waiter, outcome);
             self.drive(ctx, registry);

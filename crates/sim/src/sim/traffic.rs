@@ -9,7 +9,7 @@ use crate::config::{HINT_TICK_MS, PlantedBug, REPLICATION_TIMEOUT_MS};
 use crate::history::{Happening, Op, OpId, OpKind, OpResult};
 use crate::network::{Answer, Message};
 use ataman_node::peer::frame::Stamped;
-use ataman_node::replication::coordinator::{Decision, Kind, Outcome};
+use ataman_node::replication::coordinator::{Decision, ReplicaAnswer, ReplicaOp};
 use ataman_node::replication::driver::{Action, PeerRequest, Request, Waiter};
 
 impl Sim {
@@ -56,17 +56,17 @@ impl Sim {
             return;
         }
         let kind = match &plan.kind {
-            OpKind::Get => Kind::Read,
-            OpKind::Put(value) => Kind::Write(Stamped {
+            OpKind::Get => ReplicaOp::Read,
+            OpKind::Put(value) => ReplicaOp::Write(Stamped {
                 ts: node.stamp(now),
                 value: Some(value.clone()),
             }),
-            OpKind::Delete => Kind::Write(Stamped {
+            OpKind::Delete => ReplicaOp::Write(Stamped {
                 ts: node.stamp(now),
                 value: None,
             }),
         };
-        if let Kind::Write(v) = &kind {
+        if let ReplicaOp::Write(v) = &kind {
             op.ts = Some(v.ts);
         }
         self.history.ops.push(op);
@@ -75,7 +75,7 @@ impl Sim {
         }
         // The planted bug: a write answers after one replica fewer.
         let ack = match (self.config.planted_bug, &kind) {
-            (Some(PlantedBug::AckMinusOne), Kind::Write(_)) if plan.ack >= 2 => plan.ack - 1,
+            (Some(PlantedBug::AckMinusOne), ReplicaOp::Write(_)) if plan.ack >= 2 => plan.ack - 1,
             _ => plan.ack,
         };
         let replicas = ataman_node::cluster::placement::rank_with_seeds(
@@ -161,8 +161,8 @@ impl Sim {
             }
             Action::ReadLocal { waiter, key } => {
                 let outcome = match self.nodes[node].read(&key) {
-                    Ok(v) => Outcome::Read(v),
-                    Err(e) => Outcome::Failed(format!("local replica: read failed: {e}")),
+                    Ok(v) => ReplicaAnswer::Read(v),
+                    Err(e) => ReplicaAnswer::Failed(format!("local replica: read failed: {e}")),
                 };
                 self.answer(node, node, waiter, outcome);
             }
@@ -225,7 +225,7 @@ impl Sim {
     }
 
     /// Feeds `node`'s driver the answer `from` gave to `waiter`.
-    fn answer(&mut self, node: usize, from: usize, waiter: Waiter, outcome: Outcome) {
+    fn answer(&mut self, node: usize, from: usize, waiter: Waiter, outcome: ReplicaAnswer) {
         let now = self.now();
         let n = &mut self.nodes[node];
         let wall_ms = n.wall_ms(now);
@@ -293,10 +293,10 @@ impl Sim {
                     return;
                 }
                 let outcome = match answer {
-                    Answer::Written => Outcome::Written,
-                    Answer::HoldsNewer(ts) => Outcome::HoldsNewer(ts),
-                    Answer::Read(v) => Outcome::Read(v),
-                    Answer::Failed(why) => Outcome::Failed(why),
+                    Answer::Written => ReplicaAnswer::Written,
+                    Answer::HoldsNewer(ts) => ReplicaAnswer::HoldsNewer(ts),
+                    Answer::Read(v) => ReplicaAnswer::Read(v),
+                    Answer::Failed(why) => ReplicaAnswer::Failed(why),
                 };
                 self.answer(to, from, waiter, outcome);
             }
@@ -317,8 +317,8 @@ impl Sim {
         }
         if let Some(waiter) = write.waiter {
             let outcome = match result {
-                Ok(()) => Outcome::Written,
-                Err(e) => Outcome::Failed(format!("local replica: {e}")),
+                Ok(()) => ReplicaAnswer::Written,
+                Err(e) => ReplicaAnswer::Failed(format!("local replica: {e}")),
             };
             self.answer(node, node, waiter, outcome);
         }

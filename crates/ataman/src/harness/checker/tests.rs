@@ -26,7 +26,7 @@ fn op(client: u32, kind: OpKind, key: &str, value: Option<&str>, start: u64, end
         from: W2.1,
         start_us: start * 1000,
         end_us: end * 1000,
-        outcome: Outcome::Ok,
+        outcome: OpOutcome::Ok,
         status: Some(status),
         error: None,
     }
@@ -45,7 +45,7 @@ fn del(client: u32, key: &str, start: u64, end: u64) -> Op {
 }
 
 fn maybe(mut o: Op, status: Option<u16>) -> Op {
-    o.outcome = Outcome::Maybe;
+    o.outcome = OpOutcome::Maybe;
     o.status = status;
     o.error = Some("not enough replicas: node 1: timed out".into());
     o
@@ -135,7 +135,7 @@ fn not_found_needs_a_delete_as_new() {
     assert_eq!(excused.lost.count, 0, "{excused:#?}");
     let failed_delete = {
         let mut d = del(2, "k", 15, 18);
-        d.outcome = Outcome::Fail;
+        d.outcome = OpOutcome::Fail;
         d.status = None;
         d
     };
@@ -207,7 +207,7 @@ fn maybe_writes_explain_reads_but_are_not_required() {
 #[test]
 fn impossible_reads_are_flagged() {
     let mut failed = put(1, "k", "f", 0, 1);
-    failed.outcome = Outcome::Fail;
+    failed.outcome = OpOutcome::Fail;
     failed.status = None;
     let f = check(&history(vec![
         failed,
@@ -349,13 +349,13 @@ fn a_loss_under_clock_skew_is_a_violation() {
 fn answers_and_hangs() {
     let mut bad_request = put(1, "k", "a", 0, 1);
     bad_request.status = Some(400);
-    bad_request.outcome = Outcome::Fail;
+    bad_request.outcome = OpOutcome::Fail;
     bad_request.error = Some("bad ack".into());
     let mut no_reason = maybe(put(1, "k", "b", 2, 3), Some(503));
     no_reason.error = Some(" ".into());
     let with_reason = maybe(put(1, "k", "c", 4, 5), Some(504));
     let mut hang = maybe(put(1, "k", "d", 10, 4010), None);
-    hang.outcome = Outcome::Hang;
+    hang.outcome = OpOutcome::Hang;
     let mut paused_hang = hang.clone();
     paused_hang.node = 2;
     paused_hang.value = Some("e".into());
@@ -447,7 +447,7 @@ fn final_reads() {
         ..o
     };
     let mut unanswered = fin(get(99, "s3", None, 100, 101));
-    unanswered.outcome = Outcome::Fail;
+    unanswered.outcome = OpOutcome::Fail;
     unanswered.status = None;
     let f = check(&history(vec![
         put(1, "s1", "v1", 0, 10),
