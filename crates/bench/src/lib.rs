@@ -12,7 +12,7 @@
 //! - `fjall_cmp` (feature `fjall`, on by default): `ataman bench fjall`,
 //!   side by side with fjall.
 //! - [`http`]: `ataman bench http`, a constant-rate HTTP load generator
-//!   with wrk2's semantics; [`plot`]: its SVG charts and `ataman bench plot`.
+//!   with wrk2's semantics; [`http::plot`]: its SVG charts and `ataman bench plot`.
 //! - [`workload`]: keys, values, timestamps; [`report`]: percentiles and
 //!   JSON; [`cpu`]: process CPU time; [`args`]: mode flags; [`error`].
 //!
