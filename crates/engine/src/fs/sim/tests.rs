@@ -1,6 +1,10 @@
 //! Tests of the simulated file system itself.
 
 use super::*;
+use crate::fs::{FileSystem, WritableFile};
+use std::collections::BTreeSet;
+use std::io;
+use std::path::{Path, PathBuf};
 
 const SEEDS: u64 = 300;
 
