@@ -125,6 +125,15 @@ pub struct ServeArgs {
     /// Start refilling: serve no reads until an anti-entropy round with every peer has completed (after the data directory was wiped or lost; docs/CLUSTER.md). Kept across restarts in `<data-dir>/REFILLING` until done.
     #[arg(long, env = "ATAMAN_REFILL")]
     pub refill: bool,
+    /// Client tokens: a file of `TOKEN ROLE` lines (ROLE: read, write or admin), readable by its owner only; re-read on SIGHUP or when it changes (docs/SECURITY.md).
+    #[arg(long, env = "ATAMAN_AUTH_TOKEN_FILE")]
+    pub auth_token_file: Option<PathBuf>,
+    /// The secret every node of the cluster shares, in a file readable by its owner only; peers prove it to each other (docs/SECURITY.md).
+    #[arg(long, env = "ATAMAN_CLUSTER_SECRET_FILE")]
+    pub cluster_secret_file: Option<PathBuf>,
+    /// Start on a non-loopback address without --auth-token-file (or a cluster without --cluster-secret-file): anyone who can reach the node can use it.
+    #[arg(long, env = "ATAMAN_ALLOW_UNAUTHENTICATED")]
+    pub allow_unauthenticated: bool,
     /// Reach a node through another address: comma-separated URL=HOST:PORT (fault-injection proxies in tests).
     #[arg(long, env = "ATAMAN_PEER_VIA", hide = true)]
     pub peer_via: Option<String>,
@@ -187,6 +196,9 @@ struct FileConfig {
     tombstone_grace_ms: Option<u64>,
     refill: Option<bool>,
     peer_via: Option<String>,
+    auth_token_file: Option<PathBuf>,
+    cluster_secret_file: Option<PathBuf>,
+    allow_unauthenticated: Option<bool>,
 }
 
 /// The resolved configuration of a node.
@@ -248,6 +260,12 @@ pub struct NodeConfig {
     pub refill: bool,
     /// Test hook: the fault-control file polled for injected faults.
     pub fault_control: Option<PathBuf>,
+    /// `--auth-token-file`.
+    pub auth_token_file: Option<PathBuf>,
+    /// `--cluster-secret-file`.
+    pub cluster_secret_file: Option<PathBuf>,
+    /// `--allow-unauthenticated`.
+    pub allow_unauthenticated: bool,
     /// Test hook: a deliberate bug (the fault harness's negative control).
     pub planted_bug: Option<PlantedBug>,
 }
@@ -450,6 +468,13 @@ impl NodeConfig {
             self_index,
             peer_via,
             fault_control: args.fault_control.clone(),
+            auth_token_file: args.auth_token_file.clone().or(file.auth_token_file),
+            cluster_secret_file: args
+                .cluster_secret_file
+                .clone()
+                .or(file.cluster_secret_file),
+            allow_unauthenticated: args.allow_unauthenticated
+                || file.allow_unauthenticated.unwrap_or(false),
             planted_bug: planted_bug(&args.planted)?,
         })
     }

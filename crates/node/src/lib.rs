@@ -7,6 +7,7 @@
 //!   [`log_options`]: the log's level and format.
 //! - [`http`]: HTTP/1.1 framing (request heads, query strings, responses).
 //! - [`api`]: routing and validation: a request head to an [`api::Action`].
+//! - [`auth`]: client tokens and roles, the peers' cluster secret, protected mode.
 //! - [`cluster`]: the node list and where keys live (rendezvous hashing).
 //! - [`state`]: what the node's threads share, and how a finished write
 //!   finds its network thread again.
@@ -35,6 +36,7 @@
 
 pub mod antientropy;
 pub mod api;
+pub mod auth;
 pub mod clock_file;
 pub mod cluster;
 pub mod config;
@@ -209,6 +211,7 @@ fn publish_counts_and_renew_clock(shared: &NodeShared) {
 /// Runs a node until SIGINT or SIGTERM, then drains and exits.
 pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let config = NodeConfig::resolve(&args)?;
+    let auth = auth::Auth::load(&config)?;
     let limit = raise_descriptor_limit()?;
     install_signal_handlers();
     if config.cluster.len() > 1 {
@@ -292,6 +295,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         peers,
         write_durability,
         antientropy,
+        auth,
     });
     publish_budget(&shared, &budget);
     let mut descriptors_counted_at = std::time::Instant::now();
@@ -313,6 +317,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     while !STOP.load(Ordering::SeqCst) && !threads.iter().any(|t| t.is_finished()) {
         std::thread::sleep(Duration::from_millis(50));
         publish_counts_and_renew_clock(&shared);
+        shared.auth.tick();
         if descriptors_counted_at.elapsed() >= DESCRIPTORS_RECOUNT_INTERVAL {
             descriptors_counted_at = std::time::Instant::now();
             recount_descriptors(&shared, &mut budget);

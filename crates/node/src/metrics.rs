@@ -20,7 +20,7 @@ use std::time::Instant;
 
 const ROUTES: usize = Route::ALL.len();
 /// Statuses tracked per route (indexed by `Status as usize`).
-const STATUSES: usize = 18;
+const STATUSES: usize = 20;
 
 /// Request counters and latencies.
 pub struct NodeMetrics {
@@ -99,6 +99,8 @@ pub const ALL_STATUSES: [Status; STATUSES] = [
     Status::Created,
     Status::Accepted,
     Status::BadRequest,
+    Status::Unauthorized,
+    Status::Forbidden,
     Status::NotFound,
     Status::MethodNotAllowed,
     Status::RequestTimeout,

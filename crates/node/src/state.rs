@@ -184,6 +184,8 @@ pub struct NodeShared {
     pub antientropy: crate::antientropy::AntiEntropy,
     /// Refilling after a wipe (`--refill`): reads refused until a round with every peer completed.
     pub refill: crate::refill::Refill,
+    /// Client tokens, the cluster secret, refusals (docs/SECURITY.md).
+    pub auth: crate::auth::Auth,
 }
 
 impl NodeShared {
@@ -202,6 +204,7 @@ impl NodeShared {
             antientropy: &self.antientropy,
             refill: &self.refill,
             shutting_down: &self.shutting_down,
+            secret: self.auth.secret.as_ref(),
         }
     }
 }
@@ -257,6 +260,7 @@ impl NetContext {
             self_url: &topology.nodes()[topology.self_index()],
             batch_frames: &self.shared.metrics.peer_batch_frames,
             silence_timeout: self.config.replication_timeout,
+            secret: self.shared.auth.secret.as_ref(),
         }
     }
 }

@@ -26,9 +26,10 @@ use super::wire::{
     self, BATCH_BYTES_MAX, DIGEST_ENTRIES_MAX, FETCH_KEYS_MAX, Message, PUSH_ITEMS_MAX,
     TREE_NODES_PER_REQUEST_MAX, VERSION, bitmap_has, bitmap_of,
 };
+use crate::auth::peer_client::{Dialer, Step as Handshake, fresh_nonce};
 use crate::cluster::dial_address;
 use crate::peer::frame::Stamped;
-use crate::peer::handshake::{SYNC_PROTOCOL, parse_upgrade_response_for, upgrade_request_for};
+use crate::peer::handshake::SYNC_PROTOCOL;
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::atomic::Ordering;
@@ -121,19 +122,23 @@ fn connect(node: &Node<'_>, peer: usize) -> Result<(TcpStream, Vec<u8>), Session
         .set_write_timeout(Some(HANDSHAKE_TIMEOUT))
         .map_err(io)?;
     let _ = stream.set_nodelay(true);
-    stream
-        .write_all(&upgrade_request_for(SYNC_PROTOCOL, &host, me))
-        .map_err(io)?;
+    let mut dialer = Dialer::new(SYNC_PROTOCOL, &host, me, node.secret.cloned());
+    stream.write_all(&dialer.first_request()).map_err(io)?;
     let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
     let mut buf = Vec::new();
     let mut chunk = [0u8; HANDSHAKE_CHUNK_BYTES];
     loop {
-        match parse_upgrade_response_for(&buf, SYNC_PROTOCOL) {
-            Ok(Some(used)) => {
-                buf.drain(..used);
+        match dialer.on_answer(&buf, &mut fresh_nonce) {
+            Ok(Handshake::Up { consumed }) => {
+                buf.drain(..consumed);
                 return Ok((stream, buf));
             }
-            Ok(None) => {}
+            Ok(Handshake::Send { consumed, request }) => {
+                buf.drain(..consumed);
+                stream.write_all(&request).map_err(io)?;
+                continue;
+            }
+            Ok(Handshake::NeedMore) => {}
             Err(e) if e.starts_with("peer answered 503") => return Err(SessionError::Busy(e)),
             Err(e) => return Err(SessionError::Protocol(e)),
         }

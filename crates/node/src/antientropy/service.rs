@@ -132,6 +132,8 @@ pub struct Node<'a> {
     pub refill: &'a Refill,
     /// Set on SIGTERM / SIGINT.
     pub shutting_down: &'a AtomicBool,
+    /// The cluster secret a sync upgrade proves and demands, if any.
+    pub secret: Option<&'a crate::auth::secret::ClusterSecret>,
 }
 
 impl Node<'_> {

@@ -95,6 +95,7 @@ impl TestNode {
             peers: Vec::new(),
             antientropy,
             write_durability: ataman_engine::Durability::Complete,
+            auth: crate::auth::Auth::disabled(),
         });
         let threads = super::start(&shared, NodeShared::antientropy_node, receiver).unwrap();
         TestNode {

@@ -54,6 +54,9 @@ pub struct RequestHead<'a> {
     /// the `upgrade` token (case-insensitive) in an HTTP/1.1 request; else
     /// `None` (an HTTP/1.0 request's `Upgrade` is ignored, RFC 9110 7.8).
     pub upgrade: Option<&'a [u8]>,
+    /// The `Authorization` header's value, if any (borrowed, not copied;
+    /// read by `auth::http_gate`).
+    pub authorization: Option<&'a [u8]>,
     /// Bytes of the head, including the blank line.
     pub head_bytes: usize,
 }
@@ -161,6 +164,7 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed<'_> {
     let mut expect_continue = false;
     let mut connection_upgrade = false;
     let mut upgrade_value: Option<&[u8]> = None;
+    let mut authorization: Option<&[u8]> = None;
     for h in req.headers.iter() {
         let name = h.name;
         if name.eq_ignore_ascii_case("content-length") {
@@ -207,6 +211,8 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed<'_> {
             }
         } else if name.eq_ignore_ascii_case("upgrade") {
             upgrade_value = Some(h.value.trim_ascii());
+        } else if name.eq_ignore_ascii_case("authorization") {
+            authorization = Some(h.value);
         }
     }
     let content_length = content_length.unwrap_or(0);
@@ -233,6 +239,7 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed<'_> {
         keep_alive,
         expect_continue,
         upgrade: upgrade_value.filter(|_| connection_upgrade && minor_version >= 1),
+        authorization,
         head_bytes,
     })
 }

@@ -21,6 +21,10 @@ pub enum Status {
     Accepted,
     /// 400.
     BadRequest,
+    /// 401.
+    Unauthorized,
+    /// 403.
+    Forbidden,
     /// 404.
     NotFound,
     /// 405.
@@ -57,6 +61,8 @@ impl Status {
             Status::Created => 201,
             Status::Accepted => 202,
             Status::BadRequest => 400,
+            Status::Unauthorized => 401,
+            Status::Forbidden => 403,
             Status::NotFound => 404,
             Status::MethodNotAllowed => 405,
             Status::RequestTimeout => 408,
@@ -81,6 +87,8 @@ impl Status {
             Status::Created => b"HTTP/1.1 201 Created\r\n",
             Status::Accepted => b"HTTP/1.1 202 Accepted\r\n",
             Status::BadRequest => b"HTTP/1.1 400 Bad Request\r\n",
+            Status::Unauthorized => b"HTTP/1.1 401 Unauthorized\r\n",
+            Status::Forbidden => b"HTTP/1.1 403 Forbidden\r\n",
             Status::NotFound => b"HTTP/1.1 404 Not Found\r\n",
             Status::MethodNotAllowed => b"HTTP/1.1 405 Method Not Allowed\r\n",
             Status::RequestTimeout => b"HTTP/1.1 408 Request Timeout\r\n",
@@ -117,6 +125,8 @@ pub struct Extra<'a> {
     pub allow: Option<&'a str>,
     /// `Retry-After` seconds (503).
     pub retry_after_sec: Option<u32>,
+    /// `WWW-Authenticate` (401).
+    pub www_authenticate: Option<&'a str>,
 }
 
 fn persist_header(out: &mut Vec<u8>, persist: Persist) {
@@ -170,6 +180,7 @@ pub fn write_head(
             + HEAD_FIXED_BYTES_MAX
             + extra.content_type.map_or(0, str::len)
             + extra.allow.map_or(0, str::len)
+            + extra.www_authenticate.map_or(0, str::len)
             + body_bytes,
     );
     out.extend_from_slice(line);
@@ -181,6 +192,9 @@ pub fn write_head(
     }
     if let Some(allow) = extra.allow {
         push_header(out, b"Allow: ", allow.as_bytes());
+    }
+    if let Some(scheme) = extra.www_authenticate {
+        push_header(out, b"WWW-Authenticate: ", scheme.as_bytes());
     }
     if let Some(secs) = extra.retry_after_sec {
         out.extend_from_slice(b"Retry-After: ");
@@ -265,6 +279,9 @@ mod tests {
         if let Some(allow) = extra.allow {
             write!(out, "Allow: {allow}\r\n").unwrap();
         }
+        if let Some(scheme) = extra.www_authenticate {
+            write!(out, "WWW-Authenticate: {scheme}\r\n").unwrap();
+        }
         if let Some(secs) = extra.retry_after_sec {
             write!(out, "Retry-After: {secs}\r\n").unwrap();
         }
@@ -340,6 +357,7 @@ mod tests {
             content_type in proptest::option::of("[a-z/;= -]{0,40}"),
             allow in proptest::option::of("[A-Z, ]{0,20}"),
             retry_after_sec in proptest::option::of(any::<u32>()),
+            www_authenticate in proptest::option::of("[A-Za-z]{1,12}"),
             body in proptest::collection::vec(any::<u8>(), 0..300),
             text in "[ -~]{0,80}",
             prefix in proptest::collection::vec(any::<u8>(), 0..20),
@@ -349,6 +367,7 @@ mod tests {
                 content_type: content_type.as_deref(),
                 allow: allow.as_deref(),
                 retry_after_sec,
+                www_authenticate: www_authenticate.as_deref(),
             };
             let mut out = prefix.clone();
             write_full(&mut out, status, extra, persist, &body);

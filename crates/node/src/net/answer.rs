@@ -53,6 +53,10 @@ pub enum Format {
 pub enum Failure {
     /// The request is malformed or invalid (400).
     Invalid,
+    /// No credential, or an unknown one (401, with `WWW-Authenticate: Bearer`).
+    Unauthenticated,
+    /// A credential whose role is too weak for the request (403).
+    Forbidden,
     /// The method is not one the target allows (405); the allowed ones.
     NotAllowed(&'static str),
     /// The request did not arrive in time (408).

@@ -19,6 +19,8 @@ use super::dispatch::{Command, Dispatched, dispatch};
 use super::peer_conn::PeerServer;
 use super::render::{from_http_error, render};
 use crate::api::{Action, Route, allow_for, route};
+use crate::auth::http_gate::{Credential, admit, credential, peer};
+use crate::auth::peer_gate::Gate;
 use crate::http::Status;
 use crate::http::request::{HttpError, Limits, Parsed, RequestHead, parse_head};
 use crate::http::response::{Persist, write_chunk, write_chunked_head, write_last_chunk};
@@ -107,6 +109,8 @@ pub struct Conn {
     sync_ticket: Option<crate::antientropy::Ticket>,
     /// Counted among peer connections, not clients (set by the event loop).
     pub counted_as_peer: bool,
+    /// The nonce of the peer challenge this connection issued (`auth::peer_gate`).
+    peer_nonce: Option<crate::auth::peer_proof::Nonce>,
 }
 
 /// A parsed request head waiting for its body.
@@ -116,6 +120,8 @@ struct PendingRequest {
     action: Action,
     /// When the request's first byte arrived.
     started: Instant,
+    /// Who sent it (`Authorization`, read when the head was parsed).
+    credential: Credential,
 }
 
 /// What a connection keeps of a parsed request head until its body is in
@@ -199,6 +205,7 @@ impl Conn {
             sync_ticket: None,
             peer: None,
             counted_as_peer: false,
+            peer_nonce: None,
         }
     }
 
@@ -375,6 +382,7 @@ impl Conn {
                             route,
                             action,
                             started,
+                            credential: credential(&ctx.shared.auth, head.authorization),
                         });
                         self.continued = false;
                     }
@@ -460,6 +468,7 @@ impl Conn {
             route,
             action,
             started,
+            credential,
         } = request;
         let persist = head.persist;
         if persist == Persist::Close {
@@ -473,13 +482,20 @@ impl Conn {
                 return self.push_error(ctx, route, &e, persist, head.allow, started);
             }
             Action::PeerUpgrade => {
-                let response = crate::peer::handshake::upgrade_response();
+                let protocol = crate::peer::handshake::PEER_PROTOCOL;
+                let Some(response) = self.peer_gate(ctx, route, started, protocol, &credential)
+                else {
+                    return;
+                };
                 return self.push_upgrade(ctx, route, started, response, Upgrade::Peer);
             }
             Action::SyncUpgrade => match ctx.shared.antientropy.try_reserve() {
                 Some(ticket) => {
                     let protocol = crate::peer::handshake::SYNC_PROTOCOL;
-                    let response = crate::peer::handshake::upgrade_response_for(protocol);
+                    let Some(response) = self.peer_gate(ctx, route, started, protocol, &credential)
+                    else {
+                        return; // the ticket is dropped: its place is free again
+                    };
                     let upgrade = Upgrade::Sync(ticket);
                     return self.push_upgrade(ctx, route, started, response, upgrade);
                 }
@@ -508,6 +524,9 @@ impl Conn {
             Action::RepairStatus => Command::RepairStatus,
             Action::Metrics => Command::Metrics,
         };
+        if let Err(refusal) = admit(&ctx.shared.auth, &credential, &command) {
+            return self.push_answer(ctx, route, persist, started, &refusal);
+        }
         let reply_to = ReplyTo {
             token,
             generation: self.generation,
@@ -528,6 +547,51 @@ impl Conn {
                 started,
             }),
         }
+    }
+
+    /// The peer handshake's verdict on an upgrade to `protocol`
+    /// (`auth::peer_gate`): the 101 to send, or `None` when a challenge or
+    /// a refusal (closing the connection) was queued instead.
+    fn peer_gate(
+        &mut self,
+        ctx: &NetContext,
+        route: Route,
+        started: Instant,
+        protocol: &str,
+        credential: &Credential,
+    ) -> Option<Vec<u8>> {
+        let remote = || {
+            self.stream
+                .peer_addr()
+                .map_or_else(|_| "unknown".into(), |a| a.to_string())
+        };
+        let gate = peer(
+            &ctx.shared.auth,
+            protocol,
+            &mut self.peer_nonce,
+            credential,
+            &remote,
+        );
+        let (bytes, status) = match gate {
+            Gate::Open => return Some(crate::peer::handshake::upgrade_response_for(protocol)),
+            Gate::Accepted(bytes) => return Some(bytes),
+            Gate::Challenge(bytes) => (bytes, Status::Unauthorized),
+            Gate::Refused(bytes, why) => {
+                self.close_after = true;
+                let forbidden = why == crate::auth::peer_gate::PeerRefusal::NoSecret;
+                (
+                    bytes,
+                    if forbidden {
+                        Status::Forbidden
+                    } else {
+                        Status::Unauthorized
+                    },
+                )
+            }
+        };
+        ctx.shared.metrics.record(route, status, started);
+        self.answer(|out| out.extend_from_slice(&bytes));
+        None
     }
 
     /// Queues the 101 of an upgrade; once it is out the connection switches.

@@ -35,6 +35,8 @@ pub fn status(answer: &Answer) -> Status {
 fn failure_status(failure: Failure) -> Status {
     match failure {
         Failure::Invalid => Status::BadRequest,
+        Failure::Unauthenticated => Status::Unauthorized,
+        Failure::Forbidden => Status::Forbidden,
         Failure::NotAllowed(_) => Status::MethodNotAllowed,
         Failure::TimedOut => Status::RequestTimeout,
         Failure::LengthRequired => Status::LengthRequired,
@@ -55,6 +57,8 @@ fn failure_status(failure: Failure) -> Status {
 pub fn from_http_error(e: &HttpError, allow: &'static str) -> Answer {
     let failure = match e.status {
         Status::MethodNotAllowed => Failure::NotAllowed(allow),
+        Status::Unauthorized => Failure::Unauthenticated,
+        Status::Forbidden => Failure::Forbidden,
         Status::RequestTimeout => Failure::TimedOut,
         Status::LengthRequired => Failure::LengthRequired,
         Status::PayloadTooLarge => Failure::TooLarge,
@@ -97,6 +101,7 @@ pub fn render(out: &mut Vec<u8>, answer: &Answer, persist: Persist) -> Status {
                     _ => None,
                 },
                 retry_after_sec: (*failure == Failure::Busy).then_some(RETRY_AFTER_SEC),
+                www_authenticate: (*failure == Failure::Unauthenticated).then_some("Bearer"),
                 ..Extra::default()
             };
             write_text(out, status, extra, persist, text)

@@ -22,7 +22,7 @@
 //!   dropped with their requests if the connect fails.
 
 use super::frame::{self, Applied, Message, Stamped};
-use super::handshake::{parse_upgrade_response, upgrade_request};
+use crate::auth::peer_client::{Dialer, Step, fresh_nonce};
 use ataman_engine::metrics::Histogram;
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
@@ -136,6 +136,8 @@ pub struct LinkEnv<'a> {
     pub batch_frames: &'a Histogram,
     /// A peer owing answers this long is taken for gone.
     pub silence_timeout: Duration,
+    /// The cluster secret to prove and demand in the upgrade, if any.
+    pub secret: Option<&'a crate::auth::secret::ClusterSecret>,
 }
 
 /// Who waits for a request's answer: the link keeps it with the request
@@ -200,6 +202,8 @@ pub struct PeerLink<W> {
     why_down: String,
     /// The upgrade request, while it is being written.
     hello: Vec<u8>,
+    /// The upgrade handshake in progress (`auth::peer_client`).
+    dialer: Option<Dialer>,
     out: Vec<u8>,
     out_pos: usize,
     frames_queued: u64,
@@ -230,6 +234,7 @@ impl<W: LinkWaiter> PeerLink<W> {
             backoff: RECONNECT_BACKOFF_MIN,
             why_down: "not connected yet".into(),
             hello: Vec::new(),
+            dialer: None,
             out: Vec::new(),
             out_pos: 0,
             frames_queued: 0,
@@ -468,24 +473,14 @@ impl<W: LinkWaiter> PeerLink<W> {
             }
             let host = self.url.strip_prefix("http://").unwrap_or(&self.url);
             let me = env.self_url;
-            self.hello = upgrade_request(host, me);
+            let secret = env.secret.cloned();
+            let dialer = Dialer::new(super::handshake::PEER_PROTOCOL, host, me, secret);
+            self.hello = dialer.first_request();
+            self.dialer = Some(dialer);
             self.phase = Phase::Handshaking;
         }
-        if self.phase == Phase::Handshaking && !self.hello.is_empty() {
-            let Some(stream) = self.stream.as_mut() else {
-                return Err("no socket".into());
-            };
-            while !self.hello.is_empty() {
-                match stream.write(&self.hello) {
-                    Ok(0) => return Err("connection closed during the upgrade".into()),
-                    Ok(n) => {
-                        self.hello.drain(..n);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(format!("upgrade request: {e}")),
-                }
-            }
+        if self.phase == Phase::Handshaking && !self.write_hello()? {
+            return Ok(());
         }
         if readable || self.phase == Phase::Handshaking {
             self.read(env, outcomes)?;
@@ -495,6 +490,25 @@ impl<W: LinkWaiter> PeerLink<W> {
         }
         let _ = registry;
         Ok(())
+    }
+
+    /// Writes the upgrade request; `Ok(false)` while the socket is full.
+    fn write_hello(&mut self) -> Result<bool, String> {
+        let Some(stream) = self.stream.as_mut() else {
+            return Err("no socket".into());
+        };
+        while !self.hello.is_empty() {
+            match stream.write(&self.hello) {
+                Ok(0) => return Err("connection closed during the upgrade".into()),
+                Ok(n) => {
+                    self.hello.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("upgrade request: {e}")),
+            }
+        }
+        Ok(true)
     }
 
     fn read(
@@ -520,10 +534,25 @@ impl<W: LinkWaiter> PeerLink<W> {
             }
         }
         if self.phase == Phase::Handshaking {
-            match parse_upgrade_response(&self.rbuf)? {
-                None if closed => return Err("connection closed before the upgrade answer".into()),
-                None => return Ok(()),
-                Some(n) => {
+            let Some(dialer) = self.dialer.as_mut() else {
+                return Err("no handshake".into());
+            };
+            match dialer.on_answer(&self.rbuf, &mut fresh_nonce)? {
+                Step::NeedMore if closed => {
+                    return Err("connection closed before the upgrade answer".into());
+                }
+                Step::NeedMore => return Ok(()),
+                Step::Send { consumed, request } => {
+                    self.rbuf.drain(..consumed);
+                    self.hello = request;
+                    self.write_hello()?;
+                    if closed {
+                        return Err("connection closed during the upgrade".into());
+                    }
+                    return Ok(());
+                }
+                Step::Up { consumed: n } => {
+                    self.dialer = None;
                     self.rbuf.drain(..n);
                     self.phase = Phase::Up;
                     self.backoff = RECONNECT_BACKOFF_MIN;

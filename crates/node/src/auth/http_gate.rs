@@ -1,0 +1,188 @@
+//! What an HTTP connection asks before it dispatches a request: who sent
+//! it (the `Authorization` header, read once when the head is parsed), and
+//! whether that is enough for the command, or for a peer upgrade.
+//!
+//! A refusal's body names the missing role at most: never a key, a value
+//! or a token.
+
+use super::Auth;
+use super::metrics::ClientRefusal;
+use super::peer_gate::{self, Gate};
+use super::peer_proof::{Nonce, SCHEME};
+use super::policy::{Role, authorize, needed};
+use crate::net::answer::{Answer, Failure};
+use crate::net::dispatch::Command;
+
+/// The body of a 401.
+pub const UNAUTHENTICATED_TEXT: &str = "authentication required: send Authorization: Bearer TOKEN";
+
+/// Who sent a request, as far as its `Authorization` header says.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Credential {
+    /// No header (or client tokens are off).
+    #[default]
+    Absent,
+    /// A known bearer token's role.
+    Role(Role),
+    /// A bearer token that is not in the file.
+    Unknown,
+    /// Another scheme, or a bearer header without a token.
+    Malformed,
+    /// A peer's proof (`Ataman-Peer ...`), checked by the upgrade.
+    Peer(Box<[u8]>),
+}
+
+fn strip_scheme<'a>(value: &'a [u8], scheme: &str) -> Option<&'a [u8]> {
+    let n = scheme.len();
+    (value.len() > n && value[..n].eq_ignore_ascii_case(scheme.as_bytes()) && value[n] == b' ')
+        .then(|| value[n + 1..].trim_ascii())
+}
+
+/// Reads the `Authorization` header's value (the token is looked up here,
+/// so nothing of it is kept).
+pub fn credential(auth: &Auth, header: Option<&[u8]>) -> Credential {
+    let Some(value) = header.map(<[u8]>::trim_ascii) else {
+        return Credential::Absent;
+    };
+    if strip_scheme(value, SCHEME).is_some() {
+        return Credential::Peer(value.into());
+    }
+    let Some(tokens) = &auth.tokens else {
+        return Credential::Absent;
+    };
+    match strip_scheme(value, "Bearer") {
+        Some(token) if !token.is_empty() => match tokens.role_of(token) {
+            Some(role) => Credential::Role(role),
+            None => Credential::Unknown,
+        },
+        _ => Credential::Malformed,
+    }
+}
+
+/// Admits `command` sent with `credential`, or gives the refusal to answer
+/// (401 or 403), counted.
+pub fn admit(auth: &Auth, credential: &Credential, command: &Command<'_>) -> Result<(), Answer> {
+    if auth.tokens.is_none() || needed(command).is_none() {
+        return Ok(());
+    }
+    let why = match credential {
+        Credential::Role(role) => match authorize(*role, command) {
+            Ok(()) => return Ok(()),
+            Err(denied) => {
+                auth.metrics.client_refused(ClientRefusal::Forbidden);
+                return Err(Answer::Failed(
+                    Failure::Forbidden,
+                    format!("forbidden: {denied}"),
+                ));
+            }
+        },
+        Credential::Absent => ClientRefusal::Missing,
+        Credential::Unknown => ClientRefusal::Unknown,
+        Credential::Malformed | Credential::Peer(_) => ClientRefusal::Malformed,
+    };
+    auth.metrics.client_refused(why);
+    Err(Answer::Failed(
+        Failure::Unauthenticated,
+        UNAUTHENTICATED_TEXT.into(),
+    ))
+}
+
+/// Decides a peer or sync upgrade to `protocol` on a connection from
+/// `remote` that issued `issued`; refusals are counted and logged.
+pub fn peer(
+    auth: &Auth,
+    protocol: &str,
+    issued: &mut Option<Nonce>,
+    credential: &Credential,
+    remote: &dyn Fn() -> String,
+) -> Gate {
+    let gate = if auth.secret.is_none() && auth.peers_closed {
+        peer_gate::closed()
+    } else {
+        let authorization: Option<&[u8]> = match credential {
+            Credential::Absent => None,
+            Credential::Peer(value) => Some(value),
+            // A client's bearer token never opens a peer session.
+            _ => Some(b"Bearer"),
+        };
+        match super::peer_client::fresh_nonce() {
+            Some(fresh) => {
+                peer_gate::decide(auth.secret.as_ref(), protocol, issued, authorization, fresh)
+            }
+            None => {
+                tracing::error!("auth: no randomness for a peer challenge");
+                peer_gate::closed()
+            }
+        }
+    };
+    if let Gate::Refused(_, why) = &gate {
+        auth.metrics.peer_refused(*why);
+        tracing::warn!(
+            remote = %remote(),
+            reason = why.label(),
+            "peer upgrade refused: the cluster secret was not proved"
+        );
+    }
+    gate
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn auth_with(text: &str) -> (Auth, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens");
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let auth = Auth {
+            tokens: Some(super::super::reload::TokenStore::open(&path).unwrap()),
+            ..Auth::default()
+        };
+        (auth, dir)
+    }
+
+    #[test]
+    fn headers_to_credentials_to_answers() {
+        let (auth, _dir) = auth_with("reader-token-0123456 read\n");
+        let c = |h: &[u8]| credential(&auth, Some(h));
+        assert_eq!(
+            c(b"Bearer reader-token-0123456"),
+            Credential::Role(Role::Read)
+        );
+        assert_eq!(
+            c(b"bearer   reader-token-0123456 "),
+            Credential::Role(Role::Read)
+        );
+        assert_eq!(c(b"Bearer reader-token-0123457"), Credential::Unknown);
+        assert_eq!(c(b"Bearer "), Credential::Malformed);
+        assert_eq!(c(b"Basic dXNlcjpwYXNz"), Credential::Malformed);
+        assert_eq!(credential(&auth, None), Credential::Absent);
+        let put = Command::Write {
+            key: b"secret-key".to_vec(),
+            value: Some(b"secret-value"),
+            ack: 1,
+            from: 1,
+        };
+        let Err(Answer::Failed(Failure::Forbidden, text)) =
+            admit(&auth, &Credential::Role(Role::Read), &put)
+        else {
+            panic!("not forbidden");
+        };
+        assert_eq!(text, "forbidden: this request needs the write role");
+        let Err(Answer::Failed(Failure::Unauthenticated, text)) =
+            admit(&auth, &Credential::Unknown, &put)
+        else {
+            panic!("not 401");
+        };
+        assert!(!text.contains("secret"), "{text}");
+        assert_eq!(admit(&auth, &Credential::Absent, &Command::Status), Ok(()));
+        assert_eq!(auth.metrics.client_refusals(ClientRefusal::Unknown), 1);
+        assert_eq!(auth.metrics.client_refusals(ClientRefusal::Forbidden), 1);
+        // Without tokens, everything is admitted.
+        let open = Auth::disabled();
+        assert_eq!(credential(&open, Some(b"Bearer x")), Credential::Absent);
+        assert_eq!(admit(&open, &Credential::Absent, &put), Ok(()));
+    }
+}

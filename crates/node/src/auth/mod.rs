@@ -1,0 +1,107 @@
+//! Who may use the node: client tokens with roles, the peers' proof of the
+//! cluster secret, and the refusal to start exposed (docs/SECURITY.md).
+//!
+//! Pure rules, usable by any protocol:
+//! - [`policy`]: roles and the role each command needs ([`policy::authorize`]).
+//! - [`tokens`]: the token file's format, and constant-time lookup.
+//! - [`private_file`]: the rule that a file of secrets is its owner's alone.
+//! - [`secret`]: the cluster secret.
+//! - [`peer_proof`]: the HMAC challenge and response of the peer upgrade;
+//!   [`peer_gate`] the accepting side's decision, [`peer_client`] the dialing side's.
+//! - [`protected`]: protected mode (no open node on a non-loopback address).
+//!
+//! And their use by the node:
+//! - [`reload`]: the token set shared with the network threads, rotated on
+//!   SIGHUP or when the file changes.
+//! - [`http_gate`]: what the HTTP connection asks before dispatch.
+//! - [`metrics`]: refusals by reason, for `/metrics`.
+
+pub mod http_gate;
+pub mod metrics;
+pub mod peer_client;
+pub mod peer_gate;
+pub mod peer_proof;
+pub mod policy;
+pub mod private_file;
+pub mod protected;
+pub mod reload;
+pub mod secret;
+pub mod tokens;
+
+pub use policy::{Denied, Role, authorize};
+
+use crate::config::NodeConfig;
+
+/// The node's authentication state, shared by its threads.
+#[derive(Default)]
+pub struct Auth {
+    /// Client tokens (`--auth-token-file`); `None`: every client request is admitted.
+    pub tokens: Option<reload::TokenStore>,
+    /// The cluster secret (`--cluster-secret-file`); `None`: peers are not authenticated.
+    pub secret: Option<secret::ClusterSecret>,
+    /// Refusals by reason.
+    pub metrics: metrics::AuthMetrics,
+    /// Peer upgrades refused outright: client tokens are on, there is no
+    /// secret, and the node is alone in its cluster (no peer has business here).
+    pub peers_closed: bool,
+}
+
+impl Auth {
+    /// No authentication at all (tests; a node without the options).
+    pub fn disabled() -> Auth {
+        Auth::default()
+    }
+
+    /// Applies protected mode, then reads the token file and the secret
+    /// (refusing files others may read). Before the node binds anything.
+    pub fn load(config: &NodeConfig) -> Result<Auth, String> {
+        let exposure = protected::Exposure {
+            listen: &config.listen,
+            resp_listen: None, // the RESP front end's `--resp-listen`, once it exists
+            cluster: &config.cluster,
+            tokens: config.auth_token_file.is_some(),
+            peers_verified: config.cluster_secret_file.is_some(), // or `--tls-ca`, later
+            allow_unauthenticated: config.allow_unauthenticated,
+        };
+        if protected::check(&exposure)? {
+            for _ in 0..3 {
+                tracing::warn!(
+                    "--allow-unauthenticated: this node is reachable beyond loopback without \
+                     authentication; anyone who can reach it can read, write and act as a peer"
+                );
+            }
+            eprintln!(
+                "ataman: WARNING: running without authentication on a non-loopback address \
+                 (--allow-unauthenticated)"
+            );
+        }
+        let tokens = match &config.auth_token_file {
+            Some(path) => Some(reload::TokenStore::open(path)?),
+            None => None,
+        };
+        let secret = match &config.cluster_secret_file {
+            Some(path) => Some(secret::ClusterSecret::read(path).map_err(|e| e.to_string())?),
+            None => None,
+        };
+        if secret.is_some() {
+            reload::install_sighup();
+            tracing::info!("auth: peers must prove the cluster secret");
+        }
+        if tokens.is_some() {
+            reload::install_sighup();
+        }
+        Ok(Auth {
+            peers_closed: tokens.is_some() && secret.is_none() && config.cluster.len() == 1,
+            tokens,
+            secret,
+            metrics: metrics::AuthMetrics::default(),
+        })
+    }
+
+    /// The main thread's periodic chore: reload the tokens if asked or changed.
+    pub fn tick(&self) {
+        if let Some(tokens) = &self.tokens {
+            tokens.tick(&self.metrics);
+        }
+    }
+}
