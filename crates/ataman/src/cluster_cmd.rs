@@ -19,6 +19,9 @@ use std::process::ExitCode;
 /// `ataman cluster` arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ClusterArgs {
+    /// A file whose first token is sent as `Authorization: Bearer` (default: the `ATAMAN_TOKEN` variable).
+    #[arg(long, global = true, env = "ATAMAN_TOKEN_FILE")]
+    pub token_file: Option<std::path::PathBuf>,
     /// What to do.
     #[command(subcommand)]
     pub command: ClusterCommand,
@@ -35,6 +38,10 @@ pub enum ClusterCommand {
 
 /// Runs one `ataman cluster` command and returns the process exit code.
 pub fn run(args: ClusterArgs) -> ExitCode {
+    if let Err(e) = crate::http_client::token::init(args.token_file.as_deref()) {
+        eprintln!("ataman: {e}");
+        return ExitCode::from(crate::ctl::EXIT_REFUSED);
+    }
     match args.command {
         ClusterCommand::Start(args) => match start::run(&args) {
             Ok(()) => ExitCode::SUCCESS,

@@ -57,6 +57,9 @@ pub struct CtlArgs {
     /// [default: 10000]; for `repair`, the bound on the whole wait [default: 60000].
     #[arg(long, global = true)]
     pub timeout_ms: Option<u64>,
+    /// A file whose first token is sent as `Authorization: Bearer` (default: the `ATAMAN_TOKEN` variable).
+    #[arg(long, global = true, env = "ATAMAN_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
     /// What to do.
     #[command(subcommand)]
     pub command: CtlCommand,
@@ -234,6 +237,7 @@ fn write_out(out: &mut dyn Write, bytes: &[u8]) -> Result<(), CtlError> {
 }
 
 fn execute(args: &CtlArgs, out: &mut dyn Write) -> Result<(), CtlError> {
+    crate::http_client::token::init(args.token_file.as_deref()).map_err(CtlError::Usage)?;
     let url = BaseUrl::parse(&args.url).map_err(|e| CtlError::Usage(e.to_string()))?;
     let timeout = Duration::from_millis(args.timeout_ms.unwrap_or(TIMEOUT_MS_DEFAULT).max(1));
     let consistency = consistency(args);

@@ -178,7 +178,11 @@ fn exchange(
     timeout: Duration,
     started: Instant,
 ) -> Result<crate::http_client::response::Response, Failure> {
-    let mut request = format!("{method} {target} HTTP/1.1\r\nHost: {}\r\n", conn.addr);
+    let mut request = format!(
+        "{method} {target} HTTP/1.1\r\nHost: {}\r\n{}",
+        conn.addr,
+        crate::http_client::token::header_line()
+    );
     if let Some(body) = body {
         request.push_str(&format!("Content-Length: {}\r\n", body.len()));
     }

@@ -59,7 +59,8 @@ pub fn request_head(
     body_bytes: Option<usize>,
 ) -> Vec<u8> {
     let mut head = format!(
-        "{method} {target} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: ataman-ctl\r\nConnection: close\r\n"
+        "{method} {target} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: ataman-ctl\r\nConnection: close\r\n{}",
+        super::token::header_line()
     );
     if let Some(length) = body_bytes {
         head.push_str(&format!("Content-Length: {length}\r\n"));

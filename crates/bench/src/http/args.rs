@@ -75,6 +75,9 @@ pub struct HttpArgs {
     /// RNG seed (ids, values).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// A file whose first token is sent as `Authorization: Bearer` (default: the `ATAMAN_TOKEN` variable).
+    #[arg(long, env = "ATAMAN_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
 }
 
 impl HttpArgs {
@@ -102,7 +105,24 @@ impl HttpArgs {
             progress: false,
             no_spectrum: false,
             seed: 1,
+            token_file: None,
         }
+    }
+
+    /// The bearer token to send: the first field of the first line of
+    /// `--token-file` that is neither blank nor a comment, else `ATAMAN_TOKEN`.
+    pub fn bearer(&self) -> Result<Option<String>, String> {
+        let Some(path) = &self.token_file else {
+            return Ok(std::env::var("ATAMAN_TOKEN").ok().filter(|t| !t.trim().is_empty()));
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read --token-file {}: {e}", path.display()))?;
+        text.lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with('#'))
+            .and_then(|l| l.split_ascii_whitespace().next())
+            .map(|t| Some(t.to_owned()))
+            .ok_or_else(|| format!("--token-file {}: no token in it", path.display()))
     }
 }
 

@@ -180,6 +180,9 @@ fn fill(args: &HttpArgs, targets: &[Target], progress: bool) -> Result<FillRepor
 
 fn validate(args: &HttpArgs, targets: usize) -> Result<()> {
     let bad = |why: String| Err(BenchError::InvalidArgument(why));
+    if let Err(e) = args.bearer() {
+        return bad(e);
+    }
     if args.connections == 0 || args.connections > CONNECTIONS_MAX {
         return bad(format!("--connections must be in 1..={CONNECTIONS_MAX}"));
     }

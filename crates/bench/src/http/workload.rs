@@ -152,6 +152,10 @@ fn line_tail(args: &HttpArgs, target: &Target) -> Vec<u8> {
         s.push_str(&format!("&from={from}"));
     }
     s.push_str(&format!(" HTTP/1.1\r\nHost: {}\r\n", target.host));
+    // Checked readable by `run::validate`; a token is sent with every request.
+    if let Ok(Some(token)) = args.bearer() {
+        s.push_str(&format!("Authorization: Bearer {token}\r\n"));
+    }
     s.into_bytes()
 }
 
