@@ -31,7 +31,9 @@ pub fn init(file: Option<&Path>) -> Result<(), String> {
                 .ok_or_else(|| format!("--token-file {}: no token in it", path.display()))?;
             Some(token.to_owned())
         }
-        None => std::env::var(TOKEN_ENV).ok().filter(|t| !t.trim().is_empty()),
+        None => std::env::var(TOKEN_ENV)
+            .ok()
+            .filter(|t| !t.trim().is_empty()),
     };
     let _ = TOKEN.set(token.map(|t| t.trim().to_owned()));
     Ok(())
@@ -40,7 +42,11 @@ pub fn init(file: Option<&Path>) -> Result<(), String> {
 /// The token to send, if any (`ATAMAN_TOKEN` when [`init`] was not called).
 pub fn bearer() -> Option<&'static str> {
     TOKEN
-        .get_or_init(|| std::env::var(TOKEN_ENV).ok().filter(|t| !t.trim().is_empty()))
+        .get_or_init(|| {
+            std::env::var(TOKEN_ENV)
+                .ok()
+                .filter(|t| !t.trim().is_empty())
+        })
         .as_deref()
 }
 

@@ -113,7 +113,9 @@ impl HttpArgs {
     /// `--token-file` that is neither blank nor a comment, else `ATAMAN_TOKEN`.
     pub fn bearer(&self) -> Result<Option<String>, String> {
         let Some(path) = &self.token_file else {
-            return Ok(std::env::var("ATAMAN_TOKEN").ok().filter(|t| !t.trim().is_empty()));
+            return Ok(std::env::var("ATAMAN_TOKEN")
+                .ok()
+                .filter(|t| !t.trim().is_empty()));
         };
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read --token-file {}: {e}", path.display()))?;
