@@ -1,9 +1,9 @@
-//! Fuzzes the peer handshake's decoders and checks (`crates/node/src/auth/`):
+//! Fuzzes the peer handshake's decoders and checks (`crates/node/src/auth/peer_proof.rs`, `peer/auth_gate.rs`, `peer/auth_dialer.rs`):
 //! what a node reads from a peer it has not authenticated yet.
 //!
 //! Three readings of the input, none of which may panic:
 //! - as the `Authorization` value of an upgrade request, checked against a
-//!   fixed secret and challenge (`peer_gate::decide`): a proof the fuzzer
+//!   fixed secret and challenge (`peer::auth_gate::decide`): a proof the fuzzer
 //!   did not get from the secret is never accepted;
 //! - as the server's answer to a dialer in both of its states (waiting for
 //!   the challenge, waiting for the 101 and its proof): a 101 is never
@@ -12,8 +12,8 @@
 //!   decodes to the same parameters.
 #![no_main]
 
-use ataman_node::auth::peer_client::{Dialer, Step};
-use ataman_node::auth::peer_gate::{Gate, decide};
+use ataman_node::peer::auth_dialer::{Dialer, Step};
+use ataman_node::peer::auth_gate::{Gate, decide};
 use ataman_node::auth::peer_proof::{self, Params};
 use ataman_node::auth::secret::ClusterSecret;
 use ataman_node::peer::handshake::PEER_PROTOCOL;

@@ -26,8 +26,8 @@ use super::wire::{
     self, BATCH_BYTES_MAX, DIGEST_ENTRIES_MAX, FETCH_KEYS_MAX, Message, PUSH_ITEMS_MAX,
     TREE_NODES_PER_REQUEST_MAX, VERSION, bitmap_has, bitmap_of,
 };
-use crate::auth::peer_client::{Dialer, Step as Handshake, fresh_nonce};
 use crate::cluster::dial_address;
+use crate::peer::auth_dialer::{Dialer, Step as Handshake, fresh_nonce};
 use crate::peer::frame::Stamped;
 use crate::peer::handshake::SYNC_PROTOCOL;
 use std::io::{Read, Write};

@@ -1,6 +1,5 @@
 //! Authentication failures and token reloads, counted for `/metrics`.
 
-use super::peer_gate::PeerRefusal;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -33,6 +32,44 @@ impl ClientRefusal {
             ClientRefusal::Unknown => "unknown_token",
             ClientRefusal::Malformed => "malformed",
             ClientRefusal::Forbidden => "forbidden",
+        }
+    }
+}
+
+/// Why a peer upgrade is refused (a label of `/metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerRefusal {
+    /// A second plain request where a proof was due.
+    MissingProof,
+    /// A proof on a connection that was never challenged (a replay).
+    NoChallenge,
+    /// A proof that does not prove the secret.
+    BadProof,
+    /// An unreadable `Authorization` header.
+    Malformed,
+    /// Client tokens are on and there is no cluster secret: a node alone in
+    /// its cluster takes no peer session at all.
+    NoSecret,
+}
+
+impl PeerRefusal {
+    /// Every reason, in the order of `/metrics`.
+    pub const ALL: [PeerRefusal; 5] = [
+        PeerRefusal::MissingProof,
+        PeerRefusal::NoChallenge,
+        PeerRefusal::BadProof,
+        PeerRefusal::Malformed,
+        PeerRefusal::NoSecret,
+    ];
+
+    /// The label in `/metrics`.
+    pub fn label(self) -> &'static str {
+        match self {
+            PeerRefusal::MissingProof => "missing_proof",
+            PeerRefusal::NoChallenge => "no_challenge",
+            PeerRefusal::BadProof => "bad_proof",
+            PeerRefusal::Malformed => "malformed",
+            PeerRefusal::NoSecret => "no_secret",
         }
     }
 }

@@ -2,24 +2,22 @@
 //! cluster secret, and the refusal to start exposed (docs/SECURITY.md).
 //!
 //! Pure rules, usable by any protocol:
-//! - [`policy`]: roles and the role each command needs ([`policy::authorize`]).
+//! - [`policy`]: the roles (the role each command needs: `net::authorize`).
 //! - [`tokens`]: the token file's format, and constant-time lookup.
 //! - [`private_file`]: the rule that a file of secrets is its owner's alone.
 //! - [`secret`]: the cluster secret.
-//! - [`peer_proof`]: the HMAC challenge and response of the peer upgrade;
-//!   [`peer_gate`] the accepting side's decision, [`peer_client`] the dialing side's.
+//! - [`peer_proof`]: the HMAC challenge and response of the peer upgrade
+//!   (carried by `peer::auth_gate`, the accepting side, and
+//!   `peer::auth_dialer`, the dialing side).
 //! - [`protected`]: protected mode (no open node on a non-loopback address).
 //!
 //! And their use by the node:
 //! - [`reload`]: the token set shared with the network threads, rotated on
 //!   SIGHUP or when the file changes.
-//! - [`http_gate`]: what the HTTP connection asks before dispatch.
+//! - `net::auth_gate`: what the HTTP connection asks before dispatch.
 //! - [`metrics`]: refusals by reason, for `/metrics`.
 
-pub mod http_gate;
 pub mod metrics;
-pub mod peer_client;
-pub mod peer_gate;
 pub mod peer_proof;
 pub mod policy;
 pub mod private_file;
@@ -28,7 +26,7 @@ pub mod reload;
 pub mod secret;
 pub mod tokens;
 
-pub use policy::{Denied, Role, authorize};
+pub use policy::{Denied, Role};
 
 use crate::config::NodeConfig;
 

@@ -1,7 +1,7 @@
 //! The peers' proof of the cluster secret, in the `/v0/peer` upgrade
 //! (docs/SECURITY.md, "Peer handshake"). Pure rules: values in, decisions
-//! out; the connection ([`super::peer_gate`]) and the dialing sides
-//! ([`super::peer_client`]) carry the bytes.
+//! out; the connection (`peer::auth_gate`) and the dialing sides
+//! (`peer::auth_dialer`) carry the bytes.
 //!
 //! 1. The dialer sends the plain upgrade request.
 //! 2. A node with a secret answers `401` with

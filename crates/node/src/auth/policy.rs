@@ -1,7 +1,5 @@
-//! Who may do what: the role each command needs, whatever protocol carried
-//! it (HTTP today; the RESP front end calls the same [`authorize`]).
-
-use crate::net::dispatch::Command;
+//! The roles of client tokens. Which role each command needs is
+//! `net::authorize`, next to the commands.
 
 /// A client token's role. Each role implies the ones before it:
 /// `Read < Write < Admin`.
@@ -44,85 +42,9 @@ pub struct Denied {
     pub needed: Role,
 }
 
-/// The least role `command` needs; `None`: open to anyone (health checks).
-pub fn needed(command: &Command<'_>) -> Option<Role> {
-    match command {
-        Command::Status => None,
-        Command::Get { .. }
-        | Command::Range { .. }
-        | Command::Cluster
-        | Command::RepairStatus
-        | Command::Metrics => Some(Role::Read),
-        Command::Write { .. } => Some(Role::Write),
-        Command::RepairStart => Some(Role::Admin),
-    }
-}
-
-/// Whether `role` may carry out `command`.
-pub fn authorize(role: Role, command: &Command<'_>) -> Result<(), Denied> {
-    match needed(command) {
-        Some(needed) if role < needed => Err(Denied { needed }),
-        _ => Ok(()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn commands() -> Vec<Command<'static>> {
-        vec![
-            Command::Status,
-            Command::Get {
-                key: b"k".to_vec(),
-                ack: 1,
-                from: 1,
-            },
-            Command::Range {
-                start: b"a".to_vec(),
-                end: None,
-            },
-            Command::Cluster,
-            Command::RepairStatus,
-            Command::Metrics,
-            Command::Write {
-                key: b"k".to_vec(),
-                value: Some(b"v"),
-                ack: 1,
-                from: 1,
-            },
-            Command::Write {
-                key: b"k".to_vec(),
-                value: None,
-                ack: 1,
-                from: 1,
-            },
-            Command::RepairStart,
-        ]
-    }
-
-    /// The table of the issue: reads need read, writes write, repair admin,
-    /// status nothing; each role implies the weaker ones.
-    #[test]
-    fn every_command_against_every_role() {
-        let expected = |c: &Command<'_>| match c {
-            Command::Status => [true, true, true],
-            Command::Write { .. } => [false, true, true],
-            Command::RepairStart => [false, false, true],
-            _ => [true, true, true],
-        };
-        for command in commands() {
-            let got =
-                [Role::Read, Role::Write, Role::Admin].map(|r| authorize(r, &command).is_ok());
-            assert_eq!(got, expected(&command), "{command:?}");
-        }
-        assert_eq!(
-            authorize(Role::Read, &commands()[6]),
-            Err(Denied {
-                needed: Role::Write
-            })
-        );
-    }
 
     #[test]
     fn role_names_round_trip() {

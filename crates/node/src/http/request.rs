@@ -55,7 +55,7 @@ pub struct RequestHead<'a> {
     /// `None` (an HTTP/1.0 request's `Upgrade` is ignored, RFC 9110 7.8).
     pub upgrade: Option<&'a [u8]>,
     /// The `Authorization` header's value, if any (borrowed, not copied;
-    /// read by `auth::http_gate`).
+    /// read by `net::auth_gate`).
     pub authorization: Option<&'a [u8]>,
     /// Bytes of the head, including the blank line.
     pub head_bytes: usize,

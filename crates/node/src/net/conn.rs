@@ -15,15 +15,15 @@
 //! - After an error that closes the connection, nothing more is parsed.
 
 use super::answer::{self, Answer, Awaited};
+use super::auth_gate::{Credential, admit, credential, peer};
 use super::dispatch::{Command, Dispatched, dispatch};
 use super::peer_conn::PeerServer;
 use super::render::{from_http_error, render};
 use crate::api::{Action, Route, allow_for, route};
-use crate::auth::http_gate::{Credential, admit, credential, peer};
-use crate::auth::peer_gate::Gate;
 use crate::http::Status;
 use crate::http::request::{HttpError, Limits, Parsed, RequestHead, parse_head};
 use crate::http::response::{Persist, write_chunk, write_chunked_head, write_last_chunk};
+use crate::peer::auth_gate::Gate;
 use crate::replication::coordinator::Decision;
 use crate::replication::{ReplyTo, Request};
 use crate::state::NetContext;
@@ -109,7 +109,7 @@ pub struct Conn {
     sync_ticket: Option<crate::antientropy::Ticket>,
     /// Counted among peer connections, not clients (set by the event loop).
     pub counted_as_peer: bool,
-    /// The nonce of the peer challenge this connection issued (`auth::peer_gate`).
+    /// The nonce of the peer challenge this connection issued (`peer::auth_gate`).
     peer_nonce: Option<crate::auth::peer_proof::Nonce>,
 }
 
@@ -550,7 +550,7 @@ impl Conn {
     }
 
     /// The peer handshake's verdict on an upgrade to `protocol`
-    /// (`auth::peer_gate`): the 101 to send, or `None` when a challenge or
+    /// (`peer::auth_gate`): the 101 to send, or `None` when a challenge or
     /// a refusal (closing the connection) was queued instead.
     fn peer_gate(
         &mut self,
@@ -578,7 +578,7 @@ impl Conn {
             Gate::Challenge(bytes) => (bytes, Status::Unauthorized),
             Gate::Refused(bytes, why) => {
                 self.close_after = true;
-                let forbidden = why == crate::auth::peer_gate::PeerRefusal::NoSecret;
+                let forbidden = why == crate::auth::metrics::PeerRefusal::NoSecret;
                 (
                     bytes,
                     if forbidden {

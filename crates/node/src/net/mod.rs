@@ -19,8 +19,12 @@
 //! - [`answer`]: every outcome mapped to one protocol-neutral answer (pure).
 //! - [`render`]: HTTP's rendering of an answer (status, headers, body).
 //! - [`peer_conn`]: a connection a peer upgraded to the peer protocol.
+//! - [`authorize`]: the role each command needs; [`auth_gate`]: the
+//!   `Authorization` header, the 401 and 403, the peer upgrade's verdict.
 
 pub mod answer;
+pub mod auth_gate;
+pub mod authorize;
 pub mod conn;
 pub mod dispatch;
 mod event_loop;

@@ -21,8 +21,8 @@
 //! - Frames are written only once the 101 arrived; bytes queued before are
 //!   dropped with their requests if the connect fails.
 
+use super::auth_dialer::{Dialer, Step, fresh_nonce};
 use super::frame::{self, Applied, Message, Stamped};
-use crate::auth::peer_client::{Dialer, Step, fresh_nonce};
 use ataman_engine::metrics::Histogram;
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
@@ -202,7 +202,7 @@ pub struct PeerLink<W> {
     why_down: String,
     /// The upgrade request, while it is being written.
     hello: Vec<u8>,
-    /// The upgrade handshake in progress (`auth::peer_client`).
+    /// The upgrade handshake in progress (`auth_dialer`).
     dialer: Option<Dialer>,
     out: Vec<u8>,
     out_pos: usize,

@@ -9,11 +9,15 @@
 //! - [`link`]: the client side, one per network thread per peer.
 //! - [`refusal`]: which versions from a peer a node refuses (writes, anti-entropy).
 //! - [`handshake`]: the upgrade, and the names of both protocols it switches to.
+//! - [`auth_dialer`], [`auth_gate`]: the proof of the cluster secret in the
+//!   upgrade (`crate::auth::peer_proof`), dialing and accepting.
 //!
 //! The server side of an upgraded connection is a connection of the network
 //! threads: `net::peer_conn`.
 //! - [`keepalive`]: TCP keepalive, so a vanished peer's connection fails.
 
+pub mod auth_dialer;
+pub mod auth_gate;
 pub mod frame;
 pub mod framing;
 pub mod handshake;

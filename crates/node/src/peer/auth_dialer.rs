@@ -1,13 +1,13 @@
-//! The dialing side of the peer handshake ([`super::peer_proof`]), as a
+//! The dialing side of the peer handshake ([`crate::auth::peer_proof`]), as a
 //! state machine over the bytes received: used by the peer links, the
 //! anti-entropy client and the harness alike.
 
-use super::peer_proof::{self, Nonce};
-use super::secret::ClusterSecret;
-use crate::peer::handshake::{
+use super::handshake::{
     UPGRADE_RESPONSE_BYTES_MAX, UPGRADE_RESPONSE_HEADERS_MAX, parse_upgrade_response_for,
     upgrade_request_for,
 };
+use crate::auth::peer_proof::{self, Nonce};
+use crate::auth::secret::ClusterSecret;
 
 /// Largest body of the challenge (a `401`) a dialer reads past, bytes.
 pub const CHALLENGE_BODY_BYTES_MAX: usize = 4096;
@@ -197,8 +197,8 @@ pub fn fresh_nonce() -> Option<Nonce> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::peer_gate::{Gate, decide};
     use crate::http::request::{Limits, Parsed, parse_head as parse_request};
+    use crate::peer::auth_gate::{Gate, decide};
     use crate::peer::handshake::PEER_PROTOCOL;
 
     fn secret(s: &str) -> Option<ClusterSecret> {

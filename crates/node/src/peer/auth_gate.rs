@@ -1,48 +1,11 @@
-//! The accepting side of the peer handshake ([`super::peer_proof`]): what
+//! The accepting side of the peer handshake ([`crate::auth::peer_proof`]): what
 //! a connection answers to an upgrade request, decided before any frame
 //! is read. Pure: the connection keeps the nonce it issued and sends the
 //! bytes.
 
-use super::peer_proof::{self, HandshakeError, Nonce};
-use super::secret::ClusterSecret;
-
-/// Why a peer upgrade is refused (a label of `/metrics`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PeerRefusal {
-    /// A second plain request where a proof was due.
-    MissingProof,
-    /// A proof on a connection that was never challenged (a replay).
-    NoChallenge,
-    /// A proof that does not prove the secret.
-    BadProof,
-    /// An unreadable `Authorization` header.
-    Malformed,
-    /// Client tokens are on and there is no cluster secret: a node alone in
-    /// its cluster takes no peer session at all.
-    NoSecret,
-}
-
-impl PeerRefusal {
-    /// Every reason, in the order of `/metrics`.
-    pub const ALL: [PeerRefusal; 5] = [
-        PeerRefusal::MissingProof,
-        PeerRefusal::NoChallenge,
-        PeerRefusal::BadProof,
-        PeerRefusal::Malformed,
-        PeerRefusal::NoSecret,
-    ];
-
-    /// The label in `/metrics`.
-    pub fn label(self) -> &'static str {
-        match self {
-            PeerRefusal::MissingProof => "missing_proof",
-            PeerRefusal::NoChallenge => "no_challenge",
-            PeerRefusal::BadProof => "bad_proof",
-            PeerRefusal::Malformed => "malformed",
-            PeerRefusal::NoSecret => "no_secret",
-        }
-    }
-}
+pub use crate::auth::metrics::PeerRefusal;
+use crate::auth::peer_proof::{self, HandshakeError, Nonce};
+use crate::auth::secret::ClusterSecret;
 
 /// What a connection answers to a peer upgrade request.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,13 +5,13 @@
 //! A refusal's body names the missing role at most: never a key, a value
 //! or a token.
 
-use super::Auth;
-use super::metrics::ClientRefusal;
-use super::peer_gate::{self, Gate};
-use super::peer_proof::{Nonce, SCHEME};
-use super::policy::{Role, authorize, needed};
-use crate::net::answer::{Answer, Failure};
-use crate::net::dispatch::Command;
+use super::answer::{Answer, Failure};
+use super::authorize::{authorize, needed};
+use super::dispatch::Command;
+use crate::auth::metrics::ClientRefusal;
+use crate::auth::peer_proof::{Nonce, SCHEME};
+use crate::auth::{Auth, Role};
+use crate::peer::auth_gate::{self, Gate};
 
 /// The body of a 401.
 pub const UNAUTHENTICATED_TEXT: &str = "authentication required: send Authorization: Bearer TOKEN";
@@ -97,7 +97,7 @@ pub fn peer(
     remote: &dyn Fn() -> String,
 ) -> Gate {
     let gate = if auth.secret.is_none() && auth.peers_closed {
-        peer_gate::closed()
+        auth_gate::closed()
     } else {
         let authorization: Option<&[u8]> = match credential {
             Credential::Absent => None,
@@ -105,13 +105,13 @@ pub fn peer(
             // A client's bearer token never opens a peer session.
             _ => Some(b"Bearer"),
         };
-        match super::peer_client::fresh_nonce() {
+        match crate::peer::auth_dialer::fresh_nonce() {
             Some(fresh) => {
-                peer_gate::decide(auth.secret.as_ref(), protocol, issued, authorization, fresh)
+                auth_gate::decide(auth.secret.as_ref(), protocol, issued, authorization, fresh)
             }
             None => {
                 tracing::error!("auth: no randomness for a peer challenge");
-                peer_gate::closed()
+                auth_gate::closed()
             }
         }
     };
@@ -137,7 +137,7 @@ mod tests {
         std::fs::write(&path, text).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         let auth = Auth {
-            tokens: Some(super::super::reload::TokenStore::open(&path).unwrap()),
+            tokens: Some(crate::auth::reload::TokenStore::open(&path).unwrap()),
             ..Auth::default()
         };
         (auth, dir)
