@@ -61,9 +61,34 @@ pub struct ClusterSpec {
 pub struct ClusterView {
     urls: Vec<String>,
     addrs: Vec<Mutex<SocketAddr>>,
+    /// The nodes' `--cluster-secret-file`, read, for the harness's own peer reads.
+    secret: Option<ataman_node::auth::secret::ClusterSecret>,
+}
+
+/// The secret of `--cluster-secret-file FILE` (or `=FILE`) among `serve_args`, if given.
+fn secret_of(
+    serve_args: &[String],
+) -> Result<Option<ataman_node::auth::secret::ClusterSecret>, HarnessError> {
+    const OPTION: &str = "--cluster-secret-file";
+    let path = serve_args.iter().enumerate().find_map(|(i, a)| match a.strip_prefix(OPTION) {
+        Some("") => serve_args.get(i + 1).cloned(),
+        Some(rest) => rest.strip_prefix('=').map(str::to_owned),
+        None => None,
+    });
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    ataman_node::auth::secret::ClusterSecret::read(std::path::Path::new(&path))
+        .map(Some)
+        .map_err(|e| HarnessError::Usage(e.to_string()))
 }
 
 impl ClusterView {
+    /// The cluster secret the nodes share, if any.
+    pub fn peer_secret(&self) -> Option<&ataman_node::auth::secret::ClusterSecret> {
+        self.secret.as_ref()
+    }
+
     /// Every node's URL, in `--cluster` order.
     pub fn urls(&self) -> &[String] {
         &self.urls
@@ -180,6 +205,7 @@ impl Cluster {
         let view = Arc::new(ClusterView {
             urls,
             addrs: (0..n).map(|_| Mutex::new(unbound)).collect(),
+            secret: secret_of(&spec.serve_args)?,
         });
         let mut members = Vec::with_capacity(n);
         for i in 0..n {

@@ -97,6 +97,10 @@ pub struct TestClusterArgs {
     /// Print the seed's fault schedule and exit (nothing is started).
     #[arg(long)]
     pub dry_run: bool,
+    /// A file whose first token is sent as `Authorization: Bearer` to nodes
+    /// started with `--auth-token-file` (after `--`; default: `ATAMAN_TOKEN`).
+    #[arg(long, env = "ATAMAN_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
     /// More `ataman serve` arguments for every node, after `--`.
     #[arg(last = true)]
     pub serve_args: Vec<String>,
@@ -160,6 +164,10 @@ impl TestClusterArgs {
 pub fn run_command(args: &TestClusterArgs) -> ExitCode {
     if let Some(path) = &args.check {
         return check_file(path);
+    }
+    if let Err(e) = crate::http_client::token::init(args.token_file.as_deref()) {
+        eprintln!("ataman test-cluster: {e}");
+        return ExitCode::from(2);
     }
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,

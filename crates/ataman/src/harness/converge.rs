@@ -18,7 +18,9 @@
 use super::cluster::ClusterView;
 use super::history::{Convergence, Copy, CopyState, Recorder};
 use ataman_node::peer::frame::{self, Message};
-use ataman_node::peer::handshake::{parse_upgrade_response, upgrade_request};
+use ataman_node::auth::secret::ClusterSecret;
+use ataman_node::peer::auth_dialer::{Dialer, Step, fresh_nonce};
+use ataman_node::peer::handshake::PEER_PROTOCOL;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -46,21 +48,28 @@ pub struct KeyReplicas {
     pub replicas: Vec<usize>,
 }
 
-/// Reads node `addr`'s own copies of `keys` over the peer protocol.
-pub fn read_copies(addr: SocketAddr, keys: &[&str]) -> Result<Vec<CopyState>, String> {
+/// Reads node `addr`'s own copies of `keys` over the peer protocol,
+/// proving `secret` in the upgrade when the nodes have one.
+pub fn read_copies(
+    addr: SocketAddr,
+    keys: &[&str],
+    secret: Option<&ClusterSecret>,
+) -> Result<Vec<CopyState>, String> {
     let mut stream = TcpStream::connect_timeout(&addr, PEER_IO_TIMEOUT)
         .map_err(|e| format!("connect to {addr}: {e}"))?;
     stream
         .set_read_timeout(Some(PEER_IO_TIMEOUT))
         .and_then(|()| stream.set_write_timeout(Some(PEER_IO_TIMEOUT)))
         .map_err(|e| e.to_string())?;
+    let host = addr.to_string();
+    let mut dialer = Dialer::new(PEER_PROTOCOL, &host, HARNESS_PEER_URL, secret.cloned());
     stream
-        .write_all(&upgrade_request(&addr.to_string(), HARNESS_PEER_URL))
+        .write_all(&dialer.first_request())
         .map_err(|e| format!("upgrade request to {addr}: {e}"))?;
     let mut buf = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
     // Bounded: each read waits at most PEER_IO_TIMEOUT, and the head at
-    // most UPGRADE_RESPONSE_BYTES_MAX (then parse_upgrade_response errs).
+    // most UPGRADE_RESPONSE_BYTES_MAX (then the dialer errs), twice at most.
     loop {
         let n = stream
             .read(&mut chunk)
@@ -69,9 +78,18 @@ pub fn read_copies(addr: SocketAddr, keys: &[&str]) -> Result<Vec<CopyState>, St
             return Err(format!("{addr} closed before the upgrade answer"));
         }
         buf.extend_from_slice(&chunk[..n]);
-        if let Some(used) = parse_upgrade_response(&buf)? {
-            buf.drain(..used);
-            break;
+        match dialer.on_answer(&buf, &mut fresh_nonce)? {
+            Step::NeedMore => {}
+            Step::Send { consumed, request } => {
+                buf.drain(..consumed);
+                stream
+                    .write_all(&request)
+                    .map_err(|e| format!("proof to {addr}: {e}"))?;
+            }
+            Step::Up { consumed } => {
+                buf.drain(..consumed);
+                break;
+            }
         }
     }
     let mut copies = Vec::with_capacity(keys.len());
@@ -184,7 +202,7 @@ fn snapshot(view: &ClusterView, keys: &[KeyReplicas], recorder: &Recorder) -> Ve
         }
         let names: Vec<&str> = mine.iter().map(|k| k.key.as_str()).collect();
         let at_us = recorder.now_us();
-        let states = read_copies(view.addr(node), &names)
+        let states = read_copies(view.addr(node), &names, view.peer_secret())
             .unwrap_or_else(|e| vec![CopyState::Error(e); names.len()]);
         for (k, state) in mine.iter().zip(states) {
             copies.push(Copy {
