@@ -531,3 +531,49 @@ fn sync_sessions_prove_the_secret() {
     assert!(with(&cluster.urls()[2]).contains("\tfailed\t"), "{out}");
     assert!(with(&cluster.urls()[2]).contains("401"), "{out}");
 }
+
+/// `ataman test-cluster` with tokens and a secret on its nodes: with
+/// `--token-file` the run passes, its clients and its peer reads proving
+/// who they are; without it every request is refused and the run fails.
+#[test]
+fn the_harness_runs_with_tokens_and_a_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = private_file(
+        dir.path(),
+        "secret",
+        "the-harness-cluster-secret-0123",
+        0o600,
+    );
+    let tokens = private_file(dir.path(), "tokens", &tokens_text(), 0o600);
+    let admin = private_file(dir.path(), "admin", &format!("{ADMIN}\n"), 0o600);
+    let run = |token: Option<&Path>, extra: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ataman"));
+        command.args([
+            "test-cluster",
+            "--nodes",
+            "3",
+            "--duration-s",
+            "2",
+            "--seed",
+            "3",
+        ]);
+        command.args(["--faults", "none", "--converge-timeout-s", "5"]);
+        command.args(extra).env_remove("ATAMAN_TOKEN");
+        if let Some(file) = token {
+            command.arg("--token-file").arg(file);
+        }
+        command.arg("--").arg("--auth-token-file").arg(&tokens);
+        command.arg("--cluster-secret-file").arg(&secret);
+        let out = command.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.success(), text)
+    };
+    let (ok, text) = run(Some(&admin), &[]);
+    assert!(ok, "{text}");
+    assert!(text.contains("acknowledged writes lost: 0"), "{text}");
+    assert!(text.contains("0 keys divergent"), "{text}");
+    // Few keys: every refused final read is retried until its deadline.
+    let (ok, text) = run(None, &["--workloads", "register"]);
+    assert!(!ok, "passed without a token: {text}");
+    assert!(text.contains("401"), "{text}");
+}

@@ -70,11 +70,14 @@ fn secret_of(
     serve_args: &[String],
 ) -> Result<Option<ataman_node::auth::secret::ClusterSecret>, HarnessError> {
     const OPTION: &str = "--cluster-secret-file";
-    let path = serve_args.iter().enumerate().find_map(|(i, a)| match a.strip_prefix(OPTION) {
-        Some("") => serve_args.get(i + 1).cloned(),
-        Some(rest) => rest.strip_prefix('=').map(str::to_owned),
-        None => None,
-    });
+    let path = serve_args
+        .iter()
+        .enumerate()
+        .find_map(|(i, a)| match a.strip_prefix(OPTION) {
+            Some("") => serve_args.get(i + 1).cloned(),
+            Some(rest) => rest.strip_prefix('=').map(str::to_owned),
+            None => None,
+        });
     let Some(path) = path else {
         return Ok(None);
     };

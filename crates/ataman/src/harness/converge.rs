@@ -17,9 +17,9 @@
 
 use super::cluster::ClusterView;
 use super::history::{Convergence, Copy, CopyState, Recorder};
-use ataman_node::peer::frame::{self, Message};
 use ataman_node::auth::secret::ClusterSecret;
 use ataman_node::peer::auth_dialer::{Dialer, Step, fresh_nonce};
+use ataman_node::peer::frame::{self, Message};
 use ataman_node::peer::handshake::PEER_PROTOCOL;
 use serde_json::Value;
 use std::io::{Read, Write};
