@@ -31,7 +31,8 @@
 //! writer), `ataman-wal` (group commit), `ataman-compact` (flush and
 //! compaction), `ataman-sync` (serves anti-entropy sessions),
 //! `ataman-rounds` (starts anti-entropy rounds); the main thread waits for
-//! a signal, keeps `LAST-SEEN` current and renews the clock's reservation. A write crosses net → tx → WAL and its completion comes
+//! a signal, keeps `LAST-SEEN` current, renews the clock's reservation and
+//! re-reads a changed token file (`auth::reload`). A write crosses net → tx → WAL and its completion comes
 //! back to the net thread through its inbox, with one wake-up per batch.
 
 pub mod antientropy;
