@@ -320,4 +320,32 @@ mod tests {
         let e = dialer.on_answer(&replayed, &mut || None).unwrap_err();
         assert!(e.contains("did not prove"), "{e}");
     }
+
+    proptest::proptest! {
+        /// Arbitrary answers never panic a dialer in either state, and never
+        /// upgrade one that demands the secret; an arbitrary Authorization
+        /// is never accepted by the server.
+        #[test]
+        fn arbitrary_bytes_prove_nothing(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400)) {
+            let s = secret("a-cluster-secret-of-32-bytes....");
+            let mut dialer = Dialer::new(PEER_PROTOCOL, "h", "u", s.clone());
+            let first = dialer.on_answer(&bytes, &mut || Some([2; 32]));
+            let up = matches!(first, Ok(Step::Up { .. }));
+            proptest::prop_assert!(!up, "upgraded without a challenge");
+            let challenge = format!(
+                "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: {}\r\n\r\n",
+                peer_proof::challenge(&[1; 32])
+            );
+            let mut dialer = Dialer::new(PEER_PROTOCOL, "h", "u", s.clone());
+            let step = dialer.on_answer(challenge.as_bytes(), &mut || Some([2; 32]));
+            let sent = matches!(step, Ok(Step::Send { .. }));
+            proptest::prop_assert!(sent, "no proof sent");
+            let second = dialer.on_answer(&bytes, &mut || None);
+            let up = matches!(second, Ok(Step::Up { .. }));
+            proptest::prop_assert!(!up, "upgraded without the server's proof");
+            let gate = decide(s.as_ref(), PEER_PROTOCOL, &mut Some([1; 32]), Some(&bytes), [3; 32]);
+            let refused = matches!(gate, Gate::Refused(..));
+            proptest::prop_assert!(refused, "arbitrary bytes accepted");
+        }
+    }
 }
