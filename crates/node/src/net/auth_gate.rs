@@ -8,9 +8,10 @@
 use super::answer::{Answer, Failure};
 use super::authorize::{authorize, needed};
 use super::dispatch::Command;
-use crate::auth::metrics::ClientRefusal;
+use crate::auth::metrics::{ClientRefusal, PeerRefusal};
 use crate::auth::peer_proof::{Nonce, SCHEME};
 use crate::auth::{Auth, Role};
+use crate::http::Status;
 use crate::peer::auth_gate::{self, Gate};
 
 /// The body of a 401.
@@ -85,6 +86,35 @@ pub fn admit(auth: &Auth, credential: &Credential, command: &Command<'_>) -> Res
         Failure::Unauthenticated,
         UNAUTHENTICATED_TEXT.into(),
     ))
+}
+
+/// What a connection does with a peer or sync upgrade request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Send this 101 and switch protocols.
+    Switch(Vec<u8>),
+    /// Send these bytes (a challenge or a refusal) with this status (for
+    /// the metrics); close after them when `true`.
+    Answer(Vec<u8>, Status, bool),
+}
+
+/// [`peer`]'s gate as what the connection does.
+pub fn upgrade(
+    auth: &Auth,
+    protocol: &str,
+    issued: &mut Option<Nonce>,
+    credential: &Credential,
+    remote: &dyn Fn() -> String,
+) -> Verdict {
+    match peer(auth, protocol, issued, credential, remote) {
+        Gate::Open => Verdict::Switch(crate::peer::handshake::upgrade_response_for(protocol)),
+        Gate::Accepted(response) => Verdict::Switch(response),
+        Gate::Challenge(bytes) => Verdict::Answer(bytes, Status::Unauthorized, false),
+        Gate::Refused(bytes, PeerRefusal::NoSecret) => {
+            Verdict::Answer(bytes, Status::Forbidden, true)
+        }
+        Gate::Refused(bytes, _) => Verdict::Answer(bytes, Status::Unauthorized, true),
+    }
 }
 
 /// Decides a peer or sync upgrade to `protocol` on a connection from

@@ -15,7 +15,7 @@
 //! - After an error that closes the connection, nothing more is parsed.
 
 use super::answer::{self, Answer, Awaited};
-use super::auth_gate::{Credential, admit, credential, peer};
+use super::auth_gate::{Credential, Verdict, admit, credential, upgrade};
 use super::dispatch::{Command, Dispatched, dispatch};
 use super::peer_conn::PeerServer;
 use super::render::{from_http_error, render};
@@ -23,7 +23,6 @@ use crate::api::{Action, Route, allow_for, route};
 use crate::http::Status;
 use crate::http::request::{HttpError, Limits, Parsed, RequestHead, parse_head};
 use crate::http::response::{Persist, write_chunk, write_chunked_head, write_last_chunk};
-use crate::peer::auth_gate::Gate;
 use crate::replication::coordinator::Decision;
 use crate::replication::{ReplyTo, Request};
 use crate::state::NetContext;
@@ -550,8 +549,8 @@ impl Conn {
     }
 
     /// The peer handshake's verdict on an upgrade to `protocol`
-    /// (`peer::auth_gate`): the 101 to send, or `None` when a challenge or
-    /// a refusal (closing the connection) was queued instead.
+    /// (`net::auth_gate::upgrade`): the 101 to send, or `None` when a
+    /// challenge or a refusal was queued instead.
     fn peer_gate(
         &mut self,
         ctx: &NetContext,
@@ -560,38 +559,22 @@ impl Conn {
         protocol: &str,
         credential: &Credential,
     ) -> Option<Vec<u8>> {
+        let stream = &self.stream;
         let remote = || {
-            self.stream
+            stream
                 .peer_addr()
-                .map_or_else(|_| "unknown".into(), |a| a.to_string())
+                .map_or_else(|_| "?".into(), |a| a.to_string())
         };
-        let gate = peer(
-            &ctx.shared.auth,
-            protocol,
-            &mut self.peer_nonce,
-            credential,
-            &remote,
-        );
-        let (bytes, status) = match gate {
-            Gate::Open => return Some(crate::peer::handshake::upgrade_response_for(protocol)),
-            Gate::Accepted(bytes) => return Some(bytes),
-            Gate::Challenge(bytes) => (bytes, Status::Unauthorized),
-            Gate::Refused(bytes, why) => {
-                self.close_after = true;
-                let forbidden = why == crate::auth::metrics::PeerRefusal::NoSecret;
-                (
-                    bytes,
-                    if forbidden {
-                        Status::Forbidden
-                    } else {
-                        Status::Unauthorized
-                    },
-                )
+        let auth = &ctx.shared.auth;
+        match upgrade(auth, protocol, &mut self.peer_nonce, credential, &remote) {
+            Verdict::Switch(response) => Some(response),
+            Verdict::Answer(bytes, status, close) => {
+                self.close_after |= close;
+                ctx.shared.metrics.record(route, status, started);
+                self.answer(|out| out.extend_from_slice(&bytes));
+                None
             }
-        };
-        ctx.shared.metrics.record(route, status, started);
-        self.answer(|out| out.extend_from_slice(&bytes));
-        None
+        }
     }
 
     /// Queues the 101 of an upgrade; once it is out the connection switches.
