@@ -15,6 +15,7 @@
 //!   durable reservation (`CLOCK`), so a restart never reissues a timestamp.
 //! - [`peer`]: the peer protocol (frames, upgrade, client links, server side).
 //! - [`replication`]: coordinating `ack`-of-`from` requests, read repair, hint delivery.
+//! - [`range`]: cluster-wide range reads (`cluster=1`): merge, coverage, range threads.
 //! - [`antientropy`]: Merkle-tree comparison and repair between replicas.
 //! - [`hints`]: writes peers missed, kept durably until delivered.
 //! - [`last_seen`]: when the node was last up; the refusal to start on data
@@ -49,6 +50,7 @@ pub mod log_options;
 pub mod metrics;
 pub mod net;
 pub mod peer;
+pub mod range;
 pub mod refill;
 pub mod replication;
 pub mod state;
@@ -292,6 +294,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         peers,
         write_durability,
         antientropy,
+        ranges: range::Ranges::default(),
     });
     publish_budget(&shared, &budget);
     let mut descriptors_counted_at = std::time::Instant::now();

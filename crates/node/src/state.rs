@@ -54,6 +54,14 @@ pub enum Target {
         /// This node's position in the coordination's replica list.
         position: usize,
     },
+    /// A connection streaming a cluster range: its range thread queued
+    /// more of the answer (`crate::range::feed`).
+    Feed {
+        /// The connection's token in its thread.
+        token: usize,
+        /// The connection's generation.
+        generation: u64,
+    },
     /// Nobody (a read repair or a hint applied locally).
     Nobody,
 }
@@ -184,6 +192,8 @@ pub struct NodeShared {
     pub antientropy: crate::antientropy::AntiEntropy,
     /// Refilling after a wipe (`--refill`): reads refused until a round with every peer completed.
     pub refill: crate::refill::Refill,
+    /// Cluster ranges: the bound on range threads, and counters.
+    pub ranges: crate::range::Ranges,
 }
 
 impl NodeShared {
