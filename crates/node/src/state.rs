@@ -202,6 +202,18 @@ impl NodeShared {
         self.shutting_down.load(Ordering::Acquire)
     }
 
+    /// What a cluster range's thread uses of the node.
+    pub fn range_node(&self) -> crate::range::source::Node<'_> {
+        crate::range::source::Node {
+            db: &self.db,
+            topology: &self.topology,
+            peers: &self.peers,
+            config: &self.config,
+            refill: &self.refill,
+            ranges: &self.ranges,
+        }
+    }
+
     /// What anti-entropy's threads use of the node.
     pub fn antientropy_node(&self) -> crate::antientropy::Node<'_> {
         crate::antientropy::Node {

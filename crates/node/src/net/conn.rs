@@ -861,8 +861,9 @@ impl Conn {
                 *head_written = true;
             }
             match item {
-                crate::range::Feed::Refused(answer) => {
+                crate::range::Feed::Refused(reason) => {
                     self.pop_slot();
+                    let answer = Answer::Failed(answer::Failure::NotEnoughReplicas, reason);
                     let status = render(&mut self.out, &answer, persist);
                     ctx.shared.metrics.record(Route::Entities, status, started);
                     return true;

@@ -11,7 +11,7 @@ use super::answer::{self, Answer, Awaited, Format};
 use crate::peer::frame::Stamped;
 use crate::replication::coordinator::ReplicaOp;
 use crate::replication::{ReplyTo, Request};
-use crate::state::{NetContext, Target};
+use crate::state::{NetContext, NodeShared, Target};
 use ataman_engine::{ScanIter, Submission, WriteBatch};
 
 /// A request, validated, whatever protocol carried it.
@@ -188,9 +188,16 @@ fn cluster_range(ctx: &NetContext, reply_to: ReplyTo, plan: crate::range::Plan) 
         generation: reply_to.generation,
     };
     let inbox = std::sync::Arc::clone(&shared.inboxes[ctx.index]);
-    match crate::range::feed::start(shared, inbox, target, plan) {
+    let wake = Box::new(move || {
+        inbox.push(crate::state::Completion {
+            target,
+            result: Ok(()),
+            invalid: false,
+        });
+    });
+    match crate::range::feed::start(shared, NodeShared::range_node, wake, plan) {
         Ok(feed) => Dispatched::Feed(feed),
-        Err(answer) => Dispatched::Now(answer),
+        Err(busy) => Dispatched::Now(answer::busy(busy.to_string())),
     }
 }
 

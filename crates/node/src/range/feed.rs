@@ -19,10 +19,8 @@
 //! network thread only when `waiting` was armed. No batch is left unseen and
 //! a busy stream costs no wake-up per batch.
 
-use super::source::{Plan, open};
+use super::source::{Node, Plan, open};
 use crate::http::response::write_chunk;
-use crate::net::answer::{Answer, Failure};
-use crate::state::{Completion, Inbox, NodeShared, Target};
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -39,8 +37,9 @@ pub const FEED_BATCH_BYTES: usize = 64 * 1024;
 /// What a range thread hands to the connection.
 #[derive(Debug)]
 pub enum Feed {
-    /// Refused before the first byte: answer this instead of a stream.
-    Refused(Answer),
+    /// Too few nodes answered before the first byte: answer 504 with this
+    /// reason instead of a stream.
+    Refused(String),
     /// Encoded chunks of the answer's body (the head goes before the first).
     Bytes(Vec<u8>),
     /// The whole range was sent: write the last chunk.
@@ -76,12 +75,14 @@ impl FeedReceiver {
     }
 }
 
+/// Wakes the network thread of the connection a range feeds.
+pub type Wake = Box<dyn Fn() + Send>;
+
 /// The thread's end: sends, and wakes the connection's thread when it waits.
 struct FeedSender {
     tx: SyncSender<Feed>,
     waiting: Arc<AtomicBool>,
-    inbox: Arc<Inbox>,
-    target: Target,
+    wake: Wake,
 }
 
 impl FeedSender {
@@ -92,11 +93,7 @@ impl FeedSender {
             return false;
         }
         if self.waiting.swap(false, Ordering::SeqCst) {
-            self.inbox.push(Completion {
-                target: self.target,
-                result: Ok(()),
-                invalid: false,
-            });
+            (self.wake)();
         }
         true
     }
@@ -157,45 +154,44 @@ impl Drop for Place<'_> {
     }
 }
 
-/// Starts a range thread for `plan`, feeding the connection `target`
-/// (a [`Target::Feed`]) on the network thread of `inbox`. `Err`: the 503
-/// to answer (every range thread busy, or no thread could start).
-pub fn start(
-    shared: &Arc<NodeShared>,
-    inbox: Arc<Inbox>,
-    target: Target,
+/// Every range thread is busy (503).
+#[derive(Debug, thiserror::Error)]
+#[error("{RANGE_THREADS_MAX} cluster ranges already running")]
+pub struct Busy;
+
+/// Starts a range thread for `plan` over the node `view` gives of
+/// `owner`, feeding a connection whose network thread `wake` wakes. `Err`:
+/// every range thread is busy, or no thread could start.
+pub fn start<S: Send + Sync + 'static>(
+    owner: &Arc<S>,
+    view: fn(&S) -> Node<'_>,
+    wake: Wake,
     plan: Plan,
-) -> Result<FeedReceiver, Answer> {
-    let ranges = &shared.ranges;
-    let busy = || {
-        ranges.refused_busy.fetch_add(1, Ordering::Relaxed);
-        Answer::Failed(
-            Failure::Busy,
-            format!("{RANGE_THREADS_MAX} cluster ranges already running"),
-        )
-    };
+) -> Result<FeedReceiver, Busy> {
+    let ranges = view(owner).ranges;
     let taken = ranges
         .active
         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
             (n < RANGE_THREADS_MAX).then_some(n + 1)
         });
     if taken.is_err() {
-        return Err(busy());
+        ranges.refused_busy.fetch_add(1, Ordering::Relaxed);
+        return Err(Busy);
     }
     let (tx, rx) = sync_channel(FEED_BATCHES_MAX);
     let waiting = Arc::new(AtomicBool::new(false));
     let sender = FeedSender {
         tx,
         waiting: Arc::clone(&waiting),
-        inbox,
-        target,
+        wake,
     };
-    let thread_shared = Arc::clone(shared);
+    let thread_owner = Arc::clone(owner);
     let spawned = std::thread::Builder::new()
         .name("ataman-range".into())
         .spawn(move || {
-            let _place = Place(&thread_shared.ranges.active);
-            run(&thread_shared, &plan, &sender);
+            let node = view(&thread_owner);
+            let _place = Place(&node.ranges.active);
+            run(&node, &plan, &sender);
         });
     match spawned {
         Ok(_) => {
@@ -204,22 +200,22 @@ pub fn start(
         }
         Err(e) => {
             ranges.active.fetch_sub(1, Ordering::AcqRel);
+            ranges.refused_busy.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(error = %e, "cluster range: no thread");
-            Err(busy())
+            Err(Busy)
         }
     }
 }
 
 /// A range thread's work: open, merge, send in batches.
-fn run(shared: &NodeShared, plan: &Plan, sender: &FeedSender) {
+fn run(shared: &Node<'_>, plan: &Plan, sender: &FeedSender) {
     let ranges = &shared.ranges;
     let mut merge = match open(shared, plan) {
         Ok(merge) => merge,
         Err(e) => {
             ranges.failed.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(error = %e, "cluster range refused");
-            let answer = Answer::Failed(Failure::NotEnoughReplicas, e.to_string());
-            sender.send(Feed::Refused(answer));
+            sender.send(Feed::Refused(e.to_string()));
             return;
         }
     };

@@ -148,7 +148,7 @@ where
             };
             let mut winner: Option<Version> = None;
             for i in 0..self.heads.len() {
-                if !self.heads[i].as_ref().is_some_and(|v| v.key == smallest) {
+                if self.heads[i].as_ref().is_none_or(|v| v.key != smallest) {
                     continue;
                 }
                 let Some(v) = self.heads[i].take() else {
@@ -299,10 +299,12 @@ mod tests {
 
     /// Each node's newest version per key (as its engine keeps them), and
     /// the model: the newest version of every key over all writes.
-    fn build(
-        nodes: usize,
-        writes: &[Write],
-    ) -> (Vec<BTreeMap<Vec<u8>, Version>>, BTreeMap<Vec<u8>, Vec<u8>>) {
+    /// What each node holds: its newest version per key.
+    type Held = BTreeMap<Vec<u8>, Version>;
+    /// Live keys and their values.
+    type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+    fn build(nodes: usize, writes: &[Write]) -> (Vec<Held>, Model) {
         let mut per_node = vec![BTreeMap::new(); nodes];
         let mut model = BTreeMap::new();
         for (ts, w) in writes.iter().enumerate() {

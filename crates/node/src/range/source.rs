@@ -3,10 +3,14 @@
 //! never on a network thread), and the choice of which nodes to open.
 
 use super::coverage::{read_set, sources_needed};
+use super::feed::Ranges;
 use super::merge::{Merge, Version};
 use super::wire::{ChunkReader, WireError};
-use crate::peer::link::LinkState;
-use crate::state::NodeShared;
+use crate::cluster::Topology;
+use crate::config::NodeConfig;
+use crate::peer::link::{LinkState, PeerStatus};
+use crate::refill::Refill;
+use ataman_engine::Db;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
@@ -41,6 +45,24 @@ pub type Source = Box<dyn Iterator<Item = Result<Version, SourceError>> + Send>;
 /// The merge of a cluster range's sources.
 pub type ClusterMerge = Merge<Source>;
 
+/// What a cluster range uses of the node (the view its range thread
+/// takes of the node's shared state, which this module does not name).
+#[derive(Clone, Copy)]
+pub struct Node<'a> {
+    /// The engine.
+    pub db: &'a Db,
+    /// The cluster.
+    pub topology: &'a Topology,
+    /// Each node's link status (index: node).
+    pub peers: &'a [PeerStatus],
+    /// Configuration (the replication timeout, key and value limits).
+    pub config: &'a NodeConfig,
+    /// A refilling node streams no copies of its own.
+    pub refill: &'a Refill,
+    /// The bound on range threads, and counters.
+    pub ranges: &'a Ranges,
+}
+
 /// A cluster range's bounds and quorum.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
@@ -73,7 +95,7 @@ pub struct NotEnoughNodes {
 /// [`sources_needed`] are open; then the merge of them. Blocks (a range
 /// thread's work): each peer that does not answer costs up to the
 /// replication timeout.
-pub fn open(shared: &NodeShared, plan: &Plan) -> Result<ClusterMerge, NotEnoughNodes> {
+pub fn open(shared: &Node<'_>, plan: &Plan) -> Result<ClusterMerge, NotEnoughNodes> {
     let topology = &shared.topology;
     let mut candidates = read_set(topology);
     let me = topology.self_index();
@@ -115,7 +137,7 @@ pub fn open(shared: &NodeShared, plan: &Plan) -> Result<ClusterMerge, NotEnoughN
 }
 
 /// This node's versions (tombstones included).
-fn open_local(shared: &NodeShared, plan: &Plan) -> Result<Source, String> {
+fn open_local(shared: &Node<'_>, plan: &Plan) -> Result<Source, String> {
     if shared.refill.active() {
         return Err("this node is refilling".into());
     }
@@ -161,7 +183,7 @@ pub fn internal_request(host: &str, plan: &Plan) -> String {
 /// Connects to the peer at `url`, asks for its versions of the range and
 /// reads the response head; a peer that does not answer 200 in the
 /// replication timeout is not opened.
-fn open_peer(url: &str, plan: &Plan, shared: &NodeShared) -> Result<Source, String> {
+fn open_peer(url: &str, plan: &Plan, shared: &Node<'_>) -> Result<Source, String> {
     let timeout = shared.config.replication_timeout;
     let host = crate::cluster::dial_address(url);
     let addr = host
@@ -180,7 +202,12 @@ fn open_peer(url: &str, plan: &Plan, shared: &NodeShared) -> Result<Source, Stri
         .write_all(internal_request(&host, plan).as_bytes())
         .map_err(|e| format!("send: {e}"))?;
     let mut reader = BufReader::with_capacity(SOURCE_BUFFER_BYTES, stream);
-    read_head(&mut reader)?;
+    read_head(&mut reader).map_err(|e| match e {
+        HeadError::Io(e) if is_timeout(&e) => {
+            format!("no answer within the replication timeout ({timeout:?})")
+        }
+        e => e.to_string(),
+    })?;
     reader
         .get_ref()
         .set_read_timeout(Some(PEER_SILENCE_MAX))
@@ -198,17 +225,35 @@ fn open_peer(url: &str, plan: &Plan, shared: &NodeShared) -> Result<Source, Stri
     )))
 }
 
+/// Why a peer's response head is not a stream's.
+#[derive(Debug, thiserror::Error)]
+enum HeadError {
+    /// The socket failed or timed out.
+    #[error("response head: {0}")]
+    Io(std::io::Error),
+    /// Anything else.
+    #[error("{0}")]
+    Refused(String),
+}
+
+fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
 /// Reads a response head: `200` with a chunked body, or the reason why not.
-fn read_head<R: BufRead>(reader: &mut R) -> Result<(), String> {
+fn read_head<R: BufRead>(reader: &mut R) -> Result<(), HeadError> {
     let mut head = Vec::new();
     let mut limited = std::io::Read::take(reader, HEAD_BYTES_MAX as u64);
     loop {
         let before = head.len();
         let n = limited
             .read_until(b'\n', &mut head)
-            .map_err(|e| format!("response head: {e}"))?;
+            .map_err(HeadError::Io)?;
         if n == 0 {
-            return Err("response head cut or too long".into());
+            return Err(HeadError::Refused("response head cut or too long".into()));
         }
         let line = &head[before..];
         if line == b"\r\n" || line == b"\n" {
@@ -219,14 +264,14 @@ fn read_head<R: BufRead>(reader: &mut R) -> Result<(), String> {
     let mut lines = text.lines();
     let status = lines.next().unwrap_or_default();
     if !status.starts_with("HTTP/1.1 200") {
-        return Err(format!("answered {}", status.trim()));
+        return Err(HeadError::Refused(format!("answered {}", status.trim())));
     }
     let chunked = lines.any(|l| {
         let l = l.to_ascii_lowercase();
         l.starts_with("transfer-encoding:") && l.contains("chunked")
     });
     if !chunked {
-        return Err("answer not chunked".into());
+        return Err(HeadError::Refused("answer not chunked".into()));
     }
     Ok(())
 }
@@ -252,7 +297,7 @@ mod tests {
     #[test]
     fn heads() {
         let ok = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nrest";
-        assert_eq!(read_head(&mut &ok[..]), Ok(()));
+        assert!(read_head(&mut &ok[..]).is_ok());
         let busy = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n";
         assert!(read_head(&mut &busy[..]).is_err());
         let plain = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
