@@ -17,6 +17,8 @@ pub mod coverage;
 pub mod feed;
 pub mod merge;
 pub mod source;
+#[cfg(test)]
+mod source_tests;
 pub mod wire;
 
 pub use feed::{Feed, FeedReceiver, Ranges};

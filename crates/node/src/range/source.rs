@@ -4,7 +4,7 @@
 
 use super::coverage::{read_set, sources_needed};
 use super::feed::Ranges;
-use super::merge::{Merge, Version};
+use super::merge::{Live, Merge, MergeError, Version, key_after};
 use super::wire::{ChunkReader, WireError};
 use crate::cluster::Topology;
 use crate::config::NodeConfig;
@@ -134,6 +134,34 @@ pub fn open(shared: &Node<'_>, plan: &Plan) -> Result<ClusterMerge, NotEnoughNod
         });
     }
     Ok(Merge::new(sources))
+}
+
+/// Why a page of a cluster iteration failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PageError {
+    /// Too few nodes answered.
+    #[error(transparent)]
+    NotEnoughNodes(#[from] NotEnoughNodes),
+    /// A source failed mid-page.
+    #[error("{0}")]
+    Source(#[from] MergeError<SourceError>),
+}
+
+/// One page of a cluster-wide iteration (what a `SCAN` step needs): up to
+/// `count` live keys from `plan.start`, and the start of the next page
+/// (`None`: the range is done). The cursor is a key; each page opens its
+/// sources at it, so nothing is held between pages. Blocks.
+pub fn page(
+    node: &Node<'_>,
+    plan: &Plan,
+    count: usize,
+) -> Result<(Vec<Live>, Option<Vec<u8>>), PageError> {
+    let page = open(node, plan)?.next_page(count)?;
+    let next = match page.last() {
+        Some(last) if page.len() == count => Some(key_after(&last.key)),
+        _ => None,
+    };
+    Ok((page, next))
 }
 
 /// This node's versions (tombstones included).
