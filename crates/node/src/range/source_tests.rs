@@ -30,11 +30,7 @@ enum Script {
 }
 
 /// The peer's versions; serves `connections` requests as `script` says.
-fn scripted_peer(
-    versions: BTreeMap<Vec<u8>, Version>,
-    script: Script,
-    connections: usize,
-) -> String {
+fn scripted_peer(versions: PeerVersions, script: Script, connections: usize) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     std::thread::spawn(move || {
@@ -147,9 +143,12 @@ fn v(key: &str, ts: u64, value: Option<&str>) -> Version {
 }
 
 /// Both nodes' versions: newer on one or the other, tombstones on both sides.
+/// A peer's versions by key.
+type PeerVersions = BTreeMap<Vec<u8>, Version>;
+
 fn data() -> (
     Vec<Version>,
-    BTreeMap<Vec<u8>, Version>,
+    PeerVersions,
     Vec<(&'static str, &'static str)>,
 ) {
     let local = vec![
@@ -158,7 +157,7 @@ fn data() -> (
         v("c", 9, None),
         v("e", 3, Some("e-local")),
     ];
-    let peer: BTreeMap<Vec<u8>, Version> = [
+    let peer: PeerVersions = [
         v("a", 2, Some("a-peer")),
         v("b", 4, Some("b-peer")),
         v("c", 8, Some("c-resurrected?")),
