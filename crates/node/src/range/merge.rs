@@ -143,27 +143,34 @@ where
         }
         // Each round consumes at least one version, so this ends with the sources.
         loop {
-            let Some(smallest) = self.heads.iter().flatten().map(|v| &v.key).min().cloned() else {
+            let smallest = (0..self.heads.len())
+                .filter_map(|i| self.heads[i].as_ref().map(|v| (i, &v.key)))
+                .min_by(|a, b| a.1.cmp(b.1))
+                .map(|(i, _)| i);
+            let Some(first) = smallest else {
                 return Ok(None);
             };
-            let mut winner: Option<Version> = None;
-            for i in 0..self.heads.len() {
-                if self.heads[i].as_ref().is_none_or(|v| v.key != smallest) {
+            let Some(mut winner) = self.heads[first].take() else {
+                return Ok(None);
+            };
+            self.advance(first, Some(&winner.key))?;
+            for i in first + 1..self.heads.len() {
+                if self.heads[i].as_ref().is_none_or(|v| v.key != winner.key) {
                     continue;
                 }
                 let Some(v) = self.heads[i].take() else {
                     continue;
                 };
                 self.advance(i, Some(&v.key))?;
-                if winner.as_ref().is_none_or(|w| newer(&v, w)) {
-                    winner = Some(v);
+                if newer(&v, &winner) {
+                    winner = v;
                 }
             }
-            if let Some(Version {
+            if let Version {
                 key,
                 ts,
                 value: Some(value),
-            }) = winner
+            } = winner
             {
                 return Ok(Some(Live { key, ts, value }));
             }

@@ -64,27 +64,22 @@ pub fn header(key: &[u8], ts: u64, value: Option<&[u8]>) -> [u8; FIXED_BYTES] {
 
 /// A version from one payload.
 pub fn decode(payload: &[u8]) -> Result<Version, WireError> {
-    if payload.len() < FIXED_BYTES {
+    let Some((fixed, rest)) = payload.split_first_chunk::<FIXED_BYTES>() else {
         return Err(WireError::Malformed("short payload"));
-    }
-    let mut ts = [0u8; 8];
-    ts.copy_from_slice(&payload[..8]);
-    let mut len = [0u8; 4];
-    len.copy_from_slice(&payload[9..FIXED_BYTES]);
-    let key_len = u32::from_be_bytes(len) as usize;
-    let rest = &payload[FIXED_BYTES..];
+    };
+    let (ts, tag, key_len) = fixed_fields(fixed);
     if rest.len() < key_len {
         return Err(WireError::Malformed("key past the payload"));
     }
     let (key, value) = rest.split_at(key_len);
-    let value = match payload[8] {
+    let value = match tag {
         1 => Some(value.to_vec()),
         0 if value.is_empty() => None,
         _ => return Err(WireError::Malformed("bad version tag")),
     };
     Ok(Version {
         key: key.to_vec(),
-        ts: u64::from_be_bytes(ts),
+        ts,
         value,
     })
 }
@@ -150,15 +145,47 @@ impl<R: BufRead> ChunkReader<R> {
         if size > self.chunk_bytes_max {
             return Err(WireError::TooLarge(size));
         }
-        let mut payload = vec![0u8; size as usize];
-        read_exact(&mut self.reader, &mut payload)?;
+        let size = size as usize;
+        if size < FIXED_BYTES {
+            return Err(WireError::Malformed("short payload"));
+        }
+        // The fixed fields, then the key and the value straight into their own buffers.
+        let mut fixed = [0u8; FIXED_BYTES];
+        read_exact(&mut self.reader, &mut fixed)?;
+        let (ts, tag, key_len) = fixed_fields(&fixed);
+        let rest = size - FIXED_BYTES;
+        if key_len > rest {
+            return Err(WireError::Malformed("key past the payload"));
+        }
+        let mut key = vec![0u8; key_len];
+        read_exact(&mut self.reader, &mut key)?;
+        let mut value = vec![0u8; rest - key_len];
+        read_exact(&mut self.reader, &mut value)?;
+        let value = match tag {
+            1 => Some(value),
+            0 if value.is_empty() => None,
+            _ => return Err(WireError::Malformed("bad version tag")),
+        };
         let mut crlf = [0u8; 2];
         read_exact(&mut self.reader, &mut crlf)?;
         if &crlf != b"\r\n" {
             return Err(WireError::Malformed("chunk not followed by CRLF"));
         }
-        decode(&payload).map(Some)
+        Ok(Some(Version { key, ts, value }))
     }
+}
+
+/// The timestamp, the tag and the key length of a payload's fixed bytes.
+fn fixed_fields(fixed: &[u8; FIXED_BYTES]) -> (u64, u8, usize) {
+    let mut ts = [0u8; 8];
+    ts.copy_from_slice(&fixed[..8]);
+    let mut len = [0u8; 4];
+    len.copy_from_slice(&fixed[9..FIXED_BYTES]);
+    (
+        u64::from_be_bytes(ts),
+        fixed[8],
+        u32::from_be_bytes(len) as usize,
+    )
 }
 
 fn read_exact(reader: &mut impl std::io::Read, buf: &mut [u8]) -> Result<(), WireError> {
