@@ -50,6 +50,26 @@ pub enum Action {
         /// End key (exclusive), if any.
         end: Option<Vec<u8>>,
     },
+    /// Stream the live entries of `[start, end)` of the whole cluster
+    /// (`cluster=1`), covering `ack` of each key's `from` replicas.
+    ClusterRange {
+        /// First key (inclusive).
+        start: Vec<u8>,
+        /// End key (exclusive), if any.
+        end: Option<Vec<u8>>,
+        /// Replicas of each key that must be covered.
+        ack: u32,
+        /// Replicas of each key.
+        from: u32,
+    },
+    /// Internal, for peers: stream this node's versions of `[start, end)`,
+    /// tombstones included (`GET /v0/internal/range`).
+    InternalRange {
+        /// First key (inclusive).
+        start: Vec<u8>,
+        /// End key (exclusive), if any.
+        end: Option<Vec<u8>>,
+    },
     /// Health.
     Status,
     /// This node's view of the cluster (JSON).
@@ -89,13 +109,15 @@ pub enum Route {
     Metrics,
     /// GET and POST /v0/repair.
     Repair,
+    /// GET /v0/internal/range (a peer's part of a cluster range).
+    InternalRange,
     /// Anything else (errors).
     Other,
 }
 
 impl Route {
     /// Every route, in label order.
-    pub const ALL: [Route; 10] = [
+    pub const ALL: [Route; 11] = [
         Route::EntityGet,
         Route::EntityPut,
         Route::EntityDelete,
@@ -105,6 +127,7 @@ impl Route {
         Route::Peer,
         Route::Metrics,
         Route::Repair,
+        Route::InternalRange,
         Route::Other,
     ];
 
@@ -120,6 +143,7 @@ impl Route {
             Route::Peer => "peer",
             Route::Metrics => "metrics",
             Route::Repair => "repair",
+            Route::InternalRange => "internal_range",
             Route::Other => "other",
         }
     }
@@ -292,13 +316,45 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
                 return (Route::Other, not_allowed("GET"));
             }
             let action = (|| {
-                let [start, end] = params.pick(["start", "end"]);
+                let [start, end, cluster, ack, from] =
+                    params.pick(["start", "end", "cluster", "ack", "from"]);
                 let start = key_param(start, true, cfg)?.unwrap_or_default();
                 let end = key_param(end, false, cfg)?;
-                Ok::<_, Action>(Action::Range { start, end })
+                match cluster.one()?.as_deref() {
+                    None | Some(b"0") => Ok::<_, Action>(Action::Range { start, end }),
+                    Some(b"1") => {
+                        let (ack, from) = (number(ack)?, number(from)?);
+                        let (ack, from) = replication(ack, from, cfg.cluster_size).map_err(bad)?;
+                        Ok(Action::ClusterRange {
+                            start,
+                            end,
+                            ack,
+                            from,
+                        })
+                    }
+                    Some(_) => Err(bad("cluster must be 0 or 1")),
+                }
             })()
             .unwrap_or_else(|e| e);
             (Route::Entities, action)
+        }
+        b"/v0/internal/range" => {
+            if head.method != Method::Get {
+                return (Route::InternalRange, not_allowed("GET"));
+            }
+            let action = (|| {
+                // A resumed range starts one byte past a key (`range::merge::key_after`).
+                let cfg = RouteConfig {
+                    key_bytes_max: cfg.key_bytes_max + 1,
+                    ..cfg
+                };
+                let [start, end] = params.pick(["start", "end"]);
+                let start = key_param(start, true, cfg)?.unwrap_or_default();
+                let end = key_param(end, false, cfg)?;
+                Ok::<_, Action>(Action::InternalRange { start, end })
+            })()
+            .unwrap_or_else(|e| e);
+            (Route::InternalRange, action)
         }
         b"/v0/status" if head.method == Method::Get => (Route::Status, Action::Status),
         b"/v0/cluster" if head.method == Method::Get => (Route::Cluster, Action::Cluster),
@@ -414,6 +470,78 @@ mod tests {
             Status::MethodNotAllowed
         );
         assert_eq!(allow_for(b"/v0/repair"), "GET, POST");
+    }
+
+    #[test]
+    fn cluster_ranges() {
+        let cfg = RouteConfig {
+            key_bytes_max: 8,
+            cluster_size: 5,
+        };
+        let act5 = |req: &str| {
+            let limits = Limits {
+                header_bytes_max: 4096,
+                body_bytes_max: 1 << 20,
+            };
+            match parse_head(req.as_bytes(), limits) {
+                Parsed::Head(h) => route(&h, cfg),
+                other => panic!("{other:?}"),
+            }
+        };
+        let cluster = |ack, from| Action::ClusterRange {
+            start: b"a".to_vec(),
+            end: None,
+            ack,
+            from,
+        };
+        let range = Action::Range {
+            start: b"a".to_vec(),
+            end: None,
+        };
+        assert_eq!(
+            act5("GET /v0/entities?start=a&cluster=1 HTTP/1.1\r\n\r\n").1,
+            cluster(3, 5)
+        );
+        assert_eq!(
+            act5("GET /v0/entities?start=a&cluster=1&ack=2&from=3 HTTP/1.1\r\n\r\n").1,
+            cluster(2, 3)
+        );
+        // Without cluster=1, node-local as before (ack and from ignored).
+        assert_eq!(
+            act5("GET /v0/entities?start=a&ack=9 HTTP/1.1\r\n\r\n").1,
+            range
+        );
+        assert_eq!(
+            act5("GET /v0/entities?start=a&cluster=0 HTTP/1.1\r\n\r\n").1,
+            range
+        );
+        for bad in [
+            "cluster=2",
+            "cluster=",
+            "cluster=1&cluster=1",
+            "cluster=1&from=6",
+            "cluster=1&ack=4&from=3",
+        ] {
+            let (_, action) = act5(&format!("GET /v0/entities?start=a&{bad} HTTP/1.1\r\n\r\n"));
+            assert!(
+                matches!(&action, Action::Error(e) if e.status == Status::BadRequest),
+                "{bad}: {action:?}"
+            );
+        }
+        let (route_taken, action) = act5("GET /v0/internal/range?start=a&end=%00 HTTP/1.1\r\n\r\n");
+        assert_eq!(route_taken, Route::InternalRange);
+        assert_eq!(
+            action,
+            Action::InternalRange {
+                start: b"a".to_vec(),
+                end: Some(vec![0])
+            }
+        );
+        // One byte past the key limit: a resumed start.
+        let (_, action) = act5("GET /v0/internal/range?start=123456789 HTTP/1.1\r\n\r\n");
+        assert!(matches!(action, Action::InternalRange { .. }));
+        let (_, action) = act5("PUT /v0/internal/range?start=a HTTP/1.1\r\n\r\n");
+        assert!(matches!(&action, Action::Error(e) if e.status == Status::MethodNotAllowed));
     }
 
     /// Every invalid request gets the status docs/API.md promises.

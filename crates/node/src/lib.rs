@@ -16,6 +16,7 @@
 //!   durable reservation (`CLOCK`), so a restart never reissues a timestamp.
 //! - [`peer`]: the peer protocol (frames, upgrade, client links, server side).
 //! - [`replication`]: coordinating `ack`-of-`from` requests, read repair, hint delivery.
+//! - [`range`]: cluster-wide range reads (`cluster=1`): merge, coverage, range threads.
 //! - [`antientropy`]: Merkle-tree comparison and repair between replicas.
 //! - [`hints`]: writes peers missed, kept durably until delivered.
 //! - [`last_seen`]: when the node was last up; the refusal to start on data
@@ -52,6 +53,7 @@ pub mod log_options;
 pub mod metrics;
 pub mod net;
 pub mod peer;
+pub mod range;
 pub mod refill;
 pub mod replication;
 pub mod state;
@@ -297,6 +299,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         write_durability,
         antientropy,
         auth,
+        ranges: range::Ranges::default(),
     });
     publish_budget(&shared, &budget);
     let mut descriptors_counted_at = std::time::Instant::now();

@@ -54,6 +54,14 @@ pub enum Target {
         /// This node's position in the coordination's replica list.
         position: usize,
     },
+    /// A connection streaming a cluster range: its range thread queued
+    /// more of the answer (`crate::range::feed`).
+    Feed {
+        /// The connection's token in its thread.
+        token: usize,
+        /// The connection's generation.
+        generation: u64,
+    },
     /// Nobody (a read repair or a hint applied locally).
     Nobody,
 }
@@ -186,12 +194,26 @@ pub struct NodeShared {
     pub refill: crate::refill::Refill,
     /// Client tokens, the cluster secret, refusals (docs/SECURITY.md).
     pub auth: crate::auth::Auth,
+    /// Cluster ranges: the bound on range threads, and counters.
+    pub ranges: crate::range::Ranges,
 }
 
 impl NodeShared {
     /// True once shutdown started.
     pub fn stopping(&self) -> bool {
         self.shutting_down.load(Ordering::Acquire)
+    }
+
+    /// What a cluster range's thread uses of the node.
+    pub fn range_node(&self) -> crate::range::source::Node<'_> {
+        crate::range::source::Node {
+            db: &self.db,
+            topology: &self.topology,
+            peers: &self.peers,
+            config: &self.config,
+            refill: &self.refill,
+            ranges: &self.ranges,
+        }
     }
 
     /// What anti-entropy's threads use of the node.

@@ -94,6 +94,7 @@ impl TestNode {
             hints: Arc::new(hints),
             peers: Vec::new(),
             antientropy,
+            ranges: crate::range::Ranges::default(),
             write_durability: ataman_engine::Durability::Complete,
             auth: crate::auth::Auth::disabled(),
         });

@@ -11,11 +11,16 @@ pub fn needed(command: &Command<'_>) -> Option<Role> {
         Command::Status => None,
         Command::Get { .. }
         | Command::Range { .. }
+        | Command::ClusterRange(_)
         | Command::Cluster
         | Command::RepairStatus
         | Command::Metrics => Some(Role::Read),
         Command::Write { .. } => Some(Role::Write),
         Command::RepairStart => Some(Role::Admin),
+        // Every version of every key, tombstones included: a peer's part
+        // of a cluster range. Until peers prove the cluster secret on it,
+        // only an admin token opens it.
+        Command::InternalRange { .. } => Some(Role::Admin),
     }
 }
 

@@ -16,7 +16,7 @@
 
 use super::answer::{self, Answer, Awaited};
 use super::auth_gate::{Credential, Verdict, admit, credential, upgrade};
-use super::dispatch::{Command, Dispatched, dispatch};
+use super::dispatch::{Command, Dispatched, Encoding, dispatch};
 use super::peer_conn::PeerServer;
 use super::render::{from_http_error, render};
 use crate::api::{Action, Route, allow_for, route};
@@ -59,8 +59,23 @@ pub enum Slot {
     Stream {
         /// The scan.
         iter: Box<ScanIter>,
+        /// How entries are written.
+        encoding: Encoding,
         /// Head written already.
         head_written: bool,
+        /// Connection persistence for the answer.
+        persist: Persist,
+        /// When the request was parsed.
+        started: Instant,
+    },
+    /// A cluster range its range thread feeds (`crate::range::feed`).
+    Feed {
+        /// The queue from the range thread.
+        feed: crate::range::FeedReceiver,
+        /// Head written already.
+        head_written: bool,
+        /// The queue was found empty: wait for the thread's wake-up.
+        starved: bool,
         /// Connection persistence for the answer.
         persist: Persist,
         /// When the request was parsed.
@@ -517,6 +532,18 @@ impl Conn {
                 from,
             },
             Action::Range { start, end } => Command::Range { start, end },
+            Action::ClusterRange {
+                start,
+                end,
+                ack,
+                from,
+            } => Command::ClusterRange(crate::range::Plan {
+                start,
+                end,
+                ack,
+                from,
+            }),
+            Action::InternalRange { start, end } => Command::InternalRange { start, end },
             Action::Status => Command::Status,
             Action::Cluster => Command::Cluster,
             Action::RepairStart => Command::RepairStart,
@@ -539,9 +566,17 @@ impl Conn {
                 persist,
                 started,
             }),
-            Dispatched::Stream(iter) => self.push_slot(Slot::Stream {
+            Dispatched::Stream(iter, encoding) => self.push_slot(Slot::Stream {
                 iter,
+                encoding,
                 head_written: false,
+                persist,
+                started,
+            }),
+            Dispatched::Feed(feed) => self.push_slot(Slot::Feed {
+                feed,
+                head_written: false,
+                starved: false,
                 persist,
                 started,
             }),
@@ -712,7 +747,9 @@ impl Conn {
             // Output drained: anything more to produce right now?
             let more = matches!(
                 self.slots.front(),
-                Some(Slot::Ready(_)) | Some(Slot::Stream { .. })
+                Some(Slot::Ready(_))
+                    | Some(Slot::Stream { .. })
+                    | Some(Slot::Feed { starved: false, .. })
             );
             if !more {
                 break;
@@ -779,26 +816,34 @@ impl Conn {
                 }
                 Some(Slot::Stream {
                     iter,
+                    encoding,
                     head_written,
                     persist,
                     started,
                 }) => {
                     if !*head_written {
-                        write_chunked_head(
-                            &mut self.out,
-                            Status::Ok,
-                            "application/octet-stream",
-                            *persist,
-                        );
+                        let content_type = match encoding {
+                            Encoding::Values => "application/octet-stream",
+                            Encoding::Versions => crate::range::wire::CONTENT_TYPE,
+                        };
+                        write_chunked_head(&mut self.out, Status::Ok, content_type, *persist);
                         *head_written = true;
                     }
                     let mut finished = false;
                     while self.out.len() - self.out_pos < STREAM_BUFFER_BYTES {
                         match iter.next() {
-                            Some(Ok((key, entry))) => {
-                                let value = entry.value.unwrap_or_default();
-                                write_chunk(&mut self.out, &[&key, b"\n", &value]);
-                            }
+                            Some(Ok((key, entry))) => match encoding {
+                                Encoding::Values => {
+                                    let value = entry.value.unwrap_or_default();
+                                    write_chunk(&mut self.out, &[&key, b"\n", &value]);
+                                }
+                                Encoding::Versions => {
+                                    let value = entry.value.as_deref();
+                                    let h = crate::range::wire::header(&key, entry.ts, value);
+                                    let value = value.unwrap_or_default();
+                                    write_chunk(&mut self.out, &[&h, &key, value]);
+                                }
+                            },
                             Some(Err(_)) => {
                                 // The head went out as 200: the only honest signal
                                 // left is to cut the connection without the last chunk.
@@ -816,14 +861,78 @@ impl Conn {
                     if !finished {
                         return;
                     }
-                    ctx.shared
-                        .metrics
-                        .record(Route::Entities, Status::Ok, *started);
+                    let route = match encoding {
+                        Encoding::Values => Route::Entities,
+                        Encoding::Versions => Route::InternalRange,
+                    };
+                    ctx.shared.metrics.record(route, Status::Ok, *started);
                     self.pop_slot();
+                }
+                Some(Slot::Feed { .. }) => {
+                    if !self.fill_from_feed(ctx) {
+                        return;
+                    }
                 }
                 _ => return,
             }
         }
+    }
+
+    /// Moves what the front slot's range thread queued to the output
+    /// buffer; `true` when the answer is complete (the slot is gone).
+    fn fill_from_feed(&mut self, ctx: &NetContext) -> bool {
+        let Some(Slot::Feed {
+            feed,
+            head_written,
+            starved,
+            persist,
+            started,
+        }) = self.slots.front_mut()
+        else {
+            return false;
+        };
+        let (persist, started) = (*persist, *started);
+        while self.out.len() - self.out_pos < STREAM_BUFFER_BYTES {
+            let Some(item) = feed.poll() else {
+                *starved = true;
+                return false;
+            };
+            *starved = false;
+            if !matches!(item, crate::range::Feed::Refused(_)) && !*head_written {
+                write_chunked_head(
+                    &mut self.out,
+                    Status::Ok,
+                    "application/octet-stream",
+                    persist,
+                );
+                *head_written = true;
+            }
+            match item {
+                crate::range::Feed::Refused(reason) => {
+                    self.pop_slot();
+                    let answer = Answer::Failed(answer::Failure::NotEnoughReplicas, reason);
+                    let status = render(&mut self.out, &answer, persist);
+                    ctx.shared.metrics.record(Route::Entities, status, started);
+                    return true;
+                }
+                crate::range::Feed::Bytes(bytes) => self.out.extend_from_slice(&bytes),
+                crate::range::Feed::Done => {
+                    write_last_chunk(&mut self.out);
+                    ctx.shared
+                        .metrics
+                        .record(Route::Entities, Status::Ok, started);
+                    self.pop_slot();
+                    return true;
+                }
+                crate::range::Feed::Failed => {
+                    // As for a local scan's failure: cut without the last chunk.
+                    self.close_after = true;
+                    self.slots.clear();
+                    return false;
+                }
+            }
+        }
+        false
     }
 
     /// Writes buffered output; `Ok(true)` when all of it went out. `now`

@@ -11,7 +11,7 @@ use super::answer::{self, Answer, Awaited, Format};
 use crate::peer::frame::Stamped;
 use crate::replication::coordinator::ReplicaOp;
 use crate::replication::{ReplyTo, Request};
-use crate::state::{NetContext, Target};
+use crate::state::{NetContext, NodeShared, Target};
 use ataman_engine::{ScanIter, Submission, WriteBatch};
 
 /// A request, validated, whatever protocol carried it.
@@ -44,6 +44,16 @@ pub enum Command<'a> {
         /// End key (exclusive), if any.
         end: Option<Vec<u8>>,
     },
+    /// Stream the live entries of `[start, end)` of the whole cluster.
+    ClusterRange(crate::range::Plan),
+    /// Stream this node's versions of `[start, end)` for a peer's cluster
+    /// range (tombstones and timestamps included).
+    InternalRange {
+        /// First key (inclusive).
+        start: Vec<u8>,
+        /// End key (exclusive), if any.
+        end: Option<Vec<u8>>,
+    },
     /// Health.
     Status,
     /// This node's view of the cluster.
@@ -64,8 +74,19 @@ pub enum Dispatched {
     /// completion ([`answer::written`]) or the verdict ([`answer::decided`])
     /// addressed to the command's [`ReplyTo`].
     Later(Awaited),
-    /// A range to stream, entry by entry.
-    Stream(Box<ScanIter>),
+    /// A range to stream, entry by entry, encoded as the [`Encoding`] says.
+    Stream(Box<ScanIter>, Encoding),
+    /// A cluster range: its range thread feeds the answer.
+    Feed(crate::range::FeedReceiver),
+}
+
+/// How a streamed range's entries are written, one chunk each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// `key \n value` of live entries (`/v0/entities`).
+    Values,
+    /// A version with its timestamp, tombstones too (`crate::range::wire`).
+    Versions,
 }
 
 /// Carries out `command`; work handed on is answered to `reply_to`.
@@ -98,6 +119,7 @@ pub fn dispatch(
             crate::replication::status::render_metrics(&mut text, shared);
             shared.antientropy.metrics.render(&mut text);
             shared.auth.metrics.render(&mut text);
+            shared.ranges.render(&mut text);
             Dispatched::Now(Answer::Document(Format::Metrics, text))
         }
         Command::Get { key, ack, from } if !local_only(ctx, &key, ack, from) => {
@@ -128,15 +150,55 @@ pub fn dispatch(
             replicated.push(replicated_request(reply_to, key, kind, ack, from));
             Dispatched::Later(awaited_write(value))
         }
-        Command::Get { .. } | Command::Range { .. } if shared.refill.active() => {
+        Command::ClusterRange(plan) => cluster_range(ctx, reply_to, plan),
+        Command::Get { .. } | Command::Range { .. } | Command::InternalRange { .. }
+            if shared.refill.active() =>
+        {
             Dispatched::Now(answer::busy(crate::refill::REFUSAL))
         }
         Command::Get { key, .. } => Dispatched::Now(answer::read(ctx.db.get(&key))),
         Command::Write { key, value, .. } => write_locally(ctx, reply_to, &key, value),
         Command::Range { start, end } => match ctx.db.scan(&start, end.as_deref(), false) {
-            Ok(iter) => Dispatched::Stream(Box::new(iter)),
+            Ok(iter) => Dispatched::Stream(Box::new(iter), Encoding::Values),
             Err(e) => Dispatched::Now(answer::scan_failed(&e)),
         },
+        Command::InternalRange { start, end } => match ctx.db.scan(&start, end.as_deref(), true) {
+            Ok(iter) => Dispatched::Stream(Box::new(iter), Encoding::Versions),
+            Err(e) => Dispatched::Now(answer::scan_failed(&e)),
+        },
+    }
+}
+
+/// A cluster range: this node's own stream when it alone covers every
+/// key (`sources_needed` is 1: `ack=1` of `from` = every node), otherwise
+/// a range thread merging enough nodes (`crate::range`).
+fn cluster_range(ctx: &NetContext, reply_to: ReplyTo, plan: crate::range::Plan) -> Dispatched {
+    let shared = &ctx.shared;
+    let nodes = crate::range::coverage::read_set(&shared.topology).len();
+    let needed =
+        crate::range::coverage::sources_needed(nodes, plan.ack as usize, plan.from as usize);
+    if needed == 1 && !shared.refill.active() {
+        let local = Command::Range {
+            start: plan.start,
+            end: plan.end,
+        };
+        return dispatch(ctx, &mut Vec::new(), reply_to, local);
+    }
+    let target = Target::Feed {
+        token: reply_to.token,
+        generation: reply_to.generation,
+    };
+    let inbox = std::sync::Arc::clone(&shared.inboxes[ctx.index]);
+    let wake = Box::new(move || {
+        inbox.push(crate::state::Completion {
+            target,
+            result: Ok(()),
+            invalid: false,
+        });
+    });
+    match crate::range::feed::start(shared, NodeShared::range_node, wake, plan) {
+        Ok(feed) => Dispatched::Feed(feed),
+        Err(busy) => Dispatched::Now(answer::busy(busy.to_string())),
     }
 }
 

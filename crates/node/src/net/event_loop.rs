@@ -330,6 +330,13 @@ impl Loop {
                     position,
                     c.result,
                 ),
+                Target::Feed { token, generation } => {
+                    if let Some(Some(conn)) = self.table.conns.get(token)
+                        && conn.generation == generation
+                    {
+                        self.touched.push(token);
+                    }
+                }
                 Target::Nobody => {}
             }
         }
