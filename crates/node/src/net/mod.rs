@@ -18,6 +18,7 @@
 //!   coordinator work.
 //! - [`answer`]: every outcome mapped to one protocol-neutral answer (pure).
 //! - [`render`]: HTTP's rendering of an answer (status, headers, body).
+//! - [`resp`]: the Redis protocol's decoder, command table and encoder (pure).
 //! - [`peer_conn`]: a connection a peer upgraded to the peer protocol.
 
 pub mod answer;
@@ -26,5 +27,6 @@ pub mod dispatch;
 mod event_loop;
 pub mod peer_conn;
 pub mod render;
+pub mod resp;
 
 pub use event_loop::{WAKER, run_thread};
