@@ -97,6 +97,7 @@ pub fn dispatch(
             let mut text = shared.metrics.render(&ctx.db);
             crate::replication::status::render_metrics(&mut text, shared);
             shared.antientropy.metrics.render(&mut text);
+            super::resp::render_metrics(&mut text, &shared.metrics);
             Dispatched::Now(Answer::Document(Format::Metrics, text))
         }
         Command::Get { key, ack, from } if !local_only(ctx, &key, ack, from) => {

@@ -38,3 +38,15 @@ pub fn render_metrics(out: &mut String, metrics: &crate::metrics::NodeMetrics) {
         }
     }
 }
+
+static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// Marks the node's start (`INFO`'s `uptime_in_seconds` counts from it).
+pub fn mark_started() {
+    let _ = STARTED.set(std::time::Instant::now());
+}
+
+/// Time since [`mark_started`] (zero before it).
+pub fn uptime() -> std::time::Duration {
+    STARTED.get().map_or(std::time::Duration::ZERO, |t| t.elapsed())
+}
