@@ -583,7 +583,12 @@ mod tests {
         );
         assert_eq!(c.value_bytes_max, VALUE_BYTES_MAX_DEFAULT);
         assert_eq!(c.resp_listen.as_deref(), Some("127.0.0.1:7001"));
-        assert_eq!(NodeConfig::resolve(&ServeArgs::default()).unwrap().resp_listen, None);
+        assert_eq!(
+            NodeConfig::resolve(&ServeArgs::default())
+                .unwrap()
+                .resp_listen,
+            None
+        );
         std::fs::write(&path, "unknown_option = 1\n").unwrap();
         assert!(NodeConfig::resolve(&args).unwrap_err().contains("unknown"));
         let bad = ServeArgs {

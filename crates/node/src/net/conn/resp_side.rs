@@ -233,10 +233,7 @@ impl Conn {
         let Some(state) = self.resp.as_ref() else {
             return;
         };
-        if let Some(denied) = commands
-            .iter()
-            .find_map(|c| admit(&state.session, c).err())
-        {
+        if let Some(denied) = commands.iter().find_map(|c| admit(&state.session, c).err()) {
             return self.reply_now(&denied);
         }
         let proto = state.session.proto;
@@ -331,9 +328,7 @@ impl Conn {
                     Reply::text(now.subsec_micros().to_string()),
                 ])
             }
-            NodeQuery::ConfigGet(patterns) => {
-                table::config_get(&patterns, &self.config_pairs(ctx))
-            }
+            NodeQuery::ConfigGet(patterns) => table::config_get(&patterns, &self.config_pairs(ctx)),
             NodeQuery::ClientInfo => Reply::text(self.client_info()),
         }
     }

@@ -116,9 +116,7 @@ pub fn parse_i64(digits: &[u8]) -> Option<i64> {
     if body.is_empty() || body.len() > 18 || !body.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    let n = body
-        .iter()
-        .fold(0i64, |n, &d| n * 10 + i64::from(d - b'0'));
+    let n = body.iter().fold(0i64, |n, &d| n * 10 + i64::from(d - b'0'));
     Some(if negative { -n } else { n })
 }
 
@@ -339,8 +337,7 @@ mod tests {
     fn inline_commands_split_on_spaces_and_quotes() {
         let (args, consumed) = args_of(decode(b"PING\r\n", LIMITS).unwrap());
         assert_eq!((args, consumed), (vec![b"PING".to_vec()], 6));
-        let (args, _) =
-            args_of(decode(b"set  \"a b\\x41\\n\" 'it\\'s'\tz\n", LIMITS).unwrap());
+        let (args, _) = args_of(decode(b"set  \"a b\\x41\\n\" 'it\\'s'\tz\n", LIMITS).unwrap());
         assert_eq!(
             args,
             vec![

@@ -96,7 +96,11 @@ fn section(out: &mut String, name: &str, f: &Figures) {
         }
         "stats" => {
             out.push_str("# Stats\r\n");
-            kv(out, "total_connections_received", f.total_connections_received);
+            kv(
+                out,
+                "total_connections_received",
+                f.total_connections_received,
+            );
             kv(out, "total_commands_processed", f.total_commands_processed);
         }
         "replication" => {
@@ -138,7 +142,10 @@ mod tests {
             assert!(all.contains(header), "{header} missing from {all}");
         }
         let one = render(&["persistence".into()], &f);
-        assert!(one.starts_with("# Persistence\r\n") && !one.contains("# Server"), "{one}");
+        assert!(
+            one.starts_with("# Persistence\r\n") && !one.contains("# Server"),
+            "{one}"
+        );
         assert_eq!(render(&["nosuch".into()], &f), "");
     }
 }

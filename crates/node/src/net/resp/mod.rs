@@ -48,5 +48,7 @@ pub fn mark_started() {
 
 /// Time since [`mark_started`] (zero before it).
 pub fn uptime() -> std::time::Duration {
-    STARTED.get().map_or(std::time::Duration::ZERO, |t| t.elapsed())
+    STARTED
+        .get()
+        .map_or(std::time::Duration::ZERO, |t| t.elapsed())
 }

@@ -57,27 +57,153 @@ const ADMIN: &[&str] = &["loading", "stale"];
 
 /// Every command served, in the order of the metrics' labels.
 pub const COMMANDS: &[Spec] = &[
-    spec("ping", -1, FAST, NO_KEYS, "connection", "Answers PONG, or its argument."),
-    spec("echo", 2, FAST, NO_KEYS, "connection", "Answers its argument."),
-    spec("quit", -1, FAST, NO_KEYS, "connection", "Closes the connection."),
-    spec("reset", 1, FAST, NO_KEYS, "connection", "Resets the connection's session."),
-    spec("hello", -1, FAST, NO_KEYS, "connection", "Chooses RESP2 or RESP3."),
-    spec("select", 2, FAST, NO_KEYS, "connection", "Selects database 0, the only one."),
-    spec("client", -2, ADMIN, NO_KEYS, "connection", "SETNAME, GETNAME, ID, SETINFO, INFO."),
-    spec("command", -1, ADMIN, NO_KEYS, "server", "Describes the commands served."),
+    spec(
+        "ping",
+        -1,
+        FAST,
+        NO_KEYS,
+        "connection",
+        "Answers PONG, or its argument.",
+    ),
+    spec(
+        "echo",
+        2,
+        FAST,
+        NO_KEYS,
+        "connection",
+        "Answers its argument.",
+    ),
+    spec(
+        "quit",
+        -1,
+        FAST,
+        NO_KEYS,
+        "connection",
+        "Closes the connection.",
+    ),
+    spec(
+        "reset",
+        1,
+        FAST,
+        NO_KEYS,
+        "connection",
+        "Resets the connection's session.",
+    ),
+    spec(
+        "hello",
+        -1,
+        FAST,
+        NO_KEYS,
+        "connection",
+        "Chooses RESP2 or RESP3.",
+    ),
+    spec(
+        "select",
+        2,
+        FAST,
+        NO_KEYS,
+        "connection",
+        "Selects database 0, the only one.",
+    ),
+    spec(
+        "client",
+        -2,
+        ADMIN,
+        NO_KEYS,
+        "connection",
+        "SETNAME, GETNAME, ID, SETINFO, INFO.",
+    ),
+    spec(
+        "command",
+        -1,
+        ADMIN,
+        NO_KEYS,
+        "server",
+        "Describes the commands served.",
+    ),
     spec("info", -1, ADMIN, NO_KEYS, "server", "The node's figures."),
-    spec("config", -2, ADMIN, NO_KEYS, "server", "CONFIG GET: the node's options."),
-    spec("dbsize", 1, READ, NO_KEYS, "server", "Live keys in this node's replica."),
+    spec(
+        "config",
+        -2,
+        ADMIN,
+        NO_KEYS,
+        "server",
+        "CONFIG GET: the node's options.",
+    ),
+    spec(
+        "dbsize",
+        1,
+        READ,
+        NO_KEYS,
+        "server",
+        "Live keys in this node's replica.",
+    ),
     spec("time", 1, FAST, NO_KEYS, "server", "The node's clock."),
     spec("get", 2, READ, (1, 1, 1), "string", "A key's value."),
-    spec("set", -3, WRITE, (1, 1, 1), "string", "Sets a key's value, durably."),
-    spec("del", -2, WRITE, (1, -1, 1), "generic", "Deletes keys, durably."),
-    spec("unlink", -2, WRITE, (1, -1, 1), "generic", "Deletes keys, durably (as DEL)."),
-    spec("exists", -2, READ, (1, -1, 1), "generic", "Counts the keys that exist."),
-    spec("mget", -2, READ, (1, -1, 1), "string", "Values of several keys."),
-    spec("mset", -3, WRITE, (1, -1, 2), "string", "Sets several keys (not atomic)."),
-    spec("wait", 3, FAST, NO_KEYS, "generic", "Replicas every acknowledged write is on."),
-    spec("ataman.replication", -1, FAST, NO_KEYS, "connection", "This connection's ack and from."),
+    spec(
+        "set",
+        -3,
+        WRITE,
+        (1, 1, 1),
+        "string",
+        "Sets a key's value, durably.",
+    ),
+    spec(
+        "del",
+        -2,
+        WRITE,
+        (1, -1, 1),
+        "generic",
+        "Deletes keys, durably.",
+    ),
+    spec(
+        "unlink",
+        -2,
+        WRITE,
+        (1, -1, 1),
+        "generic",
+        "Deletes keys, durably (as DEL).",
+    ),
+    spec(
+        "exists",
+        -2,
+        READ,
+        (1, -1, 1),
+        "generic",
+        "Counts the keys that exist.",
+    ),
+    spec(
+        "mget",
+        -2,
+        READ,
+        (1, -1, 1),
+        "string",
+        "Values of several keys.",
+    ),
+    spec(
+        "mset",
+        -3,
+        WRITE,
+        (1, -1, 2),
+        "string",
+        "Sets several keys (not atomic).",
+    ),
+    spec(
+        "wait",
+        3,
+        FAST,
+        NO_KEYS,
+        "generic",
+        "Replicas every acknowledged write is on.",
+    ),
+    spec(
+        "ataman.replication",
+        -1,
+        FAST,
+        NO_KEYS,
+        "connection",
+        "This connection's ack and from.",
+    ),
 ];
 
 /// Index in [`COMMANDS`] of a command's metrics label `other` (unknown,
@@ -91,27 +217,134 @@ const _: () = assert!(
 
 /// Commands refused because they need an atomic read-modify-write.
 const ATOMIC: &[&str] = &[
-    "incr", "decr", "incrby", "decrby", "incrbyfloat", "append", "getset", "getdel", "getex",
-    "setnx", "msetnx", "setrange", "multi", "exec", "discard", "watch", "unwatch",
+    "incr",
+    "decr",
+    "incrby",
+    "decrby",
+    "incrbyfloat",
+    "append",
+    "getset",
+    "getdel",
+    "getex",
+    "setnx",
+    "msetnx",
+    "setrange",
+    "multi",
+    "exec",
+    "discard",
+    "watch",
+    "unwatch",
 ];
 /// Commands refused until expiry exists.
 const EXPIRY: &[&str] = &[
-    "setex", "psetex", "expire", "pexpire", "expireat", "pexpireat", "ttl", "pttl", "persist",
-    "expiretime", "pexpiretime",
+    "setex",
+    "psetex",
+    "expire",
+    "pexpire",
+    "expireat",
+    "pexpireat",
+    "ttl",
+    "pttl",
+    "persist",
+    "expiretime",
+    "pexpiretime",
 ];
 /// Commands of types ataman does not have.
 const OTHER_TYPES: &[&str] = &[
-    "lpush", "rpush", "lpop", "rpop", "lrange", "llen", "lindex", "lset", "lrem", "linsert",
-    "ltrim", "rpoplpush", "lmove", "blpop", "brpop", "blmove", "lpos", "hset", "hget", "hmset",
-    "hmget", "hgetall", "hdel", "hexists", "hlen", "hkeys", "hvals", "hincrby", "hincrbyfloat",
-    "hsetnx", "hscan", "sadd", "srem", "smembers", "sismember", "smismember", "scard", "spop",
-    "srandmember", "sinter", "sunion", "sdiff", "smove", "sscan", "zadd", "zrem", "zrange",
-    "zscore", "zcard", "zincrby", "zrank", "zrevrank", "zrangebyscore", "zrevrange", "zcount",
-    "zpopmin", "zpopmax", "zscan", "subscribe", "unsubscribe", "psubscribe", "punsubscribe",
-    "publish", "pubsub", "ssubscribe", "spublish", "eval", "evalsha", "eval_ro", "evalsha_ro",
-    "script", "function", "fcall", "fcall_ro", "xadd", "xrange", "xrevrange", "xread", "xlen",
-    "xdel", "xgroup", "xreadgroup", "xack", "pfadd", "pfcount", "pfmerge", "geoadd", "geodist",
-    "geosearch", "setbit", "getbit", "bitcount", "bitop", "bitfield",
+    "lpush",
+    "rpush",
+    "lpop",
+    "rpop",
+    "lrange",
+    "llen",
+    "lindex",
+    "lset",
+    "lrem",
+    "linsert",
+    "ltrim",
+    "rpoplpush",
+    "lmove",
+    "blpop",
+    "brpop",
+    "blmove",
+    "lpos",
+    "hset",
+    "hget",
+    "hmset",
+    "hmget",
+    "hgetall",
+    "hdel",
+    "hexists",
+    "hlen",
+    "hkeys",
+    "hvals",
+    "hincrby",
+    "hincrbyfloat",
+    "hsetnx",
+    "hscan",
+    "sadd",
+    "srem",
+    "smembers",
+    "sismember",
+    "smismember",
+    "scard",
+    "spop",
+    "srandmember",
+    "sinter",
+    "sunion",
+    "sdiff",
+    "smove",
+    "sscan",
+    "zadd",
+    "zrem",
+    "zrange",
+    "zscore",
+    "zcard",
+    "zincrby",
+    "zrank",
+    "zrevrank",
+    "zrangebyscore",
+    "zrevrange",
+    "zcount",
+    "zpopmin",
+    "zpopmax",
+    "zscan",
+    "subscribe",
+    "unsubscribe",
+    "psubscribe",
+    "punsubscribe",
+    "publish",
+    "pubsub",
+    "ssubscribe",
+    "spublish",
+    "eval",
+    "evalsha",
+    "eval_ro",
+    "evalsha_ro",
+    "script",
+    "function",
+    "fcall",
+    "fcall_ro",
+    "xadd",
+    "xrange",
+    "xrevrange",
+    "xread",
+    "xlen",
+    "xdel",
+    "xgroup",
+    "xreadgroup",
+    "xack",
+    "pfadd",
+    "pfcount",
+    "pfmerge",
+    "geoadd",
+    "geodist",
+    "geosearch",
+    "setbit",
+    "getbit",
+    "bitcount",
+    "bitop",
+    "bitfield",
 ];
 
 /// A connection's session: what `HELLO`, `CLIENT` and
@@ -303,7 +536,9 @@ pub fn plan<'b>(
         }),
         "client" => client(args, session),
         "command" => Plan::Reply(command(args)),
-        "info" => Plan::Node(NodeQuery::Info(args[1..].iter().map(|a| lower(a)).collect())),
+        "info" => Plan::Node(NodeQuery::Info(
+            args[1..].iter().map(|a| lower(a)).collect(),
+        )),
         "config" => config(args),
         "dbsize" => Plan::Node(NodeQuery::DbSize),
         "time" => Plan::Node(NodeQuery::Time),
@@ -341,7 +576,9 @@ fn hello(args: &[Cow<'_, [u8]>], session: &mut Session, limits: Limits) -> Reply
                         "HELLO AUTH is not supported: this node has no authentication",
                     );
                 }
-                (option, _) => return Reply::err(format!("Syntax error in HELLO option '{option}'")),
+                (option, _) => {
+                    return Reply::err(format!("Syntax error in HELLO option '{option}'"));
+                }
             }
         }
     }
@@ -394,16 +631,12 @@ fn client<'b>(args: &[Cow<'_, [u8]>], session: &mut Session) -> Plan<'b> {
                 "lib-name" => session.lib_name = Some(value),
                 "lib-ver" => session.lib_ver = Some(value),
                 attribute => {
-                    return Plan::Reply(Reply::err(format!(
-                        "Unrecognized option '{attribute}'"
-                    )));
+                    return Plan::Reply(Reply::err(format!("Unrecognized option '{attribute}'")));
                 }
             }
             OK
         }
-        "setname" | "getname" | "id" | "info" | "setinfo" => {
-            wrong_arity(&format!("client|{sub}"))
-        }
+        "setname" | "getname" | "id" | "info" | "setinfo" => wrong_arity(&format!("client|{sub}")),
         _ => Reply::err(format!(
             "unknown subcommand '{}'. Try CLIENT HELP.",
             quoted(&args[1])
@@ -444,7 +677,11 @@ fn command(args: &[Cow<'_, [u8]>]) -> Reply {
         "count" if args.len() == 2 => Reply::Int(COMMANDS.len() as i64),
         "count" => wrong_arity("command|count"),
         "info" if args.len() == 2 => Reply::Array(COMMANDS.iter().map(command_info).collect()),
-        "info" => Reply::Array(named().map(|s| s.map_or(Reply::Null, command_info)).collect()),
+        "info" => Reply::Array(
+            named()
+                .map(|s| s.map_or(Reply::Null, command_info))
+                .collect(),
+        ),
         "docs" if args.len() == 2 => Reply::Map(
             COMMANDS
                 .iter()
@@ -466,9 +703,9 @@ fn command(args: &[Cow<'_, [u8]>]) -> Reply {
 
 fn config<'b>(args: &[Cow<'_, [u8]>]) -> Plan<'b> {
     match lower(&args[1]).as_str() {
-        "get" if args.len() >= 3 => {
-            Plan::Node(NodeQuery::ConfigGet(args[2..].iter().map(|a| a.to_vec()).collect()))
-        }
+        "get" if args.len() >= 3 => Plan::Node(NodeQuery::ConfigGet(
+            args[2..].iter().map(|a| a.to_vec()).collect(),
+        )),
         "get" => Plan::Reply(wrong_arity("config|get")),
         "set" | "rewrite" | "resetstat" => Plan::Reply(Reply::err(format!(
             "CONFIG {} is not supported: set ataman's options with flags, the config file or \
@@ -543,9 +780,7 @@ fn replication(args: &[Cow<'_, [u8]>], session: &mut Session, limits: Limits) ->
     match args.len() {
         1 => {}
         3 => {
-            let number = |a: &[u8]| {
-                super::decode::parse_i64(a).and_then(|n| u32::try_from(n).ok())
-            };
+            let number = |a: &[u8]| super::decode::parse_i64(a).and_then(|n| u32::try_from(n).ok());
             let (Some(ack), Some(from)) = (number(&args[1]), number(&args[2])) else {
                 return Reply::err("ack and from must be positive integers");
             };
@@ -612,12 +847,7 @@ fn set_options(options: &[Cow<'_, [u8]>]) -> Result<(), Reply> {
     Ok(())
 }
 
-fn keys<'b>(
-    name: &str,
-    args: &'b [Cow<'_, [u8]>],
-    session: &Session,
-    limits: Limits,
-) -> Plan<'b> {
+fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Limits) -> Plan<'b> {
     let (ack, from) = (session.ack, session.from);
     let get = |key: &[u8]| Command::Get {
         key: key.to_vec(),
@@ -808,9 +1038,14 @@ mod tests {
         };
         assert_eq!(commands.len(), 3);
         assert!(error_of(planned(&["get", "123456789"])).contains("--key-bytes-max"));
-        assert!(error_of(planned(&["set", "k", "01234567890123456"])).contains("--value-bytes-max"));
+        assert!(
+            error_of(planned(&["set", "k", "01234567890123456"])).contains("--value-bytes-max")
+        );
         assert!(error_of(planned(&["get", ""])).contains("empty keys"));
-        assert!(matches!(planned(&["set", "k", "v", "keepttl"]), Plan::Keys(KeyOp::Set, _)));
+        assert!(matches!(
+            planned(&["set", "k", "v", "keepttl"]),
+            Plan::Keys(KeyOp::Set, _)
+        ));
     }
 
     #[test]
@@ -843,9 +1078,15 @@ mod tests {
         assert_eq!(run(&mut session, &["reset"]), Reply::Simple("RESET"));
         assert_eq!(session, Session::new(7, LIMITS));
         assert_eq!(run(&mut session, &["select", "0"]), OK);
-        assert!(matches!(run(&mut session, &["select", "1"]), Reply::Error(_)));
+        assert!(matches!(
+            run(&mut session, &["select", "1"]),
+            Reply::Error(_)
+        ));
         assert_eq!(run(&mut session, &["ping"]), Reply::Simple("PONG"));
-        assert_eq!(run(&mut session, &["command", "count"]), Reply::Int(COMMANDS.len() as i64));
+        assert_eq!(
+            run(&mut session, &["command", "count"]),
+            Reply::Int(COMMANDS.len() as i64)
+        );
     }
 
     #[test]
@@ -877,7 +1118,10 @@ mod tests {
         );
         let done = Answer::Done(Awaited::Delete);
         assert_eq!(combine(KeyOp::Del, &[done.clone(), done]), Reply::Int(2));
-        let failed = Answer::Failed(Failure::NotEnoughReplicas, "not enough replicas: 1 of 2".into());
+        let failed = Answer::Failed(
+            Failure::NotEnoughReplicas,
+            "not enough replicas: 1 of 2".into(),
+        );
         assert_eq!(
             combine(KeyOp::MSet, &[Answer::Done(Awaited::Put), failed]),
             Reply::Error("NOREPLICAS not enough replicas: 1 of 2".into())
