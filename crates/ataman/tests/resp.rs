@@ -3,6 +3,7 @@
 //! and refusals, pipelines, binary-safe keys and values, a 1 MiB value,
 //! HTTP on the same data, acknowledged SETs across `kill -9`, and a
 //! 3-node cluster with one node paused.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
 
 mod support;
 

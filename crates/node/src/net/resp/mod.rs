@@ -3,12 +3,14 @@
 //! renders with. The dispatcher behind it is HTTP's ([`super::dispatch`]).
 //!
 //! - [`decode`]: bytes to a command's arguments (multibulk and inline), bounded.
+//! - [`commands`]: the commands served and the names refused.
 //! - [`table`]: a command's name and arity to a reply, a session change,
 //!   neutral [`super::dispatch::Command`]s, or a question for the node;
 //!   and the combination of a multi-key command's answers into one reply.
 //! - [`encode`]: replies in RESP2 or RESP3.
 //! - [`info`]: `INFO`'s text.
 
+pub mod commands;
 pub mod decode;
 pub mod encode;
 pub mod info;
