@@ -441,21 +441,20 @@ fn count_keys(ctx: &NetContext) -> u64 {
 
 /// Appends a gathered command's one reply.
 fn write_gathered(out: &mut Vec<u8>, gather: &Gather) {
-    let answers: Vec<&Answer> = gather
+    // The hot cases without building a reply tree.
+    match (gather.op, gather.parts.as_slice()) {
+        (KeyOp::Get, [Part::Done(Answer::Value(v))]) => return encode::bulk(out, v),
+        (KeyOp::Get, [Part::Done(Answer::NotFound)]) => return encode::null(out, gather.proto),
+        (KeyOp::Set, [Part::Done(Answer::Done(_))]) => return out.extend_from_slice(b"+OK\r\n"),
+        _ => {}
+    }
+    let answers: Vec<Answer> = gather
         .parts
         .iter()
         .filter_map(|p| match p {
-            Part::Done(a) => Some(a),
+            Part::Done(a) => Some(a.clone()),
             Part::Waiting(_) => None,
         })
         .collect();
-    // The hot cases without building a reply tree.
-    match (gather.op, answers.as_slice()) {
-        (KeyOp::Get, [Answer::Value(v)]) => return encode::bulk(out, v),
-        (KeyOp::Get, [Answer::NotFound]) => return encode::null(out, gather.proto),
-        (KeyOp::Set, [Answer::Done(_)]) => return out.extend_from_slice(b"+OK\r\n"),
-        _ => {}
-    }
-    let owned: Vec<Answer> = answers.into_iter().cloned().collect();
-    encode::encode(out, &table::combine(gather.op, &owned), gather.proto);
+    encode::encode(out, &table::combine(gather.op, &answers), gather.proto);
 }

@@ -114,7 +114,15 @@ pub enum Plan<'a> {
 
 /// The spec of `name` (lower-case), if served.
 pub fn lookup(name: &str) -> Option<(usize, &'static Spec)> {
-    COMMANDS.iter().enumerate().find(|(_, s)| s.name == name)
+    lookup_bytes(name.as_bytes())
+}
+
+/// The spec of `name` in any case, if served (no allocation: the hot path).
+fn lookup_bytes(name: &[u8]) -> Option<(usize, &'static Spec)> {
+    COMMANDS
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.name.as_bytes().eq_ignore_ascii_case(name))
 }
 
 fn lower(arg: &[u8]) -> String {
@@ -176,8 +184,8 @@ pub fn plan<'b>(
     session: &mut Session,
     limits: Limits,
 ) -> (usize, Plan<'b>) {
-    let name = lower(&args[0]);
-    let Some((index, spec)) = lookup(&name) else {
+    let Some((index, spec)) = lookup_bytes(&args[0]) else {
+        let name = lower(&args[0]);
         let reply = refusal(args, &name).unwrap_or_else(|| unknown_command(args));
         return (OTHER, Plan::Reply(reply));
     };
