@@ -167,7 +167,6 @@ fn every_command_in_resp2_and_resp3() {
             (&[b"INCR", b"k"], "atomic read-modify-write"),
             (&[b"GETSET", b"k", b"v"], "atomic read-modify-write"),
             (&[b"APPEND", b"k", b"v"], "atomic read-modify-write"),
-            (&[b"MULTI"], "atomic read-modify-write"),
             (&[b"WATCH", b"k"], "atomic read-modify-write"),
             (&[b"SET", b"k", b"v", b"NX"], "atomic read-modify-write"),
             (&[b"SET", b"k", b"v", b"XX"], "atomic read-modify-write"),
@@ -180,6 +179,11 @@ fn every_command_in_resp2_and_resp3() {
             let e = error(&mut con, args);
             assert!(e.contains(words), "{args:?}: {e}");
         }
+        // After a refused MULTI nothing is applied until EXEC or DISCARD.
+        assert!(error(&mut con, &[b"MULTI"]).contains("atomic read-modify-write"));
+        assert!(error(&mut con, &[b"SET", &a, b"in-multi"]).contains("not applied"));
+        let e = error(&mut con, &[b"EXEC"]);
+        assert!(e.contains("Transaction discarded"), "{e}");
         // A refusal leaves the connection serving.
         assert_eq!(ok(&mut con, &[b"GET", &a]), bulk(b"v"));
         let hello = pairs_of(ok(&mut con, &[b"HELLO"]));

@@ -29,6 +29,10 @@ pub struct Session {
     pub lib_name: Option<Vec<u8>>,
     /// `CLIENT SETINFO LIB-VER`.
     pub lib_ver: Option<Vec<u8>>,
+    /// A `MULTI` was refused and no `EXEC` or `DISCARD` came since: every
+    /// command is refused until one does, so nothing a client meant to
+    /// run as a transaction is applied one by one.
+    pub refused_multi: bool,
     /// Replicas that must answer (`ATAMAN.REPLICATION`; the node's default until set).
     pub ack: u32,
     /// Replicas asked.
@@ -56,6 +60,7 @@ impl Session {
             name: None,
             lib_name: None,
             lib_ver: None,
+            refused_multi: false,
             ack,
             from,
         }
@@ -184,6 +189,14 @@ pub fn plan<'b>(
     session: &mut Session,
     limits: Limits,
 ) -> (usize, Plan<'b>) {
+    let ends_session =
+        |n: &[u8]| n.eq_ignore_ascii_case(b"quit") || n.eq_ignore_ascii_case(b"reset");
+    if session.refused_multi && !ends_session(&args[0]) {
+        return (OTHER, Plan::Reply(after_refused_multi(&args[0], session)));
+    }
+    if args[0].eq_ignore_ascii_case(b"multi") {
+        session.refused_multi = true;
+    }
     let Some((index, spec)) = lookup_bytes(&args[0]) else {
         let name = lower(&args[0]);
         let reply = refusal(args, &name).unwrap_or_else(|| unknown_command(args));
@@ -223,6 +236,23 @@ pub fn plan<'b>(
         _ => keys(spec.name, args, session, limits),
     };
     (index, plan)
+}
+
+/// Any command after a refused `MULTI`: refused, until `EXEC` or
+/// `DISCARD` ends the would-be transaction.
+fn after_refused_multi(name: &[u8], session: &mut Session) -> Reply {
+    if name.eq_ignore_ascii_case(b"exec") || name.eq_ignore_ascii_case(b"discard") {
+        session.refused_multi = false;
+        return Reply::Error(
+            "EXECABORT Transaction discarded: MULTI is not supported, nothing after it was \
+             applied (docs/RESP.md)"
+                .into(),
+        );
+    }
+    Reply::err(
+        "not applied: this connection sent MULTI, which is not supported; every command is \
+         refused until EXEC or DISCARD (docs/RESP.md)",
+    )
 }
 
 fn hello(args: &[Cow<'_, [u8]>], session: &mut Session, limits: Limits) -> Reply {
@@ -752,6 +782,20 @@ mod tests {
             Reply::Error(_)
         ));
         assert_eq!(run(&mut session, &["reset"]), Reply::Simple("RESET"));
+        assert_eq!(session, Session::new(7, LIMITS));
+        // After a refused MULTI nothing is applied until EXEC or DISCARD.
+        assert!(matches!(run(&mut session, &["multi"]), Reply::Error(_)));
+        let a = args(&["set", "k", "v"]);
+        let queued = plan(&a, &mut session, LIMITS).1;
+        assert!(
+            matches!(&queued, Plan::Reply(Reply::Error(e)) if e.contains("not applied")),
+            "{queued:?}"
+        );
+        let exec = run(&mut session, &["EXEC"]);
+        assert!(
+            matches!(&exec, Reply::Error(e) if e.starts_with("EXECABORT")),
+            "{exec:?}"
+        );
         assert_eq!(session, Session::new(7, LIMITS));
         assert_eq!(run(&mut session, &["select", "0"]), OK);
         assert!(matches!(
