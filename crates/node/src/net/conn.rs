@@ -8,6 +8,10 @@
 //! comes back to this network thread; a range streams its chunks when it
 //! reaches the front. Answers leave strictly in slot order (pipelining).
 //!
+//! A connection accepted on the RESP listener runs on the same core (the
+//! socket, read bound, slots, output buffer and back-pressure) and parses
+//! and renders RESP instead, in `conn/resp_side.rs` (docs/RESP.md).
+//!
 //! # Invariants
 //! - `slots` never holds more than [`SLOTS_MAX`]; parsing pauses until the
 //!   front drains (asserted where a slot is pushed and where one leaves).
