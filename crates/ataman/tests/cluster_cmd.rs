@@ -29,7 +29,12 @@ fn free_base_port(attempt: u64) -> u16 {
     for offset in 0..50u64 {
         let seed = u64::from(std::process::id()) * 7919 + (attempt * 50 + offset) * 104_729;
         let base = 20_000 + (seed % 10_000) as u16;
-        let free = (0..3).all(|i| TcpListener::bind((Ipv4Addr::LOCALHOST, base + i)).is_ok());
+        // The HTTP ports and the RESP ports 1000 above them.
+        let free = (0..3).all(|i| {
+            [base + i, base + 1000 + i]
+                .iter()
+                .all(|&p| TcpListener::bind((Ipv4Addr::LOCALHOST, p)).is_ok())
+        });
         if free {
             return base;
         }
@@ -155,11 +160,15 @@ impl Drop for ClusterProcess {
     }
 }
 
-/// Parses `node I: http://127.0.0.1:PORT (data DIR, pid N)`.
+/// Parses `node I: http://127.0.0.1:PORT, resp 127.0.0.1:PORT (data DIR, pid N)`.
 fn parse_node_line(line: &str) -> (usize, SocketAddr, String, u32) {
     let (head, rest) = line.split_once(": http://").expect(line);
     let index = head.strip_prefix("node ").expect(line).parse().expect(line);
-    let (addr, rest) = rest.split_once(" (data ").expect(line);
+    let (addr, rest) = rest.split_once(", resp ").expect(line);
+    let (resp, rest) = rest.split_once(" (data ").expect(line);
+    let resp: SocketAddr = resp.parse().expect(line);
+    let http: SocketAddr = addr.parse().expect(line);
+    assert_eq!(resp.port(), http.port() + 1000, "{line}");
     let (dir, pid) = rest.rsplit_once(", pid ").expect(line);
     let pid = pid.strip_suffix(')').expect(line).parse().expect(line);
     (index, addr.parse().expect(line), dir.to_string(), pid)

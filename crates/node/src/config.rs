@@ -50,6 +50,9 @@ pub struct ServeArgs {
     /// Address to listen on, HOST:PORT (port 0 picks a free one) [default: 127.0.0.1:19234].
     #[arg(long, env = "ATAMAN_LISTEN")]
     pub listen: Option<String>,
+    /// Also serve the Redis protocol (RESP2/RESP3) on HOST:PORT (port 0 picks a free one); off unless given (docs/RESP.md).
+    #[arg(long, env = "ATAMAN_RESP_LISTEN")]
+    pub resp_listen: Option<String>,
     /// Directory holding the node's data, created if missing [default: ./ataman-data].
     #[arg(long, env = "ATAMAN_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
@@ -170,6 +173,7 @@ pub const PLANTED_BUGS_COMPILED: bool = cfg!(feature = "planted-bugs");
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     listen: Option<String>,
+    resp_listen: Option<String>,
     data_dir: Option<PathBuf>,
     log_level: Option<String>,
     log_format: Option<String>,
@@ -206,6 +210,8 @@ struct FileConfig {
 pub struct NodeConfig {
     /// Address to listen on.
     pub listen: String,
+    /// Address of the RESP listener, if any (`--resp-listen`).
+    pub resp_listen: Option<String>,
     /// Data directory.
     pub data_dir: PathBuf,
     /// Least severe log events kept.
@@ -464,6 +470,7 @@ impl NodeConfig {
                 .or(file.hints_bytes_max)
                 .unwrap_or(HINTS_BYTES_MAX_DEFAULT),
             listen,
+            resp_listen: args.resp_listen.clone().or(file.resp_listen),
             cluster,
             self_index,
             peer_via,
@@ -586,7 +593,7 @@ mod tests {
         let path = dir.join("ataman.toml");
         std::fs::write(
             &path,
-            "listen = \"127.0.0.1:7000\"\nnet_threads = 2\nwal_mode = \"write\"\n",
+            "listen = \"127.0.0.1:7000\"\nresp_listen = \"127.0.0.1:7001\"\nnet_threads = 2\nwal_mode = \"write\"\n",
         )
         .unwrap();
         let args = ServeArgs {
@@ -600,6 +607,13 @@ mod tests {
             ("127.0.0.1:7000", 3, WalMode::Write)
         );
         assert_eq!(c.value_bytes_max, VALUE_BYTES_MAX_DEFAULT);
+        assert_eq!(c.resp_listen.as_deref(), Some("127.0.0.1:7001"));
+        assert_eq!(
+            NodeConfig::resolve(&ServeArgs::default())
+                .unwrap()
+                .resp_listen,
+            None
+        );
         std::fs::write(&path, "unknown_option = 1\n").unwrap();
         assert!(NodeConfig::resolve(&args).unwrap_err().contains("unknown"));
         let bad = ServeArgs {

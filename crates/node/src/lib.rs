@@ -211,6 +211,19 @@ fn publish_counts_and_renew_clock(shared: &NodeShared) {
         .store(u64::from(failing), Ordering::Relaxed);
 }
 
+/// Binds `--resp-listen`, if given.
+fn bind_resp(config: &NodeConfig) -> Result<Option<std::net::TcpListener>, String> {
+    let Some(addr) = config.resp_listen.as_deref() else {
+        return Ok(None);
+    };
+    let listener = std::net::TcpListener::bind(addr)
+        .map_err(|e| format!("cannot listen for RESP on {addr}: {e}"))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("cannot listen for RESP on {addr}: {e}"))?;
+    Ok(Some(listener))
+}
+
 /// Runs a node until SIGINT or SIGTERM, then drains and exits.
 pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let config = NodeConfig::resolve(&args)?;
@@ -251,6 +264,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     std_listener.set_nonblocking(true)?;
     let bound = std_listener.local_addr()?;
+    let resp_listener = bind_resp(&config)?;
     let db = Arc::new(db);
     let mut polls = Vec::new();
     let mut inboxes = Vec::new();
@@ -304,20 +318,33 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     publish_budget(&shared, &budget);
     let mut descriptors_counted_at = std::time::Instant::now();
     let mut listener = Some(mio::net::TcpListener::from_std(std_listener));
+    let resp_bound = resp_listener.as_ref().map(|l| l.local_addr()).transpose()?;
+    let mut resp_listener = resp_listener.map(mio::net::TcpListener::from_std);
+    net::resp::mark_started();
     let mut threads = Vec::new();
     for (index, poll) in polls.into_iter().enumerate() {
         let shared = Arc::clone(&shared);
         let l = if index == 0 { listener.take() } else { None };
+        let resp_l = if index == 0 {
+            resp_listener.take()
+        } else {
+            None
+        };
         threads.push(
             std::thread::Builder::new()
                 .name(format!("ataman-net-{index}"))
-                .spawn(move || net::run_thread(shared, index, poll, l))?,
+                .spawn(move || net::run_thread(shared, index, poll, l, resp_l))?,
         );
     }
     let ae_threads = antientropy::start(&shared, NodeShared::antientropy_node, sync_receiver)?;
     // The line launchers wait for, on stdout (docs/API.md); the log says it too.
     println!("ataman: listening on http://{bound}");
     tracing::info!(addr = %bound, "listening for HTTP requests");
+    if let Some(resp_bound) = resp_bound {
+        // After the HTTP line, which launchers wait for.
+        println!("ataman: listening for RESP on {resp_bound}");
+        tracing::info!(addr = %resp_bound, "listening for RESP (Redis protocol) commands");
+    }
     while !STOP.load(Ordering::SeqCst) && !threads.iter().any(|t| t.is_finished()) {
         std::thread::sleep(Duration::from_millis(50));
         publish_counts_and_renew_clock(&shared);

@@ -61,7 +61,13 @@ pub struct NodeMetrics {
     pub peer_batch_frames: Histogram,
     /// Answers per write to a peer (the server side's batches).
     pub peer_reply_batch_frames: Histogram,
+    /// RESP commands served, by the command table's index (rendered by
+    /// `net::resp`, which names them).
+    pub resp_commands: [AtomicU64; RESP_COMMAND_KINDS],
 }
+
+/// Counters of RESP commands: one per served command and one for the rest.
+pub const RESP_COMMAND_KINDS: usize = 32;
 
 impl Default for NodeMetrics {
     fn default() -> Self {
@@ -87,6 +93,7 @@ impl Default for NodeMetrics {
             writes_restamp_exhausted: AtomicU64::new(0),
             peer_batch_frames: Histogram::default(),
             peer_reply_batch_frames: Histogram::default(),
+            resp_commands: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 }

@@ -77,9 +77,18 @@ pub struct Completion {
     pub invalid: bool,
 }
 
+/// The protocol a listener speaks; an accepted connection keeps its listener's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP/1.1 (`--listen`).
+    Http,
+    /// RESP (`--resp-listen`).
+    Resp,
+}
+
 #[derive(Default)]
 struct InboxItems {
-    conns: Vec<mio::net::TcpStream>,
+    conns: Vec<(mio::net::TcpStream, Protocol)>,
     completions: Vec<Completion>,
 }
 
@@ -115,14 +124,14 @@ impl Inbox {
     }
 
     /// Queues an accepted connection.
-    pub fn push_conn(&self, s: mio::net::TcpStream) {
-        self.push_with(|items| items.conns.push(s));
+    pub fn push_conn(&self, s: mio::net::TcpStream, protocol: Protocol) {
+        self.push_with(|items| items.conns.push((s, protocol)));
     }
 
     /// Takes everything queued.
     pub(crate) fn take(
         &self,
-        conns: &mut Vec<mio::net::TcpStream>,
+        conns: &mut Vec<(mio::net::TcpStream, Protocol)>,
         completions: &mut Vec<Completion>,
     ) {
         let mut items = lock(&self.items);

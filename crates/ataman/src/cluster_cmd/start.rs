@@ -1,7 +1,9 @@
 //! `ataman cluster start`: N `ataman serve` children of this process on
 //! consecutive ports of 127.0.0.1, supervised in the foreground.
 //!
-//! Node `i` listens on `127.0.0.1:(base + i)` with data in `DIR/node-i`;
+//! Node `i` listens on `127.0.0.1:(base + i)` with data in `DIR/node-i`,
+//! and for RESP on `127.0.0.1:(resp base + i)` (by default
+//! base + [`RESP_PORT_OFFSET`]);
 //! every node gets the same `--cluster` list and its own `--self`. The
 //! command prints one line per node once every node answers
 //! `GET /v0/status` with 200, then waits for SIGINT or SIGTERM, SIGTERMs
@@ -22,6 +24,8 @@ use std::time::{Duration, Instant};
 
 /// Default port of node 0.
 pub const BASE_PORT_DEFAULT: u16 = 19234;
+/// The RESP base port's distance from `--base-port` unless given.
+pub const RESP_PORT_OFFSET: u16 = 1000;
 /// Default directory of the nodes' data directories.
 pub const DIR_DEFAULT: &str = "./ataman-cluster";
 /// Most nodes one command starts.
@@ -45,6 +49,9 @@ pub struct StartArgs {
     /// Port of node 0; node i listens on base + i.
     #[arg(long, default_value_t = BASE_PORT_DEFAULT)]
     pub base_port: u16,
+    /// RESP port of node 0; node i listens for RESP on it + i [default: --base-port + 1000].
+    #[arg(long)]
+    pub resp_base_port: Option<u16>,
     /// Directory holding node-0, node-1, … (created if missing, kept after the stop).
     #[arg(long, default_value = DIR_DEFAULT)]
     pub dir: PathBuf,
@@ -215,6 +222,7 @@ fn spawn(
     exe: &Path,
     index: usize,
     urls: &[String],
+    resp: &str,
     data_dir: PathBuf,
     serve_args: &[String],
 ) -> Result<Member, StartError> {
@@ -222,7 +230,7 @@ fn spawn(
     let listen = url.trim_start_matches("http://").to_string();
     let mut child = Command::new(exe)
         .arg("serve")
-        .args(["--listen", &listen, "--data-dir"])
+        .args(["--listen", &listen, "--resp-listen", resp, "--data-dir"])
         .arg(&data_dir)
         .args(["--cluster", &urls.join(","), "--self", &url])
         .args(serve_args)
@@ -341,14 +349,29 @@ pub fn run(args: &StartArgs) -> Result<(), StartError> {
     if args.nodes == 0 || args.nodes > NODES_MAX {
         return Err(StartError::Nodes(args.nodes));
     }
-    let ports: Vec<u16> = (0..args.nodes)
-        .map(|i| u16::try_from(usize::from(args.base_port) + i).ok())
-        .collect::<Option<_>>()
-        .ok_or(StartError::PortRange {
+    let ports_from = |base: Option<u16>| {
+        let base = base.ok_or(StartError::PortRange {
             base: args.base_port,
             nodes: args.nodes,
         })?;
-    check_ports(&ports)?;
+        (0..args.nodes)
+            .map(|i| u16::try_from(usize::from(base) + i).ok())
+            .collect::<Option<Vec<u16>>>()
+            .ok_or(StartError::PortRange {
+                base,
+                nodes: args.nodes,
+            })
+    };
+    let ports = ports_from(Some(args.base_port))?;
+    let resp_base = args
+        .resp_base_port
+        .or(args.base_port.checked_add(RESP_PORT_OFFSET));
+    let resp_ports = ports_from(resp_base)?;
+    check_ports(&[ports.as_slice(), resp_ports.as_slice()].concat())?;
+    let resp_addrs: Vec<String> = resp_ports
+        .iter()
+        .map(|port| format!("127.0.0.1:{port}"))
+        .collect();
     let exe = std::env::current_exe().map_err(StartError::Exe)?;
     let urls: Vec<String> = ports
         .iter()
@@ -367,7 +390,14 @@ pub fn run(args: &StartArgs) -> Result<(), StartError> {
     let mut members = Vec::with_capacity(args.nodes);
     let mut result = Ok(());
     for (index, dir) in dirs.into_iter().enumerate() {
-        match spawn(&exe, index, &urls, dir, &args.serve_args) {
+        match spawn(
+            &exe,
+            index,
+            &urls,
+            &resp_addrs[index],
+            dir,
+            &args.serve_args,
+        ) {
             Ok(member) => members.push(member),
             Err(e) => {
                 result = Err(e);
@@ -380,9 +410,10 @@ pub fn run(args: &StartArgs) -> Result<(), StartError> {
             Ok(true) => {
                 for member in &members {
                     println!(
-                        "node {}: {} (data {}, pid {})",
+                        "node {}: {}, resp {} (data {}, pid {})",
                         member.index,
                         member.url,
+                        resp_addrs[member.index],
                         member.data_dir.display(),
                         member.child.id()
                     );

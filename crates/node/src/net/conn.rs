@@ -8,6 +8,10 @@
 //! comes back to this network thread; a range streams its chunks when it
 //! reaches the front. Answers leave strictly in slot order (pipelining).
 //!
+//! A connection accepted on the RESP listener runs on the same core (the
+//! socket, read bound, slots, output buffer and back-pressure) and parses
+//! and renders RESP instead, in `conn/resp_side.rs` (docs/RESP.md).
+//!
 //! # Invariants
 //! - `slots` never holds more than [`SLOTS_MAX`]; parsing pauses until the
 //!   front drains (asserted where a slot is pushed and where one leaves).
@@ -32,6 +36,8 @@ use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::time::Instant;
 
+mod resp_side;
+
 /// Answers a connection may have outstanding before parsing pauses.
 pub const SLOTS_MAX: usize = 256;
 /// Output bytes buffered before a streaming range waits for the socket.
@@ -55,6 +61,8 @@ pub enum Slot {
         /// When the request was parsed.
         started: Instant,
     },
+    /// A RESP command on keys, gathering its keys' answers into one reply.
+    Gather(Box<resp_side::Gather>),
     /// A range being streamed.
     Stream {
         /// The scan.
@@ -125,6 +133,8 @@ pub struct Conn {
     pub counted_as_peer: bool,
     /// The nonce of the peer challenge this connection issued (`peer::auth_gate`).
     peer_nonce: Option<crate::auth::peer_proof::Nonce>,
+    /// The RESP side of a connection accepted on the RESP listener; `None`: HTTP.
+    resp: Option<Box<resp_side::RespConn>>,
 }
 
 /// A parsed request head waiting for its body.
@@ -220,6 +230,7 @@ impl Conn {
             peer: None,
             counted_as_peer: false,
             peer_nonce: None,
+            resp: None,
         }
     }
 
@@ -252,7 +263,10 @@ impl Conn {
     /// event loop must call [`Conn::on_ready`] again (no socket event
     /// will come for bytes already read).
     pub fn parse_resumable(&self) -> bool {
-        self.parse_paused && self.peer.is_none() && self.slots.len() < SLOTS_MAX
+        self.parse_paused
+            && self.peer.is_none()
+            && self.slots.len() < SLOTS_MAX
+            && !self.resp_waits_for_writes()
     }
 
     /// When the request being received started, if one is.
@@ -342,6 +356,9 @@ impl Conn {
 
     /// Parses and executes every complete request in the read buffer.
     fn parse(&mut self, ctx: &NetContext, token: usize, replicated: &mut Vec<Request>) {
+        if self.resp.is_some() {
+            return self.parse_resp(ctx, token, replicated);
+        }
         let limits = Limits {
             header_bytes_max: ctx.config.header_bytes_max,
             body_bytes_max: ctx.config.value_bytes_max as u64,
@@ -650,6 +667,9 @@ impl Conn {
     /// Fills waiting slot `slot` with the answer `answer_for` gives for what
     /// it waits for; a slot no longer waiting (the connection moved on) is left.
     fn fill(&mut self, ctx: &NetContext, slot: u64, answer_for: impl FnOnce(Awaited) -> Answer) {
+        if self.resp.is_some() {
+            return self.fill_part(slot, answer_for);
+        }
         let Some(index) = slot.checked_sub(self.base_slot) else {
             return;
         };
@@ -716,7 +736,10 @@ impl Conn {
     /// returns its status). The front slot's answer goes straight to the
     /// output buffer (the answers after it follow in `fill_output`).
     fn fill_with(&mut self, index: usize, write: impl FnOnce(&mut Vec<u8>) -> Status) -> Status {
-        debug_assert!(matches!(self.slots.get(index), Some(Slot::Waiting { .. })));
+        debug_assert!(matches!(
+            self.slots.get(index),
+            Some(Slot::Waiting { .. } | Slot::Gather(_))
+        ));
         if index == 0 && self.out_has_room() {
             let status = write(self.out_for_append());
             self.pop_slot();
@@ -959,6 +982,9 @@ impl Conn {
     pub fn time_out_request(&mut self, ctx: &NetContext) {
         if self.close_after {
             return;
+        }
+        if self.resp.is_some() {
+            return self.time_out_resp();
         }
         let e = HttpError::close(Status::RequestTimeout, "request not received in time");
         self.pending = None;

@@ -120,6 +120,7 @@ pub fn dispatch(
             shared.antientropy.metrics.render(&mut text);
             shared.auth.metrics.render(&mut text);
             shared.ranges.render(&mut text);
+            super::resp::render_metrics(&mut text, &shared.metrics);
             Dispatched::Now(Answer::Document(Format::Metrics, text))
         }
         Command::Get { key, ack, from } if !local_only(ctx, &key, ack, from) => {

@@ -2,7 +2,7 @@
 
 use super::conn::{Conn, Next};
 use crate::replication::{ReplicationIo, Request};
-use crate::state::{Completion, NetContext, NodeShared, Target};
+use crate::state::{Completion, NetContext, NodeShared, Protocol, Target};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use std::io;
@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 /// Token of the listener (thread 0 only).
 pub const LISTENER: Token = Token(usize::MAX - 1);
+/// Token of the RESP listener (thread 0 only, with `--resp-listen`).
+pub const RESP_LISTENER: Token = Token(usize::MAX - 3);
 /// Token of the inbox's waker.
 pub const WAKER: Token = Token(usize::MAX - 2);
 /// Longest sleep in `poll`: timeouts and shutdown are checked at least this often.
@@ -39,9 +41,17 @@ struct ConnTable {
 }
 
 impl ConnTable {
-    fn insert(&mut self, stream: TcpStream) -> (usize, &mut Conn) {
+    fn insert(
+        &mut self,
+        ctx: &NetContext,
+        stream: TcpStream,
+        protocol: Protocol,
+    ) -> (usize, &mut Conn) {
         self.next_generation += 1;
-        let conn = Conn::new(stream, self.next_generation);
+        let conn = match protocol {
+            Protocol::Http => Conn::new(stream, self.next_generation),
+            Protocol::Resp => Conn::new_resp(stream, self.next_generation, ctx),
+        };
         let index = match self.free.pop() {
             Some(i) => {
                 self.conns[i] = Some(conn);
@@ -78,9 +88,11 @@ struct Loop {
     index: usize,
     poll: Poll,
     listener: Option<TcpListener>,
+    /// The RESP listener (`--resp-listen`), on thread 0.
+    resp_listener: Option<TcpListener>,
     table: ConnTable,
     next_target: usize,
-    new_conns: Vec<TcpStream>,
+    new_conns: Vec<(TcpStream, Protocol)>,
     completions: Vec<Completion>,
     touched: Vec<usize>,
     /// Reused read buffer of every connection of this thread.
@@ -92,6 +104,8 @@ struct Loop {
     /// When to call `accept` again without a listener event: the last call
     /// stopped before the backlog was drained (an error, or its bound).
     accept_retry_at: Option<Instant>,
+    /// The same for the RESP listener.
+    resp_accept_retry_at: Option<Instant>,
     /// The last `accept` failed (logged once per run of failures).
     accept_failing: bool,
 }
@@ -102,6 +116,7 @@ pub fn run_thread(
     index: usize,
     poll: Poll,
     listener: Option<TcpListener>,
+    resp_listener: Option<TcpListener>,
 ) -> io::Result<()> {
     let ctx = NetContext::new(Arc::clone(&shared), index);
     let repl = ReplicationIo::new(&ctx);
@@ -112,6 +127,7 @@ pub fn run_thread(
         index,
         poll,
         listener,
+        resp_listener,
         table: ConnTable {
             conns: Vec::new(),
             free: Vec::new(),
@@ -123,12 +139,18 @@ pub fn run_thread(
         touched: Vec::new(),
         scratch: vec![0; super::conn::READ_CHUNK_BYTES],
         accept_retry_at: None,
+        resp_accept_retry_at: None,
         accept_failing: false,
     };
     if let Some(l) = lp.listener.as_mut() {
         lp.poll
             .registry()
             .register(l, LISTENER, Interest::READABLE)?;
+    }
+    if let Some(l) = lp.resp_listener.as_mut() {
+        lp.poll
+            .registry()
+            .register(l, RESP_LISTENER, Interest::READABLE)?;
     }
     lp.run()
 }
@@ -139,7 +161,11 @@ impl Loop {
         let mut last_tick = Instant::now();
         let mut shutdown_started: Option<Instant> = None;
         loop {
-            let timeout = match self.accept_retry_at {
+            let retry_at = match (self.accept_retry_at, self.resp_accept_retry_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let timeout = match retry_at {
                 _ if self.has_pending_work() => Duration::ZERO,
                 Some(at) => at.saturating_duration_since(Instant::now()).min(TICK),
                 None => TICK,
@@ -153,7 +179,8 @@ impl Loop {
             self.ctx.now.set(now);
             for event in events.iter() {
                 match event.token() {
-                    LISTENER => self.accept(),
+                    LISTENER => self.accept(Protocol::Http),
+                    RESP_LISTENER => self.accept(Protocol::Resp),
                     WAKER => self.take_inbox(),
                     token => match ReplicationIo::link_of(token) {
                         Some(node) => self.repl.on_link_event(
@@ -168,7 +195,10 @@ impl Loop {
                 }
             }
             if self.accept_retry_at.is_some_and(|at| now >= at) {
-                self.accept();
+                self.accept(Protocol::Http);
+            }
+            if self.resp_accept_retry_at.is_some_and(|at| now >= at) {
+                self.accept(Protocol::Resp);
             }
             self.after_events();
             if now.duration_since(last_tick) >= TICK {
@@ -180,7 +210,10 @@ impl Loop {
             }
             if self.ctx.shared.stopping() {
                 let started = *shutdown_started.get_or_insert_with(Instant::now);
-                if let Some(mut l) = self.listener.take() {
+                for mut l in [self.listener.take(), self.resp_listener.take()]
+                    .into_iter()
+                    .flatten()
+                {
                     let _ = self.poll.registry().deregister(&mut l);
                 }
                 self.close_idle();
@@ -201,11 +234,15 @@ impl Loop {
     /// ENOBUFS, ENOMEM) leaves the rest queued and is retried every
     /// [`ACCEPT_RETRY`] until the backlog is drained, so queued clients are
     /// served once descriptors are free without waiting for another one.
-    fn accept(&mut self) {
-        self.accept_retry_at = None;
+    fn accept(&mut self, protocol: Protocol) {
+        *self.retry_at(protocol) = None;
         let threads = self.ctx.shared.inboxes.len();
         for _ in 0..ACCEPTS_PER_CALL_MAX {
-            let Some(listener) = self.listener.as_ref() else {
+            let listener = match protocol {
+                Protocol::Http => self.listener.as_ref(),
+                Protocol::Resp => self.resp_listener.as_ref(),
+            };
+            let Some(listener) = listener else {
                 return;
             };
             match listener.accept() {
@@ -232,9 +269,9 @@ impl Loop {
                     let target = self.next_target % threads;
                     self.next_target = self.next_target.wrapping_add(1);
                     if target == self.index {
-                        self.add(stream);
+                        self.add(stream, protocol);
                     } else {
-                        shared.inboxes[target].push_conn(stream);
+                        shared.inboxes[target].push_conn(stream, protocol);
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -263,17 +300,25 @@ impl Loop {
                              ataman_accept_failures_total)"
                         );
                     }
-                    self.accept_retry_at = Some(Instant::now() + ACCEPT_RETRY);
+                    *self.retry_at(protocol) = Some(Instant::now() + ACCEPT_RETRY);
                     return;
                 }
             }
         }
         // The bound, not the end of the backlog: go on next iteration.
-        self.accept_retry_at = Some(Instant::now());
+        *self.retry_at(protocol) = Some(Instant::now());
     }
 
-    fn add(&mut self, stream: TcpStream) {
-        let (i, conn) = self.table.insert(stream);
+    /// When the listener of `protocol` is to be tried again.
+    fn retry_at(&mut self, protocol: Protocol) -> &mut Option<Instant> {
+        match protocol {
+            Protocol::Http => &mut self.accept_retry_at,
+            Protocol::Resp => &mut self.resp_accept_retry_at,
+        }
+    }
+
+    fn add(&mut self, stream: TcpStream, protocol: Protocol) {
+        let (i, conn) = self.table.insert(&self.ctx, stream, protocol);
         let interest = Interest::READABLE | Interest::WRITABLE;
         if self
             .poll
@@ -288,8 +333,8 @@ impl Loop {
     fn take_inbox(&mut self) {
         let inbox = Arc::clone(&self.ctx.shared.inboxes[self.index]);
         inbox.take(&mut self.new_conns, &mut self.completions);
-        for stream in std::mem::take(&mut self.new_conns) {
-            self.add(stream);
+        for (stream, protocol) in std::mem::take(&mut self.new_conns) {
+            self.add(stream, protocol);
         }
         let mut completions = std::mem::take(&mut self.completions);
         for c in completions.drain(..) {

@@ -18,6 +18,7 @@
 //!   coordinator work.
 //! - [`answer`]: every outcome mapped to one protocol-neutral answer (pure).
 //! - [`render`]: HTTP's rendering of an answer (status, headers, body).
+//! - [`resp`]: the Redis protocol's decoder, command table and encoder (pure).
 //! - [`peer_conn`]: a connection a peer upgraded to the peer protocol.
 //! - [`authorize`]: the role each command needs; [`auth_gate`]: the
 //!   `Authorization` header, the 401 and 403, the peer upgrade's verdict.
@@ -30,5 +31,6 @@ pub mod dispatch;
 mod event_loop;
 pub mod peer_conn;
 pub mod render;
+pub mod resp;
 
 pub use event_loop::{WAKER, run_thread};

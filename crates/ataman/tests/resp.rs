@@ -1,0 +1,384 @@
+//! The Redis protocol front end (docs/RESP.md) on real nodes, through a
+//! real client (the `redis` crate), RESP2 and RESP3: every command, errors
+//! and refusals, pipelines, binary-safe keys and values, a 1 MiB value,
+//! HTTP on the same data, acknowledged SETs across `kill -9`, and a
+//! 3-node cluster with one node paused.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
+
+mod support;
+
+use redis::{Connection, Value};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+use support::Node;
+use support::cluster::TestCluster;
+
+/// Bound on any one reply.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A free port on 127.0.0.1 for `--resp-listen` (bound, then released).
+fn free_resp_addr() -> String {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    format!("127.0.0.1:{}", listener.local_addr().unwrap().port())
+}
+
+/// A node serving RESP, and its RESP address.
+fn resp_node(extra: &[&str]) -> (Node, String) {
+    let addr = free_resp_addr();
+    let mut args = vec!["--resp-listen", addr.as_str()];
+    args.extend_from_slice(extra);
+    (Node::start(&args), addr)
+}
+
+fn connect(addr: &str, resp3: bool) -> Connection {
+    let protocol = if resp3 { "?protocol=resp3" } else { "" };
+    let client = redis::Client::open(format!("redis://{addr}/{protocol}")).unwrap();
+    let con = client.get_connection().unwrap();
+    con.set_read_timeout(Some(REPLY_TIMEOUT)).unwrap();
+    con.set_write_timeout(Some(REPLY_TIMEOUT)).unwrap();
+    con
+}
+
+fn run(con: &mut Connection, args: &[&[u8]]) -> redis::RedisResult<Value> {
+    let mut cmd = redis::cmd(std::str::from_utf8(args[0]).unwrap());
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    cmd.query(con)
+}
+
+fn ok(con: &mut Connection, args: &[&[u8]]) -> Value {
+    run(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+fn error(con: &mut Connection, args: &[&[u8]]) -> String {
+    match run(con, args) {
+        Err(e) => e.to_string(),
+        Ok(v) => panic!("{args:?} answered {v:?}, not an error"),
+    }
+}
+
+fn bulk(bytes: &[u8]) -> Value {
+    Value::BulkString(bytes.to_vec())
+}
+
+/// A map's pairs: a RESP3 map, or RESP2's flat array of keys and values.
+fn pairs_of(v: Value) -> Vec<(Value, Value)> {
+    match v {
+        Value::Map(pairs) => pairs,
+        Value::Array(flat) => flat
+            .chunks(2)
+            .map(|p| (p[0].clone(), p[1].clone()))
+            .collect(),
+        other => panic!("not a map: {other:?}"),
+    }
+}
+
+/// The connection, key and HTTP commands on one node, in RESP2 and RESP3.
+#[test]
+fn every_command_in_resp2_and_resp3() {
+    let (node, addr) = resp_node(&[]);
+    for resp3 in [false, true] {
+        let mut con = connect(&addr, resp3);
+        let p = if resp3 { "3-" } else { "2-" };
+        let key = |k: &str| format!("{p}{k}").into_bytes();
+        let (a, b, c) = (key("a"), key("b"), key("c"));
+        assert_eq!(ok(&mut con, &[b"PING"]), Value::SimpleString("PONG".into()));
+        assert_eq!(ok(&mut con, &[b"PING", b"hi"]), bulk(b"hi"));
+        assert_eq!(ok(&mut con, &[b"ECHO", b"x\r\ny"]), bulk(b"x\r\ny"));
+        assert_eq!(ok(&mut con, &[b"SET", &a, b"1"]), Value::Okay);
+        assert_eq!(ok(&mut con, &[b"GET", &a]), bulk(b"1"));
+        assert_eq!(ok(&mut con, &[b"GET", &c]), Value::Nil);
+        assert_eq!(ok(&mut con, &[b"MSET", &b, b"2", &c, b"3"]), Value::Okay);
+        assert_eq!(
+            ok(&mut con, &[b"MGET", &a, &b, b"none"]),
+            Value::Array(vec![bulk(b"1"), bulk(b"2"), Value::Nil])
+        );
+        assert_eq!(ok(&mut con, &[b"EXISTS", &a, &a, b"none"]), Value::Int(2));
+        assert_eq!(ok(&mut con, &[b"DEL", &a]), Value::Int(1));
+        assert_eq!(ok(&mut con, &[b"UNLINK", &b]), Value::Int(1));
+        assert_eq!(ok(&mut con, &[b"EXISTS", &a, &b, &c]), Value::Int(1));
+        assert_eq!(ok(&mut con, &[b"SET", &a, b"v", b"KEEPTTL"]), Value::Okay);
+        assert_eq!(
+            ok(&mut con, &[b"DBSIZE"]),
+            Value::Int(if resp3 { 4 } else { 2 })
+        );
+        let Value::Array(time) = ok(&mut con, &[b"TIME"]) else {
+            panic!("TIME")
+        };
+        assert_eq!(time.len(), 2);
+        let Value::BulkString(info) = ok(&mut con, &[b"INFO"]) else {
+            panic!("INFO")
+        };
+        let info = String::from_utf8(info).unwrap();
+        for section in [
+            "# Server",
+            "# Clients",
+            "# Persistence",
+            "# Stats",
+            "# Replication",
+        ] {
+            assert!(info.contains(section), "{section} missing: {info}");
+        }
+        assert!(
+            info.contains("loading:0") && info.contains("db0:keys="),
+            "{info}"
+        );
+        let pairs = pairs_of(ok(&mut con, &[b"CONFIG", b"GET", b"save", b"append*"]));
+        assert!(
+            pairs.contains(&(bulk(b"appendfsync"), bulk(b"always"))),
+            "{pairs:?}"
+        );
+        assert!(pairs.contains(&(bulk(b"save"), bulk(b""))), "{pairs:?}");
+        assert!(error(&mut con, &[b"CONFIG", b"SET", b"save", b""]).contains("not supported"));
+        assert_eq!(ok(&mut con, &[b"SELECT", b"0"]), Value::Okay);
+        assert!(error(&mut con, &[b"SELECT", b"1"]).contains("out of range"));
+        assert_eq!(ok(&mut con, &[b"CLIENT", b"SETNAME", b"me"]), Value::Okay);
+        assert_eq!(ok(&mut con, &[b"CLIENT", b"GETNAME"]), bulk(b"me"));
+        assert!(matches!(ok(&mut con, &[b"CLIENT", b"ID"]), Value::Int(_)));
+        let setinfo = ok(&mut con, &[b"CLIENT", b"SETINFO", b"LIB-NAME", b"t"]);
+        assert_eq!(setinfo, Value::Okay);
+        let Value::BulkString(client) = ok(&mut con, &[b"CLIENT", b"INFO"]) else {
+            panic!("CLIENT INFO")
+        };
+        assert!(String::from_utf8_lossy(&client).contains("name=me"));
+        let Value::Int(count) = ok(&mut con, &[b"COMMAND", b"COUNT"]) else {
+            panic!("COMMAND COUNT")
+        };
+        let Value::Array(infos) = ok(&mut con, &[b"COMMAND", b"INFO", b"get", b"nosuch"]) else {
+            panic!("COMMAND INFO")
+        };
+        assert_eq!((infos.len(), &infos[1]), (2, &Value::Nil));
+        assert!(count >= 20, "{count}");
+        let docs = ok(&mut con, &[b"COMMAND", b"DOCS", b"set"]);
+        assert!(matches!(docs, Value::Map(_) | Value::Array(_)), "{docs:?}");
+        assert_eq!(ok(&mut con, &[b"WAIT", b"0", b"0"]), Value::Int(0));
+        assert_eq!(
+            ok(&mut con, &[b"ATAMAN.REPLICATION"]),
+            Value::Array(vec![Value::Int(1), Value::Int(1)])
+        );
+        for (args, words) in [
+            (
+                &[&b"NOSUCH"[..], b"x"][..],
+                "unknown command 'NOSUCH', with args beginning with: 'x'",
+            ),
+            (&[b"GET"], "wrong number of arguments for 'get' command"),
+            (&[b"INCR", b"k"], "atomic read-modify-write"),
+            (&[b"GETSET", b"k", b"v"], "atomic read-modify-write"),
+            (&[b"APPEND", b"k", b"v"], "atomic read-modify-write"),
+            (&[b"WATCH", b"k"], "atomic read-modify-write"),
+            (&[b"SET", b"k", b"v", b"NX"], "atomic read-modify-write"),
+            (&[b"SET", b"k", b"v", b"XX"], "atomic read-modify-write"),
+            (&[b"SET", b"k", b"v", b"EX", b"1"], "no key expiry"),
+            (&[b"SET", b"k", b"v", b"PX", b"1"], "no key expiry"),
+            (&[b"HSET", b"k", b"f", b"v"], "string values only"),
+            (&[b"PUBLISH", b"c", b"m"], "pub/sub"),
+            (&[b"EVAL", b"return 1", b"0"], "scripting"),
+        ] {
+            let e = error(&mut con, args);
+            assert!(e.contains(words), "{args:?}: {e}");
+        }
+        // After a refused MULTI nothing is applied until EXEC or DISCARD.
+        assert!(error(&mut con, &[b"MULTI"]).contains("atomic read-modify-write"));
+        assert!(error(&mut con, &[b"SET", &a, b"in-multi"]).contains("not applied"));
+        let e = error(&mut con, &[b"EXEC"]);
+        assert!(e.contains("Transaction discarded"), "{e}");
+        // A refusal leaves the connection serving.
+        assert_eq!(ok(&mut con, &[b"GET", &a]), bulk(b"v"));
+        let hello = pairs_of(ok(&mut con, &[b"HELLO"]));
+        let proto = Value::Int(if resp3 { 3 } else { 2 });
+        assert!(hello.contains(&(bulk(b"proto"), proto)), "{hello:?}");
+        assert_eq!(
+            ok(&mut con, &[b"RESET"]),
+            Value::SimpleString("RESET".into())
+        );
+        assert_eq!(ok(&mut con, &[b"CLIENT", b"GETNAME"]), Value::Nil);
+        assert_eq!(ok(&mut con, &[b"QUIT"]), Value::Okay);
+    }
+    let metrics = String::from_utf8(node.get_target("/metrics").body).unwrap();
+    for command in ["set", "get", "mset", "other"] {
+        let line = format!("ataman_resp_commands_total{{command=\"{command}\"}}");
+        assert!(metrics.contains(&line), "{line} missing");
+    }
+}
+
+/// A pipeline of thousands of commands, binary-safe keys and values (CR,
+/// LF, NUL), a 1 MiB value, and HTTP on the same data.
+#[test]
+fn pipelines_binary_values_a_large_value_and_http_on_the_same_data() {
+    let (node, addr) = resp_node(&[]);
+    let mut con = connect(&addr, false);
+    const N: usize = 5000;
+    let key = |i: usize| format!("k\r\n\0{i}").into_bytes();
+    let value = |i: usize| format!("v\0\r\n{i}\n").into_bytes();
+    let mut pipe = redis::pipe();
+    for i in 0..N {
+        pipe.cmd("SET").arg(key(i)).arg(value(i));
+        pipe.cmd("GET").arg(key(i));
+    }
+    let replies: Vec<Value> = pipe.query(&mut con).unwrap();
+    assert_eq!(replies.len(), 2 * N);
+    for i in 0..N {
+        assert_eq!(replies[2 * i], Value::Okay, "SET {i}");
+        assert_eq!(replies[2 * i + 1], bulk(&value(i)), "GET {i} after its SET");
+    }
+    let big: Vec<u8> = (0..1 << 20).map(|i| (i % 251) as u8).collect();
+    assert_eq!(ok(&mut con, &[b"SET", b"big", &big]), Value::Okay);
+    assert_eq!(ok(&mut con, &[b"GET", b"big"]), bulk(&big));
+    assert_eq!(node.get(b"big").body, big);
+    // RESP writes, HTTP reads; HTTP writes and deletes, RESP reads.
+    assert_eq!(node.get(&key(7)).body, value(7));
+    assert_eq!(node.put(b"from-http", b"h").status, 201);
+    assert_eq!(ok(&mut con, &[b"GET", b"from-http"]), bulk(b"h"));
+    assert_eq!(node.delete(&key(8)).status, 202);
+    assert_eq!(ok(&mut con, &[b"GET", &key(8)]), Value::Nil);
+    assert_eq!(ok(&mut con, &[b"DBSIZE"]), Value::Int(N as i64 + 1));
+}
+
+/// Reads what the server sends until it closes (bounded by the timeout).
+fn read_to_close(stream: &mut TcpStream) -> Vec<u8> {
+    stream.set_read_timeout(Some(REPLY_TIMEOUT)).unwrap();
+    let mut got = Vec::new();
+    let _ = stream.read_to_end(&mut got);
+    got
+}
+
+/// Malformed framing and an oversized bulk: an error, then that
+/// connection closes; the node serves everyone else on.
+#[test]
+fn malformed_framing_and_oversized_bulks_close_only_their_connection() {
+    let (_node, addr) = resp_node(&["--value-bytes-max", "1024", "--key-bytes-max", "16"]);
+    let addr: SocketAddr = addr.parse().unwrap();
+    let mut other = connect(&addr.to_string(), false);
+    for (input, words) in [
+        (&b"*1\r\n$x\r\n"[..], "-ERR Protocol error: "),
+        (
+            b"*2\r\n$3\r\nGET\r\n:1\r\n",
+            "-ERR Protocol error: expected '$'",
+        ),
+        (
+            b"*1\r\n$2000\r\n",
+            "-ERR Protocol error: a bulk of 2000 bytes over the limit of 1024",
+        ),
+        (
+            b"*99999999\r\n",
+            "-ERR Protocol error: 99999999 arguments over the limit",
+        ),
+        (
+            b"GET \"unbalanced\r\n",
+            "-ERR Protocol error: unbalanced quotes",
+        ),
+    ] {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream.write_all(b"PING\r\n").unwrap();
+        stream.write_all(input).unwrap();
+        let got = String::from_utf8_lossy(&read_to_close(&mut stream)).into_owned();
+        assert!(got.starts_with("+PONG\r\n"), "{got}");
+        assert!(got[7..].starts_with(words), "{input:?}: {got}");
+        assert!(
+            got.ends_with("\r\n") && got.matches("\r\n").count() == 2,
+            "{got}"
+        );
+        assert_eq!(
+            ok(&mut other, &[b"PING"]),
+            Value::SimpleString("PONG".into())
+        );
+    }
+    // Over the key or value limit but framed well: an error, and the
+    // connection goes on.
+    let e = error(&mut other, &[b"SET", b"a-key-of-17-bytes", b"v"]);
+    assert!(e.contains("--key-bytes-max"), "{e}");
+    let e = error(&mut other, &[b"SET", b"k", &[b'v'; 1024 + 1]]);
+    assert!(e.contains("bulk of 1025 bytes"), "{e}");
+}
+
+/// Acknowledged SETs survive `kill -9`.
+#[test]
+fn acknowledged_sets_survive_kill_9() {
+    let (mut node, addr) = resp_node(&[]);
+    let mut con = connect(&addr, false);
+    const N: usize = 2000;
+    let mut pipe = redis::pipe();
+    for i in 0..N {
+        pipe.cmd("SET").arg(format!("d{i}")).arg(format!("v{i}"));
+    }
+    let replies: Vec<Value> = pipe.query(&mut con).unwrap();
+    assert!(replies.iter().all(|r| *r == Value::Okay));
+    drop(con);
+    node.kill9();
+    node.restart();
+    let mut con = connect(&addr, true);
+    let keys: Vec<String> = (0..N).map(|i| format!("d{i}")).collect();
+    let mut mget = redis::cmd("MGET");
+    for k in &keys {
+        mget.arg(k);
+    }
+    let Value::Array(values) = mget.query::<Value>(&mut con).unwrap() else {
+        panic!("MGET")
+    };
+    for (i, v) in values.iter().enumerate() {
+        assert_eq!(*v, bulk(format!("v{i}").as_bytes()), "key d{i}");
+    }
+}
+
+/// Any key through any node's RESP port of a 3-node cluster, with one
+/// node paused (SIGSTOP): `ack=2 from=3` by default.
+#[test]
+fn a_cluster_serves_any_key_through_any_node_with_one_paused() {
+    let addrs: Vec<String> = (0..3).map(|_| free_resp_addr()).collect();
+    let cluster = TestCluster::start_each(3, &[], |i| {
+        vec!["--resp-listen".to_string(), addrs[i].clone()]
+    });
+    const KEYS: usize = 60;
+    for (i, addr) in addrs.iter().enumerate() {
+        let mut con = connect(addr, i == 1);
+        assert_eq!(
+            ok(&mut con, &[b"ATAMAN.REPLICATION"]),
+            Value::Array(vec![Value::Int(2), Value::Int(3)])
+        );
+        for k in (i..KEYS).step_by(3) {
+            let (key, value) = (format!("c{k}"), format!("v{k}"));
+            assert_eq!(
+                ok(&mut con, &[b"SET", key.as_bytes(), value.as_bytes()]),
+                Value::Okay
+            );
+        }
+    }
+    let paused = cluster.node(2).pid();
+    // SAFETY: kill(2) on a node process this test started.
+    assert_eq!(
+        unsafe { libc::kill(paused as libc::pid_t, libc::SIGSTOP) },
+        0
+    );
+    for addr in &addrs[..2] {
+        let mut con = connect(addr, false);
+        for k in 0..KEYS {
+            let (key, value) = (format!("c{k}"), format!("v{k}"));
+            assert_eq!(
+                ok(&mut con, &[b"GET", key.as_bytes()]),
+                bulk(value.as_bytes())
+            );
+        }
+        assert_eq!(
+            ok(&mut con, &[b"SET", b"while-paused", addr.as_bytes()]),
+            Value::Okay
+        );
+        assert_eq!(
+            ok(&mut con, &[b"GET", b"while-paused"]),
+            bulk(addr.as_bytes())
+        );
+        // ack=3 cannot be met with a node paused: a clear error.
+        assert_eq!(
+            ok(&mut con, &[b"ATAMAN.REPLICATION", b"3", b"3"]),
+            Value::Array(vec![Value::Int(3), Value::Int(3)])
+        );
+        let e = error(&mut con, &[b"SET", b"all-three", b"v"]);
+        assert!(e.contains("not enough replicas"), "{e}");
+    }
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { libc::kill(paused as libc::pid_t, libc::SIGCONT) },
+        0
+    );
+}

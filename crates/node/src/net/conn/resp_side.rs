@@ -1,0 +1,460 @@
+//! A connection speaking RESP: its parse and render sides on the same
+//! connection core as HTTP (the socket, read bound, answer slots in
+//! request order, output buffer and back-pressure of [`super::Conn`]).
+//!
+//! Each decoded command is planned by the command table
+//! ([`crate::net::resp::table`]); a command on keys fans out to one
+//! neutral [`Command`] per key through the same dispatcher as HTTP, and
+//! its slot gathers their answers ([`Gather`]) into one reply. Each part
+//! is addressed as `slot id << PART_BITS | part`, so completions and
+//! verdicts find their part without any other bookkeeping.
+
+use super::{Conn, SLOTS_MAX, Slot};
+use crate::net::answer::{Answer, Awaited, Failure};
+use crate::net::dispatch::{Command, Dispatched, dispatch};
+use crate::net::resp::decode::{self, DecodeError, Decoded};
+use crate::net::resp::encode::{self, Proto, Reply};
+use crate::net::resp::table::{self, KeyOp, NodeQuery, Plan, Session};
+use crate::net::resp::{DBSIZE_SCAN_KEYS_MAX, info};
+use crate::replication::{ReplyTo, Request};
+use crate::state::NetContext;
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Bits of a reply address that name the part of a multi-key command
+/// (the slot id is above them); a command has at most
+/// [`decode::ARGS_MAX`] parts.
+const PART_BITS: u32 = 20;
+const _: () = assert!(decode::ARGS_MAX <= 1 << PART_BITS);
+
+/// `CLIENT ID`s, unique in the process.
+static NEXT_CLIENT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// What a RESP connection keeps beyond the connection core.
+pub struct RespConn {
+    /// `HELLO`, `CLIENT`, `ATAMAN.REPLICATION` state.
+    session: Session,
+    /// The command table's limits.
+    limits: table::Limits,
+    /// Write commands answered later, not yet answered: while any is, a
+    /// command that is not a write waits (so a read sees this
+    /// connection's earlier writes; writes in a row still reach the
+    /// engine in one hand-off).
+    writes_pending: usize,
+}
+
+fn is_write(op: KeyOp) -> bool {
+    matches!(op, KeyOp::Set | KeyOp::MSet | KeyOp::Del)
+}
+
+/// True for the names of commands that only write keys (they need not
+/// wait for earlier writes: the clock orders them).
+fn names_a_write(name: &[u8]) -> bool {
+    [&b"set"[..], b"mset", b"del", b"unlink"]
+        .iter()
+        .any(|w| name.eq_ignore_ascii_case(w))
+}
+
+/// A multi-key command's slot: its parts' answers, gathered.
+pub struct Gather {
+    op: KeyOp,
+    parts: Vec<Part>,
+    /// Parts still waiting.
+    waiting: usize,
+    proto: Proto,
+}
+
+/// One key's share of a command.
+enum Part {
+    Waiting(Awaited),
+    Done(Answer),
+}
+
+/// The hook where a connection's authenticated role will be checked
+/// before anything is dispatched (docs/RESP.md). Every command is
+/// admitted until authentication exists.
+fn admit(_session: &Session, _command: &Command<'_>) -> Result<(), Reply> {
+    Ok(())
+}
+
+impl Conn {
+    /// A connection accepted on the RESP listener.
+    pub fn new_resp(stream: mio::net::TcpStream, generation: u64, ctx: &NetContext) -> Conn {
+        let limits = table::Limits {
+            key_bytes_max: ctx.config.key_bytes_max,
+            value_bytes_max: ctx.config.value_bytes_max,
+            cluster_size: ctx.route_config.cluster_size,
+        };
+        let id = NEXT_CLIENT_ID.fetch_add(1, Ordering::Relaxed);
+        let mut conn = Conn::new(stream, generation);
+        conn.resp = Some(Box::new(RespConn {
+            session: Session::new(id, limits),
+            limits,
+            writes_pending: 0,
+        }));
+        conn
+    }
+
+    fn proto(&self) -> Proto {
+        self.resp.as_ref().map_or(Proto::Resp2, |r| r.session.proto)
+    }
+
+    /// Answers the command being executed with `reply`.
+    fn reply_now(&mut self, reply: &Reply) {
+        let proto = self.proto();
+        self.answer(|out| encode::encode(out, reply, proto));
+    }
+
+    /// Decodes and executes every complete command in the read buffer.
+    pub(super) fn parse_resp(
+        &mut self,
+        ctx: &NetContext,
+        token: usize,
+        replicated: &mut Vec<Request>,
+    ) {
+        let limits = decode::Limits {
+            bulk_bytes_max: ctx.config.value_bytes_max.max(ctx.config.key_bytes_max),
+        };
+        let mut consumed = 0;
+        // Taken out while commands execute, so values are lent to them
+        // without a copy; nothing below reads `self.rbuf`.
+        let rbuf = std::mem::take(&mut self.rbuf);
+        while !self.close_after && self.slots.len() < SLOTS_MAX {
+            let buf = &rbuf[consumed..];
+            if buf.is_empty() {
+                break;
+            }
+            match decode::decode(buf, limits) {
+                Ok(Decoded::Partial) => {
+                    let limit = Self::read_limit(ctx);
+                    if buf.len() >= limit {
+                        // Reading stops at this bound: the command cannot complete.
+                        let e = format!("Protocol error: a command over {limit} bytes");
+                        self.reply_now(&Reply::err(e));
+                        self.close_after = true;
+                    }
+                    break;
+                }
+                Ok(Decoded::Skip(n)) => consumed += n,
+                Ok(Decoded::Command(request)) => {
+                    if self.resp_waits_for_writes() && !names_a_write(&request.args[0]) {
+                        // Resumed by the last write's answer (`fill_part`).
+                        self.parse_paused = true;
+                        break;
+                    }
+                    consumed += request.consumed;
+                    self.request_started = None;
+                    self.execute_resp(ctx, token, replicated, &request.args);
+                }
+                Err(e) => {
+                    self.refuse_framing(ctx, &e);
+                    break;
+                }
+            }
+        }
+        self.rbuf = rbuf;
+        self.parse_paused = (self.slots.len() >= SLOTS_MAX || self.resp_waits_for_writes())
+            && self.rbuf.len() > consumed;
+        if consumed > 0 {
+            self.rbuf.drain(..consumed);
+        }
+        if !self.rbuf.is_empty() && self.request_started.is_none() {
+            self.request_started = Some(ctx.now.get());
+        }
+        if self.read_closed && !self.rbuf.is_empty() && !self.close_after && !self.parse_paused {
+            // The peer closed in the middle of a command: answer what came
+            // before, then close.
+            self.rbuf.clear();
+            self.request_started = None;
+            self.close_after = true;
+        }
+    }
+
+    /// True while this connection's earlier writes are not answered.
+    pub(super) fn resp_waits_for_writes(&self) -> bool {
+        self.resp.as_ref().is_some_and(|r| r.writes_pending > 0)
+    }
+
+    /// Malformed framing or a bulk over the limit: the error, then the
+    /// connection closes (the next command's start is unknown).
+    fn refuse_framing(&mut self, ctx: &NetContext, e: &DecodeError) {
+        ctx.shared.metrics.resp_commands[table::OTHER].fetch_add(1, Ordering::Relaxed);
+        self.reply_now(&Reply::err(e));
+        self.close_after = true;
+    }
+
+    /// A command not received in time: the error, then the connection closes.
+    pub(super) fn time_out_resp(&mut self) {
+        self.rbuf.clear();
+        self.request_started = None;
+        self.reply_now(&Reply::err(
+            "Protocol error: command not received in time (--request-timeout-ms)",
+        ));
+        self.close_after = true;
+    }
+
+    fn execute_resp(
+        &mut self,
+        ctx: &NetContext,
+        token: usize,
+        replicated: &mut Vec<Request>,
+        args: &[Cow<'_, [u8]>],
+    ) {
+        let Some(state) = self.resp.as_mut() else {
+            return;
+        };
+        let limits = state.limits;
+        let (index, plan) = table::plan(args, &mut state.session, limits);
+        ctx.shared.metrics.resp_commands[index].fetch_add(1, Ordering::Relaxed);
+        match plan {
+            Plan::Reply(reply) => self.reply_now(&reply),
+            Plan::Close(reply) => {
+                self.reply_now(&reply);
+                self.close_after = true;
+            }
+            Plan::Node(query) => {
+                let reply = self.node_reply(ctx, query);
+                self.reply_now(&reply);
+            }
+            Plan::Keys(op, commands) => self.fan_out(ctx, token, replicated, op, commands),
+        }
+    }
+
+    /// Dispatches a command's keys; answers at once when every part was
+    /// answered at once, else queues a [`Gather`] slot.
+    fn fan_out(
+        &mut self,
+        ctx: &NetContext,
+        token: usize,
+        replicated: &mut Vec<Request>,
+        op: KeyOp,
+        commands: Vec<Command<'_>>,
+    ) {
+        let Some(state) = self.resp.as_ref() else {
+            return;
+        };
+        if let Some(denied) = commands.iter().find_map(|c| admit(&state.session, c).err()) {
+            return self.reply_now(&denied);
+        }
+        let proto = state.session.proto;
+        let id = self.base_slot + self.slots.len() as u64;
+        let mut parts = Vec::with_capacity(commands.len());
+        let mut waiting = 0;
+        for (part, command) in commands.into_iter().enumerate() {
+            let reply_to = ReplyTo {
+                token,
+                generation: self.generation,
+                slot: (id << PART_BITS) | part as u64,
+            };
+            parts.push(match dispatch(ctx, replicated, reply_to, command) {
+                Dispatched::Now(answer) => Part::Done(answer),
+                Dispatched::Later(awaited) => {
+                    waiting += 1;
+                    Part::Waiting(awaited)
+                }
+                // Keys are reads and writes, never ranges.
+                Dispatched::Stream(..) | Dispatched::Feed(_) => Part::Done(Answer::Failed(
+                    Failure::Internal,
+                    "internal error: a range reached RESP".into(),
+                )),
+            });
+        }
+        let gather = Gather {
+            op,
+            parts,
+            waiting,
+            proto,
+        };
+        if waiting == 0 {
+            self.answer(|out| write_gathered(out, &gather));
+        } else {
+            if is_write(op)
+                && let Some(state) = self.resp.as_mut()
+            {
+                state.writes_pending += 1;
+            }
+            self.push_slot(Slot::Gather(Box::new(gather)));
+        }
+    }
+
+    /// Fills part of a [`Gather`] slot addressed `address` with the answer
+    /// `answer_for` gives; once every part is in, the reply is rendered.
+    pub(super) fn fill_part(&mut self, address: u64, answer_for: impl FnOnce(Awaited) -> Answer) {
+        let part = (address & ((1 << PART_BITS) - 1)) as usize;
+        let Some(index) = (address >> PART_BITS).checked_sub(self.base_slot) else {
+            return;
+        };
+        let index = index as usize;
+        let Some(Slot::Gather(gather)) = self.slots.get_mut(index) else {
+            return;
+        };
+        let Some(Part::Waiting(awaited)) = gather.parts.get(part) else {
+            return;
+        };
+        gather.parts[part] = Part::Done(answer_for(*awaited));
+        gather.waiting -= 1;
+        if gather.waiting > 0 {
+            return;
+        }
+        let gather = Gather {
+            op: gather.op,
+            parts: std::mem::take(&mut gather.parts),
+            waiting: 0,
+            proto: gather.proto,
+        };
+        if is_write(gather.op)
+            && let Some(state) = self.resp.as_mut()
+        {
+            state.writes_pending = state.writes_pending.saturating_sub(1);
+        }
+        self.fill_with(index, |out| {
+            write_gathered(out, &gather);
+            crate::http::Status::Ok
+        });
+    }
+
+    fn node_reply(&self, ctx: &NetContext, query: NodeQuery) -> Reply {
+        match query {
+            NodeQuery::Info(sections) => {
+                Reply::text(info::render(&sections, &self.figures(ctx, &sections)))
+            }
+            NodeQuery::DbSize => Reply::Int(count_keys(ctx).min(i64::MAX as u64) as i64),
+            NodeQuery::Time => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default();
+                Reply::Array(vec![
+                    Reply::text(now.as_secs().to_string()),
+                    Reply::text(now.subsec_micros().to_string()),
+                ])
+            }
+            NodeQuery::ConfigGet(patterns) => table::config_get(&patterns, &self.config_pairs(ctx)),
+            NodeQuery::ClientInfo => Reply::text(self.client_info()),
+        }
+    }
+
+    fn local_port(&self) -> u16 {
+        self.stream.local_addr().map_or(0, |a| a.port())
+    }
+
+    fn figures(&self, ctx: &NetContext, sections: &[String]) -> info::Figures {
+        let shared = &ctx.shared;
+        let m = &shared.metrics;
+        let wants_keys = sections.is_empty()
+            || sections
+                .iter()
+                .any(|s| matches!(s.as_str(), "keyspace" | "all" | "default" | "everything"));
+        info::Figures {
+            ataman_version: env!("CARGO_PKG_VERSION"),
+            process_id: std::process::id(),
+            tcp_port: self.local_port(),
+            uptime_sec: crate::net::resp::uptime().as_secs(),
+            connected_clients: shared.connections.load(Ordering::Relaxed) as u64,
+            maxclients: shared.connections_cap.load(Ordering::Relaxed) as u64,
+            aof_enabled: ctx.config.wal_mode != ataman_engine::WalMode::None,
+            appendfsync: appendfsync(ctx),
+            total_connections_received: m.connections_accepted.load(Ordering::Relaxed),
+            total_commands_processed: m
+                .resp_commands
+                .iter()
+                .map(|c| c.load(Ordering::Relaxed))
+                .sum(),
+            cluster_nodes: shared.topology.len(),
+            keys: if wants_keys { count_keys(ctx) } else { 0 },
+        }
+    }
+
+    /// What `CONFIG GET` can answer, in ataman's terms (docs/RESP.md).
+    fn config_pairs(&self, ctx: &NetContext) -> Vec<(&'static str, String)> {
+        let c = &ctx.config;
+        let aof = if c.wal_mode == ataman_engine::WalMode::None {
+            "no"
+        } else {
+            "yes"
+        };
+        vec![
+            ("save", String::new()),
+            ("appendonly", aof.into()),
+            ("appendfsync", appendfsync(ctx).into()),
+            ("databases", "1".into()),
+            ("port", self.local_port().to_string()),
+            ("maxclients", c.connections_max.to_string()),
+            ("timeout", c.idle_timeout.as_secs().to_string()),
+            ("proto-max-bulk-len", c.value_bytes_max.to_string()),
+            ("maxmemory", "0".into()),
+            ("maxmemory-policy", "noeviction".into()),
+            ("io-threads", c.net_threads.to_string()),
+        ]
+    }
+
+    fn client_info(&self) -> String {
+        let addr = |a: std::io::Result<std::net::SocketAddr>| {
+            a.map_or_else(|_| "?".into(), |a| a.to_string())
+        };
+        let lossy = |b: &Option<Vec<u8>>| {
+            b.as_deref()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_default()
+        };
+        let Some(state) = self.resp.as_ref() else {
+            return String::new();
+        };
+        let s = &state.session;
+        format!(
+            "id={} addr={} laddr={} name={} db=0 resp={} lib-name={} lib-ver={}\n",
+            s.id,
+            addr(self.stream.peer_addr()),
+            addr(self.stream.local_addr()),
+            lossy(&s.name),
+            if s.proto == Proto::Resp3 { 3 } else { 2 },
+            lossy(&s.lib_name),
+            lossy(&s.lib_ver),
+        )
+    }
+}
+
+/// `appendfsync` in ataman's terms: `always` when every acknowledged
+/// write was fsynced, `no` when written to the OS only or not logged.
+fn appendfsync(ctx: &NetContext) -> &'static str {
+    match ctx.config.wal_mode {
+        ataman_engine::WalMode::Fsync => "always",
+        _ => "no",
+    }
+}
+
+/// Live keys in this node's replica, counted by a scan up to
+/// [`DBSIZE_SCAN_KEYS_MAX`] (docs/RESP.md: past it, that figure).
+fn count_keys(ctx: &NetContext) -> u64 {
+    let Ok(iter) = ctx.db.scan(&[], None, false) else {
+        return 0;
+    };
+    let mut n = 0;
+    for entry in iter.take(DBSIZE_SCAN_KEYS_MAX as usize) {
+        match entry {
+            Ok((_, e)) if e.value.is_some() => n += 1,
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    n
+}
+
+/// Appends a gathered command's one reply.
+fn write_gathered(out: &mut Vec<u8>, gather: &Gather) {
+    // The hot cases without building a reply tree.
+    match (gather.op, gather.parts.as_slice()) {
+        (KeyOp::Get, [Part::Done(Answer::Value(v))]) => return encode::bulk(out, v),
+        (KeyOp::Get, [Part::Done(Answer::NotFound)]) => return encode::null(out, gather.proto),
+        (KeyOp::Set, [Part::Done(Answer::Done(_))]) => return out.extend_from_slice(b"+OK\r\n"),
+        _ => {}
+    }
+    let answers: Vec<Answer> = gather
+        .parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::Done(a) => Some(a.clone()),
+            Part::Waiting(_) => None,
+        })
+        .collect();
+    encode::encode(out, &table::combine(gather.op, &answers), gather.proto);
+}

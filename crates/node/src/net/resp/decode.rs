@@ -1,0 +1,435 @@
+//! The RESP request decoder: RESP2 multibulk (`*N\r\n$L\r\n…\r\n`, what
+//! every client library sends) and inline commands (`PING\r\n`, what a
+//! person types over telnet).
+//!
+//! Pure: bytes in, a command's arguments (borrowed from the bytes where
+//! no unescaping was needed) or `Partial` or an error out. Every length is
+//! bounded before anything is allocated for it:
+//! - the argument count by [`ARGS_MAX`];
+//! - a bulk's length by [`Limits::bulk_bytes_max`] (the node passes the
+//!   larger of `--value-bytes-max` and `--key-bytes-max`; the command table
+//!   refuses a key or value over its own limit afterwards, keeping the
+//!   connection);
+//! - an inline line and a length line by [`INLINE_BYTES_MAX`] and
+//!   [`LENGTH_LINE_BYTES_MAX`].
+//!
+//! Every [`DecodeError`] ends the connection after its reply: past a
+//! malformed frame, or a bulk too large to buffer, the decoder cannot tell
+//! where the next command starts (skipping the bulk would mean trusting
+//! the length that was just refused), so the connection is closed after
+//! the error reply, as Redis does; the node serves everyone else on.
+
+use std::borrow::Cow;
+
+/// Arguments in one command (the command's name included); a larger
+/// multibulk count is refused.
+pub const ARGS_MAX: usize = 1024 * 1024;
+/// Longest inline command line (as Redis: 64 KiB).
+pub const INLINE_BYTES_MAX: usize = 64 * 1024;
+/// Longest `*N` or `$N` line, `\r\n` included; longer is malformed.
+pub const LENGTH_LINE_BYTES_MAX: usize = 32;
+
+/// Bounds the decoder enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest bulk string.
+    pub bulk_bytes_max: usize,
+}
+
+/// Why the bytes cannot be decoded; the connection answers
+/// `-ERR Protocol error: …` (or the refusal) and closes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// Malformed framing.
+    #[error("Protocol error: {0}")]
+    Protocol(&'static str),
+    /// A multibulk count over [`ARGS_MAX`].
+    #[error("Protocol error: {0} arguments over the limit of {ARGS_MAX}")]
+    TooManyArgs(u64),
+    /// A bulk over [`Limits::bulk_bytes_max`].
+    #[error("Protocol error: a bulk of {len} bytes over the limit of {max} (--value-bytes-max)")]
+    BulkTooLarge {
+        /// Its declared length.
+        len: u64,
+        /// The limit.
+        max: usize,
+    },
+}
+
+/// One decoded command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request<'a> {
+    /// Its arguments, the command's name first; never empty.
+    pub args: Vec<Cow<'a, [u8]>>,
+    /// Bytes of the input it took.
+    pub consumed: usize,
+}
+
+/// What the front of a buffer holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decoded<'a> {
+    /// An incomplete command: read more.
+    Partial,
+    /// Bytes that carry no command (an empty line, `*0`, `*-1`): skip them.
+    Skip(usize),
+    /// A complete command.
+    Command(Request<'a>),
+}
+
+/// Decodes the command at the front of `buf`.
+pub fn decode(buf: &[u8], limits: Limits) -> Result<Decoded<'_>, DecodeError> {
+    match buf.first() {
+        None => Ok(Decoded::Partial),
+        Some(b'*') => multibulk(buf, limits),
+        Some(_) => inline(buf),
+    }
+}
+
+/// The number on a `*N` or `$N` line starting at `at` (its marker byte
+/// included), and where the line after it starts; `None`: incomplete.
+fn length_line(buf: &[u8], at: usize) -> Result<Option<(i64, usize)>, DecodeError> {
+    let rest = &buf[at + 1..];
+    let window = &rest[..rest.len().min(LENGTH_LINE_BYTES_MAX)];
+    let Some(end) = window.iter().position(|&b| b == b'\r') else {
+        if rest.len() >= LENGTH_LINE_BYTES_MAX {
+            return Err(DecodeError::Protocol("length line too long"));
+        }
+        return Ok(None);
+    };
+    if end + 1 >= rest.len() {
+        return Ok(None);
+    }
+    if rest[end + 1] != b'\n' {
+        return Err(DecodeError::Protocol("expected \\n after \\r"));
+    }
+    let digits = &rest[..end];
+    let n = parse_i64(digits).ok_or(DecodeError::Protocol("invalid length"))?;
+    Ok(Some((n, at + 1 + end + 2)))
+}
+
+/// A decimal integer with an optional leading `-`; no other character.
+pub fn parse_i64(digits: &[u8]) -> Option<i64> {
+    let (negative, body) = match digits.split_first() {
+        Some((b'-', body)) => (true, body),
+        _ => (false, digits),
+    };
+    if body.is_empty() || body.len() > 18 || !body.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n = body.iter().fold(0i64, |n, &d| n * 10 + i64::from(d - b'0'));
+    Some(if negative { -n } else { n })
+}
+
+fn multibulk(buf: &[u8], limits: Limits) -> Result<Decoded<'_>, DecodeError> {
+    let Some((count, mut at)) = length_line(buf, 0)? else {
+        return Ok(Decoded::Partial);
+    };
+    if count <= 0 {
+        // Redis ignores an empty or null multibulk.
+        return Ok(Decoded::Skip(at));
+    }
+    if count as u64 > ARGS_MAX as u64 {
+        return Err(DecodeError::TooManyArgs(count as u64));
+    }
+    let count = count as usize;
+    // Reserve by what the bytes present can hold, not by the claim.
+    let mut args = Vec::with_capacity(count.min(buf.len() / 4 + 1));
+    for _ in 0..count {
+        match buf.get(at) {
+            None => return Ok(Decoded::Partial),
+            Some(b'$') => {}
+            Some(_) => return Err(DecodeError::Protocol("expected '$'")),
+        }
+        let Some((len, start)) = length_line(buf, at)? else {
+            return Ok(Decoded::Partial);
+        };
+        if len < 0 {
+            return Err(DecodeError::Protocol("invalid bulk length"));
+        }
+        if len as u64 > limits.bulk_bytes_max as u64 {
+            return Err(DecodeError::BulkTooLarge {
+                len: len as u64,
+                max: limits.bulk_bytes_max,
+            });
+        }
+        let end = start + len as usize;
+        if buf.len() < end + 2 {
+            return Ok(Decoded::Partial);
+        }
+        if &buf[end..end + 2] != b"\r\n" {
+            return Err(DecodeError::Protocol("expected \\r\\n after a bulk"));
+        }
+        args.push(Cow::Borrowed(&buf[start..end]));
+        at = end + 2;
+    }
+    Ok(Decoded::Command(Request { args, consumed: at }))
+}
+
+fn inline(buf: &[u8]) -> Result<Decoded<'_>, DecodeError> {
+    let window = &buf[..buf.len().min(INLINE_BYTES_MAX)];
+    let Some(newline) = window.iter().position(|&b| b == b'\n') else {
+        if buf.len() >= INLINE_BYTES_MAX {
+            return Err(DecodeError::Protocol("too big inline request"));
+        }
+        return Ok(Decoded::Partial);
+    };
+    let consumed = newline + 1;
+    let line = match buf[..newline].split_last() {
+        Some((b'\r', line)) => line,
+        _ => &buf[..newline],
+    };
+    let args = split_inline(line)?;
+    if args.is_empty() {
+        return Ok(Decoded::Skip(consumed));
+    }
+    if args.len() > ARGS_MAX {
+        return Err(DecodeError::TooManyArgs(args.len() as u64));
+    }
+    Ok(Decoded::Command(Request { args, consumed }))
+}
+
+/// Splits an inline line into arguments as Redis does: by spaces and tabs,
+/// with `"…"` (escapes `\n \r \t \b \a \\ \" \xHH`) and `'…'` (escape `\'`)
+/// quoting. An unbalanced quote is malformed.
+fn split_inline(line: &[u8]) -> Result<Vec<Cow<'_, [u8]>>, DecodeError> {
+    let mut args = Vec::new();
+    let mut i = 0;
+    while i < line.len() {
+        while i < line.len() && matches!(line[i], b' ' | b'\t') {
+            i += 1;
+        }
+        if i >= line.len() {
+            break;
+        }
+        match line[i] {
+            b'"' => {
+                let (arg, next) = double_quoted(line, i + 1)?;
+                args.push(Cow::Owned(arg));
+                i = next;
+            }
+            b'\'' => {
+                let (arg, next) = single_quoted(line, i + 1)?;
+                args.push(Cow::Owned(arg));
+                i = next;
+            }
+            _ => {
+                let start = i;
+                while i < line.len() && !matches!(line[i], b' ' | b'\t') {
+                    i += 1;
+                }
+                args.push(Cow::Borrowed(&line[start..i]));
+            }
+        }
+    }
+    Ok(args)
+}
+
+const UNBALANCED: DecodeError = DecodeError::Protocol("unbalanced quotes in request");
+
+/// After a closing quote there must be a separator or the end of the line.
+fn after_quote(line: &[u8], close: usize) -> Result<usize, DecodeError> {
+    match line.get(close + 1) {
+        None | Some(b' ' | b'\t') => Ok(close + 1),
+        Some(_) => Err(UNBALANCED),
+    }
+}
+
+fn double_quoted(line: &[u8], mut i: usize) -> Result<(Vec<u8>, usize), DecodeError> {
+    let mut arg = Vec::new();
+    loop {
+        match line.get(i) {
+            None => return Err(UNBALANCED),
+            Some(b'"') => return Ok((arg, after_quote(line, i)?)),
+            Some(b'\\') => {
+                let hex = |b: Option<&u8>| b.and_then(|&b| (b as char).to_digit(16));
+                match (line.get(i + 1), hex(line.get(i + 2)), hex(line.get(i + 3))) {
+                    (Some(b'x'), Some(h), Some(l)) => {
+                        arg.push((h * 16 + l) as u8);
+                        i += 4;
+                    }
+                    (Some(&c), _, _) => {
+                        arg.push(match c {
+                            b'n' => b'\n',
+                            b'r' => b'\r',
+                            b't' => b'\t',
+                            b'b' => 0x08,
+                            b'a' => 0x07,
+                            other => other,
+                        });
+                        i += 2;
+                    }
+                    (None, _, _) => return Err(UNBALANCED),
+                }
+            }
+            Some(&c) => {
+                arg.push(c);
+                i += 1;
+            }
+        }
+    }
+}
+
+fn single_quoted(line: &[u8], mut i: usize) -> Result<(Vec<u8>, usize), DecodeError> {
+    let mut arg = Vec::new();
+    loop {
+        match line.get(i) {
+            None => return Err(UNBALANCED),
+            Some(b'\'') => return Ok((arg, after_quote(line, i)?)),
+            Some(b'\\') if line.get(i + 1) == Some(&b'\'') => {
+                arg.push(b'\'');
+                i += 2;
+            }
+            Some(&c) => {
+                arg.push(c);
+                i += 1;
+            }
+        }
+    }
+}
+
+/// `args` as a RESP2 multibulk request (what clients send): the model the
+/// decoder is tested against, and the tests' and fuzzers' encoder.
+pub fn encode_request(out: &mut Vec<u8>, args: &[&[u8]]) {
+    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for arg in args {
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const LIMITS: Limits = Limits {
+        bulk_bytes_max: 1024,
+    };
+
+    fn args_of(d: Decoded<'_>) -> (Vec<Vec<u8>>, usize) {
+        match d {
+            Decoded::Command(r) => (r.args.iter().map(|a| a.to_vec()).collect(), r.consumed),
+            other => panic!("not a command: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_multibulk_is_its_arguments_and_its_length() {
+        let buf = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*1";
+        let (args, consumed) = args_of(decode(buf, LIMITS).unwrap());
+        assert_eq!(args, vec![b"GET".to_vec(), b"k".to_vec()]);
+        assert_eq!(consumed, buf.len() - 2);
+        assert_eq!(decode(&buf[consumed..], LIMITS), Ok(Decoded::Partial));
+    }
+
+    #[test]
+    fn every_proper_prefix_is_partial() {
+        let mut buf = Vec::new();
+        encode_request(&mut buf, &[b"SET", b"k\r\n\0", b""]);
+        for end in 0..buf.len() {
+            assert_eq!(decode(&buf[..end], LIMITS), Ok(Decoded::Partial), "{end}");
+        }
+        assert_eq!(args_of(decode(&buf, LIMITS).unwrap()).1, buf.len());
+    }
+
+    #[test]
+    fn inline_commands_split_on_spaces_and_quotes() {
+        let (args, consumed) = args_of(decode(b"PING\r\n", LIMITS).unwrap());
+        assert_eq!((args, consumed), (vec![b"PING".to_vec()], 6));
+        let (args, _) = args_of(decode(b"set  \"a b\\x41\\n\" 'it\\'s'\tz\n", LIMITS).unwrap());
+        assert_eq!(
+            args,
+            vec![
+                b"set".to_vec(),
+                b"a bA\n".to_vec(),
+                b"it's".to_vec(),
+                b"z".to_vec()
+            ]
+        );
+        assert_eq!(decode(b"\r\n", LIMITS), Ok(Decoded::Skip(2)));
+        assert_eq!(decode(b"PING", LIMITS), Ok(Decoded::Partial));
+        assert_eq!(decode(b"get \"a\n", LIMITS), Err(UNBALANCED));
+        assert_eq!(decode(b"get \"a\"b\n", LIMITS), Err(UNBALANCED));
+    }
+
+    #[test]
+    fn malformed_and_oversized_frames_are_errors() {
+        let protocol = |b: &[u8]| matches!(decode(b, LIMITS), Err(DecodeError::Protocol(_)));
+        assert!(protocol(b"*x\r\n"));
+        assert!(protocol(b"*1\r\n:1\r\n"));
+        assert!(protocol(b"*1\r\n$-1\r\n"));
+        assert!(protocol(b"*1\r\n$1\r\nab\r\n"));
+        assert!(protocol(b"*1\rx"));
+        assert!(protocol(&[b'*'; 64]));
+        assert!(protocol(&vec![b'a'; INLINE_BYTES_MAX]));
+        assert_eq!(
+            decode(b"*1\r\n$1025\r\n", LIMITS),
+            Err(DecodeError::BulkTooLarge {
+                len: 1025,
+                max: 1024
+            })
+        );
+        assert_eq!(
+            decode(format!("*{}\r\n", ARGS_MAX + 1).as_bytes(), LIMITS),
+            Err(DecodeError::TooManyArgs(ARGS_MAX as u64 + 1))
+        );
+        assert_eq!(decode(b"*0\r\n", LIMITS), Ok(Decoded::Skip(4)));
+        assert_eq!(decode(b"*-1\r\n", LIMITS), Ok(Decoded::Skip(5)));
+        let e = DecodeError::Protocol("invalid length").to_string();
+        assert_eq!(e, "Protocol error: invalid length");
+    }
+
+    /// Decodes `stream` as a connection would if it arrived in pieces cut
+    /// at `cuts`: decode what is buffered after each piece.
+    fn decode_in_pieces(stream: &[u8], cuts: &[usize]) -> Vec<Vec<Vec<u8>>> {
+        let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (stream.len() + 1)).collect();
+        cuts.push(stream.len());
+        cuts.sort_unstable();
+        let (mut got, mut start) = (Vec::new(), 0);
+        for cut in cuts {
+            loop {
+                match decode(&stream[start..cut.max(start)], LIMITS).unwrap() {
+                    Decoded::Partial => break,
+                    Decoded::Skip(n) => start += n,
+                    Decoded::Command(r) => {
+                        got.push(r.args.iter().map(|a| a.to_vec()).collect());
+                        start += r.consumed;
+                    }
+                }
+            }
+        }
+        assert_eq!(start, stream.len());
+        got
+    }
+
+    proptest! {
+        /// The decoder against the encoder model: any commands, any split.
+        #[test]
+        fn decodes_what_the_model_encodes_at_any_split(
+            commands in prop::collection::vec(
+                prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 1..6),
+                1..8,
+            ),
+            cuts in prop::collection::vec(any::<usize>(), 0..6),
+        ) {
+            let mut stream = Vec::new();
+            for c in &commands {
+                let args: Vec<&[u8]> = c.iter().map(Vec::as_slice).collect();
+                encode_request(&mut stream, &args);
+            }
+            prop_assert_eq!(decode_in_pieces(&stream, &cuts), commands);
+        }
+
+        /// Arbitrary bytes never panic, and a command never claims bytes
+        /// it was not given.
+        #[test]
+        fn arbitrary_bytes_are_decoded_or_refused(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+            match decode(&bytes, LIMITS) {
+                Ok(Decoded::Command(r)) => prop_assert!(r.consumed <= bytes.len() && !r.args.is_empty()),
+                Ok(Decoded::Skip(n)) => prop_assert!(n > 0 && n <= bytes.len()),
+                Ok(Decoded::Partial) | Err(_) => {}
+            }
+        }
+    }
+}

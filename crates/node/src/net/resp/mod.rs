@@ -1,0 +1,56 @@
+//! The Redis protocol (RESP2 and RESP3) front end's pure pieces
+//! (docs/RESP.md): what a RESP connection ([`super::conn`]) parses with and
+//! renders with. The dispatcher behind it is HTTP's ([`super::dispatch`]).
+//!
+//! - [`decode`]: bytes to a command's arguments (multibulk and inline), bounded.
+//! - [`commands`]: the commands served and the names refused.
+//! - [`table`]: a command's name and arity to a reply, a session change,
+//!   neutral [`super::dispatch::Command`]s, or a question for the node;
+//!   and the combination of a multi-key command's answers into one reply.
+//! - [`encode`]: replies in RESP2 or RESP3.
+//! - [`info`]: `INFO`'s text.
+
+pub mod commands;
+pub mod decode;
+pub mod encode;
+pub mod info;
+pub mod table;
+
+/// The Redis version whose commands' behaviour the front end follows
+/// (`INFO`'s `redis_version`, `HELLO`'s `version`).
+pub const REDIS_VERSION: &str = "7.2.0";
+
+/// `DBSIZE` counts live keys by scanning this node's replica up to this
+/// many; past it the count says "at least" this many (docs/RESP.md).
+pub const DBSIZE_SCAN_KEYS_MAX: u64 = 1_000_000;
+
+/// Appends the RESP command counters to the metrics page.
+pub fn render_metrics(out: &mut String, metrics: &crate::metrics::NodeMetrics) {
+    use std::fmt::Write;
+    use std::sync::atomic::Ordering;
+    out.push_str(
+        "# HELP ataman_resp_commands_total RESP commands served, by command (other: unknown or refused).\n\
+         # TYPE ataman_resp_commands_total counter\n",
+    );
+    let names = table::COMMANDS.iter().map(|s| s.name).chain(["other"]);
+    for (name, counter) in names.zip(&metrics.resp_commands) {
+        let n = counter.load(Ordering::Relaxed);
+        if n > 0 {
+            let _ = writeln!(out, "ataman_resp_commands_total{{command=\"{name}\"}} {n}");
+        }
+    }
+}
+
+static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// Marks the node's start (`INFO`'s `uptime_in_seconds` counts from it).
+pub fn mark_started() {
+    let _ = STARTED.set(std::time::Instant::now());
+}
+
+/// Time since [`mark_started`] (zero before it).
+pub fn uptime() -> std::time::Duration {
+    STARTED
+        .get()
+        .map_or(std::time::Duration::ZERO, |t| t.elapsed())
+}

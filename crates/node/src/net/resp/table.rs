@@ -1,0 +1,850 @@
+//! The RESP command table: a command's name and arity, and what it becomes:
+//! an immediate reply, a change of the connection's session, one or more
+//! protocol-neutral [`Command`]s (whose answers [`combine`] makes one
+//! reply), or a question for the node (`INFO`, `DBSIZE`, …).
+//!
+//! Pure: no socket, no engine. Refusals say why (docs/RESP.md): commands
+//! that need an atomic read-modify-write, which a leaderless
+//! last-writer-wins store cannot honour; commands of types ataman does not
+//! have; expiry options until expiry exists.
+
+use super::commands::{ATOMIC, EXPIRY, OTHER_TYPES};
+pub use super::commands::{COMMANDS, OTHER, Spec};
+use super::encode::{OK, Proto, Reply};
+use crate::net::answer::{Answer, Awaited, Failure};
+use crate::net::dispatch::Command;
+use std::borrow::Cow;
+
+/// A connection's session: what `HELLO`, `CLIENT` and
+/// `ATAMAN.REPLICATION` set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    /// The protocol replies are written in.
+    pub proto: Proto,
+    /// The connection's id (`CLIENT ID`).
+    pub id: u64,
+    /// `CLIENT SETNAME`.
+    pub name: Option<Vec<u8>>,
+    /// `CLIENT SETINFO LIB-NAME`.
+    pub lib_name: Option<Vec<u8>>,
+    /// `CLIENT SETINFO LIB-VER`.
+    pub lib_ver: Option<Vec<u8>>,
+    /// A `MULTI` was refused and no `EXEC` or `DISCARD` came since: every
+    /// command is refused until one does, so nothing a client meant to
+    /// run as a transaction is applied one by one.
+    pub refused_multi: bool,
+    /// Replicas that must answer (`ATAMAN.REPLICATION`; the node's default until set).
+    pub ack: u32,
+    /// Replicas asked.
+    pub from: u32,
+}
+
+/// What the table needs of the node.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Longest key.
+    pub key_bytes_max: usize,
+    /// Largest value.
+    pub value_bytes_max: usize,
+    /// Nodes in the cluster.
+    pub cluster_size: u32,
+}
+
+impl Session {
+    /// A new connection's session: RESP2, the node's default `ack`/`from`.
+    pub fn new(id: u64, limits: Limits) -> Self {
+        let (ack, from) = default_replication(limits);
+        Session {
+            proto: Proto::Resp2,
+            id,
+            name: None,
+            lib_name: None,
+            lib_ver: None,
+            refused_multi: false,
+            ack,
+            from,
+        }
+    }
+}
+
+fn default_replication(limits: Limits) -> (u32, u32) {
+    crate::api::replication(None, None, limits.cluster_size)
+        .unwrap_or((1, limits.cluster_size.max(1)))
+}
+
+/// What the keys of a command fan out to, and how their answers combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyOp {
+    /// `GET`: one read.
+    Get,
+    /// `SET`: one write.
+    Set,
+    /// `DEL`, `UNLINK`: a delete per key.
+    Del,
+    /// `EXISTS`: a read per key, counted.
+    Exists,
+    /// `MGET`: a read per key.
+    MGet,
+    /// `MSET`: a write per pair.
+    MSet,
+}
+
+/// What the node is asked (the connection layer answers these).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeQuery {
+    /// `INFO [section…]` (lower-case; empty: the default sections).
+    Info(Vec<String>),
+    /// `DBSIZE`.
+    DbSize,
+    /// `TIME`.
+    Time,
+    /// `CONFIG GET pattern…`.
+    ConfigGet(Vec<Vec<u8>>),
+    /// `CLIENT INFO`.
+    ClientInfo,
+}
+
+/// What a command becomes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan<'a> {
+    /// Answered at once.
+    Reply(Reply),
+    /// Answered at once; then the connection closes (`QUIT`).
+    Close(Reply),
+    /// Work for the dispatcher, one command per key.
+    Keys(KeyOp, Vec<Command<'a>>),
+    /// A question for the node.
+    Node(NodeQuery),
+}
+
+/// The spec of `name` (lower-case), if served.
+pub fn lookup(name: &str) -> Option<(usize, &'static Spec)> {
+    lookup_bytes(name.as_bytes())
+}
+
+/// The spec of `name` in any case, if served (no allocation: the hot path).
+fn lookup_bytes(name: &[u8]) -> Option<(usize, &'static Spec)> {
+    COMMANDS
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.name.as_bytes().eq_ignore_ascii_case(name))
+}
+
+fn lower(arg: &[u8]) -> String {
+    String::from_utf8_lossy(arg).to_ascii_lowercase()
+}
+
+/// Longest name or argument quoted back in an error.
+const QUOTED_BYTES_MAX: usize = 128;
+
+fn quoted(arg: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&arg[..arg.len().min(QUOTED_BYTES_MAX)]);
+    text.replace(['\r', '\n'], " ")
+}
+
+/// Redis's unknown-command error.
+pub fn unknown_command(args: &[Cow<'_, [u8]>]) -> Reply {
+    let mut text = format!(
+        "unknown command '{}', with args beginning with: ",
+        quoted(&args[0])
+    );
+    for arg in args.iter().skip(1).take(8) {
+        text.push_str(&format!("'{}' ", quoted(arg)));
+    }
+    Reply::err(text)
+}
+
+/// Redis's wrong-arity error (`name` as Redis names it: `get`, `client|setname`).
+pub fn wrong_arity(name: &str) -> Reply {
+    Reply::err(format!("wrong number of arguments for '{name}' command"))
+}
+
+fn refusal(args: &[Cow<'_, [u8]>], name: &str) -> Option<Reply> {
+    let upper = name.to_ascii_uppercase();
+    if ATOMIC.contains(&name) {
+        return Some(Reply::err(format!(
+            "{upper} is not supported: it needs an atomic read-modify-write, which ataman's \
+             leaderless last-writer-wins replication cannot honour (docs/RESP.md)"
+        )));
+    }
+    if EXPIRY.contains(&name) {
+        return Some(Reply::err(format!(
+            "{upper} is not supported: ataman has no key expiry yet (docs/RESP.md)"
+        )));
+    }
+    if OTHER_TYPES.contains(&name) {
+        return Some(Reply::err(format!(
+            "{upper} is not supported: ataman stores string values only (no lists, hashes, \
+             sets, sorted sets, streams, pub/sub or scripting; docs/RESP.md)"
+        )));
+    }
+    let _ = args;
+    None
+}
+
+/// What `args` (never empty: the decoder yields a name) ask for; the
+/// index in [`COMMANDS`] counts it ([`OTHER`] for the rest).
+pub fn plan<'b>(
+    args: &'b [Cow<'_, [u8]>],
+    session: &mut Session,
+    limits: Limits,
+) -> (usize, Plan<'b>) {
+    let ends_session =
+        |n: &[u8]| n.eq_ignore_ascii_case(b"quit") || n.eq_ignore_ascii_case(b"reset");
+    if session.refused_multi && !ends_session(&args[0]) {
+        return (OTHER, Plan::Reply(after_refused_multi(&args[0], session)));
+    }
+    if args[0].eq_ignore_ascii_case(b"multi") {
+        session.refused_multi = true;
+    }
+    let Some((index, spec)) = lookup_bytes(&args[0]) else {
+        let name = lower(&args[0]);
+        let reply = refusal(args, &name).unwrap_or_else(|| unknown_command(args));
+        return (OTHER, Plan::Reply(reply));
+    };
+    let argc = args.len() as i64;
+    if (spec.arity > 0 && argc != spec.arity) || argc < -spec.arity {
+        return (index, Plan::Reply(wrong_arity(spec.name)));
+    }
+    let plan = match spec.name {
+        "ping" => Plan::Reply(match args.get(1) {
+            _ if args.len() > 2 => wrong_arity("ping"),
+            Some(arg) => Reply::Bulk(arg.to_vec()),
+            None => Reply::Simple("PONG"),
+        }),
+        "echo" => Plan::Reply(Reply::Bulk(args[1].to_vec())),
+        "quit" => Plan::Close(OK),
+        "reset" => {
+            *session = Session::new(session.id, limits);
+            Plan::Reply(Reply::Simple("RESET"))
+        }
+        "hello" => Plan::Reply(hello(args, session, limits)),
+        "select" => Plan::Reply(match &*args[1] {
+            b"0" => OK,
+            _ => Reply::err("DB index is out of range (ataman has one database: 0)"),
+        }),
+        "client" => client(args, session),
+        "command" => Plan::Reply(command(args)),
+        "info" => Plan::Node(NodeQuery::Info(
+            args[1..].iter().map(|a| lower(a)).collect(),
+        )),
+        "config" => config(args),
+        "dbsize" => Plan::Node(NodeQuery::DbSize),
+        "time" => Plan::Node(NodeQuery::Time),
+        "wait" => Plan::Reply(wait(args, session)),
+        "ataman.replication" => Plan::Reply(replication(args, session, limits)),
+        _ => keys(spec.name, args, session, limits),
+    };
+    (index, plan)
+}
+
+/// Any command after a refused `MULTI`: refused, until `EXEC` or
+/// `DISCARD` ends the would-be transaction.
+fn after_refused_multi(name: &[u8], session: &mut Session) -> Reply {
+    if name.eq_ignore_ascii_case(b"exec") || name.eq_ignore_ascii_case(b"discard") {
+        session.refused_multi = false;
+        return Reply::Error(
+            "EXECABORT Transaction discarded: MULTI is not supported, nothing after it was \
+             applied (docs/RESP.md)"
+                .into(),
+        );
+    }
+    Reply::err(
+        "not applied: this connection sent MULTI, which is not supported; every command is \
+         refused until EXEC or DISCARD (docs/RESP.md)",
+    )
+}
+
+fn hello(args: &[Cow<'_, [u8]>], session: &mut Session, limits: Limits) -> Reply {
+    let mut proto = session.proto;
+    let mut name = None;
+    if let Some(version) = args.get(1) {
+        proto = match &**version {
+            b"2" => Proto::Resp2,
+            b"3" => Proto::Resp3,
+            _ if super::decode::parse_i64(version).is_none() => {
+                return Reply::err("Protocol version is not an integer or out of range");
+            }
+            _ => return Reply::Error("NOPROTO unsupported protocol version".into()),
+        };
+        let mut i = 2;
+        while i < args.len() {
+            match (lower(&args[i]).as_str(), args.get(i + 1)) {
+                ("setname", Some(n)) => {
+                    if !valid_name(n) {
+                        return bad_name();
+                    }
+                    name = Some(n.to_vec());
+                    i += 2;
+                }
+                ("auth", _) => {
+                    return Reply::err(
+                        "HELLO AUTH is not supported: this node has no authentication",
+                    );
+                }
+                (option, _) => {
+                    return Reply::err(format!("Syntax error in HELLO option '{option}'"));
+                }
+            }
+        }
+    }
+    session.proto = proto;
+    if name.is_some() {
+        session.name = name;
+    }
+    let _ = limits;
+    let proto_number = match proto {
+        Proto::Resp2 => 2,
+        Proto::Resp3 => 3,
+    };
+    Reply::Map(vec![
+        (Reply::text("server"), Reply::text("redis")),
+        (Reply::text("version"), Reply::text(super::REDIS_VERSION)),
+        (Reply::text("proto"), Reply::Int(proto_number)),
+        (Reply::text("id"), Reply::Int(session.id as i64)),
+        (Reply::text("mode"), Reply::text("standalone")),
+        (Reply::text("role"), Reply::text("master")),
+        (Reply::text("modules"), Reply::Array(Vec::new())),
+    ])
+}
+
+/// A client name has no spaces, newlines or other special characters (as Redis).
+fn valid_name(name: &[u8]) -> bool {
+    name.iter().all(|&b| (b'!'..=b'~').contains(&b))
+}
+
+fn bad_name() -> Reply {
+    Reply::err("Client names cannot contain spaces, newlines or special characters.")
+}
+
+fn client<'b>(args: &[Cow<'_, [u8]>], session: &mut Session) -> Plan<'b> {
+    let sub = lower(&args[1]);
+    let arity = |n: usize| args.len() == n;
+    let reply = match sub.as_str() {
+        "setname" if arity(3) => {
+            if !valid_name(&args[2]) {
+                return Plan::Reply(bad_name());
+            }
+            session.name = (!args[2].is_empty()).then(|| args[2].to_vec());
+            OK
+        }
+        "getname" if arity(2) => session.name.clone().map_or(Reply::Null, Reply::Bulk),
+        "id" if arity(2) => Reply::Int(session.id as i64),
+        "info" if arity(2) => return Plan::Node(NodeQuery::ClientInfo),
+        "setinfo" if arity(4) => {
+            let value = args[3].to_vec();
+            match lower(&args[2]).as_str() {
+                "lib-name" => session.lib_name = Some(value),
+                "lib-ver" => session.lib_ver = Some(value),
+                attribute => {
+                    return Plan::Reply(Reply::err(format!("Unrecognized option '{attribute}'")));
+                }
+            }
+            OK
+        }
+        "setname" | "getname" | "id" | "info" | "setinfo" => wrong_arity(&format!("client|{sub}")),
+        _ => Reply::err(format!(
+            "unknown subcommand '{}'. Try CLIENT HELP.",
+            quoted(&args[1])
+        )),
+    };
+    Plan::Reply(reply)
+}
+
+fn command_info(spec: &Spec) -> Reply {
+    Reply::Array(vec![
+        Reply::text(spec.name),
+        Reply::Int(spec.arity),
+        Reply::Array(spec.flags.iter().map(|f| Reply::text(*f)).collect()),
+        Reply::Int(spec.keys.0),
+        Reply::Int(spec.keys.1),
+        Reply::Int(spec.keys.2),
+        Reply::Array(Vec::new()),
+        Reply::Array(Vec::new()),
+        Reply::Array(Vec::new()),
+        Reply::Array(Vec::new()),
+    ])
+}
+
+fn command_docs(spec: &Spec) -> Reply {
+    Reply::Map(vec![
+        (Reply::text("summary"), Reply::text(spec.summary)),
+        (Reply::text("since"), Reply::text("1.0.0")),
+        (Reply::text("group"), Reply::text(spec.group)),
+    ])
+}
+
+fn command(args: &[Cow<'_, [u8]>]) -> Reply {
+    let Some(sub) = args.get(1).map(|a| lower(a)) else {
+        return Reply::Array(COMMANDS.iter().map(command_info).collect());
+    };
+    let named = || args[2..].iter().map(|a| lookup(&lower(a)).map(|(_, s)| s));
+    match sub.as_str() {
+        "count" if args.len() == 2 => Reply::Int(COMMANDS.len() as i64),
+        "count" => wrong_arity("command|count"),
+        "info" if args.len() == 2 => Reply::Array(COMMANDS.iter().map(command_info).collect()),
+        "info" => Reply::Array(
+            named()
+                .map(|s| s.map_or(Reply::Null, command_info))
+                .collect(),
+        ),
+        "docs" if args.len() == 2 => Reply::Map(
+            COMMANDS
+                .iter()
+                .map(|s| (Reply::text(s.name), command_docs(s)))
+                .collect(),
+        ),
+        "docs" => Reply::Map(
+            named()
+                .flatten()
+                .map(|s| (Reply::text(s.name), command_docs(s)))
+                .collect(),
+        ),
+        _ => Reply::err(format!(
+            "unknown subcommand '{}'. Try COMMAND HELP.",
+            quoted(&args[1])
+        )),
+    }
+}
+
+fn config<'b>(args: &[Cow<'_, [u8]>]) -> Plan<'b> {
+    match lower(&args[1]).as_str() {
+        "get" if args.len() >= 3 => Plan::Node(NodeQuery::ConfigGet(
+            args[2..].iter().map(|a| a.to_vec()).collect(),
+        )),
+        "get" => Plan::Reply(wrong_arity("config|get")),
+        "set" | "rewrite" | "resetstat" => Plan::Reply(Reply::err(format!(
+            "CONFIG {} is not supported: set ataman's options with flags, the config file or \
+             ATAMAN_* variables, and restart (docs/RESP.md)",
+            lower(&args[1]).to_ascii_uppercase()
+        ))),
+        _ => Plan::Reply(Reply::err(format!(
+            "unknown subcommand '{}'. Try CONFIG HELP.",
+            quoted(&args[1])
+        ))),
+    }
+}
+
+/// `CONFIG GET`'s reply: the `(name, value)` pairs whose name matches any
+/// of `patterns` (globs of `*` and `?`), each once.
+pub fn config_get(patterns: &[Vec<u8>], pairs: &[(&str, String)]) -> Reply {
+    let matching = pairs
+        .iter()
+        .filter(|(name, _)| {
+            patterns
+                .iter()
+                .any(|p| glob(&p.to_ascii_lowercase(), name.as_bytes()))
+        })
+        .map(|(name, value)| (Reply::text(*name), Reply::text(value.clone())))
+        .collect();
+    Reply::Map(matching)
+}
+
+/// `*` and `?` glob matching (no classes), iterative with one backtrack point.
+pub fn glob(pattern: &[u8], text: &[u8]) -> bool {
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        match pattern.get(p) {
+            Some(b'*') => {
+                star = Some((p, t));
+                p += 1;
+            }
+            Some(&c) if c == b'?' || c == text[t] => {
+                p += 1;
+                t += 1;
+            }
+            _ => match star {
+                Some((sp, st)) => {
+                    p = sp + 1;
+                    t = st + 1;
+                    star = Some((sp, st + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    pattern[p.min(pattern.len())..].iter().all(|&c| c == b'*')
+}
+
+/// `WAIT numreplicas timeout`: every write this connection was answered
+/// `+OK` for is already durable on `ack` replicas (the reply waited for
+/// them), so WAIT waits for nothing more: it answers how many replicas
+/// besides one that is at least (`ack - 1`), at once.
+fn wait(args: &[Cow<'_, [u8]>], session: &Session) -> Reply {
+    let numbers = [&args[1], &args[2]].map(|a| super::decode::parse_i64(a));
+    match numbers {
+        [Some(n), Some(t)] if n >= 0 && t >= 0 => Reply::Int(i64::from(session.ack) - 1),
+        [Some(_), Some(_)] => Reply::err("timeout is negative"),
+        _ => Reply::err("value is not an integer or out of range"),
+    }
+}
+
+/// `ATAMAN.REPLICATION [ack from]`: sets this connection's `ack`/`from`
+/// (checked as HTTP's query parameters are), and answers them.
+fn replication(args: &[Cow<'_, [u8]>], session: &mut Session, limits: Limits) -> Reply {
+    match args.len() {
+        1 => {}
+        3 => {
+            let number = |a: &[u8]| super::decode::parse_i64(a).and_then(|n| u32::try_from(n).ok());
+            let (Some(ack), Some(from)) = (number(&args[1]), number(&args[2])) else {
+                return Reply::err("ack and from must be positive integers");
+            };
+            match crate::api::replication(Some(ack), Some(from), limits.cluster_size) {
+                Ok((ack, from)) => (session.ack, session.from) = (ack, from),
+                Err(e) => return Reply::err(e),
+            }
+        }
+        _ => return wrong_arity("ataman.replication"),
+    }
+    Reply::Array(vec![
+        Reply::Int(i64::from(session.ack)),
+        Reply::Int(i64::from(session.from)),
+    ])
+}
+
+fn check_key(key: &[u8], limits: Limits) -> Result<(), Reply> {
+    if key.is_empty() {
+        return Err(Reply::err("empty keys are not supported"));
+    }
+    if key.len() > limits.key_bytes_max {
+        return Err(Reply::err(format!(
+            "key of {} bytes over the limit of {} (--key-bytes-max)",
+            key.len(),
+            limits.key_bytes_max
+        )));
+    }
+    Ok(())
+}
+
+fn check_value(value: &[u8], limits: Limits) -> Result<(), Reply> {
+    if value.len() > limits.value_bytes_max {
+        return Err(Reply::err(format!(
+            "value of {} bytes over the limit of {} (--value-bytes-max)",
+            value.len(),
+            limits.value_bytes_max
+        )));
+    }
+    Ok(())
+}
+
+/// `SET`'s options: `KEEPTTL` is honoured (there is no TTL to keep); the
+/// others are refused, saying why.
+fn set_options(options: &[Cow<'_, [u8]>]) -> Result<(), Reply> {
+    for option in options {
+        match lower(option).as_str() {
+            "keepttl" => {}
+            "nx" | "xx" | "get" => {
+                return Err(Reply::err(format!(
+                    "SET {} is not supported: it needs an atomic read-modify-write, which \
+                     ataman's leaderless last-writer-wins replication cannot honour (docs/RESP.md)",
+                    lower(option).to_ascii_uppercase()
+                )));
+            }
+            "ex" | "px" | "exat" | "pxat" => {
+                return Err(Reply::err(format!(
+                    "SET {} is not supported: ataman has no key expiry yet (docs/RESP.md)",
+                    lower(option).to_ascii_uppercase()
+                )));
+            }
+            _ => return Err(Reply::err("syntax error")),
+        }
+    }
+    Ok(())
+}
+
+fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Limits) -> Plan<'b> {
+    let (ack, from) = (session.ack, session.from);
+    let get = |key: &[u8]| Command::Get {
+        key: key.to_vec(),
+        ack,
+        from,
+    };
+    let write = |key: &[u8], value: Option<&'b [u8]>| Command::Write {
+        key: key.to_vec(),
+        value,
+        ack,
+        from,
+    };
+    let checked = || -> Result<Plan<'b>, Reply> {
+        Ok(match name {
+            "get" => {
+                check_key(&args[1], limits)?;
+                Plan::Keys(KeyOp::Get, vec![get(&args[1])])
+            }
+            "set" => {
+                set_options(&args[3..])?;
+                check_key(&args[1], limits)?;
+                check_value(&args[2], limits)?;
+                Plan::Keys(KeyOp::Set, vec![write(&args[1], Some(&args[2]))])
+            }
+            "mset" => {
+                if args.len().is_multiple_of(2) {
+                    return Err(wrong_arity("mset"));
+                }
+                let mut commands = Vec::with_capacity(args.len() / 2);
+                for pair in args[1..].chunks_exact(2) {
+                    check_key(&pair[0], limits)?;
+                    check_value(&pair[1], limits)?;
+                    commands.push(write(&pair[0], Some(&pair[1])));
+                }
+                Plan::Keys(KeyOp::MSet, commands)
+            }
+            _ => {
+                let mut commands = Vec::with_capacity(args.len() - 1);
+                for key in &args[1..] {
+                    check_key(key, limits)?;
+                    commands.push(match name {
+                        "del" | "unlink" => write(key, None),
+                        _ => get(key),
+                    });
+                }
+                let op = match name {
+                    "del" | "unlink" => KeyOp::Del,
+                    "exists" => KeyOp::Exists,
+                    _ => KeyOp::MGet,
+                };
+                Plan::Keys(op, commands)
+            }
+        })
+    };
+    checked().unwrap_or_else(Plan::Reply)
+}
+
+/// A failed answer as a RESP error, its code telling the kind.
+pub fn failure_reply(failure: Failure, text: &str) -> Reply {
+    let code = match failure {
+        Failure::Busy => "TRYAGAIN",
+        Failure::NotEnoughReplicas => "NOREPLICAS",
+        Failure::DiskFull => "MISCONF",
+        _ => "ERR",
+    };
+    Reply::Error(format!("{code} {text}"))
+}
+
+/// The one reply of a command whose keys were answered `answers` (in key
+/// order). The first failure, if any, is the reply: some of an `MSET`'s or
+/// `DEL`'s keys may be written even so (docs/RESP.md, atomicity).
+pub fn combine(op: KeyOp, answers: &[Answer]) -> Reply {
+    if let Some(Answer::Failed(failure, text)) =
+        answers.iter().find(|a| matches!(a, Answer::Failed(..)))
+    {
+        return failure_reply(*failure, text);
+    }
+    let value = |a: &Answer| match a {
+        Answer::Value(v) => Reply::Bulk(v.clone()),
+        _ => Reply::Null,
+    };
+    match op {
+        KeyOp::Get => answers.first().map_or(Reply::Null, value),
+        KeyOp::MGet => Reply::Array(answers.iter().map(value).collect()),
+        KeyOp::Set | KeyOp::MSet => OK,
+        // Every key named is absent now, durably: DEL counts them all
+        // (whether a key existed before is not known without a read;
+        // docs/RESP.md).
+        KeyOp::Del => Reply::Int(
+            answers
+                .iter()
+                .filter(|a| matches!(a, Answer::Done(Awaited::Delete)))
+                .count() as i64,
+        ),
+        KeyOp::Exists => Reply::Int(
+            answers
+                .iter()
+                .filter(|a| matches!(a, Answer::Value(_)))
+                .count() as i64,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: Limits = Limits {
+        key_bytes_max: 8,
+        value_bytes_max: 16,
+        cluster_size: 3,
+    };
+
+    fn args(words: &[&str]) -> Vec<Cow<'static, [u8]>> {
+        words
+            .iter()
+            .map(|w| Cow::Owned(w.as_bytes().to_vec()))
+            .collect()
+    }
+
+    fn planned(words: &[&str]) -> Plan<'static> {
+        let a: &'static [Cow<'static, [u8]>] = Box::leak(args(words).into_boxed_slice());
+        plan(a, &mut Session::new(7, LIMITS), LIMITS).1
+    }
+
+    fn error_of(p: Plan<'_>) -> String {
+        match p {
+            Plan::Reply(Reply::Error(e)) => e,
+            other => panic!("not an error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn unknown_and_wrong_arity_are_worded_as_redis_words_them() {
+        assert_eq!(
+            error_of(planned(&["FOO", "a", "b"])),
+            "ERR unknown command 'FOO', with args beginning with: 'a' 'b' "
+        );
+        assert_eq!(
+            error_of(planned(&["GET"])),
+            "ERR wrong number of arguments for 'get' command"
+        );
+        assert_eq!(
+            error_of(planned(&["mset", "a", "1", "b"])),
+            "ERR wrong number of arguments for 'mset' command"
+        );
+        assert_eq!(
+            error_of(planned(&["client", "getname", "x"])),
+            "ERR wrong number of arguments for 'client|getname' command"
+        );
+    }
+
+    #[test]
+    fn read_modify_write_other_types_and_expiry_are_refused_saying_why() {
+        for (words, why) in [
+            (&["INCR", "k"][..], "atomic read-modify-write"),
+            (&["append", "k", "v"], "atomic"),
+            (&["MULTI"], "atomic"),
+            (&["set", "k", "v", "NX"], "atomic"),
+            (&["set", "k", "v", "get"], "atomic"),
+            (&["set", "k", "v", "EX", "10"], "no key expiry"),
+            (&["lpush", "k", "v"], "string values only"),
+            (&["subscribe", "c"], "pub/sub"),
+            (&["set", "k", "v", "bogus"], "syntax error"),
+        ] {
+            let e = error_of(planned(words));
+            assert!(e.starts_with("ERR ") && e.contains(why), "{words:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn keys_fan_out_with_the_sessions_replication() {
+        let Plan::Keys(op, commands) = planned(&["MSET", "a", "1", "b", "2"]) else {
+            panic!()
+        };
+        assert_eq!(op, KeyOp::MSet);
+        assert_eq!(
+            commands[1],
+            Command::Write {
+                key: b"b".to_vec(),
+                value: Some(b"2"),
+                ack: 2,
+                from: 3
+            }
+        );
+        let Plan::Keys(KeyOp::Del, commands) = planned(&["del", "a", "a", "b"]) else {
+            panic!()
+        };
+        assert_eq!(commands.len(), 3);
+        assert!(error_of(planned(&["get", "123456789"])).contains("--key-bytes-max"));
+        assert!(
+            error_of(planned(&["set", "k", "01234567890123456"])).contains("--value-bytes-max")
+        );
+        assert!(error_of(planned(&["get", ""])).contains("empty keys"));
+        assert!(matches!(
+            planned(&["set", "k", "v", "keepttl"]),
+            Plan::Keys(KeyOp::Set, _)
+        ));
+    }
+
+    #[test]
+    fn session_commands_change_the_session() {
+        let mut session = Session::new(7, LIMITS);
+        let run = |session: &mut Session, words: &[&str]| {
+            let a = args(words);
+            match plan(&a, session, LIMITS).1 {
+                Plan::Reply(r) => r,
+                other => panic!("{other:?}"),
+            }
+        };
+        let hello = run(&mut session, &["HELLO", "3", "SETNAME", "me"]);
+        assert!(matches!(hello, Reply::Map(_)));
+        assert_eq!(session.proto, Proto::Resp3);
+        assert_eq!(run(&mut session, &["client", "getname"]), Reply::text("me"));
+        assert_eq!(
+            run(&mut session, &["hello", "4"]),
+            Reply::Error("NOPROTO unsupported protocol version".into())
+        );
+        assert_eq!(
+            run(&mut session, &["ataman.replication", "1", "1"]),
+            Reply::Array(vec![Reply::Int(1), Reply::Int(1)])
+        );
+        assert_eq!(run(&mut session, &["wait", "1", "0"]), Reply::Int(0));
+        assert!(matches!(
+            run(&mut session, &["ataman.replication", "2", "1"]),
+            Reply::Error(_)
+        ));
+        assert_eq!(run(&mut session, &["reset"]), Reply::Simple("RESET"));
+        assert_eq!(session, Session::new(7, LIMITS));
+        // After a refused MULTI nothing is applied until EXEC or DISCARD.
+        assert!(matches!(run(&mut session, &["multi"]), Reply::Error(_)));
+        let a = args(&["set", "k", "v"]);
+        let queued = plan(&a, &mut session, LIMITS).1;
+        assert!(
+            matches!(&queued, Plan::Reply(Reply::Error(e)) if e.contains("not applied")),
+            "{queued:?}"
+        );
+        let exec = run(&mut session, &["EXEC"]);
+        assert!(
+            matches!(&exec, Reply::Error(e) if e.starts_with("EXECABORT")),
+            "{exec:?}"
+        );
+        assert_eq!(session, Session::new(7, LIMITS));
+        assert_eq!(run(&mut session, &["select", "0"]), OK);
+        assert!(matches!(
+            run(&mut session, &["select", "1"]),
+            Reply::Error(_)
+        ));
+        assert_eq!(run(&mut session, &["ping"]), Reply::Simple("PONG"));
+        assert_eq!(
+            run(&mut session, &["command", "count"]),
+            Reply::Int(COMMANDS.len() as i64)
+        );
+    }
+
+    #[test]
+    fn config_get_matches_globs() {
+        let pairs = [("save", String::new()), ("appendonly", "yes".into())];
+        let got = config_get(&[b"APPEND*".to_vec(), b"sav?".to_vec()], &pairs);
+        assert_eq!(
+            got,
+            Reply::Map(vec![
+                (Reply::text("save"), Reply::text("")),
+                (Reply::text("appendonly"), Reply::text("yes")),
+            ])
+        );
+        assert!(glob(b"*", b""));
+        assert!(glob(b"a*b*c", b"aXbYbc"));
+        assert!(!glob(b"a*b", b"ac"));
+    }
+
+    #[test]
+    fn answers_combine_into_one_reply() {
+        let v = |s: &str| Answer::Value(s.as_bytes().to_vec());
+        assert_eq!(
+            combine(KeyOp::MGet, &[v("1"), Answer::NotFound]),
+            Reply::Array(vec![Reply::text("1"), Reply::Null])
+        );
+        assert_eq!(
+            combine(KeyOp::Exists, &[v("1"), Answer::NotFound, v("1")]),
+            Reply::Int(2)
+        );
+        let done = Answer::Done(Awaited::Delete);
+        assert_eq!(combine(KeyOp::Del, &[done.clone(), done]), Reply::Int(2));
+        let failed = Answer::Failed(
+            Failure::NotEnoughReplicas,
+            "not enough replicas: 1 of 2".into(),
+        );
+        assert_eq!(
+            combine(KeyOp::MSet, &[Answer::Done(Awaited::Put), failed]),
+            Reply::Error("NOREPLICAS not enough replicas: 1 of 2".into())
+        );
+    }
+}

@@ -1,0 +1,47 @@
+#![no_main]
+//! Arbitrary bytes as a RESP request stream: decoded command after command,
+//! each planned by the command table and its replies encoded. Nothing may
+//! panic, and a command never claims bytes it was not given.
+
+use ataman_node::net::resp::decode::{Decoded, Limits, decode};
+use ataman_node::net::resp::encode::encode;
+use ataman_node::net::resp::table::{self, Plan, Session};
+
+/// Commands decoded per input, at most.
+const COMMANDS_MAX: usize = 256;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let limits = Limits {
+        bulk_bytes_max: 1024,
+    };
+    let table_limits = table::Limits {
+        key_bytes_max: 64,
+        value_bytes_max: 1024,
+        cluster_size: 3,
+    };
+    let mut session = Session::new(1, table_limits);
+    let mut at = 0;
+    let mut out = Vec::new();
+    for _ in 0..COMMANDS_MAX {
+        match decode(&data[at..], limits) {
+            Ok(Decoded::Command(request)) => {
+                assert!(request.consumed > 0 && request.consumed <= data.len() - at);
+                assert!(!request.args.is_empty());
+                at += request.consumed;
+                match table::plan(&request.args, &mut session, table_limits).1 {
+                    Plan::Reply(reply) | Plan::Close(reply) => {
+                        out.clear();
+                        encode(&mut out, &reply, session.proto);
+                    }
+                    Plan::Keys(_, commands) => assert!(!commands.is_empty()),
+                    Plan::Node(_) => {}
+                }
+            }
+            Ok(Decoded::Skip(n)) => {
+                assert!(n > 0 && n <= data.len() - at);
+                at += n;
+            }
+            Ok(Decoded::Partial) | Err(_) => break,
+        }
+    }
+});
