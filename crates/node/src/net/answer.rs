@@ -153,6 +153,7 @@ mod tests {
         let entry = |value: Option<&[u8]>| ataman_engine::Entry {
             ts: 1,
             value: value.map(<[u8]>::to_vec),
+            deadline_ms: None,
         };
         assert_eq!(
             read(Ok(Some(entry(Some(b"v"))))),
