@@ -52,6 +52,7 @@ pub mod peer;
 pub mod refill;
 pub mod replication;
 pub mod state;
+pub mod ttl;
 
 pub use config::{NodeConfig, ServeArgs};
 
