@@ -60,7 +60,7 @@ pub enum Kind {
     Put = 1,
     /// A value with a deadline: its stored value is the deadline (Unix
     /// milliseconds, u64 big-endian) followed by the user's value (see
-    /// [`crate::expiry`]). From its deadline on it reads as a tombstone at
+    /// the `expiry` module). From its deadline on it reads as a tombstone at
     /// its timestamp.
     PutExpiring = 2,
 }
