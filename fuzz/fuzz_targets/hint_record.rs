@@ -20,7 +20,7 @@ use ataman_node::hints::record::{
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     if let Ok(record) = decode_record(data) {
         assert!(record.key.len() <= KEY_BYTES_MAX);
-        let again = encode_record(record.key, record.ts, record.value);
+        let again = encode_record(record.key, record.ts, record.value, record.deadline_ms);
         assert_eq!(again.as_slice(), data, "{record:?} re-encodes differently");
     }
 
@@ -37,9 +37,21 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         let (key, value) = rest.split_at(key_len);
         let value = (shape & 1 == 1).then_some(value);
         let key = if value.is_none() { rest } else { key };
+        // The timestamp doubles as a deadline (within its bound) for odd timestamps.
+        let deadline_ms = (ts & 1 == 1)
+            .then_some(ts >> 16)
+            .filter(|_| value.is_some());
         if key.len() <= KEY_BYTES_MAX {
-            let record = encode_record(key, ts, value);
-            assert_eq!(decode_record(&record), Ok(RecordRef { ts, key, value }));
+            let record = encode_record(key, ts, value, deadline_ms);
+            assert_eq!(
+                decode_record(&record),
+                Ok(RecordRef {
+                    ts,
+                    key,
+                    value,
+                    deadline_ms
+                })
+            );
         }
     }
 });

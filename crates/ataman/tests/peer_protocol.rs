@@ -57,6 +57,7 @@ fn a_timestamp_far_ahead_is_refused() {
     let forged = Stamped {
         ts: u64::MAX - 3,
         value: Some(b"forever".to_vec()),
+        deadline_ms: None,
     };
     frame::encode(
         &Message::Write {
@@ -131,6 +132,7 @@ fn a_replica_answers_holds_newer() {
         version: Stamped {
             ts,
             value: Some(value.to_vec()),
+            deadline_ms: None,
         },
     };
     let cases = [

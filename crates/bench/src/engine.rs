@@ -62,6 +62,10 @@ pub struct EngineArgs {
     /// RNG seed (keys and values).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Write every put as an expiring put with this time to live (the
+    /// deadline is the wall clock's milliseconds at build time plus it).
+    #[arg(long)]
+    pub ttl_ms: Option<u64>,
 }
 
 /// The parameters, as they appear in the report.
@@ -81,6 +85,8 @@ pub struct EngineParams {
     pub value_size: usize,
     /// WAL mode name.
     pub wal_mode: &'static str,
+    /// Time to live of every put, if they expire.
+    pub ttl_ms: Option<u64>,
     /// Driver threads used.
     pub drivers: usize,
 }
@@ -140,6 +146,7 @@ pub fn run(args: &EngineArgs) -> Result<EngineReport> {
         value_size: args.value_size,
         wal_mode: args.wal_mode.name(),
         drivers: args.drivers.min(args.writers.max(1)),
+        ttl_ms: args.ttl_ms,
     };
     let load = WriteLoad {
         ops: args.ops,
@@ -150,6 +157,7 @@ pub fn run(args: &EngineArgs) -> Result<EngineReport> {
         keys: args.keys,
         value_bytes: args.value_size,
         seed: args.seed,
+        ttl_ms: args.ttl_ms,
     };
     let opts = Options {
         wal_mode: args.wal_mode.to_engine(),
@@ -311,6 +319,7 @@ mod tests {
                 value_size: 1,
                 wal_mode: "fsync",
                 drivers: 1,
+                ttl_ms: None,
             },
             ops_done: 1,
             elapsed_sec: 1.0,

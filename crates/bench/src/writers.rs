@@ -32,7 +32,7 @@ use crate::error::{BenchError, Result};
 use crate::report::{latency_histogram, merge, record_latency};
 use crate::workload::{Clock, KEY_BYTES, Workload, format_key};
 use ataman_engine::queue::HandoffQueue;
-use ataman_engine::{Db, Durability, Error, WriteBatch};
+use ataman_engine::{Clock as _, Db, Durability, Error, WriteBatch};
 use hdrhistogram::Histogram;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,6 +63,8 @@ pub struct WriteLoad {
     pub value_bytes: usize,
     /// RNG seed.
     pub seed: u64,
+    /// Every put expires this long after it is built (`None`: plain puts).
+    pub ttl_ms: Option<u64>,
 }
 
 /// What a write phase measured.
@@ -256,10 +258,19 @@ impl Submitter<'_> {
     fn build(&mut self, puts: u64) -> WriteBatch {
         let mut batch = WriteBatch::new();
         let mut key = [0u8; KEY_BYTES];
+        let deadline_ms = self
+            .load
+            .ttl_ms
+            .map(|ttl| ataman_engine::SystemClock.now_ms().saturating_add(ttl));
         for _ in 0..puts {
             format_key(self.workload.key_number(), &mut key);
             let ts = self.clock.tick();
-            batch.put(&key, self.workload.value(), ts);
+            match deadline_ms {
+                Some(deadline_ms) => {
+                    batch.put_expiring(&key, self.workload.value(), ts, deadline_ms)
+                }
+                None => batch.put(&key, self.workload.value(), ts),
+            };
         }
         batch
     }

@@ -21,6 +21,7 @@ fn tiny(ops: u64, writers: usize, batch: usize) -> EngineArgs {
         readers: 2,
         drivers: 2,
         seed: 1,
+        ttl_ms: None,
     }
 }
 

@@ -7,11 +7,13 @@
 //!
 //! ```text
 //! batch   := count: u32 LE, entry * count
-//! entry   := kind: u8, ts: u64 LE, key_len: varint, key, [value_len: varint, value]  (value only for Put)
+//! entry   := kind: u8, ts: u64 LE, key_len: varint, key, [value_len: varint, value]  (value only for Put and PutExpiring)
+//!            (for PutExpiring the value is deadline_ms: u64 BE, then the user's value; see `crate::expiry`)
 //! payload := first_seq: u64 LE, batch          (one WAL record)
 //! ```
 
 use crate::coding::{get_bytes, get_len, get_u8, get_u32_le, get_u64_le, put_varint};
+use crate::expiry::{DEADLINE_BYTES, DEADLINE_MS_MAX, encode_expiring_value, split_expiring_value};
 use crate::key::{KEY_BYTES_MAX, Kind, Timestamp, VALUE_BYTES_MAX};
 
 /// Largest encoded batch (and so WAL record payload) the engine accepts.
@@ -20,8 +22,11 @@ pub const BATCH_BYTES_MAX: usize = 128 * 1024 * 1024;
 /// Bytes of the count header.
 const BATCH_HEADER_BYTES: usize = 4;
 /// Most bytes an entry takes besides its key and value: kind (1),
-/// timestamp (8), two varint lengths (10 each at most).
-const ENTRY_OVERHEAD_BYTES_MAX: usize = 1 + 8 + 2 * 10;
+/// timestamp (8), two varint lengths (10 each at most), a deadline (8).
+const ENTRY_OVERHEAD_BYTES_MAX: usize = 1 + 8 + 2 * 10 + DEADLINE_BYTES;
+
+/// Largest stored value in an entry: a user value and a deadline.
+const STORED_VALUE_BYTES_MAX: usize = VALUE_BYTES_MAX + DEADLINE_BYTES;
 
 /// Puts and deletes applied all together or not at all.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +50,8 @@ pub struct BatchEntry<'a> {
     pub ts: Timestamp,
     /// The user key.
     pub key: &'a [u8],
-    /// The value (empty for a delete).
+    /// The stored value: empty for a delete; for an expiring put the
+    /// deadline then the user's value (`crate::expiry`).
     pub value: &'a [u8],
 }
 
@@ -73,6 +79,38 @@ impl WriteBatch {
         self.push(Kind::Put, key, value, ts)
     }
 
+    /// Adds a put that expires at `deadline_ms` (Unix milliseconds, at most
+    /// [`DEADLINE_MS_MAX`], checked by [`WriteBatch::validate`]).
+    pub fn put_expiring(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        ts: Timestamp,
+        deadline_ms: u64,
+    ) -> &mut Self {
+        self.rep.push(Kind::PutExpiring as u8);
+        self.rep.extend_from_slice(&ts.to_le_bytes());
+        put_varint(&mut self.rep, key.len() as u64);
+        self.rep.extend_from_slice(key);
+        put_varint(&mut self.rep, (DEADLINE_BYTES + value.len()) as u64);
+        encode_expiring_value(&mut self.rep, deadline_ms, value);
+        self.bump_count();
+        self
+    }
+
+    /// Adds a version as stored: `value` is the stored value of `kind`
+    /// (for [`Kind::PutExpiring`], the deadline then the user's value), as
+    /// [`BatchEntry::value`] gives it.
+    pub fn push_stored(
+        &mut self,
+        kind: Kind,
+        key: &[u8],
+        stored_value: &[u8],
+        ts: Timestamp,
+    ) -> &mut Self {
+        self.push(kind, key, stored_value, ts)
+    }
+
     /// Adds a delete (a tombstone at `ts`).
     pub fn delete(&mut self, key: &[u8], ts: Timestamp) -> &mut Self {
         self.push(Kind::Delete, key, &[], ts)
@@ -83,13 +121,17 @@ impl WriteBatch {
         self.rep.extend_from_slice(&ts.to_le_bytes());
         put_varint(&mut self.rep, key.len() as u64);
         self.rep.extend_from_slice(key);
-        if kind == Kind::Put {
+        if kind.has_value() {
             put_varint(&mut self.rep, value.len() as u64);
             self.rep.extend_from_slice(value);
         }
+        self.bump_count();
+        self
+    }
+
+    fn bump_count(&mut self) {
         self.count = self.count.saturating_add(1);
         self.rep[..BATCH_HEADER_BYTES].copy_from_slice(&self.count.to_le_bytes());
-        self
     }
 
     /// Number of entries.
@@ -132,10 +174,22 @@ impl WriteBatch {
                     entry.key.len()
                 ));
             }
-            if entry.value.len() > VALUE_BYTES_MAX {
+            let value = if entry.kind == Kind::PutExpiring {
+                let (deadline_ms, value) = split_expiring_value(entry.value)
+                    .ok_or("expiring value shorter than its deadline")?;
+                if deadline_ms > DEADLINE_MS_MAX {
+                    return Err(format!(
+                        "deadline {deadline_ms} ms exceeds the limit of {DEADLINE_MS_MAX} ms"
+                    ));
+                }
+                value
+            } else {
+                entry.value
+            };
+            if value.len() > VALUE_BYTES_MAX {
                 return Err(format!(
                     "value of {} bytes exceeds the limit of {VALUE_BYTES_MAX}",
-                    entry.value.len()
+                    value.len()
                 ));
             }
         }
@@ -175,8 +229,11 @@ impl<'a> BatchIter<'a> {
         let ts = get_u64_le(cur).ok_or("timestamp truncated")?;
         let key_len = get_len(cur, KEY_BYTES_MAX).ok_or("bad key length")?;
         let key = get_bytes(cur, key_len).ok_or("key truncated")?;
-        let value = if kind == Kind::Put {
-            let value_len = get_len(cur, VALUE_BYTES_MAX).ok_or("bad value length")?;
+        let value = if kind.has_value() {
+            let value_len = get_len(cur, STORED_VALUE_BYTES_MAX).ok_or("bad value length")?;
+            if kind == Kind::PutExpiring && value_len < DEADLINE_BYTES {
+                return Err("expiring value shorter than its deadline".into());
+            }
             get_bytes(cur, value_len).ok_or("value truncated")?
         } else {
             &[]
@@ -324,6 +381,34 @@ mod tests {
             delete.delete(&vec![b'k'; key], u64::MAX);
             assert_eq!(delete.rep.capacity(), capacity, "delete {key} grew");
         }
+    }
+
+    /// An expiring put round-trips with its deadline; a deadline past the
+    /// maximum is refused by validation, the maximum itself accepted; a
+    /// stored value shorter than a deadline does not decode.
+    #[test]
+    fn expiring_put_round_trip_and_limits() {
+        let mut b = WriteBatch::new();
+        b.put_expiring(b"k", b"v", 10, 1_234);
+        assert!(b.validate().is_ok());
+        let mut out = Vec::new();
+        encode_payload(&mut out, 1, &b);
+        let p = decode_payload(&out).unwrap();
+        let e = p.entries().next().unwrap().unwrap();
+        assert_eq!(e.kind, Kind::PutExpiring);
+        assert_eq!(split_expiring_value(e.value), Some((1_234, &b"v"[..])));
+        let mut max = WriteBatch::new();
+        max.put_expiring(b"k", b"v", 10, DEADLINE_MS_MAX);
+        assert!(max.validate().is_ok());
+        let mut past = WriteBatch::new();
+        past.put_expiring(b"k", b"v", 10, DEADLINE_MS_MAX + 1);
+        assert!(past.validate().unwrap_err().contains("deadline"));
+        let mut short = WriteBatch::new();
+        short.push_stored(Kind::PutExpiring, b"k", b"1234567", 10);
+        assert!(short.validate().is_err());
+        let mut big = WriteBatch::new();
+        big.put_expiring(b"k", &vec![0u8; VALUE_BYTES_MAX], 10, 5);
+        assert!(big.validate().is_ok());
     }
 
     /// Validation rejects empty batches and oversized keys.

@@ -7,12 +7,15 @@
 //! ```
 //!
 //! Order: user key ascending (bytewise), then timestamp **descending**, then
-//! sequence number descending. So, for one user key, the first entry met in
-//! order is the newest version, and a merge of sorted sources in this order
-//! yields each key's winner first. The timestamp is the version (newest
-//! wins, whatever order writes arrive in); the sequence number only breaks
-//! ties between writes of one key with an equal timestamp (the one applied
-//! later wins) and orders records for recovery.
+//! the kind's tie rank (tombstone, then expiring value, then plain value;
+//! see [`tie_rank`]), then sequence number descending. So, for one user key,
+//! the first entry met in order is the newest version, and a merge of sorted
+//! sources in this order yields each key's winner first. The timestamp is
+//! the version (newest wins, whatever order writes arrive in); the kind
+//! breaks ties between versions of one key with an equal timestamp the
+//! same way on every replica, whatever order they were applied in; the
+//! sequence number breaks the remaining ties (same timestamp and kind: the
+//! one applied later wins) and orders records for recovery.
 
 use std::cmp::Ordering;
 
@@ -55,6 +58,11 @@ pub enum Kind {
     Delete = 0,
     /// A value.
     Put = 1,
+    /// A value with a deadline: its stored value is the deadline (Unix
+    /// milliseconds, u64 big-endian) followed by the user's value (see
+    /// the `expiry` module). From its deadline on it reads as a tombstone at
+    /// its timestamp.
+    PutExpiring = 2,
 }
 
 impl Kind {
@@ -63,9 +71,36 @@ impl Kind {
         match b {
             0 => Some(Kind::Delete),
             1 => Some(Kind::Put),
+            2 => Some(Kind::PutExpiring),
             _ => None,
         }
     }
+
+    /// True for the kinds that carry a value (a put, expiring or not).
+    pub fn has_value(self) -> bool {
+        self != Kind::Delete
+    }
+}
+
+/// Rank of a kind byte among versions with an equal timestamp: the higher
+/// wins. Tombstone (2) beats expiring value (1) beats plain value (0), on
+/// every replica alike. Unknown bytes (the `0xff` of [`seek_key`]) rank
+/// above all, so a seek key comes before every version it could tie with.
+#[inline]
+pub fn tie_rank(kind_byte: u8) -> u8 {
+    match kind_byte {
+        0 => 2,
+        2 => 1,
+        1 => 0,
+        _ => 3,
+    }
+}
+
+/// Compares two versions of one user key by `(timestamp, tie rank of the
+/// kind, sequence number)`: `Greater` when `a` is the newer (it wins).
+#[inline]
+pub fn compare_versions(a: (Timestamp, Kind, u64), b: (Timestamp, Kind, u64)) -> Ordering {
+    (a.0, tie_rank(a.1 as u8), a.2).cmp(&(b.0, tie_rank(b.1 as u8), b.2))
 }
 
 /// A decoded internal key that borrows its user key.
@@ -149,15 +184,28 @@ pub fn user_key(ikey: &[u8]) -> &[u8] {
 pub fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
     let (ua, ub) = (user_key(a), user_key(b));
     match ua.cmp(ub) {
-        Ordering::Equal => {
-            let ta = &a[ua.len()..];
-            let tb = &b[ub.len()..];
-            // Trailers are big-endian, so bytewise order is numeric order;
-            // reversed because newer (larger) versions come first.
-            tb.cmp(ta)
-        }
+        Ordering::Equal => compare_trailers(&a[ua.len()..], &b[ub.len()..]),
         other => other,
     }
+}
+
+/// Compares two internal-key trailers of one user key in internal order:
+/// newer versions first, that is `(timestamp, tie rank, sequence number)`
+/// descending. Trailers shorter than [`INTERNAL_KEY_TRAILER_BYTES`] (which
+/// decoders reject before any comparison) compare bytewise.
+#[inline]
+pub fn compare_trailers(ta: &[u8], tb: &[u8]) -> Ordering {
+    if ta.len() != INTERNAL_KEY_TRAILER_BYTES || tb.len() != INTERNAL_KEY_TRAILER_BYTES {
+        return tb.cmp(ta);
+    }
+    // Big-endian, so bytewise order is numeric order; reversed because
+    // newer (larger) versions come first.
+    tb[..8].cmp(&ta[..8]).then_with(|| {
+        let (ka, kb) = (ta[15], tb[15]);
+        tie_rank(kb)
+            .cmp(&tie_rank(ka))
+            .then_with(|| tb[8..15].cmp(&ta[8..15]))
+    })
 }
 
 /// The first 8 bytes of `bytes` as a big-endian integer, zero-padded.
@@ -193,13 +241,54 @@ mod tests {
         let b0 = internal_key(b"b", 0, 0, Kind::Put);
         let mut keys = vec![b0.clone(), a1.clone(), ab.clone(), a5.clone(), a5s2.clone()];
         keys.sort_by(|x, y| compare_internal(x, y));
-        assert_eq!(keys, vec![a5s2, a5, a1, ab, b0]);
+        // At an equal timestamp the tombstone comes first, whatever the sequence numbers.
+        assert_eq!(keys, vec![a5, a5s2, a1, ab, b0]);
         assert_eq!(
             compare_internal(
                 &seek_key(b"a"),
                 &internal_key(b"a", u64::MAX, SEQ_MAX, Kind::Put)
             ),
             Ordering::Less
+        );
+    }
+
+    /// The tie rule: at an equal timestamp, tombstone, then expiring value,
+    /// then plain value, whatever the sequence numbers; the sequence number
+    /// decides only between equal kinds; a seek key comes before all.
+    #[test]
+    fn equal_timestamps_order_by_kind_then_sequence() {
+        let put_hi = internal_key(b"k", 7, 30, Kind::Put);
+        let put_lo = internal_key(b"k", 7, 3, Kind::Put);
+        let exp = internal_key(b"k", 7, 20, Kind::PutExpiring);
+        let del = internal_key(b"k", 7, 1, Kind::Delete);
+        let newer = internal_key(b"k", 8, 0, Kind::Put);
+        let mut keys = vec![
+            put_lo.clone(),
+            del.clone(),
+            put_hi.clone(),
+            exp.clone(),
+            newer.clone(),
+        ];
+        keys.sort_by(|x, y| compare_internal(x, y));
+        assert_eq!(keys, vec![newer, del, exp, put_hi, put_lo]);
+        assert_eq!(
+            compare_internal(
+                &seek_key(b"k"),
+                &internal_key(b"k", u64::MAX, SEQ_MAX, Kind::Delete)
+            ),
+            Ordering::Less
+        );
+        assert_eq!(
+            compare_versions((7, Kind::Delete, 1), (7, Kind::PutExpiring, 9)),
+            Ordering::Greater
+        );
+        assert_eq!(
+            compare_versions((7, Kind::PutExpiring, 1), (7, Kind::Put, 9)),
+            Ordering::Greater
+        );
+        assert_eq!(
+            compare_versions((8, Kind::Put, 1), (7, Kind::Delete, 9)),
+            Ordering::Greater
         );
     }
 
@@ -212,6 +301,12 @@ mod tests {
         assert_eq!((p.ts, p.seq, p.kind), (42, 7, Kind::Delete));
         let mut bad = k.clone();
         *bad.last_mut().unwrap() = 9;
+        assert_eq!(
+            parse_internal_key(&internal_key(b"k", 1, 2, Kind::PutExpiring))
+                .unwrap()
+                .kind,
+            Kind::PutExpiring
+        );
         assert!(parse_internal_key(&bad).is_none());
         assert!(parse_internal_key(&k[..15]).is_none());
     }

@@ -16,16 +16,20 @@
 //!   background flush/compaction thread.
 //! - [`fs`]: the file-system seam; [`fs::sim`] simulates power loss.
 //! - [`key`], [`batch`], [`coding`]: the byte formats everything shares.
+//! - [`expiry`]: expiring values (an absolute deadline per version);
+//!   [`clock`]: the wall clock expiry reads.
 //! - [`queue`], [`oneshot`]: the hand-offs between threads.
 //!
 //! The byte formats are specified in `docs/FORMAT.md`; the threads and the
 //! commit and recovery protocol in `docs/ARCHITECTURE.md`.
 
 pub mod batch;
+pub mod clock;
 pub mod coding;
 pub mod compaction;
 pub mod db;
 pub mod error;
+pub mod expiry;
 pub mod fs;
 pub mod iter;
 pub mod key;
@@ -40,6 +44,7 @@ pub mod version;
 pub mod wal;
 
 pub use batch::WriteBatch;
+pub use clock::{Clock, SystemClock, VirtualClock};
 pub use db::{Db, Entry, ScanIter, Stats, Submission};
 pub use error::{CorruptionKind, Error, Result};
 pub use key::{Kind, Timestamp};

@@ -179,4 +179,9 @@ pub struct EngineMetrics {
     pub get_tables_read: Counter,
     /// Point reads a bloom filter answered without reading a block.
     pub bloom_negatives: Counter,
+    /// Expired versions flushes and compactions met as a key's newest
+    /// version (each kept as a tombstone, its value cut off, or dropped).
+    pub expired_seen: Counter,
+    /// Expired versions dropped at the bottom level after the tombstone grace.
+    pub expired_dropped: Counter,
 }

@@ -1,5 +1,6 @@
 //! Options of an open engine, with the defaults a node uses.
 
+use crate::clock::{Clock, SystemClock};
 use crate::fs::{FileSystem, OsFs};
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,6 +92,15 @@ pub struct Options {
     pub force_recovery: bool,
     /// Run flushes and compactions in the background automatically.
     pub background_compaction: bool,
+    /// The wall clock expiry and the tombstone grace read; tests pass a
+    /// [`crate::clock::VirtualClock`].
+    pub clock: Arc<dyn Clock>,
+    /// Planted bug, a test hook no node sets (no flag reaches it):
+    /// compaction drops an expired version outright, tombstone and all, so
+    /// an older version below it comes back. The expiry model test's
+    /// negative control arms it and must catch the resurrection.
+    #[doc(hidden)]
+    pub planted_drop_expired_without_tombstone: bool,
 }
 
 impl Default for Options {
@@ -119,6 +129,8 @@ impl Default for Options {
             recovery_reader_thread: true,
             force_recovery: false,
             background_compaction: true,
+            clock: Arc::new(SystemClock),
+            planted_drop_expired_without_tombstone: false,
         }
     }
 }

@@ -83,7 +83,8 @@ fn small_options() -> Options {
     }
 }
 
-/// A key's winning version: (timestamp, write order, value or tombstone).
+/// A key's winning version: (timestamp, write order, value or tombstone);
+/// at equal timestamps a tombstone wins, then the later write.
 type Version = (u64, u64, Option<Vec<u8>>);
 
 /// The model: per key the winning version.
@@ -98,7 +99,9 @@ impl Model {
         self.order += 1;
         let order = self.order;
         let slot = self.map.entry(key).or_insert((0, 0, None));
-        if (ts, order) > (slot.0, slot.1) || slot.1 == 0 {
+        // Equal timestamps: a tombstone beats a value, then the later write wins.
+        let rank = |v: &Option<Vec<u8>>| u8::from(v.is_none());
+        if (ts, rank(&value), order) > (slot.0, rank(&slot.2), slot.1) || slot.1 == 0 {
             *slot = (ts, order, value);
         }
     }
@@ -107,6 +110,7 @@ impl Model {
         self.map.get(key).map(|(ts, _, v)| Entry {
             ts: *ts,
             value: v.clone(),
+            deadline_ms: None,
         })
     }
 }
@@ -180,6 +184,7 @@ fn run_ops(dir: &Path, ops: &[Op]) -> ataman_engine::Stats {
                             Entry {
                                 ts: *ts,
                                 value: v.clone(),
+                                deadline_ms: None,
                             },
                         )
                     })

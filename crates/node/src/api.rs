@@ -11,6 +11,7 @@ use crate::http::Status;
 use crate::http::query::Query;
 use crate::http::request::{HttpError, Method, RequestHead};
 use crate::peer::handshake::{PEER_PROTOCOL, SYNC_PROTOCOL};
+use crate::ttl;
 use std::borrow::Cow;
 
 /// What a request asks for, after validation.
@@ -33,6 +34,9 @@ pub enum Action {
         ack: u32,
         /// Replicas asked.
         from: u32,
+        /// `ttl_ms`: the value expires this many milliseconds after the
+        /// write is stamped (`None`: never).
+        ttl_ms: Option<u64>,
     },
     /// Delete a key.
     Delete {
@@ -298,13 +302,25 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
                 Method::Other(_) => return (Route::Other, not_allowed(allow_for(head.path))),
             };
             let action = (|| {
-                let [id, ack, from] = params.pick(["id", "ack", "from"]);
+                let [id, ack, from, ttl] = params.pick(["id", "ack", "from", ttl::TTL_PARAM]);
                 let key = key_param(id, true, cfg)?.unwrap_or_default();
                 let (ack, from) = (number(ack)?, number(from)?);
                 let (ack, from) = replication(ack, from, cfg.cluster_size).map_err(bad)?;
+                let ttl_ms = match ttl.one()? {
+                    None => None,
+                    Some(_) if route != Route::EntityPut => {
+                        return Err(bad(format!("{} applies to PUT only", ttl::TTL_PARAM)));
+                    }
+                    Some(raw) => Some(ttl::parse_ttl_ms(&raw).map_err(bad)?),
+                };
                 Ok::<_, Action>(match route {
                     Route::EntityGet => Action::Get { key, ack, from },
-                    Route::EntityPut => Action::Put { key, ack, from },
+                    Route::EntityPut => Action::Put {
+                        key,
+                        ack,
+                        from,
+                        ttl_ms,
+                    },
                     _ => Action::Delete { key, ack, from },
                 })
             })()
@@ -435,7 +451,17 @@ mod tests {
             Action::Put {
                 key: b"k".to_vec(),
                 ack: 1,
-                from: 1
+                from: 1,
+                ttl_ms: None,
+            }
+        );
+        assert_eq!(
+            act("PUT /v0/entity?id=k&ttl_ms=500 HTTP/1.1\r\n\r\n"),
+            Action::Put {
+                key: b"k".to_vec(),
+                ack: 1,
+                from: 1,
+                ttl_ms: Some(500),
             }
         );
         assert_eq!(
@@ -571,6 +597,23 @@ mod tests {
             status("GET /v0/entity?id=%zz HTTP/1.1\r\n\r\n"),
             Status::BadRequest
         );
+        for q in [
+            "PUT /v0/entity?id=a&ttl_ms=0",
+            "PUT /v0/entity?id=a&ttl_ms=-1",
+            "PUT /v0/entity?id=a&ttl_ms=abc",
+            "PUT /v0/entity?id=a&ttl_ms=",
+            "PUT /v0/entity?id=a&ttl_ms=281474976710656",
+            "PUT /v0/entity?id=a&ttl_ms=99999999999999999999999",
+            "PUT /v0/entity?id=a&ttl_ms=5&ttl_ms=6",
+            "GET /v0/entity?id=a&ttl_ms=5",
+            "DELETE /v0/entity?id=a&ttl_ms=5",
+        ] {
+            assert_eq!(
+                status(&format!("{q} HTTP/1.1\r\n\r\n")),
+                Status::BadRequest,
+                "{q}"
+            );
+        }
         for q in [
             "ack=0&from=1",
             "ack=2&from=1",

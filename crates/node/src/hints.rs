@@ -60,6 +60,9 @@ pub struct Hint {
     pub ts: u64,
     /// The missed write's value; `None` for a tombstone.
     pub value: Option<Vec<u8>>,
+    /// The value's deadline, Unix milliseconds, if it expires (carried
+    /// unchanged from the coordinator's stamp).
+    pub deadline_ms: Option<u64>,
 }
 
 /// What the hint store can refuse or fail with.
@@ -308,13 +311,26 @@ impl HintStore {
         ts: u64,
         value: Option<&[u8]>,
     ) -> Result<(), HintError> {
+        self.add_expiring(peer, key, ts, value, None)
+    }
+
+    /// [`HintStore::add`] for a value that may carry a deadline (Unix
+    /// milliseconds), kept in the record unchanged.
+    pub fn add_expiring(
+        &self,
+        peer: &str,
+        key: &[u8],
+        ts: u64,
+        value: Option<&[u8]>,
+        deadline_ms: Option<u64>,
+    ) -> Result<(), HintError> {
         if key.len() > KEY_BYTES_MAX {
             return Err(HintError::Invalid(format!(
                 "key of {} bytes exceeds the limit of {KEY_BYTES_MAX}",
                 key.len()
             )));
         }
-        let record = encode_record(key, ts, value);
+        let record = encode_record(key, ts, value, deadline_ms);
         let bytes = (HINT_KEY_BYTES + record.len()) as u64;
         let peer_hash = peer_hash(peer);
         let mut ledger = self.accounts.ledger();
@@ -405,6 +421,7 @@ impl HintStore {
                 key: r.key.to_vec(),
                 ts: r.ts,
                 value: r.value.map(<[u8]>::to_vec),
+                deadline_ms: r.deadline_ms,
             });
             if hints.len() >= limit {
                 break;

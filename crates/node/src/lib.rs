@@ -57,6 +57,7 @@ pub mod range;
 pub mod refill;
 pub mod replication;
 pub mod state;
+pub mod ttl;
 
 pub use config::{NodeConfig, ServeArgs};
 

@@ -376,7 +376,7 @@ fn render_engine_state(out: &mut String, s: &Stats) {
 
 /// The engine's counters since it opened, and its block cache.
 fn render_engine_counters(out: &mut String, s: &Stats, m: &EngineMetrics) {
-    let counters: [(&str, &str, u64); 17] = [
+    let counters: [(&str, &str, u64); 19] = [
         (
             "ataman_engine_user_bytes_written_total",
             "Key and value bytes accepted.",
@@ -457,6 +457,16 @@ fn render_engine_counters(out: &mut String, s: &Stats, m: &EngineMetrics) {
             "ataman_engine_bloom_negatives_total",
             "SSTables skipped by their bloom filter.",
             m.bloom_negatives.get(),
+        ),
+        (
+            "ataman_engine_expired_seen_total",
+            "Expired versions flushes and compactions met (kept as tombstones or dropped).",
+            m.expired_seen.get(),
+        ),
+        (
+            "ataman_engine_expired_dropped_total",
+            "Expired versions dropped at the bottom level after the tombstone grace.",
+            m.expired_dropped.get(),
         ),
     ];
     for (name, help, v) in counters {

@@ -110,6 +110,7 @@ mod tests {
         Stamped {
             ts,
             value: Some(b"v".to_vec()),
+            deadline_ms: None,
         }
     }
 

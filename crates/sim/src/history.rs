@@ -96,11 +96,8 @@ impl Op {
 
     fn version_at(&self, ts: u64) -> Option<Stamped> {
         match &self.kind {
-            OpKind::Put(v) => Some(Stamped {
-                ts,
-                value: Some(v.clone()),
-            }),
-            OpKind::Delete => Some(Stamped { ts, value: None }),
+            OpKind::Put(v) => Some(Stamped::value(ts, v.clone())),
+            OpKind::Delete => Some(Stamped::tombstone(ts)),
             OpKind::Get => None,
         }
     }

@@ -211,10 +211,7 @@ impl SimNode {
         let db = self.db.as_ref().ok_or("node is down")?;
         let mut batch = WriteBatch::new();
         for (key, version) in versions {
-            match &version.value {
-                Some(v) => batch.put(key, v, version.ts),
-                None => batch.delete(key, version.ts),
-            };
+            version.add_to(&mut batch, key);
         }
         db.write(batch, Durability::Complete)
             .map(|_| ())
@@ -225,12 +222,7 @@ impl SimNode {
     pub fn read(&self, key: &[u8]) -> Result<Option<Stamped>, String> {
         let db = self.db.as_ref().ok_or("node is down")?;
         db.get(key)
-            .map(|e| {
-                e.map(|e| Stamped {
-                    ts: e.ts,
-                    value: e.value,
-                })
-            })
+            .map(|e| e.map(Stamped::from_entry))
             .map_err(|e| e.to_string())
     }
 
@@ -240,13 +232,7 @@ impl SimNode {
         let mut state = State::new();
         for item in db.scan(b"", None, true).map_err(|e| e.to_string())? {
             let (key, entry) = item.map_err(|e| e.to_string())?;
-            state.insert(
-                key,
-                Stamped {
-                    ts: entry.ts,
-                    value: entry.value,
-                },
-            );
+            state.insert(key, Stamped::from_entry(entry));
         }
         Ok(state)
     }
@@ -391,6 +377,7 @@ mod tests {
         Stamped {
             ts,
             value: Some(value.as_bytes().to_vec()),
+            deadline_ms: None,
         }
     }
 
@@ -434,6 +421,7 @@ mod tests {
         let tomb = Stamped {
             ts: 20,
             value: None,
+            deadline_ms: None,
         };
         node.write(b"a", &tomb).unwrap();
         node.write(b"b", &v(30, "y")).unwrap();

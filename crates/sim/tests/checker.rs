@@ -20,10 +20,7 @@ fn history(nodes: usize, replicas: usize) -> History {
 }
 
 fn v(ts: u64, value: &str) -> Stamped {
-    Stamped {
-        ts,
-        value: Some(value.as_bytes().to_vec()),
-    }
+    Stamped::value(ts, value.as_bytes().to_vec())
 }
 
 fn put(

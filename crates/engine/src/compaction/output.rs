@@ -1,54 +1,95 @@
 //! Writing the output SSTables of a flush or compaction.
 
 use crate::error::{Error, Result};
+use crate::expiry::{self, split_expiring_value};
 use crate::fs::FileSystem;
 use crate::iter::InternalIterator;
 use crate::key::{self, Kind};
 use crate::manifest::FileMeta;
+use crate::metrics::EngineMetrics;
 use crate::sst::{BlockCache, Table, TableBuilder, TableOptions, table_file_name};
 use crate::version::LiveTable;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// What to drop while copying entries into new tables.
 #[derive(Debug, Clone, Copy)]
 pub struct DropPolicy {
     /// Drop tombstones older than the grace period (only at the bottom level).
     pub drop_expired_tombstones: bool,
-    /// Current time in Unix milliseconds (for tombstone expiry).
+    /// Current time in Unix milliseconds (for tombstone and value expiry).
     pub now_ms: u64,
     /// Tombstone grace period in milliseconds.
     pub grace_ms: u64,
+    /// The planted bug: drop expired values outright, at any level.
+    pub planted_drop_expired: bool,
+}
+
+/// What becomes of a key's newest version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// Copied as it is.
+    Keep,
+    /// An expired value: copied with its deadline only (it reads as a
+    /// tombstone at its timestamp, and keeps shadowing older versions).
+    KeepExpired,
+    /// Dropped (a tombstone or expired value past the grace, at the bottom).
+    Drop,
 }
 
 impl DropPolicy {
-    /// Keeps every newest version, tombstones included.
-    pub fn keep_tombstones() -> Self {
+    /// Keeps every newest version, tombstones included; expired values
+    /// (as of `now_ms`) lose their value bytes but stay as tombstones.
+    pub fn keep_tombstones(now_ms: u64) -> Self {
         DropPolicy {
             drop_expired_tombstones: false,
-            now_ms: 0,
+            now_ms,
             grace_ms: 0,
+            planted_drop_expired: false,
         }
     }
 
-    /// Drops tombstones whose timestamp is older than `grace_ms` before now.
-    pub fn bottom_level(grace_ms: u64) -> Self {
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
+    /// Drops tombstones whose timestamp, and expired values whose deadline
+    /// (or timestamp, if later), are older than `grace_ms` before `now_ms`.
+    pub fn bottom_level(now_ms: u64, grace_ms: u64) -> Self {
         DropPolicy {
             drop_expired_tombstones: true,
             now_ms,
             grace_ms,
+            planted_drop_expired: false,
         }
     }
 
-    fn drops(&self, kind: Kind, ts: u64) -> bool {
-        self.drop_expired_tombstones
-            && kind == Kind::Delete
-            && key::timestamp_millis(ts).saturating_add(self.grace_ms) <= self.now_ms
+    /// Arms the planted bug when `on` (a test hook).
+    pub fn with_planted_drop_expired(mut self, on: bool) -> Self {
+        self.planted_drop_expired = on;
+        self
+    }
+
+    fn past_grace(&self, ms: u64) -> bool {
+        self.drop_expired_tombstones && ms.saturating_add(self.grace_ms) <= self.now_ms
+    }
+
+    fn fate(&self, kind: Kind, ts: u64, value: &[u8]) -> Fate {
+        let ts_ms = key::timestamp_millis(ts);
+        match kind {
+            Kind::Put => Fate::Keep,
+            Kind::Delete if self.past_grace(ts_ms) => Fate::Drop,
+            Kind::Delete => Fate::Keep,
+            Kind::PutExpiring => {
+                // A stored value too short for a deadline reads as a
+                // tombstone; treat it as expired at once.
+                let deadline_ms = split_expiring_value(value).map_or(0, |(d, _)| d);
+                if !expiry::is_expired(deadline_ms, self.now_ms) {
+                    Fate::Keep
+                } else if self.planted_drop_expired || self.past_grace(deadline_ms.max(ts_ms)) {
+                    Fate::Drop
+                } else {
+                    Fate::KeepExpired
+                }
+            }
+        }
     }
 }
 
@@ -65,6 +106,8 @@ pub struct TableSink<'a> {
     pub table_options: TableOptions,
     /// The block cache the opened tables read through.
     pub cache: &'a Arc<BlockCache>,
+    /// Where expired versions met and dropped are counted.
+    pub metrics: &'a EngineMetrics,
 }
 
 impl TableSink<'_> {
@@ -104,12 +147,24 @@ pub fn write_tables(
             last_user_key.clear();
             last_user_key.extend_from_slice(parsed.user_key);
             have_last = true;
-            if !policy.drops(parsed.kind, parsed.ts) {
+            let fate = policy.fate(parsed.kind, parsed.ts, input.value());
+            if parsed.kind == Kind::PutExpiring && fate != Fate::Keep {
+                sink.metrics.expired_seen.add(1);
+                if fate == Fate::Drop {
+                    sink.metrics.expired_dropped.add(1);
+                }
+            }
+            if fate != Fate::Drop {
                 if builder.is_none() {
                     builder = Some(start_table(sink)?);
                 }
                 if let Some((_, b)) = builder.as_mut() {
-                    b.add(ikey, input.value())?;
+                    let value = input.value();
+                    let value = match fate {
+                        Fate::KeepExpired => value.get(..expiry::DEADLINE_BYTES).unwrap_or(value),
+                        _ => value,
+                    };
+                    b.add(ikey, value)?;
                     if b.estimated_bytes() >= target_bytes
                         && let Some((number, b)) = builder.take()
                     {

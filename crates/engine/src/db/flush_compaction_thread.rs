@@ -108,7 +108,7 @@ pub fn flush_memtable(shared: &Shared, imm: &ImmutableMemtable) -> Result<()> {
         it.as_mut(),
         0,
         u64::MAX,
-        DropPolicy::keep_tombstones(),
+        DropPolicy::keep_tombstones(shared.now_ms()),
     )?;
     let mut versions = lock(&shared.versions);
     let current = shared.sv.load_full();
@@ -197,11 +197,14 @@ pub fn compact(shared: &Shared, plan: Plan) -> Result<()> {
     }
     let mut merged = MergingIterator::new(children);
     merged.seek_to_first()?;
+    let now_ms = shared.now_ms();
+    let grace_ms = u64::try_from(shared.opts.tombstone_grace.as_millis()).unwrap_or(u64::MAX);
     let policy = if plan.bottom {
-        DropPolicy::bottom_level(shared.opts.tombstone_grace.as_millis() as u64)
+        DropPolicy::bottom_level(now_ms, grace_ms)
     } else {
-        DropPolicy::keep_tombstones()
-    };
+        DropPolicy::keep_tombstones(now_ms)
+    }
+    .with_planted_drop_expired(shared.planted_drop_expired());
     let outputs = write_tables(
         &shared.table_sink(),
         &mut merged,

@@ -28,8 +28,32 @@ use std::thread::JoinHandle;
 pub struct Entry {
     /// The version's timestamp.
     pub ts: Timestamp,
-    /// The value, or `None` for a tombstone.
+    /// The value, or `None` for a tombstone (or an expired value, which
+    /// reads as a tombstone at its timestamp).
     pub value: Option<Vec<u8>>,
+    /// The value's absolute deadline in Unix milliseconds, if it expires
+    /// (always `None` for a tombstone).
+    pub deadline_ms: Option<u64>,
+}
+
+impl Entry {
+    /// A plain value at `ts`.
+    pub fn value(ts: Timestamp, value: Vec<u8>) -> Entry {
+        Entry {
+            ts,
+            value: Some(value),
+            deadline_ms: None,
+        }
+    }
+
+    /// A tombstone at `ts`.
+    pub fn tombstone(ts: Timestamp) -> Entry {
+        Entry {
+            ts,
+            value: None,
+            deadline_ms: None,
+        }
+    }
 }
 
 /// Engine figures for metrics and benchmarks.

@@ -9,10 +9,16 @@
 //! So a point read looks in every place the key may be, but skips any
 //! source whose largest timestamp cannot beat what it already found (the
 //! common case: timestamps grow with time, so the first hit usually wins).
+//! Equal timestamps are settled by the kind's tie rank
+//! ([`key::compare_versions`]), the same rule the internal order follows.
+//!
+//! An expiring value whose deadline has passed on the engine's clock reads
+//! as a tombstone at its timestamp ([`crate::expiry`]).
 
 use super::Entry;
 use super::shared::Shared;
 use crate::error::{CorruptionKind, Error, Result};
+use crate::expiry::{self, Visible};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, Kind};
 use crate::version::LevelIter;
@@ -29,13 +35,14 @@ struct Best {
 }
 
 impl Best {
-    fn beats(&self, ts: u64, seq: u64) -> bool {
-        (self.ts, self.seq) >= (ts, seq)
+    fn beats(&self, ts: u64, kind: Kind, seq: u64) -> bool {
+        key::compare_versions((self.ts, self.kind, self.seq), (ts, kind, seq))
+            != std::cmp::Ordering::Less
     }
 }
 
 fn offer(best: &mut Option<Best>, ts: u64, seq: u64, kind: Kind, value: Vec<u8>) {
-    if best.as_ref().is_none_or(|b| !b.beats(ts, seq)) {
+    if best.as_ref().is_none_or(|b| !b.beats(ts, kind, seq)) {
         *best = Some(Best {
             ts,
             seq,
@@ -87,10 +94,25 @@ pub fn get(shared: &Shared, user_key: &[u8]) -> Result<Option<Entry>> {
             probe_table(shared, file, user_key, &mut best)?;
         }
     }
-    Ok(best.map(|b| Entry {
-        ts: b.ts,
-        value: (b.kind == Kind::Put).then_some(b.value),
-    }))
+    let now_ms = shared.now_ms();
+    Ok(best.map(|b| entry_at(b.ts, b.kind, b.value, now_ms)))
+}
+
+/// What a stored version reads as at `now_ms`, owning the value.
+fn entry_at(ts: u64, kind: Kind, mut stored: Vec<u8>, now_ms: u64) -> Entry {
+    match expiry::visible(kind, &stored, now_ms) {
+        Visible::Tombstone => Entry::tombstone(ts),
+        Visible::Value { deadline_ms, .. } => {
+            if deadline_ms.is_some() {
+                stored.drain(..expiry::DEADLINE_BYTES);
+            }
+            Entry {
+                ts,
+                value: Some(stored),
+                deadline_ms,
+            }
+        }
+    }
 }
 
 /// Looks for `user_key` in one table whose range covers it, unless its
@@ -127,6 +149,9 @@ pub struct ScanIter {
     include_tombstones: bool,
     last_user_key: Option<Vec<u8>>,
     done: bool,
+    /// The engine clock's time when the scan started: expiry is judged
+    /// once for the whole scan.
+    now_ms: u64,
 }
 
 /// Starts a scan of `[start, end)`.
@@ -160,6 +185,7 @@ pub fn scan(
         include_tombstones,
         last_user_key: None,
         done: false,
+        now_ms: shared.now_ms(),
     })
 }
 
@@ -180,16 +206,19 @@ impl ScanIter {
             let newest = self.last_user_key.as_deref() != Some(p.user_key);
             let item = if newest {
                 self.last_user_key = Some(p.user_key.to_vec());
-                let live = p.kind == Kind::Put;
-                (live || self.include_tombstones).then(|| {
-                    (
+                match expiry::visible(p.kind, self.merged.value(), self.now_ms) {
+                    Visible::Value { value, deadline_ms } => Some((
                         p.user_key.to_vec(),
                         Entry {
                             ts: p.ts,
-                            value: live.then(|| self.merged.value().to_vec()),
+                            value: Some(value.to_vec()),
+                            deadline_ms,
                         },
-                    )
-                })
+                    )),
+                    Visible::Tombstone => self
+                        .include_tombstones
+                        .then(|| (p.user_key.to_vec(), Entry::tombstone(p.ts))),
+                }
             } else {
                 None
             };

@@ -87,7 +87,7 @@ impl ReplayedRuns {
             &mut it,
             0,
             u64::MAX,
-            DropPolicy::keep_tombstones(),
+            DropPolicy::keep_tombstones(shared.now_ms()),
         )?;
         self.tables.extend(tables);
         // Freeing the run is part of the flush's cost.

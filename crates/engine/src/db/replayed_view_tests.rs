@@ -75,6 +75,7 @@ fn replayed_run_is_read_under_newer_writes_and_flushed_in_order() -> Result<()> 
             Entry {
                 ts: 1000 + i,
                 value,
+                deadline_ms: None,
             },
         );
     }
@@ -104,6 +105,7 @@ fn replayed_run_is_read_under_newer_writes_and_flushed_in_order() -> Result<()> 
             Entry {
                 ts: 5000 + i,
                 value: Some(b"new".to_vec()),
+                deadline_ms: None,
             },
         );
     }
@@ -114,6 +116,7 @@ fn replayed_run_is_read_under_newer_writes_and_flushed_in_order() -> Result<()> 
             Entry {
                 ts: 6000 + i,
                 value: None,
+                deadline_ms: None,
             },
         );
     }
@@ -125,6 +128,7 @@ fn replayed_run_is_read_under_newer_writes_and_flushed_in_order() -> Result<()> 
         Entry {
             ts: 7000,
             value: Some(b"n".to_vec()),
+            deadline_ms: None,
         },
     );
     tx_thread::apply(&shared, &batch, next_seq);
@@ -140,6 +144,7 @@ fn replayed_run_is_read_under_newer_writes_and_flushed_in_order() -> Result<()> 
         Entry {
             ts: 9000,
             value: Some(b"newest".to_vec()),
+            deadline_ms: None,
         },
     );
     tx_thread::apply(&shared, &batch, next_seq);

@@ -205,7 +205,18 @@ impl Shared {
             next_file_number: &self.next_file_number,
             table_options: self.table_options(),
             cache: &self.cache,
+            metrics: &self.metrics,
         }
+    }
+
+    /// The engine clock's time, in Unix milliseconds.
+    pub fn now_ms(&self) -> u64 {
+        self.opts.clock.now_ms()
+    }
+
+    /// True when the planted expiry bug is armed (a test hook).
+    pub fn planted_drop_expired(&self) -> bool {
+        self.opts.planted_drop_expired_without_tombstone
     }
 
     /// Allocates a file number.

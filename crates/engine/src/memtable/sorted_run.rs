@@ -10,8 +10,8 @@
 //! prefix in a slot settles most comparisons without touching the arena.
 //!
 //! The order is the memtable's: [`crate::key::compare_internal`] on the
-//! encoded internal keys (user key ascending, timestamp descending,
-//! sequence number descending).
+//! encoded internal keys (user key ascending, timestamp descending, the
+//! kind's tie rank, sequence number descending).
 //!
 //! # Thread safety
 //! Shared as `Arc<SortedRun>` by read views and the background flush; it
@@ -55,11 +55,7 @@ impl Slot {
 
     fn kind(&self) -> Kind {
         // Only `ReplayBuffer::push` builds slots, from a valid `Kind`.
-        if (self.seq_kind & 0xff) as u8 == Kind::Delete as u8 {
-            Kind::Delete
-        } else {
-            Kind::Put
-        }
+        Kind::from_u8((self.seq_kind & 0xff) as u8).unwrap_or(Kind::Put)
     }
 
     /// The internal key's trailer (timestamp, then `seq << 8 | kind`, big-endian).
@@ -134,8 +130,7 @@ impl SortedRun {
         a.prefix
             .cmp(&b.prefix)
             .then_with(|| self.user_key(a).cmp(self.user_key(b)))
-            .then_with(|| b.ts.cmp(&a.ts))
-            .then_with(|| b.seq_kind.cmp(&a.seq_kind))
+            .then_with(|| key::compare_trailers(&a.trailer(), &b.trailer()))
     }
 
     /// Index of the first entry of `user_key` or of the next user key.
@@ -160,7 +155,7 @@ impl SortedRun {
             s.prefix
                 .cmp(&prefix)
                 .then_with(|| self.user_key(s).cmp(user_key))
-                .then_with(|| trailer.cmp(&s.trailer()[..]))
+                .then_with(|| key::compare_trailers(&s.trailer(), trailer))
                 == Ordering::Less
         })
     }

@@ -347,12 +347,7 @@ pub fn digest_page(
 pub fn read_version(node: &Node<'_>, key: &[u8]) -> Result<Option<Stamped>, SessionError> {
     node.db
         .get(key)
-        .map(|e| {
-            e.map(|e| Stamped {
-                ts: e.ts,
-                value: e.value,
-            })
-        })
+        .map(|e| e.map(Stamped::from_entry))
         .map_err(|e| SessionError::Engine(format!("read failed: {e}")))
 }
 
@@ -410,10 +405,7 @@ pub fn apply(
             refused.push((key, why));
             continue;
         }
-        match &version.value {
-            Some(value) => batch.put(&key, value, version.ts),
-            None => batch.delete(&key, version.ts),
-        };
+        version.add_to(&mut batch, &key);
         ts_max = ts_max.max(version.ts);
     }
     let applied = batch.len() as u64;

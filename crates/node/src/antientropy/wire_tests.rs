@@ -33,8 +33,13 @@ fn arb_version() -> impl Strategy<Value = Stamped> {
     (
         any::<u64>(),
         proptest::option::of(proptest::collection::vec(any::<u8>(), 0..48)),
+        proptest::option::of(0..=ataman_engine::expiry::DEADLINE_MS_MAX),
     )
-        .prop_map(|(ts, value)| Stamped { ts, value })
+        .prop_map(|(ts, value, deadline_ms)| Stamped {
+            ts,
+            deadline_ms: deadline_ms.filter(|_| value.is_some()),
+            value,
+        })
 }
 
 fn arb_message() -> impl Strategy<Value = Message> {
@@ -214,6 +219,7 @@ fn largest_push_fits() {
             Stamped {
                 ts: 1,
                 value: Some(vec![2; VALUE_BYTES_MAX]),
+                deadline_ms: Some(u64::MAX >> 16),
             },
         )],
     };

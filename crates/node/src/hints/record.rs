@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! key    := peer_hash: u64 BE, seq: u64 BE          (peer_hash = xxh3_64(peer URL))
-//! record := ts: u64 LE, kind: u8, key_len: u32 LE, key, [value]   (value only for kind 1)
+//! record := ts: u64 LE, kind: u8, key_len: u32 LE, key, [deadline_ms: u64 LE], [value]
+//!           (deadline only for kind 2, value only for kinds 1 and 2)
 //! ```
 //!
 //! Decoders return what is wrong as a string; the store turns it into
@@ -14,6 +15,7 @@
 
 use super::HintError;
 use ataman_engine::Entry;
+use ataman_engine::expiry::DEADLINE_MS_MAX;
 use ataman_engine::key::KEY_BYTES_MAX;
 
 /// Bytes of a key in the hint engine: peer hash (8) and seq (8), both BE
@@ -29,6 +31,10 @@ const HINT_KIND_TOMBSTONE: u8 = 0;
 
 /// Record kind: the missed write is a value (possibly empty).
 const HINT_KIND_VALUE: u8 = 1;
+
+/// Record kind: the missed write is a value with a deadline (the deadline,
+/// u64 LE, follows the key).
+const HINT_KIND_EXPIRING: u8 = 2;
 
 /// The engine timestamp every hint is put with (each key is written once).
 pub const HINT_PUT_TS: u64 = 1;
@@ -111,21 +117,34 @@ pub struct RecordRef<'a> {
     pub key: &'a [u8],
     /// Its value; `None` for a tombstone.
     pub value: Option<&'a [u8]>,
+    /// The value's deadline, Unix milliseconds, if it expires.
+    pub deadline_ms: Option<u64>,
 }
 
 /// Encodes a hint record (`docs/FORMAT.md`, "Hint record"); `key` is at
 /// most [`KEY_BYTES_MAX`] bytes (the store checks before it encodes).
-pub fn encode_record(key: &[u8], ts: u64, value: Option<&[u8]>) -> Vec<u8> {
+/// A deadline goes with a value only (a tombstone's is ignored).
+pub fn encode_record(
+    key: &[u8],
+    ts: u64,
+    value: Option<&[u8]>,
+    deadline_ms: Option<u64>,
+) -> Vec<u8> {
     let value_len = value.map_or(0, <[u8]>::len);
-    let mut out = Vec::with_capacity(HINT_RECORD_HEADER_BYTES + key.len() + value_len);
+    let mut out = Vec::with_capacity(HINT_RECORD_HEADER_BYTES + key.len() + 8 + value_len);
     out.extend_from_slice(&ts.to_le_bytes());
-    out.push(match value {
-        Some(_) => HINT_KIND_VALUE,
-        None => HINT_KIND_TOMBSTONE,
+    let deadline_ms = deadline_ms.filter(|_| value.is_some());
+    out.push(match (value, deadline_ms) {
+        (Some(_), Some(_)) => HINT_KIND_EXPIRING,
+        (Some(_), None) => HINT_KIND_VALUE,
+        (None, _) => HINT_KIND_TOMBSTONE,
     });
     // `add` checked key.len() <= KEY_BYTES_MAX, which fits in u32.
     out.extend_from_slice(&(key.len() as u32).to_le_bytes());
     out.extend_from_slice(key);
+    if let Some(deadline_ms) = deadline_ms {
+        out.extend_from_slice(&deadline_ms.to_le_bytes());
+    }
     if let Some(v) = value {
         out.extend_from_slice(v);
     }
@@ -156,8 +175,22 @@ pub fn decode_record(record: &[u8]) -> Result<RecordRef<'_>, String> {
             rest.len()
         )
     })?;
+    let mut deadline_ms = None;
     let value = match kind {
         HINT_KIND_VALUE => Some(value),
+        HINT_KIND_EXPIRING => {
+            let (deadline, value) = value
+                .split_first_chunk::<8>()
+                .ok_or_else(|| format!("expiring value of {} bytes, no deadline", value.len()))?;
+            let deadline = u64::from_le_bytes(*deadline);
+            if deadline > DEADLINE_MS_MAX {
+                return Err(format!(
+                    "deadline {deadline} ms over the limit of {DEADLINE_MS_MAX}"
+                ));
+            }
+            deadline_ms = Some(deadline);
+            Some(value)
+        }
         HINT_KIND_TOMBSTONE if value.is_empty() => None,
         HINT_KIND_TOMBSTONE => {
             return Err(format!(
@@ -171,6 +204,7 @@ pub fn decode_record(record: &[u8]) -> Result<RecordRef<'_>, String> {
         ts: u64::from_le_bytes(*ts),
         key,
         value,
+        deadline_ms,
     })
 }
 
@@ -182,9 +216,16 @@ mod tests {
     /// The bytes of the example in `docs/FORMAT.md`, "Hint record".
     #[test]
     fn format_doc_example_is_what_the_encoder_writes() {
-        let record = encode_record(b"k", 7, Some(b"v"));
+        let record = encode_record(b"k", 7, Some(b"v"), None);
         assert_eq!(record, [7, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, b'k', b'v']);
-        let tombstone = encode_record(b"k", 7, None);
+        let expiring = encode_record(b"k", 7, Some(b"v"), Some(9));
+        assert_eq!(
+            expiring,
+            [
+                7, 0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 0, 0, b'k', 9, 0, 0, 0, 0, 0, 0, 0, b'v'
+            ]
+        );
+        let tombstone = encode_record(b"k", 7, None, None);
         assert_eq!(tombstone, [7, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, b'k']);
         assert_eq!(
             hint_key(0x0102_0304_0506_0708, 5),
@@ -196,7 +237,7 @@ mod tests {
     /// Each malformed record shape is rejected with a reason.
     #[test]
     fn decode_rejects_malformed_records() {
-        let good = encode_record(b"key", 3, Some(b"value"));
+        let good = encode_record(b"key", 3, Some(b"value"), None);
         assert!(decode_record(&good).is_ok());
         for n in 0..HINT_RECORD_HEADER_BYTES {
             let err = decode_record(&good[..n]).unwrap_err();
@@ -215,8 +256,17 @@ mod tests {
                 .contains("tombstone followed")
         );
         let mut kind = good;
-        kind[8] = 2;
-        assert!(decode_record(&kind).unwrap_err().contains("unknown kind 2"));
+        kind[8] = 3;
+        assert!(decode_record(&kind).unwrap_err().contains("unknown kind 3"));
+        let short = encode_record(b"key", 3, Some(b""), Some(1));
+        assert!(
+            decode_record(&short[..short.len() - 1])
+                .unwrap_err()
+                .contains("no deadline")
+        );
+        let mut far = encode_record(b"key", 3, Some(b"v"), Some(DEADLINE_MS_MAX));
+        far[16..24].copy_from_slice(&(DEADLINE_MS_MAX + 1).to_le_bytes());
+        assert!(decode_record(&far).unwrap_err().contains("over the limit"));
     }
 
     proptest! {
@@ -225,7 +275,7 @@ mod tests {
         #[test]
         fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
             if let Ok(r) = decode_record(&bytes) {
-                prop_assert_eq!(encode_record(r.key, r.ts, r.value), bytes);
+                prop_assert_eq!(encode_record(r.key, r.ts, r.value, r.deadline_ms), bytes);
             }
         }
 
@@ -235,10 +285,12 @@ mod tests {
             key in proptest::collection::vec(any::<u8>(), 0..40),
             ts in any::<u64>(),
             value in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..40)),
+            deadline_ms in proptest::option::of(0..=DEADLINE_MS_MAX),
         ) {
-            let record = encode_record(&key, ts, value.as_deref());
+            let record = encode_record(&key, ts, value.as_deref(), deadline_ms);
             let r = decode_record(&record).unwrap();
-            prop_assert_eq!(r, RecordRef { ts, key: &key, value: value.as_deref() });
+            let deadline_ms = deadline_ms.filter(|_| value.is_some());
+            prop_assert_eq!(r, RecordRef { ts, key: &key, value: value.as_deref(), deadline_ms });
         }
     }
 }

@@ -127,6 +127,7 @@ fn model_add_pending_remove_interleaved_peers() {
                     key,
                     ts,
                     value,
+                    deadline_ms: None,
                 };
                 model.insert((p, next_seq), hint);
                 next_seq += 1;
@@ -196,7 +197,8 @@ fn pending_edges() {
             seq: 1,
             key: b"k".to_vec(),
             ts: 5,
-            value: Some(b"v".to_vec())
+            value: Some(b"v".to_vec()),
+            deadline_ms: None,
         }]
     );
     assert_eq!(store.pending(PEERS[0], Some(1), 10).unwrap(), vec![]);
@@ -348,18 +350,21 @@ fn tombstone_and_empty_value_round_trip_distinctly() {
             key: b"k".to_vec(),
             ts: 10,
             value: None,
+            deadline_ms: None,
         },
         Hint {
             seq: 2,
             key: b"k".to_vec(),
             ts: 11,
             value: Some(vec![]),
+            deadline_ms: None,
         },
         Hint {
             seq: 3,
             key: vec![],
             ts: 12,
             value: Some(vec![]),
+            deadline_ms: None,
         },
     ];
     assert_eq!(all_pending(&store, PEERS[0]), want);
@@ -376,7 +381,7 @@ fn corrupt_record_is_an_error_naming_the_key() {
     let store = open_sim(&fs, u64::MAX);
     store.add(PEERS[0], b"good", 1, Some(b"v")).unwrap();
     store.add(PEERS[1], b"other", 1, Some(b"v")).unwrap();
-    let mut bad = encode_record(b"bad", 2, Some(b"v"));
+    let mut bad = encode_record(b"bad", 2, Some(b"v"), None);
     bad[8] = 7; // the kind byte
     store.put_raw(PEERS[0], 42, &bad);
     let key = hex(&hint_key(peer_hash(PEERS[0]), 42));
@@ -421,7 +426,7 @@ fn foreign_engine_entries_are_corrupt() {
     let fs = SimFs::new();
     let store = open_sim(&fs, u64::MAX);
     let engine_key = hint_key(peer_hash(PEERS[0]), 3);
-    let record = encode_record(b"k", 1, Some(b"v"));
+    let record = encode_record(b"k", 1, Some(b"v"), None);
     store
         .db
         .put(&engine_key, &record, 9, Durability::None)

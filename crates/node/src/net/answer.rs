@@ -130,9 +130,13 @@ pub fn written(
 pub fn decided(awaited: Awaited, verdict: Result<Decision, String>) -> Answer {
     match verdict {
         Ok(Decision::Written) => Answer::Done(awaited),
+        // A value whose deadline has passed on this node's clock too is
+        // gone, whatever a replica with a slower clock answered.
         Ok(Decision::Read(Some(crate::peer::frame::Stamped {
-            value: Some(value), ..
-        }))) => Answer::Value(value),
+            value: Some(value),
+            deadline_ms,
+            ..
+        }))) if deadline_ms.is_none_or(|d| crate::hlc::wall_ms() < d) => Answer::Value(value),
         Ok(Decision::Read(_)) => Answer::NotFound,
         // The replicator re-stamps and never hands this on.
         Ok(Decision::Restamp { .. }) => Answer::Failed(
@@ -157,6 +161,7 @@ mod tests {
         let entry = |value: Option<&[u8]>| ataman_engine::Entry {
             ts: 1,
             value: value.map(<[u8]>::to_vec),
+            deadline_ms: None,
         };
         assert_eq!(
             read(Ok(Some(entry(Some(b"v"))))),
@@ -202,12 +207,13 @@ mod tests {
         let newest = Stamped {
             ts: 3,
             value: Some(b"v".to_vec()),
+            deadline_ms: None,
         };
         assert_eq!(
             decided(Awaited::Read, Ok(Decision::Read(Some(newest)))),
             Answer::Value(b"v".to_vec())
         );
-        let tombstone = Stamped { ts: 3, value: None };
+        let tombstone = Stamped::tombstone(3);
         assert_eq!(
             decided(Awaited::Read, Ok(Decision::Read(Some(tombstone)))),
             Answer::NotFound

@@ -192,6 +192,7 @@ mod tests {
         let put = Command::Write {
             key: b"secret-key".to_vec(),
             value: Some(b"secret-value"),
+            ttl_ms: None,
             ack: 1,
             from: 1,
         };

@@ -54,12 +54,14 @@ mod tests {
             Command::Write {
                 key: b"k".to_vec(),
                 value: Some(b"v"),
+                ttl_ms: None,
                 ack: 1,
                 from: 1,
             },
             Command::Write {
                 key: b"k".to_vec(),
                 value: None,
+                ttl_ms: None,
                 ack: 1,
                 from: 1,
             },

@@ -536,17 +536,24 @@ impl Conn {
                 }
             },
             Action::Get { key, ack, from } => Command::Get { key, ack, from },
-            Action::Put { key, ack, from } => Command::Write {
+            Action::Put {
+                key,
+                ack,
+                from,
+                ttl_ms,
+            } => Command::Write {
                 key,
                 value: Some(body),
                 ack,
                 from,
+                ttl_ms,
             },
             Action::Delete { key, ack, from } => Command::Write {
                 key,
                 value: None,
                 ack,
                 from,
+                ttl_ms: None,
             },
             Action::Range { start, end } => Command::Range { start, end },
             Action::ClusterRange {

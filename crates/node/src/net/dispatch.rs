@@ -36,6 +36,8 @@ pub enum Command<'a> {
         ack: u32,
         /// Replicas asked.
         from: u32,
+        /// A put's time to live in milliseconds (`None`: it never expires).
+        ttl_ms: Option<u64>,
     },
     /// Stream the live entries of `[start, end)`.
     Range {
@@ -138,14 +140,20 @@ pub fn dispatch(
             value,
             ack,
             from,
+            ttl_ms,
         } if !local_only(ctx, &key, ack, from) => {
             let ts = match shared.hlc.now() {
                 Ok(ts) => ts,
                 Err(e) => return Dispatched::Now(answer::busy(e.to_string())),
             };
+            let deadline_ms = match stamp_deadline(ts, ttl_ms) {
+                Ok(d) => d,
+                Err(answer) => return Dispatched::Now(answer),
+            };
             let version = Stamped {
                 ts,
                 value: value.map(<[u8]>::to_vec),
+                deadline_ms,
             };
             let kind = ReplicaOp::Write(version);
             replicated.push(replicated_request(reply_to, key, kind, ack, from));
@@ -158,7 +166,9 @@ pub fn dispatch(
             Dispatched::Now(answer::busy(crate::refill::REFUSAL))
         }
         Command::Get { key, .. } => Dispatched::Now(answer::read(ctx.db.get(&key))),
-        Command::Write { key, value, .. } => write_locally(ctx, reply_to, &key, value),
+        Command::Write {
+            key, value, ttl_ms, ..
+        } => write_locally(ctx, reply_to, &key, value, ttl_ms),
         Command::Range { start, end } => match ctx.db.scan(&start, end.as_deref(), false) {
             Ok(iter) => Dispatched::Stream(Box::new(iter), Encoding::Values),
             Err(e) => Dispatched::Now(answer::scan_failed(&e)),
@@ -235,6 +245,15 @@ fn replicated_request(
     }
 }
 
+/// The absolute deadline of a write stamped `ts` with `ttl_ms`, stamped
+/// here once (crate::ttl); a deadline past the maximum is a 400.
+fn stamp_deadline(ts: u64, ttl_ms: Option<u64>) -> Result<Option<u64>, Answer> {
+    ttl_ms
+        .map(|ttl| crate::ttl::deadline_ms(ts, ttl))
+        .transpose()
+        .map_err(|why| Answer::Failed(answer::Failure::Invalid, why))
+}
+
 /// Stamps a write of `value` (`None`: a delete) and queues it for the engine; its completion
 /// comes back to `reply_to`.
 fn write_locally(
@@ -242,15 +261,21 @@ fn write_locally(
     reply_to: ReplyTo,
     key: &[u8],
     value: Option<&[u8]>,
+    ttl_ms: Option<u64>,
 ) -> Dispatched {
     let ts = match ctx.shared.hlc.now() {
         Ok(ts) => ts,
         Err(e) => return Dispatched::Now(answer::busy(e.to_string())),
     };
+    let deadline_ms = match stamp_deadline(ts, ttl_ms) {
+        Ok(d) => d,
+        Err(answer) => return Dispatched::Now(answer),
+    };
     let mut batch = WriteBatch::with_capacity_for_one(key.len(), value.map_or(0, <[u8]>::len));
-    match value {
-        Some(value) => batch.put(key, value, ts),
-        None => batch.delete(key, ts),
+    match (value, deadline_ms) {
+        (Some(value), Some(deadline_ms)) => batch.put_expiring(key, value, ts, deadline_ms),
+        (Some(value), None) => batch.put(key, value, ts),
+        (None, _) => batch.delete(key, ts),
     };
     let callback = ctx.completions.callback(Target::Slot {
         token: reply_to.token,

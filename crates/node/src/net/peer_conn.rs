@@ -181,7 +181,9 @@ impl PeerServer {
                     match ctx.db.get(&key) {
                         Ok(Some(held))
                             if held.ts > version.ts
-                                || (held.ts == version.ts && held.value != version.value) =>
+                                || (held.ts == version.ts
+                                    && (held.value != version.value
+                                        || held.deadline_ms != version.deadline_ms)) =>
                         {
                             ctx.shared
                                 .metrics
@@ -218,10 +220,7 @@ impl PeerServer {
                 }
                 Message::Read { id, key } => {
                     let result = match ctx.db.get(&key) {
-                        Ok(entry) => Ok(entry.map(|e| Stamped {
-                            ts: e.ts,
-                            value: e.value,
-                        })),
+                        Ok(entry) => Ok(entry.map(Stamped::from_entry)),
                         Err(e) => Err(ReplicaError::new(
                             ReplicaErrorKind::Failed,
                             format!("read failed: {e}"),

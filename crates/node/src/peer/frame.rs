@@ -13,6 +13,7 @@
 //! than the frame it was given.
 
 use super::framing::{self, Cursor, FramingError, put_bytes};
+use ataman_engine::expiry::DEADLINE_MS_MAX;
 use ataman_engine::key::{KEY_BYTES_MAX, VALUE_BYTES_MAX};
 
 /// Bytes before the body: `u32 body_len`, `u32 crc32c(body)` ("Peer frame").
@@ -23,7 +24,7 @@ pub const ERROR_MESSAGE_BYTES_MAX: usize = 1024;
 
 /// Largest frame body: a key and value at their engine bounds plus fields
 /// ("Peer frame"). The largest body the encoder writes is a `Write` of such
-/// a key and value, whose other fields take 26 bytes.
+/// a key and value with a deadline, whose other fields take 34 bytes.
 pub const FRAME_BODY_BYTES_MAX: usize = KEY_BYTES_MAX + VALUE_BYTES_MAX + 64;
 
 /// Kind byte of [`Message::Write`].
@@ -54,6 +55,69 @@ pub struct Stamped {
     pub ts: u64,
     /// The value; `None` is a tombstone (the key was deleted at `ts`).
     pub value: Option<Vec<u8>>,
+    /// The value's absolute deadline, Unix milliseconds, stamped once by
+    /// the coordinator and carried unchanged (`None`: it never expires;
+    /// always `None` for a tombstone).
+    pub deadline_ms: Option<u64>,
+}
+
+impl Stamped {
+    /// A plain value at `ts`.
+    pub fn value(ts: u64, value: Vec<u8>) -> Stamped {
+        Stamped {
+            ts,
+            value: Some(value),
+            deadline_ms: None,
+        }
+    }
+
+    /// A tombstone at `ts`.
+    pub fn tombstone(ts: u64) -> Stamped {
+        Stamped {
+            ts,
+            value: None,
+            deadline_ms: None,
+        }
+    }
+
+    /// The engine's newest version of a key as replicas exchange it (an
+    /// expired value comes out of the engine as a tombstone already).
+    pub fn from_entry(e: ataman_engine::Entry) -> Stamped {
+        Stamped {
+            ts: e.ts,
+            deadline_ms: e.deadline_ms.filter(|_| e.value.is_some()),
+            value: e.value,
+        }
+    }
+
+    /// Adds this version of `key` to `batch`: a put (expiring when it has
+    /// a deadline) or a tombstone.
+    pub fn add_to(&self, batch: &mut ataman_engine::WriteBatch, key: &[u8]) {
+        match (&self.value, self.deadline_ms) {
+            (Some(value), Some(deadline_ms)) => {
+                batch.put_expiring(key, value, self.ts, deadline_ms)
+            }
+            (Some(value), None) => batch.put(key, value, self.ts),
+            (None, _) => batch.delete(key, self.ts),
+        };
+    }
+
+    /// The rank that breaks a tie between versions of equal `ts`, the
+    /// engine's rule on every replica: tombstone (2), then expiring value
+    /// (1), then plain value (0).
+    pub fn tie_rank(&self) -> u8 {
+        match (&self.value, self.deadline_ms) {
+            (None, _) => 2,
+            (Some(_), Some(_)) => 1,
+            (Some(_), None) => 0,
+        }
+    }
+
+    /// True when this version wins over `other`: a newer `ts`, or an equal
+    /// one and a higher [`Stamped::tie_rank`].
+    pub fn newer_than(&self, other: &Stamped) -> bool {
+        (self.ts, self.tie_rank()) > (other.ts, other.tie_rank())
+    }
 }
 
 /// What a replica did with a `Write` it accepted.
@@ -237,14 +301,27 @@ fn put_key(out: &mut Vec<u8>, key: &[u8]) {
     put_bytes(out, key);
 }
 
+/// `has_value` byte of a tombstone ("Body").
+const VERSION_TOMBSTONE: u8 = 0;
+/// `has_value` byte of a plain value.
+const VERSION_VALUE: u8 = 1;
+/// `has_value` byte of a value with a deadline (`deadline_ms` u64 LE follows).
+const VERSION_EXPIRING: u8 = 2;
+
 /// Appends a stamped value (FORMAT.md's `version`, "Body").
 pub(crate) fn put_stamped(out: &mut Vec<u8>, version: &Stamped) {
     out.extend_from_slice(&version.ts.to_le_bytes());
-    match &version.value {
-        None => out.push(0),
-        Some(value) => {
+    match (&version.value, version.deadline_ms) {
+        (None, _) => out.push(VERSION_TOMBSTONE),
+        (Some(value), deadline_ms) => {
             debug_assert!(value.len() <= VALUE_BYTES_MAX, "value over VALUE_BYTES_MAX");
-            out.push(1);
+            match deadline_ms {
+                None => out.push(VERSION_VALUE),
+                Some(deadline_ms) => {
+                    out.push(VERSION_EXPIRING);
+                    out.extend_from_slice(&deadline_ms.to_le_bytes());
+                }
+            }
             put_bytes(out, value);
         }
     }
@@ -329,14 +406,33 @@ fn decode_fields(kind: u8, c: &mut Cursor<'_>) -> Result<Message, String> {
     Ok(msg)
 }
 
-/// A stamped value (FORMAT.md's `version`, "Body"): `ts`, `has_value`, and the value when it has one.
+/// A stamped value (FORMAT.md's `version`, "Body"): `ts`, `has_value`,
+/// the deadline when it has one, and the value when it has one.
 pub(crate) fn stamped(c: &mut Cursor<'_>) -> Result<Stamped, String> {
     let ts = c.u64("ts")?;
-    let value = match c.flag("has_value")? {
+    let (deadline_ms, has_value) = match c.u8("has_value")? {
+        VERSION_TOMBSTONE => (None, false),
+        VERSION_VALUE => (None, true),
+        VERSION_EXPIRING => {
+            let deadline_ms = c.u64("deadline_ms")?;
+            if deadline_ms > DEADLINE_MS_MAX {
+                return Err(format!(
+                    "deadline_ms: {deadline_ms} over the limit of {DEADLINE_MS_MAX}"
+                ));
+            }
+            (Some(deadline_ms), true)
+        }
+        other => return Err(format!("has_value: {other} is not 0, 1 or 2")),
+    };
+    let value = match has_value {
         false => None,
         true => Some(c.bytes("value", VALUE_BYTES_MAX)?),
     };
-    Ok(Stamped { ts, value })
+    Ok(Stamped {
+        ts,
+        value,
+        deadline_ms,
+    })
 }
 
 /// The status byte of a `ReadReply`: `None` for ok, else the error's kind.

@@ -37,8 +37,13 @@ fn arb_version() -> impl Strategy<Value = Stamped> {
     (
         any::<u64>(),
         proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64)),
+        proptest::option::of(0..=ataman_engine::expiry::DEADLINE_MS_MAX),
     )
-        .prop_map(|(ts, value)| Stamped { ts, value })
+        .prop_map(|(ts, value, deadline_ms)| Stamped {
+            ts,
+            deadline_ms: deadline_ms.filter(|_| value.is_some()),
+            value,
+        })
 }
 
 fn arb_error() -> impl Strategy<Value = ReplicaError> {
@@ -174,6 +179,7 @@ fn key_and_value_at_and_past_their_bounds() {
         version: Stamped {
             ts: u64::MAX,
             value: Some(vec![b'v'; VALUE_BYTES_MAX]),
+            deadline_ms: Some(u64::MAX >> 16),
         },
     };
     let bytes = encoded(&msg);
@@ -249,8 +255,19 @@ fn malformed_bodies_are_named() {
     // has_value, found and status out of range.
     let mut bad_flag = vec![0, 0, 0, 0];
     bad_flag.extend_from_slice(&1u64.to_le_bytes());
-    bad_flag.push(2);
+    bad_flag.push(3);
     assert!(malformed_text(&frame(&body(KIND_WRITE, &bad_flag))).contains("has_value"));
+    // A deadline past the maximum, and one cut short.
+    let mut far = vec![0, 0, 0, 0];
+    far.extend_from_slice(&1u64.to_le_bytes());
+    far.push(2);
+    far.extend_from_slice(&(ataman_engine::expiry::DEADLINE_MS_MAX + 1).to_le_bytes());
+    far.extend_from_slice(&[0, 0, 0, 0]);
+    assert!(malformed_text(&frame(&body(KIND_WRITE, &far))).contains("deadline_ms"));
+    let mut short = vec![0, 0, 0, 0];
+    short.extend_from_slice(&1u64.to_le_bytes());
+    short.extend_from_slice(&[2, 1, 2, 3]);
+    assert!(malformed_text(&frame(&body(KIND_WRITE, &short))).contains("deadline_ms"));
     assert!(malformed_text(&frame(&body(KIND_READ_REPLY, &[0, 2]))).contains("found"));
     assert!(malformed_text(&frame(&body(KIND_WRITE_ACK, &[5]))).contains("status"));
     assert!(malformed_text(&frame(&body(KIND_READ_REPLY, &[4]))).contains("status"));
@@ -292,6 +309,7 @@ fn format_doc_example_is_what_the_encoder_writes() {
         version: Stamped {
             ts: 7,
             value: Some(b"v".to_vec()),
+            deadline_ms: None,
         },
     };
     let expected: Vec<u8> = [

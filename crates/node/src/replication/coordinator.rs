@@ -99,10 +99,12 @@ pub struct Coordination {
     restamps: u32,
 }
 
-/// Orders two optional versions: none ranks below every version.
+/// Orders two optional versions: none ranks below every version; equal
+/// timestamps are broken by the engine's tie rule (tombstone, then
+/// expiring value, then plain value: [`Stamped::newer_than`]).
 pub fn newer(a: &Option<Stamped>, b: &Option<Stamped>) -> bool {
     match (a, b) {
-        (Some(a), Some(b)) => a.ts > b.ts,
+        (Some(a), Some(b)) => a.newer_than(b),
         (Some(_), None) => true,
         (None, _) => false,
     }
@@ -128,9 +130,12 @@ impl Coordination {
             panic!("only a write is re-stamped");
         };
         Coordination {
+            // The deadline was stamped once, with the first timestamp: a
+            // re-stamp moves the version, never its deadline.
             kind: ReplicaOp::Write(Stamped {
                 ts,
                 value: version.value.clone(),
+                deadline_ms: version.deadline_ms,
             }),
             ack: self.ack,
             replicas: vec![ReplicaState::Waiting; self.replicas.len()],
@@ -324,6 +329,7 @@ mod tests {
         Stamped {
             ts,
             value: value.map(|s| s.as_bytes().to_vec()),
+            deadline_ms: None,
         }
     }
 
@@ -460,6 +466,25 @@ mod tests {
             c.record(0, ReplicaAnswer::HoldsNewer(5)),
             Some(Decision::Failed(_))
         ));
+    }
+
+    /// Equal timestamps follow the engine's tie rule on every replica:
+    /// tombstone, then expiring value, then plain value; a newer timestamp
+    /// wins whatever its kind.
+    #[test]
+    fn equal_timestamps_tombstone_then_expiring_then_plain() {
+        let plain = Some(v(5, Some("p")));
+        let expiring = Some(Stamped {
+            ts: 5,
+            value: Some(b"e".to_vec()),
+            deadline_ms: Some(9),
+        });
+        let tombstone = Some(v(5, None));
+        assert!(newer(&tombstone, &expiring) && !newer(&expiring, &tombstone));
+        assert!(newer(&expiring, &plain) && !newer(&plain, &expiring));
+        assert!(newer(&tombstone, &plain) && !newer(&plain, &tombstone));
+        assert!(newer(&Some(v(6, Some("p"))), &tombstone));
+        assert!(!newer(&plain, &plain));
     }
 
     /// With ack=1 the first answer decides; later answers still feed read repair.

@@ -11,6 +11,7 @@ fn v(ts: u64, value: &str) -> Stamped {
     Stamped {
         ts,
         value: Some(value.as_bytes().to_vec()),
+        deadline_ms: None,
     }
 }
 

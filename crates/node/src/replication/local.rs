@@ -13,10 +13,7 @@ pub fn local_read(ctx: &NetContext, key: &[u8]) -> ReplicaAnswer {
         return ReplicaAnswer::Failed(format!("local replica: {}", crate::refill::REFUSAL));
     }
     match ctx.db.get(key) {
-        Ok(entry) => ReplicaAnswer::Read(entry.map(|e| Stamped {
-            ts: e.ts,
-            value: e.value,
-        })),
+        Ok(entry) => ReplicaAnswer::Read(entry.map(Stamped::from_entry)),
         Err(e) => ReplicaAnswer::Failed(format!("local replica: read failed: {e}")),
     }
 }
@@ -25,10 +22,7 @@ pub fn local_read(ctx: &NetContext, key: &[u8]) -> ReplicaAnswer {
 /// loop iteration's other writes); `target` hears the outcome.
 pub fn local_write(ctx: &NetContext, key: &[u8], version: &Stamped, target: Target) {
     let mut batch = WriteBatch::new();
-    match &version.value {
-        Some(value) => batch.put(key, value, version.ts),
-        None => batch.delete(key, version.ts),
-    };
+    version.add_to(&mut batch, key);
     ctx.pending_writes.borrow_mut().push(Submission {
         batch,
         durability: ctx.shared.write_durability,

@@ -265,10 +265,13 @@ impl ReplicationIo {
             }
             Action::KeepHint { node, key, version } => {
                 let url = &shared.topology.nodes()[node];
-                if let Err(e) = shared
-                    .hints
-                    .add(url, &key, version.ts, version.value.as_deref())
-                {
+                if let Err(e) = shared.hints.add_expiring(
+                    url,
+                    &key,
+                    version.ts,
+                    version.value.as_deref(),
+                    version.deadline_ms,
+                ) {
                     shared.metrics.hints_refused.fetch_add(1, Ordering::Relaxed);
                     log_hint_refusal(url, &e.to_string());
                 }
@@ -461,6 +464,7 @@ impl ReplicationIo {
                     version: crate::peer::frame::Stamped {
                         ts: h.ts,
                         value: h.value,
+                        deadline_ms: h.deadline_ms,
                     },
                 })
                 .collect();

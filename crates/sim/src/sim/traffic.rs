@@ -57,14 +57,8 @@ impl Sim {
         }
         let kind = match &plan.kind {
             OpKind::Get => ReplicaOp::Read,
-            OpKind::Put(value) => ReplicaOp::Write(Stamped {
-                ts: node.stamp(now),
-                value: Some(value.clone()),
-            }),
-            OpKind::Delete => ReplicaOp::Write(Stamped {
-                ts: node.stamp(now),
-                value: None,
-            }),
+            OpKind::Put(value) => ReplicaOp::Write(Stamped::value(node.stamp(now), value.clone())),
+            OpKind::Delete => ReplicaOp::Write(Stamped::tombstone(node.stamp(now))),
         };
         if let ReplicaOp::Write(v) = &kind {
             op.ts = Some(v.ts);

@@ -563,6 +563,7 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
     let write = |key: &[u8], value: Option<&'b [u8]>| Command::Write {
         key: key.to_vec(),
         value,
+        ttl_ms: None,
         ack,
         from,
     };
@@ -735,6 +736,7 @@ mod tests {
             Command::Write {
                 key: b"b".to_vec(),
                 value: Some(b"2"),
+                ttl_ms: None,
                 ack: 2,
                 from: 3
             }

@@ -1,0 +1,88 @@
+//! Expiring writes: `PUT /v0/entity?id=K&ttl_ms=N`.
+//!
+//! The coordinator (or the single node) turns the relative `ttl_ms` into
+//! one absolute deadline, once, when it stamps the write: the millisecond
+//! part of the version's hybrid-logical-clock timestamp plus `ttl_ms`.
+//! Replicas, hints, read repair and anti-entropy carry that deadline
+//! unchanged ([`crate::peer::frame::Stamped::deadline_ms`]); no replica ever
+//! computes one. A deadline past [`DEADLINE_MS_MAX`] is refused (400),
+//! never wrapped or clamped.
+
+pub use ataman_engine::expiry::DEADLINE_MS_MAX;
+
+/// The query parameter.
+pub const TTL_PARAM: &str = "ttl_ms";
+
+/// Parses the value of `ttl_ms`: a positive decimal integer of
+/// milliseconds, at most [`DEADLINE_MS_MAX`]. The error is the client's
+/// 400 message.
+pub fn parse_ttl_ms(raw: &[u8]) -> Result<u64, String> {
+    let bad = || {
+        format!("{TTL_PARAM} must be a positive integer of milliseconds, at most {DEADLINE_MS_MAX}")
+    };
+    let text = std::str::from_utf8(raw).map_err(|_| bad())?;
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    match text.parse::<u64>() {
+        Ok(ttl) if (1..=DEADLINE_MS_MAX).contains(&ttl) => Ok(ttl),
+        _ => Err(bad()),
+    }
+}
+
+/// The absolute deadline of a write stamped `ts` that lives `ttl_ms`: the
+/// timestamp's milliseconds plus `ttl_ms`. The error (a deadline past
+/// [`DEADLINE_MS_MAX`]) is the client's 400 message.
+pub fn deadline_ms(ts: u64, ttl_ms: u64) -> Result<u64, String> {
+    crate::hlc::millis(ts)
+        .checked_add(ttl_ms)
+        .filter(|d| *d <= DEADLINE_MS_MAX)
+        .ok_or_else(|| {
+            format!(
+                "{TTL_PARAM}={ttl_ms} puts the deadline past the maximum of {DEADLINE_MS_MAX} ms since the Unix epoch"
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ataman_engine::key::timestamp_from_millis;
+
+    /// Positive integers up to the maximum parse; anything else is refused.
+    #[test]
+    fn parse_bounds() {
+        assert_eq!(parse_ttl_ms(b"500"), Ok(500));
+        assert_eq!(parse_ttl_ms(b"1"), Ok(1));
+        assert_eq!(
+            parse_ttl_ms(DEADLINE_MS_MAX.to_string().as_bytes()),
+            Ok(DEADLINE_MS_MAX)
+        );
+        for bad in [
+            &b""[..],
+            b"0",
+            b"-5",
+            b"+5",
+            b"1.5",
+            b"5ms",
+            b"99999999999999999999999",
+        ] {
+            assert!(parse_ttl_ms(bad).is_err(), "{bad:?}");
+        }
+        assert!(parse_ttl_ms((DEADLINE_MS_MAX + 1).to_string().as_bytes()).is_err());
+    }
+
+    /// The deadline is the timestamp's milliseconds plus the TTL; past the
+    /// maximum it is refused, never wrapped.
+    #[test]
+    fn deadline_from_the_stamp() {
+        let ts = timestamp_from_millis(1_000, 7);
+        assert_eq!(deadline_ms(ts, 500), Ok(1_500));
+        assert_eq!(
+            deadline_ms(ts, DEADLINE_MS_MAX - 1_000),
+            Ok(DEADLINE_MS_MAX)
+        );
+        assert!(deadline_ms(ts, DEADLINE_MS_MAX - 999).is_err());
+        assert!(deadline_ms(u64::MAX, DEADLINE_MS_MAX).is_err());
+    }
+}
