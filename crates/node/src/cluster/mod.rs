@@ -2,7 +2,17 @@
 //! this node, and where each key's replicas live.
 //!
 //! - [`placement`]: rendezvous hashing, `from` replicas of a key.
+//! - [`layout`]: a versioned layout (members, replication factor), its
+//!   validation, changes and byte codec.
+//! - [`agreement`]: single-decree Paxos choosing each next layout version.
+//! - [`history`]: the live layouts of a transition and the trackers that
+//!   decide write sets, read sets, copying, pruning and cleanup.
+//! - [`node_table`]: stable node indices across layout versions.
 
+pub mod agreement;
+pub mod history;
+pub mod layout;
+pub mod node_table;
 pub mod placement;
 
 /// `host:port` of an `http://host:port[/...]` URL (validated by the config).
