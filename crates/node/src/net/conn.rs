@@ -504,6 +504,7 @@ impl Conn {
             Action::Range { start, end } => Command::Range { start, end },
             Action::Status => Command::Status,
             Action::Cluster => Command::Cluster,
+            Action::Layout => Command::Layout,
             Action::RepairStart => Command::RepairStart,
             Action::RepairStatus => Command::RepairStatus,
             Action::Metrics => Command::Metrics,
