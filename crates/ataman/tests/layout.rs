@@ -1,6 +1,6 @@
 //! The stored layout on real processes (docs/API.md, "Layout"): a node
 //! started with `--cluster` bootstraps version 1 and serves it on
-//! `GET /v0/layout`; a restart with a list naming other nodes logs that
+//! `GET /v0/layout` (and `ataman_layout_version` on `/metrics`); a restart with a list naming other nodes logs that
 //! the list is stale and keeps the stored layout.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
@@ -53,6 +53,9 @@ fn a_stale_cluster_list_keeps_the_stored_layout() {
     assert!(doc.contains("\"settled\":true"), "{doc}");
     assert!(node.data_dir().join("LAYOUT").exists());
     assert!(!node.log().contains("stale"), "no stale list yet");
+    let metrics = Conn::open(node.addr()).request("GET", "/metrics", &[], None);
+    let metrics = String::from_utf8(metrics.body).unwrap();
+    assert!(metrics.contains("\nataman_layout_version 1\n"), "{metrics}");
 
     node.terminate();
     let four = urls(&[1, 2, 3, 4]);

@@ -1,5 +1,6 @@
 //! `<data-dir>/LAYOUT`: the node's committed layout, and which layout a
-//! node starts with.
+//! node starts with; `<data-dir>/LAYOUT-ACCEPTOR`: its Paxos acceptor's
+//! state for the next version (`super::agreement`).
 //!
 //! The file holds [`Layout::encode`]'s bytes, written to a temporary file,
 //! fsynced, renamed over the file, and the directory fsynced, so a reader
@@ -15,6 +16,7 @@
 //!   of nodes (or another `R`), the list is stale: the node says so in
 //!   its log and keeps the stored layout.
 
+use super::agreement::{Acceptor, AcceptorDecodeError};
 use super::layout::{Layout, LayoutDecodeError, LayoutError};
 use std::fs::File;
 use std::io::Write;
@@ -24,6 +26,10 @@ use std::path::Path;
 pub const LAYOUT_FILE: &str = "LAYOUT";
 /// The temporary file a new layout is written to before the rename.
 pub const LAYOUT_TEMP_FILE: &str = "LAYOUT.tmp";
+/// The Paxos acceptor's state for the next version (`agreement::Acceptor`).
+pub const ACCEPTOR_FILE: &str = "LAYOUT-ACCEPTOR";
+/// The temporary file a new acceptor state is written to before the rename.
+pub const ACCEPTOR_TEMP_FILE: &str = "LAYOUT-ACCEPTOR.tmp";
 
 /// Why the layout file cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +49,14 @@ pub enum LayoutFileError {
         path: String,
         /// Why.
         source: LayoutDecodeError,
+    },
+    /// The acceptor file holds no valid state.
+    #[error("{path} is not a valid acceptor state: {source}")]
+    AcceptorCorrupt {
+        /// The file.
+        path: String,
+        /// Why.
+        source: AcceptorDecodeError,
     },
     /// The flags do not make a valid version 1.
     #[error("cannot bootstrap a layout from --cluster: {0}")]
@@ -104,41 +118,74 @@ pub fn member_list(
     Ok((list, self_index, via))
 }
 
-/// Writes `layout` to `dir/LAYOUT`, atomically and durably.
-pub fn store(dir: &Path, layout: &Layout) -> Result<(), LayoutFileError> {
+/// Writes `bytes` to `dir/name` through `dir/temp`, atomically and durably.
+fn store_bytes(dir: &Path, name: &str, temp: &str, bytes: &[u8]) -> Result<(), LayoutFileError> {
     let io = |path: &Path| {
         let path = path.display().to_string();
         move |source| LayoutFileError::Io { path, source }
     };
-    let temp = dir.join(LAYOUT_TEMP_FILE);
+    let temp = dir.join(temp);
     let mut file = File::create(&temp).map_err(io(&temp))?;
-    file.write_all(&layout.encode()).map_err(io(&temp))?;
+    file.write_all(bytes).map_err(io(&temp))?;
     file.sync_all().map_err(io(&temp))?;
     drop(file);
-    let target = dir.join(LAYOUT_FILE);
+    let target = dir.join(name);
     std::fs::rename(&temp, &target).map_err(io(&target))?;
     File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
 }
 
+/// The bytes of `dir/name`, `None` when there is no file.
+fn load_bytes(dir: &Path, name: &str) -> Result<Option<Vec<u8>>, LayoutFileError> {
+    let path = dir.join(name);
+    match std::fs::read(&path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(LayoutFileError::Io {
+            path: path.display().to_string(),
+            source,
+        }),
+    }
+}
+
+/// Writes `layout` to `dir/LAYOUT`, atomically and durably.
+pub fn store(dir: &Path, layout: &Layout) -> Result<(), LayoutFileError> {
+    store_bytes(dir, LAYOUT_FILE, LAYOUT_TEMP_FILE, &layout.encode())
+}
+
 /// The layout in `dir/LAYOUT`, `None` when there is none.
 pub fn load(dir: &Path) -> Result<Option<Layout>, LayoutFileError> {
-    let path = dir.join(LAYOUT_FILE);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(LayoutFileError::Io {
-                path: path.display().to_string(),
-                source,
-            });
-        }
+    let Some(bytes) = load_bytes(dir, LAYOUT_FILE)? else {
+        return Ok(None);
     };
     Layout::decode(&bytes)
         .map(Some)
         .map_err(|source| LayoutFileError::Corrupt {
-            path: path.display().to_string(),
+            path: dir.join(LAYOUT_FILE).display().to_string(),
             source,
         })
+}
+
+/// Writes the acceptor's state to `dir/LAYOUT-ACCEPTOR`, atomically and
+/// durably: an acceptor answers a prepare or accept that changed its state
+/// only after this returned.
+pub fn store_acceptor(dir: &Path, acceptor: &Acceptor) -> Result<(), LayoutFileError> {
+    store_bytes(dir, ACCEPTOR_FILE, ACCEPTOR_TEMP_FILE, &acceptor.encode())
+}
+
+/// The acceptor state in `dir/LAYOUT-ACCEPTOR`, or a fresh one for the slot
+/// after `committed` when there is none (or it is for a slot already
+/// committed).
+pub fn load_acceptor(dir: &Path, committed: u64) -> Result<Acceptor, LayoutFileError> {
+    let Some(bytes) = load_bytes(dir, ACCEPTOR_FILE)? else {
+        return Ok(Acceptor::new(committed + 1));
+    };
+    let mut acceptor =
+        Acceptor::decode(&bytes).map_err(|source| LayoutFileError::AcceptorCorrupt {
+            path: dir.join(ACCEPTOR_FILE).display().to_string(),
+            source,
+        })?;
+    acceptor.advance(committed);
+    Ok(acceptor)
 }
 
 /// The layout a node starts with.
@@ -270,6 +317,30 @@ mod tests {
         assert_eq!(v, vec![None, Some("127.0.0.1:9".to_owned()), None]);
         let gone = member_list(&flags, &via, &urls(&[2])[0], &layout).unwrap_err();
         assert!(gone.to_string().contains("not a member"), "{gone}");
+    }
+
+    /// The acceptor's promise and accepted value survive a reopen; a state
+    /// for a slot already committed starts fresh; damage is refused.
+    #[test]
+    fn acceptor_state_is_durable() {
+        use crate::cluster::agreement::Ballot;
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(load_acceptor(dir.path(), 4).unwrap(), Acceptor::new(5));
+        let mut a = Acceptor::new(5);
+        let ballot = Ballot { round: 2, node: 9 };
+        a.on_prepare(5, ballot);
+        a.on_accept(5, ballot, Layout::new(5, urls(&[1, 2]), 2).unwrap());
+        store_acceptor(dir.path(), &a).unwrap();
+        assert_eq!(load_acceptor(dir.path(), 4).unwrap(), a);
+        assert_eq!(load_acceptor(dir.path(), 5).unwrap(), Acceptor::new(6));
+        let path = dir.path().join(ACCEPTOR_FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[6] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(matches!(
+            load_acceptor(dir.path(), 4),
+            Err(LayoutFileError::AcceptorCorrupt { .. })
+        ));
     }
 
     /// Flags that cannot make a layout are refused.
