@@ -57,6 +57,21 @@ fn a_stale_cluster_list_keeps_the_stored_layout() {
     let metrics = String::from_utf8(metrics.body).unwrap();
     assert!(metrics.contains("\nataman_layout_version 1\n"), "{metrics}");
 
+    // `ataman ctl layout show` prints the same layout as text.
+    let url = format!("http://{}", node.addr());
+    let shown = std::process::Command::new(env!("CARGO_BIN_EXE_ataman"))
+        .args(["ctl", "layout", "show", "--url", &url])
+        .output()
+        .unwrap();
+    assert!(shown.status.success(), "{shown:?}");
+    assert_eq!(
+        String::from_utf8(shown.stdout).unwrap(),
+        format!(
+            "layout version 1, replication factor 3, settled\n{} (this node)\n{}\n{}\n",
+            three[0], three[1], three[2]
+        )
+    );
+
     node.terminate();
     let four = urls(&[1, 2, 3, 4]);
     write_config(&config, &four);
