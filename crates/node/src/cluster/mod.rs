@@ -5,12 +5,15 @@
 //! - [`layout`]: a versioned layout (members, replication factor), its
 //!   validation, changes and byte codec.
 //! - [`agreement`]: single-decree Paxos choosing each next layout version.
+//! - [`admission`]: what a layout change request gets before agreement
+//!   (propose, 200 for the same plan, 409, 400).
 //! - [`history`]: the live layouts of a transition and the trackers that
 //!   decide write sets, read sets, copying, pruning and cleanup.
 //! - [`node_table`]: stable node indices across layout versions.
 //! - [`layout_file`]: `<data-dir>/LAYOUT`, and which layout a node starts
 //!   with (bootstrap from `--cluster`, or the stored one).
 
+pub mod admission;
 pub mod agreement;
 pub mod history;
 pub mod layout;
