@@ -8,6 +8,8 @@
 //! Exit codes: [`EXIT_OK`], [`EXIT_NOT_FOUND`], [`EXIT_REFUSED`],
 //! [`EXIT_NO_ANSWER`], [`EXIT_REPAIR_FAILED`].
 
+pub mod layout;
+
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -105,6 +107,12 @@ pub enum CtlCommand {
     /// until it finished, print what each peer session did; exit 0 when
     /// every session succeeded.
     Repair,
+    /// The cluster's layout (docs/API.md, "Layout").
+    Layout {
+        /// What to do with it.
+        #[command(subcommand)]
+        command: layout::LayoutCommand,
+    },
 }
 
 /// What went wrong, with the exit code it maps to.
@@ -282,6 +290,16 @@ fn execute(args: &CtlArgs, out: &mut dyn Write) -> Result<(), CtlError> {
         CtlCommand::Repair => {
             let total_ms = args.timeout_ms.unwrap_or(REPAIR_TIMEOUT_MS_DEFAULT).max(1);
             repair(&url, Duration::from_millis(total_ms), out)
+        }
+        CtlCommand::Layout {
+            command: layout::LayoutCommand::Show,
+        } => {
+            let response = exchange(&url, "GET", "/v0/layout", None, timeout)?;
+            expect_status(&response, 200)?;
+            let doc: serde_json::Value = serde_json::from_slice(&response.body)
+                .map_err(|e| CtlError::Format(format!("/v0/layout: {e}")))?;
+            let text = layout::show_text(&doc).map_err(CtlError::Format)?;
+            write_out(out, text.as_bytes())
         }
         CtlCommand::Status => {
             let response = exchange(&url, "GET", "/v0/status", None, timeout)?;

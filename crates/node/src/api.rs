@@ -78,6 +78,8 @@ pub enum Action {
     Status,
     /// This node's view of the cluster (JSON).
     Cluster,
+    /// The layout this node runs with (JSON).
+    Layout,
     /// A peer upgrading the connection to the peer protocol.
     PeerUpgrade,
     /// A peer upgrading the connection to the sync protocol (anti-entropy).
@@ -374,6 +376,7 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
         }
         b"/v0/status" if head.method == Method::Get => (Route::Status, Action::Status),
         b"/v0/cluster" if head.method == Method::Get => (Route::Cluster, Action::Cluster),
+        b"/v0/layout" if head.method == Method::Get => (Route::Cluster, Action::Layout),
         b"/metrics" if head.method == Method::Get => (Route::Metrics, Action::Metrics),
         b"/v0/peer" if head.method == Method::Get => match head.upgrade {
             Some(p) if p.eq_ignore_ascii_case(PEER_PROTOCOL.as_bytes()) => {
@@ -394,7 +397,7 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
             Method::Other(m) if m == "POST" => (Route::Repair, Action::RepairStart),
             _ => (Route::Repair, not_allowed(allow_for(head.path))),
         },
-        b"/v0/status" | b"/v0/cluster" | b"/metrics" | b"/v0/peer" => {
+        b"/v0/status" | b"/v0/cluster" | b"/v0/layout" | b"/metrics" | b"/v0/peer" => {
             (Route::Other, not_allowed("GET"))
         }
         _ => (
@@ -473,6 +476,7 @@ mod tests {
             }
         );
         assert_eq!(act("GET /v0/cluster HTTP/1.1\r\n\r\n"), Action::Cluster);
+        assert_eq!(act("GET /v0/layout HTTP/1.1\r\n\r\n"), Action::Layout);
         assert_eq!(
             act("GET /v0/peer HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: ataman-peer/1\r\n\r\n"),
             Action::PeerUpgrade

@@ -225,9 +225,33 @@ fn bind_resp(config: &NodeConfig) -> Result<Option<std::net::TcpListener>, Strin
     Ok(Some(listener))
 }
 
+/// Loads `<data-dir>/LAYOUT` (bootstrapping version 1 from `--cluster`)
+/// and runs with its members and replication factor: a stored layout wins
+/// over a stale list (docs/ARCHITECTURE.md, "Membership").
+/// A single node (a list of one) keeps no layout: its URL may change with
+/// every restart (`--listen 127.0.0.1:0`) and it has no peers to agree with.
+fn adopt_layout(config: &mut NodeConfig) -> Result<u64, Box<dyn std::error::Error>> {
+    if config.cluster.len() <= 1 {
+        return Ok(1);
+    }
+    let layout = cluster::layout_file::open(
+        &config.data_dir,
+        &config.cluster,
+        Some(config.replication_factor),
+    )?;
+    let self_url = config.cluster[config.self_index].clone();
+    let (list, self_index, via) =
+        cluster::layout_file::member_list(&config.cluster, &config.peer_via, &self_url, &layout)?;
+    config.cluster = list;
+    config.self_index = self_index;
+    config.peer_via = via;
+    config.replication_factor = layout.replication_factor;
+    Ok(layout.version)
+}
+
 /// Runs a node until SIGINT or SIGTERM, then drains and exits.
 pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let config = NodeConfig::resolve(&args)?;
+    let mut config = NodeConfig::resolve(&args)?;
     let auth = auth::Auth::load(&config)?;
     let limit = raise_descriptor_limit()?;
     install_signal_handlers();
@@ -250,6 +274,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         },
     )
     .map_err(|e| format!("cannot open {}: {e}", config.data_dir.display()))?;
+    let layout_version = adopt_layout(&mut config)?;
     let refill = refill::Refill::start(&config.data_dir, config.refill)?;
     if refill.active() {
         tracing::info!(
@@ -285,7 +310,8 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     if config.fault_control.is_some() {
         clock = clock.set_offset_hook(Arc::clone(&switches.clock_offset_ms));
     }
-    let topology = cluster::Topology::new(config.cluster.clone(), config.self_index);
+    let topology = cluster::Topology::new(config.cluster.clone(), config.self_index)
+        .with_version(layout_version);
     let peers = (0..topology.len())
         .map(|i| {
             peer::link::PeerStatus::new(if i == config.self_index {

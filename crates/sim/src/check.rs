@@ -288,6 +288,13 @@ fn replica_durability(history: &History, report: &mut Report) {
                 let slot = acked[*node].entry(key.clone()).or_insert(0);
                 *slot = (*slot).max(*ts);
             }
+            // A cleanup removed a copy the node no longer replicates: it
+            // owes nothing it acknowledged up to that version.
+            Happening::CopyDropped { node, key, ts, .. }
+                if acked[*node].get(key).is_some_and(|a| a <= ts) =>
+            {
+                acked[*node].remove(key);
+            }
             Happening::Restart {
                 at_ms,
                 node,

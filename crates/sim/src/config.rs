@@ -36,6 +36,34 @@ pub enum PlantedBug {
     /// it stored, so no coordinator re-stamps: last writer wins by clocks
     /// alone, as before re-stamping existed.
     NoRestamp,
+    /// A layout transition (`--grow`): reads use the new version's
+    /// replicas before every node confirmed its copying.
+    ReadsBeforeSync,
+    /// A layout transition: writes go to the old version's replicas only,
+    /// skipping the new ones, although the coordinator acked the new version.
+    WritesSkipNew,
+    /// A layout transition: nodes delete the copies they do not hold in
+    /// the new version while the old one is still live.
+    CleanupEarly,
+}
+
+impl PlantedBug {
+    /// Every planted bug by its command-line name.
+    pub const NAMES: [(&'static str, PlantedBug); 5] = [
+        ("ack-minus-one", PlantedBug::AckMinusOne),
+        ("no-restamp", PlantedBug::NoRestamp),
+        ("reads-before-sync", PlantedBug::ReadsBeforeSync),
+        ("writes-skip-new", PlantedBug::WritesSkipNew),
+        ("cleanup-early", PlantedBug::CleanupEarly),
+    ];
+
+    /// Its command-line name.
+    pub fn name(self) -> &'static str {
+        PlantedBug::NAMES
+            .iter()
+            .find(|(_, b)| *b == self)
+            .map_or("?", |(n, _)| n)
+    }
 }
 
 /// Which kinds of fault a run injects while the workload runs.
@@ -132,6 +160,10 @@ pub struct SimConfig {
     pub anti_entropy_during_run: bool,
     /// A bug planted in the coordinator (tests of the checker only).
     pub planted_bug: Option<PlantedBug>,
+    /// A layout transition mid-run (`sim::membership`): the last node
+    /// starts outside the layout (version 1: the others) and is added
+    /// (version 2) while the workload runs.
+    pub grow: bool,
 }
 
 impl SimConfig {
@@ -147,6 +179,7 @@ impl SimConfig {
             final_power_cut: true,
             anti_entropy_during_run: true,
             planted_bug: None,
+            grow: false,
         }
     }
 
@@ -159,6 +192,13 @@ impl SimConfig {
             return Err(format!(
                 "replicas {} not in 1..={}",
                 self.replicas, self.nodes
+            ));
+        }
+        if self.grow && self.replicas > self.nodes - 1 {
+            return Err(format!(
+                "--grow: replicas {} must fit the {} nodes of version 1",
+                self.replicas,
+                self.nodes - 1
             ));
         }
         if self.clients == 0 {

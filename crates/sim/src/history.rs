@@ -138,6 +138,18 @@ pub enum Happening {
         /// The version's timestamp.
         ts: u64,
     },
+    /// Node `node` dropped its copy of `key` (ts `ts`): a layout cleanup
+    /// of a key it no longer replicates (`sim::membership`).
+    CopyDropped {
+        /// When.
+        at_ms: u64,
+        /// Which node.
+        node: usize,
+        /// The key.
+        key: Vec<u8>,
+        /// The version dropped.
+        ts: u64,
+    },
     /// Another fault (partition, cut, loss, skew, disk fault, hints dropped) or its end.
     Fault {
         /// When.

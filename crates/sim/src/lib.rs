@@ -81,10 +81,12 @@ pub fn replay_command(seed: u64, config: &SimConfig) -> String {
     if !config.anti_entropy_during_run {
         cmd.push_str(" --no-anti-entropy-during-run");
     }
-    match config.planted_bug {
-        Some(PlantedBug::AckMinusOne) => cmd.push_str(" --planted-bug ack-minus-one"),
-        Some(PlantedBug::NoRestamp) => cmd.push_str(" --planted-bug no-restamp"),
-        None => {}
+    if config.grow {
+        cmd.push_str(" --grow");
+    }
+    if let Some(bug) = config.planted_bug {
+        cmd.push_str(" --planted-bug ");
+        cmd.push_str(bug.name());
     }
     cmd
 }

@@ -50,7 +50,10 @@ struct Args {
     /// No anti-entropy rounds while the workload runs (the final ones still run).
     #[arg(long)]
     no_anti_entropy_during_run: bool,
-    /// A bug planted, to see the checker catch it: ack-minus-one (coordinator) or no-restamp (replicas store older writes).
+    /// Add the last node to the layout mid-run (version 1 is the others).
+    #[arg(long)]
+    grow: bool,
+    /// A bug planted, to see the checker catch it: ack-minus-one (coordinator), no-restamp (replicas store older writes), or with --grow reads-before-sync, writes-skip-new, cleanup-early.
     #[arg(long, hide = true)]
     planted_bug: Option<String>,
     /// Stop at the first failing seed.
@@ -94,13 +97,16 @@ fn config(args: &Args) -> Result<SimConfig, String> {
         .ok_or_else(|| format!("--faults {}: all, power-loss or none", args.faults))?;
     let planted_bug = match args.planted_bug.as_deref() {
         None => None,
-        Some("ack-minus-one") => Some(PlantedBug::AckMinusOne),
-        Some("no-restamp") => Some(PlantedBug::NoRestamp),
-        Some(other) => {
-            return Err(format!(
-                "--planted-bug {other}: ack-minus-one or no-restamp"
-            ));
-        }
+        Some(name) => Some(
+            PlantedBug::NAMES
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, b)| *b)
+                .ok_or_else(|| {
+                    let names: Vec<&str> = PlantedBug::NAMES.iter().map(|(n, _)| *n).collect();
+                    format!("--planted-bug {name}: one of {}", names.join(", "))
+                })?,
+        ),
     };
     let config = SimConfig {
         nodes: args.nodes,
@@ -112,6 +118,7 @@ fn config(args: &Args) -> Result<SimConfig, String> {
         final_power_cut: !args.no_final_power_cut,
         anti_entropy_during_run: !args.no_anti_entropy_during_run,
         planted_bug,
+        grow: args.grow,
     };
     config.validate()?;
     Ok(config)
@@ -130,6 +137,9 @@ struct Totals {
     hints_kept: u64,
     restamps: u64,
     anti_entropy_copies: u64,
+    layout_settled: u64,
+    layout_copied: u64,
+    layout_dropped: u64,
     messages: u64,
     virtual_ms: u64,
     faults: BTreeMap<&'static str, u64>,
@@ -145,6 +155,9 @@ impl Totals {
         self.hints_kept += stats.hints_kept;
         self.restamps += stats.restamps;
         self.anti_entropy_copies += stats.anti_entropy_copies;
+        self.layout_settled += u64::from(stats.layout_settled);
+        self.layout_copied += stats.layout_copied;
+        self.layout_dropped += stats.layout_dropped;
         self.messages += stats.network.sent;
         self.virtual_ms += stats.virtual_ms;
         for (k, v) in &stats.faults {
@@ -200,7 +213,15 @@ fn explain(history: &History, key: &[u8]) -> String {
             }
             Happening::Fault { at_ms, what } => lines.push((*at_ms, what.clone())),
             Happening::Stuck { at_ms, what } => lines.push((*at_ms, format!("stuck: {what}"))),
-            Happening::ReplicaWrote { .. } => {}
+            Happening::CopyDropped {
+                at_ms,
+                node,
+                key: k,
+                ts,
+            } if k == key => {
+                lines.push((*at_ms, format!("node {node} dropped its copy (ts {ts})")))
+            }
+            Happening::ReplicaWrote { .. } | Happening::CopyDropped { .. } => {}
         }
     }
     lines.sort_by_key(|(at, _)| *at);
@@ -314,6 +335,12 @@ fn main() -> ExitCode {
         totals.restamps,
         totals.anti_entropy_copies
     );
+    if config.grow {
+        println!(
+            "layout: {} of {} runs settled at version 2, versions copied {}, copies dropped {}",
+            totals.layout_settled, totals.seeds, totals.layout_copied, totals.layout_dropped
+        );
+    }
     let faults: Vec<String> = totals
         .faults
         .iter()

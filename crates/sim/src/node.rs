@@ -102,6 +102,11 @@ pub struct SimNode {
     pub(crate) restart_scheduled: bool,
     /// How the node last went down (while it is down: how it is down).
     pub(crate) last_crash: Option<CrashKind>,
+    /// Copies removed by a layout cleanup (`sim::membership`): key -> the
+    /// timestamp dropped. The engine has no purge, so a drop is a mask
+    /// over it (as durable as the disk: it survives crashes); a later
+    /// write of the key lifts it.
+    pub(crate) dropped: std::cell::RefCell<BTreeMap<Vec<u8>, u64>>,
 }
 
 fn options(fs: &SimFs, wal_mode: WalMode, force_recovery: bool) -> Options {
@@ -165,6 +170,7 @@ impl SimNode {
             hints: HintStore::default(),
             restart_scheduled: false,
             last_crash: None,
+            dropped: std::cell::RefCell::new(BTreeMap::new()),
         })
     }
 
@@ -210,7 +216,9 @@ impl SimNode {
     ) -> Result<(), String> {
         let db = self.db.as_ref().ok_or("node is down")?;
         let mut batch = WriteBatch::new();
+        let mut dropped = self.dropped.borrow_mut();
         for (key, version) in versions {
+            dropped.remove(key);
             version.add_to(&mut batch, key);
         }
         db.write(batch, Durability::Complete)
@@ -221,8 +229,12 @@ impl SimNode {
     /// The newest version of `key` on this node.
     pub fn read(&self, key: &[u8]) -> Result<Option<Stamped>, String> {
         let db = self.db.as_ref().ok_or("node is down")?;
+        let masked = self.dropped.borrow().get(key).copied();
         db.get(key)
-            .map(|e| e.map(Stamped::from_entry))
+            .map(|e| {
+                e.filter(|e| masked.is_none_or(|d| e.ts > d))
+                    .map(Stamped::from_entry)
+            })
             .map_err(|e| e.to_string())
     }
 
@@ -232,9 +244,25 @@ impl SimNode {
         let mut state = State::new();
         for item in db.scan(b"", None, true).map_err(|e| e.to_string())? {
             let (key, entry) = item.map_err(|e| e.to_string())?;
+            if self
+                .dropped
+                .borrow()
+                .get(&key)
+                .is_some_and(|&d| entry.ts <= d)
+            {
+                continue;
+            }
             state.insert(key, Stamped::from_entry(entry));
         }
         Ok(state)
+    }
+
+    /// Drops this node's copy of `key` (a layout cleanup): reads and the
+    /// state no longer see the version it holds, `ts`.
+    pub fn drop_copy(&self, key: &[u8], ts: u64) {
+        let mut dropped = self.dropped.borrow_mut();
+        let slot = dropped.entry(key.to_vec()).or_insert(0);
+        *slot = (*slot).max(ts);
     }
 
     /// True when the engine refuses writes after a failed write or sync.

@@ -2,7 +2,23 @@
 //! this node, and where each key's replicas live.
 //!
 //! - [`placement`]: rendezvous hashing, `from` replicas of a key.
+//! - [`layout`]: a versioned layout (members, replication factor), its
+//!   validation, changes and byte codec.
+//! - [`agreement`]: single-decree Paxos choosing each next layout version.
+//! - [`admission`]: what a layout change request gets before agreement
+//!   (propose, 200 for the same plan, 409, 400).
+//! - [`history`]: the live layouts of a transition and the trackers that
+//!   decide write sets, read sets, copying, pruning and cleanup.
+//! - [`node_table`]: stable node indices across layout versions.
+//! - [`layout_file`]: `<data-dir>/LAYOUT`, and which layout a node starts
+//!   with (bootstrap from `--cluster`, or the stored one).
 
+pub mod admission;
+pub mod agreement;
+pub mod history;
+pub mod layout;
+pub mod layout_file;
+pub mod node_table;
 pub mod placement;
 
 /// `host:port` of an `http://host:port[/...]` URL (validated by the config).
@@ -17,6 +33,7 @@ pub struct Topology {
     nodes: Vec<String>,
     self_index: usize,
     seeds: Vec<u64>,
+    version: u64,
 }
 
 impl Topology {
@@ -28,7 +45,19 @@ impl Topology {
             nodes,
             self_index,
             seeds,
+            version: 1,
         }
+    }
+
+    /// The same nodes under layout version `version` (`layout_file`).
+    pub fn with_version(mut self, version: u64) -> Self {
+        self.version = version;
+        self
+    }
+
+    /// The layout version these nodes are (1 for a bootstrapped cluster).
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     /// Every node's URL.

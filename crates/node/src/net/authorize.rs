@@ -12,6 +12,7 @@ pub fn needed(command: &Command<'_>) -> Option<Role> {
         Command::Get { .. }
         | Command::Range { .. }
         | Command::ClusterRange(_)
+        | Command::Layout
         | Command::Cluster
         | Command::RepairStatus
         | Command::Metrics => Some(Role::Read),

@@ -570,6 +570,7 @@ impl Conn {
             Action::InternalRange { start, end } => Command::InternalRange { start, end },
             Action::Status => Command::Status,
             Action::Cluster => Command::Cluster,
+            Action::Layout => Command::Layout,
             Action::RepairStart => Command::RepairStart,
             Action::RepairStatus => Command::RepairStatus,
             Action::Metrics => Command::Metrics,

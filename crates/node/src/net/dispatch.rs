@@ -60,6 +60,8 @@ pub enum Command<'a> {
     Status,
     /// This node's view of the cluster.
     Cluster,
+    /// The layout this node runs with.
+    Layout,
     /// Start an anti-entropy round now.
     RepairStart,
     /// The anti-entropy rounds' state.
@@ -105,6 +107,16 @@ pub fn dispatch(
         Command::Status => Dispatched::Now(Answer::Document(Format::Line, "ok".into())),
         Command::Cluster => {
             let text = crate::replication::status::render_json(shared);
+            Dispatched::Now(Answer::Document(Format::Json, text))
+        }
+        Command::Layout => {
+            let topology = &shared.topology;
+            let text = crate::replication::layout_status::render_json(
+                topology.version(),
+                topology.nodes(),
+                shared.config.replication_factor,
+                &topology.nodes()[topology.self_index()],
+            );
             Dispatched::Now(Answer::Document(Format::Json, text))
         }
         Command::RepairStart => {

@@ -22,6 +22,12 @@
 //! - A read answers once `ack` replicas answered, with the newest version
 //!   among those answers: no version ranks below every version, and a newer
 //!   tombstone means 404. It fails like a write.
+//! - During a layout transition a request's replicas are the union of
+//!   several replica sets (one per live layout version,
+//!   `cluster::history`): it succeeds once `ack` replicas of EACH set
+//!   succeeded (at most the set's size), and fails once any set can no
+//!   longer reach that. A request built with [`Coordination::new`] has one
+//!   set, all its replicas.
 //! - After the answer the coordinator keeps listening until every replica
 //!   answered or the deadline passed, then: a read sends the newest version
 //!   to every replica that answered with an older one (read repair); a
@@ -95,6 +101,7 @@ pub struct Coordination {
     kind: ReplicaOp,
     ack: usize,
     replicas: Vec<ReplicaState>,
+    sets: Vec<Vec<usize>>,
     decided: bool,
     restamps: u32,
 }
@@ -113,11 +120,29 @@ pub fn newer(a: &Option<Stamped>, b: &Option<Stamped>) -> bool {
 impl Coordination {
     /// A request asking `replicas` replicas and waiting for `ack` of them.
     pub fn new(kind: ReplicaOp, ack: usize, replicas: usize) -> Self {
+        Coordination::with_sets(kind, ack, replicas, vec![(0..replicas).collect()])
+    }
+
+    /// A request asking `replicas` replicas and waiting for `ack` of them
+    /// in each of `sets` (positions; each set non-empty, every position in
+    /// range, every replica in some set).
+    pub fn with_sets(kind: ReplicaOp, ack: usize, replicas: usize, sets: Vec<Vec<usize>>) -> Self {
         assert!(ack >= 1 && ack <= replicas, "ack {ack} of {replicas}");
+        assert!(!sets.is_empty(), "at least one replica set");
+        assert!(
+            sets.iter()
+                .all(|s| !s.is_empty() && s.iter().all(|&p| p < replicas)),
+            "sets {sets:?} of {replicas} replicas"
+        );
+        debug_assert!(
+            (0..replicas).all(|p| sets.iter().any(|s| s.contains(&p))),
+            "every replica in a set"
+        );
         Coordination {
             kind,
             ack,
             replicas: vec![ReplicaState::Waiting; replicas],
+            sets,
             decided: false,
             restamps: 0,
         }
@@ -139,6 +164,7 @@ impl Coordination {
             }),
             ack: self.ack,
             replicas: vec![ReplicaState::Waiting; self.replicas.len()],
+            sets: self.sets.clone(),
             decided: false,
             restamps: self.restamps + 1,
         }
@@ -181,6 +207,30 @@ impl Coordination {
             .iter()
             .filter(|r| matches!(r, ReplicaState::Done(o) if f(o)))
             .count()
+    }
+
+    fn count_in(&self, set: &[usize], f: impl Fn(&ReplicaAnswer) -> bool) -> usize {
+        set.iter()
+            .filter(|&&p| matches!(&self.replicas[p], ReplicaState::Done(o) if f(o)))
+            .count()
+    }
+
+    /// (every set reached its ack, some set can no longer reach it)
+    fn quorums(&self) -> (bool, bool) {
+        let mut all_ok = true;
+        let mut any_lost = false;
+        for set in &self.sets {
+            let ack = self.ack.min(set.len());
+            let ok = self.count_in(set, |o| {
+                matches!(o, ReplicaAnswer::Written | ReplicaAnswer::Read(_))
+            });
+            let failed = self.count_in(set, |o| {
+                matches!(o, ReplicaAnswer::Failed(_) | ReplicaAnswer::HoldsNewer(_))
+            });
+            all_ok &= ok >= ack;
+            any_lost |= failed > set.len() - ack;
+        }
+        (all_ok, any_lost)
     }
 
     fn newest_answer(&self) -> Option<Stamped> {
@@ -232,12 +282,13 @@ impl Coordination {
         let ok = self.count(|o| matches!(o, ReplicaAnswer::Written | ReplicaAnswer::Read(_)));
         let failed =
             self.count(|o| matches!(o, ReplicaAnswer::Failed(_) | ReplicaAnswer::HoldsNewer(_)));
-        let decision = if ok >= self.ack {
+        let (all_ok, any_lost) = self.quorums();
+        let decision = if all_ok {
             Some(match self.kind {
                 ReplicaOp::Read => Decision::Read(self.newest_answer()),
                 ReplicaOp::Write(_) => Decision::Written,
             })
-        } else if failed > self.replicas.len() - self.ack {
+        } else if any_lost {
             Some(Decision::Failed(format!(
                 "{ok} of ack={} replicas answered, {failed} failed: {}",
                 self.ack,
@@ -501,5 +552,45 @@ mod tests {
         );
         assert_eq!(c.record(2, ReplicaAnswer::Failed("down".into())), None);
         assert_eq!(c.aftermath().repair, Some((v(8, Some("new")), vec![1])));
+    }
+
+    /// During a transition a write needs ack in EACH set: two answers in
+    /// the old set alone do not decide it (one set of all four would), the
+    /// new set's second answer does, and a set that can no longer reach ack
+    /// fails it although the other set succeeded.
+    #[test]
+    fn write_needs_ack_in_each_set() {
+        let sets = || vec![vec![0, 1, 2], vec![1, 2, 3]];
+        let mut c = Coordination::with_sets(write(), 2, 4, sets());
+        assert_eq!(c.record(0, ReplicaAnswer::Written), None);
+        assert_eq!(c.record(1, ReplicaAnswer::Written), None);
+        assert_eq!(c.record(3, ReplicaAnswer::Written), Some(Decision::Written));
+        // Negative control: one set of all four decides at the second answer.
+        let mut one = Coordination::new(write(), 2, 4);
+        assert_eq!(one.record(0, ReplicaAnswer::Written), None);
+        assert_eq!(
+            one.record(1, ReplicaAnswer::Written),
+            Some(Decision::Written)
+        );
+
+        let mut f = Coordination::with_sets(write(), 2, 4, sets());
+        assert_eq!(f.record(0, ReplicaAnswer::Written), None);
+        assert_eq!(f.record(1, ReplicaAnswer::Written), None);
+        assert_eq!(f.record(2, ReplicaAnswer::Failed("down".into())), None);
+        assert!(matches!(
+            f.record(3, ReplicaAnswer::Failed("down".into())),
+            Some(Decision::Failed(_))
+        ));
+        assert_eq!(f.aftermath().hint, vec![2, 3]);
+    }
+
+    /// A set smaller than ack (a lower replication factor in the new
+    /// version) needs all of its replicas, not more than it has.
+    #[test]
+    fn ack_is_capped_by_the_set() {
+        let mut c = Coordination::with_sets(write(), 3, 3, vec![vec![0, 1, 2], vec![0, 1]]);
+        assert_eq!(c.record(0, ReplicaAnswer::Written), None);
+        assert_eq!(c.record(1, ReplicaAnswer::Written), None);
+        assert_eq!(c.record(2, ReplicaAnswer::Written), Some(Decision::Written));
     }
 }

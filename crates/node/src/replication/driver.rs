@@ -180,8 +180,12 @@ pub struct Request<T> {
     pub kind: ReplicaOp,
     /// Replicas that must answer.
     pub ack: usize,
-    /// The key's replicas, in placement order (`from` of them).
+    /// The key's replicas, in placement order (`from` of them); during a
+    /// layout transition the union of the live versions' sets.
     pub replicas: Vec<usize>,
+    /// The replica sets `ack` is needed in, as positions in `replicas`
+    /// (one per live layout version); empty: one set, every replica.
+    pub sets: Vec<Vec<usize>>,
 }
 
 /// A hint read from the store for delivery.
@@ -279,6 +283,16 @@ impl<T: Copy> Replicator<T> {
         self.actions.pop_front()
     }
 
+    /// The node table grew to `nodes` (a node joined the layout): hint
+    /// delivery gets a cursor for each new index. Indices never shrink or
+    /// move (`cluster::node_table`).
+    pub fn grow_nodes(&mut self, nodes: usize) {
+        while self.hint_cursors.len() < nodes {
+            self.hint_cursors.push(HintCursor::default());
+        }
+        self.config.nodes = self.config.nodes.max(nodes);
+    }
+
     /// Requests in flight.
     pub fn live(&self) -> usize {
         self.live
@@ -336,7 +350,16 @@ impl<T: Copy> Replicator<T> {
             });
             return;
         }
-        let coordination = Coordination::new(request.kind, request.ack, request.replicas.len());
+        let coordination = if request.sets.is_empty() {
+            Coordination::new(request.kind, request.ack, request.replicas.len())
+        } else {
+            Coordination::with_sets(
+                request.kind,
+                request.ack,
+                request.replicas.len(),
+                request.sets,
+            )
+        };
         let index = match self.free.pop() {
             Some(i) => i,
             None => {

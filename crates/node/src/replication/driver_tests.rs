@@ -31,6 +31,7 @@ fn request(kind: ReplicaOp, ack: usize) -> Request<Op> {
         kind,
         ack,
         replicas: vec![0, 1, 2],
+        sets: Vec::new(),
     }
 }
 
@@ -474,4 +475,57 @@ fn invariants_catch_a_miscount() {
     d.live -= 1;
     d.free.push(0);
     assert!(d.invariants().is_err());
+}
+
+/// During a layout transition a write goes to the union of both sets and
+/// answers only once each set has ack; the new node (index 3, from
+/// `grow_nodes`) is asked and hinted like any other.
+#[test]
+fn transition_write_needs_both_sets() {
+    let mut d = driver();
+    d.grow_nodes(4);
+    assert!(d.hint_round_due(3).is_some(), "a cursor for the new node");
+    let mut r = request(ReplicaOp::Write(v(10, "x")), 2);
+    r.replicas = vec![0, 1, 2, 3];
+    r.sets = vec![vec![0, 1, 2], vec![1, 2, 3]];
+    d.start(0, r);
+    let asked = drain(&mut d);
+    assert_eq!(asked.len(), 4);
+    for node in [0, 1] {
+        d.on_answer(
+            node,
+            waiter_of(&asked, node),
+            ReplicaAnswer::Written,
+            &mut no_clock,
+        );
+        assert!(drain(&mut d).is_empty(), "the new set has one ack");
+    }
+    d.on_answer(
+        2,
+        waiter_of(&asked, 2),
+        ReplicaAnswer::Failed("down".into()),
+        &mut no_clock,
+    );
+    assert!(drain(&mut d).is_empty());
+    d.on_answer(
+        3,
+        waiter_of(&asked, 3),
+        ReplicaAnswer::Written,
+        &mut no_clock,
+    );
+    assert_eq!(
+        drain(&mut d),
+        vec![
+            Action::Reply {
+                to: 7,
+                answer: Ok(Decision::Written)
+            },
+            Action::KeepHint {
+                node: 2,
+                key: b"k".to_vec(),
+                version: v(10, "x")
+            }
+        ]
+    );
+    d.invariants().unwrap();
 }

@@ -10,10 +10,12 @@
 //! - [`net_io`]: the network thread's adapter: carries out the driver's
 //!   actions with the thread's peer links, the engine and the hint store.
 //! - [`local`]: the local replica's reads and writes.
+//! - [`layout_status`]: `GET /v0/layout`.
 //! - [`status`]: what the node knows of each peer, `/v0/cluster`, `/metrics`.
 
 pub mod coordinator;
 pub mod driver;
+pub mod layout_status;
 pub mod local;
 pub mod net_io;
 pub mod status;

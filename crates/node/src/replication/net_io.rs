@@ -151,6 +151,7 @@ impl ReplicationIo {
                     kind: request.kind,
                     ack: request.ack,
                     replicas,
+                    sets: Vec::new(),
                 },
             );
             self.drive(ctx, registry);

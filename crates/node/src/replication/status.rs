@@ -61,6 +61,13 @@ pub fn render_json(shared: &NodeShared) -> String {
 /// batch sizes both ways, read repairs and hints.
 pub fn render_metrics(out: &mut String, shared: &NodeShared) {
     use crate::metrics::{gauge, histogram};
+    gauge(
+        out,
+        "ataman_layout_version",
+        "The layout version this node runs with (docs/API.md, \"Layout\").",
+        "gauge",
+        shared.topology.version(),
+    );
     let _ = writeln!(
         out,
         "# HELP ataman_peer_up 1 when this node's link to the peer is connected (self: 1).\n# TYPE ataman_peer_up gauge"

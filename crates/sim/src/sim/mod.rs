@@ -16,9 +16,12 @@
 //! - `run`: the events, the counts, [`Sim`], the phases and the dispatch
 //!   of events;
 //! - `traffic`: client requests, coordination, messages, local writes, hints;
-//! - `disruption`: faults, restarts, flushes and compactions, anti-entropy ticks.
+//! - `disruption`: faults, restarts, flushes and compactions, anti-entropy ticks;
+//! - `membership`: a layout transition mid-run (`--grow`): the node's own
+//!   layout rules on every node, tracker gossip, copying, cleanup.
 
 mod disruption;
+pub mod membership;
 mod run;
 mod traffic;
 

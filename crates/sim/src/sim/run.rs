@@ -83,6 +83,8 @@ pub enum Event {
     Maintenance,
     /// An anti-entropy round between two nodes.
     AntiEntropy,
+    /// Every node's layout work (`membership`, runs with `--grow` only).
+    MembershipTick,
 }
 
 /// Counters of one run.
@@ -108,6 +110,12 @@ pub struct RunStats {
     pub anti_entropy_rounds: u64,
     /// Versions anti-entropy copied.
     pub anti_entropy_copies: u64,
+    /// A layout transition ran and every node settled at its new version (`--grow`).
+    pub layout_settled: bool,
+    /// Versions copied to nodes that gained keys in the transition.
+    pub layout_copied: u64,
+    /// Copies dropped by cleanups after it.
+    pub layout_dropped: u64,
     /// The network's counters.
     pub network: NetworkStats,
     /// Events run.
@@ -145,6 +153,7 @@ pub struct Sim {
     pub(super) healing: bool,
     pub(super) local_writes_pending: usize,
     pub(super) stats: RunStats,
+    pub(super) membership: Option<super::membership::Membership>,
 }
 
 /// The URL-like names the nodes' placement seeds are made from.
@@ -166,7 +175,13 @@ impl Sim {
         let nodes = (0..config.nodes)
             .map(|i| SimNode::new(i, config.nodes, config.wal_mode))
             .collect::<Result<Vec<_>, _>>()?;
-        let seeds = placement::seeds(&node_names(config.nodes));
+        let (seeds, membership) = if config.grow {
+            let m = super::membership::Membership::new(config.nodes, config.replicas)?;
+            let urls = super::membership::node_urls(config.nodes);
+            (placement::seeds(&urls), Some(m))
+        } else {
+            (placement::seeds(&node_names(config.nodes)), None)
+        };
         let clients = (0..config.clients).map(Client::new).collect();
         let history = History {
             nodes: config.nodes,
@@ -186,6 +201,7 @@ impl Sim {
             healing: false,
             local_writes_pending: 0,
             stats: RunStats::default(),
+            membership,
             config,
         })
     }
@@ -213,6 +229,10 @@ impl Sim {
         if self.config.anti_entropy_during_run {
             let gap = self.between(ANTI_ENTROPY_GAP_MS);
             self.world.schedule(gap, Event::AntiEntropy);
+        }
+        if self.membership.is_some() {
+            self.world
+                .schedule(super::membership::MEMBERSHIP_TICK_MS, Event::MembershipTick);
         }
         while self.ops_done < self.config.steps {
             let Some(event) = self.world.pop() else {
@@ -243,6 +263,7 @@ impl Sim {
             }
         }
         self.run_until_quiet("after healing");
+        self.settle_membership();
         self.converge();
         self.run_until_quiet("after the final repairs");
         if self.config.final_power_cut {
@@ -273,6 +294,11 @@ impl Sim {
         for node in &self.nodes {
             self.stats.hints_dropped += node.hints.dropped;
             self.stats.hints_delivered += node.hints.delivered;
+        }
+        if let Some(m) = &self.membership {
+            self.stats.layout_settled = m.settled();
+            self.stats.layout_copied = m.copied;
+            self.stats.layout_dropped = m.dropped;
         }
         self.stats.network = self.network.stats;
         self.stats.events = self.world.taken();
@@ -367,8 +393,15 @@ impl Sim {
         } else {
             (&mut high[0], &mut low[b])
         };
+        let seeds = match &self.membership {
+            Some(m) => m.scope_seeds(&self.seeds),
+            None => &self.seeds,
+        };
+        if a.max(b) >= seeds.len() {
+            return; // a node outside the layout anti-entropy follows
+        }
         self.stats.anti_entropy_rounds += 1;
-        match antientropy::round(na, nb, &self.seeds, self.config.replicas, depth, now) {
+        match antientropy::round(na, nb, seeds, self.config.replicas, depth, now) {
             Ok(report) => {
                 self.stats.anti_entropy_copies +=
                     (report.fetched.len() + report.pushed.len()) as u64;
@@ -432,6 +465,7 @@ impl Sim {
                     self.anti_entropy_tick();
                 }
             }
+            Event::MembershipTick => self.membership_tick(),
         }
     }
 }

@@ -72,12 +72,12 @@ impl Sim {
             (Some(PlantedBug::AckMinusOne), ReplicaOp::Write(_)) if plan.ack >= 2 => plan.ack - 1,
             _ => plan.ack,
         };
-        let replicas = ataman_node::cluster::placement::rank_with_seeds(
-            &self.seeds,
+        let (replicas, sets) = self.replicas_for(
+            plan.coordinator,
             &plan.key,
-            self.config.replicas,
+            matches!(kind, ReplicaOp::Write(_)),
         );
-        node.driver.start(
+        self.nodes[plan.coordinator].driver.start(
             now,
             Request {
                 reply_to: id,
@@ -85,6 +85,7 @@ impl Sim {
                 kind,
                 ack,
                 replicas,
+                sets,
             },
         );
         self.schedule_deadline(plan.coordinator);

@@ -1,0 +1,352 @@
+//! The live layouts and the trackers that say how far each node is with a
+//! transition: which versions writes go to, which version reads use, when
+//! copying may start, when the old version is dropped and what a node may
+//! delete.
+//!
+//! Pure logic, no I/O: the node (and the simulation) feed it committed
+//! layouts and tracker values, and ask it for decisions.
+//!
+//! # Trackers
+//! Three numbers per node, each only growing, merged by maximum, so they
+//! are gossiped without consensus (a node missing from a tracker counts as
+//! version 0):
+//! - `ack[n]`: the highest version node `n` writes to. It raises it once it
+//!   knows the version, no longer starts writes that skip the version's
+//!   replicas, and its writes started before that are all done.
+//! - `sync[n]`: the highest version whose data `n` has fully received
+//!   (copying done for every key it gains).
+//! - `sync_ack[n]`: the highest version `n` has seen synced by every node.
+//!
+//! # Rules
+//! - The live versions are the newest committed one and, during a
+//!   transition, the one before it: one transition at a time
+//!   ([`History::begin`] refuses a version past current + 1, and a new one
+//!   while a transition is under way).
+//! - "Every node" is every member of a live version (the old members and
+//!   the new ones).
+//! - Writes go to each live version's replica set of the key and need
+//!   `ack` acknowledgements in each set ([`History::write_sets`]).
+//! - Copying for version `v` may start once `min(ack) >= v`: from then on
+//!   every write acknowledged earlier is in the old sets, and every later
+//!   one reaches the new sets too ([`History::copy_may_start`]).
+//! - Reads use the newest live version `v` with `min(sync) >= v`, else the
+//!   oldest live version ([`History::read_layout`]).
+//! - The old version is dropped once `min(sync_ack) >= new version`
+//!   ([`History::prune`]); only then may a node delete the copies of keys
+//!   it no longer replicates ([`History::may_delete`]).
+
+use super::layout::Layout;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Which tracker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Tracker {
+    /// The version a node writes to.
+    Ack,
+    /// The version whose data a node has received.
+    Sync,
+    /// The version a node saw synced everywhere.
+    SyncAck,
+}
+
+/// Every node's three trackers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Trackers {
+    /// `ack[node]`.
+    pub ack: BTreeMap<String, u64>,
+    /// `sync[node]`.
+    pub sync: BTreeMap<String, u64>,
+    /// `sync_ack[node]`.
+    pub sync_ack: BTreeMap<String, u64>,
+}
+
+impl Trackers {
+    fn map(&self, which: Tracker) -> &BTreeMap<String, u64> {
+        match which {
+            Tracker::Ack => &self.ack,
+            Tracker::Sync => &self.sync,
+            Tracker::SyncAck => &self.sync_ack,
+        }
+    }
+
+    fn map_mut(&mut self, which: Tracker) -> &mut BTreeMap<String, u64> {
+        match which {
+            Tracker::Ack => &mut self.ack,
+            Tracker::Sync => &mut self.sync,
+            Tracker::SyncAck => &mut self.sync_ack,
+        }
+    }
+
+    /// `which[node]` (0 when unknown).
+    pub fn get(&self, which: Tracker, node: &str) -> u64 {
+        self.map(which).get(node).copied().unwrap_or(0)
+    }
+
+    /// Raises `which[node]` to `version`; returns whether it grew.
+    pub fn raise(&mut self, which: Tracker, node: &str, version: u64) -> bool {
+        let slot = self.map_mut(which).entry(node.to_owned()).or_insert(0);
+        if version > *slot {
+            *slot = version;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Merges `other` in by maximum; returns whether anything grew.
+    pub fn merge(&mut self, other: &Trackers) -> bool {
+        let mut grew = false;
+        for which in [Tracker::Ack, Tracker::Sync, Tracker::SyncAck] {
+            for (node, &v) in other.map(which) {
+                grew |= self.raise(which, node, v);
+            }
+        }
+        grew
+    }
+
+    /// The minimum of `which` over `nodes` (0 when one is unknown).
+    pub fn min_over<'a>(&self, which: Tracker, nodes: impl IntoIterator<Item = &'a String>) -> u64 {
+        nodes
+            .into_iter()
+            .map(|n| self.get(which, n))
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Drops the entries of nodes not in `keep`.
+    fn retain(&mut self, keep: &BTreeSet<String>) {
+        for which in [Tracker::Ack, Tracker::Sync, Tracker::SyncAck] {
+            self.map_mut(which).retain(|n, _| keep.contains(n));
+        }
+    }
+}
+
+/// Why a layout cannot be installed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransitionError {
+    /// Not current + 1 (409).
+    #[error("version {got} is not the next one (current {current})")]
+    NotNext {
+        /// The current version.
+        current: u64,
+        /// The one given.
+        got: u64,
+    },
+    /// A transition to `to` is under way (409).
+    #[error("the transition to version {to} is under way")]
+    Underway {
+        /// Its version.
+        to: u64,
+    },
+}
+
+/// The live layouts (oldest first) and the trackers.
+///
+/// # Invariants
+/// - One or two live versions, consecutive.
+/// - Trackers never exceed the newest version, and only name nodes of a
+///   live version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct History {
+    live: Vec<Layout>,
+    trackers: Trackers,
+}
+
+impl History {
+    /// A settled history at `layout`: every member is at its version on
+    /// every tracker (a bootstrapped cluster has nothing to move).
+    pub fn settled(layout: Layout) -> Self {
+        let mut trackers = Trackers::default();
+        for node in &layout.nodes {
+            for which in [Tracker::Ack, Tracker::Sync, Tracker::SyncAck] {
+                trackers.raise(which, node, layout.version);
+            }
+        }
+        History {
+            live: vec![layout],
+            trackers,
+        }
+    }
+
+    /// A history from its parts (a restart: what the node stored).
+    pub fn from_parts(live: Vec<Layout>, trackers: Trackers) -> Option<Self> {
+        let ok = matches!(live.len(), 1 | 2)
+            && live.windows(2).all(|w| w[1].version == w[0].version + 1);
+        ok.then(|| {
+            let mut h = History { live, trackers };
+            h.trim_trackers();
+            h
+        })
+    }
+
+    /// The newest committed layout.
+    pub fn current(&self) -> &Layout {
+        &self.live[self.live.len() - 1]
+    }
+
+    /// The live layouts, oldest first.
+    pub fn live(&self) -> &[Layout] {
+        &self.live
+    }
+
+    /// The trackers.
+    pub fn trackers(&self) -> &Trackers {
+        &self.trackers
+    }
+
+    /// True during a transition (two live versions).
+    pub fn in_transition(&self) -> bool {
+        self.live.len() > 1
+    }
+
+    /// Every member of a live version, sorted.
+    pub fn all_nodes(&self) -> BTreeSet<String> {
+        self.live
+            .iter()
+            .flat_map(|l| l.nodes.iter().cloned())
+            .collect()
+    }
+
+    fn min(&self, which: Tracker) -> u64 {
+        let nodes = self.all_nodes();
+        self.trackers.min_over(which, &nodes)
+    }
+
+    fn trim_trackers(&mut self) {
+        let keep = self.all_nodes();
+        self.trackers.retain(&keep);
+        let newest = self.current().version;
+        for which in [Tracker::Ack, Tracker::Sync, Tracker::SyncAck] {
+            for v in self.trackers.map_mut(which).values_mut() {
+                *v = (*v).min(newest);
+            }
+        }
+    }
+
+    /// Installs the committed `next`: the same version again is a no-op
+    /// (`Ok(false)`); current + 1 starts a transition (`Ok(true)`) unless
+    /// one is under way.
+    pub fn begin(&mut self, next: Layout) -> Result<bool, TransitionError> {
+        let current = self.current().version;
+        if next.version == current && next == *self.current() {
+            return Ok(false);
+        }
+        if next.version != current + 1 {
+            return Err(TransitionError::NotNext {
+                current,
+                got: next.version,
+            });
+        }
+        if self.in_transition() {
+            return Err(TransitionError::Underway { to: current });
+        }
+        self.live.push(next);
+        Ok(true)
+    }
+
+    /// Raises `which[node]` (capped at the newest version; nodes of no live
+    /// version are ignored); returns whether it grew.
+    pub fn raise(&mut self, which: Tracker, node: &str, version: u64) -> bool {
+        if !self.live.iter().any(|l| l.is_member(node)) {
+            return false;
+        }
+        let version = version.min(self.current().version);
+        self.trackers.raise(which, node, version)
+    }
+
+    /// Merges gossiped trackers; returns whether anything grew.
+    pub fn merge(&mut self, other: &Trackers) -> bool {
+        let mut grew = false;
+        for which in [Tracker::Ack, Tracker::Sync, Tracker::SyncAck] {
+            for (node, &v) in other.map(which) {
+                grew |= self.raise(which, node, v);
+            }
+        }
+        grew
+    }
+
+    /// `node` saw every node synced: raises its `sync_ack` to `min(sync)`.
+    pub fn observe_synced(&mut self, node: &str) -> bool {
+        let synced = self.min(Tracker::Sync);
+        self.raise(Tracker::SyncAck, node, synced)
+    }
+
+    /// Each live version's replica set of `key` (oldest version first):
+    /// a write needs `ack` acknowledgements in each.
+    pub fn write_sets(&self, key: &[u8]) -> Vec<Vec<&str>> {
+        self.live.iter().map(|l| l.replicas(key)).collect()
+    }
+
+    /// The layout reads use: the newest live version every node synced.
+    pub fn read_layout(&self) -> &Layout {
+        let synced = self.min(Tracker::Sync);
+        self.live
+            .iter()
+            .rev()
+            .find(|l| synced >= l.version)
+            .unwrap_or(&self.live[0])
+    }
+
+    /// True once copying for the newest version may start (and during a
+    /// transition only).
+    pub fn copy_may_start(&self) -> bool {
+        self.in_transition() && self.min(Tracker::Ack) >= self.current().version
+    }
+
+    /// Drops the old version once every node saw the new one synced;
+    /// returns whether it did.
+    pub fn prune(&mut self) -> bool {
+        if !self.in_transition() || self.min(Tracker::SyncAck) < self.current().version {
+            return false;
+        }
+        self.live.remove(0);
+        self.trim_trackers();
+        true
+    }
+
+    /// Settled: no transition under way.
+    pub fn is_settled(&self) -> bool {
+        !self.in_transition()
+    }
+
+    /// True if `node` may delete its copy of `key`: no transition is under
+    /// way and it is not one of the key's replicas.
+    pub fn may_delete(&self, node: &str, key: &[u8]) -> bool {
+        !self.in_transition() && !self.current().replicas(key).contains(&node)
+    }
+
+    /// True if `node` receives `key` in the transition: a replica of it in
+    /// the new version and not in the old one.
+    pub fn gains(&self, node: &str, key: &[u8]) -> bool {
+        match self.live.as_slice() {
+            [old, new] => new.replicas(key).contains(&node) && !old.replicas(key).contains(&node),
+            _ => false,
+        }
+    }
+
+    /// Where a node that gains `key` copies it from: every old replica,
+    /// the ones that give the key up first. Copying is complete only once
+    /// the gaining node merged what every reachable one holds: a write
+    /// acknowledged by `ack` old replicas may have missed any one of them,
+    /// so one source alone is not enough.
+    pub fn sources(&self, key: &[u8]) -> Vec<&str> {
+        let [old, new] = self.live.as_slice() else {
+            return Vec::new();
+        };
+        let keeps = new.replicas(key);
+        let was = old.replicas(key);
+        let mut out: Vec<&str> = was.iter().copied().filter(|n| !keeps.contains(n)).collect();
+        out.extend(was.iter().copied().filter(|n| keeps.contains(n)));
+        out
+    }
+
+    /// True if `node` is a member of no live version: it was removed, and
+    /// (the history being settled or not) no read needs it.
+    pub fn removed(&self, node: &str) -> bool {
+        !self.live.iter().any(|l| l.is_member(node))
+    }
+}
+
+#[cfg(test)]
+#[path = "history_tests.rs"]
+mod tests;

@@ -1,0 +1,403 @@
+//! Layout transitions in a run (`--grow`): the last node starts outside
+//! the layout (version 1 holds the others) and is added as version 2 once
+//! a third of the workload was answered, with the node's own pure rules
+//! (`ataman_node::cluster::history` and `node_table`) deciding every
+//! request's replica sets on every node.
+//!
+//! What each node does, every [`MEMBERSHIP_TICK_MS`] while it is up:
+//! - Learning: one node learns version 2 when it is committed; the others
+//!   learn it from any peer they exchange with (gossip below). A node that
+//!   learns it waits until every write it started before is answered, then
+//!   raises its `ack` tracker.
+//! - Gossip: two random nodes that reach each other both ways exchange
+//!   their layout and trackers (merged by maximum).
+//! - Copying: once its view says copying may start, a node that gains keys
+//!   merges what EVERY old replica of each such key holds (tombstones
+//!   included), then raises its `sync` tracker; a source down or cut off
+//!   postpones the whole copy to a later tick (it is repeated whole, so a
+//!   crash of either side only delays it).
+//! - It raises `sync_ack` once it sees every node synced, drops the old
+//!   version once every node did, and only then deletes the copies it no
+//!   longer replicates (a mask over its engine, `SimNode::drop_copy`).
+//!
+//! Layouts and trackers survive crashes (the real node keeps them on disk).
+//! The consensus that commits version 2 is not simulated (its rules are
+//! tested in `cluster::agreement`); nor are hints redirected from a node
+//! that stopped replicating a key (cleanup drops whatever they bring back).
+
+use super::{Event, Sim};
+use crate::config::PlantedBug;
+use crate::history::{Happening, OpId, OpResult};
+use ataman_node::cluster::history::{History, Tracker};
+use ataman_node::cluster::layout::Layout;
+use ataman_node::cluster::node_table::{NodeTable, Placed};
+use ataman_node::cluster::placement;
+use ataman_node::peer::frame::Stamped;
+
+/// How often every node runs its membership work, ms.
+pub const MEMBERSHIP_TICK_MS: u64 = 25;
+
+/// The URLs of a run's nodes when its layout changes (placement hashes them).
+pub fn node_urls(nodes: usize) -> Vec<String> {
+    (0..nodes).map(|i| format!("http://sim-node-{i}")).collect()
+}
+
+/// One node's view of the layout.
+#[derive(Debug, Clone)]
+pub struct View {
+    /// Its live layouts and trackers.
+    pub history: History,
+    /// The same in node indices.
+    placed: Placed,
+    /// While it waits to ack the newest version: the writes it started before.
+    old_writes: Option<Vec<OpId>>,
+}
+
+/// The layout transition of a run.
+#[derive(Debug)]
+pub struct Membership {
+    urls: Vec<String>,
+    table: NodeTable,
+    next: Layout,
+    committed: bool,
+    views: Vec<View>,
+    /// Versions copied to gaining nodes.
+    pub copied: u64,
+    /// Copies dropped by cleanups.
+    pub dropped: u64,
+}
+
+impl Membership {
+    /// Version 1 of all nodes but the last, version 2 of all; R `replicas`.
+    pub fn new(nodes: usize, replicas: usize) -> Result<Membership, String> {
+        let urls = node_urls(nodes);
+        let first =
+            Layout::new(1, urls[..nodes - 1].to_vec(), replicas).map_err(|e| e.to_string())?;
+        let next = Layout::new(2, urls.clone(), replicas).map_err(|e| e.to_string())?;
+        let mut table = NodeTable::new(&urls);
+        let history = History::settled(first);
+        let placed = Placed::new(&history, &mut table);
+        let view = View {
+            history,
+            placed,
+            old_writes: None,
+        };
+        Ok(Membership {
+            views: vec![view; nodes],
+            urls,
+            table,
+            next,
+            committed: false,
+            copied: 0,
+            dropped: 0,
+        })
+    }
+
+    fn refresh(&mut self, node: usize) {
+        let view = &mut self.views[node];
+        view.placed = Placed::new(&view.history, &mut self.table);
+    }
+
+    /// True once every node's view holds only version 2.
+    pub fn settled(&self) -> bool {
+        self.committed
+            && self
+                .views
+                .iter()
+                .all(|v| v.history.is_settled() && v.history.current().version == self.next.version)
+    }
+
+    /// The placement seeds anti-entropy uses: version 1's members (a
+    /// prefix of the nodes) until every node dropped version 1.
+    pub fn scope_seeds<'a>(&self, all: &'a [u64]) -> &'a [u64] {
+        if self.settled() {
+            all
+        } else {
+            &all[..all.len() - 1]
+        }
+    }
+}
+
+impl Sim {
+    /// A request's replicas and the sets `ack` is needed in (empty: one set).
+    pub(super) fn replicas_for(
+        &self,
+        coordinator: usize,
+        key: &[u8],
+        write: bool,
+    ) -> (Vec<usize>, Vec<Vec<usize>>) {
+        let Some(m) = &self.membership else {
+            let replicas = placement::rank_with_seeds(&self.seeds, key, self.config.replicas);
+            return (replicas, Vec::new());
+        };
+        let placed = &m.views[coordinator].placed;
+        let bug = self.config.planted_bug;
+        let pick = |sets: &[Vec<usize>], replicas: &[usize], which: usize| -> Vec<usize> {
+            sets[which].iter().map(|&p| replicas[p]).collect()
+        };
+        if write {
+            let w = placed.write(key);
+            if bug == Some(PlantedBug::WritesSkipNew) && w.sets.len() > 1 {
+                return (pick(&w.sets, &w.replicas, 0), Vec::new());
+            }
+            (w.replicas, w.sets)
+        } else if bug == Some(PlantedBug::ReadsBeforeSync) {
+            let w = placed.write(key);
+            (pick(&w.sets, &w.replicas, w.sets.len() - 1), Vec::new())
+        } else {
+            (placed.read(key).replicas, Vec::new())
+        }
+    }
+
+    /// Node `node` learns version 2 (a no-op if it knows it).
+    fn learn(&mut self, node: usize) {
+        let waiting = self.nodes[node].driver.waiting();
+        let Some(m) = self.membership.as_mut() else {
+            return;
+        };
+        if m.views[node].history.begin(m.next.clone()) == Ok(true) {
+            let old: Vec<OpId> = waiting
+                .into_iter()
+                .filter(|&op| self.history.ops[op].is_write())
+                .collect();
+            m.views[node].old_writes = Some(old);
+            m.refresh(node);
+        }
+    }
+
+    pub(super) fn membership_tick(&mut self) {
+        if self.membership.is_none() {
+            return;
+        }
+        self.world
+            .schedule(MEMBERSHIP_TICK_MS, Event::MembershipTick);
+        let up: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].is_up())
+            .collect();
+        let committed = self.membership.as_ref().is_some_and(|m| m.committed);
+        if !committed {
+            if (self.ops_done >= self.config.steps / 3 || self.healing)
+                && let Some(&first) = self.world.rng.pick(&up)
+            {
+                if let Some(m) = self.membership.as_mut() {
+                    m.committed = true;
+                }
+                self.fault_record(format!(
+                    "layout: version 2 committed, learned by node {first}"
+                ));
+                self.learn(first);
+            }
+            return;
+        }
+        if up.len() >= 2 {
+            let a = up[self.world.rng.index(up.len())];
+            let b = up[self.world.rng.index(up.len())];
+            let now = self.now();
+            if a != b && !self.network.is_cut(a, b, now) && !self.network.is_cut(b, a, now) {
+                self.gossip(a, b);
+            }
+        }
+        for node in up {
+            self.membership_work(node);
+        }
+    }
+
+    fn gossip(&mut self, a: usize, b: usize) {
+        let Some(m) = self.membership.as_ref() else {
+            return;
+        };
+        let (va, vb) = (
+            m.views[a].history.current().version,
+            m.views[b].history.current().version,
+        );
+        if va > vb {
+            self.learn(b);
+        } else if vb > va {
+            self.learn(a);
+        }
+        let Some(m) = self.membership.as_mut() else {
+            return;
+        };
+        let ta = m.views[a].history.trackers().clone();
+        let tb = m.views[b].history.trackers().clone();
+        if m.views[a].history.merge(&tb) {
+            m.refresh(a);
+        }
+        if m.views[b].history.merge(&ta) {
+            m.refresh(b);
+        }
+    }
+
+    /// Node `node`'s own steps: ack, copy, sync_ack, prune, cleanup.
+    fn membership_work(&mut self, node: usize) {
+        let Some(m) = self.membership.as_mut() else {
+            return;
+        };
+        let url = m.urls[node].clone();
+        let view = &mut m.views[node];
+        if let Some(old) = &view.old_writes
+            && old
+                .iter()
+                .all(|&op| self.history.ops[op].result != OpResult::Pending)
+        {
+            view.old_writes = None;
+            let version = view.history.current().version;
+            view.history.raise(Tracker::Ack, &url, version);
+            m.refresh(node);
+        }
+        self.copy(node);
+        let Some(m) = self.membership.as_mut() else {
+            return;
+        };
+        let view = &mut m.views[node];
+        let mut changed = view.history.observe_synced(&url);
+        changed |= view.history.prune();
+        if changed {
+            m.refresh(node);
+        }
+        self.cleanup(node);
+    }
+
+    /// Copies every key `node` gains from every old replica, then raises its sync.
+    fn copy(&mut self, node: usize) {
+        let Some(m) = self.membership.as_ref() else {
+            return;
+        };
+        let h = &m.views[node].history;
+        let url = m.urls[node].clone();
+        let version = h.current().version;
+        if !h.copy_may_start() || h.trackers().get(Tracker::Sync, &url) >= version {
+            return;
+        }
+        let old = h.live()[0].clone();
+        let sources: Vec<(usize, String)> = old
+            .nodes
+            .iter()
+            .filter_map(|u| m.table.index(u).map(|i| (i, u.clone())))
+            .filter(|&(s, _)| s != node)
+            .collect();
+        let h = h.clone();
+        let now = self.now();
+        let reachable = |s: usize| {
+            self.nodes[s].is_up()
+                && !self.network.is_cut(s, node, now)
+                && !self.network.is_cut(node, s, now)
+        };
+        if !sources.iter().all(|&(s, _)| reachable(s)) {
+            return; // a later tick copies, whole
+        }
+        for (s, source) in sources {
+            let Ok(state) = self.nodes[s].state() else {
+                self.check_disk(s);
+                return;
+            };
+            let items: Vec<(Vec<u8>, Stamped)> = state
+                .into_iter()
+                .filter(|(key, _)| {
+                    h.gains(&url, key) && old.replicas(key).contains(&source.as_str())
+                })
+                .collect();
+            let wanted = items.len();
+            match self.nodes[node].apply_versions(now, items) {
+                Ok(written) => {
+                    let complete = written.len() == wanted;
+                    if let Some(m) = self.membership.as_mut() {
+                        m.copied += written.len() as u64;
+                    }
+                    for (key, ts) in written {
+                        self.replica_wrote(node, key, ts);
+                    }
+                    if !complete {
+                        return; // a clock refused a version: a later tick tries again
+                    }
+                }
+                Err(_) => {
+                    self.check_disk(node);
+                    return;
+                }
+            }
+        }
+        if let Some(m) = self.membership.as_mut() {
+            m.views[node].history.raise(Tracker::Sync, &url, version);
+            m.refresh(node);
+        }
+    }
+
+    /// Drops the copies `node` may delete (only once its view is settled,
+    /// unless the cleanup-early bug is planted).
+    fn cleanup(&mut self, node: usize) {
+        let Some(m) = self.membership.as_ref() else {
+            return;
+        };
+        let h = &m.views[node].history;
+        let url = &m.urls[node];
+        let early = self.config.planted_bug == Some(PlantedBug::CleanupEarly);
+        if !early && !h.is_settled() {
+            return;
+        }
+        let Ok(state) = self.nodes[node].state() else {
+            return;
+        };
+        let drop: Vec<(Vec<u8>, u64)> = state
+            .into_iter()
+            .filter(|(key, _)| {
+                if early {
+                    !h.current().replicas(key).contains(&url.as_str())
+                } else {
+                    h.may_delete(url, key)
+                }
+            })
+            .map(|(key, v)| (key, v.ts))
+            .collect();
+        let at_ms = self.now();
+        for (key, ts) in drop {
+            self.nodes[node].drop_copy(&key, ts);
+            self.history.happenings.push(Happening::CopyDropped {
+                at_ms,
+                node,
+                key,
+                ts,
+            });
+            if let Some(m) = self.membership.as_mut() {
+                m.dropped += 1;
+            }
+        }
+    }
+
+    /// The final phase: runs until every node dropped version 1 (bounded),
+    /// then cleans up everywhere once more.
+    pub(super) fn settle_membership(&mut self) {
+        if self.membership.is_none() {
+            return;
+        }
+        let deadline = self.now() + super::SETTLE_MS_MAX;
+        while !self.membership.as_ref().is_some_and(Membership::settled) {
+            match self.world.next_at_ms() {
+                Some(at) if at <= deadline => {}
+                _ => break,
+            }
+            let Some(event) = self.world.pop() else {
+                break;
+            };
+            self.handle(event);
+        }
+        if !self.membership.as_ref().is_some_and(Membership::settled) {
+            let views: Vec<String> = self
+                .membership
+                .iter()
+                .flat_map(|m| &m.views)
+                .map(|v| format!("{:?} {:?}", v.history.live().len(), v.history.trackers()))
+                .collect();
+            self.stuck(format!(
+                "layout: version 2 not settled: {}",
+                views.join("; ")
+            ));
+        }
+        self.run_until_quiet("after the layout settled");
+        for node in 0..self.nodes.len() {
+            if self.nodes[node].is_up() {
+                self.cleanup(node);
+            }
+        }
+    }
+}
