@@ -382,3 +382,33 @@ fn a_cluster_serves_any_key_through_any_node_with_one_paused() {
         0
     );
 }
+
+/// `DBSIZE` is exact (a scan) while the engine holds at most 10 000 entries
+/// and an estimate from the engine's counts past that, which counts every
+/// version not yet compacted away (docs/RESP.md).
+#[test]
+fn dbsize_is_exact_below_the_scan_bound_and_estimated_above_it() {
+    let (_node, addr) = resp_node(&[]);
+    let mut con = connect(&addr, false);
+    let set_all = |con: &mut Connection, keys: std::ops::Range<usize>| {
+        let mut pipe = redis::pipe();
+        for i in keys {
+            pipe.cmd("SET").arg(format!("key{i}")).arg("v");
+        }
+        let replies: Vec<Value> = pipe.query(con).unwrap();
+        assert!(replies.iter().all(|r| *r == Value::Okay), "a SET failed");
+    };
+    set_all(&mut con, 0..100);
+    set_all(&mut con, 0..5);
+    assert_eq!(
+        ok(&mut con, &[b"DBSIZE"]),
+        Value::Int(100),
+        "exact: 100 keys"
+    );
+    set_all(&mut con, 100..12_000);
+    assert_eq!(
+        ok(&mut con, &[b"DBSIZE"]),
+        Value::Int(12_005),
+        "estimated: 12 000 keys and 5 overwritten versions"
+    );
+}

@@ -11,6 +11,7 @@ use super::{flush_compaction_thread, open, read, tx_thread};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::key::Timestamp;
+use crate::memtable::immutable::ImmutableMemtable;
 use crate::options::{Durability, Options};
 use crate::queue::PushError;
 use crate::sst::CacheStats;
@@ -69,6 +70,9 @@ pub struct Stats {
     pub level_tombstones: Vec<u64>,
     /// Bytes in the active memtable.
     pub memtable_bytes: u64,
+    /// Entries (versions and tombstones) in the active and immutable
+    /// memtables.
+    pub memtable_entries: u64,
     /// Immutable memtables waiting for flush.
     pub immutable_memtables: usize,
     /// Highest visible sequence number.
@@ -337,6 +341,9 @@ impl Db {
                 .map(|l| l.iter().map(|t| t.meta.tombstones).sum())
                 .collect(),
             memtable_bytes: sv.mem.bytes() as u64,
+            memtable_entries: (sv.mem.len()
+                + sv.imms.iter().map(ImmutableMemtable::len).sum::<usize>())
+                as u64,
             immutable_memtables: sv.imms.len(),
             visible_seq: s.visible_seq.load(Ordering::Acquire),
             write_queue_depth: s.write_queue.depth(),

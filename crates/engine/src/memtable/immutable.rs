@@ -68,6 +68,19 @@ impl ImmutableMemtable {
         }
     }
 
+    /// Entries (versions and tombstones) it holds.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Rotated(m) => m.len(),
+            Self::Replayed(r) => r.len(),
+        }
+    }
+
+    /// True when it holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Bytes counted the way a memtable counts them.
     pub fn bytes(&self) -> usize {
         match self {

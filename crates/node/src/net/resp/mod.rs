@@ -20,9 +20,11 @@ pub mod table;
 /// (`INFO`'s `redis_version`, `HELLO`'s `version`).
 pub const REDIS_VERSION: &str = "7.2.0";
 
-/// `DBSIZE` counts live keys by scanning this node's replica up to this
-/// many; past it the count says "at least" this many (docs/RESP.md).
-pub const DBSIZE_SCAN_KEYS_MAX: u64 = 1_000_000;
+/// `DBSIZE` counts live keys exactly, by a scan, while this node's engine
+/// holds at most this many entries; past it, it estimates them from the
+/// engine's counts (docs/RESP.md), so no `DBSIZE` or `INFO` stalls the
+/// network thread on a large store.
+pub const DBSIZE_SCAN_KEYS_MAX: u64 = 10_000;
 
 /// Appends the RESP command counters to the metrics page.
 pub fn render_metrics(out: &mut String, metrics: &crate::metrics::NodeMetrics) {
