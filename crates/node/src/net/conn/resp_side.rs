@@ -44,13 +44,16 @@ pub struct RespConn {
 }
 
 fn is_write(op: KeyOp) -> bool {
-    matches!(op, KeyOp::Set | KeyOp::MSet | KeyOp::Del)
+    matches!(
+        op,
+        KeyOp::Set | KeyOp::SetExpiring(_) | KeyOp::MSet | KeyOp::Del
+    )
 }
 
 /// True for the names of commands that only write keys (they need not
 /// wait for earlier writes: the clock orders them).
 fn names_a_write(name: &[u8]) -> bool {
-    [&b"set"[..], b"mset", b"del", b"unlink"]
+    [&b"set"[..], b"mset", b"del", b"unlink", b"setex", b"psetex"]
         .iter()
         .any(|w| name.eq_ignore_ascii_case(w))
 }
@@ -456,5 +459,10 @@ fn write_gathered(out: &mut Vec<u8>, gather: &Gather) {
             Part::Waiting(_) => None,
         })
         .collect();
-    encode::encode(out, &table::combine(gather.op, &answers), gather.proto);
+    let now_ms = crate::hlc::wall_ms();
+    encode::encode(
+        out,
+        &table::combine(gather.op, &answers, now_ms),
+        gather.proto,
+    );
 }

@@ -192,6 +192,38 @@ pub const COMMANDS: &[Spec] = &[
         "connection",
         "This connection's ack and from.",
     ),
+    spec(
+        "ttl",
+        2,
+        READ,
+        (1, 1, 1),
+        "generic",
+        "Seconds a key has left (-2 missing, -1 no expiry).",
+    ),
+    spec(
+        "pttl",
+        2,
+        READ,
+        (1, 1, 1),
+        "generic",
+        "Milliseconds a key has left (-2 missing, -1 no expiry).",
+    ),
+    spec(
+        "setex",
+        4,
+        WRITE,
+        (1, 1, 1),
+        "string",
+        "Sets a key's value that expires in seconds.",
+    ),
+    spec(
+        "psetex",
+        4,
+        WRITE,
+        (1, 1, 1),
+        "string",
+        "Sets a key's value that expires in milliseconds.",
+    ),
 ];
 
 /// Index in [`COMMANDS`] of a command's metrics label `other` (unknown,
@@ -213,7 +245,6 @@ pub const ATOMIC: &[&str] = &[
     "append",
     "getset",
     "getdel",
-    "getex",
     "setnx",
     "msetnx",
     "setrange",
@@ -223,16 +254,14 @@ pub const ATOMIC: &[&str] = &[
     "watch",
     "unwatch",
 ];
-/// Commands refused until expiry exists.
+/// Expiry commands that need a read of the key then a write of it
+/// (not served yet; docs/RESP.md).
 pub const EXPIRY: &[&str] = &[
-    "setex",
-    "psetex",
+    "getex",
     "expire",
     "pexpire",
     "expireat",
     "pexpireat",
-    "ttl",
-    "pttl",
     "persist",
     "expiretime",
     "pexpiretime",

@@ -6,13 +6,15 @@
 //! Pure: no socket, no engine. Refusals say why (docs/RESP.md): commands
 //! that need an atomic read-modify-write, which a leaderless
 //! last-writer-wins store cannot honour; commands of types ataman does not
-//! have; expiry options until expiry exists.
+//! have; the expiry commands that need a read then a write, until they
+//! are wired.
 
 use super::commands::{ATOMIC, EXPIRY, OTHER_TYPES};
 pub use super::commands::{COMMANDS, OTHER, Spec};
 use super::encode::{OK, Proto, Reply};
 use crate::net::answer::{Answer, Awaited, Failure};
 use crate::net::dispatch::Command;
+use crate::ttl::{DEADLINE_MS_MAX, Expiry};
 use std::borrow::Cow;
 
 /// A connection's session: what `HELLO`, `CLIENT` and
@@ -79,6 +81,12 @@ pub enum KeyOp {
     Get,
     /// `SET`: one write.
     Set,
+    /// `SET … EX|PX|EXAT|PXAT`, `SETEX`, `PSETEX` (the command's name, for
+    /// Redis's error when the deadline is past the maximum): one write.
+    SetExpiring(&'static str),
+    /// `TTL`, `PTTL`: one read of the version, its deadline answered in
+    /// this unit.
+    Ttl(Unit),
     /// `DEL`, `UNLINK`: a delete per key.
     Del,
     /// `EXISTS`: a read per key, counted.
@@ -87,6 +95,36 @@ pub enum KeyOp {
     MGet,
     /// `MSET`: a write per pair.
     MSet,
+}
+
+/// The unit `TTL` (seconds) and `PTTL` (milliseconds) answer in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Seconds, rounded to the nearest (as Redis rounds them).
+    Seconds,
+    /// Milliseconds.
+    Millis,
+}
+
+/// `TTL`/`PTTL`'s reply to `answer` at `now_ms`: -2 for a missing (or
+/// just expired) key, -1 for a key that never expires, else the time left.
+pub fn time_left(answer: &Answer, unit: Unit, now_ms: u64) -> Reply {
+    let left_ms = match answer {
+        Answer::ValueUntil(_, None) | Answer::Value(_) => return Reply::Int(-1),
+        Answer::ValueUntil(_, Some(deadline)) if *deadline > now_ms => deadline - now_ms,
+        Answer::Failed(failure, text) => return failure_reply(*failure, text),
+        _ => return Reply::Int(-2),
+    };
+    let left = match unit {
+        Unit::Seconds => left_ms.saturating_add(500) / 1_000,
+        Unit::Millis => left_ms,
+    };
+    Reply::Int(i64::try_from(left).unwrap_or(i64::MAX))
+}
+
+/// The `'static` name of a served command (for errors that name it).
+fn spec_name(name: &str) -> &'static str {
+    lookup(name).map_or("set", |(_, spec)| spec.name)
 }
 
 /// What the node is asked (the connection layer answers these).
@@ -169,8 +207,15 @@ fn refusal(args: &[Cow<'_, [u8]>], name: &str) -> Option<Reply> {
     }
     if EXPIRY.contains(&name) {
         return Some(Reply::err(format!(
-            "{upper} is not supported: ataman has no key expiry yet (docs/RESP.md)"
+            "{upper} is not supported yet: it needs a read of the key then a write of a \
+             new version, not wired into the RESP front end yet (docs/RESP.md)"
         )));
+    }
+    if name == "keys" {
+        return Some(Reply::err(
+            "KEYS is not supported: one reply holding every key of the cluster has no bound \
+             (docs/RESP.md)",
+        ));
     }
     if OTHER_TYPES.contains(&name) {
         return Some(Reply::err(format!(
@@ -528,29 +573,68 @@ fn check_value(value: &[u8], limits: Limits) -> Result<(), Reply> {
     Ok(())
 }
 
-/// `SET`'s options: `KEEPTTL` is honoured (there is no TTL to keep); the
-/// others are refused, saying why.
-fn set_options(options: &[Cow<'_, [u8]>]) -> Result<(), Reply> {
-    for option in options {
-        match lower(option).as_str() {
-            "keepttl" => {}
+/// Redis's error for an expiry that is not positive or overflows.
+fn invalid_expire(command: &str) -> Reply {
+    Reply::err(format!("invalid expire time in '{command}' command"))
+}
+
+/// The expiry `amount` of `unit` asks for (`ex`, `px`, `exat`, `pxat`):
+/// positive and at most [`DEADLINE_MS_MAX`] in milliseconds, as Redis
+/// bounds them (a relative one past the maximum once stamped is refused
+/// by the stamp, with the same error).
+fn expiry_of(command: &str, unit: &str, amount: &[u8]) -> Result<Expiry, Reply> {
+    let Some(n) = super::decode::parse_i64(amount) else {
+        return Err(Reply::err("value is not an integer or out of range"));
+    };
+    let ms = match unit {
+        "ex" | "exat" => n.checked_mul(1_000),
+        _ => Some(n),
+    };
+    let ms = match ms.and_then(|ms| u64::try_from(ms).ok()) {
+        Some(ms) if (1..=DEADLINE_MS_MAX).contains(&ms) => ms,
+        _ => return Err(invalid_expire(command)),
+    };
+    Ok(match unit {
+        "ex" | "px" => Expiry::AfterMs(ms),
+        _ => Expiry::AtMs(ms),
+    })
+}
+
+/// `SET`'s options: the expiry (`EX`, `PX`, `EXAT`, `PXAT`, at most one);
+/// `KEEPTTL`, `NX`, `XX`, `GET` are refused, saying why.
+fn set_options(options: &[Cow<'_, [u8]>]) -> Result<Expiry, Reply> {
+    let mut expiry = None;
+    let mut i = 0;
+    while i < options.len() {
+        let option = lower(&options[i]);
+        match option.as_str() {
+            "ex" | "px" | "exat" | "pxat" => {
+                let Some(amount) = options.get(i + 1) else {
+                    return Err(Reply::err("syntax error"));
+                };
+                if expiry.is_some() {
+                    return Err(Reply::err("syntax error"));
+                }
+                expiry = Some(expiry_of("set", &option, amount)?);
+                i += 2;
+            }
+            "keepttl" => {
+                return Err(Reply::err(
+                    "SET KEEPTTL is not supported yet: keeping a key's deadline needs a read of \
+                     it before the write (docs/RESP.md)",
+                ));
+            }
             "nx" | "xx" | "get" => {
                 return Err(Reply::err(format!(
                     "SET {} is not supported: it needs an atomic read-modify-write, which \
                      ataman's leaderless last-writer-wins replication cannot honour (docs/RESP.md)",
-                    lower(option).to_ascii_uppercase()
-                )));
-            }
-            "ex" | "px" | "exat" | "pxat" => {
-                return Err(Reply::err(format!(
-                    "SET {} is not supported: ataman has no key expiry yet (docs/RESP.md)",
-                    lower(option).to_ascii_uppercase()
+                    option.to_ascii_uppercase()
                 )));
             }
             _ => return Err(Reply::err("syntax error")),
         }
     }
-    Ok(())
+    Ok(expiry.unwrap_or(Expiry::Never))
 }
 
 fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Limits) -> Plan<'b> {
@@ -560,13 +644,14 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
         ack,
         from,
     };
-    let write = |key: &[u8], value: Option<&'b [u8]>| Command::Write {
+    let write_until = |key: &[u8], value: Option<&'b [u8]>, expiry| Command::Write {
         key: key.to_vec(),
         value,
-        ttl_ms: None,
+        expiry,
         ack,
         from,
     };
+    let write = |key: &[u8], value| write_until(key, value, Expiry::Never);
     let checked = || -> Result<Plan<'b>, Reply> {
         Ok(match name {
             "get" => {
@@ -574,10 +659,36 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
                 Plan::Keys(KeyOp::Get, vec![get(&args[1])])
             }
             "set" => {
-                set_options(&args[3..])?;
+                let expiry = set_options(&args[3..])?;
                 check_key(&args[1], limits)?;
                 check_value(&args[2], limits)?;
-                Plan::Keys(KeyOp::Set, vec![write(&args[1], Some(&args[2]))])
+                let op = match expiry {
+                    Expiry::Never => KeyOp::Set,
+                    _ => KeyOp::SetExpiring("set"),
+                };
+                Plan::Keys(op, vec![write_until(&args[1], Some(&args[2]), expiry)])
+            }
+            "setex" | "psetex" => {
+                let unit = if name == "setex" { "ex" } else { "px" };
+                let expiry = expiry_of(name, unit, &args[2])?;
+                check_key(&args[1], limits)?;
+                check_value(&args[3], limits)?;
+                let set = write_until(&args[1], Some(&args[3]), expiry);
+                Plan::Keys(KeyOp::SetExpiring(spec_name(name)), vec![set])
+            }
+            "ttl" | "pttl" => {
+                check_key(&args[1], limits)?;
+                let version = Command::GetVersion {
+                    key: args[1].to_vec(),
+                    ack,
+                    from,
+                };
+                let unit = if name == "ttl" {
+                    Unit::Seconds
+                } else {
+                    Unit::Millis
+                };
+                Plan::Keys(KeyOp::Ttl(unit), vec![version])
             }
             "mset" => {
                 if args.len().is_multiple_of(2) {
@@ -626,10 +737,15 @@ pub fn failure_reply(failure: Failure, text: &str) -> Reply {
 /// The one reply of a command whose keys were answered `answers` (in key
 /// order). The first failure, if any, is the reply: some of an `MSET`'s or
 /// `DEL`'s keys may be written even so (docs/RESP.md, atomicity).
-pub fn combine(op: KeyOp, answers: &[Answer]) -> Reply {
+pub fn combine(op: KeyOp, answers: &[Answer], now_ms: u64) -> Reply {
     if let Some(Answer::Failed(failure, text)) =
         answers.iter().find(|a| matches!(a, Answer::Failed(..)))
     {
+        // The only invalid an expiring write meets is its deadline, past
+        // the maximum once stamped: Redis's words for it.
+        if let (KeyOp::SetExpiring(command), Failure::Invalid) = (op, failure) {
+            return invalid_expire(command);
+        }
         return failure_reply(*failure, text);
     }
     let value = |a: &Answer| match a {
@@ -639,7 +755,10 @@ pub fn combine(op: KeyOp, answers: &[Answer]) -> Reply {
     match op {
         KeyOp::Get => answers.first().map_or(Reply::Null, value),
         KeyOp::MGet => Reply::Array(answers.iter().map(value).collect()),
-        KeyOp::Set | KeyOp::MSet => OK,
+        KeyOp::Set | KeyOp::SetExpiring(_) | KeyOp::MSet => OK,
+        KeyOp::Ttl(unit) => answers
+            .first()
+            .map_or(Reply::Int(-2), |a| time_left(a, unit, now_ms)),
         // Every key named is absent now, durably: DEL counts them all
         // (whether a key existed before is not known without a read;
         // docs/RESP.md).
@@ -715,7 +834,10 @@ mod tests {
             (&["MULTI"], "atomic"),
             (&["set", "k", "v", "NX"], "atomic"),
             (&["set", "k", "v", "get"], "atomic"),
-            (&["set", "k", "v", "EX", "10"], "no key expiry"),
+            (&["set", "k", "v", "KEEPTTL"], "needs a read"),
+            (&["expire", "k", "10"], "read of the key then a write"),
+            (&["getex", "k"], "read of the key then a write"),
+            (&["keys", "*"], "no bound"),
             (&["lpush", "k", "v"], "string values only"),
             (&["subscribe", "c"], "pub/sub"),
             (&["set", "k", "v", "bogus"], "syntax error"),
@@ -723,6 +845,112 @@ mod tests {
             let e = error_of(planned(words));
             assert!(e.starts_with("ERR ") && e.contains(why), "{words:?}: {e}");
         }
+    }
+
+    /// `SET`'s expiry options become one expiring write; bad ones are
+    /// refused with Redis's words.
+    #[test]
+    fn set_expiry_options_become_an_expiring_write() {
+        let expiry_of_plan = |words: &[&str]| match planned(words) {
+            Plan::Keys(op, commands) => match commands.as_slice() {
+                [Command::Write { expiry, .. }] => (op, *expiry),
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            expiry_of_plan(&["set", "k", "v"]),
+            (KeyOp::Set, Expiry::Never)
+        );
+        assert_eq!(
+            expiry_of_plan(&["set", "k", "v", "ex", "10"]),
+            (KeyOp::SetExpiring("set"), Expiry::AfterMs(10_000))
+        );
+        assert_eq!(
+            expiry_of_plan(&["SET", "k", "v", "PX", "250"]),
+            (KeyOp::SetExpiring("set"), Expiry::AfterMs(250))
+        );
+        assert_eq!(
+            expiry_of_plan(&["set", "k", "v", "exat", "1700000000"]).1,
+            Expiry::AtMs(1_700_000_000_000)
+        );
+        assert_eq!(
+            expiry_of_plan(&["set", "k", "v", "pxat", "1700000000123"]).1,
+            Expiry::AtMs(1_700_000_000_123)
+        );
+        assert_eq!(
+            expiry_of_plan(&["setex", "k", "3", "v"]),
+            (KeyOp::SetExpiring("setex"), Expiry::AfterMs(3_000))
+        );
+        assert_eq!(
+            expiry_of_plan(&["psetex", "k", "3", "v"]),
+            (KeyOp::SetExpiring("psetex"), Expiry::AfterMs(3))
+        );
+        let too_far = (DEADLINE_MS_MAX + 1).to_string();
+        let huge = "999999999999999999";
+        for (words, error) in [
+            (
+                &["set", "k", "v", "ex", "0"][..],
+                "ERR invalid expire time in 'set' command",
+            ),
+            (
+                &["set", "k", "v", "px", "-5"],
+                "ERR invalid expire time in 'set' command",
+            ),
+            (
+                &["set", "k", "v", "pxat", &too_far],
+                "ERR invalid expire time in 'set' command",
+            ),
+            (
+                &["set", "k", "v", "ex", huge],
+                "ERR invalid expire time in 'set' command",
+            ),
+            (
+                &["setex", "k", "0", "v"],
+                "ERR invalid expire time in 'setex' command",
+            ),
+            (
+                &["set", "k", "v", "ex", "ten"],
+                "ERR value is not an integer or out of range",
+            ),
+            (&["set", "k", "v", "ex"], "ERR syntax error"),
+            (&["set", "k", "v", "ex", "1", "px", "1"], "ERR syntax error"),
+        ] {
+            assert_eq!(error_of(planned(words)), error, "{words:?}");
+        }
+    }
+
+    /// A deadline past the maximum once stamped is Redis's error too.
+    #[test]
+    fn an_expiring_write_refused_at_the_stamp_reads_as_redis_words_it() {
+        let refused = Answer::Failed(Failure::Invalid, "deadline past the maximum".into());
+        assert_eq!(
+            combine(KeyOp::SetExpiring("set"), &[refused], 0),
+            Reply::err("invalid expire time in 'set' command")
+        );
+    }
+
+    /// `TTL` and `PTTL`: -2 missing or expired, -1 no deadline, else the
+    /// time left (seconds rounded to the nearest, as Redis does).
+    #[test]
+    fn ttl_and_pttl_answer_as_redis_does() {
+        let Plan::Keys(KeyOp::Ttl(Unit::Seconds), commands) = planned(&["ttl", "k"]) else {
+            panic!("ttl is not a read of the version");
+        };
+        assert!(matches!(commands.as_slice(), [Command::GetVersion { .. }]));
+        let v = |deadline| Answer::ValueUntil(b"v".to_vec(), deadline);
+        let ttl = |a: Answer, unit| combine(KeyOp::Ttl(unit), &[a], 10_000);
+        assert_eq!(ttl(Answer::NotFound, Unit::Seconds), Reply::Int(-2));
+        assert_eq!(ttl(v(None), Unit::Millis), Reply::Int(-1));
+        assert_eq!(ttl(v(Some(10_000)), Unit::Millis), Reply::Int(-2));
+        assert_eq!(ttl(v(Some(12_345)), Unit::Millis), Reply::Int(2_345));
+        assert_eq!(ttl(v(Some(12_345)), Unit::Seconds), Reply::Int(2));
+        assert_eq!(ttl(v(Some(12_500)), Unit::Seconds), Reply::Int(3));
+        let busy = Answer::Failed(Failure::Busy, "later".into());
+        assert_eq!(
+            ttl(busy, Unit::Seconds),
+            Reply::Error("TRYAGAIN later".into())
+        );
     }
 
     #[test]
@@ -736,7 +964,7 @@ mod tests {
             Command::Write {
                 key: b"b".to_vec(),
                 value: Some(b"2"),
-                ttl_ms: None,
+                expiry: crate::ttl::Expiry::Never,
                 ack: 2,
                 from: 3
             }
@@ -751,7 +979,7 @@ mod tests {
         );
         assert!(error_of(planned(&["get", ""])).contains("empty keys"));
         assert!(matches!(
-            planned(&["set", "k", "v", "keepttl"]),
+            planned(&["set", "k", "v"]),
             Plan::Keys(KeyOp::Set, _)
         ));
     }
@@ -831,21 +1059,21 @@ mod tests {
     fn answers_combine_into_one_reply() {
         let v = |s: &str| Answer::Value(s.as_bytes().to_vec());
         assert_eq!(
-            combine(KeyOp::MGet, &[v("1"), Answer::NotFound]),
+            combine(KeyOp::MGet, &[v("1"), Answer::NotFound], 0),
             Reply::Array(vec![Reply::text("1"), Reply::Null])
         );
         assert_eq!(
-            combine(KeyOp::Exists, &[v("1"), Answer::NotFound, v("1")]),
+            combine(KeyOp::Exists, &[v("1"), Answer::NotFound, v("1")], 0),
             Reply::Int(2)
         );
         let done = Answer::Done(Awaited::Delete);
-        assert_eq!(combine(KeyOp::Del, &[done.clone(), done]), Reply::Int(2));
+        assert_eq!(combine(KeyOp::Del, &[done.clone(), done], 0), Reply::Int(2));
         let failed = Answer::Failed(
             Failure::NotEnoughReplicas,
             "not enough replicas: 1 of 2".into(),
         );
         assert_eq!(
-            combine(KeyOp::MSet, &[Answer::Done(Awaited::Put), failed]),
+            combine(KeyOp::MSet, &[Answer::Done(Awaited::Put), failed], 0),
             Reply::Error("NOREPLICAS not enough replicas: 1 of 2".into())
         );
     }
