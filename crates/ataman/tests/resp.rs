@@ -173,8 +173,6 @@ fn every_command_in_resp2_and_resp3() {
             (&[b"WATCH", b"k"], "atomic read-modify-write"),
             (&[b"SET", b"k", b"v", b"NX"], "atomic read-modify-write"),
             (&[b"SET", b"k", b"v", b"XX"], "atomic read-modify-write"),
-            (&[b"SET", b"k", b"v", b"KEEPTTL"], "needs a read"),
-            (&[b"EXPIRE", b"k", b"1"], "read of the key then a write"),
             (&[b"KEYS", b"*"], "no bound"),
             (&[b"HSET", b"k", b"f", b"v"], "string values only"),
             (&[b"PUBLISH", b"c", b"m"], "pub/sub"),

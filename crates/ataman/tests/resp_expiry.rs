@@ -1,5 +1,6 @@
 //! RESP expiry on real nodes through a real client (the `redis` crate):
-//! `SET … EX|PX|EXAT|PXAT`, `SETEX`, `PSETEX`, `TTL`, `PTTL` with Redis's
+//! `SET … EX|PX|EXAT|PXAT|KEEPTTL`, `SETEX`, `PSETEX`, `TTL`, `PTTL`,
+//! `EXPIRE` and its kin, `PERSIST`, `GETEX`, `EXPIRETIME` with Redis's
 //! replies, before and after the deadline (reached by sleeping past it,
 //! never by a timing threshold), on one node and on a 3-node cluster with
 //! `ack=2 from=3`; HTTP reads the same expiry as 404.
@@ -160,6 +161,110 @@ fn expiry_replies(con: &mut Connection, p: &str) {
     assert_eq!(ok(con, &["GET", &plain]), bulk("p"));
 }
 
+/// `EXPIRE` and its kin, `PERSIST`, `GETEX`, `SET … KEEPTTL`,
+/// `EXPIRETIME`, `PEXPIRETIME` (each a read, then maybe a write) through
+/// `con`, keys prefixed `p`.
+fn read_then_write_replies(con: &mut Connection, p: &str) {
+    let key = |k: &str| format!("{p}{k}");
+    let (k, missing, gone, keep, g, pipelined) = (
+        key("k"),
+        key("missing"),
+        key("gone"),
+        key("keep"),
+        key("g"),
+        key("pipelined"),
+    );
+    for command in ["EXPIRE", "PEXPIRE", "EXPIREAT", "PEXPIREAT"] {
+        assert_eq!(
+            int(con, &[command, &missing, "100"]),
+            0,
+            "{command} missing"
+        );
+    }
+    assert_eq!(int(con, &["PERSIST", &missing]), 0);
+    assert_eq!(ok(con, &["GETEX", &missing, "PX", "100"]), Value::Nil);
+    assert_eq!(int(con, &["EXPIRETIME", &missing]), -2);
+    assert_eq!(ok(con, &["GET", &missing]), Value::Nil, "nothing written");
+    // EXPIRE on a plain key: same value, a deadline.
+    assert_eq!(ok(con, &["SET", &k, "v"]), Value::Okay);
+    assert_eq!(int(con, &["EXPIRETIME", &k]), -1);
+    assert_eq!(int(con, &["PERSIST", &k]), 0, "no deadline to remove");
+    assert_eq!(int(con, &["EXPIRE", &k, "1000"]), 1);
+    assert_eq!(ok(con, &["GET", &k]), bulk("v"));
+    let ttl = int(con, &["TTL", &k]);
+    assert!((1..=1000).contains(&ttl), "TTL {ttl}");
+    // The conditions.
+    assert_eq!(int(con, &["EXPIRE", &k, "2000", "NX"]), 0);
+    assert_eq!(int(con, &["EXPIRE", &k, "500", "GT"]), 0);
+    assert_eq!(int(con, &["EXPIRE", &k, "2000", "GT"]), 1);
+    assert_eq!(int(con, &["EXPIRE", &k, "3000", "LT"]), 0);
+    assert_eq!(int(con, &["PEXPIRE", &k, "1500000", "XX"]), 1);
+    let pttl = int(con, &["PTTL", &k]);
+    assert!((1_000_001..=1_500_000).contains(&pttl), "PTTL {pttl}");
+    let at_s = now_ms() / 1000 + 7200;
+    assert_eq!(int(con, &["EXPIREAT", &k, &at_s.to_string()]), 1);
+    assert_eq!(int(con, &["EXPIRETIME", &k]), at_s as i64);
+    assert_eq!(int(con, &["PEXPIRETIME", &k]), (at_s * 1000) as i64);
+    let at_ms = now_ms() + 7_000_000;
+    assert_eq!(int(con, &["PEXPIREAT", &k, &at_ms.to_string()]), 1);
+    assert_eq!(int(con, &["PEXPIRETIME", &k]), at_ms as i64);
+    // KEEPTTL keeps that deadline; PERSIST removes it.
+    assert_eq!(ok(con, &["SET", &k, "v2", "KEEPTTL"]), Value::Okay);
+    assert_eq!(ok(con, &["GET", &k]), bulk("v2"));
+    assert_eq!(int(con, &["PEXPIRETIME", &k]), at_ms as i64);
+    assert_eq!(int(con, &["PERSIST", &k]), 1);
+    assert_eq!(int(con, &["TTL", &k]), -1);
+    assert_eq!(ok(con, &["GET", &k]), bulk("v2"));
+    assert_eq!(ok(con, &["SET", &keep, "new", "KEEPTTL"]), Value::Okay);
+    assert_eq!(int(con, &["TTL", &keep]), -1, "KEEPTTL on a missing key");
+    // GETEX: the value, and the new expiry.
+    assert_eq!(ok(con, &["SET", &g, "gv"]), Value::Okay);
+    assert_eq!(ok(con, &["GETEX", &g]), bulk("gv"));
+    assert_eq!(int(con, &["TTL", &g]), -1);
+    assert_eq!(ok(con, &["GETEX", &g, "EX", "1000"]), bulk("gv"));
+    let ttl = int(con, &["TTL", &g]);
+    assert!((1..=1000).contains(&ttl), "GETEX's TTL {ttl}");
+    assert_eq!(ok(con, &["GETEX", &g, "PERSIST"]), bulk("gv"));
+    assert_eq!(int(con, &["TTL", &g]), -1);
+    // A time not after now deletes the key.
+    assert_eq!(ok(con, &["SET", &gone, "x"]), Value::Okay);
+    assert_eq!(int(con, &["EXPIRE", &gone, "-1"]), 1);
+    assert_eq!(ok(con, &["GET", &gone]), Value::Nil);
+    assert_eq!(int(con, &["TTL", &gone]), -2);
+    // Errors, with Redis's words.
+    assert!(error(con, &["EXPIRE", &k, "1", "NX", "XX"]).contains("not compatible"));
+    assert!(error(con, &["EXPIRE", &k, "1", "GT", "LT"]).contains("not compatible"));
+    assert!(error(con, &["EXPIRE", &k, "x"]).contains("not an integer"));
+    assert!(
+        error(con, &["EXPIRE", &k, "99999999999999999"])
+            .contains("invalid expire time in 'expire' command")
+    );
+    // Pipelined: the EXPIRE reads the SET before it; the GET sees both.
+    let replies: Vec<Value> = redis::pipe()
+        .cmd("SET")
+        .arg(&pipelined)
+        .arg("pv")
+        .cmd("PEXPIRE")
+        .arg(&pipelined)
+        .arg(SHORT_MS)
+        .cmd("GET")
+        .arg(&pipelined)
+        .query(con)
+        .unwrap();
+    assert_eq!(replies, vec![Value::Okay, Value::Int(1), bulk("pv")]);
+    std::thread::sleep(PAST_DEADLINE);
+    assert_eq!(
+        ok(con, &["GET", &pipelined]),
+        Value::Nil,
+        "after EXPIRE's deadline"
+    );
+    assert_eq!(
+        int(con, &["EXPIRE", &pipelined, "100"]),
+        0,
+        "expired is missing"
+    );
+}
+
 /// One node, RESP2 and RESP3; HTTP sees the expired key as 404.
 #[test]
 fn expiry_commands_on_one_node() {
@@ -169,6 +274,7 @@ fn expiry_commands_on_one_node() {
         let mut con = connect(&addr, resp3);
         let prefix = if resp3 { "r3-" } else { "r2-" };
         expiry_replies(&mut con, prefix);
+        read_then_write_replies(&mut con, prefix);
         let expired = format!("{prefix}short");
         assert_eq!(node.get(expired.as_bytes()).status, 404);
         assert_eq!(node.get(format!("{prefix}long").as_bytes()).status, 200);
@@ -186,6 +292,7 @@ fn expiry_commands_on_a_cluster() {
     for (i, addr) in addrs.iter().enumerate() {
         let mut con = connect(addr, i == 1);
         expiry_replies(&mut con, &format!("n{i}-"));
+        read_then_write_replies(&mut con, &format!("n{i}-"));
     }
     // A key set with an expiry through one node reads expired through
     // every other node, RESP and HTTP.

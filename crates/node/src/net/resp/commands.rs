@@ -224,6 +224,70 @@ pub const COMMANDS: &[Spec] = &[
         "string",
         "Sets a key's value that expires in milliseconds.",
     ),
+    spec(
+        "expire",
+        -3,
+        WRITE,
+        (1, 1, 1),
+        "generic",
+        "Sets a key's expiry in seconds (a read, then a write).",
+    ),
+    spec(
+        "pexpire",
+        -3,
+        WRITE,
+        (1, 1, 1),
+        "generic",
+        "Sets a key's expiry in milliseconds (a read, then a write).",
+    ),
+    spec(
+        "expireat",
+        -3,
+        WRITE,
+        (1, 1, 1),
+        "generic",
+        "Sets a key's deadline, Unix seconds (a read, then a write).",
+    ),
+    spec(
+        "pexpireat",
+        -3,
+        WRITE,
+        (1, 1, 1),
+        "generic",
+        "Sets a key's deadline, Unix milliseconds (a read, then a write).",
+    ),
+    spec(
+        "persist",
+        2,
+        WRITE,
+        (1, 1, 1),
+        "generic",
+        "Removes a key's expiry (a read, then a write).",
+    ),
+    spec(
+        "getex",
+        -2,
+        WRITE,
+        (1, 1, 1),
+        "string",
+        "A key's value, setting its expiry (a read, then a write).",
+    ),
+    spec(
+        "expiretime",
+        2,
+        READ,
+        (1, 1, 1),
+        "generic",
+        "A key's deadline, Unix seconds (-2 missing, -1 no expiry).",
+    ),
+    spec(
+        "pexpiretime",
+        2,
+        READ,
+        (1, 1, 1),
+        "generic",
+        "A key's deadline, Unix milliseconds (-2 missing, -1 no expiry).",
+    ),
 ];
 
 /// Index in [`COMMANDS`] of a command's metrics label `other` (unknown,
@@ -253,18 +317,6 @@ pub const ATOMIC: &[&str] = &[
     "discard",
     "watch",
     "unwatch",
-];
-/// Expiry commands that need a read of the key then a write of it
-/// (not served yet; docs/RESP.md).
-pub const EXPIRY: &[&str] = &[
-    "getex",
-    "expire",
-    "pexpire",
-    "expireat",
-    "pexpireat",
-    "persist",
-    "expiretime",
-    "pexpiretime",
 ];
 /// Commands of types ataman does not have.
 pub const OTHER_TYPES: &[&str] = &[

@@ -13,6 +13,7 @@
 pub mod commands;
 pub mod decode;
 pub mod encode;
+pub mod expiry;
 pub mod info;
 pub mod table;
 

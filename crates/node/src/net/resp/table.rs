@@ -9,12 +9,16 @@
 //! have; the expiry commands that need a read then a write, until they
 //! are wired.
 
-use super::commands::{ATOMIC, EXPIRY, OTHER_TYPES};
+use super::commands::{ATOMIC, OTHER_TYPES};
 pub use super::commands::{COMMANDS, OTHER, Spec};
 use super::encode::{OK, Proto, Reply};
+use super::expiry::{
+    Chain, SetExpiry, Then, Unit, expire_args, expiry_of, getex_args, invalid_expire, set_options,
+    time_left,
+};
 use crate::net::answer::{Answer, Awaited, Failure};
 use crate::net::dispatch::Command;
-use crate::ttl::{DEADLINE_MS_MAX, Expiry};
+use crate::ttl::Expiry;
 use std::borrow::Cow;
 
 /// A connection's session: what `HELLO`, `CLIENT` and
@@ -87,6 +91,8 @@ pub enum KeyOp {
     /// `TTL`, `PTTL`: one read of the version, its deadline answered in
     /// this unit.
     Ttl(Unit),
+    /// A read of the version, then maybe a write ([`Plan::ReadThen`]).
+    Chained,
     /// `DEL`, `UNLINK`: a delete per key.
     Del,
     /// `EXISTS`: a read per key, counted.
@@ -95,31 +101,6 @@ pub enum KeyOp {
     MGet,
     /// `MSET`: a write per pair.
     MSet,
-}
-
-/// The unit `TTL` (seconds) and `PTTL` (milliseconds) answer in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit {
-    /// Seconds, rounded to the nearest (as Redis rounds them).
-    Seconds,
-    /// Milliseconds.
-    Millis,
-}
-
-/// `TTL`/`PTTL`'s reply to `answer` at `now_ms`: -2 for a missing (or
-/// just expired) key, -1 for a key that never expires, else the time left.
-pub fn time_left(answer: &Answer, unit: Unit, now_ms: u64) -> Reply {
-    let left_ms = match answer {
-        Answer::ValueUntil(_, None) | Answer::Value(_) => return Reply::Int(-1),
-        Answer::ValueUntil(_, Some(deadline)) if *deadline > now_ms => deadline - now_ms,
-        Answer::Failed(failure, text) => return failure_reply(*failure, text),
-        _ => return Reply::Int(-2),
-    };
-    let left = match unit {
-        Unit::Seconds => left_ms.saturating_add(500) / 1_000,
-        Unit::Millis => left_ms,
-    };
-    Reply::Int(i64::try_from(left).unwrap_or(i64::MAX))
 }
 
 /// The `'static` name of a served command (for errors that name it).
@@ -151,6 +132,9 @@ pub enum Plan<'a> {
     Close(Reply),
     /// Work for the dispatcher, one command per key.
     Keys(KeyOp, Vec<Command<'a>>),
+    /// A read of one key's version ([`Command::GetVersion`]), then the
+    /// chain's second step ([`super::expiry::follow`]).
+    ReadThen(Command<'a>, Box<Chain>),
     /// A question for the node.
     Node(NodeQuery),
 }
@@ -205,16 +189,10 @@ fn refusal(args: &[Cow<'_, [u8]>], name: &str) -> Option<Reply> {
              leaderless last-writer-wins replication cannot honour (docs/RESP.md)"
         )));
     }
-    if EXPIRY.contains(&name) {
-        return Some(Reply::err(format!(
-            "{upper} is not supported yet: it needs a read of the key then a write of a \
-             new version, not wired into the RESP front end yet (docs/RESP.md)"
-        )));
-    }
-    if name == "keys" {
+    if name == "keys" || name == "scan" {
         return Some(Reply::err(
-            "KEYS is not supported: one reply holding every key of the cluster has no bound \
-             (docs/RESP.md)",
+            "KEYS and SCAN are not supported yet: KEYS's one reply holding every key of the \
+             cluster has no bound, and SCAN is not served yet (docs/RESP.md)",
         ));
     }
     if OTHER_TYPES.contains(&name) {
@@ -573,70 +551,6 @@ fn check_value(value: &[u8], limits: Limits) -> Result<(), Reply> {
     Ok(())
 }
 
-/// Redis's error for an expiry that is not positive or overflows.
-fn invalid_expire(command: &str) -> Reply {
-    Reply::err(format!("invalid expire time in '{command}' command"))
-}
-
-/// The expiry `amount` of `unit` asks for (`ex`, `px`, `exat`, `pxat`):
-/// positive and at most [`DEADLINE_MS_MAX`] in milliseconds, as Redis
-/// bounds them (a relative one past the maximum once stamped is refused
-/// by the stamp, with the same error).
-fn expiry_of(command: &str, unit: &str, amount: &[u8]) -> Result<Expiry, Reply> {
-    let Some(n) = super::decode::parse_i64(amount) else {
-        return Err(Reply::err("value is not an integer or out of range"));
-    };
-    let ms = match unit {
-        "ex" | "exat" => n.checked_mul(1_000),
-        _ => Some(n),
-    };
-    let ms = match ms.and_then(|ms| u64::try_from(ms).ok()) {
-        Some(ms) if (1..=DEADLINE_MS_MAX).contains(&ms) => ms,
-        _ => return Err(invalid_expire(command)),
-    };
-    Ok(match unit {
-        "ex" | "px" => Expiry::AfterMs(ms),
-        _ => Expiry::AtMs(ms),
-    })
-}
-
-/// `SET`'s options: the expiry (`EX`, `PX`, `EXAT`, `PXAT`, at most one);
-/// `KEEPTTL`, `NX`, `XX`, `GET` are refused, saying why.
-fn set_options(options: &[Cow<'_, [u8]>]) -> Result<Expiry, Reply> {
-    let mut expiry = None;
-    let mut i = 0;
-    while i < options.len() {
-        let option = lower(&options[i]);
-        match option.as_str() {
-            "ex" | "px" | "exat" | "pxat" => {
-                let Some(amount) = options.get(i + 1) else {
-                    return Err(Reply::err("syntax error"));
-                };
-                if expiry.is_some() {
-                    return Err(Reply::err("syntax error"));
-                }
-                expiry = Some(expiry_of("set", &option, amount)?);
-                i += 2;
-            }
-            "keepttl" => {
-                return Err(Reply::err(
-                    "SET KEEPTTL is not supported yet: keeping a key's deadline needs a read of \
-                     it before the write (docs/RESP.md)",
-                ));
-            }
-            "nx" | "xx" | "get" => {
-                return Err(Reply::err(format!(
-                    "SET {} is not supported: it needs an atomic read-modify-write, which \
-                     ataman's leaderless last-writer-wins replication cannot honour (docs/RESP.md)",
-                    option.to_ascii_uppercase()
-                )));
-            }
-            _ => return Err(Reply::err("syntax error")),
-        }
-    }
-    Ok(expiry.unwrap_or(Expiry::Never))
-}
-
 fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Limits) -> Plan<'b> {
     let (ack, from) = (session.ack, session.from);
     let get = |key: &[u8]| Command::Get {
@@ -652,6 +566,23 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
         from,
     };
     let write = |key: &[u8], value| write_until(key, value, Expiry::Never);
+    let read_then = |then| {
+        let key = args[1].to_vec();
+        let version = Command::GetVersion {
+            key: key.clone(),
+            ack,
+            from,
+        };
+        Plan::ReadThen(
+            version,
+            Box::new(Chain {
+                key,
+                ack,
+                from,
+                then,
+            }),
+        )
+    };
     let checked = || -> Result<Plan<'b>, Reply> {
         Ok(match name {
             "get" => {
@@ -659,7 +590,14 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
                 Plan::Keys(KeyOp::Get, vec![get(&args[1])])
             }
             "set" => {
-                let expiry = set_options(&args[3..])?;
+                let expiry = match set_options(&args[3..])? {
+                    SetExpiry::To(expiry) => expiry,
+                    SetExpiry::Keep => {
+                        check_key(&args[1], limits)?;
+                        check_value(&args[2], limits)?;
+                        return Ok(read_then(Then::KeepTtl(args[2].to_vec())));
+                    }
+                };
                 check_key(&args[1], limits)?;
                 check_value(&args[2], limits)?;
                 let op = match expiry {
@@ -676,17 +614,32 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
                 let set = write_until(&args[1], Some(&args[3]), expiry);
                 Plan::Keys(KeyOp::SetExpiring(spec_name(name)), vec![set])
             }
-            "ttl" | "pttl" => {
+            "expire" | "pexpire" | "expireat" | "pexpireat" => {
+                let (expiry, condition) = expire_args(name, &args[2], &args[3..])?;
+                check_key(&args[1], limits)?;
+                read_then(Then::Expire(expiry, condition))
+            }
+            "persist" => {
+                check_key(&args[1], limits)?;
+                read_then(Then::Persist)
+            }
+            "getex" => {
+                let expiry = getex_args(&args[2..])?;
+                check_key(&args[1], limits)?;
+                read_then(Then::GetEx(expiry))
+            }
+            "ttl" | "pttl" | "expiretime" | "pexpiretime" => {
                 check_key(&args[1], limits)?;
                 let version = Command::GetVersion {
                     key: args[1].to_vec(),
                     ack,
                     from,
                 };
-                let unit = if name == "ttl" {
-                    Unit::Seconds
-                } else {
-                    Unit::Millis
+                let unit = match name {
+                    "ttl" => Unit::Seconds,
+                    "pttl" => Unit::Millis,
+                    "expiretime" => Unit::AtSeconds,
+                    _ => Unit::AtMillis,
                 };
                 Plan::Keys(KeyOp::Ttl(unit), vec![version])
             }
@@ -756,6 +709,8 @@ pub fn combine(op: KeyOp, answers: &[Answer], now_ms: u64) -> Reply {
         KeyOp::Get => answers.first().map_or(Reply::Null, value),
         KeyOp::MGet => Reply::Array(answers.iter().map(value).collect()),
         KeyOp::Set | KeyOp::SetExpiring(_) | KeyOp::MSet => OK,
+        // Answered by the chain's step (`super::expiry::follow`).
+        KeyOp::Chained => Reply::err("internal error: a chained command without its step"),
         KeyOp::Ttl(unit) => answers
             .first()
             .map_or(Reply::Int(-2), |a| time_left(a, unit, now_ms)),
@@ -780,6 +735,7 @@ pub fn combine(op: KeyOp, answers: &[Answer], now_ms: u64) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::net::resp::expiry::Condition;
 
     const LIMITS: Limits = Limits {
         key_bytes_max: 8,
@@ -834,9 +790,6 @@ mod tests {
             (&["MULTI"], "atomic"),
             (&["set", "k", "v", "NX"], "atomic"),
             (&["set", "k", "v", "get"], "atomic"),
-            (&["set", "k", "v", "KEEPTTL"], "needs a read"),
-            (&["expire", "k", "10"], "read of the key then a write"),
-            (&["getex", "k"], "read of the key then a write"),
             (&["keys", "*"], "no bound"),
             (&["lpush", "k", "v"], "string values only"),
             (&["subscribe", "c"], "pub/sub"),
@@ -886,7 +839,7 @@ mod tests {
             expiry_of_plan(&["psetex", "k", "3", "v"]),
             (KeyOp::SetExpiring("psetex"), Expiry::AfterMs(3))
         );
-        let too_far = (DEADLINE_MS_MAX + 1).to_string();
+        let too_far = (crate::ttl::DEADLINE_MS_MAX + 1).to_string();
         let huge = "999999999999999999";
         for (words, error) in [
             (
@@ -930,27 +883,32 @@ mod tests {
         );
     }
 
-    /// `TTL` and `PTTL`: -2 missing or expired, -1 no deadline, else the
-    /// time left (seconds rounded to the nearest, as Redis does).
+    /// `TTL`, `PTTL` read the version; `EXPIRE` and its kin, `PERSIST`,
+    /// `GETEX` and `SET … KEEPTTL` read it, then follow up.
     #[test]
-    fn ttl_and_pttl_answer_as_redis_does() {
+    fn ttl_reads_the_version_and_expire_chains_a_write() {
         let Plan::Keys(KeyOp::Ttl(Unit::Seconds), commands) = planned(&["ttl", "k"]) else {
             panic!("ttl is not a read of the version");
         };
         assert!(matches!(commands.as_slice(), [Command::GetVersion { .. }]));
-        let v = |deadline| Answer::ValueUntil(b"v".to_vec(), deadline);
-        let ttl = |a: Answer, unit| combine(KeyOp::Ttl(unit), &[a], 10_000);
-        assert_eq!(ttl(Answer::NotFound, Unit::Seconds), Reply::Int(-2));
-        assert_eq!(ttl(v(None), Unit::Millis), Reply::Int(-1));
-        assert_eq!(ttl(v(Some(10_000)), Unit::Millis), Reply::Int(-2));
-        assert_eq!(ttl(v(Some(12_345)), Unit::Millis), Reply::Int(2_345));
-        assert_eq!(ttl(v(Some(12_345)), Unit::Seconds), Reply::Int(2));
-        assert_eq!(ttl(v(Some(12_500)), Unit::Seconds), Reply::Int(3));
-        let busy = Answer::Failed(Failure::Busy, "later".into());
-        assert_eq!(
-            ttl(busy, Unit::Seconds),
-            Reply::Error("TRYAGAIN later".into())
-        );
+        for (words, then) in [
+            (
+                &["expire", "k", "10", "nx"][..],
+                Then::Expire(Some(Expiry::AfterMs(10_000)), Condition::Nx),
+            ),
+            (&["persist", "k"], Then::Persist),
+            (&["getex", "k"], Then::GetEx(None)),
+            (&["set", "k", "v", "keepttl"], Then::KeepTtl(b"v".to_vec())),
+        ] {
+            let Plan::ReadThen(Command::GetVersion { key, .. }, chain) = planned(words) else {
+                panic!("{words:?} is not a read then a write");
+            };
+            assert_eq!(
+                (key.as_slice(), &chain.then),
+                (&b"k"[..], &then),
+                "{words:?}"
+            );
+        }
     }
 
     #[test]
