@@ -16,6 +16,7 @@ use super::expiry::{
     Chain, SetExpiry, Then, Unit, expire_args, expiry_of, getex_args, invalid_expire, set_options,
     time_left,
 };
+use super::scan::glob_match;
 use crate::net::answer::{Answer, Awaited, Failure};
 use crate::net::dispatch::Command;
 use crate::ttl::Expiry;
@@ -456,38 +457,11 @@ pub fn config_get(patterns: &[Vec<u8>], pairs: &[(&str, String)]) -> Reply {
         .filter(|(name, _)| {
             patterns
                 .iter()
-                .any(|p| glob(&p.to_ascii_lowercase(), name.as_bytes()))
+                .any(|p| glob_match(&p.to_ascii_lowercase(), name.as_bytes()))
         })
         .map(|(name, value)| (Reply::text(*name), Reply::text(value.clone())))
         .collect();
     Reply::Map(matching)
-}
-
-/// `*` and `?` glob matching (no classes), iterative with one backtrack point.
-pub fn glob(pattern: &[u8], text: &[u8]) -> bool {
-    let (mut p, mut t) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        match pattern.get(p) {
-            Some(b'*') => {
-                star = Some((p, t));
-                p += 1;
-            }
-            Some(&c) if c == b'?' || c == text[t] => {
-                p += 1;
-                t += 1;
-            }
-            _ => match star {
-                Some((sp, st)) => {
-                    p = sp + 1;
-                    t = st + 1;
-                    star = Some((sp, st + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    pattern[p.min(pattern.len())..].iter().all(|&c| c == b'*')
 }
 
 /// `WAIT numreplicas timeout`: every write this connection was answered
@@ -1008,9 +982,9 @@ mod tests {
                 (Reply::text("appendonly"), Reply::text("yes")),
             ])
         );
-        assert!(glob(b"*", b""));
-        assert!(glob(b"a*b*c", b"aXbYbc"));
-        assert!(!glob(b"a*b", b"ac"));
+        assert!(glob_match(b"*", b""));
+        assert!(glob_match(b"a*b*c", b"aXbYbc"));
+        assert!(!glob_match(b"a*b", b"ac"));
     }
 
     #[test]
