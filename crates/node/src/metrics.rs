@@ -67,7 +67,7 @@ pub struct NodeMetrics {
 }
 
 /// Counters of RESP commands: one per served command and one for the rest.
-pub const RESP_COMMAND_KINDS: usize = 32;
+pub const RESP_COMMAND_KINDS: usize = 40;
 
 impl Default for NodeMetrics {
     fn default() -> Self {

@@ -10,6 +10,40 @@
 
 pub use ataman_engine::expiry::DEADLINE_MS_MAX;
 
+/// When a write's value expires, as the client asked; the coordinator (or
+/// the single node) turns it into one absolute deadline when it stamps the
+/// write ([`Expiry::deadline_ms`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Expiry {
+    /// Never (a plain value; a delete).
+    #[default]
+    Never,
+    /// This many milliseconds after the write's stamp (`ttl_ms`, `SET EX|PX`).
+    AfterMs(u64),
+    /// At this absolute Unix time in milliseconds (`SET EXAT|PXAT`).
+    AtMs(u64),
+}
+
+impl Expiry {
+    /// `ttl_ms` as HTTP parses it: relative, or never.
+    pub fn from_ttl_ms(ttl_ms: Option<u64>) -> Self {
+        ttl_ms.map_or(Expiry::Never, Expiry::AfterMs)
+    }
+
+    /// The absolute deadline of a write stamped `ts` (`None`: it never
+    /// expires). The error (past [`DEADLINE_MS_MAX`]) is the client's 400.
+    pub fn deadline_ms(self, ts: u64) -> Result<Option<u64>, String> {
+        match self {
+            Expiry::Never => Ok(None),
+            Expiry::AfterMs(ttl_ms) => deadline_ms(ts, ttl_ms).map(Some),
+            Expiry::AtMs(at) if at <= DEADLINE_MS_MAX => Ok(Some(at)),
+            Expiry::AtMs(at) => Err(format!(
+                "deadline {at} ms is past the maximum of {DEADLINE_MS_MAX} ms since the Unix epoch"
+            )),
+        }
+    }
+}
+
 /// The query parameter.
 pub const TTL_PARAM: &str = "ttl_ms";
 
@@ -84,5 +118,23 @@ mod tests {
         );
         assert!(deadline_ms(ts, DEADLINE_MS_MAX - 999).is_err());
         assert!(deadline_ms(u64::MAX, DEADLINE_MS_MAX).is_err());
+    }
+
+    /// Relative expiry counts from the stamp, absolute is taken as is,
+    /// both bounded by the maximum; never has no deadline.
+    #[test]
+    fn expiry_kinds_stamp_their_deadline() {
+        let ts = timestamp_from_millis(1_000, 7);
+        assert_eq!(Expiry::Never.deadline_ms(ts), Ok(None));
+        assert_eq!(Expiry::AfterMs(500).deadline_ms(ts), Ok(Some(1_500)));
+        assert_eq!(Expiry::AtMs(42).deadline_ms(ts), Ok(Some(42)));
+        assert_eq!(
+            Expiry::AtMs(DEADLINE_MS_MAX).deadline_ms(ts),
+            Ok(Some(DEADLINE_MS_MAX))
+        );
+        assert!(Expiry::AtMs(DEADLINE_MS_MAX + 1).deadline_ms(ts).is_err());
+        assert!(Expiry::AfterMs(DEADLINE_MS_MAX).deadline_ms(ts).is_err());
+        assert_eq!(Expiry::from_ttl_ms(None), Expiry::Never);
+        assert_eq!(Expiry::from_ttl_ms(Some(9)), Expiry::AfterMs(9));
     }
 }

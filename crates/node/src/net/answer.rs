@@ -13,6 +13,10 @@ use crate::replication::coordinator::Decision;
 pub enum Answer {
     /// A key's value.
     Value(Vec<u8>),
+    /// A key's value and its deadline in Unix milliseconds (`None`: it
+    /// never expires): the answer to a read that asked for the version
+    /// ([`Awaited::ReadVersion`]; RESP's `TTL`, `PTTL`).
+    ValueUntil(Vec<u8>, Option<u64>),
     /// The key has no value (absent, or its newest version is a tombstone).
     NotFound,
     /// A request handed on is done (a write is durable).
@@ -31,6 +35,8 @@ pub enum Answer {
 pub enum Awaited {
     /// A replicated read's verdict.
     Read,
+    /// A replicated read's verdict, the value's deadline included.
+    ReadVersion,
     /// A put made durable.
     Put,
     /// A delete made durable.
@@ -93,6 +99,20 @@ pub fn read(result: ataman_engine::Result<Option<ataman_engine::Entry>>) -> Answ
     }
 }
 
+/// A local read's answer with the value's deadline ([`Answer::ValueUntil`]).
+pub fn read_version(result: ataman_engine::Result<Option<ataman_engine::Entry>>) -> Answer {
+    match result {
+        Ok(Some(ataman_engine::Entry {
+            value: Some(value),
+            deadline_ms,
+            ..
+        })) => Answer::ValueUntil(value, deadline_ms),
+        // Absent, or deleted (the newest version is a tombstone).
+        Ok(_) => Answer::NotFound,
+        Err(e) => Answer::Failed(Failure::Internal, format!("read failed: {e}")),
+    }
+}
+
 /// A range whose scan could not start.
 pub fn scan_failed(e: &ataman_engine::Error) -> Answer {
     Answer::Failed(Failure::Internal, format!("scan failed: {e}"))
@@ -136,7 +156,10 @@ pub fn decided(awaited: Awaited, verdict: Result<Decision, String>) -> Answer {
             value: Some(value),
             deadline_ms,
             ..
-        }))) if deadline_ms.is_none_or(|d| crate::hlc::wall_ms() < d) => Answer::Value(value),
+        }))) if deadline_ms.is_none_or(|d| crate::hlc::wall_ms() < d) => match awaited {
+            Awaited::ReadVersion => Answer::ValueUntil(value, deadline_ms),
+            _ => Answer::Value(value),
+        },
         Ok(Decision::Read(_)) => Answer::NotFound,
         // The replicator re-stamps and never hands this on.
         Ok(Decision::Restamp { .. }) => Answer::Failed(

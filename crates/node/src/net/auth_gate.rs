@@ -192,7 +192,7 @@ mod tests {
         let put = Command::Write {
             key: b"secret-key".to_vec(),
             value: Some(b"secret-value"),
-            ttl_ms: None,
+            expiry: crate::ttl::Expiry::Never,
             ack: 1,
             from: 1,
         };

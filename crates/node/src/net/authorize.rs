@@ -10,6 +10,7 @@ pub fn needed(command: &Command<'_>) -> Option<Role> {
     match command {
         Command::Status => None,
         Command::Get { .. }
+        | Command::GetVersion { .. }
         | Command::Range { .. }
         | Command::ClusterRange(_)
         | Command::Layout
@@ -55,14 +56,14 @@ mod tests {
             Command::Write {
                 key: b"k".to_vec(),
                 value: Some(b"v"),
-                ttl_ms: None,
+                expiry: crate::ttl::Expiry::Never,
                 ack: 1,
                 from: 1,
             },
             Command::Write {
                 key: b"k".to_vec(),
                 value: None,
-                ttl_ms: None,
+                expiry: crate::ttl::Expiry::Never,
                 ack: 1,
                 from: 1,
             },

@@ -546,14 +546,14 @@ impl Conn {
                 value: Some(body),
                 ack,
                 from,
-                ttl_ms,
+                expiry: crate::ttl::Expiry::from_ttl_ms(ttl_ms),
             },
             Action::Delete { key, ack, from } => Command::Write {
                 key,
                 value: None,
                 ack,
                 from,
-                ttl_ms: None,
+                expiry: crate::ttl::Expiry::Never,
             },
             Action::Range { start, end } => Command::Range { start, end },
             Action::ClusterRange {

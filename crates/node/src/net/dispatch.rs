@@ -26,6 +26,16 @@ pub enum Command<'a> {
         /// Replicas asked.
         from: u32,
     },
+    /// Read a key's newest version, its deadline included
+    /// ([`crate::net::answer::Answer::ValueUntil`]; RESP's `TTL`, `PTTL`).
+    GetVersion {
+        /// The key.
+        key: Vec<u8>,
+        /// Replicas that must answer.
+        ack: u32,
+        /// Replicas asked.
+        from: u32,
+    },
     /// Write `value` as the key's value, or delete the key (`None`).
     Write {
         /// The key.
@@ -36,8 +46,8 @@ pub enum Command<'a> {
         ack: u32,
         /// Replicas asked.
         from: u32,
-        /// A put's time to live in milliseconds (`None`: it never expires).
-        ttl_ms: Option<u64>,
+        /// When a put's value expires (a delete ignores it).
+        expiry: crate::ttl::Expiry,
     },
     /// Stream the live entries of `[start, end)`.
     Range {
@@ -147,18 +157,28 @@ pub fn dispatch(
             ));
             Dispatched::Later(Awaited::Read)
         }
+        Command::GetVersion { key, ack, from } if !local_only(ctx, &key, ack, from) => {
+            replicated.push(replicated_request(
+                reply_to,
+                key,
+                ReplicaOp::Read,
+                ack,
+                from,
+            ));
+            Dispatched::Later(Awaited::ReadVersion)
+        }
         Command::Write {
             key,
             value,
             ack,
             from,
-            ttl_ms,
+            expiry,
         } if !local_only(ctx, &key, ack, from) => {
             let ts = match shared.hlc.now() {
                 Ok(ts) => ts,
                 Err(e) => return Dispatched::Now(answer::busy(e.to_string())),
             };
-            let deadline_ms = match stamp_deadline(ts, ttl_ms) {
+            let deadline_ms = match stamp_deadline(ts, expiry) {
                 Ok(d) => d,
                 Err(answer) => return Dispatched::Now(answer),
             };
@@ -172,15 +192,19 @@ pub fn dispatch(
             Dispatched::Later(awaited_write(value))
         }
         Command::ClusterRange(plan) => cluster_range(ctx, reply_to, plan),
-        Command::Get { .. } | Command::Range { .. } | Command::InternalRange { .. }
+        Command::Get { .. }
+        | Command::GetVersion { .. }
+        | Command::Range { .. }
+        | Command::InternalRange { .. }
             if shared.refill.active() =>
         {
             Dispatched::Now(answer::busy(crate::refill::REFUSAL))
         }
         Command::Get { key, .. } => Dispatched::Now(answer::read(ctx.db.get(&key))),
+        Command::GetVersion { key, .. } => Dispatched::Now(answer::read_version(ctx.db.get(&key))),
         Command::Write {
-            key, value, ttl_ms, ..
-        } => write_locally(ctx, reply_to, &key, value, ttl_ms),
+            key, value, expiry, ..
+        } => write_locally(ctx, reply_to, &key, value, expiry),
         Command::Range { start, end } => match ctx.db.scan(&start, end.as_deref(), false) {
             Ok(iter) => Dispatched::Stream(Box::new(iter), Encoding::Values),
             Err(e) => Dispatched::Now(answer::scan_failed(&e)),
@@ -257,12 +281,11 @@ fn replicated_request(
     }
 }
 
-/// The absolute deadline of a write stamped `ts` with `ttl_ms`, stamped
+/// The absolute deadline of a write stamped `ts` with `expiry`, stamped
 /// here once (crate::ttl); a deadline past the maximum is a 400.
-fn stamp_deadline(ts: u64, ttl_ms: Option<u64>) -> Result<Option<u64>, Answer> {
-    ttl_ms
-        .map(|ttl| crate::ttl::deadline_ms(ts, ttl))
-        .transpose()
+fn stamp_deadline(ts: u64, expiry: crate::ttl::Expiry) -> Result<Option<u64>, Answer> {
+    expiry
+        .deadline_ms(ts)
         .map_err(|why| Answer::Failed(answer::Failure::Invalid, why))
 }
 
@@ -273,13 +296,13 @@ fn write_locally(
     reply_to: ReplyTo,
     key: &[u8],
     value: Option<&[u8]>,
-    ttl_ms: Option<u64>,
+    expiry: crate::ttl::Expiry,
 ) -> Dispatched {
     let ts = match ctx.shared.hlc.now() {
         Ok(ts) => ts,
         Err(e) => return Dispatched::Now(answer::busy(e.to_string())),
     };
-    let deadline_ms = match stamp_deadline(ts, ttl_ms) {
+    let deadline_ms = match stamp_deadline(ts, expiry) {
         Ok(d) => d,
         Err(answer) => return Dispatched::Now(answer),
     };

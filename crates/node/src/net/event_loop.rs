@@ -408,6 +408,7 @@ impl Loop {
                     && conn.generation == to.generation
                 {
                     conn.decide(&self.ctx, to.slot, verdict);
+                    conn.run_chains(&self.ctx, to.token, &mut self.replicated);
                     self.touched.push(to.token);
                 }
             }

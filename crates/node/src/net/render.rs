@@ -24,7 +24,10 @@ const METRICS_TYPE: &str = "text/plain; version=0.0.4";
 /// The status an answer is given.
 pub fn status(answer: &Answer) -> Status {
     match answer {
-        Answer::Value(_) | Answer::Document(..) | Answer::Done(Awaited::Read) => Status::Ok,
+        Answer::Value(_)
+        | Answer::ValueUntil(..)
+        | Answer::Document(..)
+        | Answer::Done(Awaited::Read | Awaited::ReadVersion) => Status::Ok,
         Answer::NotFound => Status::NotFound,
         Answer::Done(Awaited::Put) => Status::Created,
         Answer::Done(Awaited::Delete) | Answer::Started(_) => Status::Accepted,
@@ -82,7 +85,9 @@ pub fn render(out: &mut Vec<u8>, answer: &Answer, persist: Persist) -> Status {
         ..Extra::default()
     };
     match answer {
-        Answer::Value(value) => write_full(out, status, typed(VALUE_TYPE), persist, value),
+        Answer::Value(value) | Answer::ValueUntil(value, _) => {
+            write_full(out, status, typed(VALUE_TYPE), persist, value)
+        }
         Answer::NotFound => write_text(out, status, Extra::default(), persist, NOT_FOUND_TEXT),
         Answer::Done(_) => write_full(out, status, Extra::default(), persist, b""),
         Answer::Document(Format::Line, text) => {

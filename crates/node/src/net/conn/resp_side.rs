@@ -14,6 +14,7 @@ use crate::net::answer::{Answer, Awaited, Failure};
 use crate::net::dispatch::{Command, Dispatched, dispatch};
 use crate::net::resp::decode::{self, DecodeError, Decoded};
 use crate::net::resp::encode::{self, Proto, Reply};
+use crate::net::resp::expiry::{Chain, Next, follow};
 use crate::net::resp::table::{self, KeyOp, NodeQuery, Plan, Session};
 use crate::net::resp::{DBSIZE_SCAN_KEYS_MAX, info};
 use crate::replication::{ReplyTo, Request};
@@ -41,18 +42,27 @@ pub struct RespConn {
     /// connection's earlier writes; writes in a row still reach the
     /// engine in one hand-off).
     writes_pending: usize,
+    /// Slot ids of read-then-write commands whose read is answered and
+    /// whose second step waits for [`Conn::run_chains`].
+    chains_ready: Vec<u64>,
 }
 
 fn is_write(op: KeyOp) -> bool {
-    matches!(op, KeyOp::Set | KeyOp::MSet | KeyOp::Del)
+    matches!(
+        op,
+        KeyOp::Set | KeyOp::SetExpiring(_) | KeyOp::MSet | KeyOp::Del | KeyOp::Chained
+    )
 }
 
-/// True for the names of commands that only write keys (they need not
-/// wait for earlier writes: the clock orders them).
-fn names_a_write(name: &[u8]) -> bool {
-    [&b"set"[..], b"mset", b"del", b"unlink"]
+/// True for commands that only write keys (they need not wait for
+/// earlier writes: the clock orders them). `SET … KEEPTTL` reads first.
+fn names_a_write(args: &[Cow<'_, [u8]>]) -> bool {
+    let name = &args[0];
+    [&b"set"[..], b"mset", b"del", b"unlink", b"setex", b"psetex"]
         .iter()
         .any(|w| name.eq_ignore_ascii_case(w))
+        && !(name.eq_ignore_ascii_case(b"set")
+            && args[3..].iter().any(|a| a.eq_ignore_ascii_case(b"keepttl")))
 }
 
 /// A multi-key command's slot: its parts' answers, gathered.
@@ -62,6 +72,11 @@ pub struct Gather {
     /// Parts still waiting.
     waiting: usize,
     proto: Proto,
+    /// A read-then-write command's second step, until it is taken.
+    chain: Option<Box<Chain>>,
+    /// A read-then-write command's reply, once its second step decided
+    /// it (sent when its write, if any, is durable).
+    after: Option<Reply>,
 }
 
 /// One key's share of a command.
@@ -91,6 +106,7 @@ impl Conn {
             session: Session::new(id, limits),
             limits,
             writes_pending: 0,
+            chains_ready: Vec::new(),
         }));
         conn
     }
@@ -137,7 +153,7 @@ impl Conn {
                 }
                 Ok(Decoded::Skip(n)) => consumed += n,
                 Ok(Decoded::Command(request)) => {
-                    if self.resp_waits_for_writes() && !names_a_write(&request.args[0]) {
+                    if self.resp_waits_for_writes() && !names_a_write(&request.args) {
                         // Resumed by the last write's answer (`fill_part`).
                         self.parse_paused = true;
                         break;
@@ -217,6 +233,94 @@ impl Conn {
                 self.reply_now(&reply);
             }
             Plan::Keys(op, commands) => self.fan_out(ctx, token, replicated, op, commands),
+            Plan::ReadThen(read, chain) => self.read_then(ctx, token, replicated, read, chain),
+        }
+    }
+
+    /// Dispatches a read-then-write command's read; its second step runs
+    /// once the read is answered (at once for a local read).
+    fn read_then(
+        &mut self,
+        ctx: &NetContext,
+        token: usize,
+        replicated: &mut Vec<Request>,
+        read: Command<'_>,
+        chain: Box<Chain>,
+    ) {
+        let Some(state) = self.resp.as_ref() else {
+            return;
+        };
+        if let Err(denied) = admit(&state.session, &read) {
+            return self.reply_now(&denied);
+        }
+        let id = self.base_slot + self.slots.len() as u64;
+        let reply_to = ReplyTo {
+            token,
+            generation: self.generation,
+            slot: id << PART_BITS,
+        };
+        let mut gather = Gather {
+            op: KeyOp::Chained,
+            parts: Vec::with_capacity(1),
+            waiting: 0,
+            proto: state.session.proto,
+            chain: Some(chain),
+            after: None,
+        };
+        match dispatch(ctx, replicated, reply_to, read) {
+            Dispatched::Now(answer) => {
+                gather.parts.push(Part::Done(answer));
+                step(ctx, replicated, reply_to, &state.session, &mut gather);
+            }
+            Dispatched::Later(awaited) => {
+                gather.parts.push(Part::Waiting(awaited));
+                gather.waiting = 1;
+            }
+            Dispatched::Stream(..) | Dispatched::Feed(_) => {
+                gather.parts.push(Part::Done(Answer::Failed(
+                    Failure::Internal,
+                    "internal error: a range reached RESP".into(),
+                )));
+                gather.chain = None;
+            }
+        }
+        if gather.waiting == 0 {
+            self.answer(|out| write_gathered(out, &gather));
+        } else {
+            if let Some(state) = self.resp.as_mut() {
+                state.writes_pending += 1;
+            }
+            self.push_slot(Slot::Gather(Box::new(gather)));
+        }
+    }
+
+    /// Runs the second step of every read-then-write command whose read
+    /// was answered since (the event loop calls it after verdicts, with
+    /// the requests it starts next).
+    pub fn run_chains(&mut self, ctx: &NetContext, token: usize, replicated: &mut Vec<Request>) {
+        let Some(state) = self.resp.as_mut() else {
+            return;
+        };
+        let ready = std::mem::take(&mut state.chains_ready);
+        for id in ready {
+            let Some(index) = id.checked_sub(self.base_slot) else {
+                continue;
+            };
+            let index = index as usize;
+            let reply_to = ReplyTo {
+                token,
+                generation: self.generation,
+                slot: id << PART_BITS,
+            };
+            let (Some(state), Some(Slot::Gather(gather))) =
+                (self.resp.as_ref(), self.slots.get_mut(index))
+            else {
+                continue;
+            };
+            step(ctx, replicated, reply_to, &state.session, gather);
+            if gather.waiting == 0 {
+                self.finish_gather(index);
+            }
         }
     }
 
@@ -264,6 +368,8 @@ impl Conn {
             parts,
             waiting,
             proto,
+            chain: None,
+            after: None,
         };
         if waiting == 0 {
             self.answer(|out| write_gathered(out, &gather));
@@ -296,11 +402,29 @@ impl Conn {
         if gather.waiting > 0 {
             return;
         }
+        if gather.chain.is_some() {
+            // The read is in: the second step runs with the event loop's
+            // requests (`run_chains`).
+            if let Some(state) = self.resp.as_mut() {
+                state.chains_ready.push(address >> PART_BITS);
+            }
+            return;
+        }
+        self.finish_gather(index);
+    }
+
+    /// Renders the reply of the complete [`Gather`] in slot `index`.
+    fn finish_gather(&mut self, index: usize) {
+        let Some(Slot::Gather(gather)) = self.slots.get_mut(index) else {
+            return;
+        };
         let gather = Gather {
             op: gather.op,
             parts: std::mem::take(&mut gather.parts),
             waiting: 0,
             proto: gather.proto,
+            chain: None,
+            after: gather.after.take(),
         };
         if is_write(gather.op)
             && let Some(state) = self.resp.as_mut()
@@ -449,8 +573,62 @@ fn count_keys(ctx: &NetContext) -> u64 {
     n
 }
 
+/// A read-then-write command's second step, its read answered: decides
+/// the reply and dispatches the write, if any, to the same slot.
+fn step(
+    ctx: &NetContext,
+    replicated: &mut Vec<Request>,
+    reply_to: ReplyTo,
+    session: &Session,
+    gather: &mut Gather,
+) {
+    let (Some(chain), Some(Part::Done(read))) = (gather.chain.take(), gather.parts.first()) else {
+        return;
+    };
+    match follow(&chain.then, read, crate::hlc::wall_ms()) {
+        Next::Reply(reply) => gather.after = Some(reply),
+        Next::Write {
+            value,
+            expiry,
+            reply,
+        } => {
+            let write = Command::Write {
+                key: chain.key,
+                value: value.as_deref(),
+                expiry,
+                ack: chain.ack,
+                from: chain.from,
+            };
+            gather.after = Some(reply);
+            if let Err(denied) = admit(session, &write) {
+                gather.after = Some(denied);
+                return;
+            }
+            gather.parts[0] = match dispatch(ctx, replicated, reply_to, write) {
+                Dispatched::Now(answer) => Part::Done(answer),
+                Dispatched::Later(awaited) => {
+                    gather.waiting = 1;
+                    Part::Waiting(awaited)
+                }
+                Dispatched::Stream(..) | Dispatched::Feed(_) => Part::Done(Answer::Failed(
+                    Failure::Internal,
+                    "internal error: a range reached RESP".into(),
+                )),
+            };
+        }
+    }
+}
+
 /// Appends a gathered command's one reply.
 fn write_gathered(out: &mut Vec<u8>, gather: &Gather) {
+    if let Some(after) = &gather.after {
+        // A read-then-write command: its reply, unless its write failed.
+        let reply = match gather.parts.first() {
+            Some(Part::Done(Answer::Failed(failure, text))) => table::failure_reply(*failure, text),
+            _ => after.clone(),
+        };
+        return encode::encode(out, &reply, gather.proto);
+    }
     // The hot cases without building a reply tree.
     match (gather.op, gather.parts.as_slice()) {
         (KeyOp::Get, [Part::Done(Answer::Value(v))]) => return encode::bulk(out, v),
@@ -466,5 +644,10 @@ fn write_gathered(out: &mut Vec<u8>, gather: &Gather) {
             Part::Waiting(_) => None,
         })
         .collect();
-    encode::encode(out, &table::combine(gather.op, &answers), gather.proto);
+    let now_ms = crate::hlc::wall_ms();
+    encode::encode(
+        out,
+        &table::combine(gather.op, &answers, now_ms),
+        gather.proto,
+    );
 }

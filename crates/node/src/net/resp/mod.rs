@@ -13,7 +13,9 @@
 pub mod commands;
 pub mod decode;
 pub mod encode;
+pub mod expiry;
 pub mod info;
+pub mod scan;
 pub mod table;
 
 /// The Redis version whose commands' behaviour the front end follows

@@ -6,13 +6,20 @@
 //! Pure: no socket, no engine. Refusals say why (docs/RESP.md): commands
 //! that need an atomic read-modify-write, which a leaderless
 //! last-writer-wins store cannot honour; commands of types ataman does not
-//! have; expiry options until expiry exists.
+//! have; the expiry commands that need a read then a write, until they
+//! are wired.
 
-use super::commands::{ATOMIC, EXPIRY, OTHER_TYPES};
+use super::commands::{ATOMIC, OTHER_TYPES};
 pub use super::commands::{COMMANDS, OTHER, Spec};
 use super::encode::{OK, Proto, Reply};
+use super::expiry::{
+    Chain, SetExpiry, Then, Unit, expire_args, expiry_of, getex_args, invalid_expire, set_options,
+    time_left,
+};
+use super::scan::glob_match;
 use crate::net::answer::{Answer, Awaited, Failure};
 use crate::net::dispatch::Command;
+use crate::ttl::Expiry;
 use std::borrow::Cow;
 
 /// A connection's session: what `HELLO`, `CLIENT` and
@@ -79,6 +86,14 @@ pub enum KeyOp {
     Get,
     /// `SET`: one write.
     Set,
+    /// `SET … EX|PX|EXAT|PXAT`, `SETEX`, `PSETEX` (the command's name, for
+    /// Redis's error when the deadline is past the maximum): one write.
+    SetExpiring(&'static str),
+    /// `TTL`, `PTTL`: one read of the version, its deadline answered in
+    /// this unit.
+    Ttl(Unit),
+    /// A read of the version, then maybe a write ([`Plan::ReadThen`]).
+    Chained,
     /// `DEL`, `UNLINK`: a delete per key.
     Del,
     /// `EXISTS`: a read per key, counted.
@@ -87,6 +102,11 @@ pub enum KeyOp {
     MGet,
     /// `MSET`: a write per pair.
     MSet,
+}
+
+/// The `'static` name of a served command (for errors that name it).
+fn spec_name(name: &str) -> &'static str {
+    lookup(name).map_or("set", |(_, spec)| spec.name)
 }
 
 /// What the node is asked (the connection layer answers these).
@@ -113,6 +133,9 @@ pub enum Plan<'a> {
     Close(Reply),
     /// Work for the dispatcher, one command per key.
     Keys(KeyOp, Vec<Command<'a>>),
+    /// A read of one key's version ([`Command::GetVersion`]), then the
+    /// chain's second step ([`super::expiry::follow`]).
+    ReadThen(Command<'a>, Box<Chain>),
     /// A question for the node.
     Node(NodeQuery),
 }
@@ -167,10 +190,11 @@ fn refusal(args: &[Cow<'_, [u8]>], name: &str) -> Option<Reply> {
              leaderless last-writer-wins replication cannot honour (docs/RESP.md)"
         )));
     }
-    if EXPIRY.contains(&name) {
-        return Some(Reply::err(format!(
-            "{upper} is not supported: ataman has no key expiry yet (docs/RESP.md)"
-        )));
+    if name == "keys" || name == "scan" {
+        return Some(Reply::err(
+            "KEYS and SCAN are not supported yet: KEYS's one reply holding every key of the \
+             cluster has no bound, and SCAN is not served yet (docs/RESP.md)",
+        ));
     }
     if OTHER_TYPES.contains(&name) {
         return Some(Reply::err(format!(
@@ -433,38 +457,11 @@ pub fn config_get(patterns: &[Vec<u8>], pairs: &[(&str, String)]) -> Reply {
         .filter(|(name, _)| {
             patterns
                 .iter()
-                .any(|p| glob(&p.to_ascii_lowercase(), name.as_bytes()))
+                .any(|p| glob_match(&p.to_ascii_lowercase(), name.as_bytes()))
         })
         .map(|(name, value)| (Reply::text(*name), Reply::text(value.clone())))
         .collect();
     Reply::Map(matching)
-}
-
-/// `*` and `?` glob matching (no classes), iterative with one backtrack point.
-pub fn glob(pattern: &[u8], text: &[u8]) -> bool {
-    let (mut p, mut t) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        match pattern.get(p) {
-            Some(b'*') => {
-                star = Some((p, t));
-                p += 1;
-            }
-            Some(&c) if c == b'?' || c == text[t] => {
-                p += 1;
-                t += 1;
-            }
-            _ => match star {
-                Some((sp, st)) => {
-                    p = sp + 1;
-                    t = st + 1;
-                    star = Some((sp, st + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    pattern[p.min(pattern.len())..].iter().all(|&c| c == b'*')
 }
 
 /// `WAIT numreplicas timeout`: every write this connection was answered
@@ -528,31 +525,6 @@ fn check_value(value: &[u8], limits: Limits) -> Result<(), Reply> {
     Ok(())
 }
 
-/// `SET`'s options: `KEEPTTL` is honoured (there is no TTL to keep); the
-/// others are refused, saying why.
-fn set_options(options: &[Cow<'_, [u8]>]) -> Result<(), Reply> {
-    for option in options {
-        match lower(option).as_str() {
-            "keepttl" => {}
-            "nx" | "xx" | "get" => {
-                return Err(Reply::err(format!(
-                    "SET {} is not supported: it needs an atomic read-modify-write, which \
-                     ataman's leaderless last-writer-wins replication cannot honour (docs/RESP.md)",
-                    lower(option).to_ascii_uppercase()
-                )));
-            }
-            "ex" | "px" | "exat" | "pxat" => {
-                return Err(Reply::err(format!(
-                    "SET {} is not supported: ataman has no key expiry yet (docs/RESP.md)",
-                    lower(option).to_ascii_uppercase()
-                )));
-            }
-            _ => return Err(Reply::err("syntax error")),
-        }
-    }
-    Ok(())
-}
-
 fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Limits) -> Plan<'b> {
     let (ack, from) = (session.ack, session.from);
     let get = |key: &[u8]| Command::Get {
@@ -560,12 +532,30 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
         ack,
         from,
     };
-    let write = |key: &[u8], value: Option<&'b [u8]>| Command::Write {
+    let write_until = |key: &[u8], value: Option<&'b [u8]>, expiry| Command::Write {
         key: key.to_vec(),
         value,
-        ttl_ms: None,
+        expiry,
         ack,
         from,
+    };
+    let write = |key: &[u8], value| write_until(key, value, Expiry::Never);
+    let read_then = |then| {
+        let key = args[1].to_vec();
+        let version = Command::GetVersion {
+            key: key.clone(),
+            ack,
+            from,
+        };
+        Plan::ReadThen(
+            version,
+            Box::new(Chain {
+                key,
+                ack,
+                from,
+                then,
+            }),
+        )
     };
     let checked = || -> Result<Plan<'b>, Reply> {
         Ok(match name {
@@ -574,10 +564,58 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
                 Plan::Keys(KeyOp::Get, vec![get(&args[1])])
             }
             "set" => {
-                set_options(&args[3..])?;
+                let expiry = match set_options(&args[3..])? {
+                    SetExpiry::To(expiry) => expiry,
+                    SetExpiry::Keep => {
+                        check_key(&args[1], limits)?;
+                        check_value(&args[2], limits)?;
+                        return Ok(read_then(Then::KeepTtl(args[2].to_vec())));
+                    }
+                };
                 check_key(&args[1], limits)?;
                 check_value(&args[2], limits)?;
-                Plan::Keys(KeyOp::Set, vec![write(&args[1], Some(&args[2]))])
+                let op = match expiry {
+                    Expiry::Never => KeyOp::Set,
+                    _ => KeyOp::SetExpiring("set"),
+                };
+                Plan::Keys(op, vec![write_until(&args[1], Some(&args[2]), expiry)])
+            }
+            "setex" | "psetex" => {
+                let unit = if name == "setex" { "ex" } else { "px" };
+                let expiry = expiry_of(name, unit, &args[2])?;
+                check_key(&args[1], limits)?;
+                check_value(&args[3], limits)?;
+                let set = write_until(&args[1], Some(&args[3]), expiry);
+                Plan::Keys(KeyOp::SetExpiring(spec_name(name)), vec![set])
+            }
+            "expire" | "pexpire" | "expireat" | "pexpireat" => {
+                let (expiry, condition) = expire_args(name, &args[2], &args[3..])?;
+                check_key(&args[1], limits)?;
+                read_then(Then::Expire(expiry, condition))
+            }
+            "persist" => {
+                check_key(&args[1], limits)?;
+                read_then(Then::Persist)
+            }
+            "getex" => {
+                let expiry = getex_args(&args[2..])?;
+                check_key(&args[1], limits)?;
+                read_then(Then::GetEx(expiry))
+            }
+            "ttl" | "pttl" | "expiretime" | "pexpiretime" => {
+                check_key(&args[1], limits)?;
+                let version = Command::GetVersion {
+                    key: args[1].to_vec(),
+                    ack,
+                    from,
+                };
+                let unit = match name {
+                    "ttl" => Unit::Seconds,
+                    "pttl" => Unit::Millis,
+                    "expiretime" => Unit::AtSeconds,
+                    _ => Unit::AtMillis,
+                };
+                Plan::Keys(KeyOp::Ttl(unit), vec![version])
             }
             "mset" => {
                 if args.len().is_multiple_of(2) {
@@ -626,10 +664,15 @@ pub fn failure_reply(failure: Failure, text: &str) -> Reply {
 /// The one reply of a command whose keys were answered `answers` (in key
 /// order). The first failure, if any, is the reply: some of an `MSET`'s or
 /// `DEL`'s keys may be written even so (docs/RESP.md, atomicity).
-pub fn combine(op: KeyOp, answers: &[Answer]) -> Reply {
+pub fn combine(op: KeyOp, answers: &[Answer], now_ms: u64) -> Reply {
     if let Some(Answer::Failed(failure, text)) =
         answers.iter().find(|a| matches!(a, Answer::Failed(..)))
     {
+        // The only invalid an expiring write meets is its deadline, past
+        // the maximum once stamped: Redis's words for it.
+        if let (KeyOp::SetExpiring(command), Failure::Invalid) = (op, failure) {
+            return invalid_expire(command);
+        }
         return failure_reply(*failure, text);
     }
     let value = |a: &Answer| match a {
@@ -639,7 +682,12 @@ pub fn combine(op: KeyOp, answers: &[Answer]) -> Reply {
     match op {
         KeyOp::Get => answers.first().map_or(Reply::Null, value),
         KeyOp::MGet => Reply::Array(answers.iter().map(value).collect()),
-        KeyOp::Set | KeyOp::MSet => OK,
+        KeyOp::Set | KeyOp::SetExpiring(_) | KeyOp::MSet => OK,
+        // Answered by the chain's step (`super::expiry::follow`).
+        KeyOp::Chained => Reply::err("internal error: a chained command without its step"),
+        KeyOp::Ttl(unit) => answers
+            .first()
+            .map_or(Reply::Int(-2), |a| time_left(a, unit, now_ms)),
         // Every key named is absent now, durably: DEL counts them all
         // (whether a key existed before is not known without a read;
         // docs/RESP.md).
@@ -661,6 +709,7 @@ pub fn combine(op: KeyOp, answers: &[Answer]) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::net::resp::expiry::Condition;
 
     const LIMITS: Limits = Limits {
         key_bytes_max: 8,
@@ -715,13 +764,124 @@ mod tests {
             (&["MULTI"], "atomic"),
             (&["set", "k", "v", "NX"], "atomic"),
             (&["set", "k", "v", "get"], "atomic"),
-            (&["set", "k", "v", "EX", "10"], "no key expiry"),
+            (&["keys", "*"], "no bound"),
             (&["lpush", "k", "v"], "string values only"),
             (&["subscribe", "c"], "pub/sub"),
             (&["set", "k", "v", "bogus"], "syntax error"),
         ] {
             let e = error_of(planned(words));
             assert!(e.starts_with("ERR ") && e.contains(why), "{words:?}: {e}");
+        }
+    }
+
+    /// `SET`'s expiry options become one expiring write; bad ones are
+    /// refused with Redis's words.
+    #[test]
+    fn set_expiry_options_become_an_expiring_write() {
+        let expiry_of_plan = |words: &[&str]| match planned(words) {
+            Plan::Keys(op, commands) => match commands.as_slice() {
+                [Command::Write { expiry, .. }] => (op, *expiry),
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            expiry_of_plan(&["set", "k", "v"]),
+            (KeyOp::Set, Expiry::Never)
+        );
+        assert_eq!(
+            expiry_of_plan(&["set", "k", "v", "ex", "10"]),
+            (KeyOp::SetExpiring("set"), Expiry::AfterMs(10_000))
+        );
+        assert_eq!(
+            expiry_of_plan(&["SET", "k", "v", "PX", "250"]),
+            (KeyOp::SetExpiring("set"), Expiry::AfterMs(250))
+        );
+        assert_eq!(
+            expiry_of_plan(&["set", "k", "v", "exat", "1700000000"]).1,
+            Expiry::AtMs(1_700_000_000_000)
+        );
+        assert_eq!(
+            expiry_of_plan(&["set", "k", "v", "pxat", "1700000000123"]).1,
+            Expiry::AtMs(1_700_000_000_123)
+        );
+        assert_eq!(
+            expiry_of_plan(&["setex", "k", "3", "v"]),
+            (KeyOp::SetExpiring("setex"), Expiry::AfterMs(3_000))
+        );
+        assert_eq!(
+            expiry_of_plan(&["psetex", "k", "3", "v"]),
+            (KeyOp::SetExpiring("psetex"), Expiry::AfterMs(3))
+        );
+        let too_far = (crate::ttl::DEADLINE_MS_MAX + 1).to_string();
+        let huge = "999999999999999999";
+        for (words, error) in [
+            (
+                &["set", "k", "v", "ex", "0"][..],
+                "ERR invalid expire time in 'set' command",
+            ),
+            (
+                &["set", "k", "v", "px", "-5"],
+                "ERR invalid expire time in 'set' command",
+            ),
+            (
+                &["set", "k", "v", "pxat", &too_far],
+                "ERR invalid expire time in 'set' command",
+            ),
+            (
+                &["set", "k", "v", "ex", huge],
+                "ERR invalid expire time in 'set' command",
+            ),
+            (
+                &["setex", "k", "0", "v"],
+                "ERR invalid expire time in 'setex' command",
+            ),
+            (
+                &["set", "k", "v", "ex", "ten"],
+                "ERR value is not an integer or out of range",
+            ),
+            (&["set", "k", "v", "ex"], "ERR syntax error"),
+            (&["set", "k", "v", "ex", "1", "px", "1"], "ERR syntax error"),
+        ] {
+            assert_eq!(error_of(planned(words)), error, "{words:?}");
+        }
+    }
+
+    /// A deadline past the maximum once stamped is Redis's error too.
+    #[test]
+    fn an_expiring_write_refused_at_the_stamp_reads_as_redis_words_it() {
+        let refused = Answer::Failed(Failure::Invalid, "deadline past the maximum".into());
+        assert_eq!(
+            combine(KeyOp::SetExpiring("set"), &[refused], 0),
+            Reply::err("invalid expire time in 'set' command")
+        );
+    }
+
+    /// `TTL`, `PTTL` read the version; `EXPIRE` and its kin, `PERSIST`,
+    /// `GETEX` and `SET … KEEPTTL` read it, then follow up.
+    #[test]
+    fn ttl_reads_the_version_and_expire_chains_a_write() {
+        let Plan::Keys(KeyOp::Ttl(Unit::Seconds), commands) = planned(&["ttl", "k"]) else {
+            panic!("ttl is not a read of the version");
+        };
+        assert!(matches!(commands.as_slice(), [Command::GetVersion { .. }]));
+        for (words, then) in [
+            (
+                &["expire", "k", "10", "nx"][..],
+                Then::Expire(Some(Expiry::AfterMs(10_000)), Condition::Nx),
+            ),
+            (&["persist", "k"], Then::Persist),
+            (&["getex", "k"], Then::GetEx(None)),
+            (&["set", "k", "v", "keepttl"], Then::KeepTtl(b"v".to_vec())),
+        ] {
+            let Plan::ReadThen(Command::GetVersion { key, .. }, chain) = planned(words) else {
+                panic!("{words:?} is not a read then a write");
+            };
+            assert_eq!(
+                (key.as_slice(), &chain.then),
+                (&b"k"[..], &then),
+                "{words:?}"
+            );
         }
     }
 
@@ -736,7 +896,7 @@ mod tests {
             Command::Write {
                 key: b"b".to_vec(),
                 value: Some(b"2"),
-                ttl_ms: None,
+                expiry: crate::ttl::Expiry::Never,
                 ack: 2,
                 from: 3
             }
@@ -751,7 +911,7 @@ mod tests {
         );
         assert!(error_of(planned(&["get", ""])).contains("empty keys"));
         assert!(matches!(
-            planned(&["set", "k", "v", "keepttl"]),
+            planned(&["set", "k", "v"]),
             Plan::Keys(KeyOp::Set, _)
         ));
     }
@@ -822,30 +982,30 @@ mod tests {
                 (Reply::text("appendonly"), Reply::text("yes")),
             ])
         );
-        assert!(glob(b"*", b""));
-        assert!(glob(b"a*b*c", b"aXbYbc"));
-        assert!(!glob(b"a*b", b"ac"));
+        assert!(glob_match(b"*", b""));
+        assert!(glob_match(b"a*b*c", b"aXbYbc"));
+        assert!(!glob_match(b"a*b", b"ac"));
     }
 
     #[test]
     fn answers_combine_into_one_reply() {
         let v = |s: &str| Answer::Value(s.as_bytes().to_vec());
         assert_eq!(
-            combine(KeyOp::MGet, &[v("1"), Answer::NotFound]),
+            combine(KeyOp::MGet, &[v("1"), Answer::NotFound], 0),
             Reply::Array(vec![Reply::text("1"), Reply::Null])
         );
         assert_eq!(
-            combine(KeyOp::Exists, &[v("1"), Answer::NotFound, v("1")]),
+            combine(KeyOp::Exists, &[v("1"), Answer::NotFound, v("1")], 0),
             Reply::Int(2)
         );
         let done = Answer::Done(Awaited::Delete);
-        assert_eq!(combine(KeyOp::Del, &[done.clone(), done]), Reply::Int(2));
+        assert_eq!(combine(KeyOp::Del, &[done.clone(), done], 0), Reply::Int(2));
         let failed = Answer::Failed(
             Failure::NotEnoughReplicas,
             "not enough replicas: 1 of 2".into(),
         );
         assert_eq!(
-            combine(KeyOp::MSet, &[Answer::Done(Awaited::Put), failed]),
+            combine(KeyOp::MSet, &[Answer::Done(Awaited::Put), failed], 0),
             Reply::Error("NOREPLICAS not enough replicas: 1 of 2".into())
         );
     }

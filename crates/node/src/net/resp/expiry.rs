@@ -1,0 +1,492 @@
+//! RESP's expiry commands, pure: parsing their options into an
+//! [`Expiry`], `TTL`/`PTTL`'s replies, and the second step of the commands
+//! that read a key's version and then may write a new one (`EXPIRE` and
+//! its kin, `PERSIST`, `GETEX`, `SET … KEEPTTL`): [`follow`] decides the
+//! write and the reply from the read's answer.
+//!
+//! Such a command is a read then a write, not an atomic step: a `SET` of
+//! the same key from another client between the two can be overwritten
+//! by the new version (same value as read, new deadline), or win over it
+//! by its timestamp (docs/RESP.md).
+
+use super::encode::Reply;
+use super::table::failure_reply;
+use crate::net::answer::Answer;
+use crate::ttl::{DEADLINE_MS_MAX, Expiry};
+use std::borrow::Cow;
+
+fn lower(arg: &[u8]) -> String {
+    String::from_utf8_lossy(arg).to_ascii_lowercase()
+}
+
+/// The unit `TTL` (seconds) and `PTTL` (milliseconds) answer in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Seconds, rounded to the nearest (as Redis rounds them).
+    Seconds,
+    /// Milliseconds.
+    Millis,
+    /// The deadline itself, Unix seconds (`EXPIRETIME`).
+    AtSeconds,
+    /// The deadline itself, Unix milliseconds (`PEXPIRETIME`).
+    AtMillis,
+}
+
+/// `TTL`/`PTTL`'s reply to `answer` at `now_ms`: -2 for a missing (or
+/// just expired) key, -1 for a key that never expires, else the time left.
+pub fn time_left(answer: &Answer, unit: Unit, now_ms: u64) -> Reply {
+    let left_ms = match answer {
+        Answer::ValueUntil(_, None) | Answer::Value(_) => return Reply::Int(-1),
+        Answer::ValueUntil(_, Some(deadline)) if *deadline > now_ms => deadline - now_ms,
+        Answer::Failed(failure, text) => return failure_reply(*failure, text),
+        _ => return Reply::Int(-2),
+    };
+    let left = match unit {
+        Unit::Seconds => left_ms.saturating_add(500) / 1_000,
+        Unit::Millis => left_ms,
+        Unit::AtSeconds => now_ms.saturating_add(left_ms) / 1_000,
+        Unit::AtMillis => now_ms.saturating_add(left_ms),
+    };
+    Reply::Int(i64::try_from(left).unwrap_or(i64::MAX))
+}
+
+/// Redis's error for an expiry that is not positive or overflows.
+pub(super) fn invalid_expire(command: &str) -> Reply {
+    Reply::err(format!("invalid expire time in '{command}' command"))
+}
+
+/// The expiry `amount` of `unit` asks for (`ex`, `px`, `exat`, `pxat`):
+/// positive and at most [`DEADLINE_MS_MAX`] in milliseconds, as Redis
+/// bounds them (a relative one past the maximum once stamped is refused
+/// by the stamp, with the same error).
+pub(super) fn expiry_of(command: &str, unit: &str, amount: &[u8]) -> Result<Expiry, Reply> {
+    let Some(n) = super::decode::parse_i64(amount) else {
+        return Err(Reply::err("value is not an integer or out of range"));
+    };
+    let ms = match unit {
+        "ex" | "exat" => n.checked_mul(1_000),
+        _ => Some(n),
+    };
+    let ms = match ms.and_then(|ms| u64::try_from(ms).ok()) {
+        Some(ms) if (1..=DEADLINE_MS_MAX).contains(&ms) => ms,
+        _ => return Err(invalid_expire(command)),
+    };
+    Ok(match unit {
+        "ex" | "px" => Expiry::AfterMs(ms),
+        _ => Expiry::AtMs(ms),
+    })
+}
+
+/// What `SET`'s options ask of the key's deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetExpiry {
+    /// This expiry (`Never` without an option).
+    To(Expiry),
+    /// `KEEPTTL`: the deadline the key has (a read, then the write).
+    Keep,
+}
+
+/// `SET`'s options: the expiry (`EX`, `PX`, `EXAT`, `PXAT`, `KEEPTTL`, at
+/// most one); `NX`, `XX`, `GET` are refused, saying why.
+pub(super) fn set_options(options: &[Cow<'_, [u8]>]) -> Result<SetExpiry, Reply> {
+    let mut expiry = None;
+    let mut i = 0;
+    while i < options.len() {
+        let option = lower(&options[i]);
+        let set = match option.as_str() {
+            "ex" | "px" | "exat" | "pxat" => {
+                let Some(amount) = options.get(i + 1) else {
+                    return Err(Reply::err("syntax error"));
+                };
+                i += 1;
+                SetExpiry::To(expiry_of("set", &option, amount)?)
+            }
+            "keepttl" => SetExpiry::Keep,
+            "nx" | "xx" | "get" => {
+                return Err(Reply::err(format!(
+                    "SET {} is not supported: it needs an atomic read-modify-write, which \
+                     ataman's leaderless last-writer-wins replication cannot honour (docs/RESP.md)",
+                    option.to_ascii_uppercase()
+                )));
+            }
+            _ => return Err(Reply::err("syntax error")),
+        };
+        if expiry.replace(set).is_some() {
+            return Err(Reply::err("syntax error"));
+        }
+        i += 1;
+    }
+    Ok(expiry.unwrap_or(SetExpiry::To(Expiry::Never)))
+}
+
+/// `EXPIRE`'s condition on the key's current deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Condition {
+    /// Always.
+    Always,
+    /// `NX`: only a key with no deadline.
+    Nx,
+    /// `XX`: only a key with a deadline.
+    Xx,
+    /// `GT`: only when the new deadline is later (no deadline counts as
+    /// infinite, so never for a key without one).
+    Gt,
+    /// `LT`: only when the new deadline is sooner (no deadline counts as
+    /// infinite).
+    Lt,
+}
+
+/// What the second step does with the read version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Then {
+    /// `EXPIRE`, `PEXPIRE`, `EXPIREAT`, `PEXPIREAT`: the new expiry (`None`:
+    /// a time not after now, which deletes the key), on a condition.
+    Expire(Option<Expiry>, Condition),
+    /// `PERSIST`.
+    Persist,
+    /// `GETEX`: the value, with a new expiry if one is given
+    /// (`Some(Expiry::Never)`: `PERSIST`).
+    GetEx(Option<Expiry>),
+    /// `SET key value KEEPTTL`: this value, with the deadline the key has.
+    KeepTtl(Vec<u8>),
+}
+
+/// A read-then-write command's key, replication and second step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chain {
+    /// The key.
+    pub key: Vec<u8>,
+    /// Replicas that must answer (the session's).
+    pub ack: u32,
+    /// Replicas asked.
+    pub from: u32,
+    /// The second step.
+    pub then: Then,
+}
+
+/// The second step's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// No write: this reply.
+    Reply(Reply),
+    /// Write this (`None`: a delete); once durable, reply `reply`.
+    Write {
+        /// The new version's value (`None`: a delete).
+        value: Option<Vec<u8>>,
+        /// Its expiry.
+        expiry: Expiry,
+        /// The reply once it is durable.
+        reply: Reply,
+    },
+}
+
+/// The deadline an expiry would give a version stamped at `now_ms`.
+fn deadline_at(expiry: Option<Expiry>, now_ms: u64) -> u64 {
+    match expiry {
+        None => 0,
+        Some(Expiry::Never) => u64::MAX,
+        Some(Expiry::AfterMs(ms)) => now_ms.saturating_add(ms),
+        Some(Expiry::AtMs(at)) => at,
+    }
+}
+
+fn holds(condition: Condition, current: Option<u64>, new_ms: u64) -> bool {
+    match (condition, current) {
+        (Condition::Always, _) => true,
+        (Condition::Nx, current) => current.is_none(),
+        (Condition::Xx, current) => current.is_some(),
+        (Condition::Gt, Some(current)) => new_ms > current,
+        (Condition::Gt, None) => false,
+        (Condition::Lt, Some(current)) => new_ms < current,
+        (Condition::Lt, None) => true,
+    }
+}
+
+/// The second step of `then` given the read's answer `read` at `now_ms`.
+pub fn follow(then: &Then, read: &Answer, now_ms: u64) -> Next {
+    let (value, current) = match read {
+        Answer::ValueUntil(value, deadline) => (value, *deadline),
+        Answer::Value(value) => (value, None),
+        Answer::Failed(failure, text) => return Next::Reply(failure_reply(*failure, text)),
+        _ => {
+            return Next::Reply(match then {
+                Then::Expire(..) | Then::Persist => Reply::Int(0),
+                Then::GetEx(_) => Reply::Null,
+                Then::KeepTtl(new) => {
+                    return Next::Write {
+                        value: Some(new.clone()),
+                        expiry: Expiry::Never,
+                        reply: super::encode::OK,
+                    };
+                }
+            });
+        }
+    };
+    let write = |value: Option<&Vec<u8>>, expiry, reply| Next::Write {
+        value: value.cloned(),
+        expiry,
+        reply,
+    };
+    match then {
+        Then::Expire(expiry, condition) => {
+            if !holds(*condition, current, deadline_at(*expiry, now_ms)) {
+                return Next::Reply(Reply::Int(0));
+            }
+            match expiry {
+                Some(expiry) => write(Some(value), *expiry, Reply::Int(1)),
+                None => write(None, Expiry::Never, Reply::Int(1)),
+            }
+        }
+        Then::Persist if current.is_none() => Next::Reply(Reply::Int(0)),
+        Then::Persist => write(Some(value), Expiry::Never, Reply::Int(1)),
+        Then::GetEx(None) => Next::Reply(Reply::Bulk(value.clone())),
+        Then::GetEx(Some(Expiry::Never)) if current.is_none() => {
+            Next::Reply(Reply::Bulk(value.clone()))
+        }
+        Then::GetEx(Some(expiry)) => write(Some(value), *expiry, Reply::Bulk(value.clone())),
+        Then::KeepTtl(new) => write(
+            Some(new),
+            current.map_or(Expiry::Never, Expiry::AtMs),
+            super::encode::OK,
+        ),
+    }
+}
+
+/// `EXPIRE key n [NX|XX|GT|LT]` and its kin (`name` lower-case): the new
+/// expiry (`None`: not after now, a delete) and the condition.
+pub(super) fn expire_args(
+    name: &str,
+    amount: &[u8],
+    options: &[Cow<'_, [u8]>],
+) -> Result<(Option<Expiry>, Condition), Reply> {
+    let Some(n) = super::decode::parse_i64(amount) else {
+        return Err(Reply::err("value is not an integer or out of range"));
+    };
+    let ms = match name {
+        "expire" | "expireat" => n.checked_mul(1_000),
+        _ => Some(n),
+    }
+    .ok_or_else(|| invalid_expire(name))?;
+    let expiry = match name {
+        _ if ms <= 0 => None,
+        _ if ms as u64 > DEADLINE_MS_MAX => return Err(invalid_expire(name)),
+        "expire" | "pexpire" => Some(Expiry::AfterMs(ms as u64)),
+        _ => Some(Expiry::AtMs(ms as u64)),
+    };
+    let mut condition = Condition::Always;
+    for option in options {
+        let next = match lower(option).as_str() {
+            "nx" => Condition::Nx,
+            "xx" => Condition::Xx,
+            "gt" => Condition::Gt,
+            "lt" => Condition::Lt,
+            other => return Err(Reply::err(format!("Unsupported option {other}"))),
+        };
+        condition = match (condition, next) {
+            (Condition::Always, next) => next,
+            (a, b) if a == b => a,
+            (Condition::Gt, Condition::Lt) | (Condition::Lt, Condition::Gt) => {
+                return Err(Reply::err(
+                    "GT and LT options at the same time are not compatible",
+                ));
+            }
+            _ => {
+                return Err(Reply::err(
+                    "NX and XX, GT or LT options at the same time are not compatible",
+                ));
+            }
+        };
+    }
+    Ok((expiry, condition))
+}
+
+/// `GETEX key [EX s|PX ms|EXAT s|PXAT ms|PERSIST]`: the new expiry, if any.
+pub(super) fn getex_args(options: &[Cow<'_, [u8]>]) -> Result<Option<Expiry>, Reply> {
+    match options {
+        [] => Ok(None),
+        [persist] if lower(persist) == "persist" => Ok(Some(Expiry::Never)),
+        [unit, amount] => {
+            let unit = lower(unit);
+            match unit.as_str() {
+                "ex" | "px" | "exat" | "pxat" => expiry_of("getex", &unit, amount).map(Some),
+                _ => Err(Reply::err("syntax error")),
+            }
+        }
+        _ => Err(Reply::err("syntax error")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::answer::Failure;
+
+    fn args(words: &[&str]) -> Vec<Cow<'static, [u8]>> {
+        words
+            .iter()
+            .map(|w| Cow::Owned(w.as_bytes().to_vec()))
+            .collect()
+    }
+
+    /// `TTL` and `PTTL`: -2 missing or expired, -1 no deadline, else the
+    /// time left (seconds rounded to the nearest, as Redis does).
+    #[test]
+    fn time_left_as_redis_answers_it() {
+        let v = |deadline| Answer::ValueUntil(b"v".to_vec(), deadline);
+        assert_eq!(
+            time_left(&Answer::NotFound, Unit::Seconds, 0),
+            Reply::Int(-2)
+        );
+        assert_eq!(time_left(&v(None), Unit::Millis, 0), Reply::Int(-1));
+        assert_eq!(time_left(&v(Some(10)), Unit::Millis, 10), Reply::Int(-2));
+        assert_eq!(
+            time_left(&v(Some(2_345)), Unit::Millis, 0),
+            Reply::Int(2_345)
+        );
+        assert_eq!(time_left(&v(Some(2_345)), Unit::Seconds, 0), Reply::Int(2));
+        assert_eq!(time_left(&v(Some(2_500)), Unit::Seconds, 0), Reply::Int(3));
+        assert_eq!(
+            time_left(&v(Some(2_500)), Unit::AtSeconds, 7),
+            Reply::Int(2)
+        );
+        assert_eq!(
+            time_left(&v(Some(2_500)), Unit::AtMillis, 7),
+            Reply::Int(2_500)
+        );
+        assert_eq!(time_left(&v(None), Unit::AtMillis, 7), Reply::Int(-1));
+    }
+
+    #[test]
+    fn expire_arguments_as_redis_takes_them() {
+        assert_eq!(
+            expire_args("expire", b"10", &[]),
+            Ok((Some(Expiry::AfterMs(10_000)), Condition::Always))
+        );
+        assert_eq!(
+            expire_args("pexpireat", b"1234", &args(&["gt"])),
+            Ok((Some(Expiry::AtMs(1234)), Condition::Gt))
+        );
+        assert_eq!(
+            expire_args("expire", b"0", &[]),
+            Ok((None, Condition::Always))
+        );
+        assert_eq!(
+            expire_args("pexpire", b"-5", &args(&["NX", "nx"])),
+            Ok((None, Condition::Nx))
+        );
+        let e = |r: Result<_, Reply>| match r {
+            Err(Reply::Error(e)) => e,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            e(expire_args("expire", b"999999999999999999", &[])),
+            "ERR invalid expire time in 'expire' command"
+        );
+        assert!(e(expire_args("expire", b"x", &[])).contains("not an integer"));
+        assert!(e(expire_args("expire", b"1", &args(&["gt", "lt"]))).contains("GT and LT"));
+        assert!(e(expire_args("expire", b"1", &args(&["nx", "xx"]))).contains("NX and XX"));
+        assert!(e(expire_args("expire", b"1", &args(&["bogus"]))).contains("Unsupported option"));
+        assert_eq!(getex_args(&[]), Ok(None));
+        assert_eq!(getex_args(&args(&["PERSIST"])), Ok(Some(Expiry::Never)));
+        assert_eq!(
+            getex_args(&args(&["px", "5"])),
+            Ok(Some(Expiry::AfterMs(5)))
+        );
+        assert!(getex_args(&args(&["px"])).is_err());
+        assert!(getex_args(&args(&["ex", "0"])).is_err());
+    }
+
+    /// The second step: replies for a missing key, conditions on the
+    /// current deadline, and the new version written.
+    #[test]
+    fn the_second_step_follows_redis() {
+        let v = |deadline| Answer::ValueUntil(b"v".to_vec(), deadline);
+        let put = |expiry, reply| Next::Write {
+            value: Some(b"v".to_vec()),
+            expiry,
+            reply,
+        };
+        let expire = |c| Then::Expire(Some(Expiry::AtMs(5_000)), c);
+        // Missing keys.
+        assert_eq!(
+            follow(&expire(Condition::Always), &Answer::NotFound, 0),
+            Next::Reply(Reply::Int(0))
+        );
+        assert_eq!(
+            follow(&Then::Persist, &Answer::NotFound, 0),
+            Next::Reply(Reply::Int(0))
+        );
+        assert_eq!(
+            follow(&Then::GetEx(None), &Answer::NotFound, 0),
+            Next::Reply(Reply::Null)
+        );
+        // EXPIRE and its conditions.
+        assert_eq!(
+            follow(&expire(Condition::Always), &v(None), 0),
+            put(Expiry::AtMs(5_000), Reply::Int(1))
+        );
+        assert_eq!(
+            follow(&Then::Expire(None, Condition::Always), &v(None), 0),
+            Next::Write {
+                value: None,
+                expiry: Expiry::Never,
+                reply: Reply::Int(1)
+            }
+        );
+        for (condition, current, applies) in [
+            (Condition::Nx, None, true),
+            (Condition::Nx, Some(9_000), false),
+            (Condition::Xx, None, false),
+            (Condition::Xx, Some(9_000), true),
+            (Condition::Gt, None, false),
+            (Condition::Gt, Some(4_000), true),
+            (Condition::Gt, Some(9_000), false),
+            (Condition::Lt, None, true),
+            (Condition::Lt, Some(4_000), false),
+            (Condition::Lt, Some(9_000), true),
+        ] {
+            let next = follow(&expire(condition), &v(current), 0);
+            assert_eq!(
+                matches!(next, Next::Write { .. }),
+                applies,
+                "{condition:?} {current:?}"
+            );
+        }
+        // PERSIST, GETEX, KEEPTTL.
+        assert_eq!(
+            follow(&Then::Persist, &v(None), 0),
+            Next::Reply(Reply::Int(0))
+        );
+        assert_eq!(
+            follow(&Then::Persist, &v(Some(9)), 0),
+            put(Expiry::Never, Reply::Int(1))
+        );
+        let bulk = Reply::Bulk(b"v".to_vec());
+        assert_eq!(
+            follow(&Then::GetEx(None), &v(Some(9)), 0),
+            Next::Reply(bulk.clone())
+        );
+        assert_eq!(
+            follow(&Then::GetEx(Some(Expiry::AfterMs(7))), &v(None), 0),
+            put(Expiry::AfterMs(7), bulk.clone())
+        );
+        assert_eq!(
+            follow(&Then::GetEx(Some(Expiry::Never)), &v(Some(9)), 0),
+            put(Expiry::Never, bulk)
+        );
+        let keep = Then::KeepTtl(b"v".to_vec());
+        assert_eq!(
+            follow(&keep, &v(Some(9)), 0),
+            put(Expiry::AtMs(9), super::super::encode::OK)
+        );
+        assert_eq!(
+            follow(&keep, &Answer::NotFound, 0),
+            put(Expiry::Never, super::super::encode::OK)
+        );
+        let busy = Answer::Failed(Failure::Busy, "later".into());
+        assert_eq!(
+            follow(&keep, &busy, 0),
+            Next::Reply(Reply::Error("TRYAGAIN later".into()))
+        );
+    }
+}
