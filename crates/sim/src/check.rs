@@ -431,9 +431,7 @@ fn stale_reads(history: &History, report: &mut Report) {
             // An older version read over an acknowledged expiring write:
             // the expired write let it come back.
             let kind = match got_ts {
-                Some(g) if g < wts && w.deadline_ms.is_some() => {
-                    ViolationKind::Resurrection
-                }
+                Some(g) if g < wts && w.deadline_ms.is_some() => ViolationKind::Resurrection,
                 _ => ViolationKind::StaleRead,
             };
             if let Some(why) = why {
