@@ -11,12 +11,19 @@
 //! | [`ViolationKind::Diverged`] | after the faults heal and the repairs run, every replica of a key holds the same newest version, and no other node holds it |
 //! | [`ViolationKind::Unrecoverable`] | a restarted engine opens on its disk without `force_recovery` |
 //! | [`ViolationKind::Stuck`] | once healed, the cluster finishes its requests, messages and hints |
+//! | [`ViolationKind::ExpiredRead`] | a read completed at `t` returns no value whose every written version had its deadline at or before `t` minus [`EXPIRY_SKEW_MS`] (a coordinator whose clock is behind may still show it within that window) |
+//! | [`ViolationKind::Resurrection`] | an acknowledged expiring write, once expired, reads as not found, never as an older version: no read under intersecting quorums and no final state returns a version older than it |
+//!
+//! Expiry: an expired version reads as a tombstone at its timestamp (the
+//! engine and the coordinator both show it so), so it counts as the same
+//! version as the value it was, for durability, phantoms and convergence.
 //!
 //! "Newer" is by timestamp: the newest timestamp wins. A write through a
 //! coordinator whose clock is behind is re-stamped above any newer version
 //! a replica holds, so it does not lose to an earlier acknowledged write
 //! whose quorum meets its own; the stale-read check holds it to that.
 
+use crate::config::EPOCH_MS;
 use crate::history::{Happening, History, Op, OpResult};
 use ataman_node::cluster::placement;
 use ataman_node::peer::frame::Stamped;
@@ -41,6 +48,24 @@ pub enum ViolationKind {
     Unrecoverable,
     /// The cluster did not settle after the faults healed.
     Stuck,
+    /// A read returned a value past its deadline plus the skew bound.
+    ExpiredRead,
+    /// A version older than an acknowledged expiring write came back.
+    Resurrection,
+}
+
+/// The skew bound of expiry: nodes' wall clocks are within this of the
+/// virtual clock ([`crate::faults::SKEW_MS_MAX`]), so a coordinator may
+/// still show a value this long after its deadline.
+pub const EXPIRY_SKEW_MS: u64 = crate::faults::SKEW_MS_MAX.unsigned_abs();
+
+/// The same version for comparisons at the end: an expiring value and the
+/// tombstone it reads as once expired are one version.
+fn settled(v: Option<Stamped>) -> Option<Stamped> {
+    v.map(|v| match v.deadline_ms {
+        Some(_) => Stamped::tombstone(v.ts),
+        None => v,
+    })
 }
 
 /// One violation.
@@ -156,6 +181,7 @@ pub fn check(history: &History) -> Report {
     replica_durability(history, &mut report);
     stale_reads(history, &mut report);
     phantoms(history, &written, &mut report);
+    expired_reads(history, &written, &mut report);
     convergence(history, &mut report);
     for h in &history.happenings {
         match h {
@@ -237,12 +263,19 @@ fn lost_writes(history: &History, report: &mut Report) {
         let newest = newest_final(history, &op.key);
         let kept = match &newest {
             Some(n) if n.ts > mine.ts => true,
-            Some(n) if n.ts == mine.ts => n.value == mine.value,
+            // An expiring value may have expired: a tombstone at its ts.
+            Some(n) if n.ts == mine.ts => {
+                n.value == mine.value || (mine.deadline_ms.is_some() && n.value.is_none())
+            }
             _ => false,
+        };
+        let kind = match &newest {
+            Some(n) if mine.deadline_ms.is_some() && n.ts < mine.ts => ViolationKind::Resurrection,
+            _ => ViolationKind::LostWrite,
         };
         if !kept {
             report.push_key(
-                ViolationKind::LostWrite,
+                kind,
                 &op.key,
                 format!(
                     "op {} ({:?} of {} at ts {}, ack {}/{}, answered at {:?} ms): newest at the end is ts {:?}",
@@ -395,18 +428,25 @@ fn stale_reads(history: &History, report: &mut Report) {
             } else {
                 None
             };
+            // An older version read over an acknowledged expiring write:
+            // the expired write let it come back.
+            let kind = match got_ts {
+                Some(g) if g < wts && w.deadline_ms.is_some() => ViolationKind::Resurrection,
+                _ => ViolationKind::StaleRead,
+            };
             if let Some(why) = why {
-                report.push_key(ViolationKind::StaleRead, &read.key, why);
+                report.push_key(kind, &read.key, why);
             }
         }
     }
 }
 
 fn phantoms(history: &History, written: &Written, report: &mut Report) {
+    // An expired value reads as a tombstone at its timestamp.
     let known = |key: &[u8], v: &Stamped| {
-        written
-            .get(&(key.to_vec(), v.ts))
-            .is_some_and(|vs| vs.contains(v))
+        written.get(&(key.to_vec(), v.ts)).is_some_and(|vs| {
+            vs.contains(v) || (v.value.is_none() && vs.iter().any(|w| w.deadline_ms.is_some()))
+        })
     };
     for op in &history.ops {
         if let OpResult::Read(Some(v)) = &op.result
@@ -432,6 +472,43 @@ fn phantoms(history: &History, written: &Written, report: &mut Report) {
     }
 }
 
+/// A read answered at `completed_ms` that returned a value every written
+/// version of which (at its timestamp) had a deadline more than
+/// [`EXPIRY_SKEW_MS`] before then.
+fn expired_reads(history: &History, written: &Written, report: &mut Report) {
+    for op in &history.ops {
+        let (OpResult::Read(Some(v)), Some(done)) = (&op.result, op.completed_ms) else {
+            continue;
+        };
+        if v.value.is_none() {
+            continue;
+        }
+        let wall_ms = EPOCH_MS + done;
+        let Some(candidates) = written.get(&(op.key.clone(), v.ts)) else {
+            continue;
+        };
+        let all_expired = !candidates.is_empty()
+            && candidates.iter().all(|c| {
+                c.deadline_ms
+                    .is_some_and(|d| d.saturating_add(EXPIRY_SKEW_MS) <= wall_ms)
+            });
+        if all_expired {
+            report.push_key(
+                ViolationKind::ExpiredRead,
+                &op.key,
+                format!(
+                    "op {} (GET {} via node {}, answered at {done} ms = {wall_ms} Unix ms) returned ts {} with deadline {:?}, skew bound {EXPIRY_SKEW_MS} ms",
+                    op.id,
+                    show(&op.key),
+                    op.coordinator,
+                    v.ts,
+                    v.deadline_ms
+                ),
+            );
+        }
+    }
+}
+
 fn convergence(history: &History, report: &mut Report) {
     if history.final_states.is_empty() {
         return;
@@ -444,9 +521,9 @@ fn convergence(history: &History, report: &mut Report) {
         .collect();
     for key in keys {
         let replicas = placement::rank_with_seeds(&history.seeds, key, history.replicas);
-        let newest = newest_final(history, key);
+        let newest = settled(newest_final(history, key));
         for (node, state) in history.final_states.iter().enumerate() {
-            let have = state.get(key.as_slice()).cloned();
+            let have = settled(state.get(key.as_slice()).cloned());
             if replicas.contains(&node) {
                 if have != newest {
                     report.push_key(

@@ -11,9 +11,12 @@
 //!   tombstone must not hide a newer value, nor a value resurface over a
 //!   newer tombstone).
 //!
+//! A share of PUTs ([`TTL_PUT_PERCENT`]) carry a TTL drawn from [`TTL_MS`].
+//!
 //! `ack` is drawn per request from `1..=from`, so some read/write pairs
 //! intersect (`ack_w + ack_r > from`) and some do not.
 
+use crate::config::{TTL_MS, TTL_PUT_PERCENT};
 use crate::history::{OpId, OpKind};
 use ataman_testkit::rng::Rng;
 
@@ -37,6 +40,8 @@ pub struct Plan {
     pub ack: usize,
     /// The node to send it to.
     pub coordinator: usize,
+    /// A PUT's TTL, ms (`None`: it does not expire).
+    pub ttl_ms: Option<u64>,
 }
 
 /// One client.
@@ -93,11 +98,14 @@ impl Client {
             };
             (key, kind)
         };
+        let ttl_ms = (matches!(kind, OpKind::Put(_)) && rng.below(100) < TTL_PUT_PERCENT)
+            .then(|| rng.between(TTL_MS.0, TTL_MS.1));
         Plan {
             key,
             kind,
             ack: 1 + rng.index(from),
             coordinator: rng.index(nodes),
+            ttl_ms,
         }
     }
 

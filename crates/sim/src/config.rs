@@ -15,6 +15,14 @@ pub const REPLICATION_TIMEOUT_MS: u64 = 1000;
 /// How often a node runs its hint-delivery tick (the node's tick).
 pub const HINT_TICK_MS: u64 = 50;
 
+/// Share of PUTs, per cent, that carry a TTL (`ttl_ms`): the coordinator
+/// stamps their deadline from its own, possibly skewed, clock.
+pub const TTL_PUT_PERCENT: u64 = 30;
+
+/// Shortest and longest TTL of an expiring PUT, ms: short enough that
+/// most expire while the run goes on.
+pub const TTL_MS: (u64, u64) = (20, 1500);
+
 /// Most nodes a simulated cluster may have.
 pub const NODES_MAX: usize = 9;
 
@@ -45,16 +53,24 @@ pub enum PlantedBug {
     /// A layout transition: nodes delete the copies they do not hold in
     /// the new version while the old one is still live.
     CleanupEarly,
+    /// The engine's compaction drops an expired version outright, without
+    /// keeping it as a tombstone for the grace, so an older version on
+    /// another replica (or below it) comes back.
+    DropExpiredWithoutTombstone,
 }
 
 impl PlantedBug {
     /// Every planted bug by its command-line name.
-    pub const NAMES: [(&'static str, PlantedBug); 5] = [
+    pub const NAMES: [(&'static str, PlantedBug); 6] = [
         ("ack-minus-one", PlantedBug::AckMinusOne),
         ("no-restamp", PlantedBug::NoRestamp),
         ("reads-before-sync", PlantedBug::ReadsBeforeSync),
         ("writes-skip-new", PlantedBug::WritesSkipNew),
         ("cleanup-early", PlantedBug::CleanupEarly),
+        (
+            "drop-expired-without-tombstone",
+            PlantedBug::DropExpiredWithoutTombstone,
+        ),
     ];
 
     /// Its command-line name.

@@ -66,6 +66,9 @@ pub struct Op {
     /// Earlier stamps of a re-stamped write, oldest first: replicas may
     /// hold the write under any of them until a newer one replaces it.
     pub earlier_ts: Vec<u64>,
+    /// An expiring PUT's absolute deadline (Unix ms), stamped once by the
+    /// coordinator from its own clock (`ataman_node::ttl::deadline_ms`).
+    pub deadline_ms: Option<u64>,
     /// When it was sent, virtual ms.
     pub invoked_ms: u64,
     /// When it was answered, virtual ms.
@@ -96,7 +99,10 @@ impl Op {
 
     fn version_at(&self, ts: u64) -> Option<Stamped> {
         match &self.kind {
-            OpKind::Put(v) => Some(Stamped::value(ts, v.clone())),
+            OpKind::Put(v) => Some(Stamped {
+                deadline_ms: self.deadline_ms,
+                ..Stamped::value(ts, v.clone())
+            }),
             OpKind::Delete => Some(Stamped::tombstone(ts)),
             OpKind::Get => None,
         }

@@ -25,7 +25,11 @@
 //!   which the WAL and background threads both do during a flush (which of
 //!   them would meet the fault would depend on thread timing);
 //! - tombstones are never dropped (the grace period is longer than any
-//!   run), because the engine compares tombstone ages with the real clock.
+//!   run), so an expired version stays as a tombstone too; only the
+//!   planted bug `drop-expired-without-tombstone` drops one;
+//! - the engine reads expiry and the grace from [`SimClock`]: the virtual
+//!   time plus the node's skew, the same wall clock its hybrid logical
+//!   clock reads.
 
 use crate::config::{CrashKind, EPOCH_MS, REPLICATION_TIMEOUT_MS};
 use crate::hint_store::HintStore;
@@ -38,7 +42,7 @@ use ataman_node::replication::driver::{DriverConfig, Replicator};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Where each node's engine lives on its simulated disk.
@@ -51,6 +55,41 @@ pub const SIM_MEMTABLE_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// Tombstone grace period: longer than any run, so compaction keeps every
 /// tombstone whatever the real clock says.
 pub const SIM_TOMBSTONE_GRACE: Duration = Duration::from_secs(1000 * 365 * 24 * 3600);
+
+/// A node's wall clock as its engine reads it: the run's virtual time
+/// (shared with the world) plus the node's skew, from [`EPOCH_MS`].
+#[derive(Debug, Default)]
+pub struct SimClock {
+    now_ms: Arc<AtomicU64>,
+    skew_ms: AtomicI64,
+}
+
+impl SimClock {
+    /// A clock reading the virtual time in `now_ms`, not skewed.
+    pub fn new(now_ms: Arc<AtomicU64>) -> Arc<SimClock> {
+        Arc::new(SimClock {
+            now_ms,
+            skew_ms: AtomicI64::new(0),
+        })
+    }
+}
+
+impl ataman_engine::Clock for SimClock {
+    fn now_ms(&self) -> u64 {
+        (EPOCH_MS + self.now_ms.load(Ordering::SeqCst))
+            .saturating_add_signed(self.skew_ms.load(Ordering::SeqCst))
+    }
+}
+
+/// What every engine a node opens is given besides its disk.
+#[derive(Debug, Clone, Default)]
+pub struct EngineSetup {
+    /// The clock expiry and the tombstone grace read.
+    pub clock: Arc<SimClock>,
+    /// Arms the engine's planted bug: compaction drops expired versions
+    /// without a tombstone (`--planted-bug drop-expired-without-tombstone`).
+    pub planted_drop_expired: bool,
+}
 
 /// Where a coordinated request's answer goes: the client operation's
 /// index in the run's history (`history::OpId`).
@@ -107,10 +146,14 @@ pub struct SimNode {
     /// over it (as durable as the disk: it survives crashes); a later
     /// write of the key lifts it.
     pub(crate) dropped: std::cell::RefCell<BTreeMap<Vec<u8>, u64>>,
+    /// The engine's clock and planted bug.
+    pub(crate) engine: EngineSetup,
 }
 
-fn options(fs: &SimFs, wal_mode: WalMode, force_recovery: bool) -> Options {
+fn options(fs: &SimFs, wal_mode: WalMode, force_recovery: bool, engine: &EngineSetup) -> Options {
     Options {
+        clock: Arc::clone(&engine.clock) as Arc<dyn ataman_engine::Clock>,
+        planted_drop_expired_without_tombstone: engine.planted_drop_expired,
         fs: Arc::new(fs.clone()),
         wal_mode,
         memtable_bytes_max: SIM_MEMTABLE_BYTES_MAX,
@@ -123,8 +166,17 @@ fn options(fs: &SimFs, wal_mode: WalMode, force_recovery: bool) -> Options {
     }
 }
 
-fn open_db(fs: &SimFs, wal_mode: WalMode, force_recovery: bool) -> Result<Db, String> {
-    Db::open(Path::new(DATA_DIR), options(fs, wal_mode, force_recovery)).map_err(|e| e.to_string())
+fn open_db(
+    fs: &SimFs,
+    wal_mode: WalMode,
+    force_recovery: bool,
+    engine: &EngineSetup,
+) -> Result<Db, String> {
+    Db::open(
+        Path::new(DATA_DIR),
+        options(fs, wal_mode, force_recovery, engine),
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// The driver of node `index` of `nodes`, idle.
@@ -151,10 +203,20 @@ fn reserving_clock(index: usize, reserved: &Arc<AtomicU64>) -> Hlc {
 impl SimNode {
     /// Node `index` of a cluster of `nodes` with an empty disk, up.
     pub fn new(index: usize, nodes: usize, wal_mode: WalMode) -> Result<SimNode, String> {
+        SimNode::with_engine(index, nodes, wal_mode, EngineSetup::default())
+    }
+
+    /// Like [`SimNode::new`], its engine given `engine`'s clock and planted bug.
+    pub fn with_engine(
+        index: usize,
+        nodes: usize,
+        wal_mode: WalMode,
+        engine: EngineSetup,
+    ) -> Result<SimNode, String> {
         let fs = SimFs::new();
         fs.create_dir_all(Path::new(DATA_DIR))
             .map_err(|e| e.to_string())?;
-        let db = open_db(&fs, wal_mode, false)?;
+        let db = open_db(&fs, wal_mode, false, &engine)?;
         let clock_reserved = Arc::new(AtomicU64::new(0));
         Ok(SimNode {
             index,
@@ -171,6 +233,7 @@ impl SimNode {
             restart_scheduled: false,
             last_crash: None,
             dropped: std::cell::RefCell::new(BTreeMap::new()),
+            engine,
         })
     }
 
@@ -192,6 +255,7 @@ impl SimNode {
     /// Steps the node's wall clock to `skew_ms` off the virtual clock.
     pub fn set_skew(&mut self, skew_ms: i64) {
         self.skew_ms = skew_ms;
+        self.engine.clock.skew_ms.store(skew_ms, Ordering::SeqCst);
     }
 
     /// A timestamp for a write this node coordinates at `now_ms`.
@@ -308,9 +372,9 @@ impl SimNode {
     /// it (and the wall clock is past it when the reservation is behind).
     pub fn restart(&mut self) -> Reopened {
         assert!(self.db.is_none(), "restart of a running node");
-        let (db, reopened) = match open_db(&self.fs, self.wal_mode, false) {
+        let (db, reopened) = match open_db(&self.fs, self.wal_mode, false, &self.engine) {
             Ok(db) => (Some(db), Reopened::Clean),
-            Err(first) => match open_db(&self.fs, self.wal_mode, true) {
+            Err(first) => match open_db(&self.fs, self.wal_mode, true, &self.engine) {
                 Ok(db) => (Some(db), Reopened::Forced(first)),
                 Err(second) => (None, Reopened::Wiped(format!("{first}; forced: {second}"))),
             },
@@ -322,7 +386,7 @@ impl SimNode {
                 let made = self.fs.create_dir_all(Path::new(DATA_DIR));
                 match made
                     .map_err(|e| e.to_string())
-                    .and_then(|()| open_db(&self.fs, self.wal_mode, false))
+                    .and_then(|()| open_db(&self.fs, self.wal_mode, false, &self.engine))
                 {
                     Ok(db) => db,
                     Err(e) => panic!("node {}: an empty disk does not open: {e}", self.index),
@@ -355,7 +419,7 @@ impl SimNode {
         let reopened = db
             .close()
             .map_err(|e| e.to_string())
-            .and_then(|()| open_db(&self.fs, self.wal_mode, false));
+            .and_then(|()| open_db(&self.fs, self.wal_mode, false, &self.engine));
         match reopened {
             Ok(db) => {
                 self.db = Some(db);

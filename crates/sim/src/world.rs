@@ -54,6 +54,8 @@ impl<E> Ord for Scheduled<E> {
 /// The clock, the event queue and the random number generator of one run.
 pub struct World<E> {
     now_ms: u64,
+    /// `now_ms`, shared with the nodes' engine clocks (`node::SimClock`).
+    now_cell: std::sync::Arc<std::sync::atomic::AtomicU64>,
     sequence: u64,
     taken: u64,
     queue: BinaryHeap<Scheduled<E>>,
@@ -66,6 +68,7 @@ impl<E> World<E> {
     pub fn new(seed: u64) -> Self {
         World {
             now_ms: 0,
+            now_cell: std::sync::Arc::default(),
             sequence: 0,
             taken: 0,
             queue: BinaryHeap::new(),
@@ -76,6 +79,12 @@ impl<E> World<E> {
     /// Virtual milliseconds since the start.
     pub fn now_ms(&self) -> u64 {
         self.now_ms
+    }
+
+    /// A cell that always holds [`World::now_ms`] (for clocks read from
+    /// other threads, such as an engine's).
+    pub fn now_cell(&self) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+        std::sync::Arc::clone(&self.now_cell)
     }
 
     /// Runs `event` `after_ms` milliseconds from now.
@@ -98,6 +107,8 @@ impl<E> World<E> {
         let next = self.queue.pop()?;
         assert!(next.at_ms >= self.now_ms, "event scheduled in the past");
         self.now_ms = next.at_ms;
+        self.now_cell
+            .store(next.at_ms, std::sync::atomic::Ordering::SeqCst);
         self.taken += 1;
         Some(next.event)
     }

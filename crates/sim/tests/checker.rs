@@ -42,6 +42,7 @@ fn put(
         from: 3,
         ts: Some(ts),
         earlier_ts: Vec::new(),
+        deadline_ms: None,
         invoked_ms: at.0,
         completed_ms: Some(at.1),
         result,
@@ -59,6 +60,7 @@ fn get(id: usize, key: &str, ack: usize, at: (u64, u64), got: Option<Stamped>) -
         from: 3,
         ts: None,
         earlier_ts: Vec::new(),
+        deadline_ms: None,
         invoked_ms: at.0,
         completed_ms: Some(at.1),
         result: OpResult::Read(got),
@@ -290,4 +292,69 @@ fn stuck() {
         what: "2 hints".into(),
     });
     assert_eq!(kinds(&h), vec![ViolationKind::Stuck]);
+}
+
+/// Expiry: deadlines are Unix ms; virtual ms start at `EPOCH_MS`.
+fn expiring(ts: u64, value: &str, deadline_ms: u64) -> Stamped {
+    Stamped {
+        deadline_ms: Some(deadline_ms),
+        ..v(ts, value)
+    }
+}
+
+/// An expiring write read as a tombstone at its timestamp once expired is
+/// no stale read, no phantom and no lost write; its value read long past
+/// the deadline plus the skew bound is an expired read, and within the
+/// bound it is not.
+#[test]
+fn expired_value_reads_as_not_found_and_not_past_the_skew_bound() {
+    use ataman_sim::check::EXPIRY_SKEW_MS;
+    use ataman_sim::config::EPOCH_MS;
+    let deadline = EPOCH_MS + 100;
+    let mut h = history(3, 3);
+    let mut w = put(0, "k", "a", 10, 2, (0, 5), OpResult::Written);
+    w.deadline_ms = Some(deadline);
+    h.ops.push(w);
+    h.ops
+        .push(get(1, "k", 2, (200, 201), Some(Stamped::tombstone(10))));
+    // Within the skew bound a coordinator behind may still show it.
+    let within = 100 + EXPIRY_SKEW_MS - 1;
+    h.ops.push(get(
+        2,
+        "k",
+        2,
+        (within, within),
+        Some(expiring(10, "a", deadline)),
+    ));
+    h.final_states = vec![state(&[("k", Stamped::tombstone(10))]); 3];
+    let report = check(&h);
+    assert!(report.ok(), "{}", report.summary(10));
+    let past = 100 + EXPIRY_SKEW_MS;
+    h.ops.push(get(
+        3,
+        "k",
+        2,
+        (past, past),
+        Some(expiring(10, "a", deadline)),
+    ));
+    assert_eq!(kinds(&h), vec![ViolationKind::ExpiredRead]);
+}
+
+/// An older version read over an expired acknowledged write (intersecting
+/// quorums), or left as the newest at the end, is a resurrection.
+#[test]
+fn older_version_over_an_expired_write_is_a_resurrection() {
+    use ataman_sim::config::EPOCH_MS;
+    let mut h = history(3, 3);
+    h.ops
+        .push(put(0, "k", "old", 5, 3, (0, 2), OpResult::Written));
+    let mut w = put(1, "k", "a", 10, 2, (3, 5), OpResult::Written);
+    w.deadline_ms = Some(EPOCH_MS + 100);
+    h.ops.push(w);
+    h.ops.push(get(2, "k", 2, (300, 301), Some(v(5, "old"))));
+    h.final_states = vec![state(&[("k", Stamped::tombstone(10))]); 3];
+    assert_eq!(kinds(&h), vec![ViolationKind::Resurrection]);
+    h.ops.pop();
+    h.final_states = vec![state(&[("k", v(5, "old"))]); 3];
+    assert_eq!(kinds(&h), vec![ViolationKind::Resurrection]);
 }

@@ -93,6 +93,10 @@ impl DropPolicy {
     }
 }
 
+/// The stored value of an expiring version compaction cut off: a
+/// deadline of 0 and no value bytes.
+const EXPIRED_FOREVER: [u8; expiry::DEADLINE_BYTES] = [0; expiry::DEADLINE_BYTES];
+
 /// Where new tables go: what [`write_tables`] needs of the engine, and no
 /// more (the engine lends it from its shared state).
 pub struct TableSink<'a> {
@@ -161,7 +165,11 @@ pub fn write_tables(
                 if let Some((_, b)) = builder.as_mut() {
                     let value = input.value();
                     let value = match fate {
-                        Fate::KeepExpired => value.get(..expiry::DEADLINE_BYTES).unwrap_or(value),
+                        // Cut off to a deadline of 0: expired on any clock,
+                        // so a clock stepped back later cannot show it as
+                        // a live (empty) value again. Its grace then counts
+                        // from its timestamp, as a delete's does.
+                        Fate::KeepExpired => &EXPIRED_FOREVER[..],
                         _ => value,
                     };
                     b.add(ikey, value)?;

@@ -4,7 +4,7 @@
 use crate::antientropy;
 use crate::check::{self, Report};
 use crate::client::Client;
-use crate::config::{CrashKind, HINT_TICK_MS, SimConfig};
+use crate::config::{CrashKind, HINT_TICK_MS, PlantedBug, SimConfig};
 use crate::faults;
 use crate::history::{Happening, History};
 use crate::network::{Message, Network, NetworkStats};
@@ -172,8 +172,17 @@ pub fn run(seed: u64, config: &SimConfig) -> Result<RunResult, String> {
 
 impl Sim {
     pub(super) fn new(seed: u64, config: SimConfig) -> Result<Sim, String> {
+        let world = World::new(seed);
+        let planted_drop_expired =
+            config.planted_bug == Some(PlantedBug::DropExpiredWithoutTombstone);
         let nodes = (0..config.nodes)
-            .map(|i| SimNode::new(i, config.nodes, config.wal_mode))
+            .map(|i| {
+                let engine = crate::node::EngineSetup {
+                    clock: crate::node::SimClock::new(world.now_cell()),
+                    planted_drop_expired,
+                };
+                SimNode::with_engine(i, config.nodes, config.wal_mode, engine)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let (seeds, membership) = if config.grow {
             let m = super::membership::Membership::new(config.nodes, config.replicas)?;
@@ -190,7 +199,7 @@ impl Sim {
             ..History::default()
         };
         Ok(Sim {
-            world: World::new(seed),
+            world,
             network: Network::new(),
             nodes,
             seeds,

@@ -43,6 +43,7 @@ impl Sim {
             from: self.config.replicas,
             ts: None,
             earlier_ts: Vec::new(),
+            deadline_ms: None,
             invoked_ms: now,
             completed_ms: None,
             result: OpResult::Pending,
@@ -57,7 +58,31 @@ impl Sim {
         }
         let kind = match &plan.kind {
             OpKind::Get => ReplicaOp::Read,
-            OpKind::Put(value) => ReplicaOp::Write(Stamped::value(node.stamp(now), value.clone())),
+            OpKind::Put(value) => {
+                let ts = node.stamp(now);
+                // The deadline, stamped once here as the node's dispatch does.
+                let deadline_ms = plan
+                    .ttl_ms
+                    .map(|ttl| ataman_node::ttl::deadline_ms(ts, ttl))
+                    .transpose();
+                match deadline_ms {
+                    Ok(deadline_ms) => {
+                        op.deadline_ms = deadline_ms;
+                        ReplicaOp::Write(Stamped {
+                            deadline_ms,
+                            ..Stamped::value(ts, value.clone())
+                        })
+                    }
+                    Err(why) => {
+                        op.result = OpResult::Failed(why);
+                        op.completed_ms = Some(now);
+                        self.history.ops.push(op);
+                        self.ops_done += usize::from(client < self.clients.len());
+                        self.client_answered(client);
+                        return;
+                    }
+                }
+            }
             OpKind::Delete => ReplicaOp::Write(Stamped::tombstone(node.stamp(now))),
         };
         if let ReplicaOp::Write(v) = &kind {
@@ -125,6 +150,20 @@ impl Sim {
         );
     }
 
+    /// What the coordinator `node` answers for `v`: a value past its
+    /// deadline on the node's own clock is not found (as the node's
+    /// `net::answer` does), recorded as a tombstone at its timestamp (the
+    /// way an engine returns an expired version).
+    fn expired_as_tombstone(&self, node: usize, v: Stamped) -> Stamped {
+        let wall_ms = self.nodes[node].wall_ms(self.now());
+        match v.deadline_ms {
+            Some(d) if v.value.is_some() && ataman_engine::expiry::is_expired(d, wall_ms) => {
+                Stamped::tombstone(v.ts)
+            }
+            _ => v,
+        }
+    }
+
     /// Carries out every action `node`'s driver queued, and those they
     /// lead to (a local read is answered at once).
     pub(super) fn drive(&mut self, node: usize) {
@@ -190,7 +229,9 @@ impl Sim {
             Action::Reply { to, answer } => {
                 let result = match answer {
                     Ok(Decision::Written) => OpResult::Written,
-                    Ok(Decision::Read(v)) => OpResult::Read(v),
+                    Ok(Decision::Read(v)) => {
+                        OpResult::Read(v.map(|v| self.expired_as_tombstone(node, v)))
+                    }
                     Ok(Decision::Failed(why)) | Err(why) => OpResult::Failed(why),
                     Ok(Decision::Restamp { .. }) => {
                         unreachable!("the driver re-stamps, never replies so")
