@@ -119,6 +119,9 @@ impl Conn {
         // Taken out while commands execute, so values are lent to them
         // without a copy; nothing below reads `self.rbuf`.
         let rbuf = std::mem::take(&mut self.rbuf);
+        if !self.resp_waits_for_writes() {
+            crate::net::preread::fill(ctx, &rbuf, limits);
+        }
         while !self.close_after && self.slots.len() < SLOTS_MAX {
             let buf = &rbuf[consumed..];
             if buf.is_empty() {
@@ -152,6 +155,7 @@ impl Conn {
                 }
             }
         }
+        crate::net::preread::clear();
         self.rbuf = rbuf;
         self.parse_paused = (self.slots.len() >= SLOTS_MAX || self.resp_waits_for_writes())
             && self.rbuf.len() > consumed;
