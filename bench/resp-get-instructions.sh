@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# bench/resp-get-instructions.sh — instructions (and simulated cache misses)
+# bench/resp-get-instructions.sh — instructions
 # per RESP GET, counted by callgrind, so the figure does not depend on how
 # loaded the machine is.
 #
 #   bench/resp-get-instructions.sh [ATAMAN_BIN] [OUT_DIR]
 #
-# A fresh node under `valgrind --tool=callgrind --collect-atstart=no`:
+# A fresh node under `valgrind --tool=callgrind --instr-atstart=no`:
 # 1. filled as bench/resp-vs-redis.sh's P16 SET run does, uncounted:
 #      redis-benchmark -t set -n $FILL_N -r 1000000 -d 100 -c 50 -P 16
 #    (the default 300000 leaves ~260k keys, all in the live memtable, the
 #    state a GET run right after the SET run reads);
-# 2. counting switched on (`callgrind_control -i on`), then
+# 2. instrumentation switched on (`callgrind_control -i on`), then
 #      redis-benchmark -t get -n $GET_N -r 1000000 -d 100 -c 50 -P $P
 #    and the counters dumped: total Ir / GET_N is the instructions per GET
 #    (every thread of the node, idle ones included).
@@ -42,7 +42,7 @@ start_node() { # port dir [wrapper…]
 }
 
 port=$(free_port)
-start_node "$port" "$TMP/data" valgrind --tool=callgrind --collect-atstart=no \
+start_node "$port" "$TMP/data" valgrind --tool=callgrind --instr-atstart=no \
     --callgrind-out-file="$OUT/callgrind.out"
 redis-benchmark -p "$port" -t set -n "$FILL_N" -r 1000000 -d 100 -c 50 -P 16 -q \
     >"$OUT/fill.out" 2>&1

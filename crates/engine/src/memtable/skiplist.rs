@@ -185,14 +185,14 @@ unsafe fn compare(node: *const Node, probe: &Probe<'_>) -> Ordering {
 /// Searches [`SkipList::seek_many`] interleaves.
 pub const SEEK_GROUP_MAX: usize = 16;
 
-/// One search of [`SkipList::seek_many`]: where it is, the node it
-/// compares next, and its answer once it has one.
-#[derive(Clone, Copy)]
-struct Search {
+/// One search of [`SkipList::seek_many`]: its probe, its place in the
+/// answer, where it is and the node it compares next.
+struct Search<'a> {
+    probe: Probe<'a>,
+    index: usize,
     x: *const Node,
     level: usize,
     next: *const Node,
-    found: Option<*const Node>,
 }
 
 /// Asks the CPU to bring `node`'s first cache line (its header, prefix
@@ -374,28 +374,34 @@ impl SkipList {
         // SAFETY: the head has HEIGHT_MAX links, and top < HEIGHT_MAX.
         let first = unsafe { Node::link(self.head, top) }.load(AtomicOrdering::Acquire);
         prefetch(first);
-        let probes: Vec<Probe<'_>> = ikeys.iter().map(|k| Probe::new(k)).collect();
-        let mut searches = [Search {
-            x: self.head,
-            level: top,
-            next: first,
-            found: None,
-        }; SEEK_GROUP_MAX];
-        let searches = &mut searches[..ikeys.len()];
+        let mut found = [ptr::null::<Node>(); SEEK_GROUP_MAX];
+        let mut searches: [Option<Search<'_>>; SEEK_GROUP_MAX] = [const { None }; SEEK_GROUP_MAX];
+        for (i, (slot, k)) in searches.iter_mut().zip(ikeys).enumerate() {
+            *slot = Some(Search {
+                probe: Probe::new(k),
+                index: i,
+                x: self.head,
+                level: top,
+                next: first,
+            });
+        }
         let mut active = ikeys.len();
         // Each round moves every unfinished search one step; a search takes
-        // at most (levels + nodes visited) steps, so this ends.
+        // at most (levels + nodes visited) steps, so this ends. A finished
+        // search leaves the active prefix (swapped with the last one).
         while active > 0 {
-            for (s, probe) in searches.iter_mut().zip(&probes) {
-                if s.found.is_some() {
-                    continue;
-                }
+            let mut i = 0;
+            while i < active {
+                let Some(s) = searches[i].as_mut() else {
+                    break;
+                };
                 // SAFETY: a non-null link points at a published node.
-                if !s.next.is_null() && unsafe { compare(s.next, probe) } == Ordering::Less {
+                if !s.next.is_null() && unsafe { compare(s.next, &s.probe) } == Ordering::Less {
                     s.x = s.next;
                 } else if s.level == 0 {
-                    s.found = Some(s.next);
+                    found[s.index] = s.next;
                     active -= 1;
+                    searches.swap(i, active);
                     continue;
                 } else {
                     s.level -= 1;
@@ -404,12 +410,14 @@ impl SkipList {
                 // through a link at a level >= `level`.
                 s.next = unsafe { Node::link(s.x, s.level) }.load(AtomicOrdering::Acquire);
                 prefetch(s.next);
+                i += 1;
             }
         }
-        out.extend(searches.iter().map(|s| Cursor {
-            list: self,
-            node: s.found.unwrap_or(ptr::null()),
-        }));
+        out.extend(
+            found[..ikeys.len()]
+                .iter()
+                .map(|&node| Cursor { list: self, node }),
+        );
     }
 
     /// A cursor past the last entry.

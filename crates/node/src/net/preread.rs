@@ -27,9 +27,21 @@ pub const PREREAD_KEYS_MAX: usize = 64;
 /// Fewer GETs than this at the front of a buffer are read one by one.
 const PREREAD_KEYS_MIN: usize = 2;
 
+/// This thread's pre-read answers, in command order; the buffers are kept
+/// (cleared) from one buffer to the next.
+#[derive(Default)]
+struct Queue {
+    /// The keys, one after another.
+    keys: Vec<u8>,
+    /// Each pre-read: its key's end in `keys` (it starts where the one
+    /// before ends) and its answer.
+    answers: VecDeque<(usize, Answer)>,
+    /// Where the first key left in `answers` starts.
+    key_start: usize,
+}
+
 thread_local! {
-    /// This thread's pre-read answers, in command order.
-    static QUEUE: RefCell<VecDeque<(Vec<u8>, Answer)>> = const { RefCell::new(VecDeque::new()) };
+    static QUEUE: RefCell<Queue> = RefCell::default();
 }
 
 /// Pre-reads the plain GETs at the front of `buf` (see the module header).
@@ -38,9 +50,10 @@ pub fn fill(ctx: &NetContext, buf: &[u8], limits: decode::Limits) {
     if ctx.shared.topology.len() != 1 {
         return;
     }
-    let mut keys: Vec<&[u8]> = Vec::new();
+    let mut keys: [&[u8]; PREREAD_KEYS_MAX] = [&[]; PREREAD_KEYS_MAX];
+    let mut n = 0;
     let mut at = 0;
-    while keys.len() < PREREAD_KEYS_MAX {
+    while n < PREREAD_KEYS_MAX {
         let Ok(Decoded::Command(request)) = decode::decode(&buf[at..], limits) else {
             break;
         };
@@ -48,27 +61,28 @@ pub fn fill(ctx: &NetContext, buf: &[u8], limits: decode::Limits) {
         if !is_get {
             break;
         }
-        let start = at + request.consumed;
         // A bulk argument is borrowed from `buf`; anything else (an
         // inline command's owned copy) ends the run.
-        let key = match &request.args[1] {
-            std::borrow::Cow::Borrowed(k) => *k,
-            std::borrow::Cow::Owned(_) => break,
+        let std::borrow::Cow::Borrowed(key) = request.args[1] else {
+            break;
         };
-        keys.push(key);
-        at = start;
+        keys[n] = key;
+        n += 1;
+        at += request.consumed;
     }
-    if keys.len() < PREREAD_KEYS_MIN {
+    if n < PREREAD_KEYS_MIN {
         return;
     }
-    let answers = ctx.db.get_many(&keys);
+    let keys = &keys[..n];
+    let answers = ctx.db.get_many(keys);
     QUEUE.with_borrow_mut(|q| {
-        q.clear();
-        q.extend(
-            keys.iter()
-                .zip(answers)
-                .map(|(k, r)| (k.to_vec(), answer::read(r))),
-        );
+        q.keys.clear();
+        q.answers.clear();
+        q.key_start = 0;
+        for (k, r) in keys.iter().zip(answers) {
+            q.keys.extend_from_slice(k);
+            q.answers.push_back((q.keys.len(), answer::read(r)));
+        }
     });
 }
 
@@ -77,8 +91,9 @@ pub fn fill(ctx: &NetContext, buf: &[u8], limits: decode::Limits) {
 /// dropped), else a read of the engine.
 pub fn take_or_read(ctx: &NetContext, key: &[u8]) -> Answer {
     let pre = QUEUE.with_borrow_mut(|q| {
-        while let Some((k, a)) = q.pop_front() {
-            if k == key {
+        while let Some((end, a)) = q.answers.pop_front() {
+            let start = std::mem::replace(&mut q.key_start, end);
+            if q.keys.get(start..end) == Some(key) {
                 return Some(a);
             }
         }
@@ -89,5 +104,9 @@ pub fn take_or_read(ctx: &NetContext, key: &[u8]) -> Answer {
 
 /// Drops whatever was not taken.
 pub fn clear() {
-    QUEUE.with_borrow_mut(VecDeque::clear);
+    QUEUE.with_borrow_mut(|q| {
+        q.keys.clear();
+        q.answers.clear();
+        q.key_start = 0;
+    });
 }
