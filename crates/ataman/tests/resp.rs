@@ -236,10 +236,10 @@ fn pipelines_binary_values_a_large_value_and_http_on_the_same_data() {
     assert_eq!(ok(&mut con, &[b"DBSIZE"]), Value::Int(N as i64 + 1));
 }
 
-/// Runs of pipelined GETs (read together, on one read view: net/preread)
-/// answer exactly what GETs one at a time do: repeats, absent keys, a key
-/// over the limit refused in the middle of a run, an inline GET, and a
-/// SET between two runs that the GETs after it see.
+/// Runs of pipelined GETs answer exactly what GETs one at a time do:
+/// repeats, absent keys, a key over the limit refused in the middle of a
+/// run, an inline GET, and a SET between two runs that the GETs after it
+/// see (a guard for any batching of pipelined reads).
 #[test]
 fn pipelined_get_runs_answer_as_single_gets() {
     let (_node, addr) = resp_node(&["--key-bytes-max", "16"]);

@@ -161,14 +161,6 @@ fn run_ops(dir: &Path, ops: &[Op]) -> ataman_engine::Stats {
             Op::Get(key) => {
                 let k = key_bytes(*key);
                 assert_eq!(d.get(&k).unwrap(), model.get(&k), "step {step}: get {k:?}");
-                // get_many: every key (more than a skip-list search group,
-                // with repeats, absent ones included) on one read view.
-                let keys: Vec<Vec<u8>> = (0..KEYS).chain([*key, *key]).map(key_bytes).collect();
-                let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-                let got: Vec<Option<Entry>> =
-                    d.get_many(&refs).into_iter().map(|r| r.unwrap()).collect();
-                let want: Vec<Option<Entry>> = keys.iter().map(|k| model.get(k)).collect();
-                assert_eq!(got, want, "step {step}: get_many");
             }
             Op::Scan {
                 start,

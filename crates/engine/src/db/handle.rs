@@ -258,13 +258,6 @@ impl Db {
         read::get(&self.shared, key)
     }
 
-    /// The newest entry of each of `keys`, in order, all read on one read
-    /// view; faster than one `get` each when the memtable is bigger than
-    /// the cache (its searches overlap).
-    pub fn get_many(&self, keys: &[&[u8]]) -> Vec<Result<Option<Entry>>> {
-        read::get_many(&self.shared, keys)
-    }
-
     /// Entries with `start <= key < end` in key order, on one consistent view.
     pub fn scan(
         &self,

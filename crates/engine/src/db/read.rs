@@ -21,7 +21,6 @@ use crate::error::{CorruptionKind, Error, Result};
 use crate::expiry::{self, Visible};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, Kind};
-use crate::memtable::Found;
 use crate::version::LevelIter;
 use crate::version::{LiveTable, SuperVersion};
 use std::sync::Arc;
@@ -63,46 +62,14 @@ pub fn read_view(shared: &Shared) -> (Arc<SuperVersion>, u64) {
 /// The newest version of `user_key`.
 pub fn get(shared: &Shared, user_key: &[u8]) -> Result<Option<Entry>> {
     let (sv, visible) = read_view(shared);
+    let mut best: Option<Best> = None;
+    shared.metrics.gets.add(1);
     // An empty memtable (the usual state right after a flush) is not
     // searched. Anything inserted before the visible sequence number was
     // published is counted by then (the Acquire load in `read_view`).
-    let in_mem = if sv.mem.is_empty() {
-        None
-    } else {
-        sv.mem.get(user_key, visible)
-    };
-    get_in_view(shared, &sv, visible, user_key, in_mem)
-}
-
-/// The newest version of each of `user_keys`, in order, all on one read
-/// view (as if read at one instant); the memtable's searches are
-/// interleaved ([`crate::memtable::Memtable::get_many`]).
-pub fn get_many(shared: &Shared, user_keys: &[&[u8]]) -> Vec<Result<Option<Entry>>> {
-    let (sv, visible) = read_view(shared);
-    let in_mem = if sv.mem.is_empty() {
-        vec![None; user_keys.len()]
-    } else {
-        sv.mem.get_many(user_keys, visible)
-    };
-    user_keys
-        .iter()
-        .zip(in_mem)
-        .map(|(k, f)| get_in_view(shared, &sv, visible, k, f))
-        .collect()
-}
-
-/// The newest version of `user_key` in the view (`sv`, `visible`), given
-/// what the view's memtable holds of it (`in_mem`).
-fn get_in_view(
-    shared: &Shared,
-    sv: &SuperVersion,
-    visible: u64,
-    user_key: &[u8],
-    in_mem: Option<Found>,
-) -> Result<Option<Entry>> {
-    let mut best: Option<Best> = None;
-    shared.metrics.gets.add(1);
-    if let Some(f) = in_mem {
+    if !sv.mem.is_empty()
+        && let Some(f) = sv.mem.get(user_key, visible)
+    {
         offer(&mut best, f.ts, f.seq, f.kind, f.value);
     }
     for imm in &sv.imms {

@@ -182,34 +182,6 @@ unsafe fn compare(node: *const Node, probe: &Probe<'_>) -> Ordering {
         .then_with(|| key::compare_internal(unsafe { Node::key(node) }, probe.ikey))
 }
 
-/// Searches [`SkipList::seek_many`] interleaves.
-pub const SEEK_GROUP_MAX: usize = 16;
-
-/// One search of [`SkipList::seek_many`]: its probe, its place in the
-/// answer, where it is and the node it compares next.
-struct Search<'a> {
-    probe: Probe<'a>,
-    index: usize,
-    x: *const Node,
-    level: usize,
-    next: *const Node,
-}
-
-/// Asks the CPU to bring `node`'s first cache line (its header, prefix
-/// words and low links) in; only a hint, so any address is fine.
-#[inline(always)]
-fn prefetch(node: *const Node) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        // SAFETY: a prefetch never faults and does not read memory in the
-        // program's sense; SSE is part of the x86_64 baseline.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(node.cast::<i8>()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = node;
-}
-
 /// What only the writer touches.
 struct Writer {
     arena: Arena,
@@ -353,71 +325,6 @@ impl SkipList {
             list: self,
             node: self.find_ge(&Probe::new(ikey), None),
         }
-    }
-
-    /// Cursors on the first entry at or after each of `ikeys`, in order:
-    /// the same answers as [`SkipList::seek`] each, but up to
-    /// [`SEEK_GROUP_MAX`] searches advance in turn, one link each, and
-    /// each prefetches the node it will compare next. A search through a
-    /// list bigger than the cache misses at nearly every node it visits;
-    /// interleaved, the misses of a group overlap instead of following
-    /// one another.
-    pub fn seek_many<'a>(&'a self, ikeys: &[&[u8]], out: &mut Vec<Cursor<'a>>) {
-        for group in ikeys.chunks(SEEK_GROUP_MAX) {
-            self.seek_group(group, out);
-        }
-    }
-
-    fn seek_group<'a>(&'a self, ikeys: &[&[u8]], out: &mut Vec<Cursor<'a>>) {
-        debug_assert!(ikeys.len() <= SEEK_GROUP_MAX);
-        let top = self.height.load(AtomicOrdering::Relaxed) - 1;
-        // SAFETY: the head has HEIGHT_MAX links, and top < HEIGHT_MAX.
-        let first = unsafe { Node::link(self.head, top) }.load(AtomicOrdering::Acquire);
-        prefetch(first);
-        let mut found = [ptr::null::<Node>(); SEEK_GROUP_MAX];
-        let mut searches: [Option<Search<'_>>; SEEK_GROUP_MAX] = [const { None }; SEEK_GROUP_MAX];
-        for (i, (slot, k)) in searches.iter_mut().zip(ikeys).enumerate() {
-            *slot = Some(Search {
-                probe: Probe::new(k),
-                index: i,
-                x: self.head,
-                level: top,
-                next: first,
-            });
-        }
-        let mut active = ikeys.len();
-        // Each round moves every unfinished search one step; a search takes
-        // at most (levels + nodes visited) steps, so this ends. A finished
-        // search leaves the active prefix (swapped with the last one).
-        while active > 0 {
-            let mut i = 0;
-            while i < active {
-                let Some(s) = searches[i].as_mut() else {
-                    break;
-                };
-                // SAFETY: a non-null link points at a published node.
-                if !s.next.is_null() && unsafe { compare(s.next, &s.probe) } == Ordering::Less {
-                    s.x = s.next;
-                } else if s.level == 0 {
-                    found[s.index] = s.next;
-                    active -= 1;
-                    searches.swap(i, active);
-                    continue;
-                } else {
-                    s.level -= 1;
-                }
-                // SAFETY: as in `find_ge`: `x` is the head or a node reached
-                // through a link at a level >= `level`.
-                s.next = unsafe { Node::link(s.x, s.level) }.load(AtomicOrdering::Acquire);
-                prefetch(s.next);
-                i += 1;
-            }
-        }
-        out.extend(
-            found[..ikeys.len()]
-                .iter()
-                .map(|&node| Cursor { list: self, node }),
-        );
     }
 
     /// A cursor past the last entry.
@@ -613,20 +520,6 @@ mod tests {
             let expected: Vec<(Vec<u8>, Vec<u8>)> =
                 model.iter().map(|(k, v)| (k.0.clone(), v.clone())).collect();
             prop_assert_eq!(collect(&list), expected);
-            // seek_many answers what seek answers, key by key, across
-            // group boundaries (40 seeks > SEEK_GROUP_MAX).
-            let targets: Vec<Vec<u8>> = seeks
-                .iter()
-                .map(|(user, ts)| key::internal_key(user, *ts, 0, Kind::Put))
-                .collect();
-            let target_refs: Vec<&[u8]> = targets.iter().map(Vec::as_slice).collect();
-            let mut many = Vec::new();
-            list.seek_many(&target_refs, &mut many);
-            prop_assert_eq!(many.len(), targets.len());
-            for (c, target) in many.iter().zip(&targets) {
-                let want = model.range(Ik(target.clone())..).next().map(|(k, _)| k.0.clone());
-                prop_assert_eq!(c.valid().then(|| c.key().to_vec()), want);
-            }
             for (user, ts) in seeks {
                 let target = key::internal_key(&user, ts, 0, Kind::Put);
                 let c = list.seek(&target);

@@ -88,35 +88,24 @@ impl Memtable {
             seek.extend_from_slice(user_key);
             seek.extend_from_slice(&[0xff; key::INTERNAL_KEY_TRAILER_BYTES]);
             debug_assert_eq!(*seek, key::seek_key(user_key));
-            found_from(self.list.seek(seek), user_key, visible_seq)
+            let mut c = self.list.seek(seek);
+            while c.valid() {
+                let parsed = key::parse_internal_key(c.key())?;
+                if parsed.user_key != user_key {
+                    return None;
+                }
+                if parsed.seq <= visible_seq {
+                    return Some(Found {
+                        ts: parsed.ts,
+                        seq: parsed.seq,
+                        kind: parsed.kind,
+                        value: c.value().to_vec(),
+                    });
+                }
+                c.advance();
+            }
+            None
         })
-    }
-
-    /// [`Memtable::get`] of each of `user_keys`, in order, with the skip
-    /// list's searches interleaved ([`SkipList::seek_many`]).
-    pub fn get_many(&self, user_keys: &[&[u8]], visible_seq: u64) -> Vec<Option<Found>> {
-        let trailer = key::INTERNAL_KEY_TRAILER_BYTES;
-        let mut seeks = Vec::with_capacity(user_keys.iter().map(|k| k.len() + trailer).sum());
-        for k in user_keys {
-            seeks.extend_from_slice(k);
-            seeks.extend_from_slice(&[0xff; key::INTERNAL_KEY_TRAILER_BYTES]);
-        }
-        let mut at = 0;
-        let seek_keys: Vec<&[u8]> = user_keys
-            .iter()
-            .map(|k| {
-                let s = &seeks[at..at + k.len() + trailer];
-                at += s.len();
-                s
-            })
-            .collect();
-        let mut cursors = Vec::with_capacity(user_keys.len());
-        self.list.seek_many(&seek_keys, &mut cursors);
-        cursors
-            .into_iter()
-            .zip(user_keys)
-            .map(|(c, k)| found_from(c, k, visible_seq))
-            .collect()
     }
 
     /// Approximate bytes used.
@@ -166,27 +155,6 @@ impl Memtable {
             visible_seq,
         }
     }
-}
-
-/// The newest version of `user_key` visible at `visible_seq`, from a
-/// cursor on the first entry at or after its seek key.
-fn found_from(mut c: Cursor<'_>, user_key: &[u8], visible_seq: u64) -> Option<Found> {
-    while c.valid() {
-        let parsed = key::parse_internal_key(c.key())?;
-        if parsed.user_key != user_key {
-            return None;
-        }
-        if parsed.seq <= visible_seq {
-            return Some(Found {
-                ts: parsed.ts,
-                seq: parsed.seq,
-                kind: parsed.kind,
-                value: c.value().to_vec(),
-            });
-        }
-        c.advance();
-    }
-    None
 }
 
 /// Encodes the internal key of (`user_key`, `ts`, `seq`, `kind`) into
@@ -275,15 +243,6 @@ mod tests {
         assert_eq!(f.value, b"v5");
         assert!(m.get(b"c", 10).is_none());
         assert!(m.get(b"", 10).is_none());
-        let keys: [&[u8]; 5] = [b"a", b"c", b"b", b"", b"a"];
-        let many = m.get_many(&keys, 10);
-        let single: Vec<Option<Found>> = keys.iter().map(|k| m.get(k, 10)).collect();
-        assert_eq!(many, single);
-        assert_eq!(
-            many[2].as_ref().map(|f| f.value.clone()),
-            Some(b"b1".to_vec())
-        );
-        assert_eq!(m.get_many(&keys, 1)[0].as_ref().map(|f| f.ts), Some(5));
     }
 
     /// Reads reuse one seek-key buffer per thread: long keys, short keys,

@@ -177,7 +177,7 @@ pub fn dispatch(
         {
             Dispatched::Now(answer::busy(crate::refill::REFUSAL))
         }
-        Command::Get { key, .. } => Dispatched::Now(super::preread::take_or_read(ctx, &key)),
+        Command::Get { key, .. } => Dispatched::Now(answer::read(ctx.db.get(&key))),
         Command::Write {
             key, value, ttl_ms, ..
         } => write_locally(ctx, reply_to, &key, value, ttl_ms),

@@ -30,7 +30,6 @@ pub mod conn;
 pub mod dispatch;
 mod event_loop;
 pub mod peer_conn;
-pub mod preread;
 pub mod render;
 pub mod resp;
 

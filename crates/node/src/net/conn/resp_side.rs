@@ -119,9 +119,6 @@ impl Conn {
         // Taken out while commands execute, so values are lent to them
         // without a copy; nothing below reads `self.rbuf`.
         let rbuf = std::mem::take(&mut self.rbuf);
-        if !self.resp_waits_for_writes() {
-            crate::net::preread::fill(ctx, &rbuf, limits);
-        }
         while !self.close_after && self.slots.len() < SLOTS_MAX {
             let buf = &rbuf[consumed..];
             if buf.is_empty() {
@@ -155,7 +152,6 @@ impl Conn {
                 }
             }
         }
-        crate::net::preread::clear();
         self.rbuf = rbuf;
         self.parse_paused = (self.slots.len() >= SLOTS_MAX || self.resp_waits_for_writes())
             && self.rbuf.len() > consumed;
