@@ -10,8 +10,8 @@
 # `valgrind --tool=callgrind`; counters zeroed once its port is open; then
 #   ataman bench http --workload get-random --keys $FILL_KEYS
 #     --rate $RATE --duration $SECONDS --connections 16
-# (open loop, so the request count is fixed: RATE × SECONDS, checked
-# against the report). Prints total Ir / requests.
+# (open loop, so the request count is about RATE × SECONDS; the report's
+# count is printed too). Prints total Ir / (RATE × SECONDS).
 set -euo pipefail
 
 ATAMAN=${1:-target/release/ataman}
