@@ -252,7 +252,7 @@ fn pipelined_get_runs_answer_as_single_gets() {
     }
     let _: Vec<Value> = pipe.query(&mut con).unwrap();
     let want = |i: usize| {
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             bulk(format!("v{i}").as_bytes())
         } else {
             Value::Nil
