@@ -238,6 +238,75 @@ fn pipelines_binary_values_a_large_value_and_http_on_the_same_data() {
     assert_eq!(ok(&mut con, &[b"DBSIZE"]), Value::Int(N as i64 + 1));
 }
 
+/// Runs of pipelined GETs answer exactly what GETs one at a time do:
+/// repeats, absent keys, a key over the limit refused in the middle of a
+/// run, an inline GET, and a SET between two runs that the GETs after it
+/// see (a guard for any batching of pipelined reads).
+#[test]
+fn pipelined_get_runs_answer_as_single_gets() {
+    let (_node, addr) = resp_node(&["--key-bytes-max", "16"]);
+    let mut con = connect(&addr, false);
+    const N: usize = 300;
+    let key = |i: usize| format!("key:{i:06}").into_bytes();
+    let mut pipe = redis::pipe();
+    for i in (0..N).step_by(2) {
+        pipe.cmd("SET").arg(key(i)).arg(format!("v{i}"));
+    }
+    let _: Vec<Value> = pipe.query(&mut con).unwrap();
+    let want = |i: usize| {
+        if i.is_multiple_of(2) {
+            bulk(format!("v{i}").as_bytes())
+        } else {
+            Value::Nil
+        }
+    };
+    let mut pipe = redis::pipe();
+    let mut expected = Vec::new();
+    for i in (0..N).rev().chain(0..5).chain([7, 7, 4]) {
+        pipe.cmd("GET").arg(key(i));
+        expected.push(want(i));
+    }
+    pipe.cmd("GET").arg(key(2));
+    expected.push(want(2));
+    pipe.cmd("SET").arg(key(1)).arg("now");
+    expected.push(Value::Okay);
+    for i in [1, 2, 1] {
+        pipe.cmd("GET").arg(key(i));
+        expected.push(if i == 1 { bulk(b"now") } else { want(i) });
+    }
+    let replies: Vec<Value> = pipe.query(&mut con).unwrap();
+    assert_eq!(replies.len(), expected.len());
+    for (i, (got, want)) in replies.iter().zip(&expected).enumerate() {
+        assert_eq!(got, want, "reply {i}");
+    }
+    // Raw: a key over the limit refused between pre-read GETs, an inline
+    // GET, a lower-case one.
+    let mut raw = TcpStream::connect(&addr).unwrap();
+    raw.set_read_timeout(Some(REPLY_TIMEOUT)).unwrap();
+    let get = |k: &str| format!("*2\r\n$3\r\nGET\r\n${}\r\n{k}\r\n", k.len());
+    let input = [
+        get("key:000002"),
+        get("a-key-longer-than-sixteen-bytes"),
+        get("key:000003"),
+        "GET key:000004\r\n".to_string(),
+        get("key:000002").replace("GET", "get"),
+    ]
+    .concat();
+    raw.write_all(input.as_bytes()).unwrap();
+    let tail = b"$-1\r\n$2\r\nv4\r\n$2\r\nv2\r\n";
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 512];
+    while !got.ends_with(tail) && got.len() < 4096 {
+        let n = raw.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&chunk[..n]);
+    }
+    let got = String::from_utf8_lossy(&got).into_owned();
+    assert!(got.starts_with("$2\r\nv2\r\n-ERR "), "{got:?}");
+    assert!(got.ends_with("$-1\r\n$2\r\nv4\r\n$2\r\nv2\r\n"), "{got:?}");
+    assert_eq!(got.matches("\r\n").count(), 8, "{got:?}");
+}
+
 /// Reads what the server sends until it closes (bounded by the timeout).
 fn read_to_close(stream: &mut TcpStream) -> Vec<u8> {
     stream.set_read_timeout(Some(REPLY_TIMEOUT)).unwrap();
