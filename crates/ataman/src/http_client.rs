@@ -6,9 +6,11 @@
 //!   percent-encoded).
 //! - [`exchange`]: one blocking exchange over a `TcpStream` (one request,
 //!   one final answer, `Connection: close`).
+//! - [`tls`]: the CA `https://` URLs are verified against (`--tls-ca`).
 //! - [`response`]: reading one response from a byte stream
 //!   (Content-Length, chunked or until-close bodies; bounded, never a panic).
 
 pub mod exchange;
 pub mod response;
+pub mod tls;
 pub mod url;

@@ -184,6 +184,8 @@ pub struct NodeShared {
     pub antientropy: crate::antientropy::AntiEntropy,
     /// Refilling after a wipe (`--refill`): reads refused until a round with every peer completed.
     pub refill: crate::refill::Refill,
+    /// TLS (`--tls-cert`): the listener's and the peer links' configurations.
+    pub tls: Option<crate::tls::NodeTls>,
 }
 
 impl NodeShared {
@@ -201,6 +203,7 @@ impl NodeShared {
             topology: &self.topology,
             antientropy: &self.antientropy,
             refill: &self.refill,
+            tls: self.tls.as_ref(),
             shutting_down: &self.shutting_down,
         }
     }
@@ -257,6 +260,7 @@ impl NetContext {
             self_url: &topology.nodes()[topology.self_index()],
             batch_frames: &self.shared.metrics.peer_batch_frames,
             silence_timeout: self.config.replication_timeout,
+            tls: self.shared.tls.as_ref(),
         }
     }
 }

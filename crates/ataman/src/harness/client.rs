@@ -230,6 +230,7 @@ pub fn request_once(
     let url = crate::http_client::url::BaseUrl {
         host: addr.ip().to_string(),
         port: addr.port(),
+        https: crate::http_client::tls::enabled(),
     };
     crate::http_client::exchange::exchange(&url, method, target, None, timeout)
         .map(|r| (r.status, r.body))

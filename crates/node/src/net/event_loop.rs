@@ -3,6 +3,7 @@
 use super::conn::{Conn, Next};
 use crate::replication::{ReplicationIo, Request};
 use crate::state::{Completion, NetContext, NodeShared, Target};
+use crate::tls::transport::Transport;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use std::io;
@@ -39,7 +40,7 @@ struct ConnTable {
 }
 
 impl ConnTable {
-    fn insert(&mut self, stream: TcpStream) -> (usize, &mut Conn) {
+    fn insert(&mut self, stream: Transport) -> (usize, &mut Conn) {
         self.next_generation += 1;
         let conn = Conn::new(stream, self.next_generation);
         let index = match self.free.pop() {
@@ -273,6 +274,11 @@ impl Loop {
     }
 
     fn add(&mut self, stream: TcpStream) {
+        let tls = self.ctx.shared.tls.as_ref().map(|t| t.server());
+        let Ok(stream) = Transport::accept(stream, tls) else {
+            self.ctx.shared.connections.fetch_sub(1, Ordering::Relaxed);
+            return;
+        };
         let (i, conn) = self.table.insert(stream);
         let interest = Interest::READABLE | Interest::WRITABLE;
         if self
@@ -435,11 +441,14 @@ impl Loop {
         let Some((stream, leftover, ticket)) = conn.into_sync_handoff() else {
             return;
         };
+        let Ok(stream) = stream.into_blocking() else {
+            return; // the ticket's place is released as it drops
+        };
         self.ctx
             .shared
             .antientropy
             .hand_off(crate::antientropy::Handoff {
-                stream: stream.into(),
+                stream,
                 leftover,
                 ticket,
             });
@@ -523,6 +532,7 @@ impl Loop {
 
     fn drop_conn(&mut self, i: usize) {
         if let Some(mut conn) = self.table.remove(i) {
+            conn.stream.close_notify();
             let _ = self.poll.registry().deregister(&mut conn.stream);
             let shared = &self.ctx.shared;
             let count = if conn.counted_as_peer {

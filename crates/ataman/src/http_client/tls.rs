@@ -1,0 +1,37 @@
+//! The CA that `https://` node URLs are verified against: set once per
+//! process from `--tls-ca` (ctl, cluster, the harness), read by every
+//! exchange. Without it an `https://` URL is refused.
+
+use ataman_node::tls::load;
+use rustls::ClientConfig;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+static CA: OnceLock<Arc<ClientConfig>> = OnceLock::new();
+
+/// Trusts the CA in `ca_file` for this process's `https://` exchanges
+/// (a second call keeps the first CA).
+pub fn set_ca(ca_file: &Path) -> Result<(), String> {
+    let config = load::client_config_for_ca(ca_file).map_err(|e| format!("--tls-ca: {e}"))?;
+    let _ = CA.set(config);
+    Ok(())
+}
+
+/// Applies an optional `--tls-ca`.
+pub fn set_ca_if(ca_file: Option<&Path>) -> Result<(), String> {
+    match ca_file {
+        Some(path) => set_ca(path),
+        None => Ok(()),
+    }
+}
+
+/// The client configuration, once a CA was set.
+pub fn client_config() -> Option<Arc<ClientConfig>> {
+    CA.get().cloned()
+}
+
+/// True once a CA was set: the nodes this process starts or probes by
+/// address speak TLS.
+pub fn enabled() -> bool {
+    CA.get().is_some()
+}
