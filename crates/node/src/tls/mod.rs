@@ -91,3 +91,6 @@ pub fn refuse_upgrade(
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod transport_tests;

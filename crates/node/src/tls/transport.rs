@@ -7,8 +7,11 @@
 //!   than asked only once the socket said `WouldBlock` (or ended), so
 //!   plaintext decrypted but not yet returned never waits for a socket
 //!   event that will not come. `Ok(0)` is the end (a `close_notify`, or a
-//!   TCP end without one); a record that does not decrypt or a failed
-//!   handshake is an `InvalidData` error (the alert is sent first).
+//!   TCP end without one); when the end comes with the last bytes, those
+//!   are returned first and the next read says `Ok(0)` (as with TCP, where
+//!   the poller's read-closed hint makes the caller read on). A record that
+//!   does not decrypt or a failed handshake is an `InvalidData` error (the
+//!   alert is sent first).
 //! - `write` takes plaintext into the session and sends what the socket
 //!   accepts; `WouldBlock` when neither the session nor the socket has room.
 //! - `flush` sends the encrypted bytes still held back: `WouldBlock` while
