@@ -9,6 +9,8 @@ use std::net::{SocketAddr, ToSocketAddrs};
 
 /// Port used when the URL names none.
 const HTTP_PORT_DEFAULT: u16 = 80;
+/// Port used when an `https://` URL names none.
+const HTTPS_PORT_DEFAULT: u16 = 443;
 
 /// Most targets one `--url` may list.
 pub const TARGETS_MAX: usize = 1024;
@@ -24,15 +26,24 @@ pub struct Target {
     pub host: String,
     /// Path prefix without a trailing `/` (empty for `http://h:p/`).
     pub prefix: String,
+    /// `https://`: TLS, the certificate verified against `--tls-ca` for [`Target::name`].
+    pub tls: bool,
+    /// The host without its port (the name the certificate must carry).
+    pub name: String,
 }
 
 impl Target {
-    /// Parses and resolves `url`; only plain `http://` is supported.
+    /// Parses and resolves `url` (`http://` or `https://`).
     pub fn parse(url: &str) -> Result<Target> {
         let bad = |why: &str| BenchError::InvalidArgument(format!("--url {url:?}: {why}"));
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| bad("only http:// URLs are supported"))?;
+        let (rest, tls) = match url.strip_prefix("https://") {
+            Some(rest) => (rest, true),
+            None => (
+                url.strip_prefix("http://")
+                    .ok_or_else(|| bad("only http:// and https:// URLs are supported"))?,
+                false,
+            ),
+        };
         let (authority, path) = match rest.find('/') {
             Some(i) => rest.split_at(i),
             None => (rest, ""),
@@ -43,10 +54,16 @@ impl Target {
         if path.contains('?') || path.contains('#') {
             return Err(bad("no query or fragment: the workload writes the query"));
         }
-        let with_port = if has_port(authority) {
-            authority.to_string()
+        let port_default = if tls {
+            HTTPS_PORT_DEFAULT
         } else {
-            format!("{authority}:{HTTP_PORT_DEFAULT}")
+            HTTP_PORT_DEFAULT
+        };
+        let (with_port, name) = if has_port(authority) {
+            let name = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
+            (authority.to_string(), name.to_string())
+        } else {
+            (format!("{authority}:{port_default}"), authority.to_string())
         };
         let addr = with_port
             .to_socket_addrs()
@@ -58,6 +75,8 @@ impl Target {
             addr,
             host: authority.to_string(),
             prefix: path.trim_end_matches('/').to_string(),
+            tls,
+            name,
         })
     }
 }
