@@ -143,6 +143,9 @@ pub fn create_ca(files: &CertFiles) -> Result<Vec<PathBuf>, CertError> {
     let cert = ca_params()?.self_signed(&key)?;
     let cert_path = files.certs_dir.join("ca.crt");
     let key_path = ca_key_path(files);
+    if let Some(parent) = key_path.parent() {
+        create_dir(parent)?;
+    }
     write_file(
         &key_path,
         &key.serialize_pem(),
