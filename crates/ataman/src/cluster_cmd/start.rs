@@ -359,17 +359,8 @@ pub fn run(args: &StartArgs) -> Result<(), StartError> {
     let exe = std::env::current_exe().map_err(StartError::Exe)?;
     let tls_args = match &args.certs_dir {
         Some(dir) => {
-            let ca = dir.join("ca.crt");
-            crate::http_client::tls::set_ca(&ca).map_err(StartError::Tls)?;
-            let file = |name: &str| dir.join(name).to_string_lossy().into_owned();
-            vec![
-                "--tls-cert".to_owned(),
-                file("node.crt"),
-                "--tls-key".to_owned(),
-                file("node.key"),
-                "--tls-ca".to_owned(),
-                file("ca.crt"),
-            ]
+            crate::http_client::tls::set_ca(&dir.join("ca.crt")).map_err(StartError::Tls)?;
+            crate::http_client::tls::serve_args(dir)
         }
         None => Vec::new(),
     };

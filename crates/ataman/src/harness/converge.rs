@@ -48,14 +48,21 @@ pub struct KeyReplicas {
 
 /// Reads node `addr`'s own copies of `keys` over the peer protocol.
 pub fn read_copies(addr: SocketAddr, keys: &[&str]) -> Result<Vec<CopyState>, String> {
-    let mut stream = TcpStream::connect_timeout(&addr, PEER_IO_TIMEOUT)
+    let sock = TcpStream::connect_timeout(&addr, PEER_IO_TIMEOUT)
         .map_err(|e| format!("connect to {addr}: {e}"))?;
-    stream
-        .set_read_timeout(Some(PEER_IO_TIMEOUT))
-        .and_then(|()| stream.set_write_timeout(Some(PEER_IO_TIMEOUT)))
+    sock.set_read_timeout(Some(PEER_IO_TIMEOUT))
+        .and_then(|()| sock.set_write_timeout(Some(PEER_IO_TIMEOUT)))
+        .map_err(|e| e.to_string())?;
+    let url = crate::http_client::url::BaseUrl {
+        host: addr.ip().to_string(),
+        port: addr.port(),
+        https: crate::http_client::tls::enabled(),
+    };
+    let mut stream = crate::http_client::exchange::secure(&url, sock, PEER_IO_TIMEOUT)
         .map_err(|e| e.to_string())?;
     stream
         .write_all(&upgrade_request(&addr.to_string(), HARNESS_PEER_URL))
+        .and_then(|()| stream.flush())
         .map_err(|e| format!("upgrade request to {addr}: {e}"))?;
     let mut buf = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
@@ -89,6 +96,7 @@ pub fn read_copies(addr: SocketAddr, keys: &[&str]) -> Result<Vec<CopyState>, St
         }
         stream
             .write_all(&out)
+            .and_then(|()| stream.flush())
             .map_err(|e| format!("reads to {addr}: {e}"))?;
         let mut answers: Vec<Option<CopyState>> = vec![None; batch.len()];
         let mut missing = batch.len();

@@ -17,6 +17,33 @@ pub fn set_ca(ca_file: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Trusts `DIR/ca.crt` and presents `DIR/node.crt` (key `DIR/node.key`):
+/// a process that talks to `--tls-ca` nodes as a peer (the fault
+/// harness's replica reads). A second call keeps the first configuration.
+pub fn set_certs_dir(dir: &Path) -> Result<(), String> {
+    let roots = load::roots(&dir.join("ca.crt")).map_err(|e| format!("--certs-dir: {e}"))?;
+    let identity = load::Identity::load(&dir.join("node.crt"), &dir.join("node.key"))
+        .map_err(|e| format!("--certs-dir: {e}"))?;
+    let config =
+        load::client_config(&roots, Some(identity)).map_err(|e| format!("--certs-dir: {e}"))?;
+    let _ = CA.set(config);
+    Ok(())
+}
+
+/// The serve arguments of a node using the files of `dir` (`ca.crt`,
+/// `node.crt`, `node.key`).
+pub fn serve_args(dir: &Path) -> Vec<String> {
+    let file = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    vec![
+        "--tls-cert".to_owned(),
+        file("node.crt"),
+        "--tls-key".to_owned(),
+        file("node.key"),
+        "--tls-ca".to_owned(),
+        file("ca.crt"),
+    ]
+}
+
 /// Applies an optional `--tls-ca`.
 pub fn set_ca_if(ca_file: Option<&Path>) -> Result<(), String> {
     match ca_file {
