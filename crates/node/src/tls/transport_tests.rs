@@ -19,6 +19,29 @@ const BOUND: Duration = Duration::from_secs(20);
 /// Bytes a test sends (many TLS records, more than a socket buffer).
 const PAYLOAD_BYTES: usize = 4 * 1024 * 1024 + 17;
 
+/// Socket buffer bytes asked for (the kernel doubles and rounds it): small,
+/// so that the payload cannot fit in the buffers and writes must block.
+const SOCKET_BUFFER_BYTES: libc::c_int = 16 * 1024;
+
+/// Shrinks `fd`'s send and receive buffers to [`SOCKET_BUFFER_BYTES`].
+fn small_buffers(fd: std::os::fd::RawFd) {
+    for option in [libc::SO_SNDBUF, libc::SO_RCVBUF] {
+        let value = SOCKET_BUFFER_BYTES;
+        // SAFETY: setsockopt(2) on a socket this test owns, with a pointer
+        // to a live c_int and its size.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                option,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0, "setsockopt: {}", io::Error::last_os_error());
+    }
+}
+
 /// A CA-less self-signed identity for 127.0.0.1 and the trust in it.
 fn identity() -> (Identity, Arc<rustls::RootCertStore>) {
     let key = rcgen::KeyPair::generate().unwrap();
@@ -49,12 +72,14 @@ fn pair(poll: &Poll) -> (Transport, std::thread::JoinHandle<BlockingStream>) {
     let addr = listener.local_addr().unwrap();
     let client = std::thread::spawn(move || {
         let sock = std::net::TcpStream::connect(addr).unwrap();
+        small_buffers(std::os::fd::AsRawFd::as_raw_fd(&sock));
         sock.set_read_timeout(Some(BOUND)).unwrap();
         sock.set_write_timeout(Some(BOUND)).unwrap();
         let name = ServerName::try_from("127.0.0.1").unwrap();
         BlockingStream::connect_tls(sock, client_config, name, BOUND).unwrap()
     });
     let (sock, _) = listener.accept().unwrap();
+    small_buffers(std::os::fd::AsRawFd::as_raw_fd(&sock));
     sock.set_nonblocking(true).unwrap();
     let mut server =
         Transport::accept(mio::net::TcpStream::from_std(sock), Some(server_config)).unwrap();
