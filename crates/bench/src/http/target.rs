@@ -117,7 +117,7 @@ fn has_port(authority: &str) -> bool {
 mod tests {
     use super::*;
 
-    /// Host, port and prefix come out of the URL; https and queries are refused.
+    /// Host, port, prefix and TLS come out of the URL; queries and other schemes are refused.
     #[test]
     fn parses_urls() {
         let t = Target::parse("http://127.0.0.1:8080").unwrap();
@@ -127,7 +127,12 @@ mod tests {
         let t = Target::parse("http://127.0.0.1:8080/api/").unwrap();
         assert_eq!(t.prefix, "/api");
         assert_eq!(Target::parse("http://[::1]").unwrap().addr.port(), 80);
-        assert!(Target::parse("https://127.0.0.1").is_err());
+        let t = Target::parse("https://127.0.0.1").unwrap();
+        assert_eq!((t.addr.port(), t.tls, t.name.as_str()), (443, true, "127.0.0.1"));
+        let t = Target::parse("https://[::1]:9").unwrap();
+        assert_eq!((t.addr.port(), t.tls, t.name.as_str()), (9, true, "[::1]"));
+        assert!(!Target::parse("http://127.0.0.1").unwrap().tls);
+        assert!(Target::parse("ftp://127.0.0.1").is_err());
         assert!(Target::parse("http://127.0.0.1/?x=1").is_err());
     }
 
@@ -141,7 +146,7 @@ mod tests {
         assert_eq!(t[1].prefix, "/p");
         assert_eq!(parse_targets("http://127.0.0.1:1").unwrap().len(), 1);
         assert!(parse_targets("http://127.0.0.1:1,").is_err());
-        assert!(parse_targets("http://127.0.0.1:1,https://127.0.0.1:2").is_err());
+        assert!(parse_targets("http://127.0.0.1:1,ftp://127.0.0.1:2").is_err());
         assert!(parse_targets("").is_err());
     }
 }
