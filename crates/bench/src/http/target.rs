@@ -128,7 +128,10 @@ mod tests {
         assert_eq!(t.prefix, "/api");
         assert_eq!(Target::parse("http://[::1]").unwrap().addr.port(), 80);
         let t = Target::parse("https://127.0.0.1").unwrap();
-        assert_eq!((t.addr.port(), t.tls, t.name.as_str()), (443, true, "127.0.0.1"));
+        assert_eq!(
+            (t.addr.port(), t.tls, t.name.as_str()),
+            (443, true, "127.0.0.1")
+        );
         let t = Target::parse("https://[::1]:9").unwrap();
         assert_eq!((t.addr.port(), t.tls, t.name.as_str()), (9, true, "[::1]"));
         assert!(!Target::parse("http://127.0.0.1").unwrap().tls);

@@ -4,7 +4,8 @@
 //!
 //! # Semantics (edge-triggered polling)
 //! - `read` fills as much of the buffer as it can: it returns fewer bytes
-//!   than asked only once the socket said `WouldBlock` (or ended), so
+//!   than asked only once the socket said `WouldBlock`, gave a short read
+//!   (it is drained: later bytes bring a new edge) or ended, so
 //!   plaintext decrypted but not yet returned never waits for a socket
 //!   event that will not come. `Ok(0)` is the end (a `close_notify`, or a
 //!   TCP end without one); when the end comes with the last bytes, those
@@ -163,6 +164,10 @@ impl TlsSocket {
 
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let mut filled = 0;
+        // The last socket read was short: the socket is drained (bytes that
+        // arrive later bring a new edge), so no read that would only say
+        // `WouldBlock` is spent; as with plain TCP in `net::conn`.
+        let mut drained = false;
         loop {
             while filled < buf.len() {
                 match self.conn.reader().read(&mut buf[filled..]) {
@@ -178,9 +183,20 @@ impl TlsSocket {
             if filled == buf.len() || self.eof {
                 return Ok(filled);
             }
-            match self.conn.read_tls(&mut self.sock) {
+            if drained {
+                return if filled > 0 {
+                    Ok(filled)
+                } else {
+                    Err(io::ErrorKind::WouldBlock.into())
+                };
+            }
+            let mut probe = ShortReadProbe {
+                sock: &mut self.sock,
+                short: false,
+            };
+            match self.conn.read_tls(&mut probe) {
                 Ok(0) => self.eof = true,
-                Ok(_) => {}
+                Ok(_) => drained = probe.short,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.write_pending_lazily()?;
                     return if filled > 0 { Ok(filled) } else { Err(e) };
@@ -204,6 +220,20 @@ impl TlsSocket {
         if n == 0 && !buf.is_empty() {
             return Err(io::ErrorKind::WouldBlock.into());
         }
+        Ok(n)
+    }
+}
+
+/// The socket, noting whether its last read returned less than asked.
+struct ShortReadProbe<'a> {
+    sock: &'a mut TcpStream,
+    short: bool,
+}
+
+impl Read for ShortReadProbe<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.sock.read(buf)?;
+        self.short = n < buf.len();
         Ok(n)
     }
 }
