@@ -30,8 +30,8 @@ use crate::http::response::{Persist, write_chunk, write_chunked_head, write_last
 use crate::replication::coordinator::Decision;
 use crate::replication::{ReplyTo, Request};
 use crate::state::NetContext;
+use crate::tls::transport::Transport;
 use ataman_engine::ScanIter;
-use mio::net::TcpStream;
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::time::Instant;
@@ -93,8 +93,8 @@ pub enum Slot {
 
 /// A connection's state.
 pub struct Conn {
-    /// The socket.
-    pub stream: TcpStream,
+    /// The socket (plain TCP or TLS).
+    pub stream: Transport,
     /// Distinguishes a reused token's connections (completions carry it).
     pub generation: u64,
     rbuf: Vec<u8>,
@@ -208,7 +208,7 @@ fn persist_for(head: &RequestHead<'_>) -> Persist {
 
 impl Conn {
     /// Wraps an accepted socket.
-    pub fn new(stream: TcpStream, generation: u64) -> Self {
+    pub fn new(stream: Transport, generation: u64) -> Self {
         Conn {
             stream,
             generation,
@@ -237,7 +237,7 @@ impl Conn {
     /// A connection whose sync upgrade is done ([`Next::HandOff`]): its
     /// socket, the bytes read past the upgrade request, and its session
     /// place. `None` for any other connection.
-    pub fn into_sync_handoff(self) -> Option<(TcpStream, Vec<u8>, crate::antientropy::Ticket)> {
+    pub fn into_sync_handoff(self) -> Option<(Transport, Vec<u8>, crate::antientropy::Ticket)> {
         let ticket = self.sync_ticket?;
         Some((self.stream, self.rbuf, ticket))
     }
@@ -504,6 +504,13 @@ impl Conn {
         let persist = head.persist;
         if persist == Persist::Close {
             self.close_after = true;
+        }
+        if matches!(action, Action::PeerUpgrade | Action::SyncUpgrade)
+            && let Some(why) = crate::tls::refuse_upgrade(ctx.shared.tls.as_ref(), &self.stream)
+        {
+            self.close_after = true;
+            let e = HttpError::close(Status::BadRequest, why);
+            return self.push_error(ctx, route, &e, Persist::Close, head.allow, started);
         }
         let command = match action {
             Action::Error(e) => {
@@ -980,6 +987,12 @@ impl Conn {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
+        }
+        // TLS: records the socket did not take yet go out first.
+        match self.stream.flush() {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) => return Err(e),
         }
         self.out.clear();
         self.out_pos = 0;

@@ -79,7 +79,11 @@ fn admit(_session: &Session, _command: &Command<'_>) -> Result<(), Reply> {
 
 impl Conn {
     /// A connection accepted on the RESP listener.
-    pub fn new_resp(stream: mio::net::TcpStream, generation: u64, ctx: &NetContext) -> Conn {
+    pub fn new_resp(
+        stream: crate::tls::transport::Transport,
+        generation: u64,
+        ctx: &NetContext,
+    ) -> Conn {
         let limits = table::Limits {
             key_bytes_max: ctx.config.key_bytes_max,
             value_bytes_max: ctx.config.value_bytes_max,
@@ -334,7 +338,7 @@ impl Conn {
     }
 
     fn local_port(&self) -> u16 {
-        self.stream.local_addr().map_or(0, |a| a.port())
+        self.stream.tcp().local_addr().map_or(0, |a| a.port())
     }
 
     fn figures(&self, ctx: &NetContext, sections: &[String]) -> info::Figures {
@@ -404,7 +408,7 @@ impl Conn {
             "id={} addr={} laddr={} name={} db=0 resp={} lib-name={} lib-ver={}\n",
             s.id,
             addr(self.stream.peer_addr()),
-            addr(self.stream.local_addr()),
+            addr(self.stream.tcp().local_addr()),
             lossy(&s.name),
             if s.proto == Proto::Resp3 { 3 } else { 2 },
             lossy(&s.lib_name),
