@@ -13,6 +13,6 @@
 
 pub mod exchange;
 pub mod response;
-pub mod token;
 pub mod tls;
+pub mod token;
 pub mod url;

@@ -291,7 +291,7 @@ fn tls_cluster_replicates() {
     let answer = read_response(&mut BufReader::new(&mut stream)).unwrap();
     assert_eq!(
         answer.status,
-        400,
+        403,
         "{:?}",
         String::from_utf8_lossy(&answer.body)
     );

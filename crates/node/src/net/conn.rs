@@ -508,8 +508,17 @@ impl Conn {
         if matches!(action, Action::PeerUpgrade | Action::SyncUpgrade)
             && let Some(why) = crate::tls::refuse_upgrade(ctx.shared.tls.as_ref(), &self.stream)
         {
+            // Refused before any frame is read, logged and counted like a
+            // missing proof of the secret.
+            let remote = self
+                .stream
+                .peer_addr()
+                .map_or_else(|_| "?".into(), |a| a.to_string());
+            tracing::warn!(remote = %remote, "peer upgrade refused: {why}");
+            let metrics = &ctx.shared.auth.metrics;
+            metrics.peer_refused(crate::auth::metrics::PeerRefusal::NoCertificate);
             self.close_after = true;
-            let e = HttpError::close(Status::BadRequest, why);
+            let e = HttpError::close(Status::Forbidden, why);
             return self.push_error(ctx, route, &e, Persist::Close, head.allow, started);
         }
         let command = match action {
