@@ -12,6 +12,7 @@
 use super::{Conn, SLOTS_MAX, Slot};
 use crate::net::answer::{Answer, Awaited, Failure};
 use crate::net::dispatch::{Command, Dispatched, dispatch};
+use crate::net::resp::auth::{self, Gate};
 use crate::net::resp::decode::{self, DecodeError, Decoded};
 use crate::net::resp::encode::{self, Proto, Reply};
 use crate::net::resp::table::{self, KeyOp, NodeQuery, Plan, Session};
@@ -68,13 +69,6 @@ pub struct Gather {
 enum Part {
     Waiting(Awaited),
     Done(Answer),
-}
-
-/// The hook where a connection's authenticated role will be checked
-/// before anything is dispatched (docs/RESP.md). Every command is
-/// admitted until authentication exists.
-fn admit(_session: &Session, _command: &Command<'_>) -> Result<(), Reply> {
-    Ok(())
 }
 
 impl Conn {
@@ -208,6 +202,19 @@ impl Conn {
             return;
         };
         let limits = state.limits;
+        let instead;
+        let args = match auth::gate(&ctx.shared.auth, &mut state.session, args) {
+            Gate::Plan => args,
+            Gate::PlanInstead(rest) => {
+                instead = rest;
+                &instead[..]
+            }
+            Gate::Reply(reply) => {
+                let index = table::lookup_bytes(&args[0]).map_or(table::OTHER, |(i, _)| i);
+                ctx.shared.metrics.resp_commands[index].fetch_add(1, Ordering::Relaxed);
+                return self.reply_now(&reply);
+            }
+        };
         let (index, plan) = table::plan(args, &mut state.session, limits);
         ctx.shared.metrics.resp_commands[index].fetch_add(1, Ordering::Relaxed);
         match plan {
@@ -237,7 +244,8 @@ impl Conn {
         let Some(state) = self.resp.as_ref() else {
             return;
         };
-        if let Some(denied) = commands.iter().find_map(|c| admit(&state.session, c).err()) {
+        // The connection's role against every part, before any is dispatched.
+        if let Err(denied) = auth::admit(&ctx.shared.auth, &state.session, op, &commands) {
             return self.reply_now(&denied);
         }
         let proto = state.session.proto;
