@@ -224,6 +224,8 @@ impl NodeShared {
             config: &self.config,
             refill: &self.refill,
             ranges: &self.ranges,
+            tls: self.tls.as_ref(),
+            secret: self.auth.secret.as_ref(),
         }
     }
 

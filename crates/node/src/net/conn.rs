@@ -583,7 +583,12 @@ impl Conn {
                 ack,
                 from,
             }),
-            Action::InternalRange { start, end } => Command::InternalRange { start, end },
+            Action::InternalRange { start, end } => {
+                if !self.range_gate(ctx, route, started, &credential) {
+                    return;
+                }
+                Command::InternalRange { start, end }
+            }
             Action::Status => Command::Status,
             Action::Cluster => Command::Cluster,
             Action::Layout => Command::Layout,
@@ -649,6 +654,53 @@ impl Conn {
                 ctx.shared.metrics.record(route, status, started);
                 self.answer(|out| out.extend_from_slice(&bytes));
                 None
+            }
+        }
+    }
+
+    /// The internal range is a peer's: a CA-verified certificate
+    /// (`--tls-ca`) or the secret's proof ([`RANGE_PROTOCOL`]) opens it, a
+    /// client token never does. False when a challenge or refusal was queued.
+    ///
+    /// [`RANGE_PROTOCOL`]: crate::range::peer_auth::RANGE_PROTOCOL
+    fn range_gate(
+        &mut self,
+        ctx: &NetContext,
+        route: Route,
+        started: Instant,
+        credential: &Credential,
+    ) -> bool {
+        let tls = ctx.shared.tls.as_ref();
+        if tls.is_some_and(|t| t.verifies_peers()) && self.stream.peer_verified() {
+            return true;
+        }
+        let protocol = crate::range::peer_auth::RANGE_PROTOCOL;
+        if ctx.shared.auth.secret.is_none()
+            && let Some(why) = crate::tls::refuse_upgrade(tls, &self.stream)
+        {
+            ctx.shared
+                .auth
+                .metrics
+                .peer_refused(crate::auth::metrics::PeerRefusal::NoCertificate);
+            self.close_after = true;
+            let e = HttpError::close(Status::Forbidden, why);
+            self.push_error(ctx, route, &e, Persist::Close, "", started);
+            return false;
+        }
+        let stream = &self.stream;
+        let remote = || {
+            stream
+                .peer_addr()
+                .map_or_else(|_| "?".into(), |a| a.to_string())
+        };
+        let auth = &ctx.shared.auth;
+        match upgrade(auth, protocol, &mut self.peer_nonce, credential, &remote) {
+            Verdict::Switch(_) => true,
+            Verdict::Answer(bytes, status, close) => {
+                self.close_after |= close;
+                ctx.shared.metrics.record(route, status, started);
+                self.answer(|out| out.extend_from_slice(&bytes));
+                false
             }
         }
     }
