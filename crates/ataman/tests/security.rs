@@ -2,6 +2,8 @@
 //! over TLS, protected mode on `--resp-listen`, and a 3-node cluster with
 //! tokens, a secret and TLS whose internal range only peers open.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
+
 mod support;
 
 use ataman::faultproxy::FaultProxy;
