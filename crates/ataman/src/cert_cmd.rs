@@ -1,5 +1,5 @@
 //! `ataman cert`: a test CA and node certificates for a local TLS cluster
-//! (CockroachDB style; documented in docs/TLS.md).
+//! (CockroachDB style; documented in docs/SECURITY.md, "TLS").
 //!
 //! - `create-ca` writes `ca.crt` and the CA's key (`ca.key` unless
 //!   `--ca-key` says where).

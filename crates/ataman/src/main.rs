@@ -27,7 +27,7 @@ enum Command {
     /// Run a local cluster under seeded faults and check that nothing
     /// acknowledged was lost (docs/RELIABILITY.md).
     TestCluster(harness::TestClusterArgs),
-    /// Make a test CA and node certificates for a TLS cluster (docs/TLS.md).
+    /// Make a test CA and node certificates for a TLS cluster (docs/SECURITY.md, "TLS").
     Cert(cert_cmd::CertArgs),
     /// Benchmarks: the storage engine, recovery, HTTP load and plots.
     Bench {

@@ -1,4 +1,4 @@
-//! Black-box tests of TLS (docs/TLS.md): a node behind `--tls-cert` and
+//! Black-box tests of TLS (docs/SECURITY.md, "TLS"): a node behind `--tls-cert` and
 //! `--tls-key` answers HTTPS clients that trust its CA and gives a plaintext
 //! client nothing, a `--tls-ca` cluster replicates over TLS, a certificate
 //! is replaced without a restart, and `ataman cert` makes the files.

@@ -143,7 +143,7 @@ pub struct ServeArgs {
     /// Test hook: poll this file for `disk_full=0|1` and `clock_offset_ms=N` lines (docs/API.md "Test hooks").
     #[arg(long, env = "ATAMAN_FAULT_CONTROL", hide = true)]
     pub fault_control: Option<PathBuf>,
-    /// TLS: the node's certificate chain (PEM); with `--tls-key`, the listener speaks TLS only (docs/TLS.md).
+    /// TLS: the node's certificate chain (PEM); with `--tls-key`, the listener speaks TLS only (docs/SECURITY.md, "TLS").
     #[arg(long, env = "ATAMAN_TLS_CERT")]
     pub tls_cert: Option<PathBuf>,
     /// TLS: the private key of `--tls-cert` (PEM).
