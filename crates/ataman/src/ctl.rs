@@ -49,6 +49,9 @@ pub struct CtlArgs {
     /// Node to talk to: `http://HOST[:PORT]`.
     #[arg(long, global = true, env = "ATAMAN_URL", default_value = URL_DEFAULT)]
     pub url: String,
+    /// The CA an `https://` node's certificate is verified against (PEM).
+    #[arg(long, global = true)]
+    pub tls_ca: Option<std::path::PathBuf>,
     /// `ack` query parameter, passed through as is (the node validates it).
     #[arg(long, global = true)]
     pub ack: Option<String>,
@@ -247,6 +250,7 @@ fn write_out(out: &mut dyn Write, bytes: &[u8]) -> Result<(), CtlError> {
 fn execute(args: &CtlArgs, out: &mut dyn Write) -> Result<(), CtlError> {
     crate::http_client::token::init(args.token_file.as_deref()).map_err(CtlError::Usage)?;
     let url = BaseUrl::parse(&args.url).map_err(|e| CtlError::Usage(e.to_string()))?;
+    crate::http_client::tls::set_ca_if(args.tls_ca.as_deref()).map_err(CtlError::Usage)?;
     let timeout = Duration::from_millis(args.timeout_ms.unwrap_or(TIMEOUT_MS_DEFAULT).max(1));
     let consistency = consistency(args);
     match &args.command {

@@ -7,10 +7,12 @@
 //! - [`exchange`]: one blocking exchange over a `TcpStream` (one request,
 //!   one final answer, `Connection: close`).
 //! - [`token`]: the bearer token sent to a node started with `--auth-token-file`.
+//! - [`tls`]: the CA `https://` URLs are verified against (`--tls-ca`).
 //! - [`response`]: reading one response from a byte stream
 //!   (Content-Length, chunked or until-close bodies; bounded, never a panic).
 
 pub mod exchange;
 pub mod response;
+pub mod tls;
 pub mod token;
 pub mod url;

@@ -25,6 +25,8 @@ use std::time::{Duration, Instant};
 
 /// The line a listening node prints (docs/API.md, "Starting a node").
 pub const LISTENING_PREFIX: &str = "ataman: listening on http://";
+/// The same line of a node whose listener speaks TLS.
+pub const LISTENING_PREFIX_TLS: &str = "ataman: listening on https://";
 /// Bound on one `GET /v0/status` while waiting for readiness.
 pub const STATUS_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Pause between two readiness probes, and between two polls of a stop.
@@ -111,7 +113,10 @@ impl NodeProcess {
                 while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
                     if !sent {
                         let text = line.trim_end();
-                        if let Some(addr) = text.strip_prefix(LISTENING_PREFIX) {
+                        if let Some(addr) = text
+                            .strip_prefix(LISTENING_PREFIX)
+                            .or_else(|| text.strip_prefix(LISTENING_PREFIX_TLS))
+                        {
                             let _ = addr_tx.send(Ok(addr.to_owned()));
                             sent = true;
                         } else if seen.len() < STDOUT_LINES_KEPT_MAX {
@@ -159,6 +164,7 @@ impl NodeProcess {
         let url = BaseUrl {
             host: self.addr.ip().to_string(),
             port: self.addr.port(),
+            https: crate::http_client::tls::enabled(),
         };
         loop {
             let answer = exchange(&url, "GET", "/v0/status", None, STATUS_PROBE_TIMEOUT);

@@ -3,7 +3,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
-use ataman::{cluster_cmd, crash_writer, ctl, harness, logging};
+use ataman::{cert_cmd, cluster_cmd, crash_writer, ctl, harness, logging};
 
 #[derive(Parser)]
 #[command(
@@ -27,6 +27,8 @@ enum Command {
     /// Run a local cluster under seeded faults and check that nothing
     /// acknowledged was lost (docs/RELIABILITY.md).
     TestCluster(harness::TestClusterArgs),
+    /// Make a test CA and node certificates for a TLS cluster (docs/SECURITY.md, "TLS").
+    Cert(cert_cmd::CertArgs),
     /// Benchmarks: the storage engine, recovery, HTTP load and plots.
     Bench {
         #[command(subcommand)]
@@ -62,6 +64,7 @@ fn main() -> ExitCode {
         Command::TestCluster(args) => return harness::run_command(&args),
         Command::Serve(args) => return serve(*args),
         Command::Bench { which } => ataman_bench::run(which),
+        Command::Cert(args) => cert_cmd::run(&args).map_err(Into::into),
         Command::Internal {
             which: Internal::CrashWriter(args),
         } => crash_writer::run(args),

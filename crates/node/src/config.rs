@@ -143,6 +143,15 @@ pub struct ServeArgs {
     /// Test hook: poll this file for `disk_full=0|1` and `clock_offset_ms=N` lines (docs/API.md "Test hooks").
     #[arg(long, env = "ATAMAN_FAULT_CONTROL", hide = true)]
     pub fault_control: Option<PathBuf>,
+    /// TLS: the node's certificate chain (PEM); with `--tls-key`, the listener speaks TLS only (docs/SECURITY.md, "TLS").
+    #[arg(long, env = "ATAMAN_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS: the private key of `--tls-cert` (PEM).
+    #[arg(long, env = "ATAMAN_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// TLS: the cluster CA (PEM); nodes dial and accept each other over TLS, verified against it.
+    #[arg(long, env = "ATAMAN_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
     /// Test hooks compiled only with the `planted-bugs` feature.
     #[command(flatten)]
     pub planted: PlantedBugArgs,
@@ -274,6 +283,8 @@ pub struct NodeConfig {
     pub allow_unauthenticated: bool,
     /// Test hook: a deliberate bug (the fault harness's negative control).
     pub planted_bug: Option<PlantedBug>,
+    /// `--tls-cert`, `--tls-key`, `--tls-ca` (`None`: plain TCP).
+    pub tls: Option<crate::tls::reload::TlsFiles>,
 }
 
 /// A bug planted on purpose, so the fault-injection harness can show it
@@ -349,8 +360,15 @@ impl NodeConfig {
         let wal_mode = args.wal_mode.clone().or(file.wal_mode);
         let cluster_arg = args.cluster.clone().or(file.cluster);
         let self_arg = args.self_url.clone().or(file.self_url);
-        let (cluster, self_index) =
+        let (mut cluster, self_index) =
             resolve_cluster(&listen, cluster_arg.as_deref(), self_arg.as_deref())?;
+        let tls = crate::tls::resolve_files(
+            args.tls_cert.clone(),
+            args.tls_key.clone(),
+            args.tls_ca.clone(),
+        )?;
+        let defaulted = cluster_arg.is_none() && self_arg.is_none();
+        crate::tls::check_member_urls(&mut cluster, tls.as_ref(), defaulted)?;
         let peer_via = resolve_peer_via(&cluster, args.peer_via.clone().or(file.peer_via))?;
         let replication_factor = args
             .replication_factor
@@ -482,13 +500,16 @@ impl NodeConfig {
                 .or(file.cluster_secret_file),
             allow_unauthenticated: args.allow_unauthenticated
                 || file.allow_unauthenticated.unwrap_or(false),
+            tls,
             planted_bug: planted_bug(&args.planted)?,
         })
     }
 }
 
 fn url_port(url: &str) -> Option<u16> {
-    let rest = url.strip_prefix("http://")?;
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))?;
     let host_port = rest.split('/').next()?;
     host_port.rsplit(':').next()?.parse().ok()
 }
@@ -514,7 +535,7 @@ fn resolve_cluster(
     for u in &urls {
         if url_port(u).is_none() {
             return Err(format!(
-                "cluster entry {u:?} is not an http://HOST:PORT URL"
+                "cluster entry {u:?} is not an http(s)://HOST:PORT URL"
             ));
         }
     }

@@ -45,6 +45,7 @@ pub mod config;
 pub mod decimal_file;
 pub mod descriptors;
 pub mod fault_control;
+pub mod hangup;
 pub mod hints;
 pub mod hlc;
 pub mod http;
@@ -57,6 +58,7 @@ pub mod range;
 pub mod refill;
 pub mod replication;
 pub mod state;
+pub mod tls;
 pub mod ttl;
 
 pub use config::{NodeConfig, ServeArgs};
@@ -249,6 +251,17 @@ fn adopt_layout(config: &mut NodeConfig) -> Result<u64, Box<dyn std::error::Erro
     Ok(layout.version)
 }
 
+/// Loads the TLS files, if any, and makes SIGHUP reload them.
+fn start_tls(config: &NodeConfig) -> Result<Option<tls::NodeTls>, String> {
+    let Some(files) = config.tls.clone() else {
+        return Ok(None);
+    };
+    let loaded = tls::NodeTls::load(files).map_err(|e| format!("TLS: {e}"))?;
+    tls::reload::install_hangup_handler()
+        .map_err(|e| format!("cannot install the SIGHUP handler: {e}"))?;
+    Ok(Some(loaded))
+}
+
 /// Runs a node until SIGINT or SIGTERM, then drains and exits.
 pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let mut config = NodeConfig::resolve(&args)?;
@@ -323,7 +336,9 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     let (antientropy, sync_receiver) =
         antientropy::AntiEntropy::new(config.anti_entropy_rate_bytes);
+    let tls = start_tls(&config)?;
     let shared = Arc::new(NodeShared {
+        tls,
         refill,
         db: Arc::clone(&db),
         hlc: clock,
@@ -365,7 +380,8 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     let ae_threads = antientropy::start(&shared, NodeShared::antientropy_node, sync_receiver)?;
     // The line launchers wait for, on stdout (docs/API.md); the log says it too.
-    println!("ataman: listening on http://{bound}");
+    let scheme = tls::scheme(shared.tls.is_some());
+    println!("ataman: listening on {scheme}://{bound}");
     tracing::info!(addr = %bound, "listening for HTTP requests");
     if let Some(resp_bound) = resp_bound {
         // After the HTTP line, which launchers wait for.
@@ -376,6 +392,9 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         std::thread::sleep(Duration::from_millis(50));
         publish_counts_and_renew_clock(&shared);
         shared.auth.tick();
+        if let Some(tls) = &shared.tls {
+            tls.tick_and_log();
+        }
         if descriptors_counted_at.elapsed() >= DESCRIPTORS_RECOUNT_INTERVAL {
             descriptors_counted_at = std::time::Instant::now();
             recount_descriptors(&shared, &mut budget);

@@ -205,6 +205,8 @@ pub struct NodeShared {
     pub auth: crate::auth::Auth,
     /// Cluster ranges: the bound on range threads, and counters.
     pub ranges: crate::range::Ranges,
+    /// TLS (`--tls-cert`): the listener's and the peer links' configurations.
+    pub tls: Option<crate::tls::NodeTls>,
 }
 
 impl NodeShared {
@@ -222,6 +224,8 @@ impl NodeShared {
             config: &self.config,
             refill: &self.refill,
             ranges: &self.ranges,
+            tls: self.tls.as_ref(),
+            secret: self.auth.secret.as_ref(),
         }
     }
 
@@ -234,6 +238,7 @@ impl NodeShared {
             topology: &self.topology,
             antientropy: &self.antientropy,
             refill: &self.refill,
+            tls: self.tls.as_ref(),
             shutting_down: &self.shutting_down,
             secret: self.auth.secret.as_ref(),
         }
@@ -292,6 +297,7 @@ impl NetContext {
             batch_frames: &self.shared.metrics.peer_batch_frames,
             silence_timeout: self.config.replication_timeout,
             secret: self.shared.auth.secret.as_ref(),
+            tls: self.shared.tls.as_ref(),
         }
     }
 }

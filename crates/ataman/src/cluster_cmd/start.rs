@@ -58,6 +58,10 @@ pub struct StartArgs {
     /// Bound on every node answering GET /v0/status with 200, in ms.
     #[arg(long, default_value_t = START_TIMEOUT_MS_DEFAULT)]
     pub start_timeout_ms: u64,
+    /// Start a TLS cluster: DIR holds `ca.crt`, `node.crt` and `node.key`
+    /// (`ataman cert create-ca` and `create-node`); every node uses them.
+    #[arg(long)]
+    pub certs_dir: Option<PathBuf>,
     /// Extra `ataman serve` arguments for every node (after `--`).
     #[arg(last = true)]
     pub serve_args: Vec<String>,
@@ -66,6 +70,9 @@ pub struct StartArgs {
 /// Why the cluster could not be started or run.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// `--certs-dir` holds no usable `ca.crt`.
+    #[error("{0}")]
+    Tls(String),
     /// `--nodes` is 0 or past [`NODES_MAX`].
     #[error("--nodes must be between 1 and {NODES_MAX}, not {0}")]
     Nodes(usize),
@@ -227,7 +234,7 @@ fn spawn(
     serve_args: &[String],
 ) -> Result<Member, StartError> {
     let url = urls[index].clone();
-    let listen = url.trim_start_matches("http://").to_string();
+    let listen = ataman_node::tls::strip_scheme(&url).to_string();
     let mut child = Command::new(exe)
         .arg("serve")
         .args(["--listen", &listen, "--resp-listen", resp, "--data-dir"])
@@ -373,9 +380,25 @@ pub fn run(args: &StartArgs) -> Result<(), StartError> {
         .map(|port| format!("127.0.0.1:{port}"))
         .collect();
     let exe = std::env::current_exe().map_err(StartError::Exe)?;
+    let tls_args = match &args.certs_dir {
+        Some(dir) => {
+            crate::http_client::tls::set_ca(&dir.join("ca.crt")).map_err(StartError::Tls)?;
+            crate::http_client::tls::serve_args(dir)
+        }
+        None => Vec::new(),
+    };
+    let scheme = if args.certs_dir.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     let urls: Vec<String> = ports
         .iter()
-        .map(|port| format!("http://127.0.0.1:{port}"))
+        .map(|port| format!("{scheme}://127.0.0.1:{port}"))
+        .collect();
+    let serve_args: Vec<String> = tls_args
+        .into_iter()
+        .chain(args.serve_args.iter().cloned())
         .collect();
     let mut dirs = Vec::with_capacity(args.nodes);
     for i in 0..args.nodes {
@@ -390,14 +413,7 @@ pub fn run(args: &StartArgs) -> Result<(), StartError> {
     let mut members = Vec::with_capacity(args.nodes);
     let mut result = Ok(());
     for (index, dir) in dirs.into_iter().enumerate() {
-        match spawn(
-            &exe,
-            index,
-            &urls,
-            &resp_addrs[index],
-            dir,
-            &args.serve_args,
-        ) {
+        match spawn(&exe, index, &urls, &resp_addrs[index], dir, &serve_args) {
             Ok(member) => members.push(member),
             Err(e) => {
                 result = Err(e);

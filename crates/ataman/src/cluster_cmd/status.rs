@@ -29,6 +29,9 @@ pub struct StatusArgs {
     /// Bound on connecting and on each read and write, in ms.
     #[arg(long, default_value_t = TIMEOUT_MS_DEFAULT)]
     pub timeout_ms: u64,
+    /// The CA `https://` nodes' certificates are verified against (PEM).
+    #[arg(long)]
+    pub tls_ca: Option<std::path::PathBuf>,
 }
 
 /// Why `status` could not print a table at all.
@@ -37,6 +40,9 @@ pub enum StatusError {
     /// `--url` is not a node URL.
     #[error(transparent)]
     Url(#[from] UrlError),
+    /// `--tls-ca` could not be loaded.
+    #[error("{0}")]
+    Tls(String),
     /// `--interval-ms` is past [`INTERVAL_MS_MAX`].
     #[error("--interval-ms must be at most {INTERVAL_MS_MAX}, not {0}")]
     Interval(u64),
@@ -54,7 +60,7 @@ impl StatusError {
     /// The process exit code for this error.
     pub fn exit_code(&self) -> u8 {
         match self {
-            StatusError::Url(_) | StatusError::Interval(_) => EXIT_REFUSED,
+            StatusError::Url(_) | StatusError::Interval(_) | StatusError::Tls(_) => EXIT_REFUSED,
             StatusError::NoAnswer { .. } => EXIT_NO_ANSWER,
         }
     }
@@ -122,6 +128,7 @@ fn sample_all(urls: &[String], timeout: Duration) -> Vec<Result<Sample, String>>
 /// Runs `status`: true when every node answered both samples.
 pub fn run(args: &StatusArgs) -> Result<bool, StatusError> {
     BaseUrl::parse(&args.url)?;
+    crate::http_client::tls::set_ca_if(args.tls_ca.as_deref()).map_err(StatusError::Tls)?;
     if args.interval_ms > INTERVAL_MS_MAX {
         return Err(StatusError::Interval(args.interval_ms));
     }

@@ -18,6 +18,7 @@
 
 use super::history::OpOutcome;
 use crate::http_client::response::{ResponseError, read_response};
+use ataman_node::tls::blocking::BlockingStream;
 use std::io::{self, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -41,8 +42,8 @@ pub struct Answer {
 /// A keep-alive connection to one node.
 struct Connection {
     addr: SocketAddr,
-    stream: TcpStream,
-    reader: BufReader<TcpStream>,
+    /// The socket (or TLS over it), read through the buffer, written through `get_mut`.
+    reader: BufReader<BlockingStream>,
 }
 
 /// A client's connections, one per node.
@@ -157,11 +158,17 @@ fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<Connection> {
     let stream = TcpStream::connect_timeout(&addr, timeout)?;
     stream.set_nodelay(true)?;
     stream.set_write_timeout(Some(timeout))?;
-    let reader = BufReader::new(stream.try_clone()?);
+    stream.set_read_timeout(Some(timeout))?;
+    let url = crate::http_client::url::BaseUrl {
+        host: addr.ip().to_string(),
+        port: addr.port(),
+        https: crate::http_client::tls::enabled(),
+    };
+    let stream = crate::http_client::exchange::secure(&url, stream, timeout)
+        .map_err(|e| io::Error::other(e.to_string()))?;
     Ok(Connection {
         addr,
-        stream,
-        reader,
+        reader: BufReader::new(stream),
     })
 }
 
@@ -198,11 +205,17 @@ fn exchange(
             Failure::Other(e.to_string())
         }
     };
-    conn.stream.write_all(&bytes).map_err(io_failure)?;
+    let stream = conn.reader.get_mut();
+    stream
+        .write_all(&bytes)
+        .and_then(|()| stream.flush())
+        .map_err(io_failure)?;
     let left = timeout
         .saturating_sub(started.elapsed())
         .max(Duration::from_millis(1));
-    conn.stream
+    conn.reader
+        .get_ref()
+        .tcp()
         .set_read_timeout(Some(left))
         .map_err(io_failure)?;
     // A 1xx is not expected (no Expect header); skip a few, bounded.
@@ -234,6 +247,7 @@ pub fn request_once(
     let url = crate::http_client::url::BaseUrl {
         host: addr.ip().to_string(),
         port: addr.port(),
+        https: crate::http_client::tls::enabled(),
     };
     crate::http_client::exchange::exchange(&url, method, target, None, timeout)
         .map(|r| (r.status, r.body))

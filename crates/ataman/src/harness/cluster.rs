@@ -203,7 +203,15 @@ impl Cluster {
                 .collect::<Result<Vec<_>, _>>()?;
             links.push(row);
         }
-        let urls: Vec<String> = fronts.iter().map(FaultProxy::url).collect();
+        let scheme = if crate::http_client::tls::enabled() {
+            "https://"
+        } else {
+            "http://"
+        };
+        let urls: Vec<String> = fronts
+            .iter()
+            .map(|f| f.url().replacen("http://", scheme, 1))
+            .collect();
         let unbound = SocketAddr::from(([127, 0, 0, 1], 0));
         let view = Arc::new(ClusterView {
             urls,

@@ -101,6 +101,11 @@ pub struct TestClusterArgs {
     /// started with `--auth-token-file` (after `--`; default: `ATAMAN_TOKEN`).
     #[arg(long, env = "ATAMAN_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
+    /// Run a TLS cluster: DIR holds `ca.crt`, `node.crt` and `node.key`
+    /// (`ataman cert`); the nodes use them, the harness trusts the CA and
+    /// presents the node certificate for its replica reads.
+    #[arg(long)]
+    pub certs_dir: Option<PathBuf>,
     /// More `ataman serve` arguments for every node, after `--`.
     #[arg(last = true)]
     pub serve_args: Vec<String>,
@@ -154,6 +159,11 @@ impl TestClusterArgs {
         c.replication_factor = self.replication_factor;
         c.converge_timeout = Duration::from_secs(self.converge_timeout_s);
         c.serve_args = self.serve_args.clone();
+        if let Some(dir) = &self.certs_dir {
+            crate::http_client::tls::set_certs_dir(dir)?;
+            c.serve_args
+                .splice(0..0, crate::http_client::tls::serve_args(dir));
+        }
         Ok(c)
     }
 }

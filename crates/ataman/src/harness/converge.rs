@@ -48,23 +48,31 @@ pub struct KeyReplicas {
     pub replicas: Vec<usize>,
 }
 
-/// Reads node `addr`'s own copies of `keys` over the peer protocol,
-/// proving `secret` in the upgrade when the nodes have one.
+/// Reads node `addr`'s own copies of `keys` over the peer protocol
+/// (over TLS with `--tls-ca`), proving `secret` in the upgrade when the
+/// nodes have one.
 pub fn read_copies(
     addr: SocketAddr,
     keys: &[&str],
     secret: Option<&ClusterSecret>,
 ) -> Result<Vec<CopyState>, String> {
-    let mut stream = TcpStream::connect_timeout(&addr, PEER_IO_TIMEOUT)
+    let sock = TcpStream::connect_timeout(&addr, PEER_IO_TIMEOUT)
         .map_err(|e| format!("connect to {addr}: {e}"))?;
-    stream
-        .set_read_timeout(Some(PEER_IO_TIMEOUT))
-        .and_then(|()| stream.set_write_timeout(Some(PEER_IO_TIMEOUT)))
+    sock.set_read_timeout(Some(PEER_IO_TIMEOUT))
+        .and_then(|()| sock.set_write_timeout(Some(PEER_IO_TIMEOUT)))
+        .map_err(|e| e.to_string())?;
+    let url = crate::http_client::url::BaseUrl {
+        host: addr.ip().to_string(),
+        port: addr.port(),
+        https: crate::http_client::tls::enabled(),
+    };
+    let mut stream = crate::http_client::exchange::secure(&url, sock, PEER_IO_TIMEOUT)
         .map_err(|e| e.to_string())?;
     let host = addr.to_string();
     let mut dialer = Dialer::new(PEER_PROTOCOL, &host, HARNESS_PEER_URL, secret.cloned());
     stream
         .write_all(&dialer.first_request())
+        .and_then(|()| stream.flush())
         .map_err(|e| format!("upgrade request to {addr}: {e}"))?;
     let mut buf = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
@@ -107,6 +115,7 @@ pub fn read_copies(
         }
         stream
             .write_all(&out)
+            .and_then(|()| stream.flush())
             .map_err(|e| format!("reads to {addr}: {e}"))?;
         let mut answers: Vec<Option<CopyState>> = vec![None; batch.len()];
         let mut missing = batch.len();

@@ -1,8 +1,9 @@
-//! A blocking HTTP/1.1 exchange over `std::net::TcpStream`: one request, one
-//! final response, one connection (`Connection: close`).
+//! A blocking HTTP/1.1 exchange over TCP, or TLS for an `https://` URL: one
+//! request, one final response, one connection (`Connection: close`).
 
 use super::response::{Response, ResponseError, read_response};
 use super::url::BaseUrl;
+use ataman_node::tls::blocking::BlockingStream;
 use std::io::{BufReader, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
@@ -44,6 +45,15 @@ pub enum ClientError {
         authority: String,
         /// What went wrong while reading.
         source: ResponseError,
+    },
+    /// TLS could not be set up (no `--tls-ca`, a failed handshake, a
+    /// certificate the CA does not vouch for).
+    #[error("TLS with {authority}: {why}")]
+    Tls {
+        /// `HOST:PORT` as given.
+        authority: String,
+        /// What went wrong.
+        why: String,
     },
     /// The node kept sending 1xx answers.
     #[error("more than {INFORMATIONAL_RESPONSES_MAX} informational answers from {0}")]
@@ -91,6 +101,27 @@ fn connect(url: &BaseUrl, timeout: Duration) -> Result<TcpStream, ClientError> {
     })
 }
 
+/// TLS over `sock` for an `https://` URL (verified against `--tls-ca`), or
+/// the plain socket.
+pub fn secure(
+    url: &BaseUrl,
+    sock: TcpStream,
+    timeout: Duration,
+) -> Result<BlockingStream, ClientError> {
+    if !url.https {
+        return Ok(BlockingStream::Plain(sock));
+    }
+    let tls_error = |why: String| ClientError::Tls {
+        authority: url.authority(),
+        why,
+    };
+    let config = super::tls::client_config()
+        .ok_or_else(|| tls_error("an https:// URL needs --tls-ca FILE".into()))?;
+    let name =
+        ataman_node::tls::load::server_name(&url.host).map_err(|e| tls_error(e.to_string()))?;
+    BlockingStream::connect_tls(sock, config, name, timeout).map_err(|e| tls_error(e.to_string()))
+}
+
 /// Sends one request and returns the final answer. `body` is `Some` for a
 /// request with a body (PUT), even an empty one. Every socket operation is
 /// bounded by `timeout`.
@@ -102,25 +133,22 @@ pub fn exchange(
     timeout: Duration,
 ) -> Result<Response, ClientError> {
     let authority = url.authority();
-    let stream = connect(url, timeout)?;
+    let sock = connect(url, timeout)?;
     let write_error = |source| ClientError::Write {
         authority: authority.clone(),
         source,
     };
-    stream
-        .set_read_timeout(Some(timeout))
-        .map_err(write_error)?;
-    stream
-        .set_write_timeout(Some(timeout))
-        .map_err(write_error)?;
-    let mut writer = &stream;
+    sock.set_read_timeout(Some(timeout)).map_err(write_error)?;
+    sock.set_write_timeout(Some(timeout)).map_err(write_error)?;
+    let mut stream = secure(url, sock, timeout)?;
+    let writer = &mut stream;
     let head = request_head(method, target, &authority, body.map(<[u8]>::len));
     writer.write_all(&head).map_err(write_error)?;
     if let Some(body) = body {
         writer.write_all(body).map_err(write_error)?;
     }
     writer.flush().map_err(write_error)?;
-    let mut reader = BufReader::new(&stream);
+    let mut reader = BufReader::new(&mut stream);
     for _ in 0..=INFORMATIONAL_RESPONSES_MAX {
         let response = read_response(&mut reader).map_err(|source| ClientError::Read {
             authority: authority.clone(),

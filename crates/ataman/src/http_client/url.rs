@@ -9,12 +9,14 @@ use std::fmt;
 
 /// The port used when the URL names none (plain HTTP).
 pub const HTTP_PORT_DEFAULT: u16 = 80;
+/// The port used when an `https://` URL names none.
+pub const HTTPS_PORT_DEFAULT: u16 = 443;
 
 /// Why a `--url` was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UrlError {
-    /// Only `http://` is spoken.
-    #[error("only http:// URLs are supported, got {0:?}")]
+    /// Only `http://` and `https://` are spoken.
+    #[error("only http:// and https:// URLs are supported, got {0:?}")]
     Scheme(String),
     /// No host between `http://` and the port or path.
     #[error("no host in URL {0:?}")]
@@ -34,14 +36,21 @@ pub struct BaseUrl {
     pub host: String,
     /// TCP port.
     pub port: u16,
+    /// `https://`: TLS, verified against `--tls-ca` ([`super::tls`]).
+    pub https: bool,
 }
 
 impl BaseUrl {
     /// Parses `http://HOST[:PORT][/]`.
     pub fn parse(url: &str) -> Result<BaseUrl, UrlError> {
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| UrlError::Scheme(url.to_string()))?;
+        let (rest, https) = match url.strip_prefix("https://") {
+            Some(rest) => (rest, true),
+            None => (
+                url.strip_prefix("http://")
+                    .ok_or_else(|| UrlError::Scheme(url.to_string()))?,
+                false,
+            ),
+        };
         let (authority, path) = match rest.find('/') {
             Some(slash) => rest.split_at(slash),
             None => (rest, ""),
@@ -63,6 +72,7 @@ impl BaseUrl {
                     .ok_or_else(|| UrlError::Port(url.to_string()))?;
                 (&authority[..colon], port)
             }
+            None if https => (authority, HTTPS_PORT_DEFAULT),
             None => (authority, HTTP_PORT_DEFAULT),
         };
         if host.is_empty() || host == "[]" {
@@ -71,6 +81,7 @@ impl BaseUrl {
         Ok(BaseUrl {
             host: host.to_string(),
             port,
+            https,
         })
     }
 
@@ -82,7 +93,8 @@ impl BaseUrl {
 
 impl fmt::Display for BaseUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "http://{}:{}", self.host, self.port)
+        let scheme = if self.https { "https" } else { "http" };
+        write!(f, "{scheme}://{}:{}", self.host, self.port)
     }
 }
 
@@ -183,7 +195,7 @@ mod tests {
     #[test]
     fn base_url_rejects_bad_input() {
         for (url, want) in [
-            ("https://h:1", UrlError::Scheme("https://h:1".into())),
+            ("ftp://h:1", UrlError::Scheme("ftp://h:1".into())),
             ("h:1", UrlError::Scheme("h:1".into())),
             ("http://", UrlError::Host("http://".into())),
             ("http://:80", UrlError::Host("http://:80".into())),

@@ -12,6 +12,9 @@ pub struct HttpArgs {
     /// target i mod N. Requests go to `<path>/v0/entity?id=K`.
     #[arg(long)]
     pub url: String,
+    /// The CA the certificates of `https://` targets are verified against (PEM).
+    #[arg(long)]
+    pub tls_ca: Option<PathBuf>,
     /// Total requests per second over all connections; 0 = closed loop, as fast as possible.
     #[arg(long, default_value_t = 1000)]
     pub rate: u64,
@@ -85,6 +88,7 @@ impl HttpArgs {
     pub fn new(url: &str) -> Self {
         HttpArgs {
             url: url.to_string(),
+            tls_ca: None,
             rate: 1000,
             duration: Duration::from_secs(10),
             connections: 16,

@@ -25,6 +25,7 @@ use super::timer::Timer;
 use super::wake::WakeWindow;
 use super::workload::Requests;
 use crate::error::{BenchError, Result};
+use ataman_node::tls::transport::Transport;
 use hdrhistogram::Histogram;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
@@ -32,6 +33,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
@@ -80,6 +82,43 @@ pub struct Phase {
     /// How late the timer may wake the thread for a planned send while
     /// requests are in flight (see [`super::wake`]); 0 = exactly on time.
     pub send_slack_ns: u64,
+    /// TLS for the `https://` targets.
+    pub tls: Option<Arc<ClientTls>>,
+}
+
+/// The client configuration and, by target index, the name its
+/// certificate is checked against (`None`: a plain `http://` target).
+#[derive(Debug)]
+pub struct ClientTls {
+    /// Trusts `--tls-ca`.
+    pub config: Arc<rustls::ClientConfig>,
+    /// By target index.
+    pub names: Vec<Option<rustls::pki_types::ServerName<'static>>>,
+}
+
+/// TLS for `targets`: `None` when none is `https://`; an `https://` target
+/// needs `ca_file`.
+pub fn tls_for(
+    targets: &[super::target::Target],
+    ca_file: Option<&std::path::Path>,
+) -> Result<Option<Arc<ClientTls>>> {
+    if !targets.iter().any(|t| t.tls) {
+        return Ok(None);
+    }
+    let bad = |why: String| BenchError::InvalidArgument(why);
+    let ca_file = ca_file.ok_or_else(|| bad("an https:// --url needs --tls-ca FILE".into()))?;
+    let config = ataman_node::tls::load::client_config_for_ca(ca_file)
+        .map_err(|e| bad(format!("--tls-ca: {e}")))?;
+    let names = targets
+        .iter()
+        .map(|t| {
+            t.tls
+                .then(|| ataman_node::tls::load::server_name(&t.name))
+                .transpose()
+                .map_err(|e| bad(format!("--url {}: {e}", t.url)))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some(Arc::new(ClientTls { config, names })))
 }
 
 /// One thread's share of a phase.
@@ -112,7 +151,7 @@ enum State {
 struct Conn {
     /// Index of its target in the phase's address list.
     target: usize,
-    stream: Option<TcpStream>,
+    stream: Option<Transport>,
     state: State,
     schedule: Schedule,
     request: Vec<u8>,
@@ -330,7 +369,11 @@ impl Client<'_> {
         let Some(&addr) = self.addrs.get(conn.target) else {
             return self.fail(i, Failure::Connect);
         };
-        match TcpStream::connect(addr) {
+        let tls = self.phase.tls.as_ref().and_then(|t| {
+            let name = t.names.get(conn.target)?.clone()?;
+            Some((Arc::clone(&t.config), name))
+        });
+        match TcpStream::connect(addr).and_then(|s| Transport::dial(s, tls)) {
             Ok(mut stream) => {
                 let registered = self.poll.registry().register(
                     &mut stream,
@@ -341,7 +384,7 @@ impl Client<'_> {
                     self.fail(i, Failure::Connect);
                     return;
                 }
-                let _ = stream.set_nodelay(true);
+                let _ = stream.tcp().set_nodelay(true);
                 let conn = &mut self.conns[i];
                 conn.stream = Some(stream);
                 conn.state = State::Connecting;
@@ -356,7 +399,7 @@ impl Client<'_> {
         let Some(stream) = &self.conns[i].stream else {
             return;
         };
-        match stream.take_error() {
+        match stream.tcp().take_error() {
             Ok(None) => {}
             Ok(Some(_)) | Err(_) => {
                 self.fail(i, Failure::Connect);
@@ -392,6 +435,15 @@ impl Client<'_> {
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(_) => return self.fail(i, Failure::Io),
             }
+        }
+        // TLS: records the socket did not take yet go out on a writable event.
+        match stream.flush() {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                conn.state = State::Writing;
+                return;
+            }
+            Err(_) => return self.fail(i, Failure::Io),
         }
         conn.state = State::Reading;
         if std::mem::take(&mut conn.readable_pending) {

@@ -36,6 +36,7 @@ pub fn run(args: &HttpArgs) -> Result<(HttpReport, super::stats::Totals)> {
     let targets = super::target::parse_targets(&args.url)?;
     validate(args, targets.len())?;
     let addrs: Vec<SocketAddr> = targets.iter().map(|t| t.addr).collect();
+    let tls = super::client::tls_for(&targets, args.tls_ca.as_deref())?;
     let progress = args.progress || std::io::stderr().is_terminal();
     let fill = if args.fill > 0 {
         Some(fill(args, &targets, progress)?)
@@ -58,6 +59,7 @@ pub fn run(args: &HttpArgs) -> Result<(HttpReport, super::stats::Totals)> {
             args.rate,
             args.threads.min(args.connections),
         ),
+        tls,
     };
     let cpu_before = process_cpu_time();
     let result = super::phase::run_phase(
@@ -147,6 +149,7 @@ fn fill(args: &HttpArgs, targets: &[Target], progress: bool) -> Result<FillRepor
         rate: 0,
         connections_total: args.connections,
         send_slack_ns: 0,
+        tls: super::client::tls_for(targets, args.tls_ca.as_deref())?,
     };
     let addrs: Vec<SocketAddr> = targets.iter().map(|t| t.addr).collect();
     let result = super::phase::run_phase(

@@ -9,6 +9,8 @@ use std::net::{SocketAddr, ToSocketAddrs};
 
 /// Port used when the URL names none.
 const HTTP_PORT_DEFAULT: u16 = 80;
+/// Port used when an `https://` URL names none.
+const HTTPS_PORT_DEFAULT: u16 = 443;
 
 /// Most targets one `--url` may list.
 pub const TARGETS_MAX: usize = 1024;
@@ -24,15 +26,24 @@ pub struct Target {
     pub host: String,
     /// Path prefix without a trailing `/` (empty for `http://h:p/`).
     pub prefix: String,
+    /// `https://`: TLS, the certificate verified against `--tls-ca` for [`Target::name`].
+    pub tls: bool,
+    /// The host without its port (the name the certificate must carry).
+    pub name: String,
 }
 
 impl Target {
-    /// Parses and resolves `url`; only plain `http://` is supported.
+    /// Parses and resolves `url` (`http://` or `https://`).
     pub fn parse(url: &str) -> Result<Target> {
         let bad = |why: &str| BenchError::InvalidArgument(format!("--url {url:?}: {why}"));
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| bad("only http:// URLs are supported"))?;
+        let (rest, tls) = match url.strip_prefix("https://") {
+            Some(rest) => (rest, true),
+            None => (
+                url.strip_prefix("http://")
+                    .ok_or_else(|| bad("only http:// and https:// URLs are supported"))?,
+                false,
+            ),
+        };
         let (authority, path) = match rest.find('/') {
             Some(i) => rest.split_at(i),
             None => (rest, ""),
@@ -43,10 +54,16 @@ impl Target {
         if path.contains('?') || path.contains('#') {
             return Err(bad("no query or fragment: the workload writes the query"));
         }
-        let with_port = if has_port(authority) {
-            authority.to_string()
+        let port_default = if tls {
+            HTTPS_PORT_DEFAULT
         } else {
-            format!("{authority}:{HTTP_PORT_DEFAULT}")
+            HTTP_PORT_DEFAULT
+        };
+        let (with_port, name) = if has_port(authority) {
+            let name = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
+            (authority.to_string(), name.to_string())
+        } else {
+            (format!("{authority}:{port_default}"), authority.to_string())
         };
         let addr = with_port
             .to_socket_addrs()
@@ -58,6 +75,8 @@ impl Target {
             addr,
             host: authority.to_string(),
             prefix: path.trim_end_matches('/').to_string(),
+            tls,
+            name,
         })
     }
 }
@@ -98,7 +117,7 @@ fn has_port(authority: &str) -> bool {
 mod tests {
     use super::*;
 
-    /// Host, port and prefix come out of the URL; https and queries are refused.
+    /// Host, port, prefix and TLS come out of the URL; queries and other schemes are refused.
     #[test]
     fn parses_urls() {
         let t = Target::parse("http://127.0.0.1:8080").unwrap();
@@ -108,7 +127,15 @@ mod tests {
         let t = Target::parse("http://127.0.0.1:8080/api/").unwrap();
         assert_eq!(t.prefix, "/api");
         assert_eq!(Target::parse("http://[::1]").unwrap().addr.port(), 80);
-        assert!(Target::parse("https://127.0.0.1").is_err());
+        let t = Target::parse("https://127.0.0.1").unwrap();
+        assert_eq!(
+            (t.addr.port(), t.tls, t.name.as_str()),
+            (443, true, "127.0.0.1")
+        );
+        let t = Target::parse("https://[::1]:9").unwrap();
+        assert_eq!((t.addr.port(), t.tls, t.name.as_str()), (9, true, "[::1]"));
+        assert!(!Target::parse("http://127.0.0.1").unwrap().tls);
+        assert!(Target::parse("ftp://127.0.0.1").is_err());
         assert!(Target::parse("http://127.0.0.1/?x=1").is_err());
     }
 
@@ -122,7 +149,7 @@ mod tests {
         assert_eq!(t[1].prefix, "/p");
         assert_eq!(parse_targets("http://127.0.0.1:1").unwrap().len(), 1);
         assert!(parse_targets("http://127.0.0.1:1,").is_err());
-        assert!(parse_targets("http://127.0.0.1:1,https://127.0.0.1:2").is_err());
+        assert!(parse_targets("http://127.0.0.1:1,ftp://127.0.0.1:2").is_err());
         assert!(parse_targets("").is_err());
     }
 }

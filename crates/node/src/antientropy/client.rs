@@ -30,6 +30,7 @@ use crate::cluster::dial_address;
 use crate::peer::auth_dialer::{Dialer, Step as Handshake, fresh_nonce};
 use crate::peer::frame::Stamped;
 use crate::peer::handshake::SYNC_PROTOCOL;
+use crate::tls::blocking::BlockingStream;
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::atomic::Ordering;
@@ -102,7 +103,7 @@ fn sleep_unless_stopped(node: &Node<'_>, d: Duration) -> bool {
 
 /// Connects to `peer` and upgrades to the sync protocol: the socket and
 /// the bytes that came after the 101.
-fn connect(node: &Node<'_>, peer: usize) -> Result<(TcpStream, Vec<u8>), SessionError> {
+fn connect(node: &Node<'_>, peer: usize) -> Result<(BlockingStream, Vec<u8>), SessionError> {
     let url = &node.topology.nodes()[peer];
     let me = &node.topology.nodes()[node.topology.self_index()];
     let host = dial_address(url);
@@ -114,16 +115,29 @@ fn connect(node: &Node<'_>, peer: usize) -> Result<(TcpStream, Vec<u8>), Session
         .map_err(|e| SessionError::Io(format!("cannot resolve {dial}: {e}")))?
         .next()
         .ok_or_else(|| SessionError::Io(format!("{dial} resolves to nothing")))?;
-    let mut stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+    let sock = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
         .map_err(|e| SessionError::Io(format!("cannot connect to {dial}: {e}")))?;
     let io = |e: std::io::Error| SessionError::Io(format!("upgrade with {dial} failed: {e}"));
-    stream.set_read_timeout(Some(IO_SLICE)).map_err(io)?;
-    stream
-        .set_write_timeout(Some(HANDSHAKE_TIMEOUT))
+    sock.set_read_timeout(Some(IO_SLICE)).map_err(io)?;
+    sock.set_write_timeout(Some(HANDSHAKE_TIMEOUT))
         .map_err(io)?;
-    let _ = stream.set_nodelay(true);
+    let _ = sock.set_nodelay(true);
+    let mut stream = match node.tls.and_then(|t| t.client()) {
+        None => BlockingStream::Plain(sock),
+        Some(config) => {
+            let host_only = host.rsplit_once(':').map_or(host.as_str(), |(h, _)| h);
+            let name = crate::tls::load::server_name(host_only)
+                .map_err(|e| SessionError::Io(format!("TLS with {dial}: {e}")))?;
+            BlockingStream::connect_tls(sock, config, name, HANDSHAKE_TIMEOUT)
+                .map_err(|e| SessionError::Io(format!("TLS handshake with {dial} failed: {e}")))?
+        }
+    };
+    // The secret's challenge and response run inside the TLS stream.
     let mut dialer = Dialer::new(SYNC_PROTOCOL, &host, me, node.secret.cloned());
-    stream.write_all(&dialer.first_request()).map_err(io)?;
+    stream
+        .write_all(&dialer.first_request())
+        .and_then(|()| stream.flush())
+        .map_err(io)?;
     let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
     let mut buf = Vec::new();
     let mut chunk = [0u8; HANDSHAKE_CHUNK_BYTES];
@@ -135,7 +149,10 @@ fn connect(node: &Node<'_>, peer: usize) -> Result<(TcpStream, Vec<u8>), Session
             }
             Ok(Handshake::Send { consumed, request }) => {
                 buf.drain(..consumed);
-                stream.write_all(&request).map_err(io)?;
+                stream
+                    .write_all(&request)
+                    .and_then(|()| stream.flush())
+                    .map_err(io)?;
                 continue;
             }
             Ok(Handshake::NeedMore) => {}

@@ -51,6 +51,7 @@ fn serve(node: &Node<'_>, handoff: Handoff) {
     let ae = &node.antientropy;
     ae.metrics.sessions_served.fetch_add(1, Ordering::Relaxed);
     let client = stream
+        .tcp()
         .peer_addr()
         .map_or_else(|_| "unknown".to_owned(), |a| a.to_string());
     let stop = || node.stopping();

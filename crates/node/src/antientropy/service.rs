@@ -23,7 +23,7 @@ pub const SYNC_SESSIONS_MAX: usize = SYNC_SESSIONS_WAITING_MAX + 1;
 /// A socket upgraded to the sync protocol, on its way to the `ataman-sync` thread.
 pub struct Handoff {
     /// The connection (the 101 is already written).
-    pub stream: std::net::TcpStream,
+    pub stream: crate::tls::blocking::BlockingStream,
     /// Bytes the network thread read past the upgrade request.
     pub leftover: Vec<u8>,
     /// The session's place; released when the session ends.
@@ -130,6 +130,8 @@ pub struct Node<'a> {
     pub antientropy: &'a AntiEntropy,
     /// Refilling after a wipe.
     pub refill: &'a Refill,
+    /// TLS: sessions are dialled with its client configuration.
+    pub tls: Option<&'a crate::tls::NodeTls>,
     /// Set on SIGTERM / SIGINT.
     pub shutting_down: &'a AtomicBool,
     /// The cluster secret a sync upgrade proves and demands, if any.

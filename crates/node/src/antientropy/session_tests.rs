@@ -80,6 +80,7 @@ impl TestNode {
         tune(&mut antientropy);
         let refill = crate::refill::Refill::off(&config.data_dir);
         let shared = Arc::new(NodeShared {
+            tls: None,
             refill,
             db,
             hlc: Hlc::for_node(me),
@@ -163,7 +164,7 @@ fn front_door(node: &TestNode) -> String {
             };
             stream.write_all(&upgrade_response_for(PROTOCOL)).unwrap();
             shared.antientropy.hand_off(Handoff {
-                stream,
+                stream: crate::tls::blocking::BlockingStream::Plain(stream),
                 leftover: Vec::new(),
                 ticket,
             });

@@ -13,8 +13,8 @@
 use super::status::SyncMetrics;
 use super::wire::{self, Message, SyncFrameError};
 use crate::peer::framing::{self, FRAME_HEADER_BYTES};
+use crate::tls::blocking::BlockingStream;
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -105,7 +105,7 @@ impl From<super::rate::Stopped> for SessionError {
 
 /// One end of a sync session.
 pub struct SyncStream<'a> {
-    stream: TcpStream,
+    stream: BlockingStream,
     rbuf: Vec<u8>,
     wbuf: Vec<u8>,
     stop: &'a dyn Fn() -> bool,
@@ -133,16 +133,17 @@ impl<'a> SyncStream<'a> {
     /// past the upgrade's head; [`KeepAlive::keep_alive`] sends one every
     /// `keep_alive_period` at most.
     pub fn new(
-        stream: TcpStream,
+        stream: BlockingStream,
         leftover: Vec<u8>,
         stop: &'a dyn Fn() -> bool,
         metrics: &'a SyncMetrics,
         keep_alive_period: Duration,
     ) -> io::Result<Self> {
-        stream.set_nonblocking(false)?;
-        stream.set_read_timeout(Some(IO_SLICE))?;
-        stream.set_write_timeout(Some(IO_SLICE))?;
-        let _ = stream.set_nodelay(true);
+        let sock = stream.tcp();
+        sock.set_nonblocking(false)?;
+        sock.set_read_timeout(Some(IO_SLICE))?;
+        sock.set_write_timeout(Some(IO_SLICE))?;
+        let _ = sock.set_nodelay(true);
         Ok(SyncStream {
             stream,
             bytes_received: leftover.len() as u64,
@@ -165,6 +166,15 @@ impl<'a> SyncStream<'a> {
             match self.stream.write(&self.wbuf[pos..]) {
                 Ok(0) => return Err(SessionError::Io("connection closed while sending".into())),
                 Ok(n) => pos += n,
+                Err(e) if waiting(&e) => self.check(deadline)?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(SessionError::Io(format!("send failed: {e}"))),
+            }
+        }
+        // TLS: the records still held back go out before the frame counts as sent.
+        loop {
+            match self.stream.flush() {
+                Ok(()) => break,
                 Err(e) if waiting(&e) => self.check(deadline)?,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(SessionError::Io(format!("send failed: {e}"))),
@@ -258,19 +268,7 @@ impl<'a> SyncStream<'a> {
         if !self.rbuf.is_empty() {
             return false;
         }
-        if self.stream.set_nonblocking(true).is_err() {
-            return true;
-        }
-        let mut byte = [0u8; 1];
-        let closed = match self.stream.peek(&mut byte) {
-            Ok(0) => true,
-            Ok(_) => false,
-            Err(e) => !matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-            ),
-        };
-        closed || self.stream.set_nonblocking(false).is_err()
+        self.stream.peer_closed()
     }
 
     fn check(&self, deadline: Instant) -> Result<(), SessionError> {

@@ -50,16 +50,19 @@ pub enum PeerRefusal {
     /// Client tokens are on and there is no cluster secret: a node alone in
     /// its cluster takes no peer session at all.
     NoSecret,
+    /// `--tls-ca`: the connection presented no certificate the CA verified.
+    NoCertificate,
 }
 
 impl PeerRefusal {
     /// Every reason, in the order of `/metrics`.
-    pub const ALL: [PeerRefusal; 5] = [
+    pub const ALL: [PeerRefusal; 6] = [
         PeerRefusal::MissingProof,
         PeerRefusal::NoChallenge,
         PeerRefusal::BadProof,
         PeerRefusal::Malformed,
         PeerRefusal::NoSecret,
+        PeerRefusal::NoCertificate,
     ];
 
     /// The label in `/metrics`.
@@ -70,6 +73,7 @@ impl PeerRefusal {
             PeerRefusal::BadProof => "bad_proof",
             PeerRefusal::Malformed => "malformed",
             PeerRefusal::NoSecret => "no_secret",
+            PeerRefusal::NoCertificate => "no_certificate",
         }
     }
 }
@@ -125,7 +129,7 @@ impl AuthMetrics {
         }
         let _ = writeln!(
             out,
-            "# HELP ataman_peer_auth_failures_total Peer and sync upgrades refused for want of the cluster secret, by reason.\n# TYPE ataman_peer_auth_failures_total counter"
+            "# HELP ataman_peer_auth_failures_total Peer and sync upgrades refused for want of the cluster secret or a CA-verified certificate, by reason.\n# TYPE ataman_peer_auth_failures_total counter"
         );
         for why in PeerRefusal::ALL {
             let n = self.peer[why as usize].load(Ordering::Relaxed);

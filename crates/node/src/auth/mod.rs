@@ -55,10 +55,12 @@ impl Auth {
     pub fn load(config: &NodeConfig) -> Result<Auth, String> {
         let exposure = protected::Exposure {
             listen: &config.listen,
-            resp_listen: None, // the RESP front end's `--resp-listen`, once it exists
+            resp_listen: config.resp_listen.as_deref(),
             cluster: &config.cluster,
             tokens: config.auth_token_file.is_some(),
-            peers_verified: config.cluster_secret_file.is_some(), // or `--tls-ca`, later
+            // A peer proves the secret, or presents a certificate of the CA.
+            peers_verified: config.cluster_secret_file.is_some()
+                || config.tls.as_ref().is_some_and(|t| t.ca.is_some()),
             allow_unauthenticated: config.allow_unauthenticated,
         };
         if protected::check(&exposure)? {

@@ -7,13 +7,14 @@
 pub struct Exposure<'a> {
     /// `--listen`.
     pub listen: &'a str,
-    /// `--resp-listen`, once the RESP front end exists (`None` until then).
+    /// `--resp-listen`.
     pub resp_listen: Option<&'a str>,
     /// The member URLs of `--cluster`.
     pub cluster: &'a [String],
     /// `--auth-token-file` is given.
     pub tokens: bool,
-    /// `--cluster-secret-file` is given (or, later, `--tls-ca`: peers verified by TLS).
+    /// `--cluster-secret-file` or `--tls-ca` is given (peers prove the
+    /// secret, or present a certificate the cluster CA verifies).
     pub peers_verified: bool,
     /// `--allow-unauthenticated`.
     pub allow_unauthenticated: bool,
@@ -78,8 +79,9 @@ pub fn check(e: &Exposure<'_>) -> Result<bool, String> {
     if let Some(url) = remote_member.filter(|_| peer_gap) {
         return Err(format!(
             "the cluster has a member on a non-loopback address ({url}) and no \
-             --cluster-secret-file is given: anyone who can reach a node could act as its peer. \
-             Give --cluster-secret-file FILE (the same on every node, docs/SECURITY.md), or \
+             --cluster-secret-file or --tls-ca is given: anyone who can reach a node could act as \
+             its peer. Give --cluster-secret-file FILE (the same on every node, docs/SECURITY.md) \
+             or --tls-ca with node certificates, or \
              --allow-unauthenticated to run open anyway"
         ));
     }

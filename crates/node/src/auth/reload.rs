@@ -15,26 +15,15 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// How often the token file's metadata is looked at.
 pub const CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
-static HANGUP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_hangup(_: libc::c_int) {
-    HANGUP.store(true, Ordering::SeqCst);
-}
-
 /// SIGHUP asks for a reload of the token file (instead of ending the process).
 pub fn install_sighup() {
-    // SAFETY: `on_hangup` only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(
-            libc::SIGHUP,
-            on_hangup as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
+    if let Err(e) = crate::hangup::install() {
+        tracing::warn!("auth: cannot install the SIGHUP handler: {e}");
     }
 }
 
@@ -67,6 +56,8 @@ pub struct TokenStore {
     tokens: ArcSwap<TokenSet>,
     /// The file's stamp when last read (or tried), and when it was last checked.
     checked: Mutex<(Option<Stamp>, Instant)>,
+    /// The SIGHUPs already acted on.
+    hangups: crate::hangup::Seen,
 }
 
 impl TokenStore {
@@ -79,6 +70,7 @@ impl TokenStore {
             path: path.to_owned(),
             tokens: ArcSwap::from_pointee(tokens),
             checked: Mutex::new((before, Instant::now())),
+            hangups: crate::hangup::Seen::now(),
         })
     }
 
@@ -90,7 +82,7 @@ impl TokenStore {
     /// Reloads on SIGHUP, or once [`CHECK_INTERVAL`] passed and the file
     /// changed. Called by the main thread.
     pub fn tick(&self, metrics: &AuthMetrics) {
-        let hangup = HANGUP.swap(false, Ordering::SeqCst);
+        let hangup = self.hangups.take();
         let Ok(mut checked) = self.checked.lock() else {
             return;
         };

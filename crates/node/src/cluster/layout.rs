@@ -8,7 +8,7 @@
 //!
 //! # Rules
 //! - A layout holds at least one node and at most [`LAYOUT_NODES_MAX`];
-//!   its URLs are distinct, `http://` URLs of at most [`URL_BYTES_MAX`]
+//!   its URLs are distinct, `http://` (or, with TLS, `https://`) URLs of at most [`URL_BYTES_MAX`]
 //!   bytes; `1 <= replication_factor <= nodes`.
 //! - Members are kept sorted, so two layouts with the same members are
 //!   equal whatever order they were named in (placement does not depend on
@@ -57,8 +57,8 @@ pub enum LayoutError {
     /// A URL named twice.
     #[error("node {0} is named twice")]
     Duplicate(String),
-    /// A URL that is not `http://host:port[...]` or is too long.
-    #[error("node {0:?} is not an http:// URL of at most {URL_BYTES_MAX} bytes")]
+    /// A URL that is not `http(s)://host:port[...]` or is too long.
+    #[error("node {0:?} is not an http:// or https:// URL of at most {URL_BYTES_MAX} bytes")]
     BadUrl(String),
     /// The replication factor cannot be held.
     #[error(
@@ -143,7 +143,11 @@ pub struct Change {
 }
 
 fn check_url(url: &str) -> Result<(), LayoutError> {
-    let host = url.strip_prefix("http://").unwrap_or("");
+    // `https://` with TLS (`--tls-ca`): both schemes name a node.
+    let host = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .unwrap_or("");
     if url.len() > URL_BYTES_MAX || host.is_empty() || host.starts_with('/') {
         return Err(LayoutError::BadUrl(url.to_owned()));
     }

@@ -21,9 +21,9 @@ pub mod layout_file;
 pub mod node_table;
 pub mod placement;
 
-/// `host:port` of an `http://host:port[/...]` URL (validated by the config).
+/// `host:port` of an `http(s)://host:port[/...]` URL (validated by the config).
 pub fn dial_address(url: &str) -> String {
-    let rest = url.strip_prefix("http://").unwrap_or(url);
+    let rest = crate::tls::strip_scheme(url);
     rest.split('/').next().unwrap_or(rest).to_owned()
 }
 

@@ -20,9 +20,10 @@ pub fn needed(command: &Command<'_>) -> Option<Role> {
         Command::Write { .. } => Some(Role::Write),
         Command::RepairStart => Some(Role::Admin),
         // Every version of every key, tombstones included: a peer's part
-        // of a cluster range. Until peers prove the cluster secret on it,
-        // only an admin token opens it.
-        Command::InternalRange { .. } => Some(Role::Admin),
+        // of a cluster range. No client role opens it: the connection's
+        // peer gate (`Conn::range_gate`) asks for the cluster secret's
+        // proof or a CA-verified certificate first.
+        Command::InternalRange { .. } => None,
     }
 }
 

@@ -30,8 +30,8 @@ use crate::http::response::{Persist, write_chunk, write_chunked_head, write_last
 use crate::replication::coordinator::Decision;
 use crate::replication::{ReplyTo, Request};
 use crate::state::NetContext;
+use crate::tls::transport::Transport;
 use ataman_engine::ScanIter;
-use mio::net::TcpStream;
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::time::Instant;
@@ -93,8 +93,8 @@ pub enum Slot {
 
 /// A connection's state.
 pub struct Conn {
-    /// The socket.
-    pub stream: TcpStream,
+    /// The socket (plain TCP or TLS).
+    pub stream: Transport,
     /// Distinguishes a reused token's connections (completions carry it).
     pub generation: u64,
     rbuf: Vec<u8>,
@@ -208,7 +208,7 @@ fn persist_for(head: &RequestHead<'_>) -> Persist {
 
 impl Conn {
     /// Wraps an accepted socket.
-    pub fn new(stream: TcpStream, generation: u64) -> Self {
+    pub fn new(stream: Transport, generation: u64) -> Self {
         Conn {
             stream,
             generation,
@@ -237,7 +237,7 @@ impl Conn {
     /// A connection whose sync upgrade is done ([`Next::HandOff`]): its
     /// socket, the bytes read past the upgrade request, and its session
     /// place. `None` for any other connection.
-    pub fn into_sync_handoff(self) -> Option<(TcpStream, Vec<u8>, crate::antientropy::Ticket)> {
+    pub fn into_sync_handoff(self) -> Option<(Transport, Vec<u8>, crate::antientropy::Ticket)> {
         let ticket = self.sync_ticket?;
         Some((self.stream, self.rbuf, ticket))
     }
@@ -505,6 +505,22 @@ impl Conn {
         if persist == Persist::Close {
             self.close_after = true;
         }
+        if matches!(action, Action::PeerUpgrade | Action::SyncUpgrade)
+            && let Some(why) = crate::tls::refuse_upgrade(ctx.shared.tls.as_ref(), &self.stream)
+        {
+            // Refused before any frame is read, logged and counted like a
+            // missing proof of the secret.
+            let remote = self
+                .stream
+                .peer_addr()
+                .map_or_else(|_| "?".into(), |a| a.to_string());
+            tracing::warn!(remote = %remote, "peer upgrade refused: {why}");
+            let metrics = &ctx.shared.auth.metrics;
+            metrics.peer_refused(crate::auth::metrics::PeerRefusal::NoCertificate);
+            self.close_after = true;
+            let e = HttpError::close(Status::Forbidden, why);
+            return self.push_error(ctx, route, &e, Persist::Close, head.allow, started);
+        }
         let command = match action {
             Action::Error(e) => {
                 if e.close {
@@ -567,7 +583,12 @@ impl Conn {
                 ack,
                 from,
             }),
-            Action::InternalRange { start, end } => Command::InternalRange { start, end },
+            Action::InternalRange { start, end } => {
+                if !self.range_gate(ctx, route, started, &credential) {
+                    return;
+                }
+                Command::InternalRange { start, end }
+            }
             Action::Status => Command::Status,
             Action::Cluster => Command::Cluster,
             Action::Layout => Command::Layout,
@@ -633,6 +654,53 @@ impl Conn {
                 ctx.shared.metrics.record(route, status, started);
                 self.answer(|out| out.extend_from_slice(&bytes));
                 None
+            }
+        }
+    }
+
+    /// The internal range is a peer's: a CA-verified certificate
+    /// (`--tls-ca`) or the secret's proof ([`RANGE_PROTOCOL`]) opens it, a
+    /// client token never does. False when a challenge or refusal was queued.
+    ///
+    /// [`RANGE_PROTOCOL`]: crate::range::peer_auth::RANGE_PROTOCOL
+    fn range_gate(
+        &mut self,
+        ctx: &NetContext,
+        route: Route,
+        started: Instant,
+        credential: &Credential,
+    ) -> bool {
+        let tls = ctx.shared.tls.as_ref();
+        if tls.is_some_and(|t| t.verifies_peers()) && self.stream.peer_verified() {
+            return true;
+        }
+        let protocol = crate::range::peer_auth::RANGE_PROTOCOL;
+        if ctx.shared.auth.secret.is_none()
+            && let Some(why) = crate::tls::refuse_upgrade(tls, &self.stream)
+        {
+            ctx.shared
+                .auth
+                .metrics
+                .peer_refused(crate::auth::metrics::PeerRefusal::NoCertificate);
+            self.close_after = true;
+            let e = HttpError::close(Status::Forbidden, why);
+            self.push_error(ctx, route, &e, Persist::Close, "", started);
+            return false;
+        }
+        let stream = &self.stream;
+        let remote = || {
+            stream
+                .peer_addr()
+                .map_or_else(|_| "?".into(), |a| a.to_string())
+        };
+        let auth = &ctx.shared.auth;
+        match upgrade(auth, protocol, &mut self.peer_nonce, credential, &remote) {
+            Verdict::Switch(_) => true,
+            Verdict::Answer(bytes, status, close) => {
+                self.close_after |= close;
+                ctx.shared.metrics.record(route, status, started);
+                self.answer(|out| out.extend_from_slice(&bytes));
+                false
             }
         }
     }
@@ -980,6 +1048,12 @@ impl Conn {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
+        }
+        // TLS: records the socket did not take yet go out first.
+        match self.stream.flush() {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) => return Err(e),
         }
         self.out.clear();
         self.out_pos = 0;

@@ -3,6 +3,7 @@
 use super::conn::{Conn, Next};
 use crate::replication::{ReplicationIo, Request};
 use crate::state::{Completion, NetContext, NodeShared, Protocol, Target};
+use crate::tls::transport::Transport;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use std::io;
@@ -44,7 +45,7 @@ impl ConnTable {
     fn insert(
         &mut self,
         ctx: &NetContext,
-        stream: TcpStream,
+        stream: Transport,
         protocol: Protocol,
     ) -> (usize, &mut Conn) {
         self.next_generation += 1;
@@ -317,7 +318,13 @@ impl Loop {
         }
     }
 
+    /// Every accepted socket, HTTP and RESP, speaks TLS with `--tls-cert`.
     fn add(&mut self, stream: TcpStream, protocol: Protocol) {
+        let tls = self.ctx.shared.tls.as_ref().map(|t| t.server());
+        let Ok(stream) = Transport::accept(stream, tls) else {
+            self.ctx.shared.connections.fetch_sub(1, Ordering::Relaxed);
+            return;
+        };
         let (i, conn) = self.table.insert(&self.ctx, stream, protocol);
         let interest = Interest::READABLE | Interest::WRITABLE;
         if self
@@ -488,11 +495,14 @@ impl Loop {
         let Some((stream, leftover, ticket)) = conn.into_sync_handoff() else {
             return;
         };
+        let Ok(stream) = stream.into_blocking() else {
+            return; // the ticket's place is released as it drops
+        };
         self.ctx
             .shared
             .antientropy
             .hand_off(crate::antientropy::Handoff {
-                stream: stream.into(),
+                stream,
                 leftover,
                 ticket,
             });
@@ -576,6 +586,7 @@ impl Loop {
 
     fn drop_conn(&mut self, i: usize) {
         if let Some(mut conn) = self.table.remove(i) {
+            conn.stream.close_notify();
             let _ = self.poll.registry().deregister(&mut conn.stream);
             let shared = &self.ctx.shared;
             let count = if conn.counted_as_peer {

@@ -18,7 +18,7 @@ use crate::peer::frame::{self, Applied, Message, ReplicaError, ReplicaErrorKind,
 use crate::peer::refusal::refuse_version;
 use crate::replication::local_write;
 use crate::state::{NetContext, Target};
-use mio::net::TcpStream;
+use crate::tls::transport::Transport;
 use std::io::{self, Read, Write};
 
 /// Writes of one peer connection waiting for the engine before reading pauses.
@@ -74,7 +74,7 @@ impl PeerServer {
     /// Reads, serves complete frames, writes answers.
     pub fn on_ready(
         &mut self,
-        stream: &mut TcpStream,
+        stream: &mut Transport,
         ctx: &NetContext,
         token: usize,
         generation: u64,
@@ -98,7 +98,7 @@ impl PeerServer {
 
     fn read_serve_flush(
         &mut self,
-        stream: &mut TcpStream,
+        stream: &mut Transport,
         ctx: &NetContext,
         token: usize,
         generation: u64,
@@ -262,7 +262,7 @@ impl PeerServer {
     }
 
     /// Writes queued answers (one batch).
-    pub fn flush(&mut self, stream: &mut TcpStream, ctx: &NetContext) -> Next {
+    pub fn flush(&mut self, stream: &mut Transport, ctx: &NetContext) -> Next {
         if self.frames_queued > 0 {
             ctx.shared
                 .metrics
@@ -278,6 +278,12 @@ impl PeerServer {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => return Next::Close,
             }
+        }
+        // TLS: records the socket did not take yet go out first.
+        match stream.flush() {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Keep,
+            Err(_) => return Next::Close,
         }
         self.out.clear();
         self.out_pos = 0;

@@ -23,6 +23,7 @@
 
 use super::auth_dialer::{Dialer, Step, fresh_nonce};
 use super::frame::{self, Applied, Message, Stamped};
+use crate::tls::transport::Transport;
 use ataman_engine::metrics::Histogram;
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
@@ -138,6 +139,8 @@ pub struct LinkEnv<'a> {
     pub silence_timeout: Duration,
     /// The cluster secret to prove and demand in the upgrade, if any.
     pub secret: Option<&'a crate::auth::secret::ClusterSecret>,
+    /// TLS (`--tls-ca`): peers are dialled with its client configuration.
+    pub tls: Option<&'a crate::tls::NodeTls>,
 }
 
 /// Who waits for a request's answer: the link keeps it with the request
@@ -189,7 +192,7 @@ pub struct PeerLink<W> {
     token: Token,
     inflight_max: usize,
     phase: Phase,
-    stream: Option<TcpStream>,
+    stream: Option<Transport>,
     /// When the current connect started.
     since: Instant,
     retry_at: Instant,
@@ -368,9 +371,24 @@ impl<W: LinkWaiter> PeerLink<W> {
                 ));
             }
         };
-        let mut stream = match TcpStream::connect(addr) {
+        let tls = match env.tls.and_then(|t| t.client()) {
+            None => None,
+            Some(config) => {
+                let host = crate::cluster::dial_address(&self.url);
+                let host = host.rsplit_once(':').map_or(host.as_str(), |(h, _)| h);
+                match crate::tls::load::server_name(host) {
+                    Ok(name) => Some((config, name)),
+                    Err(e) => return Err(self.go_down_now(env, now, format!("TLS: {e}"))),
+                }
+            }
+        };
+        let stream = match TcpStream::connect(addr) {
             Ok(s) => s,
             Err(e) => return Err(self.go_down_now(env, now, format!("connect: {e}"))),
+        };
+        let mut stream = match Transport::dial(stream, tls) {
+            Ok(s) => s,
+            Err(e) => return Err(self.go_down_now(env, now, format!("TLS: {e}"))),
         };
         if let Err(e) = registry.register(
             &mut stream,
@@ -459,7 +477,7 @@ impl<W: LinkWaiter> PeerLink<W> {
             let Some(stream) = self.stream.as_ref() else {
                 return Err("no socket".into());
             };
-            if let Ok(Some(e)) | Err(e) = stream.take_error() {
+            if let Ok(Some(e)) | Err(e) = stream.tcp().take_error() {
                 return Err(format!("connect: {e}"));
             }
             match stream.peer_addr() {
@@ -467,11 +485,11 @@ impl<W: LinkWaiter> PeerLink<W> {
                 Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(()), // still connecting
                 Err(e) => return Err(format!("connect: {e}")),
             }
-            let _ = stream.set_nodelay(true);
+            let _ = stream.tcp().set_nodelay(true);
             if let Err(e) = super::keepalive::enable(stream) {
                 tracing::warn!(peer = %self.url, error = %e, "peer link: keepalive not set");
             }
-            let host = self.url.strip_prefix("http://").unwrap_or(&self.url);
+            let host = crate::tls::strip_scheme(&self.url);
             let me = env.self_url;
             let secret = env.secret.cloned();
             let dialer = Dialer::new(super::handshake::PEER_PROTOCOL, host, me, secret);
@@ -481,6 +499,15 @@ impl<W: LinkWaiter> PeerLink<W> {
         }
         if self.phase == Phase::Handshaking && !self.write_hello()? {
             return Ok(());
+        }
+        if writable && let Some(stream) = self.stream.as_mut() {
+            // TLS: records the socket did not take before go out now.
+            match stream.flush() {
+                Err(e) if e.kind() != io::ErrorKind::WouldBlock => {
+                    return Err(format!("write: {e}"));
+                }
+                _ => {}
+            }
         }
         if readable || self.phase == Phase::Handshaking {
             self.read(env, outcomes)?;
@@ -641,7 +668,11 @@ impl<W: LinkWaiter> PeerLink<W> {
         }
         self.out.clear();
         self.out_pos = 0;
-        Ok(())
+        // TLS: a full socket keeps the rest for the next writable event.
+        match stream.flush() {
+            Err(e) if e.kind() != io::ErrorKind::WouldBlock => Err(format!("write: {e}")),
+            _ => Ok(()),
+        }
     }
 
     /// Writes what was queued in this loop iteration (one batch).

@@ -16,6 +16,7 @@
 pub mod coverage;
 pub mod feed;
 pub mod merge;
+pub mod peer_auth;
 pub mod source;
 #[cfg(test)]
 mod source_tests;

@@ -11,7 +11,7 @@ use crate::config::NodeConfig;
 use crate::peer::link::{LinkState, PeerStatus};
 use crate::refill::Refill;
 use ataman_engine::Db;
-use std::io::{BufRead, BufReader, Write};
+use std::io::BufRead;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
@@ -61,6 +61,10 @@ pub struct Node<'a> {
     pub refill: &'a Refill,
     /// The bound on range threads, and counters.
     pub ranges: &'a Ranges,
+    /// TLS: peers are dialled with its client configuration.
+    pub tls: Option<&'a crate::tls::NodeTls>,
+    /// The cluster secret proved to a peer that asks for it.
+    pub secret: Option<&'a crate::auth::secret::ClusterSecret>,
 }
 
 /// A cluster range's bounds and quorum.
@@ -199,18 +203,30 @@ fn percent_encode(out: &mut String, bytes: &[u8]) {
 
 /// The request line and headers of a peer's internal range stream.
 pub fn internal_request(host: &str, plan: &Plan) -> String {
+    internal_request_with(host, plan, None)
+}
+
+/// [`internal_request`] with a peer's `Authorization` value, if any (kept
+/// alive until answered: a challenge is answered on the same connection).
+pub fn internal_request_with(host: &str, plan: &Plan, authorization: Option<&str>) -> String {
     let mut target = String::from("/v0/internal/range?start=");
     percent_encode(&mut target, &plan.start);
     if let Some(end) = &plan.end {
         target.push_str("&end=");
         percent_encode(&mut target, end);
     }
-    format!("GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+    match authorization {
+        None => format!("GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+        Some(value) => format!(
+            "GET {target} HTTP/1.1\r\nHost: {host}\r\nAuthorization: {value}\r\nConnection: close\r\n\r\n"
+        ),
+    }
 }
 
-/// Connects to the peer at `url`, asks for its versions of the range and
-/// reads the response head; a peer that does not answer 200 in the
-/// replication timeout is not opened.
+/// Connects to the peer at `url` (over TLS with `--tls-ca`, proving the
+/// cluster secret when asked: [`super::peer_auth`]), asks for its versions
+/// of the range and reads the response head; a peer that does not answer
+/// 200 in the replication timeout is not opened.
 fn open_peer(url: &str, plan: &Plan, shared: &Node<'_>) -> Result<Source, String> {
     let timeout = shared.config.replication_timeout;
     let host = crate::cluster::dial_address(url);
@@ -226,19 +242,24 @@ fn open_peer(url: &str, plan: &Plan, shared: &Node<'_>) -> Result<Source, String
         s.set_nodelay(true)
     };
     set(&stream).map_err(|e| format!("socket: {e}"))?;
-    (&stream)
-        .write_all(internal_request(&host, plan).as_bytes())
-        .map_err(|e| format!("send: {e}"))?;
-    let mut reader = BufReader::with_capacity(SOURCE_BUFFER_BYTES, stream);
-    read_head(&mut reader).map_err(|e| match e {
-        HeadError::Io(e) if is_timeout(&e) => {
-            format!("no answer within the replication timeout ({timeout:?})")
+    let tls = shared.tls.and_then(|t| t.client());
+    let request = |authorization: Option<&str>| internal_request_with(&host, plan, authorization);
+    let timed_out = |e: String| {
+        if e.contains("timed out") || e.contains("would block") || e.contains("temporarily") {
+            format!("no answer within the replication timeout ({timeout:?}): {e}")
+        } else {
+            e
         }
-        e => e.to_string(),
-    })?;
-    reader
-        .get_ref()
-        .set_read_timeout(Some(PEER_SILENCE_MAX))
+    };
+    let (reader, head) =
+        super::peer_auth::open(stream, &host, timeout, tls, shared.secret, &request)
+            .map_err(timed_out)?;
+    read_head(&mut &head[..]).map_err(|e| e.to_string())?;
+    let sock = match reader.get_ref() {
+        crate::tls::blocking::BlockingStream::Plain(s) => s,
+        crate::tls::blocking::BlockingStream::Tls(t) => &t.1,
+    };
+    sock.set_read_timeout(Some(PEER_SILENCE_MAX))
         .map_err(|e| format!("socket: {e}"))?;
     // A chunk is one version: a key, a value, and the fixed fields.
     let chunk_max = (shared.config.key_bytes_max + shared.config.value_bytes_max + 64) as u64;
@@ -262,13 +283,6 @@ enum HeadError {
     /// Anything else.
     #[error("{0}")]
     Refused(String),
-}
-
-fn is_timeout(e: &std::io::Error) -> bool {
-    matches!(
-        e.kind(),
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-    )
 }
 
 /// Reads a response head: `200` with a chunked body, or the reason why not.

@@ -130,6 +130,8 @@ impl Local {
             config: &self.config,
             refill: &self.refill,
             ranges: &self.ranges,
+            tls: None,
+            secret: None,
         }
     }
 }

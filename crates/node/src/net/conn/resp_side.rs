@@ -12,6 +12,7 @@
 use super::{Conn, SLOTS_MAX, Slot};
 use crate::net::answer::{Answer, Awaited, Failure};
 use crate::net::dispatch::{Command, Dispatched, dispatch};
+use crate::net::resp::auth::{self, Gate};
 use crate::net::resp::decode::{self, DecodeError, Decoded};
 use crate::net::resp::encode::{self, Proto, Reply};
 use crate::net::resp::expiry::{Chain, Next, follow};
@@ -85,16 +86,13 @@ enum Part {
     Done(Answer),
 }
 
-/// The hook where a connection's authenticated role will be checked
-/// before anything is dispatched (docs/RESP.md). Every command is
-/// admitted until authentication exists.
-fn admit(_session: &Session, _command: &Command<'_>) -> Result<(), Reply> {
-    Ok(())
-}
-
 impl Conn {
     /// A connection accepted on the RESP listener.
-    pub fn new_resp(stream: mio::net::TcpStream, generation: u64, ctx: &NetContext) -> Conn {
+    pub fn new_resp(
+        stream: crate::tls::transport::Transport,
+        generation: u64,
+        ctx: &NetContext,
+    ) -> Conn {
         let limits = table::Limits {
             key_bytes_max: ctx.config.key_bytes_max,
             value_bytes_max: ctx.config.value_bytes_max,
@@ -220,6 +218,19 @@ impl Conn {
             return;
         };
         let limits = state.limits;
+        let instead;
+        let args = match auth::gate(&ctx.shared.auth, &mut state.session, args) {
+            Gate::Plan => args,
+            Gate::PlanInstead(rest) => {
+                instead = rest;
+                &instead[..]
+            }
+            Gate::Reply(reply) => {
+                let index = table::lookup_bytes(&args[0]).map_or(table::OTHER, |(i, _)| i);
+                ctx.shared.metrics.resp_commands[index].fetch_add(1, Ordering::Relaxed);
+                return self.reply_now(&reply);
+            }
+        };
         let (index, plan) = table::plan(args, &mut state.session, limits);
         ctx.shared.metrics.resp_commands[index].fetch_add(1, Ordering::Relaxed);
         match plan {
@@ -337,7 +348,8 @@ impl Conn {
         let Some(state) = self.resp.as_ref() else {
             return;
         };
-        if let Some(denied) = commands.iter().find_map(|c| admit(&state.session, c).err()) {
+        // The connection's role against every part, before any is dispatched.
+        if let Err(denied) = auth::admit(&ctx.shared.auth, &state.session, op, &commands) {
             return self.reply_now(&denied);
         }
         let proto = state.session.proto;
@@ -458,7 +470,7 @@ impl Conn {
     }
 
     fn local_port(&self) -> u16 {
-        self.stream.local_addr().map_or(0, |a| a.port())
+        self.stream.tcp().local_addr().map_or(0, |a| a.port())
     }
 
     fn figures(&self, ctx: &NetContext, sections: &[String]) -> info::Figures {
@@ -528,7 +540,7 @@ impl Conn {
             "id={} addr={} laddr={} name={} db=0 resp={} lib-name={} lib-ver={}\n",
             s.id,
             addr(self.stream.peer_addr()),
-            addr(self.stream.local_addr()),
+            addr(self.stream.tcp().local_addr()),
             lossy(&s.name),
             if s.proto == Proto::Resp3 { 3 } else { 2 },
             lossy(&s.lib_name),

@@ -86,6 +86,14 @@ pub const COMMANDS: &[Spec] = &[
         "Chooses RESP2 or RESP3.",
     ),
     spec(
+        "auth",
+        -2,
+        FAST,
+        NO_KEYS,
+        "connection",
+        "Authenticates the connection with a client token.",
+    ),
+    spec(
         "select",
         2,
         FAST,

@@ -2,6 +2,7 @@
 //! (docs/RESP.md): what a RESP connection ([`super::conn`]) parses with and
 //! renders with. The dispatcher behind it is HTTP's ([`super::dispatch`]).
 //!
+//! - [`auth`]: `AUTH`, `HELLO … AUTH`, `NOAUTH`, `WRONGPASS`, `NOPERM`.
 //! - [`decode`]: bytes to a command's arguments (multibulk and inline), bounded.
 //! - [`commands`]: the commands served and the names refused.
 //! - [`table`]: a command's name and arity to a reply, a session change,
@@ -10,6 +11,7 @@
 //! - [`encode`]: replies in RESP2 or RESP3.
 //! - [`info`]: `INFO`'s text.
 
+pub mod auth;
 pub mod commands;
 pub mod decode;
 pub mod encode;

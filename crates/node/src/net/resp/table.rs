@@ -44,6 +44,8 @@ pub struct Session {
     pub ack: u32,
     /// Replicas asked.
     pub from: u32,
+    /// The role `AUTH` gave (`None`: not authenticated; see [`super::auth`]).
+    pub role: Option<crate::auth::Role>,
 }
 
 /// What the table needs of the node.
@@ -70,6 +72,7 @@ impl Session {
             refused_multi: false,
             ack,
             from,
+            role: None,
         }
     }
 }
@@ -146,7 +149,7 @@ pub fn lookup(name: &str) -> Option<(usize, &'static Spec)> {
 }
 
 /// The spec of `name` in any case, if served (no allocation: the hot path).
-fn lookup_bytes(name: &[u8]) -> Option<(usize, &'static Spec)> {
+pub fn lookup_bytes(name: &[u8]) -> Option<(usize, &'static Spec)> {
     COMMANDS
         .iter()
         .enumerate()
@@ -243,6 +246,11 @@ pub fn plan<'b>(
             Plan::Reply(Reply::Simple("RESET"))
         }
         "hello" => Plan::Reply(hello(args, session, limits)),
+        // With client tokens, `AUTH` is answered before the table (`super::auth`).
+        "auth" => Plan::Reply(Reply::err(
+            "AUTH <password> called without any password configured for the default user. \
+             Are you sure your configuration is correct?",
+        )),
         "select" => Plan::Reply(match &*args[1] {
             b"0" => OK,
             _ => Reply::err("DB index is out of range (ataman has one database: 0)"),
