@@ -138,6 +138,20 @@ fn resp_auth_over_tls() {
     assert_eq!(ask(&mut s, &["GET", "k"]), "$-1");
     assert_eq!(ask(&mut s, &["AUTH", "default", WRITER]), "+OK");
     assert_eq!(ask(&mut s, &["SET", "k", "v"]), "+OK");
+    // A read-then-write command needs the write role whatever its read
+    // finds: a reader may read the deadline, not set one.
+    assert_eq!(ask(&mut s, &["AUTH", READER]), "+OK");
+    assert_eq!(ask(&mut s, &["TTL", "k"]), ":-1");
+    assert_eq!(
+        ask(&mut s, &["EXPIRE", "k", "100"]),
+        "-NOPERM User default has no permissions to run the 'expire' command"
+    );
+    assert_eq!(
+        ask(&mut s, &["PERSIST", "k"]),
+        "-NOPERM User default has no permissions to run the 'persist' command"
+    );
+    assert_eq!(ask(&mut s, &["AUTH", "default", WRITER]), "+OK");
+    assert_eq!(ask(&mut s, &["EXPIRE", "k", "100"]), ":1");
     // A second connection: HELLO 3 AUTH default TOKEN.
     let sock = TcpStream::connect(&resp).unwrap();
     sock.set_read_timeout(Some(IO_TIMEOUT)).unwrap();

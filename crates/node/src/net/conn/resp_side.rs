@@ -261,9 +261,22 @@ impl Conn {
         let Some(state) = self.resp.as_ref() else {
             return;
         };
-        if let Err(denied) = admit(&state.session, &read) {
+        // The command may write (EXPIRE, PERSIST, GETEX …): it needs the
+        // write role whatever its read finds, judged now, under the role
+        // the connection has when the command arrives.
+        let would_write = Command::Write {
+            key: chain.key.clone(),
+            value: None,
+            expiry: crate::ttl::Expiry::Never,
+            ack: chain.ack,
+            from: chain.from,
+        };
+        let commands = [read, would_write];
+        let auth = &ctx.shared.auth;
+        if let Err(denied) = auth::admit_named(auth, &state.session, chain.name, &commands) {
             return self.reply_now(&denied);
         }
+        let [read, _] = commands;
         let id = self.base_slot + self.slots.len() as u64;
         let reply_to = ReplyTo {
             token,
@@ -281,7 +294,7 @@ impl Conn {
         match dispatch(ctx, replicated, reply_to, read) {
             Dispatched::Now(answer) => {
                 gather.parts.push(Part::Done(answer));
-                step(ctx, replicated, reply_to, &state.session, &mut gather);
+                step(ctx, replicated, reply_to, &mut gather);
             }
             Dispatched::Later(awaited) => {
                 gather.parts.push(Part::Waiting(awaited));
@@ -323,12 +336,10 @@ impl Conn {
                 generation: self.generation,
                 slot: id << PART_BITS,
             };
-            let (Some(state), Some(Slot::Gather(gather))) =
-                (self.resp.as_ref(), self.slots.get_mut(index))
-            else {
+            let Some(Slot::Gather(gather)) = self.slots.get_mut(index) else {
                 continue;
             };
-            step(ctx, replicated, reply_to, &state.session, gather);
+            step(ctx, replicated, reply_to, gather);
             if gather.waiting == 0 {
                 self.finish_gather(index);
             }
@@ -587,13 +598,7 @@ fn count_keys(ctx: &NetContext) -> u64 {
 
 /// A read-then-write command's second step, its read answered: decides
 /// the reply and dispatches the write, if any, to the same slot.
-fn step(
-    ctx: &NetContext,
-    replicated: &mut Vec<Request>,
-    reply_to: ReplyTo,
-    session: &Session,
-    gather: &mut Gather,
-) {
+fn step(ctx: &NetContext, replicated: &mut Vec<Request>, reply_to: ReplyTo, gather: &mut Gather) {
     let (Some(chain), Some(Part::Done(read))) = (gather.chain.take(), gather.parts.first()) else {
         return;
     };
@@ -612,10 +617,6 @@ fn step(
                 from: chain.from,
             };
             gather.after = Some(reply);
-            if let Err(denied) = admit(session, &write) {
-                gather.after = Some(denied);
-                return;
-            }
             gather.parts[0] = match dispatch(ctx, replicated, reply_to, write) {
                 Dispatched::Now(answer) => Part::Done(answer),
                 Dispatched::Later(awaited) => {

@@ -128,6 +128,10 @@ fn op_name(op: KeyOp) -> &'static str {
     match op {
         KeyOp::Get => "get",
         KeyOp::Set => "set",
+        KeyOp::SetExpiring(name) => name,
+        KeyOp::Ttl(unit) => unit.command(),
+        // Refused under its own name (`Chain::name`) before its read runs.
+        KeyOp::Chained => "expire",
         KeyOp::Del => "del",
         KeyOp::Exists => "exists",
         KeyOp::MGet => "mget",
@@ -143,6 +147,16 @@ pub fn admit(
     op: KeyOp,
     commands: &[Command<'_>],
 ) -> Result<(), Reply> {
+    admit_named(auth, session, op_name(op), commands)
+}
+
+/// [`admit`] for a command refused under `name`.
+pub fn admit_named(
+    auth: &Auth,
+    session: &Session,
+    name: &str,
+    commands: &[Command<'_>],
+) -> Result<(), Reply> {
     if auth.tokens.is_none() {
         return Ok(());
     }
@@ -155,7 +169,6 @@ pub fn admit(
     }
     auth.metrics.client_refused(ClientRefusal::Forbidden);
     Err(Reply::Error(format!(
-        "NOPERM User default has no permissions to run the '{}' command",
-        op_name(op)
+        "NOPERM User default has no permissions to run the '{name}' command"
     )))
 }

@@ -32,6 +32,18 @@ pub enum Unit {
     AtMillis,
 }
 
+impl Unit {
+    /// The command that answers in this unit.
+    pub fn command(self) -> &'static str {
+        match self {
+            Unit::Seconds => "ttl",
+            Unit::Millis => "pttl",
+            Unit::AtSeconds => "expiretime",
+            Unit::AtMillis => "pexpiretime",
+        }
+    }
+}
+
 /// `TTL`/`PTTL`'s reply to `answer` at `now_ms`: -2 for a missing (or
 /// just expired) key, -1 for a key that never expires, else the time left.
 pub fn time_left(answer: &Answer, unit: Unit, now_ms: u64) -> Reply {
@@ -154,6 +166,8 @@ pub enum Then {
 /// A read-then-write command's key, replication and second step.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chain {
+    /// The command's name (for a refusal that names it).
+    pub name: &'static str,
     /// The key.
     pub key: Vec<u8>,
     /// Replicas that must answer (the session's).

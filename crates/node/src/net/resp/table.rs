@@ -558,6 +558,7 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
         Plan::ReadThen(
             version,
             Box::new(Chain {
+                name: spec_name(name),
                 key,
                 ack,
                 from,
