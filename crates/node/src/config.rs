@@ -212,6 +212,9 @@ struct FileConfig {
     auth_token_file: Option<PathBuf>,
     cluster_secret_file: Option<PathBuf>,
     allow_unauthenticated: Option<bool>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    tls_ca: Option<PathBuf>,
 }
 
 /// The resolved configuration of a node.
@@ -363,9 +366,9 @@ impl NodeConfig {
         let (mut cluster, self_index) =
             resolve_cluster(&listen, cluster_arg.as_deref(), self_arg.as_deref())?;
         let tls = crate::tls::resolve_files(
-            args.tls_cert.clone(),
-            args.tls_key.clone(),
-            args.tls_ca.clone(),
+            args.tls_cert.clone().or(file.tls_cert.clone()),
+            args.tls_key.clone().or(file.tls_key.clone()),
+            args.tls_ca.clone().or(file.tls_ca.clone()),
         )?;
         let defaulted = cluster_arg.is_none() && self_arg.is_none();
         crate::tls::check_member_urls(&mut cluster, tls.as_ref(), defaulted)?;
@@ -634,6 +637,26 @@ mod tests {
                 .unwrap()
                 .resp_listen,
             None
+        );
+        // TLS from the file, as from the flags (a flag wins).
+        std::fs::write(&path, "tls_cert = \"/c.pem\"\ntls_key = \"/k.pem\"\n").unwrap();
+        let tls = NodeConfig::resolve(&args).unwrap().tls.unwrap();
+        assert_eq!(
+            (tls.cert.to_str(), tls.key.to_str()),
+            (Some("/c.pem"), Some("/k.pem"))
+        );
+        assert_eq!(tls.ca, None);
+        let flagged = ServeArgs {
+            tls_cert: Some("/flag.pem".into()),
+            ..args.clone()
+        };
+        let tls = NodeConfig::resolve(&flagged).unwrap().tls.unwrap();
+        assert_eq!(tls.cert.to_str(), Some("/flag.pem"));
+        std::fs::write(&path, "tls_cert = \"/c.pem\"\n").unwrap();
+        assert!(
+            NodeConfig::resolve(&args)
+                .unwrap_err()
+                .contains("go together")
         );
         std::fs::write(&path, "unknown_option = 1\n").unwrap();
         assert!(NodeConfig::resolve(&args).unwrap_err().contains("unknown"));
