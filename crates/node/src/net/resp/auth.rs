@@ -9,7 +9,7 @@
 //!   leaves the connection as it was.
 //! - The role is kept until `RESET` or the connection's end: a token
 //!   removed from the file does not end connections it opened.
-//! - A command the role does not allow answers [`NOPERM`]-style errors.
+//! - A command the role does not allow answers `NOPERM` errors.
 //! - Without a token file every command is admitted and `AUTH TOKEN`
 //!   answers Redis's "no password configured" error.
 
