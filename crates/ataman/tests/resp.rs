@@ -98,6 +98,11 @@ fn every_command_in_resp2_and_resp3() {
         assert_eq!(ok(&mut con, &[b"EXISTS", &a, &a, b"none"]), Value::Int(2));
         assert_eq!(ok(&mut con, &[b"DEL", &a]), Value::Int(1));
         assert_eq!(ok(&mut con, &[b"UNLINK", &b]), Value::Int(1));
+        // Counted as Redis counts: keys that existed, each once.
+        assert_eq!(ok(&mut con, &[b"DEL", &a, b"none"]), Value::Int(0));
+        assert_eq!(ok(&mut con, &[b"MSET", &a, b"1", &b, b"2"]), Value::Okay);
+        assert_eq!(ok(&mut con, &[b"DEL", &a, &a, &b, b"none"]), Value::Int(2));
+        assert_eq!(ok(&mut con, &[b"EXISTS", &a, &b]), Value::Int(0));
         assert_eq!(ok(&mut con, &[b"EXISTS", &a, &b, &c]), Value::Int(1));
         assert_eq!(
             ok(&mut con, &[b"SET", &a, b"v", b"PX", b"600000"]),

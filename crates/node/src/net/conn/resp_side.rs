@@ -59,7 +59,7 @@ fn is_write(op: KeyOp) -> bool {
 /// earlier writes: the clock orders them). `SET … KEEPTTL` reads first.
 fn names_a_write(args: &[Cow<'_, [u8]>]) -> bool {
     let name = &args[0];
-    [&b"set"[..], b"mset", b"del", b"unlink", b"setex", b"psetex"]
+    [&b"set"[..], b"mset", b"setex", b"psetex"]
         .iter()
         .any(|w| name.eq_ignore_ascii_case(w))
         && !(name.eq_ignore_ascii_case(b"set")

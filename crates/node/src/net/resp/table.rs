@@ -638,17 +638,28 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
                 }
                 Plan::Keys(KeyOp::MSet, commands)
             }
+            "del" | "unlink" => {
+                // Each distinct key once: first its read (was it there?),
+                // then its delete; the reply counts the reads that found a
+                // value ([`combine`]).
+                let mut keys: Vec<&[u8]> = Vec::with_capacity(args.len() - 1);
+                for key in &args[1..] {
+                    check_key(key, limits)?;
+                    if !keys.contains(&&key[..]) {
+                        keys.push(key);
+                    }
+                }
+                let reads = keys.iter().map(|k| get(k));
+                let deletes = keys.iter().map(|k| write(k, None));
+                Plan::Keys(KeyOp::Del, reads.chain(deletes).collect())
+            }
             _ => {
                 let mut commands = Vec::with_capacity(args.len() - 1);
                 for key in &args[1..] {
                     check_key(key, limits)?;
-                    commands.push(match name {
-                        "del" | "unlink" => write(key, None),
-                        _ => get(key),
-                    });
+                    commands.push(get(key));
                 }
                 let op = match name {
-                    "del" | "unlink" => KeyOp::Del,
                     "exists" => KeyOp::Exists,
                     _ => KeyOp::MGet,
                 };
@@ -697,13 +708,13 @@ pub fn combine(op: KeyOp, answers: &[Answer], now_ms: u64) -> Reply {
         KeyOp::Ttl(unit) => answers
             .first()
             .map_or(Reply::Int(-2), |a| time_left(a, unit, now_ms)),
-        // Every key named is absent now, durably: DEL counts them all
-        // (whether a key existed before is not known without a read;
-        // docs/RESP.md).
+        // The reads of the distinct keys, then their deletes (all done,
+        // or a failure above): the keys that held a value when read, just
+        // before their delete (docs/RESP.md).
         KeyOp::Del => Reply::Int(
-            answers
+            answers[..answers.len() / 2]
                 .iter()
-                .filter(|a| matches!(a, Answer::Done(Awaited::Delete)))
+                .filter(|a| matches!(a, Answer::Value(_)))
                 .count() as i64,
         ),
         KeyOp::Exists => Reply::Int(
@@ -913,7 +924,10 @@ mod tests {
         let Plan::Keys(KeyOp::Del, commands) = planned(&["del", "a", "a", "b"]) else {
             panic!()
         };
-        assert_eq!(commands.len(), 3);
+        // a and b once each: two reads, then two deletes.
+        assert_eq!(commands.len(), 4);
+        assert!(matches!(&commands[1], Command::Get { key, .. } if key == b"b"));
+        assert!(matches!(&commands[2], Command::Write { key, value: None, .. } if key == b"a"));
         assert!(error_of(planned(&["get", "123456789"])).contains("--key-bytes-max"));
         assert!(
             error_of(planned(&["set", "k", "01234567890123456"])).contains("--value-bytes-max")
@@ -1008,7 +1022,9 @@ mod tests {
             Reply::Int(2)
         );
         let done = Answer::Done(Awaited::Delete);
-        assert_eq!(combine(KeyOp::Del, &[done.clone(), done], 0), Reply::Int(2));
+        // Two keys: one held a value when read, one did not.
+        let del = [v("1"), Answer::NotFound, done.clone(), done];
+        assert_eq!(combine(KeyOp::Del, &del, 0), Reply::Int(1));
         let failed = Answer::Failed(
             Failure::NotEnoughReplicas,
             "not enough replicas: 1 of 2".into(),
