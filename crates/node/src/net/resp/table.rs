@@ -17,7 +17,7 @@ use super::expiry::{
     time_left,
 };
 use super::scan::glob_match;
-use crate::net::answer::{Answer, Awaited, Failure};
+use crate::net::answer::{Answer, Failure};
 use crate::net::dispatch::Command;
 use crate::ttl::Expiry;
 use std::borrow::Cow;
@@ -729,6 +729,7 @@ pub fn combine(op: KeyOp, answers: &[Answer], now_ms: u64) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::net::answer::Awaited;
     use crate::net::resp::expiry::Condition;
 
     const LIMITS: Limits = Limits {
