@@ -34,6 +34,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
                         encode(&mut out, &reply, session.proto);
                     }
                     Plan::Keys(_, commands) => assert!(!commands.is_empty()),
+                    Plan::ReadThen(_, chain) => assert!(!chain.key.is_empty()),
                     Plan::Node(_) => {}
                 }
             }
