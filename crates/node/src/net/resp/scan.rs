@@ -81,11 +81,15 @@ static CURSORS: Mutex<Cursors> = Mutex::new(Cursors {
     last_id: 0,
 });
 
-/// The key an iteration resumes at: `0` starts at the first key; `None`
+/// Where cursor `0` starts: the least key there can be (keys are never
+/// empty, and a peer's range refuses an empty start).
+pub const FIRST_KEY: &[u8] = &[0];
+
+/// The key an iteration resumes at: `0` starts at [`FIRST_KEY`]; `None`
 /// for a cursor this node does not know ([`UNKNOWN_CURSOR`]).
 pub fn resume_key(cursor: u64) -> Option<Vec<u8>> {
     if cursor == 0 {
-        return Some(Vec::new());
+        return Some(FIRST_KEY.to_vec());
     }
     let cursors = CURSORS.lock().unwrap_or_else(|p| p.into_inner());
     cursors.get(cursor).map(<[u8]>::to_vec)
@@ -347,7 +351,7 @@ mod tests {
                 Reply::Bulk(b"ac".to_vec())
             ])
         );
-        assert_eq!(resume_key(0), Some(Vec::new()));
+        assert_eq!(resume_key(0), Some(vec![0]));
         assert_eq!(resume_key(u64::MAX), None);
         let last = page_reply(Vec::new(), None, None);
         assert_eq!(
