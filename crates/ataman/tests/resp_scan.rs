@@ -237,3 +237,28 @@ fn keys_present_throughout_are_returned_while_others_come_and_go() {
     assert_eq!(replies.1.1.len(), 2);
     assert_eq!(replies.2.as_deref(), Some("w"));
 }
+
+/// One node alone: the default `COUNT` (10) pages through every key, in
+/// RESP3 as in RESP2.
+#[test]
+fn a_single_node_scans_with_the_default_count() {
+    let addr = free_resp_addr();
+    let _node = support::Node::start(&["--resp-listen", addr.as_str()]);
+    let mut con = connect(&addr);
+    let model: BTreeSet<Vec<u8>> = (0..25).map(|i| format!("one{i}").into_bytes()).collect();
+    for key in &model {
+        redis::cmd("SET").arg(key).arg("v").exec(&mut con).unwrap();
+    }
+    let (keys, returned) = scan_all(&mut con, ScanOptions::default());
+    assert!(keys == model && returned == model.len(), "{keys:?}");
+    let client = redis::Client::open(format!("redis://{addr}/?protocol=resp3")).unwrap();
+    let mut resp3 = client.get_connection().unwrap();
+    resp3.set_read_timeout(Some(REPLY_TIMEOUT)).unwrap();
+    let (keys, _) = scan_all(&mut resp3, ScanOptions::default().with_pattern("one1*"));
+    let expected: BTreeSet<Vec<u8>> = model
+        .iter()
+        .filter(|k| k.starts_with(b"one1"))
+        .cloned()
+        .collect();
+    assert!(keys == expected, "{keys:?}");
+}
