@@ -116,22 +116,22 @@ impl Ranges {
         let counters: [(&str, &str, &AtomicU64); 4] = [
             (
                 "ataman_cluster_ranges_started_total",
-                "Cluster ranges (cluster=1) started on a range thread.",
+                "Cluster ranges (cluster=1) and RESP SCAN pages started on a range thread.",
                 &self.started,
             ),
             (
                 "ataman_cluster_ranges_failed_total",
-                "Cluster ranges that failed: too few nodes (504) or a node lost mid-stream (cut).",
+                "Cluster ranges and SCAN pages that failed: too few nodes (504) or a node lost mid-stream.",
                 &self.failed,
             ),
             (
                 "ataman_cluster_ranges_refused_busy_total",
-                "Cluster ranges refused with 503: every range thread busy.",
+                "Cluster ranges refused with 503, and SCAN pages with -TRYAGAIN: every range thread busy.",
                 &self.refused_busy,
             ),
             (
                 "ataman_cluster_range_keys_total",
-                "Live keys streamed by cluster ranges.",
+                "Live keys streamed by cluster ranges or read by SCAN pages.",
                 &self.keys,
             ),
         ];
