@@ -36,6 +36,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
                     Plan::Keys(_, commands) => assert!(!commands.is_empty()),
                     Plan::ReadThen(_, chain) => assert!(!chain.key.is_empty()),
                     Plan::Node(_) => {}
+                    Plan::Scan(scan) => assert!(scan.count > 0),
                 }
             }
             Ok(Decoded::Skip(n)) => {

@@ -102,6 +102,29 @@ fn ask(stream: &mut impl ReadWrite, args: &[&str]) -> String {
     String::from_utf8_lossy(&reply).trim_end().to_owned()
 }
 
+/// The first `lines` lines of the reply to `args` (a multi-line reply).
+fn ask_lines(stream: &mut impl ReadWrite, args: &[&str], lines: usize) -> Vec<String> {
+    let mut out = vec![ask(stream, args)];
+    while out.len() < lines {
+        out.push(ask_more(stream));
+    }
+    out
+}
+
+/// The next line of a reply already asked for.
+fn ask_more(stream: &mut impl ReadWrite) -> String {
+    let mut reply = Vec::new();
+    let mut byte = [0u8; 1];
+    while reply.len() < 4096 {
+        stream.read_exact(&mut byte).unwrap();
+        reply.push(byte[0]);
+        if reply.ends_with(b"\r\n") {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&reply).trim_end().to_owned()
+}
+
 trait ReadWrite: Read + Write {}
 impl<T: Read + Write> ReadWrite for T {}
 
@@ -128,6 +151,10 @@ fn resp_auth_over_tls() {
     assert_eq!(ask(&mut s, &["PING"]), "-NOAUTH Authentication required.");
     assert_eq!(
         ask(&mut s, &["GET", "k"]),
+        "-NOAUTH Authentication required."
+    );
+    assert_eq!(
+        ask(&mut s, &["SCAN", "0"]),
         "-NOAUTH Authentication required."
     );
     let wrongpass = "-WRONGPASS invalid username-password pair or user is disabled.";
@@ -248,6 +275,7 @@ fn cluster_with_tokens_secret_and_tls() {
         .map(|p| p.url().replacen("http://", "https://", 1))
         .collect();
     let cluster = urls.join(",");
+    let resp = free_addr();
     let nodes: Vec<Node> = (0..3)
         .map(|i| {
             let mut args = vec![
@@ -260,6 +288,9 @@ fn cluster_with_tokens_secret_and_tls() {
                 "--cluster-secret-file".into(),
                 secret.display().to_string(),
             ];
+            if i == 1 {
+                args.extend(["--resp-listen".to_string(), resp.clone()]);
+            }
             args.extend(tls_args());
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let node = Node::start(&args);
@@ -280,6 +311,24 @@ fn cluster_with_tokens_secret_and_tls() {
     for k in ["key-a", "key-b", "key-c", "key-d"] {
         assert!(body.contains(k), "{k} in {body:?}");
     }
+    // RESP SCAN over TLS, a reader's token: every node's stream, two of
+    // them peers' dialled over TLS with the secret's proof.
+    let resp_url = BaseUrl::parse(&format!("https://{resp}")).unwrap();
+    let sock = TcpStream::connect(&resp).unwrap();
+    sock.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    let mut s = secure(&resp_url, sock, IO_TIMEOUT).unwrap();
+    assert_eq!(ask(&mut s, &["AUTH", READER]), "+OK");
+    let replication = ask_lines(&mut s, &["ATAMAN.REPLICATION", "3", "3"], 3);
+    assert_eq!(replication, ["*2", ":3", ":3"]);
+    let page = ask_lines(&mut s, &["SCAN", "0", "COUNT", "10"], 12);
+    let keys: Vec<&str> = page[4..]
+        .iter()
+        .skip(1)
+        .step_by(2)
+        .map(String::as_str)
+        .collect();
+    assert_eq!(page[..4], ["*2", "$1", "0", "*4"], "{page:?}");
+    assert_eq!(keys, ["key-a", "key-b", "key-c", "key-d"]);
     let internal = format!("{}/v0/internal/range?start=a", urls[2]);
     let (body, code) = curl(&[&internal]);
     assert_eq!((code.as_str(), body.as_str()), ("401", ""));

@@ -36,6 +36,7 @@ use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::time::Instant;
 
+mod resp_scan;
 mod resp_side;
 
 /// Answers a connection may have outstanding before parsing pauses.
@@ -63,6 +64,8 @@ pub enum Slot {
     },
     /// A RESP command on keys, gathering its keys' answers into one reply.
     Gather(Box<resp_side::Gather>),
+    /// A RESP `SCAN` page its range thread computes.
+    Scan(Box<resp_scan::ScanWait>),
     /// A range being streamed.
     Stream {
         /// The scan.
@@ -969,6 +972,11 @@ impl Conn {
                 }
                 Some(Slot::Feed { .. }) => {
                     if !self.fill_from_feed(ctx) {
+                        return;
+                    }
+                }
+                Some(Slot::Scan(_)) => {
+                    if !self.fill_from_scan() {
                         return;
                     }
                 }

@@ -102,11 +102,11 @@ impl FeedSender {
 /// Cluster ranges' counters, and the bound on range threads.
 #[derive(Debug, Default)]
 pub struct Ranges {
-    active: AtomicUsize,
-    started: AtomicU64,
-    failed: AtomicU64,
-    refused_busy: AtomicU64,
-    keys: AtomicU64,
+    pub(super) active: AtomicUsize,
+    pub(super) started: AtomicU64,
+    pub(super) failed: AtomicU64,
+    pub(super) refused_busy: AtomicU64,
+    pub(super) keys: AtomicU64,
 }
 
 impl Ranges {
@@ -116,22 +116,22 @@ impl Ranges {
         let counters: [(&str, &str, &AtomicU64); 4] = [
             (
                 "ataman_cluster_ranges_started_total",
-                "Cluster ranges (cluster=1) started on a range thread.",
+                "Cluster ranges (cluster=1) and RESP SCAN pages started on a range thread.",
                 &self.started,
             ),
             (
                 "ataman_cluster_ranges_failed_total",
-                "Cluster ranges that failed: too few nodes (504) or a node lost mid-stream (cut).",
+                "Cluster ranges and SCAN pages that failed: too few nodes (504) or a node lost mid-stream.",
                 &self.failed,
             ),
             (
                 "ataman_cluster_ranges_refused_busy_total",
-                "Cluster ranges refused with 503: every range thread busy.",
+                "Cluster ranges refused with 503, and SCAN pages with -TRYAGAIN: every range thread busy.",
                 &self.refused_busy,
             ),
             (
                 "ataman_cluster_range_keys_total",
-                "Live keys streamed by cluster ranges.",
+                "Live keys streamed by cluster ranges or read by SCAN pages.",
                 &self.keys,
             ),
         ];
@@ -146,7 +146,7 @@ impl Ranges {
 }
 
 /// A place among the range threads, given back when dropped.
-struct Place<'a>(&'a AtomicUsize);
+pub(super) struct Place<'a>(pub(super) &'a AtomicUsize);
 
 impl Drop for Place<'_> {
     fn drop(&mut self) {
@@ -159,6 +159,21 @@ impl Drop for Place<'_> {
 #[error("{RANGE_THREADS_MAX} cluster ranges already running")]
 pub struct Busy;
 
+/// Takes a place among the range threads of `ranges` (given back with
+/// [`Place`]'s drop once the thread holds it); `Err` when all are busy.
+pub(super) fn take_place(ranges: &Ranges) -> Result<(), Busy> {
+    let taken = ranges
+        .active
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < RANGE_THREADS_MAX).then_some(n + 1)
+        });
+    if taken.is_err() {
+        ranges.refused_busy.fetch_add(1, Ordering::Relaxed);
+        return Err(Busy);
+    }
+    Ok(())
+}
+
 /// Starts a range thread for `plan` over the node `view` gives of
 /// `owner`, feeding a connection whose network thread `wake` wakes. `Err`:
 /// every range thread is busy, or no thread could start.
@@ -169,15 +184,7 @@ pub fn start<S: Send + Sync + 'static>(
     plan: Plan,
 ) -> Result<FeedReceiver, Busy> {
     let ranges = view(owner).ranges;
-    let taken = ranges
-        .active
-        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-            (n < RANGE_THREADS_MAX).then_some(n + 1)
-        });
-    if taken.is_err() {
-        ranges.refused_busy.fetch_add(1, Ordering::Relaxed);
-        return Err(Busy);
-    }
+    take_place(ranges)?;
     let (tx, rx) = sync_channel(FEED_BATCHES_MAX);
     let waiting = Arc::new(AtomicBool::new(false));
     let sender = FeedSender {

@@ -12,10 +12,13 @@
 //!   caller on its own thread can page through.
 //! - [`feed`]: the range threads (bounded) and the bounded queue to the
 //!   client's connection, with back-pressure end to end.
+//! - [`page_thread`]: one page of a cluster iteration (RESP `SCAN`) on a
+//!   range thread, within the same bound, handed back whole.
 
 pub mod coverage;
 pub mod feed;
 pub mod merge;
+pub mod page_thread;
 pub mod peer_auth;
 pub mod source;
 #[cfg(test)]

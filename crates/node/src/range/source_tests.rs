@@ -244,3 +244,38 @@ fn a_peer_that_refuses_is_not_enough() {
     let keys: Vec<&[u8]> = items.iter().map(|l| l.key.as_slice()).collect();
     assert_eq!(keys, vec![&b"a"[..], b"b", b"e"]);
 }
+
+/// A `SCAN` page on a range thread: it arrives through the receiver after
+/// the wake-up; with every range thread's place taken the page is refused
+/// (RESP answers `-TRYAGAIN`), and the place a page took is given back.
+#[test]
+fn scan_pages_run_on_range_threads_within_the_bound() {
+    use super::feed::{RANGE_THREADS_MAX, take_place};
+    use super::page_thread;
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+    let (local, peer, _) = data();
+    let url = scripted_peer(peer, Script::Whole, 2);
+    let node = Arc::new(Local::new(&url, &local));
+    let (woken, wakes) = std::sync::mpsc::channel();
+    let wake = Box::new(move || {
+        let _ = woken.send(());
+    });
+    let page = page_thread::start(&node, Local::node, wake, plan(b"a"), 3).unwrap();
+    wakes
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .unwrap();
+    let (keys, next) = page.poll().unwrap().unwrap();
+    assert_eq!(keys, vec![b"a".to_vec(), b"b".to_vec(), b"e".to_vec()]);
+    assert_eq!(next, Some(b"e\0".to_vec()));
+    assert_eq!(node.ranges.active.load(Ordering::Acquire), 0);
+    for _ in 0..RANGE_THREADS_MAX {
+        take_place(&node.ranges).unwrap();
+    }
+    let refused = page_thread::start(&node, Local::node, Box::new(|| {}), plan(b"a"), 3);
+    assert!(
+        refused.is_err(),
+        "a page past RANGE_THREADS_MAX must be refused"
+    );
+    assert_eq!(node.ranges.refused_busy.load(Ordering::Relaxed), 1);
+}

@@ -35,7 +35,7 @@ static NEXT_CLIENT_ID: AtomicU64 = AtomicU64::new(1);
 /// What a RESP connection keeps beyond the connection core.
 pub struct RespConn {
     /// `HELLO`, `CLIENT`, `ATAMAN.REPLICATION` state.
-    session: Session,
+    pub(super) session: Session,
     /// The command table's limits.
     limits: table::Limits,
     /// Write commands answered later, not yet answered: while any is, a
@@ -114,7 +114,7 @@ impl Conn {
     }
 
     /// Answers the command being executed with `reply`.
-    fn reply_now(&mut self, reply: &Reply) {
+    pub(super) fn reply_now(&mut self, reply: &Reply) {
         let proto = self.proto();
         self.answer(|out| encode::encode(out, reply, proto));
     }
@@ -245,6 +245,7 @@ impl Conn {
             }
             Plan::Keys(op, commands) => self.fan_out(ctx, token, replicated, op, commands),
             Plan::ReadThen(read, chain) => self.read_then(ctx, token, replicated, read, chain),
+            Plan::Scan(scan) => self.scan(ctx, token, scan),
         }
     }
 

@@ -296,6 +296,14 @@ pub const COMMANDS: &[Spec] = &[
         "generic",
         "A key's deadline, Unix milliseconds (-2 missing, -1 no expiry).",
     ),
+    spec(
+        "scan",
+        -2,
+        &["readonly"],
+        NO_KEYS,
+        "generic",
+        "A page of the whole cluster's keys, and the cursor of the next page.",
+    ),
 ];
 
 /// Index in [`COMMANDS`] of a command's metrics label `other` (unknown,

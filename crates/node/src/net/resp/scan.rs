@@ -1,9 +1,117 @@
-//! `SCAN`'s pure pieces (the command itself is not served yet;
-//! docs/RESP.md): Redis's glob patterns for `MATCH`, and the bounded table
-//! that turns a cluster iteration's resume key into an integer-looking
-//! cursor, as clients expect.
+//! `SCAN`'s pieces (docs/RESP.md): its arguments, Redis's glob patterns
+//! for `MATCH`, the bounded table that turns a cluster iteration's resume
+//! key into an integer-looking cursor, as clients expect, and the reply of
+//! one page. The page itself is computed on a range thread
+//! (`crate::range::page_thread`) and delivered by the connection
+//! (`crate::net::conn`'s `resp_scan`).
 
+use super::encode::Reply;
+use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::sync::Mutex;
+
+/// Keys a page reads when `COUNT` is not given (Redis's default).
+pub const SCAN_COUNT_DEFAULT: usize = 10;
+/// Largest `COUNT` honoured: a larger one reads this many keys (the page is
+/// held whole on the range thread and in the reply).
+pub const SCAN_COUNT_MAX: usize = 10_000;
+
+/// The error of a cursor this node does not know (never given, evicted
+/// past [`CURSORS_MAX`], or given by another node or before a restart).
+pub const UNKNOWN_CURSOR: &str = "invalid cursor: unknown or expired on this node (SCAN cursors \
+     live in the memory of the node that gave them; restart the iteration from 0)";
+
+/// A `SCAN` command's arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanArgs {
+    /// The cursor (`0`: a new iteration).
+    pub cursor: u64,
+    /// `MATCH`: only keys matching this glob are returned.
+    pub pattern: Option<Vec<u8>>,
+    /// Keys to read for this page (`COUNT`, at most [`SCAN_COUNT_MAX`]).
+    pub count: usize,
+    /// `TYPE`: false when it names a type other than `string` (every
+    /// ataman value is a string: the iteration is empty).
+    pub strings: bool,
+}
+
+/// Parses `SCAN cursor [MATCH pattern] [COUNT n] [TYPE t]`, with Redis's
+/// errors for malformed ones.
+pub fn parse_args(args: &[Cow<'_, [u8]>]) -> Result<ScanArgs, Reply> {
+    let cursor = std::str::from_utf8(&args[1])
+        .ok()
+        .and_then(|t| t.parse::<u64>().ok())
+        .ok_or_else(|| Reply::err("invalid cursor"))?;
+    let mut scan = ScanArgs {
+        cursor,
+        pattern: None,
+        count: SCAN_COUNT_DEFAULT,
+        strings: true,
+    };
+    let mut rest = args[2..].chunks(2);
+    for pair in &mut rest {
+        let [option, value] = pair else {
+            return Err(Reply::err("syntax error"));
+        };
+        if option.eq_ignore_ascii_case(b"match") {
+            // `*` matches everything: no filter.
+            scan.pattern = (&value[..] != b"*").then(|| value.to_vec());
+        } else if option.eq_ignore_ascii_case(b"count") {
+            let count = std::str::from_utf8(value)
+                .ok()
+                .and_then(|t| t.parse::<i64>().ok())
+                .ok_or_else(|| Reply::err("value is not an integer or out of range"))?;
+            if count < 1 {
+                return Err(Reply::err("syntax error"));
+            }
+            scan.count = usize::try_from(count).map_or(SCAN_COUNT_MAX, |c| c.min(SCAN_COUNT_MAX));
+        } else if option.eq_ignore_ascii_case(b"type") {
+            scan.strings = value.eq_ignore_ascii_case(b"string");
+        } else {
+            return Err(Reply::err("syntax error"));
+        }
+    }
+    Ok(scan)
+}
+
+/// The node's cursors (one table per process: a cursor resumes on any
+/// connection to the node that gave it).
+static CURSORS: Mutex<Cursors> = Mutex::new(Cursors {
+    entries: VecDeque::new(),
+    last_id: 0,
+});
+
+/// Where cursor `0` starts: the least key there can be (keys are never
+/// empty, and a peer's range refuses an empty start).
+pub const FIRST_KEY: &[u8] = &[0];
+
+/// The key an iteration resumes at: `0` starts at [`FIRST_KEY`]; `None`
+/// for a cursor this node does not know ([`UNKNOWN_CURSOR`]).
+pub fn resume_key(cursor: u64) -> Option<Vec<u8>> {
+    if cursor == 0 {
+        return Some(FIRST_KEY.to_vec());
+    }
+    let cursors = CURSORS.lock().unwrap_or_else(|p| p.into_inner());
+    cursors.get(cursor).map(<[u8]>::to_vec)
+}
+
+/// The reply of a page read from the cluster: the next cursor (`0` when
+/// the iteration is done) and the page's keys that match `pattern`.
+pub fn page_reply(keys: Vec<Vec<u8>>, next: Option<Vec<u8>>, pattern: Option<&[u8]>) -> Reply {
+    let cursor = match next {
+        Some(key) => CURSORS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key),
+        None => 0,
+    };
+    let keys = keys
+        .into_iter()
+        .filter(|k| pattern.is_none_or(|p| glob_match(p, k)))
+        .map(Reply::Bulk)
+        .collect();
+    Reply::Array(vec![Reply::text(cursor.to_string()), Reply::Array(keys)])
+}
 
 /// One single-byte element of a glob pattern, and the index after it.
 fn element(pattern: &[u8], p: usize, byte: u8) -> (bool, usize) {
@@ -179,6 +287,77 @@ mod tests {
                 "{pattern:?} against {text:?}"
             );
         }
+    }
+
+    fn args(words: &[&str]) -> Vec<Cow<'static, [u8]>> {
+        words
+            .iter()
+            .map(|w| Cow::Owned(w.as_bytes().to_vec()))
+            .collect()
+    }
+
+    /// Options in any order and case; bad ones refused with Redis's words.
+    #[test]
+    fn arguments_parse_as_redis_reads_them() {
+        let scan = parse_args(&args(&[
+            "scan", "7", "count", "50", "MATCH", "a*", "type", "string",
+        ]));
+        let expected = ScanArgs {
+            cursor: 7,
+            pattern: Some(b"a*".to_vec()),
+            count: 50,
+            strings: true,
+        };
+        assert_eq!(scan, Ok(expected));
+        let plain = parse_args(&args(&["scan", "0", "match", "*"])).ok();
+        assert_eq!(
+            plain.as_ref().map(|s| (s.count, s.pattern.is_none())),
+            Some((SCAN_COUNT_DEFAULT, true))
+        );
+        let huge = parse_args(&args(&["scan", "0", "COUNT", "99999999999"])).ok();
+        assert_eq!(huge.map(|s| s.count), Some(SCAN_COUNT_MAX));
+        let hash = parse_args(&args(&["scan", "0", "TYPE", "hash"])).ok();
+        assert_eq!(hash.map(|s| s.strings), Some(false));
+        for bad in [
+            &["scan", "x"][..],
+            &["scan", "-1"],
+            &["scan", "0", "count"],
+            &["scan", "0", "count", "0"],
+            &["scan", "0", "count", "ten"],
+            &["scan", "0", "bogus", "1"],
+        ] {
+            assert!(parse_args(&args(bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    /// A page's reply: a cursor that resumes at its next key, or `0`; its
+    /// keys filtered by the pattern.
+    #[test]
+    fn page_replies_keep_the_resume_key_behind_a_cursor() {
+        let keys = vec![b"ab".to_vec(), b"b".to_vec(), b"ac".to_vec()];
+        let Reply::Array(parts) = page_reply(keys, Some(b"ac\0".to_vec()), Some(b"a*")) else {
+            panic!("not an array");
+        };
+        let Reply::Bulk(cursor) = &parts[0] else {
+            panic!("no cursor");
+        };
+        let cursor: u64 = String::from_utf8_lossy(cursor).parse().unwrap_or(0);
+        assert_ne!(cursor, 0);
+        assert_eq!(resume_key(cursor), Some(b"ac\0".to_vec()));
+        assert_eq!(
+            parts[1],
+            Reply::Array(vec![
+                Reply::Bulk(b"ab".to_vec()),
+                Reply::Bulk(b"ac".to_vec())
+            ])
+        );
+        assert_eq!(resume_key(0), Some(vec![0]));
+        assert_eq!(resume_key(u64::MAX), None);
+        let last = page_reply(Vec::new(), None, None);
+        assert_eq!(
+            last,
+            Reply::Array(vec![Reply::text("0"), Reply::Array(Vec::new())])
+        );
     }
 
     /// Cursors are never 0, found while kept, forgotten oldest first.

@@ -141,6 +141,8 @@ pub enum Plan<'a> {
     ReadThen(Command<'a>, Box<Chain>),
     /// A question for the node.
     Node(NodeQuery),
+    /// A page of a cluster-wide `SCAN` (computed on a range thread).
+    Scan(super::scan::ScanArgs),
 }
 
 /// The spec of `name` (lower-case), if served.
@@ -193,10 +195,10 @@ fn refusal(args: &[Cow<'_, [u8]>], name: &str) -> Option<Reply> {
              leaderless last-writer-wins replication cannot honour (docs/RESP.md)"
         )));
     }
-    if name == "keys" || name == "scan" {
+    if name == "keys" {
         return Some(Reply::err(
-            "KEYS and SCAN are not supported yet: KEYS's one reply holding every key of the \
-             cluster has no bound, and SCAN is not served yet (docs/RESP.md)",
+            "KEYS is not supported: its one reply holding every key of the cluster has no \
+             bound; iterate with SCAN instead (docs/RESP.md)",
         ));
     }
     if OTHER_TYPES.contains(&name) {
@@ -263,6 +265,10 @@ pub fn plan<'b>(
         "config" => config(args),
         "dbsize" => Plan::Node(NodeQuery::DbSize),
         "time" => Plan::Node(NodeQuery::Time),
+        "scan" => match super::scan::parse_args(args) {
+            Ok(scan) => Plan::Scan(scan),
+            Err(reply) => Plan::Reply(reply),
+        },
         "wait" => Plan::Reply(wait(args, session)),
         "ataman.replication" => Plan::Reply(replication(args, session, limits)),
         _ => keys(spec.name, args, session, limits),
