@@ -146,14 +146,13 @@ pub fn create_ca(files: &CertFiles) -> Result<Vec<PathBuf>, CertError> {
     if let Some(parent) = key_path.parent() {
         create_dir(parent)?;
     }
-    write_file(
-        &key_path,
+    write_pair(
+        files,
+        cert_path,
+        &cert.pem(),
+        key_path,
         &key.serialize_pem(),
-        KEY_FILE_MODE,
-        files.overwrite,
-    )?;
-    write_file(&cert_path, &cert.pem(), 0o644, files.overwrite)?;
-    Ok(vec![cert_path, key_path])
+    )
 }
 
 /// The CA as an issuer: its key, read from `--ca-key`.
@@ -191,14 +190,13 @@ pub fn create_node(files: &CertFiles, names: &[String]) -> Result<Vec<PathBuf>, 
     let cert = params.signed_by(&key, &issuer, &issuer_key)?;
     let cert_path = files.certs_dir.join("node.crt");
     let key_path = files.certs_dir.join("node.key");
-    write_file(
-        &key_path,
+    write_pair(
+        files,
+        cert_path,
+        &cert.pem(),
+        key_path,
         &key.serialize_pem(),
-        KEY_FILE_MODE,
-        files.overwrite,
-    )?;
-    write_file(&cert_path, &cert.pem(), 0o644, files.overwrite)?;
-    Ok(vec![cert_path, key_path])
+    )
 }
 
 /// Runs one `ataman cert` command, printing the files it wrote.
@@ -211,6 +209,20 @@ pub fn run(args: &CertArgs) -> Result<(), CertError> {
         println!("wrote {}", path.display());
     }
     Ok(())
+}
+
+/// Writes a certificate (readable by all) and its private key (its owner's
+/// alone); answers their paths, certificate first.
+fn write_pair(
+    files: &CertFiles,
+    cert_path: PathBuf,
+    cert_pem: &str,
+    key_path: PathBuf,
+    key_pem: &str,
+) -> Result<Vec<PathBuf>, CertError> {
+    write_file(&key_path, key_pem, KEY_FILE_MODE, files.overwrite)?;
+    write_file(&cert_path, cert_pem, 0o644, files.overwrite)?;
+    Ok(vec![cert_path, key_path])
 }
 
 #[cfg(test)]
