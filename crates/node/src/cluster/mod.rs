@@ -5,6 +5,10 @@
 //! - [`layout`]: a versioned layout (members, replication factor), its
 //!   validation, changes and byte codec.
 //! - [`agreement`]: single-decree Paxos choosing each next layout version.
+//! - [`agreement_wire`]: the agreement's messages between nodes, as bytes.
+//! - [`acceptor_node`]: a node's acceptor, durable before it answers, and
+//!   the chosen next layout (`LAYOUT-NEXT`), not acted on yet.
+//! - [`propose`]: a proposal run to its end over blocking calls, bounded.
 //! - [`admission`]: what a layout change request gets before agreement
 //!   (propose, 200 for the same plan, 409, 400).
 //! - [`history`]: the live layouts of a transition and the trackers that
@@ -13,13 +17,16 @@
 //! - [`layout_file`]: `<data-dir>/LAYOUT`, and which layout a node starts
 //!   with (bootstrap from `--cluster`, or the stored one).
 
+pub mod acceptor_node;
 pub mod admission;
 pub mod agreement;
+pub mod agreement_wire;
 pub mod history;
 pub mod layout;
 pub mod layout_file;
 pub mod node_table;
 pub mod placement;
+pub mod propose;
 
 /// `host:port` of an `http(s)://host:port[/...]` URL (validated by the config).
 pub fn dial_address(url: &str) -> String {
