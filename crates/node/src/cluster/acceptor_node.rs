@@ -12,10 +12,13 @@
 //!   until transitions are wired into the node (issue 16, stage 4).
 //!   Another version (older, or one further ahead that this node has not
 //!   learned the predecessor of) changes nothing.
+//! - A prepare or accept for a slot already decided is answered with the
+//!   layout chosen for it when the node holds it (`Reply::Chosen`), so a
+//!   proposer whose value won while it was pre-empted learns it (200).
 //! - At open, a `LAYOUT-NEXT` not newer than `LAYOUT` is ignored, and the
 //!   acceptor is for the slot after the newest committed version.
 
-use super::agreement::Acceptor;
+use super::agreement::{Acceptor, AcceptorReply};
 use super::agreement_wire::{Reply, Request};
 use super::layout::Layout;
 use super::layout_file::{self, LayoutFileError};
@@ -62,6 +65,10 @@ impl AcceptorNode {
     /// Answers a proposer's request; the state it changed is durable first.
     pub fn handle(&mut self, request: Request) -> Result<Reply, LayoutFileError> {
         let mut acceptor = self.acceptor.clone();
+        let slot = match &request {
+            Request::Prepare { slot, .. } | Request::Accept { slot, .. } => *slot,
+            Request::Commit { value } => value.version,
+        };
         let (reply, changed) = match request {
             Request::Prepare { slot, ballot } => acceptor.on_prepare(slot, ballot),
             Request::Accept {
@@ -74,6 +81,11 @@ impl AcceptorNode {
         if changed {
             layout_file::store_acceptor(&self.dir, &acceptor)?;
             self.acceptor = acceptor;
+        }
+        if matches!(reply, AcceptorReply::Decided { .. }) && self.committed().version == slot {
+            return Ok(Reply::Chosen {
+                value: self.committed().clone(),
+            });
         }
         Ok(Reply::Acceptor(reply))
     }

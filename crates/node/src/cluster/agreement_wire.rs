@@ -8,9 +8,9 @@
 //! commit), then per kind: prepare `slot, round, node`; accept `slot,
 //! round, node, layout`; commit `layout`. A reply: `ATPA`, format `1`,
 //! kind (`1` promise, `2` accepted, `3` reject, `4` decided, `5` behind,
-//! `6` committed), then per kind: promise `round, node, flag [, round,
+//! `6` committed, `7` chosen), then per kind: promise `round, node, flag [, round,
 //! node, layout]`; accepted and reject `round, node`; decided, behind and
-//! committed one `u64`. Integers are little-endian `u64`; a layout is a
+//! committed one `u64`; chosen a layout. Integers are little-endian `u64`; a layout is a
 //! `u32` length and [`Layout::encode`]'s bytes. A crc32c of everything
 //! before it ends each message. Nothing is left over; at most
 //! [`MESSAGE_BYTES_MAX`] bytes.
@@ -58,6 +58,13 @@ pub enum Request {
 pub enum Reply {
     /// An answer to a prepare or an accept.
     Acceptor(AcceptorReply),
+    /// The slot asked about was decided and this is the layout chosen
+    /// for it (an acceptor answers this instead of `Decided` when it
+    /// holds that layout): a proposer learns whether its value won.
+    Chosen {
+        /// The chosen layout (its version is the slot).
+        value: Layout,
+    },
     /// The commit is durable: the node's committed version is this one.
     Committed {
         /// The version the node now holds as committed.
@@ -201,6 +208,10 @@ impl Reply {
                 out.push(6);
                 put_u64(&mut out, *version);
             }
+            Reply::Chosen { value } => {
+                out.push(7);
+                put_layout(&mut out, value);
+            }
         }
         seal(out)
     }
@@ -227,6 +238,7 @@ impl Reply {
             4 => Reply::Acceptor(AcceptorReply::Decided { version: r.u64()? }),
             5 => Reply::Acceptor(AcceptorReply::Behind { slot: r.u64()? }),
             6 => Reply::Committed { version: r.u64()? },
+            7 => Reply::Chosen { value: r.layout()? },
             _ => return Err(WireError::Unknown(5)),
         };
         r.finish()?;
@@ -364,6 +376,9 @@ mod tests {
             Reply::Acceptor(AcceptorReply::Decided { version: 3 }),
             Reply::Acceptor(AcceptorReply::Behind { slot: 1 }),
             Reply::Committed { version: 12 },
+            Reply::Chosen {
+                value: layout(4, &[1, 2, 3]),
+            },
         ]
     }
 

@@ -9,6 +9,8 @@
 //! - [`acceptor_node`]: a node's acceptor, durable before it answers, and
 //!   the chosen next layout (`LAYOUT-NEXT`), not acted on yet.
 //! - [`propose`]: a proposal run to its end over blocking calls, bounded.
+//! - [`change_request`]: a `POST /v0/layout` from its parameters to its
+//!   200, 409, 400 or 503, run off the network thread.
 //! - [`admission`]: what a layout change request gets before agreement
 //!   (propose, 200 for the same plan, 409, 400).
 //! - [`history`]: the live layouts of a transition and the trackers that
@@ -21,6 +23,7 @@ pub mod acceptor_node;
 pub mod admission;
 pub mod agreement;
 pub mod agreement_wire;
+pub mod change_request;
 pub mod history;
 pub mod layout;
 pub mod layout_file;

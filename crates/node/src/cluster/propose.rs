@@ -13,6 +13,8 @@
 //!   two proposers do not keep pre-empting each other in step. After
 //!   [`PROPOSE_ATTEMPTS_MAX`] attempts the outcome is
 //!   [`Outcome::Contended`] (the HTTP answer is 503).
+//! - A voter that answers with the layout chosen for the slot
+//!   (`Reply::Chosen`) ends the proposal: won when it is the proposed one.
 //! - Once chosen, the layout is committed to the voters and to the nodes
 //!   it adds, best effort: a node that misses it learns it later from a
 //!   peer (issue 16, stage 3). The outcome does not wait for a majority
@@ -69,11 +71,12 @@ pub fn propose(
         let ballot = Ballot { round, node };
         let mut proposer = Proposer::new(ballot, own.clone(), voters.to_vec());
         let slot = proposer.slot();
-        let mut step = phase(io, &mut proposer, &Request::Prepare { slot, ballot });
+        let mut step = phase(io, &mut proposer, own, &Request::Prepare { slot, ballot });
         if let Step::Accept { ballot, value } = step {
             step = phase(
                 io,
                 &mut proposer,
+                own,
                 &Request::Accept {
                     slot,
                     ballot,
@@ -105,12 +108,17 @@ fn pause(backoff: Duration, node: u64, attempt: u32) -> Duration {
 }
 
 /// Sends `request` to every voter at once and feeds the replies to
-/// `proposer`; the first step that is not `Wait`, else `Wait`.
-fn phase(io: &impl Voters, proposer: &mut Proposer, request: &Request) -> Step {
+/// `proposer`; the first step that is not `Wait`, else `Wait`. A voter
+/// that names the value chosen for the slot ends the proposal at once.
+fn phase(io: &impl Voters, proposer: &mut Proposer, own: &Layout, request: &Request) -> Step {
     let voters = proposer.voters().to_vec();
     let replies = call_all(io, &voters, request);
     for (voter, reply) in voters.iter().zip(replies) {
         let reply = match reply {
+            Some(Reply::Chosen { value }) if value.version == proposer.slot() => {
+                let own = value == *own;
+                return Step::Chosen { value, own };
+            }
             Some(Reply::Acceptor(r)) => Some(r),
             _ => None::<AcceptorReply>,
         };
@@ -159,4 +167,4 @@ fn commit(io: &impl Voters, value: &Layout, voters: &[String]) {
 
 #[cfg(test)]
 #[path = "propose_tests.rs"]
-mod tests;
+pub(crate) mod tests;

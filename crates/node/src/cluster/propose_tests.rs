@@ -4,24 +4,24 @@ use crate::cluster::layout::Change;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
-fn url(p: u16) -> String {
+pub(crate) fn url(p: u16) -> String {
     format!("http://127.0.0.1:{p}")
 }
 
 /// Three nodes, each an `AcceptorNode` in its own directory, reached
 /// through the wire bytes; the `down` ones never answer.
-struct Cluster {
+pub(crate) struct Cluster {
     _dirs: Vec<tempfile::TempDir>,
-    nodes: BTreeMap<String, Mutex<AcceptorNode>>,
-    down: BTreeSet<String>,
+    pub(crate) nodes: BTreeMap<String, Mutex<AcceptorNode>>,
+    pub(crate) down: BTreeSet<String>,
 }
 
-fn v1() -> Layout {
+pub(crate) fn v1() -> Layout {
     Layout::new(1, vec![url(1), url(2), url(3)], 3).unwrap()
 }
 
 impl Cluster {
-    fn new() -> Cluster {
+    pub(crate) fn new() -> Cluster {
         let mut dirs = Vec::new();
         let mut nodes = BTreeMap::new();
         for u in v1().nodes {
@@ -54,7 +54,7 @@ impl Voters for Cluster {
     }
 }
 
-fn grown(p: u16) -> Layout {
+pub(crate) fn grown(p: u16) -> Layout {
     v1().apply(&Change {
         add: vec![url(p)],
         ..Change::default()
@@ -62,7 +62,7 @@ fn grown(p: u16) -> Layout {
     .unwrap()
 }
 
-const BACKOFF: Duration = Duration::from_millis(1);
+pub(crate) const BACKOFF: Duration = Duration::from_millis(1);
 
 /// One proposal on a healthy cluster is chosen and learned by every voter.
 #[test]
@@ -84,7 +84,7 @@ fn chosen_and_learned() {
 }
 
 /// Two concurrent proposals for version 2 with different changes: exactly
-/// one is chosen as its own; the other learns it lost (409); every voter
+/// one is chosen as its own; the other learns the winner (409); every voter
 /// holds the winner.
 #[test]
 fn two_concurrent_proposals_one_wins() {
@@ -104,10 +104,7 @@ fn two_concurrent_proposals_one_wins() {
             .collect();
         assert_eq!(wins.len(), 1, "run {run}: {a:?} / {b:?}");
         for o in [&a, &b] {
-            assert!(
-                matches!(o, Outcome::Chosen { .. } | Outcome::Stale { .. }),
-                "run {run}: {o:?}"
-            );
+            assert!(matches!(o, Outcome::Chosen { .. }), "run {run}: {o:?}");
         }
         for node in c.nodes.values() {
             assert_eq!(node.lock().unwrap().next(), Some(wins[0]), "run {run}");
@@ -115,9 +112,10 @@ fn two_concurrent_proposals_one_wins() {
     }
 }
 
-/// A proposal for a version already decided is stale (409).
+/// A proposal for a version already decided learns the value chosen for
+/// it: another one (409), or its own when it repeats it (200).
 #[test]
-fn stale_after_commit() {
+fn decided_slot_names_its_value() {
     let c = Cluster::new();
     assert!(matches!(
         propose(&c, 1, &grown(4), &v1().nodes, BACKOFF),
@@ -125,7 +123,17 @@ fn stale_after_commit() {
     ));
     assert_eq!(
         propose(&c, 2, &grown(5), &v1().nodes, BACKOFF),
-        Outcome::Stale { version: 2 }
+        Outcome::Chosen {
+            value: grown(4),
+            own: false
+        }
+    );
+    assert_eq!(
+        propose(&c, 2, &grown(4), &v1().nodes, BACKOFF),
+        Outcome::Chosen {
+            value: grown(4),
+            own: true
+        }
     );
 }
 
@@ -188,7 +196,7 @@ fn durable_across_reopen() {
                 ballot: high
             })
             .unwrap(),
-            Reply::Acceptor(AcceptorReply::Decided { version: 2 })
+            Reply::Chosen { value: grown(4) }
         );
     }
 }
