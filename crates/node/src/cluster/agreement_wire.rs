@@ -18,6 +18,9 @@
 use super::agreement::{AcceptorReply, Ballot};
 use super::layout::{LAYOUT_BYTES_MAX, Layout, LayoutDecodeError};
 
+/// The name a peer's proof of the cluster secret is bound to when it
+/// opens the internal layout endpoints (`range::peer_auth::open`).
+pub const LAYOUT_PROTOCOL: &str = "ataman-internal-layout/1";
 /// The first four bytes of a request.
 pub const REQUEST_MAGIC: [u8; 4] = *b"ATPQ";
 /// The first four bytes of a reply.
