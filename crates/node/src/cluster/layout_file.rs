@@ -30,6 +30,11 @@ pub const LAYOUT_TEMP_FILE: &str = "LAYOUT.tmp";
 pub const ACCEPTOR_FILE: &str = "LAYOUT-ACCEPTOR";
 /// The temporary file a new acceptor state is written to before the rename.
 pub const ACCEPTOR_TEMP_FILE: &str = "LAYOUT-ACCEPTOR.tmp";
+/// The next layout, chosen by the agreement but not acted on yet
+/// (`super::acceptor_node`): the node still serves with `LAYOUT`.
+pub const NEXT_FILE: &str = "LAYOUT-NEXT";
+/// The temporary file a new next layout is written to before the rename.
+pub const NEXT_TEMP_FILE: &str = "LAYOUT-NEXT.tmp";
 
 /// Why the layout file cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -170,6 +175,24 @@ pub fn load(dir: &Path) -> Result<Option<Layout>, LayoutFileError> {
 /// only after this returned.
 pub fn store_acceptor(dir: &Path, acceptor: &Acceptor) -> Result<(), LayoutFileError> {
     store_bytes(dir, ACCEPTOR_FILE, ACCEPTOR_TEMP_FILE, &acceptor.encode())
+}
+
+/// Writes the chosen next layout to `dir/LAYOUT-NEXT`, atomically and durably.
+pub fn store_next(dir: &Path, layout: &Layout) -> Result<(), LayoutFileError> {
+    store_bytes(dir, NEXT_FILE, NEXT_TEMP_FILE, &layout.encode())
+}
+
+/// The chosen next layout in `dir/LAYOUT-NEXT`, `None` when there is none.
+pub fn load_next(dir: &Path) -> Result<Option<Layout>, LayoutFileError> {
+    let Some(bytes) = load_bytes(dir, NEXT_FILE)? else {
+        return Ok(None);
+    };
+    Layout::decode(&bytes)
+        .map(Some)
+        .map_err(|source| LayoutFileError::Corrupt {
+            path: dir.join(NEXT_FILE).display().to_string(),
+            source,
+        })
 }
 
 /// The acceptor state in `dir/LAYOUT-ACCEPTOR`, or a fresh one for the slot

@@ -5,6 +5,12 @@
 //! - [`layout`]: a versioned layout (members, replication factor), its
 //!   validation, changes and byte codec.
 //! - [`agreement`]: single-decree Paxos choosing each next layout version.
+//! - [`agreement_wire`]: the agreement's messages between nodes, as bytes.
+//! - [`acceptor_node`]: a node's acceptor, durable before it answers, and
+//!   the chosen next layout (`LAYOUT-NEXT`), not acted on yet.
+//! - [`propose`]: a proposal run to its end over blocking calls, bounded.
+//! - [`change_request`]: a `POST /v0/layout` from its parameters to its
+//!   200, 409, 400 or 503, run off the network thread.
 //! - [`admission`]: what a layout change request gets before agreement
 //!   (propose, 200 for the same plan, 409, 400).
 //! - [`history`]: the live layouts of a transition and the trackers that
@@ -13,13 +19,17 @@
 //! - [`layout_file`]: `<data-dir>/LAYOUT`, and which layout a node starts
 //!   with (bootstrap from `--cluster`, or the stored one).
 
+pub mod acceptor_node;
 pub mod admission;
 pub mod agreement;
+pub mod agreement_wire;
+pub mod change_request;
 pub mod history;
 pub mod layout;
 pub mod layout_file;
 pub mod node_table;
 pub mod placement;
+pub mod propose;
 
 /// `host:port` of an `http(s)://host:port[/...]` URL (validated by the config).
 pub fn dial_address(url: &str) -> String {

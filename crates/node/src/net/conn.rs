@@ -587,7 +587,8 @@ impl Conn {
                 from,
             }),
             Action::InternalRange { start, end } => {
-                if !self.range_gate(ctx, route, started, &credential) {
+                let protocol = crate::range::peer_auth::RANGE_PROTOCOL;
+                if !self.range_gate(ctx, route, started, &credential, protocol) {
                     return;
                 }
                 Command::InternalRange { start, end }
@@ -661,9 +662,10 @@ impl Conn {
         }
     }
 
-    /// The internal range is a peer's: a CA-verified certificate
-    /// (`--tls-ca`) or the secret's proof ([`RANGE_PROTOCOL`]) opens it, a
-    /// client token never does. False when a challenge or refusal was queued.
+    /// An internal endpoint is a peer's: a CA-verified certificate
+    /// (`--tls-ca`) or the secret's proof bound to `protocol` (the
+    /// range's: [`RANGE_PROTOCOL`]) opens it, a client token never does.
+    /// False when a challenge or refusal was queued.
     ///
     /// [`RANGE_PROTOCOL`]: crate::range::peer_auth::RANGE_PROTOCOL
     fn range_gate(
@@ -672,12 +674,12 @@ impl Conn {
         route: Route,
         started: Instant,
         credential: &Credential,
+        protocol: &str,
     ) -> bool {
         let tls = ctx.shared.tls.as_ref();
         if tls.is_some_and(|t| t.verifies_peers()) && self.stream.peer_verified() {
             return true;
         }
-        let protocol = crate::range::peer_auth::RANGE_PROTOCOL;
         if ctx.shared.auth.secret.is_none()
             && let Some(why) = crate::tls::refuse_upgrade(tls, &self.stream)
         {

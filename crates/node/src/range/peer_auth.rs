@@ -2,7 +2,10 @@
 //! (`GET /v0/internal/range`): dial over TLS with `--tls-ca`, and with a
 //! cluster secret answer the peer's `401` challenge with the same HMAC
 //! proof as a peer upgrade (`auth::peer_proof`), on the same connection.
-//! The proof covers [`RANGE_PROTOCOL`], so it opens nothing else.
+//! The proof covers the name of what it opens ([`RANGE_PROTOCOL`] for the
+//! range), so it opens nothing else; other internal endpoints (the layout
+//! agreement's, `cluster::agreement_wire::LAYOUT_PROTOCOL`) dial the same way
+//! under their own name.
 
 use crate::auth::peer_proof;
 use crate::auth::secret::ClusterSecret;
@@ -71,7 +74,8 @@ fn read_head_raw<R: BufRead>(reader: &mut R) -> Result<Head, String> {
 }
 
 /// Dials `addr` (named `host`), over TLS when `tls` is given, sends
-/// `request(authorization)` and, with `secret`, answers a challenge once.
+/// `request(authorization)` and, with `secret`, answers a challenge once
+/// with a proof bound to `protocol`.
 /// Returns the reader positioned after a response head, and that head.
 pub fn open(
     sock: TcpStream,
@@ -79,6 +83,7 @@ pub fn open(
     timeout: Duration,
     tls: Option<Arc<rustls::ClientConfig>>,
     secret: Option<&ClusterSecret>,
+    protocol: &str,
     request: &dyn Fn(Option<&str>) -> String,
 ) -> Result<(BufReader<BlockingStream>, Vec<u8>), String> {
     let mut stream = match tls {
@@ -104,7 +109,7 @@ pub fn open(
         .map_err(|e| format!("peer's challenge: {e}"))?;
     let server = peer_proof::nonce_of(&params).map_err(|e| format!("peer's challenge: {e}"))?;
     let client = crate::peer::auth_dialer::fresh_nonce().ok_or("no randomness for a nonce")?;
-    let value = peer_proof::client_authorization(secret, RANGE_PROTOCOL, &server, &client, &[]);
+    let value = peer_proof::client_authorization(secret, protocol, &server, &client, &[]);
     let mut skip = vec![0u8; head.body];
     std::io::Read::read_exact(&mut reader, &mut skip).map_err(|e| format!("challenge: {e}"))?;
     let stream = reader.get_mut();

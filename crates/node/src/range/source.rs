@@ -251,9 +251,16 @@ fn open_peer(url: &str, plan: &Plan, shared: &Node<'_>) -> Result<Source, String
             e
         }
     };
-    let (reader, head) =
-        super::peer_auth::open(stream, &host, timeout, tls, shared.secret, &request)
-            .map_err(timed_out)?;
+    let (reader, head) = super::peer_auth::open(
+        stream,
+        &host,
+        timeout,
+        tls,
+        shared.secret,
+        super::peer_auth::RANGE_PROTOCOL,
+        &request,
+    )
+    .map_err(timed_out)?;
     read_head(&mut &head[..]).map_err(|e| e.to_string())?;
     let sock = match reader.get_ref() {
         crate::tls::blocking::BlockingStream::Plain(s) => s,

@@ -1,0 +1,125 @@
+use super::*;
+use crate::cluster::propose::tests::{BACKOFF, Cluster, grown, url, v1};
+
+/// Nodes 4 and 5 answer (they may be added); 6 does not.
+impl Reach for Cluster {
+    fn reachable(&self, url_: &str) -> bool {
+        !self.down.contains(url_) && [url(4), url(5)].iter().any(|u| u == url_)
+    }
+}
+
+fn add(p: u16) -> Change {
+    Change {
+        add: vec![url(p)],
+        ..Change::default()
+    }
+}
+
+fn ask(c: &Cluster, id: u64, version: u64, change: &Change) -> ChangeAnswer {
+    answer(&c.nodes[&url(1)], c, id, version, change, BACKOFF)
+}
+
+/// 200 with the new layout; the same plan again 200; another change for
+/// that version, or the next one while it is pending, 409; the current
+/// layout still the one served.
+#[test]
+fn chosen_then_conflicts() {
+    let c = Cluster::new();
+    assert_eq!(ask(&c, 1, 2, &add(4)), ChangeAnswer::Chosen(grown(4)));
+    assert_eq!(ask(&c, 1, 2, &add(4)), ChangeAnswer::Chosen(grown(4)));
+    for (version, change) in [(2, add(5)), (3, add(5)), (1, add(5))] {
+        match ask(&c, 1, version, &change) {
+            ChangeAnswer::Conflict(layout, _) => assert_eq!(layout, grown(4)),
+            other => panic!("version {version}: {other:?}"),
+        }
+    }
+    let node = c.nodes[&url(1)].lock().unwrap();
+    assert_eq!(node.current(), &v1());
+}
+
+/// 400: an unknown URL to remove, a member added, an impossible `R`, an
+/// added node that does not answer; nothing is proposed.
+#[test]
+fn invalid_requests() {
+    let c = Cluster::new();
+    let cases = [
+        Change {
+            remove: vec![url(9)],
+            ..Change::default()
+        },
+        add(2),
+        Change {
+            replication_factor: Some(4),
+            ..Change::default()
+        },
+        add(6),
+    ];
+    for change in cases {
+        let got = ask(&c, 1, 2, &change);
+        assert_eq!(got.status(), 400, "{change:?}: {got:?}");
+    }
+    for node in c.nodes.values() {
+        assert_eq!(node.lock().unwrap().next(), None);
+    }
+}
+
+/// 503 with two of three members down; the proposal is not chosen.
+#[test]
+fn no_majority_is_503() {
+    let mut c = Cluster::new();
+    c.down = [url(2), url(3)].into_iter().collect();
+    assert_eq!(ask(&c, 1, 2, &add(4)).status(), 503);
+    c.down.clear();
+    assert_eq!(ask(&c, 1, 2, &add(4)), ChangeAnswer::Chosen(grown(4)));
+}
+
+/// Two concurrent requests for version 2 with different changes: exactly
+/// one 200, the other 409.
+#[test]
+fn concurrent_requests_one_200() {
+    for run in 0..20 {
+        let c = Cluster::new();
+        let (a, b) = std::thread::scope(|s| {
+            let a = s.spawn(|| ask(&c, 11, 2, &add(4)));
+            let b = s.spawn(|| answer(&c.nodes[&url(2)], &c, 22, 2, &add(5), BACKOFF));
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        let mut codes = [a.status(), b.status()];
+        codes.sort();
+        assert_eq!(codes, [200, 409], "run {run}: {a:?} / {b:?}");
+    }
+}
+
+/// Parameters: repeated add and remove, one version and one `R`; anything
+/// else or a malformed number is refused.
+#[test]
+fn parameters() {
+    let (v, change) = parse([
+        ("version", "3"),
+        ("add", "http://a:1"),
+        ("remove", "http://b:1"),
+        ("add", "http://c:1"),
+        ("replication_factor", "2"),
+    ])
+    .unwrap();
+    assert_eq!(v, 3);
+    assert_eq!(change.add, vec!["http://a:1", "http://c:1"]);
+    assert_eq!(change.remove, vec!["http://b:1"]);
+    assert_eq!(change.replication_factor, Some(2));
+    for bad in [
+        vec![("add", "http://a:1")],
+        vec![("version", "x")],
+        vec![("version", "1"), ("version", "2")],
+        vec![("version", "1"), ("replication_factor", "-1")],
+        vec![("version", "1"), ("other", "1")],
+    ] {
+        assert!(parse(bad.clone()).is_err(), "{bad:?}");
+    }
+    let many: Vec<(&str, &str)> = std::iter::once(("version", "2"))
+        .chain(std::iter::repeat_n(
+            ("add", "http://a:1"),
+            CHANGE_URLS_MAX + 1,
+        ))
+        .collect();
+    assert!(parse(many).is_err());
+}
