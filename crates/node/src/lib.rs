@@ -232,9 +232,11 @@ fn bind_resp(config: &NodeConfig) -> Result<Option<std::net::TcpListener>, Strin
 /// over a stale list (docs/ARCHITECTURE.md, "Membership").
 /// A single node (a list of one) keeps no layout: its URL may change with
 /// every restart (`--listen 127.0.0.1:0`) and it has no peers to agree with.
-fn adopt_layout(config: &mut NodeConfig) -> Result<u64, Box<dyn std::error::Error>> {
+fn adopt_layout(
+    config: &mut NodeConfig,
+) -> Result<Option<cluster::membership::Membership>, Box<dyn std::error::Error>> {
     if config.cluster.len() <= 1 {
-        return Ok(1);
+        return Ok(None);
     }
     let layout = cluster::layout_file::open(
         &config.data_dir,
@@ -248,7 +250,10 @@ fn adopt_layout(config: &mut NodeConfig) -> Result<u64, Box<dyn std::error::Erro
     config.self_index = self_index;
     config.peer_via = via;
     config.replication_factor = layout.replication_factor;
-    Ok(layout.version)
+    let acceptor = cluster::acceptor_node::AcceptorNode::open(&config.data_dir, layout)?;
+    Ok(Some(cluster::membership::Membership::new(
+        self_url, acceptor,
+    )))
 }
 
 /// Loads the TLS files, if any, and makes SIGHUP reload them.
@@ -287,7 +292,10 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         },
     )
     .map_err(|e| format!("cannot open {}: {e}", config.data_dir.display()))?;
-    let layout_version = adopt_layout(&mut config)?;
+    let membership = adopt_layout(&mut config)?.map(Arc::new);
+    let layout_version = membership
+        .as_ref()
+        .map_or(1, |m| m.read(|s| s.acceptor.current().version));
     let refill = refill::Refill::start(&config.data_dir, config.refill)?;
     if refill.active() {
         tracing::info!(
@@ -350,6 +358,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         shutting_down: AtomicBool::new(false),
         inboxes,
         topology,
+        membership,
         hints: Arc::clone(&hints),
         peers,
         write_durability,

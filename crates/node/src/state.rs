@@ -189,6 +189,9 @@ pub struct NodeShared {
     pub inboxes: Vec<Arc<Inbox>>,
     /// The cluster.
     pub topology: Topology,
+    /// The live layouts and the acceptor (`None` for a single node, which
+    /// keeps no layout).
+    pub membership: Option<Arc<crate::cluster::membership::Membership>>,
     /// Writes peers missed, kept for them.
     pub hints: Arc<HintStore>,
     /// Each node's link status as this node sees it (index: node).

@@ -85,6 +85,7 @@ impl TestNode {
             db,
             hlc: Hlc::for_node(me),
             topology: Topology::new(urls.to_vec(), me),
+            membership: None,
             config,
             metrics: NodeMetrics::default(),
             connections: AtomicUsize::new(0),

@@ -16,6 +16,8 @@
 //! - [`history`]: the live layouts of a transition and the trackers that
 //!   decide write sets, read sets, copying, pruning and cleanup.
 //! - [`node_table`]: stable node indices across layout versions.
+//! - [`membership`]: the live history and the acceptor, shared by the
+//!   node's threads.
 //! - [`layout_file`]: `<data-dir>/LAYOUT`, and which layout a node starts
 //!   with (bootstrap from `--cluster`, or the stored one).
 
@@ -27,6 +29,7 @@ pub mod change_request;
 pub mod history;
 pub mod layout;
 pub mod layout_file;
+pub mod membership;
 pub mod node_table;
 pub mod placement;
 pub mod propose;
