@@ -9,6 +9,7 @@
 //! [`EXIT_NO_ANSWER`], [`EXIT_REPAIR_FAILED`].
 
 pub mod layout;
+mod layout_run;
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -295,15 +296,10 @@ fn execute(args: &CtlArgs, out: &mut dyn Write) -> Result<(), CtlError> {
             let total_ms = args.timeout_ms.unwrap_or(REPAIR_TIMEOUT_MS_DEFAULT).max(1);
             repair(&url, Duration::from_millis(total_ms), out)
         }
-        CtlCommand::Layout {
-            command: layout::LayoutCommand::Show,
-        } => {
-            let response = exchange(&url, "GET", "/v0/layout", None, timeout)?;
-            expect_status(&response, 200)?;
-            let doc: serde_json::Value = serde_json::from_slice(&response.body)
-                .map_err(|e| CtlError::Format(format!("/v0/layout: {e}")))?;
-            let text = layout::show_text(&doc).map_err(CtlError::Format)?;
-            write_out(out, text.as_bytes())
+        CtlCommand::Layout { command } => {
+            let total = args.timeout_ms.map(Duration::from_millis);
+            let io = timeout.min(Duration::from_millis(TIMEOUT_MS_DEFAULT));
+            layout_run::run(&url, command, io, total, out)
         }
         CtlCommand::Status => {
             let response = exchange(&url, "GET", "/v0/status", None, timeout)?;

@@ -1,12 +1,23 @@
-//! `ataman ctl layout show`: the layout a node runs with
-//! (`GET /v0/layout`, docs/API.md "Layout"), as text.
+//! `ataman ctl layout show|plan|apply|wait`: the cluster's layout
+//! (docs/API.md "Layout", docs/CTL.md).
 //!
-//! ```text
-//! layout version 1, replication factor 3, settled
-//! http://127.0.0.1:19401
-//! http://127.0.0.1:19402 (this node)
-//! http://127.0.0.1:19403
-//! ```
+//! - `show`: the layout a node runs with (`GET /v0/layout`), as text:
+//!
+//!   ```text
+//!   layout version 1, replication factor 3, settled
+//!   http://127.0.0.1:19401
+//!   http://127.0.0.1:19402 (this node)
+//!   http://127.0.0.1:19403
+//!   ```
+//! - `plan`: what a change would move, without changing anything: every
+//!   member answers `GET /v0/layout/plan?…` with what it would send to
+//!   each gaining node (each key once, from its first old replica); the
+//!   sums per node are printed ([`plan_text`]).
+//! - `apply`: `POST /v0/layout?version=N&…`; prints the layout chosen.
+//! - `wait`: polls `GET /v0/layout` until it is settled, printing each
+//!   change of progress ([`progress_line`]).
+
+use std::collections::BTreeMap;
 
 /// One `ataman ctl layout` command.
 #[derive(Debug, Clone, clap::Subcommand)]
@@ -14,6 +25,59 @@ pub enum LayoutCommand {
     /// Print the layout the node runs with: version, replication factor,
     /// whether it is settled, the members.
     Show,
+    /// Print the keys and bytes each node would send and receive for a
+    /// change, without changing anything.
+    Plan {
+        #[command(flatten)]
+        change: ChangeArgs,
+    },
+    /// Commit a change as layout version --version (the current one + 1).
+    Apply {
+        #[command(flatten)]
+        change: ChangeArgs,
+        /// The version the change becomes: the current version + 1.
+        #[arg(long)]
+        version: u64,
+    },
+    /// Wait until the layout is settled (no transition, nothing to move),
+    /// printing progress; bounded by --timeout-ms [default: 600000].
+    Wait,
+}
+
+/// A change as `plan` and `apply` name it.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ChangeArgs {
+    /// A node to add (its URL); repeatable.
+    #[arg(long)]
+    pub add: Vec<String>,
+    /// A member to remove (its URL); repeatable.
+    #[arg(long)]
+    pub remove: Vec<String>,
+    /// A new replication factor.
+    #[arg(long)]
+    pub replication_factor: Option<u64>,
+}
+
+impl ChangeArgs {
+    /// The query parameters naming the change (after any `version`).
+    pub fn query(&self) -> Vec<(&'static str, Vec<u8>)> {
+        let mut q = Vec::new();
+        for url in &self.add {
+            q.push(("add", url.as_bytes().to_vec()));
+        }
+        for url in &self.remove {
+            q.push(("remove", url.as_bytes().to_vec()));
+        }
+        if let Some(r) = self.replication_factor {
+            q.push(("replication_factor", r.to_string().into_bytes()));
+        }
+        q
+    }
+
+    /// True when the change names nothing.
+    pub fn is_empty(&self) -> bool {
+        self.add.is_empty() && self.remove.is_empty() && self.replication_factor.is_none()
+    }
 }
 
 /// The text of a `GET /v0/layout` document, or why it is not one.
@@ -39,18 +103,134 @@ pub fn show_text(doc: &serde_json::Value) -> Result<String, String> {
             ""
         }
     );
-    for node in field("nodes")?
-        .as_array()
-        .ok_or("\"nodes\" is not an array")?
-    {
-        let url = node.as_str().ok_or("a node is not a string")?;
-        out.push_str(url);
+    for url in members(doc)? {
+        out.push_str(&url);
         if url == me {
             out.push_str(" (this node)");
         }
         out.push('\n');
     }
     Ok(out)
+}
+
+/// The member URLs of a `GET /v0/layout` document.
+pub fn members(doc: &serde_json::Value) -> Result<Vec<String>, String> {
+    doc.get("nodes")
+        .ok_or("no \"nodes\"")?
+        .as_array()
+        .ok_or("\"nodes\" is not an array")?
+        .iter()
+        .map(|n| {
+            n.as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| "a node is not a string".to_owned())
+        })
+        .collect()
+}
+
+/// Keys and bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Volume {
+    /// Keys.
+    pub keys: u64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+/// Per node: what it sends and what it receives.
+pub type PlanTotals = BTreeMap<String, (Volume, Volume)>;
+
+/// Adds one node's plan answer (`{"self": URL, "sends": [{"to": URL,
+/// "keys": K, "bytes": B}, …]}`) to `totals`.
+pub fn add_plan(totals: &mut PlanTotals, doc: &serde_json::Value) -> Result<(), String> {
+    let from = doc
+        .get("self")
+        .and_then(|s| s.as_str())
+        .ok_or("a plan without \"self\"")?
+        .to_owned();
+    let sends = doc
+        .get("sends")
+        .and_then(|s| s.as_array())
+        .ok_or("a plan without a \"sends\" array")?;
+    for send in sends {
+        let to = send
+            .get("to")
+            .and_then(|s| s.as_str())
+            .ok_or("a send without \"to\"")?;
+        let number = |name: &str| {
+            send.get(name)
+                .and_then(|v| v.as_u64())
+                .ok_or(format!("a send without an integer \"{name}\""))
+        };
+        let v = Volume {
+            keys: number("keys")?,
+            bytes: number("bytes")?,
+        };
+        let sender = &mut totals.entry(from.clone()).or_default().0;
+        sender.keys += v.keys;
+        sender.bytes += v.bytes;
+        let receiver = &mut totals.entry(to.to_owned()).or_default().1;
+        receiver.keys += v.keys;
+        receiver.bytes += v.bytes;
+    }
+    totals.entry(from).or_default();
+    Ok(())
+}
+
+/// The plan as a table: one line per node, then the total moved.
+pub fn plan_text(totals: &PlanTotals) -> String {
+    let mut out = String::from("node\tsend_keys\tsend_bytes\treceive_keys\treceive_bytes\n");
+    let mut moved = Volume::default();
+    for (url, (send, receive)) in totals {
+        out.push_str(&format!(
+            "{url}\t{}\t{}\t{}\t{}\n",
+            send.keys, send.bytes, receive.keys, receive.bytes
+        ));
+        moved.keys += receive.keys;
+        moved.bytes += receive.bytes;
+    }
+    out.push_str(&format!(
+        "total\t{}\t{}\t{}\t{}\n",
+        moved.keys, moved.bytes, moved.keys, moved.bytes
+    ));
+    out
+}
+
+/// One line of `wait`'s progress from a `GET /v0/layout` document:
+/// the version, settled or moving, the copy totals when the node gives them.
+pub fn progress_line(doc: &serde_json::Value) -> Result<(String, bool), String> {
+    let version = doc
+        .get("version")
+        .and_then(|v| v.as_u64())
+        .ok_or("no integer \"version\"")?;
+    let settled = doc
+        .get("settled")
+        .and_then(|v| v.as_bool())
+        .ok_or("no boolean \"settled\"")?;
+    let mut sum = [0u64; 4];
+    let names = [
+        "keys_to_copy",
+        "keys_copied",
+        "bytes_to_copy",
+        "bytes_copied",
+    ];
+    for entry in doc
+        .get("moving")
+        .and_then(|m| m.as_array())
+        .map_or(&[][..], |a| a.as_slice())
+    {
+        for (total, name) in sum.iter_mut().zip(names) {
+            *total += entry.get(name).and_then(|v| v.as_u64()).unwrap_or(0);
+        }
+    }
+    let state = if settled { "settled" } else { "moving" };
+    Ok((
+        format!(
+            "layout version {version}: {state}, keys copied {}/{}, bytes copied {}/{}\n",
+            sum[1], sum[0], sum[3], sum[2]
+        ),
+        settled,
+    ))
 }
 
 #[cfg(test)]
@@ -69,5 +249,70 @@ mod tests {
             "layout version 2, replication factor 2, settled\nhttp://a:1\nhttp://b:2 (this node)\n"
         );
         assert!(show_text(&serde_json::json!({"version": "x"})).is_err());
+    }
+
+    /// Sends add up per sender and per receiver; a node that sends nothing
+    /// still has its line; the total counts each key once.
+    #[test]
+    fn plan_sums() {
+        let mut totals = PlanTotals::new();
+        let a = serde_json::json!({"self": "http://a:1", "sends": [
+            {"to": "http://d:4", "keys": 3, "bytes": 300}]});
+        let b = serde_json::json!({"self": "http://b:2", "sends": [
+            {"to": "http://d:4", "keys": 2, "bytes": 50}]});
+        let c = serde_json::json!({"self": "http://c:3", "sends": []});
+        for doc in [&a, &b, &c] {
+            add_plan(&mut totals, doc).unwrap();
+        }
+        assert_eq!(
+            plan_text(&totals),
+            "node\tsend_keys\tsend_bytes\treceive_keys\treceive_bytes\n\
+             http://a:1\t3\t300\t0\t0\n\
+             http://b:2\t2\t50\t0\t0\n\
+             http://c:3\t0\t0\t0\t0\n\
+             http://d:4\t0\t0\t5\t350\n\
+             total\t5\t350\t5\t350\n"
+        );
+        let bad = serde_json::json!({"self": "x", "sends": [{"to": "y", "keys": -1}]});
+        assert!(add_plan(&mut totals, &bad).is_err());
+    }
+
+    /// Progress sums the per-node figures; settled ends the wait.
+    #[test]
+    fn progress() {
+        let doc = serde_json::json!({"version": 3, "settled": false, "moving": [
+            {"url": "a", "keys_to_copy": 10, "keys_copied": 4, "bytes_to_copy": 100, "bytes_copied": 40},
+            {"url": "b", "keys_to_copy": 0, "keys_copied": 0, "bytes_to_copy": 0, "bytes_copied": 0}]});
+        let (line, settled) = progress_line(&doc).unwrap();
+        assert_eq!(
+            line,
+            "layout version 3: moving, keys copied 4/10, bytes copied 40/100\n"
+        );
+        assert!(!settled);
+        assert!(progress_line(&serde_json::json!({"version": 3})).is_err());
+    }
+
+    /// The change's query names every part, in order.
+    #[test]
+    fn change_query() {
+        let c = ChangeArgs {
+            add: vec!["http://d:4".into()],
+            remove: vec!["http://a:1".into()],
+            replication_factor: Some(2),
+        };
+        let q: Vec<(&str, String)> = c
+            .query()
+            .into_iter()
+            .map(|(k, v)| (k, String::from_utf8(v).unwrap()))
+            .collect();
+        assert_eq!(
+            q,
+            vec![
+                ("add", "http://d:4".to_owned()),
+                ("remove", "http://a:1".to_owned()),
+                ("replication_factor", "2".to_owned())
+            ]
+        );
+        assert!(ChangeArgs::default().is_empty() && !c.is_empty());
     }
 }
