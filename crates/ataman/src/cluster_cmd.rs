@@ -1,7 +1,8 @@
 //! `ataman cluster`: run a local cluster in the foreground, or show a
 //! running cluster's state (documented in docs/CLUSTER.md).
 //!
-//! Layout: [`start`] spawns and supervises the `ataman serve` children,
+//! Layout: [`start`] spawns and supervises the `ataman serve` children
+//! (and those [`grow`]'s `add` asks for, through [`local_members`]),
 //! [`status`] samples `GET /v0/cluster` of every node and prints the
 //! table, [`view`] parses that JSON leniently.
 //!
@@ -9,6 +10,8 @@
 //! it cannot start (or every node died); `status` exits [`EXIT_OK`] when
 //! every node answered and [`EXIT_NO_ANSWER`] otherwise (2 on bad usage).
 
+pub mod grow;
+pub mod local_members;
 pub mod start;
 pub mod status;
 pub mod view;
@@ -34,6 +37,10 @@ pub enum ClusterCommand {
     Start(start::StartArgs),
     /// Show every node's view of the cluster and its request rates.
     Status(status::StatusArgs),
+    /// Add a node to the local cluster `cluster start` runs in --dir.
+    Add(grow::AddArgs),
+    /// Remove node --node from the local cluster `cluster start` runs in --dir.
+    Remove(grow::RemoveArgs),
 }
 
 /// Runs one `ataman cluster` command and returns the process exit code.
@@ -50,6 +57,8 @@ pub fn run(args: ClusterArgs) -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        ClusterCommand::Add(args) => grown(grow::add(&args), "add"),
+        ClusterCommand::Remove(args) => grown(grow::remove(&args), "remove"),
         ClusterCommand::Status(args) => match status::run(&args) {
             Ok(true) => ExitCode::from(EXIT_OK),
             Ok(false) => ExitCode::from(EXIT_NO_ANSWER),
@@ -58,5 +67,16 @@ pub fn run(args: ClusterArgs) -> ExitCode {
                 ExitCode::from(e.exit_code())
             }
         },
+    }
+}
+
+/// The exit of `cluster add|remove`: 0, or the error on stderr and 1.
+fn grown(result: Result<(), grow::GrowError>, what: &str) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ataman cluster {what}: {e}");
+            ExitCode::FAILURE
+        }
     }
 }

@@ -12,11 +12,12 @@
 //! others keep running. Each child's stderr is copied to ours, every line
 //! prefixed with `node i: `; its stdout (the listening line) is dropped.
 
+use super::local_members::{self, Supervisor};
 use crate::http_client::exchange::exchange;
 use crate::http_client::url::BaseUrl;
 use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -39,6 +40,8 @@ pub const STOP_TIMEOUT_MS: u64 = 15_000;
 pub const SUPERVISE_INTERVAL_MS: u64 = 50;
 /// Bound on one readiness probe, in ms.
 pub const PROBE_TIMEOUT_MS: u64 = 1_000;
+/// Pause between two looks for nodes `cluster add|remove` asked for, in ms.
+pub const ADOPT_INTERVAL_MS: u64 = 500;
 
 /// `ataman cluster start` arguments.
 #[derive(Debug, Clone, clap::Args)]
@@ -162,6 +165,7 @@ fn install_signal_handlers() -> Result<(), StartError> {
 struct Member {
     index: usize,
     url: String,
+    resp: String,
     data_dir: PathBuf,
     child: Child,
     /// Set once the child was reaped.
@@ -225,36 +229,97 @@ fn copy_stderr(index: usize, child: &mut Child) -> Option<JoinHandle<()>> {
         .ok()
 }
 
-fn spawn(
-    exe: &Path,
-    index: usize,
-    urls: &[String],
-    resp: &str,
-    data_dir: PathBuf,
-    serve_args: &[String],
-) -> Result<Member, StartError> {
-    let url = urls[index].clone();
-    let listen = ataman_node::tls::strip_scheme(&url).to_string();
-    let mut child = Command::new(exe)
-        .arg("serve")
-        .args(["--listen", &listen, "--resp-listen", resp, "--data-dir"])
-        .arg(&data_dir)
-        .args(["--cluster", &urls.join(","), "--self", &url])
-        .args(serve_args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| StartError::Spawn { index, source })?;
-    let stderr_copy = copy_stderr(index, &mut child);
-    Ok(Member {
-        index,
-        url,
-        data_dir,
-        child,
-        exited: None,
-        stderr_copy,
-    })
+/// How the supervisor starts a node: the executable, the directory, the
+/// ports, the arguments every node gets.
+struct Launch {
+    exe: PathBuf,
+    dir: PathBuf,
+    supervisor: Supervisor,
+    /// The `--cluster` list of the nodes `--nodes` names.
+    urls: Vec<String>,
+    serve_args: Vec<String>,
+}
+
+impl Launch {
+    /// Starts node `index`: a member of the `--cluster` list, or with
+    /// `--join SEED` when `join` names a seed (`cluster add`).
+    fn spawn(&self, index: usize, join: Option<&str>) -> Result<Member, StartError> {
+        let range = || StartError::PortRange {
+            base: self.supervisor.base_port,
+            nodes: index + 1,
+        };
+        let url = self.supervisor.url(index).ok_or_else(range)?;
+        let resp = format!(
+            "127.0.0.1:{}",
+            self.supervisor.resp_port(index).ok_or_else(range)?
+        );
+        let data_dir = local_members::node_dir(&self.dir, index);
+        let listen = ataman_node::tls::strip_scheme(&url).to_string();
+        let mut command = Command::new(&self.exe);
+        command
+            .arg("serve")
+            .args(["--listen", &listen, "--resp-listen", &resp, "--data-dir"])
+            .arg(&data_dir);
+        match join {
+            Some(seed) => command.args(["--self", &url, "--join", seed]),
+            None => command.args(["--cluster", &self.urls.join(","), "--self", &url]),
+        };
+        let mut child = command
+            .args(&self.serve_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|source| StartError::Spawn { index, source })?;
+        let stderr_copy = copy_stderr(index, &mut child);
+        Ok(Member {
+            index,
+            url,
+            resp,
+            data_dir,
+            child,
+            exited: None,
+            stderr_copy,
+        })
+    }
+
+    /// Nodes `cluster add` asked for that are not running yet: started.
+    /// Nodes `cluster remove` removed that still run: SIGTERMed.
+    fn adopt(&self, members: &mut Vec<Member>, reported: &mut Vec<bool>) {
+        for k in local_members::node_indices(&self.dir) {
+            let known = members.iter().any(|m| m.index == k);
+            let removed = local_members::is_removed(&self.dir, k);
+            let seed = local_members::join_seed(&self.dir, k);
+            if let (false, false, Some(seed)) = (known, removed, seed) {
+                match self.spawn(k, Some(&seed)) {
+                    Ok(member) => {
+                        eprintln!(
+                            "ataman cluster: node {k}: {}, resp {} joining through {seed} (data {}, pid {})",
+                            member.url,
+                            member.resp,
+                            member.data_dir.display(),
+                            member.child.id()
+                        );
+                        members.push(member);
+                        reported.push(false);
+                    }
+                    Err(e) => tracing::warn!(node = k, "cluster: {e}"),
+                }
+            }
+        }
+        for (member, reported) in members.iter_mut().zip(reported.iter_mut()) {
+            if !*reported && local_members::is_removed(&self.dir, member.index) {
+                *reported = true;
+                if !member.poll_exit() {
+                    member.sigterm();
+                }
+                eprintln!(
+                    "ataman cluster: node {} ({}) was removed from the layout; stopping it",
+                    member.index, member.url
+                );
+            }
+        }
+    }
 }
 
 fn answers_status(url: &str) -> bool {
@@ -324,10 +389,17 @@ fn stop_all(members: &mut [Member]) {
     }
 }
 
-/// Runs until a stop signal; returns an error if every node exited.
-fn supervise(members: &mut [Member]) -> Result<(), StartError> {
+/// Runs until a stop signal, starting and stopping the nodes `cluster
+/// add|remove` ask for every [`ADOPT_INTERVAL_MS`]; returns an error if
+/// every node exited.
+fn supervise(members: &mut Vec<Member>, launch: &Launch) -> Result<(), StartError> {
     let mut reported = vec![false; members.len()];
+    let mut adopted_at = Instant::now();
     while !STOP.load(Ordering::SeqCst) {
+        if adopted_at.elapsed() >= Duration::from_millis(ADOPT_INTERVAL_MS) {
+            adopted_at = Instant::now();
+            launch.adopt(members, &mut reported);
+        }
         for (member, reported) in members.iter_mut().zip(reported.iter_mut()) {
             if !*reported
                 && member.poll_exit()
@@ -375,10 +447,6 @@ pub fn run(args: &StartArgs) -> Result<(), StartError> {
         .or(args.base_port.checked_add(RESP_PORT_OFFSET));
     let resp_ports = ports_from(resp_base)?;
     check_ports(&[ports.as_slice(), resp_ports.as_slice()].concat())?;
-    let resp_addrs: Vec<String> = resp_ports
-        .iter()
-        .map(|port| format!("127.0.0.1:{port}"))
-        .collect();
     let exe = std::env::current_exe().map_err(StartError::Exe)?;
     let tls_args = match &args.certs_dir {
         Some(dir) => {
@@ -400,20 +468,41 @@ pub fn run(args: &StartArgs) -> Result<(), StartError> {
         .into_iter()
         .chain(args.serve_args.iter().cloned())
         .collect();
-    let mut dirs = Vec::with_capacity(args.nodes);
     for i in 0..args.nodes {
-        let path = args.dir.join(format!("node-{i}"));
+        let path = local_members::node_dir(&args.dir, i);
         std::fs::create_dir_all(&path).map_err(|source| StartError::Dir {
             path: path.clone(),
             source,
         })?;
-        dirs.push(path);
     }
+    let launch = Launch {
+        exe,
+        dir: args.dir.clone(),
+        supervisor: Supervisor {
+            pid: std::process::id(),
+            scheme: scheme.to_owned(),
+            base_port: args.base_port,
+            resp_base_port: resp_ports[0],
+            nodes: args.nodes,
+        },
+        urls,
+        serve_args,
+    };
+    let file = args.dir.join(local_members::SUPERVISOR_FILE);
+    std::fs::write(&file, launch.supervisor.render())
+        .map_err(|source| StartError::Dir { path: file, source })?;
     install_signal_handlers()?;
     let mut members = Vec::with_capacity(args.nodes);
     let mut result = Ok(());
-    for (index, dir) in dirs.into_iter().enumerate() {
-        match spawn(&exe, index, &urls, &resp_addrs[index], dir, &serve_args) {
+    let starting = local_members::node_indices(&args.dir)
+        .into_iter()
+        .filter(|&k| !local_members::is_removed(&args.dir, k))
+        .filter_map(|k| match local_members::join_seed(&args.dir, k) {
+            Some(seed) => Some((k, Some(seed))),
+            None => (k < args.nodes).then_some((k, None)),
+        });
+    for (index, seed) in starting {
+        match launch.spawn(index, seed.as_deref()) {
             Ok(member) => members.push(member),
             Err(e) => {
                 result = Err(e);
@@ -429,7 +518,7 @@ pub fn run(args: &StartArgs) -> Result<(), StartError> {
                         "node {}: {}, resp {} (data {}, pid {})",
                         member.index,
                         member.url,
-                        resp_addrs[member.index],
+                        member.resp,
                         member.data_dir.display(),
                         member.child.id()
                     );
@@ -438,7 +527,7 @@ pub fn run(args: &StartArgs) -> Result<(), StartError> {
                     "ataman cluster: {} nodes up; SIGINT (Ctrl-C) or SIGTERM stops them",
                     members.len()
                 );
-                supervise(&mut members)
+                supervise(&mut members, &launch)
             }
             Ok(false) => Ok(()),
             Err(e) => Err(e),
