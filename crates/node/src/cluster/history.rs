@@ -22,8 +22,16 @@
 //!   transition, the one before it: one transition at a time
 //!   ([`History::begin`] refuses a version past current + 1, and a new one
 //!   while a transition is under way).
-//! - "Every node" is every member of a live version (the old members and
-//!   the new ones).
+//! - "Every node" is every member of the newest version ([`History::counted_nodes`]):
+//!   a node the newest version removes is not waited for, so a dead node
+//!   can be removed or replaced. That is safe because of the fence: a node
+//!   that knows a version refuses peer requests from a coordinator on an
+//!   older one, and a node raises its `ack` only once it refuses them. So
+//!   once copying starts (every counted node acked), a removed node that
+//!   never learned the change can no longer get a write acknowledged
+//!   (it would need `ack` replicas, and the others refuse it), and every
+//!   write it had acknowledged before is on a surviving old replica
+//!   whenever `ack >= 2`.
 //! - Writes go to each live version's replica set of the key and need
 //!   `ack` acknowledgements in each set ([`History::write_sets`]).
 //! - Copying for version `v` may start once `min(ack) >= v`: from then on
@@ -207,8 +215,20 @@ impl History {
             .collect()
     }
 
+    /// The nodes whose trackers a decision waits for: every member of a
+    /// live version except those the newest version removes (see the
+    /// module's rules: a removed node may be dead, and the fence keeps it
+    /// from mattering).
+    pub fn counted_nodes(&self) -> BTreeSet<String> {
+        let current = self.current();
+        self.all_nodes()
+            .into_iter()
+            .filter(|n| current.is_member(n))
+            .collect()
+    }
+
     fn min(&self, which: Tracker) -> u64 {
-        let nodes = self.all_nodes();
+        let nodes = self.counted_nodes();
         self.trackers.min_over(which, &nodes)
     }
 

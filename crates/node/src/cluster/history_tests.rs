@@ -130,6 +130,8 @@ enum Plant {
     CleanupEarly,
     CopyEarly,
     OneSource,
+    /// Replicas accept writes from a coordinator on an older version.
+    NoFence,
 }
 
 const ACK: usize = 2;
@@ -139,6 +141,25 @@ const ACK: usize = 2;
 /// `old` to `new` mid-run, copying, gossip, prune and cleanup at random
 /// moments. Returns the first stale read found.
 fn model(seed: u64, old: &Layout, new: &Layout, plant: Plant) -> Option<String> {
+    model_with(seed, old, new, plant, false)
+}
+
+/// [`model`]; with `isolate`, the node the new layout removes (if any) is
+/// cut off from the transition: it never learns the new version (raises
+/// no tracker, serves no copy) and keeps coordinating writes on the old
+/// layout, which replicas that know the new version refuse (the fence).
+fn model_with(
+    seed: u64,
+    old: &Layout,
+    new: &Layout,
+    plant: Plant,
+    isolate: bool,
+) -> Option<String> {
+    let isolated: Option<String> = old
+        .nodes
+        .iter()
+        .find(|n| isolate && !new.is_member(n))
+        .cloned();
     let mut rng = Rng::new(seed);
     let nodes: Vec<String> = [1, 2, 3, 4, 5].iter().map(|&p| url(p)).collect();
     let mut stores: BTreeMap<&str, BTreeMap<u32, u64>> = nodes
@@ -159,27 +180,43 @@ fn model(seed: u64, old: &Layout, new: &Layout, plant: Plant) -> Option<String> 
             // A write through a random coordinator of the current layout.
             let key = rng.below(u64::from(keys)) as u32;
             let kb = key.to_string();
-            let coordinator = rng.pick(&h.current().nodes).unwrap().clone();
-            let knows_new = h.trackers().get(Tracker::Ack, &coordinator) >= h.current().version;
+            let mut pool = h.current().nodes.clone();
+            pool.extend(isolated.iter().cloned());
+            let coordinator = rng.pick(&pool).unwrap().clone();
+            let knows = |h: &History, n: &str| h.trackers().get(Tracker::Ack, n) >= new.version;
+            let knows_new = Some(&coordinator) != isolated.as_ref() && knows(&h, &coordinator);
             ts += 1;
-            let mut sets = h.write_sets(kb.as_bytes());
+            let mut sets = if Some(&coordinator) == isolated.as_ref() {
+                vec![old.replicas(kb.as_bytes())]
+            } else {
+                h.write_sets(kb.as_bytes())
+            };
             if !knows_new || plant == Plant::WritesSkipNew {
                 sets.truncate(1);
             }
+            // The fence: a replica that knows the new version refuses a
+            // coordinator that does not (a node never refuses itself).
+            let refuses =
+                |n: &str| plant != Plant::NoFence && !knows_new && n != coordinator && knows(&h, n);
             let mut reached: Vec<&str> = Vec::new();
+            let mut acknowledged = true;
             for set in sets {
                 let mut have = set.iter().filter(|n| reached.contains(n)).count();
-                let mut order = set.clone();
-                while have < ACK {
+                let mut order: Vec<&str> = set.iter().copied().filter(|n| !refuses(n)).collect();
+                while have < ACK && !order.is_empty() {
                     let n = order.swap_remove(rng.index(order.len()));
                     if !reached.contains(&n) {
                         reached.push(n);
                         have += 1;
                     }
                 }
+                acknowledged &= have >= ACK;
             }
             for n in reached {
                 stores.get_mut(n).unwrap().insert(key, ts);
+            }
+            if !acknowledged {
+                continue;
             }
             acked.insert(key, ts);
         } else if roll < 70 {
@@ -206,10 +243,15 @@ fn model(seed: u64, old: &Layout, new: &Layout, plant: Plant) -> Option<String> 
         } else if roll < 80 {
             // A node learns the new version: it acks it.
             let n = rng.pick(&nodes).unwrap().clone();
-            h.raise(Tracker::Ack, &n, h.current().version);
+            if Some(&n) != isolated.as_ref() {
+                h.raise(Tracker::Ack, &n, h.current().version);
+            }
         } else if roll < 88 {
             // A node copies what it gains, then says it is synced.
             let n = rng.pick(&nodes).unwrap().clone();
+            if Some(&n) == isolated.as_ref() {
+                continue;
+            }
             let may = h.copy_may_start() || (plant == Plant::CopyEarly && h.in_transition());
             if may && !copied.get(&n).copied().unwrap_or(false) {
                 for key in 0..keys {
@@ -218,6 +260,7 @@ fn model(seed: u64, old: &Layout, new: &Layout, plant: Plant) -> Option<String> 
                         continue;
                     }
                     let mut sources = h.sources(kb.as_bytes());
+                    sources.retain(|s| Some(*s) != isolated.as_deref());
                     if plant == Plant::OneSource {
                         sources.truncate(1);
                     }
@@ -235,6 +278,9 @@ fn model(seed: u64, old: &Layout, new: &Layout, plant: Plant) -> Option<String> 
             }
         } else if roll < 95 {
             let n = rng.pick(&nodes).unwrap().clone();
+            if Some(&n) == isolated.as_ref() {
+                continue;
+            }
             h.observe_synced(&n);
             h.prune();
         } else {
@@ -273,6 +319,40 @@ fn model_runs_read_every_acknowledged_write() {
             assert_eq!(model(seed, &old, &new, Plant::None), None);
         }
     }
+}
+
+/// A removed node cut off from the transition (dead, or partitioned and
+/// still coordinating on the old layout) neither stalls it nor loses an
+/// acknowledged write: the transition settles without it, and the fence
+/// keeps its late writes from being acknowledged; with the fence planted
+/// away, a late write is lost.
+#[test]
+fn isolated_removed_node_neither_stalls_nor_loses_writes() {
+    let replace = (layout(1, &[1, 2, 3], 3), layout(2, &[1, 2, 4], 3));
+    let shrink = (layout(1, &[1, 2, 3, 4], 3), layout(2, &[1, 2, 3], 3));
+    for (old, new) in [&replace, &shrink] {
+        for seed in 0..300 {
+            assert_eq!(model_with(seed, old, new, Plant::None, true), None);
+        }
+        // It settles without the isolated node's trackers.
+        let mut h = History::settled(old.clone());
+        h.begin(new.clone()).unwrap();
+        for which in [Tracker::Ack, Tracker::Sync] {
+            for n in &new.nodes {
+                h.raise(which, n, 2);
+            }
+        }
+        for n in &new.nodes {
+            h.observe_synced(n);
+        }
+        assert!(h.prune(), "the removed node's trackers are not waited for");
+    }
+    let caught = [&replace, &shrink]
+        .iter()
+        .flat_map(|(old, new)| (0..300).map(move |seed| (seed, old, new)))
+        .filter(|(seed, old, new)| model_with(*seed, old, new, Plant::NoFence, true).is_some())
+        .count();
+    assert!(caught > 0, "a missing fence was never caught");
 }
 
 /// Negative controls: each rule broken on purpose is caught on some seed.
