@@ -286,9 +286,10 @@ impl ReplicationIo {
             }
             Action::RemoveHints { node, seqs } => {
                 shared.hints.remove(ctx.placement().url(node), &seqs);
-                shared.peers[node]
-                    .hints_delivered
-                    .fetch_add(seqs.len() as u64, Ordering::Relaxed);
+                if let Some(peer) = shared.peers.get(node) {
+                    peer.hints_delivered
+                        .fetch_add(seqs.len() as u64, Ordering::Relaxed);
+                }
             }
         }
     }
@@ -310,9 +311,10 @@ impl ReplicationIo {
                 .metrics
                 .read_repairs
                 .fetch_add(1, Ordering::Relaxed);
-            ctx.shared.peers[node]
-                .repairs
-                .fetch_add(1, Ordering::Relaxed);
+            // A table past `NODES_MAX` indices has no status (nor link) for the rest.
+            if let Some(peer) = ctx.shared.peers.get(node) {
+                peer.repairs.fetch_add(1, Ordering::Relaxed);
+            }
         }
         let deadline = self.epoch + Duration::from_millis(deadline_ms);
         let sent = match self.links.get_mut(node).and_then(Option::as_mut) {
@@ -500,6 +502,19 @@ fn placed_request(
         ReplicaOp::Read => placement.read(&request.key, request.from),
         ReplicaOp::Write(_) => placement.write(&request.key, request.from),
     };
+    if let Some(&past) = placed
+        .replicas
+        .iter()
+        .find(|&&r| r >= crate::hlc::NODES_MAX)
+    {
+        // The table only grows; past `NODES_MAX` indices a node has no link.
+        let why = format!(
+            "{} has node index {past}, past {}: restart this node to renumber",
+            placement.url(past),
+            crate::hlc::NODES_MAX
+        );
+        return Err((request.reply_to, why));
+    }
     if request.ack == 0 || request.ack > placed.replicas.len() {
         let why = format!(
             "ack={} of {} replicas under layout version {}: the layout changed; retry",
