@@ -87,7 +87,7 @@ pub fn run_round(node: &Node<'_>, number: u64) -> RoundReport {
     match node.read_view() {
         Ok(view) => round_with(&node.with_view(&view), number),
         Err(why) => {
-            tracing::info!(round = number, "anti-entropy round skipped: {why}");
+            tracing::debug!(round = number, "anti-entropy round skipped: {why}");
             RoundReport {
                 round: number,
                 started_ms: now_ms(),
