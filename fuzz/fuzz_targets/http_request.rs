@@ -17,6 +17,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         let cfg = RouteConfig {
             key_bytes_max: 64,
             cluster_size: 3,
+            from_default: 3,
         };
         let _ = route(&head, cfg);
     }

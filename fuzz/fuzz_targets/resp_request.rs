@@ -18,6 +18,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         key_bytes_max: 64,
         value_bytes_max: 1024,
         cluster_size: 3,
+        from_default: 3,
     };
     let mut session = Session::new(1, table_limits);
     let mut at = 0;

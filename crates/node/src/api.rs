@@ -165,8 +165,11 @@ impl Route {
 pub struct RouteConfig {
     /// Longest key after percent-decoding.
     pub key_bytes_max: usize,
-    /// Nodes in the cluster (1 for a single node).
+    /// Nodes in the cluster (1 for a single node): the read layout's
+    /// members, `from`'s bound.
     pub cluster_size: u32,
+    /// `from` when a request names none: `R` of the read layout.
+    pub from_default: u32,
 }
 
 fn bad(msg: impl Into<String>) -> Action {
@@ -276,7 +279,17 @@ pub fn replication(
     params_from: Option<u32>,
     cluster_size: u32,
 ) -> Result<(u32, u32), String> {
-    let from = params_from.unwrap_or(cluster_size);
+    replication_with(params_ack, params_from, cluster_size, cluster_size)
+}
+
+/// [`replication`] with `from` = `from_default` when none is given (`R`).
+pub fn replication_with(
+    params_ack: Option<u32>,
+    params_from: Option<u32>,
+    cluster_size: u32,
+    from_default: u32,
+) -> Result<(u32, u32), String> {
+    let from = params_from.unwrap_or(from_default.min(cluster_size));
     let ack = params_ack.unwrap_or(from / 2 + 1);
     if from == 0 || from > cluster_size {
         return Err(format!(
@@ -307,7 +320,8 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
                 let [id, ack, from, ttl] = params.pick(["id", "ack", "from", ttl::TTL_PARAM]);
                 let key = key_param(id, true, cfg)?.unwrap_or_default();
                 let (ack, from) = (number(ack)?, number(from)?);
-                let (ack, from) = replication(ack, from, cfg.cluster_size).map_err(bad)?;
+                let (ack, from) =
+                    replication_with(ack, from, cfg.cluster_size, cfg.from_default).map_err(bad)?;
                 let ttl_ms = match ttl.one()? {
                     None => None,
                     Some(_) if route != Route::EntityPut => {
@@ -342,7 +356,9 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
                     None | Some(b"0") => Ok::<_, Action>(Action::Range { start, end }),
                     Some(b"1") => {
                         let (ack, from) = (number(ack)?, number(from)?);
-                        let (ack, from) = replication(ack, from, cfg.cluster_size).map_err(bad)?;
+                        let (ack, from) =
+                            replication_with(ack, from, cfg.cluster_size, cfg.from_default)
+                                .map_err(bad)?;
                         Ok(Action::ClusterRange {
                             start,
                             end,
@@ -418,6 +434,7 @@ mod tests {
     const CFG: RouteConfig = RouteConfig {
         key_bytes_max: 8,
         cluster_size: 1,
+        from_default: 1,
     };
 
     fn act(req: &str) -> Action {
@@ -507,6 +524,7 @@ mod tests {
         let cfg = RouteConfig {
             key_bytes_max: 8,
             cluster_size: 5,
+            from_default: 5,
         };
         let act5 = |req: &str| {
             let limits = Limits {

@@ -332,16 +332,18 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         clock = clock.set_offset_hook(Arc::clone(&switches.clock_offset_ms));
     }
     let topology = cluster::Topology::new(config.cluster.clone(), config.self_index)
-        .with_version(layout_version);
-    let peers = (0..topology.len())
-        .map(|i| {
-            peer::link::PeerStatus::new(if i == config.self_index {
-                peer::link::LinkState::Myself
-            } else {
-                peer::link::LinkState::Idle
-            })
-        })
-        .collect();
+        .with_version(layout_version)
+        .with_replication_factor(config.replication_factor)
+        .with_via(config.peer_via.clone());
+    let placement = cluster::live::LivePlacement::new(
+        &config.cluster,
+        config.self_index,
+        &config.peer_via,
+        config.replication_factor,
+        layout_version,
+        membership.clone(),
+    );
+    let peers = NodeShared::peer_statuses(placement.get().self_index());
     let (antientropy, sync_receiver) =
         antientropy::AntiEntropy::new(config.anti_entropy_rate_bytes);
     let tls = start_tls(&config)?;
@@ -359,6 +361,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         inboxes,
         topology,
         membership,
+        placement,
         hints: Arc::clone(&hints),
         peers,
         write_durability,

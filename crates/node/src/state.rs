@@ -14,6 +14,7 @@
 
 use crate::api::RouteConfig;
 use crate::cluster::Topology;
+use crate::cluster::live::{LivePlacement, Placement};
 use crate::config::NodeConfig;
 use crate::hints::HintStore;
 use crate::hlc::Hlc;
@@ -187,14 +188,20 @@ pub struct NodeShared {
     pub shutting_down: AtomicBool,
     /// Each thread's inbox.
     pub inboxes: Vec<Arc<Inbox>>,
-    /// The cluster.
+    /// The layout the node started with (`--cluster`, or the stored
+    /// layout's members). Only `GET /v0/layout` still reads it; everything
+    /// that knows about replicas follows [`NodeShared::placement`].
     pub topology: Topology,
     /// The live layouts and the acceptor (`None` for a single node, which
     /// keeps no layout).
     pub membership: Option<Arc<crate::cluster::membership::Membership>>,
+    /// The live placement, following `membership` (see [`LivePlacement`]).
+    pub placement: LivePlacement,
     /// Writes peers missed, kept for them.
     pub hints: Arc<HintStore>,
-    /// Each node's link status as this node sees it (index: node).
+    /// Each node's link status as this node sees it (index: the node
+    /// table's; [`crate::hlc::NODES_MAX`] of them, so a node the table
+    /// gains has one at once; only the placement's `len()` first are used).
     pub peers: Vec<PeerStatus>,
     /// When the engine acknowledges a client's or a peer's write:
     /// `Complete` (after the WAL made it durable), except under the
@@ -218,11 +225,30 @@ impl NodeShared {
         self.shutting_down.load(Ordering::Acquire)
     }
 
+    /// The current placement (rebuilt first if the membership changed).
+    pub fn placement(&self) -> Arc<Placement> {
+        self.placement.get()
+    }
+
+    /// Link statuses for `peers`: one per possible node index, node
+    /// `self_index` marked as this node.
+    pub fn peer_statuses(self_index: usize) -> Vec<PeerStatus> {
+        (0..crate::hlc::NODES_MAX)
+            .map(|i| {
+                PeerStatus::new(if i == self_index {
+                    crate::peer::link::LinkState::Myself
+                } else {
+                    crate::peer::link::LinkState::Idle
+                })
+            })
+            .collect()
+    }
+
     /// What a cluster range's thread uses of the node.
     pub fn range_node(&self) -> crate::range::source::Node<'_> {
         crate::range::source::Node {
             db: &self.db,
-            topology: &self.topology,
+            placement: &self.placement,
             peers: &self.peers,
             config: &self.config,
             refill: &self.refill,
@@ -239,6 +265,7 @@ impl NodeShared {
             hlc: &self.hlc,
             config: &self.config,
             topology: &self.topology,
+            placement: &self.placement,
             antientropy: &self.antientropy,
             refill: &self.refill,
             tls: self.tls.as_ref(),
@@ -256,8 +283,11 @@ pub struct NetContext {
     pub db: Arc<Db>,
     /// Configuration (from `shared`).
     pub config: NodeConfig,
-    /// Routing limits.
-    pub route_config: RouteConfig,
+    /// Routing limits (`from`'s bound and default follow the placement).
+    pub route_config: std::cell::Cell<RouteConfig>,
+    /// The placement this thread works with, refreshed once per loop
+    /// iteration ([`NetContext::refresh_placement`]).
+    pub placement: std::cell::RefCell<Arc<Placement>>,
     /// This thread's completion handle.
     pub completions: CompletionSender,
     /// Writes parsed in this loop iteration, handed to the engine together.
@@ -277,10 +307,11 @@ impl NetContext {
         NetContext {
             db: Arc::clone(&shared.db),
             config: shared.config.clone(),
-            route_config: RouteConfig {
-                key_bytes_max: shared.config.key_bytes_max,
-                cluster_size: shared.config.cluster.len() as u32,
-            },
+            route_config: std::cell::Cell::new(route_config(
+                shared.config.key_bytes_max,
+                &shared.placement(),
+            )),
+            placement: std::cell::RefCell::new(shared.placement()),
             completions: CompletionSender(Arc::clone(&shared.inboxes[index])),
             pending_writes: std::cell::RefCell::new(Vec::new()),
             index,
@@ -290,13 +321,40 @@ impl NetContext {
     }
 }
 
+/// Routing limits under `placement`: `from` at most the read version's
+/// members, `R` by default.
+fn route_config(key_bytes_max: usize, placement: &Placement) -> RouteConfig {
+    RouteConfig {
+        key_bytes_max,
+        cluster_size: placement.read_members().len().max(1) as u32,
+        from_default: placement.replication_factor().max(1) as u32,
+    }
+}
+
 impl NetContext {
+    /// This thread's placement.
+    pub fn placement(&self) -> Arc<Placement> {
+        Arc::clone(&self.placement.borrow())
+    }
+
+    /// Takes the node's current placement if it changed since the last
+    /// call; true when it did (the caller grows its links).
+    pub fn refresh_placement(&self) -> bool {
+        let latest = self.shared.placement();
+        if Arc::ptr_eq(&latest, &self.placement.borrow()) {
+            return false;
+        }
+        self.route_config
+            .set(route_config(self.config.key_bytes_max, &latest));
+        *self.placement.borrow_mut() = latest;
+        true
+    }
+
     /// What this thread's link to node `node` uses of the node.
     pub fn link_env(&self, node: usize) -> LinkEnv<'_> {
-        let topology = &self.shared.topology;
         LinkEnv {
             status: &self.shared.peers[node],
-            self_url: &topology.nodes()[topology.self_index()],
+            self_url: self.shared.placement.self_url(),
             batch_frames: &self.shared.metrics.peer_batch_frames,
             silence_timeout: self.config.replication_timeout,
             secret: self.shared.auth.secret.as_ref(),

@@ -195,6 +195,16 @@ fn requests_line(first: &Sample, second: Option<&Sample>) -> String {
     }
 }
 
+/// A peer's state as listed: `(left)` after a node that is a member of
+/// no live layout.
+fn state_label(peer: &super::view::PeerView) -> String {
+    if peer.not_member {
+        format!("{}(left)", peer.state)
+    } else {
+        peer.state.clone()
+    }
+}
+
 /// The table: one block per node, then a summary line.
 pub fn render(asked: &str, reports: &[NodeReport]) -> String {
     let url_width = reports
@@ -224,6 +234,9 @@ pub fn render(asked: &str, reports: &[NodeReport]) -> String {
         if !latest.view.self_url.is_empty() && latest.view.self_url != report.url {
             let _ = write!(out, " (calls itself {})", latest.view.self_url);
         }
+        if latest.view.layout_version > 0 {
+            let _ = write!(out, ", layout version {}", latest.view.layout_version);
+        }
         let _ = writeln!(out, "\n  {}", requests_line(first, second.as_ref()));
         let _ = writeln!(
             out,
@@ -234,7 +247,12 @@ pub fn render(asked: &str, reports: &[NodeReport]) -> String {
             let _ = writeln!(
                 out,
                 "  {:<url_width$}  {:<10}  {:>13}  {:>12}  {:>10}  {:>10}",
-                peer.url, peer.state, peer.hints_pending, peer.hint_bytes, peer.sent, peer.failed
+                peer.url,
+                state_label(peer),
+                peer.hints_pending,
+                peer.hint_bytes,
+                peer.sent,
+                peer.failed
             );
         }
         out.push('\n');
@@ -254,6 +272,7 @@ mod tests {
             at,
             view: ClusterView {
                 self_url: "http://a:1".into(),
+                layout_version: 2,
                 nodes: states
                     .iter()
                     .enumerate()
@@ -292,6 +311,10 @@ mod tests {
             },
         ];
         let text = render("http://a:1", &reports);
+        assert!(
+            text.contains("node 0 http://a:1, layout version 2\n"),
+            "{text}"
+        );
         assert!(
             text.contains("requests/s: get 25.0, put 0.0, delete 0.0"),
             "{text}"

@@ -1,8 +1,8 @@
 //! One node's answer to `GET /v0/cluster`, parsed leniently:
 //!
 //! ```json
-//! {"self":"http://127.0.0.1:19234",
-//!  "nodes":[{"url":"http://127.0.0.1:19234","state":"self","hints_pending":0,
+//! {"self":"http://127.0.0.1:19234","layout_version":1,"read_version":1,
+//!  "nodes":[{"url":"http://127.0.0.1:19234","member":true,"state":"self","hints_pending":0,
 //!            "hint_bytes":0,"sent":0,"failed":0}],
 //!  "requests":{"get":0,"put":0,"delete":0}}
 //! ```
@@ -34,6 +34,10 @@ pub struct PeerView {
     pub sent: u64,
     /// Requests to the peer that failed.
     pub failed: u64,
+    /// True for a node that is a member of no live layout (`"member":
+    /// false`: listed while hints are pending for it, or this node while it
+    /// joins or after it was removed).
+    pub not_member: bool,
 }
 
 /// Requests a node served as coordinator, by method, since it started.
@@ -52,6 +56,8 @@ pub struct RequestCounts {
 pub struct ClusterView {
     /// The answering node's own URL.
     pub self_url: String,
+    /// The newest live layout version it runs with (0: not said).
+    pub layout_version: u64,
     /// Every node of the cluster as the answering node sees it.
     pub nodes: Vec<PeerView>,
     /// The answering node's request counters.
@@ -108,6 +114,7 @@ impl ClusterView {
                         hint_bytes: counter(node, "hint_bytes"),
                         sent: counter(node, "sent"),
                         failed: counter(node, "failed"),
+                        not_member: node.get("member").and_then(Value::as_bool) == Some(false),
                     })
                     .collect()
             })
@@ -122,6 +129,7 @@ impl ClusterView {
             .unwrap_or_default();
         Ok(ClusterView {
             self_url: text(&value, "self"),
+            layout_version: counter(&value, "layout_version"),
             nodes,
             requests,
         })
@@ -135,13 +143,15 @@ mod tests {
     /// The documented example parses field by field.
     #[test]
     fn parses_the_documented_format() {
-        let body = br#"{"self":"http://127.0.0.1:19234","nodes":[
+        let body = br#"{"self":"http://127.0.0.1:19234","layout_version":3,"nodes":[
             {"url":"http://127.0.0.1:19234","state":"self","hints_pending":0,"hint_bytes":0,"sent":0,"failed":0},
-            {"url":"http://127.0.0.1:19235","state":"down","hints_pending":7,"hint_bytes":700,"sent":9,"failed":2}],
+            {"url":"http://127.0.0.1:19235","member":false,"state":"down","hints_pending":7,"hint_bytes":700,"sent":9,"failed":2}],
             "requests":{"get":1,"put":2,"delete":3}}"#;
         let view = ClusterView::parse(body).unwrap();
         assert_eq!(view.self_url, "http://127.0.0.1:19234");
+        assert_eq!(view.layout_version, 3);
         assert_eq!(view.nodes.len(), 2);
+        assert!(!view.nodes[0].not_member);
         assert_eq!(
             view.nodes[1],
             PeerView {
@@ -151,6 +161,7 @@ mod tests {
                 hint_bytes: 700,
                 sent: 9,
                 failed: 2,
+                not_member: true,
             }
         );
         assert_eq!(

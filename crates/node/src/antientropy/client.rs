@@ -107,9 +107,7 @@ fn connect(node: &Node<'_>, peer: usize) -> Result<(BlockingStream, Vec<u8>), Se
     let url = &node.topology.nodes()[peer];
     let me = &node.topology.nodes()[node.topology.self_index()];
     let host = dial_address(url);
-    let dial = node.config.peer_via[peer]
-        .clone()
-        .unwrap_or_else(|| host.clone());
+    let dial = node.topology.dial(peer);
     let addr = dial
         .to_socket_addrs()
         .map_err(|e| SessionError::Io(format!("cannot resolve {dial}: {e}")))?
@@ -238,9 +236,9 @@ fn run_session(
     let hello = Message::Hello {
         version: VERSION,
         url: node.topology.nodes()[node.topology.self_index()].clone(),
-        replicas: node.config.replication_factor as u32,
+        replicas: node.topology.replication_factor() as u32,
         depth: tree.depth(),
-        fingerprint: wire::fingerprint(node.topology.nodes()),
+        fingerprint: wire::layout_fingerprint(node.topology.nodes(), node.topology.version()),
     };
     // The Welcome may wait for the peer's server to finish the session it
     // serves (nothing is said meanwhile), then for its tree (KeepAlives).

@@ -148,7 +148,7 @@ impl<'a> Scope<'a> {
     pub fn new(node: &'a Node<'a>) -> Self {
         Scope {
             seeds: node.topology.seeds(),
-            replicas: node.config.replication_factor,
+            replicas: node.topology.replication_factor(),
             nodes: node.topology.len(),
             me: node.topology.self_index(),
         }

@@ -6,7 +6,8 @@
 //! one interval later), and whenever `POST /v0/repair` asks for one. One
 //! round at a time. A round is one scan of the local engine building one
 //! tree per peer (over the keys this node keeps with that peer, `scope`),
-//! then one session with each peer in `--cluster` order
+//! then one session with each other member of the live read layout, in
+//! node-table order (`--cluster` order for the bootstrap layout)
 //! ([`super::client::sync_with`]). Versions fetched from one peer update
 //! the trees of the peers still to come, so a key fetched from the first
 //! peer is not a difference with the second. A failed session does not
@@ -73,15 +74,32 @@ pub fn run(node: &Node<'_>) {
 /// The peers this node compares with: every other node, unless each key
 /// has a single replica (then no two nodes keep a key together).
 pub fn peers(node: &Node<'_>) -> Vec<usize> {
-    if node.config.replication_factor < 2 {
+    if node.topology.replication_factor() < 2 {
         return Vec::new();
     }
     let me = node.topology.self_index();
     (0..node.topology.len()).filter(|&i| i != me).collect()
 }
 
-/// Runs round `number` and reports it.
+/// Runs round `number` over the live read layout and reports it (a node
+/// that is a member of none reports why, and the round is not ok).
 pub fn run_round(node: &Node<'_>, number: u64) -> RoundReport {
+    match node.read_view() {
+        Ok(view) => round_with(&node.with_view(&view), number),
+        Err(why) => {
+            tracing::debug!(round = number, "anti-entropy round skipped: {why}");
+            RoundReport {
+                round: number,
+                started_ms: now_ms(),
+                finished_ms: now_ms(),
+                error: Some(why),
+                ..RoundReport::default()
+            }
+        }
+    }
+}
+
+fn round_with(node: &Node<'_>, number: u64) -> RoundReport {
     let metrics = &node.antientropy.metrics;
     metrics.round_running.store(1, Ordering::Relaxed);
     metrics.round_peers_done.store(0, Ordering::Relaxed);

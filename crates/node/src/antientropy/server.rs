@@ -84,7 +84,7 @@ fn serve(node: &Node<'_>, handoff: Handoff) {
 }
 
 /// Why a Hello is refused, if it is.
-fn refuse_hello(
+pub(super) fn refuse_hello(
     node: &Node<'_>,
     version: u32,
     url: &str,
@@ -99,10 +99,16 @@ fn refuse_hello(
             "sync protocol version {version}; {me} speaks version {VERSION}"
         ));
     }
-    if fingerprint != wire::fingerprint(topology.nodes()) {
-        return Some(format!(
-            "cluster lists differ: {url} and {me} were started with different --cluster URLs"
-        ));
+    if fingerprint != wire::layout_fingerprint(topology.nodes(), topology.version()) {
+        let why = format!(
+            "cluster lists differ: {url} and {me} read with different layouts \
+             ({me} reads layout version {} of {} nodes; a different --cluster list, \
+             or a layout change one of them has not seen yet)",
+            topology.version(),
+            topology.len()
+        );
+        tracing::warn!(peer = %url, layout_version = topology.version(), "anti-entropy session refused: {why}");
+        return Some(why);
     }
     match topology.nodes().iter().position(|u| u == url) {
         None => return Some(format!("{url} is not in {me}'s --cluster")),
@@ -111,10 +117,10 @@ fn refuse_hello(
         }
         Some(_) => {}
     }
-    if replicas as usize != node.config.replication_factor {
+    if replicas as usize != topology.replication_factor() {
         return Some(format!(
             "replication factor differs: {url} keeps {replicas} replicas, {me} keeps {} (--replication-factor)",
-            node.config.replication_factor
+            topology.replication_factor()
         ));
     }
     if depth != DEPTH {
@@ -148,6 +154,18 @@ fn session(
         )));
     };
     *peer_url = url.clone();
+    // The live read layout, taken once for the session.
+    let view = match node.read_view() {
+        Ok(view) => view,
+        Err(why) => {
+            let _ = s.send(
+                &wire::error_message(why.clone()),
+                Instant::now() + SEND_TIMEOUT,
+            );
+            return Err(SessionError::Refusing(why));
+        }
+    };
+    let node = &node.with_view(&view);
     if let Some(why) = refuse_hello(node, version, &url, replicas, depth, fingerprint) {
         let _ = s.send(
             &wire::error_message(why.clone()),

@@ -124,8 +124,13 @@ pub struct Node<'a> {
     pub hlc: &'a Hlc,
     /// Configuration.
     pub config: &'a NodeConfig,
-    /// The cluster.
+    /// The read layout a round or a session works with: the layout the
+    /// node started with until [`Node::with_view`] puts in the live read
+    /// layout, which every round and every served session does first
+    /// (`rounds::run_round`, `server::session`).
     pub topology: &'a Topology,
+    /// The live placement the read layout is taken from.
+    pub placement: &'a crate::cluster::live::LivePlacement,
     /// Rounds, session places, rate, metrics.
     pub antientropy: &'a AntiEntropy,
     /// Refilling after a wipe.
@@ -138,10 +143,34 @@ pub struct Node<'a> {
     pub secret: Option<&'a crate::auth::secret::ClusterSecret>,
 }
 
-impl Node<'_> {
+impl<'a> Node<'a> {
     /// True once shutdown started.
     pub fn stopping(&self) -> bool {
         self.shutting_down.load(Ordering::Acquire)
+    }
+
+    /// The live read layout with this node's place in it, or why there is
+    /// none (this node is not one of its members: joining, or removed).
+    pub fn read_view(&self) -> Result<Topology, String> {
+        let placement = self.placement.get();
+        placement.read_view().cloned().ok_or_else(|| {
+            format!(
+                "{} is not a member of the read layout (version {})",
+                placement.self_url(),
+                placement.read_version()
+            )
+        })
+    }
+
+    /// This view with `view` as its read layout.
+    pub fn with_view<'b>(&self, view: &'b Topology) -> Node<'b>
+    where
+        'a: 'b,
+    {
+        Node {
+            topology: view,
+            ..*self
+        }
     }
 }
 

@@ -13,6 +13,7 @@ use super::wire::Message;
 use super::wire::{FETCH_KEYS_MAX, PUSH_ITEMS_MAX};
 use super::{AntiEntropy, Handoff};
 use crate::cluster::Topology;
+use crate::cluster::live::LivePlacement;
 use crate::config::{NodeConfig, ServeArgs};
 use crate::hints::HintStore;
 use crate::hlc::Hlc;
@@ -86,6 +87,14 @@ impl TestNode {
             hlc: Hlc::for_node(me),
             topology: Topology::new(urls.to_vec(), me),
             membership: None,
+            placement: LivePlacement::new(
+                &config.cluster,
+                config.self_index,
+                &config.peer_via,
+                config.replication_factor,
+                1,
+                None,
+            ),
             config,
             metrics: NodeMetrics::default(),
             connections: AtomicUsize::new(0),
@@ -497,7 +506,7 @@ fn an_initiator_that_left_is_not_served() {
             url: urls[0].clone(),
             replicas: 2,
             depth: super::merkle::DEPTH,
-            fingerprint: super::wire::fingerprint(&urls),
+            fingerprint: super::wire::layout_fingerprint(&urls, 1),
         },
         &mut bytes,
     );
@@ -599,4 +608,29 @@ fn a_welcome_from_the_wrong_node_fails_the_session() {
     );
     assert!(report.peers[1].error.is_none(), "{report:?}");
     assert_eq!(report.peers[0].keys_pushed, 0);
+}
+
+/// Two nodes on the same members under different layout versions refuse
+/// each other's Hello, naming the version; the same version is accepted.
+#[test]
+fn a_different_layout_version_is_refused() {
+    let urls = urls(2);
+    let b = TestNode::start(&urls, 1, 2, &[]);
+    let node = b.shared.antientropy_node();
+    let v1 = node.read_view().unwrap();
+    assert_eq!(v1.version(), 1);
+    let hello = |fingerprint| {
+        super::server::refuse_hello(
+            &node.with_view(&v1),
+            super::wire::VERSION,
+            &urls[0],
+            2,
+            super::merkle::DEPTH,
+            fingerprint,
+        )
+    };
+    assert_eq!(hello(super::wire::layout_fingerprint(&urls, 1)), None);
+    let why = hello(super::wire::layout_fingerprint(&urls, 2)).unwrap();
+    assert!(why.contains("cluster lists differ"), "{why}");
+    assert!(why.contains("layout version 1"), "{why}");
 }

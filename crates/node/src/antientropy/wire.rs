@@ -230,6 +230,13 @@ pub fn fingerprint(nodes: &[String]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(text.as_bytes())
 }
 
+/// The fingerprint a session's Hello carries: the read layout's members
+/// (any order) and its version, so two nodes compare only under the same
+/// layout version.
+pub fn layout_fingerprint(nodes: &[String], version: u64) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(&fingerprint(nodes).to_le_bytes(), version)
+}
+
 /// The number of bytes a bitmap of `depth`'s buckets has.
 pub fn bitmap_bytes(depth: u32) -> usize {
     (1usize << depth).div_ceil(8)

@@ -18,6 +18,9 @@
 //! - [`node_table`]: stable node indices across layout versions.
 //! - [`membership`]: the live history and the acceptor, shared by the
 //!   node's threads.
+//! - [`live`]: the live placement the node's threads read (the node
+//!   table, the history in indices, the read layout as a [`Topology`]),
+//!   rebuilt when the membership's generation moves.
 //! - [`layout_file`]: `<data-dir>/LAYOUT`, and which layout a node starts
 //!   with (bootstrap from `--cluster`, or the stored one).
 
@@ -29,6 +32,7 @@ pub mod change_request;
 pub mod history;
 pub mod layout;
 pub mod layout_file;
+pub mod live;
 pub mod membership;
 pub mod node_table;
 pub mod placement;
@@ -40,13 +44,17 @@ pub fn dial_address(url: &str) -> String {
     rest.split('/').next().unwrap_or(rest).to_owned()
 }
 
-/// The nodes of the cluster, in `--cluster` order, and this node's place in it.
+/// One layout as a list: its nodes (in `--cluster` order for a fixed
+/// cluster, in node-table order for a live layout, `live::Placement::read_view`),
+/// this node's place in it, its version, `R` and each node's dial override.
 #[derive(Debug, Clone)]
 pub struct Topology {
     nodes: Vec<String>,
     self_index: usize,
     seeds: Vec<u64>,
     version: u64,
+    replication_factor: usize,
+    via: Vec<Option<String>>,
 }
 
 impl Topology {
@@ -55,11 +63,44 @@ impl Topology {
     pub fn new(nodes: Vec<String>, self_index: usize) -> Self {
         let seeds = placement::seeds(&nodes);
         Topology {
+            replication_factor: nodes.len(),
+            via: vec![None; nodes.len()],
             nodes,
             self_index,
             seeds,
             version: 1,
         }
+    }
+
+    /// The same nodes keeping `replication_factor` replicas of each key.
+    pub fn with_replication_factor(mut self, replication_factor: usize) -> Self {
+        self.replication_factor = replication_factor;
+        self
+    }
+
+    /// The same nodes, node `i` dialled at `via[i]` when given (`--peer-via`).
+    pub fn with_via(mut self, mut via: Vec<Option<String>>) -> Self {
+        via.resize(self.nodes.len(), None);
+        self.via = via;
+        self
+    }
+
+    /// Replicas of each key anti-entropy keeps (`R`).
+    pub fn replication_factor(&self) -> usize {
+        self.replication_factor
+    }
+
+    /// The address node `i` is dialled at: its `--peer-via`, else its URL's.
+    pub fn dial(&self, i: usize) -> String {
+        match self.via.get(i).cloned().flatten() {
+            Some(via) => via,
+            None => dial_address(&self.nodes[i]),
+        }
+    }
+
+    /// This node's URL.
+    pub fn self_url(&self) -> &str {
+        &self.nodes[self.self_index]
     }
 
     /// The same nodes under layout version `version` (`layout_file`).

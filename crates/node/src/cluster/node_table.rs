@@ -90,11 +90,28 @@ impl PlacedLayout {
     }
 
     fn replicas(&self, key: &[u8]) -> Vec<usize> {
-        placement::rank_with_seeds(&self.seeds, key, self.replication_factor)
+        self.rank(key, self.replication_factor)
+    }
+
+    /// The first `n` members of `key`'s ranking (at most every member).
+    fn rank(&self, key: &[u8], n: usize) -> Vec<usize> {
+        placement::rank_with_seeds(&self.seeds, key, n)
             .into_iter()
             .map(|i| self.index[i])
             .collect()
     }
+}
+
+/// One live layout as a [`Placed`] holds it: its version, `R` and members
+/// (table indices, in the layout's order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlacedView<'a> {
+    /// Its version.
+    pub version: u64,
+    /// Its replication factor.
+    pub replication_factor: usize,
+    /// Its members, as table indices.
+    pub members: &'a [usize],
 }
 
 /// A key's replicas for one request during any phase of a transition.
@@ -136,11 +153,47 @@ impl Placed {
 
     /// Writes: every live version's set of `key`, ack needed in each.
     pub fn write(&self, key: &[u8]) -> KeyReplicas {
+        self.write_sets(|l| l.replicas(key))
+    }
+
+    /// Writes asking `from` replicas of each live version (a client's
+    /// `from`; `R` is [`Placed::write`]): the first `from` of each
+    /// version's ranking of `key`, ack needed in each.
+    pub fn write_from(&self, key: &[u8], from: usize) -> KeyReplicas {
+        self.write_sets(|l| l.rank(key, from))
+    }
+
+    /// Reads asking the first `from` of the read version's ranking of `key`.
+    pub fn read_from(&self, key: &[u8], from: usize) -> KeyReplicas {
+        let replicas = self.live[self.read].rank(key, from);
+        let sets = vec![(0..replicas.len()).collect()];
+        KeyReplicas { replicas, sets }
+    }
+
+    /// The live layouts, oldest first.
+    pub fn layouts(&self) -> impl Iterator<Item = PlacedView<'_>> {
+        self.live.iter().map(|l| PlacedView {
+            version: l.version,
+            replication_factor: l.replication_factor,
+            members: &l.index,
+        })
+    }
+
+    /// The layout reads use.
+    pub fn read_layout(&self) -> PlacedView<'_> {
+        let l = &self.live[self.read];
+        PlacedView {
+            version: l.version,
+            replication_factor: l.replication_factor,
+            members: &l.index,
+        }
+    }
+
+    fn write_sets(&self, set_of: impl Fn(&PlacedLayout) -> Vec<usize>) -> KeyReplicas {
         let mut replicas: Vec<usize> = Vec::new();
         let mut sets = Vec::with_capacity(self.live.len());
         for layout in &self.live {
-            let set = layout
-                .replicas(key)
+            let set = set_of(layout)
                 .into_iter()
                 .map(|node| match replicas.iter().position(|&r| r == node) {
                     Some(p) => p,

@@ -391,7 +391,7 @@ impl Conn {
                         break;
                     }
                     Parsed::Head(head) => {
-                        let (route, action) = route(&head, ctx.route_config);
+                        let (route, action) = route(&head, ctx.route_config.get());
                         let started = self.request_started.unwrap_or_else(|| ctx.now.get());
                         if let Action::Error(e) = &action
                             && head.expect_continue

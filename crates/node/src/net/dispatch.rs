@@ -147,7 +147,7 @@ pub fn dispatch(
             super::resp::render_metrics(&mut text, &shared.metrics);
             Dispatched::Now(Answer::Document(Format::Metrics, text))
         }
-        Command::Get { key, ack, from } if !local_only(ctx, &key, ack, from) => {
+        Command::Get { key, ack, from } if !local_only(ctx, &key, ack, from, false) => {
             replicated.push(replicated_request(
                 reply_to,
                 key,
@@ -157,7 +157,7 @@ pub fn dispatch(
             ));
             Dispatched::Later(Awaited::Read)
         }
-        Command::GetVersion { key, ack, from } if !local_only(ctx, &key, ack, from) => {
+        Command::GetVersion { key, ack, from } if !local_only(ctx, &key, ack, from, false) => {
             replicated.push(replicated_request(
                 reply_to,
                 key,
@@ -173,7 +173,7 @@ pub fn dispatch(
             ack,
             from,
             expiry,
-        } if !local_only(ctx, &key, ack, from) => {
+        } if !local_only(ctx, &key, ack, from, true) => {
             let ts = match shared.hlc.now() {
                 Ok(ts) => ts,
                 Err(e) => return Dispatched::Now(answer::busy(e.to_string())),
@@ -221,7 +221,7 @@ pub fn dispatch(
 /// a range thread merging enough nodes (`crate::range`).
 fn cluster_range(ctx: &NetContext, reply_to: ReplyTo, plan: crate::range::Plan) -> Dispatched {
     let shared = &ctx.shared;
-    let nodes = crate::range::coverage::read_set(&shared.topology).len();
+    let nodes = crate::range::coverage::read_set(&ctx.placement()).len();
     let needed =
         crate::range::coverage::sources_needed(nodes, plan.ack as usize, plan.from as usize);
     if needed == 1 && !shared.refill.active() {
@@ -250,11 +250,22 @@ fn cluster_range(ctx: &NetContext, reply_to: ReplyTo, plan: crate::range::Plan) 
 }
 
 /// True when the request can be served by this node alone, without a
-/// coordinator: a single node, or `ack = 1` with this node the only replica.
-fn local_only(ctx: &NetContext, key: &[u8], ack: u32, from: u32) -> bool {
-    let topology = &ctx.shared.topology;
-    topology.len() == 1
-        || (ack == 1 && from == 1 && topology.replicas(key, 1)[0] == topology.self_index())
+/// coordinator: a single node, or `ack = 1` with this node the only
+/// replica (of a write: in every live version).
+fn local_only(ctx: &NetContext, key: &[u8], ack: u32, from: u32, write: bool) -> bool {
+    let placement = ctx.placement();
+    if placement.len() == 1 && placement.is_live_member(placement.self_index()) {
+        return true;
+    }
+    if ack != 1 || from != 1 {
+        return false;
+    }
+    let replicas = if write {
+        placement.write(key, 1)
+    } else {
+        placement.read(key, 1)
+    };
+    replicas.replicas == [placement.self_index()]
 }
 
 /// What a write of `value` (`None`: a delete) waits for.

@@ -178,6 +178,10 @@ impl Loop {
             }
             let now = Instant::now();
             self.ctx.now.set(now);
+            if self.ctx.refresh_placement() {
+                // The layout changed: a node the table gained gets a link.
+                self.repl.grow_links(&self.ctx);
+            }
             for event in events.iter() {
                 match event.token() {
                     LISTENER => self.accept(Protocol::Http),

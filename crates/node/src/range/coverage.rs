@@ -28,20 +28,22 @@
 //! a 5-node cluster streams from 3 nodes and tolerates 2 unreachable.
 //! With `from < n` more nodes are needed (`ack=2&from=3` on 5 nodes: 4).
 
-use crate::cluster::Topology;
+use crate::cluster::live::Placement;
 
 /// Nodes a cluster range must stream from (see the module's proof):
-/// `n - from + ack`, for `1 <= ack <= from <= n`.
+/// `n - from + ack`, for `1 <= ack <= from <= n`. A `from` above `n` (the
+/// read layout shrank since the request was routed) counts as `n`.
 pub fn sources_needed(nodes: usize, ack: usize, from: usize) -> usize {
-    debug_assert!(1 <= ack && ack <= from && from <= nodes);
-    nodes - from + ack
+    debug_assert!(1 <= ack && ack <= from);
+    let from = from.min(nodes);
+    nodes - from + ack.min(from)
 }
 
-/// The nodes a cluster range may read from, by index in the topology.
-/// Today every node of the fixed node list; the one place to change when
-/// the cluster's layout gets a read set of its own.
-pub fn read_set(topology: &Topology) -> Vec<usize> {
-    (0..topology.len()).collect()
+/// The nodes a cluster range may read from, by node-table index: the
+/// members of the read layout (during a transition the old one until
+/// every node synced the new one, as a `GET` reads).
+pub fn read_set(placement: &Placement) -> Vec<usize> {
+    placement.read_members().to_vec()
 }
 
 #[cfg(test)]

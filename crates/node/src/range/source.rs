@@ -6,7 +6,7 @@ use super::coverage::{read_set, sources_needed};
 use super::feed::Ranges;
 use super::merge::{Live, Merge, MergeError, Version, key_after};
 use super::wire::{ChunkReader, WireError};
-use crate::cluster::Topology;
+use crate::cluster::live::LivePlacement;
 use crate::config::NodeConfig;
 use crate::peer::link::{LinkState, PeerStatus};
 use crate::refill::Refill;
@@ -51,8 +51,8 @@ pub type ClusterMerge = Merge<Source>;
 pub struct Node<'a> {
     /// The engine.
     pub db: &'a Db,
-    /// The cluster.
-    pub topology: &'a Topology,
+    /// The live placement.
+    pub placement: &'a LivePlacement,
     /// Each node's link status (index: node).
     pub peers: &'a [PeerStatus],
     /// Configuration (the replication timeout, key and value limits).
@@ -100,9 +100,9 @@ pub struct NotEnoughNodes {
 /// thread's work): each peer that does not answer costs up to the
 /// replication timeout.
 pub fn open(shared: &Node<'_>, plan: &Plan) -> Result<ClusterMerge, NotEnoughNodes> {
-    let topology = &shared.topology;
-    let mut candidates = read_set(topology);
-    let me = topology.self_index();
+    let placement = shared.placement.get();
+    let mut candidates = read_set(&placement);
+    let me = placement.self_index();
     // This node first, then peers seen up, then the rest (a stable sort).
     candidates.sort_by_key(|&n| match shared.peers.get(n).map(|p| p.state()) {
         _ if n == me => 0,
@@ -119,7 +119,7 @@ pub fn open(shared: &Node<'_>, plan: &Plan) -> Result<ClusterMerge, NotEnoughNod
         let opened = if node == me {
             open_local(shared, plan)
         } else {
-            let url = &topology.nodes()[node];
+            let url = placement.url(node);
             open_peer(url, plan, shared).map_err(|e| format!("{url}: {e}"))
         };
         match opened {
@@ -130,7 +130,7 @@ pub fn open(shared: &Node<'_>, plan: &Plan) -> Result<ClusterMerge, NotEnoughNod
     if sources.len() < needed {
         return Err(NotEnoughNodes {
             needed,
-            nodes: topology.len(),
+            nodes: placement.read_members().len(),
             ack: plan.ack,
             from: plan.from,
             opened: sources.len(),

@@ -6,7 +6,7 @@
 use super::merge::Version;
 use super::source::{Node, PageError, Plan, page};
 use super::wire;
-use crate::cluster::Topology;
+use crate::cluster::live::LivePlacement;
 use crate::config::{NodeConfig, ServeArgs};
 use crate::http::response::{write_chunk, write_chunked_head, write_last_chunk};
 use crate::http::{Status, response::Persist};
@@ -76,7 +76,7 @@ struct Local {
     _dir: tempfile::TempDir,
     db: Db,
     config: NodeConfig,
-    topology: Topology,
+    placement: LivePlacement,
     peers: Vec<PeerStatus>,
     refill: Refill,
     ranges: Ranges,
@@ -113,7 +113,7 @@ impl Local {
             _dir: dir,
             db,
             config,
-            topology: Topology::new(urls, 0),
+            placement: LivePlacement::new(&urls, 0, &[], 2, 1, None),
             peers: vec![
                 PeerStatus::new(LinkState::Myself),
                 PeerStatus::new(LinkState::Up),
@@ -125,7 +125,7 @@ impl Local {
     fn node(&self) -> Node<'_> {
         Node {
             db: &self.db,
-            topology: &self.topology,
+            placement: &self.placement,
             peers: &self.peers,
             config: &self.config,
             refill: &self.refill,

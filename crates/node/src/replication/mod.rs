@@ -10,6 +10,8 @@
 //! - [`net_io`]: the network thread's adapter: carries out the driver's
 //!   actions with the thread's peer links, the engine and the hint store.
 //! - [`local`]: the local replica's reads and writes.
+//! - [`rehome`]: hints for a node that left every live layout, re-kept
+//!   for their keys' current replicas.
 //! - [`layout_status`]: `GET /v0/layout`.
 //! - [`status`]: what the node knows of each peer, `/v0/cluster`, `/metrics`.
 
@@ -18,6 +20,7 @@ pub mod driver;
 pub mod layout_status;
 pub mod local;
 pub mod net_io;
+pub mod rehome;
 pub mod status;
 
 pub use driver::{COORDINATIONS_MAX, HINT_BATCH_MAX};

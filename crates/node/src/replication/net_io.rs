@@ -23,7 +23,6 @@
 use super::coordinator::{Decision, ReplicaAnswer, ReplicaOp};
 use super::driver::{self, Action, DriverConfig, PeerRequest, Replicator, Waiter};
 use super::local::{local_read, local_write};
-use crate::cluster::dial_address;
 use crate::peer::frame::Message;
 use crate::peer::link::{LinkWaiter, PeerLink, PeerReply};
 use crate::state::{NetContext, Target};
@@ -78,45 +77,58 @@ pub struct ReplicationIo {
     replies: Vec<Reply>,
     outcomes: Vec<(Waiter, PeerReply)>,
     delivers_hints: bool,
+    rehoming: super::rehome::Rehoming,
 }
 
 impl ReplicationIo {
     /// The replication of network thread `ctx.index`: a (not yet
-    /// connected) link to every other node, an idle driver.
+    /// connected) link to every other node of the placement's table, an
+    /// idle driver.
     pub fn new(ctx: &NetContext) -> Self {
-        let topology = &ctx.shared.topology;
-        let links = topology
-            .nodes()
-            .iter()
-            .enumerate()
-            .map(|(node, url)| {
-                (node != topology.self_index()).then(|| {
-                    let dial = ctx.config.peer_via[node]
-                        .clone()
-                        .unwrap_or_else(|| dial_address(url));
-                    PeerLink::new(
-                        url.clone(),
-                        dial,
-                        Token(LINK_TOKEN_BASE + node),
-                        ctx.config.peer_inflight_max,
-                    )
-                })
-            })
-            .collect();
+        let placement = ctx.placement();
         let config = DriverConfig {
-            self_index: topology.self_index(),
-            nodes: topology.len(),
+            self_index: placement.self_index(),
+            nodes: placement.len(),
             timeout_ms: u64::try_from(ctx.config.replication_timeout.as_millis())
                 .unwrap_or(u64::MAX),
         };
-        ReplicationIo {
+        let mut io = ReplicationIo {
             driver: Replicator::new(config),
-            links,
+            links: Vec::new(),
             epoch: Instant::now(),
             replies: Vec::new(),
             outcomes: Vec::new(),
             delivers_hints: ctx.index == 0,
+            rehoming: super::rehome::Rehoming::default(),
+        };
+        io.grow_links(ctx);
+        io
+    }
+
+    /// Gives every node the placement's table gained a (not yet
+    /// connected) link, and the driver its per-node state. Indices never
+    /// move, so existing links stay. Called when the thread's placement
+    /// changed (`NetContext::refresh_placement`).
+    pub fn grow_links(&mut self, ctx: &NetContext) {
+        let placement = ctx.placement();
+        let nodes = placement.len().min(crate::hlc::NODES_MAX);
+        while self.links.len() < nodes {
+            let node = self.links.len();
+            self.links.push((node != placement.self_index()).then(|| {
+                PeerLink::new(
+                    placement.url(node).to_owned(),
+                    placement.dial(node),
+                    Token(LINK_TOKEN_BASE + node),
+                    ctx.config.peer_inflight_max,
+                )
+            }));
         }
+        self.driver.grow_nodes(nodes);
+    }
+
+    /// Links, by node index (tests).
+    pub fn links_len(&self) -> usize {
+        self.links.len()
     }
 
     /// The node a token's link leads to, if the token is a link's.
@@ -141,19 +153,12 @@ impl ReplicationIo {
     /// Starts requests on all their replicas at once.
     pub fn start(&mut self, ctx: &NetContext, registry: &Registry, requests: Vec<Request>) {
         let now_ms = self.ms(Instant::now());
+        let placement = ctx.placement();
         for request in requests {
-            let replicas = ctx.shared.topology.replicas(&request.key, request.from);
-            self.driver.start(
-                now_ms,
-                driver::Request {
-                    reply_to: request.reply_to,
-                    key: request.key,
-                    kind: request.kind,
-                    ack: request.ack,
-                    replicas,
-                    sets: Vec::new(),
-                },
-            );
+            match placed_request(&placement, request) {
+                Ok(request) => self.driver.start(now_ms, request),
+                Err((to, why)) => self.replies.push((to, Err(why))),
+            }
             self.drive(ctx, registry);
         }
     }
@@ -177,7 +182,7 @@ impl ReplicationIo {
             generation,
             position,
         };
-        let me = ctx.shared.topology.self_index();
+        let me = ctx.placement().self_index();
         self.answer(ctx, me, waiter, outcome);
         self.drive(ctx, registry);
     }
@@ -212,7 +217,8 @@ impl ReplicationIo {
             } => self.send(ctx, registry, node, waiter, request, deadline_ms),
             Action::ReadLocal { waiter, key } => {
                 let outcome = local_read(ctx, &key);
-                self.answer(ctx, shared.topology.self_index(), waiter, outcome);
+                let me = ctx.placement().self_index();
+                self.answer(ctx, me, waiter, outcome);
             }
             Action::WriteLocal {
                 waiter: None,
@@ -235,7 +241,7 @@ impl ReplicationIo {
                     // must be stamped above, so the copy is kept but not counted.
                     local_write(ctx, &key, &version, Target::Nobody);
                     let why = format!("local replica: {}", crate::refill::WRITE_NOT_COUNTED);
-                    let me = shared.topology.self_index();
+                    let me = ctx.placement().self_index();
                     self.answer(ctx, me, waiter, ReplicaAnswer::Failed(why));
                 } else if let Waiter::Coordination {
                     index,
@@ -265,7 +271,8 @@ impl ReplicationIo {
                     .fetch_add(1, Ordering::Relaxed);
             }
             Action::KeepHint { node, key, version } => {
-                let url = &shared.topology.nodes()[node];
+                let placement = ctx.placement();
+                let url = placement.url(node);
                 if let Err(e) = shared.hints.add_expiring(
                     url,
                     &key,
@@ -278,10 +285,11 @@ impl ReplicationIo {
                 }
             }
             Action::RemoveHints { node, seqs } => {
-                shared.hints.remove(&shared.topology.nodes()[node], &seqs);
-                shared.peers[node]
-                    .hints_delivered
-                    .fetch_add(seqs.len() as u64, Ordering::Relaxed);
+                shared.hints.remove(ctx.placement().url(node), &seqs);
+                if let Some(peer) = shared.peers.get(node) {
+                    peer.hints_delivered
+                        .fetch_add(seqs.len() as u64, Ordering::Relaxed);
+                }
             }
         }
     }
@@ -303,9 +311,10 @@ impl ReplicationIo {
                 .metrics
                 .read_repairs
                 .fetch_add(1, Ordering::Relaxed);
-            ctx.shared.peers[node]
-                .repairs
-                .fetch_add(1, Ordering::Relaxed);
+            // A table past `NODES_MAX` indices has no status (nor link) for the rest.
+            if let Some(peer) = ctx.shared.peers.get(node) {
+                peer.repairs.fetch_add(1, Ordering::Relaxed);
+            }
         }
         let deadline = self.epoch + Duration::from_millis(deadline_ms);
         let sent = match self.links.get_mut(node).and_then(Option::as_mut) {
@@ -372,7 +381,7 @@ impl ReplicationIo {
                 {
                     ReplicaAnswer::Failed(format!(
                         "{}: holds a version stamped {ts}, more than {} ms ahead of this node's clock",
-                        ctx.shared.topology.nodes()[node],
+                        ctx.placement().url(node),
                         crate::hlc::PEER_CLOCK_AHEAD_MS_MAX
                     ))
                 }
@@ -437,16 +446,22 @@ impl ReplicationIo {
     /// Starts a round of hint delivery to every node that has hints, is not
     /// in back-off, and has no round in flight.
     fn deliver_hints(&mut self, ctx: &NetContext, registry: &Registry, now: Instant) {
-        let topology = &ctx.shared.topology;
+        let placement = ctx.placement();
         let now_ms = self.ms(now);
         for node in 0..self.links.len() {
             let Some(link) = self.links[node].as_ref() else {
                 continue;
             };
+            if !placement.is_live_member(node) {
+                // It left every live layout: its hints go to the keys'
+                // current replicas instead (`super::rehome`).
+                super::rehome::rehome_hints(ctx, &placement, node, &self.rehoming);
+                continue;
+            }
             let Some(query) = self.driver.hint_round_due(node) else {
                 continue;
             };
-            let url = &topology.nodes()[node];
+            let url = placement.url(node);
             if ctx.shared.hints.count(url).0 == 0 || !link.may_try(now) {
                 continue;
             }
@@ -475,7 +490,55 @@ impl ReplicationIo {
     }
 }
 
-fn log_hint_refusal(url: &str, why: &str) {
+/// A client's request placed on the current layouts: its replicas (a
+/// write: the union of every live version's first `from`, `ack` needed in
+/// each; a read: the read version's), or the 503 of a request whose `ack`
+/// the placement can no longer give (the layout shrank since it was routed).
+fn placed_request(
+    placement: &crate::cluster::live::Placement,
+    request: Request,
+) -> Result<driver::Request<ReplyTo>, (ReplyTo, String)> {
+    let placed = match request.kind {
+        ReplicaOp::Read => placement.read(&request.key, request.from),
+        ReplicaOp::Write(_) => placement.write(&request.key, request.from),
+    };
+    if let Some(&past) = placed
+        .replicas
+        .iter()
+        .find(|&&r| r >= crate::hlc::NODES_MAX)
+    {
+        // The table only grows; past `NODES_MAX` indices a node has no link.
+        let why = format!(
+            "{} has node index {past}, past {}: restart this node to renumber",
+            placement.url(past),
+            crate::hlc::NODES_MAX
+        );
+        return Err((request.reply_to, why));
+    }
+    if request.ack == 0 || request.ack > placed.replicas.len() {
+        let why = format!(
+            "ack={} of {} replicas under layout version {}: the layout changed; retry",
+            request.ack,
+            placed.replicas.len(),
+            placement.version()
+        );
+        return Err((request.reply_to, why));
+    }
+    Ok(driver::Request {
+        reply_to: request.reply_to,
+        key: request.key,
+        kind: request.kind,
+        ack: request.ack,
+        replicas: placed.replicas,
+        sets: if placed.sets.len() > 1 {
+            placed.sets
+        } else {
+            Vec::new()
+        },
+    })
+}
+
+pub(crate) fn log_hint_refusal(url: &str, why: &str) {
     // Rate-limited: one line per second at most.
     static LAST_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let now_ms = std::time::SystemTime::now()
@@ -494,3 +557,7 @@ fn log_hint_refusal(url: &str, why: &str) {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "placement_tests.rs"]
+mod placement_tests;

@@ -3,6 +3,7 @@
 //! (the figures themselves: [`crate::peer::link::PeerStatus`]).
 
 use crate::api::Route;
+use crate::cluster::live::Placement;
 use crate::http::json::json_string;
 use crate::peer::link::{LinkState, PeerStatus};
 use crate::state::NodeShared;
@@ -13,32 +14,46 @@ fn route_total(shared: &NodeShared, route: Route) -> u64 {
     shared.metrics.route_total(route)
 }
 
-/// `/v0/cluster`: this node, every node's link state, hints pending for
-/// it, request counters (docs/CLUSTER.md).
+/// The nodes `/v0/cluster` and the metrics list, by index: the members of
+/// a live layout, and this node and nodes that left while hints are still
+/// pending for them (`"member": false`).
+fn listed(shared: &NodeShared, placement: &Placement) -> Vec<usize> {
+    (0..placement.len().min(shared.peers.len()))
+        .filter(|&i| {
+            placement.is_live_member(i)
+                || i == placement.self_index()
+                || shared.hints.count(placement.url(i)).0 > 0
+        })
+        .collect()
+}
+
+/// `/v0/cluster`: this node, the layout version, every listed node's link
+/// state, hints pending for it, request counters (docs/CLUSTER.md).
 pub fn render_json(shared: &NodeShared) -> String {
-    let mut out = String::with_capacity(256 + 160 * shared.peers.len());
+    let placement = shared.placement();
+    let nodes = listed(shared, &placement);
+    let mut out = String::with_capacity(256 + 160 * nodes.len());
     out.push_str("{\"self\":");
-    json_string(
-        &mut out,
-        &shared.topology.nodes()[shared.topology.self_index()],
+    json_string(&mut out, placement.self_url());
+    let _ = write!(
+        out,
+        ",\"layout_version\":{},\"read_version\":{}",
+        placement.version(),
+        placement.read_version()
     );
     out.push_str(",\"nodes\":[");
-    for (i, (url, peer)) in shared
-        .topology
-        .nodes()
-        .iter()
-        .zip(&shared.peers)
-        .enumerate()
-    {
-        if i > 0 {
+    for (n, &i) in nodes.iter().enumerate() {
+        if n > 0 {
             out.push(',');
         }
+        let (url, peer) = (placement.url(i), &shared.peers[i]);
         let (hints, hint_bytes) = shared.hints.count(url);
         out.push_str("{\"url\":");
         json_string(&mut out, url);
         let _ = write!(
             out,
-            ",\"state\":\"{}\",\"hints_pending\":{hints},\"hint_bytes\":{hint_bytes},\"sent\":{},\"failed\":{},\"batches\":{},\"repairs\":{},\"hints_delivered\":{}}}",
+            ",\"member\":{},\"state\":\"{}\",\"hints_pending\":{hints},\"hint_bytes\":{hint_bytes},\"sent\":{},\"failed\":{},\"batches\":{},\"repairs\":{},\"hints_delivered\":{}}}",
+            placement.is_live_member(i),
             peer.state().label(),
             peer.sent.load(Ordering::Relaxed),
             peer.failed.load(Ordering::Relaxed),
@@ -61,18 +76,21 @@ pub fn render_json(shared: &NodeShared) -> String {
 /// batch sizes both ways, read repairs and hints.
 pub fn render_metrics(out: &mut String, shared: &NodeShared) {
     use crate::metrics::{gauge, histogram};
+    let placement = shared.placement();
+    let nodes = listed(shared, &placement);
     gauge(
         out,
         "ataman_layout_version",
         "The layout version this node runs with (docs/API.md, \"Layout\").",
         "gauge",
-        shared.topology.version(),
+        placement.version(),
     );
     let _ = writeln!(
         out,
         "# HELP ataman_peer_up 1 when this node's link to the peer is connected (self: 1).\n# TYPE ataman_peer_up gauge"
     );
-    for (url, peer) in shared.topology.nodes().iter().zip(&shared.peers) {
+    for &i in &nodes {
+        let (url, peer) = (placement.url(i), &shared.peers[i]);
         let up = matches!(peer.state(), LinkState::Up | LinkState::Myself);
         let _ = writeln!(out, "ataman_peer_up{{peer=\"{url}\"}} {}", u8::from(up));
     }
@@ -106,15 +124,10 @@ pub fn render_metrics(out: &mut String, shared: &NodeShared) {
     ];
     for (name, help, get) in counters {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-        for (i, (url, peer)) in shared
-            .topology
-            .nodes()
-            .iter()
-            .zip(&shared.peers)
-            .enumerate()
-        {
-            if i != shared.topology.self_index() {
-                let _ = writeln!(out, "{name}{{peer=\"{url}\"}} {}", get(peer));
+        for &i in &nodes {
+            if i != placement.self_index() {
+                let url = placement.url(i);
+                let _ = writeln!(out, "{name}{{peer=\"{url}\"}} {}", get(&shared.peers[i]));
             }
         }
     }
@@ -122,7 +135,8 @@ pub fn render_metrics(out: &mut String, shared: &NodeShared) {
         out,
         "# HELP ataman_peer_hints_pending Writes kept for the peer until it is back.\n# TYPE ataman_peer_hints_pending gauge"
     );
-    for url in shared.topology.nodes() {
+    for &i in &nodes {
+        let url = placement.url(i);
         let (n, _) = shared.hints.count(url);
         let _ = writeln!(out, "ataman_peer_hints_pending{{peer=\"{url}\"}} {n}");
     }

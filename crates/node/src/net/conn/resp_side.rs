@@ -96,7 +96,8 @@ impl Conn {
         let limits = table::Limits {
             key_bytes_max: ctx.config.key_bytes_max,
             value_bytes_max: ctx.config.value_bytes_max,
-            cluster_size: ctx.route_config.cluster_size,
+            cluster_size: ctx.route_config.get().cluster_size,
+            from_default: ctx.route_config.get().from_default,
         };
         let id = NEXT_CLIENT_ID.fetch_add(1, Ordering::Relaxed);
         let mut conn = Conn::new(stream, generation);
@@ -507,7 +508,7 @@ impl Conn {
                 .iter()
                 .map(|c| c.load(Ordering::Relaxed))
                 .sum(),
-            cluster_nodes: shared.topology.len(),
+            cluster_nodes: shared.placement().read_members().len(),
             keys: if wants_keys { count_keys(ctx) } else { 0 },
         }
     }

@@ -57,6 +57,8 @@ pub struct Limits {
     pub value_bytes_max: usize,
     /// Nodes in the cluster.
     pub cluster_size: u32,
+    /// `from` by default (`R` of the read layout).
+    pub from_default: u32,
 }
 
 impl Session {
@@ -78,7 +80,7 @@ impl Session {
 }
 
 fn default_replication(limits: Limits) -> (u32, u32) {
-    crate::api::replication(None, None, limits.cluster_size)
+    crate::api::replication_with(None, None, limits.cluster_size, limits.from_default)
         .unwrap_or((1, limits.cluster_size.max(1)))
 }
 
@@ -742,6 +744,7 @@ mod tests {
         key_bytes_max: 8,
         value_bytes_max: 16,
         cluster_size: 3,
+        from_default: 3,
     };
 
     fn args(words: &[&str]) -> Vec<Cow<'static, [u8]>> {
