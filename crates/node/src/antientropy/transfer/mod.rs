@@ -11,11 +11,13 @@
 //! - [`record`]: `<data-dir>/COPY-<version>`, the finished sources.
 //! - [`metrics`]: `ataman_layout_copy_*` on `/metrics`.
 //! - [`plan`]: what a change would move, per destination (pure), and the
-//!   scan that feeds it.
+//!   scan that feeds it; [`plan_thread`]: `GET /v0/layout/plan` off the
+//!   network thread (not routed yet).
 
 pub mod copy;
 pub mod metrics;
 pub mod plan;
+pub mod plan_thread;
 pub mod pull;
 pub mod record;
 pub mod scope;
