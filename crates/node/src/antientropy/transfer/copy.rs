@@ -183,9 +183,7 @@ pub fn copy_gained_with(
     };
     let mut record = CopyRecord::load(dir, new.version).map_err(record_error)?;
     let metrics = &node.antientropy.copy;
-    metrics.running.store(1, Ordering::Relaxed);
-    metrics.keys_to_move.store(0, Ordering::Relaxed);
-    metrics.bytes_to_move.store(0, Ordering::Relaxed);
+    metrics.start_copy();
     let t = Transition { old, new, me };
     let mut result = Ok(());
     for (i, source) in source_order(old, new, me).into_iter().enumerate() {
@@ -251,12 +249,7 @@ fn copy_from(
     let mut backoff = options.backoff_first;
     for attempt in 1..=options.tries.max(1) {
         // This try's offer replaces the last one's in the to-move figures.
-        metrics
-            .keys_to_move
-            .fetch_sub(report.keys_offered, Ordering::Relaxed);
-        metrics
-            .bytes_to_move
-            .fetch_sub(report.bytes_offered, Ordering::Relaxed);
+        metrics.withdraw_offer(report.keys_offered, report.bytes_offered);
         let mut pulled = Pulled::default();
         let result = pull(node, t, source, via.clone(), &mut pulled);
         report.tries = attempt;

@@ -35,9 +35,60 @@ pub struct CopyMetrics {
     pub sessions_served: AtomicU64,
     /// Sources not finished when the last copy ended.
     pub sources_pending: AtomicU64,
+    /// Versions received by the running (or last) copy (not on `/metrics`:
+    /// for `/v0/layout`'s `moving`).
+    pub keys_copied: AtomicU64,
+    /// Their key and value bytes.
+    pub bytes_copied: AtomicU64,
+}
+
+/// The running (or last) copy's figures on this node, for `/v0/layout`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CopyProgress {
+    /// Keys the sources hold for this node, summed over sources (an upper bound).
+    pub keys_to_copy: u64,
+    /// Their key and value bytes.
+    pub bytes_to_copy: u64,
+    /// Versions received so far.
+    pub keys_copied: u64,
+    /// Their key and value bytes.
+    pub bytes_copied: u64,
 }
 
 impl CopyMetrics {
+    /// The running (or last) copy's figures.
+    pub fn progress(&self) -> CopyProgress {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        CopyProgress {
+            keys_to_copy: get(&self.keys_to_move),
+            bytes_to_copy: get(&self.bytes_to_move),
+            keys_copied: get(&self.keys_copied),
+            bytes_copied: get(&self.bytes_copied),
+        }
+    }
+
+    /// Starts the figures of a new copy.
+    pub(super) fn start_copy(&self) {
+        for figure in [
+            &self.keys_to_move,
+            &self.bytes_to_move,
+            &self.keys_copied,
+            &self.bytes_copied,
+        ] {
+            figure.store(0, Ordering::Relaxed);
+        }
+        self.running.store(1, Ordering::Relaxed);
+    }
+
+    /// Takes back a failed session's offer (the next try offers again).
+    pub(super) fn withdraw_offer(&self, keys: u64, bytes: u64) {
+        for (figure, n) in [(&self.keys_to_move, keys), (&self.bytes_to_move, bytes)] {
+            let _ = figure.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                Some(v.saturating_sub(n))
+            });
+        }
+    }
+
     /// Appends the copying part of `/metrics`.
     pub fn render(&self, out: &mut String) {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);

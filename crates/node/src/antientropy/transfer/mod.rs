@@ -26,7 +26,7 @@ pub mod serve;
 pub use copy::{
     CopyError, CopyOptions, CopyReport, SourceReport, SourceState, copy_gained, copy_gained_with,
 };
-pub use metrics::CopyMetrics;
+pub use metrics::{CopyMetrics, CopyProgress};
 
 /// The bytes a version counts for in copying figures: its key and value.
 pub fn moved_bytes(key: &[u8], value: Option<&[u8]>) -> u64 {

@@ -242,6 +242,8 @@ fn fetch_batch(
         pulled.bytes += bytes;
         metrics.keys_moved.fetch_add(applied, Ordering::Relaxed);
         metrics.bytes_moved.fetch_add(bytes, Ordering::Relaxed);
+        metrics.keys_copied.fetch_add(applied, Ordering::Relaxed);
+        metrics.bytes_copied.fetch_add(bytes, Ordering::Relaxed);
         keys.drain(..answered);
     }
     Ok(())

@@ -380,6 +380,16 @@ fn copy_merges_every_source_newest_wins() {
     let copy = &joining.shared.antientropy.copy;
     assert_eq!(copy.keys_moved.load(Ordering::Relaxed), report.keys());
     assert_eq!(copy.bytes_moved.load(Ordering::Relaxed), report.bytes());
+    let progress = copy.progress();
+    assert_eq!(
+        (progress.keys_copied, progress.bytes_copied),
+        (report.keys(), report.bytes())
+    );
+    // Every source offered what it held of the gained keys: more than moved
+    // (a key held by three sources moves once).
+    let offered: u64 = report.sources.iter().map(|s| s.keys_offered).sum();
+    assert_eq!(progress.keys_to_copy, offered);
+    assert!(offered > report.keys(), "{offered} {}", report.keys());
     assert_eq!(copy.sessions_done.load(Ordering::Relaxed), 3);
     let sent: u64 = sources
         .members
@@ -567,4 +577,39 @@ fn a_transition_outside_the_layouts_is_refused() {
     }
     let served = &sources.members[0].shared.antientropy.copy.sessions_served;
     assert_eq!(served.load(Ordering::Relaxed), 0);
+}
+
+/// A node leaving gains nothing (no session); layouts that are not one
+/// transition are an error; a stop request ends the copy with `Stopped`.
+#[test]
+fn leaving_nodes_layouts_and_stop() {
+    use super::CopyError;
+    let sources = sources();
+    let (old, new) = layouts();
+    let urls = urls();
+    let node = sources.members[0].shared.antientropy_node();
+    let shrunk = old
+        .apply(&Change {
+            remove: vec![urls[0].clone()],
+            replication_factor: Some(2),
+            ..Change::default()
+        })
+        .unwrap();
+    let report = copy_gained_with(&node, &urls[0], &old, &shrunk, &quick(1)).unwrap();
+    assert!(report.complete() && report.sources.is_empty());
+    assert!(matches!(
+        copy_gained_with(&node, &urls[0], &new, &old, &quick(1)),
+        Err(CopyError::NotATransition(_))
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let joining = Member::open(dir.path(), 3, &sources.via());
+    joining.shared.shutting_down.store(true, Ordering::Release);
+    let stopped = copy_gained_with(
+        &joining.shared.antientropy_node(),
+        &urls[3],
+        &old,
+        &new,
+        &quick(1),
+    );
+    assert!(matches!(stopped, Err(CopyError::Stopped)), "{stopped:?}");
 }
