@@ -18,7 +18,7 @@
 
 use super::pull::{Pulled, Transition, pull};
 use super::record::{self, CopyRecord};
-use super::scope::{ScopeError, check_next, source_order};
+use super::scope::{ScopeError, check_next, may_gain, source_order};
 use crate::antientropy::Node;
 use crate::antientropy::stream::{IO_SLICE, SessionError};
 use crate::cluster::layout::Layout;
@@ -172,8 +172,8 @@ pub fn copy_gained_with(
         version: new.version,
         sources: Vec::new(),
     };
-    if !new.is_member(me) {
-        // A node leaving gains nothing.
+    if !may_gain(old, new, me) {
+        // Leaving, or kept in a grow: it gains nothing (no session, no scan).
         return Ok(report);
     }
     let dir = &node.config.data_dir;

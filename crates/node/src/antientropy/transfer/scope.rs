@@ -106,6 +106,22 @@ fn position(layout: &Layout, url: &str) -> Option<usize> {
     layout.nodes.iter().position(|n| n == url)
 }
 
+/// False when `node` gains no key at all going from `old` to `new`, known
+/// from the layouts alone: a node leaving gains nothing, and a node kept
+/// while nodes are only added and `R` does not grow only loses keys
+/// (rendezvous hashing: more competitors, no more places). True when it
+/// may gain some (a new node, a removal, a larger `R`). Saves the old
+/// members of a grow a full scan per source.
+pub fn may_gain(old: &Layout, new: &Layout, node: &str) -> bool {
+    if !new.is_member(node) {
+        return false;
+    }
+    if !old.is_member(node) {
+        return true;
+    }
+    new.replication_factor > old.replication_factor || old.nodes.iter().any(|n| !new.is_member(n))
+}
+
 /// The old members `gaining` copies from, in the order it asks them: the
 /// members that leave first (they give up every key they hold), then the
 /// others, each group in URL order; `gaining` itself is left out.
@@ -169,6 +185,47 @@ mod tests {
             }
             assert!(covered > 0, "{change:?} moves nothing");
         }
+    }
+
+    /// `may_gain` is false only for nodes that gain no key of thousands.
+    #[test]
+    fn may_gain_is_never_wrong_when_false() {
+        let a = Layout::bootstrap(&urls(4), Some(2)).unwrap();
+        let mut false_seen = 0;
+        for change in [
+            Change {
+                add: vec!["http://127.0.0.1:9".into()],
+                ..Change::default()
+            },
+            Change {
+                add: vec!["http://127.0.0.1:9".into()],
+                replication_factor: Some(1),
+                ..Change::default()
+            },
+            Change {
+                remove: vec!["http://127.0.0.1:2".into()],
+                ..Change::default()
+            },
+            Change {
+                replication_factor: Some(3),
+                ..Change::default()
+            },
+        ] {
+            let b = a.apply(&change).unwrap();
+            let mut h = History::settled(a.clone());
+            assert!(h.begin(b.clone()).unwrap());
+            for g in a.nodes.iter().chain(&b.nodes) {
+                let gains = (0..3000).any(|k| h.gains(g, format!("k{k}").as_bytes()));
+                if !may_gain(&a, &b, g) {
+                    false_seen += 1;
+                    assert!(!gains, "{change:?} {g}");
+                }
+                if !a.is_member(g) {
+                    assert!(may_gain(&a, &b, g) && gains);
+                }
+            }
+        }
+        assert!(false_seen >= 8, "{false_seen}");
     }
 
     /// Layouts that are not one transition, and nodes outside them, are refused.

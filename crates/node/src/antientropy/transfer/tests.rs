@@ -579,7 +579,8 @@ fn a_transition_outside_the_layouts_is_refused() {
     assert_eq!(served.load(Ordering::Relaxed), 0);
 }
 
-/// A node leaving gains nothing (no session); layouts that are not one
+/// A node leaving, or an old member kept in a grow, gains nothing (no
+/// session); layouts that are not one
 /// transition are an error; a stop request ends the copy with `Stopped`.
 #[test]
 fn leaving_nodes_layouts_and_stop() {
@@ -597,6 +598,17 @@ fn leaving_nodes_layouts_and_stop() {
         .unwrap();
     let report = copy_gained_with(&node, &urls[0], &old, &shrunk, &quick(1)).unwrap();
     assert!(report.complete() && report.sources.is_empty());
+    // An old member kept in a grow gains nothing either: no session.
+    let report = copy_gained_with(&node, &urls[0], &old, &new, &quick(1)).unwrap();
+    assert!(report.complete() && report.sources.is_empty());
+    let served = |m: &Member| {
+        m.shared
+            .antientropy
+            .copy
+            .sessions_served
+            .load(Ordering::Relaxed)
+    };
+    assert!(sources.members.iter().all(|m| served(m) == 0));
     assert!(matches!(
         copy_gained_with(&node, &urls[0], &new, &old, &quick(1)),
         Err(CopyError::NotATransition(_))
