@@ -10,13 +10,14 @@
 //! ([`super::record`], `<data-dir>/COPY-<version>`) before the next
 //! starts, so a restart skips it and redoes the unfinished ones (a redone
 //! session compares trees first and fetches only what is still missing).
-//! A source that fails (down, busy, refusing) is retried with a doubling
-//! back-off [`CopyOptions::tries`] times in all, then left pending in the
+//! A source that fails (down, refusing) is retried with a doubling
+//! back-off [`CopyOptions::tries`] times in all (a busy one is waited for
+//! up to [`CopyOptions::busy_wait`] besides), then left pending in the
 //! report: copying is complete only once no source is pending, and a dead
 //! source stalls it (skipping one takes an operator's assertion, outside
 //! this module).
 
-use super::pull::{Pulled, Transition, pull};
+use super::pull::{Pulled, Side, Transition, pull};
 use super::record::{self, CopyRecord};
 use super::scope::{ScopeError, check_next, may_gain, source_order};
 use crate::antientropy::Node;
@@ -31,6 +32,13 @@ pub const COPY_TRIES_MAX: u32 = 5;
 pub const COPY_BACKOFF_FIRST: Duration = Duration::from_secs(1);
 /// Longest wait between two tries with a source.
 pub const COPY_BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// How long a source whose sync server stays busy (serving anti-entropy
+/// sessions) is waited for; busy answers do not count as tries.
+pub const COPY_BUSY_WAIT_MAX: Duration = Duration::from_secs(600);
+/// Wait before asking a busy source again; doubles up to [`BUSY_BACKOFF_MAX`].
+const BUSY_BACKOFF_FIRST: Duration = Duration::from_millis(200);
+/// Longest wait between two asks of a busy source.
+const BUSY_BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 /// How hard [`copy_gained_with`] tries each source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +48,8 @@ pub struct CopyOptions {
     /// Wait before the second try ([`COPY_BACKOFF_FIRST`]), doubling up
     /// to [`COPY_BACKOFF_MAX`].
     pub backoff_first: Duration,
+    /// How long a busy source is waited for ([`COPY_BUSY_WAIT_MAX`]).
+    pub busy_wait: Duration,
     /// Planted mistake (tests only): copy from the first source alone and
     /// report the others done, as if one old replica held everything.
     #[cfg(test)]
@@ -51,6 +61,7 @@ impl Default for CopyOptions {
         CopyOptions {
             tries: COPY_TRIES_MAX,
             backoff_first: COPY_BACKOFF_FIRST,
+            busy_wait: COPY_BUSY_WAIT_MAX,
             #[cfg(test)]
             planted_one_source: false,
         }
@@ -236,7 +247,8 @@ fn skipped(source: &str, state: SourceState) -> SourceReport {
     }
 }
 
-/// Tries `source` until a session completes or the tries run out.
+/// Tries `source` until a session completes or the tries run out (busy
+/// answers are waited out up to [`CopyOptions::busy_wait`], not counted).
 fn copy_from(
     node: &Node<'_>,
     t: Transition<'_>,
@@ -246,35 +258,57 @@ fn copy_from(
     let metrics = &node.antientropy.copy;
     let via = via_for(node, source);
     let mut report = skipped(source, SourceState::Pending);
+    let side = match Side::new(node, t, source) {
+        Ok(side) => side,
+        Err(SessionError::Stopped) => return Err(CopyError::Stopped),
+        Err(e) => {
+            report.error = Some(format!("this node's tree: {e}"));
+            return Ok(report);
+        }
+    };
     let mut backoff = options.backoff_first;
-    for attempt in 1..=options.tries.max(1) {
+    let mut busy_backoff = BUSY_BACKOFF_FIRST;
+    let busy_until = Instant::now() + options.busy_wait;
+    while report.tries < options.tries.max(1) {
         // This try's offer replaces the last one's in the to-move figures.
         metrics.withdraw_offer(report.keys_offered, report.bytes_offered);
         let mut pulled = Pulled::default();
-        let result = pull(node, t, source, via.clone(), &mut pulled);
-        report.tries = attempt;
+        let result = pull(node, t, source, via.clone(), &side, &mut pulled);
         report.keys += pulled.keys;
         report.bytes += pulled.bytes;
         report.keys_offered = pulled.keys_offered;
         report.bytes_offered = pulled.bytes_offered;
-        match result {
+        let wait = match result {
             Ok(()) => {
                 metrics.sessions_done.fetch_add(1, Ordering::Relaxed);
+                report.tries += 1;
                 report.state = SourceState::Done;
                 report.error = None;
                 return Ok(report);
             }
             Err(SessionError::Stopped) => return Err(CopyError::Stopped),
+            Err(SessionError::Busy(e)) if Instant::now() < busy_until => {
+                report.error = Some(format!("busy: {e}"));
+                let wait = busy_backoff;
+                busy_backoff = (busy_backoff * 2).min(BUSY_BACKOFF_MAX);
+                wait
+            }
             Err(e) => {
                 metrics.sessions_failed.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(source, attempt, error = %e, "copying from a source failed");
+                tracing::warn!(source, try_ = report.tries + 1, error = %e, "copying from a source failed");
+                report.tries += 1;
                 report.error = Some(e.to_string());
+                if report.tries >= options.tries.max(1) {
+                    break;
+                }
+                let wait = backoff;
+                backoff = (backoff * 2).min(COPY_BACKOFF_MAX);
+                wait
             }
-        }
-        if attempt < options.tries && sleep_unless_stopped(node, backoff) {
+        };
+        if sleep_unless_stopped(node, wait) {
             return Err(CopyError::Stopped);
         }
-        backoff = (backoff * 2).min(COPY_BACKOFF_MAX);
     }
     Ok(report)
 }

@@ -55,18 +55,40 @@ pub struct Transition<'a> {
     pub me: &'a str,
 }
 
+/// What this node compares with one source: the scope and this node's
+/// tree of it (one scan of the engine).
+pub struct Side {
+    /// The keys this node gains from the source.
+    pub scope: TransitionScope,
+    /// This node's tree of them.
+    pub tree: Tree,
+}
+
+impl Side {
+    /// The scope of `source` in `t`, and this node's tree of it. A tree
+    /// kept for the next try after a failed or busy session may be older
+    /// than the engine: that costs digest pages, never a missed key (this
+    /// node's versions only get newer, so a bucket equal to the source's
+    /// holds nothing the source has newer).
+    pub fn new(node: &Node<'_>, t: Transition<'_>, source: &str) -> Result<Side, SessionError> {
+        let scope = TransitionScope::new(t.old, t.new, t.me, source)
+            .map_err(|e| SessionError::Protocol(e.to_string()))?;
+        let tree = local_tree(node, &scope)?;
+        Ok(Side { scope, tree })
+    }
+}
+
 /// Pulls from `source` (dialled through `via` when given) every version of
-/// the keys this node gains from it that is newer there than here.
+/// the keys this node gains from it (`side`) that is newer there than here.
 pub fn pull(
     node: &Node<'_>,
     t: Transition<'_>,
     source: &str,
     via: Option<String>,
+    side: &Side,
     pulled: &mut Pulled,
 ) -> Result<(), SessionError> {
-    let scope = TransitionScope::new(t.old, t.new, t.me, source)
-        .map_err(|e| SessionError::Protocol(e.to_string()))?;
-    let tree = local_tree(node, &scope)?;
+    let (scope, tree) = (&side.scope, &side.tree);
     let ae = node.antientropy;
     let (stream, leftover) = client::connect_url(node, source, via)?;
     let stop = || node.stopping();
@@ -99,11 +121,11 @@ pub fn pull(
         }
         other => return Err(unexpected(&other, "TransitionWelcome")),
     }
-    let differing = client::walk(node, &mut s, &tree)?;
+    let differing = client::walk(node, &mut s, tree)?;
     if differing.is_empty() {
         return Ok(());
     }
-    fetch_differing(node, &scope, &differing, &mut s, pulled)
+    fetch_differing(node, scope, &differing, &mut s, pulled)
 }
 
 /// This node's tree of the scope, from one scan of the engine.

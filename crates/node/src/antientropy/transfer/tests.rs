@@ -150,8 +150,8 @@ impl Drop for Member {
     }
 }
 
-/// Plays a source's network thread while `open` is set; otherwise closes
-/// every connection unanswered.
+/// Plays a source's network thread while `open` is set (503 when its sync
+/// server has no place left); otherwise closes every connection unanswered.
 fn front_door(shared: &Arc<NodeShared>, open: &Arc<AtomicBool>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
@@ -172,6 +172,8 @@ fn front_door(shared: &Arc<NodeShared>, open: &Arc<AtomicBool>) -> String {
                 head.push(byte[0]);
             }
             let Some(ticket) = shared.antientropy.try_reserve() else {
+                let busy = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 17\r\n\r\nanti-entropy busy";
+                let _ = stream.write_all(busy.as_bytes());
                 continue;
             };
             if stream
@@ -624,4 +626,54 @@ fn leaving_nodes_layouts_and_stop() {
         &quick(1),
     );
     assert!(matches!(stopped, Err(CopyError::Stopped)), "{stopped:?}");
+}
+
+/// A source whose sync server is full (anti-entropy sessions hold every
+/// place) answers 503: the copy waits for it without counting a try, and
+/// completes once a place is free.
+#[test]
+fn a_busy_source_is_waited_for() {
+    let sources = sources();
+    let dir = tempfile::tempdir().unwrap();
+    let joining = Member::open(dir.path(), 3, &sources.via());
+    let newest = fill(&sources, &joining);
+    let want = expected(&newest, &joining.contents());
+    let (old, new) = layouts();
+    let me = urls()[3].clone();
+    let ae = &sources.members[0].shared.antientropy;
+    let held: Vec<_> = (0..crate::antientropy::SYNC_SESSIONS_MAX)
+        .map(|_| ae.try_reserve().unwrap())
+        .collect();
+    let options = CopyOptions {
+        busy_wait: Duration::from_secs(120),
+        ..quick(1)
+    };
+    let report = std::thread::scope(|scope| {
+        let copier = scope.spawn(|| {
+            copy_gained_with(
+                &joining.shared.antientropy_node(),
+                &me,
+                &old,
+                &new,
+                &options,
+            )
+        });
+        // Free the places once the copy was turned away (bounded wait).
+        let refused = &ae.metrics.sessions_refused;
+        for _ in 0..6000 {
+            if refused.load(Ordering::Relaxed) > 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(refused.load(Ordering::Relaxed) > 0, "never turned away");
+        drop(held);
+        copier.join().unwrap().unwrap()
+    });
+    assert!(report.complete(), "{report:?}");
+    assert_eq!(report.sources[0].tries, 1, "{report:?}");
+    let failed = &joining.shared.antientropy.copy.sessions_failed;
+    assert_eq!(failed.load(Ordering::Relaxed), 0);
+    let wrong = differences(&joining.contents(), &want);
+    assert!(wrong.is_empty(), "{} keys wrong", wrong.len());
 }
