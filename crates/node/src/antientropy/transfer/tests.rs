@@ -677,3 +677,74 @@ fn a_busy_source_is_waited_for() {
     let wrong = differences(&joining.contents(), &want);
     assert!(wrong.is_empty(), "{} keys wrong", wrong.len());
 }
+
+/// A shrink at `R` = 2 (node 1 of 1, 2, 3 leaves): node 2, kept, gains
+/// the keys whose old replicas were 1 and 3, asks the leaving node first,
+/// and ends with the newest of both for each; keys it does not gain are
+/// not copied.
+#[test]
+fn a_kept_node_gains_what_a_leaving_node_held() {
+    let sources = sources();
+    let urls = urls();
+    let dir = tempfile::tempdir().unwrap();
+    let via = [(0, sources.addrs[0].clone()), (2, sources.addrs[2].clone())];
+    let kept = Member::open(dir.path(), 1, &via);
+    let old = Layout::new(1, urls[..3].to_vec(), 2).unwrap();
+    let new = old
+        .apply(&Change {
+            remove: vec![urls[0].clone()],
+            ..Change::default()
+        })
+        .unwrap();
+    let mut want = BTreeMap::new();
+    let mut on: Vec<Vec<(Vec<u8>, Entry)>> = vec![Vec::new(); 3];
+    for i in 0..KEYS {
+        let k = key(i);
+        let replicas = old.replicas(&k);
+        for (m, url) in urls[..3].iter().enumerate() {
+            if replicas.contains(&url.as_str()) {
+                // The two replicas often disagree; the newer one varies.
+                let ts = 1000 + 10 * i as u64 + u64::from((i + m) % 3 == 0);
+                on[m].push((k.clone(), version(i, ts)));
+            }
+        }
+        let gains =
+            !replicas.contains(&urls[1].as_str()) && new.replicas(&k).contains(&urls[1].as_str());
+        if gains {
+            let newest = on
+                .iter()
+                .flatten()
+                .filter(|(key, _)| *key == k)
+                .max_by_key(|(_, e)| e.ts);
+            want.insert(k.clone(), newest.unwrap().1.clone());
+        }
+    }
+    sources.members[0].write(&on[0]);
+    sources.members[2].write(&on[2]);
+    kept.write(&on[1]);
+    for (k, e) in &on[1] {
+        want.insert(k.clone(), e.clone());
+    }
+    let report = copy_gained_with(
+        &kept.shared.antientropy_node(),
+        &urls[1],
+        &old,
+        &new,
+        &quick(1),
+    )
+    .unwrap();
+    assert!(report.complete(), "{report:?}");
+    let asked: Vec<&str> = report.sources.iter().map(|s| s.url.as_str()).collect();
+    assert_eq!(asked, vec![urls[0].as_str(), urls[2].as_str()]);
+    assert!(
+        report.sources[0].keys > 0 && report.sources[1].keys > 0,
+        "{report:?}"
+    );
+    let wrong = differences(&kept.contents(), &want);
+    assert!(
+        wrong.is_empty(),
+        "{} keys wrong: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(5)]
+    );
+}
