@@ -105,9 +105,19 @@ fn sleep_unless_stopped(node: &Node<'_>, d: Duration) -> bool {
 /// the bytes that came after the 101.
 fn connect(node: &Node<'_>, peer: usize) -> Result<(BlockingStream, Vec<u8>), SessionError> {
     let url = &node.topology.nodes()[peer];
+    connect_url(node, url, Some(node.topology.dial(peer)))
+}
+
+/// Connects to the node at `url` (through `via` when given) and upgrades
+/// to the sync protocol (transition sessions name their peer by URL).
+pub(super) fn connect_url(
+    node: &Node<'_>,
+    url: &str,
+    via: Option<String>,
+) -> Result<(BlockingStream, Vec<u8>), SessionError> {
     let me = &node.topology.nodes()[node.topology.self_index()];
     let host = dial_address(url);
-    let dial = node.topology.dial(peer);
+    let dial = via.unwrap_or_else(|| host.clone());
     let addr = dial
         .to_socket_addrs()
         .map_err(|e| SessionError::Io(format!("cannot resolve {dial}: {e}")))?
@@ -185,7 +195,7 @@ fn connect(node: &Node<'_>, peer: usize) -> Result<(BlockingStream, Vec<u8>), Se
 
 /// Sends `request` and returns its answer, waiting at most `silence`
 /// without a byte from the peer.
-fn ask_within(
+pub(super) fn ask_within(
     node: &Node<'_>,
     s: &mut SyncStream<'_>,
     request: &Message,
@@ -198,7 +208,7 @@ fn ask_within(
 }
 
 /// Sends `request` and returns its answer (silence timeout: `Timing::silence`).
-fn ask(
+pub(super) fn ask(
     node: &Node<'_>,
     s: &mut SyncStream<'_>,
     request: &Message,
@@ -294,7 +304,11 @@ fn run_session(
 
 /// The differing leaves, found by comparing the peer's tree level by
 /// level, descending only below nodes that differ.
-fn walk(node: &Node<'_>, s: &mut SyncStream<'_>, tree: &Tree) -> Result<Vec<u32>, SessionError> {
+pub(super) fn walk(
+    node: &Node<'_>,
+    s: &mut SyncStream<'_>,
+    tree: &Tree,
+) -> Result<Vec<u32>, SessionError> {
     let depth = tree.depth();
     let mut differing = Vec::new();
     let mut frontier = vec![0u32];
@@ -460,7 +474,7 @@ fn exchange_step(
 
 /// A page must be in key order, inside `(after, next]`, in wanted buckets,
 /// and move forward: anything else would make the merge skip or repeat keys.
-fn check_page(
+pub(super) fn check_page(
     entries: &[wire::DigestEntry],
     after: Option<&[u8]>,
     next: Option<&[u8]>,

@@ -484,6 +484,8 @@ pub fn kind_name(msg: &Message) -> &'static str {
         Message::PushAck { .. } => "PushAck",
         Message::Error { .. } => "Error",
         Message::KeepAlive => "KeepAlive",
+        Message::Transition { .. } => "Transition",
+        Message::TransitionWelcome { .. } => "TransitionWelcome",
     }
 }
 

@@ -16,6 +16,8 @@
 //! - [`rounds`]: the `ataman-rounds` thread: when rounds run, what a round does.
 //! - [`rate`]: the token bucket bounding scanned plus sent bytes.
 //! - [`status`]: round reports (`/v0/repair`) and metrics.
+//! - [`transfer`]: copying what a node gains in a layout transition, on
+//!   the same sessions, scoped to the transition.
 //! - `service`: the hand-off from the network threads, the node's view
 //!   the threads take, and [`start`].
 //!
@@ -38,6 +40,7 @@ pub mod server;
 mod service;
 pub mod status;
 pub mod stream;
+pub mod transfer;
 pub mod wire;
 
 pub use service::{

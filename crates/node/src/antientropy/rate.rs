@@ -8,6 +8,7 @@
 
 use ataman_testkit::lock::lock;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Longest single sleep while waiting for tokens: the stop flag is checked this often.
@@ -27,6 +28,7 @@ pub struct Stopped;
 pub struct RateLimiter {
     rate_bytes_per_sec: f64,
     state: Mutex<(f64, Instant)>,
+    taken_bytes: AtomicU64,
 }
 
 impl RateLimiter {
@@ -36,6 +38,7 @@ impl RateLimiter {
         RateLimiter {
             rate_bytes_per_sec: rate,
             state: Mutex::new((rate, Instant::now())),
+            taken_bytes: AtomicU64::new(0),
         }
     }
 
@@ -44,9 +47,15 @@ impl RateLimiter {
         self.rate_bytes_per_sec as u64
     }
 
+    /// Bytes taken so far (tests count what went through the bucket).
+    pub fn taken_bytes(&self) -> u64 {
+        self.taken_bytes.load(Ordering::Relaxed)
+    }
+
     /// Takes `bytes` tokens, sleeping (in slices, checking `stop`) while the
     /// bucket is in debt.
     pub fn take(&self, bytes: u64, stop: &dyn Fn() -> bool) -> Result<(), Stopped> {
+        self.taken_bytes.fetch_add(bytes, Ordering::Relaxed);
         let wait = {
             let mut state = lock(&self.state);
             let now = Instant::now();

@@ -140,6 +140,9 @@ fn session(
     let Some(hello) = s.recv(silence)? else {
         return Ok(());
     };
+    if matches!(hello, Message::Transition { .. }) {
+        return super::transfer::serve::session(node, s, hello, peer_url);
+    }
     let Message::Hello {
         version,
         url,
@@ -211,6 +214,28 @@ fn session(
     }
 }
 
+/// The answer to a TreeNodes request: the hashes of `indexes` of `level`.
+pub(super) fn tree_hashes(
+    tree: &Tree,
+    level: u32,
+    indexes: &[u32],
+) -> Result<Message, SessionError> {
+    let depth = tree.depth();
+    if level > depth {
+        return Err(SessionError::Protocol(format!(
+            "tree level {level} below the leaves (depth {depth})"
+        )));
+    }
+    let width = 1u64 << level;
+    if let Some(bad) = indexes.iter().find(|&&i| u64::from(i) >= width) {
+        return Err(SessionError::Protocol(format!(
+            "index {bad} outside level {level} ({width} nodes)"
+        )));
+    }
+    let hashes = indexes.iter().map(|&i| tree.node(level, i)).collect();
+    Ok(Message::Hashes { hashes })
+}
+
 /// The answer to one request after the Hello.
 fn answer(
     node: &Node<'_>,
@@ -221,21 +246,7 @@ fn answer(
 ) -> Result<Message, SessionError> {
     let depth = tree.depth();
     match request {
-        Message::TreeNodes { level, indexes } => {
-            if level > depth {
-                return Err(SessionError::Protocol(format!(
-                    "tree level {level} below the leaves (depth {depth})"
-                )));
-            }
-            let width = 1u64 << level;
-            if let Some(bad) = indexes.iter().find(|&&i| u64::from(i) >= width) {
-                return Err(SessionError::Protocol(format!(
-                    "index {bad} outside level {level} ({width} nodes)"
-                )));
-            }
-            let hashes = indexes.iter().map(|&i| tree.node(level, i)).collect();
-            Ok(Message::Hashes { hashes })
-        }
+        Message::TreeNodes { level, indexes } => tree_hashes(tree, level, &indexes),
         Message::Digest {
             buckets,
             after,

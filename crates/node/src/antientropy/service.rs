@@ -61,6 +61,8 @@ pub struct AntiEntropy {
     pub rate: super::rate::RateLimiter,
     /// Keep-alive period and silence timeouts of sessions.
     pub timing: super::stream::Timing,
+    /// Copying for layout transitions: `/metrics` figures.
+    pub copy: super::transfer::CopyMetrics,
     reserved: Arc<AtomicUsize>,
     queue: SyncSender<Handoff>,
 }
@@ -75,6 +77,7 @@ impl AntiEntropy {
             metrics: super::status::SyncMetrics::default(),
             rate: super::rate::RateLimiter::new(rate_bytes),
             timing: super::stream::Timing::default(),
+            copy: super::transfer::CopyMetrics::default(),
             reserved: Arc::new(AtomicUsize::new(0)),
             queue,
         };

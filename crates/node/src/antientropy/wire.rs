@@ -14,6 +14,7 @@
 //! sliced: no input makes the decoder panic.
 
 use super::merkle::DEPTH_MAX;
+use crate::cluster::layout::{LAYOUT_BYTES_MAX, Layout};
 use crate::peer::frame::{Stamped, put_stamped, stamped};
 use crate::peer::framing::{self, Cursor, FramingError, put_bytes};
 use ataman_engine::key::{KEY_BYTES_MAX, VALUE_BYTES_MAX};
@@ -54,6 +55,8 @@ const KIND_PUSH: u8 = 9;
 const KIND_PUSH_ACK: u8 = 10;
 const KIND_ERROR: u8 = 11;
 const KIND_KEEP_ALIVE: u8 = 12;
+const KIND_TRANSITION: u8 = 13;
+const KIND_TRANSITION_WELCOME: u8 = 14;
 
 /// One key's newest version in a digest: enough to compare, not the value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,6 +160,34 @@ pub enum Message {
     /// or answer (a long scan, a rate-limited page): "still here". The
     /// receiver skips it; it only restarts the receiver's silence timeout.
     KeepAlive,
+    /// Request: open a transition session instead of a Hello: the
+    /// initiator (`url`) gains keys going from layout `old` to `new` and
+    /// pulls those the responder holds a replica of in `old`
+    /// (`super::transfer::scope`). Answered [`Message::TransitionWelcome`].
+    Transition {
+        /// [`VERSION`].
+        version: u32,
+        /// The initiator's own URL: the gaining node, a member of `new`.
+        url: String,
+        /// Depth of the trees to compare.
+        depth: u32,
+        /// The layout being left.
+        old: Layout,
+        /// The layout being entered (`old.version + 1`).
+        new: Layout,
+    },
+    /// Answer to Transition: the responder built its tree of the
+    /// transition's keys.
+    TransitionWelcome {
+        /// [`VERSION`].
+        version: u32,
+        /// The responder's own URL.
+        url: String,
+        /// Keys (tombstones included) in the responder's tree.
+        entries: u64,
+        /// Their key and value bytes.
+        bytes: u64,
+    },
 }
 
 /// Why bytes are not a sync frame. Every error ends the session.
@@ -376,6 +407,32 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
             put_text(out, message, MESSAGE_BYTES_MAX);
         }
         Message::KeepAlive => out.push(KIND_KEEP_ALIVE),
+        Message::Transition {
+            version,
+            url,
+            depth,
+            old,
+            new,
+        } => {
+            out.push(KIND_TRANSITION);
+            out.extend_from_slice(&version.to_le_bytes());
+            put_text(out, url, URL_BYTES_MAX);
+            out.extend_from_slice(&depth.to_le_bytes());
+            put_bytes(out, &old.encode());
+            put_bytes(out, &new.encode());
+        }
+        Message::TransitionWelcome {
+            version,
+            url,
+            entries,
+            bytes,
+        } => {
+            out.push(KIND_TRANSITION_WELCOME);
+            out.extend_from_slice(&version.to_le_bytes());
+            put_text(out, url, URL_BYTES_MAX);
+            out.extend_from_slice(&entries.to_le_bytes());
+            out.extend_from_slice(&bytes.to_le_bytes());
+        }
     }
     framing::seal(out, start, FRAME_BODY_BYTES_MAX);
 }
@@ -417,7 +474,7 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Message, usize)>, SyncFrameError> {
 pub fn decode_body(body: &[u8]) -> Result<Message, SyncFrameError> {
     let mut c = Cursor::new(body);
     let kind = c.u8("kind").map_err(SyncFrameError::Malformed)?;
-    if !(KIND_HELLO..=KIND_KEEP_ALIVE).contains(&kind) {
+    if !(KIND_HELLO..=KIND_TRANSITION_WELCOME).contains(&kind) {
         return Err(SyncFrameError::UnknownKind(kind));
     }
     let msg = fields(kind, &mut c).map_err(SyncFrameError::Malformed)?;
@@ -510,8 +567,27 @@ fn fields(kind: u8, c: &mut Cursor<'_>) -> Result<Message, String> {
         KIND_ERROR => Message::Error {
             message: c.string("message", MESSAGE_BYTES_MAX)?,
         },
+        KIND_TRANSITION => Message::Transition {
+            version: c.u32("version")?,
+            url: c.string("url", URL_BYTES_MAX)?,
+            depth: c.u32("depth")?,
+            old: layout(c, "old")?,
+            new: layout(c, "new")?,
+        },
+        KIND_TRANSITION_WELCOME => Message::TransitionWelcome {
+            version: c.u32("version")?,
+            url: c.string("url", URL_BYTES_MAX)?,
+            entries: c.u64("entries")?,
+            bytes: c.u64("bytes")?,
+        },
         _ => Message::KeepAlive,
     })
+}
+
+/// A layout in its own byte format (`cluster::layout`), checked in full.
+fn layout(c: &mut Cursor<'_>, field: &str) -> Result<Layout, String> {
+    let bytes = c.bytes(field, LAYOUT_BYTES_MAX)?;
+    Layout::decode(&bytes).map_err(|e| format!("{field} layout: {e}"))
 }
 
 fn optional_key(c: &mut Cursor<'_>, field: &str) -> Result<Option<Vec<u8>>, String> {

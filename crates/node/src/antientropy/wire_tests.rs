@@ -104,7 +104,46 @@ fn arb_message() -> impl Strategy<Value = Message> {
         }),
         "\\PC{0,60}".prop_map(|message| Message::Error { message }),
         Just(Message::KeepAlive),
+        (
+            any::<u32>(),
+            "\\PC{0,40}",
+            any::<u32>(),
+            arb_layout(),
+            arb_layout()
+        )
+            .prop_map(|(version, url, depth, old, new)| Message::Transition {
+                version,
+                url,
+                depth,
+                old,
+                new,
+            }),
+        (any::<u32>(), "\\PC{0,40}", any::<u64>(), any::<u64>()).prop_map(
+            |(version, url, entries, bytes)| Message::TransitionWelcome {
+                version,
+                url,
+                entries,
+                bytes,
+            }
+        ),
     ]
+}
+
+/// A valid layout of one to six members.
+fn arb_layout() -> impl Strategy<Value = Layout> {
+    (
+        any::<u64>(),
+        proptest::collection::btree_set(1u16..9999, 1..6),
+        1usize..7,
+    )
+        .prop_map(|(version, ports, r)| {
+            let nodes: Vec<String> = ports
+                .iter()
+                .map(|p| format!("http://127.0.0.1:{p}"))
+                .collect();
+            let r = r.min(nodes.len());
+            Layout::new(version, nodes, r).unwrap()
+        })
 }
 
 proptest! {
@@ -171,7 +210,7 @@ fn framing_errors() {
         Err(SyncFrameError::ChecksumMismatch { .. })
     ));
     assert_eq!(decode(&frame(&[0])), Err(SyncFrameError::UnknownKind(0)));
-    assert_eq!(decode(&frame(&[13])), Err(SyncFrameError::UnknownKind(13)));
+    assert_eq!(decode(&frame(&[15])), Err(SyncFrameError::UnknownKind(15)));
     assert!(malformed(&[12, 0]).contains("after the last field"));
     let mut body = encoded(&ack)[8..].to_vec();
     body.push(0);
@@ -277,4 +316,35 @@ fn keep_alive_is_one_byte() {
     assert_eq!(&bytes[..4], &[1, 0, 0, 0]);
     assert_eq!(&bytes[8..], &[12]);
     assert_eq!(decode(&bytes), Ok(Some((Message::KeepAlive, 9))));
+}
+
+/// A Transition's layouts must be valid in their own format: a layout
+/// with a flipped byte fails its checksum and names the field.
+#[test]
+fn a_transition_with_a_bad_layout_is_malformed() {
+    let old = Layout::new(3, vec!["http://127.0.0.1:1".into()], 1).unwrap();
+    let new = Layout::new(
+        4,
+        vec!["http://127.0.0.1:1".into(), "http://127.0.0.1:2".into()],
+        1,
+    )
+    .unwrap();
+    let msg = Message::Transition {
+        version: VERSION,
+        url: "http://127.0.0.1:2".into(),
+        depth: 12,
+        old,
+        new,
+    };
+    let bytes = encoded(&msg);
+    assert_eq!(decode(&bytes), Ok(Some((msg, bytes.len()))));
+    let mut body = bytes[framing::FRAME_HEADER_BYTES..].to_vec();
+    // The old layout's bytes start after kind, version, url and depth.
+    let old_at = 1 + 4 + 4 + "http://127.0.0.1:2".len() + 4 + 4;
+    body[old_at + 6] ^= 1;
+    assert!(
+        malformed(&body).contains("old layout"),
+        "{}",
+        malformed(&body)
+    );
 }

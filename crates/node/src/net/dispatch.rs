@@ -142,6 +142,7 @@ pub fn dispatch(
             let mut text = shared.metrics.render(&ctx.db);
             crate::replication::status::render_metrics(&mut text, shared);
             shared.antientropy.metrics.render(&mut text);
+            shared.antientropy.copy.render(&mut text);
             shared.auth.metrics.render(&mut text);
             shared.ranges.render(&mut text);
             super::resp::render_metrics(&mut text, &shared.metrics);

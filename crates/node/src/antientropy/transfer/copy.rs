@@ -1,0 +1,338 @@
+//! [`copy_gained`]: everything this node gains in a layout transition,
+//! copied from every old member that held it.
+//!
+//! A node that gains a key must merge what EVERY old replica holds: a
+//! write acknowledged by `ack` old replicas may have missed any one of
+//! them (docs/ARCHITECTURE.md, "Membership"). So this node runs one
+//! transition session ([`super::pull`]) with each old member in
+//! [`super::scope::source_order`], each pulling the versions that member
+//! has newer. A finished source is recorded durably
+//! ([`super::record`], `<data-dir>/COPY-<version>`) before the next
+//! starts, so a restart skips it and redoes the unfinished ones (a redone
+//! session compares trees first and fetches only what is still missing).
+//! A source that fails (down, refusing) is retried with a doubling
+//! back-off [`CopyOptions::tries`] times in all (a busy one is waited for
+//! up to [`CopyOptions::busy_wait`] besides), then left pending in the
+//! report: copying is complete only once no source is pending, and a dead
+//! source stalls it (skipping one takes an operator's assertion, outside
+//! this module).
+
+use super::pull::{Pulled, Side, Transition, pull};
+use super::record::{self, CopyRecord};
+use super::scope::{ScopeError, check_next, may_gain, source_order};
+use crate::antientropy::Node;
+use crate::antientropy::stream::{IO_SLICE, SessionError};
+use crate::cluster::layout::Layout;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Sessions tried with one source before it is reported pending.
+pub const COPY_TRIES_MAX: u32 = 5;
+/// Wait before the second try with a failed source; doubles each time.
+pub const COPY_BACKOFF_FIRST: Duration = Duration::from_secs(1);
+/// Longest wait between two tries with a source.
+pub const COPY_BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// How long a source whose sync server stays busy (serving anti-entropy
+/// sessions) is waited for; busy answers do not count as tries.
+pub const COPY_BUSY_WAIT_MAX: Duration = Duration::from_secs(600);
+/// Wait before asking a busy source again; doubles up to [`BUSY_BACKOFF_MAX`].
+const BUSY_BACKOFF_FIRST: Duration = Duration::from_millis(200);
+/// Longest wait between two asks of a busy source.
+const BUSY_BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// How hard [`copy_gained_with`] tries each source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyOptions {
+    /// Sessions tried with one source, at least one ([`COPY_TRIES_MAX`]).
+    pub tries: u32,
+    /// Wait before the second try ([`COPY_BACKOFF_FIRST`]), doubling up
+    /// to [`COPY_BACKOFF_MAX`].
+    pub backoff_first: Duration,
+    /// How long a busy source is waited for ([`COPY_BUSY_WAIT_MAX`]).
+    pub busy_wait: Duration,
+    /// Planted mistake (tests only): copy from the first source alone and
+    /// report the others done, as if one old replica held everything.
+    #[cfg(test)]
+    pub planted_one_source: bool,
+}
+
+impl Default for CopyOptions {
+    fn default() -> Self {
+        CopyOptions {
+            tries: COPY_TRIES_MAX,
+            backoff_first: COPY_BACKOFF_FIRST,
+            busy_wait: COPY_BUSY_WAIT_MAX,
+            #[cfg(test)]
+            planted_one_source: false,
+        }
+    }
+}
+
+/// Where copying from one source stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceState {
+    /// Copied by this call.
+    Done,
+    /// Recorded finished by an earlier call (before a restart): skipped.
+    DoneBefore,
+    /// Not finished: every try failed (see the report's `error`).
+    Pending,
+}
+
+/// One source's part of a copy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceReport {
+    /// The source's URL.
+    pub url: String,
+    /// Done, done before, or pending.
+    pub state: SourceState,
+    /// Versions received from it and applied (every try of this call).
+    pub keys: u64,
+    /// Their key and value bytes.
+    pub bytes: u64,
+    /// Keys it held in the scope, as its last session said.
+    pub keys_offered: u64,
+    /// Their key and value bytes.
+    pub bytes_offered: u64,
+    /// Sessions tried by this call.
+    pub tries: u32,
+    /// Why the last try failed, when it did.
+    pub error: Option<String>,
+}
+
+/// What [`copy_gained`] did, source by source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyReport {
+    /// The version copied for (the new layout's).
+    pub version: u64,
+    /// Every source, in the order they were asked.
+    pub sources: Vec<SourceReport>,
+}
+
+impl CopyReport {
+    /// True when no source is pending: this node holds everything it gains.
+    pub fn complete(&self) -> bool {
+        self.sources.iter().all(|s| s.state != SourceState::Pending)
+    }
+
+    /// The URLs of the sources not finished.
+    pub fn pending(&self) -> Vec<&str> {
+        self.sources
+            .iter()
+            .filter(|s| s.state == SourceState::Pending)
+            .map(|s| s.url.as_str())
+            .collect()
+    }
+
+    /// Versions received from every source.
+    pub fn keys(&self) -> u64 {
+        self.sources.iter().map(|s| s.keys).sum()
+    }
+
+    /// Their key and value bytes.
+    pub fn bytes(&self) -> u64 {
+        self.sources.iter().map(|s| s.bytes).sum()
+    }
+}
+
+/// Why copying could not be carried out at all (a failing source is not
+/// an error: it is pending in the report).
+#[derive(Debug, thiserror::Error)]
+pub enum CopyError {
+    /// The two layouts are not one transition.
+    #[error("not a transition: {0}")]
+    NotATransition(#[from] ScopeError),
+    /// The copy record could not be read or written.
+    #[error("copy record in {dir}: {source}")]
+    Record {
+        /// The data directory.
+        dir: String,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// The node is shutting down; the record keeps what was finished.
+    #[error("stopped: the node is shutting down")]
+    Stopped,
+}
+
+/// Copies everything node `me` gains going from `old` to `new` (its next
+/// version) from every old member holding it, as documented above, with
+/// the default [`CopyOptions`]. Blocking: run it on its own thread, once
+/// `cluster::history::History::copy_may_start` holds; raise `sync` once the
+/// report is [`CopyReport::complete`]. Calling it again after a restart
+/// (or after a pending report) skips the sources already finished.
+pub fn copy_gained(
+    node: &Node<'_>,
+    me: &str,
+    old: &Layout,
+    new: &Layout,
+) -> Result<CopyReport, CopyError> {
+    copy_gained_with(node, me, old, new, &CopyOptions::default())
+}
+
+/// [`copy_gained`] with `options`.
+pub fn copy_gained_with(
+    node: &Node<'_>,
+    me: &str,
+    old: &Layout,
+    new: &Layout,
+    options: &CopyOptions,
+) -> Result<CopyReport, CopyError> {
+    check_next(old, new)?;
+    let mut report = CopyReport {
+        version: new.version,
+        sources: Vec::new(),
+    };
+    if !may_gain(old, new, me) {
+        // Leaving, or kept in a grow: it gains nothing (no session, no scan).
+        return Ok(report);
+    }
+    let dir = &node.config.data_dir;
+    let record_error = |source| CopyError::Record {
+        dir: dir.display().to_string(),
+        source,
+    };
+    let mut record = CopyRecord::load(dir, new.version).map_err(record_error)?;
+    let metrics = &node.antientropy.copy;
+    metrics.start_copy();
+    let t = Transition { old, new, me };
+    let mut result = Ok(());
+    for (i, source) in source_order(old, new, me).into_iter().enumerate() {
+        if record.is_done(source) {
+            report
+                .sources
+                .push(skipped(source, SourceState::DoneBefore));
+            continue;
+        }
+        #[cfg(test)]
+        if options.planted_one_source && i > 0 {
+            report.sources.push(skipped(source, SourceState::Done));
+            continue;
+        }
+        let _ = i;
+        match copy_from(node, t, source, options) {
+            Ok(done) => {
+                if done.state == SourceState::Done
+                    && let Err(e) = record.mark_done(source)
+                {
+                    result = Err(record_error(e));
+                    break;
+                }
+                report.sources.push(done);
+            }
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    metrics.running.store(0, Ordering::Relaxed);
+    result?;
+    let pending = report.pending().len() as u64;
+    metrics.sources_pending.store(pending, Ordering::Relaxed);
+    Ok(report)
+}
+
+/// The report of a source not asked this time.
+fn skipped(source: &str, state: SourceState) -> SourceReport {
+    SourceReport {
+        url: source.to_owned(),
+        state,
+        keys: 0,
+        bytes: 0,
+        keys_offered: 0,
+        bytes_offered: 0,
+        tries: 0,
+        error: None,
+    }
+}
+
+/// Tries `source` until a session completes or the tries run out (busy
+/// answers are waited out up to [`CopyOptions::busy_wait`], not counted).
+fn copy_from(
+    node: &Node<'_>,
+    t: Transition<'_>,
+    source: &str,
+    options: &CopyOptions,
+) -> Result<SourceReport, CopyError> {
+    let metrics = &node.antientropy.copy;
+    let via = via_for(node, source);
+    let mut report = skipped(source, SourceState::Pending);
+    let side = match Side::new(node, t, source) {
+        Ok(side) => side,
+        Err(SessionError::Stopped) => return Err(CopyError::Stopped),
+        Err(e) => {
+            report.error = Some(format!("this node's tree: {e}"));
+            return Ok(report);
+        }
+    };
+    let mut backoff = options.backoff_first;
+    let mut busy_backoff = BUSY_BACKOFF_FIRST;
+    let busy_until = Instant::now() + options.busy_wait;
+    while report.tries < options.tries.max(1) {
+        // This try's offer replaces the last one's in the to-move figures.
+        metrics.withdraw_offer(report.keys_offered, report.bytes_offered);
+        let mut pulled = Pulled::default();
+        let result = pull(node, t, source, via.clone(), &side, &mut pulled);
+        report.keys += pulled.keys;
+        report.bytes += pulled.bytes;
+        report.keys_offered = pulled.keys_offered;
+        report.bytes_offered = pulled.bytes_offered;
+        let wait = match result {
+            Ok(()) => {
+                metrics.sessions_done.fetch_add(1, Ordering::Relaxed);
+                report.tries += 1;
+                report.state = SourceState::Done;
+                report.error = None;
+                return Ok(report);
+            }
+            Err(SessionError::Stopped) => return Err(CopyError::Stopped),
+            Err(SessionError::Busy(e)) if Instant::now() < busy_until => {
+                report.error = Some(format!("busy: {e}"));
+                let wait = busy_backoff;
+                busy_backoff = (busy_backoff * 2).min(BUSY_BACKOFF_MAX);
+                wait
+            }
+            Err(e) => {
+                metrics.sessions_failed.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(source, try_ = report.tries + 1, error = %e, "copying from a source failed");
+                report.tries += 1;
+                report.error = Some(e.to_string());
+                if report.tries >= options.tries.max(1) {
+                    break;
+                }
+                let wait = backoff;
+                backoff = (backoff * 2).min(COPY_BACKOFF_MAX);
+                wait
+            }
+        };
+        if sleep_unless_stopped(node, wait) {
+            return Err(CopyError::Stopped);
+        }
+    }
+    Ok(report)
+}
+
+/// `--peer-via` for `url` when it is in `--cluster`.
+fn via_for(node: &Node<'_>, url: &str) -> Option<String> {
+    let i = node.config.cluster.iter().position(|u| u == url)?;
+    node.config.peer_via.get(i).cloned().flatten()
+}
+
+/// Sleeps `d` in slices; true when the node started stopping.
+fn sleep_unless_stopped(node: &Node<'_>, d: Duration) -> bool {
+    let until = Instant::now() + d;
+    while !node.stopping() {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        std::thread::sleep(left.min(IO_SLICE));
+    }
+    true
+}
+
+/// Forgets the record of the transition to `version` once it is over.
+pub fn forget(node: &Node<'_>, version: u64) -> std::io::Result<()> {
+    record::remove(&node.config.data_dir, version)
+}

@@ -1,0 +1,272 @@
+//! One transition session as the gaining node: pull from one source
+//! everything it holds of the keys this node gains, newest-wins.
+//!
+//! The session is anti-entropy's (`super::super::client`), scoped to the
+//! transition ([`TransitionScope`]) and one-way:
+//! 1. one scan of this engine builds this node's tree of the scope;
+//! 2. connect, send `Transition` (both layouts), the source builds its
+//!    tree of the same scope and answers `TransitionWelcome`;
+//! 3. walk both trees to the differing buckets;
+//! 4. page through the source's digest of them, merge each page with this
+//!    node's side of the same range, and fetch every key the source has
+//!    newer (or only the source has). What this node has newer is left
+//!    alone: nothing is pushed, nothing is deleted.
+//!
+//! Scanned and sent bytes go through the node's token bucket (the same as
+//! anti-entropy's), and so do the source's. A version the engine refuses
+//! fails the session: the copy is then incomplete.
+
+use super::scope::TransitionScope;
+use super::{CopyMetrics, moved_bytes};
+use crate::antientropy::Node;
+use crate::antientropy::client;
+use crate::antientropy::local::{self, Meter, unexpected};
+use crate::antientropy::merkle::{DEPTH, Tree, bucket_of};
+use crate::antientropy::reconcile::{Merge, Step};
+use crate::antientropy::stream::{SessionError, SyncStream};
+use crate::antientropy::wire::{
+    BATCH_BYTES_MAX, DIGEST_ENTRIES_MAX, FETCH_KEYS_MAX, Message, VERSION, bitmap_has, bitmap_of,
+};
+use crate::cluster::layout::Layout;
+use std::sync::atomic::Ordering;
+
+/// What one session with a source offered and moved, filled as it goes
+/// (a failed session still tells what it moved before it failed).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Pulled {
+    /// Keys the source holds in the scope (its `TransitionWelcome`).
+    pub keys_offered: u64,
+    /// Their key and value bytes.
+    pub bytes_offered: u64,
+    /// Versions received and applied here.
+    pub keys: u64,
+    /// Their key and value bytes.
+    pub bytes: u64,
+}
+
+/// The two layouts of a transition and the node that gains keys in it.
+#[derive(Debug, Clone, Copy)]
+pub struct Transition<'a> {
+    /// The layout being left.
+    pub old: &'a Layout,
+    /// The layout being entered.
+    pub new: &'a Layout,
+    /// This node's URL (a member of `new`).
+    pub me: &'a str,
+}
+
+/// What this node compares with one source: the scope and this node's
+/// tree of it (one scan of the engine).
+pub struct Side {
+    /// The keys this node gains from the source.
+    pub scope: TransitionScope,
+    /// This node's tree of them.
+    pub tree: Tree,
+}
+
+impl Side {
+    /// The scope of `source` in `t`, and this node's tree of it. A tree
+    /// kept for the next try after a failed or busy session may be older
+    /// than the engine: that costs digest pages, never a missed key (this
+    /// node's versions only get newer, so a bucket equal to the source's
+    /// holds nothing the source has newer).
+    pub fn new(node: &Node<'_>, t: Transition<'_>, source: &str) -> Result<Side, SessionError> {
+        let scope = TransitionScope::new(t.old, t.new, t.me, source)
+            .map_err(|e| SessionError::Protocol(e.to_string()))?;
+        let tree = local_tree(node, &scope)?;
+        Ok(Side { scope, tree })
+    }
+}
+
+/// Pulls from `source` (dialled through `via` when given) every version of
+/// the keys this node gains from it (`side`) that is newer there than here.
+pub fn pull(
+    node: &Node<'_>,
+    t: Transition<'_>,
+    source: &str,
+    via: Option<String>,
+    side: &Side,
+    pulled: &mut Pulled,
+) -> Result<(), SessionError> {
+    let (scope, tree) = (&side.scope, &side.tree);
+    let ae = node.antientropy;
+    let (stream, leftover) = client::connect_url(node, source, via)?;
+    let stop = || node.stopping();
+    let mut s = SyncStream::new(stream, leftover, &stop, &ae.metrics, ae.timing.keep_alive)
+        .map_err(|e| SessionError::Io(e.to_string()))?;
+    let hello = Message::Transition {
+        version: VERSION,
+        url: t.me.to_owned(),
+        depth: tree.depth(),
+        old: t.old.clone(),
+        new: t.new.clone(),
+    };
+    match client::ask_within(node, &mut s, &hello, ae.timing.welcome)? {
+        Message::TransitionWelcome {
+            version,
+            url,
+            entries,
+            bytes,
+        } if version == VERSION && url == source => {
+            pulled.keys_offered = entries;
+            pulled.bytes_offered = bytes;
+            ae.copy.keys_to_move.fetch_add(entries, Ordering::Relaxed);
+            ae.copy.bytes_to_move.fetch_add(bytes, Ordering::Relaxed);
+        }
+        Message::TransitionWelcome { version, url, .. } => {
+            return Err(SessionError::Protocol(format!(
+                "the TransitionWelcome came from {url} (sync protocol version {version}), \
+                 expected {source} (version {VERSION})"
+            )));
+        }
+        other => return Err(unexpected(&other, "TransitionWelcome")),
+    }
+    let differing = client::walk(node, &mut s, tree)?;
+    if differing.is_empty() {
+        return Ok(());
+    }
+    fetch_differing(node, scope, &differing, &mut s, pulled)
+}
+
+/// This node's tree of the scope, from one scan of the engine.
+fn local_tree(node: &Node<'_>, scope: &TransitionScope) -> Result<Tree, SessionError> {
+    let mut tree = Tree::new(DEPTH);
+    let mut meter = Meter::new(node);
+    local::scan_each(node, b"", None, &mut meter, |key, entry| {
+        if scope.covers(&key) {
+            tree.add(&key, entry.ts, entry.value.is_none());
+        }
+        Ok(true)
+    })?;
+    meter.settle()?;
+    tree.finish();
+    Ok(tree)
+}
+
+/// Pages through the source's digest of the `differing` buckets and
+/// fetches what it has newer, in batches within the wire bounds.
+fn fetch_differing(
+    node: &Node<'_>,
+    scope: &TransitionScope,
+    differing: &[u32],
+    s: &mut SyncStream<'_>,
+    pulled: &mut Pulled,
+) -> Result<(), SessionError> {
+    let bitmap = bitmap_of(DEPTH, differing);
+    let wanted = |key: &[u8]| bitmap_has(&bitmap, bucket_of(key, DEPTH)) && scope.covers(key);
+    let mut fetch: Vec<Vec<u8>> = Vec::new();
+    let mut fetch_bytes = 0usize;
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let request = Message::Digest {
+            buckets: bitmap.clone(),
+            after: after.clone(),
+            entries_max: DIGEST_ENTRIES_MAX as u32,
+        };
+        let (entries, next) = match client::ask(node, s, &request)? {
+            Message::DigestPage { entries, next } => (entries, next),
+            other => return Err(unexpected(&other, "DigestPage")),
+        };
+        client::check_page(&entries, after.as_deref(), next.as_deref(), &bitmap, DEPTH)?;
+        // This node's side of (after, next], in chunks bounded like a page.
+        let mut remote = entries.into_iter().peekable();
+        let mut cursor = after.clone();
+        loop {
+            let (local_entries, cut) = {
+                let mut meter = Meter::alive(node, &mut *s);
+                let end = next.as_deref();
+                local::page(
+                    node,
+                    cursor.as_deref(),
+                    end,
+                    DIGEST_ENTRIES_MAX,
+                    &mut meter,
+                    wanted,
+                )?
+            };
+            let mut remote_chunk = Vec::new();
+            while let Some(e) = remote.next_if(|e| cut.as_ref().is_none_or(|c| e.key <= *c)) {
+                remote_chunk.push((e.key, e.ts));
+            }
+            let local_digest = local_entries.into_iter().map(|e| (e.key, e.ts));
+            for step in Merge::new(local_digest, remote_chunk.into_iter()) {
+                // Newer here: written during the transition; left alone.
+                let Step::Fetch(key) = step else { continue };
+                fetch_bytes += key.len();
+                fetch.push(key);
+                if fetch.len() >= FETCH_KEYS_MAX || fetch_bytes >= BATCH_BYTES_MAX {
+                    fetch_batch(node, s, &mut fetch, pulled)?;
+                    fetch_bytes = 0;
+                }
+            }
+            match cut {
+                None => break,
+                Some(key) => cursor = Some(key),
+            }
+        }
+        match next {
+            None => break,
+            Some(key) => after = Some(key),
+        }
+    }
+    fetch_batch(node, s, &mut fetch, pulled)
+}
+
+/// Fetches `keys` (in as many round trips as the source's answer bound
+/// needs) and applies their versions durably; empties `keys`.
+fn fetch_batch(
+    node: &Node<'_>,
+    s: &mut SyncStream<'_>,
+    keys: &mut Vec<Vec<u8>>,
+    pulled: &mut Pulled,
+) -> Result<(), SessionError> {
+    let metrics: &CopyMetrics = &node.antientropy.copy;
+    while !keys.is_empty() {
+        if node.stopping() {
+            return Err(SessionError::Stopped);
+        }
+        let request = Message::Fetch { keys: keys.clone() };
+        let items = match client::ask(node, s, &request)? {
+            Message::Versions { items } => items,
+            other => return Err(unexpected(&other, "Versions")),
+        };
+        if items.is_empty() || items.len() > keys.len() {
+            return Err(SessionError::Protocol(format!(
+                "{} versions for {} keys",
+                items.len(),
+                keys.len()
+            )));
+        }
+        let answered = items.len();
+        let mut found = Vec::with_capacity(answered);
+        let mut bytes = 0u64;
+        for ((key, version), asked) in items.into_iter().zip(keys.iter()) {
+            if key != *asked {
+                return Err(SessionError::Protocol(
+                    "a Versions answer out of the order of the keys asked for".into(),
+                ));
+            }
+            if let Some(v) = version {
+                bytes += moved_bytes(&key, v.value.as_deref());
+                found.push((key, v));
+            }
+        }
+        let (applied, refused) = local::apply(node, found)?;
+        if !refused.is_empty() {
+            let mut refusals = local::Refusals::default();
+            refusals.add(&refused);
+            return Err(SessionError::Engine(format!(
+                "the copy is incomplete: {}",
+                refusals.text()
+            )));
+        }
+        pulled.keys += applied;
+        pulled.bytes += bytes;
+        metrics.keys_moved.fetch_add(applied, Ordering::Relaxed);
+        metrics.bytes_moved.fetch_add(bytes, Ordering::Relaxed);
+        metrics.keys_copied.fetch_add(applied, Ordering::Relaxed);
+        metrics.bytes_copied.fetch_add(bytes, Ordering::Relaxed);
+        keys.drain(..answered);
+    }
+    Ok(())
+}

@@ -1,0 +1,170 @@
+//! A transition session as the source, on the `ataman-sync` thread: the
+//! gaining node's `Transition` frame is checked, this node builds its tree
+//! of the transition's keys it holds (`super::scope`), answers
+//! `TransitionWelcome`, then TreeNodes, Digest and Fetch until the gaining
+//! node closes. The session only reads: a Push (or anything else) is a
+//! protocol error.
+//!
+//! The layouts come from the gaining node (an authenticated peer when the
+//! cluster has a secret); they are checked to be one transition this node
+//! is an old member of and the gaining node a new one. Serving reads
+//! nothing a member could not read anyway.
+
+use super::moved_bytes;
+use super::scope::TransitionScope;
+use crate::antientropy::Node;
+use crate::antientropy::local::{self, Meter, kind_name};
+use crate::antientropy::merkle::{DEPTH, Tree, bucket_of};
+use crate::antientropy::server::tree_hashes;
+use crate::antientropy::stream::{SEND_TIMEOUT, SessionError, SyncStream};
+use crate::antientropy::wire::{self, Message, VERSION, bitmap_bytes, bitmap_has};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// Serves the session `hello` (a `Transition`) opened, to its end.
+pub fn session(
+    node: &Node<'_>,
+    s: &mut SyncStream<'_>,
+    hello: Message,
+    peer_url: &mut String,
+) -> Result<(), SessionError> {
+    let Message::Transition {
+        version,
+        url,
+        depth,
+        old,
+        new,
+    } = hello
+    else {
+        return Err(SessionError::Protocol(format!(
+            "expected Transition, got {}",
+            kind_name(&hello)
+        )));
+    };
+    *peer_url = url.clone();
+    let me = &node.topology.nodes()[node.topology.self_index()];
+    let scope = if version != VERSION {
+        Err(format!(
+            "sync protocol version {version}; {me} speaks version {VERSION}"
+        ))
+    } else if depth != DEPTH {
+        Err(format!(
+            "tree depth differs: {url} compares depth {depth}, {me} depth {DEPTH}"
+        ))
+    } else {
+        TransitionScope::new(&old, &new, &url, me).map_err(|e| format!("transition refused: {e}"))
+    };
+    let scope = match scope {
+        Ok(scope) => scope,
+        Err(why) => {
+            let _ = s.send(
+                &wire::error_message(why.clone()),
+                Instant::now() + SEND_TIMEOUT,
+            );
+            return Err(SessionError::Refusing(why));
+        }
+    };
+    if s.peer_closed() {
+        node.antientropy
+            .metrics
+            .sessions_abandoned
+            .fetch_add(1, Ordering::Relaxed);
+        return Err(SessionError::Io(
+            "the gaining node left while the session waited to be served".into(),
+        ));
+    }
+    let copy = &node.antientropy.copy;
+    copy.sessions_served.fetch_add(1, Ordering::Relaxed);
+    let (tree, entries, bytes) = scope_tree(node, &scope, s)?;
+    let welcome = Message::TransitionWelcome {
+        version: VERSION,
+        url: me.clone(),
+        entries,
+        bytes,
+    };
+    let sent = s.send(&welcome, Instant::now() + SEND_TIMEOUT)?;
+    local::pay_sent(node, s, sent)?;
+    let silence = node.antientropy.timing.silence;
+    loop {
+        let Some(request) = s.recv(silence)? else {
+            return Ok(());
+        };
+        let answer = answer(node, &tree, &scope, request, s)?;
+        if let Message::Versions { items } = &answer {
+            let found = items.iter().filter_map(|(k, v)| v.as_ref().map(|v| (k, v)));
+            for (key, version) in found {
+                copy.keys_sent.fetch_add(1, Ordering::Relaxed);
+                let n = moved_bytes(key, version.value.as_deref());
+                copy.bytes_sent.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+        let sent = s.send(&answer, Instant::now() + SEND_TIMEOUT)?;
+        local::pay_sent(node, s, sent)?;
+    }
+}
+
+/// This node's tree of the scope, its entries and their bytes, from one
+/// scan (the gaining node hears `KeepAlive`s meanwhile).
+fn scope_tree(
+    node: &Node<'_>,
+    scope: &TransitionScope,
+    s: &mut SyncStream<'_>,
+) -> Result<(Tree, u64, u64), SessionError> {
+    let mut tree = Tree::new(DEPTH);
+    let (mut entries, mut bytes) = (0u64, 0u64);
+    let mut meter = Meter::alive(node, s);
+    local::scan_each(node, b"", None, &mut meter, |key, entry| {
+        if scope.covers(&key) {
+            tree.add(&key, entry.ts, entry.value.is_none());
+            entries += 1;
+            bytes += moved_bytes(&key, entry.value.as_deref());
+        }
+        Ok(true)
+    })?;
+    meter.settle()?;
+    tree.finish();
+    Ok((tree, entries, bytes))
+}
+
+/// The answer to one request after the `Transition`.
+fn answer(
+    node: &Node<'_>,
+    tree: &Tree,
+    scope: &TransitionScope,
+    request: Message,
+    s: &mut SyncStream<'_>,
+) -> Result<Message, SessionError> {
+    match request {
+        Message::TreeNodes { level, indexes } => tree_hashes(tree, level, &indexes),
+        Message::Digest {
+            buckets,
+            after,
+            entries_max,
+        } => {
+            if buckets.len() != bitmap_bytes(DEPTH) {
+                return Err(SessionError::Protocol(format!(
+                    "bucket bitmap of {} bytes; depth {DEPTH} has {}",
+                    buckets.len(),
+                    bitmap_bytes(DEPTH)
+                )));
+            }
+            let mut meter = Meter::alive(node, s);
+            let wanted =
+                |key: &[u8]| bitmap_has(&buckets, bucket_of(key, DEPTH)) && scope.covers(key);
+            let (entries, next) = local::page(
+                node,
+                after.as_deref(),
+                None,
+                entries_max as usize,
+                &mut meter,
+                wanted,
+            )?;
+            Ok(Message::DigestPage { entries, next })
+        }
+        Message::Fetch { keys } => local::read_versions(node, keys, s),
+        other => Err(SessionError::Protocol(format!(
+            "unexpected {} in a transition session",
+            kind_name(&other)
+        ))),
+    }
+}
