@@ -18,6 +18,8 @@
 //! - [`node_table`]: stable node indices across layout versions.
 //! - [`membership`]: the live history and the acceptor, shared by the
 //!   node's threads.
+//! - [`learn`]: a peer's agreement request answered on the node's
+//!   membership; a committed layout learned by acceptor and history at once.
 //! - [`layout_file`]: `<data-dir>/LAYOUT`, and which layout a node starts
 //!   with (bootstrap from `--cluster`, or the stored one).
 
@@ -29,6 +31,7 @@ pub mod change_request;
 pub mod history;
 pub mod layout;
 pub mod layout_file;
+pub mod learn;
 pub mod membership;
 pub mod node_table;
 pub mod placement;
