@@ -36,6 +36,7 @@ use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::time::Instant;
 
+mod internal_side;
 mod resp_scan;
 mod resp_side;
 
@@ -662,54 +663,6 @@ impl Conn {
         }
     }
 
-    /// An internal endpoint is a peer's: a CA-verified certificate
-    /// (`--tls-ca`) or the secret's proof bound to `protocol` (the
-    /// range's: [`RANGE_PROTOCOL`]) opens it, a client token never does.
-    /// False when a challenge or refusal was queued.
-    ///
-    /// [`RANGE_PROTOCOL`]: crate::range::peer_auth::RANGE_PROTOCOL
-    fn range_gate(
-        &mut self,
-        ctx: &NetContext,
-        route: Route,
-        started: Instant,
-        credential: &Credential,
-        protocol: &str,
-    ) -> bool {
-        let tls = ctx.shared.tls.as_ref();
-        if tls.is_some_and(|t| t.verifies_peers()) && self.stream.peer_verified() {
-            return true;
-        }
-        if ctx.shared.auth.secret.is_none()
-            && let Some(why) = crate::tls::refuse_upgrade(tls, &self.stream)
-        {
-            ctx.shared
-                .auth
-                .metrics
-                .peer_refused(crate::auth::metrics::PeerRefusal::NoCertificate);
-            self.close_after = true;
-            let e = HttpError::close(Status::Forbidden, why);
-            self.push_error(ctx, route, &e, Persist::Close, "", started);
-            return false;
-        }
-        let stream = &self.stream;
-        let remote = || {
-            stream
-                .peer_addr()
-                .map_or_else(|_| "?".into(), |a| a.to_string())
-        };
-        let auth = &ctx.shared.auth;
-        match upgrade(auth, protocol, &mut self.peer_nonce, credential, &remote) {
-            Verdict::Switch(_) => true,
-            Verdict::Answer(bytes, status, close) => {
-                self.close_after |= close;
-                ctx.shared.metrics.record(route, status, started);
-                self.answer(|out| out.extend_from_slice(&bytes));
-                false
-            }
-        }
-    }
-
     /// Queues the 101 of an upgrade; once it is out the connection switches.
     fn push_upgrade(
         &mut self,
@@ -985,63 +938,6 @@ impl Conn {
                 _ => return,
             }
         }
-    }
-
-    /// Moves what the front slot's range thread queued to the output
-    /// buffer; `true` when the answer is complete (the slot is gone).
-    fn fill_from_feed(&mut self, ctx: &NetContext) -> bool {
-        let Some(Slot::Feed {
-            feed,
-            head_written,
-            starved,
-            persist,
-            started,
-        }) = self.slots.front_mut()
-        else {
-            return false;
-        };
-        let (persist, started) = (*persist, *started);
-        while self.out.len() - self.out_pos < STREAM_BUFFER_BYTES {
-            let Some(item) = feed.poll() else {
-                *starved = true;
-                return false;
-            };
-            *starved = false;
-            if !matches!(item, crate::range::Feed::Refused(_)) && !*head_written {
-                write_chunked_head(
-                    &mut self.out,
-                    Status::Ok,
-                    "application/octet-stream",
-                    persist,
-                );
-                *head_written = true;
-            }
-            match item {
-                crate::range::Feed::Refused(reason) => {
-                    self.pop_slot();
-                    let answer = Answer::Failed(answer::Failure::NotEnoughReplicas, reason);
-                    let status = render(&mut self.out, &answer, persist);
-                    ctx.shared.metrics.record(Route::Entities, status, started);
-                    return true;
-                }
-                crate::range::Feed::Bytes(bytes) => self.out.extend_from_slice(&bytes),
-                crate::range::Feed::Done => {
-                    write_last_chunk(&mut self.out);
-                    ctx.shared
-                        .metrics
-                        .record(Route::Entities, Status::Ok, started);
-                    self.pop_slot();
-                    return true;
-                }
-                crate::range::Feed::Failed => {
-                    // As for a local scan's failure: cut without the last chunk.
-                    self.close_after = true;
-                    self.slots.clear();
-                    return false;
-                }
-            }
-        }
-        false
     }
 
     /// Writes buffered output; `Ok(true)` when all of it went out. `now`
