@@ -50,6 +50,7 @@ pub mod hints;
 pub mod hlc;
 pub mod http;
 pub mod last_seen;
+pub mod layout_io;
 pub mod log_options;
 pub mod metrics;
 pub mod net;

@@ -20,6 +20,7 @@
 //!   node's threads.
 //! - [`learn`]: a peer's agreement request answered on the node's
 //!   membership; a committed layout learned by acceptor and history at once.
+//! - [`workers`]: the bounded threads the layout endpoints' blocking work runs on.
 //! - [`layout_file`]: `<data-dir>/LAYOUT`, and which layout a node starts
 //!   with (bootstrap from `--cluster`, or the stored one).
 
@@ -36,6 +37,7 @@ pub mod membership;
 pub mod node_table;
 pub mod placement;
 pub mod propose;
+pub mod workers;
 
 /// `host:port` of an `http(s)://host:port[/...]` URL (validated by the config).
 pub fn dial_address(url: &str) -> String {

@@ -80,6 +80,18 @@ pub enum Slot {
         /// When the request was parsed.
         started: Instant,
     },
+    /// A layout request a layout worker answers whole
+    /// (`crate::layout_io::endpoints`).
+    Job {
+        /// The job's waiting end.
+        job: crate::layout_io::endpoints::LayoutJob,
+        /// Route (metrics).
+        route: Route,
+        /// Connection persistence for the answer.
+        persist: Persist,
+        /// When the request was parsed.
+        started: Instant,
+    },
     /// A cluster range its range thread feeds (`crate::range::feed`).
     Feed {
         /// The queue from the range thread.
@@ -597,6 +609,14 @@ impl Conn {
             Action::Status => Command::Status,
             Action::Cluster => Command::Cluster,
             Action::Layout => Command::Layout,
+            Action::LayoutChange { version, change } => Command::LayoutChange { version, change },
+            Action::InternalLayout => {
+                let protocol = crate::cluster::agreement_wire::LAYOUT_PROTOCOL;
+                if !self.range_gate(ctx, route, started, &credential, protocol) {
+                    return;
+                }
+                Command::InternalLayout(body)
+            }
             Action::RepairStart => Command::RepairStart,
             Action::RepairStatus => Command::RepairStatus,
             Action::Metrics => Command::Metrics,
@@ -621,6 +641,12 @@ impl Conn {
                 iter,
                 encoding,
                 head_written: false,
+                persist,
+                started,
+            }),
+            Dispatched::Job(job) => self.push_slot(Slot::Job {
+                job,
+                route,
                 persist,
                 started,
             }),
@@ -932,6 +958,11 @@ impl Conn {
                 }
                 Some(Slot::Scan(_)) => {
                     if !self.fill_from_scan() {
+                        return;
+                    }
+                }
+                Some(Slot::Job { .. }) => {
+                    if !self.fill_from_job(ctx) {
                         return;
                     }
                 }

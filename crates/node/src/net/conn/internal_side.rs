@@ -1,6 +1,7 @@
 //! The internal endpoints' side of a connection: the peer gate of an
-//! internal endpoint, and a cluster range fed by its range thread
-//! (`crate::range::feed`) moved to the output in slot order.
+//! internal endpoint, a cluster range fed by its range thread
+//! (`crate::range::feed`) moved to the output in slot order, and a layout
+//! request's whole answer from its layout worker.
 
 use super::{Conn, STREAM_BUFFER_BYTES, Slot};
 use crate::api::Route;
@@ -119,4 +120,39 @@ impl Conn {
         false
     }
 
+    /// Replaces the front layout job's slot with its answer once the job
+    /// is done; `true` when it was.
+    pub(super) fn fill_from_job(&mut self, ctx: &NetContext) -> bool {
+        let Some(Slot::Job {
+            job,
+            route,
+            persist,
+            started,
+        }) = self.slots.front()
+        else {
+            return false;
+        };
+        let Some(result) = job.poll() else {
+            return false;
+        };
+        let (route, persist, started) = (*route, *persist, *started);
+        let answer = result.unwrap_or_else(|| crate::layout_io::endpoints::JobAnswer {
+            status: Status::InternalError,
+            content_type: crate::layout_io::endpoints::TEXT_CONTENT_TYPE,
+            body: b"the layout request's worker ended without an answer\n".to_vec(),
+        });
+        let mut bytes = Vec::new();
+        let extra = crate::http::response::Extra {
+            content_type: Some(answer.content_type),
+            retry_after_sec: (answer.status == Status::Unavailable)
+                .then_some(crate::net::render::RETRY_AFTER_SEC),
+            ..Default::default()
+        };
+        crate::http::response::write_full(&mut bytes, answer.status, extra, persist, &answer.body);
+        ctx.shared.metrics.record(route, answer.status, started);
+        if let Some(front) = self.slots.front_mut() {
+            *front = Slot::Ready(bytes);
+        }
+        true
+    }
 }

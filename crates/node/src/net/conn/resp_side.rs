@@ -301,7 +301,7 @@ impl Conn {
                 gather.parts.push(Part::Waiting(awaited));
                 gather.waiting = 1;
             }
-            Dispatched::Stream(..) | Dispatched::Feed(_) => {
+            Dispatched::Stream(..) | Dispatched::Feed(_) | Dispatched::Job(_) => {
                 gather.parts.push(Part::Done(Answer::Failed(
                     Failure::Internal,
                     "internal error: a range reached RESP".into(),
@@ -381,10 +381,12 @@ impl Conn {
                     Part::Waiting(awaited)
                 }
                 // Keys are reads and writes, never ranges.
-                Dispatched::Stream(..) | Dispatched::Feed(_) => Part::Done(Answer::Failed(
-                    Failure::Internal,
-                    "internal error: a range reached RESP".into(),
-                )),
+                Dispatched::Stream(..) | Dispatched::Feed(_) | Dispatched::Job(_) => {
+                    Part::Done(Answer::Failed(
+                        Failure::Internal,
+                        "internal error: a range reached RESP".into(),
+                    ))
+                }
             });
         }
         let gather = Gather {
@@ -624,10 +626,12 @@ fn step(ctx: &NetContext, replicated: &mut Vec<Request>, reply_to: ReplyTo, gath
                     gather.waiting = 1;
                     Part::Waiting(awaited)
                 }
-                Dispatched::Stream(..) | Dispatched::Feed(_) => Part::Done(Answer::Failed(
-                    Failure::Internal,
-                    "internal error: a range reached RESP".into(),
-                )),
+                Dispatched::Stream(..) | Dispatched::Feed(_) | Dispatched::Job(_) => {
+                    Part::Done(Answer::Failed(
+                        Failure::Internal,
+                        "internal error: a range reached RESP".into(),
+                    ))
+                }
             };
         }
     }

@@ -1,0 +1,145 @@
+//! `POST /v0/layout` between real processes (docs/API.md, "Layout"):
+//! three nodes agree on version 2, answered 200, 409, 400 or 503 as
+//! issue 16 says; the chosen version survives a restart; a node that
+//! missed the commit learns it through gossip.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
+
+mod support;
+
+use ataman::faultproxy::LinkMode;
+use std::time::Duration;
+use support::cluster::{TestCluster, body, eventually};
+use support::{Conn, Node, Response};
+
+/// How long every node may take to show what it learned.
+const LEARN_WAIT: Duration = Duration::from_secs(20);
+
+fn post(node: &Node, query: &str) -> Response {
+    let target = format!("/v0/layout?{query}");
+    Conn::open(node.addr()).request("POST", &target, &[], None)
+}
+
+fn layout_of(node: &Node) -> String {
+    let r = Conn::open(node.addr()).request("GET", "/v0/layout", &[], None);
+    assert_eq!(r.status, 200, "GET /v0/layout");
+    String::from_utf8(r.body).unwrap()
+}
+
+/// A node that answers `GET /v0/status` and is no member: a single node.
+fn spare() -> (Node, String) {
+    let node = Node::start(&[]);
+    let url = format!("http://{}", node.addr());
+    (node, url)
+}
+
+fn shows_next(node: &Node, version: u64) -> bool {
+    let doc = layout_of(node);
+    doc.contains(&format!("\"next\":{version},")) && doc.contains("\"settled\":false")
+}
+
+/// (a) 200 with the new layout; every member shows the next version.
+/// (c) a stale or future version: 409 with the current layout.
+/// (f) a restarted member keeps the chosen next version.
+#[test]
+fn add_a_node_then_stale_versions_then_restart() {
+    let mut c = TestCluster::start(3, &[]);
+    let (_spare, added) = spare();
+    let r = post(c.node(0), &format!("version=2&add={added}"));
+    assert_eq!(r.status, 200, "{}", body(&r));
+    let doc = body(&r);
+    assert!(doc.starts_with("{\"version\":2,\"nodes\":["), "{doc}");
+    assert!(doc.contains(&format!("\"{added}\"")), "{doc}");
+    assert!(doc.contains("\"replication_factor\":3"), "{doc}");
+    for i in 0..3 {
+        eventually(&format!("node {i} shows next 2"), LEARN_WAIT, || {
+            shows_next(c.node(i), 2)
+        });
+    }
+    let (_other, other) = spare();
+    for version in [2, 5, 1] {
+        let r = post(c.node(1), &format!("version={version}&add={other}"));
+        assert_eq!(r.status, 409, "version {version}: {}", body(&r));
+        let doc = body(&r);
+        assert!(
+            doc.starts_with("{\"version\":2,"),
+            "the current layout: {doc}"
+        );
+        assert!(doc.contains("\"reason\":"), "{doc}");
+    }
+    // The same plan again continues the transition under way: 200.
+    let r = post(c.node(2), &format!("version=2&add={added}"));
+    assert_eq!(r.status, 200, "{}", body(&r));
+
+    c.terminate(1);
+    c.restart(1);
+    assert!(shows_next(c.node(1), 2), "{}", layout_of(c.node(1)));
+}
+
+/// (b) two concurrent requests for version 2 with different changes:
+/// exactly one 200, the other 409.
+#[test]
+fn concurrent_requests_one_wins() {
+    let c = TestCluster::start(3, &[]);
+    let (_a, a) = spare();
+    let (_b, b) = spare();
+    let (first, second) = std::thread::scope(|s| {
+        let one = s.spawn(|| post(c.node(0), &format!("version=2&add={a}")));
+        let two = s.spawn(|| post(c.node(1), &format!("version=2&add={b}")));
+        (one.join().unwrap(), two.join().unwrap())
+    });
+    let mut codes = [first.status, second.status];
+    codes.sort_unstable();
+    assert_eq!(codes, [200, 409], "{} / {}", body(&first), body(&second));
+    let (winner, loser) = if first.status == 200 {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
+    for i in 0..3 {
+        eventually(&format!("node {i} shows next 2"), LEARN_WAIT, || {
+            shows_next(c.node(i), 2)
+        });
+    }
+    // Every member holds the winner: its plan continues (200), the
+    // loser's conflicts (409).
+    for i in 0..3 {
+        let r = post(c.node(i), &format!("version=2&add={winner}"));
+        assert_eq!(r.status, 200, "node {i}: {}", body(&r));
+        let r = post(c.node(i), &format!("version=2&add={loser}"));
+        assert_eq!(r.status, 409, "node {i}: {}", body(&r));
+    }
+}
+
+/// (d) 400: removing a non-member, an impossible R, an added node that
+/// does not answer, an added member, a malformed request; a single node.
+/// (e) 503 with two of three members unreachable.
+#[test]
+fn refusals() {
+    let c = TestCluster::start(3, &[]);
+    let (spare_node, added) = spare();
+    let member = c.urls()[1].clone();
+    let nobody = "http://127.0.0.1:1";
+    for query in [
+        format!("version=2&remove={nobody}"),
+        "version=2&replication_factor=4".to_owned(),
+        format!("version=2&add={nobody}"),
+        format!("version=2&add={member}"),
+        "add=x".to_owned(),
+    ] {
+        let r = post(c.node(0), &query);
+        support::assert_error(&r, 400, &query);
+    }
+    let r = post(&spare_node, "version=2&add=http://127.0.0.1:2");
+    support::assert_error(&r, 400, "a single node");
+    assert!(body(&r).contains("single node"), "{}", body(&r));
+
+    c.proxy(1).set_mode(LinkMode::Cut);
+    c.proxy(2).set_mode(LinkMode::Cut);
+    let r = post(c.node(0), &format!("version=2&add={added}"));
+    support::assert_error(&r, 503, "two of three members cut off");
+    c.proxy(1).set_mode(LinkMode::Pass);
+    c.proxy(2).set_mode(LinkMode::Pass);
+    let r = post(c.node(0), &format!("version=2&add={added}"));
+    assert_eq!(r.status, 200, "{}", body(&r));
+}
