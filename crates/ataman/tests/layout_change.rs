@@ -143,3 +143,29 @@ fn refusals() {
     let r = post(c.node(0), &format!("version=2&add={added}"));
     assert_eq!(r.status, 200, "{}", body(&r));
 }
+
+/// (g) a member paused and cut off while version 2 is chosen and
+/// committed learns it through gossip once it runs again (nothing was
+/// delivered to it: its proxy cut every connection meanwhile).
+#[test]
+fn a_paused_member_learns_through_gossip() {
+    let c = TestCluster::start(3, &[]);
+    let (_spare, added) = spare();
+    let pid = c.node(2).pid() as libc::pid_t;
+    c.proxy(2).set_mode(LinkMode::Cut);
+    // SAFETY: signalling a child process this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let r = post(c.node(0), &format!("version=2&add={added}"));
+    assert_eq!(r.status, 200, "{}", body(&r));
+    for i in 0..2 {
+        eventually(&format!("node {i} shows next 2"), LEARN_WAIT, || {
+            shows_next(c.node(i), 2)
+        });
+    }
+    c.proxy(2).set_mode(LinkMode::Pass);
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    eventually("the paused node shows next 2", LEARN_WAIT, || {
+        shows_next(c.node(2), 2)
+    });
+}

@@ -18,9 +18,14 @@
 //!   driver promotes the stored layout before it can begin.
 //! - A layout older than the node's, or one further ahead than the next,
 //!   changes nothing; the reply names the node's committed version.
+//! - A gossip ([`absorb`]) learns every layout of the peer's live history
+//!   newer than the node's committed one, oldest first, through [`learn`]
+//!   (every layout of a live history was committed), then merges the
+//!   peer's trackers into the history (`History::merge`, by maximum); it
+//!   is answered with the node's own live layouts and trackers.
 
 use super::agreement_wire::{Reply, Request};
-use super::history::TransitionError;
+use super::history::{Trackers, TransitionError};
 use super::layout::Layout;
 use super::layout_file::LayoutFileError;
 use super::membership::Membership;
@@ -29,8 +34,38 @@ use super::membership::Membership;
 pub fn serve(membership: &Membership, request: Request) -> Result<Reply, LayoutFileError> {
     match request {
         Request::Commit { value } => learn(membership, value),
+        Request::Gossip { live, trackers } => {
+            absorb(membership, live, &trackers)?;
+            Ok(gossip_reply(membership))
+        }
         other => membership.update(|state| (false, state.acceptor.handle(other))),
     }
+}
+
+/// This node's live layouts and trackers, as a gossip reply.
+pub fn gossip_reply(membership: &Membership) -> Reply {
+    let history = membership.history();
+    Reply::Gossip {
+        live: history.live().to_vec(),
+        trackers: history.trackers().clone(),
+    }
+}
+
+/// Learns what a peer's gossip holds that this node lacks (the rules above).
+pub fn absorb(
+    membership: &Membership,
+    mut live: Vec<Layout>,
+    trackers: &Trackers,
+) -> Result<(), LayoutFileError> {
+    live.sort_by_key(|l| l.version);
+    for layout in live {
+        let committed = membership.read(|s| s.acceptor.committed().version);
+        if layout.version > committed {
+            learn(membership, layout)?;
+        }
+    }
+    membership.update(|state| (state.history.merge(trackers), ()));
+    Ok(())
 }
 
 /// Learns the committed layout `value` (the rules above).
@@ -124,6 +159,52 @@ mod tests {
         assert_eq!(learn(&m, v3).unwrap(), Reply::Committed { version: 3 });
         assert_eq!(m.history().live(), &[v1(), v2]);
         assert_eq!(m.generation(), 3);
+    }
+
+    /// A gossip from a node at version 2 teaches a node at 1 the layout and
+    /// the peer's trackers, and is answered with the learner's history; a
+    /// gossip holding nothing newer changes nothing.
+    #[test]
+    fn gossip_teaches_what_was_missed() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let ahead = node(a.path());
+        let behind = node(b.path());
+        let v2 = add(&v1(), 4);
+        learn(&ahead, v2.clone()).unwrap();
+        ahead.update(|s| {
+            (
+                s.history
+                    .raise(crate::cluster::history::Tracker::Ack, &url(2), 2),
+                (),
+            )
+        });
+        let before = behind.generation();
+        let Reply::Gossip { live, trackers } = gossip_reply(&ahead) else {
+            panic!("a gossip reply");
+        };
+        let reply = serve(
+            &behind,
+            Request::Gossip {
+                live: live.clone(),
+                trackers: trackers.clone(),
+            },
+        )
+        .unwrap();
+        assert_eq!(behind.history().live(), &[v1(), v2.clone()]);
+        assert_eq!(
+            behind
+                .history()
+                .trackers()
+                .get(crate::cluster::history::Tracker::Ack, &url(2)),
+            2
+        );
+        assert_eq!(reply, gossip_reply(&behind));
+        assert!(behind.generation() > before);
+        let settled = behind.generation();
+        absorb(&behind, live, &trackers).unwrap();
+        assert_eq!(behind.generation(), settled, "nothing new the second time");
+        absorb(&behind, vec![v1()], &Trackers::default()).unwrap();
+        assert_eq!(behind.history().live(), &[v1(), v2]);
     }
 
     /// A prepare reaches the acceptor and is durable; the generation stays.

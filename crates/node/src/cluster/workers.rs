@@ -12,7 +12,9 @@ use std::sync::mpsc::{Receiver, TryRecvError, sync_channel};
 
 /// Layout jobs (change requests and internal agreement requests) running
 /// at once on a node.
-pub const LAYOUT_WORKERS_MAX: usize = 8;
+/// Each peer's gossip takes one for a moment every second
+/// (`crate::layout_io::gossip`), hence room for more than a few.
+pub const LAYOUT_WORKERS_MAX: usize = 16;
 
 /// Wakes whoever waits for a job's result.
 pub type Wake = Box<dyn Fn() + Send>;

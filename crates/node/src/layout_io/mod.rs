@@ -6,6 +6,9 @@
 //! - [`endpoints`]: `POST /v0/layout` and `POST /v0/internal/layout` run
 //!   on the bounded layout workers (`crate::cluster::workers`), their
 //!   answers rendered whole.
+//! - [`gossip`]: the `ataman-layout-gossip` thread, live layouts and
+//!   trackers to every node of them each second, both ways.
 
 pub mod endpoints;
+pub mod gossip;
 pub mod voters_http;
