@@ -169,3 +169,53 @@ fn a_paused_member_learns_through_gossip() {
         shows_next(c.node(2), 2)
     });
 }
+
+/// (h) with tokens and a cluster secret: no token 401, a read or write
+/// token 403, the admin token 200 (the voters prove the secret to each
+/// other's internal endpoint); a raw internal request without the proof
+/// is refused and changes nothing.
+#[test]
+fn admin_only_and_peers_prove_the_secret() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let tokens = write(
+        "tokens",
+        "reader-token-0123456789 read\nwriter-token-0123456789 write\nadmin-token-0123456789 admin\n",
+    );
+    let secret = write("secret", "the-layout-cluster-secret-0123456789");
+    let c = TestCluster::start(
+        3,
+        &[
+            "--auth-token-file",
+            &tokens,
+            "--cluster-secret-file",
+            &secret,
+        ],
+    );
+    let (_spare, added) = spare();
+    let target = format!("/v0/layout?version=2&add={added}");
+    let send = |token: Option<&str>| {
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let headers: Vec<(&str, &str)> =
+            auth.iter().map(|a| ("Authorization", a.as_str())).collect();
+        Conn::open(c.node(0).addr()).request("POST", &target, &headers, None)
+    };
+    assert_eq!(send(None).status, 401);
+    assert_eq!(send(Some("reader-token-0123456789")).status, 403);
+    assert_eq!(send(Some("writer-token-0123456789")).status, 403);
+    let raw = Conn::open(c.node(1).addr()).request(
+        "POST",
+        "/v0/internal/layout",
+        &[("Authorization", "Bearer admin-token-0123456789")],
+        Some(b"not a message"),
+    );
+    assert_eq!(raw.status, 401, "a client token opens no internal endpoint");
+    let r = send(Some("admin-token-0123456789"));
+    assert_eq!(r.status, 200, "{}", body(&r));
+}
