@@ -388,8 +388,8 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
                 .spawn(move || net::run_thread(shared, index, poll, l, resp_l))?,
         );
     }
-    let ae_threads = antientropy::start(&shared, NodeShared::antientropy_node, sync_receiver)?;
-    let gossip_thread = layout_io::gossip::start(&shared)?;
+    let mut ae_threads = antientropy::start(&shared, NodeShared::antientropy_node, sync_receiver)?;
+    ae_threads.extend(layout_io::gossip::start(&shared)?);
     // The line launchers wait for, on stdout (docs/API.md); the log says it too.
     let scheme = tls::scheme(shared.tls.is_some());
     println!("ataman: listening on {scheme}://{bound}");
@@ -433,11 +433,8 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     for t in ae_threads {
         if t.join().is_err() {
-            net_error = Some("an anti-entropy thread panicked".into());
+            net_error = Some("an anti-entropy or layout gossip thread panicked".into());
         }
-    }
-    if gossip_thread.is_some_and(|t| t.join().is_err()) {
-        net_error = Some("the layout gossip thread panicked".into());
     }
     drop(shared);
     let db = Arc::try_unwrap(db).map_err(|_| "engine still referenced at shutdown")?;

@@ -2,7 +2,7 @@
 //! request to an acceptor (`prepare`, `accept`, `commit`) and the
 //! acceptor's reply (`super::agreement::AcceptorReply`, or the commit's
 //! acknowledgement), and the gossip of live layouts and trackers both ways
-//! (`crate::layout_io::gossip`). They are the bodies of the internal
+//! (the layout gossip thread). They are the bodies of the internal
 //! layout endpoint.
 //!
 //! # Byte format

@@ -13,7 +13,7 @@ use std::sync::mpsc::{Receiver, TryRecvError, sync_channel};
 /// Layout jobs (change requests and internal agreement requests) running
 /// at once on a node.
 /// Each peer's gossip takes one for a moment every second
-/// (`crate::layout_io::gossip`), hence room for more than a few.
+/// (the layout gossip thread), hence room for more than a few.
 pub const LAYOUT_WORKERS_MAX: usize = 16;
 
 /// Wakes whoever waits for a job's result.
