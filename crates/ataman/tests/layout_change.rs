@@ -219,3 +219,40 @@ fn admin_only_and_peers_prove_the_secret() {
     let r = send(Some("admin-token-0123456789"));
     assert_eq!(r.status, 200, "{}", body(&r));
 }
+
+/// A change request waiting on its voters does not hold the network
+/// thread: with one network thread, the node answers `/metrics` showing
+/// the request's worker still running (its place is given back only when
+/// the job ends, so this answer came while it waited for the two paused
+/// members), and `GET /v0/status`; the request then ends 503.
+#[test]
+fn a_waiting_change_does_not_block_the_node() {
+    let c = TestCluster::start(3, &["--net-threads", "1"]);
+    let (_spare, added) = spare();
+    let pids = [c.node(1).pid(), c.node(2).pid()].map(|p| p as libc::pid_t);
+    for pid in pids {
+        // SAFETY: signalling a child process this test started.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    }
+    std::thread::scope(|s| {
+        let waiting = s.spawn(|| post(c.node(0), &format!("version=2&add={added}")));
+        eventually(
+            "an answer while the change request runs",
+            LEARN_WAIT,
+            || {
+                let m = Conn::open(c.node(0).addr()).request("GET", "/metrics", &[], None);
+                body(&m)
+                    .lines()
+                    .any(|l| l == "ataman_layout_workers_active 1")
+            },
+        );
+        let r = Conn::open(c.node(0).addr()).request("GET", "/v0/status", &[], None);
+        assert_eq!(r.status, 200);
+        let r = waiting.join().unwrap();
+        support::assert_error(&r, 503, "two of three members paused");
+    });
+    for pid in pids {
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    }
+}

@@ -113,6 +113,18 @@ pub fn change_answer(answer: &ChangeAnswer) -> JobAnswer {
     }
 }
 
+/// Appends the layout workers' gauge to `/metrics`.
+pub fn render_metrics(out: &mut String, membership: &Membership) {
+    out.push_str(
+        "# HELP ataman_layout_workers_active Layout requests (changes, agreement messages, gossip) running on layout workers.\n\
+         # TYPE ataman_layout_workers_active gauge\n",
+    );
+    out.push_str(&format!(
+        "ataman_layout_workers_active {}\n",
+        membership.workers.active()
+    ));
+}
+
 /// A node's id in its ballots: FNV-1a of its URL (distinct URLs, distinct
 /// ids, but for a collision that only costs a retry).
 pub fn node_id(url: &str) -> u64 {

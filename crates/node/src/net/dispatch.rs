@@ -156,6 +156,9 @@ pub fn dispatch(
             shared.antientropy.metrics.render(&mut text);
             shared.auth.metrics.render(&mut text);
             shared.ranges.render(&mut text);
+            if let Some(membership) = &shared.membership {
+                crate::layout_io::endpoints::render_metrics(&mut text, membership);
+            }
             super::resp::render_metrics(&mut text, &shared.metrics);
             Dispatched::Now(Answer::Document(Format::Metrics, text))
         }
