@@ -130,6 +130,13 @@ fn refusals() {
         let r = post(c.node(0), &query);
         support::assert_error(&r, 400, &query);
     }
+    let garbage = Conn::open(c.node(0).addr()).request(
+        "POST",
+        "/v0/internal/layout",
+        &[],
+        Some(b"not an agreement message"),
+    );
+    support::assert_error(&garbage, 400, "an undecodable internal body");
     let r = post(&spare_node, "version=2&add=http://127.0.0.1:2");
     support::assert_error(&r, 400, "a single node");
     assert!(body(&r).contains("single node"), "{}", body(&r));

@@ -13,8 +13,8 @@
 //!   one exchange carries news both ways, so a node that was behind
 //!   learns even before it gossips itself.
 //! - A node that does not answer is skipped until the next round; the
-//!   thread stops with the node (checked at least every
-//!   [`GOSSIP_STOP_CHECK`]).
+//!   thread stops with the node (checked every [`GOSSIP_STOP_CHECK`]
+//!   between rounds; a round lasts at most a few call timeouts).
 
 use super::endpoints::voters;
 use super::voters_http::HttpVoters;
