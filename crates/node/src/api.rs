@@ -80,6 +80,16 @@ pub enum Action {
     Cluster,
     /// The layout this node runs with (JSON).
     Layout,
+    /// Change the layout to version `version` (`POST /v0/layout`).
+    LayoutChange {
+        /// The version asked for (current + 1).
+        version: u64,
+        /// What changes.
+        change: crate::cluster::layout::Change,
+    },
+    /// Internal, for peers: a layout agreement message as the body
+    /// (`POST /v0/internal/layout`).
+    InternalLayout,
     /// A peer upgrading the connection to the peer protocol.
     PeerUpgrade,
     /// A peer upgrading the connection to the sync protocol (anti-entropy).
@@ -117,13 +127,15 @@ pub enum Route {
     Repair,
     /// GET /v0/internal/range (a peer's part of a cluster range).
     InternalRange,
+    /// POST /v0/internal/layout (the layout agreement between nodes).
+    InternalLayout,
     /// Anything else (errors).
     Other,
 }
 
 impl Route {
     /// Every route, in label order.
-    pub const ALL: [Route; 11] = [
+    pub const ALL: [Route; 12] = [
         Route::EntityGet,
         Route::EntityPut,
         Route::EntityDelete,
@@ -134,6 +146,7 @@ impl Route {
         Route::Metrics,
         Route::Repair,
         Route::InternalRange,
+        Route::InternalLayout,
         Route::Other,
     ];
 
@@ -150,6 +163,7 @@ impl Route {
             Route::Metrics => "metrics",
             Route::Repair => "repair",
             Route::InternalRange => "internal_range",
+            Route::InternalLayout => "internal_layout",
             Route::Other => "other",
         }
     }
@@ -187,7 +201,8 @@ fn not_allowed(allow: &str) -> Action {
 pub fn allow_for(path: &[u8]) -> &'static str {
     match path {
         b"/v0/entity" => "GET, PUT, DELETE",
-        b"/v0/repair" => "GET, POST",
+        b"/v0/repair" | b"/v0/layout" => "GET, POST",
+        b"/v0/internal/layout" => "POST",
         _ => "GET",
     }
 }
@@ -302,6 +317,26 @@ pub fn replication_with(
     Ok((ack, from))
 }
 
+/// `POST /v0/layout`'s parameters (`crate::cluster::change_request::parse`).
+fn layout_change(query: &Query<'_>) -> Action {
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    let mut not_text = None;
+    query.for_each(
+        |name, value| match (std::str::from_utf8(name), std::str::from_utf8(&value)) {
+            (Ok(n), Ok(v)) => pairs.push((n.to_owned(), v.to_owned())),
+            _ => not_text = Some(String::from_utf8_lossy(name).into_owned()),
+        },
+    );
+    if let Some(name) = not_text {
+        return bad(format!("parameter {name} is not UTF-8"));
+    }
+    let params = pairs.iter().map(|(n, v)| (n.as_str(), v.as_str()));
+    match crate::cluster::change_request::parse(params) {
+        Ok((version, change)) => Action::LayoutChange { version, change },
+        Err(why) => bad(why),
+    }
+}
+
 /// Decides what a request head asks for.
 pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
     let params = match Query::parse(head.query) {
@@ -392,7 +427,6 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
         }
         b"/v0/status" if head.method == Method::Get => (Route::Status, Action::Status),
         b"/v0/cluster" if head.method == Method::Get => (Route::Cluster, Action::Cluster),
-        b"/v0/layout" if head.method == Method::Get => (Route::Cluster, Action::Layout),
         b"/metrics" if head.method == Method::Get => (Route::Metrics, Action::Metrics),
         b"/v0/peer" if head.method == Method::Get => match head.upgrade {
             Some(p) if p.eq_ignore_ascii_case(PEER_PROTOCOL.as_bytes()) => {
@@ -408,12 +442,21 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
                 )),
             ),
         },
+        b"/v0/layout" => match &head.method {
+            Method::Get => (Route::Cluster, Action::Layout),
+            Method::Other(m) if m == "POST" => (Route::Cluster, layout_change(&params.query)),
+            _ => (Route::Cluster, not_allowed(allow_for(head.path))),
+        },
+        b"/v0/internal/layout" => match &head.method {
+            Method::Other(m) if m == "POST" => (Route::InternalLayout, Action::InternalLayout),
+            _ => (Route::InternalLayout, not_allowed(allow_for(head.path))),
+        },
         b"/v0/repair" => match &head.method {
             Method::Get => (Route::Repair, Action::RepairStatus),
             Method::Other(m) if m == "POST" => (Route::Repair, Action::RepairStart),
             _ => (Route::Repair, not_allowed(allow_for(head.path))),
         },
-        b"/v0/status" | b"/v0/cluster" | b"/v0/layout" | b"/metrics" | b"/v0/peer" => {
+        b"/v0/status" | b"/v0/cluster" | b"/metrics" | b"/v0/peer" => {
             (Route::Other, not_allowed("GET"))
         }
         _ => (
@@ -681,5 +724,78 @@ mod tests {
         for (a, f) in [(0, 2), (3, 2), (0, 3), (4, 3), (1, 4)] {
             assert!(replication(Some(a), Some(f), 3).is_err(), "{a}/{f}");
         }
+    }
+}
+
+#[cfg(test)]
+mod layout_route_tests {
+    use super::*;
+    use crate::cluster::layout::Change;
+    use crate::http::request::{Limits, Parsed, parse_head};
+
+    fn act(req: &str) -> (Route, Action) {
+        let limits = Limits {
+            header_bytes_max: 4096,
+            body_bytes_max: 1 << 20,
+        };
+        let cfg = RouteConfig {
+            key_bytes_max: 8,
+            cluster_size: 3,
+        };
+        match parse_head(req.as_bytes(), limits) {
+            Parsed::Head(h) => route(&h, cfg),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn status(req: &str) -> Status {
+        match act(req).1 {
+            Action::Error(e) => e.status,
+            other => panic!("expected an error, got {other:?}"),
+        }
+    }
+
+    /// POST /v0/layout takes repeated add and remove, one version and one
+    /// R; GET still shows the layout; other methods are 405; bad
+    /// parameters 400. The internal endpoint is POST only.
+    #[test]
+    fn layout_routes() {
+        let (route_, action) = act(
+            "POST /v0/layout?version=2&add=http%3A%2F%2Fa%3A1&remove=http://b:2&add=http://c:3&replication_factor=2 HTTP/1.1\r\n\r\n",
+        );
+        assert_eq!(route_, Route::Cluster);
+        assert_eq!(
+            action,
+            Action::LayoutChange {
+                version: 2,
+                change: Change {
+                    add: vec!["http://a:1".into(), "http://c:3".into()],
+                    remove: vec!["http://b:2".into()],
+                    replication_factor: Some(2),
+                },
+            }
+        );
+        assert_eq!(act("GET /v0/layout HTTP/1.1\r\n\r\n").1, Action::Layout);
+        assert_eq!(
+            status("PUT /v0/layout HTTP/1.1\r\n\r\n"),
+            Status::MethodNotAllowed
+        );
+        for bad in [
+            "POST /v0/layout HTTP/1.1\r\n\r\n",
+            "POST /v0/layout?version=x HTTP/1.1\r\n\r\n",
+            "POST /v0/layout?version=2&version=3 HTTP/1.1\r\n\r\n",
+            "POST /v0/layout?version=2&ack=1 HTTP/1.1\r\n\r\n",
+            "POST /v0/layout?version=2&add=%FF HTTP/1.1\r\n\r\n",
+        ] {
+            assert_eq!(status(bad), Status::BadRequest, "{bad}");
+        }
+        assert_eq!(
+            act("POST /v0/internal/layout HTTP/1.1\r\nContent-Length: 3\r\n\r\n"),
+            (Route::InternalLayout, Action::InternalLayout)
+        );
+        assert_eq!(
+            status("GET /v0/internal/layout HTTP/1.1\r\n\r\n"),
+            Status::MethodNotAllowed
+        );
     }
 }

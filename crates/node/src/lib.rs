@@ -50,6 +50,7 @@ pub mod hints;
 pub mod hlc;
 pub mod http;
 pub mod last_seen;
+pub mod layout_io;
 pub mod log_options;
 pub mod metrics;
 pub mod net;
@@ -390,7 +391,8 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
                 .spawn(move || net::run_thread(shared, index, poll, l, resp_l))?,
         );
     }
-    let ae_threads = antientropy::start(&shared, NodeShared::antientropy_node, sync_receiver)?;
+    let mut ae_threads = antientropy::start(&shared, NodeShared::antientropy_node, sync_receiver)?;
+    ae_threads.extend(layout_io::gossip::start(&shared)?);
     // The line launchers wait for, on stdout (docs/API.md); the log says it too.
     let scheme = tls::scheme(shared.tls.is_some());
     println!("ataman: listening on {scheme}://{bound}");
@@ -434,7 +436,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     for t in ae_threads {
         if t.join().is_err() {
-            net_error = Some("an anti-entropy thread panicked".into());
+            net_error = Some("an anti-entropy or layout gossip thread panicked".into());
         }
     }
     drop(shared);

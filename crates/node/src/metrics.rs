@@ -20,7 +20,7 @@ use std::time::Instant;
 
 const ROUTES: usize = Route::ALL.len();
 /// Statuses tracked per route (indexed by `Status as usize`).
-const STATUSES: usize = 20;
+const STATUSES: usize = 21;
 
 /// Request counters and latencies.
 pub struct NodeMetrics {
@@ -111,6 +111,7 @@ pub const ALL_STATUSES: [Status; STATUSES] = [
     Status::NotFound,
     Status::MethodNotAllowed,
     Status::RequestTimeout,
+    Status::Conflict,
     Status::LengthRequired,
     Status::PayloadTooLarge,
     Status::UriTooLong,

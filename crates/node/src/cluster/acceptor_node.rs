@@ -65,18 +65,20 @@ impl AcceptorNode {
     /// Answers a proposer's request; the state it changed is durable first.
     pub fn handle(&mut self, request: Request) -> Result<Reply, LayoutFileError> {
         let mut acceptor = self.acceptor.clone();
-        let slot = match &request {
-            Request::Prepare { slot, .. } | Request::Accept { slot, .. } => *slot,
-            Request::Commit { value } => value.version,
-        };
-        let (reply, changed) = match request {
-            Request::Prepare { slot, ballot } => acceptor.on_prepare(slot, ballot),
+        let (slot, (reply, changed)) = match request {
+            Request::Prepare { slot, ballot } => (slot, acceptor.on_prepare(slot, ballot)),
             Request::Accept {
                 slot,
                 ballot,
                 value,
-            } => acceptor.on_accept(slot, ballot, value),
+            } => (slot, acceptor.on_accept(slot, ballot, value)),
             Request::Commit { value } => return self.learn(value),
+            // Gossip is the node's, not the acceptor's (`super::learn`).
+            Request::Gossip { .. } => {
+                return Ok(Reply::Committed {
+                    version: self.committed().version,
+                });
+            }
         };
         if changed {
             layout_file::store_acceptor(&self.dir, &acceptor)?;

@@ -1,22 +1,29 @@
 //! The bytes of the agreement's messages between nodes: a proposer's
 //! request to an acceptor (`prepare`, `accept`, `commit`) and the
 //! acceptor's reply (`super::agreement::AcceptorReply`, or the commit's
-//! acknowledgement). They are the bodies of the internal layout endpoints.
+//! acknowledgement), and the gossip of live layouts and trackers both ways
+//! (the layout gossip thread). They are the bodies of the internal
+//! layout endpoint.
 //!
 //! # Byte format
 //! A request: `ATPQ`, format `1`, kind (`1` prepare, `2` accept, `3`
-//! commit), then per kind: prepare `slot, round, node`; accept `slot,
-//! round, node, layout`; commit `layout`. A reply: `ATPA`, format `1`,
+//! commit, `4` gossip), then per kind: prepare `slot, round, node`; accept `slot,
+//! round, node, layout`; commit `layout`; gossip a history. A reply: `ATPA`, format `1`,
 //! kind (`1` promise, `2` accepted, `3` reject, `4` decided, `5` behind,
-//! `6` committed, `7` chosen), then per kind: promise `round, node, flag [, round,
+//! `6` committed, `7` chosen, `8` gossip), then per kind: promise `round, node, flag [, round,
 //! node, layout]`; accepted and reject `round, node`; decided, behind and
-//! committed one `u64`; chosen a layout. Integers are little-endian `u64`; a layout is a
-//! `u32` length and [`Layout::encode`]'s bytes. A crc32c of everything
+//! committed one `u64`; chosen a layout; gossip a history. Integers are little-endian `u64`; a layout is a
+//! `u32` length and [`Layout::encode`]'s bytes. A history is a count byte
+//! (1 or 2) and that many layouts, oldest first, then the trackers `ack`,
+//! `sync`, `sync_ack`, each a `u32` count (at most [`TRACKED_NODES_MAX`])
+//! of entries `u16` URL length, URL (UTF-8, at most `URL_BYTES_MAX`),
+//! `u64` version. A crc32c of everything
 //! before it ends each message. Nothing is left over; at most
 //! [`MESSAGE_BYTES_MAX`] bytes.
 
 use super::agreement::{AcceptorReply, Ballot};
-use super::layout::{LAYOUT_BYTES_MAX, Layout, LayoutDecodeError};
+use super::history::Trackers;
+use super::layout::{LAYOUT_BYTES_MAX, LAYOUT_NODES_MAX, Layout, LayoutDecodeError, URL_BYTES_MAX};
 
 /// The name a peer's proof of the cluster secret is bound to when it
 /// opens the internal layout endpoints (`range::peer_auth::open`).
@@ -27,8 +34,26 @@ pub const REQUEST_MAGIC: [u8; 4] = *b"ATPQ";
 pub const REPLY_MAGIC: [u8; 4] = *b"ATPA";
 /// The format byte of both.
 pub const MESSAGE_FORMAT: u8 = 1;
-/// The most bytes a message takes: header, five integers, a layout, crc.
-pub const MESSAGE_BYTES_MAX: usize = 4 + 1 + 1 + 5 * 8 + 1 + 4 + LAYOUT_BYTES_MAX + 4;
+/// Layouts a gossiped history holds (a transition's two).
+pub const GOSSIP_LAYOUTS_MAX: usize = 2;
+/// Entries of one gossiped tracker: every node of two live layouts.
+pub const TRACKED_NODES_MAX: usize = GOSSIP_LAYOUTS_MAX * LAYOUT_NODES_MAX;
+/// The most bytes of an agreement message: header, five integers, a layout, crc.
+const AGREEMENT_BYTES_MAX: usize = 4 + 1 + 1 + 5 * 8 + 1 + 4 + LAYOUT_BYTES_MAX + 4;
+/// The most bytes of a gossip message: header, two layouts, three trackers, crc.
+const GOSSIP_BYTES_MAX: usize = 4
+    + 1
+    + 1
+    + 1
+    + GOSSIP_LAYOUTS_MAX * (4 + LAYOUT_BYTES_MAX)
+    + 3 * (4 + TRACKED_NODES_MAX * (2 + URL_BYTES_MAX + 8))
+    + 4;
+/// The most bytes a message takes (a gossip is the longest).
+pub const MESSAGE_BYTES_MAX: usize = if GOSSIP_BYTES_MAX > AGREEMENT_BYTES_MAX {
+    GOSSIP_BYTES_MAX
+} else {
+    AGREEMENT_BYTES_MAX
+};
 
 /// A proposer's message to an acceptor.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +79,14 @@ pub enum Request {
         /// The chosen layout.
         value: Layout,
     },
+    /// The sender's live layouts and trackers: learn what is newer,
+    /// merge the trackers, answer with yours.
+    Gossip {
+        /// The live layouts, oldest first.
+        live: Vec<Layout>,
+        /// The trackers.
+        trackers: Trackers,
+    },
 }
 
 /// An acceptor's answer.
@@ -72,6 +105,13 @@ pub enum Reply {
     Committed {
         /// The version the node now holds as committed.
         version: u64,
+    },
+    /// The answering node's live layouts and trackers.
+    Gossip {
+        /// The live layouts, oldest first.
+        live: Vec<Layout>,
+        /// The trackers.
+        trackers: Trackers,
     },
 }
 
@@ -98,6 +138,9 @@ pub enum WireError {
     /// A layout in it is bad.
     #[error("agreement message's layout: {0}")]
     Layout(LayoutDecodeError),
+    /// A gossiped history is out of bounds (counts, URL lengths, UTF-8).
+    #[error("agreement message's gossip is malformed at byte {0}")]
+    Gossip(usize),
 }
 
 fn put_u64(out: &mut Vec<u8>, v: u64) {
@@ -113,6 +156,21 @@ fn put_layout(out: &mut Vec<u8>, layout: &Layout) {
     let bytes = layout.encode();
     out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
     out.extend_from_slice(&bytes);
+}
+
+fn put_history(out: &mut Vec<u8>, live: &[Layout], trackers: &Trackers) {
+    out.push(live.len() as u8);
+    for layout in live {
+        put_layout(out, layout);
+    }
+    for map in [&trackers.ack, &trackers.sync, &trackers.sync_ack] {
+        out.extend_from_slice(&(map.len() as u32).to_le_bytes());
+        for (url, version) in map {
+            out.extend_from_slice(&(url.len() as u16).to_le_bytes());
+            out.extend_from_slice(url.as_bytes());
+            put_u64(out, *version);
+        }
+    }
 }
 
 fn seal(mut out: Vec<u8>) -> Vec<u8> {
@@ -147,6 +205,10 @@ impl Request {
                 out.push(3);
                 put_layout(&mut out, value);
             }
+            Request::Gossip { live, trackers } => {
+                out.push(4);
+                put_history(&mut out, live, trackers);
+            }
         }
         seal(out)
     }
@@ -165,6 +227,10 @@ impl Request {
                 value: r.layout()?,
             },
             3 => Request::Commit { value: r.layout()? },
+            4 => {
+                let (live, trackers) = r.history()?;
+                Request::Gossip { live, trackers }
+            }
             _ => return Err(WireError::Unknown(5)),
         };
         r.finish()?;
@@ -215,6 +281,10 @@ impl Reply {
                 out.push(7);
                 put_layout(&mut out, value);
             }
+            Reply::Gossip { live, trackers } => {
+                out.push(8);
+                put_history(&mut out, live, trackers);
+            }
         }
         seal(out)
     }
@@ -242,6 +312,10 @@ impl Reply {
             5 => Reply::Acceptor(AcceptorReply::Behind { slot: r.u64()? }),
             6 => Reply::Committed { version: r.u64()? },
             7 => Reply::Chosen { value: r.layout()? },
+            8 => {
+                let (live, trackers) = r.history()?;
+                Reply::Gossip { live, trackers }
+            }
             _ => return Err(WireError::Unknown(5)),
         };
         r.finish()?;
@@ -319,6 +393,52 @@ impl<'a> Reader<'a> {
         Layout::decode(bytes).map_err(WireError::Layout)
     }
 
+    fn u32(&mut self) -> Result<u32, WireError> {
+        let mut a = [0u8; 4];
+        a.copy_from_slice(self.take(4)?);
+        Ok(u32::from_le_bytes(a))
+    }
+
+    /// A history's layouts and trackers (the bounds of `# Byte format`).
+    fn history(&mut self) -> Result<(Vec<Layout>, Trackers), WireError> {
+        let count = self.kind()? as usize;
+        if !(1..=GOSSIP_LAYOUTS_MAX).contains(&count) {
+            return Err(WireError::Gossip(self.at));
+        }
+        let mut live = Vec::with_capacity(count);
+        for _ in 0..count {
+            live.push(self.layout()?);
+        }
+        let mut trackers = Trackers::default();
+        for map in [
+            &mut trackers.ack,
+            &mut trackers.sync,
+            &mut trackers.sync_ack,
+        ] {
+            let entries = self.u32()? as usize;
+            if entries > TRACKED_NODES_MAX {
+                return Err(WireError::Gossip(self.at));
+            }
+            for _ in 0..entries {
+                let mut len = [0u8; 2];
+                len.copy_from_slice(self.take(2)?);
+                let len = u16::from_le_bytes(len) as usize;
+                if len > URL_BYTES_MAX {
+                    return Err(WireError::Gossip(self.at));
+                }
+                let at = self.at;
+                let url = std::str::from_utf8(self.take(len)?)
+                    .map_err(|_| WireError::Gossip(at))?
+                    .to_owned();
+                let version = self.u64()?;
+                if map.insert(url, version).is_some() {
+                    return Err(WireError::Gossip(at));
+                }
+            }
+        }
+        Ok((live, trackers))
+    }
+
     fn finish(self) -> Result<(), WireError> {
         if self.at != self.body.len() {
             return Err(WireError::Malformed(self.at));
@@ -357,7 +477,35 @@ mod tests {
             Request::Commit {
                 value: layout(9, &[1, 2]),
             },
+            Request::Gossip {
+                live: vec![layout(2, &[1, 2]), layout(3, &[1, 2, 3])],
+                trackers: trackers(&[(1, 3), (2, 2)]),
+            },
         ]
+    }
+
+    /// A layout of the distinct `ports`, R = 1.
+    fn small(version: u64, ports: &[u16]) -> Layout {
+        let mut nodes: Vec<String> = ports
+            .iter()
+            .map(|p| format!("http://127.0.0.1:{p}"))
+            .collect();
+        nodes.sort();
+        nodes.dedup();
+        Layout::new(version, nodes, 1).unwrap()
+    }
+
+    fn trackers(entries: &[(u16, u64)]) -> Trackers {
+        let mut t = Trackers::default();
+        for (i, &(p, v)) in entries.iter().enumerate() {
+            let url = format!("http://127.0.0.1:{p}");
+            t.ack.insert(url.clone(), v);
+            if i % 2 == 0 {
+                t.sync.insert(url.clone(), v.saturating_sub(1));
+            }
+            t.sync_ack.insert(url, v / 2);
+        }
+        t
     }
 
     fn replies() -> Vec<Reply> {
@@ -382,7 +530,88 @@ mod tests {
             Reply::Chosen {
                 value: layout(4, &[1, 2, 3]),
             },
+            Reply::Gossip {
+                live: vec![layout(1, &[1, 2, 3])],
+                trackers: Trackers::default(),
+            },
         ]
+    }
+
+    proptest::proptest! {
+        /// Any history within the bounds round-trips, as a request and as
+        /// a reply.
+        #[test]
+        fn gossip_round_trips(
+            versions in 1u64..1000,
+            two in proptest::bool::ANY,
+            ports in proptest::collection::vec(1u16..u16::MAX, 1..20),
+            tracked in proptest::collection::vec((1u16..u16::MAX, proptest::num::u64::ANY), 0..40),
+        ) {
+            let mut live = vec![small(versions, &ports[..1])];
+            if two {
+                live.push(small(versions + 1, &ports));
+            }
+            let trackers = trackers(&tracked);
+            let q = Request::Gossip { live: live.clone(), trackers: trackers.clone() };
+            proptest::prop_assert_eq!(Request::decode(&q.encode()), Ok(q));
+            let a = Reply::Gossip { live, trackers };
+            proptest::prop_assert_eq!(Reply::decode(&a.encode()), Ok(a));
+        }
+    }
+
+    /// A gossip past its bounds is refused: three layouts, none, a URL
+    /// longer than a URL may be, a URL that is not UTF-8 (each sealed
+    /// with a good checksum, so only the bound refuses it).
+    #[test]
+    fn gossip_bounds() {
+        let head = |out: &mut Vec<u8>| {
+            out.extend_from_slice(&REQUEST_MAGIC);
+            out.push(MESSAGE_FORMAT);
+            out.push(4);
+        };
+        let empty_trackers = |out: &mut Vec<u8>| {
+            for _ in 0..3 {
+                out.extend_from_slice(&0u32.to_le_bytes());
+            }
+        };
+        for count in [0u8, 3] {
+            let mut out = Vec::new();
+            head(&mut out);
+            out.push(count);
+            for _ in 0..count {
+                put_layout(&mut out, &small(1, &[1]));
+            }
+            empty_trackers(&mut out);
+            assert!(
+                matches!(Request::decode(&seal(out)), Err(WireError::Gossip(_))),
+                "{count} layouts"
+            );
+        }
+        for url in [vec![b'h'; URL_BYTES_MAX + 1], vec![0xff, 0xfe]] {
+            let mut out = Vec::new();
+            head(&mut out);
+            out.push(1);
+            put_layout(&mut out, &small(1, &[1]));
+            out.extend_from_slice(&1u32.to_le_bytes());
+            out.extend_from_slice(&(url.len() as u16).to_le_bytes());
+            out.extend_from_slice(&url);
+            put_u64(&mut out, 1);
+            out.extend_from_slice(&0u32.to_le_bytes());
+            out.extend_from_slice(&0u32.to_le_bytes());
+            assert!(matches!(
+                Request::decode(&seal(out)),
+                Err(WireError::Gossip(_))
+            ));
+        }
+        let mut fine = Vec::new();
+        head(&mut fine);
+        fine.push(1);
+        put_layout(&mut fine, &small(1, &[1]));
+        empty_trackers(&mut fine);
+        assert!(
+            Request::decode(&seal(fine)).is_ok(),
+            "the control is well formed"
+        );
     }
 
     /// Every request and reply decodes to itself.

@@ -15,16 +15,14 @@
 //!   is), or an added node does not answer.
 //! - 503: no majority answered, or every attempt was pre-empted.
 //!
-//! The chosen version is stored as the node's next layout
-//! (`super::acceptor_node`) and not acted on: the node keeps its placement
-//! until transitions are wired in (issue 16, stage 4).
+//! The chosen version is learned by the node (`super::learn`): stored as
+//! its next layout and begun in its live history.
 
-use super::acceptor_node::AcceptorNode;
 use super::admission::{Admission, admit};
-use super::history::History;
 use super::layout::{Change, Layout};
+use super::learn::learn;
+use super::membership::Membership;
 use super::propose::{Outcome, Voters, propose};
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// Parameters `add` and `remove` a request may name, together.
@@ -94,39 +92,23 @@ fn bad(name: &str, value: &str) -> String {
     format!("bad {name}: {value:?}")
 }
 
-/// The history admission sees: the current layout, and the chosen next
-/// one as a transition under way.
-fn history_of(node: &AcceptorNode) -> History {
-    let mut history = History::settled(node.current().clone());
-    if let Some(next) = node.next() {
-        // `begin` refuses only a version that is not current + 1, which
-        // `AcceptorNode` never stores as next.
-        let _ = history.begin(next.clone());
-    }
-    history
-}
-
-/// Answers a change request as node `self_id` (its placement seed).
+/// Answers a change request as node `self_id` (its ballots' node id) of
+/// `membership`: admission against its live history, the added nodes'
+/// reachability, then the agreement; a chosen layout is learned here too
+/// (`super::learn`), whether or not the commit to this node got through.
 pub fn answer(
-    node: &Mutex<AcceptorNode>,
+    membership: &Membership,
     io: &(impl Voters + Reach),
     self_id: u64,
     version: u64,
     change: &Change,
     backoff: Duration,
 ) -> ChangeAnswer {
-    let committed =
-        |node: &Mutex<AcceptorNode>| ataman_testkit::lock::lock(node).committed().clone();
-    let admission = admit(
-        &history_of(&ataman_testkit::lock::lock(node)),
-        version,
-        change,
-    );
-    let (layout, voters) = match admission {
+    let (layout, voters) = match admit(&membership.history(), version, change) {
         Admission::Propose { layout, voters } => (layout, voters),
         Admission::Continues(layout) => return ChangeAnswer::Chosen(layout),
         Admission::Conflict { current: _, why } => {
-            return ChangeAnswer::Conflict(committed(node), why);
+            return ChangeAnswer::Conflict(membership.committed(), why);
         }
         Admission::Invalid(e) => return ChangeAnswer::Invalid(e.to_string()),
     };
@@ -134,13 +116,21 @@ pub fn answer(
         return ChangeAnswer::Invalid(format!("the added node {url} does not answer"));
     }
     match propose(io, self_id, &layout, &voters, backoff) {
-        Outcome::Chosen { value, own: true } => ChangeAnswer::Chosen(value),
-        Outcome::Chosen { value, own: false } => ChangeAnswer::Conflict(
-            value,
-            format!("another change was chosen as version {version}"),
-        ),
+        Outcome::Chosen { value, own } => {
+            if let Err(e) = learn(membership, value.clone()) {
+                tracing::warn!(version = value.version, error = %e, "chosen layout not stored");
+            }
+            if own {
+                ChangeAnswer::Chosen(value)
+            } else {
+                ChangeAnswer::Conflict(
+                    value,
+                    format!("another change was chosen as version {version}"),
+                )
+            }
+        }
         Outcome::Stale { version: at } => ChangeAnswer::Conflict(
-            committed(node),
+            membership.committed(),
             format!("version {version} was decided already (a member is at version {at})"),
         ),
         Outcome::NoMajority => ChangeAnswer::Unavailable(format!(

@@ -33,8 +33,10 @@ fn chosen_then_conflicts() {
             other => panic!("version {version}: {other:?}"),
         }
     }
-    let node = c.nodes[&url(1)].lock().unwrap();
-    assert_eq!(node.current(), &v1());
+    assert_eq!(
+        c.nodes[&url(1)].read(|s| s.acceptor.current().clone()),
+        v1()
+    );
 }
 
 /// 400: an unknown URL to remove, a member added, an impossible `R`, an
@@ -59,7 +61,8 @@ fn invalid_requests() {
         assert_eq!(got.status(), 400, "{change:?}: {got:?}");
     }
     for node in c.nodes.values() {
-        assert_eq!(node.lock().unwrap().next(), None);
+        assert_eq!(node.read(|s| s.acceptor.next().cloned()), None);
+        assert!(!node.history().in_transition());
     }
 }
 

@@ -39,6 +39,8 @@ pub struct Membership {
     self_url: String,
     state: Mutex<MembershipState>,
     generation: AtomicU64,
+    /// The layout endpoints' blocking jobs (`super::workers`).
+    pub workers: super::workers::Workers,
 }
 
 impl Membership {
@@ -55,6 +57,7 @@ impl Membership {
             self_url,
             state: Mutex::new(MembershipState { history, acceptor }),
             generation: AtomicU64::new(1),
+            workers: super::workers::Workers::default(),
         }
     }
 

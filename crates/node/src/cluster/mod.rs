@@ -21,6 +21,9 @@
 //! - [`live`]: the live placement the node's threads read (the node
 //!   table, the history in indices, the read layout as a [`Topology`]),
 //!   rebuilt when the membership's generation moves.
+//! - [`learn`]: a peer's agreement request answered on the node's
+//!   membership; a committed layout learned by acceptor and history at once.
+//! - [`workers`]: the bounded threads the layout endpoints' blocking work runs on.
 //! - [`layout_file`]: `<data-dir>/LAYOUT`, and which layout a node starts
 //!   with (bootstrap from `--cluster`, or the stored one).
 
@@ -33,10 +36,12 @@ pub mod history;
 pub mod layout;
 pub mod layout_file;
 pub mod live;
+pub mod learn;
 pub mod membership;
 pub mod node_table;
 pub mod placement;
 pub mod propose;
+pub mod workers;
 
 /// `host:port` of an `http(s)://host:port[/...]` URL (validated by the config).
 pub fn dial_address(url: &str) -> String {

@@ -1,8 +1,8 @@
 use super::*;
 use crate::cluster::acceptor_node::AcceptorNode;
 use crate::cluster::layout::Change;
+use crate::cluster::membership::Membership;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
 
 pub(crate) fn url(p: u16) -> String {
     format!("http://127.0.0.1:{p}")
@@ -12,7 +12,7 @@ pub(crate) fn url(p: u16) -> String {
 /// through the wire bytes; the `down` ones never answer.
 pub(crate) struct Cluster {
     _dirs: Vec<tempfile::TempDir>,
-    pub(crate) nodes: BTreeMap<String, Mutex<AcceptorNode>>,
+    pub(crate) nodes: BTreeMap<String, Membership>,
     pub(crate) down: BTreeSet<String>,
 }
 
@@ -27,7 +27,7 @@ impl Cluster {
         for u in v1().nodes {
             let dir = tempfile::tempdir().unwrap();
             let node = AcceptorNode::open(dir.path(), v1()).unwrap();
-            nodes.insert(u, Mutex::new(node));
+            nodes.insert(u.clone(), Membership::new(u, node));
             dirs.push(dir);
         }
         Cluster {
@@ -49,7 +49,7 @@ impl Voters for Cluster {
         }
         let node = self.nodes.get(url)?;
         let request = Request::decode(&request.encode()).unwrap();
-        let reply = node.lock().unwrap().handle(request).ok()?;
+        let reply = crate::cluster::learn::serve(node, request).ok()?;
         Some(Reply::decode(&reply.encode()).unwrap())
     }
 }
@@ -77,9 +77,11 @@ fn chosen_and_learned() {
         }
     );
     for node in c.nodes.values() {
-        let node = node.lock().unwrap();
-        assert_eq!(node.next(), Some(&grown(4)));
-        assert_eq!(node.current(), &v1(), "the next layout is not acted on");
+        node.read(|s| {
+            assert_eq!(s.acceptor.next(), Some(&grown(4)));
+            assert_eq!(s.acceptor.current(), &v1(), "LAYOUT is promoted later");
+            assert_eq!(s.history.live(), &[v1(), grown(4)]);
+        });
     }
 }
 
@@ -107,7 +109,11 @@ fn two_concurrent_proposals_one_wins() {
             assert!(matches!(o, Outcome::Chosen { .. }), "run {run}: {o:?}");
         }
         for node in c.nodes.values() {
-            assert_eq!(node.lock().unwrap().next(), Some(wins[0]), "run {run}");
+            assert_eq!(
+                node.read(|s| s.acceptor.next().cloned()).as_ref(),
+                Some(wins[0]),
+                "run {run}"
+            );
         }
     }
 }
@@ -147,7 +153,7 @@ fn majority_needed() {
         propose(&c, 1, &grown(4), &v1().nodes, BACKOFF),
         Outcome::NoMajority
     );
-    assert_eq!(c.nodes[&url(3)].lock().unwrap().next(), None);
+    assert_eq!(c.nodes[&url(3)].read(|s| s.acceptor.next().cloned()), None);
     c.down = [url(1)].into_iter().collect();
     assert!(matches!(
         propose(&c, 1, &grown(4), &v1().nodes, BACKOFF),

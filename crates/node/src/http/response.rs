@@ -31,6 +31,8 @@ pub enum Status {
     MethodNotAllowed,
     /// 408.
     RequestTimeout,
+    /// 409.
+    Conflict,
     /// 411.
     LengthRequired,
     /// 413.
@@ -66,6 +68,7 @@ impl Status {
             Status::NotFound => 404,
             Status::MethodNotAllowed => 405,
             Status::RequestTimeout => 408,
+            Status::Conflict => 409,
             Status::LengthRequired => 411,
             Status::PayloadTooLarge => 413,
             Status::UriTooLong => 414,
@@ -92,6 +95,7 @@ impl Status {
             Status::NotFound => b"HTTP/1.1 404 Not Found\r\n",
             Status::MethodNotAllowed => b"HTTP/1.1 405 Method Not Allowed\r\n",
             Status::RequestTimeout => b"HTTP/1.1 408 Request Timeout\r\n",
+            Status::Conflict => b"HTTP/1.1 409 Conflict\r\n",
             Status::LengthRequired => b"HTTP/1.1 411 Length Required\r\n",
             Status::PayloadTooLarge => b"HTTP/1.1 413 Payload Too Large\r\n",
             Status::UriTooLong => b"HTTP/1.1 414 URI Too Long\r\n",

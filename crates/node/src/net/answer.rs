@@ -67,6 +67,8 @@ pub enum Failure {
     NotAllowed(&'static str),
     /// The request did not arrive in time (408).
     TimedOut,
+    /// The request conflicts with the node's state (409).
+    Conflict,
     /// The body's length is missing where it is needed (411).
     LengthRequired,
     /// The value or body is over its limit (413).

@@ -18,12 +18,13 @@ pub fn needed(command: &Command<'_>) -> Option<Role> {
         | Command::RepairStatus
         | Command::Metrics => Some(Role::Read),
         Command::Write { .. } => Some(Role::Write),
-        Command::RepairStart => Some(Role::Admin),
+        Command::RepairStart | Command::LayoutChange { .. } => Some(Role::Admin),
         // Every version of every key, tombstones included: a peer's part
         // of a cluster range. No client role opens it: the connection's
         // peer gate (`Conn::range_gate`) asks for the cluster secret's
         // proof or a CA-verified certificate first.
-        Command::InternalRange { .. } => None,
+        // The same for a peer's layout agreement message (`LAYOUT_PROTOCOL`).
+        Command::InternalRange { .. } | Command::InternalLayout(_) => None,
     }
 }
 
@@ -69,6 +70,10 @@ mod tests {
                 from: 1,
             },
             Command::RepairStart,
+            Command::LayoutChange {
+                version: 2,
+                change: crate::cluster::layout::Change::default(),
+            },
         ]
     }
 
@@ -79,7 +84,7 @@ mod tests {
         let expected = |c: &Command<'_>| match c {
             Command::Status => [true, true, true],
             Command::Write { .. } => [false, true, true],
-            Command::RepairStart => [false, false, true],
+            Command::RepairStart | Command::LayoutChange { .. } => [false, false, true],
             _ => [true, true, true],
         };
         for command in commands() {

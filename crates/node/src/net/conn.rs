@@ -36,6 +36,7 @@ use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::time::Instant;
 
+mod internal_side;
 mod resp_scan;
 mod resp_side;
 
@@ -74,6 +75,18 @@ pub enum Slot {
         encoding: Encoding,
         /// Head written already.
         head_written: bool,
+        /// Connection persistence for the answer.
+        persist: Persist,
+        /// When the request was parsed.
+        started: Instant,
+    },
+    /// A layout request a layout worker answers whole
+    /// (`crate::layout_io::endpoints`).
+    Job {
+        /// The job's waiting end.
+        job: crate::layout_io::endpoints::LayoutJob,
+        /// Route (metrics).
+        route: Route,
         /// Connection persistence for the answer.
         persist: Persist,
         /// When the request was parsed.
@@ -596,6 +609,14 @@ impl Conn {
             Action::Status => Command::Status,
             Action::Cluster => Command::Cluster,
             Action::Layout => Command::Layout,
+            Action::LayoutChange { version, change } => Command::LayoutChange { version, change },
+            Action::InternalLayout => {
+                let protocol = crate::cluster::agreement_wire::LAYOUT_PROTOCOL;
+                if !self.range_gate(ctx, route, started, &credential, protocol) {
+                    return;
+                }
+                Command::InternalLayout(body)
+            }
             Action::RepairStart => Command::RepairStart,
             Action::RepairStatus => Command::RepairStatus,
             Action::Metrics => Command::Metrics,
@@ -620,6 +641,12 @@ impl Conn {
                 iter,
                 encoding,
                 head_written: false,
+                persist,
+                started,
+            }),
+            Dispatched::Job(job) => self.push_slot(Slot::Job {
+                job,
+                route,
                 persist,
                 started,
             }),
@@ -658,54 +685,6 @@ impl Conn {
                 ctx.shared.metrics.record(route, status, started);
                 self.answer(|out| out.extend_from_slice(&bytes));
                 None
-            }
-        }
-    }
-
-    /// An internal endpoint is a peer's: a CA-verified certificate
-    /// (`--tls-ca`) or the secret's proof bound to `protocol` (the
-    /// range's: [`RANGE_PROTOCOL`]) opens it, a client token never does.
-    /// False when a challenge or refusal was queued.
-    ///
-    /// [`RANGE_PROTOCOL`]: crate::range::peer_auth::RANGE_PROTOCOL
-    fn range_gate(
-        &mut self,
-        ctx: &NetContext,
-        route: Route,
-        started: Instant,
-        credential: &Credential,
-        protocol: &str,
-    ) -> bool {
-        let tls = ctx.shared.tls.as_ref();
-        if tls.is_some_and(|t| t.verifies_peers()) && self.stream.peer_verified() {
-            return true;
-        }
-        if ctx.shared.auth.secret.is_none()
-            && let Some(why) = crate::tls::refuse_upgrade(tls, &self.stream)
-        {
-            ctx.shared
-                .auth
-                .metrics
-                .peer_refused(crate::auth::metrics::PeerRefusal::NoCertificate);
-            self.close_after = true;
-            let e = HttpError::close(Status::Forbidden, why);
-            self.push_error(ctx, route, &e, Persist::Close, "", started);
-            return false;
-        }
-        let stream = &self.stream;
-        let remote = || {
-            stream
-                .peer_addr()
-                .map_or_else(|_| "?".into(), |a| a.to_string())
-        };
-        let auth = &ctx.shared.auth;
-        match upgrade(auth, protocol, &mut self.peer_nonce, credential, &remote) {
-            Verdict::Switch(_) => true,
-            Verdict::Answer(bytes, status, close) => {
-                self.close_after |= close;
-                ctx.shared.metrics.record(route, status, started);
-                self.answer(|out| out.extend_from_slice(&bytes));
-                false
             }
         }
     }
@@ -982,66 +961,14 @@ impl Conn {
                         return;
                     }
                 }
+                Some(Slot::Job { .. }) => {
+                    if !self.fill_from_job(ctx) {
+                        return;
+                    }
+                }
                 _ => return,
             }
         }
-    }
-
-    /// Moves what the front slot's range thread queued to the output
-    /// buffer; `true` when the answer is complete (the slot is gone).
-    fn fill_from_feed(&mut self, ctx: &NetContext) -> bool {
-        let Some(Slot::Feed {
-            feed,
-            head_written,
-            starved,
-            persist,
-            started,
-        }) = self.slots.front_mut()
-        else {
-            return false;
-        };
-        let (persist, started) = (*persist, *started);
-        while self.out.len() - self.out_pos < STREAM_BUFFER_BYTES {
-            let Some(item) = feed.poll() else {
-                *starved = true;
-                return false;
-            };
-            *starved = false;
-            if !matches!(item, crate::range::Feed::Refused(_)) && !*head_written {
-                write_chunked_head(
-                    &mut self.out,
-                    Status::Ok,
-                    "application/octet-stream",
-                    persist,
-                );
-                *head_written = true;
-            }
-            match item {
-                crate::range::Feed::Refused(reason) => {
-                    self.pop_slot();
-                    let answer = Answer::Failed(answer::Failure::NotEnoughReplicas, reason);
-                    let status = render(&mut self.out, &answer, persist);
-                    ctx.shared.metrics.record(Route::Entities, status, started);
-                    return true;
-                }
-                crate::range::Feed::Bytes(bytes) => self.out.extend_from_slice(&bytes),
-                crate::range::Feed::Done => {
-                    write_last_chunk(&mut self.out);
-                    ctx.shared
-                        .metrics
-                        .record(Route::Entities, Status::Ok, started);
-                    self.pop_slot();
-                    return true;
-                }
-                crate::range::Feed::Failed => {
-                    // As for a local scan's failure: cut without the last chunk.
-                    self.close_after = true;
-                    self.slots.clear();
-                    return false;
-                }
-            }
-        }
-        false
     }
 
     /// Writes buffered output; `Ok(true)` when all of it went out. `now`

@@ -72,6 +72,15 @@ pub enum Command<'a> {
     Cluster,
     /// The layout this node runs with.
     Layout,
+    /// Change the layout (`POST /v0/layout`; on a layout worker).
+    LayoutChange {
+        /// The version asked for.
+        version: u64,
+        /// What changes.
+        change: crate::cluster::layout::Change,
+    },
+    /// A peer's layout agreement message (on a layout worker).
+    InternalLayout(&'a [u8]),
     /// Start an anti-entropy round now.
     RepairStart,
     /// The anti-entropy rounds' state.
@@ -92,6 +101,8 @@ pub enum Dispatched {
     Stream(Box<ScanIter>, Encoding),
     /// A cluster range: its range thread feeds the answer.
     Feed(crate::range::FeedReceiver),
+    /// A layout request: a layout worker hands back the whole answer.
+    Job(crate::layout_io::endpoints::LayoutJob),
 }
 
 /// How a streamed range's entries are written, one chunk each.
@@ -126,6 +137,7 @@ pub fn dispatch(
                 topology.nodes(),
                 shared.config.replication_factor,
                 &topology.nodes()[topology.self_index()],
+                shared.membership.as_ref().map(|m| m.history()).as_ref(),
             );
             Dispatched::Now(Answer::Document(Format::Json, text))
         }
@@ -145,6 +157,9 @@ pub fn dispatch(
             shared.antientropy.copy.render(&mut text);
             shared.auth.metrics.render(&mut text);
             shared.ranges.render(&mut text);
+            if let Some(membership) = &shared.membership {
+                crate::layout_io::endpoints::render_metrics(&mut text, membership);
+            }
             super::resp::render_metrics(&mut text, &shared.metrics);
             Dispatched::Now(Answer::Document(Format::Metrics, text))
         }
@@ -193,6 +208,16 @@ pub fn dispatch(
             Dispatched::Later(awaited_write(value))
         }
         Command::ClusterRange(plan) => cluster_range(ctx, reply_to, plan),
+        Command::LayoutChange { version, change } => {
+            let wake = wake_for(ctx, reply_to);
+            let started = crate::layout_io::endpoints::start_change(shared, wake, version, change);
+            started.map_or_else(layout_now, Dispatched::Job)
+        }
+        Command::InternalLayout(body) => {
+            let wake = wake_for(ctx, reply_to);
+            let started = crate::layout_io::endpoints::start_internal(shared, wake, body);
+            started.map_or_else(layout_now, Dispatched::Job)
+        }
         Command::Get { .. }
         | Command::GetVersion { .. }
         | Command::Range { .. }
@@ -232,22 +257,37 @@ fn cluster_range(ctx: &NetContext, reply_to: ReplyTo, plan: crate::range::Plan) 
         };
         return dispatch(ctx, &mut Vec::new(), reply_to, local);
     }
+    let wake = wake_for(ctx, reply_to);
+    match crate::range::feed::start(shared, NodeShared::range_node, wake, plan) {
+        Ok(feed) => Dispatched::Feed(feed),
+        Err(busy) => Dispatched::Now(answer::busy(busy.to_string())),
+    }
+}
+
+/// Wakes the network thread of the connection `reply_to` names, so it
+/// looks at its front slot again (a range thread's batch, a job's answer).
+fn wake_for(ctx: &NetContext, reply_to: ReplyTo) -> Box<dyn Fn() + Send> {
     let target = Target::Feed {
         token: reply_to.token,
         generation: reply_to.generation,
     };
-    let inbox = std::sync::Arc::clone(&shared.inboxes[ctx.index]);
-    let wake = Box::new(move || {
+    let inbox = std::sync::Arc::clone(&ctx.shared.inboxes[ctx.index]);
+    Box::new(move || {
         inbox.push(crate::state::Completion {
             target,
             result: Ok(()),
             invalid: false,
         });
-    });
-    match crate::range::feed::start(shared, NodeShared::range_node, wake, plan) {
-        Ok(feed) => Dispatched::Feed(feed),
-        Err(busy) => Dispatched::Now(answer::busy(busy.to_string())),
-    }
+    })
+}
+
+/// A layout request refused at once.
+fn layout_now(refused: crate::layout_io::endpoints::Refused) -> Dispatched {
+    use crate::layout_io::endpoints::Refused;
+    Dispatched::Now(match refused {
+        Refused::Invalid(why) => Answer::Failed(answer::Failure::Invalid, why),
+        Refused::Busy(why) => answer::busy(why),
+    })
 }
 
 /// True when the request can be served by this node alone, without a

@@ -13,7 +13,7 @@ use crate::http::response::{Extra, Persist, write_full, write_text};
 /// The body of a 404.
 const NOT_FOUND_TEXT: &str = "not found";
 /// `Retry-After` of a 503, seconds.
-const RETRY_AFTER_SEC: u32 = 1;
+pub(crate) const RETRY_AFTER_SEC: u32 = 1;
 /// `Content-Type` of a value.
 const VALUE_TYPE: &str = "application/octet-stream";
 /// `Content-Type` of a JSON document.
@@ -42,6 +42,7 @@ fn failure_status(failure: Failure) -> Status {
         Failure::Forbidden => Status::Forbidden,
         Failure::NotAllowed(_) => Status::MethodNotAllowed,
         Failure::TimedOut => Status::RequestTimeout,
+        Failure::Conflict => Status::Conflict,
         Failure::LengthRequired => Status::LengthRequired,
         Failure::TooLarge => Status::PayloadTooLarge,
         Failure::TooLong => Status::UriTooLong,
@@ -63,6 +64,7 @@ pub fn from_http_error(e: &HttpError, allow: &'static str) -> Answer {
         Status::Unauthorized => Failure::Unauthenticated,
         Status::Forbidden => Failure::Forbidden,
         Status::RequestTimeout => Failure::TimedOut,
+        Status::Conflict => Failure::Conflict,
         Status::LengthRequired => Failure::LengthRequired,
         Status::PayloadTooLarge => Failure::TooLarge,
         Status::UriTooLong => Failure::TooLong,

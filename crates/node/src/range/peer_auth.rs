@@ -86,6 +86,21 @@ pub fn open(
     protocol: &str,
     request: &dyn Fn(Option<&str>) -> String,
 ) -> Result<(BufReader<BlockingStream>, Vec<u8>), String> {
+    let bytes = |authorization: Option<&str>| request(authorization).into_bytes();
+    open_bytes(sock, host, timeout, tls, secret, protocol, &bytes)
+}
+
+/// [`open`] for a request that is bytes (one with a binary body: the
+/// layout agreement's `POST /v0/internal/layout`).
+pub fn open_bytes(
+    sock: TcpStream,
+    host: &str,
+    timeout: Duration,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    secret: Option<&ClusterSecret>,
+    protocol: &str,
+    request: &dyn Fn(Option<&str>) -> Vec<u8>,
+) -> Result<(BufReader<BlockingStream>, Vec<u8>), String> {
     let mut stream = match tls {
         None => BlockingStream::Plain(sock),
         Some(config) => {
@@ -96,7 +111,7 @@ pub fn open(
         }
     };
     stream
-        .write_all(request(None).as_bytes())
+        .write_all(&request(None))
         .and_then(|()| stream.flush())
         .map_err(|e| format!("send: {e}"))?;
     let mut reader = BufReader::with_capacity(super::source::SOURCE_BUFFER_BYTES, stream);
@@ -114,7 +129,7 @@ pub fn open(
     std::io::Read::read_exact(&mut reader, &mut skip).map_err(|e| format!("challenge: {e}"))?;
     let stream = reader.get_mut();
     stream
-        .write_all(request(Some(&value)).as_bytes())
+        .write_all(&request(Some(&value)))
         .and_then(|()| stream.flush())
         .map_err(|e| format!("send: {e}"))?;
     let head = read_head_raw(&mut reader)?;

@@ -4,12 +4,17 @@
 //! ```text
 //! {"version":1,"nodes":["http://...",...],"replication_factor":3,
 //!  "self":"http://...","removed":false,"settled":true,
+//!  "next":null,"live_versions":[1],
 //!  "moving":[{"url":"http://...","keys_to_copy":0,"bytes_to_copy":0,
 //!             "keys_copied":0,"bytes_copied":0},...]}
 //! ```
 //!
-//! The node does not run layout transitions yet (docs/ARCHITECTURE.md,
-//! "Membership"): it is always settled and moves nothing.
+//! `"next"` is the chosen next version while a transition is under way
+//! (else `null`), `"live_versions"` the versions of the node's live
+//! history, and `"settled"` true when one version is live (a single node,
+//! which keeps no history, always is). Nothing is counted as moving yet.
+
+use crate::cluster::history::History;
 
 use crate::http::json::json_string;
 
@@ -20,6 +25,7 @@ pub fn render_json(
     nodes: &[String],
     replication_factor: usize,
     self_url: &str,
+    history: Option<&History>,
 ) -> String {
     let mut sorted: Vec<&String> = nodes.iter().collect();
     sorted.sort();
@@ -36,8 +42,19 @@ pub fn render_json(
     ));
     json_string(&mut out, self_url);
     let removed = !nodes.iter().any(|n| n == self_url);
+    let live: Vec<u64> = history.map_or_else(
+        || vec![version],
+        |h| h.live().iter().map(|l| l.version).collect(),
+    );
+    let settled = live.len() == 1;
+    let next = match history {
+        Some(h) if h.in_transition() => h.current().version.to_string(),
+        _ => "null".to_owned(),
+    };
+    let live: Vec<String> = live.iter().map(u64::to_string).collect();
     out.push_str(&format!(
-        ",\"removed\":{removed},\"settled\":true,\"moving\":["
+        ",\"removed\":{removed},\"settled\":{settled},\"next\":{next},\"live_versions\":[{}],\"moving\":[",
+        live.join(",")
     ));
     for (i, url) in sorted.iter().enumerate() {
         if i > 0 {
@@ -62,14 +79,39 @@ mod tests {
     #[test]
     fn document_shape() {
         let nodes = vec!["http://b:2".to_owned(), "http://a:1".to_owned()];
-        let doc = render_json(3, &nodes, 2, "http://b:2");
+        let doc = render_json(3, &nodes, 2, "http://b:2", None);
         assert_eq!(
             doc,
             "{\"version\":3,\"nodes\":[\"http://a:1\",\"http://b:2\"],\"replication_factor\":2,\
-             \"self\":\"http://b:2\",\"removed\":false,\"settled\":true,\"moving\":[\
+             \"self\":\"http://b:2\",\"removed\":false,\"settled\":true,\"next\":null,\"live_versions\":[3],\"moving\":[\
              {\"url\":\"http://a:1\",\"keys_to_copy\":0,\"bytes_to_copy\":0,\"keys_copied\":0,\"bytes_copied\":0},\
              {\"url\":\"http://b:2\",\"keys_to_copy\":0,\"bytes_to_copy\":0,\"keys_copied\":0,\"bytes_copied\":0}]}"
         );
-        assert!(render_json(1, &nodes, 1, "http://c:3").contains("\"removed\":true"));
+        assert!(render_json(1, &nodes, 1, "http://c:3", None).contains("\"removed\":true"));
+    }
+
+    /// In transition the document names the next version and both live
+    /// ones, and is not settled; settled again once one is live.
+    #[test]
+    fn transition_fields() {
+        use crate::cluster::layout::{Change, Layout};
+        let nodes = vec!["http://a:1".to_owned(), "http://b:2".to_owned()];
+        let v1 = Layout::new(1, nodes.clone(), 2).unwrap();
+        let mut h = History::settled(v1.clone());
+        let doc = render_json(1, &nodes, 2, "http://a:1", Some(&h));
+        assert!(
+            doc.contains("\"settled\":true,\"next\":null,\"live_versions\":[1],"),
+            "{doc}"
+        );
+        let change = Change {
+            add: vec!["http://c:3".into()],
+            ..Change::default()
+        };
+        h.begin(v1.apply(&change).unwrap()).unwrap();
+        let doc = render_json(1, &nodes, 2, "http://a:1", Some(&h));
+        assert!(
+            doc.contains("\"settled\":false,\"next\":2,\"live_versions\":[1,2],"),
+            "{doc}"
+        );
     }
 }

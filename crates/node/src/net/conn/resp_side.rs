@@ -302,7 +302,7 @@ impl Conn {
                 gather.parts.push(Part::Waiting(awaited));
                 gather.waiting = 1;
             }
-            Dispatched::Stream(..) | Dispatched::Feed(_) => {
+            Dispatched::Stream(..) | Dispatched::Feed(_) | Dispatched::Job(_) => {
                 gather.parts.push(Part::Done(Answer::Failed(
                     Failure::Internal,
                     "internal error: a range reached RESP".into(),
@@ -382,10 +382,12 @@ impl Conn {
                     Part::Waiting(awaited)
                 }
                 // Keys are reads and writes, never ranges.
-                Dispatched::Stream(..) | Dispatched::Feed(_) => Part::Done(Answer::Failed(
-                    Failure::Internal,
-                    "internal error: a range reached RESP".into(),
-                )),
+                Dispatched::Stream(..) | Dispatched::Feed(_) | Dispatched::Job(_) => {
+                    Part::Done(Answer::Failed(
+                        Failure::Internal,
+                        "internal error: a range reached RESP".into(),
+                    ))
+                }
             });
         }
         let gather = Gather {
@@ -625,10 +627,12 @@ fn step(ctx: &NetContext, replicated: &mut Vec<Request>, reply_to: ReplyTo, gath
                     gather.waiting = 1;
                     Part::Waiting(awaited)
                 }
-                Dispatched::Stream(..) | Dispatched::Feed(_) => Part::Done(Answer::Failed(
-                    Failure::Internal,
-                    "internal error: a range reached RESP".into(),
-                )),
+                Dispatched::Stream(..) | Dispatched::Feed(_) | Dispatched::Job(_) => {
+                    Part::Done(Answer::Failed(
+                        Failure::Internal,
+                        "internal error: a range reached RESP".into(),
+                    ))
+                }
             };
         }
     }

@@ -1,0 +1,265 @@
+//! `POST /v0/layout` between real processes (docs/API.md, "Layout"):
+//! three nodes agree on version 2, answered 200, 409, 400 or 503 as
+//! issue 16 says; the chosen version survives a restart; a node that
+//! missed the commit learns it through gossip.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
+
+mod support;
+
+use ataman::faultproxy::LinkMode;
+use std::time::Duration;
+use support::cluster::{TestCluster, body, eventually};
+use support::{Conn, Node, Response};
+
+/// How long every node may take to show what it learned.
+const LEARN_WAIT: Duration = Duration::from_secs(20);
+
+fn post(node: &Node, query: &str) -> Response {
+    let target = format!("/v0/layout?{query}");
+    Conn::open(node.addr()).request("POST", &target, &[], None)
+}
+
+fn layout_of(node: &Node) -> String {
+    let r = Conn::open(node.addr()).request("GET", "/v0/layout", &[], None);
+    assert_eq!(r.status, 200, "GET /v0/layout");
+    String::from_utf8(r.body).unwrap()
+}
+
+/// A node that answers `GET /v0/status` and is no member: a single node.
+fn spare() -> (Node, String) {
+    let node = Node::start(&[]);
+    let url = format!("http://{}", node.addr());
+    (node, url)
+}
+
+fn shows_next(node: &Node, version: u64) -> bool {
+    let doc = layout_of(node);
+    doc.contains(&format!("\"next\":{version},")) && doc.contains("\"settled\":false")
+}
+
+/// (a) 200 with the new layout; every member shows the next version.
+/// (c) a stale or future version: 409 with the current layout.
+/// (f) a restarted member keeps the chosen next version.
+#[test]
+fn add_a_node_then_stale_versions_then_restart() {
+    let mut c = TestCluster::start(3, &[]);
+    let (_spare, added) = spare();
+    let r = post(c.node(0), &format!("version=2&add={added}"));
+    assert_eq!(r.status, 200, "{}", body(&r));
+    let doc = body(&r);
+    assert!(doc.starts_with("{\"version\":2,\"nodes\":["), "{doc}");
+    assert!(doc.contains(&format!("\"{added}\"")), "{doc}");
+    assert!(doc.contains("\"replication_factor\":3"), "{doc}");
+    for i in 0..3 {
+        eventually(&format!("node {i} shows next 2"), LEARN_WAIT, || {
+            shows_next(c.node(i), 2)
+        });
+    }
+    let (_other, other) = spare();
+    for version in [2, 5, 1] {
+        let r = post(c.node(1), &format!("version={version}&add={other}"));
+        assert_eq!(r.status, 409, "version {version}: {}", body(&r));
+        let doc = body(&r);
+        assert!(
+            doc.starts_with("{\"version\":2,"),
+            "the current layout: {doc}"
+        );
+        assert!(doc.contains("\"reason\":"), "{doc}");
+    }
+    // The same plan again continues the transition under way: 200.
+    let r = post(c.node(2), &format!("version=2&add={added}"));
+    assert_eq!(r.status, 200, "{}", body(&r));
+
+    c.terminate(1);
+    c.restart(1);
+    assert!(shows_next(c.node(1), 2), "{}", layout_of(c.node(1)));
+}
+
+/// (b) two concurrent requests for version 2 with different changes:
+/// exactly one 200, the other 409.
+#[test]
+fn concurrent_requests_one_wins() {
+    let c = TestCluster::start(3, &[]);
+    let (_a, a) = spare();
+    let (_b, b) = spare();
+    let (first, second) = std::thread::scope(|s| {
+        let one = s.spawn(|| post(c.node(0), &format!("version=2&add={a}")));
+        let two = s.spawn(|| post(c.node(1), &format!("version=2&add={b}")));
+        (one.join().unwrap(), two.join().unwrap())
+    });
+    let mut codes = [first.status, second.status];
+    codes.sort_unstable();
+    assert_eq!(codes, [200, 409], "{} / {}", body(&first), body(&second));
+    let (winner, loser) = if first.status == 200 {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
+    for i in 0..3 {
+        eventually(&format!("node {i} shows next 2"), LEARN_WAIT, || {
+            shows_next(c.node(i), 2)
+        });
+    }
+    // Every member holds the winner: its plan continues (200), the
+    // loser's conflicts (409).
+    for i in 0..3 {
+        let r = post(c.node(i), &format!("version=2&add={winner}"));
+        assert_eq!(r.status, 200, "node {i}: {}", body(&r));
+        let r = post(c.node(i), &format!("version=2&add={loser}"));
+        assert_eq!(r.status, 409, "node {i}: {}", body(&r));
+    }
+}
+
+/// (d) 400: removing a non-member, an impossible R, an added node that
+/// does not answer, an added member, a malformed request; a single node.
+/// (e) 503 with two of three members unreachable.
+#[test]
+fn refusals() {
+    let c = TestCluster::start(3, &[]);
+    let (spare_node, added) = spare();
+    let member = c.urls()[1].clone();
+    let nobody = "http://127.0.0.1:1";
+    for query in [
+        format!("version=2&remove={nobody}"),
+        "version=2&replication_factor=4".to_owned(),
+        format!("version=2&add={nobody}"),
+        format!("version=2&add={member}"),
+        "add=x".to_owned(),
+    ] {
+        let r = post(c.node(0), &query);
+        support::assert_error(&r, 400, &query);
+    }
+    let garbage = Conn::open(c.node(0).addr()).request(
+        "POST",
+        "/v0/internal/layout",
+        &[],
+        Some(b"not an agreement message"),
+    );
+    support::assert_error(&garbage, 400, "an undecodable internal body");
+    let r = post(&spare_node, "version=2&add=http://127.0.0.1:2");
+    support::assert_error(&r, 400, "a single node");
+    assert!(body(&r).contains("single node"), "{}", body(&r));
+
+    c.proxy(1).set_mode(LinkMode::Cut);
+    c.proxy(2).set_mode(LinkMode::Cut);
+    let r = post(c.node(0), &format!("version=2&add={added}"));
+    support::assert_error(&r, 503, "two of three members cut off");
+    c.proxy(1).set_mode(LinkMode::Pass);
+    c.proxy(2).set_mode(LinkMode::Pass);
+    let r = post(c.node(0), &format!("version=2&add={added}"));
+    assert_eq!(r.status, 200, "{}", body(&r));
+}
+
+/// (g) a member paused and cut off while version 2 is chosen and
+/// committed learns it through gossip once it runs again (nothing was
+/// delivered to it: its proxy cut every connection meanwhile).
+#[test]
+fn a_paused_member_learns_through_gossip() {
+    let c = TestCluster::start(3, &[]);
+    let (_spare, added) = spare();
+    let pid = c.node(2).pid() as libc::pid_t;
+    c.proxy(2).set_mode(LinkMode::Cut);
+    // SAFETY: signalling a child process this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let r = post(c.node(0), &format!("version=2&add={added}"));
+    assert_eq!(r.status, 200, "{}", body(&r));
+    for i in 0..2 {
+        eventually(&format!("node {i} shows next 2"), LEARN_WAIT, || {
+            shows_next(c.node(i), 2)
+        });
+    }
+    c.proxy(2).set_mode(LinkMode::Pass);
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    eventually("the paused node shows next 2", LEARN_WAIT, || {
+        shows_next(c.node(2), 2)
+    });
+}
+
+/// (h) with tokens and a cluster secret: no token 401, a read or write
+/// token 403, the admin token 200 (the voters prove the secret to each
+/// other's internal endpoint); a raw internal request without the proof
+/// is refused and changes nothing.
+#[test]
+fn admin_only_and_peers_prove_the_secret() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let tokens = write(
+        "tokens",
+        "reader-token-0123456789 read\nwriter-token-0123456789 write\nadmin-token-0123456789 admin\n",
+    );
+    let secret = write("secret", "the-layout-cluster-secret-0123456789");
+    let c = TestCluster::start(
+        3,
+        &[
+            "--auth-token-file",
+            &tokens,
+            "--cluster-secret-file",
+            &secret,
+        ],
+    );
+    let (_spare, added) = spare();
+    let target = format!("/v0/layout?version=2&add={added}");
+    let send = |token: Option<&str>| {
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let headers: Vec<(&str, &str)> =
+            auth.iter().map(|a| ("Authorization", a.as_str())).collect();
+        Conn::open(c.node(0).addr()).request("POST", &target, &headers, None)
+    };
+    assert_eq!(send(None).status, 401);
+    assert_eq!(send(Some("reader-token-0123456789")).status, 403);
+    assert_eq!(send(Some("writer-token-0123456789")).status, 403);
+    let raw = Conn::open(c.node(1).addr()).request(
+        "POST",
+        "/v0/internal/layout",
+        &[("Authorization", "Bearer admin-token-0123456789")],
+        Some(b"not a message"),
+    );
+    assert_eq!(raw.status, 401, "a client token opens no internal endpoint");
+    let r = send(Some("admin-token-0123456789"));
+    assert_eq!(r.status, 200, "{}", body(&r));
+}
+
+/// A change request waiting on its voters does not hold the network
+/// thread: with one network thread, the node answers `/metrics` showing
+/// the request's worker still running (its place is given back only when
+/// the job ends, so this answer came while it waited for the two paused
+/// members), and `GET /v0/status`; the request then ends 503.
+#[test]
+fn a_waiting_change_does_not_block_the_node() {
+    let c = TestCluster::start(3, &["--net-threads", "1"]);
+    let (_spare, added) = spare();
+    let pids = [c.node(1).pid(), c.node(2).pid()].map(|p| p as libc::pid_t);
+    for pid in pids {
+        // SAFETY: signalling a child process this test started.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    }
+    std::thread::scope(|s| {
+        let waiting = s.spawn(|| post(c.node(0), &format!("version=2&add={added}")));
+        eventually(
+            "an answer while the change request runs",
+            LEARN_WAIT,
+            || {
+                let m = Conn::open(c.node(0).addr()).request("GET", "/metrics", &[], None);
+                body(&m)
+                    .lines()
+                    .any(|l| l == "ataman_layout_workers_active 1")
+            },
+        );
+        let r = Conn::open(c.node(0).addr()).request("GET", "/v0/status", &[], None);
+        assert_eq!(r.status, 200);
+        let r = waiting.join().unwrap();
+        support::assert_error(&r, 503, "two of three members paused");
+    });
+    for pid in pids {
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    }
+}

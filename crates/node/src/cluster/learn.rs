@@ -1,0 +1,239 @@
+//! A node's side of the agreement on its shared [`Membership`]: a peer's
+//! request answered by the acceptor, and a committed layout learned by
+//! the acceptor and the live history together.
+//!
+//! # Rules
+//! - A prepare or an accept goes to the acceptor (`super::acceptor_node`:
+//!   durable before it answers). It changes no decision of this node, so
+//!   the generation does not grow.
+//! - A committed layout (a peer's commit, this node's own proposal chosen,
+//!   or one gossiped, `super::gossip`) is learned in ONE
+//!   [`Membership::update`]: `AcceptorNode::learn` (stored in
+//!   `LAYOUT-NEXT`), then `History::begin` (a transition starts). The
+//!   generation grows when either changed.
+//! - A node in transition to `v + 1` that learns `v + 2` (it missed the
+//!   end of the transition) keeps the acceptor's rule (`LAYOUT-NEXT` holds
+//!   `v + 2`, the acceptor moves to slot `v + 3`) while its history refuses
+//!   the version: it is logged with both versions, and the transition
+//!   driver promotes the stored layout before it can begin.
+//! - A layout older than the node's, or one further ahead than the next,
+//!   changes nothing; the reply names the node's committed version.
+//! - A gossip ([`absorb`]) learns every layout of the peer's live history
+//!   newer than the node's committed one, oldest first, through [`learn`]
+//!   (every layout of a live history was committed), then merges the
+//!   peer's trackers into the history (`History::merge`, by maximum); it
+//!   is answered with the node's own live layouts and trackers.
+
+use super::agreement_wire::{Reply, Request};
+use super::history::{Trackers, TransitionError};
+use super::layout::Layout;
+use super::layout_file::LayoutFileError;
+use super::membership::Membership;
+
+/// Answers a proposer's request on this node.
+pub fn serve(membership: &Membership, request: Request) -> Result<Reply, LayoutFileError> {
+    match request {
+        Request::Commit { value } => learn(membership, value),
+        Request::Gossip { live, trackers } => {
+            absorb(membership, live, &trackers)?;
+            Ok(gossip_reply(membership))
+        }
+        other => membership.update(|state| (false, state.acceptor.handle(other))),
+    }
+}
+
+/// This node's live layouts and trackers, as a gossip reply.
+pub fn gossip_reply(membership: &Membership) -> Reply {
+    let history = membership.history();
+    Reply::Gossip {
+        live: history.live().to_vec(),
+        trackers: history.trackers().clone(),
+    }
+}
+
+/// Learns what a peer's gossip holds that this node lacks (the rules above).
+pub fn absorb(
+    membership: &Membership,
+    mut live: Vec<Layout>,
+    trackers: &Trackers,
+) -> Result<(), LayoutFileError> {
+    live.sort_by_key(|l| l.version);
+    for layout in live {
+        let committed = membership.read(|s| s.acceptor.committed().version);
+        if layout.version > committed {
+            learn(membership, layout)?;
+        }
+    }
+    membership.update(|state| (state.history.merge(trackers), ()));
+    Ok(())
+}
+
+/// Learns the committed layout `value` (the rules above).
+pub fn learn(membership: &Membership, value: Layout) -> Result<Reply, LayoutFileError> {
+    membership.update(|state| {
+        let before = state.acceptor.committed().version;
+        let reply = match state.acceptor.learn(value.clone()) {
+            Ok(reply) => reply,
+            Err(e) => return (false, Err(e)),
+        };
+        let learned = state.acceptor.committed().version != before;
+        let began = match state.history.begin(value) {
+            Ok(began) => began,
+            Err(TransitionError::Underway { to }) => {
+                if learned {
+                    tracing::warn!(
+                        in_transition_to = to,
+                        learned = state.acceptor.committed().version,
+                        "learned a layout two versions ahead while in transition: \
+                         stored as next, acted on once the transition is promoted"
+                    );
+                }
+                false
+            }
+            // Older, or further ahead than the acceptor learned: nothing.
+            Err(TransitionError::NotNext { .. }) => false,
+        };
+        (learned || began, Ok(reply))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::acceptor_node::AcceptorNode;
+    use crate::cluster::agreement::{AcceptorReply, Ballot};
+    use crate::cluster::layout::Change;
+
+    fn url(p: u16) -> String {
+        format!("http://127.0.0.1:{p}")
+    }
+
+    fn v1() -> Layout {
+        Layout::new(1, vec![url(1), url(2), url(3)], 3).unwrap()
+    }
+
+    fn add(layout: &Layout, p: u16) -> Layout {
+        layout
+            .apply(&Change {
+                add: vec![url(p)],
+                ..Change::default()
+            })
+            .unwrap()
+    }
+
+    fn node(dir: &std::path::Path) -> Membership {
+        Membership::new(url(1), AcceptorNode::open(dir, v1()).unwrap())
+    }
+
+    /// A commit starts the transition in the history and stores the next
+    /// layout, growing the generation once; the same commit again changes
+    /// nothing; an older or a far-ahead one changes nothing.
+    #[test]
+    fn commit_is_learned_by_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = node(dir.path());
+        let v2 = add(&v1(), 4);
+        let reply = serve(&m, Request::Commit { value: v2.clone() }).unwrap();
+        assert_eq!(reply, Reply::Committed { version: 2 });
+        assert_eq!(m.generation(), 2);
+        assert_eq!(m.history().live(), &[v1(), v2.clone()]);
+        assert_eq!(m.read(|s| s.acceptor.next().cloned()), Some(v2.clone()));
+        learn(&m, v2.clone()).unwrap();
+        learn(&m, v1()).unwrap();
+        let far = add(&add(&add(&v1(), 5), 6), 7);
+        let far = Layout::new(4, far.nodes, 3).unwrap();
+        learn(&m, far).unwrap();
+        assert_eq!(m.generation(), 2, "nothing changed after the first");
+        assert_eq!(m.history().live(), &[v1(), v2]);
+    }
+
+    /// In transition to 2, a commit of 3 is stored as next (the acceptor's
+    /// rule) and refused by the history (one transition at a time).
+    #[test]
+    fn two_ahead_in_transition() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = node(dir.path());
+        let v2 = add(&v1(), 4);
+        let v3 = add(&v2, 5);
+        learn(&m, v2.clone()).unwrap();
+        assert_eq!(learn(&m, v3).unwrap(), Reply::Committed { version: 3 });
+        assert_eq!(m.history().live(), &[v1(), v2]);
+        assert_eq!(m.generation(), 3);
+    }
+
+    /// A gossip from a node at version 2 teaches a node at 1 the layout and
+    /// the peer's trackers, and is answered with the learner's history; a
+    /// gossip holding nothing newer changes nothing.
+    #[test]
+    fn gossip_teaches_what_was_missed() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let ahead = node(a.path());
+        let behind = node(b.path());
+        let v2 = add(&v1(), 4);
+        learn(&ahead, v2.clone()).unwrap();
+        ahead.update(|s| {
+            (
+                s.history
+                    .raise(crate::cluster::history::Tracker::Ack, &url(2), 2),
+                (),
+            )
+        });
+        let before = behind.generation();
+        let Reply::Gossip { live, trackers } = gossip_reply(&ahead) else {
+            panic!("a gossip reply");
+        };
+        let reply = serve(
+            &behind,
+            Request::Gossip {
+                live: live.clone(),
+                trackers: trackers.clone(),
+            },
+        )
+        .unwrap();
+        assert_eq!(behind.history().live(), &[v1(), v2.clone()]);
+        assert_eq!(
+            behind
+                .history()
+                .trackers()
+                .get(crate::cluster::history::Tracker::Ack, &url(2)),
+            2
+        );
+        assert_eq!(reply, gossip_reply(&behind));
+        assert!(behind.generation() > before);
+        let settled = behind.generation();
+        absorb(&behind, live, &trackers).unwrap();
+        assert_eq!(behind.generation(), settled, "nothing new the second time");
+        absorb(&behind, vec![v1()], &Trackers::default()).unwrap();
+        assert_eq!(behind.history().live(), &[v1(), v2]);
+    }
+
+    /// A prepare reaches the acceptor and is durable; the generation stays.
+    #[test]
+    fn prepare_goes_to_the_acceptor() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = node(dir.path());
+        let ballot = Ballot { round: 4, node: 9 };
+        let reply = serve(&m, Request::Prepare { slot: 2, ballot }).unwrap();
+        assert_eq!(
+            reply,
+            Reply::Acceptor(AcceptorReply::Promise {
+                ballot,
+                accepted: None
+            })
+        );
+        assert_eq!(m.generation(), 1);
+        let again = node(dir.path());
+        let low = Ballot { round: 1, node: 9 };
+        assert_eq!(
+            serve(
+                &again,
+                Request::Prepare {
+                    slot: 2,
+                    ballot: low
+                }
+            )
+            .unwrap(),
+            Reply::Acceptor(AcceptorReply::Reject { promised: ballot })
+        );
+    }
+}
