@@ -741,6 +741,7 @@ mod layout_route_tests {
         let cfg = RouteConfig {
             key_bytes_max: 8,
             cluster_size: 3,
+            from_default: 3,
         };
         match parse_head(req.as_bytes(), limits) {
             Parsed::Head(h) => route(&h, cfg),
