@@ -323,6 +323,14 @@ fn hints_for_a_node_that_left_go_to_the_current_replicas() {
     let gone = p.urls().iter().position(|u| *u == url(3)).unwrap();
     assert!(!p.is_live_member(gone) && !p.in_transition());
 
+    // `add_expiring` queues the hint's write: wait until the hint engine
+    // applied them all (a scan sees them).
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while shared.hints.pending(&url(3), None, 1000).unwrap().len() < keys.len()
+        && std::time::Instant::now() < until
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let busy = super::super::rehome::Rehoming::default();
     assert_eq!(
         super::super::rehome::rehome_hints(&ctx, &p, gone, &busy),
