@@ -33,6 +33,7 @@ pub mod membership;
 pub mod node_table;
 pub mod placement;
 pub mod propose;
+pub mod transition_rules;
 
 /// `host:port` of an `http(s)://host:port[/...]` URL (validated by the config).
 pub fn dial_address(url: &str) -> String {

@@ -1,0 +1,174 @@
+//! What a node's transition driver does next: values in, decisions out.
+//!
+//! Pure: the driver (`super::transition`) gathers this node's URL, the live
+//! history, the version of its stored `LAYOUT` and what it has done (which
+//! placement every network thread uses and since when, how far copying
+//! went, which cleanup ran), asks [`decide`], and carries the actions out
+//! through `Membership::update`, in the order given.
+//!
+//! # Rules (v = the newest committed version)
+//! - **Ack.** Raise own `ack` to `v` once every network thread places
+//!   writes with a placement that includes `v` (writes to the union of
+//!   the live sets), and has done so for longer than the replication
+//!   timeout. Sound: a write this node coordinates either started under
+//!   such a placement (it reaches `ack` replicas in the new set too), or
+//!   started before, and then it ended before the timeout passed: it was
+//!   answered, or it was answered 503 at the timeout and is never
+//!   acknowledged later (the coordinator answers each request once). So
+//!   once `ack[self] >= v`, every write this node will ever acknowledge
+//!   without the new set's replicas is already acknowledged, and it is in
+//!   the old sets, where copying finds it.
+//! - **Copy.** Start copying for `v` once `copy_may_start` (every node
+//!   acked `v`) and this node may gain keys; at most one copy at a time.
+//! - **Sync.** Raise own `sync` to `v` once copying for `v` completed, or
+//!   at once (after every node acked) when the node gains no key.
+//! - **SyncAck.** Raise own `sync_ack` to `min(sync)` when it is higher.
+//! - **Prune.** Drop the old version once `min(sync_ack) >= v`.
+//! - **Promote.** Once the only live version is newer than the stored
+//!   `LAYOUT`, store it as `LAYOUT` (the chosen next becomes current).
+//! - **Cleanup.** After the promotion, delete the local copies of keys
+//!   this node does not replicate under the only live version
+//!   (`History::may_delete`), once per version.
+
+use super::history::{History, Tracker};
+use super::layout::Layout;
+
+/// What the node has done, as the driver tracks it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// The newest version every network thread's placement includes, and
+    /// the time (ms, the driver's clock) the driver first saw it so.
+    pub placement: Option<(u64, u64)>,
+    /// The version a copy is running for.
+    pub copy_running: Option<u64>,
+    /// The newest version whose copy completed.
+    pub copied: u64,
+    /// The newest version whose cleanup completed (or needs none).
+    pub cleaned: u64,
+}
+
+/// What the rules look at.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    /// This node's URL.
+    pub self_url: &'a str,
+    /// The live history.
+    pub history: &'a History,
+    /// The version of the node's stored `LAYOUT`.
+    pub stored_version: u64,
+    /// What the node has done.
+    pub progress: &'a Progress,
+    /// Now, ms on the driver's clock.
+    pub now_ms: u64,
+    /// The replication timeout, ms: a coordinated write ends within it.
+    pub replication_timeout_ms: u64,
+}
+
+/// One thing to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Raise own tracker `which` to the version.
+    Raise(Tracker, u64),
+    /// Start copying what this node gains from the old version to the new one.
+    StartCopy(u64),
+    /// Drop the old live version.
+    Prune,
+    /// Store the only live version as `LAYOUT`.
+    Promote(u64),
+    /// Delete local copies of keys not replicated under this version.
+    Cleanup(u64),
+}
+
+/// True if `node` may receive keys going from `old` to `new`. With
+/// rendezvous placement a node that stays, when nodes are only added and
+/// `R` does not grow, can only move down a key's ranking: it gains
+/// nothing. Every other member of `new` may gain (conservative).
+pub fn may_gain(old: &Layout, new: &Layout, node: &str) -> bool {
+    if !new.is_member(node) {
+        return false;
+    }
+    let only_added = old.nodes.iter().all(|n| new.is_member(n));
+    !(old.is_member(node) && only_added && new.replication_factor <= old.replication_factor)
+}
+
+/// A gossiped peer's live layouts, merged: when this node is in
+/// transition to `v` and the peer's only live layout is that same `v`, the
+/// peer pruned, which it did only after it saw `min(sync_ack) >= v`;
+/// `sync_ack` only grows, so the prune is safe here too. Returns the
+/// pruned history. Needed, not an optimisation: once a node pruned it
+/// forgot the trackers of the nodes the new version removed, and once
+/// every node that knew a removed node's `sync_ack` pruned (the removed
+/// node too), nobody could tell the rest of it otherwise.
+pub fn adopt_peer_prune(history: &History, peer_live: &[Layout]) -> Option<History> {
+    match peer_live {
+        [only] if history.in_transition() && only == history.current() => {
+            History::from_parts(vec![only.clone()], history.trackers().clone())
+        }
+        _ => None,
+    }
+}
+
+/// The minimum of `which` over every member of a live version.
+fn min_of(history: &History, which: Tracker) -> u64 {
+    let nodes = history.all_nodes();
+    history.trackers().min_over(which, &nodes)
+}
+
+/// The next actions, in order (the later ones may rely on the earlier
+/// ones taking effect; the driver applies them under one lock each and
+/// asks again on its next tick).
+pub fn decide(i: Inputs<'_>) -> Vec<Action> {
+    let h = i.history;
+    let me = i.self_url;
+    let v = h.current().version;
+    let mut out = Vec::new();
+    if h.removed(me) {
+        // Not a member of any live version: nothing to track.
+        return promote_and_clean(i, out);
+    }
+    let trackers = h.trackers();
+    if let Some((placed, since)) = i.progress.placement
+        && placed >= v
+        && trackers.get(Tracker::Ack, me) < v
+        && i.now_ms.saturating_sub(since) > i.replication_timeout_ms
+    {
+        out.push(Action::Raise(Tracker::Ack, v));
+    }
+    if let [old, new] = h.live()
+        && h.copy_may_start()
+        && trackers.get(Tracker::Sync, me) < v
+    {
+        if !may_gain(old, new, me) || i.progress.copied >= v {
+            out.push(Action::Raise(Tracker::Sync, v));
+        } else if i.progress.copy_running.is_none() {
+            out.push(Action::StartCopy(v));
+        }
+    }
+    let synced = min_of(h, Tracker::Sync);
+    if synced > trackers.get(Tracker::SyncAck, me) {
+        out.push(Action::Raise(Tracker::SyncAck, synced));
+    }
+    if h.in_transition() && min_of(h, Tracker::SyncAck) >= v {
+        out.push(Action::Prune);
+    }
+    promote_and_clean(i, out)
+}
+
+/// Promotion and cleanup, once the history is settled.
+fn promote_and_clean(i: Inputs<'_>, mut out: Vec<Action>) -> Vec<Action> {
+    let h = i.history;
+    let v = h.current().version;
+    if h.in_transition() {
+        return out;
+    }
+    if i.stored_version < v {
+        out.push(Action::Promote(v));
+    } else if i.progress.cleaned < v && !h.removed(i.self_url) {
+        out.push(Action::Cleanup(v));
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "transition_rules_tests.rs"]
+mod tests;
