@@ -256,6 +256,23 @@ fn adopt_layout(
     )))
 }
 
+/// Starts the transition driver (`cluster::transition`) for a node with a layout.
+fn start_transition(
+    shared: &Arc<NodeShared>,
+) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
+    let Some(membership) = shared.membership.clone() else {
+        return Ok(None);
+    };
+    let driver = cluster::transition::Driver::new(
+        membership,
+        Arc::clone(&shared.transition),
+        Arc::new(cluster::transition::NotWired),
+        shared.config.replication_timeout,
+    );
+    let stopping = Arc::clone(shared);
+    cluster::transition::start(driver, move || stopping.stopping()).map(Some)
+}
+
 /// Loads the TLS files, if any, and makes SIGHUP reload them.
 fn start_tls(config: &NodeConfig) -> Result<Option<tls::NodeTls>, String> {
     let Some(files) = config.tls.clone() else {
@@ -359,6 +376,9 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         inboxes,
         topology,
         membership,
+        transition: Arc::new(cluster::transition_state::TransitionShared::new(
+            config.net_threads,
+        )),
         hints: Arc::clone(&hints),
         peers,
         write_durability,
@@ -388,6 +408,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     let ae_threads = antientropy::start(&shared, NodeShared::antientropy_node, sync_receiver)?;
+    let transition_thread = start_transition(&shared)?;
     // The line launchers wait for, on stdout (docs/API.md); the log says it too.
     let scheme = tls::scheme(shared.tls.is_some());
     println!("ataman: listening on {scheme}://{bound}");
@@ -433,6 +454,9 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         if t.join().is_err() {
             net_error = Some("an anti-entropy thread panicked".into());
         }
+    }
+    if transition_thread.is_some_and(|t| t.join().is_err()) {
+        net_error = Some("the transition thread panicked".into());
     }
     drop(shared);
     let db = Arc::try_unwrap(db).map_err(|_| "engine still referenced at shutdown")?;

@@ -192,6 +192,8 @@ pub struct NodeShared {
     /// The live layouts and the acceptor (`None` for a single node, which
     /// keeps no layout).
     pub membership: Option<Arc<crate::cluster::membership::Membership>>,
+    /// The placement each network thread uses, for the transition driver.
+    pub transition: Arc<crate::cluster::transition_state::TransitionShared>,
     /// Writes peers missed, kept for them.
     pub hints: Arc<HintStore>,
     /// Each node's link status as this node sees it (index: node).

@@ -86,6 +86,7 @@ impl TestNode {
             hlc: Hlc::for_node(me),
             topology: Topology::new(urls.to_vec(), me),
             membership: None,
+            transition: Arc::new(crate::cluster::transition_state::TransitionShared::new(1)),
             config,
             metrics: NodeMetrics::default(),
             connections: AtomicUsize::new(0),

@@ -18,6 +18,11 @@
 //! - [`node_table`]: stable node indices across layout versions.
 //! - [`membership`]: the live history and the acceptor, shared by the
 //!   node's threads.
+//! - [`transition_rules`]: what the transition driver does next (pure).
+//! - [`transition`]: the driver thread `ataman-transition`, and the
+//!   [`transition::Copier`] it copies through.
+//! - [`transition_state`]: the placement each network thread uses, and
+//!   the layout gauges.
 //! - [`layout_file`]: `<data-dir>/LAYOUT`, and which layout a node starts
 //!   with (bootstrap from `--cluster`, or the stored one).
 
@@ -33,7 +38,9 @@ pub mod membership;
 pub mod node_table;
 pub mod placement;
 pub mod propose;
+pub mod transition;
 pub mod transition_rules;
+pub mod transition_state;
 
 /// `host:port` of an `http(s)://host:port[/...]` URL (validated by the config).
 pub fn dial_address(url: &str) -> String {

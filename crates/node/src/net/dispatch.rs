@@ -145,6 +145,9 @@ pub fn dispatch(
             shared.auth.metrics.render(&mut text);
             shared.ranges.render(&mut text);
             super::resp::render_metrics(&mut text, &shared.metrics);
+            if let Some(m) = &shared.membership {
+                crate::cluster::transition_state::render_metrics(&mut text, m);
+            }
             Dispatched::Now(Answer::Document(Format::Metrics, text))
         }
         Command::Get { key, ack, from } if !local_only(ctx, &key, ack, from) => {

@@ -1,0 +1,277 @@
+//! The transition driver: the thread `ataman-transition`, which carries
+//! out `super::transition_rules`' decisions on this node.
+//!
+//! Every [`TRANSITION_TICK`] it reads the membership (the live history and
+//! the stored `LAYOUT`'s version), notes what the node has done (the
+//! placement every network thread uses, `super::transition_state`; the
+//! copy's outcome), asks `transition_rules::decide`, and applies each
+//! action through `Membership::update`: raising this node's trackers,
+//! pruning, promoting `LAYOUT`. Copying runs on its own thread through a
+//! [`Copier`], so the driver never blocks on the network; an incomplete or
+//! failed copy is started again after [`COPY_RETRY`]. Each step is logged
+//! once, with its version.
+//!
+//! Cleanup (deleting the copies a node no longer replicates) is not done:
+//! the engine has no local-only removal (docs/ARCHITECTURE.md,
+//! "Membership"); the driver logs that the copies are kept.
+
+use super::history::Tracker;
+use super::layout::Layout;
+use super::membership::Membership;
+use super::transition_rules::{self, Action, Inputs, Progress};
+use super::transition_state::TransitionShared;
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, TryRecvError};
+use std::time::{Duration, Instant};
+
+/// How often the driver looks at the membership.
+pub const TRANSITION_TICK: Duration = Duration::from_millis(200);
+/// How long after an incomplete or failed copy it is started again.
+pub const COPY_RETRY: Duration = Duration::from_secs(5);
+
+/// Copies what this node gains going from `old` to `new`: every key (and
+/// tombstone) it replicates under `new` and not under `old`, merged from
+/// every old replica. `Ok(true)` once complete; `Ok(false)` when it
+/// stopped early (to be started again; it resumes); `Err` on failure.
+pub trait Copier: Send + Sync {
+    /// Runs one copy to its end (blocking).
+    fn copy(&self, old: &Layout, new: &Layout) -> Result<bool, String>;
+}
+
+/// The copier of a build without data copying between nodes: every copy
+/// fails, so a node that gains keys never raises its `sync`, and the
+/// transition waits with reads on the old version (safe).
+pub struct NotWired;
+
+impl Copier for NotWired {
+    fn copy(&self, _old: &Layout, _new: &Layout) -> Result<bool, String> {
+        Err("copying data between nodes is not wired into this build".to_owned())
+    }
+}
+
+/// The driver's own state.
+pub struct Driver {
+    membership: Arc<Membership>,
+    shared: Arc<TransitionShared>,
+    copier: Arc<dyn Copier>,
+    replication_timeout: Duration,
+    started: Instant,
+    progress: Progress,
+    copy_results: Option<Receiver<(u64, Result<bool, String>)>>,
+    copy_retry_at: Option<Instant>,
+    logged: Vec<(u64, &'static str)>,
+}
+
+impl Driver {
+    /// A driver for `membership`, whose stored layout needs no cleanup.
+    pub fn new(
+        membership: Arc<Membership>,
+        shared: Arc<TransitionShared>,
+        copier: Arc<dyn Copier>,
+        replication_timeout: Duration,
+    ) -> Self {
+        let cleaned = membership.read(|s| s.acceptor.current().version);
+        Driver {
+            membership,
+            shared,
+            copier,
+            replication_timeout,
+            started: Instant::now(),
+            progress: Progress {
+                cleaned,
+                ..Progress::default()
+            },
+            copy_results: None,
+            copy_retry_at: None,
+            logged: Vec::new(),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Logs `what` for `version` once.
+    fn once(&mut self, version: u64, what: &'static str) -> bool {
+        if self.logged.contains(&(version, what)) {
+            return false;
+        }
+        self.logged.push((version, what));
+        true
+    }
+
+    /// Notes the network threads' placement and the copy's outcome.
+    fn observe(&mut self) {
+        let placed = self.shared.placement_version();
+        if self.progress.placement.is_none_or(|(v, _)| placed > v) {
+            self.progress.placement = Some((placed, self.now_ms()));
+        }
+        let Some(rx) = &self.copy_results else {
+            return;
+        };
+        let outcome = match rx.try_recv() {
+            Ok(outcome) => outcome,
+            Err(TryRecvError::Empty) => return,
+            Err(TryRecvError::Disconnected) => (
+                self.progress.copy_running.unwrap_or(0),
+                Err("the copy thread ended without an answer".to_owned()),
+            ),
+        };
+        self.copy_results = None;
+        self.progress.copy_running = None;
+        match outcome {
+            (version, Ok(true)) => {
+                tracing::info!(version, "layout transition: copying complete");
+                self.progress.copied = self.progress.copied.max(version);
+            }
+            (version, Ok(false)) => {
+                tracing::info!(version, "layout transition: copying stopped early, resumes");
+                self.copy_retry_at = Some(Instant::now() + COPY_RETRY);
+            }
+            (version, Err(e)) => {
+                tracing::warn!(version, "layout transition: copying failed, retried: {e}");
+                self.copy_retry_at = Some(Instant::now() + COPY_RETRY);
+            }
+        }
+    }
+
+    /// One look at the membership and the actions it calls for.
+    pub fn tick(&mut self) {
+        self.observe();
+        let (history, stored) = self
+            .membership
+            .read(|s| (s.history.clone(), s.acceptor.current().version));
+        let actions = transition_rules::decide(Inputs {
+            self_url: self.membership.self_url(),
+            history: &history,
+            stored_version: stored,
+            progress: &self.progress,
+            now_ms: self.now_ms(),
+            replication_timeout_ms: u64::try_from(self.replication_timeout.as_millis())
+                .unwrap_or(u64::MAX),
+        });
+        for action in actions {
+            self.apply(action, &history);
+        }
+        let me = self.membership.self_url().to_owned();
+        if history.is_settled() && history.removed(&me) && stored == history.current().version {
+            let v = history.current().version;
+            if self.once(v, "removed") {
+                tracing::warn!(
+                    version = v,
+                    members = ?history.current().nodes,
+                    "this node is not a member of the layout: it holds nothing a read needs and is safe to stop"
+                );
+            }
+        }
+    }
+
+    fn apply(&mut self, action: Action, history: &super::history::History) {
+        let me = self.membership.self_url().to_owned();
+        match action {
+            Action::Raise(which, v) => {
+                let grew = self.membership.update(|s| {
+                    let g = s.history.raise(which, &me, v);
+                    (g, g)
+                });
+                let what = match which {
+                    Tracker::Ack => "ack",
+                    Tracker::Sync => "sync",
+                    Tracker::SyncAck => "sync_ack",
+                };
+                if grew && self.once(v, what) {
+                    tracing::info!(version = v, tracker = what, "layout transition: raised");
+                }
+            }
+            Action::StartCopy(v) => self.start_copy(v, history),
+            Action::Prune => {
+                let pruned = self.membership.update(|s| {
+                    let p = s.history.prune();
+                    (p, p)
+                });
+                let v = history.current().version;
+                if pruned && self.once(v, "prune") {
+                    tracing::info!(version = v, "layout transition: old version dropped");
+                }
+            }
+            Action::Promote(v) => {
+                let promoted = self.membership.update(|s| match s.acceptor.promote() {
+                    Ok(p) => (p.is_some(), Ok(p)),
+                    Err(e) => (false, Err(e)),
+                });
+                match promoted {
+                    Ok(Some(_)) => {
+                        tracing::info!(version = v, "layout transition: LAYOUT is version {v}");
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        if self.once(v, "promote failed") {
+                            tracing::warn!(
+                                version = v,
+                                "layout transition: storing LAYOUT failed, retried: {e}"
+                            );
+                        }
+                    }
+                }
+            }
+            Action::Cleanup(v) => {
+                self.progress.cleaned = v;
+                if self.once(v, "cleanup") {
+                    tracing::info!(
+                        version = v,
+                        "layout transition: settled; copies of keys this node no longer replicates are kept (no local-only removal)"
+                    );
+                }
+            }
+        }
+    }
+
+    fn start_copy(&mut self, v: u64, history: &super::history::History) {
+        if self.copy_retry_at.is_some_and(|t| Instant::now() < t) {
+            return;
+        }
+        let [old, new] = history.live() else {
+            return;
+        };
+        let (old, new) = (old.clone(), new.clone());
+        let (tx, rx) = mpsc::channel();
+        let copier = Arc::clone(&self.copier);
+        let spawned = std::thread::Builder::new()
+            .name("ataman-copy".into())
+            .spawn(move || {
+                let _ = tx.send((v, copier.copy(&old, &new)));
+            });
+        match spawned {
+            Ok(_) => {
+                self.progress.copy_running = Some(v);
+                self.copy_results = Some(rx);
+                if self.once(v, "copy") {
+                    tracing::info!(version = v, "layout transition: copying started");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(version = v, "cannot start the copy thread: {e}");
+                self.copy_retry_at = Some(Instant::now() + COPY_RETRY);
+            }
+        }
+    }
+}
+
+/// Starts `ataman-transition`, which ticks `driver` until `stopping` says so.
+pub fn start(
+    mut driver: Driver,
+    stopping: impl Fn() -> bool + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("ataman-transition".into())
+        .spawn(move || {
+            while !stopping() {
+                driver.tick();
+                std::thread::sleep(TRANSITION_TICK);
+            }
+        })
+}
+
+#[cfg(test)]
+#[path = "transition_tests.rs"]
+mod tests;
