@@ -268,6 +268,7 @@ fn start_transition(
         Arc::clone(&shared.transition),
         Arc::new(cluster::transition::NotWired),
         shared.config.replication_timeout,
+        false,
     );
     let stopping = Arc::clone(shared);
     cluster::transition::start(driver, move || stopping.stopping()).map(Some)
@@ -387,6 +388,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         ranges: range::Ranges::default(),
     });
     publish_budget(&shared, &budget);
+    let transition_thread = start_transition(&shared)?;
     let mut descriptors_counted_at = std::time::Instant::now();
     let mut listener = Some(mio::net::TcpListener::from_std(std_listener));
     let resp_bound = resp_listener.as_ref().map(|l| l.local_addr()).transpose()?;
@@ -408,7 +410,6 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     let ae_threads = antientropy::start(&shared, NodeShared::antientropy_node, sync_receiver)?;
-    let transition_thread = start_transition(&shared)?;
     // The line launchers wait for, on stdout (docs/API.md); the log says it too.
     let scheme = tls::scheme(shared.tls.is_some());
     println!("ataman: listening on {scheme}://{bound}");

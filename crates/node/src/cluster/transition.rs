@@ -19,7 +19,7 @@ use super::history::Tracker;
 use super::layout::Layout;
 use super::membership::Membership;
 use super::transition_rules::{self, Action, Inputs, Progress};
-use super::transition_state::TransitionShared;
+use super::transition_state::{Standing, TransitionShared};
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, TryRecvError};
 use std::time::{Duration, Instant};
@@ -60,18 +60,25 @@ pub struct Driver {
     copy_results: Option<Receiver<(u64, Result<bool, String>)>>,
     copy_retry_at: Option<Instant>,
     logged: Vec<(u64, &'static str)>,
+    /// Started with `--join`.
+    joining: bool,
+    /// Was a member of a live version since the driver started.
+    was_member: bool,
 }
 
 impl Driver {
-    /// A driver for `membership`, whose stored layout needs no cleanup.
+    /// A driver for `membership`, whose stored layout needs no cleanup;
+    /// `joining` when the node started with `--join`. Publishes where the
+    /// node stands at once.
     pub fn new(
         membership: Arc<Membership>,
         shared: Arc<TransitionShared>,
         copier: Arc<dyn Copier>,
         replication_timeout: Duration,
+        joining: bool,
     ) -> Self {
         let cleaned = membership.read(|s| s.acceptor.current().version);
-        Driver {
+        let mut d = Driver {
             membership,
             shared,
             copier,
@@ -84,7 +91,33 @@ impl Driver {
             copy_results: None,
             copy_retry_at: None,
             logged: Vec::new(),
-        }
+            joining,
+            was_member: false,
+        };
+        d.publish();
+        d
+    }
+
+    /// Publishes where the node stands (`TransitionShared::set_standing`).
+    fn publish(&mut self) {
+        let me = self.membership.self_url();
+        let (member, settled, members) = self.membership.read(|s| {
+            let h = &s.history;
+            (
+                !h.removed(me),
+                h.is_settled() && s.acceptor.current().version == h.current().version,
+                h.current().nodes.clone(),
+            )
+        });
+        self.was_member |= member;
+        let standing = if member {
+            Standing::Member
+        } else if self.joining && !self.was_member {
+            Standing::Joining
+        } else {
+            Standing::Removed
+        };
+        self.shared.set_standing(standing, settled, &members);
     }
 
     fn now_ms(&self) -> u64 {
@@ -153,6 +186,7 @@ impl Driver {
         for action in actions {
             self.apply(action, &history);
         }
+        self.publish();
         let me = self.membership.self_url().to_owned();
         if history.is_settled() && history.removed(&me) && stored == history.current().version {
             let v = history.current().version;

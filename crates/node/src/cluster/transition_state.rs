@@ -14,21 +14,100 @@
 
 use super::history::Tracker;
 use super::membership::Membership;
+use ataman_testkit::lock::lock;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+
+/// Where this node stands in the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// A member of a live layout version: it serves clients.
+    Member,
+    /// Started with `--join` and not added yet: it serves no client.
+    Joining,
+    /// A member of no live version, after being one (or restarted so):
+    /// once the removal is settled it holds nothing a read needs.
+    Removed,
+}
+
+impl Standing {
+    fn code(self) -> u8 {
+        match self {
+            Standing::Member => 0,
+            Standing::Joining => 1,
+            Standing::Removed => 2,
+        }
+    }
+
+    fn from_code(code: u8) -> Standing {
+        match code {
+            1 => Standing::Joining,
+            2 => Standing::Removed,
+            _ => Standing::Member,
+        }
+    }
+}
 
 /// Shared by the driver and the network threads.
 #[derive(Debug)]
 pub struct TransitionShared {
     placements: Vec<AtomicU64>,
+    standing: AtomicU8,
+    /// 1 when settled here and promoted (for a removed node: nothing left to serve).
+    settled_out: AtomicU8,
+    /// The members of the newest committed layout, for refusals.
+    members: Mutex<Vec<String>>,
 }
 
 impl TransitionShared {
-    /// For `threads` network threads, none of which has noted a placement.
+    /// For `threads` network threads, none of which has noted a placement;
+    /// the node a member until [`TransitionShared::set_standing`] says otherwise.
     pub fn new(threads: usize) -> Self {
         TransitionShared {
             placements: (0..threads).map(|_| AtomicU64::new(0)).collect(),
+            standing: AtomicU8::new(Standing::Member.code()),
+            settled_out: AtomicU8::new(1),
+            members: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Where the node stands; `settled` when no transition is under way
+    /// and the stored layout is the newest; `members` of the newest layout.
+    pub fn set_standing(&self, standing: Standing, settled: bool, members: &[String]) {
+        let mut m = lock(&self.members);
+        if m.as_slice() != members {
+            *m = members.to_vec();
+        }
+        drop(m);
+        self.settled_out.store(u8::from(settled), Ordering::Release);
+        self.standing.store(standing.code(), Ordering::Release);
+    }
+
+    /// True when no transition is under way here and the stored layout
+    /// is the newest committed one.
+    pub fn settled(&self) -> bool {
+        self.settled_out.load(Ordering::Acquire) == 1
+    }
+
+    /// Where the node stands.
+    pub fn standing(&self) -> Standing {
+        Standing::from_code(self.standing.load(Ordering::Acquire))
+    }
+
+    /// True when the node may be stopped: it is not a member and, when it
+    /// was removed, the removal is settled.
+    pub fn safe_to_stop(&self) -> bool {
+        match self.standing() {
+            Standing::Member => false,
+            Standing::Joining => true,
+            Standing::Removed => self.settled(),
+        }
+    }
+
+    /// The members of the newest committed layout.
+    pub fn members(&self) -> Vec<String> {
+        lock(&self.members).clone()
     }
 
     /// Network thread `thread` now places writes with a placement whose

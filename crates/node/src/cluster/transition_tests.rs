@@ -29,17 +29,25 @@ struct Cluster {
     paths: Vec<std::path::PathBuf>,
     members: Vec<Arc<Membership>>,
     drivers: Vec<Driver>,
+    shared: Vec<Arc<TransitionShared>>,
 }
 
 /// Nodes 1..=3 that learned v2 (grow [1,2] -> [1,2,3]); node 3 copies
 /// through `copier`, the others gain nothing.
 fn cluster(copier: Arc<dyn Copier>) -> Cluster {
     let (v1, v2) = (layout(1, &[1, 2], 2), layout(2, &[1, 2, 3], 2));
+    cluster_of(v1, v2, copier, 3)
+}
+
+/// Nodes 1..=3 going from `v1` to `v2`; node `copying` copies through
+/// `copier`, the others through `NotWired`.
+fn cluster_of(v1: Layout, v2: Layout, copier: Arc<dyn Copier>, copying: u16) -> Cluster {
     let mut c = Cluster {
         _dirs: Vec::new(),
         paths: Vec::new(),
         members: Vec::new(),
         drivers: Vec::new(),
+        shared: Vec::new(),
     };
     for p in [1, 2, 3] {
         let dir = tempfile::tempdir().unwrap();
@@ -49,12 +57,19 @@ fn cluster(copier: Arc<dyn Copier>) -> Cluster {
         let m = Arc::new(Membership::new(url(p), a));
         let shared = Arc::new(TransitionShared::new(1));
         shared.note_placement(0, 2);
-        let copier = if p == 3 {
+        let copier = if p == copying {
             Arc::clone(&copier)
         } else {
             Arc::new(NotWired) as Arc<dyn Copier>
         };
-        let mut d = Driver::new(Arc::clone(&m), shared, copier, Duration::ZERO);
+        let mut d = Driver::new(
+            Arc::clone(&m),
+            Arc::clone(&shared),
+            copier,
+            Duration::ZERO,
+            false,
+        );
+        c.shared.push(shared);
         d.copy_retry_at = None;
         c.paths.push(dir.path().to_owned());
         c._dirs.push(dir);
@@ -146,4 +161,38 @@ fn no_copier_waits_on_the_old_version() {
     // Every node acked: only the copy is missing.
     let h = c.members[0].history();
     assert!(h.copy_may_start());
+}
+
+struct Complete;
+
+impl Copier for Complete {
+    fn copy(&self, _old: &Layout, _new: &Layout) -> Result<bool, String> {
+        Ok(true)
+    }
+}
+
+/// A shrink: node 3 stays a member while the transition runs, then is
+/// removed, settled and safe to stop; the others stay members.
+#[test]
+fn removed_node_is_safe_to_stop_once_settled() {
+    let (v1, v2) = (layout(1, &[1, 2, 3], 2), layout(2, &[1, 2], 2));
+    // Nodes 1 and 2 may gain (node 3 leaves): both copy.
+    let mut c = cluster_of(v1, v2, Arc::new(Complete), 1);
+    c.drivers[1].copier = Arc::new(Complete);
+    assert_eq!(c.shared[2].standing(), Standing::Member);
+    let mut rounds = 0;
+    while !c.settled_at(2) {
+        assert!(rounds < ROUNDS_MAX, "not settled");
+        assert!(!c.shared[2].safe_to_stop());
+        c.round();
+        rounds += 1;
+    }
+    c.round();
+    assert_eq!(c.shared[2].standing(), Standing::Removed);
+    assert!(c.shared[2].safe_to_stop());
+    assert_eq!(c.shared[2].members(), vec![url(1), url(2)]);
+    for s in &c.shared[..2] {
+        assert_eq!(s.standing(), Standing::Member);
+        assert!(s.settled() && !s.safe_to_stop());
+    }
 }
