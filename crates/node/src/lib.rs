@@ -232,25 +232,59 @@ fn bind_resp(config: &NodeConfig) -> Result<Option<std::net::TcpListener>, Strin
 /// over a stale list (docs/ARCHITECTURE.md, "Membership").
 /// A single node (a list of one) keeps no layout: its URL may change with
 /// every restart (`--listen 127.0.0.1:0`) and it has no peers to agree with.
+/// A node started with `--join` learns the layout from its seed
+/// (`cluster::join`). A node not a member of its layout (joining, or
+/// removed) runs alone and serves no client (`net::membership_gate`).
 fn adopt_layout(
     config: &mut NodeConfig,
 ) -> Result<Option<cluster::membership::Membership>, Box<dyn std::error::Error>> {
-    if config.cluster.len() <= 1 {
-        return Ok(None);
-    }
-    let layout = cluster::layout_file::open(
-        &config.data_dir,
-        &config.cluster,
-        Some(config.replication_factor),
-    )?;
     let self_url = config.cluster[config.self_index].clone();
-    let (list, self_index, via) =
-        cluster::layout_file::member_list(&config.cluster, &config.peer_via, &self_url, &layout)?;
-    config.cluster = list;
-    config.self_index = self_index;
-    config.peer_via = via;
-    config.replication_factor = layout.replication_factor;
+    let layout = if let Some(seed) = config.join.clone() {
+        let stored = cluster::layout_file::load(&config.data_dir)?;
+        let (layout, store) = cluster::join::initial(&seed, stored)?;
+        if store {
+            cluster::layout_file::store(&config.data_dir, &layout)?;
+        }
+        layout
+    } else if config.cluster.len() <= 1 {
+        return Ok(None);
+    } else {
+        cluster::layout_file::open(
+            &config.data_dir,
+            &config.cluster,
+            Some(config.replication_factor),
+        )?
+    };
     let acceptor = cluster::acceptor_node::AcceptorNode::open(&config.data_dir, layout)?;
+    // A joining node restarted after its commit runs with the next layout.
+    let runs_with = if config.join.is_some() {
+        acceptor.committed().clone()
+    } else {
+        acceptor.current().clone()
+    };
+    match cluster::layout_file::member_list(
+        &config.cluster,
+        &config.peer_via,
+        &self_url,
+        &runs_with,
+    ) {
+        Ok((list, self_index, via)) => {
+            config.cluster = list;
+            config.self_index = self_index;
+            config.peer_via = via;
+            config.replication_factor = runs_with.replication_factor;
+        }
+        Err(e) => {
+            tracing::warn!(
+                version = runs_with.version,
+                "{e}: serving no client request"
+            );
+            config.cluster = vec![self_url.clone()];
+            config.self_index = 0;
+            config.peer_via = vec![None];
+            config.replication_factor = 1;
+        }
+    }
     Ok(Some(cluster::membership::Membership::new(
         self_url, acceptor,
     )))
@@ -268,7 +302,7 @@ fn start_transition(
         Arc::clone(&shared.transition),
         Arc::new(cluster::transition::NotWired),
         shared.config.replication_timeout,
-        false,
+        shared.config.join.clone(),
     );
     let stopping = Arc::clone(shared);
     cluster::transition::start(driver, move || stopping.stopping()).map(Some)

@@ -18,6 +18,7 @@
 //! - [`node_table`]: stable node indices across layout versions.
 //! - [`membership`]: the live history and the acceptor, shared by the
 //!   node's threads.
+//! - [`join`]: `--join`: the seed's layout, kept up with until added.
 //! - [`transition_rules`]: what the transition driver does next (pure).
 //! - [`transition`]: the driver thread `ataman-transition`, and the
 //!   [`transition::Copier`] it copies through.
@@ -32,6 +33,7 @@ pub mod agreement;
 pub mod agreement_wire;
 pub mod change_request;
 pub mod history;
+pub mod join;
 pub mod layout;
 pub mod layout_file;
 pub mod membership;

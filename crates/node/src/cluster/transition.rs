@@ -60,22 +60,24 @@ pub struct Driver {
     copy_results: Option<Receiver<(u64, Result<bool, String>)>>,
     copy_retry_at: Option<Instant>,
     logged: Vec<(u64, &'static str)>,
-    /// Started with `--join`.
-    joining: bool,
+    /// `--join`'s seed: the node started to join.
+    seed: Option<String>,
+    /// When a node waiting to be added asks its seed next.
+    seed_asked_at: Option<Instant>,
     /// Was a member of a live version since the driver started.
     was_member: bool,
 }
 
 impl Driver {
     /// A driver for `membership`, whose stored layout needs no cleanup;
-    /// `joining` when the node started with `--join`. Publishes where the
+    /// `seed` when the node started with `--join`. Publishes where the
     /// node stands at once.
     pub fn new(
         membership: Arc<Membership>,
         shared: Arc<TransitionShared>,
         copier: Arc<dyn Copier>,
         replication_timeout: Duration,
-        joining: bool,
+        seed: Option<String>,
     ) -> Self {
         let cleaned = membership.read(|s| s.acceptor.current().version);
         let mut d = Driver {
@@ -91,7 +93,8 @@ impl Driver {
             copy_results: None,
             copy_retry_at: None,
             logged: Vec::new(),
-            joining,
+            seed,
+            seed_asked_at: None,
             was_member: false,
         };
         d.publish();
@@ -112,7 +115,7 @@ impl Driver {
         self.was_member |= member;
         let standing = if member {
             Standing::Member
-        } else if self.joining && !self.was_member {
+        } else if self.seed.is_some() && !self.was_member {
             Standing::Joining
         } else {
             Standing::Removed
@@ -168,8 +171,32 @@ impl Driver {
         }
     }
 
+    /// While the node waits to be added, asks its seed every
+    /// `join::JOIN_REFRESH` (`super::join`'s rules).
+    fn ask_seed(&mut self) {
+        let Some(seed) = self.seed.clone() else {
+            return;
+        };
+        if self.shared.standing() != Standing::Joining
+            || self
+                .seed_asked_at
+                .is_some_and(|t| t.elapsed() < super::join::JOIN_REFRESH)
+        {
+            return;
+        }
+        self.seed_asked_at = Some(Instant::now());
+        let outcome = super::join::fetch(&seed)
+            .and_then(|layout| super::join::refresh(&self.membership, &layout));
+        match outcome {
+            Ok(Some(said)) => tracing::info!(seed = %seed, "joining: {said}"),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(seed = %seed, "joining: cannot ask the seed: {e}"),
+        }
+    }
+
     /// One look at the membership and the actions it calls for.
     pub fn tick(&mut self) {
+        self.ask_seed();
         self.observe();
         let (history, stored) = self
             .membership

@@ -67,7 +67,7 @@ fn cluster_of(v1: Layout, v2: Layout, copier: Arc<dyn Copier>, copying: u16) -> 
             Arc::clone(&shared),
             copier,
             Duration::ZERO,
-            false,
+            None,
         );
         c.shared.push(shared);
         d.copy_retry_at = None;
