@@ -64,3 +64,44 @@ fn a_joining_node_learns_the_layout_and_serves_no_client() {
     let (status, ok) = get(&seed, "/v0/status");
     assert_eq!((status, ok.as_str()), (200, "ok\n"));
 }
+
+/// A node whose stored layout no longer names it (it was removed, then
+/// restarted) starts, says it is removed and safe to stop, and answers
+/// client requests 503 naming the members.
+#[test]
+fn a_removed_node_says_so_and_serves_no_client() {
+    use ataman_node::cluster::{layout::Layout, layout_file};
+    let cluster = "http://127.0.0.1:1,http://127.0.0.1:2,http://127.0.0.1:3";
+    let mut node = Node::stopped(
+        &["--cluster", cluster, "--self", "http://127.0.0.1:1"],
+        None,
+    );
+    std::fs::create_dir_all(node.data_dir()).unwrap();
+    let later = Layout::new(
+        2,
+        vec!["http://127.0.0.1:2".into(), "http://127.0.0.1:3".into()],
+        2,
+    )
+    .unwrap();
+    layout_file::store(&node.data_dir(), &later).unwrap();
+    node.restart();
+    let (status, doc) = get(&node, "/v0/status");
+    assert_eq!(status, 200, "{doc}");
+    for field in [
+        "\"member\":false",
+        "\"removed\":true",
+        "\"safe_to_stop\":true",
+    ] {
+        assert!(doc.contains(field), "{field}: {doc}");
+    }
+    let (_, layout) = get(&node, "/v0/layout");
+    assert!(layout.starts_with("{\"version\":2,"), "{layout}");
+    assert!(layout.contains("\"removed\":true"), "{layout}");
+    let r = Conn::open(node.addr()).get(b"k");
+    assert_eq!(r.status, 503);
+    let why = String::from_utf8(r.body).unwrap();
+    assert!(
+        why.contains("removed") && why.contains("http://127.0.0.1:2, http://127.0.0.1:3"),
+        "{why}"
+    );
+}
