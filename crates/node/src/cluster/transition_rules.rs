@@ -10,14 +10,20 @@
 //! - **Ack.** Raise own `ack` to `v` once every network thread places
 //!   writes with a placement that includes `v` (writes to the union of
 //!   the live sets), and has done so for longer than the replication
-//!   timeout. Sound: a write this node coordinates either started under
-//!   such a placement (it reaches `ack` replicas in the new set too), or
-//!   started before, and then it ended before the timeout passed: it was
-//!   answered, or it was answered 503 at the timeout and is never
-//!   acknowledged later (the coordinator answers each request once). So
-//!   once `ack[self] >= v`, every write this node will ever acknowledge
-//!   without the new set's replicas is already acknowledged, and it is in
-//!   the old sets, where copying finds it.
+//!   timeout plus [`ACK_MARGIN_MS`]. Sound: a write this node coordinates
+//!   either started under such a placement (it reaches `ack` replicas in
+//!   the new set too), or started before, and then it ended before the
+//!   wait was over: it was acknowledged, or it was answered 504 at its
+//!   deadline (start + the replication timeout) and is never acknowledged
+//!   later (the coordinator answers each request once). The margin covers
+//!   the coordinator's deadline check, which runs on its network thread's
+//!   tick (at most 50 ms apart): an answer arriving after the deadline but
+//!   before that tick still counts. So once `ack[self] >= v`, every write
+//!   this node will ever acknowledge without the new set's replicas is
+//!   already acknowledged, and it is in the old sets, where copying finds
+//!   it. (Residual assumption: a network thread is never stalled longer
+//!   than the margin between a write's deadline and its check; a
+//!   coordinator that refused answers past the deadline would remove it.)
 //! - **Copy.** Start copying for `v` once `copy_may_start` (every node
 //!   acked `v`) and this node may gain keys; at most one copy at a time.
 //! - **Sync.** Raise own `sync` to `v` once copying for `v` completed, or
@@ -32,6 +38,11 @@
 
 use super::history::{History, Tracker};
 use super::layout::Layout;
+
+/// Added to the replication timeout before a node raises its `ack`: the
+/// coordinator checks deadlines on its network thread's tick (every
+/// 50 ms at most), so a write may end a little after its deadline.
+pub const ACK_MARGIN_MS: u64 = 1_000;
 
 /// What the node has done, as the driver tracks it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -60,7 +71,8 @@ pub struct Inputs<'a> {
     pub progress: &'a Progress,
     /// Now, ms on the driver's clock.
     pub now_ms: u64,
-    /// The replication timeout, ms: a coordinated write ends within it.
+    /// The replication timeout, ms: a coordinated write ends within it
+    /// (and [`ACK_MARGIN_MS`]).
     pub replication_timeout_ms: u64,
 }
 
@@ -130,7 +142,7 @@ pub fn decide(i: Inputs<'_>) -> Vec<Action> {
     if let Some((placed, since)) = i.progress.placement
         && placed >= v
         && trackers.get(Tracker::Ack, me) < v
-        && i.now_ms.saturating_sub(since) > i.replication_timeout_ms
+        && i.now_ms.saturating_sub(since) > i.replication_timeout_ms.saturating_add(ACK_MARGIN_MS)
     {
         out.push(Action::Raise(Tracker::Ack, v));
     }

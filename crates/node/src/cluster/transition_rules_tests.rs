@@ -16,7 +16,7 @@ fn layout(version: u64, ports: &[u16], r: usize) -> Layout {
 /// A deliberate mistake the model must catch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Plant {
-    /// Raise `ack` as soon as the placement changed (timeout 0).
+    /// Raise `ack` after the bare timeout, without the margin.
     EarlyAck,
     /// Raise `sync` instead of copying.
     EarlySync,
@@ -80,13 +80,14 @@ impl Model {
     fn truly_acked(&self, m: usize) -> bool {
         self.nodes[m]
             .switched_at
-            .is_some_and(|s| self.now > s + TIMEOUT_MS)
+            .is_some_and(|s| self.now > s + TIMEOUT_MS + ACK_MARGIN_MS)
     }
 
     fn actions(&self, n: usize) -> Vec<Action> {
         let node = &self.nodes[n];
+        // Without the margin: the ack is raised at the bare timeout.
         let timeout = if self.plant == Some(Plant::EarlyAck) {
-            0
+            TIMEOUT_MS.saturating_sub(ACK_MARGIN_MS)
         } else {
             TIMEOUT_MS
         };
@@ -333,15 +334,16 @@ fn decision_walk() {
             replication_timeout_ms: TIMEOUT_MS,
         })
     };
-    assert!(ask(&h, &p, 1, 1_000 + TIMEOUT_MS).is_empty());
+    let wait = TIMEOUT_MS + ACK_MARGIN_MS;
+    assert!(ask(&h, &p, 1, 1_000 + wait).is_empty());
     assert_eq!(
-        ask(&h, &p, 1, 1_001 + TIMEOUT_MS),
+        ask(&h, &p, 1, 1_001 + wait),
         vec![Action::Raise(Tracker::Ack, 2)]
     );
     for n in [1, 2, 3] {
         h.raise(Tracker::Ack, &url(n), 2);
     }
-    assert_eq!(ask(&h, &p, 1, 2_000), vec![Action::StartCopy(2)]);
+    assert_eq!(ask(&h, &p, 1, 3_000), vec![Action::StartCopy(2)]);
     p.copy_running = Some(2);
     assert!(ask(&h, &p, 1, 2_000).is_empty());
     p.copy_running = None;
