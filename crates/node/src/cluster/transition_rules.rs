@@ -24,6 +24,10 @@
 //!   it. (Residual assumption: a network thread is never stalled longer
 //!   than the margin between a write's deadline and its check; a
 //!   coordinator that refused answers past the deadline would remove it.)
+//!   The fence (`History`'s rules): the same signal says the thread
+//!   refuses peer requests from a coordinator on a version older than `v`
+//!   (`super::transition_state`'s contract), so a node raises its `ack`
+//!   only once it refuses them.
 //! - **Copy.** Start copying for `v` once `copy_may_start` (every node
 //!   acked `v`) and this node may gain keys; at most one copy at a time.
 //! - **Sync.** Raise own `sync` to `v` once copying for `v` completed, or
@@ -120,12 +124,6 @@ pub fn adopt_peer_prune(history: &History, peer_live: &[Layout]) -> Option<Histo
     }
 }
 
-/// The minimum of `which` over every member of a live version.
-fn min_of(history: &History, which: Tracker) -> u64 {
-    let nodes = history.all_nodes();
-    history.trackers().min_over(which, &nodes)
-}
-
 /// The next actions, in order (the later ones may rely on the earlier
 /// ones taking effect; the driver applies them under one lock each and
 /// asks again on its next tick).
@@ -156,11 +154,16 @@ pub fn decide(i: Inputs<'_>) -> Vec<Action> {
             out.push(Action::StartCopy(v));
         }
     }
-    let synced = min_of(h, Tracker::Sync);
-    if synced > trackers.get(Tracker::SyncAck, me) {
-        out.push(Action::Raise(Tracker::SyncAck, synced));
+    // The minima are the history's own (which nodes it waits for is its
+    // rule): asked of a copy.
+    let mut probe = h.clone();
+    if probe.observe_synced(me) {
+        out.push(Action::Raise(
+            Tracker::SyncAck,
+            probe.trackers().get(Tracker::SyncAck, me),
+        ));
     }
-    if h.in_transition() && min_of(h, Tracker::SyncAck) >= v {
+    if h.clone().prune() {
         out.push(Action::Prune);
     }
     promote_and_clean(i, out)

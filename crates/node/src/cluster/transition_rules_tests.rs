@@ -13,6 +13,11 @@ fn layout(version: u64, ports: &[u16], r: usize) -> Layout {
     Layout::new(version, ports.iter().map(|&p| url(p)).collect(), r).unwrap()
 }
 
+/// The minimum of `which` over every member of a live version.
+fn min_of(history: &History, which: Tracker) -> u64 {
+    history.trackers().min_over(which, &history.all_nodes())
+}
+
 /// A deliberate mistake the model must catch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Plant {
@@ -131,7 +136,12 @@ impl Model {
                     self.nodes[n].history.raise(Tracker::Ack, &who, x);
                 }
                 Action::StartCopy(x) => {
-                    if !(0..self.nodes.len()).all(|m| self.truly_acked(m)) {
+                    // Every node the new version keeps (a removed one is fenced).
+                    let kept = |m: &usize| self.next.is_member(&self.nodes[*m].url);
+                    if !(0..self.nodes.len())
+                        .filter(kept)
+                        .all(|m| self.truly_acked(m))
+                    {
                         return Err(format!("{who} copies before every node acked"));
                     }
                     self.nodes[n].progress.copy_running = Some(x);
@@ -151,17 +161,24 @@ impl Model {
                 Action::Raise(Tracker::SyncAck, x) => {
                     self.nodes[n].history.raise(Tracker::SyncAck, &who, x);
                 }
+                Action::Prune if self.plant == Some(Plant::EarlyPrune) => {
+                    // The planted prune bypasses the history's own check.
+                    let h = &self.nodes[n].history;
+                    let current = h.current().clone();
+                    let pruned = History::from_parts(vec![current], h.trackers().clone());
+                    self.nodes[n].history = pruned.ok_or("from_parts")?;
+                }
                 Action::Prune => {
-                    if !self.nodes[n].history.prune() {
-                        return Err(format!("{who}: prune refused by the history"));
-                    }
+                    // The history decides (it may wait for more nodes than
+                    // the rules count: then a later tick prunes).
+                    self.nodes[n].history.prune();
                 }
                 Action::Promote(x) => self.nodes[n].stored = x,
                 Action::Cleanup(x) => {
                     if x != v || self.nodes[n].history.in_transition() {
                         return Err(format!("{who} cleans up {x} during a transition"));
                     }
-                    for m in &self.nodes {
+                    for m in self.nodes.iter().filter(|m| self.next.is_member(&m.url)) {
                         if m.learned && m.history.read_layout().version < v {
                             return Err(format!(
                                 "{who} cleans up while {} reads v{}",

@@ -6,8 +6,10 @@
 //!
 //! # Contract with the network threads
 //! A network thread calls [`TransitionShared::note_placement`] with the
-//! newest live version of the placement it rebuilt, after it rebuilt it
-//! and before it starts any write under it. A thread that never notes
+//! newest live version `v` of the placement it rebuilt, after it rebuilt
+//! it and before it starts any write under it, and only once it also
+//! refuses peer requests from a coordinator on a version older than `v`
+//! (the fence of `History`'s rules). A thread that never notes
 //! keeps the minimum at 0: the node never raises its `ack`, and the
 //! transition waits (safe: writes keep going to the old sets, reads stay
 //! on the old version).
