@@ -65,6 +65,7 @@ pub use config::{NodeConfig, ServeArgs};
 
 use ataman_engine::fs::{FaultFs, FileSystem, OsFs};
 use ataman_engine::{Db, Durability, Options};
+use cluster::transition_state::TransitionShared;
 use config::PlantedBug;
 use state::{Inbox, NodeShared};
 use std::sync::Arc;
@@ -290,6 +291,13 @@ fn adopt_layout(
     )))
 }
 
+/// Waits for the transition driver; says so if it panicked.
+fn join_transition(thread: Option<std::thread::JoinHandle<()>>) -> Option<String> {
+    thread
+        .is_some_and(|t| t.join().is_err())
+        .then(|| "the transition thread panicked".into())
+}
+
 /// Starts the transition driver (`cluster::transition`) for a node with a layout.
 fn start_transition(
     shared: &Arc<NodeShared>,
@@ -411,9 +419,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         inboxes,
         topology,
         membership,
-        transition: Arc::new(cluster::transition_state::TransitionShared::new(
-            config.net_threads,
-        )),
+        transition: Arc::new(TransitionShared::new(config.net_threads)),
         hints: Arc::clone(&hints),
         peers,
         write_durability,
@@ -490,9 +496,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             net_error = Some("an anti-entropy thread panicked".into());
         }
     }
-    if transition_thread.is_some_and(|t| t.join().is_err()) {
-        net_error = Some("the transition thread panicked".into());
-    }
+    net_error = join_transition(transition_thread).or(net_error);
     drop(shared);
     let db = Arc::try_unwrap(db).map_err(|_| "engine still referenced at shutdown")?;
     db.close()?;
