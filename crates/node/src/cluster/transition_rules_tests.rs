@@ -18,15 +18,15 @@ fn min_of(history: &History, which: Tracker) -> u64 {
     history.trackers().min_over(which, &history.all_nodes())
 }
 
-/// A deliberate mistake the model must catch.
+/// A deliberate mistake the model must catch: each step taken early.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Plant {
     /// Raise `ack` after the bare timeout, without the margin.
-    EarlyAck,
+    Ack,
     /// Raise `sync` instead of copying.
-    EarlySync,
+    Sync,
     /// Prune once every node synced, without waiting for `sync_ack`.
-    EarlyPrune,
+    Prune,
 }
 
 /// One node of the model: its view and the truth about it.
@@ -91,7 +91,7 @@ impl Model {
     fn actions(&self, n: usize) -> Vec<Action> {
         let node = &self.nodes[n];
         // Without the margin: the ack is raised at the bare timeout.
-        let timeout = if self.plant == Some(Plant::EarlyAck) {
+        let timeout = if self.plant == Some(Plant::Ack) {
             TIMEOUT_MS.saturating_sub(ACK_MARGIN_MS)
         } else {
             TIMEOUT_MS
@@ -106,14 +106,14 @@ impl Model {
         });
         let h = &node.history;
         let v = h.current().version;
-        if self.plant == Some(Plant::EarlySync) {
+        if self.plant == Some(Plant::Sync) {
             for a in &mut out {
                 if *a == Action::StartCopy(v) {
                     *a = Action::Raise(Tracker::Sync, v);
                 }
             }
         }
-        if self.plant == Some(Plant::EarlyPrune)
+        if self.plant == Some(Plant::Prune)
             && h.in_transition()
             && min_of(h, Tracker::Sync) >= v
             && !out.contains(&Action::Prune)
@@ -161,7 +161,7 @@ impl Model {
                 Action::Raise(Tracker::SyncAck, x) => {
                     self.nodes[n].history.raise(Tracker::SyncAck, &who, x);
                 }
-                Action::Prune if self.plant == Some(Plant::EarlyPrune) => {
+                Action::Prune if self.plant == Some(Plant::Prune) => {
                     // The planted prune bypasses the history's own check.
                     let h = &self.nodes[n].history;
                     let current = h.current().clone();
@@ -300,7 +300,7 @@ fn model_settles_without_violations() {
 /// Each planted mistake is caught on some seed of some scenario.
 #[test]
 fn planted_mistakes_are_caught() {
-    for plant in [Plant::EarlyAck, Plant::EarlySync, Plant::EarlyPrune] {
+    for plant in [Plant::Ack, Plant::Sync, Plant::Prune] {
         let caught = scenarios().into_iter().any(|(old, new)| {
             (0..40).any(|seed| {
                 Model::new(old.clone(), new.clone(), Some(plant))
