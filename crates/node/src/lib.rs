@@ -305,6 +305,15 @@ fn start_transition(
     let Some(membership) = shared.membership.clone() else {
         return Ok(None);
     };
+    // The threads place with the layout whose members the topology lists
+    // (none for a node running alone: joining or removed).
+    let mut listed = shared.topology.nodes().to_vec();
+    listed.sort();
+    if let Some(l) =
+        membership.read(|s| s.history.live().iter().find(|l| l.nodes == listed).cloned())
+    {
+        (0..shared.config.net_threads).for_each(|t| shared.transition.note_placement(t, l.version));
+    }
     let driver = cluster::transition::Driver::new(
         membership,
         Arc::clone(&shared.transition),

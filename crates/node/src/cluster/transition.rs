@@ -104,18 +104,23 @@ impl Driver {
     /// Publishes where the node stands (`TransitionShared::set_standing`).
     fn publish(&mut self) {
         let me = self.membership.self_url();
-        let (member, settled, members) = self.membership.read(|s| {
+        let (member, oldest, settled, members) = self.membership.read(|s| {
             let h = &s.history;
             (
                 !h.removed(me),
+                h.live()[0].version,
                 h.is_settled() && s.acceptor.current().version == h.current().version,
                 h.current().nodes.clone(),
             )
         });
         self.was_member |= member;
-        let standing = if member {
+        // A member serves once its network threads place with a live
+        // version: a node added while it ran alone (joining) waits until
+        // they do (`transition_state`'s contract).
+        let placed = self.shared.placement_version() >= oldest;
+        let standing = if member && placed {
             Standing::Member
-        } else if self.seed.is_some() && !self.was_member {
+        } else if member || (self.seed.is_some() && !self.was_member) {
             Standing::Joining
         } else {
             Standing::Removed

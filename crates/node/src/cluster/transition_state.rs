@@ -26,7 +26,8 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 pub enum Standing {
     /// A member of a live layout version: it serves clients.
     Member,
-    /// Started with `--join` and not added yet: it serves no client.
+    /// Started with `--join` and not added yet, or added but its network
+    /// threads do not place with a live version yet: it serves no client.
     Joining,
     /// A member of no live version, after being one (or restarted so):
     /// once the removal is settled it holds nothing a read needs.

@@ -203,3 +203,30 @@ fn removed_node_is_safe_to_stop_once_settled() {
         assert!(s.settled() && !s.safe_to_stop());
     }
 }
+
+/// A member whose network threads never noted a placement with a live
+/// version (a node added while it ran alone) does not serve yet; once
+/// they do, it is a member.
+#[test]
+fn a_member_serves_once_its_threads_place_with_a_live_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let v1 = layout(1, &[1, 2], 2);
+    let a = AcceptorNode::open(dir.path(), v1).unwrap();
+    let m = Arc::new(Membership::new(url(1), a));
+    let shared = Arc::new(TransitionShared::new(2));
+    let seed = Some(url(2));
+    let mut d = Driver::new(
+        m,
+        Arc::clone(&shared),
+        Arc::new(NotWired),
+        Duration::ZERO,
+        seed,
+    );
+    assert_eq!(shared.standing(), Standing::Joining);
+    shared.note_placement(0, 1);
+    d.tick();
+    assert_eq!(shared.standing(), Standing::Joining, "one thread of two");
+    shared.note_placement(1, 1);
+    d.tick();
+    assert_eq!(shared.standing(), Standing::Member);
+}

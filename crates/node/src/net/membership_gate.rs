@@ -32,7 +32,7 @@ pub fn refusal(transition: &TransitionShared, command: &Command<'_>) -> Option<A
         return None;
     }
     let what = match standing {
-        Standing::Joining => "joining, not yet a member",
+        Standing::Joining => "joining the cluster, not serving yet",
         _ => "not a member of the cluster (removed)",
     };
     let members = transition.members().join(", ");
