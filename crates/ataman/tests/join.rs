@@ -7,6 +7,7 @@
 
 mod support;
 
+use std::io::{BufRead, Write};
 use support::{Conn, Node};
 
 fn get(node: &Node, path: &str) -> (u16, String) {
@@ -28,7 +29,12 @@ fn a_joining_node_learns_the_layout_and_serves_no_client() {
     assert!(seed_layout.contains("\"member\":true"), "{seed_layout}");
 
     let me = "http://127.0.0.1:4";
-    let mut joiner = Node::start_logged(&["--self", me, "--join", &seed_url]);
+    let resp = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let mut joiner =
+        Node::start_logged(&["--self", me, "--join", &seed_url, "--resp-listen", &resp]);
     let (status, doc) = get(&joiner, "/v0/status");
     assert_eq!(status, 200, "{doc}");
     assert!(doc.contains("\"member\":false"), "{doc}");
@@ -54,6 +60,17 @@ fn a_joining_node_learns_the_layout_and_serves_no_client() {
     );
     let r = Conn::open(joiner.addr()).get(b"k");
     assert_eq!(r.status, 503);
+    // RESP: the same refusal, as an error reply.
+    let mut redis = std::net::TcpStream::connect(&resp).unwrap();
+    redis
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    redis.write_all(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n").unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(&redis)
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with('-') && line.contains("joining"), "{line}");
     // A restart keeps waiting, with the stored layout (the seed asked again).
     joiner.terminate();
     joiner.restart();
