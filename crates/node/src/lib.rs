@@ -242,7 +242,7 @@ fn adopt_layout(
     let self_url = config.cluster[config.self_index].clone();
     let layout = if let Some(seed) = config.join.clone() {
         let stored = cluster::layout_file::load(&config.data_dir)?;
-        let (layout, store) = cluster::join::initial(&seed, stored)?;
+        let (layout, store) = cluster::join::initial(&self_url, &seed, stored)?;
         if store {
             cluster::layout_file::store(&config.data_dir, &layout)?;
         }

@@ -5,7 +5,9 @@
 //!
 //! # Rules
 //! - At start the node asks the seed (`GET SEED/v0/layout`) and stores the
-//!   seed's layout unless its own stored one is as new.
+//!   seed's layout unless its own stored one is as new, or the seed's
+//!   already names it (that one arrives as a commit, with its transition;
+//!   [`choose`]).
 //! - While it is not a member, every [`JOIN_REFRESH`] it asks again: a
 //!   newer layout that does not name it and that the seed reports settled
 //!   replaces its current one (`AcceptorNode::replace_current`); the
@@ -114,22 +116,33 @@ pub fn fetch(seed: &str) -> Result<SeedLayout, String> {
     parse_layout_doc(body)
 }
 
-/// The layout a joining node starts with: the seed's, unless the stored
-/// one is as new; asked up to [`SEED_ATTEMPTS_MAX`] times. Returns the
-/// layout and whether it must be stored.
-pub fn initial(seed: &str, stored: Option<Layout>) -> Result<(Layout, bool), String> {
+/// Which layout a joining node `me` starts with, given the seed's and
+/// its stored one: the seed's when it is newer and does not name `me`
+/// (it must not become `LAYOUT` without its transition: a layout that
+/// adds `me` arrives as a commit, `LAYOUT-NEXT`); else the stored one.
+/// `Err` when there is neither. Returns the layout and whether to store it.
+pub fn choose(me: &str, seed: Layout, stored: Option<Layout>) -> Result<(Layout, bool), String> {
+    match stored {
+        Some(own) if own.version >= seed.version || seed.is_member(me) => Ok((own, false)),
+        None if seed.is_member(me) => Err(format!(
+            "the seed's layout version {} already names this node ({me}), but this data directory holds no layout: remove it from the cluster and add it again",
+            seed.version
+        )),
+        _ => Ok((seed, true)),
+    }
+}
+
+/// The layout a joining node `me` starts with ([`choose`]), the seed
+/// asked up to [`SEED_ATTEMPTS_MAX`] times. Returns the layout and
+/// whether it must be stored.
+pub fn initial(me: &str, seed: &str, stored: Option<Layout>) -> Result<(Layout, bool), String> {
     let mut last = String::new();
     for attempt in 0..SEED_ATTEMPTS_MAX {
         if attempt > 0 {
             std::thread::sleep(SEED_TIMEOUT);
         }
         match fetch(seed) {
-            Ok(s) => {
-                return Ok(match stored {
-                    Some(own) if own.version >= s.layout.version => (own, false),
-                    _ => (s.layout, true),
-                });
-            }
+            Ok(s) => return choose(me, s.layout, stored),
             Err(e) => last = e,
         }
     }
@@ -201,6 +214,29 @@ mod tests {
         assert!(parse_layout_doc("{\"version\":3}").is_err());
         let r0 = doc.replace("\"replication_factor\":2", "\"replication_factor\":0");
         assert!(parse_layout_doc(&r0).is_err());
+    }
+
+    /// The seed's layout is taken only when newer and not naming this node.
+    #[test]
+    fn choose_never_skips_a_transition() {
+        let me = url(9);
+        let v1 = Layout::new(1, vec![url(1), url(2)], 2).unwrap();
+        let v2 = Layout::new(2, vec![url(1), url(2), url(3)], 2).unwrap();
+        let adds_me = Layout::new(2, vec![url(1), url(2), me.clone()], 2).unwrap();
+        assert_eq!(choose(&me, v1.clone(), None).unwrap(), (v1.clone(), true));
+        assert_eq!(
+            choose(&me, v2.clone(), Some(v1.clone())).unwrap(),
+            (v2.clone(), true)
+        );
+        assert_eq!(
+            choose(&me, v1.clone(), Some(v2.clone())).unwrap(),
+            (v2, false)
+        );
+        assert_eq!(
+            choose(&me, adds_me.clone(), Some(v1.clone())).unwrap(),
+            (v1, false)
+        );
+        assert!(choose(&me, adds_me, None).is_err());
     }
 
     /// A waiting node follows newer settled layouts that do not name it,
