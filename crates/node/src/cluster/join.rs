@@ -48,22 +48,27 @@ fn number(doc: &str, name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// The strings of the array after `"name":[` in `doc` (URLs: no escapes).
+/// The strings of the array after `"name":[` in `doc` (URLs: no escapes;
+/// a `]` inside a string, as in `http://[::1]:80`, is part of it).
 fn strings(doc: &str, name: &str) -> Option<Vec<String>> {
     let key = format!("\"{name}\":[");
     let at = doc.find(&key)? + key.len();
-    let end = at + doc[at..].find(']')?;
-    let inner = &doc[at..end];
-    if inner.contains('\\') {
-        return None;
+    let mut out = Vec::new();
+    let mut current: Option<String> = None;
+    for c in doc[at..].chars() {
+        match (&mut current, c) {
+            (_, '\\') => return None,
+            (None, ']') => return Some(out),
+            (None, '"') => current = Some(String::new()),
+            (None, _) => {}
+            (Some(text), '"') => {
+                out.push(std::mem::take(text));
+                current = None;
+            }
+            (Some(text), c) => text.push(c),
+        }
     }
-    Some(
-        inner
-            .split(',')
-            .map(|s| s.trim().trim_matches('"').to_owned())
-            .filter(|s| !s.is_empty())
-            .collect(),
-    )
+    None
 }
 
 /// Reads the fixed shape of `GET /v0/layout` (docs/API.md).
@@ -212,6 +217,9 @@ mod tests {
         assert_eq!(s.layout, l);
         assert!(s.settled);
         assert!(parse_layout_doc("{\"version\":3}").is_err());
+        let v6 = vec!["http://[::1]:1".to_owned(), "http://[::1]:2".to_owned()];
+        let doc6 = crate::replication::layout_status::render_json(1, &v6, 1, &v6[0]);
+        assert_eq!(parse_layout_doc(&doc6).unwrap().layout.nodes, v6);
         let r0 = doc.replace("\"replication_factor\":2", "\"replication_factor\":0");
         assert!(parse_layout_doc(&r0).is_err());
     }

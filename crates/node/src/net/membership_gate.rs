@@ -112,7 +112,16 @@ fn drop_field(body: &str, name: &str) -> String {
     };
     let after = &body[at..];
     let end = if after[name.len()..].starts_with('[') {
-        after.find(']').map(|i| i + 1)
+        // The `]` outside a string (a URL may hold one: `http://[::1]:80`).
+        let mut quoted = false;
+        after.char_indices().find_map(|(i, c)| match c {
+            '"' => {
+                quoted = !quoted;
+                None
+            }
+            ']' if !quoted => Some(i + 1),
+            _ => None,
+        })
     } else {
         after.find([',', '}'])
     };
