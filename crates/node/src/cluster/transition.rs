@@ -33,6 +33,8 @@ pub const COPY_RETRY: Duration = Duration::from_secs(5);
 /// tombstone) it replicates under `new` and not under `old`, merged from
 /// every old replica. `Ok(true)` once complete; `Ok(false)` when it
 /// stopped early (to be started again; it resumes); `Err` on failure.
+/// It must return soon once the node is stopping: the driver joins the
+/// copy thread before the node closes its engine.
 pub trait Copier: Send + Sync {
     /// Runs one copy to its end (blocking).
     fn copy(&self, old: &Layout, new: &Layout) -> Result<bool, String>;
@@ -58,6 +60,10 @@ pub struct Driver {
     started: Instant,
     progress: Progress,
     copy_results: Option<Receiver<(u64, Result<bool, String>)>>,
+    /// The copy thread, joined when the driver stops.
+    copy_thread: Option<std::thread::JoinHandle<()>>,
+    /// The last failure to ask the seed, logged once.
+    seed_error: Option<String>,
     copy_retry_at: Option<Instant>,
     logged: Vec<(u64, &'static str)>,
     /// `--join`'s seed: the node started to join.
@@ -91,6 +97,8 @@ impl Driver {
                 ..Progress::default()
             },
             copy_results: None,
+            copy_thread: None,
+            seed_error: None,
             copy_retry_at: None,
             logged: Vec::new(),
             seed,
@@ -193,9 +201,17 @@ impl Driver {
         let outcome = super::join::fetch(&seed)
             .and_then(|layout| super::join::refresh(&self.membership, &layout));
         match outcome {
-            Ok(Some(said)) => tracing::info!(seed = %seed, "joining: {said}"),
-            Ok(None) => {}
-            Err(e) => tracing::warn!(seed = %seed, "joining: cannot ask the seed: {e}"),
+            Ok(said) => {
+                self.seed_error = None;
+                if let Some(said) = said {
+                    tracing::info!(seed = %seed, "joining: {said}");
+                }
+            }
+            Err(e) if self.seed_error.as_ref() != Some(&e) => {
+                tracing::warn!(seed = %seed, "joining: cannot ask the seed: {e}");
+                self.seed_error = Some(e);
+            }
+            Err(_) => {}
         }
     }
 
@@ -308,7 +324,8 @@ impl Driver {
                 let _ = tx.send((v, copier.copy(&old, &new)));
             });
         match spawned {
-            Ok(_) => {
+            Ok(handle) => {
+                self.copy_thread = Some(handle);
                 self.progress.copy_running = Some(v);
                 self.copy_results = Some(rx);
                 if self.once(v, "copy") {
@@ -334,6 +351,11 @@ pub fn start(
             while !stopping() {
                 driver.tick();
                 std::thread::sleep(TRANSITION_TICK);
+            }
+            // A copy under way ends on its own (a copier stops early when
+            // the node stops); the node's state outlives neither.
+            if let Some(copy) = driver.copy_thread.take() {
+                let _ = copy.join();
             }
         })
 }

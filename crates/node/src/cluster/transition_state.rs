@@ -199,4 +199,29 @@ mod tests {
         t.note_placement(7, 9);
         assert_eq!(t.placement_version(), 2);
     }
+
+    /// The gauges name this node's trackers and its standing.
+    #[test]
+    fn gauges() {
+        use crate::cluster::acceptor_node::AcceptorNode;
+        use crate::cluster::layout::Layout;
+        let dir = tempfile::tempdir().unwrap();
+        let urls = vec![
+            "http://127.0.0.1:1".to_owned(),
+            "http://127.0.0.1:2".to_owned(),
+        ];
+        let v1 = Layout::new(3, urls.clone(), 2).unwrap();
+        let m = Membership::new(urls[0].clone(), AcceptorNode::open(dir.path(), v1).unwrap());
+        let mut out = String::new();
+        render_metrics(&mut out, &m);
+        for line in [
+            "\nataman_layout_ack_version 3\n",
+            "\nataman_layout_sync_version 3\n",
+            "\nataman_layout_sync_ack_version 3\n",
+            "\nataman_layout_settled 1\n",
+            "\nataman_layout_member 1\n",
+        ] {
+            assert!(out.contains(line), "{line}: {out}");
+        }
+    }
 }
