@@ -92,21 +92,29 @@ impl AcceptorNode {
         Ok(Reply::Acceptor(reply))
     }
 
-    /// Makes the chosen next layout the current one, once the old version
-    /// is pruned: `LAYOUT` := next (fsynced, renamed), then `LAYOUT-NEXT`
-    /// is removed. A crash between the two leaves a `LAYOUT-NEXT` not
-    /// newer than `LAYOUT`, which `open` ignores. Returns the promoted
-    /// version, `None` when there is no next layout.
-    pub fn promote(&mut self) -> Result<Option<u64>, LayoutFileError> {
-        let Some(next) = self.next.clone() else {
-            return Ok(None);
-        };
-        layout_file::store(&self.dir, &next)?;
-        self.current = next;
-        self.next = None;
-        // Best effort: a file left behind is ignored at open.
-        let _ = layout_file::remove_next(&self.dir);
-        Ok(Some(self.current.version))
+    /// Makes `layout` (the only live version once the old one is pruned:
+    /// the history's current layout) the stored current one: `LAYOUT` :=
+    /// `layout` (fsynced, renamed), then `LAYOUT-NEXT` is removed unless it
+    /// holds a newer version (learned while the transition ran: it begins
+    /// next). A crash between the two leaves a `LAYOUT-NEXT` not newer than
+    /// `LAYOUT`, which `open` ignores. Returns false (nothing written) when
+    /// `layout` is not newer than the stored current one or not committed.
+    pub fn promote(&mut self, layout: &Layout) -> Result<bool, LayoutFileError> {
+        if layout.version <= self.current.version || layout.version > self.committed().version {
+            return Ok(false);
+        }
+        layout_file::store(&self.dir, layout)?;
+        self.current = layout.clone();
+        if self
+            .next
+            .as_ref()
+            .is_some_and(|n| n.version <= layout.version)
+        {
+            self.next = None;
+            // Best effort: a file left behind is ignored at open.
+            let _ = layout_file::remove_next(&self.dir);
+        }
+        Ok(true)
     }
 
     /// Replaces the current layout by a newer `layout` learned from a seed
@@ -168,7 +176,7 @@ mod tests {
         let (v1, v2) = (layout(1, &[1, 2]), layout(2, &[1, 2, 3]));
         layout_file::store(dir.path(), &v1).unwrap();
         let mut a = AcceptorNode::open(dir.path(), v1.clone()).unwrap();
-        assert_eq!(a.promote().unwrap(), None);
+        assert!(!a.promote(&v2).unwrap(), "not committed");
         a.learn(v2.clone()).unwrap();
         // The crash image: LAYOUT already v2, LAYOUT-NEXT still v2.
         layout_file::store(dir.path(), &v2).unwrap();
@@ -177,7 +185,8 @@ mod tests {
         assert_eq!(crashed.current(), &v2);
         assert!(crashed.next().is_none());
         // The whole promotion.
-        assert_eq!(a.promote().unwrap(), Some(2));
+        assert!(a.promote(&v2).unwrap());
+        assert!(!a.promote(&v2).unwrap(), "done");
         assert!(layout_file::load_next(dir.path()).unwrap().is_none());
         let stored = layout_file::load(dir.path()).unwrap().unwrap();
         let mut again = AcceptorNode::open(dir.path(), stored).unwrap();
@@ -185,6 +194,28 @@ mod tests {
         let v3 = layout(3, &[1, 3]);
         again.learn(v3.clone()).unwrap();
         assert_eq!(again.next(), Some(&v3));
+    }
+
+    /// A version learned while the transition ran (`LAYOUT-NEXT` = v3 while
+    /// the history promotes v2) is kept as next, and reopens as a
+    /// transition from v2 to v3.
+    #[test]
+    fn promote_keeps_a_newer_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let v1 = layout(1, &[1, 2]);
+        let v2 = layout(2, &[1, 2, 3]);
+        let v3 = layout(3, &[1, 3]);
+        layout_file::store(dir.path(), &v1).unwrap();
+        let mut a = AcceptorNode::open(dir.path(), v1).unwrap();
+        a.learn(v2.clone()).unwrap();
+        // What the agreement does when v3 is learned during the transition.
+        layout_file::store_next(dir.path(), &v3).unwrap();
+        a.next = Some(v3.clone());
+        assert!(a.promote(&v2).unwrap());
+        assert_eq!((a.current(), a.next()), (&v2, Some(&v3)));
+        let stored = layout_file::load(dir.path()).unwrap().unwrap();
+        let again = AcceptorNode::open(dir.path(), stored).unwrap();
+        assert_eq!((again.current(), again.next()), (&v2, Some(&v3)));
     }
 
     /// A joining node replaces its current layout by a newer one only.

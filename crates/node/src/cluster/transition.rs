@@ -277,15 +277,27 @@ impl Driver {
                 }
             }
             Action::Promote(v) => {
-                let promoted = self.membership.update(|s| match s.acceptor.promote() {
-                    Ok(p) => (p.is_some(), Ok(p)),
+                let only = history.current().clone();
+                let promoted = self.membership.update(|s| match s.acceptor.promote(&only) {
+                    Ok(done) => {
+                        // A version learned during the transition begins now.
+                        let next = s.acceptor.next().cloned();
+                        let began = next.is_some_and(|n| s.history.begin(n).unwrap_or(false));
+                        (done || began, Ok((done, began)))
+                    }
                     Err(e) => (false, Err(e)),
                 });
                 match promoted {
-                    Ok(Some(_)) => {
+                    Ok((true, began)) => {
                         tracing::info!(version = v, "layout transition: LAYOUT is version {v}");
+                        if began {
+                            tracing::info!(
+                                version = v + 1,
+                                "layout transition: begins (learned during the last one)"
+                            );
+                        }
                     }
-                    Ok(None) => {}
+                    Ok((false, _)) => {}
                     Err(e) => {
                         if self.once(v, "promote failed") {
                             tracing::warn!(
