@@ -138,11 +138,18 @@ pub fn choose(me: &str, seed: Layout, stored: Option<Layout>) -> Result<(Layout,
 }
 
 /// The layout a joining node `me` starts with ([`choose`]), the seed
-/// asked up to [`SEED_ATTEMPTS_MAX`] times. Returns the layout and
+/// asked up to [`SEED_ATTEMPTS_MAX`] times (once when a layout is stored). Returns the layout and
 /// whether it must be stored.
 pub fn initial(me: &str, seed: &str, stored: Option<Layout>) -> Result<(Layout, bool), String> {
     let mut last = String::new();
-    for attempt in 0..SEED_ATTEMPTS_MAX {
+    // With a stored layout, one question: the node starts without the
+    // seed and keeps asking it while it waits (`JOIN_REFRESH`).
+    let attempts = if stored.is_some() {
+        1
+    } else {
+        SEED_ATTEMPTS_MAX
+    };
+    for attempt in 0..attempts {
         if attempt > 0 {
             std::thread::sleep(SEED_TIMEOUT);
         }
