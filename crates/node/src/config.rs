@@ -101,6 +101,9 @@ pub struct ServeArgs {
     /// This node's URL in --cluster [default: the entry whose port is the listen port].
     #[arg(long = "self", env = "ATAMAN_SELF")]
     pub self_url: Option<String>,
+    /// Start as a node that is not yet a member: learn the cluster's layout from this member's URL and wait to be added (no --cluster).
+    #[arg(long, env = "ATAMAN_JOIN", conflicts_with = "cluster")]
+    pub join: Option<String>,
     /// Skip corrupt WAL records that are not a torn tail (reported in the log).
     #[arg(long, env = "ATAMAN_FORCE_RECOVERY")]
     pub force_recovery: bool,
@@ -255,6 +258,9 @@ pub struct NodeConfig {
     pub cluster: Vec<String>,
     /// This node's index in `cluster`.
     pub self_index: usize,
+    /// `--join`: the seed member to learn the layout from (`cluster` is
+    /// then this node alone until it is added).
+    pub join: Option<String>,
     /// Replicated request timeout.
     pub replication_timeout: Duration,
     /// Requests in flight per peer link.
@@ -494,6 +500,7 @@ impl NodeConfig {
             resp_listen: args.resp_listen.clone().or(file.resp_listen),
             cluster,
             self_index,
+            join: resolve_join(args.join.as_deref())?,
             peer_via,
             fault_control: args.fault_control.clone(),
             auth_token_file: args.auth_token_file.clone().or(file.auth_token_file),
@@ -515,6 +522,17 @@ fn url_port(url: &str) -> Option<u16> {
         .or_else(|| url.strip_prefix("https://"))?;
     let host_port = rest.split('/').next()?;
     host_port.rsplit(':').next()?.parse().ok()
+}
+
+/// Validates `--join`'s seed URL.
+fn resolve_join(seed: Option<&str>) -> Result<Option<String>, String> {
+    let Some(seed) = seed else {
+        return Ok(None);
+    };
+    if url_port(seed).is_none() {
+        return Err(format!("--join {seed:?} is not an http(s)://HOST:PORT URL"));
+    }
+    Ok(Some(seed.trim_end_matches('/').to_owned()))
 }
 
 /// Validates `--cluster` and `--self`. A single node may omit both.

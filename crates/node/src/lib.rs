@@ -66,6 +66,7 @@ pub use config::{NodeConfig, ServeArgs};
 
 use ataman_engine::fs::{FaultFs, FileSystem, OsFs};
 use ataman_engine::{Db, Durability, Options};
+use cluster::transition_state::TransitionShared;
 use config::PlantedBug;
 use state::{Inbox, NodeShared};
 use std::sync::Arc;
@@ -233,28 +234,96 @@ fn bind_resp(config: &NodeConfig) -> Result<Option<std::net::TcpListener>, Strin
 /// over a stale list (docs/ARCHITECTURE.md, "Membership").
 /// A single node (a list of one) keeps no layout: its URL may change with
 /// every restart (`--listen 127.0.0.1:0`) and it has no peers to agree with.
+/// A node started with `--join` learns the layout from its seed
+/// (`cluster::join`). A node not a member of its layout (joining, or
+/// removed) runs alone and serves no client (`net::membership_gate`).
 fn adopt_layout(
     config: &mut NodeConfig,
 ) -> Result<Option<cluster::membership::Membership>, Box<dyn std::error::Error>> {
-    if config.cluster.len() <= 1 {
-        return Ok(None);
-    }
-    let layout = cluster::layout_file::open(
-        &config.data_dir,
-        &config.cluster,
-        Some(config.replication_factor),
-    )?;
     let self_url = config.cluster[config.self_index].clone();
-    let (list, self_index, via) =
-        cluster::layout_file::member_list(&config.cluster, &config.peer_via, &self_url, &layout)?;
-    config.cluster = list;
-    config.self_index = self_index;
-    config.peer_via = via;
-    config.replication_factor = layout.replication_factor;
+    let layout = if let Some(seed) = config.join.clone() {
+        let stored = cluster::layout_file::load(&config.data_dir)?;
+        let (layout, store) = cluster::join::initial(&self_url, &seed, stored)?;
+        if store {
+            cluster::layout_file::store(&config.data_dir, &layout)?;
+        }
+        layout
+    } else if config.cluster.len() <= 1 {
+        return Ok(None);
+    } else {
+        cluster::layout_file::open(
+            &config.data_dir,
+            &config.cluster,
+            Some(config.replication_factor),
+        )?
+    };
     let acceptor = cluster::acceptor_node::AcceptorNode::open(&config.data_dir, layout)?;
+    // A joining node restarted after its commit runs with the next layout.
+    let runs_with = if config.join.is_some() {
+        acceptor.committed().clone()
+    } else {
+        acceptor.current().clone()
+    };
+    match cluster::layout_file::member_list(
+        &config.cluster,
+        &config.peer_via,
+        &self_url,
+        &runs_with,
+    ) {
+        Ok((list, self_index, via)) => {
+            config.cluster = list;
+            config.self_index = self_index;
+            config.peer_via = via;
+            config.replication_factor = runs_with.replication_factor;
+        }
+        Err(e) => {
+            tracing::warn!(
+                version = runs_with.version,
+                "{e}: serving no client request"
+            );
+            config.cluster = vec![self_url.clone()];
+            config.self_index = 0;
+            config.peer_via = vec![None];
+            config.replication_factor = 1;
+        }
+    }
     Ok(Some(cluster::membership::Membership::new(
         self_url, acceptor,
     )))
+}
+
+/// Waits for the transition driver; says so if it panicked.
+fn join_transition(thread: Option<std::thread::JoinHandle<()>>) -> Option<String> {
+    thread
+        .is_some_and(|t| t.join().is_err())
+        .then(|| "the transition thread panicked".into())
+}
+
+/// Starts the transition driver (`cluster::transition`) for a node with a layout.
+fn start_transition(
+    shared: &Arc<NodeShared>,
+) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
+    let Some(membership) = shared.membership.clone() else {
+        return Ok(None);
+    };
+    // The threads place with the layout whose members the topology lists
+    // (none for a node running alone: joining or removed).
+    let mut listed = shared.topology.nodes().to_vec();
+    listed.sort();
+    if let Some(l) =
+        membership.read(|s| s.history.live().iter().find(|l| l.nodes == listed).cloned())
+    {
+        (0..shared.config.net_threads).for_each(|t| shared.transition.note_placement(t, l.version));
+    }
+    let driver = cluster::transition::Driver::new(
+        membership,
+        Arc::clone(&shared.transition),
+        Arc::new(cluster::transition::NotWired),
+        shared.config.replication_timeout,
+        shared.config.join.clone(),
+    );
+    let stopping = Arc::clone(shared);
+    cluster::transition::start(driver, move || stopping.stopping()).map(Some)
 }
 
 /// Loads the TLS files, if any, and makes SIGHUP reload them.
@@ -363,6 +432,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         topology,
         membership,
         placement,
+        transition: Arc::new(TransitionShared::new(config.net_threads)),
         hints: Arc::clone(&hints),
         peers,
         write_durability,
@@ -371,6 +441,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         ranges: range::Ranges::default(),
     });
     publish_budget(&shared, &budget);
+    let transition_thread = start_transition(&shared)?;
     let mut descriptors_counted_at = std::time::Instant::now();
     let mut listener = Some(mio::net::TcpListener::from_std(std_listener));
     let resp_bound = resp_listener.as_ref().map(|l| l.local_addr()).transpose()?;
@@ -439,6 +510,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             net_error = Some("an anti-entropy or layout gossip thread panicked".into());
         }
     }
+    net_error = join_transition(transition_thread).or(net_error);
     drop(shared);
     let db = Arc::try_unwrap(db).map_err(|_| "engine still referenced at shutdown")?;
     db.close()?;

@@ -197,6 +197,8 @@ pub struct NodeShared {
     pub membership: Option<Arc<crate::cluster::membership::Membership>>,
     /// The live placement, following `membership` (see [`LivePlacement`]).
     pub placement: LivePlacement,
+    /// The placement each network thread uses, for the transition driver.
+    pub transition: Arc<crate::cluster::transition_state::TransitionShared>,
     /// Writes peers missed, kept for them.
     pub hints: Arc<HintStore>,
     /// Each node's link status as this node sees it (index: the node

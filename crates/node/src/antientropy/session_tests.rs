@@ -95,6 +95,7 @@ impl TestNode {
                 1,
                 None,
             ),
+            transition: Arc::new(crate::cluster::transition_state::TransitionShared::new(1)),
             config,
             metrics: NodeMetrics::default(),
             connections: AtomicUsize::new(0),

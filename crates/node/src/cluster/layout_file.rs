@@ -182,6 +182,27 @@ pub fn store_next(dir: &Path, layout: &Layout) -> Result<(), LayoutFileError> {
     store_bytes(dir, NEXT_FILE, NEXT_TEMP_FILE, &layout.encode())
 }
 
+/// Removes `dir/LAYOUT-NEXT` (after a promotion), the directory fsynced.
+pub fn remove_next(dir: &Path) -> Result<(), LayoutFileError> {
+    let path = dir.join(NEXT_FILE);
+    match std::fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(LayoutFileError::Io {
+                path: path.display().to_string(),
+                source,
+            });
+        }
+    }
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|source| LayoutFileError::Io {
+            path: dir.display().to_string(),
+            source,
+        })
+}
+
 /// The chosen next layout in `dir/LAYOUT-NEXT`, `None` when there is none.
 pub fn load_next(dir: &Path) -> Result<Option<Layout>, LayoutFileError> {
     let Some(bytes) = load_bytes(dir, NEXT_FILE)? else {

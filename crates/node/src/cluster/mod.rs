@@ -24,6 +24,12 @@
 //! - [`learn`]: a peer's agreement request answered on the node's
 //!   membership; a committed layout learned by acceptor and history at once.
 //! - [`workers`]: the bounded threads the layout endpoints' blocking work runs on.
+//! - [`join`]: `--join`: the seed's layout, kept up with until added.
+//! - [`transition_rules`]: what the transition driver does next (pure).
+//! - [`transition`]: the driver thread `ataman-transition`, and the
+//!   [`transition::Copier`] it copies through.
+//! - [`transition_state`]: the placement each network thread uses, and
+//!   the layout gauges.
 //! - [`layout_file`]: `<data-dir>/LAYOUT`, and which layout a node starts
 //!   with (bootstrap from `--cluster`, or the stored one).
 
@@ -33,6 +39,7 @@ pub mod agreement;
 pub mod agreement_wire;
 pub mod change_request;
 pub mod history;
+pub mod join;
 pub mod layout;
 pub mod layout_file;
 pub mod learn;
@@ -42,6 +49,9 @@ pub mod node_table;
 pub mod placement;
 pub mod propose;
 pub mod workers;
+pub mod transition;
+pub mod transition_rules;
+pub mod transition_state;
 
 /// `host:port` of an `http(s)://host:port[/...]` URL (validated by the config).
 pub fn dial_address(url: &str) -> String {

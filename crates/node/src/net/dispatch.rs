@@ -124,21 +124,17 @@ pub fn dispatch(
     command: Command<'_>,
 ) -> Dispatched {
     let shared = &ctx.shared;
+    if let Some(refused) = super::membership_gate::refusal(&shared.transition, &command) {
+        return Dispatched::Now(refused);
+    }
     match command {
-        Command::Status => Dispatched::Now(Answer::Document(Format::Line, "ok".into())),
+        Command::Status => Dispatched::Now(super::membership_gate::status(&shared.transition)),
         Command::Cluster => {
             let text = crate::replication::status::render_json(shared);
             Dispatched::Now(Answer::Document(Format::Json, text))
         }
         Command::Layout => {
-            let topology = &shared.topology;
-            let text = crate::replication::layout_status::render_json(
-                topology.version(),
-                topology.nodes(),
-                shared.config.replication_factor,
-                &topology.nodes()[topology.self_index()],
-                shared.membership.as_ref().map(|m| m.history()).as_ref(),
-            );
+            let text = super::membership_gate::layout(shared);
             Dispatched::Now(Answer::Document(Format::Json, text))
         }
         Command::RepairStart => {
@@ -161,6 +157,9 @@ pub fn dispatch(
                 crate::layout_io::endpoints::render_metrics(&mut text, membership);
             }
             super::resp::render_metrics(&mut text, &shared.metrics);
+            if let Some(m) = &shared.membership {
+                crate::cluster::transition_state::render_metrics(&mut text, m);
+            }
             Dispatched::Now(Answer::Document(Format::Metrics, text))
         }
         Command::Get { key, ack, from } if !local_only(ctx, &key, ack, from, false) => {

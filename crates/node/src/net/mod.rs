@@ -20,6 +20,7 @@
 //! - [`render`]: HTTP's rendering of an answer (status, headers, body).
 //! - [`resp`]: the Redis protocol's decoder, command table and encoder (pure).
 //! - [`peer_conn`]: a connection a peer upgraded to the peer protocol.
+//! - [`membership_gate`]: what a joining or removed node answers.
 //! - [`authorize`]: the role each command needs; [`auth_gate`]: the
 //!   `Authorization` header, the 401 and 403, the peer upgrade's verdict.
 
@@ -29,6 +30,7 @@ pub mod authorize;
 pub mod conn;
 pub mod dispatch;
 mod event_loop;
+pub mod membership_gate;
 pub mod peer_conn;
 pub mod render;
 pub mod resp;

@@ -228,6 +228,7 @@ fn test_shared(membership: Arc<Membership>, nodes: &[String], me: usize) -> Test
         topology: crate::cluster::Topology::new(nodes.to_vec(), me),
         membership: Some(membership),
         placement,
+        transition: Arc::new(crate::cluster::transition_state::TransitionShared::new(1)),
         config,
         metrics: crate::metrics::NodeMetrics::default(),
         connections: AtomicUsize::new(0),

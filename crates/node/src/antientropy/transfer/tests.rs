@@ -105,6 +105,7 @@ impl Member {
                 1,
                 None,
             ),
+            transition: Arc::new(crate::cluster::transition_state::TransitionShared::new(1)),
             config,
             metrics: NodeMetrics::default(),
             connections: AtomicUsize::new(0),
