@@ -299,6 +299,40 @@ fn join_transition(thread: Option<std::thread::JoinHandle<()>>) -> Option<String
         .then(|| "the transition thread panicked".into())
 }
 
+/// The transition driver's copier: `antientropy::transfer::copy_gained`
+/// on this node. A copy is complete when every source finished, or when
+/// the only sources left are nodes the new layout removes (a dead node
+/// being replaced): after the copy's tries (`transfer::copy`) their data
+/// comes from the surviving old replicas, which hold every write
+/// acknowledged with `ack >= 2` (docs/ARCHITECTURE.md, "Membership").
+struct TransferCopier(Arc<NodeShared>);
+
+impl cluster::transition::Copier for TransferCopier {
+    fn copy(
+        &self,
+        old: &cluster::layout::Layout,
+        new: &cluster::layout::Layout,
+    ) -> Result<bool, String> {
+        let me = self.0.placement.self_url().to_owned();
+        let report =
+            antientropy::transfer::copy::copy_gained(&self.0.antientropy_node(), &me, old, new)
+                .map_err(|e| e.to_string())?;
+        if report.complete() {
+            return Ok(true);
+        }
+        let pending = report.pending();
+        let removed_only = pending.iter().all(|url| !new.is_member(url));
+        if removed_only {
+            tracing::warn!(
+                version = new.version,
+                sources = ?pending,
+                "layout transition: copied from every surviving old replica; the removed nodes above did not answer (their writes acknowledged with ack >= 2 are on the others)"
+            );
+        }
+        Ok(removed_only)
+    }
+}
+
 /// Starts the transition driver (`cluster::transition`) for a node with a layout.
 fn start_transition(
     shared: &Arc<NodeShared>,
@@ -306,19 +340,10 @@ fn start_transition(
     let Some(membership) = shared.membership.clone() else {
         return Ok(None);
     };
-    // The threads place with the layout whose members the topology lists
-    // (none for a node running alone: joining or removed).
-    let mut listed = shared.topology.nodes().to_vec();
-    listed.sort();
-    if let Some(l) =
-        membership.read(|s| s.history.live().iter().find(|l| l.nodes == listed).cloned())
-    {
-        (0..shared.config.net_threads).for_each(|t| shared.transition.note_placement(t, l.version));
-    }
     let driver = cluster::transition::Driver::new(
         membership,
         Arc::clone(&shared.transition),
-        Arc::new(cluster::transition::NotWired),
+        Arc::new(TransferCopier(Arc::clone(shared))),
         shared.config.replication_timeout,
         shared.config.join.clone(),
     );

@@ -306,6 +306,10 @@ pub struct NetContext {
 impl NetContext {
     /// The context of network thread `index`.
     pub fn new(shared: Arc<NodeShared>, index: usize) -> Self {
+        let placement = shared.placement();
+        // The thread places with it (and fences older coordinators) from
+        // its first request on.
+        shared.transition.note_placement(index, placement.version());
         NetContext {
             db: Arc::clone(&shared.db),
             config: shared.config.clone(),
@@ -313,7 +317,7 @@ impl NetContext {
                 shared.config.key_bytes_max,
                 &shared.placement(),
             )),
-            placement: std::cell::RefCell::new(shared.placement()),
+            placement: std::cell::RefCell::new(placement),
             completions: CompletionSender(Arc::clone(&shared.inboxes[index])),
             pending_writes: std::cell::RefCell::new(Vec::new()),
             index,
@@ -348,7 +352,11 @@ impl NetContext {
         }
         self.route_config
             .set(route_config(self.config.key_bytes_max, &latest));
+        let version = latest.version();
         *self.placement.borrow_mut() = latest;
+        // From here on this thread places with `version` and its fence
+        // (`net::fence`) refuses coordinators on older versions.
+        self.shared.transition.note_placement(self.index, version);
         true
     }
 
@@ -361,6 +369,7 @@ impl NetContext {
             silence_timeout: self.config.replication_timeout,
             secret: self.shared.auth.secret.as_ref(),
             tls: self.shared.tls.as_ref(),
+            layout_version: self.placement.borrow().version(),
         }
     }
 }

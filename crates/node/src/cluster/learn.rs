@@ -12,10 +12,13 @@
 //!   `LAYOUT-NEXT`), then `History::begin` (a transition starts). The
 //!   generation grows when either changed.
 //! - A node in transition to `v + 1` that learns `v + 2` (it missed the
-//!   end of the transition) keeps the acceptor's rule (`LAYOUT-NEXT` holds
-//!   `v + 2`, the acceptor moves to slot `v + 3`) while its history refuses
-//!   the version: it is logged with both versions, and the transition
-//!   driver promotes the stored layout before it can begin.
+//!   end of the transition) ends that transition first: `v + 2` was
+//!   proposed by a node whose history was settled at `v + 1`, which it
+//!   pruned only once every member of `v + 1` had seen `v + 1` synced, so
+//!   pruning here is safe too. The node prunes, promotes `v + 1` to its
+//!   `LAYOUT`, and only then learns `v + 2` (so a crash between leaves
+//!   `LAYOUT` = `v + 1`, never a `LAYOUT-NEXT` two versions ahead), and
+//!   begins the transition to it.
 //! - A layout older than the node's, or one further ahead than the next,
 //!   changes nothing; the reply names the node's committed version.
 //! - A gossip ([`absorb`]) learns every layout of the peer's live history
@@ -25,7 +28,7 @@
 //!   is answered with the node's own live layouts and trackers.
 
 use super::agreement_wire::{Reply, Request};
-use super::history::{Trackers, TransitionError};
+use super::history::{History, Trackers, TransitionError};
 use super::layout::Layout;
 use super::layout_file::LayoutFileError;
 use super::membership::Membership;
@@ -71,6 +74,28 @@ pub fn absorb(
 /// Learns the committed layout `value` (the rules above).
 pub fn learn(membership: &Membership, value: Layout) -> Result<Reply, LayoutFileError> {
     membership.update(|state| {
+        let ends = match state.history.live() {
+            [_, next] if value.version == next.version + 1 => Some(next.clone()),
+            _ => None,
+        };
+        let mut ended = false;
+        if let Some(next) = ends {
+            // The rule above: the transition to `next` ended everywhere.
+            let trackers = state.history.trackers().clone();
+            match state.acceptor.promote(&next) {
+                Ok(_) => {}
+                Err(e) => return (false, Err(e)),
+            }
+            if let Some(settled) = History::from_parts(vec![next.clone()], trackers) {
+                tracing::info!(
+                    version = next.version,
+                    learned = value.version,
+                    "a newer layout was committed: the transition to the version before it ended everywhere; pruned and promoted here"
+                );
+                state.history = settled;
+                ended = true;
+            }
+        }
         let before = state.acceptor.committed().version;
         let reply = match state.acceptor.learn(value.clone()) {
             Ok(reply) => reply,
@@ -93,7 +118,7 @@ pub fn learn(membership: &Membership, value: Layout) -> Result<Reply, LayoutFile
             // Older, or further ahead than the acceptor learned: nothing.
             Err(TransitionError::NotNext { .. }) => false,
         };
-        (learned || began, Ok(reply))
+        (ended || learned || began, Ok(reply))
     })
 }
 
@@ -147,8 +172,8 @@ mod tests {
         assert_eq!(m.history().live(), &[v1(), v2]);
     }
 
-    /// In transition to 2, a commit of 3 is stored as next (the acceptor's
-    /// rule) and refused by the history (one transition at a time).
+    /// In transition to 2, a commit of 3 ends the transition to 2 (pruned,
+    /// promoted to `LAYOUT`) and begins the one to 3; a restart keeps it.
     #[test]
     fn two_ahead_in_transition() {
         let dir = tempfile::tempdir().unwrap();
@@ -156,9 +181,22 @@ mod tests {
         let v2 = add(&v1(), 4);
         let v3 = add(&v2, 5);
         learn(&m, v2.clone()).unwrap();
-        assert_eq!(learn(&m, v3).unwrap(), Reply::Committed { version: 3 });
-        assert_eq!(m.history().live(), &[v1(), v2]);
+        assert_eq!(
+            learn(&m, v3.clone()).unwrap(),
+            Reply::Committed { version: 3 }
+        );
+        assert_eq!(m.history().live(), &[v2.clone(), v3.clone()]);
         assert_eq!(m.generation(), 3);
+        assert_eq!(
+            crate::cluster::layout_file::load(dir.path()).unwrap(),
+            Some(v2.clone())
+        );
+        drop(m);
+        let stored = crate::cluster::layout_file::load(dir.path())
+            .unwrap()
+            .unwrap();
+        let again = Membership::new(url(1), AcceptorNode::open(dir.path(), stored).unwrap());
+        assert_eq!(again.history().live(), &[v2, v3]);
     }
 
     /// A gossip from a node at version 2 teaches a node at 1 the layout and

@@ -49,9 +49,16 @@ impl Membership {
     /// chosen next one when there is one (a restart mid-transition).
     pub fn new(self_url: String, acceptor: AcceptorNode) -> Self {
         let mut history = History::settled(acceptor.current().clone());
-        if let Some(next) = acceptor.next() {
-            // A next layout is current + 1 by construction (acceptor_node).
-            let _ = history.begin(next.clone());
+        if let Some(next) = acceptor.next()
+            && let Err(e) = history.begin(next.clone())
+        {
+            // `learn` promotes before it stores a next layout two versions
+            // ahead, so this is a data directory changed by hand.
+            tracing::error!(
+                current = acceptor.current().version,
+                next = next.version,
+                "the stored next layout does not follow the stored layout ({e}): it is not acted on"
+            );
         }
         Membership {
             self_url,

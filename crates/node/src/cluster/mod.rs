@@ -48,10 +48,10 @@ pub mod membership;
 pub mod node_table;
 pub mod placement;
 pub mod propose;
-pub mod workers;
 pub mod transition;
 pub mod transition_rules;
 pub mod transition_state;
+pub mod workers;
 
 /// `host:port` of an `http(s)://host:port[/...]` URL (validated by the config).
 pub fn dial_address(url: &str) -> String {

@@ -57,6 +57,9 @@ pub struct RequestHead<'a> {
     /// The `Authorization` header's value, if any (borrowed, not copied;
     /// read by `net::auth_gate`).
     pub authorization: Option<&'a [u8]>,
+    /// The `X-Ataman-Layout` header: the layout version a connecting peer
+    /// coordinates with (`peer::handshake::LAYOUT_HEADER`, the fence).
+    pub layout_version: Option<u64>,
     /// Bytes of the head, including the blank line.
     pub head_bytes: usize,
 }
@@ -165,6 +168,7 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed<'_> {
     let mut connection_upgrade = false;
     let mut upgrade_value: Option<&[u8]> = None;
     let mut authorization: Option<&[u8]> = None;
+    let mut layout_version: Option<u64> = None;
     for h in req.headers.iter() {
         let name = h.name;
         if name.eq_ignore_ascii_case("content-length") {
@@ -213,6 +217,19 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed<'_> {
             upgrade_value = Some(h.value.trim_ascii());
         } else if name.eq_ignore_ascii_case("authorization") {
             authorization = Some(h.value);
+        } else if name.eq_ignore_ascii_case("x-ataman-layout") {
+            let parsed = std::str::from_utf8(h.value)
+                .ok()
+                .map(str::trim)
+                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|v| v.parse::<u64>().ok());
+            let Some(v) = parsed else {
+                return Parsed::Error(HttpError::close(
+                    Status::BadRequest,
+                    "invalid X-Ataman-Layout (a layout version, decimal)",
+                ));
+            };
+            layout_version = Some(v);
         }
     }
     let content_length = content_length.unwrap_or(0);
@@ -240,6 +257,7 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed<'_> {
         expect_continue,
         upgrade: upgrade_value.filter(|_| connection_upgrade && minor_version >= 1),
         authorization,
+        layout_version,
         head_bytes,
     })
 }
@@ -253,6 +271,25 @@ mod tests {
         header_bytes_max: 1024,
         body_bytes_max: 100,
     };
+
+    /// The peer's layout version is read; a malformed one is a 400.
+    #[test]
+    fn layout_header() {
+        let h = head(b"GET /v0/peer HTTP/1.1\r\nX-Ataman-Layout: 12\r\n\r\n");
+        assert_eq!(h.layout_version, Some(12));
+        assert_eq!(head(b"GET / HTTP/1.1\r\n\r\n").layout_version, None);
+        for bad in [&b"x"[..], b"-1", b"", b"99999999999999999999999"] {
+            let req = [
+                &b"GET / HTTP/1.1\r\nX-Ataman-Layout: "[..],
+                bad,
+                b"\r\n\r\n",
+            ]
+            .concat();
+            assert!(
+                matches!(parse_head(&req, LIMITS), Parsed::Error(e) if e.status == Status::BadRequest)
+            );
+        }
+    }
 
     fn head(bytes: &[u8]) -> RequestHead<'_> {
         match parse_head(bytes, LIMITS) {

@@ -178,6 +178,8 @@ struct HeadFacts {
     persist: Persist,
     /// The `Allow` header of a 405 for the request's path.
     allow: &'static str,
+    /// A connecting peer's layout version (`X-Ataman-Layout`).
+    layout_version: Option<u64>,
 }
 
 impl HeadFacts {
@@ -188,6 +190,7 @@ impl HeadFacts {
             expect_continue: head.expect_continue,
             persist: persist_for(head),
             allow: allow_for(head.path),
+            layout_version: head.layout_version,
         }
     }
 }
@@ -207,8 +210,9 @@ pub enum Next {
 /// The protocol a connection switches to once its 101 is written.
 #[derive(Debug)]
 enum Upgrade {
-    /// The peer protocol, served on this thread.
-    Peer,
+    /// The peer protocol, served on this thread, for a peer on the
+    /// layout version it named (if it named one).
+    Peer(Option<u64>),
     /// The sync protocol, served by the `ataman-sync` thread; the ticket is
     /// the session's reserved place.
     Sync(crate::antientropy::Ticket),
@@ -550,7 +554,13 @@ impl Conn {
                 else {
                     return;
                 };
-                return self.push_upgrade(ctx, route, started, response, Upgrade::Peer);
+                if let Some(why) = super::fence::refuse(ctx, head.layout_version) {
+                    self.close_after = true;
+                    let e = HttpError::close(Status::Conflict, why);
+                    return self.push_error(ctx, route, &e, Persist::Close, head.allow, started);
+                }
+                let upgrade = Upgrade::Peer(head.layout_version);
+                return self.push_upgrade(ctx, route, started, response, upgrade);
             }
             Action::SyncUpgrade => match ctx.shared.antientropy.try_reserve() {
                 Some(ticket) => {
@@ -847,7 +857,7 @@ impl Conn {
                     self.sync_ticket = Some(ticket);
                     return Next::HandOff;
                 }
-                _ => {
+                Some(Upgrade::Peer(layout)) => {
                     // The 101 is out: from here on the bytes are peer frames.
                     let client = self
                         .stream
@@ -859,9 +869,11 @@ impl Conn {
                     self.peer = Some(Box::new(PeerServer::new(
                         std::mem::take(&mut self.rbuf),
                         client,
+                        layout,
                     )));
                     return Next::Keep;
                 }
+                None => {}
             }
         }
         if self.close_after && !owed {

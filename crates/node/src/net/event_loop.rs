@@ -179,8 +179,11 @@ impl Loop {
             let now = Instant::now();
             self.ctx.now.set(now);
             if self.ctx.refresh_placement() {
-                // The layout changed: a node the table gained gets a link.
+                // The layout changed: a node the table gained gets a link,
+                // and links that named an older version dial again.
                 self.repl.grow_links(&self.ctx);
+                self.repl
+                    .redial_stale_links(&self.ctx, self.poll.registry());
             }
             for event in events.iter() {
                 match event.token() {

@@ -21,6 +21,7 @@
 //! - [`resp`]: the Redis protocol's decoder, command table and encoder (pure).
 //! - [`peer_conn`]: a connection a peer upgraded to the peer protocol.
 //! - [`membership_gate`]: what a joining or removed node answers.
+//! - [`fence`]: no peer request from a coordinator on an older layout version.
 //! - [`authorize`]: the role each command needs; [`auth_gate`]: the
 //!   `Authorization` header, the 401 and 403, the peer upgrade's verdict.
 
@@ -30,6 +31,7 @@ pub mod authorize;
 pub mod conn;
 pub mod dispatch;
 mod event_loop;
+pub mod fence;
 pub mod membership_gate;
 pub mod peer_conn;
 pub mod render;

@@ -49,13 +49,16 @@ pub struct PeerServer {
     closing: bool,
     /// The connecting side's address, for the log.
     client: String,
+    /// The layout version the peer named in its upgrade (`super::fence`).
+    layout: Option<u64>,
 }
 
 impl PeerServer {
     /// Starts with the bytes that arrived after the upgrade request from
     /// `client` (its address, named in log events).
-    pub fn new(leftover: Vec<u8>, client: String) -> Self {
+    pub fn new(leftover: Vec<u8>, client: String, layout: Option<u64>) -> Self {
         PeerServer {
+            layout,
             rbuf: leftover,
             out: Vec::new(),
             out_pos: 0,
@@ -151,6 +154,24 @@ impl PeerServer {
                     break;
                 }
             };
+            if let Some(why) = super::fence::refuse(ctx, self.layout) {
+                // The fence: answered, then the connection closes (the
+                // peer dials again with the version it learns).
+                let error = ReplicaError::new(ReplicaErrorKind::Unavailable, why);
+                match msg {
+                    Message::Write { id, .. } => self.push(&Message::WriteAck {
+                        id,
+                        result: Err(error),
+                    }),
+                    Message::Read { id, .. } => self.push(&Message::ReadReply {
+                        id,
+                        result: Err(error),
+                    }),
+                    Message::WriteAck { .. } | Message::ReadReply { .. } => {}
+                }
+                self.closing = true;
+                break;
+            }
             match msg {
                 Message::Write { id, key, version } => {
                     if let Some(why) = refuse_write(ctx, &key, &version) {

@@ -45,6 +45,8 @@ pub struct Dialer {
     self_url: String,
     secret: Option<ClusterSecret>,
     state: State,
+    /// The layout version named in the upgrade (`handshake::LAYOUT_HEADER`).
+    layout: Option<u64>,
 }
 
 /// The parts of a response head the handshake reads.
@@ -118,12 +120,23 @@ impl Dialer {
             self_url: self_url.to_owned(),
             secret,
             state: State::Challenge,
+            layout: None,
         }
+    }
+
+    /// The same handshake naming layout version `version` (the fence).
+    pub fn with_layout(mut self, version: u64) -> Self {
+        self.layout = Some(version);
+        self
     }
 
     /// The first request: the plain upgrade request.
     pub fn first_request(&self) -> Vec<u8> {
-        upgrade_request_for(self.protocol, &self.host, &self.self_url)
+        let request = upgrade_request_for(self.protocol, &self.host, &self.self_url);
+        match self.layout {
+            Some(version) => super::handshake::with_layout(request, version),
+            None => request,
+        }
     }
 
     /// Reads the answer at the start of `buf`; `fresh` gives a new nonce

@@ -22,6 +22,22 @@ pub const PEER_PATH: &str = "/v0/peer";
 /// `--cluster`; "Handshake").
 pub const PEER_HEADER: &str = "X-Ataman-Peer";
 
+/// The header in which a connecting peer names the layout version it
+/// coordinates with (the newest it knows). A node that knows a newer one
+/// refuses the upgrade (409) and every request on a connection that
+/// named an older one (the fence, docs/ARCHITECTURE.md "Membership").
+pub const LAYOUT_HEADER: &str = "X-Ataman-Layout";
+
+/// `request` (an upgrade request) naming layout version `version`.
+pub fn with_layout(request: Vec<u8>, version: u64) -> Vec<u8> {
+    let mut out = request;
+    // Before the blank line that ends the head.
+    let at = out.len().saturating_sub(2);
+    let header = format!("{LAYOUT_HEADER}: {version}\r\n");
+    out.splice(at..at, header.bytes());
+    out
+}
+
 /// Largest response head a connecting peer waits for, bytes; a longer one
 /// is an error rather than a buffer that grows without bound ("Handshake").
 pub const UPGRADE_RESPONSE_BYTES_MAX: usize = 8 * 1024;
@@ -148,6 +164,22 @@ mod tests {
     }
 
     /// Our own response is accepted, and what follows it is left to the frames.
+    /// The layout header goes inside the head, which still parses.
+    #[test]
+    fn layout_header_in_the_head() {
+        let bytes = with_layout(upgrade_request("h:1", "http://a:1"), 7);
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        assert!(text.ends_with("\r\nX-Ataman-Layout: 7\r\n\r\n"), "{text}");
+        let limits = crate::http::request::Limits {
+            header_bytes_max: 4096,
+            body_bytes_max: 0,
+        };
+        match crate::http::request::parse_head(&bytes, limits) {
+            crate::http::request::Parsed::Head(h) => assert_eq!(h.layout_version, Some(7)),
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn response_round_trip() {
         let mut bytes = upgrade_response();

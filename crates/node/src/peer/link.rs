@@ -141,6 +141,9 @@ pub struct LinkEnv<'a> {
     pub secret: Option<&'a crate::auth::secret::ClusterSecret>,
     /// TLS (`--tls-ca`): peers are dialled with its client configuration.
     pub tls: Option<&'a crate::tls::NodeTls>,
+    /// The layout version this node coordinates with, named in the upgrade
+    /// (`handshake::LAYOUT_HEADER`; the fence, `net::fence`).
+    pub layout_version: u64,
 }
 
 /// Who waits for a request's answer: the link keeps it with the request
@@ -217,6 +220,8 @@ pub struct PeerLink<W> {
     /// The dial address once resolved (resolving can block; done once).
     resolved: Option<std::net::SocketAddr>,
     last_heard: Instant,
+    /// The layout version the connection's upgrade named.
+    dialed_version: u64,
 }
 
 impl<W: LinkWaiter> PeerLink<W> {
@@ -246,7 +251,32 @@ impl<W: LinkWaiter> PeerLink<W> {
             inflight: HashMap::new(),
             last_heard: now,
             resolved: None,
+            dialed_version: 0,
         }
+    }
+
+    /// Closes a connection whose upgrade named a layout version older than
+    /// `env.layout_version` (this node learned a newer one), failing what
+    /// is in flight, so that the next request dials again naming the new
+    /// version: a peer that knows it would refuse every request on the old
+    /// connection (the fence). The reconnect is not delayed.
+    pub fn redial_if_older(
+        &mut self,
+        env: &LinkEnv<'_>,
+        registry: &Registry,
+        outcomes: &mut Vec<(W, PeerReply)>,
+    ) {
+        if self.phase == Phase::Down || self.dialed_version >= env.layout_version {
+            return;
+        }
+        let now = Instant::now();
+        let why = format!(
+            "{}: layout version {} learned, the connection named {}",
+            self.url, env.layout_version, self.dialed_version
+        );
+        self.go_down(env, Some(registry), now, why, outcomes);
+        self.retry_at = now;
+        self.backoff = RECONNECT_BACKOFF_MIN;
     }
 
     /// Requests in flight.
@@ -492,7 +522,9 @@ impl<W: LinkWaiter> PeerLink<W> {
             let host = crate::tls::strip_scheme(&self.url);
             let me = env.self_url;
             let secret = env.secret.cloned();
-            let dialer = Dialer::new(super::handshake::PEER_PROTOCOL, host, me, secret);
+            let dialer = Dialer::new(super::handshake::PEER_PROTOCOL, host, me, secret)
+                .with_layout(env.layout_version);
+            self.dialed_version = env.layout_version;
             self.hello = dialer.first_request();
             self.dialer = Some(dialer);
             self.phase = Phase::Handshaking;

@@ -338,6 +338,22 @@ impl ReplicationIo {
         }
     }
 
+    /// After this thread's placement moved to a newer layout version:
+    /// every link whose connection named an older one dials again
+    /// (`PeerLink::redial_if_older`; the fence would refuse it).
+    pub fn redial_stale_links(&mut self, ctx: &NetContext, registry: &Registry) {
+        let mut outcomes = std::mem::take(&mut self.outcomes);
+        for node in 0..self.links.len() {
+            if let Some(Some(link)) = self.links.get_mut(node) {
+                link.redial_if_older(&ctx.link_env(node), registry, &mut outcomes);
+            }
+            if !outcomes.is_empty() {
+                self.dispatch(ctx, registry, node, &mut outcomes);
+            }
+        }
+        self.outcomes = outcomes;
+    }
+
     /// Readiness of node `node`'s link.
     pub fn on_link_event(
         &mut self,
