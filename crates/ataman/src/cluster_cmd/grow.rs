@@ -150,9 +150,14 @@ fn commit(seed: &str, version: u64, change: (&str, &str)) -> Result<(), GrowErro
     );
     match request(seed, "POST", &path).map_err(GrowError::Cluster)? {
         (200, body) => {
-            let doc: serde_json::Value = serde_json::from_str(&body)
-                .map_err(|e| GrowError::Cluster(format!("POST /v0/layout: {e}")))?;
-            print!("{}", text::show_text(&doc).map_err(GrowError::Cluster)?);
+            // Committed: an answer this command cannot print changes nothing.
+            let shown = serde_json::from_str::<serde_json::Value>(&body)
+                .map_err(|e| e.to_string())
+                .and_then(|doc| text::show_text(&doc));
+            match shown {
+                Ok(shown) => print!("{shown}"),
+                Err(e) => println!("layout version {version} committed ({e}: {})", body.trim()),
+            }
             Ok(())
         }
         (status, body) => Err(GrowError::Cluster(format!(

@@ -89,14 +89,18 @@ pub fn show_text(doc: &serde_json::Value) -> Result<String, String> {
     let r = field("replication_factor")?
         .as_u64()
         .ok_or("\"replication_factor\" is not an integer")?;
-    let settled = field("settled")?
-        .as_bool()
-        .ok_or("\"settled\" is not a boolean")?;
+    // `POST /v0/layout`'s answer is the layout alone, without it.
+    let state = match doc.get("settled") {
+        None => "",
+        Some(v) => match v.as_bool().ok_or("\"settled\" is not a boolean")? {
+            true => ", settled",
+            false => ", moving",
+        },
+    };
     let me = doc.get("self").and_then(|s| s.as_str()).unwrap_or("");
     let removed = doc.get("removed").and_then(|s| s.as_bool()) == Some(true);
     let mut out = format!(
-        "layout version {version}, replication factor {r}, {}{}\n",
-        if settled { "settled" } else { "moving" },
+        "layout version {version}, replication factor {r}{state}{}\n",
         if removed {
             ", this node is not a member"
         } else {

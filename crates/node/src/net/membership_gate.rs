@@ -48,7 +48,10 @@ pub fn status(transition: &TransitionShared) -> Answer {
     if standing == Standing::Member {
         return Answer::Document(Format::Line, "ok".into());
     }
-    Answer::Document(Format::Json, standing_json(transition, standing, "{}"))
+    Answer::Document(
+        Format::Json,
+        standing_json(transition, standing, transition.settled(), "{}"),
+    )
 }
 
 /// `GET /v0/layout`: the newest committed layout (the node's membership;
@@ -75,14 +78,22 @@ pub fn layout(shared: &NodeShared) -> String {
         Some(&history),
     );
     let t = &shared.transition;
-    standing_json(t, t.standing(), &doc)
+    // The driver publishes `settled` on its tick; a transition this node
+    // already holds is not settled whatever it last published.
+    let settled = t.settled() && !history.in_transition();
+    standing_json(t, t.standing(), settled, &doc)
 }
 
 /// `doc` (a JSON object) with the standing's fields first: `member`,
 /// `joining`, `removed`, `safe_to_stop`, `members`, `settled` (overriding
 /// the document's own `removed`, which only looks at the newest layout,
 /// and its `settled`).
-pub fn standing_json(transition: &TransitionShared, standing: Standing, doc: &str) -> String {
+pub fn standing_json(
+    transition: &TransitionShared,
+    standing: Standing,
+    settled: bool,
+    doc: &str,
+) -> String {
     let body = doc.strip_prefix('{').unwrap_or(doc);
     let body = drop_field(body, "\"removed\":");
     let body = drop_field(&body, "\"members\":");
@@ -100,7 +111,7 @@ pub fn standing_json(transition: &TransitionShared, standing: Standing, doc: &st
         standing == Standing::Joining,
         standing == Standing::Removed,
         transition.safe_to_stop(),
-        transition.settled(),
+        settled,
     ));
     for (i, url) in transition.members().iter().enumerate() {
         if i > 0 {
@@ -196,6 +207,7 @@ mod tests {
         let doc = standing_json(
             &r,
             Standing::Removed,
+            r.settled(),
             "{\"version\":2,\"removed\":true,\"settled\":true}",
         );
         assert_eq!(
@@ -204,7 +216,10 @@ mod tests {
              \"settled\":false,\"members\":[\"http://a:1\",\"http://b:2\"]}"
         );
         let r = shared(Standing::Removed, true);
-        assert!(standing_json(&r, Standing::Removed, "{}").contains("\"safe_to_stop\":true"));
+        assert!(
+            standing_json(&r, Standing::Removed, r.settled(), "{}")
+                .contains("\"safe_to_stop\":true")
+        );
         assert_eq!(
             drop_field("\"a\":1,\"removed\":false}", "\"removed\":"),
             "\"a\":1}"
