@@ -1,0 +1,214 @@
+//! Online membership change on real processes (issue 16): a cluster grows
+//! from 3 to 4 nodes and shrinks back to 3 while a client writes, and a
+//! dead node is replaced; afterwards every acknowledged write is readable
+//! with a quorum through every member, and every key has its `R` copies
+//! on the members (each node's own versions, `GET /v0/internal/range`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
+
+mod support;
+
+use ataman::faultproxy::FaultProxy;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use support::cluster::{TestCluster, body, entity, eventually};
+use support::{Conn, Node, Response};
+
+/// No anti-entropy rounds: the copies checked are the transition's own.
+const NO_ROUNDS: [&str; 2] = ["--anti-entropy-interval-ms", "0"];
+/// Bound on a transition settling on every member.
+const SETTLE_WAIT: Duration = Duration::from_secs(120);
+/// Writes the background client makes at most.
+const WRITES_MAX: u32 = 20_000;
+/// Pause between two background writes.
+const WRITE_PAUSE: Duration = Duration::from_millis(2);
+
+fn post(node: &Node, query: &str) -> Response {
+    let target = format!("/v0/layout?{query}");
+    Conn::open(node.addr()).request("POST", &target, &[], None)
+}
+
+fn layout_of(addr: std::net::SocketAddr) -> serde_json::Value {
+    let r = Conn::open(addr).request("GET", "/v0/layout", &[], None);
+    assert_eq!(r.status, 200, "GET /v0/layout");
+    serde_json::from_slice(&r.body).unwrap()
+}
+
+/// True when the node at `addr` holds only `version`, settled.
+fn settled_at(addr: std::net::SocketAddr, version: u64) -> bool {
+    let doc = layout_of(addr);
+    doc["version"] == version
+        && doc["settled"] == true
+        && doc["live_versions"] == serde_json::json!([version])
+}
+
+/// The keys of the live versions node `addr` holds itself.
+fn local_keys(addr: std::net::SocketAddr) -> BTreeSet<Vec<u8>> {
+    let r = Conn::open(addr).request("GET", "/v0/internal/range?start=w&end=x", &[], None);
+    assert_eq!(r.status, 200, "internal range: {}", body(&r));
+    let mut keys = BTreeSet::new();
+    for chunk in r.chunks.unwrap_or_default() {
+        // ts (8), kind (1), key length (4, big-endian), key, value.
+        let len = u32::from_be_bytes(chunk[9..13].try_into().unwrap()) as usize;
+        if chunk[8] != 0 {
+            keys.insert(chunk[13..13 + len].to_vec());
+        }
+    }
+    keys
+}
+
+/// A client writing unique keys with `ack=2 from=3` through the nodes of
+/// `targets` in turn, keeping what was acknowledged (201).
+struct Writer {
+    stop: Arc<AtomicBool>,
+    acked: Arc<Mutex<BTreeMap<String, String>>>,
+    thread: Option<std::thread::JoinHandle<u32>>,
+}
+
+impl Writer {
+    fn start(targets: Arc<Mutex<Vec<std::net::SocketAddr>>>) -> Writer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let acked = Arc::new(Mutex::new(BTreeMap::new()));
+        let (s, a) = (Arc::clone(&stop), Arc::clone(&acked));
+        let thread = std::thread::spawn(move || {
+            let mut refused = 0;
+            for n in 0..WRITES_MAX {
+                if s.load(Ordering::Acquire) {
+                    break;
+                }
+                let addrs = targets.lock().unwrap().clone();
+                let addr = addrs[n as usize % addrs.len()];
+                let (key, value) = (format!("w{n}"), format!("value-{n}"));
+                let target = entity(key.as_bytes(), 2, 3);
+                let r = Conn::open(addr).request("PUT", &target, &[], Some(value.as_bytes()));
+                if r.status == 201 {
+                    a.lock().unwrap().insert(key, value);
+                } else {
+                    refused += 1;
+                }
+                std::thread::sleep(WRITE_PAUSE);
+            }
+            refused
+        });
+        Writer {
+            stop,
+            acked,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops it; the acknowledged writes and how many were not.
+    fn finish(mut self) -> (BTreeMap<String, String>, u32) {
+        self.stop.store(true, Ordering::Release);
+        let refused = self.thread.take().unwrap().join().unwrap();
+        let acked = std::mem::take(&mut *self.acked.lock().unwrap());
+        (acked, refused)
+    }
+}
+
+/// A node started with `--join` through `seed`, behind a proxy of its own
+/// (its URL); returns both.
+fn join(seed: &str) -> (Node, FaultProxy) {
+    let proxy = FaultProxy::start_without_target().unwrap();
+    let url = proxy.url();
+    let node = Node::start(&["--self", &url, "--join", seed, NO_ROUNDS[0], NO_ROUNDS[1]]);
+    proxy.set_target(node.addr());
+    (node, proxy)
+}
+
+/// Each acknowledged key is held by at least `r` nodes of `addrs` (looked
+/// at first: the reads below repair what they find missing), and reads
+/// back with `ack=2 from=3` through every one of them.
+fn check(acked: &BTreeMap<String, String>, addrs: &[std::net::SocketAddr], r: usize) {
+    assert!(acked.len() > 50, "the writer got {} writes in", acked.len());
+    let held: Vec<BTreeSet<Vec<u8>>> = addrs.iter().map(|&a| local_keys(a)).collect();
+    for key in acked.keys() {
+        let copies = held.iter().filter(|h| h.contains(key.as_bytes())).count();
+        assert!(copies >= r, "{key}: {copies} copies, want {r}");
+    }
+    for &addr in addrs {
+        for (key, value) in acked {
+            let got = Conn::open(addr).request("GET", &entity(key.as_bytes(), 2, 3), &[], None);
+            assert_eq!(got.status, 200, "{key} through {addr}: {}", body(&got));
+            assert_eq!(body(&got), *value, "{key} through {addr}");
+        }
+    }
+}
+
+/// 3 -> 4 -> 3 under writes: both transitions settle, nothing
+/// acknowledged is lost, every key keeps its 3 copies.
+#[test]
+fn grow_then_shrink_under_writes() {
+    let c = TestCluster::start(3, &NO_ROUNDS);
+    let targets = Arc::new(Mutex::new(vec![
+        c.node(0).addr(),
+        c.node(1).addr(),
+        c.node(2).addr(),
+    ]));
+    let writer = Writer::start(Arc::clone(&targets));
+    std::thread::sleep(Duration::from_millis(500));
+
+    let (added, proxy) = join(&c.urls()[0]);
+    let r = post(c.node(0), &format!("version=2&add={}", proxy.url()));
+    assert_eq!(r.status, 200, "{}", body(&r));
+    targets.lock().unwrap().push(added.addr());
+    let all = [
+        c.node(0).addr(),
+        c.node(1).addr(),
+        c.node(2).addr(),
+        added.addr(),
+    ];
+    for addr in all {
+        eventually(&format!("{addr} settles at 2"), SETTLE_WAIT, || {
+            settled_at(addr, 2)
+        });
+    }
+
+    // Node 1 leaves: the writer stops using it first.
+    targets.lock().unwrap().retain(|a| *a != c.node(1).addr());
+    let r = post(c.node(2), &format!("version=3&remove={}", c.urls()[1]));
+    assert_eq!(r.status, 200, "{}", body(&r));
+    let left = [c.node(0).addr(), c.node(2).addr(), added.addr()];
+    for addr in left {
+        eventually(&format!("{addr} settles at 3"), SETTLE_WAIT, || {
+            settled_at(addr, 3)
+        });
+    }
+    eventually("node 1 says it was removed", SETTLE_WAIT, || {
+        let doc = layout_of(c.node(1).addr());
+        doc["removed"] == true && doc["safe_to_stop"] == true
+    });
+    let refused = Conn::open(c.node(1).addr()).request("GET", &entity(b"w1", 1, 1), &[], None);
+    assert_eq!(refused.status, 503, "{}", body(&refused));
+    assert!(body(&refused).contains(&c.urls()[0]), "{}", body(&refused));
+
+    let (acked, _refused) = writer.finish();
+    check(&acked, &left, 3);
+}
+
+/// A member is killed and replaced in one version (`remove=DEAD&add=NEW`):
+/// the transition settles without it, the data comes from the survivors.
+#[test]
+fn replace_a_dead_node() {
+    let mut c = TestCluster::start(3, &NO_ROUNDS);
+    let targets = Arc::new(Mutex::new(vec![c.node(0).addr(), c.node(1).addr()]));
+    let writer = Writer::start(Arc::clone(&targets));
+    std::thread::sleep(Duration::from_millis(800));
+    c.kill9(2);
+    let (added, proxy) = join(&c.urls()[0]);
+    let r = post(
+        c.node(0),
+        &format!("version=2&remove={}&add={}", c.urls()[2], proxy.url()),
+    );
+    assert_eq!(r.status, 200, "{}", body(&r));
+    let left = [c.node(0).addr(), c.node(1).addr(), added.addr()];
+    for addr in left {
+        eventually(&format!("{addr} settles at 2"), SETTLE_WAIT, || {
+            settled_at(addr, 2)
+        });
+    }
+    let (acked, _refused) = writer.finish();
+    check(&acked, &left, 3);
+}
