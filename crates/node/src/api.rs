@@ -87,6 +87,11 @@ pub enum Action {
         /// What changes.
         change: crate::cluster::layout::Change,
     },
+    /// What this node would send for a change (`GET /v0/layout/plan`).
+    LayoutPlan {
+        /// The change planned.
+        change: crate::cluster::layout::Change,
+    },
     /// Internal, for peers: a layout agreement message as the body
     /// (`POST /v0/internal/layout`).
     InternalLayout,
@@ -317,6 +322,30 @@ pub fn replication_with(
     Ok((ack, from))
 }
 
+/// `GET /v0/layout/plan`'s parameters: a change as `POST /v0/layout`
+/// names it, without `version`.
+fn layout_plan(query: &Query<'_>) -> Action {
+    let mut pairs: Vec<(String, String)> = vec![("version".into(), "0".into())];
+    let mut not_text = None;
+    query.for_each(
+        |name, value| match (std::str::from_utf8(name), std::str::from_utf8(&value)) {
+            (Ok(n), Ok(v)) => pairs.push((n.to_owned(), v.to_owned())),
+            _ => not_text = Some(String::from_utf8_lossy(name).into_owned()),
+        },
+    );
+    if let Some(name) = not_text {
+        return bad(format!("parameter {name} is not UTF-8"));
+    }
+    if pairs.iter().skip(1).any(|(n, _)| n == "version") {
+        return bad("the plan takes no version: it is planned as the current one + 1");
+    }
+    let params = pairs.iter().map(|(n, v)| (n.as_str(), v.as_str()));
+    match crate::cluster::change_request::parse(params) {
+        Ok((_, change)) => Action::LayoutPlan { change },
+        Err(why) => bad(why),
+    }
+}
+
 /// `POST /v0/layout`'s parameters (`crate::cluster::change_request::parse`).
 fn layout_change(query: &Query<'_>) -> Action {
     let mut pairs: Vec<(String, String)> = Vec::new();
@@ -446,6 +475,10 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
             Method::Get => (Route::Cluster, Action::Layout),
             Method::Other(m) if m == "POST" => (Route::Cluster, layout_change(&params.query)),
             _ => (Route::Cluster, not_allowed(allow_for(head.path))),
+        },
+        b"/v0/layout/plan" => match &head.method {
+            Method::Get => (Route::Cluster, layout_plan(&params.query)),
+            _ => (Route::Cluster, not_allowed("GET")),
         },
         b"/v0/internal/layout" => match &head.method {
             Method::Other(m) if m == "POST" => (Route::InternalLayout, Action::InternalLayout),

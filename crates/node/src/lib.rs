@@ -340,6 +340,12 @@ fn start_transition(
     let Some(membership) = shared.membership.clone() else {
         return Ok(None);
     };
+    // Every network thread places with at least the node's placement as
+    // it is now (it only moves forward, and each thread notes newer ones
+    // itself): noted before the driver's first look, so a member serves
+    // from its first request.
+    let version = shared.placement().version();
+    (0..shared.config.net_threads).for_each(|t| shared.transition.note_placement(t, version));
     let driver = cluster::transition::Driver::new(
         membership,
         Arc::clone(&shared.transition),

@@ -144,23 +144,18 @@ pub struct Volume {
 /// Per node: what it sends and what it receives.
 pub type PlanTotals = BTreeMap<String, (Volume, Volume)>;
 
-/// Adds one node's plan answer (`{"self": URL, "sends": [{"to": URL,
-/// "keys": K, "bytes": B}, …]}`) to `totals`.
-pub fn add_plan(totals: &mut PlanTotals, doc: &serde_json::Value) -> Result<(), String> {
-    let from = doc
-        .get("self")
-        .and_then(|s| s.as_str())
-        .ok_or("a plan without \"self\"")?
-        .to_owned();
+/// Adds node `from`'s plan answer (`{"version": N, "sends": {"URL":
+/// {"keys": K, "bytes": B}, …}}`, docs/API.md "Layout") to `totals`.
+pub fn add_plan(
+    totals: &mut PlanTotals,
+    from: &str,
+    doc: &serde_json::Value,
+) -> Result<(), String> {
     let sends = doc
         .get("sends")
-        .and_then(|s| s.as_array())
-        .ok_or("a plan without a \"sends\" array")?;
-    for send in sends {
-        let to = send
-            .get("to")
-            .and_then(|s| s.as_str())
-            .ok_or("a send without \"to\"")?;
+        .and_then(|s| s.as_object())
+        .ok_or("a plan without a \"sends\" object")?;
+    for (to, send) in sends {
         let number = |name: &str| {
             send.get(name)
                 .and_then(|v| v.as_u64())
@@ -170,14 +165,14 @@ pub fn add_plan(totals: &mut PlanTotals, doc: &serde_json::Value) -> Result<(), 
             keys: number("keys")?,
             bytes: number("bytes")?,
         };
-        let sender = &mut totals.entry(from.clone()).or_default().0;
+        let sender = &mut totals.entry(from.to_owned()).or_default().0;
         sender.keys += v.keys;
         sender.bytes += v.bytes;
-        let receiver = &mut totals.entry(to.to_owned()).or_default().1;
+        let receiver = &mut totals.entry(to.clone()).or_default().1;
         receiver.keys += v.keys;
         receiver.bytes += v.bytes;
     }
-    totals.entry(from).or_default();
+    totals.entry(from.to_owned()).or_default();
     Ok(())
 }
 
@@ -260,13 +255,13 @@ mod tests {
     #[test]
     fn plan_sums() {
         let mut totals = PlanTotals::new();
-        let a = serde_json::json!({"self": "http://a:1", "sends": [
-            {"to": "http://d:4", "keys": 3, "bytes": 300}]});
-        let b = serde_json::json!({"self": "http://b:2", "sends": [
-            {"to": "http://d:4", "keys": 2, "bytes": 50}]});
-        let c = serde_json::json!({"self": "http://c:3", "sends": []});
-        for doc in [&a, &b, &c] {
-            add_plan(&mut totals, doc).unwrap();
+        let a =
+            serde_json::json!({"version": 2, "sends": {"http://d:4": {"keys": 3, "bytes": 300}}});
+        let b =
+            serde_json::json!({"version": 2, "sends": {"http://d:4": {"keys": 2, "bytes": 50}}});
+        let c = serde_json::json!({"version": 2, "sends": {}});
+        for (from, doc) in [("http://a:1", &a), ("http://b:2", &b), ("http://c:3", &c)] {
+            add_plan(&mut totals, from, doc).unwrap();
         }
         assert_eq!(
             plan_text(&totals),
@@ -277,8 +272,8 @@ mod tests {
              http://d:4\t0\t0\t5\t350\n\
              total\t5\t350\t5\t350\n"
         );
-        let bad = serde_json::json!({"self": "x", "sends": [{"to": "y", "keys": -1}]});
-        assert!(add_plan(&mut totals, &bad).is_err());
+        let bad = serde_json::json!({"sends": {"y": {"keys": -1, "bytes": 1}}});
+        assert!(add_plan(&mut totals, "x", &bad).is_err());
     }
 
     /// Progress sums the per-node figures; settled ends the wait.

@@ -93,7 +93,7 @@ fn plan(
         expect_status(&response, 200)?;
         let doc: serde_json::Value = serde_json::from_slice(&response.body)
             .map_err(|e| CtlError::Format(format!("{member} /v0/layout/plan: {e}")))?;
-        layout::add_plan(&mut totals, &doc)
+        layout::add_plan(&mut totals, member, &doc)
             .map_err(|e| CtlError::Format(format!("{member}: {e}")))?;
     }
     write_out(out, layout::plan_text(&totals).as_bytes())

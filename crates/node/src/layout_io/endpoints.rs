@@ -173,6 +173,46 @@ pub fn start_change(
         .map_err(|busy| Refused::Busy(busy.to_string()))
 }
 
+/// Starts `GET /v0/layout/plan?…`: the keys and bytes this node would
+/// send to each gaining node if `change` became the next version
+/// (`antientropy::transfer::plan`, a scan of the engine); `Err`: refused
+/// at once.
+pub fn start_plan(
+    shared: &Arc<NodeShared>,
+    wake: Wake,
+    change: Change,
+) -> Result<LayoutJob, Refused> {
+    let Some(membership) = shared.membership.as_ref() else {
+        return Err(Refused::Invalid(SINGLE_NODE_REFUSAL.into()));
+    };
+    let current = membership.committed();
+    let mut planned = current
+        .apply(&change)
+        .map_err(|e| Refused::Invalid(e.to_string()))?;
+    if membership.history().in_transition() {
+        // Planned from the newest version, as the next change would be.
+        planned.version = current.version + 1;
+    }
+    let owner = Arc::clone(shared);
+    let job = move || {
+        let me = owner.placement.self_url().to_owned();
+        match crate::antientropy::transfer::plan::scan_sends(&owner.db, &current, &planned, &me) {
+            Ok(sends) => JobAnswer::json(
+                Status::Ok,
+                crate::antientropy::transfer::plan::render_json(planned.version, &sends),
+            ),
+            Err(e) => JobAnswer::text(
+                Status::InternalError,
+                &format!("the plan's scan failed: {e}"),
+            ),
+        }
+    };
+    membership
+        .workers
+        .start("ataman-layout", job, wake)
+        .map_err(|busy| Refused::Busy(busy.to_string()))
+}
+
 /// Starts a peer's `POST /v0/internal/layout` with `body`; `Err`:
 /// refused at once.
 pub fn start_internal(

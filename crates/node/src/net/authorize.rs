@@ -18,7 +18,9 @@ pub fn needed(command: &Command<'_>) -> Option<Role> {
         | Command::RepairStatus
         | Command::Metrics => Some(Role::Read),
         Command::Write { .. } => Some(Role::Write),
-        Command::RepairStart | Command::LayoutChange { .. } => Some(Role::Admin),
+        Command::RepairStart | Command::LayoutChange { .. } | Command::LayoutPlan { .. } => {
+            Some(Role::Admin)
+        }
         // Every version of every key, tombstones included: a peer's part
         // of a cluster range. No client role opens it: the connection's
         // peer gate (`Conn::range_gate`) asks for the cluster secret's

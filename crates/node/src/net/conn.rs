@@ -620,6 +620,7 @@ impl Conn {
             Action::Cluster => Command::Cluster,
             Action::Layout => Command::Layout,
             Action::LayoutChange { version, change } => Command::LayoutChange { version, change },
+            Action::LayoutPlan { change } => Command::LayoutPlan { change },
             Action::InternalLayout => {
                 let protocol = crate::cluster::agreement_wire::LAYOUT_PROTOCOL;
                 if !self.range_gate(ctx, route, started, &credential, protocol) {

@@ -79,6 +79,12 @@ pub enum Command<'a> {
         /// What changes.
         change: crate::cluster::layout::Change,
     },
+    /// What this node would send for a change (`GET /v0/layout/plan`;
+    /// a scan, on a layout worker).
+    LayoutPlan {
+        /// The change planned.
+        change: crate::cluster::layout::Change,
+    },
     /// A peer's layout agreement message (on a layout worker).
     InternalLayout(&'a [u8]),
     /// Start an anti-entropy round now.
@@ -210,6 +216,11 @@ pub fn dispatch(
         Command::LayoutChange { version, change } => {
             let wake = wake_for(ctx, reply_to);
             let started = crate::layout_io::endpoints::start_change(shared, wake, version, change);
+            started.map_or_else(layout_now, Dispatched::Job)
+        }
+        Command::LayoutPlan { change } => {
+            let wake = wake_for(ctx, reply_to);
+            let started = crate::layout_io::endpoints::start_plan(shared, wake, change);
             started.map_or_else(layout_now, Dispatched::Job)
         }
         Command::InternalLayout(body) => {
