@@ -292,6 +292,29 @@ fn adopt_layout(
     )))
 }
 
+/// Waits for the network threads, then anti-entropy's and gossip's, then
+/// the transition driver; the last failure, if any.
+fn join_threads(
+    net: Vec<std::thread::JoinHandle<std::io::Result<()>>>,
+    background: Vec<std::thread::JoinHandle<()>>,
+    transition: Option<std::thread::JoinHandle<()>>,
+) -> Option<String> {
+    let mut error = None;
+    for t in net {
+        match t.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => error = Some(e.to_string()),
+            Err(_) => error = Some("a network thread panicked".into()),
+        }
+    }
+    for t in background {
+        if t.join().is_err() {
+            error = Some("an anti-entropy or layout gossip thread panicked".into());
+        }
+    }
+    join_transition(transition).or(error)
+}
+
 /// Waits for the transition driver; says so if it panicked.
 fn join_transition(thread: Option<std::thread::JoinHandle<()>>) -> Option<String> {
     thread
@@ -528,20 +551,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     tracing::info!("stopping: finishing in-flight requests");
     shared.shutting_down.store(true, Ordering::Release);
     shared.antientropy.status.wake();
-    let mut net_error = None;
-    for t in threads {
-        match t.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => net_error = Some(e.to_string()),
-            Err(_) => net_error = Some("a network thread panicked".into()),
-        }
-    }
-    for t in ae_threads {
-        if t.join().is_err() {
-            net_error = Some("an anti-entropy or layout gossip thread panicked".into());
-        }
-    }
-    net_error = join_transition(transition_thread).or(net_error);
+    let net_error = join_threads(threads, ae_threads, transition_thread);
     drop(shared);
     let db = Arc::try_unwrap(db).map_err(|_| "engine still referenced at shutdown")?;
     db.close()?;
