@@ -172,7 +172,15 @@ fn wait_settled(url: &str, deadline: Instant, total_ms: u64) -> Result<(), GrowE
     let mut last = String::new();
     loop {
         if let Ok(doc) = layout_of(url) {
-            let (line, settled) = text::progress_line(&doc).map_err(GrowError::Cluster)?;
+            let members = text::members(&doc).unwrap_or_default();
+            let mut docs = vec![doc];
+            docs.extend(
+                members
+                    .iter()
+                    .filter(|m| *m != url)
+                    .filter_map(|m| layout_of(m).ok()),
+            );
+            let (line, settled) = text::progress_line(&docs).map_err(GrowError::Cluster)?;
             if line != last {
                 print!("{line}");
                 last = line;

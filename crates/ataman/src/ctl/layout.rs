@@ -195,17 +195,17 @@ pub fn plan_text(totals: &PlanTotals) -> String {
     out
 }
 
-/// One line of `wait`'s progress from a `GET /v0/layout` document:
-/// the version, settled or moving, the copy totals when the node gives them.
-pub fn progress_line(doc: &serde_json::Value) -> Result<(String, bool), String> {
-    let version = doc
+/// One line of `wait`'s progress from the `GET /v0/layout` documents of
+/// every member (the first one's version): settled when every one is,
+/// and the copy figures each node gives for itself (its own entry of
+/// `moving`), summed.
+pub fn progress_line(docs: &[serde_json::Value]) -> Result<(String, bool), String> {
+    let first = docs.first().ok_or("no layout document")?;
+    let version = first
         .get("version")
         .and_then(|v| v.as_u64())
         .ok_or("no integer \"version\"")?;
-    let settled = doc
-        .get("settled")
-        .and_then(|v| v.as_bool())
-        .ok_or("no boolean \"settled\"")?;
+    let mut settled = true;
     let mut sum = [0u64; 4];
     let names = [
         "keys_to_copy",
@@ -213,13 +213,20 @@ pub fn progress_line(doc: &serde_json::Value) -> Result<(String, bool), String> 
         "bytes_to_copy",
         "bytes_copied",
     ];
-    for entry in doc
-        .get("moving")
-        .and_then(|m| m.as_array())
-        .map_or(&[][..], |a| a.as_slice())
-    {
-        for (total, name) in sum.iter_mut().zip(names) {
-            *total += entry.get(name).and_then(|v| v.as_u64()).unwrap_or(0);
+    for doc in docs {
+        settled &= doc
+            .get("settled")
+            .and_then(|v| v.as_bool())
+            .ok_or("no boolean \"settled\"")?;
+        let me = doc.get("self").and_then(|s| s.as_str()).unwrap_or("");
+        let own = doc.get("moving").and_then(|m| m.as_array()).and_then(|a| {
+            a.iter()
+                .find(|e| e.get("url").and_then(|u| u.as_str()) == Some(me))
+        });
+        if let Some(entry) = own {
+            for (total, name) in sum.iter_mut().zip(names) {
+                *total += entry.get(name).and_then(|v| v.as_u64()).unwrap_or(0);
+            }
         }
     }
     let state = if settled { "settled" } else { "moving" };
@@ -276,19 +283,26 @@ mod tests {
         assert!(add_plan(&mut totals, "x", &bad).is_err());
     }
 
-    /// Progress sums the per-node figures; settled ends the wait.
+    /// Progress sums each node's own figures (not what it says of the
+    /// others); settled only when every node is.
     #[test]
     fn progress() {
-        let doc = serde_json::json!({"version": 3, "settled": false, "moving": [
-            {"url": "a", "keys_to_copy": 10, "keys_copied": 4, "bytes_to_copy": 100, "bytes_copied": 40},
-            {"url": "b", "keys_to_copy": 0, "keys_copied": 0, "bytes_to_copy": 0, "bytes_copied": 0}]});
-        let (line, settled) = progress_line(&doc).unwrap();
+        let entry = |url: &str, k: u64| {
+            serde_json::json!({"url": url, "keys_to_copy": k, "keys_copied": k / 2,
+                "bytes_to_copy": k * 10, "bytes_copied": k * 5})
+        };
+        let a = serde_json::json!({"version": 3, "settled": true, "self": "a",
+            "moving": [entry("a", 10), entry("b", 99)]});
+        let b = serde_json::json!({"version": 3, "settled": false, "self": "b",
+            "moving": [entry("a", 99), entry("b", 4)]});
+        let (line, settled) = progress_line(&[a.clone(), b]).unwrap();
         assert_eq!(
             line,
-            "layout version 3: moving, keys copied 4/10, bytes copied 40/100\n"
+            "layout version 3: moving, keys copied 7/14, bytes copied 70/140\n"
         );
         assert!(!settled);
-        assert!(progress_line(&serde_json::json!({"version": 3})).is_err());
+        assert!(progress_line(&[a]).unwrap().1);
+        assert!(progress_line(&[serde_json::json!({"version": 3})]).is_err());
     }
 
     /// The change's query names every part, in order.

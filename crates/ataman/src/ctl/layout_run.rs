@@ -99,6 +99,26 @@ fn plan(
     write_out(out, layout::plan_text(&totals).as_bytes())
 }
 
+/// `doc` and the layout document of every other member it lists that
+/// answers (a member that does not is left out of the sums).
+fn with_members(doc: serde_json::Value, timeout: Duration) -> Vec<serde_json::Value> {
+    let me = doc
+        .get("self")
+        .and_then(|s| s.as_str())
+        .unwrap_or("")
+        .to_owned();
+    let members = layout::members(&doc).unwrap_or_default();
+    let mut docs = vec![doc];
+    for member in members.iter().filter(|m| **m != me) {
+        if let Ok(url) = BaseUrl::parse(member)
+            && let Ok(d) = get_layout(&url, timeout)
+        {
+            docs.push(d);
+        }
+    }
+    docs
+}
+
 /// Polls until settled (exit 0) or `total` passed (exit 3).
 fn wait(
     url: &BaseUrl,
@@ -118,7 +138,8 @@ fn wait(
             )));
         }
         let doc = get_layout(url, timeout.min(left))?;
-        let (line, settled) = layout::progress_line(&doc).map_err(CtlError::Format)?;
+        let docs = with_members(doc, timeout.min(left));
+        let (line, settled) = layout::progress_line(&docs).map_err(CtlError::Format)?;
         if line != last {
             write_out(out, line.as_bytes())?;
             last = line;

@@ -77,11 +77,32 @@ pub fn layout(shared: &NodeShared) -> String {
         m.self_url(),
         Some(&history),
     );
+    let doc = with_own_progress(&doc, m.self_url(), shared.antientropy.copy.progress());
     let t = &shared.transition;
     // The driver publishes `settled` on its tick; a transition this node
     // already holds is not settled whatever it last published.
     let settled = t.settled() && !history.in_transition();
     standing_json(t, t.standing(), settled, &doc)
+}
+
+/// `doc` with this node's entry of `moving` carrying its own copy's
+/// figures (each node counts what it receives; the other entries are
+/// their nodes' to give: ask each node, as `ctl layout wait` does).
+pub fn with_own_progress(
+    doc: &str,
+    self_url: &str,
+    p: crate::antientropy::transfer::CopyProgress,
+) -> String {
+    let mut url = String::new();
+    json_string(&mut url, self_url);
+    let zero = format!(
+        "{{\"url\":{url},\"keys_to_copy\":0,\"bytes_to_copy\":0,\"keys_copied\":0,\"bytes_copied\":0}}"
+    );
+    let own = format!(
+        "{{\"url\":{url},\"keys_to_copy\":{},\"bytes_to_copy\":{},\"keys_copied\":{},\"bytes_copied\":{}}}",
+        p.keys_to_copy, p.bytes_to_copy, p.keys_copied, p.bytes_copied
+    );
+    doc.replacen(&zero, &own, 1)
 }
 
 /// `doc` (a JSON object) with the standing's fields first: `member`,
@@ -160,6 +181,28 @@ fn drop_field(body: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only this node's entry gets its figures.
+    #[test]
+    fn own_progress_fills_own_entry() {
+        let nodes = vec!["http://a:1".to_owned(), "http://b:2".to_owned()];
+        let doc = render_json(2, &nodes, 2, "http://b:2", None);
+        let p = crate::antientropy::transfer::CopyProgress {
+            keys_to_copy: 10,
+            bytes_to_copy: 100,
+            keys_copied: 4,
+            bytes_copied: 40,
+        };
+        let filled = with_own_progress(&doc, "http://b:2", p);
+        assert!(
+            filled.contains("{\"url\":\"http://a:1\",\"keys_to_copy\":0,"),
+            "{filled}"
+        );
+        assert!(
+            filled.contains("{\"url\":\"http://b:2\",\"keys_to_copy\":10,\"bytes_to_copy\":100,\"keys_copied\":4,\"bytes_copied\":40}"),
+            "{filled}"
+        );
+    }
 
     fn shared(standing: Standing, settled: bool) -> TransitionShared {
         let t = TransitionShared::new(1);
