@@ -30,7 +30,8 @@ fn free_base_port(attempt: u64) -> u16 {
         let seed = u64::from(std::process::id()) * 7919 + (attempt * 50 + offset) * 104_729;
         let base = 20_000 + (seed % 10_000) as u16;
         // The HTTP ports and the RESP ports 1000 above them.
-        let free = (0..3).all(|i| {
+        // A fourth for `cluster add`.
+        let free = (0..4).all(|i| {
             [base + i, base + 1000 + i]
                 .iter()
                 .all(|&p| TcpListener::bind((Ipv4Addr::LOCALHOST, p)).is_ok())
@@ -210,6 +211,59 @@ fn start_runs_three_nodes_until_sigterm() {
     assert_eq!(put.status, 201);
     let get = Conn::open(node0).request("GET", target, &[], None);
     assert_eq!((get.status, get.body.as_slice()), (200, &b"value"[..]));
+
+    // `cluster add` starts node 3 through the running supervisor and
+    // commits layout version 2; `cluster remove --node 3` takes it out
+    // again and the supervisor stops it.
+    let grow = ataman()
+        .args(["cluster", "add", "--timeout-ms", "60000", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&grow.stdout).into_owned();
+    assert!(
+        grow.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&grow.stderr)
+    );
+    assert!(out.contains("layout version 2: settled"), "{out}");
+    let added = SocketAddr::from(([127, 0, 0, 1], base + 3));
+    let layout = Conn::open(added).request("GET", "/v0/layout", &[], None);
+    let doc = String::from_utf8_lossy(&layout.body).into_owned();
+    assert!(
+        doc.starts_with("{\"version\":2,") && doc.contains("\"member\":true"),
+        "{doc}"
+    );
+    let got = Conn::open(added).request("GET", target, &[], None);
+    assert_eq!((got.status, got.body.as_slice()), (200, &b"value"[..]));
+    let shrink = ataman()
+        .args([
+            "cluster",
+            "remove",
+            "--node",
+            "3",
+            "--timeout-ms",
+            "60000",
+            "--dir",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&shrink.stdout).into_owned();
+    assert!(
+        shrink.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&shrink.stderr)
+    );
+    assert!(out.contains("layout version 3: settled"), "{out}");
+    let deadline = std::time::Instant::now() + STOP_BOUND;
+    while TcpStream::connect(added).is_ok() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        TcpStream::connect(added).is_err(),
+        "the removed node still listens"
+    );
 
     sigterm(process.child.id());
     let status = wait_bounded(&mut process.child, STOP_BOUND).expect("cluster start did not exit");
