@@ -212,3 +212,69 @@ fn replace_a_dead_node() {
     let (acked, _refused) = writer.finish();
     check(&acked, &left, 3);
 }
+
+/// `ataman_layout_copy_keys_moved_total` on the node at `addr`.
+fn keys_moved(addr: std::net::SocketAddr) -> u64 {
+    let r = Conn::open(addr).request("GET", "/metrics", &[], None);
+    String::from_utf8_lossy(&r.body)
+        .lines()
+        .find_map(|l| l.strip_prefix("ataman_layout_copy_keys_moved_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A joining node killed with `kill -9` in the middle of its copy starts
+/// again on its data, resumes (sources it finished are not asked again)
+/// and the transition settles with every key on its 3 replicas.
+#[test]
+fn a_joining_node_killed_mid_copy_resumes() {
+    // The slowest anti-entropy rate (1 MiB/s) makes the copy take seconds.
+    let slow = ["--anti-entropy-rate-bytes", "1048576"];
+    let c = TestCluster::start(3, &[NO_ROUNDS[0], NO_ROUNDS[1], slow[0], slow[1]]);
+    let value = vec![b'v'; 1024];
+    let mut acked = BTreeMap::new();
+    for n in 0..3000u32 {
+        let key = format!("w{n}");
+        let r = c.put(n as usize % 3, key.as_bytes(), &value, 2, 3);
+        assert_eq!(r.status, 201, "{}", body(&r));
+        acked.insert(key, String::from_utf8(value.clone()).unwrap());
+    }
+    let proxy = FaultProxy::start_without_target().unwrap();
+    let url = proxy.url();
+    let seed = c.urls()[0].clone();
+    let mut added = Node::start(&[
+        "--self",
+        &url,
+        "--join",
+        &seed,
+        NO_ROUNDS[0],
+        NO_ROUNDS[1],
+        slow[0],
+        slow[1],
+    ]);
+    proxy.set_target(added.addr());
+    let r = post(c.node(0), &format!("version=2&add={url}"));
+    assert_eq!(r.status, 200, "{}", body(&r));
+    eventually("the new node copies", SETTLE_WAIT, || {
+        keys_moved(added.addr()) > 0
+    });
+    assert!(
+        !settled_at(added.addr(), 2),
+        "the copy ended before the kill: nothing was tested"
+    );
+    added.kill9();
+    added.restart();
+    proxy.set_target(added.addr());
+    let all = [
+        c.node(0).addr(),
+        c.node(1).addr(),
+        c.node(2).addr(),
+        added.addr(),
+    ];
+    for addr in all {
+        eventually(&format!("{addr} settles at 2"), SETTLE_WAIT, || {
+            settled_at(addr, 2)
+        });
+    }
+    check(&acked, &all, 3);
+}
