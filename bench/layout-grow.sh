@@ -1,0 +1,95 @@
+#!/bin/bash
+# Adding a node under load (issue 16; docs/BENCHMARKS.md, "Adding a node
+# under load"): a local 3-node cluster (R = 3) filled with N keys of 1 KiB
+# (default 1000000; ids 1..N, written ack=2 of from=3), a closed-loop
+# ceiling of a 50% read / 50% write mix, then a constant-rate load of that
+# mix at half the ceiling for LOAD_SEC (default 240) seconds; 30 s into
+# it a fourth node is added (`ataman cluster add --no-wait`). Prints:
+# - the plan (`ctl layout plan`: the bytes the new node should get, each
+#   key once) and the bytes the new node copied, and their ratio;
+# - the time from the commit to every node settled, and the copy rate
+#   (bytes copied / that time) against --anti-entropy-rate-bytes;
+# - the load's achieved rate and per-second p99 (median and worst of the
+#   seconds) before the add, during the move, and for 30 s after.
+# Usage: bench/layout-grow.sh [N], from the repository root after
+# `cargo build --release`. Loopback ports BASE_PORT (19701) .. +3 and
+# +1000 .. +1003. RATE_BYTES sets the copy limit (default 67108864).
+set -eu
+B=${ATAMAN:-target/release/ataman}
+N=${1:-1000000}
+LIMIT=${RATE_BYTES:-67108864}
+BASE=${BASE_PORT:-19701}
+LOAD_SEC=${LOAD_SEC:-240}
+R=${BENCH_DIR:-/tmp/ataman-grow-bench}; rm -rf "$R"; mkdir -p "$R"
+U="http://127.0.0.1:$BASE,http://127.0.0.1:$((BASE + 1)),http://127.0.0.1:$((BASE + 2))"
+NEW="http://127.0.0.1:$((BASE + 3))"
+now() { date +%s.%N; }
+$B cluster start --nodes 3 --base-port "$BASE" --dir "$R/c" -- \
+  --anti-entropy-interval-ms 0 --anti-entropy-rate-bytes "$LIMIT" > "$R/start.out" 2> "$R/start.err" &
+SUP=$!
+LOAD=
+trap 'kill $LOAD $SUP 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+for _ in $(seq 300); do [ "$(wc -l < "$R/start.out")" -ge 3 ] && break; sleep 0.1; done
+[ "$(wc -l < "$R/start.out")" -ge 3 ] || { echo "the cluster did not start"; cat "$R/start.err"; exit 1; }
+echo "== machine: $(nproc) cores, $(awk '/MemTotal/ {print int($2/1048576)}' /proc/meminfo) GiB, load $(cut -d' ' -f1-3 /proc/loadavg)"
+t=$(now)
+$B bench http --url "$U" --workload get-existing --fill "$N" --value-size 1024 --ack 2 --from 3 \
+  --rate 10 --duration 1s --connections 48 --no-spectrum > "$R/fill.txt" 2>&1
+echo "== filled $N keys of 1 KiB in $(python3 -c "print(round($(now) - $t))") s"
+$B bench http --url "$U" --workload mixed:50 --keys "$N" --value-size 1024 --rate 0 \
+  --duration 10s --connections 32 --json "$R/ceiling.json" --no-spectrum > "$R/ceiling.txt" 2>&1
+HALF=$(python3 -c "import json; print(int(json.load(open('$R/ceiling.json'))['achieved_rps'] / 2))")
+echo "== ceiling (closed loop, 32 connections): $((HALF * 2)) req/s; load at $HALF req/s"
+$B ctl --url "http://127.0.0.1:$BASE" layout plan --add "$NEW" > "$R/plan.txt"
+$B bench http --url "$U" --workload mixed:50 --keys "$N" --value-size 1024 --rate "$HALF" \
+  --duration "${LOAD_SEC}s" --connections 32 --json "$R/load.json" --no-spectrum > "$R/load.txt" 2>&1 &
+LOAD=$!
+T0=$(now)
+sleep 30
+TADD=$(now)
+$B cluster add --dir "$R/c" --no-wait > "$R/add.txt"
+TSET=
+while [ "$(python3 -c "print(int($(now) - $T0))")" -lt $((LOAD_SEC - 30)) ]; do
+  settled=0
+  for p in 0 1 2 3; do
+    curl -s "http://127.0.0.1:$((BASE + p))/v0/layout" | grep -q '"settled":true' && settled=$((settled + 1))
+  done
+  if [ $settled -eq 4 ]; then TSET=$(now); break; fi
+  sleep 0.5
+done
+curl -s "http://127.0.0.1:$((BASE + 3))/metrics" > "$R/new-node.metrics"
+wait $LOAD || true
+LOAD=
+python3 - "$R" "$T0" "$TADD" "${TSET:-0}" "$LIMIT" <<'PY'
+import json, statistics, sys
+r, t0, tadd, tset, limit = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+plan = [l.split("\t") for l in open(f"{r}/plan.txt").read().splitlines()]
+ideal = int(plan[-1][4])
+metrics = dict(
+    l.rsplit(" ", 1) for l in open(f"{r}/new-node.metrics").read().splitlines()
+    if l.startswith("ataman_layout_copy_") and " " in l and "{" not in l
+)
+moved = int(float(metrics.get("ataman_layout_copy_bytes_moved_total", "0")))
+print(f"== plan: the new node gets {ideal} bytes (each key once); it copied {moved} bytes: {moved / ideal:.3f}x")
+if tset == 0:
+    print("== NOT settled within the load's window")
+    sys.exit(0)
+took = tset - tadd
+print(f"== settled {took:.1f} s after the add; copy rate {moved / took / 1048576:.1f} MiB/s = "
+      f"{moved / took / limit * 100:.0f}% of --anti-entropy-rate-bytes {limit / 1048576:.0f} MiB/s")
+series = json.load(open(f"{r}/load.json"))["series"]
+offered = json.load(open(f"{r}/load.json"))["offered_rps"]
+def phase(name, a, b):
+    s = [x for x in series if a <= x["second"] < b]
+    if not s:
+        return
+    rate = sum(x["requests"] for x in s) / len(s)
+    p99 = [x["p99_ms"] for x in s]
+    bad = sum(x["non_2xx"] + x["errors"] for x in s)
+    print(f"== {name:7} {len(s):4} s: {rate:8.0f} req/s ({rate / offered * 100:5.1f}% of {offered:.0f}), "
+          f"p99 per second median {statistics.median(p99):7.2f} ms, worst {max(p99):8.2f} ms, non-2xx+errors {bad}")
+add_s, set_s = int(tadd - t0), int(tset - t0) + 1
+phase("before", 2, add_s)
+phase("during", add_s, set_s)
+phase("after", set_s, set_s + 30)
+PY
