@@ -89,7 +89,7 @@ pub fn sync_with(
 }
 
 /// Sleeps `d` in slices; true when the node started stopping.
-fn sleep_unless_stopped(node: &Node<'_>, d: Duration) -> bool {
+pub(super) fn sleep_unless_stopped(node: &Node<'_>, d: Duration) -> bool {
     let until = Instant::now() + d;
     while !node.stopping() {
         let left = until.saturating_duration_since(Instant::now());

@@ -21,7 +21,8 @@ use super::pull::{Pulled, Side, Transition, pull};
 use super::record::{self, CopyRecord};
 use super::scope::{ScopeError, check_next, may_gain, source_order};
 use crate::antientropy::Node;
-use crate::antientropy::stream::{IO_SLICE, SessionError};
+use crate::antientropy::client::sleep_unless_stopped;
+use crate::antientropy::stream::SessionError;
 use crate::cluster::layout::Layout;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -317,19 +318,6 @@ fn copy_from(
 fn via_for(node: &Node<'_>, url: &str) -> Option<String> {
     let i = node.config.cluster.iter().position(|u| u == url)?;
     node.config.peer_via.get(i).cloned().flatten()
-}
-
-/// Sleeps `d` in slices; true when the node started stopping.
-fn sleep_unless_stopped(node: &Node<'_>, d: Duration) -> bool {
-    let until = Instant::now() + d;
-    while !node.stopping() {
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return false;
-        }
-        std::thread::sleep(left.min(IO_SLICE));
-    }
-    true
 }
 
 /// Forgets the record of the transition to `version` once it is over.
