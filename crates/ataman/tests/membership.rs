@@ -278,3 +278,69 @@ fn a_joining_node_killed_mid_copy_resumes() {
     }
     check(&acked, &all, 3);
 }
+
+/// `ataman ctl` against the node at `addr`: exit code and stdout.
+fn ctl(addr: std::net::SocketAddr, args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ataman"))
+        .arg("ctl")
+        .args(["--url", &format!("http://{addr}")])
+        .args(args)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code().unwrap_or(-1), format!("{text}{err}"))
+}
+
+/// `ctl layout plan` counts exactly the keys the new node gains (every
+/// old node holds every key; each counted once); `apply` commits it,
+/// `wait` returns once settled, and applying the same version again is
+/// refused (409, exit 2).
+#[test]
+fn ctl_layout_plan_apply_wait() {
+    let c = TestCluster::start(3, &NO_ROUNDS);
+    let keys: Vec<String> = (0..300).map(|n| format!("k{n}")).collect();
+    for key in &keys {
+        let r = c.put(0, key.as_bytes(), b"value", 3, 3);
+        assert_eq!(r.status, 201, "{}", body(&r));
+    }
+    let (added, proxy) = join(&c.urls()[0]);
+    let url = proxy.url();
+    let mut members = c.urls().to_vec();
+    members.push(url.clone());
+    let next = ataman_node::cluster::layout::Layout::new(2, members, 3).unwrap();
+    let gained = keys
+        .iter()
+        .filter(|k| next.replicas(k.as_bytes()).contains(&url.as_str()))
+        .count();
+    let (code, out) = ctl(c.node(1).addr(), &["layout", "plan", "--add", &url]);
+    assert_eq!(code, 0, "{out}");
+    let total: Vec<&str> = out.lines().last().unwrap().split('\t').collect();
+    assert_eq!(total[0], "total", "{out}");
+    assert_eq!(total[3], gained.to_string(), "{out}");
+    let (code, out) = ctl(
+        c.node(1).addr(),
+        &["layout", "apply", "--version", "2", "--add", &url],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.starts_with("layout version 2, replication factor 3\n"),
+        "{out}"
+    );
+    let (code, out) = ctl(
+        c.node(2).addr(),
+        &["layout", "wait", "--timeout-ms", "120000"],
+    );
+    assert_eq!(code, 0, "{out}");
+    // The last line: settled, and the new node copied each gained key once.
+    let last = out.lines().last().unwrap();
+    assert!(last.starts_with("layout version 2: settled, "), "{out}");
+    assert!(last.contains(&format!("keys copied {gained}/")), "{out}");
+    assert!(settled_at(added.addr(), 2));
+    let (code, out) = ctl(
+        c.node(0).addr(),
+        &["layout", "apply", "--version", "2", "--add", &url],
+    );
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("409"), "{out}");
+}

@@ -238,7 +238,16 @@ impl Driver {
         let me = self.membership.self_url().to_owned();
         if history.is_settled() && history.removed(&me) && stored == history.current().version {
             let v = history.current().version;
-            if self.once(v, "removed") {
+            if self.shared.standing() == Standing::Joining {
+                if self.once(v, "joining") {
+                    tracing::info!(
+                        version = v,
+                        members = ?history.current().nodes,
+                        "waiting to be added to the cluster (POST /v0/layout?version={}&add=<this node's URL> on a member)",
+                        v + 1
+                    );
+                }
+            } else if self.once(v, "removed") {
                 tracing::warn!(
                     version = v,
                     members = ?history.current().nodes,
