@@ -277,6 +277,8 @@ impl<W: LinkWaiter> PeerLink<W> {
         self.go_down(env, Some(registry), now, why, outcomes);
         self.retry_at = now;
         self.backoff = RECONNECT_BACKOFF_MIN;
+        // Not down: the next request dials at once (`/v0/cluster` shows idle).
+        env.status.set_state(LinkState::Idle);
     }
 
     /// Requests in flight.
