@@ -9,7 +9,7 @@ mod support;
 
 use redis::{Connection, Value};
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 use support::Node;
 use support::cluster::TestCluster;
@@ -17,15 +17,9 @@ use support::cluster::TestCluster;
 /// Bound on any one reply.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A free port on 127.0.0.1 for `--resp-listen` (bound, then released).
-fn free_resp_addr() -> String {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    format!("127.0.0.1:{}", listener.local_addr().unwrap().port())
-}
-
 /// A node serving RESP, and its RESP address.
 fn resp_node(extra: &[&str]) -> (Node, String) {
-    let addr = free_resp_addr();
+    let addr = support::fixed_resp_addr();
     let mut args = vec!["--resp-listen", addr.as_str()];
     args.extend_from_slice(extra);
     (Node::start(&args), addr)
@@ -402,7 +396,7 @@ fn acknowledged_sets_survive_kill_9() {
 /// node paused (SIGSTOP): `ack=2 from=3` by default.
 #[test]
 fn a_cluster_serves_any_key_through_any_node_with_one_paused() {
-    let addrs: Vec<String> = (0..3).map(|_| free_resp_addr()).collect();
+    let addrs: Vec<String> = (0..3).map(|_| support::fixed_resp_addr()).collect();
     let cluster = TestCluster::start_each(3, &[], |i| {
         vec!["--resp-listen".to_string(), addrs[i].clone()]
     });

@@ -9,7 +9,7 @@
 mod support;
 
 use redis::{Connection, Value};
-use std::net::{Ipv4Addr, TcpListener};
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use support::Node;
 use support::cluster::TestCluster;
@@ -21,11 +21,6 @@ const SHORT_MS: u64 = 400;
 /// How long past the short deadline the tests sleep: clocks of nodes on
 /// one machine agree far better than this.
 const PAST_DEADLINE: Duration = Duration::from_millis(SHORT_MS + 600);
-
-fn free_resp_addr() -> String {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    format!("127.0.0.1:{}", listener.local_addr().unwrap().port())
-}
 
 fn connect(addr: &str, resp3: bool) -> Connection {
     let protocol = if resp3 { "?protocol=resp3" } else { "" };
@@ -268,7 +263,7 @@ fn read_then_write_replies(con: &mut Connection, p: &str) {
 /// One node, RESP2 and RESP3; HTTP sees the expired key as 404.
 #[test]
 fn expiry_commands_on_one_node() {
-    let addr = free_resp_addr();
+    let addr = support::fixed_resp_addr();
     let node = Node::start(&["--resp-listen", addr.as_str()]);
     for resp3 in [false, true] {
         let mut con = connect(&addr, resp3);
@@ -285,7 +280,7 @@ fn expiry_commands_on_one_node() {
 /// through every node, the deadline stamped once by the coordinator.
 #[test]
 fn expiry_commands_on_a_cluster() {
-    let addrs: Vec<String> = (0..3).map(|_| free_resp_addr()).collect();
+    let addrs: Vec<String> = (0..3).map(|_| support::fixed_resp_addr()).collect();
     let cluster = TestCluster::start_each(3, &[], |i| {
         vec!["--resp-listen".to_string(), addrs[i].clone()]
     });

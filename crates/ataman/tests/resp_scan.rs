@@ -9,21 +9,16 @@ mod support;
 
 use redis::{Connection, ScanOptions, TypedCommands, Value};
 use std::collections::BTreeSet;
-use std::net::{Ipv4Addr, TcpListener};
+
 use std::time::Duration;
 use support::cluster::{TestCluster, assert_status};
 
 /// Bound on any one reply.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 
-fn free_resp_addr() -> String {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    format!("127.0.0.1:{}", listener.local_addr().unwrap().port())
-}
-
 /// A 3-node cluster serving RESP on each node, and the RESP addresses.
 fn cluster() -> (TestCluster, Vec<String>) {
-    let addrs: Vec<String> = (0..3).map(|_| free_resp_addr()).collect();
+    let addrs: Vec<String> = (0..3).map(|_| support::fixed_resp_addr()).collect();
     let cluster = TestCluster::start_each(3, &[], |i| {
         vec!["--resp-listen".to_string(), addrs[i].clone()]
     });
@@ -242,7 +237,7 @@ fn keys_present_throughout_are_returned_while_others_come_and_go() {
 /// RESP3 as in RESP2.
 #[test]
 fn a_single_node_scans_with_the_default_count() {
-    let addr = free_resp_addr();
+    let addr = support::fixed_resp_addr();
     let _node = support::Node::start(&["--resp-listen", addr.as_str()]);
     let mut con = connect(&addr);
     let model: BTreeSet<Vec<u8>> = (0..25).map(|i| format!("one{i}").into_bytes()).collect();

@@ -453,3 +453,27 @@ impl Drop for Node {
         drop(self.process.take());
     }
 }
+
+/// Ports [`fixed_resp_addr`] picks from: below Linux's ephemeral range
+/// (32768 up), so no `127.0.0.1:0` bind of another test can be handed the
+/// port while a node is restarted on it, and above the ports
+/// `tests/cluster_cmd.rs` picks from (20000..31000).
+const FIXED_PORTS: std::ops::Range<u16> = 31_000..32_700;
+
+/// A free `127.0.0.1:PORT` for a listener that must keep its port across
+/// restarts (`--resp-listen`): a port outside the ephemeral range, free
+/// when checked (bound, then released).
+pub fn fixed_resp_addr() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let span = u64::from(FIXED_PORTS.end - FIXED_PORTS.start);
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let offset = (u64::from(std::process::id()) * 7919 + n * 104_729) % span;
+        let port = FIXED_PORTS.start + offset as u16;
+        if std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port)).is_ok() {
+            return format!("127.0.0.1:{port}");
+        }
+    }
+    panic!("no free port in {FIXED_PORTS:?}");
+}
