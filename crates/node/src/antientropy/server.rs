@@ -41,6 +41,16 @@ pub fn run(node: &Node<'_>, receiver: &Receiver<Handoff>) {
     }
 }
 
+/// Tells the initiator why the session is refused (best effort) and
+/// returns the session's error.
+pub(super) fn refuse(s: &mut SyncStream<'_>, why: String) -> SessionError {
+    let _ = s.send(
+        &wire::error_message(why.clone()),
+        Instant::now() + SEND_TIMEOUT,
+    );
+    SessionError::Refusing(why)
+}
+
 /// Serves one session to its end; the ticket is released on return.
 fn serve(node: &Node<'_>, handoff: Handoff) {
     let Handoff {
@@ -161,20 +171,12 @@ fn session(
     let view = match node.read_view() {
         Ok(view) => view,
         Err(why) => {
-            let _ = s.send(
-                &wire::error_message(why.clone()),
-                Instant::now() + SEND_TIMEOUT,
-            );
-            return Err(SessionError::Refusing(why));
+            return Err(refuse(s, why));
         }
     };
     let node = &node.with_view(&view);
     if let Some(why) = refuse_hello(node, version, &url, replicas, depth, fingerprint) {
-        let _ = s.send(
-            &wire::error_message(why.clone()),
-            Instant::now() + SEND_TIMEOUT,
-        );
-        return Err(SessionError::Refusing(why));
+        return Err(refuse(s, why));
     }
     // The session may have waited in the hand-off queue behind another;
     // an initiator that gave up meanwhile closed its end after the Hello.

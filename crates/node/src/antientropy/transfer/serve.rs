@@ -15,9 +15,9 @@ use super::scope::TransitionScope;
 use crate::antientropy::Node;
 use crate::antientropy::local::{self, Meter, kind_name};
 use crate::antientropy::merkle::{DEPTH, Tree, bucket_of};
-use crate::antientropy::server::tree_hashes;
+use crate::antientropy::server::{refuse, tree_hashes};
 use crate::antientropy::stream::{SEND_TIMEOUT, SessionError, SyncStream};
-use crate::antientropy::wire::{self, Message, VERSION, bitmap_bytes, bitmap_has};
+use crate::antientropy::wire::{Message, VERSION, bitmap_bytes, bitmap_has};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -57,11 +57,7 @@ pub fn session(
     let scope = match scope {
         Ok(scope) => scope,
         Err(why) => {
-            let _ = s.send(
-                &wire::error_message(why.clone()),
-                Instant::now() + SEND_TIMEOUT,
-            );
-            return Err(SessionError::Refusing(why));
+            return Err(refuse(s, why));
         }
     };
     if s.peer_closed() {
