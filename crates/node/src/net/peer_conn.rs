@@ -137,6 +137,8 @@ impl PeerServer {
 
     fn serve(&mut self, ctx: &NetContext, token: usize, generation: u64) {
         let mut consumed = 0;
+        // The thread's placement does not change within one call.
+        let known = ctx.placement().version();
         while !self.closing && !self.out_full() && self.writes_pending < PEER_WRITES_PENDING_MAX {
             let msg = match frame::decode(&self.rbuf[consumed..]) {
                 Ok(Some((msg, n))) => {
@@ -154,7 +156,7 @@ impl PeerServer {
                     break;
                 }
             };
-            if let Some(why) = super::fence::refuse(ctx, self.layout) {
+            if let Some(why) = super::fence::stale(self.layout, known) {
                 // The fence: answered, then the connection closes (the
                 // peer dials again with the version it learns).
                 let error = ReplicaError::new(ReplicaErrorKind::Unavailable, why);
