@@ -122,3 +122,56 @@ fn a_removed_node_says_so_and_serves_no_client() {
         "{why}"
     );
 }
+
+/// A node asking a seed with a cluster secret, without it or with
+/// another one, learns no layout: it exits at once naming the refusal
+/// (a seed over TLS: `tests/security.rs`).
+#[test]
+fn a_joiner_without_the_secret_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let private = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        path
+    };
+    let secret = private("secret", "a-cluster-secret-0123456789abcdef");
+    let wrong = private("wrong", "another-secret-0123456789abcdef00");
+    let cluster = "http://127.0.0.1:1,http://127.0.0.1:2,http://127.0.0.1:3";
+    let secret_arg = secret.display().to_string();
+    let seed = Node::start(&[
+        "--cluster",
+        cluster,
+        "--self",
+        "http://127.0.0.1:1",
+        "--cluster-secret-file",
+        &secret_arg,
+    ]);
+    let seed_url = format!("http://{}", seed.addr());
+    let wrong_arg = wrong.display().to_string();
+    let me = "http://127.0.0.1:4";
+    let without: &[&str] = &["--self", me, "--join", &seed_url];
+    let other: &[&str] = &[
+        "--self",
+        me,
+        "--join",
+        &seed_url,
+        "--cluster-secret-file",
+        &wrong_arg,
+    ];
+    for args in [without, other] {
+        let (status, stderr) = Node::stopped(args, None).start_expecting_exit();
+        assert!(!status.success(), "{args:?}");
+        assert!(
+            stderr.contains("cannot learn the cluster's layout") && stderr.contains(" 401"),
+            "{args:?}: {stderr}"
+        );
+    }
+    // The same node with the secret learns it and waits to be added.
+    let with: Vec<&str> = [without, &["--cluster-secret-file", &secret_arg]].concat();
+    let joiner = Node::start(&with);
+    let r = Conn::open(joiner.addr()).request("GET", "/v0/status", &[], None);
+    let doc = String::from_utf8(r.body).unwrap();
+    assert!(doc.contains("\"joining\":true"), "{doc}");
+}

@@ -344,3 +344,84 @@ fn cluster_with_tokens_secret_and_tls() {
     assert!(body.contains("key-a"), "{body:?}");
     drop(nodes);
 }
+
+/// A node joins a cluster with tokens, a secret and TLS through an
+/// `https` seed: it asks the seed as a peer does (over TLS, with its node
+/// certificate and the secret), an admin adds it, and it serves what it
+/// copied.
+#[test]
+fn join_through_a_protected_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let secret = private(dir.path(), "secret", "a-cluster-secret-0123456789abcdef");
+    let proxies: Vec<FaultProxy> = (0..4)
+        .map(|_| FaultProxy::start_without_target().unwrap())
+        .collect();
+    let urls: Vec<String> = proxies
+        .iter()
+        .map(|p| p.url().replacen("http://", "https://", 1))
+        .collect();
+    let protected = |me: &str| {
+        let mut args = vec![
+            "--self".to_string(),
+            me.to_owned(),
+            "--auth-token-file".into(),
+            tokens.display().to_string(),
+            "--cluster-secret-file".into(),
+            secret.display().to_string(),
+        ];
+        args.extend(tls_args());
+        args
+    };
+    let start = |mut args: Vec<String>, extra: &[&str], i: usize| {
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let node = Node::start(&args);
+        proxies[i].set_target(node.addr());
+        node
+    };
+    let cluster = urls[..3].join(",");
+    let members: Vec<Node> = (0..3)
+        .map(|i| start(protected(&urls[i]), &["--cluster", &cluster], i))
+        .collect();
+    let bearer = |t: &str| format!("Authorization: Bearer {t}");
+    let keys: Vec<String> = (0..20).map(|i| format!("joined-{i}")).collect();
+    for k in &keys {
+        let url = format!("{}/v0/entity?id={k}&ack=3", urls[0]);
+        let (_, code) = curl(&["-X", "PUT", "--data", k, "-H", &bearer(WRITER), &url]);
+        assert_eq!(code, "201", "PUT {k}");
+    }
+
+    let joiner = start(protected(&urls[3]), &["--join", &urls[0]], 3);
+    let status_url = format!("{}/v0/status", urls[3]);
+    let (doc, code) = curl(&[&status_url]);
+    assert_eq!(code, "200", "{doc}");
+    assert!(doc.contains("\"joining\":true"), "{doc}");
+    let add = format!("{}/v0/layout?version=2&add={}", urls[1], urls[3]);
+    let (body, code) = curl(&["-X", "POST", "-H", &bearer(ADMIN), &add]);
+    assert_eq!(code, "200", "{body}");
+    let started = std::time::Instant::now();
+    for url in &urls {
+        let layout = format!("{url}/v0/layout");
+        loop {
+            let (doc, _) = curl(&["-H", &bearer(READER), &layout]);
+            if doc.starts_with("{\"version\":2,") && doc.contains("\"settled\":true") {
+                break;
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "{url} not settled at version 2: {doc}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+    // The joiner holds its copies: one reply (ack=1 of its own replica
+    // set, which holds it for every key at R = 3 of 4) is enough only
+    // when the copy reached it; read through it with a quorum too.
+    for k in &keys {
+        let url = format!("{}/v0/entity?id={k}&ack=3&from=3", urls[3]);
+        let (body, code) = curl(&["-H", &bearer(READER), &url]);
+        assert_eq!((code.as_str(), body.as_str()), ("200", k.as_str()), "{k}");
+    }
+    drop((members, joiner));
+}

@@ -239,11 +239,12 @@ fn bind_resp(config: &NodeConfig) -> Result<Option<std::net::TcpListener>, Strin
 /// removed) runs alone and serves no client (`net::membership_gate`).
 fn adopt_layout(
     config: &mut NodeConfig,
+    seed: Option<&cluster::join::Seed>,
 ) -> Result<Option<cluster::membership::Membership>, Box<dyn std::error::Error>> {
     let self_url = config.cluster[config.self_index].clone();
-    let layout = if let Some(seed) = config.join.clone() {
+    let layout = if let Some(seed) = seed {
         let stored = cluster::layout_file::load(&config.data_dir)?;
-        let (layout, store) = cluster::join::initial(&self_url, &seed, stored)?;
+        let (layout, store) = cluster::join::initial(&self_url, seed, stored)?;
         if store {
             cluster::layout_file::store(&config.data_dir, &layout)?;
         }
@@ -359,6 +360,7 @@ impl cluster::transition::Copier for TransferCopier {
 /// Starts the transition driver (`cluster::transition`) for a node with a layout.
 fn start_transition(
     shared: &Arc<NodeShared>,
+    seed: Option<cluster::join::Seed>,
 ) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
     let Some(membership) = shared.membership.clone() else {
         return Ok(None);
@@ -374,7 +376,7 @@ fn start_transition(
         Arc::clone(&shared.transition),
         Arc::new(TransferCopier(Arc::clone(shared))),
         shared.config.replication_timeout,
-        shared.config.join.clone(),
+        seed,
     );
     let stopping = Arc::clone(shared);
     cluster::transition::start(driver, move || stopping.stopping()).map(Some)
@@ -416,7 +418,15 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         },
     )
     .map_err(|e| format!("cannot open {}: {e}", config.data_dir.display()))?;
-    let membership = adopt_layout(&mut config)?.map(Arc::new);
+    let tls = start_tls(&config)?;
+    let seed = config.join.clone().map(|url| cluster::join::Seed {
+        url,
+        ask: Arc::new(layout_io::seed::SeedDial {
+            tls: tls.as_ref().and_then(tls::NodeTls::client),
+            secret: auth.secret.clone(),
+        }),
+    });
+    let membership = adopt_layout(&mut config, seed.as_ref())?.map(Arc::new);
     let layout_version = membership
         .as_ref()
         .map_or(1, |m| m.read(|s| s.acceptor.current().version));
@@ -470,7 +480,6 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let peers = NodeShared::peer_statuses(placement.get().self_index());
     let (antientropy, sync_receiver) =
         antientropy::AntiEntropy::new(config.anti_entropy_rate_bytes);
-    let tls = start_tls(&config)?;
     let shared = Arc::new(NodeShared {
         tls,
         refill,
@@ -495,7 +504,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         ranges: range::Ranges::default(),
     });
     publish_budget(&shared, &budget);
-    let transition_thread = start_transition(&shared)?;
+    let transition_thread = start_transition(&shared, seed)?;
     let mut descriptors_counted_at = std::time::Instant::now();
     let mut listener = Some(mio::net::TcpListener::from_std(std_listener));
     let resp_bound = resp_listener.as_ref().map(|l| l.local_addr()).transpose()?;

@@ -75,8 +75,8 @@ impl AcceptorNode {
                 value,
             } => (slot, acceptor.on_accept(slot, ballot, value)),
             Request::Commit { value } => return self.learn(value),
-            // Gossip is the node's, not the acceptor's (`super::learn`).
-            Request::Gossip { .. } => {
+            // Gossip and reads are the node's, not the acceptor's (`super::learn`).
+            Request::Gossip { .. } | Request::Read => {
                 return Ok(Reply::Committed {
                     version: self.committed().version,
                 });

@@ -7,8 +7,8 @@
 //!
 //! # Byte format
 //! A request: `ATPQ`, format `1`, kind (`1` prepare, `2` accept, `3`
-//! commit, `4` gossip), then per kind: prepare `slot, round, node`; accept `slot,
-//! round, node, layout`; commit `layout`; gossip a history. A reply: `ATPA`, format `1`,
+//! commit, `4` gossip, `5` read), then per kind: prepare `slot, round, node`; accept `slot,
+//! round, node, layout`; commit `layout`; gossip a history; read nothing. A reply: `ATPA`, format `1`,
 //! kind (`1` promise, `2` accepted, `3` reject, `4` decided, `5` behind,
 //! `6` committed, `7` chosen, `8` gossip), then per kind: promise `round, node, flag [, round,
 //! node, layout]`; accepted and reject `round, node`; decided, behind and
@@ -87,6 +87,9 @@ pub enum Request {
         /// The trackers.
         trackers: Trackers,
     },
+    /// Answer with your live layouts and trackers, learning nothing: a
+    /// node that is not a member yet (`--join`) asking its seed.
+    Read,
 }
 
 /// An acceptor's answer.
@@ -209,6 +212,7 @@ impl Request {
                 out.push(4);
                 put_history(&mut out, live, trackers);
             }
+            Request::Read => out.push(5),
         }
         seal(out)
     }
@@ -231,6 +235,7 @@ impl Request {
                 let (live, trackers) = r.history()?;
                 Request::Gossip { live, trackers }
             }
+            5 => Request::Read,
             _ => return Err(WireError::Unknown(5)),
         };
         r.finish()?;
@@ -481,6 +486,7 @@ mod tests {
                 live: vec![layout(2, &[1, 2]), layout(3, &[1, 2, 3])],
                 trackers: trackers(&[(1, 3), (2, 2)]),
             },
+            Request::Read,
         ]
     }
 

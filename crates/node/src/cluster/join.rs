@@ -4,7 +4,7 @@
 //! is its next version.
 //!
 //! # Rules
-//! - At start the node asks the seed (`GET SEED/v0/layout`) and stores the
+//! - At start the node asks the seed ([`AskSeed`]) and stores the
 //!   seed's layout unless its own stored one is as new, or the seed's
 //!   already names it (that one arrives as a commit, with its transition;
 //!   [`choose`]).
@@ -13,21 +13,21 @@
 //!   replaces its current one (`AcceptorNode::replace_current`); the
 //!   version right after its own that names it is learned as a commit it
 //!   missed (`AcceptorNode::learn`, `History::begin`).
-//! - The seed is asked over plain HTTP without credentials: a seed with
-//!   TLS or `--auth-token-file` is not supported yet.
+//! - The seed is asked as a peer asks (`POST /v0/internal/layout`, a
+//!   read: `super::agreement_wire::Request::Read`), dialled with the
+//!   node's `--tls-ca` and cluster secret, so a seed that demands either
+//!   is joined like any member is reached. Its newest live layout counts
+//!   as settled when it is the seed's only live one.
 
 use super::layout::Layout;
 use super::membership::Membership;
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How often a node waiting to be added asks its seed again.
 pub const JOIN_REFRESH: Duration = Duration::from_secs(2);
-/// How long one question to the seed may take (connect, send, answer).
-pub const SEED_TIMEOUT: Duration = Duration::from_secs(2);
-/// The seed's answer at most, bytes.
-pub const SEED_ANSWER_BYTES_MAX: u64 = 1 << 20;
+/// The wait between two questions to the seed at start.
+pub const SEED_RETRY: Duration = Duration::from_secs(2);
 /// Questions to the seed at start before giving up.
 pub const SEED_ATTEMPTS_MAX: u32 = 5;
 
@@ -36,89 +36,56 @@ pub const SEED_ATTEMPTS_MAX: u32 = 5;
 pub struct SeedLayout {
     /// The layout.
     pub layout: Layout,
-    /// `"settled"` in the seed's document.
+    /// Whether it was the seed's only live layout.
     pub settled: bool,
 }
 
-/// The unsigned integer after `"name":` in `doc`.
-fn number(doc: &str, name: &str) -> Option<u64> {
-    let key = format!("\"{name}\":");
-    let at = doc.find(&key)? + key.len();
-    let digits: String = doc[at..].chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
+/// How a node started with `--join` asks its seed: the seed's live
+/// layouts, oldest first (one, or a transition's two). The node's own
+/// implementation (`crate::layout_io::seed`) asks the seed's internal
+/// layout endpoint as a peer does, with the node's TLS and cluster
+/// secret.
+pub trait AskSeed: Send + Sync {
+    /// The live layouts of the node at `seed`, oldest first.
+    fn live(&self, seed: &str) -> Result<Vec<Layout>, SeedError>;
 }
 
-/// The strings of the array after `"name":[` in `doc` (URLs: no escapes;
-/// a `]` inside a string, as in `http://[::1]:80`, is part of it).
-fn strings(doc: &str, name: &str) -> Option<Vec<String>> {
-    let key = format!("\"{name}\":[");
-    let at = doc.find(&key)? + key.len();
-    let mut out = Vec::new();
-    let mut current: Option<String> = None;
-    for c in doc[at..].chars() {
-        match (&mut current, c) {
-            (_, '\\') => return None,
-            (None, ']') => return Some(out),
-            (None, '"') => current = Some(String::new()),
-            (None, _) => {}
-            (Some(text), '"') => {
-                out.push(std::mem::take(text));
-                current = None;
-            }
-            (Some(text), c) => text.push(c),
-        }
-    }
-    None
+/// Why the seed gave no layout.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SeedError {
+    /// No answer (down, cut, slow, undecodable): asking again may help.
+    #[error("{0}")]
+    Unreachable(String),
+    /// The seed answered and refused (401 or 403: this node lacks the
+    /// cluster's secret or a certificate it trusts): asking again with
+    /// the same credentials cannot help.
+    #[error("{0}")]
+    Refused(String),
 }
 
-/// Reads the fixed shape of `GET /v0/layout` (docs/API.md).
-pub fn parse_layout_doc(doc: &str) -> Result<SeedLayout, String> {
-    let bad = || format!("not a layout document: {doc:.200}");
-    let version = number(doc, "version").ok_or_else(bad)?;
-    let nodes = strings(doc, "nodes").ok_or_else(bad)?;
-    let r = number(doc, "replication_factor").ok_or_else(bad)?;
-    let r = usize::try_from(r).map_err(|_| bad())?;
-    let layout = Layout::new(version, nodes, r).map_err(|e| format!("{}: {e}", bad()))?;
-    Ok(SeedLayout {
-        layout,
-        settled: doc.contains("\"settled\":true"),
-    })
+/// `--join`'s seed and how to ask it.
+#[derive(Clone)]
+pub struct Seed {
+    /// The seed's URL.
+    pub url: String,
+    /// How it is asked.
+    pub ask: Arc<dyn AskSeed>,
 }
 
-/// Asks `seed` (an `http://HOST:PORT` URL) for its layout.
-pub fn fetch(seed: &str) -> Result<SeedLayout, String> {
-    if seed.starts_with("https://") {
-        return Err(format!(
-            "--join {seed}: a seed over TLS is not supported yet"
-        ));
+impl Seed {
+    /// The seed's newest live layout, settled when it is its only one.
+    pub fn layout(&self) -> Result<SeedLayout, SeedError> {
+        seed_layout(self.ask.live(&self.url)?)
+            .ok_or_else(|| SeedError::Unreachable(format!("{}: no layout", self.url)))
     }
-    let host = super::dial_address(seed);
-    let addr = host
-        .to_socket_addrs()
-        .map_err(|e| format!("{seed}: resolve: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{seed}: no address"))?;
-    let mut stream = TcpStream::connect_timeout(&addr, SEED_TIMEOUT)
-        .map_err(|e| format!("{seed}: connect: {e}"))?;
-    let io = |e: std::io::Error| format!("{seed}: {e}");
-    stream.set_read_timeout(Some(SEED_TIMEOUT)).map_err(io)?;
-    stream.set_write_timeout(Some(SEED_TIMEOUT)).map_err(io)?;
-    let request = format!("GET /v0/layout HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).map_err(io)?;
-    let mut answer = Vec::new();
-    stream
-        .take(SEED_ANSWER_BYTES_MAX)
-        .read_to_end(&mut answer)
-        .map_err(io)?;
-    let text = String::from_utf8_lossy(&answer);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| format!("{seed}: answer cut"))?;
-    let status = head.lines().next().unwrap_or_default();
-    if !status.starts_with("HTTP/1.1 200") {
-        return Err(format!("{seed}: GET /v0/layout answered {}", status.trim()));
-    }
-    parse_layout_doc(body)
+}
+
+/// The newest of a seed's live layouts, and whether it was the only one.
+pub fn seed_layout(live: Vec<Layout>) -> Option<SeedLayout> {
+    let settled = live.len() == 1;
+    live.into_iter()
+        .max_by_key(|l| l.version)
+        .map(|layout| SeedLayout { layout, settled })
 }
 
 /// Which layout a joining node `me` starts with, given the seed's and
@@ -140,7 +107,7 @@ pub fn choose(me: &str, seed: Layout, stored: Option<Layout>) -> Result<(Layout,
 /// The layout a joining node `me` starts with ([`choose`]), the seed
 /// asked up to [`SEED_ATTEMPTS_MAX`] times (once when a layout is stored). Returns the layout and
 /// whether it must be stored.
-pub fn initial(me: &str, seed: &str, stored: Option<Layout>) -> Result<(Layout, bool), String> {
+pub fn initial(me: &str, seed: &Seed, stored: Option<Layout>) -> Result<(Layout, bool), String> {
     let mut last = String::new();
     // With a stored layout, one question: the node starts without the
     // seed and keeps asking it while it waits (`JOIN_REFRESH`).
@@ -151,11 +118,14 @@ pub fn initial(me: &str, seed: &str, stored: Option<Layout>) -> Result<(Layout, 
     };
     for attempt in 0..attempts {
         if attempt > 0 {
-            std::thread::sleep(SEED_TIMEOUT);
+            std::thread::sleep(SEED_RETRY);
         }
-        match fetch(seed) {
+        match seed.layout() {
             Ok(s) => return choose(me, s.layout, stored),
-            Err(e) => last = e,
+            Err(SeedError::Refused(e)) => {
+                return Err(format!("cannot learn the cluster's layout: {e}"));
+            }
+            Err(SeedError::Unreachable(e)) => last = e,
         }
     }
     match stored {
@@ -215,20 +185,16 @@ mod tests {
         format!("http://127.0.0.1:{p}")
     }
 
-    /// The layout document's fixed shape is read back; damage is refused.
+    /// The newest live layout is the seed's; settled only alone.
     #[test]
-    fn parses_the_layout_document() {
-        let l = Layout::new(3, vec![url(2), url(1)], 2).unwrap();
-        let doc = crate::replication::layout_status::render_json(3, &l.nodes, 2, &url(1), None);
-        let s = parse_layout_doc(&doc).unwrap();
-        assert_eq!(s.layout, l);
-        assert!(s.settled);
-        assert!(parse_layout_doc("{\"version\":3}").is_err());
-        let v6 = vec!["http://[::1]:1".to_owned(), "http://[::1]:2".to_owned()];
-        let doc6 = crate::replication::layout_status::render_json(1, &v6, 1, &v6[0], None);
-        assert_eq!(parse_layout_doc(&doc6).unwrap().layout.nodes, v6);
-        let r0 = doc.replace("\"replication_factor\":2", "\"replication_factor\":0");
-        assert!(parse_layout_doc(&r0).is_err());
+    fn the_seeds_newest_live_layout() {
+        let v1 = Layout::new(1, vec![url(1), url(2)], 2).unwrap();
+        let v2 = Layout::new(2, vec![url(1), url(2), url(3)], 2).unwrap();
+        let alone = seed_layout(vec![v1.clone()]).unwrap();
+        assert_eq!((alone.layout, alone.settled), (v1.clone(), true));
+        let moving = seed_layout(vec![v1, v2.clone()]).unwrap();
+        assert_eq!((moving.layout, moving.settled), (v2, false));
+        assert_eq!(seed_layout(Vec::new()), None);
     }
 
     /// The seed's layout is taken only when newer and not naming this node.

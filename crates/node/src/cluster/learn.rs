@@ -26,6 +26,8 @@
 //!   (every layout of a live history was committed), then merges the
 //!   peer's trackers into the history (`History::merge`, by maximum); it
 //!   is answered with the node's own live layouts and trackers.
+//! - A read (a node started with `--join` asking its seed) is answered
+//!   the same way and changes nothing.
 
 use super::agreement_wire::{Reply, Request};
 use super::history::{History, Trackers, TransitionError};
@@ -41,6 +43,7 @@ pub fn serve(membership: &Membership, request: Request) -> Result<Reply, LayoutF
             absorb(membership, live, &trackers)?;
             Ok(gossip_reply(membership))
         }
+        Request::Read => Ok(gossip_reply(membership)),
         other => membership.update(|state| (false, state.acceptor.handle(other))),
     }
 }

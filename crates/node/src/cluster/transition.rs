@@ -67,7 +67,7 @@ pub struct Driver {
     copy_retry_at: Option<Instant>,
     logged: Vec<(u64, &'static str)>,
     /// `--join`'s seed: the node started to join.
-    seed: Option<String>,
+    seed: Option<super::join::Seed>,
     /// When a node waiting to be added asks its seed next.
     seed_asked_at: Option<Instant>,
     /// Was a member of a live version since the driver started.
@@ -83,7 +83,7 @@ impl Driver {
         shared: Arc<TransitionShared>,
         copier: Arc<dyn Copier>,
         replication_timeout: Duration,
-        seed: Option<String>,
+        seed: Option<super::join::Seed>,
     ) -> Self {
         let cleaned = membership.read(|s| s.acceptor.current().version);
         let mut d = Driver {
@@ -198,17 +198,19 @@ impl Driver {
             return;
         }
         self.seed_asked_at = Some(Instant::now());
-        let outcome = super::join::fetch(&seed)
+        let outcome = seed
+            .layout()
+            .map_err(|e| e.to_string())
             .and_then(|layout| super::join::refresh(&self.membership, &layout));
         match outcome {
             Ok(said) => {
                 self.seed_error = None;
                 if let Some(said) = said {
-                    tracing::info!(seed = %seed, "joining: {said}");
+                    tracing::info!(seed = %seed.url, "joining: {said}");
                 }
             }
             Err(e) if self.seed_error.as_ref() != Some(&e) => {
-                tracing::warn!(seed = %seed, "joining: cannot ask the seed: {e}");
+                tracing::warn!(seed = %seed.url, "joining: cannot ask the seed: {e}");
                 self.seed_error = Some(e);
             }
             Err(_) => {}

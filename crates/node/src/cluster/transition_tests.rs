@@ -214,7 +214,22 @@ fn a_member_serves_once_its_threads_place_with_a_live_version() {
     let a = AcceptorNode::open(dir.path(), v1).unwrap();
     let m = Arc::new(Membership::new(url(1), a));
     let shared = Arc::new(TransitionShared::new(2));
-    let seed = Some(url(2));
+    /// A seed that never answers.
+    struct Silent;
+    impl crate::cluster::join::AskSeed for Silent {
+        fn live(
+            &self,
+            seed: &str,
+        ) -> Result<Vec<crate::cluster::layout::Layout>, crate::cluster::join::SeedError> {
+            Err(crate::cluster::join::SeedError::Unreachable(format!(
+                "{seed}: connect: refused"
+            )))
+        }
+    }
+    let seed = Some(crate::cluster::join::Seed {
+        url: url(2),
+        ask: Arc::new(Silent),
+    });
     let mut d = Driver::new(
         m,
         Arc::clone(&shared),

@@ -8,7 +8,9 @@
 //!   answers rendered whole.
 //! - [`gossip`]: the `ataman-layout-gossip` thread, live layouts and
 //!   trackers to every node of them each second, both ways.
+//! - [`seed`]: how a node started with `--join` asks its seed, as a peer.
 
 pub mod endpoints;
 pub mod gossip;
+pub mod seed;
 pub mod voters_http;

@@ -40,9 +40,11 @@ pub struct HttpVoters<'a> {
 }
 
 /// A response's status and body.
-struct Response {
-    status: u16,
-    body: Vec<u8>,
+pub struct Response {
+    /// The status code.
+    pub status: u16,
+    /// The body, whole.
+    pub body: Vec<u8>,
 }
 
 impl HttpVoters<'_> {
@@ -54,6 +56,22 @@ impl HttpVoters<'_> {
         path: &str,
         body: &[u8],
     ) -> Result<Response, String> {
+        exchange(url, method, path, body, self.tls.clone(), self.secret)
+    }
+}
+
+/// One exchange with the node at `url` as a peer: `method path` with
+/// `body`, over TLS with `tls` for an `https` URL, proving `secret` (bound
+/// to [`LAYOUT_PROTOCOL`]) when the node asks for it.
+pub fn exchange(
+    url: &str,
+    method: &str,
+    path: &str,
+    body: &[u8],
+    tls: Option<Arc<rustls::ClientConfig>>,
+    secret: Option<&ClusterSecret>,
+) -> Result<Response, String> {
+    {
         let host = crate::cluster::dial_address(url);
         let addr = host
             .to_socket_addrs()
@@ -67,7 +85,7 @@ impl HttpVoters<'_> {
             .and_then(|()| sock.set_nodelay(true))
             .map_err(|e| format!("socket: {e}"))?;
         let tls = if url.starts_with("https://") {
-            self.tls.clone()
+            tls
         } else {
             None
         };
@@ -89,7 +107,7 @@ impl HttpVoters<'_> {
             &host,
             LAYOUT_CALL_TIMEOUT,
             tls,
-            self.secret,
+            secret,
             LAYOUT_PROTOCOL,
             &request,
         )?;
