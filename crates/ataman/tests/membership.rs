@@ -1,5 +1,5 @@
 //! Online membership change on real processes (issue 16): a cluster grows
-//! from 3 to 4 nodes and shrinks back to 3 while a client writes, and a
+//! from 3 to 5 nodes and shrinks back to 3 while a client writes, and a
 //! dead node is replaced; afterwards every acknowledged write is readable
 //! with a quorum through every member, and every key has its `R` copies
 //! on the members (each node's own versions, `GET /v0/internal/range`).
@@ -137,52 +137,67 @@ fn check(acked: &BTreeMap<String, String>, addrs: &[std::net::SocketAddr], r: us
     }
 }
 
-/// 3 -> 4 -> 3 under writes: both transitions settle, nothing
-/// acknowledged is lost, every key keeps its 3 copies.
+/// Waits until every node of `addrs` holds only `version`, settled.
+fn wait_settled(addrs: &[std::net::SocketAddr], version: u64) {
+    for &addr in addrs {
+        eventually(&format!("{addr} settles at {version}"), SETTLE_WAIT, || {
+            settled_at(addr, version)
+        });
+    }
+}
+
+/// 3 -> 4 -> 5 -> 3 under writes (two nodes added one at a time, then two
+/// of the first three removed in one version): every transition settles,
+/// nothing acknowledged is lost, every key keeps its 3 copies, and the
+/// removed nodes say they can be stopped and serve no client.
 #[test]
 fn grow_then_shrink_under_writes() {
     let c = TestCluster::start(3, &NO_ROUNDS);
-    let targets = Arc::new(Mutex::new(vec![
-        c.node(0).addr(),
-        c.node(1).addr(),
-        c.node(2).addr(),
-    ]));
+    let first: Vec<std::net::SocketAddr> = (0..3).map(|i| c.node(i).addr()).collect();
+    let targets = Arc::new(Mutex::new(first.clone()));
     let writer = Writer::start(Arc::clone(&targets));
     std::thread::sleep(Duration::from_millis(500));
 
-    let (added, proxy) = join(&c.urls()[0]);
-    let r = post(c.node(0), &format!("version=2&add={}", proxy.url()));
+    let (a, a_proxy) = join(&c.urls()[0]);
+    let r = post(c.node(0), &format!("version=2&add={}", a_proxy.url()));
     assert_eq!(r.status, 200, "{}", body(&r));
-    targets.lock().unwrap().push(added.addr());
-    let all = [
-        c.node(0).addr(),
-        c.node(1).addr(),
-        c.node(2).addr(),
-        added.addr(),
-    ];
-    for addr in all {
-        eventually(&format!("{addr} settles at 2"), SETTLE_WAIT, || {
-            settled_at(addr, 2)
-        });
-    }
+    targets.lock().unwrap().push(a.addr());
+    let four = [first.clone(), vec![a.addr()]].concat();
+    wait_settled(&four, 2);
 
-    // Node 1 leaves: the writer stops using it first.
-    targets.lock().unwrap().retain(|a| *a != c.node(1).addr());
-    let r = post(c.node(2), &format!("version=3&remove={}", c.urls()[1]));
+    let (b, b_proxy) = join(&a_proxy.url());
+    let r = post(&a, &format!("version=3&add={}", b_proxy.url()));
     assert_eq!(r.status, 200, "{}", body(&r));
-    let left = [c.node(0).addr(), c.node(2).addr(), added.addr()];
-    for addr in left {
-        eventually(&format!("{addr} settles at 3"), SETTLE_WAIT, || {
-            settled_at(addr, 3)
-        });
+    targets.lock().unwrap().push(b.addr());
+    let five = [four.clone(), vec![b.addr()]].concat();
+    wait_settled(&five, 3);
+
+    // Nodes 1 and 2 leave in one version: the writer stops using them first.
+    targets
+        .lock()
+        .unwrap()
+        .retain(|x| *x != first[1] && *x != first[2]);
+    let r = post(
+        c.node(0),
+        &format!("version=4&remove={}&remove={}", c.urls()[1], c.urls()[2]),
+    );
+    assert_eq!(r.status, 200, "{}", body(&r));
+    let left = [first[0], a.addr(), b.addr()];
+    wait_settled(&left, 4);
+    for gone in [1, 2] {
+        let addr = c.node(gone).addr();
+        eventually(
+            &format!("node {gone} says it was removed"),
+            SETTLE_WAIT,
+            || {
+                let doc = layout_of(addr);
+                doc["removed"] == true && doc["safe_to_stop"] == true
+            },
+        );
+        let refused = Conn::open(addr).request("GET", &entity(b"w1", 1, 1), &[], None);
+        assert_eq!(refused.status, 503, "{}", body(&refused));
+        assert!(body(&refused).contains(&c.urls()[0]), "{}", body(&refused));
     }
-    eventually("node 1 says it was removed", SETTLE_WAIT, || {
-        let doc = layout_of(c.node(1).addr());
-        doc["removed"] == true && doc["safe_to_stop"] == true
-    });
-    let refused = Conn::open(c.node(1).addr()).request("GET", &entity(b"w1", 1, 1), &[], None);
-    assert_eq!(refused.status, 503, "{}", body(&refused));
-    assert!(body(&refused).contains(&c.urls()[0]), "{}", body(&refused));
 
     let (acked, _refused) = writer.finish();
     check(&acked, &left, 3);
@@ -204,11 +219,7 @@ fn replace_a_dead_node() {
     );
     assert_eq!(r.status, 200, "{}", body(&r));
     let left = [c.node(0).addr(), c.node(1).addr(), added.addr()];
-    for addr in left {
-        eventually(&format!("{addr} settles at 2"), SETTLE_WAIT, || {
-            settled_at(addr, 2)
-        });
-    }
+    wait_settled(&left, 2);
     let (acked, _refused) = writer.finish();
     check(&acked, &left, 3);
 }
@@ -271,11 +282,7 @@ fn a_joining_node_killed_mid_copy_resumes() {
         c.node(2).addr(),
         added.addr(),
     ];
-    for addr in all {
-        eventually(&format!("{addr} settles at 2"), SETTLE_WAIT, || {
-            settled_at(addr, 2)
-        });
-    }
+    wait_settled(&all, 2);
     check(&acked, &all, 3);
 }
 
