@@ -344,6 +344,17 @@ fn ctl_layout_plan_apply_wait() {
     assert!(last.starts_with("layout version 2: settled, "), "{out}");
     assert!(last.contains(&format!("keys copied {gained}/")), "{out}");
     assert!(settled_at(added.addr(), 2));
+    // Every member shows the new node's copy (the gossip carries it).
+    for i in 0..3 {
+        eventually(&format!("node {i} shows the copy"), SETTLE_WAIT, || {
+            let doc = layout_of(c.node(i).addr());
+            doc["moving"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["url"] == url.as_str() && m["keys_copied"] == gained as u64)
+        });
+    }
     let (code, out) = ctl(
         c.node(0).addr(),
         &["layout", "apply", "--version", "2", "--add", &url],

@@ -12,7 +12,9 @@
 //! kind (`1` promise, `2` accepted, `3` reject, `4` decided, `5` behind,
 //! `6` committed, `7` chosen, `8` gossip), then per kind: promise `round, node, flag [, round,
 //! node, layout]`; accepted and reject `round, node`; decided, behind and
-//! committed one `u64`; chosen a layout; gossip a history. Integers are little-endian `u64`; a layout is a
+//! committed one `u64`; chosen a layout; gossip a history and the
+//! sender's copy figures (`u16` URL length, URL, then `version,
+//! keys_to_copy, bytes_to_copy, keys_copied, bytes_copied`). Integers are little-endian `u64`; a layout is a
 //! `u32` length and [`Layout::encode`]'s bytes. A history is a count byte
 //! (1 or 2) and that many layouts, oldest first, then the trackers `ack`,
 //! `sync`, `sync_ack`, each a `u32` count (at most [`TRACKED_NODES_MAX`])
@@ -22,6 +24,7 @@
 //! [`MESSAGE_BYTES_MAX`] bytes.
 
 use super::agreement::{AcceptorReply, Ballot};
+use super::copy_figures::{CopyFigures, NodeCopy};
 use super::history::Trackers;
 use super::layout::{LAYOUT_BYTES_MAX, LAYOUT_NODES_MAX, Layout, LayoutDecodeError, URL_BYTES_MAX};
 
@@ -47,6 +50,7 @@ const GOSSIP_BYTES_MAX: usize = 4
     + 1
     + GOSSIP_LAYOUTS_MAX * (4 + LAYOUT_BYTES_MAX)
     + 3 * (4 + TRACKED_NODES_MAX * (2 + URL_BYTES_MAX + 8))
+    + (2 + URL_BYTES_MAX + 5 * 8)
     + 4;
 /// The most bytes a message takes (a gossip is the longest).
 pub const MESSAGE_BYTES_MAX: usize = if GOSSIP_BYTES_MAX > AGREEMENT_BYTES_MAX {
@@ -86,6 +90,8 @@ pub enum Request {
         live: Vec<Layout>,
         /// The trackers.
         trackers: Trackers,
+        /// The sender's copy figures.
+        copy: NodeCopy,
     },
     /// Answer with your live layouts and trackers, learning nothing: a
     /// node that is not a member yet (`--join`) asking its seed.
@@ -115,6 +121,8 @@ pub enum Reply {
         live: Vec<Layout>,
         /// The trackers.
         trackers: Trackers,
+        /// The answering node's copy figures.
+        copy: NodeCopy,
     },
 }
 
@@ -159,6 +167,21 @@ fn put_layout(out: &mut Vec<u8>, layout: &Layout) {
     let bytes = layout.encode();
     out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
     out.extend_from_slice(&bytes);
+}
+
+fn put_copy(out: &mut Vec<u8>, copy: &NodeCopy) {
+    out.extend_from_slice(&(copy.url.len() as u16).to_le_bytes());
+    out.extend_from_slice(copy.url.as_bytes());
+    let f = &copy.figures;
+    for v in [
+        f.version,
+        f.keys_to_copy,
+        f.bytes_to_copy,
+        f.keys_copied,
+        f.bytes_copied,
+    ] {
+        put_u64(out, v);
+    }
 }
 
 fn put_history(out: &mut Vec<u8>, live: &[Layout], trackers: &Trackers) {
@@ -208,9 +231,14 @@ impl Request {
                 out.push(3);
                 put_layout(&mut out, value);
             }
-            Request::Gossip { live, trackers } => {
+            Request::Gossip {
+                live,
+                trackers,
+                copy,
+            } => {
                 out.push(4);
                 put_history(&mut out, live, trackers);
+                put_copy(&mut out, copy);
             }
             Request::Read => out.push(5),
         }
@@ -233,7 +261,11 @@ impl Request {
             3 => Request::Commit { value: r.layout()? },
             4 => {
                 let (live, trackers) = r.history()?;
-                Request::Gossip { live, trackers }
+                Request::Gossip {
+                    live,
+                    trackers,
+                    copy: r.copy()?,
+                }
             }
             5 => Request::Read,
             _ => return Err(WireError::Unknown(5)),
@@ -286,9 +318,14 @@ impl Reply {
                 out.push(7);
                 put_layout(&mut out, value);
             }
-            Reply::Gossip { live, trackers } => {
+            Reply::Gossip {
+                live,
+                trackers,
+                copy,
+            } => {
                 out.push(8);
                 put_history(&mut out, live, trackers);
+                put_copy(&mut out, copy);
             }
         }
         seal(out)
@@ -319,7 +356,11 @@ impl Reply {
             7 => Reply::Chosen { value: r.layout()? },
             8 => {
                 let (live, trackers) = r.history()?;
-                Reply::Gossip { live, trackers }
+                Reply::Gossip {
+                    live,
+                    trackers,
+                    copy: r.copy()?,
+                }
             }
             _ => return Err(WireError::Unknown(5)),
         };
@@ -444,6 +485,30 @@ impl<'a> Reader<'a> {
         Ok((live, trackers))
     }
 
+    /// A node's copy figures: its URL (bounded, UTF-8), five integers.
+    fn copy(&mut self) -> Result<NodeCopy, WireError> {
+        let mut len = [0u8; 2];
+        len.copy_from_slice(self.take(2)?);
+        let len = u16::from_le_bytes(len) as usize;
+        if len > URL_BYTES_MAX {
+            return Err(WireError::Gossip(self.at));
+        }
+        let at = self.at;
+        let url = std::str::from_utf8(self.take(len)?)
+            .map_err(|_| WireError::Gossip(at))?
+            .to_owned();
+        Ok(NodeCopy {
+            url,
+            figures: CopyFigures {
+                version: self.u64()?,
+                keys_to_copy: self.u64()?,
+                bytes_to_copy: self.u64()?,
+                keys_copied: self.u64()?,
+                bytes_copied: self.u64()?,
+            },
+        })
+    }
+
     fn finish(self) -> Result<(), WireError> {
         if self.at != self.body.len() {
             return Err(WireError::Malformed(self.at));
@@ -485,6 +550,7 @@ mod tests {
             Request::Gossip {
                 live: vec![layout(2, &[1, 2]), layout(3, &[1, 2, 3])],
                 trackers: trackers(&[(1, 3), (2, 2)]),
+                copy: copy(3, 1),
             },
             Request::Read,
         ]
@@ -539,8 +605,23 @@ mod tests {
             Reply::Gossip {
                 live: vec![layout(1, &[1, 2, 3])],
                 trackers: Trackers::default(),
+                copy: NodeCopy::default(),
             },
         ]
+    }
+
+    /// Figures of node `port` copying into `version`, all distinct.
+    fn copy(port: u16, version: u64) -> NodeCopy {
+        NodeCopy {
+            url: format!("http://127.0.0.1:{port}"),
+            figures: CopyFigures {
+                version,
+                keys_to_copy: u64::MAX,
+                bytes_to_copy: 3 << 40,
+                keys_copied: 7,
+                bytes_copied: 1 << 33,
+            },
+        }
     }
 
     proptest::proptest! {
@@ -552,22 +633,34 @@ mod tests {
             two in proptest::bool::ANY,
             ports in proptest::collection::vec(1u16..u16::MAX, 1..20),
             tracked in proptest::collection::vec((1u16..u16::MAX, proptest::num::u64::ANY), 0..40),
+            figures in proptest::collection::vec(proptest::num::u64::ANY, 5),
         ) {
             let mut live = vec![small(versions, &ports[..1])];
             if two {
                 live.push(small(versions + 1, &ports));
             }
             let trackers = trackers(&tracked);
-            let q = Request::Gossip { live: live.clone(), trackers: trackers.clone() };
+            let copy = NodeCopy {
+                url: format!("http://127.0.0.1:{}", ports[0]),
+                figures: CopyFigures {
+                    version: figures[0],
+                    keys_to_copy: figures[1],
+                    bytes_to_copy: figures[2],
+                    keys_copied: figures[3],
+                    bytes_copied: figures[4],
+                },
+            };
+            let q = Request::Gossip { live: live.clone(), trackers: trackers.clone(), copy: copy.clone() };
             proptest::prop_assert_eq!(Request::decode(&q.encode()), Ok(q));
-            let a = Reply::Gossip { live, trackers };
+            let a = Reply::Gossip { live, trackers, copy };
             proptest::prop_assert_eq!(Reply::decode(&a.encode()), Ok(a));
         }
     }
 
     /// A gossip past its bounds is refused: three layouts, none, a URL
-    /// longer than a URL may be, a URL that is not UTF-8 (each sealed
-    /// with a good checksum, so only the bound refuses it).
+    /// longer than a URL may be, a URL that is not UTF-8, in a tracker
+    /// or in the copy figures (each sealed with a good checksum, so only
+    /// the bound refuses it).
     #[test]
     fn gossip_bounds() {
         let head = |out: &mut Vec<u8>| {
@@ -609,11 +702,26 @@ mod tests {
                 Err(WireError::Gossip(_))
             ));
         }
+        for url in ["h".repeat(URL_BYTES_MAX + 1).into_bytes(), vec![0xff, 0xfe]] {
+            let mut out = Vec::new();
+            head(&mut out);
+            out.push(1);
+            put_layout(&mut out, &small(1, &[1]));
+            empty_trackers(&mut out);
+            out.extend_from_slice(&(url.len() as u16).to_le_bytes());
+            out.extend_from_slice(&url);
+            (0..5).for_each(|_| put_u64(&mut out, 1));
+            assert!(matches!(
+                Request::decode(&seal(out)),
+                Err(WireError::Gossip(_))
+            ));
+        }
         let mut fine = Vec::new();
         head(&mut fine);
         fine.push(1);
         put_layout(&mut fine, &small(1, &[1]));
         empty_trackers(&mut fine);
+        put_copy(&mut fine, &copy(1, 1));
         assert!(
             Request::decode(&seal(fine)).is_ok(),
             "the control is well formed"

@@ -26,10 +26,14 @@
 //!   (every layout of a live history was committed), then merges the
 //!   peer's trackers into the history (`History::merge`, by maximum); it
 //!   is answered with the node's own live layouts and trackers.
+//! - A gossip also carries the sender's copy figures
+//!   (`super::copy_figures`), kept on the receiver's board ([`note_copy`])
+//!   when a live or committed layout names the sender.
 //! - A read (a node started with `--join` asking its seed) is answered
-//!   the same way and changes nothing.
+//!   like a gossip and changes nothing.
 
 use super::agreement_wire::{Reply, Request};
+use super::copy_figures::NodeCopy;
 use super::history::{History, Trackers, TransitionError};
 use super::layout::Layout;
 use super::layout_file::LayoutFileError;
@@ -39,8 +43,13 @@ use super::membership::Membership;
 pub fn serve(membership: &Membership, request: Request) -> Result<Reply, LayoutFileError> {
     match request {
         Request::Commit { value } => learn(membership, value),
-        Request::Gossip { live, trackers } => {
+        Request::Gossip {
+            live,
+            trackers,
+            copy,
+        } => {
             absorb(membership, live, &trackers)?;
+            note_copy(membership, &copy);
             Ok(gossip_reply(membership))
         }
         Request::Read => Ok(gossip_reply(membership)),
@@ -48,13 +57,32 @@ pub fn serve(membership: &Membership, request: Request) -> Result<Reply, LayoutF
     }
 }
 
-/// This node's live layouts and trackers, as a gossip reply.
+/// This node's live layouts, trackers and copy figures, as a gossip reply.
 pub fn gossip_reply(membership: &Membership) -> Reply {
     let history = membership.history();
+    let url = membership.self_url();
     Reply::Gossip {
         live: history.live().to_vec(),
         trackers: history.trackers().clone(),
+        copy: NodeCopy {
+            url: url.to_owned(),
+            figures: membership.copies.get(url).unwrap_or_default(),
+        },
     }
+}
+
+/// Keeps a peer's copy figures (not this node's: it notes its own), and
+/// only those of nodes its live layouts or its committed one name.
+pub fn note_copy(membership: &Membership, copy: &NodeCopy) {
+    if copy.url == membership.self_url() {
+        return;
+    }
+    let mut known = membership.history().all_nodes();
+    membership.read(|s| known.extend(s.acceptor.committed().nodes.iter().cloned()));
+    if known.contains(&copy.url) {
+        membership.copies.note(copy);
+    }
+    membership.copies.retain(|url| known.contains(url));
 }
 
 /// Learns what a peer's gossip holds that this node lacks (the rules above).
@@ -220,7 +248,7 @@ mod tests {
             )
         });
         let before = behind.generation();
-        let Reply::Gossip { live, trackers } = gossip_reply(&ahead) else {
+        let Reply::Gossip { live, trackers, .. } = gossip_reply(&ahead) else {
             panic!("a gossip reply");
         };
         let reply = serve(
@@ -228,6 +256,7 @@ mod tests {
             Request::Gossip {
                 live: live.clone(),
                 trackers: trackers.clone(),
+                copy: NodeCopy::default(),
             },
         )
         .unwrap();

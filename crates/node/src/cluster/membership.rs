@@ -41,6 +41,8 @@ pub struct Membership {
     generation: AtomicU64,
     /// The layout endpoints' blocking jobs (`super::workers`).
     pub workers: super::workers::Workers,
+    /// Every node's latest copy figures, as gossip brings them.
+    pub copies: super::copy_figures::CopyBoard,
 }
 
 impl Membership {
@@ -65,6 +67,7 @@ impl Membership {
             state: Mutex::new(MembershipState { history, acceptor }),
             generation: AtomicU64::new(1),
             workers: super::workers::Workers::default(),
+            copies: super::copy_figures::CopyBoard::default(),
         }
     }
 

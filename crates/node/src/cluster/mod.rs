@@ -23,6 +23,8 @@
 //!   rebuilt when the membership's generation moves.
 //! - [`learn`]: a peer's agreement request answered on the node's
 //!   membership; a committed layout learned by acceptor and history at once.
+//! - [`copy_figures`]: what each node copied for a transition, as gossip
+//!   spreads it for `GET /v0/layout`'s `moving`.
 //! - [`workers`]: the bounded threads the layout endpoints' blocking work runs on.
 //! - [`join`]: `--join`: the seed's layout, kept up with until added.
 //! - [`transition_rules`]: what the transition driver does next (pure).
@@ -38,6 +40,7 @@ pub mod admission;
 pub mod agreement;
 pub mod agreement_wire;
 pub mod change_request;
+pub mod copy_figures;
 pub mod history;
 pub mod join;
 pub mod layout;

@@ -224,6 +224,9 @@ pub fn start_internal(
         return Err(Refused::Invalid(SINGLE_NODE_REFUSAL.into()));
     };
     let request = Request::decode(body).map_err(|e| Refused::Invalid(e.to_string()))?;
+    if matches!(request, Request::Gossip { .. }) {
+        super::gossip::note_own_copy(shared, membership);
+    }
     let m = Arc::clone(membership);
     let job = move || match learn::serve(&m, request) {
         Ok(reply) => JobAnswer {

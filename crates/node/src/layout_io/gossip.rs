@@ -15,10 +15,13 @@
 //! - A node that does not answer is skipped until the next round; the
 //!   thread stops with the node (checked every [`GOSSIP_STOP_CHECK`]
 //!   between rounds; a round lasts at most a few call timeouts).
+//! - Both ways also carry the node's copy figures (`crate::cluster::copy_figures`),
+//!   noted from its metrics before each round.
 
 use super::endpoints::voters;
 use super::voters_http::HttpVoters;
 use crate::cluster::agreement_wire::{Reply, Request};
+use crate::cluster::copy_figures::NodeCopy;
 use crate::cluster::learn;
 use crate::cluster::membership::Membership;
 use crate::cluster::propose::Voters;
@@ -50,11 +53,20 @@ fn run(shared: &NodeShared) {
     };
     while !shared.stopping() {
         let started = Instant::now();
+        note_own_copy(shared, membership);
         round(&voters(shared, membership), membership);
         while !shared.stopping() && started.elapsed() < LAYOUT_GOSSIP_INTERVAL {
             std::thread::sleep(GOSSIP_STOP_CHECK);
         }
     }
+}
+
+/// Puts this node's copy figures on its board, for the gossip to carry.
+pub fn note_own_copy(shared: &NodeShared, membership: &Membership) {
+    membership.copies.note(&NodeCopy {
+        url: membership.self_url().to_owned(),
+        figures: shared.antientropy.copy.progress(),
+    });
 }
 
 /// The nodes one round talks to: every node of the live layouts and of
@@ -70,7 +82,15 @@ pub fn targets(membership: &Membership) -> Vec<String> {
 pub fn round(io: &HttpVoters<'_>, membership: &Membership) {
     let urls = targets(membership);
     let request = match learn::gossip_reply(membership) {
-        Reply::Gossip { live, trackers } => Request::Gossip { live, trackers },
+        Reply::Gossip {
+            live,
+            trackers,
+            copy,
+        } => Request::Gossip {
+            live,
+            trackers,
+            copy,
+        },
         _ => return,
     };
     std::thread::scope(|s| {
@@ -79,10 +99,16 @@ pub fn round(io: &HttpVoters<'_>, membership: &Membership) {
             let spawned = std::thread::Builder::new()
                 .name("ataman-layout-call".into())
                 .spawn_scoped(s, move || {
-                    if let Some(Reply::Gossip { live, trackers }) = io.call(url, request)
-                        && let Err(e) = learn::absorb(membership, live, &trackers)
+                    if let Some(Reply::Gossip {
+                        live,
+                        trackers,
+                        copy,
+                    }) = io.call(url, request)
                     {
-                        tracing::warn!(peer = %url, error = %e, "layout gossip: not stored");
+                        if let Err(e) = learn::absorb(membership, live, &trackers) {
+                            tracing::warn!(peer = %url, error = %e, "layout gossip: not stored");
+                        }
+                        learn::note_copy(membership, &copy);
                     }
                 });
             if let Err(e) = spawned {

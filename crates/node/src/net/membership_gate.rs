@@ -77,7 +77,13 @@ pub fn layout(shared: &NodeShared) -> String {
         m.self_url(),
         Some(&history),
     );
-    let doc = with_own_progress(&doc, m.self_url(), shared.antientropy.copy.progress());
+    let mut figures = m.copies.for_version(l.version);
+    let own = shared.antientropy.copy.progress();
+    figures.retain(|(url, _)| url != m.self_url());
+    if own.version == l.version {
+        figures.push((m.self_url().to_owned(), own));
+    }
+    let doc = with_progress(&doc, &figures);
     let t = &shared.transition;
     // The driver publishes `settled` on its tick; a transition this node
     // already holds is not settled whatever it last published.
@@ -85,24 +91,28 @@ pub fn layout(shared: &NodeShared) -> String {
     standing_json(t, t.standing(), settled, &doc)
 }
 
-/// `doc` with this node's entry of `moving` carrying its own copy's
-/// figures (each node counts what it receives; the other entries are
-/// their nodes' to give: ask each node, as `ctl layout wait` does).
-pub fn with_own_progress(
+/// `doc` with the entries of `moving` of the nodes in `figures` carrying
+/// their copy's figures (each node counts what it receives: this node's
+/// own from its metrics, the others' as the gossip last brought them,
+/// `crate::cluster::copy_figures`); a member not heard from stays at 0.
+pub fn with_progress(
     doc: &str,
-    self_url: &str,
-    p: crate::antientropy::transfer::CopyProgress,
+    figures: &[(String, crate::cluster::copy_figures::CopyFigures)],
 ) -> String {
-    let mut url = String::new();
-    json_string(&mut url, self_url);
-    let zero = format!(
-        "{{\"url\":{url},\"keys_to_copy\":0,\"bytes_to_copy\":0,\"keys_copied\":0,\"bytes_copied\":0}}"
-    );
-    let own = format!(
-        "{{\"url\":{url},\"keys_to_copy\":{},\"bytes_to_copy\":{},\"keys_copied\":{},\"bytes_copied\":{}}}",
-        p.keys_to_copy, p.bytes_to_copy, p.keys_copied, p.bytes_copied
-    );
-    doc.replacen(&zero, &own, 1)
+    let mut doc = doc.to_owned();
+    for (node, p) in figures {
+        let mut url = String::new();
+        json_string(&mut url, node);
+        let zero = format!(
+            "{{\"url\":{url},\"keys_to_copy\":0,\"bytes_to_copy\":0,\"keys_copied\":0,\"bytes_copied\":0}}"
+        );
+        let filled = format!(
+            "{{\"url\":{url},\"keys_to_copy\":{},\"bytes_to_copy\":{},\"keys_copied\":{},\"bytes_copied\":{}}}",
+            p.keys_to_copy, p.bytes_to_copy, p.keys_copied, p.bytes_copied
+        );
+        doc = doc.replacen(&zero, &filled, 1);
+    }
+    doc
 }
 
 /// `doc` (a JSON object) with the standing's fields first: `member`,
@@ -182,24 +192,39 @@ fn drop_field(body: &str, name: &str) -> String {
 mod tests {
     use super::*;
 
-    /// Only this node's entry gets its figures.
+    /// Each node given gets its own figures; a member not given stays at 0.
     #[test]
-    fn own_progress_fills_own_entry() {
-        let nodes = vec!["http://a:1".to_owned(), "http://b:2".to_owned()];
+    fn progress_fills_each_nodes_entry() {
+        let nodes = vec![
+            "http://a:1".to_owned(),
+            "http://b:2".to_owned(),
+            "http://c:3".to_owned(),
+        ];
         let doc = render_json(2, &nodes, 2, "http://b:2", None);
-        let p = crate::antientropy::transfer::CopyProgress {
-            keys_to_copy: 10,
-            bytes_to_copy: 100,
-            keys_copied: 4,
-            bytes_copied: 40,
+        let p = |n: u64| crate::antientropy::transfer::CopyProgress {
+            version: 2,
+            keys_to_copy: 10 * n,
+            bytes_to_copy: 100 * n,
+            keys_copied: 4 * n,
+            bytes_copied: 40 * n,
         };
-        let filled = with_own_progress(&doc, "http://b:2", p);
+        let filled = with_progress(
+            &doc,
+            &[
+                ("http://b:2".to_owned(), p(1)),
+                ("http://c:3".to_owned(), p(2)),
+            ],
+        );
         assert!(
             filled.contains("{\"url\":\"http://a:1\",\"keys_to_copy\":0,"),
             "{filled}"
         );
         assert!(
             filled.contains("{\"url\":\"http://b:2\",\"keys_to_copy\":10,\"bytes_to_copy\":100,\"keys_copied\":4,\"bytes_copied\":40}"),
+            "{filled}"
+        );
+        assert!(
+            filled.contains("{\"url\":\"http://c:3\",\"keys_to_copy\":20,\"bytes_to_copy\":200,\"keys_copied\":8,\"bytes_copied\":80}"),
             "{filled}"
         );
     }

@@ -195,7 +195,7 @@ pub fn copy_gained_with(
     };
     let mut record = CopyRecord::load(dir, new.version).map_err(record_error)?;
     let metrics = &node.antientropy.copy;
-    metrics.start_copy();
+    metrics.start_copy(new.version);
     let t = Transition { old, new, me };
     let mut result = Ok(());
     for (i, source) in source_order(old, new, me).into_iter().enumerate() {

@@ -40,26 +40,19 @@ pub struct CopyMetrics {
     pub keys_copied: AtomicU64,
     /// Their key and value bytes.
     pub bytes_copied: AtomicU64,
+    /// The layout version the running (or last) copy enters (0: none yet).
+    pub version: AtomicU64,
 }
 
 /// The running (or last) copy's figures on this node, for `/v0/layout`.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct CopyProgress {
-    /// Keys the sources hold for this node, summed over sources (an upper bound).
-    pub keys_to_copy: u64,
-    /// Their key and value bytes.
-    pub bytes_to_copy: u64,
-    /// Versions received so far.
-    pub keys_copied: u64,
-    /// Their key and value bytes.
-    pub bytes_copied: u64,
-}
+pub use crate::cluster::copy_figures::CopyFigures as CopyProgress;
 
 impl CopyMetrics {
     /// The running (or last) copy's figures.
     pub fn progress(&self) -> CopyProgress {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         CopyProgress {
+            version: get(&self.version),
             keys_to_copy: get(&self.keys_to_move),
             bytes_to_copy: get(&self.bytes_to_move),
             keys_copied: get(&self.keys_copied),
@@ -67,8 +60,9 @@ impl CopyMetrics {
         }
     }
 
-    /// Starts the figures of a new copy.
-    pub(super) fn start_copy(&self) {
+    /// Starts the figures of a new copy, into layout `version`.
+    pub(super) fn start_copy(&self, version: u64) {
+        self.version.store(version, Ordering::Relaxed);
         for figure in [
             &self.keys_to_move,
             &self.bytes_to_move,
