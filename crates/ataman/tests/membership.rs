@@ -201,6 +201,12 @@ fn grow_then_shrink_under_writes() {
 
     let (acked, _refused) = writer.finish();
     check(&acked, &left, 3);
+    // The writes coordinated during the transitions went to both sets.
+    let both: u64 = left
+        .iter()
+        .map(|&a| metric(a, "ataman_layout_writes_both_sets_total"))
+        .sum();
+    assert!(both > 0, "no write counted as sent to both replica sets");
 }
 
 /// A member is killed and replaced in one version (`remove=DEAD&add=NEW`):
@@ -224,14 +230,19 @@ fn replace_a_dead_node() {
     check(&acked, &left, 3);
 }
 
-/// `ataman_layout_copy_keys_moved_total` on the node at `addr`.
-fn keys_moved(addr: std::net::SocketAddr) -> u64 {
+/// The unlabelled metric `name` on the node at `addr` (0 when absent).
+fn metric(addr: std::net::SocketAddr, name: &str) -> u64 {
     let r = Conn::open(addr).request("GET", "/metrics", &[], None);
     String::from_utf8_lossy(&r.body)
         .lines()
-        .find_map(|l| l.strip_prefix("ataman_layout_copy_keys_moved_total "))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// `ataman_layout_copy_keys_moved_total` on the node at `addr`.
+fn keys_moved(addr: std::net::SocketAddr) -> u64 {
+    metric(addr, "ataman_layout_copy_keys_moved_total")
 }
 
 /// A joining node killed with `kill -9` in the middle of its copy starts

@@ -49,6 +49,9 @@ pub struct NodeMetrics {
     pub clock_reservation_failing: AtomicU64,
     /// Read repairs sent (to a peer or to the local engine).
     pub read_repairs: AtomicU64,
+    /// Writes coordinated while two layout versions were live: each sent
+    /// to the union of both versions' replica sets, `ack` needed in each.
+    pub layout_writes_both_sets: AtomicU64,
     /// Hints the store refused (full or failed).
     pub hints_refused: AtomicU64,
     /// Writes from peers not stored because this replica held a newer version.
@@ -87,6 +90,7 @@ impl Default for NodeMetrics {
             accept_failures: AtomicU64::new(0),
             clock_reservation_failing: AtomicU64::new(0),
             read_repairs: AtomicU64::new(0),
+            layout_writes_both_sets: AtomicU64::new(0),
             hints_refused: AtomicU64::new(0),
             peer_writes_superseded: AtomicU64::new(0),
             writes_restamped: AtomicU64::new(0),

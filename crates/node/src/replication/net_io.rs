@@ -156,7 +156,15 @@ impl ReplicationIo {
         let placement = ctx.placement();
         for request in requests {
             match placed_request(&placement, request) {
-                Ok(request) => self.driver.start(now_ms, request),
+                Ok(request) => {
+                    if !request.sets.is_empty() {
+                        ctx.shared
+                            .metrics
+                            .layout_writes_both_sets
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                    self.driver.start(now_ms, request);
+                }
                 Err((to, why)) => self.replies.push((to, Err(why))),
             }
             self.drive(ctx, registry);

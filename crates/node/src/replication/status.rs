@@ -168,6 +168,13 @@ pub fn render_metrics(out: &mut String, shared: &NodeShared) {
     );
     gauge(
         out,
+        "ataman_layout_writes_both_sets_total",
+        "Writes coordinated while two layout versions were live, each sent to both versions' replica sets (ack needed in each).",
+        "counter",
+        m.layout_writes_both_sets.load(Ordering::Relaxed),
+    );
+    gauge(
+        out,
         "ataman_refilling",
         "1 while the node refills after a wipe (--refill) and serves no reads.",
         "gauge",
