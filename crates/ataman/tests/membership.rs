@@ -148,11 +148,13 @@ fn wait_settled(addrs: &[std::net::SocketAddr], version: u64) {
 
 /// 3 -> 4 -> 5 -> 3 under writes (two nodes added one at a time, then two
 /// of the first three removed in one version): every transition settles,
-/// nothing acknowledged is lost, every key keeps its 3 copies, and the
-/// removed nodes say they can be stopped and serve no client.
+/// nothing acknowledged is lost, every key keeps its 3 copies, the
+/// removed nodes say they can be stopped and serve no client, and a
+/// member restarted with its original `--cluster` list keeps the stored
+/// layout.
 #[test]
 fn grow_then_shrink_under_writes() {
-    let c = TestCluster::start(3, &NO_ROUNDS);
+    let mut c = TestCluster::start(3, &NO_ROUNDS);
     let first: Vec<std::net::SocketAddr> = (0..3).map(|i| c.node(i).addr()).collect();
     let targets = Arc::new(Mutex::new(first.clone()));
     let writer = Writer::start(Arc::clone(&targets));
@@ -200,6 +202,15 @@ fn grow_then_shrink_under_writes() {
     }
 
     let (acked, _refused) = writer.finish();
+    // Node 0 restarted with its original `--cluster` list (the three
+    // first nodes) keeps the stored layout, version 4.
+    c.terminate(0);
+    c.restart(0);
+    let left = [c.node(0).addr(), a.addr(), b.addr()];
+    wait_settled(&left, 4);
+    let doc = layout_of(c.node(0).addr());
+    assert_eq!(doc["nodes"].as_array().unwrap().len(), 3, "{doc}");
+    assert!(doc["nodes"].to_string().contains(&b_proxy.url()), "{doc}");
     check(&acked, &left, 3);
     // The writes coordinated during the transitions went to both sets.
     let both: u64 = left
