@@ -25,7 +25,7 @@
 //! | `clock` | `clock_offset_ms=±5..30 s`: the node's HLC reads a shifted wall clock | offset 0 |
 
 use super::HarnessError;
-use super::cluster::{Cluster, Control, Links};
+use super::cluster::{Cluster, Control, Links, Role};
 use super::converge;
 use super::history::{Crash, FaultEvent, Recorder};
 use crate::faultproxy::{Direction, LinkMode};
@@ -68,6 +68,12 @@ pub enum FaultKind {
     DiskFull,
     /// The node's clock jumps.
     Clock,
+    /// A spare slot's node joins: `--join`, then a layout adding it.
+    Join,
+    /// A member leaves: a layout removing it, then it stops once safe.
+    Leave,
+    /// A member dies (`kill -9`) and a spare replaces it in one layout.
+    Replace,
 }
 
 impl FaultKind {
@@ -83,6 +89,20 @@ impl FaultKind {
         FaultKind::Clock,
     ];
 
+    /// The membership kinds (`membership.rs`): permanent steps, never healed.
+    pub const MEMBERSHIP: [FaultKind; 3] = [FaultKind::Join, FaultKind::Leave, FaultKind::Replace];
+
+    /// What `--faults all` means: every kind but `wipe` (a wiped member's
+    /// data directory holds no layout, and a node whose layout names it
+    /// refuses to start without one: see `membership.rs`).
+    pub fn all() -> Vec<FaultKind> {
+        FaultKind::ALL
+            .into_iter()
+            .chain(FaultKind::MEMBERSHIP)
+            .filter(|&k| k != FaultKind::Wipe)
+            .collect()
+    }
+
     /// The name on the command line and in the history.
     pub fn name(self) -> &'static str {
         match self {
@@ -94,12 +114,23 @@ impl FaultKind {
             FaultKind::Wipe => "wipe",
             FaultKind::DiskFull => "diskfull",
             FaultKind::Clock => "clock",
+            FaultKind::Join => "join",
+            FaultKind::Leave => "leave",
+            FaultKind::Replace => "replace",
         }
     }
 
     /// Parses a name.
     pub fn parse(s: &str) -> Option<FaultKind> {
-        FaultKind::ALL.into_iter().find(|k| k.name() == s)
+        FaultKind::ALL
+            .into_iter()
+            .chain(FaultKind::MEMBERSHIP)
+            .find(|k| k.name() == s)
+    }
+
+    /// True for `join`, `leave` and `replace`.
+    pub fn is_membership(self) -> bool {
+        FaultKind::MEMBERSHIP.contains(&self)
     }
 
     /// True for the network lane (links), false for the process lane.
@@ -160,6 +191,19 @@ pub enum Action {
         /// Milliseconds, either sign.
         offset_ms: i64,
     },
+    /// The first spare slot joins.
+    Join,
+    /// A member leaves (`node` names it among the members at the time,
+    /// `membership::pick`).
+    Leave {
+        /// The planned choice.
+        node: usize,
+    },
+    /// A member is killed and replaced by the first spare slot.
+    Replace {
+        /// The planned choice (as for `Leave`).
+        node: usize,
+    },
 }
 
 impl Action {
@@ -174,6 +218,9 @@ impl Action {
             Action::Wipe { .. } => FaultKind::Wipe,
             Action::DiskFull { .. } => FaultKind::DiskFull,
             Action::Clock { .. } => FaultKind::Clock,
+            Action::Join => FaultKind::Join,
+            Action::Leave { .. } => FaultKind::Leave,
+            Action::Replace { .. } => FaultKind::Replace,
         }
     }
 
@@ -184,7 +231,10 @@ impl Action {
             | Action::Pause { node }
             | Action::Wipe { node }
             | Action::DiskFull { node }
-            | Action::Clock { node, .. } => vec![*node],
+            | Action::Clock { node, .. }
+            | Action::Leave { node }
+            | Action::Replace { node } => vec![*node],
+            Action::Join => Vec::new(),
             Action::Partition { side, .. } => side.clone(),
             Action::Oneway { from, to } => vec![*from, *to],
             Action::Delay { links } => {
@@ -221,6 +271,9 @@ fn duration_range(kind: FaultKind) -> (u64, u64) {
         FaultKind::DiskFull => (500, 2500),
         FaultKind::Clock => (1000, 4000),
         FaultKind::Partition | FaultKind::Oneway | FaultKind::Delay => (1000, 4000),
+        // A membership step's own time is what it takes (bounded in
+        // `membership.rs`); this is only the lane's pause after it.
+        FaultKind::Join | FaultKind::Leave | FaultKind::Replace => (100, 500),
     }
 }
 
@@ -235,6 +288,9 @@ fn action(rng: &mut Rng, kind: FaultKind, nodes: usize) -> Action {
         FaultKind::Kill => Action::Kill { node },
         FaultKind::Pause => Action::Pause { node },
         FaultKind::Wipe => Action::Wipe { node },
+        FaultKind::Join => Action::Join,
+        FaultKind::Leave => Action::Leave { node },
+        FaultKind::Replace => Action::Replace { node },
         FaultKind::DiskFull => Action::DiskFull { node },
         FaultKind::Clock => {
             let magnitude = rng.between(5_000, CLOCK_OFFSET_MS_MAX) as i64;
@@ -272,15 +328,75 @@ fn action(rng: &mut Rng, kind: FaultKind, nodes: usize) -> Action {
     }
 }
 
-/// The fault schedule of a run: a pure function of its arguments.
+/// The slots a schedule plans for: `members` nodes at the start, `slots`
+/// in all (the rest spares a `join` or `replace` starts), and at least
+/// `min_members` members at any time (the replication factor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// Members at the start.
+    pub members: usize,
+    /// Members and spare slots.
+    pub slots: usize,
+    /// Fewest members a `leave` may leave.
+    pub min_members: usize,
+}
+
+impl Shape {
+    /// `nodes` members, no spare, never fewer members.
+    pub fn fixed(nodes: usize) -> Shape {
+        Shape {
+            members: nodes,
+            slots: nodes,
+            min_members: nodes,
+        }
+    }
+}
+
+/// Whether a step of `kind` fits when `members` of `shape.slots` are members.
+pub fn fits(kind: FaultKind, members: usize, shape: Shape) -> bool {
+    match kind {
+        FaultKind::Join | FaultKind::Replace => members < shape.slots,
+        FaultKind::Leave => members > shape.min_members,
+        _ => true,
+    }
+}
+
+/// Members after a step of `kind` (a replace keeps the count).
+pub fn members_after(kind: FaultKind, members: usize) -> usize {
+    match kind {
+        FaultKind::Join => members + 1,
+        FaultKind::Leave => members.saturating_sub(1),
+        _ => members,
+    }
+}
+
+/// The fault schedule of a run of `nodes` fixed members: a pure function
+/// of its arguments.
 pub fn schedule(seed: u64, nodes: usize, duration_ms: u64, kinds: &[FaultKind]) -> Vec<Step> {
+    schedule_shaped(seed, Shape::fixed(nodes), duration_ms, kinds)
+}
+
+/// The fault schedule of a run of `shape`: a pure function of its
+/// arguments. Targets are slot numbers below `shape.slots`; the process
+/// lane's are choices among the members at the time (`membership::pick`).
+/// Membership steps go in the process lane, only where they fit (the
+/// member count the plan reaches stays within `min_members..=slots`); a
+/// lane whose kinds all stop fitting ends.
+pub fn schedule_shaped(
+    seed: u64,
+    shape: Shape,
+    duration_ms: u64,
+    kinds: &[FaultKind],
+) -> Vec<Step> {
     let mut steps = Vec::new();
-    if nodes < 2 {
+    let nodes = shape.slots;
+    if shape.members < 2 || nodes < shape.members {
         return steps;
     }
     for (lane, network) in [false, true].into_iter().enumerate() {
         let lane_kinds: Vec<FaultKind> = FaultKind::ALL
             .into_iter()
+            .chain(FaultKind::MEMBERSHIP)
             .filter(|k| kinds.contains(k) && k.is_network() == network)
             .collect();
         if lane_kinds.is_empty() {
@@ -288,11 +404,18 @@ pub fn schedule(seed: u64, nodes: usize, duration_ms: u64, kinds: &[FaultKind]) 
         }
         let mut rng = Rng::derive(seed, 0xfa17 + lane as u64);
         let mut at_ms = rng.between(GAP_MS.0, GAP_MS.1);
+        let mut members = shape.members;
         // Bounded: each step moves `at_ms` forward by at least GAP_MS.0.
         while at_ms + TAIL_MS < duration_ms {
-            let Some(&kind) = rng.pick(&lane_kinds) else {
+            let fitting: Vec<FaultKind> = lane_kinds
+                .iter()
+                .copied()
+                .filter(|&k| fits(k, members, shape))
+                .collect();
+            let Some(&kind) = rng.pick(&fitting) else {
                 break;
             };
+            members = members_after(kind, members);
             let (low, high) = duration_range(kind);
             let duration_ms = rng.between(low, high).min(duration_ms - at_ms);
             let action = action(&mut rng, kind, nodes);
@@ -312,6 +435,8 @@ pub fn schedule(seed: u64, nodes: usize, duration_ms: u64, kinds: &[FaultKind]) 
 pub struct Active {
     step: Step,
     start_us: u64,
+    /// A membership step's outcome (it is done at injection, never healed).
+    done: Option<(Vec<usize>, String)>,
 }
 
 /// Applies a schedule to a cluster, in real time, and records each fault.
@@ -326,11 +451,22 @@ pub struct Injector<'a> {
     links: Arc<Links>,
     recorder: &'a Recorder,
     crash_restarts: Mutex<Vec<usize>>,
+    membership: super::membership::Membership<'a>,
+    min_members: usize,
 }
 
 impl<'a> Injector<'a> {
     /// An injector for `cluster`, recording into `recorder`.
     pub fn new(cluster: &'a Mutex<Cluster>, recorder: &'a Recorder) -> Injector<'a> {
+        Injector::with_min_members(cluster, recorder, 1)
+    }
+
+    /// An injector whose `leave` steps keep at least `min_members` members.
+    pub fn with_min_members(
+        cluster: &'a Mutex<Cluster>,
+        recorder: &'a Recorder,
+        min_members: usize,
+    ) -> Injector<'a> {
         let (n, links) = {
             let c = lock(cluster);
             (c.len(), c.links())
@@ -340,6 +476,8 @@ impl<'a> Injector<'a> {
             links,
             recorder,
             crash_restarts: Mutex::new(vec![0; n]),
+            membership: super::membership::Membership::new(cluster),
+            min_members,
         }
     }
 
@@ -411,6 +549,9 @@ impl<'a> Injector<'a> {
                 at_us: self.recorder.now_us(),
                 status: format!("exited on its own: {status}"),
             });
+            if lock(self.cluster).role(node) != Role::Member {
+                continue;
+            }
             let again = {
                 let mut restarts = lock(&self.crash_restarts);
                 restarts[node] += 1;
@@ -448,9 +589,49 @@ impl<'a> Injector<'a> {
         }
     }
 
-    /// Injects `step`; the fault's start is when it took effect.
+    /// `step` with its process-lane target resolved among the members at
+    /// this time ([`super::membership::pick`]; the same node when every
+    /// slot is a member).
+    fn resolve(&self, step: &Step) -> Step {
+        let members = lock(self.cluster).member_slots();
+        let to = |node: usize| super::membership::pick(node, &members).unwrap_or(node);
+        let action = match step.action.clone() {
+            Action::Kill { node } => Action::Kill { node: to(node) },
+            Action::Pause { node } => Action::Pause { node: to(node) },
+            Action::Wipe { node } => Action::Wipe { node: to(node) },
+            Action::DiskFull { node } => Action::DiskFull { node: to(node) },
+            Action::Clock { node, offset_ms } => Action::Clock {
+                node: to(node),
+                offset_ms,
+            },
+            other => other,
+        };
+        Step {
+            action,
+            ..step.clone()
+        }
+    }
+
+    /// Injects `step`; the fault's start is when it took effect (a
+    /// membership step's, when it began: it is done here).
     fn inject(&self, step: &Step) -> Active {
+        let step = &self.resolve(step);
+        let start_us = self.recorder.now_us();
+        let done = match &step.action {
+            Action::Join => Some(self.membership.join()),
+            Action::Leave { node } => Some(self.membership.leave(*node, self.min_members)),
+            Action::Replace { node } => Some(self.membership.replace(*node)),
+            _ => None,
+        };
+        if done.is_some() {
+            return Active {
+                step: step.clone(),
+                start_us,
+                done,
+            };
+        }
         match &step.action {
+            Action::Join | Action::Leave { .. } | Action::Replace { .. } => {}
             Action::Kill { node } => self.kill(*node),
             Action::Wipe { node } => {
                 self.kill(*node);
@@ -498,6 +679,7 @@ impl<'a> Injector<'a> {
         Active {
             step: step.clone(),
             start_us: self.recorder.now_us(),
+            done: None,
         }
     }
 
@@ -550,7 +732,13 @@ impl<'a> Injector<'a> {
 
     fn heal(&self, active: Active) {
         let is_up = |node: usize| lock(self.cluster).is_up(node);
+        let mut targets = active.step.action.targets();
         let detail = match &active.step.action {
+            Action::Join | Action::Leave { .. } | Action::Replace { .. } => {
+                let (hit, detail) = active.done.clone().unwrap_or_default();
+                targets = hit;
+                detail
+            }
             Action::Kill { node } => {
                 if is_up(*node) {
                     "already up".into()
@@ -607,7 +795,7 @@ impl<'a> Injector<'a> {
         };
         self.recorder.fault(FaultEvent {
             kind: active.step.action.kind(),
-            targets: active.step.action.targets(),
+            targets,
             start_us: active.start_us,
             end_us: self.recorder.now_us(),
             detail,
@@ -632,11 +820,18 @@ impl<'a> Injector<'a> {
             cluster.set_control(node, Control::default())?;
             if cluster.is_up(node) {
                 cluster.resume(node);
-            } else {
+            } else if cluster.role(node) == Role::Member {
                 cluster.restart(node)?;
             }
         }
         Ok(())
+    }
+
+    /// Where the membership ended, after [`Injector::heal_all`]: removed
+    /// nodes stopped once safe, every member settled (bounded), the final
+    /// version and member slots (`membership.rs`).
+    pub fn finish_membership(&self) -> String {
+        self.membership.finish()
     }
 }
 
