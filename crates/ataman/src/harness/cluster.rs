@@ -481,12 +481,24 @@ impl Cluster {
             .args(["--self", &urls[i]])
             .args(
                 (!named.is_empty())
-                    .then(|| ["--cluster", &cluster_list.join(","), "--peer-via", &via.join(",")]
-                        .map(str::to_owned))
+                    .then(|| {
+                        [
+                            "--cluster",
+                            &cluster_list.join(","),
+                            "--peer-via",
+                            &via.join(","),
+                        ]
+                        .map(str::to_owned)
+                    })
                     .into_iter()
                     .flatten(),
             )
-            .args(member.join.iter().flat_map(|seed| ["--join", seed.as_str()]))
+            .args(
+                member
+                    .join
+                    .iter()
+                    .flat_map(|seed| ["--join", seed.as_str()]),
+            )
             .arg("--fault-control")
             .arg(&member.control_path)
             .args(member.wiped.then_some("--refill"))

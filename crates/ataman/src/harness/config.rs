@@ -123,7 +123,12 @@ impl Config {
                     "wipe does not mix with join, leave or replace (see membership.rs)".into(),
                 ));
             }
-            if self.spares == 0 && !self.faults.iter().all(|&k| k == FaultKind::Leave || !k.is_membership()) {
+            if self.spares == 0
+                && !self
+                    .faults
+                    .iter()
+                    .all(|&k| k == FaultKind::Leave || !k.is_membership())
+            {
                 return Err(HarnessError::Usage(
                     "join and replace need --spares 1 or more".into(),
                 ));

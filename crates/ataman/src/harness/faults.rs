@@ -879,4 +879,52 @@ mod tests {
             assert_eq!(FaultKind::parse(kind.name()), Some(kind));
         }
     }
+
+    /// Membership steps go in the process lane and only where they fit:
+    /// replaying any seed's plan keeps the member count within
+    /// `min_members..=slots`; a join-only plan stops once the spares are
+    /// used; process-lane targets stay below the slot count; a fixed
+    /// shape plans as before (no membership step, same schedule).
+    #[test]
+    fn membership_steps_keep_the_count_within_bounds() {
+        let shape = Shape {
+            members: 4,
+            slots: 6,
+            min_members: 3,
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..200 {
+            let steps = schedule_shaped(seed, shape, 60_000, &FaultKind::all());
+            let mut members = shape.members;
+            for s in &steps {
+                let kind = s.action.kind();
+                assert!(!(kind.is_membership() && kind.is_network()));
+                assert!(
+                    fits(kind, members, shape),
+                    "seed {seed}: {s:?} at {members}"
+                );
+                members = members_after(kind, members);
+                assert!((shape.min_members..=shape.slots).contains(&members));
+                assert!(s.action.targets().iter().all(|&t| t < shape.slots));
+                seen.insert(kind);
+            }
+        }
+        for kind in FaultKind::MEMBERSHIP {
+            assert!(seen.contains(&kind), "{kind:?} never planned");
+        }
+        assert!(!seen.contains(&FaultKind::Wipe));
+        let joins = schedule_shaped(5, shape, 60_000, &[FaultKind::Join]);
+        assert_eq!(joins.len(), 2, "{joins:?}");
+        let leaves = schedule_shaped(5, shape, 60_000, &[FaultKind::Leave]);
+        assert_eq!(leaves.len(), 1, "{leaves:?}");
+        let fixed = schedule(42, 3, 30_000, &FaultKind::ALL);
+        assert_eq!(
+            fixed,
+            schedule_shaped(42, Shape::fixed(3), 30_000, &FaultKind::ALL)
+        );
+        assert!(schedule(42, 3, 30_000, &FaultKind::MEMBERSHIP).is_empty());
+        for kind in FaultKind::MEMBERSHIP {
+            assert_eq!(FaultKind::parse(kind.name()), Some(kind));
+        }
+    }
 }

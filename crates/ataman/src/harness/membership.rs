@@ -223,7 +223,9 @@ impl<'a> Membership<'a> {
     fn retire_removed(&self) -> String {
         let removed: Vec<usize> = {
             let c = lock(self.cluster);
-            (0..c.len()).filter(|&i| c.role(i) == Role::Removed).collect()
+            (0..c.len())
+                .filter(|&i| c.role(i) == Role::Removed)
+                .collect()
         };
         let mut done = Vec::new();
         for i in removed {
