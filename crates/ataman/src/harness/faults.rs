@@ -23,6 +23,11 @@
 //! | `wipe` | `kill -9`, data directory removed | restarted empty with `--refill` (it answers no replica read before an anti-entropy round with every peer), then repair rounds on it (`POST /v0/repair`) until one succeeds with every peer |
 //! | `diskfull` | `disk_full=1`: the node's file writes fail with ENOSPC | `disk_full=0`, then `kill -9` and restart (a failed write poisons the engine until a restart) |
 //! | `clock` | `clock_offset_ms=±5..30 s`: the node's HLC reads a shifted wall clock | offset 0 |
+//! | `join`, `leave`, `replace` | a layout change (`membership.rs`), in the process lane, only where the member count stays within `R..=slots` ([`Shape`]) | never: permanent |
+//!
+//! With spare slots ([`Shape`]), a process fault's target is a choice among
+//! the members at the time (`membership::pick`), never a spare or a
+//! removed slot; network faults may name any slot.
 
 use super::HarnessError;
 use super::cluster::{Cluster, Control, Links, Role};

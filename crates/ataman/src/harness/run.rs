@@ -122,7 +122,8 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
         }
     }
     injector.heal_all(left)?;
-    let membership = (config.spares > 0).then(|| injector.finish_membership());
+    let membership = (config.spares > 0 || config.faults.iter().any(|k| k.is_membership()))
+        .then(|| injector.finish_membership());
     drop(injector);
     let mut cluster = cluster.into_inner().unwrap_or_else(PoisonError::into_inner);
     if interrupted() {
