@@ -8,10 +8,11 @@
 //! process faults (kill, pause, wipe, disk full, clock) one at a time, and
 //! network faults (partition, one-way drop, delay) one at a time; within a
 //! lane a fault is healed before the next starts, after a random quiet gap
-//! (a heal that takes long, such as a refill, delays its lane's next
-//! faults, never the other lane's). Every fault has a bounded
-//! duration and ends before the run's duration does; [`Injector::heal_all`]
-//! heals anything still active at the end.
+//! (a heal that takes long, such as a refill, or a membership step delays
+//! its lane's next faults, never the other lane's; a fault that starts late
+//! keeps its full duration). Every fault has a bounded duration; the
+//! network lane heals what is on at the run's end at once,
+//! [`Injector::heal_all`] the process lane's after its last step.
 //!
 //! | kind | injected | healed |
 //! | --- | --- | --- |
@@ -500,7 +501,15 @@ impl<'a> Injector<'a> {
         };
         let (process, network) = (lane(false), lane(true));
         std::thread::scope(|scope| {
-            let net = scope.spawn(|| self.run_lane(&network, started, deadline, false));
+            // The network lane heals what it left at once: the process
+            // lane may run on past the deadline (a membership step waits
+            // for its transition) and must not keep a partition on.
+            let net = scope.spawn(|| {
+                for active in self.run_lane(&network, started, deadline, false) {
+                    self.heal(active);
+                }
+                Vec::new()
+            });
             let mut left = self.run_lane(&process, started, deadline, true);
             match net.join() {
                 Ok(mut more) => left.append(&mut more),
@@ -518,7 +527,10 @@ impl<'a> Injector<'a> {
         deadline: Instant,
         watch: bool,
     ) -> Vec<Active> {
-        let mut active: Option<(usize, Active)> = None;
+        // The fault on, with when it is healed (ms from `started`): its
+        // planned end, or its full duration after a late start (behind a
+        // slow heal or a membership step).
+        let mut active: Option<(u64, Active)> = None;
         let mut next = 0;
         // Bounded by the deadline: each iteration sleeps at most one poll
         // interval (an injection or a heal takes its own bounded time).
@@ -527,8 +539,8 @@ impl<'a> Injector<'a> {
                 self.watch_exits();
             }
             let now_ms = started.elapsed().as_millis() as u64;
-            if let Some((i, _)) = &active
-                && steps[*i].at_ms + steps[*i].duration_ms <= now_ms
+            if let Some((end_ms, _)) = &active
+                && *end_ms <= now_ms
                 && let Some((_, a)) = active.take()
             {
                 self.heal(a);
@@ -537,7 +549,8 @@ impl<'a> Injector<'a> {
                 && let Some(step) = steps.get(next)
                 && step.at_ms <= now_ms
             {
-                active = Some((next, self.inject(step)));
+                let end_ms = now_ms.max(step.at_ms) + step.duration_ms;
+                active = Some((end_ms, self.inject(step)));
                 next += 1;
             }
             std::thread::sleep(EXIT_POLL_INTERVAL);
