@@ -270,3 +270,61 @@ fn check_flags_a_lost_write_in_a_saved_history() {
     assert_eq!(code, Some(0), "{stdout}");
     assert!(stdout.contains("acknowledged writes lost: 0"), "{stdout}");
 }
+
+/// The seed of the membership run: a `join` at 0.5 s, then a `leave`
+/// (each waits for the members to settle, some 5 s each).
+const MEMBERSHIP_SEED: u64 = 2;
+
+/// Four members at `R` = 3 and one spare slot, `join` and `leave` under
+/// the three workloads: the spare joins, a member leaves (the layout
+/// moves twice), nothing acknowledged is lost, no read-your-writes
+/// violation, the replicas of the final members converge. The negative
+/// control on the same history: one acknowledged write's final read
+/// turned into "not found" is a lost write to the checker.
+#[test]
+fn membership_steps_lose_nothing() {
+    let _turn = one_run_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::new(exe(), MEMBERSHIP_SEED);
+    config.nodes = 4;
+    config.spares = 1;
+    config.replication_factor = Some(3);
+    config.from = 3;
+    config.faults = vec![FaultKind::Join, FaultKind::Leave];
+    config.duration = Duration::from_secs(8);
+    config.converge_timeout = Duration::from_secs(30);
+    config.dir = Some(dir.path().join("run"));
+    let report = harness::run(&config).unwrap();
+    let text = report.text();
+    println!("{text}");
+    let f = &report.findings;
+    assert_eq!(f.lost.count, 0, "acknowledged writes lost:\n{text}");
+    assert_eq!(f.ryw.count, 0, "read-your-writes:\n{text}");
+    assert!(report.passed(), "{text}");
+    let committed: Vec<&str> = report
+        .history
+        .faults
+        .iter()
+        .filter(|e| e.kind.is_membership() && e.detail.starts_with("committed version"))
+        .map(|e| e.detail.as_str())
+        .collect();
+    assert!(committed.len() >= 2, "{committed:?}\n{text}");
+    assert!(committed[0].contains("added"), "{committed:?}");
+    assert!(committed[1].contains("removed"), "{committed:?}");
+    assert!(text.contains("final layout version 3"), "{text}");
+    let mut planted = report.history.clone();
+    let read = planted
+        .ops
+        .iter_mut()
+        .find(|o| {
+            o.phase == Phase::Final
+                && o.workload == Workload::Set
+                && o.outcome == OpOutcome::Ok
+                && o.value.is_some()
+        })
+        .expect("a final read of a set key that found it");
+    read.value = None;
+    read.status = Some(404);
+    let findings = harness::checker::check(&planted);
+    assert_eq!(findings.lost.count, 1, "{findings:?}");
+}

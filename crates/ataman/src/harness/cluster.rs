@@ -44,8 +44,12 @@ pub struct ClusterSpec {
     pub exe: PathBuf,
     /// The directory holding every node's directory.
     pub dir: PathBuf,
-    /// Nodes, 2 or more.
+    /// Members at the start, 2 or more.
     pub nodes: usize,
+    /// Spare slots after them: started only by a `join` or `replace`
+    /// (`membership.rs`). With spares, the first start of the members is
+    /// followed by a restart naming every slot (see [`Cluster::start`]).
+    pub spares: usize,
     /// Added to every node's `ataman serve` command line.
     pub serve_args: Vec<String>,
     /// `sync_delay_ms` in every node's fault-control file for the whole
@@ -61,6 +65,9 @@ pub struct ClusterSpec {
 pub struct ClusterView {
     urls: Vec<String>,
     addrs: Vec<Mutex<SocketAddr>>,
+    /// The slots clients send to: the members that serve (a joined node
+    /// once its transition settled; a leaving one no more).
+    targets: Mutex<Vec<usize>>,
     /// The nodes' `--cluster-secret-file`, read, for the harness's own peer reads.
     secret: Option<ataman_node::auth::secret::ClusterSecret>,
 }
@@ -115,6 +122,39 @@ impl ClusterView {
     fn set_addr(&self, i: usize, addr: SocketAddr) {
         *lock(&self.addrs[i]) = addr;
     }
+
+    /// The slots clients send to now.
+    pub fn targets(&self) -> Vec<usize> {
+        lock(&self.targets).clone()
+    }
+
+    /// Slot `i` receives client requests (true) or not any more.
+    pub fn set_target(&self, i: usize, on: bool) {
+        let mut targets = lock(&self.targets);
+        targets.retain(|&t| t != i);
+        if on {
+            targets.push(i);
+            targets.sort_unstable();
+        }
+    }
+
+    /// The slot a request planned for slot `planned` goes to: itself while
+    /// it is a target, else a target chosen by `planned`
+    /// ([`super::membership::pick`]); `planned` when there is none.
+    pub fn route(&self, planned: usize) -> usize {
+        super::membership::pick(planned, &lock(&self.targets)).unwrap_or(planned)
+    }
+}
+
+/// What a slot is in the cluster's membership.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A member of the newest layout (running, or down for a fault).
+    Member,
+    /// Not in the layout, no process, no data.
+    Spare,
+    /// Removed by a layout, still running until it may stop.
+    Removed,
 }
 
 /// The faults a node's `--fault-control` file asks for.
@@ -168,6 +208,9 @@ struct Member {
     /// Its data directory was wiped since it last started: the next start
     /// passes `--refill` (no replica reads before a refill from every peer).
     wiped: bool,
+    role: Role,
+    /// The seed URL it joined through (every start passes `--join` again).
+    join: Option<String>,
 }
 
 /// A running cluster. Dropping it kills every node (then stops the proxies).
@@ -184,6 +227,29 @@ fn io_error(what: String) -> impl FnOnce(std::io::Error) -> HarnessError {
     move |source| HarnessError::Io { what, source }
 }
 
+/// `args` for a node: a joining node (`--join`) takes its replication
+/// factor from the layout, so without `--replication-factor` (the node
+/// refuses one above its one-node list).
+fn serve_args(args: &[String], joining: bool) -> Vec<String> {
+    const FACTOR: &str = "--replication-factor";
+    let mut out = Vec::with_capacity(args.len());
+    let mut skip_value = false;
+    for a in args {
+        if std::mem::take(&mut skip_value) {
+            continue;
+        }
+        if joining && a == FACTOR {
+            skip_value = true;
+            continue;
+        }
+        if joining && a.starts_with("--replication-factor=") {
+            continue;
+        }
+        out.push(a.clone());
+    }
+    out
+}
+
 impl Cluster {
     /// Starts the proxies, then every node, and waits until all are ready.
     pub fn start(spec: ClusterSpec) -> Result<Cluster, HarnessError> {
@@ -193,7 +259,7 @@ impl Cluster {
                 spec.nodes
             )));
         }
-        let n = spec.nodes;
+        let n = spec.nodes + spec.spares;
         let proxy = || FaultProxy::start_without_target().map_err(io_error("start a proxy".into()));
         let fronts = (0..n).map(|_| proxy()).collect::<Result<Vec<_>, _>>()?;
         let mut links = Vec::with_capacity(n);
@@ -216,6 +282,7 @@ impl Cluster {
         let view = Arc::new(ClusterView {
             urls,
             addrs: (0..n).map(|_| Mutex::new(unbound)).collect(),
+            targets: Mutex::new((0..spec.nodes).collect()),
             secret: secret_of(&spec.serve_args)?,
         });
         let mut members = Vec::with_capacity(n);
@@ -230,6 +297,12 @@ impl Cluster {
                 control_path: home.join("fault-control"),
                 paused: false,
                 wiped: false,
+                role: if i < spec.nodes {
+                    Role::Member
+                } else {
+                    Role::Spare
+                },
+                join: None,
             });
         }
         let mut cluster = Cluster {
@@ -241,7 +314,26 @@ impl Cluster {
         };
         for i in 0..n {
             cluster.set_control(i, Control::default())?;
+        }
+        let members = cluster.spec.nodes;
+        for i in 0..members {
             cluster.spawn(i)?;
+        }
+        if cluster.spec.spares > 0 {
+            // The first start bootstrapped layout version 1 from the
+            // members' list; started again with every slot in `--cluster`
+            // (the stored layout wins), each gets `--peer-via` for every
+            // slot, so a spare it later dials goes through its link proxy.
+            let unclean = cluster.stop_all();
+            if let Some((i, what)) = unclean.first() {
+                return Err(HarnessError::Node {
+                    node: *i,
+                    reason: format!("stop after the first start: {what}"),
+                });
+            }
+            for i in 0..members {
+                cluster.spawn(i)?;
+            }
         }
         Ok(cluster)
     }
@@ -286,15 +378,94 @@ impl Cluster {
         self.members[i].process.is_some()
     }
 
+    /// Slot `i`'s role.
+    pub fn role(&self, i: usize) -> Role {
+        self.members[i].role
+    }
+
+    /// Sets slot `i`'s role.
+    pub fn set_role(&mut self, i: usize, role: Role) {
+        self.members[i].role = role;
+    }
+
+    /// The slots that are members of the newest layout, in order.
+    pub fn member_slots(&self) -> Vec<usize> {
+        (0..self.len())
+            .filter(|&i| self.members[i].role == Role::Member)
+            .collect()
+    }
+
+    /// The first spare slot, if any.
+    pub fn first_spare(&self) -> Option<usize> {
+        (0..self.len()).find(|&i| self.members[i].role == Role::Spare)
+    }
+
+    /// Starts spare slot `i` empty with `--join seed` (it waits to be
+    /// added); it stays a spare until the caller commits a layout adding it.
+    pub fn start_joining(&mut self, i: usize, seed: &str) -> Result<(), HarnessError> {
+        self.members[i].join = Some(seed.to_owned());
+        self.members[i].wiped = false;
+        self.spawn(i)
+    }
+
+    /// Stops node `i`: SIGCONT, SIGTERM, up to [`STOP_TIMEOUT`], then
+    /// SIGKILL. `Err` with what happened unless it exited with status 0.
+    pub fn stop(&mut self, i: usize) -> Result<(), String> {
+        let _ = self.signal(i, libc::SIGCONT);
+        let _ = self.signal(i, libc::SIGTERM);
+        let member = &mut self.members[i];
+        member.paused = false;
+        let Some(mut process) = member.process.take() else {
+            return Err("was not running".into());
+        };
+        match process.wait_within(STOP_TIMEOUT) {
+            Some(s) if s.success() => Ok(()),
+            Some(s) => Err(format!("after SIGTERM: {s}")),
+            None => Err(format!(
+                "not stopped within {STOP_TIMEOUT:?} of SIGTERM; SIGKILL: {}",
+                process.kill()
+            )),
+        }
+    }
+
+    /// Makes stopped slot `i` a spare again: data removed, no seed, no
+    /// `--refill` (its next start is a fresh `--join`).
+    pub fn retire(&mut self, i: usize) -> Result<(), HarnessError> {
+        self.wipe(i)?;
+        let member = &mut self.members[i];
+        member.wiped = false;
+        member.join = None;
+        member.role = Role::Spare;
+        self.view.set_target(i, false);
+        Ok(())
+    }
+
     /// Starts node `i` on its data directory and waits until it is ready;
     /// the proxies in front of it follow its new address. The first start
     /// after a wipe passes `--refill`.
     fn spawn(&mut self, i: usize) -> Result<(), HarnessError> {
         let n = self.len();
-        let urls = self.view.urls();
-        let via: Vec<String> = (0..n)
-            .filter(|&j| j != i)
-            .filter_map(|j| Some(format!("{}={}", urls[j], self.link(i, j)?.addr())))
+        let view = Arc::clone(&self.view);
+        let urls = view.urls();
+        let member = &self.members[i];
+        let has_layout = member.data_dir.join("LAYOUT").exists();
+        // `--cluster`: the members' list for their first start (it
+        // bootstraps layout version 1), every slot later. A node started
+        // with `--join` takes no `--cluster` (nor, so, `--peer-via`): it
+        // dials its peers at their URLs, the front proxies, whose links
+        // no network fault touches (docs/RELIABILITY.md, "Membership").
+        let named: Vec<usize> = if member.join.is_some() {
+            Vec::new()
+        } else if has_layout {
+            (0..n).collect()
+        } else {
+            (0..self.spec.nodes).collect()
+        };
+        let cluster_list: Vec<&str> = named.iter().map(|&j| urls[j].as_str()).collect();
+        let via: Vec<String> = named
+            .iter()
+            .filter(|&&j| j != i)
+            .filter_map(|&j| Some(format!("{}={}", urls[j], self.link(i, j)?.addr())))
             .collect();
         let member = &mut self.members[i];
         assert!(member.process.is_none(), "node {i} is still running");
@@ -307,12 +478,31 @@ impl Cluster {
         command
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(&member.data_dir)
-            .args(["--cluster", &urls.join(","), "--self", &urls[i]])
-            .args(["--peer-via", &via.join(",")])
+            .args(["--self", &urls[i]])
+            .args(
+                (!named.is_empty())
+                    .then(|| {
+                        [
+                            "--cluster",
+                            &cluster_list.join(","),
+                            "--peer-via",
+                            &via.join(","),
+                        ]
+                        .map(str::to_owned)
+                    })
+                    .into_iter()
+                    .flatten(),
+            )
+            .args(
+                member
+                    .join
+                    .iter()
+                    .flat_map(|seed| ["--join", seed.as_str()]),
+            )
             .arg("--fault-control")
             .arg(&member.control_path)
             .args(member.wiped.then_some("--refill"))
-            .args(&self.spec.serve_args)
+            .args(serve_args(&self.spec.serve_args, member.join.is_some()))
             .stderr(Stdio::from(log));
         let process = NodeProcess::launch(command, START_TIMEOUT, |_| {}).map_err(|e| {
             HarnessError::Node {

@@ -22,16 +22,21 @@ extern "C" fn on_interrupt(_: libc::c_int) {
 /// `ataman test-cluster` arguments (docs/RELIABILITY.md).
 #[derive(Debug, Clone, clap::Args)]
 pub struct TestClusterArgs {
-    /// Nodes to start (2 to 16).
-    #[arg(long, default_value_t = 3)]
-    pub nodes: usize,
+    /// Members to start (2 to 16) [default: 3; 4 with a membership fault].
+    #[arg(long)]
+    pub nodes: Option<usize>,
+    /// Spare slots a `join` or `replace` starts [default: 0; 2 with a
+    /// membership fault].
+    #[arg(long)]
+    pub spares: Option<usize>,
     /// The seed of the faults and operations; random (and printed) if absent.
     #[arg(long)]
     pub seed: Option<u64>,
     /// Seconds of workload under faults.
     #[arg(long, default_value_t = 30)]
     pub duration_s: u64,
-    /// Fault kinds mixed, comma-separated, or `none`.
+    /// Fault kinds mixed, comma-separated, `all` (every kind but wipe,
+    /// with join, leave and replace), or `none`.
     #[arg(
         long,
         default_value = "kill,pause,partition,oneway,delay,wipe,diskfull,clock"
@@ -85,7 +90,8 @@ pub struct TestClusterArgs {
     /// The nodes' --anti-entropy-interval-ms (0: rounds only after a wipe and at the end).
     #[arg(long, default_value_t = 2000)]
     pub anti_entropy_interval_ms: u64,
-    /// The nodes' --replication-factor [default: the node count].
+    /// The nodes' --replication-factor [default: the node count; 3 with a
+    /// membership fault].
     #[arg(long)]
     pub replication_factor: Option<usize>,
     /// Bound on convergence after the last fault healed, seconds.
@@ -130,11 +136,25 @@ fn random_seed() -> u64 {
 impl TestClusterArgs {
     /// The run configuration these arguments describe.
     pub fn config(&self, exe: PathBuf) -> Result<Config, String> {
-        let from = self.from.unwrap_or(self.nodes as u32);
+        let faults: Vec<FaultKind> = if self.faults.split(',').any(|f| f.trim() == "all") {
+            FaultKind::all()
+        } else {
+            parse_list(&self.faults, "fault", FaultKind::parse)?
+        };
+        let membership = faults.iter().any(|k| k.is_membership());
+        let nodes = self.nodes.unwrap_or(if membership { 4 } else { 3 });
+        let spares = self.spares.unwrap_or(if membership { 2 } else { 0 });
+        let factor = self
+            .replication_factor
+            .or(membership.then_some(nodes.min(3)));
+        let from = self
+            .from
+            .unwrap_or(factor.map_or(nodes, |r| r.min(nodes)) as u32);
         let mut c = Config::new(exe, self.seed.unwrap_or_else(random_seed));
-        c.nodes = self.nodes;
+        c.nodes = nodes;
+        c.spares = spares;
         c.duration = Duration::from_secs(self.duration_s);
-        c.faults = parse_list(&self.faults, "fault", FaultKind::parse)?;
+        c.faults = faults;
         c.workloads = parse_list(&self.workloads, "workload", Workload::parse)?;
         c.from = from;
         c.ack_w = self.ack_w.unwrap_or(from / 2 + 1);
@@ -156,7 +176,7 @@ impl TestClusterArgs {
         c.keep_dir = self.keep;
         c.replication_timeout_ms = self.replication_timeout_ms;
         c.anti_entropy_interval_ms = self.anti_entropy_interval_ms;
-        c.replication_factor = self.replication_factor;
+        c.replication_factor = factor;
         c.converge_timeout = Duration::from_secs(self.converge_timeout_s);
         c.serve_args = self.serve_args.clone();
         if let Some(dir) = &self.certs_dir {
@@ -201,9 +221,9 @@ pub fn run_command(args: &TestClusterArgs) -> ExitCode {
         libc::signal(libc::SIGTERM, handler);
     }
     if args.dry_run {
-        let steps = faults::schedule(
+        let steps = faults::schedule_shaped(
             config.seed,
-            config.nodes,
+            config.shape(),
             config.duration.as_millis() as u64,
             &config.faults,
         );

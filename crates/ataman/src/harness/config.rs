@@ -2,7 +2,10 @@
 //! test-cluster`) and its validation.
 
 use super::HarnessError;
-use super::faults::FaultKind;
+use super::faults::{FaultKind, Shape};
+
+/// Members and spare slots at most.
+pub const SLOTS_MAX: usize = 16;
 use super::history::{Meta, Workload};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,8 +20,10 @@ pub struct Config {
     pub dir: Option<PathBuf>,
     /// Keep the directory even after a clean run.
     pub keep_dir: bool,
-    /// Nodes.
+    /// Members at the start.
     pub nodes: usize,
+    /// Spare slots for `join` and `replace` (`membership.rs`).
+    pub spares: usize,
     /// The seed.
     pub seed: u64,
     /// How long the workload and the faults run.
@@ -70,6 +75,7 @@ impl Config {
             dir: None,
             keep_dir: false,
             nodes: 3,
+            spares: 0,
             seed,
             duration: Duration::from_secs(30),
             faults: FaultKind::ALL.to_vec(),
@@ -104,12 +110,51 @@ impl Config {
                 "need 1 <= ack <= from <= nodes (ack_w {a_w}, ack_r {a_r}, from {f}, nodes {n})"
             )));
         }
+        let membership = self.faults.iter().any(|k| k.is_membership());
+        if self.nodes + self.spares > SLOTS_MAX {
+            return Err(HarnessError::Usage(format!(
+                "--nodes plus --spares must be at most {SLOTS_MAX}"
+            )));
+        }
+        if membership {
+            let r = self.replication_factor.unwrap_or(self.nodes);
+            if self.faults.contains(&FaultKind::Wipe) {
+                return Err(HarnessError::Usage(
+                    "wipe does not mix with join, leave or replace (see membership.rs)".into(),
+                ));
+            }
+            if self.spares == 0
+                && !self
+                    .faults
+                    .iter()
+                    .all(|&k| k == FaultKind::Leave || !k.is_membership())
+            {
+                return Err(HarnessError::Usage(
+                    "join and replace need --spares 1 or more".into(),
+                ));
+            }
+            if f as usize > r || r < 2 || r > self.nodes {
+                return Err(HarnessError::Usage(format!(
+                    "a membership run needs 2 <= from ({f}) <= R ({r}) <= nodes ({n})"
+                )));
+            }
+        }
         if self.workloads.is_empty() || self.clients == 0 {
             return Err(HarnessError::Usage(
                 "at least one workload and one client".into(),
             ));
         }
         Ok(())
+    }
+
+    /// The slots the schedule plans for: `leave` keeps at least `R`
+    /// members (the replication factor, default the node count).
+    pub fn shape(&self) -> Shape {
+        Shape {
+            members: self.nodes,
+            slots: self.nodes + self.spares,
+            min_members: self.replication_factor.unwrap_or(self.nodes),
+        }
     }
 
     pub(super) fn meta(&self, urls: Vec<String>) -> Meta {

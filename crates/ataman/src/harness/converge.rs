@@ -253,7 +253,7 @@ enum RoundState {
     Error(String),
 }
 
-/// Triggers repair on every node, then reads every copy every
+/// Triggers repair on every node of `nodes` (the members), then reads every copy every
 /// [`ROUND_PAUSE`] until all replicas of every key agree or `bound` passes
 /// (counted from `healed`, when the last fault was healed). A round that
 /// finished without success is asked again (it may have started before
@@ -261,6 +261,7 @@ enum RoundState {
 /// round finished by then (the report says which did).
 pub fn converge(
     view: &ClusterView,
+    nodes: &[usize],
     keys: &[KeyReplicas],
     recorder: &Recorder,
     healed: Instant,
@@ -273,7 +274,16 @@ pub fn converge(
         Ok(None) => RoundState::Unsupported,
         Err(e) => RoundState::Error(e),
     };
-    let mut states: Vec<RoundState> = (0..view.len()).map(start).collect();
+    // Slots that are not members have no round (Unsupported: not named).
+    let mut states: Vec<RoundState> = (0..view.len())
+        .map(|i| {
+            if nodes.contains(&i) {
+                start(i)
+            } else {
+                RoundState::Unsupported
+            }
+        })
+        .collect();
     let mut readings = 0u32;
     // Bounded by the deadline: each iteration reads the copies once and
     // pauses ROUND_PAUSE (at most until the deadline).
@@ -318,6 +328,7 @@ fn describe_rounds(states: &[RoundState]) -> String {
     let parts: Vec<String> = states
         .iter()
         .enumerate()
+        .filter(|(_, s)| !matches!(s, RoundState::Unsupported))
         .map(|(node, s)| match s {
             RoundState::Unsupported => format!("node {node}: no repair endpoint"),
             RoundState::Running { round } => format!("node {node}: round {round} still running"),

@@ -8,10 +8,11 @@
 //! process faults (kill, pause, wipe, disk full, clock) one at a time, and
 //! network faults (partition, one-way drop, delay) one at a time; within a
 //! lane a fault is healed before the next starts, after a random quiet gap
-//! (a heal that takes long, such as a refill, delays its lane's next
-//! faults, never the other lane's). Every fault has a bounded
-//! duration and ends before the run's duration does; [`Injector::heal_all`]
-//! heals anything still active at the end.
+//! (a heal that takes long, such as a refill, or a membership step delays
+//! its lane's next faults, never the other lane's; a fault that starts late
+//! keeps its full duration). Every fault has a bounded duration; the
+//! network lane heals what is on at the run's end at once,
+//! [`Injector::heal_all`] the process lane's after its last step.
 //!
 //! | kind | injected | healed |
 //! | --- | --- | --- |
@@ -23,9 +24,14 @@
 //! | `wipe` | `kill -9`, data directory removed | restarted empty with `--refill` (it answers no replica read before an anti-entropy round with every peer), then repair rounds on it (`POST /v0/repair`) until one succeeds with every peer |
 //! | `diskfull` | `disk_full=1`: the node's file writes fail with ENOSPC | `disk_full=0`, then `kill -9` and restart (a failed write poisons the engine until a restart) |
 //! | `clock` | `clock_offset_ms=±5..30 s`: the node's HLC reads a shifted wall clock | offset 0 |
+//! | `join`, `leave`, `replace` | a layout change (`membership.rs`), in the process lane, only where the member count stays within `R..=slots` ([`Shape`]) | never: permanent |
+//!
+//! With spare slots ([`Shape`]), a process fault's target is a choice among
+//! the members at the time (`membership::pick`), never a spare or a
+//! removed slot; network faults may name any slot.
 
 use super::HarnessError;
-use super::cluster::{Cluster, Control, Links};
+use super::cluster::{Cluster, Control, Links, Role};
 use super::converge;
 use super::history::{Crash, FaultEvent, Recorder};
 use crate::faultproxy::{Direction, LinkMode};
@@ -68,6 +74,12 @@ pub enum FaultKind {
     DiskFull,
     /// The node's clock jumps.
     Clock,
+    /// A spare slot's node joins: `--join`, then a layout adding it.
+    Join,
+    /// A member leaves: a layout removing it, then it stops once safe.
+    Leave,
+    /// A member dies (`kill -9`) and a spare replaces it in one layout.
+    Replace,
 }
 
 impl FaultKind {
@@ -83,6 +95,20 @@ impl FaultKind {
         FaultKind::Clock,
     ];
 
+    /// The membership kinds (`membership.rs`): permanent steps, never healed.
+    pub const MEMBERSHIP: [FaultKind; 3] = [FaultKind::Join, FaultKind::Leave, FaultKind::Replace];
+
+    /// What `--faults all` means: every kind but `wipe` (a wiped member's
+    /// data directory holds no layout, and a node whose layout names it
+    /// refuses to start without one: see `membership.rs`).
+    pub fn all() -> Vec<FaultKind> {
+        FaultKind::ALL
+            .into_iter()
+            .chain(FaultKind::MEMBERSHIP)
+            .filter(|&k| k != FaultKind::Wipe)
+            .collect()
+    }
+
     /// The name on the command line and in the history.
     pub fn name(self) -> &'static str {
         match self {
@@ -94,12 +120,23 @@ impl FaultKind {
             FaultKind::Wipe => "wipe",
             FaultKind::DiskFull => "diskfull",
             FaultKind::Clock => "clock",
+            FaultKind::Join => "join",
+            FaultKind::Leave => "leave",
+            FaultKind::Replace => "replace",
         }
     }
 
     /// Parses a name.
     pub fn parse(s: &str) -> Option<FaultKind> {
-        FaultKind::ALL.into_iter().find(|k| k.name() == s)
+        FaultKind::ALL
+            .into_iter()
+            .chain(FaultKind::MEMBERSHIP)
+            .find(|k| k.name() == s)
+    }
+
+    /// True for `join`, `leave` and `replace`.
+    pub fn is_membership(self) -> bool {
+        FaultKind::MEMBERSHIP.contains(&self)
     }
 
     /// True for the network lane (links), false for the process lane.
@@ -160,6 +197,19 @@ pub enum Action {
         /// Milliseconds, either sign.
         offset_ms: i64,
     },
+    /// The first spare slot joins.
+    Join,
+    /// A member leaves (`node` names it among the members at the time,
+    /// `membership::pick`).
+    Leave {
+        /// The planned choice.
+        node: usize,
+    },
+    /// A member is killed and replaced by the first spare slot.
+    Replace {
+        /// The planned choice (as for `Leave`).
+        node: usize,
+    },
 }
 
 impl Action {
@@ -174,6 +224,9 @@ impl Action {
             Action::Wipe { .. } => FaultKind::Wipe,
             Action::DiskFull { .. } => FaultKind::DiskFull,
             Action::Clock { .. } => FaultKind::Clock,
+            Action::Join => FaultKind::Join,
+            Action::Leave { .. } => FaultKind::Leave,
+            Action::Replace { .. } => FaultKind::Replace,
         }
     }
 
@@ -184,7 +237,10 @@ impl Action {
             | Action::Pause { node }
             | Action::Wipe { node }
             | Action::DiskFull { node }
-            | Action::Clock { node, .. } => vec![*node],
+            | Action::Clock { node, .. }
+            | Action::Leave { node }
+            | Action::Replace { node } => vec![*node],
+            Action::Join => Vec::new(),
             Action::Partition { side, .. } => side.clone(),
             Action::Oneway { from, to } => vec![*from, *to],
             Action::Delay { links } => {
@@ -221,6 +277,9 @@ fn duration_range(kind: FaultKind) -> (u64, u64) {
         FaultKind::DiskFull => (500, 2500),
         FaultKind::Clock => (1000, 4000),
         FaultKind::Partition | FaultKind::Oneway | FaultKind::Delay => (1000, 4000),
+        // A membership step's own time is what it takes (bounded in
+        // `membership.rs`); this is only the lane's pause after it.
+        FaultKind::Join | FaultKind::Leave | FaultKind::Replace => (100, 500),
     }
 }
 
@@ -235,6 +294,9 @@ fn action(rng: &mut Rng, kind: FaultKind, nodes: usize) -> Action {
         FaultKind::Kill => Action::Kill { node },
         FaultKind::Pause => Action::Pause { node },
         FaultKind::Wipe => Action::Wipe { node },
+        FaultKind::Join => Action::Join,
+        FaultKind::Leave => Action::Leave { node },
+        FaultKind::Replace => Action::Replace { node },
         FaultKind::DiskFull => Action::DiskFull { node },
         FaultKind::Clock => {
             let magnitude = rng.between(5_000, CLOCK_OFFSET_MS_MAX) as i64;
@@ -272,15 +334,75 @@ fn action(rng: &mut Rng, kind: FaultKind, nodes: usize) -> Action {
     }
 }
 
-/// The fault schedule of a run: a pure function of its arguments.
+/// The slots a schedule plans for: `members` nodes at the start, `slots`
+/// in all (the rest spares a `join` or `replace` starts), and at least
+/// `min_members` members at any time (the replication factor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// Members at the start.
+    pub members: usize,
+    /// Members and spare slots.
+    pub slots: usize,
+    /// Fewest members a `leave` may leave.
+    pub min_members: usize,
+}
+
+impl Shape {
+    /// `nodes` members, no spare, never fewer members.
+    pub fn fixed(nodes: usize) -> Shape {
+        Shape {
+            members: nodes,
+            slots: nodes,
+            min_members: nodes,
+        }
+    }
+}
+
+/// Whether a step of `kind` fits when `members` of `shape.slots` are members.
+pub fn fits(kind: FaultKind, members: usize, shape: Shape) -> bool {
+    match kind {
+        FaultKind::Join | FaultKind::Replace => members < shape.slots,
+        FaultKind::Leave => members > shape.min_members,
+        _ => true,
+    }
+}
+
+/// Members after a step of `kind` (a replace keeps the count).
+pub fn members_after(kind: FaultKind, members: usize) -> usize {
+    match kind {
+        FaultKind::Join => members + 1,
+        FaultKind::Leave => members.saturating_sub(1),
+        _ => members,
+    }
+}
+
+/// The fault schedule of a run of `nodes` fixed members: a pure function
+/// of its arguments.
 pub fn schedule(seed: u64, nodes: usize, duration_ms: u64, kinds: &[FaultKind]) -> Vec<Step> {
+    schedule_shaped(seed, Shape::fixed(nodes), duration_ms, kinds)
+}
+
+/// The fault schedule of a run of `shape`: a pure function of its
+/// arguments. Targets are slot numbers below `shape.slots`; the process
+/// lane's are choices among the members at the time (`membership::pick`).
+/// Membership steps go in the process lane, only where they fit (the
+/// member count the plan reaches stays within `min_members..=slots`); a
+/// lane whose kinds all stop fitting ends.
+pub fn schedule_shaped(
+    seed: u64,
+    shape: Shape,
+    duration_ms: u64,
+    kinds: &[FaultKind],
+) -> Vec<Step> {
     let mut steps = Vec::new();
-    if nodes < 2 {
+    let nodes = shape.slots;
+    if shape.members < 2 || nodes < shape.members {
         return steps;
     }
     for (lane, network) in [false, true].into_iter().enumerate() {
         let lane_kinds: Vec<FaultKind> = FaultKind::ALL
             .into_iter()
+            .chain(FaultKind::MEMBERSHIP)
             .filter(|k| kinds.contains(k) && k.is_network() == network)
             .collect();
         if lane_kinds.is_empty() {
@@ -288,11 +410,18 @@ pub fn schedule(seed: u64, nodes: usize, duration_ms: u64, kinds: &[FaultKind]) 
         }
         let mut rng = Rng::derive(seed, 0xfa17 + lane as u64);
         let mut at_ms = rng.between(GAP_MS.0, GAP_MS.1);
+        let mut members = shape.members;
         // Bounded: each step moves `at_ms` forward by at least GAP_MS.0.
         while at_ms + TAIL_MS < duration_ms {
-            let Some(&kind) = rng.pick(&lane_kinds) else {
+            let fitting: Vec<FaultKind> = lane_kinds
+                .iter()
+                .copied()
+                .filter(|&k| fits(k, members, shape))
+                .collect();
+            let Some(&kind) = rng.pick(&fitting) else {
                 break;
             };
+            members = members_after(kind, members);
             let (low, high) = duration_range(kind);
             let duration_ms = rng.between(low, high).min(duration_ms - at_ms);
             let action = action(&mut rng, kind, nodes);
@@ -312,6 +441,8 @@ pub fn schedule(seed: u64, nodes: usize, duration_ms: u64, kinds: &[FaultKind]) 
 pub struct Active {
     step: Step,
     start_us: u64,
+    /// A membership step's outcome (it is done at injection, never healed).
+    done: Option<(Vec<usize>, String)>,
 }
 
 /// Applies a schedule to a cluster, in real time, and records each fault.
@@ -326,11 +457,22 @@ pub struct Injector<'a> {
     links: Arc<Links>,
     recorder: &'a Recorder,
     crash_restarts: Mutex<Vec<usize>>,
+    membership: super::membership::Membership<'a>,
+    min_members: usize,
 }
 
 impl<'a> Injector<'a> {
     /// An injector for `cluster`, recording into `recorder`.
     pub fn new(cluster: &'a Mutex<Cluster>, recorder: &'a Recorder) -> Injector<'a> {
+        Injector::with_min_members(cluster, recorder, 1)
+    }
+
+    /// An injector whose `leave` steps keep at least `min_members` members.
+    pub fn with_min_members(
+        cluster: &'a Mutex<Cluster>,
+        recorder: &'a Recorder,
+        min_members: usize,
+    ) -> Injector<'a> {
         let (n, links) = {
             let c = lock(cluster);
             (c.len(), c.links())
@@ -340,6 +482,8 @@ impl<'a> Injector<'a> {
             links,
             recorder,
             crash_restarts: Mutex::new(vec![0; n]),
+            membership: super::membership::Membership::new(cluster),
+            min_members,
         }
     }
 
@@ -357,7 +501,15 @@ impl<'a> Injector<'a> {
         };
         let (process, network) = (lane(false), lane(true));
         std::thread::scope(|scope| {
-            let net = scope.spawn(|| self.run_lane(&network, started, deadline, false));
+            // The network lane heals what it left at once: the process
+            // lane may run on past the deadline (a membership step waits
+            // for its transition) and must not keep a partition on.
+            let net = scope.spawn(|| {
+                for active in self.run_lane(&network, started, deadline, false) {
+                    self.heal(active);
+                }
+                Vec::new()
+            });
             let mut left = self.run_lane(&process, started, deadline, true);
             match net.join() {
                 Ok(mut more) => left.append(&mut more),
@@ -375,7 +527,10 @@ impl<'a> Injector<'a> {
         deadline: Instant,
         watch: bool,
     ) -> Vec<Active> {
-        let mut active: Option<(usize, Active)> = None;
+        // The fault on, with when it is healed (ms from `started`): its
+        // planned end, or its full duration after a late start (behind a
+        // slow heal or a membership step).
+        let mut active: Option<(u64, Active)> = None;
         let mut next = 0;
         // Bounded by the deadline: each iteration sleeps at most one poll
         // interval (an injection or a heal takes its own bounded time).
@@ -384,8 +539,8 @@ impl<'a> Injector<'a> {
                 self.watch_exits();
             }
             let now_ms = started.elapsed().as_millis() as u64;
-            if let Some((i, _)) = &active
-                && steps[*i].at_ms + steps[*i].duration_ms <= now_ms
+            if let Some((end_ms, _)) = &active
+                && *end_ms <= now_ms
                 && let Some((_, a)) = active.take()
             {
                 self.heal(a);
@@ -394,7 +549,8 @@ impl<'a> Injector<'a> {
                 && let Some(step) = steps.get(next)
                 && step.at_ms <= now_ms
             {
-                active = Some((next, self.inject(step)));
+                let end_ms = now_ms.max(step.at_ms) + step.duration_ms;
+                active = Some((end_ms, self.inject(step)));
                 next += 1;
             }
             std::thread::sleep(EXIT_POLL_INTERVAL);
@@ -411,6 +567,9 @@ impl<'a> Injector<'a> {
                 at_us: self.recorder.now_us(),
                 status: format!("exited on its own: {status}"),
             });
+            if lock(self.cluster).role(node) != Role::Member {
+                continue;
+            }
             let again = {
                 let mut restarts = lock(&self.crash_restarts);
                 restarts[node] += 1;
@@ -448,9 +607,49 @@ impl<'a> Injector<'a> {
         }
     }
 
-    /// Injects `step`; the fault's start is when it took effect.
+    /// `step` with its process-lane target resolved among the members at
+    /// this time ([`super::membership::pick`]; the same node when every
+    /// slot is a member).
+    fn resolve(&self, step: &Step) -> Step {
+        let members = lock(self.cluster).member_slots();
+        let to = |node: usize| super::membership::pick(node, &members).unwrap_or(node);
+        let action = match step.action.clone() {
+            Action::Kill { node } => Action::Kill { node: to(node) },
+            Action::Pause { node } => Action::Pause { node: to(node) },
+            Action::Wipe { node } => Action::Wipe { node: to(node) },
+            Action::DiskFull { node } => Action::DiskFull { node: to(node) },
+            Action::Clock { node, offset_ms } => Action::Clock {
+                node: to(node),
+                offset_ms,
+            },
+            other => other,
+        };
+        Step {
+            action,
+            ..step.clone()
+        }
+    }
+
+    /// Injects `step`; the fault's start is when it took effect (a
+    /// membership step's, when it began: it is done here).
     fn inject(&self, step: &Step) -> Active {
+        let step = &self.resolve(step);
+        let start_us = self.recorder.now_us();
+        let done = match &step.action {
+            Action::Join => Some(self.membership.join()),
+            Action::Leave { node } => Some(self.membership.leave(*node, self.min_members)),
+            Action::Replace { node } => Some(self.membership.replace(*node)),
+            _ => None,
+        };
+        if done.is_some() {
+            return Active {
+                step: step.clone(),
+                start_us,
+                done,
+            };
+        }
         match &step.action {
+            Action::Join | Action::Leave { .. } | Action::Replace { .. } => {}
             Action::Kill { node } => self.kill(*node),
             Action::Wipe { node } => {
                 self.kill(*node);
@@ -498,6 +697,7 @@ impl<'a> Injector<'a> {
         Active {
             step: step.clone(),
             start_us: self.recorder.now_us(),
+            done: None,
         }
     }
 
@@ -550,7 +750,13 @@ impl<'a> Injector<'a> {
 
     fn heal(&self, active: Active) {
         let is_up = |node: usize| lock(self.cluster).is_up(node);
+        let mut targets = active.step.action.targets();
         let detail = match &active.step.action {
+            Action::Join | Action::Leave { .. } | Action::Replace { .. } => {
+                let (hit, detail) = active.done.clone().unwrap_or_default();
+                targets = hit;
+                detail
+            }
             Action::Kill { node } => {
                 if is_up(*node) {
                     "already up".into()
@@ -607,7 +813,7 @@ impl<'a> Injector<'a> {
         };
         self.recorder.fault(FaultEvent {
             kind: active.step.action.kind(),
-            targets: active.step.action.targets(),
+            targets,
             start_us: active.start_us,
             end_us: self.recorder.now_us(),
             detail,
@@ -632,11 +838,18 @@ impl<'a> Injector<'a> {
             cluster.set_control(node, Control::default())?;
             if cluster.is_up(node) {
                 cluster.resume(node);
-            } else {
+            } else if cluster.role(node) == Role::Member {
                 cluster.restart(node)?;
             }
         }
         Ok(())
+    }
+
+    /// Where the membership ended, after [`Injector::heal_all`]: removed
+    /// nodes stopped once safe, every member settled (bounded), the final
+    /// version and member slots (`membership.rs`).
+    pub fn finish_membership(&self) -> String {
+        self.membership.finish()
     }
 }
 
@@ -681,6 +894,54 @@ mod tests {
         assert!(kills.iter().all(|s| s.action.kind() == FaultKind::Kill));
         assert!(schedule(7, 3, 20_000, &[]).is_empty());
         for kind in FaultKind::ALL {
+            assert_eq!(FaultKind::parse(kind.name()), Some(kind));
+        }
+    }
+
+    /// Membership steps go in the process lane and only where they fit:
+    /// replaying any seed's plan keeps the member count within
+    /// `min_members..=slots`; a join-only plan stops once the spares are
+    /// used; process-lane targets stay below the slot count; a fixed
+    /// shape plans as before (no membership step, same schedule).
+    #[test]
+    fn membership_steps_keep_the_count_within_bounds() {
+        let shape = Shape {
+            members: 4,
+            slots: 6,
+            min_members: 3,
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..200 {
+            let steps = schedule_shaped(seed, shape, 60_000, &FaultKind::all());
+            let mut members = shape.members;
+            for s in &steps {
+                let kind = s.action.kind();
+                assert!(!(kind.is_membership() && kind.is_network()));
+                assert!(
+                    fits(kind, members, shape),
+                    "seed {seed}: {s:?} at {members}"
+                );
+                members = members_after(kind, members);
+                assert!((shape.min_members..=shape.slots).contains(&members));
+                assert!(s.action.targets().iter().all(|&t| t < shape.slots));
+                seen.insert(kind);
+            }
+        }
+        for kind in FaultKind::MEMBERSHIP {
+            assert!(seen.contains(&kind), "{kind:?} never planned");
+        }
+        assert!(!seen.contains(&FaultKind::Wipe));
+        let joins = schedule_shaped(5, shape, 60_000, &[FaultKind::Join]);
+        assert_eq!(joins.len(), 2, "{joins:?}");
+        let leaves = schedule_shaped(5, shape, 60_000, &[FaultKind::Leave]);
+        assert_eq!(leaves.len(), 1, "{leaves:?}");
+        let fixed = schedule(42, 3, 30_000, &FaultKind::ALL);
+        assert_eq!(
+            fixed,
+            schedule_shaped(42, Shape::fixed(3), 30_000, &FaultKind::ALL)
+        );
+        assert!(schedule(42, 3, 30_000, &FaultKind::MEMBERSHIP).is_empty());
+        for kind in FaultKind::MEMBERSHIP {
             assert_eq!(FaultKind::parse(kind.name()), Some(kind));
         }
     }

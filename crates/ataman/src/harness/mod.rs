@@ -39,6 +39,7 @@ pub mod converge;
 pub mod error;
 pub mod faults;
 pub mod history;
+pub mod membership;
 pub mod report;
 pub mod run;
 pub mod workload;

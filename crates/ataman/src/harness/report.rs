@@ -127,6 +127,14 @@ impl Report {
                 "by_kind": by_kind,
             },
             "faults_injected": self.faults(),
+            "membership_steps": self.history.faults.iter()
+                .filter(|f| f.kind.is_membership())
+                .map(|f| json!({
+                    "kind": f.kind.name(), "targets": f.targets,
+                    "start_ms": f.start_us / 1000, "end_ms": f.end_us / 1000,
+                    "detail": f.detail,
+                }))
+                .collect::<Vec<_>>(),
             "acknowledged_writes_lost": f.lost.count,
             "ryw_violations": f.ryw.count,
             "impossible_reads": f.impossible.count,

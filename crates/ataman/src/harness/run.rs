@@ -80,13 +80,15 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
         exe: config.exe.clone(),
         dir: dir.clone(),
         nodes: config.nodes,
+        spares: config.spares,
         serve_args,
         sync_delay_ms: config.sync_delay_ms,
     })?);
     let view = lock(&cluster).view();
     let recorder = Arc::new(Recorder::new());
     let duration_ms = config.duration.as_millis() as u64;
-    let steps = faults::schedule(config.seed, config.nodes, duration_ms, &config.faults);
+    let shape = config.shape();
+    let steps = faults::schedule_shaped(config.seed, shape, duration_ms, &config.faults);
     let timeout = Duration::from_millis(config.replication_timeout_ms + REQUEST_MARGIN_MS);
     let spec = ClientSpec {
         seed: config.seed,
@@ -106,7 +108,7 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
             what: "start the client threads".into(),
             source,
         })?;
-    let injector = Injector::new(&cluster, &recorder);
+    let injector = Injector::with_min_members(&cluster, &recorder, shape.min_members);
     let left = injector.run(&steps, started, deadline);
     // The clients stop at the deadline by themselves; each request is bounded.
     let join_deadline = Instant::now() + CLIENT_JOIN_TIMEOUT;
@@ -120,6 +122,8 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
         }
     }
     injector.heal_all(left)?;
+    let membership = (config.spares > 0 || config.faults.iter().any(|k| k.is_membership()))
+        .then(|| injector.finish_membership());
     drop(injector);
     let mut cluster = cluster.into_inner().unwrap_or_else(PoisonError::into_inner);
     if interrupted() {
@@ -134,6 +138,9 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
     // Every key written (even by a write that may have failed) and its
     // replicas: the top max(from, R) nodes (anti-entropy keeps R copies).
     let factor = config.replication_factor.unwrap_or(config.nodes) as u32;
+    // Placement over the final members (slots), as the nodes place keys.
+    let members = cluster.member_slots();
+    let member_urls: Vec<String> = members.iter().map(|&i| view.urls()[i].clone()).collect();
     let mut keys: BTreeMap<String, (Workload, u32)> = BTreeMap::new();
     recorder.with_ops(|ops| {
         for op in ops.iter().filter(|o| o.kind != OpKind::Get) {
@@ -146,14 +153,26 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
         .map(|(key, (_, from))| converge::KeyReplicas {
             key: key.clone(),
             replicas: ataman_node::cluster::placement::replicas(
-                view.urls(),
+                &member_urls,
                 key.as_bytes(),
                 *from as usize,
-            ),
+            )
+            .into_iter()
+            .map(|r| members[r])
+            .collect(),
         })
         .collect();
-    let (convergence, copies) =
-        converge::converge(&view, &replicas, &recorder, healed, config.converge_timeout);
+    let (mut convergence, copies) = converge::converge(
+        &view,
+        &members,
+        &replicas,
+        &recorder,
+        healed,
+        config.converge_timeout,
+    );
+    if let Some(membership) = membership {
+        convergence.repair = format!("{membership}; {}", convergence.repair);
+    }
     let final_keys: Vec<(String, Workload)> =
         keys.iter().map(|(k, (w, _))| (k.clone(), *w)).collect();
     workload::final_reads(

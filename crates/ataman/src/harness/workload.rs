@@ -192,10 +192,13 @@ pub fn perform(
         OpKind::Get => ("GET", None),
         OpKind::Delete => ("DELETE", None),
     };
+    // A slot that is not a member now (a spare, a leaving node) has its
+    // requests sent to a member instead (`ClusterView::route`).
+    let node = view.route(planned.node);
     let start_us = recorder.now_us();
     let answer = client.send(
-        planned.node,
-        view.addr(planned.node),
+        node,
+        view.addr(node),
         method,
         &path,
         body,
@@ -213,7 +216,7 @@ pub fn perform(
         kind: planned.kind,
         key: planned.key.clone(),
         value,
-        node: planned.node,
+        node,
         ack,
         from,
         start_us,
