@@ -42,7 +42,7 @@ pub struct SeedLayout {
 
 /// How a node started with `--join` asks its seed: the seed's live
 /// layouts, oldest first (one, or a transition's two). The node's own
-/// implementation (`crate::layout_io::seed`) asks the seed's internal
+/// implementation (`layout_io::seed`) asks the seed's internal
 /// layout endpoint as a peer does, with the node's TLS and cluster
 /// secret.
 pub trait AskSeed: Send + Sync {
