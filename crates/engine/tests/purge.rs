@@ -44,7 +44,7 @@ fn key(k: u64) -> Vec<u8> {
 /// P: keeps keys whose number is not a multiple of 3 (a third purged).
 fn keep(k: &[u8]) -> bool {
     let n: u64 = std::str::from_utf8(&k[4..]).unwrap().parse().unwrap();
-    n % 3 != 0
+    !n.is_multiple_of(3)
 }
 
 fn keep_fn() -> Arc<KeepKey> {
