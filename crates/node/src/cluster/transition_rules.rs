@@ -36,9 +36,30 @@
 //! - **Prune.** Drop the old version once `min(sync_ack) >= v`.
 //! - **Promote.** Once the only live version is newer than the stored
 //!   `LAYOUT`, store it as `LAYOUT` (the chosen next becomes current).
-//! - **Cleanup.** After the promotion, delete the local copies of keys
-//!   this node does not replicate under the only live version
-//!   (`History::may_delete`), once per version.
+//! - **Cleanup.** Once the only live version `v` is stored as `LAYOUT`
+//!   (after the promotion), delete the local copies of the keys this node
+//!   replicates in no live version ([`keeps`]; `History::may_delete`),
+//!   once per version: a removed node, a member of none, deletes every
+//!   key. Not while a copy runs, and no copy starts while it runs (see
+//!   below). The driver asks the membership again just before it starts
+//!   and builds what to keep from the layouts live at that moment: if a
+//!   later version began meanwhile, it does not start (the cleanup of
+//!   that version, once it is the only live one, deletes everything this
+//!   one would have).
+//!
+//! # Cleanup before copy
+//! A node may lose key `k` in `v+1` and gain it back in `v+2`. Its copy
+//! for `v+2` compares its own copy of `k` with the sources' and fetches
+//! only what it lacks: if the cleanup for `v+1` ran beside or after that
+//! copy it could delete `k` once the copy had found it present. So the
+//! copy and the cleanup never overlap on a node ([`Progress`]'s
+//! `copy_running` and `cleanup_running`): a copy starts only once the
+//! cleanup ended, and it then sees the cleaned state and fetches `k`.
+//! Writes reaching the node while its cleanup runs (the writes of a
+//! `v+2` that began meanwhile, to both sets) land after the purge's
+//! cutoff and are kept; one applied between the driver's decision and
+//! the cutoff may be deleted, and it is then fetched by that copy, which
+//! starts later (every such write is acknowledged by the old sets too).
 
 use super::history::{History, Tracker};
 use super::layout::Layout;
@@ -60,6 +81,8 @@ pub struct Progress {
     pub copied: u64,
     /// The newest version whose cleanup completed (or needs none).
     pub cleaned: u64,
+    /// The version a cleanup is running for.
+    pub cleanup_running: Option<u64>,
 }
 
 /// What the rules look at.
@@ -91,8 +114,16 @@ pub enum Action {
     Prune,
     /// Store the only live version as `LAYOUT`.
     Promote(u64),
-    /// Delete local copies of keys not replicated under this version.
+    /// Delete the local copies of the keys this node replicates in no
+    /// live version (the only live one is this version).
     Cleanup(u64),
+}
+
+/// True if `node` keeps its copy of `key` while `live` are the live
+/// layouts: it is one of the key's replicas in one of them. A cleanup
+/// deletes exactly the keys this rejects.
+pub fn keeps(live: &[Layout], node: &str, key: &[u8]) -> bool {
+    live.iter().any(|l| l.replicas(key).contains(&node))
 }
 
 /// True if `node` may receive keys going from `old` to `new`. With
@@ -150,7 +181,7 @@ pub fn decide(i: Inputs<'_>) -> Vec<Action> {
     {
         if !may_gain(old, new, me) || i.progress.copied >= v {
             out.push(Action::Raise(Tracker::Sync, v));
-        } else if i.progress.copy_running.is_none() {
+        } else if i.progress.copy_running.is_none() && i.progress.cleanup_running.is_none() {
             out.push(Action::StartCopy(v));
         }
     }
@@ -176,9 +207,10 @@ fn promote_and_clean(i: Inputs<'_>, mut out: Vec<Action>) -> Vec<Action> {
     if h.in_transition() {
         return out;
     }
+    let p = i.progress;
     if i.stored_version < v {
         out.push(Action::Promote(v));
-    } else if i.progress.cleaned < v && !h.removed(i.self_url) {
+    } else if p.cleaned < v && p.copy_running.is_none() && p.cleanup_running.is_none() {
         out.push(Action::Cleanup(v));
     }
     out
