@@ -97,19 +97,21 @@ fn join(seed: &str) -> (Node, FaultProxy) {
     (node, proxy)
 }
 
-/// A client writing `b{n}` with `ack=2 from=2` through `targets` in turn,
-/// keeping what was acknowledged.
+/// A client writing `{prefix}{n}` with `ack=2 from=2` through `targets`
+/// in turn, keeping what was acknowledged, and every key it tried.
 struct Writer {
     stop: Arc<AtomicBool>,
     acked: Arc<Mutex<Expected>>,
+    tried: Arc<Mutex<BTreeSet<String>>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Writer {
-    fn start(targets: Arc<Mutex<Vec<SocketAddr>>>) -> Writer {
+    fn start(targets: Arc<Mutex<Vec<SocketAddr>>>, prefix: &'static str) -> Writer {
         let stop = Arc::new(AtomicBool::new(false));
         let acked = Arc::new(Mutex::new(Expected::new()));
-        let (s, a) = (Arc::clone(&stop), Arc::clone(&acked));
+        let tried = Arc::new(Mutex::new(BTreeSet::new()));
+        let (s, a, t) = (Arc::clone(&stop), Arc::clone(&acked), Arc::clone(&tried));
         let thread = std::thread::spawn(move || {
             for n in 0..WRITES_MAX {
                 if s.load(Ordering::Acquire) {
@@ -117,8 +119,9 @@ impl Writer {
                 }
                 let addrs = targets.lock().unwrap().clone();
                 let addr = addrs[n as usize % addrs.len()];
-                let (key, value) = (format!("b{n}"), format!("value-{n}"));
+                let (key, value) = (format!("{prefix}{n}"), format!("value-{n}"));
                 let target = entity(key.as_bytes(), 2, 2);
+                t.lock().unwrap().insert(key.clone());
                 let r = Conn::open(addr).request("PUT", &target, &[], Some(value.as_bytes()));
                 if r.status == 201 {
                     a.lock().unwrap().insert(key, Some(value));
@@ -129,23 +132,31 @@ impl Writer {
         Writer {
             stop,
             acked,
+            tried,
             thread: Some(thread),
         }
     }
 
-    /// Stops it; the acknowledged writes.
-    fn finish(mut self) -> Expected {
+    /// Stops it; the acknowledged writes and every key tried.
+    fn finish(mut self) -> (Expected, BTreeSet<String>) {
         self.stop.store(true, Ordering::Release);
         self.thread.take().unwrap().join().unwrap();
-        std::mem::take(&mut *self.acked.lock().unwrap())
+        let acked = std::mem::take(&mut *self.acked.lock().unwrap());
+        (acked, std::mem::take(&mut *self.tried.lock().unwrap()))
     }
 }
 
-/// Each member holds exactly the keys it replicates in the layout they
-/// report (every key written, acknowledged or not, counts: a write the
-/// client saw fail may still be stored), so each key has its `R` copies
-/// and no member keeps one it lost.
-fn check_placement(members: &[SocketAddr], written: &BTreeSet<String>, label: &str) {
+/// Each member holds exactly the keys of `acked` it replicates in the
+/// layout they report, so each has its `R` copies; and no member holds a
+/// key of `tried` (a superset) it does not replicate. A write the client
+/// saw fail may be on some of its replicas only: where it is missing is
+/// not checked.
+fn check_placement(
+    members: &[SocketAddr],
+    acked: &BTreeSet<String>,
+    tried: &BTreeSet<String>,
+    label: &str,
+) {
     let doc = layout_of(members[0]);
     let nodes: Vec<String> = doc["nodes"]
         .as_array()
@@ -159,20 +170,19 @@ fn check_placement(members: &[SocketAddr], written: &BTreeSet<String>, label: &s
         let me = layout_of(addr)["self"].as_str().unwrap().to_owned();
         let i = nodes.iter().position(|n| *n == me).unwrap();
         let held = held(addr);
-        let unknown: Vec<_> = held.iter().filter(|k| !written.contains(*k)).collect();
+        let unknown: Vec<_> = held.iter().filter(|k| !tried.contains(*k)).collect();
         assert!(
             unknown.is_empty(),
             "{label}: {me} holds {unknown:?}, never written"
         );
-        let mut lost = Vec::new();
-        let mut missing = Vec::new();
-        for key in written {
+        let (mut lost, mut missing) = (Vec::new(), Vec::new());
+        for key in tried {
             let mine = placement::replicas(&nodes, key.as_bytes(), R).contains(&i);
             match (mine, held.contains(key)) {
                 (true, true) => *copies.entry(key).or_default() += 1,
-                (true, false) => missing.push(key),
+                (true, false) if acked.contains(key) => missing.push(key),
                 (false, true) => lost.push(key),
-                (false, false) => {}
+                _ => {}
             }
         }
         assert!(
@@ -184,7 +194,7 @@ fn check_placement(members: &[SocketAddr], written: &BTreeSet<String>, label: &s
             "{label}: {me} lacks keys it replicates: {missing:?}"
         );
     }
-    for key in written {
+    for key in acked {
         assert_eq!(
             copies.get(key.as_str()),
             Some(&R),
@@ -216,13 +226,11 @@ fn check_reads(members: &[SocketAddr], expected: &Expected, label: &str) {
 fn cleanup_leaves_each_node_exactly_its_share() {
     let c = TestCluster::start(3, &args());
     let mut expected = Expected::new();
-    let mut written = BTreeSet::new();
     for n in 0..KEYS {
         let key = format!("k{n}");
         let value = format!("v{n}");
         let r = c.put(n as usize % 3, key.as_bytes(), value.as_bytes(), 2, 2);
         assert_eq!(r.status, 201, "{key}: {}", body(&r));
-        written.insert(key.clone());
         if n % 5 == 0 {
             // A tombstone: deleted keys move and are cleaned up too.
             let r = c.delete((n as usize + 1) % 3, key.as_bytes(), 2, 2);
@@ -237,7 +245,7 @@ fn cleanup_leaves_each_node_exactly_its_share() {
         c.node(1).addr(),
         c.node(2).addr(),
     ]));
-    let writer = Writer::start(Arc::clone(&targets));
+    let writer = Writer::start(Arc::clone(&targets), "b");
 
     let (added, proxy) = join(&c.urls()[0]);
     let r = post(c.node(0), &format!("version=2&add={}", proxy.url()));
@@ -259,19 +267,17 @@ fn cleanup_leaves_each_node_exactly_its_share() {
         .map(|&a| layout_of(a)["cleanup"]["keys_purged"].as_u64().unwrap())
         .sum();
     assert!(purged > 0, "no old member deleted a key it gave up");
-    // Stop the writer for the check (its keys are written or not, then).
-    let mut acked = writer.finish();
-    let written_now: BTreeSet<String> = written
-        .iter()
-        .cloned()
-        .chain(acked.keys().cloned())
-        .collect();
-    check_placement(&grown, &written_now, "after the grow");
+    // The writer stops for the check (each of its keys is then final).
+    let (acked, mut tried) = writer.finish();
+    expected.extend(acked);
+    tried.extend(expected.keys().cloned());
+    let acked_keys: BTreeSet<String> = expected.keys().cloned().collect();
+    check_placement(&grown, &acked_keys, &tried, "after the grow");
 
     // Node 1 leaves, under writes again.
     targets.lock().unwrap().retain(|a| *a != c.node(1).addr());
     targets.lock().unwrap().push(added.addr());
-    let writer = Writer::start(Arc::clone(&targets));
+    let writer = Writer::start(Arc::clone(&targets), "c");
     let r = post(c.node(2), &format!("version=3&remove={}", c.urls()[1]));
     assert_eq!(r.status, 200, "{}", body(&r));
     let left = [c.node(0).addr(), c.node(2).addr(), added.addr()];
@@ -287,15 +293,14 @@ fn cleanup_leaves_each_node_exactly_its_share() {
             && doc["cleanup"]["version"] == 3
             && doc["cleanup"]["running"] == 0
     });
-    let later = writer.finish();
-    // The second writer restarted at b0: its keys overwrite the first's.
-    acked.extend(later);
-    let written_all: BTreeSet<String> = written.into_iter().chain(acked.keys().cloned()).collect();
+    let (acked, tried_later) = writer.finish();
+    expected.extend(acked);
+    tried.extend(tried_later);
     assert!(
         held(c.node(1).addr()).is_empty(),
         "the removed node still holds data"
     );
-    check_placement(&left, &written_all, "after the removal");
-    expected.extend(acked);
+    let acked_keys: BTreeSet<String> = expected.keys().cloned().collect();
+    check_placement(&left, &acked_keys, &tried, "after the removal");
     check_reads(&left, &expected, "after the removal");
 }

@@ -256,14 +256,20 @@ impl Driver {
         let (history, stored) = self
             .membership
             .read(|s| (s.history.clone(), s.acceptor.current().version));
+        let alone = !history.in_transition() && stored == history.current().version;
+        if alone && self.progress.stored_since.is_none_or(|(v, _)| v != stored) {
+            self.progress.stored_since = Some((stored, self.now_ms()));
+        }
+        let replication_timeout_ms =
+            u64::try_from(self.replication_timeout.as_millis()).unwrap_or(u64::MAX);
         let actions = transition_rules::decide(Inputs {
             self_url: self.membership.self_url(),
             history: &history,
             stored_version: stored,
             progress: &self.progress,
             now_ms: self.now_ms(),
-            replication_timeout_ms: u64::try_from(self.replication_timeout.as_millis())
-                .unwrap_or(u64::MAX),
+            replication_timeout_ms,
+            cleanup_wait_ms: transition_rules::cleanup_wait_ms(replication_timeout_ms),
         });
         for action in actions {
             self.apply(action, &history);

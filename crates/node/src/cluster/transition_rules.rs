@@ -41,7 +41,15 @@
 //!   replicates in no live version ([`keeps`]; `History::may_delete`),
 //!   once per version: a removed node, a member of none, deletes every
 //!   key. Not while a copy runs, and no copy starts while it runs (see
-//!   below). The driver asks the membership again just before it starts
+//!   below). It waits first, from when the driver first saw `v` stored
+//!   and alone, the replication timeout plus [`ACK_MARGIN_MS`] plus
+//!   [`CLEANUP_MARGIN_MS`]: a peer that has not pruned yet still writes
+//!   to the old sets too (harmless, reads use `v`), until it learns the
+//!   prune (layout gossip, within about a round of this node: the margin
+//!   is two rounds and a second) and its writes started before end. A
+//!   write that lands after the cleanup began anyway (a peer stalled
+//!   longer than that) is kept: a copy no read uses, outside every
+//!   anti-entropy scope, deleted by the next cleanup. The driver asks the membership again just before it starts
 //!   and builds what to keep from the layouts live at that moment: if a
 //!   later version began meanwhile, it does not start (the cleanup of
 //!   that version, once it is the only live one, deletes everything this
@@ -69,6 +77,11 @@ use super::layout::Layout;
 /// 50 ms at most), so a write may end a little after its deadline.
 pub const ACK_MARGIN_MS: u64 = 1_000;
 
+/// Added to the replication timeout and [`ACK_MARGIN_MS`] before a
+/// cleanup starts: two layout gossip rounds (1 s each) and a second, for
+/// the peers to learn the prune and stop writing to the old sets.
+pub const CLEANUP_MARGIN_MS: u64 = 3_000;
+
 /// What the node has done, as the driver tracks it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Progress {
@@ -83,6 +96,9 @@ pub struct Progress {
     pub cleaned: u64,
     /// The version a cleanup is running for.
     pub cleanup_running: Option<u64>,
+    /// The newest version the driver saw stored as `LAYOUT` and the only
+    /// live one, and the time (ms, the driver's clock) it first saw so.
+    pub stored_since: Option<(u64, u64)>,
 }
 
 /// What the rules look at.
@@ -101,6 +117,18 @@ pub struct Inputs<'a> {
     /// The replication timeout, ms: a coordinated write ends within it
     /// (and [`ACK_MARGIN_MS`]).
     pub replication_timeout_ms: u64,
+    /// How long a cleanup waits once `v` is stored and alone, ms: the
+    /// driver's [`cleanup_wait_ms`]. Safety does not rest on it (the
+    /// model runs with 0): only how few stale copies are left.
+    pub cleanup_wait_ms: u64,
+}
+
+/// The driver's cleanup wait: the replication timeout, [`ACK_MARGIN_MS`]
+/// and [`CLEANUP_MARGIN_MS`].
+pub fn cleanup_wait_ms(replication_timeout_ms: u64) -> u64 {
+    replication_timeout_ms
+        .saturating_add(ACK_MARGIN_MS)
+        .saturating_add(CLEANUP_MARGIN_MS)
 }
 
 /// One thing to do.
@@ -208,9 +236,12 @@ fn promote_and_clean(i: Inputs<'_>, mut out: Vec<Action>) -> Vec<Action> {
         return out;
     }
     let p = i.progress;
+    let waited = p.stored_since.is_some_and(|(stored, since)| {
+        stored == v && i.now_ms.saturating_sub(since) >= i.cleanup_wait_ms
+    });
     if i.stored_version < v {
         out.push(Action::Promote(v));
-    } else if p.cleaned < v && p.copy_running.is_none() && p.cleanup_running.is_none() {
+    } else if p.cleaned < v && waited && p.copy_running.is_none() && p.cleanup_running.is_none() {
         out.push(Action::Cleanup(v));
     }
     out

@@ -106,6 +106,8 @@ impl Model {
             progress: &node.progress,
             now_ms: self.now,
             replication_timeout_ms: timeout,
+            // Safety must not rest on the wait: none here.
+            cleanup_wait_ms: 0,
         });
         let h = &node.history;
         let v = h.current().version;
@@ -237,6 +239,14 @@ impl Model {
                 && self.now > s
             {
                 node.progress.placement = Some((self.next.version, self.now));
+            }
+            let v = self.next.version;
+            if node.learned
+                && !node.history.in_transition()
+                && node.stored == v
+                && node.progress.stored_since.is_none()
+            {
+                node.progress.stored_since = Some((v, self.now));
             }
             if node.copy_done_at.is_some_and(|t| self.now >= t) {
                 node.copy_done_at = None;
@@ -374,6 +384,7 @@ fn decision_walk() {
             progress: p,
             now_ms: now,
             replication_timeout_ms: TIMEOUT_MS,
+            cleanup_wait_ms: cleanup_wait_ms(TIMEOUT_MS),
         })
     };
     let wait = TIMEOUT_MS + ACK_MARGIN_MS;
@@ -404,9 +415,16 @@ fn decision_walk() {
     assert_eq!(ask(&h, &p, 1, 2_000), vec![Action::Prune]);
     assert!(h.prune());
     assert_eq!(ask(&h, &p, 1, 2_000), vec![Action::Promote(2)]);
-    assert_eq!(ask(&h, &p, 2, 2_000), vec![Action::Cleanup(2)]);
+    // Stored and alone from 2_000: the cleanup waits for the peers.
+    p.stored_since = Some((2, 2_000));
+    let cleanup_wait = TIMEOUT_MS + ACK_MARGIN_MS + CLEANUP_MARGIN_MS;
+    assert!(ask(&h, &p, 2, 1_999 + cleanup_wait).is_empty());
+    assert_eq!(
+        ask(&h, &p, 2, 2_000 + cleanup_wait),
+        vec![Action::Cleanup(2)]
+    );
     p.cleaned = 2;
-    assert!(ask(&h, &p, 2, 2_000).is_empty());
+    assert!(ask(&h, &p, 2, 9_000).is_empty());
 }
 
 /// Cleanup and copy never overlap: no copy starts while a cleanup runs
@@ -424,13 +442,16 @@ fn cleanup_and_copy_never_overlap() {
             progress: p,
             now_ms: 10_000,
             replication_timeout_ms: TIMEOUT_MS,
+            cleanup_wait_ms: cleanup_wait_ms(TIMEOUT_MS),
         })
     };
+    let since = |v: u64| Some((v, 0));
     // Settled on v2 ([1,2,3] R=1 after 3 lost keys), v3 gains them back.
     let mut h = History::settled(layout(2, &[1, 2, 3], 1));
     let mut p = Progress {
         cleaned: 1,
         placement: Some((2, 0)),
+        stored_since: since(2),
         ..Progress::default()
     };
     assert_eq!(ask(&h, &p, 2), vec![Action::Cleanup(2)]);
@@ -453,10 +474,13 @@ fn cleanup_and_copy_never_overlap() {
     let mut settled = History::settled(layout(3, &[1, 2, 3], 2));
     assert!(ask(&settled, &p, 3).is_empty());
     p.copy_running = None;
+    assert!(ask(&settled, &p, 3).is_empty(), "v3 not seen stored yet");
+    p.stored_since = since(3);
     assert_eq!(ask(&settled, &p, 3), vec![Action::Cleanup(3)]);
     // A removed node cleans up too, after storing the layout.
     settled = History::settled(layout(4, &[1, 2], 2));
     assert_eq!(ask(&settled, &p, 3), vec![Action::Promote(4)]);
+    p.stored_since = since(4);
     assert_eq!(ask(&settled, &p, 4), vec![Action::Cleanup(4)]);
 }
 

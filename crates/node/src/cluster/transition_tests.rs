@@ -322,7 +322,7 @@ fn cleanup_runs_once_after_promotion_and_survives_a_restart() {
             None,
         )
         .with_cleaner(Arc::clone(&recorded) as Arc<dyn Cleaner>);
-        for _ in 0..50 {
+        for _ in 0..ROUNDS_MAX {
             d.tick();
             if d.progress.cleaned == 2 {
                 break;
