@@ -4,8 +4,9 @@
 //! each change settles and every node's cleanup is done, each member
 //! holds (its own versions, `GET /v0/internal/range`) exactly the keys it
 //! replicates in the new layout: none it lost, none missing, so every key
-//! has its `R` copies; the removed node holds nothing at all; and every
-//! acknowledged write reads back through every member.
+//! has its `R` copies; the removed node holds nothing at all; every
+//! acknowledged write reads back through every member; and a restarted
+//! member finds its cleanup recorded.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
 
@@ -224,7 +225,7 @@ fn check_reads(members: &[SocketAddr], expected: &Expected, label: &str) {
 /// removed node nothing.
 #[test]
 fn cleanup_leaves_each_node_exactly_its_share() {
-    let c = TestCluster::start(3, &args());
+    let mut c = TestCluster::start(3, &args());
     let mut expected = Expected::new();
     for n in 0..KEYS {
         let key = format!("k{n}");
@@ -303,4 +304,14 @@ fn cleanup_leaves_each_node_exactly_its_share() {
     let acked_keys: BTreeSet<String> = expected.keys().cloned().collect();
     check_placement(&left, &acked_keys, &tried, "after the removal");
     check_reads(&left, &expected, "after the removal");
+
+    // A restart finds its cleanup recorded (`CLEANUP-3`): done at once,
+    // and what it deleted stays deleted.
+    c.terminate(0);
+    c.restart(0);
+    let again = [c.node(0).addr(), c.node(2).addr(), added.addr()];
+    let doc = layout_of(again[0]);
+    assert_eq!(doc["cleanup"]["version"], 3, "{doc}");
+    assert_eq!(doc["cleanup"]["running"], 0, "{doc}");
+    check_placement(&again, &acked_keys, &tried, "after a restart");
 }
