@@ -437,7 +437,12 @@ impl Driver {
             }
             Err(e) => {
                 self.shared.cleanup.end(version, None);
-                tracing::warn!(version, "layout transition: cleanup failed, retried: {e}");
+                if self.once(version, "cleanup failed") {
+                    tracing::warn!(
+                        version,
+                        "layout transition: cleanup failed, retried every {COPY_RETRY:?} (logged once): {e}"
+                    );
+                }
                 self.cleanup_retry_at = Some(Instant::now() + COPY_RETRY);
             }
         }
