@@ -278,3 +278,92 @@ fn a_purge_cut_short_leaves_the_old_or_the_new_state() {
     assert!(saw_old, "no cut left the old state");
     assert!(saw_new, "no cut left the new state");
 }
+
+/// One write of the concurrent writer: its key, timestamp, and the
+/// event numbers taken just before and just after it.
+struct Timed {
+    key: Vec<u8>,
+    ts: u64,
+    started: u64,
+    ended: u64,
+}
+
+/// Writes racing a purge: a write ended before the purge began is gone
+/// (its key rejected), one started after the purge returned is kept, one
+/// in between either (but nothing older than the purge's start survives).
+#[test]
+fn writes_during_a_purge_are_kept_and_earlier_ones_dropped() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let fs = SimFs::new();
+    let db = Arc::new(Db::open(Path::new(DIR), options(&fs, true)).unwrap());
+    let mut rng = Rng::new(11);
+    let (mut model, mut serial, base_ms) = (Model::new(), 0, now_ms());
+    fill(&db, &mut model, &mut rng, base_ms, &mut serial, true);
+    let events = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (db, events, stop) = (Arc::clone(&db), Arc::clone(&events), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut done = Vec::new();
+            // Half the rejected keys only, timestamps above everything filled.
+            let mut ts = timestamp_from_millis(base_ms + 2 * TS_SLOTS, 0);
+            for n in 0..100_000u64 {
+                if stop.load(Ordering::Acquire) && n % 50 == 0 {
+                    break;
+                }
+                let key = key(3 * (n % (KEYS / 6)));
+                ts += 1;
+                let started = events.fetch_add(1, Ordering::SeqCst);
+                db.put(&key, b"late", ts, Durability::None).unwrap();
+                let ended = events.fetch_add(1, Ordering::SeqCst);
+                done.push(Timed {
+                    key,
+                    ts,
+                    started,
+                    ended,
+                });
+            }
+            done
+        })
+    };
+    // Let some writes in first.
+    while events.load(Ordering::SeqCst) < 200 {
+        std::thread::yield_now();
+    }
+    let purge_began = events.fetch_add(1, Ordering::SeqCst);
+    db.purge(keep_fn()).unwrap();
+    let purge_ended = events.fetch_add(1, Ordering::SeqCst);
+    while events.load(Ordering::SeqCst) < purge_ended + 200 {
+        std::thread::yield_now();
+    }
+    stop.store(true, Ordering::Release);
+    let done = writer.join().unwrap();
+    let mut last: BTreeMap<Vec<u8>, &Timed> = BTreeMap::new();
+    for w in &done {
+        last.insert(w.key.clone(), w);
+    }
+    let mut kept_after = 0;
+    for (k, w) in &last {
+        let got = db.get(k).unwrap();
+        if w.started > purge_ended {
+            assert_eq!(got, Some(Entry::value(w.ts, b"late".to_vec())), "{k:?}");
+            kept_after += 1;
+        } else if w.ended < purge_began {
+            assert_eq!(got, None, "{k:?} written before the purge survived");
+        } else if let Some(e) = got {
+            let from = done.iter().find(|x| x.key == *k && x.ts == e.ts);
+            assert!(
+                from.is_some_and(|x| x.ended > purge_began),
+                "{k:?}: {e:?} is not a write that overlapped the purge"
+            );
+        }
+    }
+    // Keys the writer never wrote are the model's, purged.
+    for (k, e) in &model {
+        if !last.contains_key(k) {
+            let want = keep(k).then(|| e.clone());
+            assert_eq!(db.get(k).unwrap(), want, "{k:?}");
+        }
+    }
+    assert!(kept_after > 0, "no write after the purge to check");
+}
