@@ -357,6 +357,37 @@ impl cluster::transition::Copier for TransferCopier {
     }
 }
 
+/// Deletes the copies a node no longer replicates through an engine purge
+/// (`cluster::cleanup`), recorded in `<data-dir>/CLEANUP-<version>`.
+struct EnginePurge(Arc<NodeShared>);
+
+impl cluster::cleanup::Cleaner for EnginePurge {
+    fn clean(
+        &self,
+        version: u64,
+        keep: cluster::cleanup::KeepFn,
+    ) -> Result<cluster::cleanup::Purged, String> {
+        let report = self.0.db.purge(keep).map_err(|e| e.to_string())?;
+        let purged = cluster::cleanup::Purged {
+            keys: report.keys_dropped,
+            bytes: report.bytes_dropped,
+        };
+        cluster::cleanup_record::store(&self.0.config.data_dir, version, purged)
+            .map_err(|e| format!("cannot record the cleanup: {e}"))?;
+        Ok(purged)
+    }
+
+    fn cleaned(&self) -> Option<u64> {
+        match cluster::cleanup_record::newest(&self.0.config.data_dir) {
+            Ok(done) => done,
+            Err(e) => {
+                tracing::warn!("cannot read the cleanup records (the cleanup runs again): {e}");
+                None
+            }
+        }
+    }
+}
+
 /// Starts the transition driver (`cluster::transition`) for a node with a layout.
 fn start_transition(
     shared: &Arc<NodeShared>,
@@ -377,7 +408,8 @@ fn start_transition(
         Arc::new(TransferCopier(Arc::clone(shared))),
         shared.config.replication_timeout,
         seed,
-    );
+    )
+    .with_cleaner(Arc::new(EnginePurge(Arc::clone(shared))));
     let stopping = Arc::clone(shared);
     cluster::transition::start(driver, move || stopping.stopping()).map(Some)
 }

@@ -3,6 +3,8 @@
 //! - [`output`]: copying merged entries into new SSTables (old versions
 //!   dropped, tombstones dropped only at the bottom after their grace period).
 //! - [`picker`]: which files to compact next (scores, round robin).
+//! - [`purge`]: dropping every version of the keys a predicate rejects,
+//!   without tombstones (a cleanup compaction).
 //!
 //! The background thread that flushes, compacts and installs the results
 //! is the engine's (`db/flush_compaction_thread.rs`): this module knows
@@ -10,3 +12,4 @@
 
 pub mod output;
 pub mod picker;
+pub mod purge;

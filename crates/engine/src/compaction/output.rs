@@ -1,5 +1,6 @@
 //! Writing the output SSTables of a flush or compaction.
 
+use super::purge::PurgeFilter;
 use crate::error::{Error, Result};
 use crate::expiry::{self, split_expiring_value};
 use crate::fs::FileSystem;
@@ -132,6 +133,19 @@ pub fn write_tables(
     target_bytes: u64,
     policy: DropPolicy,
 ) -> Result<Vec<Arc<LiveTable>>> {
+    write_tables_filtered(sink, input, level, target_bytes, policy, None)
+}
+
+/// [`write_tables`], skipping first every entry `purge` drops (so a
+/// purged key's older versions never become its newest).
+pub fn write_tables_filtered(
+    sink: &TableSink<'_>,
+    input: &mut dyn InternalIterator,
+    level: u32,
+    target_bytes: u64,
+    policy: DropPolicy,
+    mut purge: Option<&mut PurgeFilter<'_>>,
+) -> Result<Vec<Arc<LiveTable>>> {
     let mut outputs = Vec::new();
     let mut builder: Option<(u64, TableBuilder)> = None;
     // The user key of the previous entry (reused buffer: no allocation per entry).
@@ -146,6 +160,16 @@ pub fn write_tables(
                 "undecodable internal key in merge".into(),
             ),
         })?;
+        if let Some(p) = purge.as_deref_mut()
+            && p.drops(
+                parsed.user_key,
+                parsed.seq,
+                ikey.len() + input.value().len(),
+            )
+        {
+            input.next()?;
+            continue;
+        }
         let newest = !have_last || last_user_key.as_slice() != parsed.user_key;
         if newest {
             last_user_key.clear();

@@ -42,26 +42,41 @@ pub fn run(shared: Arc<Shared>) {
                 for reply in bg.manual_compactions.drain(..) {
                     let _ = reply.send(Err(Error::Closed));
                 }
+                for job in bg.purges.drain(..) {
+                    job.answer(Err(Error::Closed));
+                }
                 return;
             }
             bg.work_hint = false;
-            std::mem::take(&mut bg.manual_compactions)
+            (
+                std::mem::take(&mut bg.manual_compactions),
+                std::mem::take(&mut bg.purges),
+            )
         };
+        let (manual, purges) = manual;
         if shared.check_poisoned().is_err() {
             for reply in manual {
                 let _ = reply.send(shared.check_poisoned());
             }
+            for job in purges {
+                job.answer(shared.check_poisoned().map(|()| Default::default()));
+            }
             continue;
         }
-        if let Err(e) = step(&shared, manual) {
+        if let Err(e) = step(&shared, manual, purges) {
             shared.poison(&e);
         }
         shared.bg_cond.notify_all();
     }
 }
 
-/// One round of work: all flushes, then manual compactions, then one automatic compaction.
-fn step(shared: &Shared, manual: Vec<std::sync::mpsc::Sender<Result<()>>>) -> Result<()> {
+/// One round of work: all flushes, then manual compactions and purges,
+/// then one automatic compaction.
+fn step(
+    shared: &Shared,
+    manual: Vec<std::sync::mpsc::Sender<Result<()>>>,
+    purges: Vec<super::purge::PurgeJob>,
+) -> Result<()> {
     loop {
         let sv = shared.sv.load_full();
         let Some(oldest) = sv.imms.last().cloned() else {
@@ -80,6 +95,9 @@ fn step(shared: &Shared, manual: Vec<std::sync::mpsc::Sender<Result<()>>>) -> Re
         if let Some(e) = failed {
             return Err(e);
         }
+    }
+    for job in purges {
+        super::purge::run(shared, job)?;
     }
     if !shared.opts.background_compaction {
         return Ok(());
@@ -171,6 +189,56 @@ pub fn remove_obsolete_segments(shared: &Shared, min: u64) {
 /// Runs a compaction plan and installs its outputs.
 pub fn compact(shared: &Shared, plan: Plan) -> Result<()> {
     let output_level = plan.output_level;
+    let mut merged = merge_inputs(&plan)?;
+    let outputs = write_tables(
+        &shared.table_sink(),
+        &mut merged,
+        output_level as u32,
+        shared.opts.sst_target_bytes,
+        drop_policy(shared, &plan),
+    )?;
+    install_compaction(shared, &plan, &outputs)?;
+    count_compaction(shared, &plan, &outputs);
+    if let Some(last) = plan
+        .inputs
+        .iter()
+        .filter(|(l, _)| *l + 1 == output_level)
+        .map(|(_, f)| f)
+        .next_back()
+    {
+        let mut bg = lock(&shared.bg);
+        if let Some(p) = bg.compact_pointers.get_mut(output_level - 1) {
+            *p = key::user_key(&last.meta.largest).to_vec();
+        }
+    }
+    Ok(())
+}
+
+/// What a compaction of `plan` drops (tombstones past the grace only at
+/// the bottom).
+pub(crate) fn drop_policy(shared: &Shared, plan: &Plan) -> DropPolicy {
+    let now_ms = shared.now_ms();
+    let grace_ms = u64::try_from(shared.opts.tombstone_grace.as_millis()).unwrap_or(u64::MAX);
+    if plan.bottom {
+        DropPolicy::bottom_level(now_ms, grace_ms)
+    } else {
+        DropPolicy::keep_tombstones(now_ms)
+    }
+    .with_planted_drop_expired(shared.planted_drop_expired())
+}
+
+/// Counts a compaction's bytes read and written.
+pub(crate) fn count_compaction(shared: &Shared, plan: &Plan, outputs: &[Arc<LiveTable>]) {
+    let m = &shared.metrics;
+    m.compactions.add(1);
+    m.compaction_bytes_read
+        .add(plan.inputs.iter().map(|(_, f)| f.meta.file_bytes).sum());
+    m.compaction_bytes_written
+        .add(outputs.iter().map(|t| t.meta.file_bytes).sum());
+}
+
+/// One iterator over every input of `plan`, positioned at its first entry.
+pub(crate) fn merge_inputs(plan: &Plan) -> Result<MergingIterator> {
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     let mut deeper: Vec<Arc<LiveTable>> = Vec::new();
     for (level, file) in &plan.inputs {
@@ -197,44 +265,16 @@ pub fn compact(shared: &Shared, plan: Plan) -> Result<()> {
     }
     let mut merged = MergingIterator::new(children);
     merged.seek_to_first()?;
-    let now_ms = shared.now_ms();
-    let grace_ms = u64::try_from(shared.opts.tombstone_grace.as_millis()).unwrap_or(u64::MAX);
-    let policy = if plan.bottom {
-        DropPolicy::bottom_level(now_ms, grace_ms)
-    } else {
-        DropPolicy::keep_tombstones(now_ms)
-    }
-    .with_planted_drop_expired(shared.planted_drop_expired());
-    let outputs = write_tables(
-        &shared.table_sink(),
-        &mut merged,
-        output_level as u32,
-        shared.opts.sst_target_bytes,
-        policy,
-    )?;
-    install_compaction(shared, &plan, &outputs)?;
-    let m = &shared.metrics;
-    m.compactions.add(1);
-    m.compaction_bytes_read
-        .add(plan.inputs.iter().map(|(_, f)| f.meta.file_bytes).sum());
-    m.compaction_bytes_written
-        .add(outputs.iter().map(|t| t.meta.file_bytes).sum());
-    if let Some(last) = plan
-        .inputs
-        .iter()
-        .filter(|(l, _)| *l + 1 == output_level)
-        .map(|(_, f)| f)
-        .next_back()
-    {
-        let mut bg = lock(&shared.bg);
-        if let Some(p) = bg.compact_pointers.get_mut(output_level - 1) {
-            *p = key::user_key(&last.meta.largest).to_vec();
-        }
-    }
-    Ok(())
+    Ok(merged)
 }
 
-fn install_compaction(shared: &Shared, plan: &Plan, outputs: &[Arc<LiveTable>]) -> Result<()> {
+/// Installs `outputs` in place of `plan`'s inputs: one manifest edit, then
+/// a new read view.
+pub(crate) fn install_compaction(
+    shared: &Shared,
+    plan: &Plan,
+    outputs: &[Arc<LiveTable>],
+) -> Result<()> {
     let mut versions = lock(&shared.versions);
     let edit = VersionEdit {
         added: outputs.iter().map(|t| t.meta.clone()).collect(),

@@ -282,20 +282,17 @@ impl Db {
             return Err(Error::Closed);
         }
         rx.recv().map_err(|_| Error::Closed)??;
-        self.shared.notify_bg();
-        let mut bg = lock(&self.shared.bg);
-        loop {
-            self.shared.check_poisoned()?;
-            if self.shared.sv.load().imms.is_empty() {
-                return Ok(());
-            }
-            bg = self
-                .shared
-                .bg_cond
-                .wait_timeout(bg, std::time::Duration::from_millis(50))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+        wait_until_flushed(&self.shared)
+    }
+
+    /// Drops every version of every key `keep` rejects, without writing a
+    /// tombstone, among the versions written before the call (later ones
+    /// are kept); waits, and says what it dropped (`super::purge`).
+    pub fn purge(
+        &self,
+        keep: Arc<crate::compaction::purge::KeepKey>,
+    ) -> Result<crate::compaction::purge::PurgeReport> {
+        super::purge::purge(&self.shared, keep)
     }
 
     /// Flushes, then compacts every table into the deepest level and waits.
@@ -414,5 +411,23 @@ impl Db {
 impl Drop for Db {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Wakes the background thread and waits until no immutable memtable is
+/// left (every one flushed).
+pub(crate) fn wait_until_flushed(shared: &Shared) -> Result<()> {
+    shared.notify_bg();
+    let mut bg = lock(&shared.bg);
+    loop {
+        shared.check_poisoned()?;
+        if shared.sv.load().imms.is_empty() {
+            return Ok(());
+        }
+        bg = shared
+            .bg_cond
+            .wait_timeout(bg, std::time::Duration::from_millis(50))
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
     }
 }

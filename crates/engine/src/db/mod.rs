@@ -9,11 +9,13 @@
 //! - [`read`]: point reads and scans on a read view.
 //! - `replayed_runs`: the WAL tail replayed at open, kept as immutable
 //!   memtables until flushed.
+//! - [`purge`]: dropping the keys a predicate rejects, without tombstones.
 //! - [`shared`]: the state the threads share.
 
 pub mod flush_compaction_thread;
 pub mod handle;
 pub mod open;
+pub mod purge;
 pub mod read;
 pub(crate) mod replayed_runs;
 #[cfg(test)]

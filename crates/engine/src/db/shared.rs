@@ -51,6 +51,8 @@ pub struct BgState {
     pub shutdown: bool,
     /// Manual compactions waiting for the background thread.
     pub manual_compactions: Vec<std::sync::mpsc::Sender<Result<()>>>,
+    /// Purges waiting for the background thread.
+    pub purges: Vec<super::purge::PurgeJob>,
     /// Per-level key after which the next compaction of that level starts (round robin).
     pub compact_pointers: Vec<Vec<u8>>,
     /// Something changed that may need background work.

@@ -28,6 +28,10 @@
 //! - [`workers`]: the bounded threads the layout endpoints' blocking work runs on.
 //! - [`join`]: `--join`: the seed's layout, kept up with until added.
 //! - [`transition_rules`]: what the transition driver does next (pure).
+//! - [`cleanup`]: deleting the copies a node no longer replicates after a
+//!   transition (what it keeps, the [`cleanup::Cleaner`] it deletes through).
+//! - [`cleanup_record`]: `<data-dir>/CLEANUP-<version>`, a cleanup done.
+//! - [`cleanup_metrics`]: the cleanup's figures on `/metrics` and `/v0/layout`.
 //! - [`transition`]: the driver thread `ataman-transition`, and the
 //!   [`transition::Copier`] it copies through.
 //! - [`transition_state`]: the placement each network thread uses, and
@@ -40,6 +44,9 @@ pub mod admission;
 pub mod agreement;
 pub mod agreement_wire;
 pub mod change_request;
+pub mod cleanup;
+pub mod cleanup_metrics;
+pub mod cleanup_record;
 pub mod copy_figures;
 pub mod history;
 pub mod join;

@@ -11,10 +11,14 @@
 //! failed copy is started again after [`COPY_RETRY`]. Each step is logged
 //! once, with its version.
 //!
-//! Cleanup (deleting the copies a node no longer replicates) is not done:
-//! the engine has no local-only removal (docs/ARCHITECTURE.md,
-//! "Membership"); the driver logs that the copies are kept.
+//! Cleanup (deleting the copies a node no longer replicates, once the
+//! new layout is the only live one and stored) runs on its own thread
+//! too, through a [`Cleaner`] (`super::cleanup`); it never overlaps a
+//! copy (`transition_rules`, "Cleanup before copy"): both threads are
+//! started only from this driver's tick, which starts neither while the
+//! other runs. A failed cleanup is started again after [`COPY_RETRY`].
 
+use super::cleanup::{Cleaner, KeepEverything, KeepSet, Purged};
 use super::history::Tracker;
 use super::layout::Layout;
 use super::membership::Membership;
@@ -62,6 +66,11 @@ pub struct Driver {
     copy_results: Option<Receiver<(u64, Result<bool, String>)>>,
     /// The copy thread, joined when the driver stops.
     copy_thread: Option<std::thread::JoinHandle<()>>,
+    cleaner: Arc<dyn Cleaner>,
+    cleanup_results: Option<Receiver<(u64, Result<Purged, String>)>>,
+    /// The cleanup thread, joined when the driver stops.
+    cleanup_thread: Option<std::thread::JoinHandle<()>>,
+    cleanup_retry_at: Option<Instant>,
     /// The last failure to ask the seed, logged once.
     seed_error: Option<String>,
     copy_retry_at: Option<Instant>,
@@ -98,6 +107,10 @@ impl Driver {
             },
             copy_results: None,
             copy_thread: None,
+            cleaner: Arc::new(KeepEverything),
+            cleanup_results: None,
+            cleanup_thread: None,
+            cleanup_retry_at: None,
             seed_error: None,
             copy_retry_at: None,
             logged: Vec::new(),
@@ -107,6 +120,25 @@ impl Driver {
         };
         d.publish();
         d
+    }
+
+    /// The driver deleting copies through `cleaner` (without one it keeps
+    /// them). The newest cleanup `cleaner` recorded is done; without a
+    /// record, the stored layout's cleanup is still to do, unless it is
+    /// the bootstrap version 1 (nothing moved yet).
+    pub fn with_cleaner(mut self, cleaner: Arc<dyn Cleaner>) -> Self {
+        let stored = self.progress.cleaned;
+        self.progress.cleaned = match cleaner.cleaned() {
+            Some(done) => done,
+            None if stored <= 1 => stored,
+            None => stored - 1,
+        };
+        self.shared.cleanup.version.store(
+            cleaner.cleaned().unwrap_or(0),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        self.cleaner = cleaner;
+        self
     }
 
     /// Publishes where the node stands (`TransitionShared::set_standing`).
@@ -149,12 +181,14 @@ impl Driver {
         true
     }
 
-    /// Notes the network threads' placement and the copy's outcome.
+    /// Notes the network threads' placement and the copy's and the
+    /// cleanup's outcomes.
     fn observe(&mut self) {
         let placed = self.shared.placement_version();
         if self.progress.placement.is_none_or(|(v, _)| placed > v) {
             self.progress.placement = Some((placed, self.now_ms()));
         }
+        self.observe_cleanup();
         let Some(rx) = &self.copy_results else {
             return;
         };
@@ -224,14 +258,20 @@ impl Driver {
         let (history, stored) = self
             .membership
             .read(|s| (s.history.clone(), s.acceptor.current().version));
+        let alone = !history.in_transition() && stored == history.current().version;
+        if alone && self.progress.stored_since.is_none_or(|(v, _)| v != stored) {
+            self.progress.stored_since = Some((stored, self.now_ms()));
+        }
+        let replication_timeout_ms =
+            u64::try_from(self.replication_timeout.as_millis()).unwrap_or(u64::MAX);
         let actions = transition_rules::decide(Inputs {
             self_url: self.membership.self_url(),
             history: &history,
             stored_version: stored,
             progress: &self.progress,
             now_ms: self.now_ms(),
-            replication_timeout_ms: u64::try_from(self.replication_timeout.as_millis())
-                .unwrap_or(u64::MAX),
+            replication_timeout_ms,
+            cleanup_wait_ms: transition_rules::cleanup_wait_ms(replication_timeout_ms),
         });
         for action in actions {
             self.apply(action, &history);
@@ -319,14 +359,93 @@ impl Driver {
                     }
                 }
             }
-            Action::Cleanup(v) => {
-                self.progress.cleaned = v;
+            Action::Cleanup(v) => self.start_cleanup(v),
+        }
+    }
+
+    /// Starts the cleanup for `v` on its own thread, if the history is
+    /// still settled on `v` (asked again now: a later version may have
+    /// begun since the decision), keeping every key this node replicates
+    /// in a layout live now.
+    fn start_cleanup(&mut self, v: u64) {
+        if self.cleanup_retry_at.is_some_and(|t| Instant::now() < t) {
+            return;
+        }
+        let me = self.membership.self_url().to_owned();
+        let keep = self.membership.read(|s| {
+            let h = &s.history;
+            (!h.in_transition() && h.current().version == v).then(|| KeepSet::new(h.live(), &me))
+        });
+        let Some(keep) = keep else {
+            return;
+        };
+        let (tx, rx) = mpsc::channel();
+        let cleaner = Arc::clone(&self.cleaner);
+        let spawned = std::thread::Builder::new()
+            .name("ataman-cleanup".into())
+            .spawn(move || {
+                let _ = tx.send((v, cleaner.clean(v, keep.into_fn())));
+            });
+        match spawned {
+            Ok(handle) => {
+                self.cleanup_thread = Some(handle);
+                self.progress.cleanup_running = Some(v);
+                self.cleanup_results = Some(rx);
+                self.shared.cleanup.start(v);
                 if self.once(v, "cleanup") {
                     tracing::info!(
                         version = v,
-                        "layout transition: settled; copies of keys this node no longer replicates are kept (no local-only removal)"
+                        "layout transition: cleanup started (deleting the copies of keys this node no longer replicates)"
                     );
                 }
+            }
+            Err(e) => {
+                tracing::warn!(version = v, "cannot start the cleanup thread: {e}");
+                self.cleanup_retry_at = Some(Instant::now() + COPY_RETRY);
+            }
+        }
+    }
+
+    /// Notes the cleanup's outcome, if it ended.
+    fn observe_cleanup(&mut self) {
+        let Some(rx) = &self.cleanup_results else {
+            return;
+        };
+        let (version, outcome) = match rx.try_recv() {
+            Ok(outcome) => outcome,
+            Err(TryRecvError::Empty) => return,
+            Err(TryRecvError::Disconnected) => (
+                self.progress.cleanup_running.unwrap_or(0),
+                Err("the cleanup thread ended without an answer".to_owned()),
+            ),
+        };
+        self.cleanup_results = None;
+        self.progress.cleanup_running = None;
+        if let Some(handle) = self.cleanup_thread.take() {
+            let _ = handle.join();
+        }
+        match outcome {
+            Ok(purged) => {
+                self.shared.cleanup.end(version, Some(purged));
+                self.progress.cleaned = self.progress.cleaned.max(version);
+                tracing::info!(
+                    version,
+                    keys_purged = purged.keys,
+                    bytes_purged = purged.bytes,
+                    "layout transition: cleanup done: deleted {} keys ({} bytes) this node no longer replicates",
+                    purged.keys,
+                    purged.bytes
+                );
+            }
+            Err(e) => {
+                self.shared.cleanup.end(version, None);
+                if self.once(version, "cleanup failed") {
+                    tracing::warn!(
+                        version,
+                        "layout transition: cleanup failed, retried every {COPY_RETRY:?} (logged once): {e}"
+                    );
+                }
+                self.cleanup_retry_at = Some(Instant::now() + COPY_RETRY);
             }
         }
     }
@@ -379,6 +498,11 @@ pub fn start(
             // the node stops); the node's state outlives neither.
             if let Some(copy) = driver.copy_thread.take() {
                 let _ = copy.join();
+            }
+            // A cleanup under way runs to its end (an engine purge is one
+            // compaction); one cut short by a crash is run again.
+            if let Some(cleanup) = driver.cleanup_thread.take() {
+                let _ = cleanup.join();
             }
         })
 }

@@ -36,9 +36,38 @@
 //! - **Prune.** Drop the old version once `min(sync_ack) >= v`.
 //! - **Promote.** Once the only live version is newer than the stored
 //!   `LAYOUT`, store it as `LAYOUT` (the chosen next becomes current).
-//! - **Cleanup.** After the promotion, delete the local copies of keys
-//!   this node does not replicate under the only live version
-//!   (`History::may_delete`), once per version.
+//! - **Cleanup.** Once the only live version `v` is stored as `LAYOUT`
+//!   (after the promotion), delete the local copies of the keys this node
+//!   replicates in no live version ([`keeps`]; `History::may_delete`),
+//!   once per version: a removed node, a member of none, deletes every
+//!   key. Not while a copy runs, and no copy starts while it runs (see
+//!   below). It waits first, from when the driver first saw `v` stored
+//!   and alone, the replication timeout plus [`ACK_MARGIN_MS`] plus
+//!   [`CLEANUP_MARGIN_MS`]: a peer that has not pruned yet still writes
+//!   to the old sets too (harmless, reads use `v`), until it learns the
+//!   prune (layout gossip, within about a round of this node: the margin
+//!   is two rounds and a second) and its writes started before end. A
+//!   write that lands after the cleanup began anyway (a peer stalled
+//!   longer than that) is kept: a copy no read uses, outside every
+//!   anti-entropy scope, deleted by the next cleanup. The driver asks the membership again just before it starts
+//!   and builds what to keep from the layouts live at that moment: if a
+//!   later version began meanwhile, it does not start (the cleanup of
+//!   that version, once it is the only live one, deletes everything this
+//!   one would have).
+//!
+//! # Cleanup before copy
+//! A node may lose key `k` in `v+1` and gain it back in `v+2`. Its copy
+//! for `v+2` compares its own copy of `k` with the sources' and fetches
+//! only what it lacks: if the cleanup for `v+1` ran beside or after that
+//! copy it could delete `k` once the copy had found it present. So the
+//! copy and the cleanup never overlap on a node ([`Progress`]'s
+//! `copy_running` and `cleanup_running`): a copy starts only once the
+//! cleanup ended, and it then sees the cleaned state and fetches `k`.
+//! Writes reaching the node while its cleanup runs (the writes of a
+//! `v+2` that began meanwhile, to both sets) land after the purge's
+//! cutoff and are kept; one applied between the driver's decision and
+//! the cutoff may be deleted, and it is then fetched by that copy, which
+//! starts later (every such write is acknowledged by the old sets too).
 
 use super::history::{History, Tracker};
 use super::layout::Layout;
@@ -47,6 +76,11 @@ use super::layout::Layout;
 /// coordinator checks deadlines on its network thread's tick (every
 /// 50 ms at most), so a write may end a little after its deadline.
 pub const ACK_MARGIN_MS: u64 = 1_000;
+
+/// Added to the replication timeout and [`ACK_MARGIN_MS`] before a
+/// cleanup starts: two layout gossip rounds (1 s each) and a second, for
+/// the peers to learn the prune and stop writing to the old sets.
+pub const CLEANUP_MARGIN_MS: u64 = 3_000;
 
 /// What the node has done, as the driver tracks it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -60,6 +94,11 @@ pub struct Progress {
     pub copied: u64,
     /// The newest version whose cleanup completed (or needs none).
     pub cleaned: u64,
+    /// The version a cleanup is running for.
+    pub cleanup_running: Option<u64>,
+    /// The newest version the driver saw stored as `LAYOUT` and the only
+    /// live one, and the time (ms, the driver's clock) it first saw so.
+    pub stored_since: Option<(u64, u64)>,
 }
 
 /// What the rules look at.
@@ -78,6 +117,18 @@ pub struct Inputs<'a> {
     /// The replication timeout, ms: a coordinated write ends within it
     /// (and [`ACK_MARGIN_MS`]).
     pub replication_timeout_ms: u64,
+    /// How long a cleanup waits once `v` is stored and alone, ms: the
+    /// driver's [`cleanup_wait_ms`]. Safety does not rest on it (the
+    /// model runs with 0): only how few stale copies are left.
+    pub cleanup_wait_ms: u64,
+}
+
+/// The driver's cleanup wait: the replication timeout, [`ACK_MARGIN_MS`]
+/// and [`CLEANUP_MARGIN_MS`].
+pub fn cleanup_wait_ms(replication_timeout_ms: u64) -> u64 {
+    replication_timeout_ms
+        .saturating_add(ACK_MARGIN_MS)
+        .saturating_add(CLEANUP_MARGIN_MS)
 }
 
 /// One thing to do.
@@ -91,8 +142,16 @@ pub enum Action {
     Prune,
     /// Store the only live version as `LAYOUT`.
     Promote(u64),
-    /// Delete local copies of keys not replicated under this version.
+    /// Delete the local copies of the keys this node replicates in no
+    /// live version (the only live one is this version).
     Cleanup(u64),
+}
+
+/// True if `node` keeps its copy of `key` while `live` are the live
+/// layouts: it is one of the key's replicas in one of them. A cleanup
+/// deletes exactly the keys this rejects.
+pub fn keeps(live: &[Layout], node: &str, key: &[u8]) -> bool {
+    live.iter().any(|l| l.replicas(key).contains(&node))
 }
 
 /// True if `node` may receive keys going from `old` to `new`. With
@@ -150,7 +209,7 @@ pub fn decide(i: Inputs<'_>) -> Vec<Action> {
     {
         if !may_gain(old, new, me) || i.progress.copied >= v {
             out.push(Action::Raise(Tracker::Sync, v));
-        } else if i.progress.copy_running.is_none() {
+        } else if i.progress.copy_running.is_none() && i.progress.cleanup_running.is_none() {
             out.push(Action::StartCopy(v));
         }
     }
@@ -176,9 +235,13 @@ fn promote_and_clean(i: Inputs<'_>, mut out: Vec<Action>) -> Vec<Action> {
     if h.in_transition() {
         return out;
     }
+    let p = i.progress;
+    let waited = p.stored_since.is_some_and(|(stored, since)| {
+        stored == v && i.now_ms.saturating_sub(since) >= i.cleanup_wait_ms
+    });
     if i.stored_version < v {
         out.push(Action::Promote(v));
-    } else if i.progress.cleaned < v && !h.removed(i.self_url) {
+    } else if p.cleaned < v && waited && p.copy_running.is_none() && p.cleanup_running.is_none() {
         out.push(Action::Cleanup(v));
     }
     out

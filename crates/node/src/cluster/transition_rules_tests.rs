@@ -27,6 +27,9 @@ enum Plant {
     Sync,
     /// Prune once every node synced, without waiting for `sync_ack`.
     Prune,
+    /// Clean up as soon as the node learned the new version, while two
+    /// versions are live.
+    Cleanup,
 }
 
 /// One node of the model: its view and the truth about it.
@@ -103,6 +106,8 @@ impl Model {
             progress: &node.progress,
             now_ms: self.now,
             replication_timeout_ms: timeout,
+            // Safety must not rest on the wait: none here.
+            cleanup_wait_ms: 0,
         });
         let h = &node.history;
         let v = h.current().version;
@@ -120,12 +125,45 @@ impl Model {
         {
             out.push(Action::Prune);
         }
+        if self.plant == Some(Plant::Cleanup)
+            && h.in_transition()
+            && node.progress.cleaned < v
+            && !out.contains(&Action::Cleanup(v))
+        {
+            out.push(Action::Cleanup(v));
+        }
         out
+    }
+
+    /// The truth when node `n` cleans up for `x`: every node that gains
+    /// keys copied them, and every member reads `x` (so no read needs a
+    /// copy the cleanup deletes).
+    fn check_cleanup(&self, n: usize, x: u64) -> Result<(), String> {
+        let who = &self.nodes[n].url;
+        let v = self.next.version;
+        let old = self.nodes[n].history.live()[0].clone();
+        for m in &self.nodes {
+            let gains = old.version < v && may_gain(&old, &self.next, &m.url);
+            if gains && m.progress.copied < v {
+                return Err(format!("{who} cleans up {x} before {} copied", m.url));
+            }
+        }
+        for m in self.nodes.iter().filter(|m| self.next.is_member(&m.url)) {
+            if m.learned && m.history.read_layout().version < v {
+                return Err(format!("{who} cleans up while {} reads v{}", m.url, v - 1));
+            }
+        }
+        if x != v || self.nodes[n].history.in_transition() {
+            return Err(format!("{who} cleans up {x} during a transition"));
+        }
+        if self.nodes[n].stored < x {
+            return Err(format!("{who} cleans up {x} before storing it"));
+        }
+        Ok(())
     }
 
     /// Applies node `n`'s actions, checking each against the truth.
     fn apply(&mut self, n: usize, actions: Vec<Action>) -> Result<(), String> {
-        let v = self.next.version;
         for action in actions {
             let who = self.nodes[n].url.clone();
             match action {
@@ -175,18 +213,7 @@ impl Model {
                 }
                 Action::Promote(x) => self.nodes[n].stored = x,
                 Action::Cleanup(x) => {
-                    if x != v || self.nodes[n].history.in_transition() {
-                        return Err(format!("{who} cleans up {x} during a transition"));
-                    }
-                    for m in self.nodes.iter().filter(|m| self.next.is_member(&m.url)) {
-                        if m.learned && m.history.read_layout().version < v {
-                            return Err(format!(
-                                "{who} cleans up while {} reads v{}",
-                                m.url,
-                                v - 1
-                            ));
-                        }
-                    }
+                    self.check_cleanup(n, x)?;
                     self.nodes[n].progress.cleaned = x;
                 }
             }
@@ -212,6 +239,14 @@ impl Model {
                 && self.now > s
             {
                 node.progress.placement = Some((self.next.version, self.now));
+            }
+            let v = self.next.version;
+            if node.learned
+                && !node.history.in_transition()
+                && node.stored == v
+                && node.progress.stored_since.is_none()
+            {
+                node.progress.stored_since = Some((v, self.now));
             }
             if node.copy_done_at.is_some_and(|t| self.now >= t) {
                 node.copy_done_at = None;
@@ -244,7 +279,7 @@ impl Model {
         self.nodes.iter().all(|n| {
             n.history.is_settled()
                 && n.stored == self.next.version
-                && (n.history.removed(&n.url) || n.progress.cleaned == self.next.version)
+                && n.progress.cleaned == self.next.version
         })
     }
 
@@ -300,7 +335,7 @@ fn model_settles_without_violations() {
 /// Each planted mistake is caught on some seed of some scenario.
 #[test]
 fn planted_mistakes_are_caught() {
-    for plant in [Plant::Ack, Plant::Sync, Plant::Prune] {
+    for plant in [Plant::Ack, Plant::Sync, Plant::Prune, Plant::Cleanup] {
         let caught = scenarios().into_iter().any(|(old, new)| {
             (0..40).any(|seed| {
                 Model::new(old.clone(), new.clone(), Some(plant))
@@ -349,6 +384,7 @@ fn decision_walk() {
             progress: p,
             now_ms: now,
             replication_timeout_ms: TIMEOUT_MS,
+            cleanup_wait_ms: cleanup_wait_ms(TIMEOUT_MS),
         })
     };
     let wait = TIMEOUT_MS + ACK_MARGIN_MS;
@@ -379,7 +415,102 @@ fn decision_walk() {
     assert_eq!(ask(&h, &p, 1, 2_000), vec![Action::Prune]);
     assert!(h.prune());
     assert_eq!(ask(&h, &p, 1, 2_000), vec![Action::Promote(2)]);
-    assert_eq!(ask(&h, &p, 2, 2_000), vec![Action::Cleanup(2)]);
+    // Stored and alone from 2_000: the cleanup waits for the peers.
+    p.stored_since = Some((2, 2_000));
+    let cleanup_wait = TIMEOUT_MS + ACK_MARGIN_MS + CLEANUP_MARGIN_MS;
+    assert!(ask(&h, &p, 2, 1_999 + cleanup_wait).is_empty());
+    assert_eq!(
+        ask(&h, &p, 2, 2_000 + cleanup_wait),
+        vec![Action::Cleanup(2)]
+    );
     p.cleaned = 2;
-    assert!(ask(&h, &p, 2, 2_000).is_empty());
+    assert!(ask(&h, &p, 2, 9_000).is_empty());
+}
+
+/// Cleanup and copy never overlap: no copy starts while a cleanup runs
+/// (a node that lost a key in `v` and gains it back in `v+1` would find
+/// it present, skip it, and then lose it), and no cleanup starts while a
+/// copy runs; a removed node cleans up too (it keeps nothing).
+#[test]
+fn cleanup_and_copy_never_overlap() {
+    let me = url(3);
+    let ask = |h: &History, p: &Progress, stored: u64| {
+        decide(Inputs {
+            self_url: &me,
+            history: h,
+            stored_version: stored,
+            progress: p,
+            now_ms: 10_000,
+            replication_timeout_ms: TIMEOUT_MS,
+            cleanup_wait_ms: cleanup_wait_ms(TIMEOUT_MS),
+        })
+    };
+    let since = |v: u64| Some((v, 0));
+    // Settled on v2 ([1,2,3] R=1 after 3 lost keys), v3 gains them back.
+    let mut h = History::settled(layout(2, &[1, 2, 3], 1));
+    let mut p = Progress {
+        cleaned: 1,
+        placement: Some((2, 0)),
+        stored_since: since(2),
+        ..Progress::default()
+    };
+    assert_eq!(ask(&h, &p, 2), vec![Action::Cleanup(2)]);
+    p.cleanup_running = Some(2);
+    assert!(ask(&h, &p, 2).is_empty(), "one cleanup at a time");
+    h.begin(layout(3, &[1, 2, 3], 2)).unwrap();
+    p.placement = Some((3, 0));
+    for n in [1, 2, 3] {
+        h.raise(Tracker::Ack, &url(n), 3);
+    }
+    assert!(h.copy_may_start());
+    assert!(
+        !ask(&h, &p, 2).contains(&Action::StartCopy(3)),
+        "a copy starts while a cleanup runs"
+    );
+    p.cleanup_running = None;
+    assert_eq!(ask(&h, &p, 2), vec![Action::StartCopy(3)]);
+    // A copy runs: no cleanup starts (once settled on v3, stored).
+    p.copy_running = Some(3);
+    let mut settled = History::settled(layout(3, &[1, 2, 3], 2));
+    assert!(ask(&settled, &p, 3).is_empty());
+    p.copy_running = None;
+    assert!(ask(&settled, &p, 3).is_empty(), "v3 not seen stored yet");
+    p.stored_since = since(3);
+    assert_eq!(ask(&settled, &p, 3), vec![Action::Cleanup(3)]);
+    // A removed node cleans up too, after storing the layout.
+    settled = History::settled(layout(4, &[1, 2], 2));
+    assert_eq!(ask(&settled, &p, 3), vec![Action::Promote(4)]);
+    p.stored_since = since(4);
+    assert_eq!(ask(&settled, &p, 4), vec![Action::Cleanup(4)]);
+}
+
+/// `keeps` is a replica in any live layout, and agrees with the
+/// history's `may_delete` once settled.
+#[test]
+fn keeps_is_any_live_replica() {
+    let old = layout(1, &[1, 2, 3], 1);
+    let new = layout(2, &[1, 2, 3, 4], 1);
+    let mut h = History::settled(old.clone());
+    h.begin(new.clone()).unwrap();
+    for k in 0..200 {
+        let key = format!("k{k}");
+        let key = key.as_bytes();
+        for n in [1, 2, 3, 4] {
+            let me = url(n);
+            let want = old.replicas(key).contains(&me.as_str())
+                || new.replicas(key).contains(&me.as_str());
+            assert_eq!(keeps(h.live(), &me, key), want);
+        }
+    }
+    let settled = History::settled(new.clone());
+    for k in 0..200 {
+        let key = format!("k{k}");
+        for n in [1, 2, 3, 4, 5] {
+            let me = url(n);
+            assert_eq!(
+                keeps(settled.live(), &me, key.as_bytes()),
+                !settled.may_delete(&me, key.as_bytes())
+            );
+        }
+    }
 }

@@ -61,6 +61,8 @@ pub struct TransitionShared {
     settled_out: AtomicU8,
     /// The members of the newest committed layout, for refusals.
     members: Mutex<Vec<String>>,
+    /// The cleanup's figures (the driver's cleanup thread writes them).
+    pub cleanup: super::cleanup_metrics::CleanupFigures,
 }
 
 impl TransitionShared {
@@ -72,6 +74,7 @@ impl TransitionShared {
             standing: AtomicU8::new(Standing::Member.code()),
             settled_out: AtomicU8::new(1),
             members: Mutex::new(Vec::new()),
+            cleanup: super::cleanup_metrics::CleanupFigures::default(),
         }
     }
 

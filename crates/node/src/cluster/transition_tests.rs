@@ -1,5 +1,6 @@
 use super::*;
 use crate::cluster::acceptor_node::AcceptorNode;
+use crate::cluster::cleanup::{Cleaner, Purged};
 use crate::cluster::layout_file;
 use crate::cluster::transition_rules::adopt_peer_prune;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -136,10 +137,12 @@ fn grow_settles_and_promotes() {
         );
         assert!(layout_file::load_next(path).unwrap().is_none());
     }
-    // The tick after the promotion takes the (logged) cleanup step.
-    c.round();
-    for d in &c.drivers {
-        assert_eq!(d.progress.cleaned, 2);
+    // The ticks after the promotion run the cleanup (on its own thread).
+    let mut rounds = 0;
+    while !c.drivers.iter().all(|d| d.progress.cleaned == 2) {
+        assert!(rounds < ROUNDS_MAX, "not cleaned");
+        c.round();
+        rounds += 1;
     }
 }
 
@@ -244,4 +247,109 @@ fn a_member_serves_once_its_threads_place_with_a_live_version() {
     shared.note_placement(1, 1);
     d.tick();
     assert_eq!(shared.standing(), Standing::Member);
+}
+
+/// A cleaner that records what it was asked, and its record.
+#[derive(Default)]
+struct Recording {
+    calls: std::sync::Mutex<Vec<(u64, crate::cluster::cleanup::KeepFn)>>,
+    done: std::sync::Mutex<Option<u64>>,
+}
+
+impl Cleaner for Recording {
+    fn clean(&self, version: u64, keep: crate::cluster::cleanup::KeepFn) -> Result<Purged, String> {
+        self.calls.lock().unwrap().push((version, keep));
+        *self.done.lock().unwrap() = Some(version);
+        Ok(Purged { keys: 1, bytes: 2 })
+    }
+
+    fn cleaned(&self) -> Option<u64> {
+        *self.done.lock().unwrap()
+    }
+}
+
+/// A shrink cleans up once per node, after the promotion: the members
+/// keep exactly what they replicate in v2, the removed node nothing; a
+/// restart with the record does not clean again, one without it does.
+#[test]
+fn cleanup_runs_once_after_promotion_and_survives_a_restart() {
+    use crate::cluster::transition_rules::keeps;
+    let (v1, v2) = (layout(1, &[1, 2, 3], 2), layout(2, &[1, 2], 1));
+    let mut c = cluster_of(v1, v2.clone(), Arc::new(Complete), 1);
+    c.drivers[1].copier = Arc::new(Complete);
+    let cleaners: Vec<Arc<Recording>> = (0..3).map(|_| Arc::default()).collect();
+    let drivers = std::mem::take(&mut c.drivers);
+    for (d, r) in drivers.into_iter().zip(&cleaners) {
+        c.drivers
+            .push(d.with_cleaner(Arc::clone(r) as Arc<dyn Cleaner>));
+    }
+    let mut rounds = 0;
+    while !c.drivers.iter().all(|d| d.progress.cleaned == 2) {
+        assert!(rounds < ROUNDS_MAX, "not cleaned");
+        for (m, r) in c.members.iter().zip(&cleaners) {
+            if !r.calls.lock().unwrap().is_empty() {
+                // Only once settled and stored.
+                m.read(|s| {
+                    assert!(s.history.is_settled());
+                    assert_eq!(s.acceptor.current().version, 2);
+                });
+            }
+        }
+        c.round();
+        rounds += 1;
+    }
+    for _ in 0..5 {
+        c.round();
+    }
+    for (p, r) in [1u16, 2, 3].into_iter().zip(&cleaners) {
+        let calls = r.calls.lock().unwrap();
+        assert_eq!(calls.len(), 1, "node {p}: one cleanup");
+        let (version, keep) = &calls[0];
+        assert_eq!(*version, 2);
+        let mut kept = 0;
+        for k in 0..300 {
+            let key = format!("key-{k}");
+            let want = keeps(std::slice::from_ref(&v2), &url(p), key.as_bytes());
+            assert_eq!(keep(key.as_bytes()), want, "node {p} {key}");
+            kept += usize::from(want);
+        }
+        if p == 3 {
+            assert_eq!(kept, 0, "the removed node keeps nothing");
+        } else {
+            assert!(kept > 0 && kept < 300, "node {p} keeps its share: {kept}");
+        }
+    }
+    assert_eq!(
+        c.shared[0].cleanup.json(),
+        "{\"version\":2,\"running\":0,\"keys_purged\":1,\"bytes_purged\":2}"
+    );
+    // Restarts: with the record nothing runs; without it, the cleanup again.
+    for (record, calls_after) in [(true, 1), (false, 1)] {
+        let recorded: Arc<Recording> = Arc::default();
+        if record {
+            *recorded.done.lock().unwrap() = Some(2);
+        }
+        let mut d = Driver::new(
+            Arc::clone(&c.members[0]),
+            Arc::new(TransitionShared::new(1)),
+            Arc::new(NotWired),
+            Duration::ZERO,
+            None,
+        )
+        .with_cleaner(Arc::clone(&recorded) as Arc<dyn Cleaner>);
+        for _ in 0..ROUNDS_MAX {
+            d.tick();
+            if d.progress.cleaned == 2 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(d.progress.cleaned, 2);
+        let expect = if record { 0 } else { calls_after };
+        assert_eq!(
+            recorded.calls.lock().unwrap().len(),
+            expect,
+            "record {record}"
+        );
+    }
 }

@@ -165,6 +165,7 @@ pub fn dispatch(
             super::resp::render_metrics(&mut text, &shared.metrics);
             if let Some(m) = &shared.membership {
                 crate::cluster::transition_state::render_metrics(&mut text, m);
+                shared.transition.cleanup.render(&mut text);
             }
             Dispatched::Now(Answer::Document(Format::Metrics, text))
         }

@@ -85,6 +85,11 @@ pub fn layout(shared: &NodeShared) -> String {
     }
     let doc = with_progress(&doc, &figures);
     let t = &shared.transition;
+    // This node's cleanups (`cluster::cleanup_metrics`), last.
+    let doc = match doc.strip_suffix('}') {
+        Some(body) => format!("{body},\"cleanup\":{}}}", t.cleanup.json()),
+        None => doc,
+    };
     // The driver publishes `settled` on its tick; a transition this node
     // already holds is not settled whatever it last published.
     let settled = t.settled() && !history.in_transition();

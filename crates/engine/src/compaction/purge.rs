@@ -1,0 +1,107 @@
+//! A purge: dropping every version of the keys a predicate rejects,
+//! without writing a tombstone (a "cleanup compaction").
+//!
+//! The engine's part of a cluster node's cleanup after a layout change
+//! (docs/ARCHITECTURE.md, "Membership"): a node deletes its copies of the
+//! keys it no longer replicates. A tombstone would be wrong there (stamped
+//! now it would beat newer values the node never saw, if it became a
+//! replica again; stamped at the value's timestamp it ties), so the
+//! versions are removed from the files instead.
+//!
+//! # Rules
+//! - **A cutoff.** The purge applies to the versions written up to the
+//!   sequence number the memtable held when the purge began
+//!   ([`crate::Db::purge`] freezes it, flushes it, and reads that number
+//!   in the writer thread, which assigns them). Versions written later
+//!   are kept whatever their key: they may be flushed and merged into the
+//!   purge's input, and the filter looks at each entry's sequence number.
+//! - **Every version.** A rejected entry is skipped before compaction's
+//!   newest-version rule looks at it, so a purged key's older versions
+//!   cannot come back as its newest (the purge merges every table of the
+//!   tree: nothing older is left outside it).
+//! - **Atomic.** The output is installed by one manifest edit that adds
+//!   the new tables and removes every input, as a compaction's; a crash
+//!   before it leaves the old tables (the new ones are unreferenced and
+//!   removed at the next open), after it the new. A purge run again with
+//!   the same predicate finds nothing more to drop.
+
+/// Says whether a user key is kept (true) or purged (false).
+pub type KeepKey = dyn Fn(&[u8]) -> bool + Send + Sync;
+
+/// What a purge dropped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PurgeReport {
+    /// Distinct user keys with at least one version dropped.
+    pub keys_dropped: u64,
+    /// Bytes of the dropped entries (internal key plus stored value).
+    pub bytes_dropped: u64,
+    /// Tables read (every table of the tree when the purge ran).
+    pub tables_read: u64,
+    /// Bytes of the tables read.
+    pub bytes_read: u64,
+    /// Bytes of the tables written.
+    pub bytes_written: u64,
+}
+
+/// The filter [`super::output::write_tables_filtered`] applies.
+pub struct PurgeFilter<'a> {
+    keep: &'a KeepKey,
+    seq_max: u64,
+    last_dropped: Option<Vec<u8>>,
+    /// What was dropped so far.
+    pub report: PurgeReport,
+}
+
+impl<'a> PurgeFilter<'a> {
+    /// Drops the versions with a sequence number up to `seq_max` of every
+    /// key `keep` rejects.
+    pub fn new(keep: &'a KeepKey, seq_max: u64) -> Self {
+        PurgeFilter {
+            keep,
+            seq_max,
+            last_dropped: None,
+            report: PurgeReport::default(),
+        }
+    }
+
+    /// True when the entry is dropped (and counted).
+    pub fn drops(&mut self, user_key: &[u8], seq: u64, entry_bytes: usize) -> bool {
+        if seq > self.seq_max {
+            return false;
+        }
+        // Entries of one key are adjacent: the last dropped key decides
+        // without asking the predicate again.
+        let known = self.last_dropped.as_deref() == Some(user_key);
+        if !known {
+            if (self.keep)(user_key) {
+                return false;
+            }
+            self.report.keys_dropped += 1;
+            let last = self.last_dropped.get_or_insert_with(Vec::new);
+            last.clear();
+            last.extend_from_slice(user_key);
+        }
+        self.report.bytes_dropped += entry_bytes as u64;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rejected keys are dropped and counted once per key; kept keys and
+    /// versions after the cutoff are not.
+    #[test]
+    fn drops_rejected_keys_up_to_the_cutoff() {
+        let keep = |k: &[u8]| k.starts_with(b"keep");
+        let mut f = PurgeFilter::new(&keep, 10);
+        assert!(f.drops(b"gone", 5, 7));
+        assert!(f.drops(b"gone", 3, 7));
+        assert!(!f.drops(b"gone", 11, 7), "written after the cutoff");
+        assert!(!f.drops(b"keep1", 2, 9));
+        assert!(f.drops(b"lost", 1, 1));
+        assert_eq!(f.report.keys_dropped, 2);
+        assert_eq!(f.report.bytes_dropped, 15);
+    }
+}
