@@ -344,7 +344,8 @@ impl Sim {
                 if early {
                     !h.current().replicas(key).contains(&url.as_str())
                 } else {
-                    h.may_delete(url, key)
+                    // The node's cleanup predicate (`Db::purge` keeps what this keeps).
+                    !ataman_node::cluster::transition_rules::keeps(h.live(), url, key)
                 }
             })
             .map(|(key, v)| (key, v.ts))
