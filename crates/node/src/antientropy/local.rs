@@ -43,6 +43,13 @@ const ENTRY_OVERHEAD_BYTES: u64 = 16;
 const RATE_PAYMENT_BYTES: u64 = 256 * 1024;
 /// Entries between two checks of the stop flag in a long scan.
 const STOP_CHECK_ENTRIES: usize = 1024;
+/// In a transition copy's sessions ([`Meter::for_copy`]), a byte read
+/// from the engine (scanned for a tree or a digest, or read for a fetch)
+/// costs this fraction of a byte sent or applied: the limit bounds what
+/// the copy moves, and the reads that find it (page-cache scans, several
+/// times cheaper per byte than a send plus a durable apply) are bounded
+/// by it at this ratio (docs/bench-log/2026-11-26-layout-copy-profile.md).
+pub const COPY_READ_COST_DIVISOR: u64 = 16;
 
 /// The scan cost of one entry in the token bucket.
 pub fn entry_cost(key: &[u8], entry: &Entry) -> u64 {
@@ -56,6 +63,10 @@ pub struct Meter<'a> {
     owed: u64,
     entries: usize,
     alive: Option<&'a mut (dyn KeepAlive + 'a)>,
+    /// A read byte costs `1 / read_divisor` (1, or [`COPY_READ_COST_DIVISOR`]).
+    read_divisor: u64,
+    /// Read bytes not yet worth one token.
+    read_owed: u64,
 }
 
 impl<'a> Meter<'a> {
@@ -66,7 +77,16 @@ impl<'a> Meter<'a> {
             owed: 0,
             entries: 0,
             alive: None,
+            read_divisor: 1,
+            read_owed: 0,
         }
+    }
+
+    /// This meter, for a transition copy's session: reads cost
+    /// [`COPY_READ_COST_DIVISOR`] times less than sent bytes.
+    pub fn for_copy(mut self) -> Self {
+        self.read_divisor = COPY_READ_COST_DIVISOR;
+        self
     }
 
     /// A meter that also sends `KeepAlive`s on `stream` while it works.
@@ -103,6 +123,18 @@ impl<'a> Meter<'a> {
             self.keep_alive()?;
         }
         Ok(())
+    }
+
+    /// Counts `bytes` read from the engine (scanned or read for a fetch):
+    /// [`Meter::pay`] of their cost (see [`Meter::for_copy`]).
+    pub fn pay_read(&mut self, bytes: u64) -> Result<(), SessionError> {
+        if self.read_divisor <= 1 {
+            return self.pay(bytes);
+        }
+        self.read_owed += bytes;
+        let cost = self.read_owed / self.read_divisor;
+        self.read_owed %= self.read_divisor;
+        self.pay(cost)
     }
 
     /// Pays what is owed now, in pieces of a quarter second's worth of the
@@ -213,7 +245,7 @@ pub(super) fn scan_each_reopening(
         for item in node.db.scan(&from, end, true).map_err(scan_failed)? {
             let (key, entry) = item.map_err(scan_failed)?;
             let cost = entry_cost(&key, &entry);
-            meter.pay(cost)?;
+            meter.pay_read(cost)?;
             scanned += cost;
             let reopen = scanned >= reopen_bytes || opened.elapsed() >= SCAN_REOPEN_AFTER;
             if reopen {
@@ -364,7 +396,15 @@ pub fn read_versions(
     keys: Vec<Vec<u8>>,
     stream: &mut dyn KeepAlive,
 ) -> Result<Message, SessionError> {
-    let mut meter = Meter::alive(node, stream);
+    read_versions_metered(node, keys, &mut Meter::alive(node, stream))
+}
+
+/// [`read_versions`], paying its reads with `meter`.
+pub fn read_versions_metered(
+    node: &Node<'_>,
+    keys: Vec<Vec<u8>>,
+    meter: &mut Meter<'_>,
+) -> Result<Message, SessionError> {
     let mut items = Vec::with_capacity(keys.len());
     let mut bytes = 0usize;
     for key in keys {
@@ -377,7 +417,7 @@ pub fn read_versions(
         if !items.is_empty() && bytes + size > BATCH_BYTES_MAX {
             break;
         }
-        meter.pay(size as u64)?;
+        meter.pay_read(size as u64)?;
         bytes += size;
         items.push((key, version));
     }

@@ -3,13 +3,23 @@
 //!
 //! A node that gains a key must merge what EVERY old replica holds: a
 //! write acknowledged by `ack` old replicas may have missed any one of
-//! them (docs/ARCHITECTURE.md, "Membership"). So this node runs one
-//! transition session ([`super::pull`]) with each old member in
-//! [`super::scope::source_order`], each pulling the versions that member
-//! has newer. A finished source is recorded durably
-//! ([`super::record`], `<data-dir>/COPY-<version>`) before the next
-//! starts, so a restart skips it and redoes the unfinished ones (a redone
-//! session compares trees first and fetches only what is still missing).
+//! them (docs/ARCHITECTURE.md, "Membership"). Two passes, each over every
+//! old member not yet finished, all at once (one thread per source):
+//! 1. the bulk pass: one session per source ([`super::pull`]) fetching
+//!    only its [`super::scope::Share`] (the keys it is the first old
+//!    replica of in [`super::scope::source_order`]), so the sources send
+//!    in parallel and each key moves once. Best effort: it records
+//!    nothing, and a failure only leaves more to the second pass; skipped
+//!    when one source is left;
+//! 2. the comparing pass: one transition session ([`super::pull`]) with
+//!    each source over its whole scope, pulling the versions it has newer
+//!    (after the bulk pass, little: what another old replica missed).
+//!
+//! A source whose comparing session finished is recorded durably
+//! ([`super::record`], `<data-dir>/COPY-<version>`; every applied batch
+//! was a durable write before), so a restart skips it and redoes the
+//! unfinished ones (a redone session compares trees first and fetches
+//! only what is still missing).
 //! A source that fails (down, refusing) is retried with a doubling
 //! back-off [`CopyOptions::tries`] times in all (a busy one is waited for
 //! up to [`CopyOptions::busy_wait`] besides), then left pending in the
@@ -24,6 +34,8 @@ use crate::antientropy::Node;
 use crate::antientropy::client::sleep_unless_stopped;
 use crate::antientropy::stream::SessionError;
 use crate::cluster::layout::Layout;
+use ataman_testkit::lock::lock;
+use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -40,6 +52,8 @@ pub const COPY_BUSY_WAIT_MAX: Duration = Duration::from_secs(600);
 const BUSY_BACKOFF_FIRST: Duration = Duration::from_millis(200);
 /// Longest wait between two asks of a busy source.
 const BUSY_BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// The name of the threads copying from one source each.
+const COPY_THREAD_NAME: &str = "ataman-copy";
 
 /// How hard [`copy_gained_with`] tries each source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,45 +207,108 @@ pub fn copy_gained_with(
         dir: dir.display().to_string(),
         source,
     };
-    let mut record = CopyRecord::load(dir, new.version).map_err(record_error)?;
+    let record = CopyRecord::load(dir, new.version).map_err(record_error)?;
     let metrics = &node.antientropy.copy;
     metrics.start_copy();
     let t = Transition { old, new, me };
-    let mut result = Ok(());
-    for (i, source) in source_order(old, new, me).into_iter().enumerate() {
-        if record.is_done(source) {
-            report
-                .sources
-                .push(skipped(source, SourceState::DoneBefore));
-            continue;
+    let order = source_order(old, new, me);
+    let todo: Vec<&str> = order
+        .iter()
+        .copied()
+        .filter(|s| !record.is_done(s))
+        .collect();
+    #[cfg(test)]
+    let todo: Vec<&str> = match options.planted_one_source {
+        true => todo.into_iter().take(1).collect(),
+        false => todo,
+    };
+    let record = Mutex::new(record);
+    let result = (|| {
+        let bulk = match todo.len() > 1 {
+            true => at_once(&todo, |source| bulk_from(node, t, source)),
+            false => Vec::new(),
+        };
+        if node.stopping() {
+            return Err(CopyError::Stopped);
         }
-        #[cfg(test)]
-        if options.planted_one_source && i > 0 {
-            report.sources.push(skipped(source, SourceState::Done));
-            continue;
-        }
-        let _ = i;
-        match copy_from(node, t, source, options) {
-            Ok(done) => {
-                if done.state == SourceState::Done
-                    && let Err(e) = record.mark_done(source)
-                {
-                    result = Err(record_error(e));
-                    break;
-                }
-                report.sources.push(done);
+        let compared = at_once(&todo, |source| -> Result<SourceReport, CopyError> {
+            let done = copy_from(node, t, source, options)?;
+            if done.state == SourceState::Done {
+                lock(&record).mark_done(source).map_err(record_error)?;
             }
-            Err(e) => {
-                result = Err(e);
-                break;
+            Ok(done)
+        });
+        let mut reports = Vec::with_capacity(todo.len());
+        for (i, done) in compared.into_iter().enumerate() {
+            let mut done = done?;
+            if let Some(pulled) = bulk.get(i) {
+                done.keys += pulled.keys;
+                done.bytes += pulled.bytes;
             }
+            reports.push(done);
         }
-    }
+        Ok(reports)
+    })();
     metrics.running.store(0, Ordering::Relaxed);
-    result?;
+    let mut reports = result?.into_iter();
+    for source in order {
+        let asked = todo.contains(&source);
+        let next = match asked {
+            true => reports.next(),
+            false => None,
+        };
+        report.sources.push(match next {
+            Some(done) => done,
+            // Recorded finished before; or (the planted mistake) not asked.
+            None if lock(&record).is_done(source) => skipped(source, SourceState::DoneBefore),
+            None => skipped(source, SourceState::Done),
+        });
+    }
     let pending = report.pending().len() as u64;
     metrics.sources_pending.store(pending, Ordering::Relaxed);
     Ok(report)
+}
+
+/// Runs `f` on every source at once, one thread each (in this thread
+/// when one cannot be started); the results in the sources' order.
+fn at_once<R: Send>(sources: &[&str], f: impl Fn(&str) -> R + Sync) -> Vec<R> {
+    std::thread::scope(|scope| {
+        let f = &f;
+        let started: Vec<_> = sources
+            .iter()
+            .map(|&source| {
+                std::thread::Builder::new()
+                    .name(COPY_THREAD_NAME.into())
+                    .spawn_scoped(scope, move || f(source))
+                    .map_err(|_| source)
+            })
+            .collect();
+        started
+            .into_iter()
+            .map(|thread| match thread {
+                Ok(thread) => thread
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                Err(source) => f(source),
+            })
+            .collect()
+    })
+}
+
+/// The bulk pass with one source: one session fetching its share (what it
+/// is the first old replica of), so the sources send at once, each key
+/// once. Best effort: a failure is logged and left to the comparing pass,
+/// which alone makes a source done.
+fn bulk_from(node: &Node<'_>, t: Transition<'_>, source: &str) -> Pulled {
+    let mut pulled = Pulled::default();
+    let result = Side::bulk(node, t, source).and_then(|side| {
+        let via = via_for(node, source);
+        pull(node, t, source, via, &side, &mut pulled)
+    });
+    if let Err(e) = result {
+        tracing::info!(source, error = %e, "bulk copy from a source ended early; the comparing pass copies the rest");
+    }
+    pulled
 }
 
 /// The report of a source not asked this time.
@@ -259,7 +336,14 @@ fn copy_from(
     let metrics = &node.antientropy.copy;
     let via = via_for(node, source);
     let mut report = skipped(source, SourceState::Pending);
-    let side = match Side::new(node, t, source) {
+    let building = Instant::now();
+    let side = Side::new(node, t, source);
+    tracing::info!(
+        source,
+        tree_ms = building.elapsed().as_millis() as u64,
+        "transition copy: this node's tree of the scope"
+    );
+    let side = match side {
         Ok(side) => side,
         Err(SessionError::Stopped) => return Err(CopyError::Stopped),
         Err(e) => {

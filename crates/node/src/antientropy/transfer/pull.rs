@@ -16,7 +16,7 @@
 //! anti-entropy's), and so do the source's. A version the engine refuses
 //! fails the session: the copy is then incomplete.
 
-use super::scope::TransitionScope;
+use super::scope::{Share, TransitionScope};
 use super::{CopyMetrics, moved_bytes};
 use crate::antientropy::Node;
 use crate::antientropy::client;
@@ -29,6 +29,7 @@ use crate::antientropy::wire::{
 };
 use crate::cluster::layout::Layout;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 /// What one session with a source offered and moved, filled as it goes
 /// (a failed session still tells what it moved before it failed).
@@ -42,6 +43,35 @@ pub struct Pulled {
     pub keys: u64,
     /// Their key and value bytes.
     pub bytes: u64,
+    /// Where the session's time went.
+    pub phases: Phases,
+}
+
+/// Where one session's time went (logged when it ends).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Phases {
+    /// Connecting to the source.
+    pub connect: Duration,
+    /// From `Transition` sent to `TransitionWelcome` (the source's tree).
+    pub welcome: Duration,
+    /// The tree walk.
+    pub walk: Duration,
+    /// Buckets that differed.
+    pub differing: u64,
+    /// Waiting for digest pages.
+    pub digest: Duration,
+    /// Digest pages asked for.
+    pub pages: u64,
+    /// Scanning this node's side of the pages.
+    pub local_pages: Duration,
+    /// Waiting for fetch answers.
+    pub fetch: Duration,
+    /// Fetch round trips.
+    pub fetches: u64,
+    /// Applying the fetched versions (the engine's durable writes).
+    pub apply: Duration,
+    /// This node's token bucket waits meanwhile (every taker's).
+    pub rate_wait: Duration,
 }
 
 /// The two layouts of a transition and the node that gains keys in it.
@@ -62,6 +92,9 @@ pub struct Side {
     pub scope: TransitionScope,
     /// This node's tree of them.
     pub tree: Tree,
+    /// For a bulk pass: fetch only the source's share of the scope (and
+    /// offer nothing in the to-move figures: the comparing pass does).
+    pub share: Option<Share>,
 }
 
 impl Side {
@@ -74,7 +107,21 @@ impl Side {
         let scope = TransitionScope::new(t.old, t.new, t.me, source)
             .map_err(|e| SessionError::Protocol(e.to_string()))?;
         let tree = local_tree(node, &scope)?;
-        Ok(Side { scope, tree })
+        Ok(Side {
+            scope,
+            tree,
+            share: None,
+        })
+    }
+
+    /// [`Side::new`] for a bulk pass: only the source's [`Share`] is fetched.
+    pub fn bulk(node: &Node<'_>, t: Transition<'_>, source: &str) -> Result<Side, SessionError> {
+        let share = Share::new(t.old, t.new, t.me, source)
+            .map_err(|e| SessionError::Protocol(e.to_string()))?;
+        Ok(Side {
+            share: Some(share),
+            ..Side::new(node, t, source)?
+        })
     }
 }
 
@@ -88,9 +135,46 @@ pub fn pull(
     side: &Side,
     pulled: &mut Pulled,
 ) -> Result<(), SessionError> {
+    let started = Instant::now();
+    let waited = node.antientropy.rate.waited();
+    let result = pull_phases(node, t, source, via, side, pulled);
+    pulled.phases.rate_wait = node.antientropy.rate.waited().saturating_sub(waited);
+    let p = &pulled.phases;
+    tracing::info!(
+        source,
+        ok = result.is_ok(),
+        total_ms = started.elapsed().as_millis() as u64,
+        keys = pulled.keys,
+        bytes = pulled.bytes,
+        connect_ms = p.connect.as_millis() as u64,
+        welcome_ms = p.welcome.as_millis() as u64,
+        walk_ms = p.walk.as_millis() as u64,
+        differing = p.differing,
+        digest_ms = p.digest.as_millis() as u64,
+        pages = p.pages,
+        local_pages_ms = p.local_pages.as_millis() as u64,
+        fetch_ms = p.fetch.as_millis() as u64,
+        fetches = p.fetches,
+        apply_ms = p.apply.as_millis() as u64,
+        rate_wait_ms = p.rate_wait.as_millis() as u64,
+        "transition copy session phases"
+    );
+    result
+}
+
+fn pull_phases(
+    node: &Node<'_>,
+    t: Transition<'_>,
+    source: &str,
+    via: Option<String>,
+    side: &Side,
+    pulled: &mut Pulled,
+) -> Result<(), SessionError> {
     let (scope, tree) = (&side.scope, &side.tree);
     let ae = node.antientropy;
+    let mut clock = Instant::now();
     let (stream, leftover) = client::connect_url(node, source, via)?;
+    pulled.phases.connect = lap(&mut clock);
     let stop = || node.stopping();
     let mut s = SyncStream::new(stream, leftover, &stop, &ae.metrics, ae.timing.keep_alive)
         .map_err(|e| SessionError::Io(e.to_string()))?;
@@ -108,10 +192,12 @@ pub fn pull(
             entries,
             bytes,
         } if version == VERSION && url == source => {
-            pulled.keys_offered = entries;
-            pulled.bytes_offered = bytes;
-            ae.copy.keys_to_move.fetch_add(entries, Ordering::Relaxed);
-            ae.copy.bytes_to_move.fetch_add(bytes, Ordering::Relaxed);
+            if side.share.is_none() {
+                pulled.keys_offered = entries;
+                pulled.bytes_offered = bytes;
+                ae.copy.keys_to_move.fetch_add(entries, Ordering::Relaxed);
+                ae.copy.bytes_to_move.fetch_add(bytes, Ordering::Relaxed);
+            }
         }
         Message::TransitionWelcome { version, url, .. } => {
             return Err(SessionError::Protocol(format!(
@@ -121,17 +207,28 @@ pub fn pull(
         }
         other => return Err(unexpected(&other, "TransitionWelcome")),
     }
+    pulled.phases.welcome = lap(&mut clock);
     let differing = client::walk(node, &mut s, tree)?;
+    pulled.phases.walk = lap(&mut clock);
+    pulled.phases.differing = differing.len() as u64;
     if differing.is_empty() {
         return Ok(());
     }
-    fetch_differing(node, scope, &differing, &mut s, pulled)
+    fetch_differing(node, scope, side.share.as_ref(), &differing, &mut s, pulled)
+}
+
+/// The time since `clock`, which restarts.
+fn lap(clock: &mut Instant) -> Duration {
+    let now = Instant::now();
+    let took = now - *clock;
+    *clock = now;
+    took
 }
 
 /// This node's tree of the scope, from one scan of the engine.
 fn local_tree(node: &Node<'_>, scope: &TransitionScope) -> Result<Tree, SessionError> {
     let mut tree = Tree::new(DEPTH);
-    let mut meter = Meter::new(node);
+    let mut meter = Meter::new(node).for_copy();
     local::scan_each(node, b"", None, &mut meter, |key, entry| {
         if scope.covers(&key) {
             tree.add(&key, entry.ts, entry.value.is_none());
@@ -148,6 +245,7 @@ fn local_tree(node: &Node<'_>, scope: &TransitionScope) -> Result<Tree, SessionE
 fn fetch_differing(
     node: &Node<'_>,
     scope: &TransitionScope,
+    share: Option<&Share>,
     differing: &[u32],
     s: &mut SyncStream<'_>,
     pulled: &mut Pulled,
@@ -163,17 +261,21 @@ fn fetch_differing(
             after: after.clone(),
             entries_max: DIGEST_ENTRIES_MAX as u32,
         };
+        let asked = Instant::now();
         let (entries, next) = match client::ask(node, s, &request)? {
             Message::DigestPage { entries, next } => (entries, next),
             other => return Err(unexpected(&other, "DigestPage")),
         };
+        pulled.phases.digest += asked.elapsed();
+        pulled.phases.pages += 1;
         client::check_page(&entries, after.as_deref(), next.as_deref(), &bitmap, DEPTH)?;
         // This node's side of (after, next], in chunks bounded like a page.
         let mut remote = entries.into_iter().peekable();
         let mut cursor = after.clone();
         loop {
+            let scanned = Instant::now();
             let (local_entries, cut) = {
-                let mut meter = Meter::alive(node, &mut *s);
+                let mut meter = Meter::alive(node, &mut *s).for_copy();
                 let end = next.as_deref();
                 local::page(
                     node,
@@ -184,6 +286,7 @@ fn fetch_differing(
                     wanted,
                 )?
             };
+            pulled.phases.local_pages += scanned.elapsed();
             let mut remote_chunk = Vec::new();
             while let Some(e) = remote.next_if(|e| cut.as_ref().is_none_or(|c| e.key <= *c)) {
                 remote_chunk.push((e.key, e.ts));
@@ -192,6 +295,10 @@ fn fetch_differing(
             for step in Merge::new(local_digest, remote_chunk.into_iter()) {
                 // Newer here: written during the transition; left alone.
                 let Step::Fetch(key) = step else { continue };
+                if share.is_some_and(|share| !share.covers(&key)) {
+                    // Another source's share in a bulk pass.
+                    continue;
+                }
                 fetch_bytes += key.len();
                 fetch.push(key);
                 if fetch.len() >= FETCH_KEYS_MAX || fetch_bytes >= BATCH_BYTES_MAX {
@@ -226,10 +333,13 @@ fn fetch_batch(
             return Err(SessionError::Stopped);
         }
         let request = Message::Fetch { keys: keys.clone() };
+        let asked = Instant::now();
         let items = match client::ask(node, s, &request)? {
             Message::Versions { items } => items,
             other => return Err(unexpected(&other, "Versions")),
         };
+        pulled.phases.fetch += asked.elapsed();
+        pulled.phases.fetches += 1;
         if items.is_empty() || items.len() > keys.len() {
             return Err(SessionError::Protocol(format!(
                 "{} versions for {} keys",
@@ -251,7 +361,9 @@ fn fetch_batch(
                 found.push((key, v));
             }
         }
+        let applying = Instant::now();
         let (applied, refused) = local::apply(node, found)?;
+        pulled.phases.apply += applying.elapsed();
         if !refused.is_empty() {
             let mut refusals = local::Refusals::default();
             refusals.add(&refused);
@@ -260,6 +372,10 @@ fn fetch_batch(
                 refusals.text()
             )));
         }
+        // What this node received and applied pays its token bucket:
+        // the copy into one node is bounded by its limit, however many
+        // sources send at once.
+        local::pay_sent(node, s, bytes)?;
         pulled.keys += applied;
         pulled.bytes += bytes;
         metrics.keys_moved.fetch_add(applied, Ordering::Relaxed);

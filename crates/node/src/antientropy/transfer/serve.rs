@@ -19,7 +19,7 @@ use crate::antientropy::server::{refuse, tree_hashes};
 use crate::antientropy::stream::{SEND_TIMEOUT, SessionError, SyncStream};
 use crate::antientropy::wire::{Message, VERSION, bitmap_bytes, bitmap_has};
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Serves the session `hello` (a `Transition`) opened, to its end.
 pub fn session(
@@ -71,7 +71,22 @@ pub fn session(
     }
     let copy = &node.antientropy.copy;
     copy.sessions_served.fetch_add(1, Ordering::Relaxed);
+    let building = Instant::now();
+    let waited = node.antientropy.rate.waited();
     let (tree, entries, bytes) = scope_tree(node, &scope, s)?;
+    tracing::info!(
+        gaining = url,
+        entries,
+        bytes,
+        tree_ms = building.elapsed().as_millis() as u64,
+        rate_wait_ms = node
+            .antientropy
+            .rate
+            .waited()
+            .saturating_sub(waited)
+            .as_millis() as u64,
+        "transition copy: the source's tree of the scope"
+    );
     let welcome = Message::TransitionWelcome {
         version: VERSION,
         url: me.clone(),
@@ -81,11 +96,32 @@ pub fn session(
     let sent = s.send(&welcome, Instant::now() + SEND_TIMEOUT)?;
     local::pay_sent(node, s, sent)?;
     let silence = node.antientropy.timing.silence;
+    let (mut digest, mut fetch) = (Duration::ZERO, Duration::ZERO);
     loop {
         let Some(request) = s.recv(silence)? else {
+            tracing::info!(
+                gaining = url,
+                total_ms = building.elapsed().as_millis() as u64,
+                digest_ms = digest.as_millis() as u64,
+                fetch_ms = fetch.as_millis() as u64,
+                rate_wait_ms = node
+                    .antientropy
+                    .rate
+                    .waited()
+                    .saturating_sub(waited)
+                    .as_millis() as u64,
+                "transition copy: served"
+            );
             return Ok(());
         };
+        let answering = Instant::now();
+        let is_fetch = matches!(request, Message::Fetch { .. });
         let answer = answer(node, &tree, &scope, request, s)?;
+        if is_fetch {
+            fetch += answering.elapsed();
+        } else {
+            digest += answering.elapsed();
+        }
         if let Message::Versions { items } = &answer {
             let found = items.iter().filter_map(|(k, v)| v.as_ref().map(|v| (k, v)));
             for (key, version) in found {
@@ -108,7 +144,7 @@ fn scope_tree(
 ) -> Result<(Tree, u64, u64), SessionError> {
     let mut tree = Tree::new(DEPTH);
     let (mut entries, mut bytes) = (0u64, 0u64);
-    let mut meter = Meter::alive(node, s);
+    let mut meter = Meter::alive(node, s).for_copy();
     local::scan_each(node, b"", None, &mut meter, |key, entry| {
         if scope.covers(&key) {
             tree.add(&key, entry.ts, entry.value.is_none());
@@ -144,7 +180,7 @@ fn answer(
                     bitmap_bytes(DEPTH)
                 )));
             }
-            let mut meter = Meter::alive(node, s);
+            let mut meter = Meter::alive(node, s).for_copy();
             let wanted =
                 |key: &[u8]| bitmap_has(&buckets, bucket_of(key, DEPTH)) && scope.covers(key);
             let (entries, next) = local::page(
@@ -157,7 +193,9 @@ fn answer(
             )?;
             Ok(Message::DigestPage { entries, next })
         }
-        Message::Fetch { keys } => local::read_versions(node, keys, s),
+        Message::Fetch { keys } => {
+            local::read_versions_metered(node, keys, &mut Meter::alive(node, s).for_copy())
+        }
         other => Err(SessionError::Protocol(format!(
             "unexpected {} in a transition session",
             kind_name(&other)
