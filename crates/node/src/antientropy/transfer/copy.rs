@@ -232,20 +232,17 @@ pub fn copy_gained_with(
             return Err(CopyError::Stopped);
         }
         let compared = at_once(&todo, |source| -> Result<SourceReport, CopyError> {
-            let done = copy_from(node, t, source, options)?;
+            let i = todo.iter().position(|s| *s == source);
+            let bulk = i.and_then(|i| bulk.get(i)).copied().unwrap_or_default();
+            let done = copy_from(node, t, source, bulk, options)?;
             if done.state == SourceState::Done {
                 lock(&record).mark_done(source).map_err(record_error)?;
             }
             Ok(done)
         });
         let mut reports = Vec::with_capacity(todo.len());
-        for (i, done) in compared.into_iter().enumerate() {
-            let mut done = done?;
-            if let Some(pulled) = bulk.get(i) {
-                done.keys += pulled.keys;
-                done.bytes += pulled.bytes;
-            }
-            reports.push(done);
+        for done in compared {
+            reports.push(done?);
         }
         Ok(reports)
     })();
@@ -279,7 +276,10 @@ fn at_once<R: Send>(sources: &[&str], f: impl Fn(&str) -> R + Sync) -> Vec<R> {
             .map(|&source| {
                 std::thread::Builder::new()
                     .name(COPY_THREAD_NAME.into())
-                    .spawn_scoped(scope, move || f(source))
+                    .spawn_scoped(scope, move || {
+                        crate::antientropy::priority::lower_this_thread();
+                        f(source)
+                    })
                     .map_err(|_| source)
             })
             .collect();
@@ -327,15 +327,24 @@ fn skipped(source: &str, state: SourceState) -> SourceReport {
 
 /// Tries `source` until a session completes or the tries run out (busy
 /// answers are waited out up to [`CopyOptions::busy_wait`], not counted).
+/// `bulk` is what the bulk pass moved from it (counted in the report; its
+/// offer is replaced by the first try's).
 fn copy_from(
     node: &Node<'_>,
     t: Transition<'_>,
     source: &str,
+    bulk: Pulled,
     options: &CopyOptions,
 ) -> Result<SourceReport, CopyError> {
     let metrics = &node.antientropy.copy;
     let via = via_for(node, source);
-    let mut report = skipped(source, SourceState::Pending);
+    let mut report = SourceReport {
+        keys: bulk.keys,
+        bytes: bulk.bytes,
+        keys_offered: bulk.keys_offered,
+        bytes_offered: bulk.bytes_offered,
+        ..skipped(source, SourceState::Pending)
+    };
     let building = Instant::now();
     let side = Side::new(node, t, source);
     tracing::info!(

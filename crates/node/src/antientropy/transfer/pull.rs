@@ -92,8 +92,7 @@ pub struct Side {
     pub scope: TransitionScope,
     /// This node's tree of them.
     pub tree: Tree,
-    /// For a bulk pass: fetch only the source's share of the scope (and
-    /// offer nothing in the to-move figures: the comparing pass does).
+    /// For a bulk pass: fetch only the source's share of the scope.
     pub share: Option<Share>,
 }
 
@@ -192,12 +191,10 @@ fn pull_phases(
             entries,
             bytes,
         } if version == VERSION && url == source => {
-            if side.share.is_none() {
-                pulled.keys_offered = entries;
-                pulled.bytes_offered = bytes;
-                ae.copy.keys_to_move.fetch_add(entries, Ordering::Relaxed);
-                ae.copy.bytes_to_move.fetch_add(bytes, Ordering::Relaxed);
-            }
+            pulled.keys_offered = entries;
+            pulled.bytes_offered = bytes;
+            ae.copy.keys_to_move.fetch_add(entries, Ordering::Relaxed);
+            ae.copy.bytes_to_move.fetch_add(bytes, Ordering::Relaxed);
         }
         Message::TransitionWelcome { version, url, .. } => {
             return Err(SessionError::Protocol(format!(
