@@ -154,7 +154,8 @@ impl<'a> Meter<'a> {
     }
 }
 
-/// Pays for `bytes` sent on `stream` at once, keeping the session alive
+/// Pays for `bytes` sent on `stream` (or, by a copy's gaining node,
+/// received and applied) at once, keeping the session alive
 /// while the token bucket makes this side wait (never silent between frames).
 pub fn pay_sent(
     node: &Node<'_>,

@@ -12,8 +12,11 @@
 //!    newer (or only the source has). What this node has newer is left
 //!    alone: nothing is pushed, nothing is deleted.
 //!
-//! Scanned and sent bytes go through the node's token bucket (the same as
-//! anti-entropy's), and so do the source's. A version the engine refuses
+//! The node's token bucket (the same as anti-entropy's) pays for the
+//! versions applied in full and for the scans at a copy's read cost
+//! (`local::Meter::for_copy`); the source's pays for what it sends and
+//! reads likewise. A bulk pass ([`Side::bulk`]) fetches only the source's
+//! share of the scope (`super::scope::Share`). A version the engine refuses
 //! fails the session: the copy is then incomplete.
 
 use super::scope::{Share, TransitionScope};
