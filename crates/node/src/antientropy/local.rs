@@ -45,10 +45,12 @@ const RATE_PAYMENT_BYTES: u64 = 256 * 1024;
 const STOP_CHECK_ENTRIES: usize = 1024;
 /// In a transition copy's sessions ([`Meter::for_copy`]), a byte read
 /// from the engine (scanned for a tree or a digest, or read for a fetch)
-/// costs this fraction of a byte sent or applied: the limit bounds what
-/// the copy moves, and the reads that find it (page-cache scans, several
-/// times cheaper per byte than a send plus a durable apply) are bounded
-/// by it at this ratio (docs/bench-log/2026-11-26-layout-copy-profile.md).
+/// costs this fraction of a byte sent or applied. A policy, not a
+/// measured cost: the limit bounds what the copy moves (each source's
+/// store is read up to four times to find it); the reads still pay a
+/// share, so a comparison that sends little cannot scan unbounded, and
+/// their CPU yields to the foreground (`super::priority`)
+/// (docs/bench-log/2026-11-26-layout-copy-profile.md).
 pub const COPY_READ_COST_DIVISOR: u64 = 16;
 
 /// The scan cost of one entry in the token bucket.
