@@ -301,7 +301,7 @@ fn at_once<R: Send>(sources: &[&str], f: impl Fn(&str) -> R + Sync) -> Vec<R> {
 /// which alone makes a source done.
 fn bulk_from(node: &Node<'_>, t: Transition<'_>, source: &str) -> Pulled {
     let mut pulled = Pulled::default();
-    let result = Side::bulk(node, t, source).and_then(|side| {
+    let result = Side::bulk(t, source).and_then(|side| {
         let via = via_for(node, source);
         pull(node, t, source, via, &side, &mut pulled)
     });

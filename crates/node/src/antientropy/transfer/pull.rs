@@ -28,7 +28,8 @@ use crate::antientropy::merkle::{DEPTH, Tree, bucket_of};
 use crate::antientropy::reconcile::{Merge, Step};
 use crate::antientropy::stream::{SessionError, SyncStream};
 use crate::antientropy::wire::{
-    BATCH_BYTES_MAX, DIGEST_ENTRIES_MAX, FETCH_KEYS_MAX, Message, VERSION, bitmap_has, bitmap_of,
+    BATCH_BYTES_MAX, DIGEST_ENTRIES_MAX, FETCH_KEYS_MAX, Message, NO_TREE_DEPTH, VERSION,
+    bitmap_has, bitmap_of,
 };
 use crate::cluster::layout::Layout;
 use std::sync::atomic::Ordering;
@@ -116,13 +117,20 @@ impl Side {
         })
     }
 
-    /// [`Side::new`] for a bulk pass: only the source's [`Share`] is fetched.
-    pub fn bulk(node: &Node<'_>, t: Transition<'_>, source: &str) -> Result<Side, SessionError> {
-        let share = Share::new(t.old, t.new, t.me, source)
-            .map_err(|e| SessionError::Protocol(e.to_string()))?;
+    /// The side of a bulk pass: only the source's [`Share`] is fetched,
+    /// and no tree is built on either side (this node holds next to
+    /// nothing yet: every bucket would differ); the session pages every
+    /// bucket's digest instead.
+    pub fn bulk(t: Transition<'_>, source: &str) -> Result<Side, SessionError> {
+        let protocol = |e: super::scope::ScopeError| SessionError::Protocol(e.to_string());
+        let scope = TransitionScope::new(t.old, t.new, t.me, source).map_err(protocol)?;
+        let share = Share::new(t.old, t.new, t.me, source).map_err(protocol)?;
+        let mut tree = Tree::new(DEPTH);
+        tree.finish();
         Ok(Side {
+            scope,
+            tree,
             share: Some(share),
-            ..Side::new(node, t, source)?
         })
     }
 }
@@ -183,7 +191,10 @@ fn pull_phases(
     let hello = Message::Transition {
         version: VERSION,
         url: t.me.to_owned(),
-        depth: tree.depth(),
+        depth: match side.share {
+            Some(_) => NO_TREE_DEPTH,
+            None => tree.depth(),
+        },
         old: t.old.clone(),
         new: t.new.clone(),
     };
@@ -208,7 +219,10 @@ fn pull_phases(
         other => return Err(unexpected(&other, "TransitionWelcome")),
     }
     pulled.phases.welcome = lap(&mut clock);
-    let differing = client::walk(node, &mut s, tree)?;
+    let differing = match side.share {
+        Some(_) => (0..1u32 << DEPTH).collect(),
+        None => client::walk(node, &mut s, tree)?,
+    };
     pulled.phases.walk = lap(&mut clock);
     pulled.phases.differing = differing.len() as u64;
     if differing.is_empty() {

@@ -1,8 +1,8 @@
 //! A transition session as the source, on the `ataman-sync` thread: the
 //! gaining node's `Transition` frame is checked, this node builds its tree
-//! of the transition's keys it holds (`super::scope`), answers
-//! `TransitionWelcome`, then TreeNodes, Digest and Fetch until the gaining
-//! node closes. The session only reads: a Push (or anything else) is a
+//! of the transition's keys it holds (`super::scope`; none when the frame
+//! asks for depth 0, a bulk pass), answers `TransitionWelcome`, then
+//! TreeNodes, Digest and Fetch until the gaining node closes. The session only reads: a Push (or anything else) is a
 //! protocol error.
 //!
 //! The layouts come from the gaining node (an authenticated peer when the
@@ -17,7 +17,7 @@ use crate::antientropy::local::{self, Meter, kind_name};
 use crate::antientropy::merkle::{DEPTH, Tree, bucket_of};
 use crate::antientropy::server::{refuse, tree_hashes};
 use crate::antientropy::stream::{SEND_TIMEOUT, SessionError, SyncStream};
-use crate::antientropy::wire::{Message, VERSION, bitmap_bytes, bitmap_has};
+use crate::antientropy::wire::{Message, NO_TREE_DEPTH, VERSION, bitmap_bytes, bitmap_has};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -47,7 +47,7 @@ pub fn session(
         Err(format!(
             "sync protocol version {version}; {me} speaks version {VERSION}"
         ))
-    } else if depth != DEPTH {
+    } else if depth != DEPTH && depth != NO_TREE_DEPTH {
         Err(format!(
             "tree depth differs: {url} compares depth {depth}, {me} depth {DEPTH}"
         ))
@@ -73,7 +73,14 @@ pub fn session(
     copy.sessions_served.fetch_add(1, Ordering::Relaxed);
     let building = Instant::now();
     let waited = node.antientropy.rate.waited();
-    let (tree, entries, bytes) = scope_tree(node, &scope, s)?;
+    let (tree, entries, bytes) = match depth {
+        // A bulk pass: no tree, the initiator pages every bucket.
+        NO_TREE_DEPTH => (None, 0, 0),
+        _ => {
+            let (tree, entries, bytes) = scope_tree(node, &scope, s)?;
+            (Some(tree), entries, bytes)
+        }
+    };
     tracing::info!(
         gaining = url,
         entries,
@@ -116,7 +123,7 @@ pub fn session(
         };
         let answering = Instant::now();
         let is_fetch = matches!(request, Message::Fetch { .. });
-        let answer = answer(node, &tree, &scope, request, s)?;
+        let answer = answer(node, tree.as_ref(), &scope, request, s)?;
         if is_fetch {
             fetch += answering.elapsed();
         } else {
@@ -161,13 +168,18 @@ fn scope_tree(
 /// The answer to one request after the `Transition`.
 fn answer(
     node: &Node<'_>,
-    tree: &Tree,
+    tree: Option<&Tree>,
     scope: &TransitionScope,
     request: Message,
     s: &mut SyncStream<'_>,
 ) -> Result<Message, SessionError> {
     match request {
-        Message::TreeNodes { level, indexes } => tree_hashes(tree, level, &indexes),
+        Message::TreeNodes { level, indexes } => match tree {
+            Some(tree) => tree_hashes(tree, level, &indexes),
+            None => Err(SessionError::Protocol(
+                "TreeNodes in a transition session opened without a tree (depth 0)".into(),
+            )),
+        },
         Message::Digest {
             buckets,
             after,

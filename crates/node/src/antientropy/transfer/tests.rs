@@ -552,6 +552,74 @@ fn a_restart_resumes_after_finished_sources_and_dead_ones_stay_pending() {
     );
 }
 
+/// A transition session opened without a tree (depth 0, a bulk pass) is
+/// welcomed at once with no figures, serves digests of every bucket, and
+/// refuses a request for tree hashes.
+#[test]
+fn a_session_without_a_tree_pages_digests_and_refuses_tree_nodes() {
+    use crate::antientropy::merkle::DEPTH;
+    use crate::antientropy::stream::SyncStream;
+    use crate::antientropy::wire::{
+        DIGEST_ENTRIES_MAX, Message, NO_TREE_DEPTH, VERSION, bitmap_of,
+    };
+    let sources = sources();
+    let dir = tempfile::tempdir().unwrap();
+    let joining = Member::open(dir.path(), 3, &sources.via());
+    fill(&sources, &joining);
+    let (old, new) = layouts();
+    let urls = urls();
+    let node = joining.shared.antientropy_node();
+    let open = || {
+        let (stream, leftover) = crate::antientropy::client::connect_url(
+            &node,
+            &urls[0],
+            Some(sources.addrs[0].clone()),
+        )
+        .unwrap();
+        let ae = node.antientropy;
+        SyncStream::new(
+            stream,
+            leftover,
+            &|| false,
+            &ae.metrics,
+            ae.timing.keep_alive,
+        )
+        .unwrap()
+    };
+    let hello = Message::Transition {
+        version: VERSION,
+        url: urls[3].clone(),
+        depth: NO_TREE_DEPTH,
+        old,
+        new,
+    };
+    let ask = |s: &mut SyncStream<'_>, m: &Message| crate::antientropy::client::ask(&node, s, m);
+    let mut s = open();
+    match ask(&mut s, &hello).unwrap() {
+        Message::TransitionWelcome { entries, bytes, .. } => assert_eq!((entries, bytes), (0, 0)),
+        other => panic!("expected a TransitionWelcome, got {other:?}"),
+    }
+    let all: Vec<u32> = (0..1u32 << DEPTH).collect();
+    let digest = Message::Digest {
+        buckets: bitmap_of(DEPTH, &all),
+        after: None,
+        entries_max: DIGEST_ENTRIES_MAX as u32,
+    };
+    match ask(&mut s, &digest).unwrap() {
+        Message::DigestPage { entries, .. } => assert!(!entries.is_empty()),
+        other => panic!("expected a DigestPage, got {other:?}"),
+    }
+    let tree_nodes = Message::TreeNodes {
+        level: 0,
+        indexes: vec![0],
+    };
+    match ask(&mut s, &tree_nodes) {
+        Ok(Message::Error { message }) => assert!(message.contains("without a tree"), "{message}"),
+        Err(_) => {}
+        Ok(other) => panic!("expected an Error, got {other:?}"),
+    }
+}
+
 /// A source refuses a transition it is no old member of (the gaining
 /// node's own scope check would not ask it, so the frame is sent by hand,
 /// as a misbehaving peer would); the session ends with an Error naming why.
