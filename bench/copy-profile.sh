@@ -68,8 +68,9 @@ print(f"== add to settled {took:.1f} s; copied {moved} bytes: {moved / took / 10
 def load(name):
     out = {}
     for l in open(f"{r}/{name}"):
-        p, t, comm, ticks = l.split()
-        out[(p, t)] = (comm, int(ticks))
+        f = l.split()
+        if len(f) == 4 and f[3].isdigit():  # a thread that ended meanwhile has no figure
+            out[(f[0], f[1])] = (f[2], int(f[3]))
     return out
 a, b = load("ticks.before"), load("ticks.after")
 per_pid, threads = {}, []
