@@ -4,11 +4,13 @@
 //! A node that gains a key must merge what EVERY old replica holds: a
 //! write acknowledged by `ack` old replicas may have missed any one of
 //! them (docs/ARCHITECTURE.md, "Membership"). Two passes, each over every
-//! old member not yet finished, all at once (one thread per source):
+//! old member not yet finished, all at once (one thread per source,
+//! [`COPY_SOURCES_AT_ONCE_MAX`] at a time):
 //! 1. the bulk pass: one session per source ([`super::pull`]) fetching
-//!    only its [`super::scope::Share`] (the keys it is the first old
-//!    replica of in [`super::scope::source_order`]), so the sources send
-//!    in parallel and each key moves once. Best effort: it records
+//!    only its [`super::scope::Share`] (the keys whose first old replica
+//!    by rendezvous rank it is), so the sources send in parallel and each
+//!    key moves once; no tree on either side (this node holds next to
+//!    nothing yet), every bucket's digest paged. Best effort: it records
 //!    nothing, and a failure only leaves more to the second pass; skipped
 //!    when one source is left;
 //! 2. the comparing pass: one transition session ([`super::pull`]) with
@@ -54,6 +56,9 @@ const BUSY_BACKOFF_FIRST: Duration = Duration::from_millis(200);
 const BUSY_BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// The name of the threads copying from one source each.
 const COPY_THREAD_NAME: &str = "ataman-copy";
+/// Sources a pass copies from at once (one thread and one session each);
+/// more wait for the group before them.
+pub const COPY_SOURCES_AT_ONCE_MAX: usize = 8;
 
 /// How hard [`copy_gained_with`] tries each source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -267,10 +272,19 @@ pub fn copy_gained_with(
 }
 
 /// Runs `f` on every source at once, one thread each (in this thread
-/// when one cannot be started); the results in the sources' order.
+/// when one cannot be started), [`COPY_SOURCES_AT_ONCE_MAX`] at a time;
+/// the results in the sources' order.
 fn at_once<R: Send>(sources: &[&str], f: impl Fn(&str) -> R + Sync) -> Vec<R> {
+    let mut results = Vec::with_capacity(sources.len());
+    for group in sources.chunks(COPY_SOURCES_AT_ONCE_MAX) {
+        results.extend(group_at_once(group, &f));
+    }
+    results
+}
+
+/// [`at_once`] for one group of sources.
+fn group_at_once<R: Send>(sources: &[&str], f: &(impl Fn(&str) -> R + Sync)) -> Vec<R> {
     std::thread::scope(|scope| {
-        let f = &f;
         let started: Vec<_> = sources
             .iter()
             .map(|&source| {
