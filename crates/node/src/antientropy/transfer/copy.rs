@@ -236,10 +236,27 @@ pub fn copy_gained_with(
         if node.stopping() {
             return Err(CopyError::Stopped);
         }
+        // This node's trees for every source, from one scan.
+        let building = Instant::now();
+        let sides: Vec<Result<Side, String>> = match Side::many(node, t, &todo) {
+            Ok(sides) => sides.into_iter().map(Ok).collect(),
+            Err(SessionError::Stopped) => return Err(CopyError::Stopped),
+            Err(e) => todo.iter().map(|_| Err(e.to_string())).collect(),
+        };
+        tracing::info!(
+            sources = todo.len(),
+            tree_ms = building.elapsed().as_millis() as u64,
+            "transition copy: this node's trees of the scopes"
+        );
         let compared = at_once(&todo, |source| -> Result<SourceReport, CopyError> {
             let i = todo.iter().position(|s| *s == source);
             let bulk = i.and_then(|i| bulk.get(i)).copied().unwrap_or_default();
-            let done = copy_from(node, t, source, bulk, options)?;
+            let side = match i.and_then(|i| sides.get(i)) {
+                Some(Ok(side)) => Ok(side),
+                Some(Err(e)) => Err(e.clone()),
+                None => Err("no tree for the source".to_owned()),
+            };
+            let done = copy_from(node, t, source, side, bulk, options)?;
             if done.state == SourceState::Done {
                 lock(&record).mark_done(source).map_err(record_error)?;
             }
@@ -341,12 +358,14 @@ fn skipped(source: &str, state: SourceState) -> SourceReport {
 
 /// Tries `source` until a session completes or the tries run out (busy
 /// answers are waited out up to [`CopyOptions::busy_wait`], not counted).
-/// `bulk` is what the bulk pass moved from it (counted in the report; its
-/// offer is replaced by the first try's).
+/// `side` is this node's tree of the source's scope (or why it could not
+/// be built); `bulk` is what the bulk pass moved from it (counted in the
+/// report; its offer is replaced by the first try's).
 fn copy_from(
     node: &Node<'_>,
     t: Transition<'_>,
     source: &str,
+    side: Result<&Side, String>,
     bulk: Pulled,
     options: &CopyOptions,
 ) -> Result<SourceReport, CopyError> {
@@ -359,16 +378,8 @@ fn copy_from(
         bytes_offered: bulk.bytes_offered,
         ..skipped(source, SourceState::Pending)
     };
-    let building = Instant::now();
-    let side = Side::new(node, t, source);
-    tracing::info!(
-        source,
-        tree_ms = building.elapsed().as_millis() as u64,
-        "transition copy: this node's tree of the scope"
-    );
     let side = match side {
         Ok(side) => side,
-        Err(SessionError::Stopped) => return Err(CopyError::Stopped),
         Err(e) => {
             report.error = Some(format!("this node's tree: {e}"));
             return Ok(report);
@@ -381,7 +392,7 @@ fn copy_from(
         // This try's offer replaces the last one's in the to-move figures.
         metrics.withdraw_offer(report.keys_offered, report.bytes_offered);
         let mut pulled = Pulled::default();
-        let result = pull(node, t, source, via.clone(), &side, &mut pulled);
+        let result = pull(node, t, source, via.clone(), side, &mut pulled);
         report.keys += pulled.keys;
         report.bytes += pulled.bytes;
         report.keys_offered = pulled.keys_offered;

@@ -101,20 +101,34 @@ pub struct Side {
 }
 
 impl Side {
-    /// The scope of `source` in `t`, and this node's tree of it. A tree
-    /// kept for the next try after a failed or busy session may be older
-    /// than the engine: that costs digest pages, never a missed key (this
-    /// node's versions only get newer, so a bucket equal to the source's
-    /// holds nothing the source has newer).
-    pub fn new(node: &Node<'_>, t: Transition<'_>, source: &str) -> Result<Side, SessionError> {
-        let scope = TransitionScope::new(t.old, t.new, t.me, source)
-            .map_err(|e| SessionError::Protocol(e.to_string()))?;
-        let tree = local_tree(node, &scope)?;
-        Ok(Side {
-            scope,
-            tree,
-            share: None,
-        })
+    /// The scope of every source in `sources` in `t`, and this node's
+    /// tree of each, from one scan of the engine (the comparing pass asks
+    /// them all at once). A tree kept for the next try after a failed or
+    /// busy session may be older than the engine: that costs digest
+    /// pages, never a missed key (this node's versions only get newer, so
+    /// a bucket equal to the source's holds nothing the source has newer).
+    pub fn many(
+        node: &Node<'_>,
+        t: Transition<'_>,
+        sources: &[&str],
+    ) -> Result<Vec<Side>, SessionError> {
+        let scopes = sources
+            .iter()
+            .map(|source| {
+                TransitionScope::new(t.old, t.new, t.me, source)
+                    .map_err(|e| SessionError::Protocol(e.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let trees = local_trees(node, &scopes)?;
+        Ok(scopes
+            .into_iter()
+            .zip(trees)
+            .map(|(scope, tree)| Side {
+                scope,
+                tree,
+                share: None,
+            })
+            .collect())
     }
 
     /// The side of a bulk pass: only the source's [`Share`] is fetched,
@@ -239,19 +253,23 @@ fn lap(clock: &mut Instant) -> Duration {
     took
 }
 
-/// This node's tree of the scope, from one scan of the engine.
-fn local_tree(node: &Node<'_>, scope: &TransitionScope) -> Result<Tree, SessionError> {
-    let mut tree = Tree::new(DEPTH);
+/// This node's tree of each scope, from one scan of the engine.
+fn local_trees(node: &Node<'_>, scopes: &[TransitionScope]) -> Result<Vec<Tree>, SessionError> {
+    let mut trees: Vec<Tree> = scopes.iter().map(|_| Tree::new(DEPTH)).collect();
     let mut meter = Meter::new(node).for_copy();
     local::scan_each(node, b"", None, &mut meter, |key, entry| {
-        if scope.covers(&key) {
-            tree.add(&key, entry.ts, entry.value.is_none());
+        for (scope, tree) in scopes.iter().zip(trees.iter_mut()) {
+            if scope.covers(&key) {
+                tree.add(&key, entry.ts, entry.value.is_none());
+            }
         }
         Ok(true)
     })?;
     meter.settle()?;
-    tree.finish();
-    Ok(tree)
+    for tree in &mut trees {
+        tree.finish();
+    }
+    Ok(trees)
 }
 
 /// Pages through the source's digest of the `differing` buckets and
