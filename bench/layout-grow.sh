@@ -8,12 +8,14 @@
 # - the plan (`ctl layout plan`: the bytes the new node should get, each
 #   key once) and the bytes the new node copied, and their ratio;
 # - the time from the commit to every node settled, and the copy rate
-#   (bytes copied / that time) against --anti-entropy-rate-bytes;
+#   (bytes copied / that time) against --anti-entropy-rate-bytes; and the
+#   rate over the copy's own window (the new node's `copying started` to
+#   `copying complete` log lines);
 # - the load's achieved rate and per-second p99 (median and worst of the
 #   seconds) before the add, during the move, and for 30 s after.
 # Usage: bench/layout-grow.sh [N], from the repository root after
-# `cargo build --release`. Loopback ports BASE_PORT (19701) .. +3 and
-# +1000 .. +1003. RATE_BYTES sets the copy limit (default 67108864).
+# `cargo build --release -p ataman --bin ataman`. Loopback ports
+# BASE_PORT (19701) .. +3 and +1000 .. +1003. RATE_BYTES sets the copy limit (default 67108864).
 set -eu
 B=${ATAMAN:-target/release/ataman}
 N=${1:-1000000}
@@ -77,6 +79,19 @@ if tset == 0:
 took = tset - tadd
 print(f"== settled {took:.1f} s after the add; copy rate {moved / took / 1048576:.1f} MiB/s = "
       f"{moved / took / limit * 100:.0f}% of --anti-entropy-rate-bytes {limit / 1048576:.0f} MiB/s")
+# The copy's own window on the new node (its log): from copying started to
+# complete, without the node's start, the ack wait and the settling.
+import datetime
+def stamp(what):
+    for line in open(f"{r}/start.err"):
+        if line.startswith("node 3: ") and f"layout transition: copying {what}" in line:
+            t = line.split()[2].rstrip("Z")
+            return datetime.datetime.fromisoformat(t).timestamp()
+started, done = stamp("started"), stamp("complete")
+if started and done and done > started:
+    window = done - started
+    print(f"== copy window {window:.1f} s (new node's log): {moved / window / 1048576:.1f} MiB/s = "
+          f"{moved / window / limit * 100:.0f}% of the limit")
 series = json.load(open(f"{r}/load.json"))["series"]
 offered = json.load(open(f"{r}/load.json"))["offered_rps"]
 def phase(name, a, b):

@@ -43,6 +43,15 @@ const ENTRY_OVERHEAD_BYTES: u64 = 16;
 const RATE_PAYMENT_BYTES: u64 = 256 * 1024;
 /// Entries between two checks of the stop flag in a long scan.
 const STOP_CHECK_ENTRIES: usize = 1024;
+/// In a transition copy's sessions ([`Meter::for_copy`]), a byte read
+/// from the engine (scanned for a tree or a digest, or read for a fetch)
+/// costs this fraction of a byte sent or applied. A policy, not a
+/// measured cost: the limit bounds what the copy moves (each source's
+/// store is read up to four times to find it); the reads still pay a
+/// share, so a comparison that sends little cannot scan unbounded, and
+/// their CPU yields to the foreground (`super::priority`)
+/// (docs/bench-log/2026-11-26-layout-copy-profile.md).
+pub const COPY_READ_COST_DIVISOR: u64 = 16;
 
 /// The scan cost of one entry in the token bucket.
 pub fn entry_cost(key: &[u8], entry: &Entry) -> u64 {
@@ -56,6 +65,10 @@ pub struct Meter<'a> {
     owed: u64,
     entries: usize,
     alive: Option<&'a mut (dyn KeepAlive + 'a)>,
+    /// A read byte costs `1 / read_divisor` (1, or [`COPY_READ_COST_DIVISOR`]).
+    read_divisor: u64,
+    /// Read bytes not yet worth one token.
+    read_owed: u64,
 }
 
 impl<'a> Meter<'a> {
@@ -66,7 +79,16 @@ impl<'a> Meter<'a> {
             owed: 0,
             entries: 0,
             alive: None,
+            read_divisor: 1,
+            read_owed: 0,
         }
+    }
+
+    /// This meter, for a transition copy's session: reads cost
+    /// [`COPY_READ_COST_DIVISOR`] times less than sent bytes.
+    pub fn for_copy(mut self) -> Self {
+        self.read_divisor = COPY_READ_COST_DIVISOR;
+        self
     }
 
     /// A meter that also sends `KeepAlive`s on `stream` while it works.
@@ -105,6 +127,18 @@ impl<'a> Meter<'a> {
         Ok(())
     }
 
+    /// Counts `bytes` read from the engine (scanned or read for a fetch):
+    /// [`Meter::pay`] of their cost (see [`Meter::for_copy`]).
+    pub fn pay_read(&mut self, bytes: u64) -> Result<(), SessionError> {
+        if self.read_divisor <= 1 {
+            return self.pay(bytes);
+        }
+        self.read_owed += bytes;
+        let cost = self.read_owed / self.read_divisor;
+        self.read_owed %= self.read_divisor;
+        self.pay(cost)
+    }
+
     /// Pays what is owed now, in pieces of a quarter second's worth of the
     /// rate (a large value's debt is slept off in slices), keeping the
     /// session alive between pieces.
@@ -122,7 +156,8 @@ impl<'a> Meter<'a> {
     }
 }
 
-/// Pays for `bytes` sent on `stream` at once, keeping the session alive
+/// Pays for `bytes` sent on `stream` (or, by a copy's gaining node,
+/// received and applied) at once, keeping the session alive
 /// while the token bucket makes this side wait (never silent between frames).
 pub fn pay_sent(
     node: &Node<'_>,
@@ -213,7 +248,7 @@ pub(super) fn scan_each_reopening(
         for item in node.db.scan(&from, end, true).map_err(scan_failed)? {
             let (key, entry) = item.map_err(scan_failed)?;
             let cost = entry_cost(&key, &entry);
-            meter.pay(cost)?;
+            meter.pay_read(cost)?;
             scanned += cost;
             let reopen = scanned >= reopen_bytes || opened.elapsed() >= SCAN_REOPEN_AFTER;
             if reopen {
@@ -364,7 +399,15 @@ pub fn read_versions(
     keys: Vec<Vec<u8>>,
     stream: &mut dyn KeepAlive,
 ) -> Result<Message, SessionError> {
-    let mut meter = Meter::alive(node, stream);
+    read_versions_metered(node, keys, &mut Meter::alive(node, stream))
+}
+
+/// [`read_versions`], paying its reads with `meter`.
+pub fn read_versions_metered(
+    node: &Node<'_>,
+    keys: Vec<Vec<u8>>,
+    meter: &mut Meter<'_>,
+) -> Result<Message, SessionError> {
     let mut items = Vec::with_capacity(keys.len());
     let mut bytes = 0usize;
     for key in keys {
@@ -377,7 +420,7 @@ pub fn read_versions(
         if !items.is_empty() && bytes + size > BATCH_BYTES_MAX {
             break;
         }
-        meter.pay(size as u64)?;
+        meter.pay_read(size as u64)?;
         bytes += size;
         items.push((key, version));
     }

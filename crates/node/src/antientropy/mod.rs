@@ -15,6 +15,7 @@
 //! - [`client`]: one session this node starts with one peer.
 //! - [`rounds`]: the `ataman-rounds` thread: when rounds run, what a round does.
 //! - [`rate`]: the token bucket bounding scanned plus sent bytes.
+//! - [`priority`]: background threads at a lower CPU priority.
 //! - [`status`]: round reports (`/v0/repair`) and metrics.
 //! - [`transfer`]: copying what a node gains in a layout transition, on
 //!   the same sessions, scoped to the transition.
@@ -32,6 +33,7 @@
 pub mod client;
 pub mod local;
 pub mod merkle;
+pub mod priority;
 pub mod rate;
 pub mod reconcile;
 pub mod rounds;

@@ -29,6 +29,7 @@ pub struct RateLimiter {
     rate_bytes_per_sec: f64,
     state: Mutex<(f64, Instant)>,
     taken_bytes: AtomicU64,
+    waited_nanos: AtomicU64,
 }
 
 impl RateLimiter {
@@ -39,6 +40,7 @@ impl RateLimiter {
             rate_bytes_per_sec: rate,
             state: Mutex::new((rate, Instant::now())),
             taken_bytes: AtomicU64::new(0),
+            waited_nanos: AtomicU64::new(0),
         }
     }
 
@@ -50,6 +52,11 @@ impl RateLimiter {
     /// Bytes taken so far (tests count what went through the bucket).
     pub fn taken_bytes(&self) -> u64 {
         self.taken_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Time takers spent waiting for tokens so far (phase figures).
+    pub fn waited(&self) -> Duration {
+        Duration::from_nanos(self.waited_nanos.load(Ordering::Relaxed))
     }
 
     /// Takes `bytes` tokens, sleeping (in slices, checking `stop`) while the
@@ -68,6 +75,10 @@ impl RateLimiter {
                 Duration::ZERO
             }
         };
+        if !wait.is_zero() {
+            let nanos = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
+            self.waited_nanos.fetch_add(nanos, Ordering::Relaxed);
+        }
         let until = Instant::now() + wait;
         loop {
             if stop() {

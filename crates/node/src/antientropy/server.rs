@@ -32,6 +32,7 @@ const STOP_CHECK: Duration = Duration::from_millis(200);
 
 /// Runs the `ataman-sync` thread until the node stops.
 pub fn run(node: &Node<'_>, receiver: &Receiver<Handoff>) {
+    super::priority::lower_this_thread();
     while !node.stopping() {
         match receiver.recv_timeout(STOP_CHECK) {
             Ok(handoff) => serve(node, handoff),

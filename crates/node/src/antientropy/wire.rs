@@ -42,6 +42,10 @@ pub const PUSH_ITEMS_MAX: usize = 4096;
 /// The bytes of keys (and values) the sender puts in one DigestPage,
 /// Versions or Push before it stops adding; a single item may exceed it.
 pub const BATCH_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// A `Transition`'s depth asking for no tree (a bulk pass): the responder
+/// answers at once (`entries` and `bytes` 0) and refuses TreeNodes; the
+/// initiator pages the digest of every bucket of depth `merkle::DEPTH`.
+pub const NO_TREE_DEPTH: u32 = 0;
 
 const KIND_HELLO: u8 = 1;
 const KIND_WELCOME: u8 = 2;
@@ -169,7 +173,7 @@ pub enum Message {
         version: u32,
         /// The initiator's own URL: the gaining node, a member of `new`.
         url: String,
-        /// Depth of the trees to compare.
+        /// Depth of the trees to compare; [`NO_TREE_DEPTH`]: none.
         depth: u32,
         /// The layout being left.
         old: Layout,

@@ -3,13 +3,25 @@
 //!
 //! A node that gains a key must merge what EVERY old replica holds: a
 //! write acknowledged by `ack` old replicas may have missed any one of
-//! them (docs/ARCHITECTURE.md, "Membership"). So this node runs one
-//! transition session ([`super::pull`]) with each old member in
-//! [`super::scope::source_order`], each pulling the versions that member
-//! has newer. A finished source is recorded durably
-//! ([`super::record`], `<data-dir>/COPY-<version>`) before the next
-//! starts, so a restart skips it and redoes the unfinished ones (a redone
-//! session compares trees first and fetches only what is still missing).
+//! them (docs/ARCHITECTURE.md, "Membership"). Two passes, each over every
+//! old member not yet finished, all at once (one thread per source,
+//! [`COPY_SOURCES_AT_ONCE_MAX`] at a time):
+//! 1. the bulk pass: one session per source ([`super::pull`]) fetching
+//!    only its [`super::scope::Share`] (the keys whose first old replica
+//!    by rendezvous rank it is), so the sources send in parallel and each
+//!    key moves once; no tree on either side (this node holds next to
+//!    nothing yet), every bucket's digest paged. Best effort: it records
+//!    nothing, and a failure only leaves more to the second pass; skipped
+//!    when one source is left;
+//! 2. the comparing pass: one transition session ([`super::pull`]) with
+//!    each source over its whole scope, pulling the versions it has newer
+//!    (after the bulk pass, little: what another old replica missed).
+//!
+//! A source whose comparing session finished is recorded durably
+//! ([`super::record`], `<data-dir>/COPY-<version>`; every applied batch
+//! was a durable write before), so a restart skips it and redoes the
+//! unfinished ones (a redone session compares trees first and fetches
+//! only what is still missing).
 //! A source that fails (down, refusing) is retried with a doubling
 //! back-off [`CopyOptions::tries`] times in all (a busy one is waited for
 //! up to [`CopyOptions::busy_wait`] besides), then left pending in the
@@ -24,6 +36,8 @@ use crate::antientropy::Node;
 use crate::antientropy::client::sleep_unless_stopped;
 use crate::antientropy::stream::SessionError;
 use crate::cluster::layout::Layout;
+use ataman_testkit::lock::lock;
+use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -40,6 +54,11 @@ pub const COPY_BUSY_WAIT_MAX: Duration = Duration::from_secs(600);
 const BUSY_BACKOFF_FIRST: Duration = Duration::from_millis(200);
 /// Longest wait between two asks of a busy source.
 const BUSY_BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// The name of the threads copying from one source each.
+const COPY_THREAD_NAME: &str = "ataman-copy";
+/// Sources a pass copies from at once (one thread and one session each);
+/// more wait for the group before them.
+pub const COPY_SOURCES_AT_ONCE_MAX: usize = 8;
 
 /// How hard [`copy_gained_with`] tries each source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,45 +212,134 @@ pub fn copy_gained_with(
         dir: dir.display().to_string(),
         source,
     };
-    let mut record = CopyRecord::load(dir, new.version).map_err(record_error)?;
+    let record = CopyRecord::load(dir, new.version).map_err(record_error)?;
     let metrics = &node.antientropy.copy;
     metrics.start_copy(new.version);
     let t = Transition { old, new, me };
-    let mut result = Ok(());
-    for (i, source) in source_order(old, new, me).into_iter().enumerate() {
-        if record.is_done(source) {
-            report
-                .sources
-                .push(skipped(source, SourceState::DoneBefore));
-            continue;
+    let order = source_order(old, new, me);
+    let todo: Vec<&str> = order
+        .iter()
+        .copied()
+        .filter(|s| !record.is_done(s))
+        .collect();
+    #[cfg(test)]
+    let todo: Vec<&str> = match options.planted_one_source {
+        true => todo.into_iter().take(1).collect(),
+        false => todo,
+    };
+    let record = Mutex::new(record);
+    let result = (|| {
+        let bulk = match todo.len() > 1 {
+            true => at_once(&todo, |source| bulk_from(node, t, source)),
+            false => Vec::new(),
+        };
+        if node.stopping() {
+            return Err(CopyError::Stopped);
         }
-        #[cfg(test)]
-        if options.planted_one_source && i > 0 {
-            report.sources.push(skipped(source, SourceState::Done));
-            continue;
-        }
-        let _ = i;
-        match copy_from(node, t, source, options) {
-            Ok(done) => {
-                if done.state == SourceState::Done
-                    && let Err(e) = record.mark_done(source)
-                {
-                    result = Err(record_error(e));
-                    break;
-                }
-                report.sources.push(done);
+        // This node's trees for every source, from one scan.
+        let building = Instant::now();
+        let sides: Vec<Result<Side, String>> = match Side::many(node, t, &todo) {
+            Ok(sides) => sides.into_iter().map(Ok).collect(),
+            Err(SessionError::Stopped) => return Err(CopyError::Stopped),
+            Err(e) => todo.iter().map(|_| Err(e.to_string())).collect(),
+        };
+        tracing::info!(
+            sources = todo.len(),
+            tree_ms = building.elapsed().as_millis() as u64,
+            "transition copy: this node's trees of the scopes"
+        );
+        let compared = at_once(&todo, |source| -> Result<SourceReport, CopyError> {
+            let i = todo.iter().position(|s| *s == source);
+            let bulk = i.and_then(|i| bulk.get(i)).copied().unwrap_or_default();
+            let side = match i.and_then(|i| sides.get(i)) {
+                Some(Ok(side)) => Ok(side),
+                Some(Err(e)) => Err(e.clone()),
+                None => Err("no tree for the source".to_owned()),
+            };
+            let done = copy_from(node, t, source, side, bulk, options)?;
+            if done.state == SourceState::Done {
+                lock(&record).mark_done(source).map_err(record_error)?;
             }
-            Err(e) => {
-                result = Err(e);
-                break;
-            }
+            Ok(done)
+        });
+        let mut reports = Vec::with_capacity(todo.len());
+        for done in compared {
+            reports.push(done?);
         }
-    }
+        Ok(reports)
+    })();
     metrics.running.store(0, Ordering::Relaxed);
-    result?;
+    let mut reports = result?.into_iter();
+    for source in order {
+        let asked = todo.contains(&source);
+        let next = match asked {
+            true => reports.next(),
+            false => None,
+        };
+        report.sources.push(match next {
+            Some(done) => done,
+            // Recorded finished before; or (the planted mistake) not asked.
+            None if lock(&record).is_done(source) => skipped(source, SourceState::DoneBefore),
+            None => skipped(source, SourceState::Done),
+        });
+    }
     let pending = report.pending().len() as u64;
     metrics.sources_pending.store(pending, Ordering::Relaxed);
     Ok(report)
+}
+
+/// Runs `f` on every source at once, one thread each (in this thread
+/// when one cannot be started), [`COPY_SOURCES_AT_ONCE_MAX`] at a time;
+/// the results in the sources' order.
+fn at_once<R: Send>(sources: &[&str], f: impl Fn(&str) -> R + Sync) -> Vec<R> {
+    let mut results = Vec::with_capacity(sources.len());
+    for group in sources.chunks(COPY_SOURCES_AT_ONCE_MAX) {
+        results.extend(group_at_once(group, &f));
+    }
+    results
+}
+
+/// [`at_once`] for one group of sources.
+fn group_at_once<R: Send>(sources: &[&str], f: &(impl Fn(&str) -> R + Sync)) -> Vec<R> {
+    std::thread::scope(|scope| {
+        let started: Vec<_> = sources
+            .iter()
+            .map(|&source| {
+                std::thread::Builder::new()
+                    .name(COPY_THREAD_NAME.into())
+                    .spawn_scoped(scope, move || {
+                        crate::antientropy::priority::lower_this_thread();
+                        f(source)
+                    })
+                    .map_err(|_| source)
+            })
+            .collect();
+        started
+            .into_iter()
+            .map(|thread| match thread {
+                Ok(thread) => thread
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                Err(source) => f(source),
+            })
+            .collect()
+    })
+}
+
+/// The bulk pass with one source: one session fetching its share (what it
+/// is the first old replica of), so the sources send at once, each key
+/// once. Best effort: a failure is logged and left to the comparing pass,
+/// which alone makes a source done.
+fn bulk_from(node: &Node<'_>, t: Transition<'_>, source: &str) -> Pulled {
+    let mut pulled = Pulled::default();
+    let result = Side::bulk(t, source).and_then(|side| {
+        let via = via_for(node, source);
+        pull(node, t, source, via, &side, &mut pulled)
+    });
+    if let Err(e) = result {
+        tracing::info!(source, error = %e, "bulk copy from a source ended early; the comparing pass copies the rest");
+    }
+    pulled
 }
 
 /// The report of a source not asked this time.
@@ -250,18 +358,28 @@ fn skipped(source: &str, state: SourceState) -> SourceReport {
 
 /// Tries `source` until a session completes or the tries run out (busy
 /// answers are waited out up to [`CopyOptions::busy_wait`], not counted).
+/// `side` is this node's tree of the source's scope (or why it could not
+/// be built); `bulk` is what the bulk pass moved from it (counted in the
+/// report; its offer is replaced by the first try's).
 fn copy_from(
     node: &Node<'_>,
     t: Transition<'_>,
     source: &str,
+    side: Result<&Side, String>,
+    bulk: Pulled,
     options: &CopyOptions,
 ) -> Result<SourceReport, CopyError> {
     let metrics = &node.antientropy.copy;
     let via = via_for(node, source);
-    let mut report = skipped(source, SourceState::Pending);
-    let side = match Side::new(node, t, source) {
+    let mut report = SourceReport {
+        keys: bulk.keys,
+        bytes: bulk.bytes,
+        keys_offered: bulk.keys_offered,
+        bytes_offered: bulk.bytes_offered,
+        ..skipped(source, SourceState::Pending)
+    };
+    let side = match side {
         Ok(side) => side,
-        Err(SessionError::Stopped) => return Err(CopyError::Stopped),
         Err(e) => {
             report.error = Some(format!("this node's tree: {e}"));
             return Ok(report);
@@ -274,7 +392,7 @@ fn copy_from(
         // This try's offer replaces the last one's in the to-move figures.
         metrics.withdraw_offer(report.keys_offered, report.bytes_offered);
         let mut pulled = Pulled::default();
-        let result = pull(node, t, source, via.clone(), &side, &mut pulled);
+        let result = pull(node, t, source, via.clone(), side, &mut pulled);
         report.keys += pulled.keys;
         report.bytes += pulled.bytes;
         report.keys_offered = pulled.keys_offered;

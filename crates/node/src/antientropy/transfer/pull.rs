@@ -12,11 +12,14 @@
 //!    newer (or only the source has). What this node has newer is left
 //!    alone: nothing is pushed, nothing is deleted.
 //!
-//! Scanned and sent bytes go through the node's token bucket (the same as
-//! anti-entropy's), and so do the source's. A version the engine refuses
+//! The node's token bucket (the same as anti-entropy's) pays for the
+//! versions applied in full and for the scans at a copy's read cost
+//! (`local::Meter::for_copy`); the source's pays for what it sends and
+//! reads likewise. A bulk pass ([`Side::bulk`]) fetches only the source's
+//! share of the scope (`super::scope::Share`). A version the engine refuses
 //! fails the session: the copy is then incomplete.
 
-use super::scope::TransitionScope;
+use super::scope::{Share, TransitionScope};
 use super::{CopyMetrics, moved_bytes};
 use crate::antientropy::Node;
 use crate::antientropy::client;
@@ -25,10 +28,12 @@ use crate::antientropy::merkle::{DEPTH, Tree, bucket_of};
 use crate::antientropy::reconcile::{Merge, Step};
 use crate::antientropy::stream::{SessionError, SyncStream};
 use crate::antientropy::wire::{
-    BATCH_BYTES_MAX, DIGEST_ENTRIES_MAX, FETCH_KEYS_MAX, Message, VERSION, bitmap_has, bitmap_of,
+    BATCH_BYTES_MAX, DIGEST_ENTRIES_MAX, FETCH_KEYS_MAX, Message, NO_TREE_DEPTH, VERSION,
+    bitmap_has, bitmap_of,
 };
 use crate::cluster::layout::Layout;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 /// What one session with a source offered and moved, filled as it goes
 /// (a failed session still tells what it moved before it failed).
@@ -42,6 +47,35 @@ pub struct Pulled {
     pub keys: u64,
     /// Their key and value bytes.
     pub bytes: u64,
+    /// Where the session's time went.
+    pub phases: Phases,
+}
+
+/// Where one session's time went (logged when it ends).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Phases {
+    /// Connecting to the source.
+    pub connect: Duration,
+    /// From `Transition` sent to `TransitionWelcome` (the source's tree).
+    pub welcome: Duration,
+    /// The tree walk.
+    pub walk: Duration,
+    /// Buckets that differed.
+    pub differing: u64,
+    /// Waiting for digest pages.
+    pub digest: Duration,
+    /// Digest pages asked for.
+    pub pages: u64,
+    /// Scanning this node's side of the pages.
+    pub local_pages: Duration,
+    /// Waiting for fetch answers.
+    pub fetch: Duration,
+    /// Fetch round trips.
+    pub fetches: u64,
+    /// Applying the fetched versions (the engine's durable writes).
+    pub apply: Duration,
+    /// This node's token bucket waits meanwhile (every taker's).
+    pub rate_wait: Duration,
 }
 
 /// The two layouts of a transition and the node that gains keys in it.
@@ -62,19 +96,56 @@ pub struct Side {
     pub scope: TransitionScope,
     /// This node's tree of them.
     pub tree: Tree,
+    /// For a bulk pass: fetch only the source's share of the scope.
+    pub share: Option<Share>,
 }
 
 impl Side {
-    /// The scope of `source` in `t`, and this node's tree of it. A tree
-    /// kept for the next try after a failed or busy session may be older
-    /// than the engine: that costs digest pages, never a missed key (this
-    /// node's versions only get newer, so a bucket equal to the source's
-    /// holds nothing the source has newer).
-    pub fn new(node: &Node<'_>, t: Transition<'_>, source: &str) -> Result<Side, SessionError> {
-        let scope = TransitionScope::new(t.old, t.new, t.me, source)
-            .map_err(|e| SessionError::Protocol(e.to_string()))?;
-        let tree = local_tree(node, &scope)?;
-        Ok(Side { scope, tree })
+    /// The scope of every source in `sources` in `t`, and this node's
+    /// tree of each, from one scan of the engine (the comparing pass asks
+    /// them all at once). A tree kept for the next try after a failed or
+    /// busy session may be older than the engine: that costs digest
+    /// pages, never a missed key (this node's versions only get newer, so
+    /// a bucket equal to the source's holds nothing the source has newer).
+    pub fn many(
+        node: &Node<'_>,
+        t: Transition<'_>,
+        sources: &[&str],
+    ) -> Result<Vec<Side>, SessionError> {
+        let scopes = sources
+            .iter()
+            .map(|source| {
+                TransitionScope::new(t.old, t.new, t.me, source)
+                    .map_err(|e| SessionError::Protocol(e.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let trees = local_trees(node, &scopes)?;
+        Ok(scopes
+            .into_iter()
+            .zip(trees)
+            .map(|(scope, tree)| Side {
+                scope,
+                tree,
+                share: None,
+            })
+            .collect())
+    }
+
+    /// The side of a bulk pass: only the source's [`Share`] is fetched,
+    /// and no tree is built on either side (this node holds next to
+    /// nothing yet: every bucket would differ); the session pages every
+    /// bucket's digest instead.
+    pub fn bulk(t: Transition<'_>, source: &str) -> Result<Side, SessionError> {
+        let protocol = |e: super::scope::ScopeError| SessionError::Protocol(e.to_string());
+        let scope = TransitionScope::new(t.old, t.new, t.me, source).map_err(protocol)?;
+        let share = Share::new(t.old, t.new, t.me, source).map_err(protocol)?;
+        let mut tree = Tree::new(DEPTH);
+        tree.finish();
+        Ok(Side {
+            scope,
+            tree,
+            share: Some(share),
+        })
     }
 }
 
@@ -88,16 +159,56 @@ pub fn pull(
     side: &Side,
     pulled: &mut Pulled,
 ) -> Result<(), SessionError> {
+    let started = Instant::now();
+    let waited = node.antientropy.rate.waited();
+    let result = pull_phases(node, t, source, via, side, pulled);
+    pulled.phases.rate_wait = node.antientropy.rate.waited().saturating_sub(waited);
+    let p = &pulled.phases;
+    tracing::info!(
+        source,
+        ok = result.is_ok(),
+        total_ms = started.elapsed().as_millis() as u64,
+        keys = pulled.keys,
+        bytes = pulled.bytes,
+        connect_ms = p.connect.as_millis() as u64,
+        welcome_ms = p.welcome.as_millis() as u64,
+        walk_ms = p.walk.as_millis() as u64,
+        differing = p.differing,
+        digest_ms = p.digest.as_millis() as u64,
+        pages = p.pages,
+        local_pages_ms = p.local_pages.as_millis() as u64,
+        fetch_ms = p.fetch.as_millis() as u64,
+        fetches = p.fetches,
+        apply_ms = p.apply.as_millis() as u64,
+        rate_wait_ms = p.rate_wait.as_millis() as u64,
+        "transition copy session phases"
+    );
+    result
+}
+
+fn pull_phases(
+    node: &Node<'_>,
+    t: Transition<'_>,
+    source: &str,
+    via: Option<String>,
+    side: &Side,
+    pulled: &mut Pulled,
+) -> Result<(), SessionError> {
     let (scope, tree) = (&side.scope, &side.tree);
     let ae = node.antientropy;
+    let mut clock = Instant::now();
     let (stream, leftover) = client::connect_url(node, source, via)?;
+    pulled.phases.connect = lap(&mut clock);
     let stop = || node.stopping();
     let mut s = SyncStream::new(stream, leftover, &stop, &ae.metrics, ae.timing.keep_alive)
         .map_err(|e| SessionError::Io(e.to_string()))?;
     let hello = Message::Transition {
         version: VERSION,
         url: t.me.to_owned(),
-        depth: tree.depth(),
+        depth: match side.share {
+            Some(_) => NO_TREE_DEPTH,
+            None => tree.depth(),
+        },
         old: t.old.clone(),
         new: t.new.clone(),
     };
@@ -121,26 +232,44 @@ pub fn pull(
         }
         other => return Err(unexpected(&other, "TransitionWelcome")),
     }
-    let differing = client::walk(node, &mut s, tree)?;
+    pulled.phases.welcome = lap(&mut clock);
+    let differing = match side.share {
+        Some(_) => (0..1u32 << DEPTH).collect(),
+        None => client::walk(node, &mut s, tree)?,
+    };
+    pulled.phases.walk = lap(&mut clock);
+    pulled.phases.differing = differing.len() as u64;
     if differing.is_empty() {
         return Ok(());
     }
-    fetch_differing(node, scope, &differing, &mut s, pulled)
+    fetch_differing(node, scope, side.share.as_ref(), &differing, &mut s, pulled)
 }
 
-/// This node's tree of the scope, from one scan of the engine.
-fn local_tree(node: &Node<'_>, scope: &TransitionScope) -> Result<Tree, SessionError> {
-    let mut tree = Tree::new(DEPTH);
-    let mut meter = Meter::new(node);
+/// The time since `clock`, which restarts.
+fn lap(clock: &mut Instant) -> Duration {
+    let now = Instant::now();
+    let took = now - *clock;
+    *clock = now;
+    took
+}
+
+/// This node's tree of each scope, from one scan of the engine.
+fn local_trees(node: &Node<'_>, scopes: &[TransitionScope]) -> Result<Vec<Tree>, SessionError> {
+    let mut trees: Vec<Tree> = scopes.iter().map(|_| Tree::new(DEPTH)).collect();
+    let mut meter = Meter::new(node).for_copy();
     local::scan_each(node, b"", None, &mut meter, |key, entry| {
-        if scope.covers(&key) {
-            tree.add(&key, entry.ts, entry.value.is_none());
+        for (scope, tree) in scopes.iter().zip(trees.iter_mut()) {
+            if scope.covers(&key) {
+                tree.add(&key, entry.ts, entry.value.is_none());
+            }
         }
         Ok(true)
     })?;
     meter.settle()?;
-    tree.finish();
-    Ok(tree)
+    for tree in &mut trees {
+        tree.finish();
+    }
+    Ok(trees)
 }
 
 /// Pages through the source's digest of the `differing` buckets and
@@ -148,6 +277,7 @@ fn local_tree(node: &Node<'_>, scope: &TransitionScope) -> Result<Tree, SessionE
 fn fetch_differing(
     node: &Node<'_>,
     scope: &TransitionScope,
+    share: Option<&Share>,
     differing: &[u32],
     s: &mut SyncStream<'_>,
     pulled: &mut Pulled,
@@ -163,17 +293,21 @@ fn fetch_differing(
             after: after.clone(),
             entries_max: DIGEST_ENTRIES_MAX as u32,
         };
+        let asked = Instant::now();
         let (entries, next) = match client::ask(node, s, &request)? {
             Message::DigestPage { entries, next } => (entries, next),
             other => return Err(unexpected(&other, "DigestPage")),
         };
+        pulled.phases.digest += asked.elapsed();
+        pulled.phases.pages += 1;
         client::check_page(&entries, after.as_deref(), next.as_deref(), &bitmap, DEPTH)?;
         // This node's side of (after, next], in chunks bounded like a page.
         let mut remote = entries.into_iter().peekable();
         let mut cursor = after.clone();
         loop {
+            let scanned = Instant::now();
             let (local_entries, cut) = {
-                let mut meter = Meter::alive(node, &mut *s);
+                let mut meter = Meter::alive(node, &mut *s).for_copy();
                 let end = next.as_deref();
                 local::page(
                     node,
@@ -184,6 +318,7 @@ fn fetch_differing(
                     wanted,
                 )?
             };
+            pulled.phases.local_pages += scanned.elapsed();
             let mut remote_chunk = Vec::new();
             while let Some(e) = remote.next_if(|e| cut.as_ref().is_none_or(|c| e.key <= *c)) {
                 remote_chunk.push((e.key, e.ts));
@@ -192,6 +327,10 @@ fn fetch_differing(
             for step in Merge::new(local_digest, remote_chunk.into_iter()) {
                 // Newer here: written during the transition; left alone.
                 let Step::Fetch(key) = step else { continue };
+                if share.is_some_and(|share| !share.covers(&key)) {
+                    // Another source's share in a bulk pass.
+                    continue;
+                }
                 fetch_bytes += key.len();
                 fetch.push(key);
                 if fetch.len() >= FETCH_KEYS_MAX || fetch_bytes >= BATCH_BYTES_MAX {
@@ -226,10 +365,13 @@ fn fetch_batch(
             return Err(SessionError::Stopped);
         }
         let request = Message::Fetch { keys: keys.clone() };
+        let asked = Instant::now();
         let items = match client::ask(node, s, &request)? {
             Message::Versions { items } => items,
             other => return Err(unexpected(&other, "Versions")),
         };
+        pulled.phases.fetch += asked.elapsed();
+        pulled.phases.fetches += 1;
         if items.is_empty() || items.len() > keys.len() {
             return Err(SessionError::Protocol(format!(
                 "{} versions for {} keys",
@@ -251,7 +393,9 @@ fn fetch_batch(
                 found.push((key, v));
             }
         }
+        let applying = Instant::now();
         let (applied, refused) = local::apply(node, found)?;
+        pulled.phases.apply += applying.elapsed();
         if !refused.is_empty() {
             let mut refusals = local::Refusals::default();
             refusals.add(&refused);
@@ -260,6 +404,10 @@ fn fetch_batch(
                 refusals.text()
             )));
         }
+        // What this node received and applied pays its token bucket:
+        // the copy into one node is bounded by its limit, however many
+        // sources send at once.
+        local::pay_sent(node, s, bytes)?;
         pulled.keys += applied;
         pulled.bytes += bytes;
         metrics.keys_moved.fetch_add(applied, Ordering::Relaxed);

@@ -102,6 +102,44 @@ impl TransitionScope {
     }
 }
 
+/// The source's share of a bulk copy: the keys of its scope whose first
+/// old replica (the highest rendezvous rank, the gaining node left out)
+/// it is. The shares of a gaining node's sources are disjoint and
+/// together cover every key it gains, so a bulk pass over every source at
+/// once moves each key once; the ranks spread the keys over the sources.
+#[derive(Debug, Clone)]
+pub struct Share {
+    scope: TransitionScope,
+}
+
+impl Share {
+    /// The share of `source` in `gaining`'s copy going from `old` to `new`.
+    pub fn new(
+        old: &Layout,
+        new: &Layout,
+        gaining: &str,
+        source: &str,
+    ) -> Result<Share, ScopeError> {
+        let scope = TransitionScope::new(old, new, gaining, source)?;
+        Ok(Share { scope })
+    }
+
+    /// True when the gaining node gains `key` and the source is its first
+    /// old replica.
+    pub fn covers(&self, key: &[u8]) -> bool {
+        let sc = &self.scope;
+        let new = placement::rank_with_seeds(&sc.new_seeds, key, sc.new_replicas);
+        if !new.contains(&sc.gaining_new) {
+            return false;
+        }
+        let old = placement::rank_with_seeds(&sc.old_seeds, key, sc.old_replicas);
+        if sc.gaining_old.is_some_and(|g| old.contains(&g)) {
+            return false;
+        }
+        old.first() == Some(&sc.source)
+    }
+}
+
 fn position(layout: &Layout, url: &str) -> Option<usize> {
     layout.nodes.iter().position(|n| n == url)
 }
@@ -184,6 +222,74 @@ mod tests {
                 }
             }
             assert!(covered > 0, "{change:?} moves nothing");
+        }
+    }
+
+    /// Grow, shrink, replace, a larger `R`: every key a node gains is in
+    /// exactly one of its sources' shares (its first old replica), a share
+    /// is part of the source's scope, and a new node's shares spread over
+    /// every old member.
+    #[test]
+    fn shares_split_the_gained_keys() {
+        let a = Layout::bootstrap(&urls(5), Some(3)).unwrap();
+        for change in [
+            Change {
+                add: vec!["http://127.0.0.1:9".into()],
+                ..Change::default()
+            },
+            Change {
+                remove: vec!["http://127.0.0.1:2".into()],
+                ..Change::default()
+            },
+            Change {
+                add: vec!["http://127.0.0.1:9".into()],
+                remove: vec!["http://127.0.0.1:3".into()],
+                ..Change::default()
+            },
+            Change {
+                replication_factor: Some(4),
+                ..Change::default()
+            },
+        ] {
+            let b = a.apply(&change).unwrap();
+            let mut gained = 0;
+            for g in &b.nodes {
+                let sources = source_order(&a, &b, g);
+                let shares: Vec<(TransitionScope, Share)> = sources
+                    .iter()
+                    .map(|s| {
+                        let scope = TransitionScope::new(&a, &b, g, s).unwrap();
+                        (scope, Share::new(&a, &b, g, s).unwrap())
+                    })
+                    .collect();
+                let mut per_source = vec![0; shares.len()];
+                for k in 0..600 {
+                    let key = format!("k{k}");
+                    let key = key.as_bytes();
+                    let in_scope = shares.iter().filter(|(sc, _)| sc.covers(key)).count();
+                    let in_share: Vec<usize> = (0..shares.len())
+                        .filter(|i| shares[*i].1.covers(key))
+                        .collect();
+                    assert_eq!(
+                        in_share.len(),
+                        usize::from(in_scope > 0),
+                        "{change:?} {g} {k}"
+                    );
+                    if let Some(&i) = in_share.first() {
+                        assert!(shares[i].0.covers(key));
+                        gained += 1;
+                        per_source[i] += 1;
+                    }
+                }
+                if !a.is_member(g) {
+                    // A new node's keys come from every old member, not one.
+                    assert!(
+                        per_source.iter().all(|n| *n > 0),
+                        "{change:?} {per_source:?}"
+                    );
+                }
+            }
+            assert!(gained > 0, "{change:?} moves nothing");
         }
     }
 

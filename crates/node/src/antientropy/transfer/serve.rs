@@ -1,8 +1,8 @@
 //! A transition session as the source, on the `ataman-sync` thread: the
 //! gaining node's `Transition` frame is checked, this node builds its tree
-//! of the transition's keys it holds (`super::scope`), answers
-//! `TransitionWelcome`, then TreeNodes, Digest and Fetch until the gaining
-//! node closes. The session only reads: a Push (or anything else) is a
+//! of the transition's keys it holds (`super::scope`; none when the frame
+//! asks for depth 0, a bulk pass), answers `TransitionWelcome`, then
+//! TreeNodes, Digest and Fetch until the gaining node closes. The session only reads: a Push (or anything else) is a
 //! protocol error.
 //!
 //! The layouts come from the gaining node (an authenticated peer when the
@@ -17,9 +17,9 @@ use crate::antientropy::local::{self, Meter, kind_name};
 use crate::antientropy::merkle::{DEPTH, Tree, bucket_of};
 use crate::antientropy::server::{refuse, tree_hashes};
 use crate::antientropy::stream::{SEND_TIMEOUT, SessionError, SyncStream};
-use crate::antientropy::wire::{Message, VERSION, bitmap_bytes, bitmap_has};
+use crate::antientropy::wire::{Message, NO_TREE_DEPTH, VERSION, bitmap_bytes, bitmap_has};
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Serves the session `hello` (a `Transition`) opened, to its end.
 pub fn session(
@@ -47,7 +47,7 @@ pub fn session(
         Err(format!(
             "sync protocol version {version}; {me} speaks version {VERSION}"
         ))
-    } else if depth != DEPTH {
+    } else if depth != DEPTH && depth != NO_TREE_DEPTH {
         Err(format!(
             "tree depth differs: {url} compares depth {depth}, {me} depth {DEPTH}"
         ))
@@ -71,7 +71,29 @@ pub fn session(
     }
     let copy = &node.antientropy.copy;
     copy.sessions_served.fetch_add(1, Ordering::Relaxed);
-    let (tree, entries, bytes) = scope_tree(node, &scope, s)?;
+    let building = Instant::now();
+    let waited = node.antientropy.rate.waited();
+    let (tree, entries, bytes) = match depth {
+        // A bulk pass: no tree, the initiator pages every bucket.
+        NO_TREE_DEPTH => (None, 0, 0),
+        _ => {
+            let (tree, entries, bytes) = scope_tree(node, &scope, s)?;
+            (Some(tree), entries, bytes)
+        }
+    };
+    tracing::info!(
+        gaining = url,
+        entries,
+        bytes,
+        tree_ms = building.elapsed().as_millis() as u64,
+        rate_wait_ms = node
+            .antientropy
+            .rate
+            .waited()
+            .saturating_sub(waited)
+            .as_millis() as u64,
+        "transition copy: the source's tree of the scope"
+    );
     let welcome = Message::TransitionWelcome {
         version: VERSION,
         url: me.clone(),
@@ -81,11 +103,32 @@ pub fn session(
     let sent = s.send(&welcome, Instant::now() + SEND_TIMEOUT)?;
     local::pay_sent(node, s, sent)?;
     let silence = node.antientropy.timing.silence;
+    let (mut digest, mut fetch) = (Duration::ZERO, Duration::ZERO);
     loop {
         let Some(request) = s.recv(silence)? else {
+            tracing::info!(
+                gaining = url,
+                total_ms = building.elapsed().as_millis() as u64,
+                digest_ms = digest.as_millis() as u64,
+                fetch_ms = fetch.as_millis() as u64,
+                rate_wait_ms = node
+                    .antientropy
+                    .rate
+                    .waited()
+                    .saturating_sub(waited)
+                    .as_millis() as u64,
+                "transition copy: served"
+            );
             return Ok(());
         };
-        let answer = answer(node, &tree, &scope, request, s)?;
+        let answering = Instant::now();
+        let is_fetch = matches!(request, Message::Fetch { .. });
+        let answer = answer(node, tree.as_ref(), &scope, request, s)?;
+        if is_fetch {
+            fetch += answering.elapsed();
+        } else {
+            digest += answering.elapsed();
+        }
         if let Message::Versions { items } = &answer {
             let found = items.iter().filter_map(|(k, v)| v.as_ref().map(|v| (k, v)));
             for (key, version) in found {
@@ -108,7 +151,7 @@ fn scope_tree(
 ) -> Result<(Tree, u64, u64), SessionError> {
     let mut tree = Tree::new(DEPTH);
     let (mut entries, mut bytes) = (0u64, 0u64);
-    let mut meter = Meter::alive(node, s);
+    let mut meter = Meter::alive(node, s).for_copy();
     local::scan_each(node, b"", None, &mut meter, |key, entry| {
         if scope.covers(&key) {
             tree.add(&key, entry.ts, entry.value.is_none());
@@ -125,13 +168,18 @@ fn scope_tree(
 /// The answer to one request after the `Transition`.
 fn answer(
     node: &Node<'_>,
-    tree: &Tree,
+    tree: Option<&Tree>,
     scope: &TransitionScope,
     request: Message,
     s: &mut SyncStream<'_>,
 ) -> Result<Message, SessionError> {
     match request {
-        Message::TreeNodes { level, indexes } => tree_hashes(tree, level, &indexes),
+        Message::TreeNodes { level, indexes } => match tree {
+            Some(tree) => tree_hashes(tree, level, &indexes),
+            None => Err(SessionError::Protocol(
+                "TreeNodes in a transition session opened without a tree (depth 0)".into(),
+            )),
+        },
         Message::Digest {
             buckets,
             after,
@@ -144,7 +192,7 @@ fn answer(
                     bitmap_bytes(DEPTH)
                 )));
             }
-            let mut meter = Meter::alive(node, s);
+            let mut meter = Meter::alive(node, s).for_copy();
             let wanted =
                 |key: &[u8]| bitmap_has(&buckets, bucket_of(key, DEPTH)) && scope.covers(key);
             let (entries, next) = local::page(
@@ -157,7 +205,9 @@ fn answer(
             )?;
             Ok(Message::DigestPage { entries, next })
         }
-        Message::Fetch { keys } => local::read_versions(node, keys, s),
+        Message::Fetch { keys } => {
+            local::read_versions_metered(node, keys, &mut Meter::alive(node, s).for_copy())
+        }
         other => Err(SessionError::Protocol(format!(
             "unexpected {} in a transition session",
             kind_name(&other)

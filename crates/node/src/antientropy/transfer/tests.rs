@@ -13,6 +13,7 @@
 //! (a dead node).
 
 use super::{CopyOptions, SourceState, copy_gained_with};
+use crate::antientropy::local::COPY_READ_COST_DIVISOR;
 use crate::antientropy::{AntiEntropy, Handoff};
 use crate::cluster::Topology;
 use crate::cluster::layout::{Change, Layout};
@@ -410,7 +411,7 @@ fn copy_merges_every_source_newest_wins() {
     assert_eq!(sent, report.bytes());
     // The token bucket of each source paid for every sync byte it sent
     // (`pay_sent`) on top of its scans: at least its whole engine once
-    // (the tree) plus its frames.
+    // (the tree), at a copy's read cost, plus its frames.
     for m in &sources.members {
         let ae = &m.shared.antientropy;
         let scanned: u64 = m
@@ -420,12 +421,20 @@ fn copy_merges_every_source_newest_wins() {
             .sum();
         let frames = ae.metrics.bytes_sent.load(Ordering::Relaxed);
         assert!(frames > 0);
+        let read = scanned / COPY_READ_COST_DIVISOR;
         assert!(
-            ae.rate.taken_bytes() >= scanned + frames,
-            "{} < {scanned} + {frames}",
+            ae.rate.taken_bytes() >= read + frames,
+            "{} < {read} + {frames}",
             ae.rate.taken_bytes()
         );
     }
+    // The joining node's bucket paid for every byte it received.
+    let joining_paid = joining.shared.antientropy.rate.taken_bytes();
+    assert!(
+        joining_paid >= report.bytes(),
+        "{joining_paid} < {}",
+        report.bytes()
+    );
     let mut text = String::new();
     copy.render(&mut text);
     assert!(
@@ -517,7 +526,8 @@ fn a_restart_resumes_after_finished_sources_and_dead_ones_stay_pending() {
             .sessions_served
             .load(Ordering::Relaxed)
     };
-    assert_eq!((served(0), served(1), served(2)), (1, 0, 0));
+    // The first source served the bulk pass and the comparing one.
+    assert_eq!((served(0), served(1), served(2)), (2, 0, 0));
     sources.doors[1].store(true, Ordering::Release);
     sources.doors[2].store(true, Ordering::Release);
     let joining = Member::open(dir.path(), 3, &sources.via());
@@ -532,7 +542,7 @@ fn a_restart_resumes_after_finished_sources_and_dead_ones_stay_pending() {
     assert!(report.complete(), "{report:?}");
     assert_eq!(report.sources[0].state, SourceState::DoneBefore);
     assert_eq!(report.sources[0].tries, 0);
-    assert_eq!((served(0), served(1), served(2)), (1, 1, 1));
+    assert_eq!((served(0), served(1), served(2)), (2, 2, 2));
     let wrong = differences(&joining.contents(), &want);
     assert!(
         wrong.is_empty(),
@@ -540,6 +550,74 @@ fn a_restart_resumes_after_finished_sources_and_dead_ones_stay_pending() {
         wrong.len(),
         &wrong[..wrong.len().min(5)]
     );
+}
+
+/// A transition session opened without a tree (depth 0, a bulk pass) is
+/// welcomed at once with no figures, serves digests of every bucket, and
+/// refuses a request for tree hashes.
+#[test]
+fn a_session_without_a_tree_pages_digests_and_refuses_tree_nodes() {
+    use crate::antientropy::merkle::DEPTH;
+    use crate::antientropy::stream::SyncStream;
+    use crate::antientropy::wire::{
+        DIGEST_ENTRIES_MAX, Message, NO_TREE_DEPTH, VERSION, bitmap_of,
+    };
+    let sources = sources();
+    let dir = tempfile::tempdir().unwrap();
+    let joining = Member::open(dir.path(), 3, &sources.via());
+    fill(&sources, &joining);
+    let (old, new) = layouts();
+    let urls = urls();
+    let node = joining.shared.antientropy_node();
+    let open = || {
+        let (stream, leftover) = crate::antientropy::client::connect_url(
+            &node,
+            &urls[0],
+            Some(sources.addrs[0].clone()),
+        )
+        .unwrap();
+        let ae = node.antientropy;
+        SyncStream::new(
+            stream,
+            leftover,
+            &|| false,
+            &ae.metrics,
+            ae.timing.keep_alive,
+        )
+        .unwrap()
+    };
+    let hello = Message::Transition {
+        version: VERSION,
+        url: urls[3].clone(),
+        depth: NO_TREE_DEPTH,
+        old,
+        new,
+    };
+    let ask = |s: &mut SyncStream<'_>, m: &Message| crate::antientropy::client::ask(&node, s, m);
+    let mut s = open();
+    match ask(&mut s, &hello).unwrap() {
+        Message::TransitionWelcome { entries, bytes, .. } => assert_eq!((entries, bytes), (0, 0)),
+        other => panic!("expected a TransitionWelcome, got {other:?}"),
+    }
+    let all: Vec<u32> = (0..1u32 << DEPTH).collect();
+    let digest = Message::Digest {
+        buckets: bitmap_of(DEPTH, &all),
+        after: None,
+        entries_max: DIGEST_ENTRIES_MAX as u32,
+    };
+    match ask(&mut s, &digest).unwrap() {
+        Message::DigestPage { entries, .. } => assert!(!entries.is_empty()),
+        other => panic!("expected a DigestPage, got {other:?}"),
+    }
+    let tree_nodes = Message::TreeNodes {
+        level: 0,
+        indexes: vec![0],
+    };
+    match ask(&mut s, &tree_nodes) {
+        Ok(Message::Error { message }) => assert!(message.contains("without a tree"), "{message}"),
+        Err(_) => {}
+        Ok(other) => panic!("expected an Error, got {other:?}"),
+    }
 }
 
 /// A source refuses a transition it is no old member of (the gaining
