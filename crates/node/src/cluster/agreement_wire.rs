@@ -466,16 +466,8 @@ impl<'a> Reader<'a> {
                 return Err(WireError::Gossip(self.at));
             }
             for _ in 0..entries {
-                let mut len = [0u8; 2];
-                len.copy_from_slice(self.take(2)?);
-                let len = u16::from_le_bytes(len) as usize;
-                if len > URL_BYTES_MAX {
-                    return Err(WireError::Gossip(self.at));
-                }
-                let at = self.at;
-                let url = std::str::from_utf8(self.take(len)?)
-                    .map_err(|_| WireError::Gossip(at))?
-                    .to_owned();
+                let at = self.at + 2;
+                let url = self.url()?;
                 let version = self.u64()?;
                 if map.insert(url, version).is_some() {
                     return Err(WireError::Gossip(at));
@@ -485,8 +477,8 @@ impl<'a> Reader<'a> {
         Ok((live, trackers))
     }
 
-    /// A node's copy figures: its URL (bounded, UTF-8), five integers.
-    fn copy(&mut self) -> Result<NodeCopy, WireError> {
+    /// A URL: `u16` length (at most `URL_BYTES_MAX`), UTF-8 bytes.
+    fn url(&mut self) -> Result<String, WireError> {
         let mut len = [0u8; 2];
         len.copy_from_slice(self.take(2)?);
         let len = u16::from_le_bytes(len) as usize;
@@ -494,11 +486,15 @@ impl<'a> Reader<'a> {
             return Err(WireError::Gossip(self.at));
         }
         let at = self.at;
-        let url = std::str::from_utf8(self.take(len)?)
+        Ok(std::str::from_utf8(self.take(len)?)
             .map_err(|_| WireError::Gossip(at))?
-            .to_owned();
+            .to_owned())
+    }
+
+    /// A node's copy figures: its URL, five integers.
+    fn copy(&mut self) -> Result<NodeCopy, WireError> {
         Ok(NodeCopy {
-            url,
+            url: self.url()?,
             figures: CopyFigures {
                 version: self.u64()?,
                 keys_to_copy: self.u64()?,

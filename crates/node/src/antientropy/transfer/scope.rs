@@ -180,12 +180,9 @@ mod tests {
         (1..=n).map(|i| format!("http://127.0.0.1:{i}")).collect()
     }
 
-    /// Grow, shrink, replace and a change of `R`: `covers` is exactly
-    /// "`G` gains the key (history) and `S` is one of its sources".
-    #[test]
-    fn covers_is_gains_and_sources() {
-        let a = Layout::bootstrap(&urls(4), Some(2)).unwrap();
-        let changes = [
+    /// A grow, a shrink, a replace, and `R` raised to `r`.
+    fn changes(r: usize) -> [Change; 4] {
+        [
             Change {
                 add: vec!["http://127.0.0.1:9".into()],
                 ..Change::default()
@@ -200,11 +197,18 @@ mod tests {
                 ..Change::default()
             },
             Change {
-                replication_factor: Some(3),
+                replication_factor: Some(r),
                 ..Change::default()
             },
-        ];
-        for change in &changes {
+        ]
+    }
+
+    /// Grow, shrink, replace and a change of `R`: `covers` is exactly
+    /// "`G` gains the key (history) and `S` is one of its sources".
+    #[test]
+    fn covers_is_gains_and_sources() {
+        let a = Layout::bootstrap(&urls(4), Some(2)).unwrap();
+        for change in &changes(3) {
             let b = a.apply(change).unwrap();
             let mut h = History::settled(a.clone());
             assert!(h.begin(b.clone()).unwrap());
@@ -232,25 +236,7 @@ mod tests {
     #[test]
     fn shares_split_the_gained_keys() {
         let a = Layout::bootstrap(&urls(5), Some(3)).unwrap();
-        for change in [
-            Change {
-                add: vec!["http://127.0.0.1:9".into()],
-                ..Change::default()
-            },
-            Change {
-                remove: vec!["http://127.0.0.1:2".into()],
-                ..Change::default()
-            },
-            Change {
-                add: vec!["http://127.0.0.1:9".into()],
-                remove: vec!["http://127.0.0.1:3".into()],
-                ..Change::default()
-            },
-            Change {
-                replication_factor: Some(4),
-                ..Change::default()
-            },
-        ] {
+        for change in changes(4) {
             let b = a.apply(&change).unwrap();
             let mut gained = 0;
             for g in &b.nodes {
