@@ -236,6 +236,19 @@ fn protected_mode_covers_resp_and_counts_tls_ca() {
     drop(node);
 }
 
+/// `n` pass-through proxies (targets set once the nodes listen) and the
+/// `https` URLs the nodes are known by.
+fn https_proxies(n: usize) -> (Vec<FaultProxy>, Vec<String>) {
+    let proxies: Vec<FaultProxy> = (0..n)
+        .map(|_| FaultProxy::start_without_target().unwrap())
+        .collect();
+    let urls = proxies
+        .iter()
+        .map(|p| p.url().replacen("http://", "https://", 1))
+        .collect();
+    (proxies, urls)
+}
+
 fn curl(args: &[&str]) -> (String, String) {
     let ca = certs().join("ca.crt");
     let out = Command::new("curl")
@@ -267,13 +280,7 @@ fn cluster_with_tokens_secret_and_tls() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = tokens(dir.path());
     let secret = private(dir.path(), "secret", "a-cluster-secret-0123456789abcdef");
-    let proxies: Vec<FaultProxy> = (0..3)
-        .map(|_| FaultProxy::start_without_target().unwrap())
-        .collect();
-    let urls: Vec<String> = proxies
-        .iter()
-        .map(|p| p.url().replacen("http://", "https://", 1))
-        .collect();
+    let (proxies, urls) = https_proxies(3);
     let cluster = urls.join(",");
     let resp = free_addr();
     let nodes: Vec<Node> = (0..3)
@@ -354,13 +361,7 @@ fn join_through_a_protected_seed() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = tokens(dir.path());
     let secret = private(dir.path(), "secret", "a-cluster-secret-0123456789abcdef");
-    let proxies: Vec<FaultProxy> = (0..4)
-        .map(|_| FaultProxy::start_without_target().unwrap())
-        .collect();
-    let urls: Vec<String> = proxies
-        .iter()
-        .map(|p| p.url().replacen("http://", "https://", 1))
-        .collect();
+    let (proxies, urls) = https_proxies(4);
     let protected = |me: &str| {
         let mut args = vec![
             "--self".to_string(),
