@@ -322,10 +322,10 @@ pub fn replication_with(
     Ok((ack, from))
 }
 
-/// `GET /v0/layout/plan`'s parameters: a change as `POST /v0/layout`
-/// names it, without `version`.
-fn layout_plan(query: &Query<'_>) -> Action {
-    let mut pairs: Vec<(String, String)> = vec![("version".into(), "0".into())];
+/// Every parameter of `query` as text, or the 400 naming the first one
+/// that is not UTF-8.
+fn text_pairs(query: &Query<'_>) -> Result<Vec<(String, String)>, Action> {
+    let mut pairs = Vec::new();
     let mut not_text = None;
     query.for_each(
         |name, value| match (std::str::from_utf8(name), std::str::from_utf8(&value)) {
@@ -334,12 +334,23 @@ fn layout_plan(query: &Query<'_>) -> Action {
         },
     );
     if let Some(name) = not_text {
-        return bad(format!("parameter {name} is not UTF-8"));
+        return Err(bad(format!("parameter {name} is not UTF-8")));
     }
-    if pairs.iter().skip(1).any(|(n, _)| n == "version") {
+    Ok(pairs)
+}
+
+/// `GET /v0/layout/plan`'s parameters: a change as `POST /v0/layout`
+/// names it, without `version`.
+fn layout_plan(query: &Query<'_>) -> Action {
+    let pairs = match text_pairs(query) {
+        Ok(pairs) => pairs,
+        Err(refused) => return refused,
+    };
+    if pairs.iter().any(|(n, _)| n == "version") {
         return bad("the plan takes no version: it is planned as the current one + 1");
     }
-    let params = pairs.iter().map(|(n, v)| (n.as_str(), v.as_str()));
+    let planned = std::iter::once(("version", "0"));
+    let params = planned.chain(pairs.iter().map(|(n, v)| (n.as_str(), v.as_str())));
     match crate::cluster::change_request::parse(params) {
         Ok((_, change)) => Action::LayoutPlan { change },
         Err(why) => bad(why),
@@ -348,17 +359,10 @@ fn layout_plan(query: &Query<'_>) -> Action {
 
 /// `POST /v0/layout`'s parameters (`crate::cluster::change_request::parse`).
 fn layout_change(query: &Query<'_>) -> Action {
-    let mut pairs: Vec<(String, String)> = Vec::new();
-    let mut not_text = None;
-    query.for_each(
-        |name, value| match (std::str::from_utf8(name), std::str::from_utf8(&value)) {
-            (Ok(n), Ok(v)) => pairs.push((n.to_owned(), v.to_owned())),
-            _ => not_text = Some(String::from_utf8_lossy(name).into_owned()),
-        },
-    );
-    if let Some(name) = not_text {
-        return bad(format!("parameter {name} is not UTF-8"));
-    }
+    let pairs = match text_pairs(query) {
+        Ok(pairs) => pairs,
+        Err(refused) => return refused,
+    };
     let params = pairs.iter().map(|(n, v)| (n.as_str(), v.as_str()));
     match crate::cluster::change_request::parse(params) {
         Ok((version, change)) => Action::LayoutChange { version, change },
