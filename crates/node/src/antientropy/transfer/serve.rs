@@ -73,6 +73,11 @@ pub fn session(
     copy.sessions_served.fetch_add(1, Ordering::Relaxed);
     let building = Instant::now();
     let waited = node.antientropy.rate.waited();
+    // Time this session waited on the token bucket so far.
+    let rate_wait_ms = || {
+        let rate = &node.antientropy.rate;
+        rate.waited().saturating_sub(waited).as_millis() as u64
+    };
     let (tree, entries, bytes) = match depth {
         // A bulk pass: no tree, the initiator pages every bucket.
         NO_TREE_DEPTH => (None, 0, 0),
@@ -86,12 +91,7 @@ pub fn session(
         entries,
         bytes,
         tree_ms = building.elapsed().as_millis() as u64,
-        rate_wait_ms = node
-            .antientropy
-            .rate
-            .waited()
-            .saturating_sub(waited)
-            .as_millis() as u64,
+        rate_wait_ms = rate_wait_ms(),
         "transition copy: the source's tree of the scope"
     );
     let welcome = Message::TransitionWelcome {
@@ -111,12 +111,7 @@ pub fn session(
                 total_ms = building.elapsed().as_millis() as u64,
                 digest_ms = digest.as_millis() as u64,
                 fetch_ms = fetch.as_millis() as u64,
-                rate_wait_ms = node
-                    .antientropy
-                    .rate
-                    .waited()
-                    .saturating_sub(waited)
-                    .as_millis() as u64,
+                rate_wait_ms = rate_wait_ms(),
                 "transition copy: served"
             );
             return Ok(());
