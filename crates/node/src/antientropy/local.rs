@@ -44,10 +44,11 @@ const RATE_PAYMENT_BYTES: u64 = 256 * 1024;
 /// Entries between two checks of the stop flag in a long scan.
 const STOP_CHECK_ENTRIES: usize = 1024;
 /// In a transition copy's sessions ([`Meter::for_copy`]), a byte read
-/// from the engine (scanned for a tree or a digest, or read for a fetch)
+/// from the engine (scanned for a page or a digest, or read for a fetch)
 /// costs this fraction of a byte sent or applied. A policy, not a
-/// measured cost: the limit bounds what the copy moves (each source's
-/// store is read up to four times to find it); the reads still pay a
+/// measured cost: the limit bounds what the copy moves (each source
+/// scans its whole store to find its share, three times the share at
+/// R = 3, more in a comparing pass); the reads still pay a
 /// share, so a comparison that sends little cannot scan unbounded, and
 /// their CPU yields to the foreground (`super::priority`)
 /// (docs/bench-log/2026-11-26-layout-copy-profile.md).
@@ -356,6 +357,79 @@ pub fn page(
     Ok((entries, cut))
 }
 
+/// One page of a transition source's answer to `Share`.
+#[derive(Debug, Default)]
+pub struct SharePage {
+    /// The share's versions, values included, in key order.
+    pub items: Vec<(Vec<u8>, Stamped)>,
+    /// The digest of the rest of the scope in the same range.
+    pub others: Vec<DigestEntry>,
+    /// The last key examined when a bound cut the page (resume after it),
+    /// `None` when the page reaches the end.
+    pub next: Option<Vec<u8>>,
+}
+
+/// The keys in `(after, end]` that `classify` puts in the scope, in key
+/// order: `Some(true)` ones (the share) as versions with their values,
+/// `Some(false)` ones as digest entries. At most
+/// [`wire::SHARE_ITEMS_MAX`] versions, [`DIGEST_ENTRIES_MAX`] entries and
+/// [`BATCH_BYTES_MAX`] of keys and values (or the first version alone
+/// when it is larger), after at most [`DIGEST_SCAN_ENTRIES_MAX`] entries
+/// or [`DIGEST_SCAN_BYTES_MAX`] examined.
+pub fn share_page(
+    node: &Node<'_>,
+    after: Option<&[u8]>,
+    meter: &mut Meter<'_>,
+    classify: impl Fn(&[u8]) -> Option<bool>,
+) -> Result<SharePage, SessionError> {
+    let start = after.map(successor).unwrap_or_default();
+    let mut page = SharePage::default();
+    let mut bytes = 0usize;
+    let (mut scanned, mut scanned_bytes) = (0usize, 0u64);
+    let mut examined: Option<Vec<u8>> = None;
+    scan_each(node, &start, None, meter, |key, entry| {
+        scanned += 1;
+        scanned_bytes += entry_cost(&key, &entry);
+        match classify(&key) {
+            Some(true) => {
+                let version = Stamped::from_entry(entry);
+                let size = version_bytes(&key, &version);
+                if (!page.items.is_empty() || !page.others.is_empty())
+                    && bytes + size > BATCH_BYTES_MAX
+                {
+                    // This one starts the next page.
+                    page.next = examined.take();
+                    return Ok(false);
+                }
+                bytes += size;
+                page.items.push((key.clone(), version));
+            }
+            Some(false) => {
+                bytes += key.len();
+                page.others.push(DigestEntry {
+                    key: key.clone(),
+                    ts: entry.ts,
+                    tombstone: entry.value.is_none(),
+                });
+            }
+            None => {}
+        }
+        if page.items.len() >= wire::SHARE_ITEMS_MAX
+            || page.others.len() >= DIGEST_ENTRIES_MAX
+            || bytes >= BATCH_BYTES_MAX
+            || scanned >= DIGEST_SCAN_ENTRIES_MAX
+            || scanned_bytes >= DIGEST_SCAN_BYTES_MAX
+        {
+            page.next = Some(key);
+            return Ok(false);
+        }
+        examined = Some(key);
+        Ok(true)
+    })?;
+    meter.settle()?;
+    Ok(page)
+}
+
 /// The responder's answer to a Digest: [`page`] of the entries kept with
 /// `peer` in the buckets of `bitmap`, strictly after `after`, to the end
 /// of the key space; `next` is the last key examined, or `None` at the
@@ -529,6 +603,8 @@ pub fn kind_name(msg: &Message) -> &'static str {
         Message::KeepAlive => "KeepAlive",
         Message::Transition { .. } => "Transition",
         Message::TransitionWelcome { .. } => "TransitionWelcome",
+        Message::Share { .. } => "Share",
+        Message::SharePage { .. } => "SharePage",
     }
 }
 

@@ -42,9 +42,13 @@ pub const PUSH_ITEMS_MAX: usize = 4096;
 /// The bytes of keys (and values) the sender puts in one DigestPage,
 /// Versions or Push before it stops adding; a single item may exceed it.
 pub const BATCH_BYTES_MAX: usize = 4 * 1024 * 1024;
-/// A `Transition`'s depth asking for no tree (a bulk pass): the responder
-/// answers at once (`entries` and `bytes` 0) and refuses TreeNodes; the
-/// initiator pages the digest of every bucket of depth `merkle::DEPTH`.
+/// Most versions in one SharePage.
+pub const SHARE_ITEMS_MAX: usize = 4096;
+/// A `Transition`'s depth: transition sessions compare no trees (under
+/// writes every bucket differs, so a tree only adds a scan). The
+/// responder answers at once and refuses TreeNodes; the initiator pages
+/// the digest of every bucket of depth `merkle::DEPTH`, or the versions of
+/// the responder's share.
 pub const NO_TREE_DEPTH: u32 = 0;
 
 const KIND_HELLO: u8 = 1;
@@ -61,6 +65,10 @@ const KIND_ERROR: u8 = 11;
 const KIND_KEEP_ALIVE: u8 = 12;
 const KIND_TRANSITION: u8 = 13;
 const KIND_TRANSITION_WELCOME: u8 = 14;
+const KIND_SHARE: u8 = 15;
+const KIND_SHARE_PAGE: u8 = 16;
+/// A SharePage's `next` flag: the page's last key (0: none, 1: a key follows).
+const NEXT_IS_LAST_KEY: u8 = 2;
 
 /// One key's newest version in a digest: enough to compare, not the value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,17 +188,40 @@ pub enum Message {
         /// The layout being entered (`old.version + 1`).
         new: Layout,
     },
-    /// Answer to Transition: the responder built its tree of the
-    /// transition's keys.
+    /// Answer to Transition: the session is open.
     TransitionWelcome {
         /// [`VERSION`].
         version: u32,
         /// The responder's own URL.
         url: String,
-        /// Keys (tombstones included) in the responder's tree.
+        /// Keys (tombstones included) of the initiator's copy the
+        /// responder holds as their first old replica (its share),
+        /// estimated from the responder's store size and a sample of the
+        /// placement: progress figures, not a bound.
         entries: u64,
-        /// Their key and value bytes.
+        /// Their key and value bytes, estimated the same way.
         bytes: u64,
+    },
+    /// Request (transition sessions only): the next page of the
+    /// responder's scope of the initiator's copy: the versions of its
+    /// share, the digest of the rest.
+    Share {
+        /// Resume strictly after this key (`None`: from the first key).
+        after: Option<Vec<u8>>,
+    },
+    /// Answer to Share: every key of the scope in `(after, next]` (or to
+    /// the end), in key order: the share's as versions with their values,
+    /// the others as digest entries; at most [`SHARE_ITEMS_MAX`] versions,
+    /// [`DIGEST_ENTRIES_MAX`] digest entries and [`BATCH_BYTES_MAX`] of
+    /// keys and values (or one larger version alone).
+    SharePage {
+        /// `(key, version)` pairs of the share, tombstones included.
+        items: Vec<(Vec<u8>, Stamped)>,
+        /// The rest of the scope in the same range.
+        others: Vec<DigestEntry>,
+        /// The last key the responder examined (resume after it), or
+        /// `None`: the page reaches the end of the key space.
+        next: Option<Vec<u8>>,
     },
 }
 
@@ -356,12 +387,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
         Message::DigestPage { entries, next } => {
             debug_assert!(entries.len() <= DIGEST_ENTRIES_MAX);
             out.push(KIND_DIGEST_PAGE);
-            put_count(out, entries.len());
-            for e in entries {
-                put_key(out, &e.key);
-                out.extend_from_slice(&e.ts.to_le_bytes());
-                out.push(u8::from(e.tombstone));
-            }
+            put_digest_entries(out, entries);
             put_optional_key(out, next.as_deref());
         }
         Message::Fetch { keys } => {
@@ -437,8 +463,54 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
             out.extend_from_slice(&entries.to_le_bytes());
             out.extend_from_slice(&bytes.to_le_bytes());
         }
+        Message::Share { after } => {
+            out.push(KIND_SHARE);
+            put_optional_key(out, after.as_deref());
+        }
+        Message::SharePage {
+            items,
+            others,
+            next,
+        } => {
+            debug_assert!(items.len() <= SHARE_ITEMS_MAX);
+            debug_assert!(others.len() <= DIGEST_ENTRIES_MAX);
+            out.push(KIND_SHARE_PAGE);
+            put_count(out, items.len());
+            for (k, v) in items {
+                put_key(out, k);
+                put_stamped(out, v);
+            }
+            put_digest_entries(out, others);
+            // `next` is usually the page's last key: said with a flag, so a
+            // page of one version at the engine's bounds fits the frame.
+            match next {
+                Some(k) if page_last_key(items, others) == Some(k.as_slice()) => {
+                    out.push(NEXT_IS_LAST_KEY)
+                }
+                _ => put_optional_key(out, next.as_deref()),
+            }
+        }
     }
     framing::seal(out, start, FRAME_BODY_BYTES_MAX);
+}
+
+fn put_digest_entries(out: &mut Vec<u8>, entries: &[DigestEntry]) {
+    put_count(out, entries.len());
+    for e in entries {
+        put_key(out, &e.key);
+        out.extend_from_slice(&e.ts.to_le_bytes());
+        out.push(u8::from(e.tombstone));
+    }
+}
+
+/// The largest key of a share page (both lists are in key order).
+fn page_last_key<'a>(
+    items: &'a [(Vec<u8>, Stamped)],
+    others: &'a [DigestEntry],
+) -> Option<&'a [u8]> {
+    let item = items.last().map(|(k, _)| k.as_slice());
+    let other = others.last().map(|e| e.key.as_slice());
+    item.max(other)
 }
 
 fn put_count(out: &mut Vec<u8>, n: usize) {
@@ -478,7 +550,7 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Message, usize)>, SyncFrameError> {
 pub fn decode_body(body: &[u8]) -> Result<Message, SyncFrameError> {
     let mut c = Cursor::new(body);
     let kind = c.u8("kind").map_err(SyncFrameError::Malformed)?;
-    if !(KIND_HELLO..=KIND_TRANSITION_WELCOME).contains(&kind) {
+    if !(KIND_HELLO..=KIND_SHARE_PAGE).contains(&kind) {
         return Err(SyncFrameError::UnknownKind(kind));
     }
     let msg = fields(kind, &mut c).map_err(SyncFrameError::Malformed)?;
@@ -522,15 +594,7 @@ fn fields(kind: u8, c: &mut Cursor<'_>) -> Result<Message, String> {
             }
         }
         KIND_DIGEST_PAGE => {
-            let n = c.count("entry count", DIGEST_ENTRIES_MAX, 13)?;
-            let mut entries = Vec::with_capacity(n);
-            for _ in 0..n {
-                entries.push(DigestEntry {
-                    key: c.bytes("key", KEY_BYTES_MAX)?,
-                    ts: c.u64("ts")?,
-                    tombstone: c.flag("tombstone")?,
-                });
-            }
+            let entries = digest_entries(c)?;
             let next = optional_key(c, "next")?;
             Message::DigestPage { entries, next }
         }
@@ -584,8 +648,47 @@ fn fields(kind: u8, c: &mut Cursor<'_>) -> Result<Message, String> {
             entries: c.u64("entries")?,
             bytes: c.u64("bytes")?,
         },
+        KIND_SHARE => Message::Share {
+            after: optional_key(c, "after")?,
+        },
+        KIND_SHARE_PAGE => {
+            let n = c.count("version count", SHARE_ITEMS_MAX, 13)?;
+            let mut items = Vec::with_capacity(n);
+            for _ in 0..n {
+                let key = c.bytes("key", KEY_BYTES_MAX)?;
+                items.push((key, stamped(c)?));
+            }
+            let others = digest_entries(c)?;
+            let next = match c.u8("next")? {
+                NEXT_IS_LAST_KEY => match page_last_key(&items, &others) {
+                    Some(last) => Some(last.to_vec()),
+                    None => return Err("next: the page's last key, in a page of none".into()),
+                },
+                0 => None,
+                1 => Some(c.bytes("next", KEY_BYTES_MAX)?),
+                other => return Err(format!("next: flag {other}, not 0, 1 or 2")),
+            };
+            Message::SharePage {
+                items,
+                others,
+                next,
+            }
+        }
         _ => Message::KeepAlive,
     })
+}
+
+fn digest_entries(c: &mut Cursor<'_>) -> Result<Vec<DigestEntry>, String> {
+    let n = c.count("entry count", DIGEST_ENTRIES_MAX, 13)?;
+    let mut entries = Vec::with_capacity(n);
+    for _ in 0..n {
+        entries.push(DigestEntry {
+            key: c.bytes("key", KEY_BYTES_MAX)?,
+            ts: c.u64("ts")?,
+            tombstone: c.flag("tombstone")?,
+        });
+    }
+    Ok(entries)
 }
 
 /// A layout in its own byte format (`cluster::layout`), checked in full.

@@ -42,6 +42,14 @@ fn arb_version() -> impl Strategy<Value = Stamped> {
         })
 }
 
+fn arb_digest_entry() -> impl Strategy<Value = DigestEntry> {
+    (arb_key(), any::<u64>(), any::<bool>()).prop_map(|(key, ts, tombstone)| DigestEntry {
+        key,
+        ts,
+        tombstone,
+    })
+}
+
 fn arb_message() -> impl Strategy<Value = Message> {
     prop_oneof![
         (
@@ -82,11 +90,7 @@ fn arb_message() -> impl Strategy<Value = Message> {
                 entries_max
             }),
         (
-            proptest::collection::vec(
-                (arb_key(), any::<u64>(), any::<bool>())
-                    .prop_map(|(key, ts, tombstone)| DigestEntry { key, ts, tombstone }),
-                0..20
-            ),
+            proptest::collection::vec(arb_digest_entry(), 0..20),
             proptest::option::of(arb_key())
         )
             .prop_map(|(entries, next)| Message::DigestPage { entries, next }),
@@ -126,6 +130,17 @@ fn arb_message() -> impl Strategy<Value = Message> {
                 bytes,
             }
         ),
+        proptest::option::of(arb_key()).prop_map(|after| Message::Share { after }),
+        (
+            proptest::collection::vec((arb_key(), arb_version()), 0..20),
+            proptest::collection::vec(arb_digest_entry(), 0..20),
+            proptest::option::of(arb_key())
+        )
+            .prop_map(|(items, others, next)| Message::SharePage {
+                items,
+                others,
+                next
+            }),
     ]
 }
 
@@ -210,7 +225,7 @@ fn framing_errors() {
         Err(SyncFrameError::ChecksumMismatch { .. })
     ));
     assert_eq!(decode(&frame(&[0])), Err(SyncFrameError::UnknownKind(0)));
-    assert_eq!(decode(&frame(&[15])), Err(SyncFrameError::UnknownKind(15)));
+    assert_eq!(decode(&frame(&[17])), Err(SyncFrameError::UnknownKind(17)));
     assert!(malformed(&[12, 0]).contains("after the last field"));
     let mut body = encoded(&ack)[8..].to_vec();
     body.push(0);
@@ -265,6 +280,33 @@ fn largest_push_fits() {
     let bytes = encoded(&msg);
     assert!(bytes.len() - framing::FRAME_HEADER_BYTES <= FRAME_BODY_BYTES_MAX);
     assert_eq!(decode(&bytes).unwrap().unwrap().1, bytes.len());
+}
+
+/// A SharePage of one version at the engine's bounds, resuming after it,
+/// fits the frame bound (`next` is a flag, not the key again); a page
+/// saying "after its last key" with no key is malformed.
+#[test]
+fn largest_share_page_fits() {
+    let key = vec![1; KEY_BYTES_MAX];
+    let msg = Message::SharePage {
+        items: vec![(
+            key.clone(),
+            Stamped {
+                ts: 1,
+                value: Some(vec![2; VALUE_BYTES_MAX]),
+                deadline_ms: Some(u64::MAX >> 16),
+            },
+        )],
+        others: Vec::new(),
+        next: Some(key),
+    };
+    let bytes = encoded(&msg);
+    assert!(bytes.len() - framing::FRAME_HEADER_BYTES <= FRAME_BODY_BYTES_MAX);
+    assert_eq!(decode(&bytes).unwrap().unwrap(), (msg, bytes.len()));
+    let body = [KIND_SHARE_PAGE, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+    assert!(malformed(&body).contains("page of none"));
+    let body = [KIND_SHARE_PAGE, 0, 0, 0, 0, 0, 0, 0, 0, 3];
+    assert!(malformed(&body).contains("not 0, 1 or 2"));
 }
 
 /// Error messages are cut at a character boundary to their bound.

@@ -3,25 +3,23 @@
 //!
 //! A node that gains a key must merge what EVERY old replica holds: a
 //! write acknowledged by `ack` old replicas may have missed any one of
-//! them (docs/ARCHITECTURE.md, "Membership"). Two passes, each over every
-//! old member not yet finished, all at once (one thread per source,
-//! [`COPY_SOURCES_AT_ONCE_MAX`] at a time):
-//! 1. the bulk pass: one session per source ([`super::pull`]) fetching
-//!    only its [`super::scope::Share`] (the keys whose first old replica
-//!    by rendezvous rank it is), so the sources send in parallel and each
-//!    key moves once; no tree on either side (this node holds next to
-//!    nothing yet), every bucket's digest paged. Best effort: it records
-//!    nothing, and a failure only leaves more to the second pass; skipped
-//!    when one source is left;
-//! 2. the comparing pass: one transition session ([`super::pull`]) with
-//!    each source over its whole scope, pulling the versions it has newer
-//!    (after the bulk pass, little: what another old replica missed).
+//! them (docs/ARCHITECTURE.md, "Membership"). Two passes over the old
+//! members not yet finished, [`COPY_SOURCES_AT_ONCE_MAX`] at a time:
+//! 1. the one pass ([`super::one_pass`]): one session per source, all at
+//!    once, each source scanning its scope once and sending the versions
+//!    of its [`super::scope::Share`] (the keys whose first old replica by
+//!    rendezvous rank it is) and the digest of the rest; this node merges
+//!    them key by key, so each key moves once. Every source of a pass that
+//!    ends is done; its progress is recorded, so a restart resumes it;
+//! 2. the comparing pass, for the sources the one pass did not finish
+//!    (unreachable, or the pass failed): one transition session
+//!    ([`super::pull`]) per source, one thread each, paging its digest of
+//!    its whole scope and pulling the versions it has newer, with retries.
 //!
-//! A source whose comparing session finished is recorded durably
-//! ([`super::record`], `<data-dir>/COPY-<version>`; every applied batch
-//! was a durable write before), so a restart skips it and redoes the
-//! unfinished ones (a redone session compares trees first and fetches
-//! only what is still missing).
+//! A source is recorded done durably ([`super::record`],
+//! `<data-dir>/COPY-<version>`; every applied batch was a durable write
+//! before), so a restart skips it and redoes the unfinished ones (a
+//! redone source is merged again: newest-wins).
 //! A source that fails (down, refusing) is retried with a doubling
 //! back-off [`CopyOptions::tries`] times in all (a busy one is waited for
 //! up to [`CopyOptions::busy_wait`] besides), then left pending in the
@@ -29,7 +27,8 @@
 //! source stalls it (skipping one takes an operator's assertion, outside
 //! this module).
 
-use super::pull::{Pulled, Side, Transition, pull};
+use super::one_pass::{PassSource, one_pass};
+use super::pull::{Pulled, Transition, pull};
 use super::record::{self, CopyRecord};
 use super::scope::{ScopeError, check_next, may_gain, source_order};
 use crate::antientropy::Node;
@@ -56,6 +55,8 @@ const BUSY_BACKOFF_FIRST: Duration = Duration::from_millis(200);
 const BUSY_BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// The name of the threads copying from one source each.
 const COPY_THREAD_NAME: &str = "ataman-copy";
+/// How often the first pass records its progress (a restart resumes there).
+pub const PASS_RECORD_EVERY: Duration = Duration::from_secs(2);
 /// Sources a pass copies from at once (one thread and one session each);
 /// more wait for the group before them.
 pub const COPY_SOURCES_AT_ONCE_MAX: usize = 8;
@@ -228,35 +229,26 @@ pub fn copy_gained_with(
         false => todo,
     };
     let record = Mutex::new(record);
-    let result = (|| {
-        let bulk = match todo.len() > 1 {
-            true => at_once(&todo, |source| bulk_from(node, t, source)),
-            false => Vec::new(),
-        };
-        if node.stopping() {
-            return Err(CopyError::Stopped);
+    let result = (|| -> Result<Vec<SourceReport>, CopyError> {
+        let passed = first_pass(node, t, &todo, &record)?;
+        for (source, passed) in todo.iter().zip(&passed) {
+            if passed.done {
+                lock(&record).mark_done(source).map_err(record_error)?;
+            }
         }
-        // This node's trees for every source, from one scan.
-        let building = Instant::now();
-        let sides: Vec<Result<Side, String>> = match Side::many(node, t, &todo) {
-            Ok(sides) => sides.into_iter().map(Ok).collect(),
-            Err(SessionError::Stopped) => return Err(CopyError::Stopped),
-            Err(e) => todo.iter().map(|_| Err(e.to_string())).collect(),
-        };
-        tracing::info!(
-            sources = todo.len(),
-            tree_ms = building.elapsed().as_millis() as u64,
-            "transition copy: this node's trees of the scopes"
-        );
+        // The sources the first pass did not finish, compared one by one.
         let compared = at_once(&todo, |source| -> Result<SourceReport, CopyError> {
             let i = todo.iter().position(|s| *s == source);
-            let bulk = i.and_then(|i| bulk.get(i)).copied().unwrap_or_default();
-            let side = match i.and_then(|i| sides.get(i)) {
-                Some(Ok(side)) => Ok(side),
-                Some(Err(e)) => Err(e.clone()),
-                None => Err("no tree for the source".to_owned()),
-            };
-            let done = copy_from(node, t, source, side, bulk, options)?;
+            let first = i.and_then(|i| passed.get(i)).cloned().unwrap_or_default();
+            if first.done {
+                metrics.sessions_done.fetch_add(1, Ordering::Relaxed);
+                return Ok(SourceReport {
+                    state: SourceState::Done,
+                    tries: 1,
+                    ..report_of(source, &first.pulled)
+                });
+            }
+            let done = copy_from(node, t, source, first.pulled, options)?;
             if done.state == SourceState::Done {
                 lock(&record).mark_done(source).map_err(record_error)?;
             }
@@ -326,20 +318,71 @@ fn group_at_once<R: Send>(sources: &[&str], f: &(impl Fn(&str) -> R + Sync)) -> 
     })
 }
 
-/// The bulk pass with one source: one session fetching its share (what it
-/// is the first old replica of), so the sources send at once, each key
-/// once. Best effort: a failure is logged and left to the comparing pass,
-/// which alone makes a source done.
-fn bulk_from(node: &Node<'_>, t: Transition<'_>, source: &str) -> Pulled {
-    let mut pulled = Pulled::default();
-    let result = Side::bulk(t, source).and_then(|side| {
-        let via = via_for(node, source);
-        pull(node, t, source, via, &side, &mut pulled)
-    });
-    if let Err(e) = result {
-        tracing::info!(source, error = %e, "bulk copy from a source ended early; the comparing pass copies the rest");
+/// The first pass (`super::one_pass`) over the sources in `todo`,
+/// [`COPY_SOURCES_AT_ONCE_MAX`] at a time (the pages held are bounded by
+/// that), each group resuming after the smallest key the record says its
+/// sources were merged up to, and recording its progress every
+/// [`PASS_RECORD_EVERY`]. One entry per source of `todo`; `done` ones are
+/// finished.
+fn first_pass(
+    node: &Node<'_>,
+    t: Transition<'_>,
+    todo: &[&str],
+    record: &Mutex<CopyRecord>,
+) -> Result<Vec<PassSource>, CopyError> {
+    let mut passed = Vec::with_capacity(todo.len());
+    for group in todo.chunks(COPY_SOURCES_AT_ONCE_MAX) {
+        passed.extend(pass_group(node, t, group, record)?);
     }
-    pulled
+    Ok(passed)
+}
+
+/// [`first_pass`] for one group of sources.
+fn pass_group(
+    node: &Node<'_>,
+    t: Transition<'_>,
+    todo: &[&str],
+    record: &Mutex<CopyRecord>,
+) -> Result<Vec<PassSource>, CopyError> {
+    let resume: Option<Vec<u8>> = {
+        let record = lock(record);
+        let keys: Option<Vec<&[u8]>> = todo.iter().map(|s| record.merged(s)).collect();
+        keys.and_then(|keys| keys.into_iter().min().map(<[u8]>::to_vec))
+    };
+    let sources: Vec<(&str, Option<String>)> =
+        todo.iter().map(|s| (*s, via_for(node, s))).collect();
+    let last_mark = Mutex::new(Instant::now());
+    let progress = |in_pass: &[usize], key: &[u8]| {
+        if lock(&last_mark).elapsed() < PASS_RECORD_EVERY {
+            return;
+        }
+        *lock(&last_mark) = Instant::now();
+        let urls: Vec<&str> = in_pass.iter().map(|&i| todo[i]).collect();
+        if let Err(e) = lock(record).mark_merged(&urls, key) {
+            tracing::warn!(error = %e, "could not record the copy's progress");
+        }
+    };
+    match one_pass(node, t, &sources, resume, &progress) {
+        Ok(passed) => Ok(passed),
+        Err(SessionError::Stopped) => Err(CopyError::Stopped),
+        Err(e) => {
+            // `one_pass` fails only when stopped; anything else leaves
+            // every source to the comparing pass.
+            tracing::warn!(error = %e, "the one-pass copy failed");
+            Ok(todo.iter().map(|_| PassSource::default()).collect())
+        }
+    }
+}
+
+/// A report of `source` with what `pulled` moved and offered, pending.
+fn report_of(source: &str, pulled: &Pulled) -> SourceReport {
+    SourceReport {
+        keys: pulled.keys,
+        bytes: pulled.bytes,
+        keys_offered: pulled.keys_offered,
+        bytes_offered: pulled.bytes_offered,
+        ..skipped(source, SourceState::Pending)
+    }
 }
 
 /// The report of a source not asked this time.
@@ -358,33 +401,18 @@ fn skipped(source: &str, state: SourceState) -> SourceReport {
 
 /// Tries `source` until a session completes or the tries run out (busy
 /// answers are waited out up to [`CopyOptions::busy_wait`], not counted).
-/// `side` is this node's tree of the source's scope (or why it could not
-/// be built); `bulk` is what the bulk pass moved from it (counted in the
-/// report; its offer is replaced by the first try's).
+/// `first` is what the first pass moved from it (counted in the report;
+/// its offer is replaced by the first try's).
 fn copy_from(
     node: &Node<'_>,
     t: Transition<'_>,
     source: &str,
-    side: Result<&Side, String>,
-    bulk: Pulled,
+    first: Pulled,
     options: &CopyOptions,
 ) -> Result<SourceReport, CopyError> {
     let metrics = &node.antientropy.copy;
     let via = via_for(node, source);
-    let mut report = SourceReport {
-        keys: bulk.keys,
-        bytes: bulk.bytes,
-        keys_offered: bulk.keys_offered,
-        bytes_offered: bulk.bytes_offered,
-        ..skipped(source, SourceState::Pending)
-    };
-    let side = match side {
-        Ok(side) => side,
-        Err(e) => {
-            report.error = Some(format!("this node's tree: {e}"));
-            return Ok(report);
-        }
-    };
+    let mut report = report_of(source, &first);
     let mut backoff = options.backoff_first;
     let mut busy_backoff = BUSY_BACKOFF_FIRST;
     let busy_until = Instant::now() + options.busy_wait;
@@ -392,7 +420,7 @@ fn copy_from(
         // This try's offer replaces the last one's in the to-move figures.
         metrics.withdraw_offer(report.keys_offered, report.bytes_offered);
         let mut pulled = Pulled::default();
-        let result = pull(node, t, source, via.clone(), side, &mut pulled);
+        let result = pull(node, t, source, via.clone(), &mut pulled);
         report.keys += pulled.keys;
         report.bytes += pulled.bytes;
         report.keys_offered = pulled.keys_offered;

@@ -5,10 +5,14 @@
 //!
 //! - [`scope`]: which keys a gaining node copies from one source (pure),
 //!   and the order it asks its sources in.
-//! - [`pull`]: one session as the gaining node (fetch only).
-//! - [`serve`]: the same session as the source, on `ataman-sync`.
-//! - [`copy`]: [`copy_gained`], every source with retries, resumable.
-//! - [`record`]: `<data-dir>/COPY-<version>`, the finished sources.
+//! - [`one_pass`]: the first pass, every source at once, each key once;
+//!   [`offers`]: its rule for one key (pure).
+//! - [`pull`]: one comparing session as the gaining node (fetch only):
+//!   the fallback, source by source.
+//! - [`serve`]: both sessions as the source, on `ataman-sync`.
+//! - [`copy`]: [`copy_gained`], both passes, retries, resumable.
+//! - [`record`]: `<data-dir>/COPY-<version>`, the finished sources and
+//!   how far the first pass got.
 //! - [`metrics`]: `ataman_layout_copy_*` on `/metrics`.
 //! - [`plan`]: what a change would move, per destination (pure), and the
 //!   scan that feeds it; [`plan_thread`]: `GET /v0/layout/plan` off the
@@ -16,6 +20,8 @@
 
 pub mod copy;
 pub mod metrics;
+pub mod offers;
+pub mod one_pass;
 pub mod plan;
 pub mod plan_thread;
 pub mod pull;

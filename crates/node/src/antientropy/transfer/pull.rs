@@ -1,37 +1,38 @@
-//! One transition session as the gaining node: pull from one source
-//! everything it holds of the keys this node gains, newest-wins.
+//! One comparing session as the gaining node: pull from one source every
+//! version it holds newer than this node of the keys this node gains from
+//! it, newest-wins (the copy's fallback and retries, source by source;
+//! `super::one_pass` is the first pass).
 //!
 //! The session is anti-entropy's (`super::super::client`), scoped to the
-//! transition ([`TransitionScope`]) and one-way:
-//! 1. one scan of this engine builds this node's tree of the scope;
-//! 2. connect, send `Transition` (both layouts), the source builds its
-//!    tree of the same scope and answers `TransitionWelcome`;
-//! 3. walk both trees to the differing buckets;
-//! 4. page through the source's digest of them, merge each page with this
-//!    node's side of the same range, and fetch every key the source has
-//!    newer (or only the source has). What this node has newer is left
-//!    alone: nothing is pushed, nothing is deleted.
+//! transition and one-way. After `Transition` (both layouts) and the
+//! source's `TransitionWelcome` (its share's estimated size), page
+//! through the source's digest of its whole scope ([`TransitionScope`]),
+//! merge each page with this node's side of the same range, and fetch
+//! every key the source has newer (or only the source has). What this
+//! node has newer is left alone: nothing is pushed, nothing is deleted.
+//! No tree is built on either side: under writes every bucket would
+//! differ, so a tree would only add a scan of both stores.
 //!
 //! The node's token bucket (the same as anti-entropy's) pays for the
 //! versions applied in full and for the scans at a copy's read cost
 //! (`local::Meter::for_copy`); the source's pays for what it sends and
-//! reads likewise. A bulk pass ([`Side::bulk`]) fetches only the source's
-//! share of the scope (`super::scope::Share`). A version the engine refuses
-//! fails the session: the copy is then incomplete.
+//! reads likewise. A version the engine refuses fails the session: the
+//! copy is then incomplete.
 
-use super::scope::{Share, TransitionScope};
+use super::scope::TransitionScope;
 use super::{CopyMetrics, moved_bytes};
 use crate::antientropy::Node;
 use crate::antientropy::client;
 use crate::antientropy::local::{self, Meter, unexpected};
-use crate::antientropy::merkle::{DEPTH, Tree, bucket_of};
+use crate::antientropy::merkle::{DEPTH, bucket_of};
 use crate::antientropy::reconcile::{Merge, Step};
-use crate::antientropy::stream::{SessionError, SyncStream};
+use crate::antientropy::stream::{KeepAlive, SessionError, SyncStream};
 use crate::antientropy::wire::{
     BATCH_BYTES_MAX, DIGEST_ENTRIES_MAX, FETCH_KEYS_MAX, Message, NO_TREE_DEPTH, VERSION,
     bitmap_has, bitmap_of,
 };
 use crate::cluster::layout::Layout;
+use crate::peer::frame::Stamped;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -56,15 +57,11 @@ pub struct Pulled {
 pub struct Phases {
     /// Connecting to the source.
     pub connect: Duration,
-    /// From `Transition` sent to `TransitionWelcome` (the source's tree).
+    /// From `Transition` sent to `TransitionWelcome`.
     pub welcome: Duration,
-    /// The tree walk.
-    pub walk: Duration,
-    /// Buckets that differed.
-    pub differing: u64,
-    /// Waiting for digest pages.
+    /// Waiting for digest or share pages.
     pub digest: Duration,
-    /// Digest pages asked for.
+    /// Digest or share pages asked for.
     pub pages: u64,
     /// Scanning this node's side of the pages.
     pub local_pages: Duration,
@@ -89,79 +86,18 @@ pub struct Transition<'a> {
     pub me: &'a str,
 }
 
-/// What this node compares with one source: the scope and this node's
-/// tree of it (one scan of the engine).
-pub struct Side {
-    /// The keys this node gains from the source.
-    pub scope: TransitionScope,
-    /// This node's tree of them.
-    pub tree: Tree,
-    /// For a bulk pass: fetch only the source's share of the scope.
-    pub share: Option<Share>,
-}
-
-impl Side {
-    /// The scope of every source in `sources` in `t`, and this node's
-    /// tree of each, from one scan of the engine (the comparing pass asks
-    /// them all at once). A tree kept for the next try after a failed or
-    /// busy session may be older than the engine: that costs digest
-    /// pages, never a missed key (this node's versions only get newer, so
-    /// a bucket equal to the source's holds nothing the source has newer).
-    pub fn many(
-        node: &Node<'_>,
-        t: Transition<'_>,
-        sources: &[&str],
-    ) -> Result<Vec<Side>, SessionError> {
-        let scopes = sources
-            .iter()
-            .map(|source| {
-                TransitionScope::new(t.old, t.new, t.me, source)
-                    .map_err(|e| SessionError::Protocol(e.to_string()))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let trees = local_trees(node, &scopes)?;
-        Ok(scopes
-            .into_iter()
-            .zip(trees)
-            .map(|(scope, tree)| Side {
-                scope,
-                tree,
-                share: None,
-            })
-            .collect())
-    }
-
-    /// The side of a bulk pass: only the source's [`Share`] is fetched,
-    /// and no tree is built on either side (this node holds next to
-    /// nothing yet: every bucket would differ); the session pages every
-    /// bucket's digest instead.
-    pub fn bulk(t: Transition<'_>, source: &str) -> Result<Side, SessionError> {
-        let protocol = |e: super::scope::ScopeError| SessionError::Protocol(e.to_string());
-        let scope = TransitionScope::new(t.old, t.new, t.me, source).map_err(protocol)?;
-        let share = Share::new(t.old, t.new, t.me, source).map_err(protocol)?;
-        let mut tree = Tree::new(DEPTH);
-        tree.finish();
-        Ok(Side {
-            scope,
-            tree,
-            share: Some(share),
-        })
-    }
-}
-
-/// Pulls from `source` (dialled through `via` when given) every version of
-/// the keys this node gains from it (`side`) that is newer there than here.
+/// Pulls from `source` (dialled through `via` when given) every version
+/// of the keys this node gains from it that is newer there than here.
 pub fn pull(
     node: &Node<'_>,
     t: Transition<'_>,
     source: &str,
     via: Option<String>,
-    side: &Side,
     pulled: &mut Pulled,
 ) -> Result<(), SessionError> {
     let started = Instant::now();
     let waited = node.antientropy.rate.waited();
-    let result = pull_phases(node, t, source, via, side, pulled);
+    let result = pull_phases(node, t, source, via, pulled);
     pulled.phases.rate_wait = node.antientropy.rate.waited().saturating_sub(waited);
     let p = &pulled.phases;
     tracing::info!(
@@ -172,8 +108,6 @@ pub fn pull(
         bytes = pulled.bytes,
         connect_ms = p.connect.as_millis() as u64,
         welcome_ms = p.welcome.as_millis() as u64,
-        walk_ms = p.walk.as_millis() as u64,
-        differing = p.differing,
         digest_ms = p.digest.as_millis() as u64,
         pages = p.pages,
         local_pages_ms = p.local_pages.as_millis() as u64,
@@ -191,10 +125,10 @@ fn pull_phases(
     t: Transition<'_>,
     source: &str,
     via: Option<String>,
-    side: &Side,
     pulled: &mut Pulled,
 ) -> Result<(), SessionError> {
-    let (scope, tree) = (&side.scope, &side.tree);
+    let scope = TransitionScope::new(t.old, t.new, t.me, source)
+        .map_err(|e| SessionError::Protocol(e.to_string()))?;
     let ae = node.antientropy;
     let mut clock = Instant::now();
     let (stream, leftover) = client::connect_url(node, source, via)?;
@@ -202,17 +136,29 @@ fn pull_phases(
     let stop = || node.stopping();
     let mut s = SyncStream::new(stream, leftover, &stop, &ae.metrics, ae.timing.keep_alive)
         .map_err(|e| SessionError::Io(e.to_string()))?;
+    welcome(node, t, source, &mut s, pulled)?;
+    pulled.phases.welcome = lap(&mut clock);
+    fetch_newer(node, &scope, &mut s, pulled)
+}
+
+/// Opens a transition session on `s`: `Transition`, and the source's
+/// `TransitionWelcome`, whose share estimate joins the to-move figures.
+pub(super) fn welcome(
+    node: &Node<'_>,
+    t: Transition<'_>,
+    source: &str,
+    s: &mut SyncStream<'_>,
+    pulled: &mut Pulled,
+) -> Result<(), SessionError> {
+    let ae = node.antientropy;
     let hello = Message::Transition {
         version: VERSION,
         url: t.me.to_owned(),
-        depth: match side.share {
-            Some(_) => NO_TREE_DEPTH,
-            None => tree.depth(),
-        },
+        depth: NO_TREE_DEPTH,
         old: t.old.clone(),
         new: t.new.clone(),
     };
-    match client::ask_within(node, &mut s, &hello, ae.timing.welcome)? {
+    match client::ask_within(node, s, &hello, ae.timing.welcome)? {
         Message::TransitionWelcome {
             version,
             url,
@@ -223,26 +169,14 @@ fn pull_phases(
             pulled.bytes_offered = bytes;
             ae.copy.keys_to_move.fetch_add(entries, Ordering::Relaxed);
             ae.copy.bytes_to_move.fetch_add(bytes, Ordering::Relaxed);
+            Ok(())
         }
-        Message::TransitionWelcome { version, url, .. } => {
-            return Err(SessionError::Protocol(format!(
-                "the TransitionWelcome came from {url} (sync protocol version {version}), \
+        Message::TransitionWelcome { version, url, .. } => Err(SessionError::Protocol(format!(
+            "the TransitionWelcome came from {url} (sync protocol version {version}), \
                  expected {source} (version {VERSION})"
-            )));
-        }
-        other => return Err(unexpected(&other, "TransitionWelcome")),
+        ))),
+        other => Err(unexpected(&other, "TransitionWelcome")),
     }
-    pulled.phases.welcome = lap(&mut clock);
-    let differing = match side.share {
-        Some(_) => (0..1u32 << DEPTH).collect(),
-        None => client::walk(node, &mut s, tree)?,
-    };
-    pulled.phases.walk = lap(&mut clock);
-    pulled.phases.differing = differing.len() as u64;
-    if differing.is_empty() {
-        return Ok(());
-    }
-    fetch_differing(node, scope, side.share.as_ref(), &differing, &mut s, pulled)
 }
 
 /// The time since `clock`, which restarts.
@@ -253,36 +187,16 @@ fn lap(clock: &mut Instant) -> Duration {
     took
 }
 
-/// This node's tree of each scope, from one scan of the engine.
-fn local_trees(node: &Node<'_>, scopes: &[TransitionScope]) -> Result<Vec<Tree>, SessionError> {
-    let mut trees: Vec<Tree> = scopes.iter().map(|_| Tree::new(DEPTH)).collect();
-    let mut meter = Meter::new(node).for_copy();
-    local::scan_each(node, b"", None, &mut meter, |key, entry| {
-        for (scope, tree) in scopes.iter().zip(trees.iter_mut()) {
-            if scope.covers(&key) {
-                tree.add(&key, entry.ts, entry.value.is_none());
-            }
-        }
-        Ok(true)
-    })?;
-    meter.settle()?;
-    for tree in &mut trees {
-        tree.finish();
-    }
-    Ok(trees)
-}
-
-/// Pages through the source's digest of the `differing` buckets and
+/// Pages through the source's digest of its scope (every bucket) and
 /// fetches what it has newer, in batches within the wire bounds.
-fn fetch_differing(
+fn fetch_newer(
     node: &Node<'_>,
     scope: &TransitionScope,
-    share: Option<&Share>,
-    differing: &[u32],
     s: &mut SyncStream<'_>,
     pulled: &mut Pulled,
 ) -> Result<(), SessionError> {
-    let bitmap = bitmap_of(DEPTH, differing);
+    let every: Vec<u32> = (0..1u32 << DEPTH).collect();
+    let bitmap = bitmap_of(DEPTH, &every);
     let wanted = |key: &[u8]| bitmap_has(&bitmap, bucket_of(key, DEPTH)) && scope.covers(key);
     let mut fetch: Vec<Vec<u8>> = Vec::new();
     let mut fetch_bytes = 0usize;
@@ -327,10 +241,6 @@ fn fetch_differing(
             for step in Merge::new(local_digest, remote_chunk.into_iter()) {
                 // Newer here: written during the transition; left alone.
                 let Step::Fetch(key) = step else { continue };
-                if share.is_some_and(|share| !share.covers(&key)) {
-                    // Another source's share in a bulk pass.
-                    continue;
-                }
                 fetch_bytes += key.len();
                 fetch.push(key);
                 if fetch.len() >= FETCH_KEYS_MAX || fetch_bytes >= BATCH_BYTES_MAX {
@@ -353,13 +263,12 @@ fn fetch_differing(
 
 /// Fetches `keys` (in as many round trips as the source's answer bound
 /// needs) and applies their versions durably; empties `keys`.
-fn fetch_batch(
+pub(super) fn fetch_batch(
     node: &Node<'_>,
     s: &mut SyncStream<'_>,
     keys: &mut Vec<Vec<u8>>,
     pulled: &mut Pulled,
 ) -> Result<(), SessionError> {
-    let metrics: &CopyMetrics = &node.antientropy.copy;
     while !keys.is_empty() {
         if node.stopping() {
             return Err(SessionError::Stopped);
@@ -381,7 +290,6 @@ fn fetch_batch(
         }
         let answered = items.len();
         let mut found = Vec::with_capacity(answered);
-        let mut bytes = 0u64;
         for ((key, version), asked) in items.into_iter().zip(keys.iter()) {
             if key != *asked {
                 return Err(SessionError::Protocol(
@@ -389,32 +297,48 @@ fn fetch_batch(
                 ));
             }
             if let Some(v) = version {
-                bytes += moved_bytes(&key, v.value.as_deref());
                 found.push((key, v));
             }
         }
-        let applying = Instant::now();
-        let (applied, refused) = local::apply(node, found)?;
-        pulled.phases.apply += applying.elapsed();
-        if !refused.is_empty() {
-            let mut refusals = local::Refusals::default();
-            refusals.add(&refused);
-            return Err(SessionError::Engine(format!(
-                "the copy is incomplete: {}",
-                refusals.text()
-            )));
-        }
-        // What this node received and applied pays its token bucket:
-        // the copy into one node is bounded by its limit, however many
-        // sources send at once.
-        local::pay_sent(node, s, bytes)?;
-        pulled.keys += applied;
-        pulled.bytes += bytes;
-        metrics.keys_moved.fetch_add(applied, Ordering::Relaxed);
-        metrics.bytes_moved.fetch_add(bytes, Ordering::Relaxed);
-        metrics.keys_copied.fetch_add(applied, Ordering::Relaxed);
-        metrics.bytes_copied.fetch_add(bytes, Ordering::Relaxed);
+        apply_pulled(node, s, found, pulled)?;
         keys.drain(..answered);
     }
+    Ok(())
+}
+
+/// Applies versions received from the source with one durable write,
+/// pays for them and counts them; a refused version fails the session.
+pub(super) fn apply_pulled(
+    node: &Node<'_>,
+    s: &mut dyn KeepAlive,
+    versions: Vec<(Vec<u8>, Stamped)>,
+    pulled: &mut Pulled,
+) -> Result<(), SessionError> {
+    let metrics: &CopyMetrics = &node.antientropy.copy;
+    let bytes: u64 = versions
+        .iter()
+        .map(|(key, v)| moved_bytes(key, v.value.as_deref()))
+        .sum();
+    let applying = Instant::now();
+    let (applied, refused) = local::apply(node, versions)?;
+    pulled.phases.apply += applying.elapsed();
+    if !refused.is_empty() {
+        let mut refusals = local::Refusals::default();
+        refusals.add(&refused);
+        return Err(SessionError::Engine(format!(
+            "the copy is incomplete: {}",
+            refusals.text()
+        )));
+    }
+    // What this node received and applied pays its token bucket: the copy
+    // into one node is bounded by its limit, however many sources send at
+    // once.
+    local::pay_sent(node, s, bytes)?;
+    pulled.keys += applied;
+    pulled.bytes += bytes;
+    metrics.keys_moved.fetch_add(applied, Ordering::Relaxed);
+    metrics.bytes_moved.fetch_add(bytes, Ordering::Relaxed);
+    metrics.keys_copied.fetch_add(applied, Ordering::Relaxed);
+    metrics.bytes_copied.fetch_add(bytes, Ordering::Relaxed);
     Ok(())
 }

@@ -1,9 +1,11 @@
 //! A transition session as the source, on the `ataman-sync` thread: the
-//! gaining node's `Transition` frame is checked, this node builds its tree
-//! of the transition's keys it holds (`super::scope`; none when the frame
-//! asks for depth 0, a bulk pass), answers `TransitionWelcome`, then
-//! TreeNodes, Digest and Fetch until the gaining node closes. The session only reads: a Push (or anything else) is a
-//! protocol error.
+//! gaining node's `Transition` frame is checked, this node answers
+//! `TransitionWelcome` with its share's estimated size (no scan), then
+//! Share pages (the one-pass copy: the versions of its share and the
+//! digest of the rest of its scope, one scan) and Fetch, or Digest pages
+//! and Fetch (the comparing pass), until the gaining node closes. Transition sessions build no tree: under writes every bucket
+//! would differ. The session only reads: a Push, TreeNodes (or anything
+//! else) is a protocol error.
 //!
 //! The layouts come from the gaining node (an authenticated peer when the
 //! cluster has a secret); they are checked to be one transition this node
@@ -11,11 +13,11 @@
 //! nothing a member could not read anyway.
 
 use super::moved_bytes;
-use super::scope::TransitionScope;
+use super::scope::Share;
 use crate::antientropy::Node;
 use crate::antientropy::local::{self, Meter, kind_name};
-use crate::antientropy::merkle::{DEPTH, Tree, bucket_of};
-use crate::antientropy::server::{refuse, tree_hashes};
+use crate::antientropy::merkle::{DEPTH, bucket_of};
+use crate::antientropy::server::refuse;
 use crate::antientropy::stream::{SEND_TIMEOUT, SessionError, SyncStream};
 use crate::antientropy::wire::{Message, NO_TREE_DEPTH, VERSION, bitmap_bytes, bitmap_has};
 use std::sync::atomic::Ordering;
@@ -47,15 +49,16 @@ pub fn session(
         Err(format!(
             "sync protocol version {version}; {me} speaks version {VERSION}"
         ))
-    } else if depth != DEPTH && depth != NO_TREE_DEPTH {
+    } else if depth != NO_TREE_DEPTH {
         Err(format!(
-            "tree depth differs: {url} compares depth {depth}, {me} depth {DEPTH}"
+            "transition sessions compare no trees: {url} asks for depth {depth}, \
+             {me} serves depth {NO_TREE_DEPTH} only"
         ))
     } else {
-        TransitionScope::new(&old, &new, &url, me).map_err(|e| format!("transition refused: {e}"))
+        Share::new(&old, &new, &url, me).map_err(|e| format!("transition refused: {e}"))
     };
-    let scope = match scope {
-        Ok(scope) => scope,
+    let share = match scope {
+        Ok(share) => share,
         Err(why) => {
             return Err(refuse(s, why));
         }
@@ -78,21 +81,12 @@ pub fn session(
         let rate = &node.antientropy.rate;
         rate.waited().saturating_sub(waited).as_millis() as u64
     };
-    let (tree, entries, bytes) = match depth {
-        // A bulk pass: no tree, the initiator pages every bucket.
-        NO_TREE_DEPTH => (None, 0, 0),
-        _ => {
-            let (tree, entries, bytes) = scope_tree(node, &scope, s)?;
-            (Some(tree), entries, bytes)
-        }
-    };
+    let (entries, bytes) = share_estimate(node, &share);
     tracing::info!(
         gaining = url,
         entries,
         bytes,
-        tree_ms = building.elapsed().as_millis() as u64,
-        rate_wait_ms = rate_wait_ms(),
-        "transition copy: the source's tree of the scope"
+        "transition copy: serving; the share's estimated size"
     );
     let welcome = Message::TransitionWelcome {
         version: VERSION,
@@ -103,12 +97,13 @@ pub fn session(
     let sent = s.send(&welcome, Instant::now() + SEND_TIMEOUT)?;
     local::pay_sent(node, s, sent)?;
     let silence = node.antientropy.timing.silence;
-    let (mut digest, mut fetch) = (Duration::ZERO, Duration::ZERO);
+    let (mut digest, mut fetch, mut pages) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     loop {
         let Some(request) = s.recv(silence)? else {
             tracing::info!(
                 gaining = url,
                 total_ms = building.elapsed().as_millis() as u64,
+                share_ms = pages.as_millis() as u64,
                 digest_ms = digest.as_millis() as u64,
                 fetch_ms = fetch.as_millis() as u64,
                 rate_wait_ms = rate_wait_ms(),
@@ -117,64 +112,62 @@ pub fn session(
             return Ok(());
         };
         let answering = Instant::now();
-        let is_fetch = matches!(request, Message::Fetch { .. });
-        let answer = answer(node, tree.as_ref(), &scope, request, s)?;
-        if is_fetch {
-            fetch += answering.elapsed();
-        } else {
-            digest += answering.elapsed();
-        }
-        if let Message::Versions { items } = &answer {
-            let found = items.iter().filter_map(|(k, v)| v.as_ref().map(|v| (k, v)));
-            for (key, version) in found {
-                copy.keys_sent.fetch_add(1, Ordering::Relaxed);
-                let n = moved_bytes(key, version.value.as_deref());
-                copy.bytes_sent.fetch_add(n, Ordering::Relaxed);
-            }
+        let phase = match request {
+            Message::Fetch { .. } => &mut fetch,
+            Message::Share { .. } => &mut pages,
+            _ => &mut digest,
+        };
+        let answer = answer(node, &share, request, s)?;
+        *phase += answering.elapsed();
+        let sent_versions: Vec<(&[u8], Option<&[u8]>)> = match &answer {
+            Message::Versions { items } => items
+                .iter()
+                .filter_map(|(k, v)| v.as_ref().map(|v| (k.as_slice(), v.value.as_deref())))
+                .collect(),
+            Message::SharePage { items, .. } => items
+                .iter()
+                .map(|(k, v)| (k.as_slice(), v.value.as_deref()))
+                .collect(),
+            _ => Vec::new(),
+        };
+        for (key, value) in sent_versions {
+            copy.keys_sent.fetch_add(1, Ordering::Relaxed);
+            copy.bytes_sent
+                .fetch_add(moved_bytes(key, value), Ordering::Relaxed);
         }
         let sent = s.send(&answer, Instant::now() + SEND_TIMEOUT)?;
         local::pay_sent(node, s, sent)?;
     }
 }
 
-/// This node's tree of the scope, its entries and their bytes, from one
-/// scan (the gaining node hears `KeepAlive`s meanwhile).
-fn scope_tree(
-    node: &Node<'_>,
-    scope: &TransitionScope,
-    s: &mut SyncStream<'_>,
-) -> Result<(Tree, u64, u64), SessionError> {
-    let mut tree = Tree::new(DEPTH);
-    let (mut entries, mut bytes) = (0u64, 0u64);
-    let mut meter = Meter::alive(node, s).for_copy();
-    local::scan_each(node, b"", None, &mut meter, |key, entry| {
-        if scope.covers(&key) {
-            tree.add(&key, entry.ts, entry.value.is_none());
-            entries += 1;
-            bytes += moved_bytes(&key, entry.value.as_deref());
-        }
-        Ok(true)
-    })?;
-    meter.settle()?;
-    tree.finish();
-    Ok((tree, entries, bytes))
+/// The share's keys and bytes, estimated from this node's store size
+/// (`Share::estimate`): the `TransitionWelcome`'s progress figures.
+fn share_estimate(node: &Node<'_>, share: &Share) -> (u64, u64) {
+    let stats = node.db.stats();
+    let entries = stats.level_entries.iter().sum::<u64>() + stats.memtable_entries;
+    let bytes = stats.level_bytes.iter().sum::<u64>() + stats.memtable_bytes;
+    share.estimate(entries, bytes)
 }
 
 /// The answer to one request after the `Transition`.
 fn answer(
     node: &Node<'_>,
-    tree: Option<&Tree>,
-    scope: &TransitionScope,
+    share: &Share,
     request: Message,
     s: &mut SyncStream<'_>,
 ) -> Result<Message, SessionError> {
     match request {
-        Message::TreeNodes { level, indexes } => match tree {
-            Some(tree) => tree_hashes(tree, level, &indexes),
-            None => Err(SessionError::Protocol(
-                "TreeNodes in a transition session opened without a tree (depth 0)".into(),
-            )),
-        },
+        Message::Share { after } => {
+            let mut meter = Meter::alive(node, s).for_copy();
+            let page = local::share_page(node, after.as_deref(), &mut meter, |key| {
+                share.classify(key)
+            })?;
+            Ok(Message::SharePage {
+                items: page.items,
+                others: page.others,
+                next: page.next,
+            })
+        }
         Message::Digest {
             buckets,
             after,
@@ -188,6 +181,7 @@ fn answer(
                 )));
             }
             let mut meter = Meter::alive(node, s).for_copy();
+            let scope = share.scope();
             let wanted =
                 |key: &[u8]| bitmap_has(&buckets, bucket_of(key, DEPTH)) && scope.covers(key);
             let (entries, next) = local::page(

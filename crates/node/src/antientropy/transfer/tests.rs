@@ -29,8 +29,8 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -397,21 +397,27 @@ fn copy_merges_every_source_newest_wins() {
         (progress.keys_copied, progress.bytes_copied),
         (report.keys(), report.bytes())
     );
-    // Every source offered what it held of the gained keys: more than moved
-    // (a key held by three sources moves once).
+    // Every source offered its share's estimated size: together about the
+    // keys moved (each key once), from store sizes and a placement sample.
     let offered: u64 = report.sources.iter().map(|s| s.keys_offered).sum();
     assert_eq!(progress.keys_to_copy, offered);
-    assert!(offered > report.keys(), "{offered} {}", report.keys());
+    assert!(
+        offered > report.keys() / 2 && offered < report.keys() * 2,
+        "{offered} {}",
+        report.keys()
+    );
     assert_eq!(copy.sessions_done.load(Ordering::Relaxed), 3);
     let sent: u64 = sources
         .members
         .iter()
         .map(|m| m.shared.antientropy.copy.bytes_sent.load(Ordering::Relaxed))
         .sum();
-    assert_eq!(sent, report.bytes());
+    // Every version applied was sent; a share's version another source
+    // holds newer was sent too, and fetched again from that one.
+    assert!(sent >= report.bytes(), "{sent} {}", report.bytes());
     // The token bucket of each source paid for every sync byte it sent
     // (`pay_sent`) on top of its scans: at least its whole engine once
-    // (the tree), at a copy's read cost, plus its frames.
+    // (the share's pages), at a copy's read cost, plus its frames.
     for m in &sources.members {
         let ae = &m.shared.antientropy;
         let scanned: u64 = m
@@ -449,8 +455,9 @@ fn copy_merges_every_source_newest_wins() {
         "{text}"
     );
 
-    // Copying again (a fresh record version would redo it) moves nothing:
-    // the trees are equal.
+    // Copying again (a fresh record: every source is merged again) is
+    // idempotent: the shares' versions are sent again, nothing changes.
+    let held = joining.contents();
     let (old, new) = layouts();
     super::record::remove(&joining.shared.config.data_dir, new.version).unwrap();
     let me = urls()[3].clone();
@@ -462,7 +469,8 @@ fn copy_merges_every_source_newest_wins() {
         &quick(1),
     )
     .unwrap();
-    assert!(again.complete() && again.keys() == 0, "{again:?}");
+    assert!(again.complete(), "{again:?}");
+    assert!(differences(&joining.contents(), &held).is_empty());
 }
 
 /// Negative control: copying from the first source alone (as if one old
@@ -526,8 +534,8 @@ fn a_restart_resumes_after_finished_sources_and_dead_ones_stay_pending() {
             .sessions_served
             .load(Ordering::Relaxed)
     };
-    // The first source served the bulk pass and the comparing one.
-    assert_eq!((served(0), served(1), served(2)), (2, 0, 0));
+    // The first source served the one pass (which finished it alone).
+    assert_eq!((served(0), served(1), served(2)), (1, 0, 0));
     sources.doors[1].store(true, Ordering::Release);
     sources.doors[2].store(true, Ordering::Release);
     let joining = Member::open(dir.path(), 3, &sources.via());
@@ -542,7 +550,8 @@ fn a_restart_resumes_after_finished_sources_and_dead_ones_stay_pending() {
     assert!(report.complete(), "{report:?}");
     assert_eq!(report.sources[0].state, SourceState::DoneBefore);
     assert_eq!(report.sources[0].tries, 0);
-    assert_eq!((served(0), served(1), served(2)), (2, 2, 2));
+    // The restart's one pass asked the two others only.
+    assert_eq!((served(0), served(1), served(2)), (1, 1, 1));
     let wrong = differences(&joining.contents(), &want);
     assert!(
         wrong.is_empty(),
@@ -552,9 +561,9 @@ fn a_restart_resumes_after_finished_sources_and_dead_ones_stay_pending() {
     );
 }
 
-/// A transition session opened without a tree (depth 0, a bulk pass) is
-/// welcomed at once with no figures, serves digests of every bucket, and
-/// refuses a request for tree hashes.
+/// A transition session (depth 0: no tree) is welcomed at once with its
+/// share's estimated size, serves digests of every bucket, and refuses a
+/// request for tree hashes.
 #[test]
 fn a_session_without_a_tree_pages_digests_and_refuses_tree_nodes() {
     use crate::antientropy::merkle::DEPTH;
@@ -596,7 +605,9 @@ fn a_session_without_a_tree_pages_digests_and_refuses_tree_nodes() {
     let ask = |s: &mut SyncStream<'_>, m: &Message| crate::antientropy::client::ask(&node, s, m);
     let mut s = open();
     match ask(&mut s, &hello).unwrap() {
-        Message::TransitionWelcome { entries, bytes, .. } => assert_eq!((entries, bytes), (0, 0)),
+        Message::TransitionWelcome { entries, bytes, .. } => {
+            assert!(entries > 0 && bytes > entries, "{entries} {bytes}")
+        }
         other => panic!("expected a TransitionWelcome, got {other:?}"),
     }
     let all: Vec<u32> = (0..1u32 << DEPTH).collect();
@@ -614,8 +625,13 @@ fn a_session_without_a_tree_pages_digests_and_refuses_tree_nodes() {
         indexes: vec![0],
     };
     match ask(&mut s, &tree_nodes) {
-        Ok(Message::Error { message }) => assert!(message.contains("without a tree"), "{message}"),
-        Err(_) => {}
+        Ok(Message::Error { message }) => {
+            assert!(message.contains("unexpected TreeNodes"), "{message}")
+        }
+        Err(crate::antientropy::stream::SessionError::Protocol(message)) => {
+            assert!(message.contains("unexpected TreeNodes"), "{message}")
+        }
+        Err(e) => panic!("expected a refusal of TreeNodes, got {e}"),
         Ok(other) => panic!("expected an Error, got {other:?}"),
     }
 }
@@ -650,7 +666,7 @@ fn a_transition_outside_the_layouts_is_refused() {
     let hello = Message::Transition {
         version: VERSION,
         url: urls[3].clone(),
-        depth: crate::antientropy::merkle::DEPTH,
+        depth: crate::antientropy::wire::NO_TREE_DEPTH,
         old,
         new,
     };
@@ -834,4 +850,54 @@ fn a_kept_node_gains_what_a_leaving_node_held() {
         wrong.len(),
         &wrong[..wrong.len().min(5)]
     );
+}
+
+/// The one pass resumed after a key merges every source's scope past
+/// that key (newest version of each key) and leaves the keys before it
+/// alone; it tells its progress, and every source is done.
+#[test]
+fn the_one_pass_resumes_after_its_key() {
+    use super::one_pass::one_pass;
+    use super::pull::Transition;
+    let sources = sources();
+    let dir = tempfile::tempdir().unwrap();
+    let joining = Member::open(dir.path(), 3, &sources.via());
+    let newest = fill(&sources, &joining);
+    let before = joining.contents();
+    let want = expected(&newest, &before);
+    let (old, new) = layouts();
+    let urls = urls();
+    let node = joining.shared.antientropy_node();
+    let t = Transition {
+        old: &old,
+        new: &new,
+        me: &urls[3],
+    };
+    let gained: Vec<&Vec<u8>> = want.keys().filter(|k| !before.contains_key(*k)).collect();
+    let after = gained[gained.len() / 2].clone();
+    let told = Mutex::new(Vec::new());
+    let progress =
+        |in_pass: &[usize], key: &[u8]| told.lock().unwrap().push((in_pass.to_vec(), key.to_vec()));
+    let via: Vec<(&str, Option<String>)> = (0..3)
+        .map(|i| (urls[i].as_str(), Some(sources.addrs[i].clone())))
+        .collect();
+    let passed = one_pass(&node, t, &via, Some(after.clone()), &progress).unwrap();
+    assert!(
+        passed.iter().all(|p| p.done && p.error.is_none()),
+        "{passed:?}"
+    );
+    let got = joining.contents();
+    for (k, v) in &want {
+        match k > &after {
+            true => assert_eq!(got.get(k), Some(v), "{k:?}"),
+            false => assert_eq!(got.get(k), before.get(k), "{k:?}"),
+        }
+    }
+    // (The pages are few here: progress is told between pages, if at all.)
+    let told = told.lock().unwrap();
+    assert!(
+        told.iter()
+            .all(|(in_pass, key)| in_pass == &[0, 1, 2] && key > &after)
+    );
+    assert!(told.windows(2).all(|w| w[0].1 < w[1].1));
 }
