@@ -5,8 +5,8 @@
 //! `super::scope::Share`), the others their digest entry. The newest
 //! timestamp wins (equal timestamps are the same write, `crate::hlc`), so
 //! the version offered is applied when nobody offers newer; otherwise the
-//! newest is fetched from a source that offered it, unless the gaining
-//! node already holds it (or newer: a write of the transition).
+//! newest is fetched from a source that offered it; either unless the
+//! gaining node already holds it (or newer: a write of the transition).
 //!
 //! [`Merger`] gathers the offers: the sources' pages, each in key order,
 //! merged like a k-way merge; a key is ready once every unfinished
@@ -40,9 +40,9 @@ impl Offer {
 /// What the gaining node does with one key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Take {
-    /// Apply this version, offered by `source` (newest-wins in the engine
-    /// keeps a newer one the gaining node holds).
-    Apply {
+    /// Apply this version, offered by `source`, unless this node holds
+    /// its timestamp or newer.
+    ApplyUnlessHeld {
         /// The source that offered it (for the figures).
         source: usize,
         /// The version.
@@ -65,7 +65,7 @@ pub fn take(offers: Vec<(usize, Offer)>) -> Option<Take> {
     for (source, offer) in offers {
         match offer {
             Offer::Version(version) if version.ts == newest => {
-                return Some(Take::Apply { source, version });
+                return Some(Take::ApplyUnlessHeld { source, version });
             }
             Offer::Digest { ts } if ts == newest && digest_source.is_none() => {
                 digest_source = Some(source);
@@ -188,7 +188,7 @@ mod tests {
         let Offer::Version(version) = version(ts) else {
             unreachable!()
         };
-        Some(Take::Apply { source, version })
+        Some(Take::ApplyUnlessHeld { source, version })
     }
 
     /// The version is applied unless a digest is newer; the newest digest

@@ -251,12 +251,21 @@ fn decide(
 ) -> Result<(), SessionError> {
     let mut apply: Vec<Vec<(Vec<u8>, Stamped)>> = streams.iter().map(|_| Vec::new()).collect();
     let mut fetch: Vec<Vec<Vec<u8>>> = streams.iter().map(|_| Vec::new()).collect();
+    // This node may hold a key already (a write of the transition, a
+    // resumed pass, a kept node that never deleted it): what it holds as
+    // new is neither applied again nor fetched.
+    let held_older = |key: &[u8], ts: u64| -> Result<bool, SessionError> {
+        Ok(local::read_version(node, key)?.is_none_or(|v| v.ts < ts))
+    };
     for (key, offered) in offers {
         match take(offered) {
-            Some(Take::Apply { source, version }) => apply[source].push((key, version)),
+            Some(Take::ApplyUnlessHeld { source, version }) => {
+                if held_older(&key, version.ts)? {
+                    apply[source].push((key, version));
+                }
+            }
             Some(Take::FetchUnlessHeld { source, ts }) => {
-                let held = local::read_version(node, &key)?;
-                if held.is_none_or(|v| v.ts < ts) {
+                if held_older(&key, ts)? {
                     fetch[source].push(key);
                 }
             }
