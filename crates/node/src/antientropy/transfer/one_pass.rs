@@ -259,17 +259,13 @@ fn decide(
     };
     for (key, offered) in offers {
         match take(offered) {
-            Some(Take::ApplyUnlessHeld { source, version }) => {
-                if held_older(&key, version.ts)? {
-                    apply[source].push((key, version));
-                }
+            Some(Take::ApplyUnlessHeld { source, version }) if held_older(&key, version.ts)? => {
+                apply[source].push((key, version));
             }
-            Some(Take::FetchUnlessHeld { source, ts }) => {
-                if held_older(&key, ts)? {
-                    fetch[source].push(key);
-                }
+            Some(Take::FetchUnlessHeld { source, ts }) if held_older(&key, ts)? => {
+                fetch[source].push(key);
             }
-            None => {}
+            _ => {}
         }
     }
     for (i, versions) in apply.into_iter().enumerate() {
