@@ -416,11 +416,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
         Message::Push { items } => {
             debug_assert!(items.len() <= PUSH_ITEMS_MAX);
             out.push(KIND_PUSH);
-            put_count(out, items.len());
-            for (k, v) in items {
-                put_key(out, k);
-                put_stamped(out, v);
-            }
+            put_versions(out, items);
         }
         Message::PushAck {
             applied,
@@ -475,11 +471,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
             debug_assert!(items.len() <= SHARE_ITEMS_MAX);
             debug_assert!(others.len() <= DIGEST_ENTRIES_MAX);
             out.push(KIND_SHARE_PAGE);
-            put_count(out, items.len());
-            for (k, v) in items {
-                put_key(out, k);
-                put_stamped(out, v);
-            }
+            put_versions(out, items);
             put_digest_entries(out, others);
             // `next` is usually the page's last key: said with a flag, so a
             // page of one version at the engine's bounds fits the frame.
@@ -492,6 +484,14 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
         }
     }
     framing::seal(out, start, FRAME_BODY_BYTES_MAX);
+}
+
+fn put_versions(out: &mut Vec<u8>, items: &[(Vec<u8>, Stamped)]) {
+    put_count(out, items.len());
+    for (k, v) in items {
+        put_key(out, k);
+        put_stamped(out, v);
+    }
 }
 
 fn put_digest_entries(out: &mut Vec<u8>, entries: &[DigestEntry]) {
@@ -618,15 +618,9 @@ fn fields(kind: u8, c: &mut Cursor<'_>) -> Result<Message, String> {
             }
             Message::Versions { items }
         }
-        KIND_PUSH => {
-            let n = c.count("version count", PUSH_ITEMS_MAX, 13)?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                let key = c.bytes("key", KEY_BYTES_MAX)?;
-                items.push((key, stamped(c)?));
-            }
-            Message::Push { items }
-        }
+        KIND_PUSH => Message::Push {
+            items: versions(c, PUSH_ITEMS_MAX)?,
+        },
         KIND_PUSH_ACK => Message::PushAck {
             applied: c.u32("applied")?,
             refused: c.u32("refused")?,
@@ -652,12 +646,7 @@ fn fields(kind: u8, c: &mut Cursor<'_>) -> Result<Message, String> {
             after: optional_key(c, "after")?,
         },
         KIND_SHARE_PAGE => {
-            let n = c.count("version count", SHARE_ITEMS_MAX, 13)?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                let key = c.bytes("key", KEY_BYTES_MAX)?;
-                items.push((key, stamped(c)?));
-            }
+            let items = versions(c, SHARE_ITEMS_MAX)?;
             let others = digest_entries(c)?;
             let next = match c.u8("next")? {
                 NEXT_IS_LAST_KEY => match page_last_key(&items, &others) {
@@ -676,6 +665,17 @@ fn fields(kind: u8, c: &mut Cursor<'_>) -> Result<Message, String> {
         }
         _ => Message::KeepAlive,
     })
+}
+
+/// A count (at most `max`) of `(key, version)` pairs.
+fn versions(c: &mut Cursor<'_>, max: usize) -> Result<Vec<(Vec<u8>, Stamped)>, String> {
+    let n = c.count("version count", max, 13)?;
+    let mut items = Vec::with_capacity(n);
+    for _ in 0..n {
+        let key = c.bytes("key", KEY_BYTES_MAX)?;
+        items.push((key, stamped(c)?));
+    }
+    Ok(items)
 }
 
 fn digest_entries(c: &mut Cursor<'_>) -> Result<Vec<DigestEntry>, String> {
