@@ -7,9 +7,10 @@
 # add 15 s in (the move must end within the load). Prints the time from the add to
 # settled, the bytes the new node copied and the copy rate against the
 # limit, every node's CPU seconds (and the busiest threads') during the
-# move, the load's p99 before and during the move, and the copy's phase
-# log lines (`transition copy…`: both sides' trees, walk, digest, fetch,
-# apply, token-bucket waits).
+# move, the load's p99 before and during the move, and the copy's log
+# lines (`one-pass copy…`: each source's pages, page waits, fetches and
+# apply time; `transition copy…`: the sources' side, and any comparing
+# session's phases).
 # Usage: bench/copy-profile.sh [N], from the repository root after
 # `cargo build --release -p ataman --bin ataman`. Loopback ports
 # BASE_PORT (19801) .. +3 and +1000 .. +1003. RATE_BYTES sets the copy
@@ -92,4 +93,4 @@ if os.path.exists(f"{r}/load.json"):
                   f"p99 per second median {statistics.median(e['p99_ms'] for e in x):8.2f} ms")
     print("== p99 ms per second from the add: " + " ".join(f"{e['p99_ms']:.0f}" for e in s if e["second"] >= add_s))
 PY
-grep -h "transition copy" "$R/start.err" | sed 's/^/   /' | cut -c1-400
+grep -h "transition copy\|one-pass copy" "$R/start.err" | sed 's/^/   /' | cut -c1-400

@@ -16,12 +16,17 @@
 # Usage: bench/layout-grow.sh [N], from the repository root after
 # `cargo build --release -p ataman --bin ataman`. Loopback ports
 # BASE_PORT (19701) .. +3 and +1000 .. +1003. RATE_BYTES sets the copy limit (default 67108864).
+# LOAD_CONNECTIONS (default 32) sets the constant-rate load's connections:
+# with 32, each carries ~300 req/s, so a server latency above ~3 ms makes
+# the generator itself fall behind (its corrected latency then counts the
+# backlog); more connections leave the latency to the server.
 set -eu
 B=${ATAMAN:-target/release/ataman}
 N=${1:-1000000}
 LIMIT=${RATE_BYTES:-67108864}
 BASE=${BASE_PORT:-19701}
 LOAD_SEC=${LOAD_SEC:-240}
+CONNS=${LOAD_CONNECTIONS:-32}
 R=${BENCH_DIR:-/tmp/ataman-grow-bench}; rm -rf "$R"; mkdir -p "$R"
 U="http://127.0.0.1:$BASE,http://127.0.0.1:$((BASE + 1)),http://127.0.0.1:$((BASE + 2))"
 NEW="http://127.0.0.1:$((BASE + 3))"
@@ -41,10 +46,10 @@ echo "== filled $N keys of 1 KiB in $(python3 -c "print(round($(now) - $t))") s"
 $B bench http --url "$U" --workload mixed:50 --keys "$N" --value-size 1024 --rate 0 \
   --duration 10s --connections 32 --json "$R/ceiling.json" --no-spectrum > "$R/ceiling.txt" 2>&1
 HALF=$(python3 -c "import json; print(int(json.load(open('$R/ceiling.json'))['achieved_rps'] / 2))")
-echo "== ceiling (closed loop, 32 connections): $((HALF * 2)) req/s; load at $HALF req/s"
+echo "== ceiling (closed loop, 32 connections): $((HALF * 2)) req/s; load at $HALF req/s on $CONNS connections"
 $B ctl --url "http://127.0.0.1:$BASE" layout plan --add "$NEW" > "$R/plan.txt"
 $B bench http --url "$U" --workload mixed:50 --keys "$N" --value-size 1024 --rate "$HALF" \
-  --duration "${LOAD_SEC}s" --connections 32 --json "$R/load.json" --no-spectrum > "$R/load.txt" 2>&1 &
+  --duration "${LOAD_SEC}s" --connections "$CONNS" --json "$R/load.json" --no-spectrum > "$R/load.txt" 2>&1 &
 LOAD=$!
 T0=$(now)
 sleep 30
@@ -107,4 +112,10 @@ add_s, set_s = int(tadd - t0), int(tset - t0) + 1
 phase("before", 2, add_s)
 phase("during", add_s, set_s)
 phase("after", set_s, set_s + 30)
+# The whole run's latency from each request's actual send (not its
+# intended start): what the server answered in, without the generator's
+# own backlog.
+u = json.load(open(f"{r}/load.json"))["uncorrected_latency_ms"]
+print(f"== whole run, from actual send: p50 {u['p50']:.2f} ms, p99 {u['p99']:.2f} ms, "
+      f"p99.9 {u['p99.9']:.2f} ms, max {u['max']:.2f} ms")
 PY
