@@ -166,6 +166,10 @@ pub enum PeerReply {
     Read(Option<Stamped>),
     /// Why there is no answer.
     Failed(String),
+    /// No answer: the connection closed because this node learned a newer
+    /// layout version than it named (the peer would refuse the request on
+    /// it, the fence); the request may be sent again, on the next one.
+    Redialed(String),
 }
 
 /// A request sent and not answered yet.
@@ -256,10 +260,11 @@ impl<W: LinkWaiter> PeerLink<W> {
     }
 
     /// Closes a connection whose upgrade named a layout version older than
-    /// `env.layout_version` (this node learned a newer one), failing what
-    /// is in flight, so that the next request dials again naming the new
-    /// version: a peer that knows it would refuse every request on the old
-    /// connection (the fence). The reconnect is not delayed.
+    /// `env.layout_version` (this node learned a newer one), answering what
+    /// is in flight [`PeerReply::Redialed`] (the driver may send it again),
+    /// so that the next request dials again naming the new version: a peer
+    /// that knows it would refuse every request on the old connection (the
+    /// fence). The reconnect is not delayed.
     pub fn redial_if_older(
         &mut self,
         env: &LinkEnv<'_>,
@@ -274,7 +279,13 @@ impl<W: LinkWaiter> PeerLink<W> {
             "{}: layout version {} learned, the connection named {}",
             self.url, env.layout_version, self.dialed_version
         );
+        let first = outcomes.len();
         self.go_down(env, Some(registry), now, why, outcomes);
+        for (_, reply) in &mut outcomes[first..] {
+            if let PeerReply::Failed(why) = reply {
+                *reply = PeerReply::Redialed(std::mem::take(why));
+            }
+        }
         self.retry_at = now;
         self.backoff = RECONNECT_BACKOFF_MIN;
         // Not down: the next request dials at once (`/v0/cluster` shows idle).

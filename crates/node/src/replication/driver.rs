@@ -28,6 +28,14 @@
 //!   ([`Action::Restamped`]), the request's generation is raised so answers
 //!   to the earlier round are dropped, and every replica is asked again
 //!   under the same deadline.
+//! - A replica whose link closed because this node learned a newer
+//!   layout version (the request was on a connection naming the old one,
+//!   which the peer would refuse: the fence) is asked again once on the
+//!   next connection ([`Replicator::resend`]), under the same deadline, up
+//!   to [`RESENDS_MAX`] times per request; past that it failed. The
+//!   request keeps the replicas it was planned with: its deadline ends
+//!   before the transition counts on every old-placement write being
+//!   over (the driver's `ack` wait, docs/ARCHITECTURE.md "Membership").
 //! - A request ends once every replica answered, or at its deadline
 //!   ([`Replicator::tick`]; the client gets 504 if it was not answered
 //!   yet). Then its aftermath: read repair (a remote replica gets
@@ -61,6 +69,8 @@ use std::collections::VecDeque;
 pub const COORDINATIONS_MAX: usize = 65_536;
 /// Hints sent to one peer per delivery round.
 pub const HINT_BATCH_MAX: usize = 256;
+/// Replicas one request asks again after a redial ([`Replicator::resend`]).
+pub const RESENDS_MAX: u32 = 4;
 
 /// Who waits for a replica's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,6 +235,8 @@ struct Live<T> {
     key: Vec<u8>,
     replicas: Vec<usize>,
     deadline_ms: u64,
+    /// Replicas asked again after a redial ([`RESENDS_MAX`]).
+    resends: u32,
 }
 
 struct Entry<T> {
@@ -379,6 +391,7 @@ impl<T: Copy> Replicator<T> {
             key: request.key,
             replicas: request.replicas,
             deadline_ms: now_ms.saturating_add(self.config.timeout_ms),
+            resends: 0,
         });
         self.live += 1;
         self.check_table();
@@ -387,19 +400,31 @@ impl<T: Copy> Replicator<T> {
 
     /// Queues the request of entry `index` to each of its replicas.
     fn ask_all(&mut self, index: usize) {
-        let entry = &self.table[index];
-        let Some(live) = entry.live.as_ref() else {
-            return;
+        let replicas = match self.table[index].live.as_ref() {
+            Some(live) => live.replicas.len(),
+            None => return,
         };
-        let generation = entry.generation;
-        for (position, &node) in live.replicas.iter().enumerate() {
-            let waiter = Waiter::Coordination {
-                index,
-                generation,
-                position,
-            };
-            let key = live.key.clone();
-            let action = match (node == self.config.self_index, live.coordination.kind()) {
+        for position in 0..replicas {
+            if let Some(action) = self.ask(index, position) {
+                self.actions.push_back(action);
+            }
+        }
+    }
+
+    /// The action that asks replica `position` of request `index` (in its
+    /// current generation), if the request is live.
+    fn ask(&self, index: usize, position: usize) -> Option<Action<T>> {
+        let entry = self.table.get(index)?;
+        let live = entry.live.as_ref()?;
+        let node = *live.replicas.get(position)?;
+        let waiter = Waiter::Coordination {
+            index,
+            generation: entry.generation,
+            position,
+        };
+        let key = live.key.clone();
+        Some(
+            match (node == self.config.self_index, live.coordination.kind()) {
                 (true, ReplicaOp::Read) => Action::ReadLocal { waiter, key },
                 (true, ReplicaOp::Write(version)) => Action::WriteLocal {
                     waiter: Some(waiter),
@@ -418,8 +443,40 @@ impl<T: Copy> Replicator<T> {
                     },
                     deadline_ms: live.deadline_ms,
                 },
-            };
-            self.actions.push_back(action);
+            },
+        )
+    }
+
+    /// The replica `waiter` waits for was on a link that closed because
+    /// this node learned a newer layout version: asks it again (the same
+    /// waiter, the same deadline) and returns true, unless the request is
+    /// over, of another generation, or out of [`RESENDS_MAX`]; then false,
+    /// and the caller answers it failed.
+    pub fn resend(&mut self, waiter: Waiter) -> bool {
+        let Waiter::Coordination {
+            index,
+            generation,
+            position,
+        } = waiter
+        else {
+            return false;
+        };
+        let Some(entry) = self.table.get_mut(index) else {
+            return false;
+        };
+        let Some(live) = entry.live.as_mut() else {
+            return false;
+        };
+        if entry.generation != generation || live.resends >= RESENDS_MAX {
+            return false;
+        }
+        live.resends += 1;
+        match self.ask(index, position) {
+            Some(action) => {
+                self.actions.push_back(action);
+                true
+            }
+            None => false,
         }
     }
 

@@ -529,3 +529,72 @@ fn transition_write_needs_both_sets() {
     );
     d.invariants().unwrap();
 }
+
+/// A replica whose link closed for a newer layout version is asked again
+/// with the same waiter and deadline, and its answer then counts; past
+/// `RESENDS_MAX` resends (or for a finished request, or an older
+/// generation) `resend` refuses and the caller answers it failed.
+#[test]
+fn a_redialed_replica_is_asked_again_within_bounds() {
+    let mut d = driver();
+    d.start(0, request(ReplicaOp::Write(v(10, "x")), 3));
+    let asked = drain(&mut d);
+    let w1 = waiter_of(&asked, 1);
+    assert!(d.resend(w1));
+    let again = drain(&mut d);
+    assert_eq!(
+        again,
+        vec![Action::Send {
+            node: 1,
+            waiter: w1,
+            request: PeerRequest::Write {
+                key: b"k".to_vec(),
+                version: v(10, "x")
+            },
+            deadline_ms: TIMEOUT_MS,
+        }]
+    );
+    for node in 0..3 {
+        d.on_answer(
+            node,
+            waiter_of(&asked, node),
+            ReplicaAnswer::Written,
+            &mut no_clock,
+        );
+    }
+    let done = drain(&mut d);
+    assert!(
+        done.contains(&Action::Reply {
+            to: 7,
+            answer: Ok(Decision::Written)
+        }),
+        "{done:?}"
+    );
+    assert_eq!(d.live(), 0);
+    // The request is over: nothing to ask again.
+    assert!(!d.resend(w1));
+    assert!(drain(&mut d).is_empty());
+    // A request asks again at most RESENDS_MAX times in all.
+    d.start(0, request(ReplicaOp::Read, 2));
+    let asked = drain(&mut d);
+    let w2 = waiter_of(&asked, 2);
+    for _ in 0..RESENDS_MAX {
+        assert!(d.resend(w2));
+    }
+    assert!(!d.resend(w2));
+    assert_eq!(drain(&mut d).len(), RESENDS_MAX as usize);
+    // A waiter of another generation is not asked again.
+    let Waiter::Coordination {
+        index, position, ..
+    } = w2
+    else {
+        unreachable!()
+    };
+    let stale = Waiter::Coordination {
+        index,
+        generation: 0,
+        position,
+    };
+    assert!(!d.resend(stale));
+    d.invariants().unwrap();
+}

@@ -412,6 +412,13 @@ impl ReplicationIo {
                 PeerReply::HoldsNewer(ts) => ReplicaAnswer::HoldsNewer(ts),
                 PeerReply::Read(v) => ReplicaAnswer::Read(v),
                 PeerReply::Failed(why) => ReplicaAnswer::Failed(why),
+                // This node learned a newer layout version; the next
+                // connection names it.
+                PeerReply::Redialed(_) if self.driver.resend(waiter) => {
+                    self.drive(ctx, registry);
+                    continue;
+                }
+                PeerReply::Redialed(why) => ReplicaAnswer::Failed(why),
             };
             self.answer(ctx, node, waiter, outcome);
             self.drive(ctx, registry);
