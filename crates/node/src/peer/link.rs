@@ -279,13 +279,7 @@ impl<W: LinkWaiter> PeerLink<W> {
             "{}: layout version {} learned, the connection named {}",
             self.url, env.layout_version, self.dialed_version
         );
-        let first = outcomes.len();
-        self.go_down(env, Some(registry), now, why, outcomes);
-        for (_, reply) in &mut outcomes[first..] {
-            if let PeerReply::Failed(why) = reply {
-                *reply = PeerReply::Redialed(std::mem::take(why));
-            }
-        }
+        self.go_down_answering(env, Some(registry), now, why, PeerReply::Redialed, outcomes);
         self.retry_at = now;
         self.backoff = RECONNECT_BACKOFF_MIN;
         // Not down: the next request dials at once (`/v0/cluster` shows idle).
@@ -465,6 +459,19 @@ impl<W: LinkWaiter> PeerLink<W> {
         why: String,
         outcomes: &mut Vec<(W, PeerReply)>,
     ) {
+        self.go_down_answering(env, registry, now, why, PeerReply::Failed, outcomes);
+    }
+
+    /// [`Self::go_down`], answering what is in flight `answer(why)`.
+    fn go_down_answering(
+        &mut self,
+        env: &LinkEnv<'_>,
+        registry: Option<&Registry>,
+        now: Instant,
+        why: String,
+        answer: fn(String) -> PeerReply,
+        outcomes: &mut Vec<(W, PeerReply)>,
+    ) {
         if let Some(mut stream) = self.stream.take()
             && let Some(registry) = registry
         {
@@ -473,7 +480,7 @@ impl<W: LinkWaiter> PeerLink<W> {
         let status = &env.status;
         for (_, Inflight { waiter, .. }) in self.inflight.drain() {
             status.failed.fetch_add(1, Ordering::Relaxed);
-            outcomes.push((waiter, PeerReply::Failed(why.clone())));
+            outcomes.push((waiter, answer(why.clone())));
         }
         if self.phase == Phase::Up {
             // A working connection broke: try again soon.
