@@ -46,7 +46,7 @@ ticks() {
 }
 if [ "$LOAD_RATE" -gt 0 ]; then
   $B bench http --url "$U" --workload mixed:50 --keys "$N" --value-size 1024 --rate "$LOAD_RATE" \
-    --duration "${LOAD_SEC:-120}s" --connections 32 --json "$R/load.json" --no-spectrum > "$R/load.txt" 2>&1 &
+    --duration "${LOAD_SEC:-120}s" --connections "${LOAD_CONNECTIONS:-32}" --json "$R/load.json" --no-spectrum > "$R/load.txt" 2>&1 &
   LOAD=$!
   sleep 15
 fi
@@ -56,6 +56,9 @@ $B cluster add --dir "$R/c" > "$R/add.txt" 2>&1 || { echo "add failed"; cat "$R/
 TSET=$(now)
 ticks > "$R/ticks.after"
 curl -s "http://127.0.0.1:$((BASE + 3))/metrics" > "$R/new-node.metrics"
+for p in 0 1 2 3; do
+  echo "== node $p: $(curl -s "http://127.0.0.1:$((BASE + p))/metrics" | grep -E '^ataman_engine_(write_stall|compaction_bytes|flush)[a-z_]* ' | tr '\n' ' ')"
+done > "$R/engine.txt"
 if [ -n "$LOAD" ]; then wait "$LOAD" || true; LOAD=; fi
 python3 - "$R" "$T0" "$TSET" "$LIMIT" <<'PY'
 import json, os, statistics, sys
@@ -94,3 +97,4 @@ if os.path.exists(f"{r}/load.json"):
     print("== p99 ms per second from the add: " + " ".join(f"{e['p99_ms']:.0f}" for e in s if e["second"] >= add_s))
 PY
 grep -h "transition copy\|one-pass copy" "$R/start.err" | sed 's/^/   /' | cut -c1-400
+cat "$R/engine.txt"

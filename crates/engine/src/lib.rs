@@ -12,13 +12,14 @@
 //! - [`memtable`]: the in-memory sorted table writes land in.
 //! - [`sst`]: SSTables: blocks, bloom filter, index, footer, block cache.
 //! - [`manifest`]: the log of version edits that says which files are live.
-//! - [`compaction`]: merging iterators, leveled compaction picking, the
-//!   background flush/compaction thread.
+//! - [`compaction`]: merging iterators, leveled compaction picking,
+//!   purge rules (the flush and compaction threads are in [`db`]).
 //! - [`fs`]: the file-system seam; [`fs::sim`] simulates power loss.
 //! - [`key`], [`batch`], [`coding`]: the byte formats everything shares.
 //! - [`expiry`]: expiring values (an absolute deadline per version);
 //!   [`clock`]: the wall clock expiry reads.
-//! - [`queue`], [`oneshot`]: the hand-offs between threads.
+//! - [`queue`], [`oneshot`]: the hand-offs between threads;
+//!   [`thread_priority`]: background threads yielding the CPU.
 //!
 //! The byte formats are specified in `docs/FORMAT.md`; the threads and the
 //! commit and recovery protocol in `docs/ARCHITECTURE.md`.
@@ -40,6 +41,7 @@ pub mod oneshot;
 pub mod options;
 pub mod queue;
 pub mod sst;
+pub mod thread_priority;
 pub mod version;
 pub mod wal;
 

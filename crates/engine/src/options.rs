@@ -92,6 +92,12 @@ pub struct Options {
     pub force_recovery: bool,
     /// Run flushes and compactions in the background automatically.
     pub background_compaction: bool,
+    /// How much nicer than the process the compaction thread runs (Linux
+    /// nice steps; 0 leaves it as is). Compactions and purges then take
+    /// the CPU the foreground leaves; flushes (their own thread) keep the
+    /// process's priority. A compaction that falls behind still bounds the
+    /// writers: they stall at `l0_stop_writes`.
+    pub compaction_nice: i32,
     /// The wall clock expiry and the tombstone grace read; tests pass a
     /// [`crate::clock::VirtualClock`].
     pub clock: Arc<dyn Clock>,
@@ -129,6 +135,7 @@ impl Default for Options {
             recovery_reader_thread: true,
             force_recovery: false,
             background_compaction: true,
+            compaction_nice: 0,
             clock: Arc::new(SystemClock),
             planted_drop_expired_without_tombstone: false,
         }

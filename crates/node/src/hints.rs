@@ -263,6 +263,7 @@ impl HintStore {
             tombstone_grace: Duration::ZERO,
             memtable_bytes_max: HINTS_MEMTABLE_BYTES_MAX,
             block_cache_bytes: HINTS_BLOCK_CACHE_BYTES,
+            compaction_nice: crate::antientropy::priority::BACKGROUND_NICE_STEP,
             ..Options::default()
         };
         Self::open_with_options(dir, bytes_max, opts)

@@ -88,6 +88,7 @@ fn engine_options(config: &NodeConfig) -> Options {
         wal_mode: config.wal_mode,
         force_recovery: config.force_recovery,
         tombstone_grace: config.tombstone_grace,
+        compaction_nice: antientropy::priority::BACKGROUND_NICE_STEP,
         ..Options::default()
     };
     if let Some(b) = config.memtable_bytes_max {

@@ -1,9 +1,18 @@
-//! The background thread: flushes immutable memtables and runs compactions,
-//! then installs the results as new versions.
+//! The background threads: the flush thread writes immutable memtables to
+//! L0 tables; the compaction thread runs compactions and purges. Each
+//! installs its results as new versions.
 //!
-//! Flushes come first (they free memory and unblock a stalled writer);
-//! manual compactions next; automatic compactions when nothing else waits.
-//! Any failure poisons the engine: a half-installed tree is never used.
+//! Two threads, so a long compaction or purge never holds up a flush (a
+//! writer stalls only when memtables, not merges, are behind), and so the
+//! compaction thread can run at a lower CPU priority than the foreground
+//! (`Options::compaction_nice`) while flushes keep theirs. Their installs
+//! compose: each takes the manifest lock for its edit, then rebuilds the
+//! read view from the latest one under `sv_update`; a flush only adds L0
+//! tables, a compaction removes exactly the tables it merged.
+//!
+//! On the compaction thread manual compactions come first, then purges,
+//! then one automatic compaction per round. Any failure poisons the
+//! engine: a half-installed tree is never used.
 
 use crate::compaction::output::{DropPolicy, write_tables};
 use crate::compaction::picker::{self, Plan};
@@ -20,40 +29,95 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-/// How long the idle background thread waits before re-checking its work.
+/// How long an idle background thread waits before re-checking its work.
 const BG_IDLE_WAIT: Duration = Duration::from_millis(500);
 
-/// The thread body.
-pub fn run(shared: Arc<Shared>) {
+/// Which background thread a wait is for.
+#[derive(Clone, Copy)]
+enum Role {
+    Flush,
+    Compaction,
+}
+
+/// Waits until `role` has work (its hint, set by `Shared::notify_bg` and
+/// the other thread, or the idle re-check) and clears the hint; `None` at
+/// shutdown.
+fn wait_for_work(shared: &Shared, role: Role) -> Option<super::shared::BgGuard<'_>> {
+    let mut bg = lock(&shared.bg);
     loop {
-        let manual = {
-            let mut bg = lock(&shared.bg);
-            while !bg.shutdown && !bg.work_hint {
-                bg = shared
-                    .bg_cond
-                    .wait_timeout(bg, BG_IDLE_WAIT)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
-                if !bg.work_hint {
-                    bg.work_hint = true; // periodic re-check (e.g. tombstone expiry)
-                }
-            }
-            if bg.shutdown {
-                for reply in bg.manual_compactions.drain(..) {
-                    let _ = reply.send(Err(Error::Closed));
-                }
-                for job in bg.purges.drain(..) {
-                    job.answer(Err(Error::Closed));
-                }
-                return;
-            }
-            bg.work_hint = false;
-            (
-                std::mem::take(&mut bg.manual_compactions),
-                std::mem::take(&mut bg.purges),
-            )
+        if bg.shutdown {
+            return None;
+        }
+        let hint = match role {
+            Role::Flush => &mut bg.flush_hint,
+            Role::Compaction => &mut bg.compaction_hint,
         };
-        let (manual, purges) = manual;
+        if std::mem::take(hint) {
+            return Some(bg);
+        }
+        let (guard, timeout) = shared
+            .bg_cond
+            .wait_timeout(bg, BG_IDLE_WAIT)
+            .unwrap_or_else(|e| e.into_inner());
+        bg = guard;
+        if timeout.timed_out() {
+            // The periodic re-check (e.g. tombstone expiry).
+            return Some(bg);
+        }
+    }
+}
+
+/// The flush thread's body: every immutable memtable, oldest first.
+pub fn run_flushes(shared: Arc<Shared>) {
+    while let Some(bg) = wait_for_work(&shared, Role::Flush) {
+        drop(bg);
+        if shared.check_poisoned().is_err() {
+            continue;
+        }
+        match flush_all(&shared) {
+            Ok(0) => {}
+            // New L0 tables: the compaction thread may have work.
+            Ok(_) => shared.notify_bg(),
+            Err(e) => shared.poison(&e),
+        }
+        shared.bg_cond.notify_all();
+    }
+}
+
+/// Flushes every immutable memtable, oldest first; says how many.
+fn flush_all(shared: &Shared) -> Result<usize> {
+    let mut flushed = 0;
+    loop {
+        let sv = shared.sv.load_full();
+        let Some(oldest) = sv.imms.last().cloned() else {
+            return Ok(flushed);
+        };
+        flush_memtable(shared, &oldest)?;
+        flushed += 1;
+        shared.bg_cond.notify_all();
+    }
+}
+
+/// The compaction thread's body (at `Options::compaction_nice`).
+pub fn run_compactions(shared: Arc<Shared>) {
+    if shared.opts.compaction_nice > 0 {
+        // Best effort: a thread that cannot lower itself runs as it was.
+        let _ = crate::thread_priority::lower_this_thread(shared.opts.compaction_nice);
+    }
+    loop {
+        let Some(mut bg) = wait_for_work(&shared, Role::Compaction) else {
+            let mut bg = lock(&shared.bg);
+            for reply in bg.manual_compactions.drain(..) {
+                let _ = reply.send(Err(Error::Closed));
+            }
+            for job in bg.purges.drain(..) {
+                job.answer(Err(Error::Closed));
+            }
+            return;
+        };
+        let manual = std::mem::take(&mut bg.manual_compactions);
+        let purges = std::mem::take(&mut bg.purges);
+        drop(bg);
         if shared.check_poisoned().is_err() {
             for reply in manual {
                 let _ = reply.send(shared.check_poisoned());
@@ -63,28 +127,20 @@ pub fn run(shared: Arc<Shared>) {
             }
             continue;
         }
-        if let Err(e) = step(&shared, manual, purges) {
+        if let Err(e) = compaction_step(&shared, manual, purges) {
             shared.poison(&e);
         }
         shared.bg_cond.notify_all();
     }
 }
 
-/// One round of work: all flushes, then manual compactions and purges,
+/// One round of the compaction thread: manual compactions and purges,
 /// then one automatic compaction.
-fn step(
+fn compaction_step(
     shared: &Shared,
     manual: Vec<std::sync::mpsc::Sender<Result<()>>>,
     purges: Vec<super::purge::PurgeJob>,
 ) -> Result<()> {
-    loop {
-        let sv = shared.sv.load_full();
-        let Some(oldest) = sv.imms.last().cloned() else {
-            break;
-        };
-        flush_memtable(shared, &oldest)?;
-        shared.bg_cond.notify_all();
-    }
     for reply in manual {
         let result = match picker::pick_all(&shared.sv.load().version) {
             Some(plan) => compact(shared, plan),

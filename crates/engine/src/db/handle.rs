@@ -139,8 +139,13 @@ impl Db {
         threads.push(spawn("ataman-tx", Box::new(move || tx_thread::run(s)))?);
         let s = Arc::clone(&shared);
         threads.push(spawn(
+            "ataman-flush",
+            Box::new(move || flush_compaction_thread::run_flushes(s)),
+        )?);
+        let s = Arc::clone(&shared);
+        threads.push(spawn(
             "ataman-compact",
-            Box::new(move || flush_compaction_thread::run(s)),
+            Box::new(move || flush_compaction_thread::run_compactions(s)),
         )?);
         Ok(Db {
             shared,
@@ -302,7 +307,7 @@ impl Db {
         {
             let mut bg = lock(&self.shared.bg);
             bg.manual_compactions.push(tx);
-            bg.work_hint = true;
+            bg.compaction_hint = true;
         }
         self.shared.bg_cond.notify_all();
         rx.recv().map_err(|_| Error::Closed)?

@@ -3,8 +3,8 @@
 //! - [`handle`]: [`Db`], the handle (open, write, read, stats, close).
 //! - [`open`]: recovery: manifest, SSTables, WAL replay.
 //! - [`tx_thread`]: the tx thread, the single owner of mutable state.
-//! - [`flush_compaction_thread`]: the background thread that flushes
-//!   memtables, compacts and installs new versions.
+//! - [`flush_compaction_thread`]: the background threads: one flushes
+//!   memtables, one compacts (and purges); each installs new versions.
 //! - the WAL thread is [`crate::wal::writer`].
 //! - [`read`]: point reads and scans on a read view.
 //! - `replayed_runs`: the WAL tail replayed at open, kept as immutable

@@ -7,8 +7,8 @@
 //!    cutoff. Every version up to it is now in an immutable memtable or a
 //!    table; every later one in the new memtable.
 //! 2. It waits until every immutable memtable is flushed.
-//! 3. The background thread (which runs every compaction, so none runs
-//!    beside the purge) merges every table of the tree into its deepest
+//! 3. The compaction thread (which runs every compaction, so none runs
+//!    beside the purge; flushes of later writes may) merges every table of the tree into its deepest
 //!    level through the filter, as a full manual compaction does, and
 //!    installs the result with one manifest edit.
 //!
@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 
-/// A purge waiting for the background thread.
+/// A purge waiting for the compaction thread.
 pub struct PurgeJob {
     keep: Arc<KeepKey>,
     seq_max: u64,
@@ -42,7 +42,7 @@ impl PurgeJob {
     }
 }
 
-/// Steps 1 and 2, then hands step 3 to the background thread and waits.
+/// Steps 1 and 2, then hands step 3 to the compaction thread and waits.
 pub fn purge(shared: &Arc<Shared>, keep: Arc<KeepKey>) -> Result<PurgeReport> {
     shared.check_poisoned()?;
     let (tx, rx) = mpsc::sync_channel(1);
@@ -65,13 +65,13 @@ pub fn purge(shared: &Arc<Shared>, keep: Arc<KeepKey>) -> Result<PurgeReport> {
             seq_max,
             reply,
         });
-        bg.work_hint = true;
+        bg.compaction_hint = true;
     }
     shared.bg_cond.notify_all();
     answer.recv().map_err(|_| Error::Closed)?
 }
 
-/// Step 3, on the background thread. An error poisons the engine (as a
+/// Step 3, on the compaction thread. An error poisons the engine (as a
 /// failed compaction's does); the caller hears it too.
 pub fn run(shared: &Shared, job: PurgeJob) -> Result<()> {
     let outcome = rewrite(shared, &job);

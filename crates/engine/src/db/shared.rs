@@ -55,9 +55,14 @@ pub struct BgState {
     pub purges: Vec<super::purge::PurgeJob>,
     /// Per-level key after which the next compaction of that level starts (round robin).
     pub compact_pointers: Vec<Vec<u8>>,
-    /// Something changed that may need background work.
-    pub work_hint: bool,
+    /// Something changed that may need a flush.
+    pub flush_hint: bool,
+    /// Something changed that may need a compaction or a purge.
+    pub compaction_hint: bool,
 }
+
+/// The background state, locked.
+pub type BgGuard<'a> = std::sync::MutexGuard<'a, BgState>;
 
 /// Everything the engine's threads share.
 pub struct Shared {
@@ -119,7 +124,8 @@ impl Shared {
         let fs = Arc::clone(&opts.fs);
         let bg = BgState {
             compact_pointers: vec![Vec::new(); opts.levels],
-            work_hint: true,
+            flush_hint: true,
+            compaction_hint: true,
             ..BgState::default()
         };
         Shared {
@@ -191,10 +197,11 @@ impl Shared {
         })
     }
 
-    /// Wakes the background thread and anyone waiting on an install.
+    /// Wakes the background threads and anyone waiting on an install.
     pub fn notify_bg(&self) {
         let mut bg = lock(&self.bg);
-        bg.work_hint = true;
+        bg.flush_hint = true;
+        bg.compaction_hint = true;
         drop(bg);
         self.bg_cond.notify_all();
     }
