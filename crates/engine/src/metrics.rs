@@ -167,6 +167,13 @@ pub struct EngineMetrics {
     pub compaction_bytes_read: Counter,
     /// Bytes of SSTables written by compactions.
     pub compaction_bytes_written: Counter,
+    /// Ingests installed (`Db::ingest`).
+    pub ingests: Counter,
+    /// Bytes of SSTables written by ingests.
+    pub ingest_bytes_written: Counter,
+    /// Ingests that found no level free for their key range (the caller
+    /// then writes the batch the ordinary way).
+    pub ingests_declined: Counter,
     /// Times the writer stalled waiting for flush or compaction.
     pub write_stalls: Counter,
     /// Microseconds spent stalled.

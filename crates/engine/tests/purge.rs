@@ -367,3 +367,42 @@ fn writes_during_a_purge_are_kept_and_earlier_ones_dropped() {
     }
     assert!(kept_after > 0, "no write after the purge to check");
 }
+
+/// A purge paced too slowly to end (1 byte/s) hurries while level 0
+/// holds twice its compaction trigger (compactions wait for the purge):
+/// it ends, and leaves exactly the kept keys.
+#[test]
+fn a_paced_purge_hurries_while_level_0_is_full() {
+    let fs = SimFs::new();
+    let opts = Options {
+        memtable_bytes_max: 1024 * 1024,
+        l0_stop_writes: 1000,
+        ..options(&fs, false)
+    };
+    let full = 2 * opts.l0_compaction_trigger;
+    let db = Arc::new(Db::open(Path::new(DIR), opts).unwrap());
+    let mut model = Model::new();
+    let base = timestamp_from_millis(now_ms(), 0);
+    // More than a pace step (1 MiB) in `full` level-0 tables.
+    for round in 0..full as u64 {
+        for k in 0..KEYS {
+            let ts = base + round * KEYS + k;
+            let value = vec![b'a' + round as u8; 2048];
+            db.put(&key(k), &value, ts, Durability::None).unwrap();
+            model.insert(key(k), Entry::value(ts, value));
+        }
+        db.flush().unwrap();
+    }
+    assert!(db.stats().level_files[0] >= full, "{:?}", db.stats().level_files);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let purging = Arc::clone(&db);
+    std::thread::spawn(move || {
+        let _ = tx.send(purging.purge_paced(keep_fn(), 1));
+    });
+    let report = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the paced purge did not hurry")
+        .unwrap();
+    assert!(report.keys_dropped > 0);
+    check(&db, &kept(&model), "after a hurried purge");
+}

@@ -368,7 +368,14 @@ impl cluster::cleanup::Cleaner for EnginePurge {
         version: u64,
         keep: cluster::cleanup::KeepFn,
     ) -> Result<cluster::cleanup::Purged, String> {
-        let report = self.0.db.purge(keep).map_err(|e| e.to_string())?;
+        // Paced by the node's background rate, as the copy is: a cleanup
+        // rewrites the whole store.
+        let rate = self.0.config.anti_entropy_rate_bytes;
+        let report = self
+            .0
+            .db
+            .purge_paced(keep, rate)
+            .map_err(|e| e.to_string())?;
         let purged = cluster::cleanup::Purged {
             keys: report.keys_dropped,
             bytes: report.bytes_dropped,

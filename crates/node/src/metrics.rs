@@ -381,7 +381,7 @@ fn render_engine_state(out: &mut String, s: &Stats) {
 
 /// The engine's counters since it opened, and its block cache.
 fn render_engine_counters(out: &mut String, s: &Stats, m: &EngineMetrics) {
-    let counters: [(&str, &str, u64); 19] = [
+    let counters: [(&str, &str, u64); 22] = [
         (
             "ataman_engine_user_bytes_written_total",
             "Key and value bytes accepted.",
@@ -436,6 +436,21 @@ fn render_engine_counters(out: &mut String, s: &Stats, m: &EngineMetrics) {
             "ataman_engine_compaction_bytes_written_total",
             "SSTable bytes written by compactions.",
             m.compaction_bytes_written.get(),
+        ),
+        (
+            "ataman_engine_ingests_total",
+            "Sorted batches written straight to tables (a transition copy).",
+            m.ingests.get(),
+        ),
+        (
+            "ataman_engine_ingest_bytes_written_total",
+            "SSTable bytes written by ingests.",
+            m.ingest_bytes_written.get(),
+        ),
+        (
+            "ataman_engine_ingests_declined_total",
+            "Ingests that found no level free for their keys (written the ordinary way).",
+            m.ingests_declined.get(),
         ),
         (
             "ataman_engine_write_stalls_total",

@@ -5,11 +5,13 @@
 //! - [`picker`]: which files to compact next (scores, round robin).
 //! - [`purge`]: dropping every version of the keys a predicate rejects,
 //!   without tombstones (a cleanup compaction).
+//! - [`pace`]: how long a paced merge (a purge) waits to keep its rate.
 //!
-//! The background thread that flushes, compacts and installs the results
-//! is the engine's (`db/flush_compaction_thread.rs`): this module knows
+//! The background threads that flush, compact and install the results
+//! are the engine's (`db/flush_compaction_thread.rs`): this module knows
 //! nothing of the engine's shared state.
 
 pub mod output;
+pub mod pace;
 pub mod picker;
 pub mod purge;

@@ -160,15 +160,20 @@ pub fn write_tables_filtered(
                 "undecodable internal key in merge".into(),
             ),
         })?;
-        if let Some(p) = purge.as_deref_mut()
-            && p.drops(
+        if let Some(p) = purge.as_deref_mut() {
+            let dropped = p.drops(
                 parsed.user_key,
                 parsed.seq,
                 ikey.len() + input.value().len(),
-            )
-        {
-            input.next()?;
-            continue;
+            );
+            if p.stopped {
+                // Unnamed tables are removed by the next open.
+                return Err(Error::Closed);
+            }
+            if dropped {
+                input.next()?;
+                continue;
+            }
         }
         let newest = !have_last || last_user_key.as_slice() != parsed.user_key;
         if newest {

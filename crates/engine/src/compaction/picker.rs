@@ -48,6 +48,15 @@ pub fn scores(version: &Version, opts: &Options) -> Vec<f64> {
         .collect()
 }
 
+impl Plan {
+    /// The smallest and largest user keys of the inputs (the outputs lie
+    /// between them).
+    pub fn user_span(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+        let files: Vec<Arc<LiveTable>> = self.inputs.iter().map(|(_, f)| Arc::clone(f)).collect();
+        user_span(&files)
+    }
+}
+
 fn user_span(files: &[Arc<LiveTable>]) -> Option<(Vec<u8>, Vec<u8>)> {
     let lo = files.iter().map(|f| f.user_range().0).min()?;
     let hi = files.iter().map(|f| f.user_range().1).max()?;

@@ -25,6 +25,9 @@
 //!   removed at the next open), after it the new. A purge run again with
 //!   the same predicate finds nothing more to drop.
 
+use super::pace::Pace;
+use std::time::{Duration, Instant};
+
 /// Says whether a user key is kept (true) or purged (false).
 pub type KeepKey = dyn Fn(&[u8]) -> bool + Send + Sync;
 
@@ -48,8 +51,23 @@ pub struct PurgeFilter<'a> {
     keep: &'a KeepKey,
     seq_max: u64,
     last_dropped: Option<Vec<u8>>,
+    pacer: Option<Pacer<'a>>,
     /// What was dropped so far.
     pub report: PurgeReport,
+    /// Set when the pacer was told to stop: the merge ends with
+    /// `Error::Closed` (nothing installed; a purge run again redoes it).
+    pub stopped: bool,
+}
+
+/// A purge's pace ([`super::pace`]) and what the engine tells it.
+pub struct Pacer<'a> {
+    /// The schedule.
+    pub pace: Pace,
+    /// True while the purge should not wait (level 0 has grown).
+    pub hurry: &'a dyn Fn() -> bool,
+    /// Waits up to the time given, less if the engine begins to close;
+    /// true when it is closing (the purge stops).
+    pub wait: &'a dyn Fn(Duration) -> bool,
 }
 
 impl<'a> PurgeFilter<'a> {
@@ -60,12 +78,27 @@ impl<'a> PurgeFilter<'a> {
             keep,
             seq_max,
             last_dropped: None,
+            pacer: None,
             report: PurgeReport::default(),
+            stopped: false,
         }
     }
 
-    /// True when the entry is dropped (and counted).
+    /// The same filter, sleeping between entries to keep `pacer`'s rate.
+    pub fn paced(mut self, pacer: Pacer<'a>) -> Self {
+        self.pacer = Some(pacer);
+        self
+    }
+
+    /// True when the entry is dropped (and counted); a paced filter first
+    /// waits as its pace says.
     pub fn drops(&mut self, user_key: &[u8], seq: u64, entry_bytes: usize) -> bool {
+        if let Some(p) = &mut self.pacer
+            && p.pace.count(entry_bytes as u64)
+        {
+            let wait = p.pace.wait(Instant::now(), (p.hurry)());
+            self.stopped |= (p.wait)(wait);
+        }
         if seq > self.seq_max {
             return false;
         }
@@ -89,6 +122,45 @@ impl<'a> PurgeFilter<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A paced filter asks its pace once per step and stops when the
+    /// engine closes during a wait; unpaced, it never stops.
+    #[test]
+    fn a_paced_filter_waits_per_step_and_stops_at_a_close() {
+        use std::cell::RefCell;
+        let keep = |_: &[u8]| true;
+        let waits = RefCell::new(Vec::new());
+        let closing = RefCell::new(false);
+        let wait = |d: Duration| {
+            waits.borrow_mut().push(d);
+            *closing.borrow()
+        };
+        let hurry = || false;
+        let pacer = Pacer {
+            pace: Pace::new(1024 * 1024, Instant::now()),
+            hurry: &hurry,
+            wait: &wait,
+        };
+        let mut f = PurgeFilter::new(&keep, 10).paced(pacer);
+        let entry = 64 * 1024;
+        for _ in 0..32 {
+            assert!(!f.drops(b"k", 1, entry));
+        }
+        // 2 MiB read at once at 1 MiB/s: two decisions, each a wait.
+        assert_eq!(waits.borrow().len(), 2);
+        assert!(waits.borrow().iter().all(|d| !d.is_zero()));
+        assert!(!f.stopped);
+        *closing.borrow_mut() = true;
+        for _ in 0..16 {
+            f.drops(b"k", 1, entry);
+        }
+        assert!(f.stopped);
+        let mut unpaced = PurgeFilter::new(&keep, 10);
+        for _ in 0..64 {
+            unpaced.drops(b"k", 1, entry);
+        }
+        assert!(!unpaced.stopped);
+    }
 
     /// Rejected keys are dropped and counted once per key; kept keys and
     /// versions after the cutoff are not.

@@ -142,8 +142,8 @@ fn compaction_step(
     purges: Vec<super::purge::PurgeJob>,
 ) -> Result<()> {
     for reply in manual {
-        let result = match picker::pick_all(&shared.sv.load().version) {
-            Some(plan) => compact(shared, plan),
+        let result = match claim(shared, picker::pick_all) {
+            Some((plan, _merging)) => compact(shared, plan),
             None => Ok(()),
         };
         let failed = result.as_ref().err().map(Error::to_poisoned);
@@ -158,19 +158,46 @@ fn compaction_step(
     if !shared.opts.background_compaction {
         return Ok(());
     }
-    let plan = {
+    let claimed = claim(shared, |version| {
         let bg = lock(&shared.bg);
-        picker::pick(
-            &shared.sv.load().version,
-            &shared.opts,
-            &bg.compact_pointers,
-        )
-    };
-    if let Some(plan) = plan {
+        picker::pick(version, &shared.opts, &bg.compact_pointers)
+    });
+    if let Some((plan, _merging)) = claimed {
         compact(shared, plan)?;
         shared.notify_bg(); // there may be more to do
     }
     Ok(())
+}
+
+/// Says, while alive, where the compaction thread's current merge writes
+/// (`Shared::merging`); cleared when dropped, after the install or a
+/// failure.
+pub(crate) struct Merging<'a>(&'a Shared);
+
+impl Drop for Merging<'_> {
+    fn drop(&mut self) {
+        *lock(&self.0.merging) = None;
+    }
+}
+
+/// Picks a merge on the current tree with `pick` and marks where it will
+/// write, in one step under `Shared::merging`: an ingest that installs
+/// after this sees the mark, one that installed before is in the tree
+/// `pick` saw.
+pub(crate) fn claim<'a>(
+    shared: &'a Shared,
+    pick: impl FnOnce(&Version) -> Option<Plan>,
+) -> Option<(Plan, Merging<'a>)> {
+    let mut merging = lock(&shared.merging);
+    let plan = pick(&shared.sv.load().version)?;
+    let (lo, hi) = plan.user_span()?;
+    *merging = Some(super::shared::MergeSpan {
+        output_level: plan.output_level,
+        lo,
+        hi,
+    });
+    drop(merging);
+    Some((plan, Merging(shared)))
 }
 
 /// Writes the oldest immutable memtable to an L0 table and installs it.

@@ -154,6 +154,13 @@ impl Db {
         })
     }
 
+    /// The state the engine's threads share (crate tests drive steps the
+    /// handle does not expose).
+    #[cfg(test)]
+    pub(crate) fn shared_for_tests(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     /// What the open found (WAL replay, torn tail, skipped records, timings).
     pub fn recovery_report(&self) -> &RecoveryReport {
         &self.report
@@ -297,7 +304,30 @@ impl Db {
         &self,
         keep: Arc<crate::compaction::purge::KeepKey>,
     ) -> Result<crate::compaction::purge::PurgeReport> {
-        super::purge::purge(&self.shared, keep)
+        super::purge::purge(&self.shared, keep, None)
+    }
+
+    /// [`Db::purge`] with its reads paced at `bytes_per_sec` on average
+    /// (`crate::compaction::pace`), so a purge of a large store does not
+    /// take the disk and a CPU at once; it hurries while level 0 holds
+    /// twice its compaction trigger (compactions wait for it), and a close
+    /// stops it (`Error::Closed`; run it again after the open).
+    pub fn purge_paced(
+        &self,
+        keep: Arc<crate::compaction::purge::KeepKey>,
+        bytes_per_sec: u64,
+    ) -> Result<crate::compaction::purge::PurgeReport> {
+        super::purge::purge(&self.shared, keep, Some(bytes_per_sec))
+    }
+
+    /// Writes `batch`, whose keys must be strictly increasing (one version
+    /// each), straight to tables of the deepest level free for its key
+    /// span, durably, without the WAL or the memtable (`super::ingest`);
+    /// `Ok(None)` when no level is free (nothing changed: write the batch
+    /// the ordinary way). The versions compete with the others by
+    /// timestamp, as every version does.
+    pub fn ingest(&self, batch: &crate::WriteBatch) -> Result<Option<super::ingest::IngestReport>> {
+        super::ingest::ingest(&self.shared, batch)
     }
 
     /// Flushes, then compacts every table into the deepest level and waits.

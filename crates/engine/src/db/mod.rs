@@ -10,10 +10,12 @@
 //! - `replayed_runs`: the WAL tail replayed at open, kept as immutable
 //!   memtables until flushed.
 //! - [`purge`]: dropping the keys a predicate rejects, without tombstones.
+//! - [`ingest`]: a sorted batch written straight to tables of one level.
 //! - [`shared`]: the state the threads share.
 
 pub mod flush_compaction_thread;
 pub mod handle;
+pub mod ingest;
 pub mod open;
 pub mod purge;
 pub mod read;

@@ -61,6 +61,25 @@ pub struct BgState {
     pub compaction_hint: bool,
 }
 
+/// Where a running merge writes: its output level and the user-key span
+/// of its inputs (its outputs lie inside it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeSpan {
+    /// The level the merge's outputs are installed in.
+    pub output_level: usize,
+    /// The smallest user key of its inputs.
+    pub lo: Vec<u8>,
+    /// The largest user key of its inputs.
+    pub hi: Vec<u8>,
+}
+
+impl MergeSpan {
+    /// True when the merge's outputs could overlap `[lo, hi]` in `level`.
+    pub fn blocks(&self, level: usize, lo: &[u8], hi: &[u8]) -> bool {
+        self.output_level == level && self.lo.as_slice() <= hi && lo <= self.hi.as_slice()
+    }
+}
+
 /// The background state, locked.
 pub type BgGuard<'a> = std::sync::MutexGuard<'a, BgState>;
 
@@ -94,6 +113,11 @@ pub struct Shared {
     pub wal_queue: Arc<HandoffQueue<WalItem>>,
     /// Manifest and live-file state.
     pub versions: Mutex<VersionSet>,
+    /// The merge the compaction thread runs now, if any: its output level
+    /// and user-key span. An ingest never installs a table there
+    /// (`super::ingest`). Lock order: `versions`, then this, then `bg` or
+    /// `sv_update`.
+    pub merging: Mutex<Option<MergeSpan>>,
     /// Background thread state.
     pub bg: Mutex<BgState>,
     /// Signalled on every background state change and install.
@@ -150,6 +174,7 @@ impl Shared {
             metrics,
             cache,
             versions: Mutex::new(versions),
+            merging: Mutex::new(None),
             bg: Mutex::new(bg),
             bg_cond: Condvar::new(),
             _lock: Mutex::new(dir_lock),

@@ -514,6 +514,42 @@ pub fn apply(
     node: &Node<'_>,
     items: Vec<(Vec<u8>, Stamped)>,
 ) -> Result<(u64, Refused), SessionError> {
+    let (batch, refused) = checked_batch(node, items);
+    let applied = batch.len() as u64;
+    if applied > 0 {
+        write_durably(node, batch)?;
+    }
+    Ok((applied, refused))
+}
+
+/// [`apply`] for versions in strictly increasing key order (a transition
+/// copy's pass): they are ingested, written straight to tables of the
+/// deepest level free for their keys (`ataman_engine::Db::ingest`: no WAL,
+/// no memtable, no compactions to carry them down), or written as
+/// [`apply`] does when no level is free.
+pub fn ingest(
+    node: &Node<'_>,
+    items: Vec<(Vec<u8>, Stamped)>,
+) -> Result<(u64, Refused), SessionError> {
+    let (batch, refused) = checked_batch(node, items);
+    let applied = batch.len() as u64;
+    if applied == 0 {
+        return Ok((0, refused));
+    }
+    let ingested = node
+        .db
+        .ingest(&batch)
+        .map_err(|e| SessionError::Engine(format!("ingest failed: {e}")))?;
+    if ingested.is_none() {
+        write_durably(node, batch)?;
+    }
+    Ok((applied, refused))
+}
+
+/// The versions of `items` this node accepts (`refuse_version`), as one
+/// batch in their order, and the others with why; the clock observes
+/// every accepted timestamp.
+fn checked_batch(node: &Node<'_>, items: Vec<(Vec<u8>, Stamped)>) -> (WriteBatch, Refused) {
     let mut batch = WriteBatch::new();
     let mut refused = Vec::new();
     let mut ts_max = 0;
@@ -525,14 +561,17 @@ pub fn apply(
         version.add_to(&mut batch, &key);
         ts_max = ts_max.max(version.ts);
     }
-    let applied = batch.len() as u64;
-    if applied > 0 {
+    if !batch.is_empty() {
         node.hlc.observe(ts_max);
-        node.db
-            .write(batch, Durability::Complete)
-            .map_err(|e| SessionError::Engine(format!("write failed: {e}")))?;
     }
-    Ok((applied, refused))
+    (batch, refused)
+}
+
+fn write_durably(node: &Node<'_>, batch: WriteBatch) -> Result<(), SessionError> {
+    node.db
+        .write(batch, Durability::Complete)
+        .map(|_| ())
+        .map_err(|e| SessionError::Engine(format!("write failed: {e}")))
 }
 
 /// Refused versions of a whole session: how many, and why the first was

@@ -22,8 +22,9 @@
 //! fails mid-pass ends the pass: the caller falls back to comparing
 //! source by source (`super::pull`).
 
+use super::moved_bytes;
 use super::offers::{Merger, Offer, Offers, Take, take};
-use super::pull::{Pulled, Transition, apply_pulled, fetch_batch, welcome};
+use super::pull::{Pulled, Transition, count_pulled, fetch_batch, incomplete_if_refused, welcome};
 use super::scope::Share;
 use crate::antientropy::Node;
 use crate::antientropy::client;
@@ -249,7 +250,7 @@ fn decide(
     report: &mut [PassSource],
     offers: Offers,
 ) -> Result<(), SessionError> {
-    let mut apply: Vec<Vec<(Vec<u8>, Stamped)>> = streams.iter().map(|_| Vec::new()).collect();
+    let mut apply: Vec<(Vec<u8>, Stamped, usize)> = Vec::new();
     let mut fetch: Vec<Vec<Vec<u8>>> = streams.iter().map(|_| Vec::new()).collect();
     // This node may hold a key already (a write of the transition, a
     // resumed pass, a kept node that never deleted it): what it holds as
@@ -260,7 +261,7 @@ fn decide(
     for (key, offered) in offers {
         match take(offered) {
             Some(Take::ApplyUnlessHeld { source, version }) if held_older(&key, version.ts)? => {
-                apply[source].push((key, version));
+                apply.push((key, version, source));
             }
             Some(Take::FetchUnlessHeld { source, ts }) if held_older(&key, ts)? => {
                 fetch[source].push(key);
@@ -268,17 +269,47 @@ fn decide(
             _ => {}
         }
     }
-    for (i, versions) in apply.into_iter().enumerate() {
-        if versions.is_empty() {
-            continue;
-        }
-        let pulled = &mut report[streams[i].index].pulled;
-        apply_pulled(node, &mut AllAlive(streams), versions, pulled)?;
+    if !apply.is_empty() {
+        ingest_offered(node, streams, report, apply)?;
     }
     for (i, keys) in fetch.into_iter().enumerate() {
         for chunk in keys.chunks(FETCH_KEYS_MAX) {
             let pulled = &mut report[streams[i].index].pulled;
             fetch_batch(node, &mut streams[i].s, &mut chunk.to_vec(), pulled)?;
+        }
+    }
+    Ok(())
+}
+
+/// Applies the versions offered, from every source, in key order, as one
+/// ingest (`local::ingest`: straight to tables of the engine's deepest
+/// free level; the merge delivers keys in order, so the pass writes each
+/// copied byte once), then pays for them and counts them per source.
+fn ingest_offered(
+    node: &Node<'_>,
+    streams: &mut [Stream<'_>],
+    report: &mut [PassSource],
+    versions: Vec<(Vec<u8>, Stamped, usize)>,
+) -> Result<(), SessionError> {
+    let mut per_source = vec![(0u64, 0u64); streams.len()];
+    for (key, version, source) in &versions {
+        per_source[*source].0 += 1;
+        per_source[*source].1 += moved_bytes(key, version.value.as_deref());
+    }
+    let applying = Instant::now();
+    let items = versions.into_iter().map(|(k, v, _)| (k, v)).collect();
+    let (_, refused) = local::ingest(node, items)?;
+    let took = applying.elapsed();
+    incomplete_if_refused(&refused)?;
+    let bytes = per_source.iter().map(|(_, b)| b).sum();
+    // What this node received and applied pays its token bucket (as
+    // `apply_pulled`).
+    local::pay_sent(node, &mut AllAlive(streams), bytes)?;
+    for (i, (keys, bytes)) in per_source.into_iter().enumerate() {
+        if keys > 0 {
+            let pulled = &mut report[streams[i].index].pulled;
+            pulled.phases.apply += took;
+            count_pulled(node, pulled, keys, bytes);
         }
     }
     Ok(())

@@ -314,7 +314,6 @@ pub(super) fn apply_pulled(
     versions: Vec<(Vec<u8>, Stamped)>,
     pulled: &mut Pulled,
 ) -> Result<(), SessionError> {
-    let metrics: &CopyMetrics = &node.antientropy.copy;
     let bytes: u64 = versions
         .iter()
         .map(|(key, v)| moved_bytes(key, v.value.as_deref()))
@@ -322,23 +321,37 @@ pub(super) fn apply_pulled(
     let applying = Instant::now();
     let (applied, refused) = local::apply(node, versions)?;
     pulled.phases.apply += applying.elapsed();
-    if !refused.is_empty() {
-        let mut refusals = local::Refusals::default();
-        refusals.add(&refused);
-        return Err(SessionError::Engine(format!(
-            "the copy is incomplete: {}",
-            refusals.text()
-        )));
-    }
+    incomplete_if_refused(&refused)?;
     // What this node received and applied pays its token bucket: the copy
     // into one node is bounded by its limit, however many sources send at
     // once.
     local::pay_sent(node, s, bytes)?;
-    pulled.keys += applied;
-    pulled.bytes += bytes;
-    metrics.keys_moved.fetch_add(applied, Ordering::Relaxed);
-    metrics.bytes_moved.fetch_add(bytes, Ordering::Relaxed);
-    metrics.keys_copied.fetch_add(applied, Ordering::Relaxed);
-    metrics.bytes_copied.fetch_add(bytes, Ordering::Relaxed);
+    count_pulled(node, pulled, applied, bytes);
     Ok(())
+}
+
+/// A copy that leaves out a version this node refused is incomplete: it
+/// fails (naming the first refusal).
+pub(super) fn incomplete_if_refused(refused: &local::Refused) -> Result<(), SessionError> {
+    if refused.is_empty() {
+        return Ok(());
+    }
+    let mut refusals = local::Refusals::default();
+    refusals.add(refused);
+    Err(SessionError::Engine(format!(
+        "the copy is incomplete: {}",
+        refusals.text()
+    )))
+}
+
+/// Counts `keys` versions of `bytes` applied from one source, in its
+/// report and the copy's metrics.
+pub(super) fn count_pulled(node: &Node<'_>, pulled: &mut Pulled, keys: u64, bytes: u64) {
+    let metrics: &CopyMetrics = &node.antientropy.copy;
+    pulled.keys += keys;
+    pulled.bytes += bytes;
+    metrics.keys_moved.fetch_add(keys, Ordering::Relaxed);
+    metrics.bytes_moved.fetch_add(bytes, Ordering::Relaxed);
+    metrics.keys_copied.fetch_add(keys, Ordering::Relaxed);
+    metrics.bytes_copied.fetch_add(bytes, Ordering::Relaxed);
 }

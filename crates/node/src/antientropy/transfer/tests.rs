@@ -407,6 +407,12 @@ fn copy_merges_every_source_newest_wins() {
         report.keys()
     );
     assert_eq!(copy.sessions_done.load(Ordering::Relaxed), 3);
+    // The one pass ingested what it applied (written straight to tables,
+    // not through the WAL): every copied version is in an ingest's tables.
+    let engine = joining.shared.db.metrics();
+    assert!(engine.ingests.get() > 0);
+    assert!(engine.ingest_bytes_written.get() > 0);
+    assert_eq!(engine.ingests_declined.get(), 0);
     let sent: u64 = sources
         .members
         .iter()
