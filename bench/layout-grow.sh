@@ -16,6 +16,11 @@
 # Usage: bench/layout-grow.sh [N], from the repository root after
 # `cargo build --release -p ataman --bin ataman`. Loopback ports
 # BASE_PORT (19701) .. +3 and +1000 .. +1003. RATE_BYTES sets the copy limit (default 67108864).
+# ADD_AT (default 30) sets the seconds of load before the add (the
+# "before" window is from second 2 to it). NO_ADD=1 is the control run:
+# the same cluster and load, nothing added; its "during" window is the
+# CONTROL_SEC (default 85) seconds after ADD_AT, so a move's windows can
+# be set against the steady state's (its flushes and compactions).
 # LOAD_CONNECTIONS (default 32) sets the constant-rate load's connections:
 # with 32, each carries ~300 req/s, so a server latency above ~3 ms makes
 # the generator itself fall behind (its corrected latency then counts the
@@ -52,11 +57,17 @@ $B bench http --url "$U" --workload mixed:50 --keys "$N" --value-size 1024 --rat
   --duration "${LOAD_SEC}s" --connections "$CONNS" --json "$R/load.json" --no-spectrum > "$R/load.txt" 2>&1 &
 LOAD=$!
 T0=$(now)
-sleep 30
+sleep "${ADD_AT:-30}"
 TADD=$(now)
-$B cluster add --dir "$R/c" --no-wait > "$R/add.txt"
 TSET=
-while [ "$(python3 -c "print(int($(now) - $T0))")" -lt $((LOAD_SEC - 30)) ]; do
+if [ -n "${NO_ADD:-}" ]; then
+  sleep "${CONTROL_SEC:-85}"
+  TSET=$(now)
+  echo "== control run: nothing added; \"during\" is the ${CONTROL_SEC:-85} s after second ${ADD_AT:-30}"
+else
+  $B cluster add --dir "$R/c" --no-wait > "$R/add.txt"
+fi
+while [ -z "${NO_ADD:-}" ] && [ "$(python3 -c "print(int($(now) - $T0))")" -lt $((LOAD_SEC - 30)) ]; do
   settled=0
   for p in 0 1 2 3; do
     curl -s "http://127.0.0.1:$((BASE + p))/v0/layout" | grep -q '"settled":true' && settled=$((settled + 1))
@@ -64,39 +75,41 @@ while [ "$(python3 -c "print(int($(now) - $T0))")" -lt $((LOAD_SEC - 30)) ]; do
   if [ $settled -eq 4 ]; then TSET=$(now); break; fi
   sleep 0.5
 done
-curl -s "http://127.0.0.1:$((BASE + 3))/metrics" > "$R/new-node.metrics"
+curl -s "http://127.0.0.1:$((BASE + 3))/metrics" > "$R/new-node.metrics" || true
 wait $LOAD || true
 LOAD=
-python3 - "$R" "$T0" "$TADD" "${TSET:-0}" "$LIMIT" <<'PY'
+python3 - "$R" "$T0" "$TADD" "${TSET:-0}" "$LIMIT" "${NO_ADD:-}" <<'PY'
 import json, statistics, sys
 r, t0, tadd, tset, limit = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
-plan = [l.split("\t") for l in open(f"{r}/plan.txt").read().splitlines()]
-ideal = int(plan[-1][4])
-metrics = dict(
-    l.rsplit(" ", 1) for l in open(f"{r}/new-node.metrics").read().splitlines()
-    if l.startswith("ataman_layout_copy_") and " " in l and "{" not in l
-)
-moved = int(float(metrics.get("ataman_layout_copy_bytes_moved_total", "0")))
-print(f"== plan: the new node gets {ideal} bytes (each key once); it copied {moved} bytes: {moved / ideal:.3f}x")
-if tset == 0:
-    print("== NOT settled within the load's window")
-    sys.exit(0)
-took = tset - tadd
-print(f"== settled {took:.1f} s after the add; copy rate {moved / took / 1048576:.1f} MiB/s = "
-      f"{moved / took / limit * 100:.0f}% of --anti-entropy-rate-bytes {limit / 1048576:.0f} MiB/s")
-# The copy's own window on the new node (its log): from copying started to
-# complete, without the node's start, the ack wait and the settling.
-import datetime
-def stamp(what):
-    for line in open(f"{r}/start.err"):
-        if line.startswith("node 3: ") and f"layout transition: copying {what}" in line:
-            t = line.split()[2].rstrip("Z")
-            return datetime.datetime.fromisoformat(t).timestamp()
-started, done = stamp("started"), stamp("complete")
-if started and done and done > started:
-    window = done - started
-    print(f"== copy window {window:.1f} s (new node's log): {moved / window / 1048576:.1f} MiB/s = "
-          f"{moved / window / limit * 100:.0f}% of the limit")
+control = bool(sys.argv[6])
+if not control:
+    plan = [l.split("\t") for l in open(f"{r}/plan.txt").read().splitlines()]
+    ideal = int(plan[-1][4])
+    metrics = dict(
+        l.rsplit(" ", 1) for l in open(f"{r}/new-node.metrics").read().splitlines()
+        if l.startswith("ataman_layout_copy_") and " " in l and "{" not in l
+    )
+    moved = int(float(metrics.get("ataman_layout_copy_bytes_moved_total", "0")))
+    print(f"== plan: the new node gets {ideal} bytes (each key once); it copied {moved} bytes: {moved / ideal:.3f}x")
+    if tset == 0:
+        print("== NOT settled within the load's window")
+        sys.exit(0)
+    took = tset - tadd
+    print(f"== settled {took:.1f} s after the add; copy rate {moved / took / 1048576:.1f} MiB/s = "
+          f"{moved / took / limit * 100:.0f}% of --anti-entropy-rate-bytes {limit / 1048576:.0f} MiB/s")
+    # The copy's own window on the new node (its log): from copying started to
+    # complete, without the node's start, the ack wait and the settling.
+    import datetime
+    def stamp(what):
+        for line in open(f"{r}/start.err"):
+            if line.startswith("node 3: ") and f"layout transition: copying {what}" in line:
+                t = line.split()[2].rstrip("Z")
+                return datetime.datetime.fromisoformat(t).timestamp()
+    started, done = stamp("started"), stamp("complete")
+    if started and done and done > started:
+        window = done - started
+        print(f"== copy window {window:.1f} s (new node's log): {moved / window / 1048576:.1f} MiB/s = "
+              f"{moved / window / limit * 100:.0f}% of the limit")
 series = json.load(open(f"{r}/load.json"))["series"]
 offered = json.load(open(f"{r}/load.json"))["offered_rps"]
 def phase(name, a, b):
