@@ -393,7 +393,11 @@ fn a_paced_purge_hurries_while_level_0_is_full() {
         }
         db.flush().unwrap();
     }
-    assert!(db.stats().level_files[0] >= full, "{:?}", db.stats().level_files);
+    assert!(
+        db.stats().level_files[0] >= full,
+        "{:?}",
+        db.stats().level_files
+    );
     let (tx, rx) = std::sync::mpsc::channel();
     let purging = Arc::clone(&db);
     std::thread::spawn(move || {

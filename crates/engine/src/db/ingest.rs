@@ -22,6 +22,10 @@
 //! - **Durable when it returns.** The tables are synced, then one manifest
 //!   edit (synced) names them. A crash before the edit leaves unreferenced
 //!   tables that the next open removes; after it, the versions are there.
+//! - **A failed write of its tables changes nothing** and does not
+//!   poison the engine (nothing shared was touched): the caller hears the
+//!   error; tables it had written are unreferenced until the next open
+//!   removes them. A failed manifest edit poisons it, as any install's.
 
 use super::shared::{Shared, lock};
 use crate::WriteBatch;
@@ -153,7 +157,10 @@ fn install(
         next_file_number: Some(shared.next_file_number.load(Ordering::Relaxed)),
         last_seq: None,
     };
-    versions.log_and_apply(&edit)?;
+    if let Err(e) = versions.log_and_apply(&edit) {
+        shared.poison(&e);
+        return Err(e);
+    }
     let _guard = lock(&shared.sv_update);
     let latest = shared.sv.load_full();
     let mut version = Version::clone(&latest.version);
