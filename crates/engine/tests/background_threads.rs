@@ -106,6 +106,20 @@ impl FileSystem for GatedFs {
     }
 }
 
+/// 64 KiB memtables, a compaction from two L0 tables, no L0 stop, a 20 s
+/// stall bound, on `fs`.
+fn gated_options(fs: &Arc<GatedFs>) -> Options {
+    Options {
+        fs: fs.clone(),
+        wal_mode: WalMode::None,
+        memtable_bytes_max: 64 * 1024,
+        l0_compaction_trigger: 2,
+        l0_stop_writes: 1000,
+        write_stall_timeout: Duration::from_secs(20),
+        ..Options::default()
+    }
+}
+
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -133,15 +147,7 @@ fn write(db: &Db, model: &mut BTreeMap<Vec<u8>, Entry>, first: u64, n: u64, base
 fn a_held_up_compaction_does_not_hold_up_flushes() {
     let dir = tempfile::tempdir().unwrap();
     let fs = Arc::new(GatedFs::default());
-    let opts = Options {
-        fs: fs.clone(),
-        wal_mode: WalMode::None,
-        memtable_bytes_max: 64 * 1024,
-        l0_compaction_trigger: 2,
-        l0_stop_writes: 1000,
-        write_stall_timeout: Duration::from_secs(20),
-        ..Options::default()
-    };
+    let opts = gated_options(&fs);
     let db = Db::open(dir.path(), opts).unwrap();
     let _gate = OpenOnDrop(Arc::clone(&fs));
     let base = timestamp_from_millis(now_ms(), 0);
@@ -227,14 +233,7 @@ fn nice_in(stat: &Path) -> Option<i64> {
 fn an_ingest_avoids_the_level_a_merge_writes() {
     let dir = tempfile::tempdir().unwrap();
     let fs = Arc::new(GatedFs::default());
-    let opts = Options {
-        fs: fs.clone(),
-        wal_mode: WalMode::None,
-        memtable_bytes_max: 64 * 1024,
-        l0_compaction_trigger: 2,
-        l0_stop_writes: 1000,
-        ..Options::default()
-    };
+    let opts = gated_options(&fs);
     let levels = opts.levels;
     let db = Db::open(dir.path(), opts).unwrap();
     let _gate = OpenOnDrop(Arc::clone(&fs));
