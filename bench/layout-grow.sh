@@ -16,7 +16,8 @@
 # Usage: bench/layout-grow.sh [N], from the repository root after
 # `cargo build --release -p ataman --bin ataman`. Loopback ports
 # BASE_PORT (19701) .. +3 and +1000 .. +1003. RATE_BYTES sets the copy limit (default 67108864).
-# ADD_AT (default 30) sets the seconds of load before the add (the
+# LOAD_RATE sets the load's rate instead of half the ceiling (to hold it
+# equal across runs). ADD_AT (default 30) sets the seconds of load before the add (the
 # "before" window is from second 2 to it). NO_ADD=1 is the control run:
 # the same cluster and load, nothing added; its "during" window is the
 # CONTROL_SEC (default 85) seconds after ADD_AT, so a move's windows can
@@ -50,8 +51,9 @@ $B bench http --url "$U" --workload get-existing --fill "$N" --value-size 1024 -
 echo "== filled $N keys of 1 KiB in $(python3 -c "print(round($(now) - $t))") s"
 $B bench http --url "$U" --workload mixed:50 --keys "$N" --value-size 1024 --rate 0 \
   --duration 10s --connections 32 --json "$R/ceiling.json" --no-spectrum > "$R/ceiling.txt" 2>&1
-HALF=$(python3 -c "import json; print(int(json.load(open('$R/ceiling.json'))['achieved_rps'] / 2))")
-echo "== ceiling (closed loop, 32 connections): $((HALF * 2)) req/s; load at $HALF req/s on $CONNS connections"
+HALF=${LOAD_RATE:-$(python3 -c "import json; print(int(json.load(open('$R/ceiling.json'))['achieved_rps'] / 2))")}
+CEILING=$(python3 -c "import json; print(int(json.load(open('$R/ceiling.json'))['achieved_rps']))")
+echo "== ceiling (closed loop, 32 connections): $CEILING req/s; load at $HALF req/s on $CONNS connections"
 $B ctl --url "http://127.0.0.1:$BASE" layout plan --add "$NEW" > "$R/plan.txt"
 $B bench http --url "$U" --workload mixed:50 --keys "$N" --value-size 1024 --rate "$HALF" \
   --duration "${LOAD_SEC}s" --connections "$CONNS" --json "$R/load.json" --no-spectrum > "$R/load.txt" 2>&1 &

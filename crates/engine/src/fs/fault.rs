@@ -94,6 +94,10 @@ impl WritableFile for FaultWritable {
         self.inner.sync()
     }
 
+    fn start_writeback(&mut self) {
+        self.inner.start_writeback();
+    }
+
     fn len(&self) -> u64 {
         self.inner.len()
     }

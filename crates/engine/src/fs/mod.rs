@@ -35,6 +35,12 @@ pub trait WritableFile: Send {
     fn append(&mut self, data: &[u8]) -> io::Result<()>;
     /// Makes everything appended so far durable (`fdatasync`).
     fn sync(&mut self) -> io::Result<()>;
+    /// Starts writing back what was appended since the last call, without
+    /// waiting for it or promising durability (`sync_file_range` with
+    /// `SYNC_FILE_RANGE_WRITE` on Linux), so a large file's dirty pages go
+    /// to the disk as it is written, not in one burst at its `sync`. A
+    /// hint: errors are left to `sync`. Optional: the default does nothing.
+    fn start_writeback(&mut self) {}
     /// Bytes appended so far, including those present when the file was opened.
     fn len(&self) -> u64;
     /// Reserves `bytes` of zeros beyond what was appended, so later appends

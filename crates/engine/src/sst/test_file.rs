@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 pub struct MemWritable {
     data: Arc<Mutex<Vec<u8>>>,
     synced: Arc<Mutex<bool>>,
+    writebacks: Arc<Mutex<Vec<u64>>>,
 }
 
 /// The other end of a [`MemWritable`]: what was written, and whether it was synced.
@@ -16,6 +17,7 @@ pub struct MemWritable {
 pub struct MemWritten {
     data: Arc<Mutex<Vec<u8>>>,
     synced: Arc<Mutex<bool>>,
+    writebacks: Arc<Mutex<Vec<u64>>>,
 }
 
 impl MemWritable {
@@ -23,11 +25,20 @@ impl MemWritable {
     pub fn create() -> (Box<dyn WritableFile>, MemWritten) {
         let data = Arc::new(Mutex::new(Vec::new()));
         let synced = Arc::new(Mutex::new(false));
+        let writebacks = Arc::new(Mutex::new(Vec::new()));
         let file = MemWritable {
             data: data.clone(),
             synced: synced.clone(),
+            writebacks: writebacks.clone(),
         };
-        (Box::new(file), MemWritten { data, synced })
+        (
+            Box::new(file),
+            MemWritten {
+                data,
+                synced,
+                writebacks,
+            },
+        )
     }
 }
 
@@ -39,6 +50,13 @@ impl MemWritten {
     /// True once `sync` was called.
     pub fn synced(&self) -> bool {
         self.synced.lock().map(|s| *s).unwrap_or(false)
+    }
+    /// The file's length at each `start_writeback`.
+    pub fn writebacks(&self) -> Vec<u64> {
+        self.writebacks
+            .lock()
+            .map(|w| w.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -57,6 +75,12 @@ impl WritableFile for MemWritable {
     }
     fn len(&self) -> u64 {
         self.data.lock().map(|d| d.len() as u64).unwrap_or(0)
+    }
+    fn start_writeback(&mut self) {
+        let len = self.len();
+        if let Ok(mut w) = self.writebacks.lock() {
+            w.push(len);
+        }
     }
 }
 

@@ -286,3 +286,37 @@ proptest! {
         }
     }
 }
+
+/// A table of about 5 MiB starts the writeback of its pages once per MiB
+/// written, each time past the next MiB boundary, and still reads back.
+#[test]
+fn a_table_starts_its_writeback_every_mib() {
+    let value = vec![7u8; 4000];
+    let model: Model = (0..1300u64)
+        .map(|i| {
+            (
+                internal_key(format!("k{i:06}").as_bytes(), 1, i, Kind::Put),
+                value.clone(),
+            )
+        })
+        .collect();
+    let (file, written) = MemWritable::create();
+    let mut b = TableBuilder::new(
+        file,
+        PathBuf::from("w.sst"),
+        options(4096, 8, Compression::None),
+    );
+    for (k, v) in &model {
+        b.add(k, v).unwrap();
+    }
+    let props = b.finish().unwrap();
+    let marks = written.writebacks();
+    let mib = crate::sst::table_builder::WRITEBACK_STEP_BYTES;
+    assert_eq!(marks.len() as u64, props.file_bytes / mib, "{marks:?}");
+    for (n, mark) in marks.iter().enumerate() {
+        assert_eq!(mark / mib, n as u64 + 1, "{marks:?}");
+    }
+    let table = open(written.bytes(), 1 << 20).unwrap();
+    let mut it = table.iter();
+    assert_eq!(collect_all(&mut it, usize::MAX).unwrap(), model);
+}
