@@ -60,15 +60,6 @@ impl Pace {
             + Duration::from_secs_f64(self.scheduled as f64 / self.bytes_per_sec as f64);
         due.saturating_duration_since(now)
     }
-
-    /// [`Pace::count`], then [`Pace::wait`] if a decision is due.
-    pub fn after(&mut self, bytes: u64, now: Instant, hurry: bool) -> Duration {
-        if self.count(bytes) {
-            self.wait(now, hurry)
-        } else {
-            Duration::ZERO
-        }
-    }
 }
 
 #[cfg(test)]
@@ -76,6 +67,18 @@ mod tests {
     use super::*;
 
     const MIB: u64 = 1024 * 1024;
+
+    impl Pace {
+        /// [`Pace::count`], then [`Pace::wait`] if a decision is due (as
+        /// the purge filter does).
+        fn after(&mut self, bytes: u64, now: Instant, hurry: bool) -> Duration {
+            if self.count(bytes) {
+                self.wait(now, hurry)
+            } else {
+                Duration::ZERO
+            }
+        }
+    }
 
     /// Reading at once waits each step's share of the rate; below a step
     /// nothing waits.

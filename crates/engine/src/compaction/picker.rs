@@ -52,8 +52,9 @@ impl Plan {
     /// The smallest and largest user keys of the inputs (the outputs lie
     /// between them).
     pub fn user_span(&self) -> Option<(Vec<u8>, Vec<u8>)> {
-        let files: Vec<Arc<LiveTable>> = self.inputs.iter().map(|(_, f)| Arc::clone(f)).collect();
-        user_span(&files)
+        let lo = self.inputs.iter().map(|(_, f)| f.user_range().0).min()?;
+        let hi = self.inputs.iter().map(|(_, f)| f.user_range().1).max()?;
+        Some((lo.to_vec(), hi.to_vec()))
     }
 }
 
