@@ -197,21 +197,35 @@ fn the_compaction_thread_runs_nicer() {
         ..Options::default()
     };
     let db = Db::open(dir.path(), opts).unwrap();
-    let nice_of = |name: &str| -> Option<i64> {
+    // Every thread of that name in the process: the other tests of this
+    // binary run their own engines (at `compaction_nice` 0) beside this one.
+    let nices_of = |name: &str| -> Vec<i64> {
         std::fs::read_dir("/proc/self/task")
             .unwrap()
             .map(|task| task.unwrap().path())
-            .find(|task| std::fs::read_to_string(task.join("comm")).is_ok_and(|c| c.trim() == name))
-            .and_then(|task| nice_in(&task.join("stat")))
+            .filter(|task| {
+                std::fs::read_to_string(task.join("comm")).is_ok_and(|c| c.trim() == name)
+            })
+            .filter_map(|task| nice_in(&task.join("stat")))
+            .collect()
     };
     let base = nice_in(Path::new("/proc/thread-self/stat")).unwrap();
+    let lowered = (base + 6).min(19);
     // The thread lowers itself as it starts: wait (bounded) for it.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while nice_of("ataman-compact") != Some((base + 6).min(19)) && Instant::now() < deadline {
+    while !nices_of("ataman-compact").contains(&lowered) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert_eq!(nice_of("ataman-compact"), Some((base + 6).min(19)));
-    assert_eq!(nice_of("ataman-flush"), Some(base));
+    assert!(
+        nices_of("ataman-compact").contains(&lowered),
+        "{:?}",
+        nices_of("ataman-compact")
+    );
+    let flush = nices_of("ataman-flush");
+    assert!(
+        !flush.is_empty() && flush.iter().all(|&n| n == base),
+        "{flush:?}"
+    );
     db.close().unwrap();
 }
 
