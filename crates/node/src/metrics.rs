@@ -52,6 +52,9 @@ pub struct NodeMetrics {
     /// Writes coordinated while two layout versions were live: each sent
     /// to the union of both versions' replica sets, `ack` needed in each.
     pub layout_writes_both_sets: AtomicU64,
+    /// Client requests' replica requests a peer fenced (it knew a newer
+    /// layout version), held until this node placed with a newer one.
+    pub peer_requests_fenced: AtomicU64,
     /// Hints the store refused (full or failed).
     pub hints_refused: AtomicU64,
     /// Writes from peers not stored because this replica held a newer version.
@@ -91,6 +94,7 @@ impl Default for NodeMetrics {
             clock_reservation_failing: AtomicU64::new(0),
             read_repairs: AtomicU64::new(0),
             layout_writes_both_sets: AtomicU64::new(0),
+            peer_requests_fenced: AtomicU64::new(0),
             hints_refused: AtomicU64::new(0),
             peer_writes_superseded: AtomicU64::new(0),
             writes_restamped: AtomicU64::new(0),

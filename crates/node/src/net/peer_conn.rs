@@ -159,7 +159,7 @@ impl PeerServer {
             if let Some(why) = super::fence::stale(self.layout, known) {
                 // The fence: answered, then the connection closes (the
                 // peer dials again with the version it learns).
-                let error = ReplicaError::new(ReplicaErrorKind::Unavailable, why);
+                let error = ReplicaError::new(ReplicaErrorKind::StaleLayout, why);
                 match msg {
                     Message::Write { id, .. } => self.push(&Message::WriteAck {
                         id,

@@ -46,6 +46,8 @@ const STATUS_FAILED: u8 = 2;
 const STATUS_INVALID: u8 = 3;
 /// Status byte of [`Applied::HoldsNewer`] (a `WriteAck` only): a `ts` follows.
 const STATUS_HOLDS_NEWER: u8 = 4;
+/// Status byte of [`ReplicaErrorKind::StaleLayout`].
+const STATUS_STALE_LAYOUT: u8 = 5;
 
 /// A stamped value: one version of a key as replicas exchange it (not to
 /// be confused with the engine's `Version`, its set of live files).
@@ -144,6 +146,10 @@ pub enum ReplicaErrorKind {
     Failed,
     /// The replica refused the request as invalid (a key or value out of bounds).
     Invalid,
+    /// The replica knows a newer layout version than the connection named
+    /// (the fence, `net::fence`): not served, and the connection closes;
+    /// the coordinator may ask again once it places with the newer version.
+    StaleLayout,
 }
 
 /// A replica's refusal, with its reason in one line.
@@ -336,6 +342,7 @@ fn put_error(out: &mut Vec<u8>, error: &ReplicaError) {
         ReplicaErrorKind::Unavailable => STATUS_UNAVAILABLE,
         ReplicaErrorKind::Failed => STATUS_FAILED,
         ReplicaErrorKind::Invalid => STATUS_INVALID,
+        ReplicaErrorKind::StaleLayout => STATUS_STALE_LAYOUT,
     });
     put_bytes(out, error.message.as_bytes());
 }
@@ -449,6 +456,7 @@ fn error_kind(status: u8) -> Result<ReplicaErrorKind, String> {
         STATUS_UNAVAILABLE => Ok(ReplicaErrorKind::Unavailable),
         STATUS_FAILED => Ok(ReplicaErrorKind::Failed),
         STATUS_INVALID => Ok(ReplicaErrorKind::Invalid),
+        STATUS_STALE_LAYOUT => Ok(ReplicaErrorKind::StaleLayout),
         other => Err(format!("status: {other} is no known status")),
     }
 }

@@ -52,6 +52,7 @@ fn arb_error() -> impl Strategy<Value = ReplicaError> {
             Just(ReplicaErrorKind::Unavailable),
             Just(ReplicaErrorKind::Failed),
             Just(ReplicaErrorKind::Invalid),
+            Just(ReplicaErrorKind::StaleLayout),
         ],
         "\\PC{0,40}",
     )
@@ -269,7 +270,7 @@ fn malformed_bodies_are_named() {
     short.extend_from_slice(&[2, 1, 2, 3]);
     assert!(malformed_text(&frame(&body(KIND_WRITE, &short))).contains("deadline_ms"));
     assert!(malformed_text(&frame(&body(KIND_READ_REPLY, &[0, 2]))).contains("found"));
-    assert!(malformed_text(&frame(&body(KIND_WRITE_ACK, &[5]))).contains("status"));
+    assert!(malformed_text(&frame(&body(KIND_WRITE_ACK, &[6]))).contains("status"));
     assert!(malformed_text(&frame(&body(KIND_READ_REPLY, &[4]))).contains("status"));
     // HoldsNewer carries a full timestamp.
     assert!(malformed_text(&frame(&body(KIND_WRITE_ACK, &[4, 1, 2]))).contains("ts"));

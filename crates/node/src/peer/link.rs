@@ -22,7 +22,7 @@
 //!   dropped with their requests if the connect fails.
 
 use super::auth_dialer::{Dialer, Step, fresh_nonce};
-use super::frame::{self, Applied, Message, Stamped};
+use super::frame::{self, Applied, Message, ReplicaErrorKind, Stamped};
 use crate::tls::transport::Transport;
 use ataman_engine::metrics::Histogram;
 use mio::net::TcpStream;
@@ -170,6 +170,11 @@ pub enum PeerReply {
     /// layout version than it named (the peer would refuse the request on
     /// it, the fence); the request may be sent again, on the next one.
     Redialed(String),
+    /// No answer: the peer knows a newer layout version than this node
+    /// placed the request with (it answered `StaleLayout`, the fence, and
+    /// closed the connection). The request may be sent again once this
+    /// node places with a newer version ([`PeerLink::fenced`]).
+    Fenced(String),
 }
 
 /// A request sent and not answered yet.
@@ -226,6 +231,10 @@ pub struct PeerLink<W> {
     last_heard: Instant,
     /// The layout version the connection's upgrade named.
     dialed_version: u64,
+    /// The peer refused this layout version (`StaleLayout`, the fence)
+    /// at this instant: the link dials no connection naming it again
+    /// ([`PeerLink::fenced`]).
+    fenced: Option<(u64, Instant)>,
 }
 
 impl<W: LinkWaiter> PeerLink<W> {
@@ -256,6 +265,7 @@ impl<W: LinkWaiter> PeerLink<W> {
             last_heard: now,
             resolved: None,
             dialed_version: 0,
+            fenced: None,
         }
     }
 
@@ -284,6 +294,24 @@ impl<W: LinkWaiter> PeerLink<W> {
         self.backoff = RECONNECT_BACKOFF_MIN;
         // Not down: the next request dials at once (`/v0/cluster` shows idle).
         env.status.set_state(LinkState::Idle);
+    }
+
+    /// Why a request placed with `env.layout_version` must not be sent
+    /// now: the peer refused that version (the fence) and would refuse it
+    /// again, on this connection or the next. `None` once this node places
+    /// with a newer version, or after `env.silence_timeout` (then the
+    /// link dials again, and the peer's upgrade answer says whether it
+    /// still refuses).
+    pub fn fenced(&mut self, env: &LinkEnv<'_>, now: Instant) -> Option<String> {
+        let (version, at) = self.fenced?;
+        if env.layout_version > version || now.duration_since(at) >= env.silence_timeout {
+            self.fenced = None;
+            return None;
+        }
+        Some(format!(
+            "{}: knows a layout version newer than {version} (the fence)",
+            self.url
+        ))
     }
 
     /// Requests in flight.
@@ -478,6 +506,10 @@ impl<W: LinkWaiter> PeerLink<W> {
             let _ = registry.deregister(&mut stream);
         }
         let status = &env.status;
+        // A connection the peer fenced: nothing on it was served, and all
+        // of it may be sent again under a newer version.
+        let fenced = self.fenced.is_some_and(|(v, _)| v == self.dialed_version);
+        let answer = if fenced { PeerReply::Fenced } else { answer };
         for (_, Inflight { waiter, .. }) in self.inflight.drain() {
             status.failed.fetch_add(1, Ordering::Relaxed);
             outcomes.push((waiter, answer(why.clone())));
@@ -616,7 +648,13 @@ impl<W: LinkWaiter> PeerLink<W> {
             let Some(dialer) = self.dialer.as_mut() else {
                 return Err("no handshake".into());
             };
-            match dialer.on_answer(&self.rbuf, &mut fresh_nonce)? {
+            let step = dialer.on_answer(&self.rbuf, &mut fresh_nonce);
+            if step.is_err() && upgrade_status(&self.rbuf) == Some(FENCED_UPGRADE_STATUS) {
+                // The peer fenced the version this upgrade named: what
+                // waits for the connection is answered `Fenced`.
+                self.fenced = Some((self.dialed_version, Instant::now()));
+            }
+            match step? {
                 Step::NeedMore if closed => {
                     return Err("connection closed before the upgrade answer".into());
                 }
@@ -666,6 +704,15 @@ impl<W: LinkWaiter> PeerLink<W> {
                     ..
                 } => PeerReply::HoldsNewer(ts),
                 Message::ReadReply { result: Ok(v), .. } => PeerReply::Read(v),
+                Message::WriteAck { result: Err(e), .. }
+                | Message::ReadReply { result: Err(e), .. }
+                    if e.kind == ReplicaErrorKind::StaleLayout =>
+                {
+                    // The peer closes the connection next; what is still in
+                    // flight on it is answered `Fenced` too (`go_down_answering`).
+                    self.fenced = Some((self.dialed_version, Instant::now()));
+                    PeerReply::Fenced(format!("{}: {}", self.url, e.message))
+                }
                 Message::WriteAck { result: Err(e), .. }
                 | Message::ReadReply { result: Err(e), .. } => {
                     PeerReply::Failed(format!("{}: {:?}: {}", self.url, e.kind, e.message))
@@ -800,3 +847,23 @@ impl<W: LinkWaiter> PeerLink<W> {
         }
     }
 }
+
+/// The status a node answers a peer upgrade naming an older layout
+/// version with (the fence, `net::fence`; no other refusal of a peer
+/// upgrade uses it).
+const FENCED_UPGRADE_STATUS: u16 = 409;
+
+/// The status code of the HTTP answer at the start of `buf`, if its
+/// status line is complete.
+fn upgrade_status(buf: &[u8]) -> Option<u16> {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut response = httparse::Response::new(&mut headers);
+    match response.parse(buf) {
+        Ok(_) | Err(httparse::Error::TooManyHeaders) => response.code,
+        Err(_) => None,
+    }
+}
+
+#[cfg(test)]
+#[path = "link_tests.rs"]
+mod tests;

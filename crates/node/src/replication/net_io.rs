@@ -78,6 +78,13 @@ pub struct ReplicationIo {
     outcomes: Vec<(Waiter, PeerReply)>,
     delivers_hints: bool,
     rehoming: super::rehome::Rehoming,
+    /// Client requests' replicas a peer fenced (it knows a newer layout
+    /// version than this thread placed them with), with when: each is
+    /// asked again once this thread places with a newer version
+    /// ([`ReplicationIo::redial_stale_links`]), or failed after the
+    /// replication timeout ([`ReplicationIo::tick`]). At most one entry
+    /// per replica of a request in flight: bounded by the driver's table.
+    fenced: Vec<(usize, Waiter, Instant)>,
 }
 
 impl ReplicationIo {
@@ -100,6 +107,7 @@ impl ReplicationIo {
             outcomes: Vec::new(),
             delivers_hints: ctx.index == 0,
             rehoming: super::rehome::Rehoming::default(),
+            fenced: Vec::new(),
         };
         io.grow_links(ctx);
         io
@@ -325,6 +333,13 @@ impl ReplicationIo {
             }
         }
         let deadline = self.epoch + Duration::from_millis(deadline_ms);
+        let now = Instant::now();
+        if let Some(link) = self.links.get_mut(node).and_then(Option::as_mut)
+            && let Some(why) = link.fenced(&ctx.link_env(node), now)
+        {
+            self.on_fenced(ctx, node, waiter, why, now);
+            return;
+        }
         let sent = match self.links.get_mut(node).and_then(Option::as_mut) {
             Some(link) => link.send(
                 &ctx.link_env(node),
@@ -348,7 +363,8 @@ impl ReplicationIo {
 
     /// After this thread's placement moved to a newer layout version:
     /// every link whose connection named an older one dials again
-    /// (`PeerLink::redial_if_older`; the fence would refuse it).
+    /// (`PeerLink::redial_if_older`; the fence would refuse it), and every
+    /// replica a peer fenced is asked again, on the new connection.
     pub fn redial_stale_links(&mut self, ctx: &NetContext, registry: &Registry) {
         let mut outcomes = std::mem::take(&mut self.outcomes);
         for node in 0..self.links.len() {
@@ -360,6 +376,42 @@ impl ReplicationIo {
             }
         }
         self.outcomes = outcomes;
+        for (node, waiter, _) in std::mem::take(&mut self.fenced) {
+            if !self.driver.resend(waiter) {
+                let why = format!(
+                    "{}: fenced (a newer layout version), and not asked again",
+                    ctx.placement().url(node)
+                );
+                self.answer(ctx, node, waiter, ReplicaAnswer::Failed(why));
+            }
+            self.drive(ctx, registry);
+        }
+    }
+
+    /// A peer fenced `waiter`'s request (it knows a newer layout version
+    /// than this thread placed it with). A client request's replica waits
+    /// for this thread's placement to move on (a node learns a committed
+    /// version within milliseconds of its peers), then is asked again
+    /// under the same deadline (`Replicator::resend`, which bounds how
+    /// often); anything else fails now (a hint or a repair is tried
+    /// again later anyway).
+    fn on_fenced(
+        &mut self,
+        ctx: &NetContext,
+        node: usize,
+        waiter: Waiter,
+        why: String,
+        now: Instant,
+    ) {
+        if waiter.is_client_request() {
+            ctx.shared
+                .metrics
+                .peer_requests_fenced
+                .fetch_add(1, Ordering::Relaxed);
+            self.fenced.push((node, waiter, now));
+        } else {
+            self.answer(ctx, node, waiter, ReplicaAnswer::Failed(why));
+        }
     }
 
     /// Readiness of node `node`'s link.
@@ -419,6 +471,10 @@ impl ReplicationIo {
                     continue;
                 }
                 PeerReply::Redialed(why) => ReplicaAnswer::Failed(why),
+                PeerReply::Fenced(why) => {
+                    self.on_fenced(ctx, node, waiter, why, Instant::now());
+                    continue;
+                }
             };
             self.answer(ctx, node, waiter, outcome);
             self.drive(ctx, registry);
@@ -461,6 +517,21 @@ impl ReplicationIo {
         let now = Instant::now();
         self.driver.tick(self.ms(now));
         self.drive(ctx, registry);
+        // Fenced replicas whose request outlived its deadline while this
+        // thread's placement stayed: failed (their requests have ended).
+        let timeout = ctx.config.replication_timeout;
+        let (expired, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.fenced)
+            .into_iter()
+            .partition(|(_, _, at)| now.duration_since(*at) >= timeout);
+        self.fenced = waiting;
+        for (node, waiter, _) in expired {
+            let why = format!(
+                "{}: fenced (a newer layout version) until the request's deadline",
+                ctx.placement().url(node)
+            );
+            self.answer(ctx, node, waiter, ReplicaAnswer::Failed(why));
+            self.drive(ctx, registry);
+        }
         let mut outcomes = std::mem::take(&mut self.outcomes);
         for node in 0..self.links.len() {
             if let Some(link) = self.links[node].as_mut() {

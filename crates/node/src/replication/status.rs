@@ -175,6 +175,13 @@ pub fn render_metrics(out: &mut String, shared: &NodeShared) {
     );
     gauge(
         out,
+        "ataman_peer_requests_fenced_total",
+        "Replica requests of client requests a peer refused for naming an older layout version (the fence), held and asked again once this node placed with the newer one.",
+        "counter",
+        m.peer_requests_fenced.load(Ordering::Relaxed),
+    );
+    gauge(
+        out,
         "ataman_refilling",
         "1 while the node refills after a wipe (--refill) and serves no reads.",
         "gauge",

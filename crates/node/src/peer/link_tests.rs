@@ -1,0 +1,187 @@
+//! A link against a hand-written peer on a loopback socket: what the
+//! coordinator hears when the peer fences its layout version.
+
+use super::*;
+use crate::peer::frame::{ReplicaError, ReplicaErrorKind};
+use crate::peer::handshake;
+use mio::{Events, Poll};
+use std::net::TcpListener;
+
+/// A test's waiter: a number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct W(u32);
+
+impl LinkWaiter for W {
+    fn is_client_request(&self) -> bool {
+        true
+    }
+}
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+/// Reads frames from `stream` until `n` arrived (bounded by the socket's
+/// read timeout).
+fn read_frames(stream: &mut std::net::TcpStream, buf: &mut Vec<u8>, n: usize) -> Vec<Message> {
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        while let Some((msg, used)) = frame::decode(buf).expect("a well-formed frame") {
+            buf.drain(..used);
+            got.push(msg);
+        }
+        if got.len() >= n {
+            return got;
+        }
+        let read = stream.read(&mut chunk).expect("the link's frames");
+        assert!(read > 0, "the link closed before sending {n} frames");
+        buf.extend_from_slice(&chunk[..read]);
+    }
+}
+
+/// The peer answers the first request `StaleLayout` and closes (as
+/// `net::peer_conn` does): both requests in flight come back `Fenced`,
+/// not `Failed`, and the link then says the version is fenced
+/// (`net_io` sends nothing under it) until this node places with a newer
+/// one.
+#[test]
+fn a_fenced_connection_answers_everything_on_it_fenced() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let peer = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        stream.set_read_timeout(Some(DEADLINE)).unwrap();
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = stream.read(&mut chunk).unwrap();
+            assert!(n > 0, "the link closed during its upgrade");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        let head_end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+        buf.drain(..head_end);
+        stream.write_all(&handshake::upgrade_response()).unwrap();
+        let frames = read_frames(&mut stream, &mut buf, 2);
+        let mut out = Vec::new();
+        frame::encode(
+            &Message::WriteAck {
+                id: frames[0].id(),
+                result: Err(ReplicaError::new(
+                    ReplicaErrorKind::StaleLayout,
+                    "stale layout: the coordinator is on layout version 1, this node knows version 2",
+                )),
+            },
+            &mut out,
+        );
+        stream.write_all(&out).unwrap();
+        // Then closes, without answering the second request.
+        drop(stream);
+        head
+    });
+
+    let outcomes = two_requests_against(addr);
+    assert!(
+        matches!(&outcomes[..], [(W(1), PeerReply::Fenced(a)), (W(2), PeerReply::Fenced(_))]
+            if a.contains("knows version 2")),
+        "{outcomes:?}"
+    );
+    let head = peer.join().unwrap();
+    assert!(head.contains("X-Ataman-Layout: 1"), "{head}");
+}
+
+/// The peer refuses the upgrade itself with 409 (it knew the newer
+/// version before this connection): what waited for the connection is
+/// answered `Fenced`.
+#[test]
+fn a_fenced_upgrade_answers_what_waits_fenced() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let peer = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        stream.set_read_timeout(Some(DEADLINE)).unwrap();
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = stream.read(&mut chunk).unwrap();
+            assert!(n > 0, "the link closed during its upgrade");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        let body =
+            "stale layout: the coordinator is on layout version 1, this node knows version 2";
+        let answer = format!(
+            "HTTP/1.1 409 Conflict\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(answer.as_bytes()).unwrap();
+    });
+    let outcomes = two_requests_against(addr);
+    assert!(
+        matches!(
+            &outcomes[..],
+            [(W(1), PeerReply::Fenced(_)), (W(2), PeerReply::Fenced(_))]
+        ),
+        "{outcomes:?}"
+    );
+    peer.join().unwrap();
+}
+
+/// Sends two writes placed with layout version 1 through a new link to
+/// `addr` and drives it until both are answered; checks that the link
+/// then says version 1 is fenced and version 2 is not. The outcomes, by
+/// waiter.
+fn two_requests_against(addr: std::net::SocketAddr) -> Vec<(W, PeerReply)> {
+    let mut poll = Poll::new().unwrap();
+    let status = PeerStatus::new(LinkState::Idle);
+    let batch_frames = Histogram::default();
+    let env = |version: u64| LinkEnv {
+        status: &status,
+        self_url: "http://127.0.0.1:1",
+        batch_frames: &batch_frames,
+        silence_timeout: DEADLINE,
+        secret: None,
+        tls: None,
+        layout_version: version,
+    };
+    let mut link: PeerLink<W> =
+        PeerLink::new(format!("http://{addr}"), addr.to_string(), Token(1), 16);
+    let stamped = Stamped {
+        ts: 1,
+        value: Some(b"v".to_vec()),
+        deadline_ms: None,
+    };
+    let now = Instant::now();
+    for w in [W(1), W(2)] {
+        link.send(&env(1), poll.registry(), now, now + DEADLINE, w, |id| {
+            Message::Write {
+                id,
+                key: b"k".to_vec(),
+                version: stamped.clone(),
+            }
+        })
+        .unwrap();
+    }
+    let mut outcomes: Vec<(W, PeerReply)> = Vec::new();
+    let mut events = Events::with_capacity(16);
+    let start = Instant::now();
+    while outcomes.len() < 2 {
+        assert!(start.elapsed() < DEADLINE, "no outcome: {outcomes:?}");
+        poll.poll(&mut events, Some(Duration::from_millis(20)))
+            .unwrap();
+        for event in events.iter() {
+            link.on_event(
+                &env(1),
+                poll.registry(),
+                event.is_readable(),
+                event.is_writable(),
+                &mut outcomes,
+            );
+        }
+        link.flush(&env(1), poll.registry(), &mut outcomes);
+    }
+    outcomes.sort_by_key(|(w, _)| w.0);
+    // Under the fenced version the link says so; under a newer one it
+    // lets requests go.
+    assert!(link.fenced(&env(1), Instant::now()).is_some());
+    assert_eq!(link.fenced(&env(2), Instant::now()), None);
+    outcomes
+}
