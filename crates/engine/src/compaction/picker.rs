@@ -121,6 +121,42 @@ pub fn pick(version: &Version, opts: &Options, pointers: &[Vec<u8>]) -> Option<P
     })
 }
 
+/// All of level 0 into level 1, with every level-1 file their span
+/// overlaps (what [`pick`] chooses for level 0); `None` when level 0 is
+/// empty.
+pub fn pick_level0(version: &Version) -> Option<Plan> {
+    let mut inputs: Vec<(usize, Arc<LiveTable>)> = version
+        .levels
+        .first()?
+        .iter()
+        .map(|f| (0, Arc::clone(f)))
+        .collect();
+    let upper: Vec<Arc<LiveTable>> = inputs.iter().map(|(_, f)| Arc::clone(f)).collect();
+    let (lo, hi) = user_span(&upper)?;
+    let output_level = 1.min(version.levels.len() - 1);
+    for f in overlapping(version, output_level, &lo, &hi) {
+        inputs.push((output_level, f));
+    }
+    let all: Vec<Arc<LiveTable>> = inputs.iter().map(|(_, f)| Arc::clone(f)).collect();
+    let (lo, hi) = user_span(&all)?;
+    Some(Plan {
+        bottom: is_bottom(version, output_level, &lo, &hi),
+        inputs,
+        output_level,
+    })
+}
+
+/// One file of `level` (at least 1) rewritten into the same level: its
+/// outputs span at most its keys, so they overlap no other file there.
+pub fn pick_in_place(version: &Version, level: usize, file: &Arc<LiveTable>) -> Plan {
+    let (lo, hi) = file.user_range();
+    Plan {
+        bottom: is_bottom(version, level, lo, hi),
+        inputs: vec![(level, Arc::clone(file))],
+        output_level: level,
+    }
+}
+
 /// A manual full compaction: every file into the deepest non-empty level (at least L1).
 pub fn pick_all(version: &Version) -> Option<Plan> {
     let deepest = version

@@ -15,15 +15,19 @@
 //!   in the writer thread, which assigns them). Versions written later
 //!   are kept whatever their key: they may be flushed and merged into the
 //!   purge's input, and the filter looks at each entry's sequence number.
-//! - **Every version.** A rejected entry is skipped before compaction's
-//!   newest-version rule looks at it, so a purged key's older versions
-//!   cannot come back as its newest (the purge merges every table of the
-//!   tree: nothing older is left outside it).
-//! - **Atomic.** The output is installed by one manifest edit that adds
-//!   the new tables and removes every input, as a compaction's; a crash
-//!   before it leaves the old tables (the new ones are unreferenced and
-//!   removed at the next open), after it the new. A purge run again with
-//!   the same predicate finds nothing more to drop.
+//! - **Every version, by the end.** A rejected entry is skipped before
+//!   compaction's newest-version rule looks at it. A purge rewrites every
+//!   table live when it began, a merge at a time (`crate::db::purge`):
+//!   when it ends, no version up to the cutoff of a rejected key is left.
+//!   While it runs, such a key may read as an earlier version of its own
+//!   (one in a table not merged yet) or as gone.
+//! - **A merge at a time.** Each merge is installed by one manifest edit
+//!   that adds its tables and removes its inputs, as a compaction's; a
+//!   crash before it leaves that merge's inputs (the new tables are
+//!   unreferenced and removed at the next open), after it the new ones.
+//!   A purge cut short leaves the tree as before, as after, or between;
+//!   one run again with the same predicate finishes it. Between two
+//!   merges the compaction thread runs the compaction the tree needs.
 
 use super::pace::Pace;
 use std::time::{Duration, Instant};
@@ -34,7 +38,9 @@ pub type KeepKey = dyn Fn(&[u8]) -> bool + Send + Sync;
 /// What a purge dropped.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PurgeReport {
-    /// Distinct user keys with at least one version dropped.
+    /// User keys with at least one version dropped, counted once per
+    /// merge: a key whose dropped versions lay in tables that different
+    /// merges rewrote counts once for each.
     pub keys_dropped: u64,
     /// Bytes of the dropped entries (internal key plus stored value).
     pub bytes_dropped: u64,
@@ -44,6 +50,17 @@ pub struct PurgeReport {
     pub bytes_read: u64,
     /// Bytes of the tables written.
     pub bytes_written: u64,
+}
+
+impl PurgeReport {
+    /// Adds `other`'s figures to these.
+    pub fn add(&mut self, other: &PurgeReport) {
+        self.keys_dropped += other.keys_dropped;
+        self.bytes_dropped += other.bytes_dropped;
+        self.tables_read += other.tables_read;
+        self.bytes_read += other.bytes_read;
+        self.bytes_written += other.bytes_written;
+    }
 }
 
 /// The filter [`super::output::write_tables_filtered`] applies.
@@ -88,6 +105,12 @@ impl<'a> PurgeFilter<'a> {
     pub fn paced(mut self, pacer: Pacer<'a>) -> Self {
         self.pacer = Some(pacer);
         self
+    }
+
+    /// The pace as the filter left it (for the purge's next merge), and
+    /// what it dropped.
+    pub fn finish(self) -> (Option<Pace>, PurgeReport) {
+        (self.pacer.map(|p| p.pace), self.report)
     }
 
     /// True when the entry is dropped (and counted); a paced filter first

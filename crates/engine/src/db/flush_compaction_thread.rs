@@ -10,11 +10,12 @@
 //! read view from the latest one under `sv_update`; a flush only adds L0
 //! tables, a compaction removes exactly the tables it merged.
 //!
-//! On the compaction thread manual compactions come first, then purges,
-//! then one automatic compaction per round. Any failure poisons the
+//! On the compaction thread manual compactions come first, then one
+//! automatic compaction, then one merge of the purge under way (a purge is
+//! a series of merges, `super::purge`), per round. Any failure poisons the
 //! engine: a half-installed tree is never used.
 
-use crate::compaction::output::{DropPolicy, write_tables};
+use crate::compaction::output::{DropPolicy, write_tables, write_tables_filtered};
 use crate::compaction::picker::{self, Plan};
 use crate::db::shared::{Shared, lock};
 use crate::error::{Error, Result};
@@ -104,46 +105,48 @@ pub fn run_compactions(shared: Arc<Shared>) {
         // Best effort: a thread that cannot lower itself runs as it was.
         let _ = crate::thread_priority::lower_this_thread(shared.opts.compaction_nice);
     }
+    let mut purges = super::purge::Purges::default();
     loop {
         let Some(mut bg) = wait_for_work(&shared, Role::Compaction) else {
             let mut bg = lock(&shared.bg);
             for reply in bg.manual_compactions.drain(..) {
                 let _ = reply.send(Err(Error::Closed));
             }
-            for job in bg.purges.drain(..) {
-                job.answer(Err(Error::Closed));
-            }
+            let jobs = std::mem::take(&mut bg.purges);
+            drop(bg);
+            purges.take(&shared, jobs);
+            purges.answer_all(|| Err(Error::Closed));
             return;
         };
         let manual = std::mem::take(&mut bg.manual_compactions);
-        let purges = std::mem::take(&mut bg.purges);
+        let jobs = std::mem::take(&mut bg.purges);
         drop(bg);
         if shared.check_poisoned().is_err() {
             for reply in manual {
                 let _ = reply.send(shared.check_poisoned());
             }
-            for job in purges {
-                job.answer(shared.check_poisoned().map(|()| Default::default()));
-            }
+            purges.take(&shared, jobs);
+            purges.answer_all(|| shared.check_poisoned().map(|()| Default::default()));
             continue;
         }
-        if let Err(e) = compaction_step(&shared, manual, purges) {
+        purges.take(&shared, jobs);
+        if let Err(e) = compaction_step(&shared, manual, &mut purges) {
             shared.poison(&e);
         }
         shared.bg_cond.notify_all();
     }
 }
 
-/// One round of the compaction thread: manual compactions and purges,
-/// then one automatic compaction.
+/// One round of the compaction thread: manual compactions, one automatic
+/// compaction, one merge of the purge under way.
 fn compaction_step(
     shared: &Shared,
     manual: Vec<std::sync::mpsc::Sender<Result<()>>>,
-    purges: Vec<super::purge::PurgeJob>,
+    purges: &mut super::purge::Purges,
 ) -> Result<()> {
     for reply in manual {
         let result = match claim(shared, picker::pick_all) {
-            Some((plan, _merging)) => compact(shared, plan),
+            Some((plan, _merging)) => compact(shared, plan, purges.active.as_mut()),
             None => Ok(()),
         };
         let failed = result.as_ref().err().map(Error::to_poisoned);
@@ -152,21 +155,17 @@ fn compaction_step(
             return Err(e);
         }
     }
-    for job in purges {
-        super::purge::run(shared, job)?;
+    if shared.opts.background_compaction {
+        let claimed = claim(shared, |version| {
+            let bg = lock(&shared.bg);
+            picker::pick(version, &shared.opts, &bg.compact_pointers)
+        });
+        if let Some((plan, _merging)) = claimed {
+            compact(shared, plan, purges.active.as_mut())?;
+            shared.notify_bg(); // there may be more to do
+        }
     }
-    if !shared.opts.background_compaction {
-        return Ok(());
-    }
-    let claimed = claim(shared, |version| {
-        let bg = lock(&shared.bg);
-        picker::pick(version, &shared.opts, &bg.compact_pointers)
-    });
-    if let Some((plan, _merging)) = claimed {
-        compact(shared, plan)?;
-        shared.notify_bg(); // there may be more to do
-    }
-    Ok(())
+    purges.step(shared)
 }
 
 /// Says, while alive, where the compaction thread's current merge writes
@@ -269,19 +268,47 @@ pub fn remove_obsolete_segments(shared: &Shared, min: u64) {
     }
 }
 
-/// Runs a compaction plan and installs its outputs.
-pub fn compact(shared: &Shared, plan: Plan) -> Result<()> {
+/// Runs a compaction plan and installs its outputs. During `purge`, it
+/// drops that purge's versions too where that is safe
+/// (`ActivePurge::may_filter`), and tells the purge what it merged.
+pub fn compact(
+    shared: &Shared,
+    plan: Plan,
+    purge: Option<&mut super::purge::ActivePurge>,
+) -> Result<()> {
     let output_level = plan.output_level;
     let mut merged = merge_inputs(&plan)?;
-    let outputs = write_tables(
-        &shared.table_sink(),
-        &mut merged,
-        output_level as u32,
-        shared.opts.sst_target_bytes,
-        drop_policy(shared, &plan),
-    )?;
+    let filtering = purge
+        .as_deref()
+        .is_some_and(|p| p.may_filter(&shared.sv.load().version, &plan));
+    let mut dropped = None;
+    let outputs = match purge.as_deref() {
+        Some(p) if filtering => {
+            let mut filter = p.filter();
+            let outputs = write_tables_filtered(
+                &shared.table_sink(),
+                &mut merged,
+                output_level as u32,
+                shared.opts.sst_target_bytes,
+                drop_policy(shared, &plan),
+                Some(&mut filter),
+            )?;
+            dropped = Some(filter.finish().1);
+            outputs
+        }
+        _ => write_tables(
+            &shared.table_sink(),
+            &mut merged,
+            output_level as u32,
+            shared.opts.sst_target_bytes,
+            drop_policy(shared, &plan),
+        )?,
+    };
     install_compaction(shared, &plan, &outputs)?;
     count_compaction(shared, &plan, &outputs);
+    if let Some(p) = purge {
+        p.merged(&plan, &outputs, dropped.as_ref());
+    }
     if let Some(last) = plan
         .inputs
         .iter()

@@ -299,7 +299,9 @@ impl Db {
 
     /// Drops every version of every key `keep` rejects, without writing a
     /// tombstone, among the versions written before the call (later ones
-    /// are kept); waits, and says what it dropped (`super::purge`).
+    /// are kept); waits, and says what it dropped (`super::purge`). It
+    /// rewrites the tree a table at a time, with compactions between: until
+    /// it returns, a rejected key may read as one of its earlier versions.
     pub fn purge(
         &self,
         keep: Arc<crate::compaction::purge::KeepKey>,
@@ -310,8 +312,9 @@ impl Db {
     /// [`Db::purge`] with its reads paced at `bytes_per_sec` on average
     /// (`crate::compaction::pace`), so a purge of a large store does not
     /// take the disk and a CPU at once; it hurries while level 0 holds
-    /// twice its compaction trigger (compactions wait for it), and a close
-    /// stops it (`Error::Closed`; run it again after the open).
+    /// twice its compaction trigger (compactions wait for its current
+    /// merge), and a close stops it (`Error::Closed`: the merges done stay
+    /// done; run it again after the open to finish).
     pub fn purge_paced(
         &self,
         keep: Arc<crate::compaction::purge::KeepKey>,

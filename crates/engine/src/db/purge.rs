@@ -7,10 +7,31 @@
 //!    cutoff. Every version up to it is now in an immutable memtable or a
 //!    table; every later one in the new memtable.
 //! 2. It waits until every immutable memtable is flushed.
-//! 3. The compaction thread (which runs every compaction, so none runs
-//!    beside the purge; flushes of later writes may) merges every table of the tree into its deepest
-//!    level through the filter, as a full manual compaction does, and
-//!    installs the result with one manifest edit.
+//! 3. The compaction thread takes the job ([`Purges`]): every table live
+//!    then is *dirty* (it may hold a version the purge drops). It rewrites
+//!    them a merge at a time ([`step`]), the deepest dirty table first: a
+//!    table of level 1 or deeper into its own level through the filter, or,
+//!    once only level 0 is dirty, level 0 into level 1 (the merge
+//!    compaction would do). Each merge is installed by its own manifest
+//!    edit. Between two merges the thread runs the compaction the tree
+//!    needs, so a purge of a large store never holds compactions up for
+//!    longer than one table's merge, and never needs room for a second
+//!    copy of the store (a purge used to merge every table in one job).
+//! 4. A compaction that runs during the purge drops the purge's versions
+//!    too when no dirty table deeper than its output overlaps it
+//!    ([`ActivePurge::may_filter`]); then its outputs are clean. Otherwise
+//!    its outputs are dirty if any input was.
+//!
+//! While it runs, a rejected key may read as one of its earlier versions
+//! (or as gone): a key's versions can lie in several tables, and the one
+//! that wins (the newest timestamp) may be dropped before another. Deepest
+//! first, and the rule of step 4, keep that from happening in the usual
+//! order (a key's newer versions lie shallower); writes out of timestamp
+//! order can still show one. Kept keys and versions after the cutoff are
+//! never touched, and at the end none of the rejected versions is left.
+//! A node purges only keys it replicates in no live layout, and never
+//! beside a copy, so no replicated read asks it for them meanwhile
+//! (docs/ARCHITECTURE.md, "Cleanup").
 //!
 //! Memory stays bounded as in any compaction: the merge streams, block
 //! by block, and the output is cut into tables of the target size.
@@ -22,9 +43,12 @@ use super::handle::wait_until_flushed;
 use super::shared::{Shared, WriteRequest, lock};
 use crate::compaction::output::write_tables_filtered;
 use crate::compaction::pace::Pace;
-use crate::compaction::picker;
+use crate::compaction::picker::{self, Plan};
 use crate::compaction::purge::{KeepKey, Pacer, PurgeFilter, PurgeReport};
 use crate::error::{Error, Result};
+use crate::iter::MergingIterator;
+use crate::version::{LiveTable, Version};
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
@@ -46,7 +70,7 @@ impl PurgeJob {
     }
 }
 
-/// Steps 1 and 2, then hands step 3 to the compaction thread and waits.
+/// Steps 1 and 2, then hands the rest to the compaction thread and waits.
 pub fn purge(
     shared: &Arc<Shared>,
     keep: Arc<KeepKey>,
@@ -80,55 +104,212 @@ pub fn purge(
     answer.recv().map_err(|_| Error::Closed)?
 }
 
-/// Step 3, on the compaction thread. An error poisons the engine (as a
-/// failed compaction's does); the caller hears it too. A paced purge
-/// stopped by the engine's close is not an error of the engine: its
-/// caller hears `Closed`, and a purge run again after the open redoes it.
-pub fn run(shared: &Shared, job: PurgeJob) -> Result<()> {
-    let outcome = rewrite(shared, &job);
-    let failed = match &outcome {
-        Err(Error::Closed) => None,
-        Err(e) => Some(e.to_poisoned()),
-        Ok(_) => None,
-    };
-    job.answer(outcome);
-    failed.map_or(Ok(()), Err)
+/// The compaction thread's purges: the one under way and those waiting
+/// (one at a time, in the order asked).
+#[derive(Default)]
+pub struct Purges {
+    waiting: VecDeque<PurgeJob>,
+    /// The purge under way.
+    pub active: Option<ActivePurge>,
 }
 
-fn rewrite(shared: &Shared, job: &PurgeJob) -> Result<PurgeReport> {
-    let Some((plan, _merging)) = claim(shared, picker::pick_all) else {
-        return Ok(PurgeReport::default());
+impl Purges {
+    /// Queues `jobs`, and starts the first if none is under way.
+    pub fn take(&mut self, shared: &Shared, jobs: Vec<PurgeJob>) {
+        self.waiting.extend(jobs);
+        if self.active.is_none()
+            && let Some(job) = self.waiting.pop_front()
+        {
+            self.active = Some(ActivePurge::start(shared, job));
+        }
+    }
+
+    /// Answers every purge, under way or waiting, `outcome()`.
+    pub fn answer_all(&mut self, outcome: impl Fn() -> Result<PurgeReport>) {
+        if let Some(active) = self.active.take() {
+            active.job.answer(outcome());
+        }
+        for job in self.waiting.drain(..) {
+            job.answer(outcome());
+        }
+    }
+
+    /// One merge of the purge under way; answers it when it is done (or
+    /// stopped by the close). An error other than the close is returned
+    /// (it poisons the engine) after the caller heard it.
+    pub fn step(&mut self, shared: &Shared) -> Result<()> {
+        let Some(active) = self.active.as_mut() else {
+            return Ok(());
+        };
+        let outcome = step(shared, active);
+        match outcome {
+            Ok(false) => {
+                // More to do: the thread comes back at once.
+                lock(&shared.bg).compaction_hint = true;
+                Ok(())
+            }
+            Ok(true) => {
+                if let Some(done) = self.active.take() {
+                    let report = done.report;
+                    done.job.answer(Ok(report));
+                }
+                if let Some(job) = self.waiting.pop_front() {
+                    self.active = Some(ActivePurge::start(shared, job));
+                    lock(&shared.bg).compaction_hint = true;
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let failed = !matches!(e, Error::Closed);
+                let poisoned = e.to_poisoned();
+                if let Some(stopped) = self.active.take() {
+                    stopped.job.answer(Err(e));
+                }
+                if failed { Err(poisoned) } else { Ok(()) }
+            }
+        }
+    }
+}
+
+/// A purge under way on the compaction thread.
+pub struct ActivePurge {
+    job: PurgeJob,
+    /// Its schedule, carried from one merge to the next.
+    pace: Option<Pace>,
+    /// Live tables that may still hold a version it drops (by number).
+    dirty: HashSet<u64>,
+    /// What its merges (and compactions that dropped for it) did so far.
+    report: PurgeReport,
+}
+
+impl ActivePurge {
+    /// The purge of `job`: every table live now is dirty.
+    fn start(shared: &Shared, job: PurgeJob) -> ActivePurge {
+        let sv = shared.sv.load();
+        let dirty = sv.version.all_files().map(|f| f.meta.number).collect();
+        ActivePurge {
+            pace: job
+                .bytes_per_sec
+                .map(|rate| Pace::new(rate, Instant::now())),
+            job,
+            dirty,
+            report: PurgeReport::default(),
+        }
+    }
+
+    /// True when a merge of `plan` may drop this purge's versions: no dirty
+    /// table deeper than its output overlaps its keys (so no older version
+    /// of a key it drops is left).
+    pub fn may_filter(&self, version: &Version, plan: &Plan) -> bool {
+        let Some((lo, hi)) = plan.user_span() else {
+            return true;
+        };
+        version
+            .levels
+            .iter()
+            .skip(plan.output_level + 1)
+            .flatten()
+            .all(|f| !self.dirty.contains(&f.meta.number) || !f.overlaps(&lo, &hi))
+    }
+
+    /// A filter of this purge, unpaced (for a compaction).
+    pub fn filter(&self) -> PurgeFilter<'_> {
+        PurgeFilter::new(self.job.keep.as_ref(), self.job.seq_max)
+    }
+
+    /// After `plan`'s merge into `outputs` was installed: its inputs are
+    /// gone; its outputs are dirty if it did not filter and took a dirty
+    /// input. `dropped` is what its filter dropped, if it filtered.
+    pub fn merged(
+        &mut self,
+        plan: &Plan,
+        outputs: &[Arc<LiveTable>],
+        dropped: Option<&PurgeReport>,
+    ) {
+        let mut took_dirty = false;
+        for (_, f) in &plan.inputs {
+            took_dirty |= self.dirty.remove(&f.meta.number);
+        }
+        match dropped {
+            Some(report) => {
+                self.report.keys_dropped += report.keys_dropped;
+                self.report.bytes_dropped += report.bytes_dropped;
+            }
+            None if took_dirty => self.dirty.extend(outputs.iter().map(|t| t.meta.number)),
+            None => {}
+        }
+    }
+
+    /// The next merge: the deepest dirty table into its own level, or all
+    /// of level 0 into level 1 once only level 0 is dirty; `None` when
+    /// nothing live is dirty (the purge is done).
+    fn next_plan(&mut self, version: &Version) -> Option<Plan> {
+        let live: HashSet<u64> = version.all_files().map(|f| f.meta.number).collect();
+        self.dirty.retain(|n| live.contains(n));
+        let (level, file) =
+            version
+                .levels
+                .iter()
+                .enumerate()
+                .rev()
+                .find_map(|(level, files)| {
+                    files
+                        .iter()
+                        .find(|f| self.dirty.contains(&f.meta.number))
+                        .map(|f| (level, Arc::clone(f)))
+                })?;
+        if level == 0 {
+            picker::pick_level0(version)
+        } else {
+            Some(picker::pick_in_place(version, level, &file))
+        }
+    }
+}
+
+/// One merge of `active` (paced if it is), installed; true when nothing
+/// was left to merge (the purge is done).
+fn step(shared: &Shared, active: &mut ActivePurge) -> Result<bool> {
+    let Some((plan, _merging)) = claim(shared, |version| active.next_plan(version)) else {
+        return Ok(true);
     };
     // Paced, it waits between reads, except while level 0 holds twice
-    // its compaction trigger (compactions wait for the purge: it hurries
+    // its compaction trigger (compactions wait for this merge: it hurries
     // instead of letting writers reach the stall); it stops at a close.
     let hurry =
         || shared.sv.load().version.levels[0].len() >= 2 * shared.opts.l0_compaction_trigger;
     let wait = |d: Duration| wait_unless_closing(shared, d);
-    let mut filter = PurgeFilter::new(job.keep.as_ref(), job.seq_max);
-    if let Some(rate) = job.bytes_per_sec {
+    let keep = Arc::clone(&active.job.keep);
+    let mut filter = PurgeFilter::new(keep.as_ref(), active.job.seq_max);
+    if let Some(pace) = active.pace.take() {
         filter = filter.paced(Pacer {
-            pace: Pace::new(rate, Instant::now()),
+            pace,
             hurry: &hurry,
             wait: &wait,
         });
     }
-    let mut merged = merge_inputs(&plan)?;
-    let outputs = write_tables_filtered(
+    let mut merged: MergingIterator = merge_inputs(&plan)?;
+    let written = write_tables_filtered(
         &shared.table_sink(),
         &mut merged,
         plan.output_level as u32,
         shared.opts.sst_target_bytes,
         drop_policy(shared, &plan),
         Some(&mut filter),
-    )?;
+    );
+    let (pace, dropped) = filter.finish();
+    active.pace = pace;
+    let outputs = written?;
     install_compaction(shared, &plan, &outputs)?;
     count_compaction(shared, &plan, &outputs);
-    let mut report = filter.report;
-    report.tables_read = plan.inputs.len() as u64;
-    report.bytes_read = plan.inputs.iter().map(|(_, f)| f.meta.file_bytes).sum();
-    report.bytes_written = outputs.iter().map(|t| t.meta.file_bytes).sum();
-    Ok(report)
+    active.report.tables_read += plan.inputs.len() as u64;
+    active.report.bytes_read += plan
+        .inputs
+        .iter()
+        .map(|(_, f)| f.meta.file_bytes)
+        .sum::<u64>();
+    active.report.bytes_written += outputs.iter().map(|t| t.meta.file_bytes).sum::<u64>();
+    active.merged(&plan, &outputs, Some(&dropped));
+    Ok(false)
 }
 
 /// Waits up to `d` on the background condition, less if the engine
@@ -196,5 +377,63 @@ mod tests {
         let db = Db::open(dir.path(), opts).unwrap();
         assert_eq!(db.get(b"k00001").unwrap().map(|e| e.ts), Some(1001));
         db.close().unwrap();
+    }
+
+    /// A purge is a series of merges with the tree's compactions between
+    /// them: level 0, filled to its trigger while a slow paced purge runs,
+    /// is compacted before that purge ends. Negative control: a purge
+    /// that merged the whole tree in one job held every compaction until
+    /// it ended (then the purge is over by the time level 0 shrinks).
+    #[test]
+    fn level_0_is_compacted_while_a_slow_purge_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options {
+            wal_mode: WalMode::None,
+            memtable_bytes_max: 256 * 1024,
+            sst_target_bytes: 256 * 1024,
+            l1_bytes_max: 1024 * 1024,
+            l0_compaction_trigger: 2,
+            ..Options::default()
+        };
+        let trigger = opts.l0_compaction_trigger;
+        let db = Db::open(dir.path(), opts).unwrap();
+        // 8 MiB in the deeper levels: at 1 MiB/s the purge takes 8 s or more.
+        for i in 0..8192u64 {
+            let key = format!("k{i:05}");
+            db.put(key.as_bytes(), &[7u8; 1024], 1000 + i, Durability::None)
+                .unwrap();
+        }
+        db.compact().unwrap();
+        let shared = Arc::clone(db.shared_for_tests());
+        let keep: Arc<KeepKey> = Arc::new(|k: &[u8]| k.ends_with(b"0"));
+        let purging = std::thread::spawn(move || purge(&shared, keep, Some(1024 * 1024)));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while lock(&db.shared_for_tests().merging).is_none() {
+            assert!(Instant::now() < deadline, "the purge never began");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Level 0 to its trigger, written after the purge began.
+        for round in 0..trigger as u64 {
+            for i in 0..64u64 {
+                let key = format!("n{round}-{i:03}");
+                db.put(key.as_bytes(), &[9u8; 1024], 100_000 + i, Durability::None)
+                    .unwrap();
+            }
+            db.flush().unwrap();
+        }
+        while db.stats().level_files[0] >= trigger {
+            assert!(Instant::now() < deadline, "level 0 was never compacted");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            !purging.is_finished(),
+            "level 0 was compacted only once the purge was over"
+        );
+        // The close stops the purge (or it just ended).
+        db.close().unwrap();
+        assert!(matches!(
+            purging.join().unwrap(),
+            Ok(_) | Err(Error::Closed)
+        ));
     }
 }
