@@ -44,23 +44,13 @@ pub struct PurgeReport {
     pub keys_dropped: u64,
     /// Bytes of the dropped entries (internal key plus stored value).
     pub bytes_dropped: u64,
-    /// Tables read (every table of the tree when the purge ran).
+    /// Tables read through the purge's filter: by its own merges and
+    /// scans, and by the compactions that dropped for it meanwhile.
     pub tables_read: u64,
     /// Bytes of the tables read.
     pub bytes_read: u64,
     /// Bytes of the tables written.
     pub bytes_written: u64,
-}
-
-impl PurgeReport {
-    /// Adds `other`'s figures to these.
-    pub fn add(&mut self, other: &PurgeReport) {
-        self.keys_dropped += other.keys_dropped;
-        self.bytes_dropped += other.bytes_dropped;
-        self.tables_read += other.tables_read;
-        self.bytes_read += other.bytes_read;
-        self.bytes_written += other.bytes_written;
-    }
 }
 
 /// The filter [`super::output::write_tables_filtered`] applies.

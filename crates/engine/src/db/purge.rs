@@ -46,7 +46,8 @@ use crate::compaction::pace::Pace;
 use crate::compaction::picker::{self, Plan};
 use crate::compaction::purge::{KeepKey, Pacer, PurgeFilter, PurgeReport};
 use crate::error::{Error, Result};
-use crate::iter::MergingIterator;
+use crate::iter::{InternalIterator, MergingIterator};
+use crate::key;
 use crate::version::{LiveTable, Version};
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -232,8 +233,16 @@ impl ActivePurge {
         }
         match dropped {
             Some(report) => {
+                // Its inputs were read through this purge's filter.
                 self.report.keys_dropped += report.keys_dropped;
                 self.report.bytes_dropped += report.bytes_dropped;
+                self.report.tables_read += plan.inputs.len() as u64;
+                self.report.bytes_read += plan
+                    .inputs
+                    .iter()
+                    .map(|(_, f)| f.meta.file_bytes)
+                    .sum::<u64>();
+                self.report.bytes_written += outputs.iter().map(|t| t.meta.file_bytes).sum::<u64>();
             }
             None if took_dirty => self.dirty.extend(outputs.iter().map(|t| t.meta.number)),
             None => {}
@@ -279,14 +288,36 @@ fn step(shared: &Shared, active: &mut ActivePurge) -> Result<bool> {
         || shared.sv.load().version.levels[0].len() >= 2 * shared.opts.l0_compaction_trigger;
     let wait = |d: Duration| wait_unless_closing(shared, d);
     let keep = Arc::clone(&active.job.keep);
-    let mut filter = PurgeFilter::new(keep.as_ref(), active.job.seq_max);
-    if let Some(pace) = active.pace.take() {
-        filter = filter.paced(Pacer {
-            pace,
-            hurry: &hurry,
-            wait: &wait,
-        });
+    let seq_max = active.job.seq_max;
+    let filter_with = |pace: Option<Pace>| {
+        let filter = PurgeFilter::new(keep.as_ref(), seq_max);
+        match pace {
+            Some(pace) => filter.paced(Pacer {
+                pace,
+                hurry: &hurry,
+                wait: &wait,
+            }),
+            None => filter,
+        }
+    };
+    let mut pace = active.pace.take();
+    if let [(level, table)] = plan.inputs.as_slice()
+        && *level == plan.output_level
+    {
+        // A table with nothing to drop (a node's copies of keys it still
+        // replicates) is read, not rewritten.
+        let mut scan = filter_with(pace);
+        let found = holds_a_dropped_entry(table, &mut scan);
+        pace = scan.finish().0;
+        if !found? {
+            active.pace = pace;
+            active.dirty.remove(&table.meta.number);
+            active.report.tables_read += 1;
+            active.report.bytes_read += table.meta.file_bytes;
+            return Ok(false);
+        }
     }
+    let mut filter = filter_with(pace);
     let mut merged: MergingIterator = merge_inputs(&plan)?;
     let written = write_tables_filtered(
         &shared.table_sink(),
@@ -301,14 +332,37 @@ fn step(shared: &Shared, active: &mut ActivePurge) -> Result<bool> {
     let outputs = written?;
     install_compaction(shared, &plan, &outputs)?;
     count_compaction(shared, &plan, &outputs);
-    active.report.tables_read += plan.inputs.len() as u64;
-    active.report.bytes_read += plan
-        .inputs
-        .iter()
-        .map(|(_, f)| f.meta.file_bytes)
-        .sum::<u64>();
-    active.report.bytes_written += outputs.iter().map(|t| t.meta.file_bytes).sum::<u64>();
     active.merged(&plan, &outputs, Some(&dropped));
+    Ok(false)
+}
+
+/// Reads `table` through `filter` until an entry the filter drops: true if
+/// there is one. `Error::Closed` if the filter's pace was stopped by a close.
+fn holds_a_dropped_entry(table: &Arc<LiveTable>, filter: &mut PurgeFilter<'_>) -> Result<bool> {
+    let mut entries = table.table.iter();
+    entries.seek_to_first()?;
+    while entries.valid() {
+        let ikey = entries.key();
+        let parsed = key::parse_internal_key(ikey).ok_or_else(|| Error::Corruption {
+            path: table.table.path().to_path_buf(),
+            offset: 0,
+            kind: crate::error::CorruptionKind::Malformed(
+                "undecodable internal key in a purge's scan".into(),
+            ),
+        })?;
+        let dropped = filter.drops(
+            parsed.user_key,
+            parsed.seq,
+            ikey.len() + entries.value().len(),
+        );
+        if filter.stopped {
+            return Err(Error::Closed);
+        }
+        if dropped {
+            return Ok(true);
+        }
+        entries.next()?;
+    }
     Ok(false)
 }
 
@@ -435,5 +489,72 @@ mod tests {
             purging.join().unwrap(),
             Ok(_) | Err(Error::Closed)
         ));
+    }
+
+    /// A purge that finds nothing to drop in a table leaves it as it is
+    /// (read, not rewritten): a node's cleanup of a store holding only
+    /// keys it still replicates writes nothing. Negative control: without
+    /// the scan first, every table is rewritten.
+    #[test]
+    fn a_table_with_nothing_to_drop_is_not_rewritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options {
+            wal_mode: WalMode::None,
+            memtable_bytes_max: 64 * 1024,
+            sst_target_bytes: 64 * 1024,
+            ..Options::default()
+        };
+        let db = Db::open(dir.path(), opts).unwrap();
+        for i in 0..2000u64 {
+            let key = format!("k{i:05}");
+            let keep_it = if i % 2 == 0 { b'y' } else { b'n' };
+            // Keys ending in 'y' are kept; the ones ending in 'n' all
+            // lie in the second half of the key space.
+            let key = if i < 1000 {
+                format!("{key}y")
+            } else {
+                format!("{key}{}", keep_it as char)
+            };
+            // Values that do not compress, so the tables are many.
+            let mut x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+            let value: Vec<u8> = (0..256)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            db.put(key.as_bytes(), &value, 1000 + i, Durability::None)
+                .unwrap();
+        }
+        db.compact().unwrap();
+        let files = |db: &Db| -> Vec<u64> {
+            let sv = db.shared_for_tests().sv.load();
+            let mut n: Vec<u64> = sv.version.all_files().map(|f| f.meta.number).collect();
+            n.sort_unstable();
+            n
+        };
+        let before = files(&db);
+        assert!(before.len() >= 4, "{before:?}");
+        let keep: Arc<KeepKey> = Arc::new(|k: &[u8]| k.ends_with(b"y"));
+        let report = db.purge(keep).unwrap();
+        assert_eq!(report.keys_dropped, 500, "{report:?}");
+        let after = files(&db);
+        // The tables of the first half (every key kept) are the same files.
+        let kept: Vec<u64> = before
+            .iter()
+            .copied()
+            .filter(|n| after.contains(n))
+            .collect();
+        assert!(
+            kept.len() >= before.len() / 3,
+            "tables with nothing to drop were rewritten: before {before:?}, after {after:?}"
+        );
+        assert!(report.tables_read as usize >= before.len(), "{report:?}");
+        assert_eq!(db.get(b"k00001y").unwrap().map(|e| e.ts), Some(1001));
+        assert_eq!(db.get(b"k01001n").unwrap(), None);
+        assert_eq!(db.get(b"k01002y").unwrap().map(|e| e.ts), Some(2002));
+        db.close().unwrap();
     }
 }
