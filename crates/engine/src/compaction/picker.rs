@@ -91,49 +91,40 @@ pub fn pick(version: &Version, opts: &Options, pointers: &[Vec<u8>]) -> Option<P
     if score < 1.0 {
         return None;
     }
-    let mut inputs: Vec<(usize, Arc<LiveTable>)>;
     if level == 0 {
-        inputs = version.levels[0]
-            .iter()
-            .map(|f| (0, Arc::clone(f)))
-            .collect();
-    } else {
-        let files = &version.levels[level];
-        let pointer = pointers.get(level).map_or(&[][..], |p| p.as_slice());
-        let chosen = files
-            .iter()
-            .find(|f| pointer.is_empty() || key::user_key(&f.meta.smallest) > pointer)
-            .or_else(|| files.first())?;
-        inputs = vec![(level, Arc::clone(chosen))];
+        return pick_level0(version);
     }
-    let upper: Vec<Arc<LiveTable>> = inputs.iter().map(|(_, f)| Arc::clone(f)).collect();
-    let (lo, hi) = user_span(&upper)?;
-    let output_level = level + 1;
-    for f in overlapping(version, output_level, &lo, &hi) {
-        inputs.push((output_level, f));
-    }
-    let all: Vec<Arc<LiveTable>> = inputs.iter().map(|(_, f)| Arc::clone(f)).collect();
-    let (lo, hi) = user_span(&all)?;
-    Some(Plan {
-        bottom: is_bottom(version, output_level, &lo, &hi),
-        inputs,
-        output_level,
-    })
+    let files = &version.levels[level];
+    let pointer = pointers.get(level).map_or(&[][..], |p| p.as_slice());
+    let chosen = files
+        .iter()
+        .find(|f| pointer.is_empty() || key::user_key(&f.meta.smallest) > pointer)
+        .or_else(|| files.first())?;
+    into_next_level(version, vec![(level, Arc::clone(chosen))], level + 1)
 }
 
 /// All of level 0 into level 1, with every level-1 file their span
 /// overlaps (what [`pick`] chooses for level 0); `None` when level 0 is
 /// empty.
 pub fn pick_level0(version: &Version) -> Option<Plan> {
-    let mut inputs: Vec<(usize, Arc<LiveTable>)> = version
+    let inputs: Vec<(usize, Arc<LiveTable>)> = version
         .levels
         .first()?
         .iter()
         .map(|f| (0, Arc::clone(f)))
         .collect();
+    into_next_level(version, inputs, 1.min(version.levels.len() - 1))
+}
+
+/// `inputs` (files of one level) merged into `output_level`, with every
+/// file there their span overlaps.
+fn into_next_level(
+    version: &Version,
+    mut inputs: Vec<(usize, Arc<LiveTable>)>,
+    output_level: usize,
+) -> Option<Plan> {
     let upper: Vec<Arc<LiveTable>> = inputs.iter().map(|(_, f)| Arc::clone(f)).collect();
     let (lo, hi) = user_span(&upper)?;
-    let output_level = 1.min(version.levels.len() - 1);
     for f in overlapping(version, output_level, &lo, &hi) {
         inputs.push((output_level, f));
     }

@@ -19,6 +19,24 @@ impl LinkWaiter for W {
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
+/// Reads the link's upgrade request from `stream` (bounded by a read
+/// timeout): its head, and the bytes after it.
+fn read_upgrade(stream: &mut std::net::TcpStream) -> (String, Vec<u8>) {
+    stream.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end + 4]).to_string();
+            buf.drain(..end + 4);
+            return (head, buf);
+        }
+        let n = stream.read(&mut chunk).unwrap();
+        assert!(n > 0, "the link closed during its upgrade");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
 /// Reads frames from `stream` until `n` arrived (bounded by the socket's
 /// read timeout).
 fn read_frames(stream: &mut std::net::TcpStream, buf: &mut Vec<u8>, n: usize) -> Vec<Message> {
@@ -49,17 +67,7 @@ fn a_fenced_connection_answers_everything_on_it_fenced() {
     let addr = listener.local_addr().unwrap();
     let peer = std::thread::spawn(move || {
         let (mut stream, _) = listener.accept().unwrap();
-        stream.set_read_timeout(Some(DEADLINE)).unwrap();
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 4096];
-        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-            let n = stream.read(&mut chunk).unwrap();
-            assert!(n > 0, "the link closed during its upgrade");
-            buf.extend_from_slice(&chunk[..n]);
-        }
-        let head_end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-        let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-        buf.drain(..head_end);
+        let (head, mut buf) = read_upgrade(&mut stream);
         stream.write_all(&handshake::upgrade_response()).unwrap();
         let frames = read_frames(&mut stream, &mut buf, 2);
         let mut out = Vec::new();
@@ -98,14 +106,7 @@ fn a_fenced_upgrade_answers_what_waits_fenced() {
     let addr = listener.local_addr().unwrap();
     let peer = std::thread::spawn(move || {
         let (mut stream, _) = listener.accept().unwrap();
-        stream.set_read_timeout(Some(DEADLINE)).unwrap();
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 4096];
-        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-            let n = stream.read(&mut chunk).unwrap();
-            assert!(n > 0, "the link closed during its upgrade");
-            buf.extend_from_slice(&chunk[..n]);
-        }
+        read_upgrade(&mut stream);
         let body =
             "stale layout: the coordinator is on layout version 1, this node knows version 2";
         let answer = format!(
