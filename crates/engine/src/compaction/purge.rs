@@ -17,7 +17,7 @@
 //!   purge's input, and the filter looks at each entry's sequence number.
 //! - **Every version, by the end.** A rejected entry is skipped before
 //!   compaction's newest-version rule looks at it. A purge rewrites every
-//!   table live when it began, a merge at a time (`crate::db::purge`):
+//!   table live when it began, a merge at a time (the engine's `db/purge.rs`):
 //!   when it ends, no version up to the cutoff of a rejected key is left.
 //!   While it runs, such a key may read as an earlier version of its own
 //!   (one in a table not merged yet) or as gone.

@@ -9,7 +9,7 @@
 //! 2. It waits until every immutable memtable is flushed.
 //! 3. The compaction thread takes the job ([`Purges`]): every table live
 //!    then is *dirty* (it may hold a version the purge drops). It rewrites
-//!    them a merge at a time ([`step`]), the deepest dirty table first: a
+//!    them a merge at a time (`Purges::step`), the deepest dirty table first: a
 //!    table of level 1 or deeper into its own level through the filter, or,
 //!    once only level 0 is dirty, level 0 into level 1 (the merge
 //!    compaction would do). Each merge is installed by its own manifest
