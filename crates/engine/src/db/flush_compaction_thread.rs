@@ -278,32 +278,19 @@ pub fn compact(
 ) -> Result<()> {
     let output_level = plan.output_level;
     let mut merged = merge_inputs(&plan)?;
-    let filtering = purge
+    let mut filter = purge
         .as_deref()
-        .is_some_and(|p| p.may_filter(&shared.sv.load().version, &plan));
-    let mut dropped = None;
-    let outputs = match purge.as_deref() {
-        Some(p) if filtering => {
-            let mut filter = p.filter();
-            let outputs = write_tables_filtered(
-                &shared.table_sink(),
-                &mut merged,
-                output_level as u32,
-                shared.opts.sst_target_bytes,
-                drop_policy(shared, &plan),
-                Some(&mut filter),
-            )?;
-            dropped = Some(filter.finish().1);
-            outputs
-        }
-        _ => write_tables(
-            &shared.table_sink(),
-            &mut merged,
-            output_level as u32,
-            shared.opts.sst_target_bytes,
-            drop_policy(shared, &plan),
-        )?,
-    };
+        .filter(|p| p.may_filter(&shared.sv.load().version, &plan))
+        .map(super::purge::ActivePurge::filter);
+    let outputs = write_tables_filtered(
+        &shared.table_sink(),
+        &mut merged,
+        output_level as u32,
+        shared.opts.sst_target_bytes,
+        drop_policy(shared, &plan),
+        filter.as_mut(),
+    )?;
+    let dropped = filter.map(|f| f.finish().1);
     install_compaction(shared, &plan, &outputs)?;
     count_compaction(shared, &plan, &outputs);
     if let Some(p) = purge {

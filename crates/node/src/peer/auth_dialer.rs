@@ -59,6 +59,12 @@ struct Head {
     authentication_info: Option<Vec<u8>>,
 }
 
+/// The status code of the upgrade answer at the start of `buf`, once
+/// its head is complete and well-formed.
+pub fn answer_status(buf: &[u8]) -> Option<u16> {
+    parse_head(buf).ok().flatten().map(|head| head.code)
+}
+
 fn parse_head(buf: &[u8]) -> Result<Option<Head>, String> {
     let mut headers = [httparse::EMPTY_HEADER; UPGRADE_RESPONSE_HEADERS_MAX];
     let mut response = httparse::Response::new(&mut headers);

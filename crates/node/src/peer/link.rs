@@ -21,7 +21,7 @@
 //! - Frames are written only once the 101 arrived; bytes queued before are
 //!   dropped with their requests if the connect fails.
 
-use super::auth_dialer::{Dialer, Step, fresh_nonce};
+use super::auth_dialer::{Dialer, Step, answer_status, fresh_nonce};
 use super::frame::{self, Applied, Message, ReplicaErrorKind, Stamped};
 use crate::tls::transport::Transport;
 use ataman_engine::metrics::Histogram;
@@ -649,7 +649,7 @@ impl<W: LinkWaiter> PeerLink<W> {
                 return Err("no handshake".into());
             };
             let step = dialer.on_answer(&self.rbuf, &mut fresh_nonce);
-            if step.is_err() && upgrade_status(&self.rbuf) == Some(FENCED_UPGRADE_STATUS) {
+            if step.is_err() && answer_status(&self.rbuf) == Some(FENCED_UPGRADE_STATUS) {
                 // The peer fenced the version this upgrade named: what
                 // waits for the connection is answered `Fenced`.
                 self.fenced = Some((self.dialed_version, Instant::now()));
@@ -852,17 +852,6 @@ impl<W: LinkWaiter> PeerLink<W> {
 /// version with (the fence, `net::fence`; no other refusal of a peer
 /// upgrade uses it).
 const FENCED_UPGRADE_STATUS: u16 = 409;
-
-/// The status code of the HTTP answer at the start of `buf`, if its
-/// status line is complete.
-fn upgrade_status(buf: &[u8]) -> Option<u16> {
-    let mut headers = [httparse::EMPTY_HEADER; 32];
-    let mut response = httparse::Response::new(&mut headers);
-    match response.parse(buf) {
-        Ok(_) | Err(httparse::Error::TooManyHeaders) => response.code,
-        Err(_) => None,
-    }
-}
 
 #[cfg(test)]
 #[path = "link_tests.rs"]
