@@ -22,6 +22,8 @@
 # the same cluster and load, nothing added; its "during" window is the
 # CONTROL_SEC (default 85) seconds after ADD_AT, so a move's windows can
 # be set against the steady state's (its flushes and compactions).
+# NODE_ARGS adds `ataman serve` options to every node (the added one
+# too), e.g. NODE_ARGS="--compaction-rate-bytes 16777216".
 # LOAD_CONNECTIONS (default 32) sets the constant-rate load's connections:
 # with 32, each carries ~300 req/s, so a server latency above ~3 ms makes
 # the generator itself fall behind (its corrected latency then counts the
@@ -38,7 +40,7 @@ U="http://127.0.0.1:$BASE,http://127.0.0.1:$((BASE + 1)),http://127.0.0.1:$((BAS
 NEW="http://127.0.0.1:$((BASE + 3))"
 now() { date +%s.%N; }
 $B cluster start --nodes 3 --base-port "$BASE" --dir "$R/c" -- \
-  --anti-entropy-interval-ms 0 --anti-entropy-rate-bytes "$LIMIT" > "$R/start.out" 2> "$R/start.err" &
+  --anti-entropy-interval-ms 0 --anti-entropy-rate-bytes "$LIMIT" ${NODE_ARGS:-} > "$R/start.out" 2> "$R/start.err" &
 SUP=$!
 LOAD=
 trap 'kill $LOAD $SUP 2>/dev/null || true; wait 2>/dev/null || true' EXIT

@@ -167,6 +167,9 @@ pub struct EngineMetrics {
     pub compaction_bytes_read: Counter,
     /// Bytes of SSTables written by compactions.
     pub compaction_bytes_written: Counter,
+    /// Microseconds automatic compactions waited to keep
+    /// `Options::compaction_rate_bytes`.
+    pub compaction_pace_wait_us: Counter,
     /// Ingests installed (`Db::ingest`).
     pub ingests: Counter,
     /// Bytes of SSTables written by ingests.

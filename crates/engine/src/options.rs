@@ -98,6 +98,12 @@ pub struct Options {
     /// process's priority. A compaction that falls behind still bounds the
     /// writers: they stall at `l0_stop_writes`.
     pub compaction_nice: i32,
+    /// Bytes per second an automatic compaction reads at, on average
+    /// (0: as fast as it can). A paced compaction spreads its CPU and I/O
+    /// over time instead of taking them in a burst; it hurries while level
+    /// 0 holds twice its compaction trigger, so writers do not reach their
+    /// stall because of it. Manual compactions are not paced.
+    pub compaction_rate_bytes: u64,
     /// The wall clock expiry and the tombstone grace read; tests pass a
     /// [`crate::clock::VirtualClock`].
     pub clock: Arc<dyn Clock>,
@@ -136,6 +142,7 @@ impl Default for Options {
             force_recovery: false,
             background_compaction: true,
             compaction_nice: 0,
+            compaction_rate_bytes: 0,
             clock: Arc::new(SystemClock),
             planted_drop_expired_without_tombstone: false,
         }

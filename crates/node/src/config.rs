@@ -32,6 +32,8 @@ pub const REPLICATION_TIMEOUT_MS_DEFAULT: u64 = 1_000;
 pub const PEER_INFLIGHT_MAX_DEFAULT: usize = 4096;
 /// Default bound on the bytes of hints kept for peers that missed writes.
 pub const HINTS_BYTES_MAX_DEFAULT: u64 = 256 * 1024 * 1024;
+/// Default `--compaction-rate-bytes`: unpaced.
+pub const COMPACTION_RATE_BYTES_DEFAULT: u64 = 0;
 
 /// Default time between anti-entropy rounds (10 minutes).
 pub const ANTI_ENTROPY_INTERVAL_MS_DEFAULT: u64 = 600_000;
@@ -95,6 +97,9 @@ pub struct ServeArgs {
     /// Block cache budget in bytes [default: 268435456].
     #[arg(long, env = "ATAMAN_BLOCK_CACHE_BYTES")]
     pub block_cache_bytes: Option<usize>,
+    /// Bytes per second an automatic compaction reads at, on average; 0 runs them as fast as they go (a compaction hurries anyway while level 0 holds twice its trigger) [default: 0].
+    #[arg(long, env = "ATAMAN_COMPACTION_RATE_BYTES")]
+    pub compaction_rate_bytes: Option<u64>,
     /// Comma-separated URLs of every node of the cluster (single node: only --self).
     #[arg(long, env = "ATAMAN_CLUSTER")]
     pub cluster: Option<String>,
@@ -199,6 +204,7 @@ struct FileConfig {
     request_timeout_ms: Option<u64>,
     memtable_bytes_max: Option<usize>,
     block_cache_bytes: Option<usize>,
+    compaction_rate_bytes: Option<u64>,
     cluster: Option<String>,
     #[serde(rename = "self")]
     self_url: Option<String>,
@@ -254,6 +260,8 @@ pub struct NodeConfig {
     pub memtable_bytes_max: Option<usize>,
     /// Block cache budget.
     pub block_cache_bytes: Option<usize>,
+    /// Automatic compactions' read rate (0: unpaced).
+    pub compaction_rate_bytes: u64,
     /// Every node's URL, the same list on every node.
     pub cluster: Vec<String>,
     /// This node's index in `cluster`.
@@ -479,6 +487,10 @@ impl NodeConfig {
             ),
             memtable_bytes_max: args.memtable_bytes_max.or(file.memtable_bytes_max),
             block_cache_bytes: args.block_cache_bytes.or(file.block_cache_bytes),
+            compaction_rate_bytes: args
+                .compaction_rate_bytes
+                .or(file.compaction_rate_bytes)
+                .unwrap_or(COMPACTION_RATE_BYTES_DEFAULT),
             force_recovery: args.force_recovery || file.force_recovery.unwrap_or(false),
             replication_timeout: Duration::from_millis(
                 args.replication_timeout_ms

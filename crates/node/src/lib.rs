@@ -89,6 +89,7 @@ fn engine_options(config: &NodeConfig) -> Options {
         force_recovery: config.force_recovery,
         tombstone_grace: config.tombstone_grace,
         compaction_nice: antientropy::priority::BACKGROUND_NICE_STEP,
+        compaction_rate_bytes: config.compaction_rate_bytes,
         ..Options::default()
     };
     if let Some(b) = config.memtable_bytes_max {

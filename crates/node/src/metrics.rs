@@ -385,7 +385,7 @@ fn render_engine_state(out: &mut String, s: &Stats) {
 
 /// The engine's counters since it opened, and its block cache.
 fn render_engine_counters(out: &mut String, s: &Stats, m: &EngineMetrics) {
-    let counters: [(&str, &str, u64); 22] = [
+    let counters: [(&str, &str, u64); 23] = [
         (
             "ataman_engine_user_bytes_written_total",
             "Key and value bytes accepted.",
@@ -440,6 +440,11 @@ fn render_engine_counters(out: &mut String, s: &Stats, m: &EngineMetrics) {
             "ataman_engine_compaction_bytes_written_total",
             "SSTable bytes written by compactions.",
             m.compaction_bytes_written.get(),
+        ),
+        (
+            "ataman_engine_compaction_pace_wait_microseconds_total",
+            "Time automatic compactions waited to keep --compaction-rate-bytes.",
+            m.compaction_pace_wait_us.get(),
         ),
         (
             "ataman_engine_ingests_total",

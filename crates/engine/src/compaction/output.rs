@@ -1,5 +1,6 @@
 //! Writing the output SSTables of a flush or compaction.
 
+use super::pace::Pacer;
 use super::purge::PurgeFilter;
 use crate::error::{Error, Result};
 use crate::expiry::{self, split_expiring_value};
@@ -133,11 +134,14 @@ pub fn write_tables(
     target_bytes: u64,
     policy: DropPolicy,
 ) -> Result<Vec<Arc<LiveTable>>> {
-    write_tables_filtered(sink, input, level, target_bytes, policy, None)
+    write_tables_filtered(sink, input, level, target_bytes, policy, None, None)
 }
 
 /// [`write_tables`], skipping first every entry `purge` drops (so a
-/// purged key's older versions never become its newest).
+/// purged key's older versions never become its newest), and reading at
+/// `pacer`'s rate. `Error::Closed` when the pacer or the purge's own pace
+/// was stopped by the engine's close (the tables written so far are
+/// unnamed; the next open removes them).
 pub fn write_tables_filtered(
     sink: &TableSink<'_>,
     input: &mut dyn InternalIterator,
@@ -145,6 +149,7 @@ pub fn write_tables_filtered(
     target_bytes: u64,
     policy: DropPolicy,
     mut purge: Option<&mut PurgeFilter<'_>>,
+    mut pacer: Option<&mut Pacer<'_>>,
 ) -> Result<Vec<Arc<LiveTable>>> {
     let mut outputs = Vec::new();
     let mut builder: Option<(u64, TableBuilder)> = None;
@@ -160,12 +165,14 @@ pub fn write_tables_filtered(
                 "undecodable internal key in merge".into(),
             ),
         })?;
+        let entry_bytes = ikey.len() + input.value().len();
+        if let Some(p) = pacer.as_deref_mut()
+            && p.step(entry_bytes as u64)
+        {
+            return Err(Error::Closed);
+        }
         if let Some(p) = purge.as_deref_mut() {
-            let dropped = p.drops(
-                parsed.user_key,
-                parsed.seq,
-                ikey.len() + input.value().len(),
-            );
+            let dropped = p.drops(parsed.user_key, parsed.seq, entry_bytes);
             if p.stopped {
                 // Unnamed tables are removed by the next open.
                 return Err(Error::Closed);

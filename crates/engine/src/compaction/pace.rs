@@ -1,6 +1,7 @@
-//! A merge's pace: how long a paced merge (a purge) waits so its reads
-//! stay at a byte rate on average, as a pure rule (bytes and instants in,
-//! a wait out); the merge loop sleeps what it says.
+//! A merge's pace: how long a paced merge (a purge, or a compaction
+//! under `Options::compaction_rate_bytes`) waits so its reads stay at a
+//! byte rate on average, as a pure rule (bytes and instants in, a wait
+//! out); [`Pacer`] sleeps what it says.
 //!
 //! # Rules
 //! - Waits are decided once per [`PACE_STEP_BYTES`] read, so a fast merge
@@ -9,14 +10,44 @@
 //!   a merge that fell behind (slow disk, busy CPU) does not wait until it
 //!   is back on schedule, and one ahead waits the difference.
 //! - **Hurry.** When told to hurry (the engine: level 0 has grown to twice
-//!   its compaction trigger while the merge holds up compactions), it
-//!   does not wait, and the schedule restarts from there: no debt is
-//!   paid back in a burst after.
+//!   its compaction trigger: writers are nearer their stall than the
+//!   merge's rate is worth), it does not wait, and the schedule restarts
+//!   from there: no debt is paid back in a burst after.
 
 use std::time::{Duration, Instant};
 
 /// Bytes read between two decisions.
 pub const PACE_STEP_BYTES: u64 = 1024 * 1024;
+
+/// A paced merge's schedule, with what the engine tells it: whether to
+/// hurry, and how to wait (a wait the engine's close cuts short).
+pub struct Pacer<'a> {
+    /// The schedule.
+    pub pace: Pace,
+    /// True while the merge should not wait (level 0 has grown).
+    pub hurry: &'a dyn Fn() -> bool,
+    /// Waits up to the time given, less if the engine begins to close;
+    /// true when it is closing (the merge stops).
+    pub wait: &'a dyn Fn(Duration) -> bool,
+    /// Time spent in `wait`, summed.
+    pub waited: Duration,
+}
+
+impl Pacer<'_> {
+    /// Counts `bytes` read and, when a decision is due, waits what the
+    /// pace says; true when the engine is closing (the merge stops).
+    pub fn step(&mut self, bytes: u64) -> bool {
+        if !self.pace.count(bytes) {
+            return false;
+        }
+        let now = Instant::now();
+        let wait = self.pace.wait(now, (self.hurry)());
+        // Asked even for no wait: a close is noticed once per step.
+        let closing = (self.wait)(wait);
+        self.waited += now.elapsed();
+        closing
+    }
+}
 
 /// A paced merge's schedule.
 #[derive(Debug, Clone)]

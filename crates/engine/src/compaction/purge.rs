@@ -29,8 +29,7 @@
 //!   one run again with the same predicate finishes it. Between two
 //!   merges the compaction thread runs the compaction the tree needs.
 
-use super::pace::Pace;
-use std::time::{Duration, Instant};
+use super::pace::{Pace, Pacer};
 
 /// Says whether a user key is kept (true) or purged (false).
 pub type KeepKey = dyn Fn(&[u8]) -> bool + Send + Sync;
@@ -66,17 +65,6 @@ pub struct PurgeFilter<'a> {
     pub stopped: bool,
 }
 
-/// A purge's pace ([`super::pace`]) and what the engine tells it.
-pub struct Pacer<'a> {
-    /// The schedule.
-    pub pace: Pace,
-    /// True while the purge should not wait (level 0 has grown).
-    pub hurry: &'a dyn Fn() -> bool,
-    /// Waits up to the time given, less if the engine begins to close;
-    /// true when it is closing (the purge stops).
-    pub wait: &'a dyn Fn(Duration) -> bool,
-}
-
 impl<'a> PurgeFilter<'a> {
     /// Drops the versions with a sequence number up to `seq_max` of every
     /// key `keep` rejects.
@@ -106,11 +94,8 @@ impl<'a> PurgeFilter<'a> {
     /// True when the entry is dropped (and counted); a paced filter first
     /// waits as its pace says.
     pub fn drops(&mut self, user_key: &[u8], seq: u64, entry_bytes: usize) -> bool {
-        if let Some(p) = &mut self.pacer
-            && p.pace.count(entry_bytes as u64)
-        {
-            let wait = p.pace.wait(Instant::now(), (p.hurry)());
-            self.stopped |= (p.wait)(wait);
+        if let Some(p) = &mut self.pacer {
+            self.stopped |= p.step(entry_bytes as u64);
         }
         if seq > self.seq_max {
             return false;
@@ -135,6 +120,7 @@ impl<'a> PurgeFilter<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Duration, Instant};
 
     /// A paced filter asks its pace once per step and stops when the
     /// engine closes during a wait; unpaced, it never stops.
@@ -153,6 +139,7 @@ mod tests {
             pace: Pace::new(1024 * 1024, Instant::now()),
             hurry: &hurry,
             wait: &wait,
+            waited: Duration::ZERO,
         };
         let mut f = PurgeFilter::new(&keep, 10).paced(pacer);
         let entry = 64 * 1024;

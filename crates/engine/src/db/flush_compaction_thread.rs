@@ -16,6 +16,7 @@
 //! engine: a half-installed tree is never used.
 
 use crate::compaction::output::{DropPolicy, write_tables, write_tables_filtered};
+use crate::compaction::pace::{Pace, Pacer};
 use crate::compaction::picker::{self, Plan};
 use crate::db::shared::{Shared, lock};
 use crate::error::{Error, Result};
@@ -28,7 +29,7 @@ use crate::version::{LiveTable, SuperVersion, Version};
 use crate::wal::segment::parse_segment_file_name;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long an idle background thread waits before re-checking its work.
 const BG_IDLE_WAIT: Duration = Duration::from_millis(500);
@@ -146,7 +147,7 @@ fn compaction_step(
 ) -> Result<()> {
     for reply in manual {
         let result = match claim(shared, picker::pick_all) {
-            Some((plan, _merging)) => compact(shared, plan, purges.active.as_mut()),
+            Some((plan, _merging)) => compact(shared, plan, purges.active.as_mut(), Pacing::Off),
             None => Ok(()),
         };
         let failed = result.as_ref().err().map(Error::to_poisoned);
@@ -161,7 +162,12 @@ fn compaction_step(
             picker::pick(version, &shared.opts, &bg.compact_pointers)
         });
         if let Some((plan, _merging)) = claimed {
-            compact(shared, plan, purges.active.as_mut())?;
+            match compact(shared, plan, purges.active.as_mut(), Pacing::Automatic) {
+                // A paced compaction stopped by the close: nothing was
+                // installed, and the next open removes its tables.
+                Err(Error::Closed) => return Ok(()),
+                result => result?,
+            }
             shared.notify_bg(); // there may be more to do
         }
     }
@@ -268,13 +274,26 @@ pub fn remove_obsolete_segments(shared: &Shared, min: u64) {
     }
 }
 
+/// Whether a compaction keeps `Options::compaction_rate_bytes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pacing {
+    /// A manual compaction: as fast as it can.
+    Off,
+    /// An automatic one: at the rate, if one is set.
+    Automatic,
+}
+
 /// Runs a compaction plan and installs its outputs. During `purge`, it
 /// drops that purge's versions too where that is safe
 /// (`ActivePurge::may_filter`), and tells the purge what it merged.
+/// Paced, it reads at `Options::compaction_rate_bytes` (hurrying while
+/// level 0 is crowded), and ends with `Error::Closed`, nothing installed,
+/// when the engine closes during a wait.
 pub fn compact(
     shared: &Shared,
     plan: Plan,
     purge: Option<&mut super::purge::ActivePurge>,
+    pacing: Pacing,
 ) -> Result<()> {
     let output_level = plan.output_level;
     let mut merged = merge_inputs(&plan)?;
@@ -282,14 +301,29 @@ pub fn compact(
         .as_deref()
         .filter(|p| p.may_filter(&shared.sv.load().version, &plan))
         .map(super::purge::ActivePurge::filter);
-    let outputs = write_tables_filtered(
+    let hurry = || shared.level0_crowded();
+    let wait = |d: Duration| shared.wait_paced(d);
+    let rate = shared.opts.compaction_rate_bytes;
+    let mut pacer = (pacing == Pacing::Automatic && rate > 0).then(|| Pacer {
+        pace: Pace::new(rate, Instant::now()),
+        hurry: &hurry,
+        wait: &wait,
+        waited: Duration::ZERO,
+    });
+    let written = write_tables_filtered(
         &shared.table_sink(),
         &mut merged,
         output_level as u32,
         shared.opts.sst_target_bytes,
         drop_policy(shared, &plan),
         filter.as_mut(),
-    )?;
+        pacer.as_mut(),
+    );
+    if let Some(p) = &pacer {
+        let waited = u64::try_from(p.waited.as_micros()).unwrap_or(u64::MAX);
+        shared.metrics.compaction_pace_wait_us.add(waited);
+    }
+    let outputs = written?;
     let dropped = filter.map(|f| f.finish().1);
     install_compaction(shared, &plan, &outputs)?;
     count_compaction(shared, &plan, &outputs);
@@ -334,13 +368,14 @@ pub(crate) fn count_compaction(shared: &Shared, plan: &Plan, outputs: &[Arc<Live
         .add(outputs.iter().map(|t| t.meta.file_bytes).sum());
 }
 
-/// One iterator over every input of `plan`, positioned at its first entry.
+/// One iterator over every input of `plan`, positioned at its first
+/// entry; it does not fill the block cache.
 pub(crate) fn merge_inputs(plan: &Plan) -> Result<MergingIterator> {
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     let mut deeper: Vec<Arc<LiveTable>> = Vec::new();
     for (level, file) in &plan.inputs {
         if *level == 0 {
-            children.push(Box::new(file.table.iter()));
+            children.push(Box::new(file.table.iter_for_merge()));
         } else {
             deeper.push(Arc::clone(file));
         }
@@ -357,7 +392,7 @@ pub(crate) fn merge_inputs(plan: &Plan) -> Result<MergingIterator> {
         let end = start + deeper[start..].partition_point(|f| f.meta.level == level);
         let mut files = deeper[start..end].to_vec();
         files.sort_by(|a, b| key::compare_internal(&a.meta.smallest, &b.meta.smallest));
-        children.push(Box::new(LevelIter::new(files)));
+        children.push(Box::new(LevelIter::for_merge(files)));
         start = end;
     }
     let mut merged = MergingIterator::new(children);

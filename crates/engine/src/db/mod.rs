@@ -5,6 +5,8 @@
 //! - [`tx_thread`]: the tx thread, the single owner of mutable state.
 //! - [`flush_compaction_thread`]: the background threads: one flushes
 //!   memtables, one compacts (and purges); each installs new versions.
+//!   `compaction_pace_tests`: automatic compactions at
+//!   `Options::compaction_rate_bytes`.
 //! - the WAL thread is [`crate::wal::writer`].
 //! - [`read`]: point reads and scans on a read view.
 //! - `replayed_runs`: the WAL tail replayed at open, kept as immutable
@@ -13,6 +15,8 @@
 //! - [`ingest`]: a sorted batch written straight to tables of one level.
 //! - [`shared`]: the state the threads share.
 
+#[cfg(test)]
+mod compaction_pace_tests;
 pub mod flush_compaction_thread;
 pub mod handle;
 pub mod ingest;

@@ -42,9 +42,9 @@ use super::flush_compaction_thread::{
 use super::handle::wait_until_flushed;
 use super::shared::{Shared, WriteRequest, lock};
 use crate::compaction::output::write_tables_filtered;
-use crate::compaction::pace::Pace;
+use crate::compaction::pace::{Pace, Pacer};
 use crate::compaction::picker::{self, Plan};
-use crate::compaction::purge::{KeepKey, Pacer, PurgeFilter, PurgeReport};
+use crate::compaction::purge::{KeepKey, PurgeFilter, PurgeReport};
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key;
@@ -284,9 +284,8 @@ fn step(shared: &Shared, active: &mut ActivePurge) -> Result<bool> {
     // Paced, it waits between reads, except while level 0 holds twice
     // its compaction trigger (compactions wait for this merge: it hurries
     // instead of letting writers reach the stall); it stops at a close.
-    let hurry =
-        || shared.sv.load().version.levels[0].len() >= 2 * shared.opts.l0_compaction_trigger;
-    let wait = |d: Duration| wait_unless_closing(shared, d);
+    let hurry = || shared.level0_crowded();
+    let wait = |d: Duration| shared.wait_paced(d);
     let keep = Arc::clone(&active.job.keep);
     let seq_max = active.job.seq_max;
     let filter_with = |pace: Option<Pace>| {
@@ -296,6 +295,7 @@ fn step(shared: &Shared, active: &mut ActivePurge) -> Result<bool> {
                 pace,
                 hurry: &hurry,
                 wait: &wait,
+                waited: Duration::ZERO,
             }),
             None => filter,
         }
@@ -326,6 +326,7 @@ fn step(shared: &Shared, active: &mut ActivePurge) -> Result<bool> {
         shared.opts.sst_target_bytes,
         drop_policy(shared, &plan),
         Some(&mut filter),
+        None,
     );
     let (pace, dropped) = filter.finish();
     active.pace = pace;
@@ -339,7 +340,7 @@ fn step(shared: &Shared, active: &mut ActivePurge) -> Result<bool> {
 /// Reads `table` through `filter` until an entry the filter drops: true if
 /// there is one. `Error::Closed` if the filter's pace was stopped by a close.
 fn holds_a_dropped_entry(table: &Arc<LiveTable>, filter: &mut PurgeFilter<'_>) -> Result<bool> {
-    let mut entries = table.table.iter();
+    let mut entries = table.table.iter_for_merge();
     entries.seek_to_first()?;
     while entries.valid() {
         let ikey = entries.key();
@@ -364,28 +365,6 @@ fn holds_a_dropped_entry(table: &Arc<LiveTable>, filter: &mut PurgeFilter<'_>) -
         entries.next()?;
     }
     Ok(false)
-}
-
-/// Waits up to `d` on the background condition, less if the engine
-/// begins to close (its close wakes every waiter); true when it is
-/// closing.
-fn wait_unless_closing(shared: &Shared, d: Duration) -> bool {
-    let deadline = Instant::now() + d;
-    let mut bg = lock(&shared.bg);
-    loop {
-        if bg.shutdown {
-            return true;
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return false;
-        }
-        bg = shared
-            .bg_cond
-            .wait_timeout(bg, left)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
-    }
 }
 
 #[cfg(test)]

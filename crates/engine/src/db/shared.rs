@@ -26,6 +26,7 @@ use arc_swap::ArcSwap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 /// A request to the writer thread.
 pub enum WriteRequest {
@@ -256,5 +257,35 @@ impl Shared {
     /// Allocates a file number.
     pub fn new_file_number(&self) -> u64 {
         self.next_file_number.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// True while level 0 holds twice its compaction trigger: a paced
+    /// merge hurries (writers are nearer their stall than its rate is
+    /// worth).
+    pub fn level0_crowded(&self) -> bool {
+        self.sv.load().version.levels[0].len() >= 2 * self.opts.l0_compaction_trigger
+    }
+
+    /// A paced merge's wait: up to `d` on the background condition, less
+    /// if the engine begins to close (its close wakes every waiter: true)
+    /// or level 0 becomes crowded (every flush wakes it: false, and the
+    /// merge's next decision hurries).
+    pub fn wait_paced(&self, d: Duration) -> bool {
+        let deadline = Instant::now() + d;
+        let mut bg = lock(&self.bg);
+        loop {
+            if bg.shutdown {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.level0_crowded() {
+                return false;
+            }
+            bg = self
+                .bg_cond
+                .wait_timeout(bg, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 }

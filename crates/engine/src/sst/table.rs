@@ -221,6 +221,17 @@ impl Table {
             table: self.clone(),
             index: BlockIter::new(self.index.clone()),
             data: None,
+            fill_cache: true,
+        }
+    }
+
+    /// An iterator over all entries for a merge: it uses the blocks the
+    /// cache holds, and does not add the ones it reads (a merge reads each
+    /// block once; cached, it would evict the blocks point reads use).
+    pub fn iter_for_merge(self: &Arc<Self>) -> TableIter {
+        TableIter {
+            fill_cache: false,
+            ..self.iter()
         }
     }
 
@@ -242,22 +253,31 @@ impl Table {
             + self.filter.size_bytes()
     }
 
-    /// The data block named by the index value `handle_bytes`, through the cache.
-    fn data_block(&self, handle_bytes: &[u8]) -> Result<Arc<Block>> {
+    /// The data block named by the index value `handle_bytes`, through
+    /// the cache (added to it if `fill_cache`).
+    fn data_block(&self, handle_bytes: &[u8], fill_cache: bool) -> Result<Arc<Block>> {
         let handle = decode_handle(handle_bytes, self.data_end)
             .ok_or_else(|| bad_handle(&self.path, self.index.offset()))?;
-        self.data_block_at(handle)
+        self.data_block_through(handle, fill_cache)
     }
 
     /// The data block at `handle` (already checked to end before the filter), through the cache.
     fn data_block_at(&self, handle: BlockHandle) -> Result<Arc<Block>> {
+        self.data_block_through(handle, true)
+    }
+
+    /// The data block at `handle` from the cache, or read (and added to
+    /// the cache if `fill_cache`).
+    fn data_block_through(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
         if let Some(block) = self.cache.get(self.file_number, handle.offset) {
             return Ok(block);
         }
         let bytes = block_io::read_block(&*self.file, &self.path, handle)?;
         let block = Arc::new(Block::new(bytes, self.path.clone(), handle.offset)?);
-        self.cache
-            .insert(self.file_number, handle.offset, block.clone());
+        if fill_cache {
+            self.cache
+                .insert(self.file_number, handle.offset, block.clone());
+        }
         Ok(block)
     }
 }
@@ -373,6 +393,8 @@ pub struct TableIter {
     table: Arc<Table>,
     index: BlockIter,
     data: Option<BlockIter>,
+    /// Add the blocks read to the cache (off for a merge).
+    fill_cache: bool,
 }
 
 impl TableIter {
@@ -382,7 +404,7 @@ impl TableIter {
         if !self.index.valid() {
             return Ok(());
         }
-        let block = self.table.data_block(self.index.value())?;
+        let block = self.table.data_block(self.index.value(), self.fill_cache)?;
         self.data = Some(BlockIter::new(block));
         Ok(())
     }

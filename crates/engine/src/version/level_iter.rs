@@ -14,6 +14,8 @@ pub struct LevelIter {
     files: Vec<Arc<LiveTable>>,
     index: usize,
     current: Option<TableIter>,
+    /// Tables are read with [`crate::sst::Table::iter_for_merge`].
+    for_merge: bool,
 }
 
 impl LevelIter {
@@ -23,12 +25,28 @@ impl LevelIter {
             files,
             index: 0,
             current: None,
+            for_merge: false,
+        }
+    }
+
+    /// [`LevelIter::new`] for a merge: the blocks read are not added to
+    /// the block cache.
+    pub fn for_merge(files: Vec<Arc<LiveTable>>) -> Self {
+        LevelIter {
+            for_merge: true,
+            ..LevelIter::new(files)
         }
     }
 
     fn open(&mut self, index: usize) -> Option<&mut TableIter> {
         self.index = index;
-        self.current = self.files.get(index).map(|f| f.table.iter());
+        self.current = self.files.get(index).map(|f| {
+            if self.for_merge {
+                f.table.iter_for_merge()
+            } else {
+                f.table.iter()
+            }
+        });
         self.current.as_mut()
     }
 

@@ -187,6 +187,47 @@ fn get_returns_newest_across_blocks() {
     );
 }
 
+/// A merge's iterator reads every entry without adding a block to the
+/// cache, and uses the blocks a point read put there; the plain iterator
+/// fills it (the control).
+#[test]
+fn a_merge_reads_without_filling_the_cache() {
+    let model: Model = (0..400u64)
+        .map(|i| {
+            (
+                internal_key(format!("key{i:05}").as_bytes(), 1, 1, Kind::Put),
+                vec![b'v'; 100],
+            )
+        })
+        .collect();
+    let model = sorted_model(model);
+    let (bytes, _) = build(&model, options(256, 4, Compression::None));
+    let cache = Arc::new(BlockCache::new(1 << 20));
+    let file = Arc::new(MemReadable::new(bytes));
+    let table = Arc::new(Table::open(file, PathBuf::from("t.sst"), 3, cache.clone()).unwrap());
+    let read_all = |mut it: crate::sst::TableIter| {
+        it.seek_to_first().unwrap();
+        let mut n = 0;
+        while it.valid() {
+            n += 1;
+            it.next().unwrap();
+        }
+        n
+    };
+    assert_eq!(read_all(table.iter_for_merge()), model.len());
+    let after_merge = cache.stats();
+    assert_eq!(after_merge.bytes, 0, "a merge added blocks to the cache");
+    assert!(after_merge.misses > 10, "it read many blocks");
+    // A point read caches its block; the merge's next pass uses it.
+    table.get(b"key00000").unwrap().unwrap();
+    let hits = cache.stats().hits;
+    assert_eq!(read_all(table.iter_for_merge()), model.len());
+    assert!(cache.stats().hits > hits, "the merge used the cached block");
+    // The control: the plain iterator fills the cache.
+    assert_eq!(read_all(table.iter()), model.len());
+    assert!(cache.stats().bytes > after_merge.bytes + 10 * 256);
+}
+
 /// Keys out of order are a bug in the caller: the builder asserts.
 #[test]
 #[should_panic(expected = "strictly increase")]
