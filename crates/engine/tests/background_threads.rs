@@ -2,6 +2,8 @@
 //! held up (here: its output file cannot be created until a gate opens)
 //! does not hold up flushes, so writers keep going; and the compaction
 //! thread runs at `Options::compaction_nice`, the flush thread does not.
+//! Obsolete tables are removed by the reap thread, not by the reader that
+//! drops them last.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
 
@@ -15,12 +17,15 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The local file system, except that the compaction thread waits, before
-/// creating a table, until the gate opens (and says it is waiting).
+/// creating a table, until the gate opens (and says it is waiting); it
+/// records which thread removed which file.
 #[derive(Default)]
 struct GatedFs {
     /// (gate open, a compaction waiting at it)
     state: Mutex<(bool, bool)>,
     changed: Condvar,
+    /// (thread name, file name) of every removal.
+    removals: Mutex<Vec<(String, String)>>,
 }
 
 impl GatedFs {
@@ -90,6 +95,9 @@ impl FileSystem for GatedFs {
         OsFs.rename(from, to)
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
+        let thread = std::thread::current().name().unwrap_or("").to_string();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        self.removals.lock().unwrap().push((thread, name));
         OsFs.remove_file(path)
     }
     fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
@@ -288,6 +296,57 @@ fn an_ingest_avoids_the_level_a_merge_writes() {
     db.compact().unwrap();
     for (key, entry) in &model {
         assert_eq!(db.get(key).unwrap().as_ref(), Some(entry), "{key:?}");
+    }
+    db.close().unwrap();
+}
+
+/// A reader's view holds the tables a compaction replaced; when the reader
+/// drops it (the last holder, on the test's thread), their files are
+/// removed by the engine's reap thread: a reader never pays for an unlink.
+/// Every other table removal is the reap thread's too, and every write
+/// reads back. (Negative control: tables marked obsolete without the reap
+/// thread are removed by the test's thread.)
+#[test]
+fn obsolete_tables_are_removed_by_the_reap_thread() {
+    let fs = Arc::new(GatedFs::default());
+    fs.open_gate();
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), gated_options(&fs)).unwrap();
+    let mut model = BTreeMap::new();
+    write(&db, &mut model, 0, 400, now_ms());
+    db.flush().unwrap();
+    let view = db.scan(b"", None, false).unwrap();
+    db.compact().unwrap();
+    let tables = |fs: &GatedFs| {
+        fs.removals
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, name)| name.ends_with(".sst"))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let before = tables(&fs).len();
+    drop(view);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while tables(&fs).len() == before {
+        assert!(
+            Instant::now() < deadline,
+            "the view's tables were never removed"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let removed = tables(&fs);
+    let elsewhere: Vec<_> = removed
+        .iter()
+        .filter(|(thread, _)| thread != "ataman-reap")
+        .collect();
+    assert!(
+        elsewhere.is_empty(),
+        "tables removed off the reap thread: {elsewhere:?}"
+    );
+    for (key, entry) in &model {
+        assert_eq!(db.get(key).unwrap().as_ref(), Some(entry));
     }
     db.close().unwrap();
 }

@@ -29,8 +29,9 @@
 //!
 //! ## Threads
 //! `ataman-net-N` (network, HTTP, reads), `ataman-tx` (the engine's single
-//! writer), `ataman-wal` (group commit), `ataman-compact` (flush and
-//! compaction), `ataman-sync` (serves anti-entropy sessions),
+//! writer), `ataman-wal` (group commit), `ataman-flush` (flushes),
+//! `ataman-compact` (compactions and purges), `ataman-reap` (removes the
+//! files of replaced tables), `ataman-sync` (serves anti-entropy sessions),
 //! `ataman-rounds` (starts anti-entropy rounds); the main thread waits for
 //! a signal, keeps `LAST-SEEN` current, renews the clock's reservation and
 //! re-reads a changed token file (`auth::reload`). A write crosses net → tx → WAL and its completion comes

@@ -83,7 +83,10 @@ fn a_paced_compaction_waits_and_a_close_stops_it() {
     let db = Db::open(dir.path(), options(0)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while db.stats().level_files[0] >= 2 {
-        assert!(Instant::now() < deadline, "the unpaced compaction never ended");
+        assert!(
+            Instant::now() < deadline,
+            "the unpaced compaction never ended"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     assert_matches(&db, &model);

@@ -426,7 +426,7 @@ pub(crate) fn install_compaction(
     let mut version = Version::clone(&latest.version);
     for (level, file) in &plan.inputs {
         version.levels[*level].retain(|f| f.meta.number != file.meta.number);
-        file.mark_obsolete();
+        file.mark_obsolete_for(&shared.obsolete);
     }
     version.levels[plan.output_level].extend(outputs.iter().cloned());
     version.normalize();

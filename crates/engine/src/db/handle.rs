@@ -105,6 +105,9 @@ pub struct Submission {
 pub struct Db {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
+    /// The reap thread, stopped after the others (it removes the files
+    /// their last merges made obsolete).
+    reaper: Option<JoinHandle<()>>,
     report: RecoveryReport,
 }
 
@@ -147,9 +150,22 @@ impl Db {
             "ataman-compact",
             Box::new(move || flush_compaction_thread::run_compactions(s)),
         )?);
+        let obsolete = Arc::clone(&shared.obsolete);
+        let nice = shared.opts.compaction_nice;
+        let reaper = spawn(
+            "ataman-reap",
+            Box::new(move || {
+                if nice > 0 {
+                    // Best effort, as the compaction thread's.
+                    let _ = crate::thread_priority::lower_this_thread(nice);
+                }
+                obsolete.run()
+            }),
+        )?;
         Ok(Db {
             shared,
             threads,
+            reaper: Some(reaper),
             report,
         })
     }
@@ -441,6 +457,10 @@ impl Db {
         }
         self.shared.bg_cond.notify_all();
         for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        self.shared.obsolete.close();
+        if let Some(t) = self.reaper.take() {
             let _ = t.join();
         }
     }

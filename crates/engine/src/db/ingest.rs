@@ -110,7 +110,7 @@ pub fn ingest(shared: &Shared, batch: &WriteBatch) -> Result<Option<IngestReport
         // never named; they are removed as they are dropped (or by the
         // next open).
         for table in &outputs {
-            table.mark_obsolete();
+            table.mark_obsolete_for(&shared.obsolete);
         }
         shared.metrics.ingests_declined.add(1);
         Ok(None)

@@ -19,6 +19,7 @@ use crate::metrics::EngineMetrics;
 use crate::options::{Durability, Options};
 use crate::queue::HandoffQueue;
 use crate::sst::{BlockCache, TableOptions};
+use crate::version::ObsoleteFiles;
 use crate::version::{SuperVersion, VersionSet};
 use crate::wal::WriteCallback;
 use crate::wal::writer::WalItem;
@@ -123,6 +124,9 @@ pub struct Shared {
     pub bg: Mutex<BgState>,
     /// Signalled on every background state change and install.
     pub bg_cond: Condvar,
+    /// Obsolete tables' files, removed by the reap thread
+    /// (`crate::version::obsolete`).
+    pub obsolete: Arc<ObsoleteFiles>,
     /// Held for the engine's lifetime.
     pub _lock: Mutex<Box<dyn DirLock>>,
 }
@@ -178,6 +182,7 @@ impl Shared {
             merging: Mutex::new(None),
             bg: Mutex::new(bg),
             bg_cond: Condvar::new(),
+            obsolete: Arc::new(ObsoleteFiles::default()),
             _lock: Mutex::new(dir_lock),
         }
     }

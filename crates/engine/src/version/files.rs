@@ -3,18 +3,21 @@
 //! A [`Version`] is immutable; a flush or compaction builds a new one and
 //! installs it (inside a new [`super::SuperVersion`]).
 
+use super::obsolete::{Doomed, ObsoleteFiles};
 use crate::fs::FileSystem;
 use crate::key;
 use crate::manifest::FileMeta;
 use crate::sst::Table;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// An SSTable that is (or was) part of a version.
 ///
 /// When a compaction replaces it, it is marked obsolete; the file is
-/// removed when the last version (and so the last reader) holding it is gone.
+/// removed when the last version (and so the last reader) holding it is
+/// gone: by the engine's reap thread ([`super::obsolete`]) when it was
+/// marked with one, else by the thread that drops it.
 pub struct LiveTable {
     /// What the manifest says of it.
     pub meta: FileMeta,
@@ -23,6 +26,7 @@ pub struct LiveTable {
     path: PathBuf,
     fs: Arc<dyn FileSystem>,
     obsolete: AtomicBool,
+    reaper: OnceLock<Arc<ObsoleteFiles>>,
 }
 
 impl LiveTable {
@@ -34,12 +38,21 @@ impl LiveTable {
             path,
             fs,
             obsolete: AtomicBool::new(false),
+            reaper: OnceLock::new(),
         }
     }
 
-    /// Marks the file for removal once no version holds it.
+    /// Marks the file for removal once no version holds it, by the thread
+    /// that drops it last.
     pub fn mark_obsolete(&self) {
         self.obsolete.store(true, Ordering::Release);
+    }
+
+    /// Marks the file for removal once no version holds it, by `reaper`'s
+    /// thread.
+    pub fn mark_obsolete_for(&self, reaper: &Arc<ObsoleteFiles>) {
+        let _ = self.reaper.set(Arc::clone(reaper));
+        self.mark_obsolete();
     }
 
     /// The user-key range `[smallest, largest]` of the file.
@@ -68,7 +81,19 @@ impl Drop for LiveTable {
         if self.obsolete.load(Ordering::Acquire) {
             // The manifest no longer names this file; if removal fails the
             // file is an orphan that the next open removes.
-            let _ = self.fs.remove_file(&self.path);
+            let doomed = Doomed {
+                path: std::mem::take(&mut self.path),
+                fs: Arc::clone(&self.fs),
+                table: Arc::clone(&self.table),
+            };
+            match self.reaper.get() {
+                Some(reaper) => {
+                    if let Err(doomed) = reaper.push(doomed) {
+                        doomed.remove();
+                    }
+                }
+                None => doomed.remove(),
+            }
         }
     }
 }
