@@ -24,15 +24,7 @@ fn options(rate: u64) -> Options {
 fn write_table(db: &Db, round: u64, keys: u64, model: &mut BTreeMap<Vec<u8>, Vec<u8>>) {
     for i in 0..keys {
         let key = format!("k{i:05}").into_bytes();
-        let mut x = (round * 100_000 + i).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        let value: Vec<u8> = (0..1024)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+        let value = crate::db::incompressible(round * 100_000 + i, 1024);
         db.put(&key, &value, 1000 + round, Durability::None)
             .unwrap();
         model.insert(key, value);
@@ -40,13 +32,19 @@ fn write_table(db: &Db, round: u64, keys: u64, model: &mut BTreeMap<Vec<u8>, Vec
     db.flush().unwrap();
 }
 
-/// Waits (bounded) until the compaction thread has claimed a merge.
-fn until_merging(db: &Db) {
+/// A store paced at 1 byte/s whose compaction of two 1 MiB level-0
+/// tables has begun (waited for, bounded), and what it holds.
+fn merging_at_one_byte_a_second(dir: &std::path::Path) -> (Db, BTreeMap<Vec<u8>, Vec<u8>>) {
+    let db = Db::open(dir, options(1)).unwrap();
+    let mut model = BTreeMap::new();
+    write_table(&db, 1, 1024, &mut model);
+    write_table(&db, 2, 1024, &mut model);
     let deadline = Instant::now() + Duration::from_secs(30);
     while lock(&db.shared_for_tests().merging).is_none() {
         assert!(Instant::now() < deadline, "no compaction began");
         std::thread::sleep(Duration::from_millis(5));
     }
+    (db, model)
 }
 
 fn assert_matches(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
@@ -63,11 +61,7 @@ fn assert_matches(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
 #[test]
 fn a_paced_compaction_waits_and_a_close_stops_it() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options(1)).unwrap();
-    let mut model = BTreeMap::new();
-    write_table(&db, 1, 1024, &mut model);
-    write_table(&db, 2, 1024, &mut model);
-    until_merging(&db);
+    let (db, model) = merging_at_one_byte_a_second(dir.path());
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(db.stats().level_files[0], 2, "the paced compaction ended");
     assert_eq!(db.metrics().compactions.get(), 0);
@@ -99,11 +93,7 @@ fn a_paced_compaction_waits_and_a_close_stops_it() {
 #[test]
 fn a_paced_compaction_hurries_when_level_0_is_crowded() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options(1)).unwrap();
-    let mut model = BTreeMap::new();
-    write_table(&db, 1, 1024, &mut model);
-    write_table(&db, 2, 1024, &mut model);
-    until_merging(&db);
+    let (db, mut model) = merging_at_one_byte_a_second(dir.path());
     // Level 0 to twice its trigger (the merge holds the first two).
     write_table(&db, 3, 256, &mut model);
     write_table(&db, 4, 256, &mut model);

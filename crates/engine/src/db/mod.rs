@@ -30,6 +30,21 @@ pub mod shared;
 pub mod tx_thread;
 
 pub use crate::wal::WriteCallback;
+
+/// `len` bytes that do not compress (xorshift from `seed`), for tests that
+/// need a store of many tables.
+#[cfg(test)]
+pub(crate) fn incompressible(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
 pub use handle::{Db, Entry, Stats, Submission};
 pub use open::RecoveryReport;
 pub use read::ScanIter;

@@ -495,15 +495,7 @@ mod tests {
                 format!("{key}{}", keep_it as char)
             };
             // Values that do not compress, so the tables are many.
-            let mut x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-            let value: Vec<u8> = (0..256)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect();
+            let value = crate::db::incompressible(i, 256);
             db.put(key.as_bytes(), &value, 1000 + i, Durability::None)
                 .unwrap();
         }
