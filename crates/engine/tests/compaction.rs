@@ -143,3 +143,35 @@ fn wait_for(db: &Db, done: impl Fn(&ataman_engine::Stats) -> bool) {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A pass over the whole store (`scan_without_filling`: anti-entropy, a
+/// layout transition's copy), like a compaction's merge, reads every entry
+/// and adds no block to the cache; the same scan through `scan` fills it
+/// (the control).
+#[test]
+fn a_bulk_scan_does_not_fill_the_block_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts(Duration::from_secs(3600))).unwrap();
+    for i in 0..2000u64 {
+        let key = format!("k{i:05}");
+        db.put(key.as_bytes(), &[7u8; 512], 1000 + i, Durability::None)
+            .unwrap();
+    }
+    db.flush().unwrap();
+    assert!(db.stats().level_files[0] > 0, "the keys are in tables");
+    let before = db.stats().cache.bytes;
+    let bulk = db.scan_without_filling(b"", None, true).unwrap().count();
+    assert_eq!(bulk, 2000);
+    assert_eq!(
+        db.stats().cache.bytes,
+        before,
+        "the bulk scan filled the cache"
+    );
+    let plain = db.scan(b"", None, true).unwrap().count();
+    assert_eq!(plain, 2000);
+    assert!(
+        db.stats().cache.bytes > before + 100 * 1024,
+        "the plain scan fills it"
+    );
+    db.close().unwrap();
+}

@@ -297,7 +297,19 @@ impl Db {
         end: Option<&[u8]>,
         include_tombstones: bool,
     ) -> Result<ScanIter> {
-        read::scan(&self.shared, start, end, include_tombstones)
+        read::scan(&self.shared, start, end, include_tombstones, true)
+    }
+
+    /// [`Db::scan`] for a pass over much of the store (anti-entropy, a
+    /// layout transition's copy): it uses the blocks the cache holds and
+    /// adds none, so it does not evict the blocks point reads use.
+    pub fn scan_without_filling(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        include_tombstones: bool,
+    ) -> Result<ScanIter> {
+        read::scan(&self.shared, start, end, include_tombstones, false)
     }
 
     /// Makes the memtable immutable and waits until every immutable memtable is flushed.

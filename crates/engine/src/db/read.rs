@@ -154,12 +154,14 @@ pub struct ScanIter {
     now_ms: u64,
 }
 
-/// Starts a scan of `[start, end)`.
+/// Starts a scan of `[start, end)`; its table reads fill the block cache
+/// if `fill_cache` (off for a pass over the whole store).
 pub fn scan(
     shared: &Shared,
     start: &[u8],
     end: Option<&[u8]>,
     include_tombstones: bool,
+    fill_cache: bool,
 ) -> Result<ScanIter> {
     let (sv, visible) = read_view(shared);
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
@@ -170,10 +172,18 @@ pub fn scan(
     for (level, files) in sv.version.levels.iter().enumerate() {
         if level == 0 {
             for f in files {
-                children.push(Box::new(f.table.iter()));
+                children.push(Box::new(if fill_cache {
+                    f.table.iter()
+                } else {
+                    f.table.iter_without_filling()
+                }));
             }
         } else if !files.is_empty() {
-            children.push(Box::new(LevelIter::new(files.clone())));
+            children.push(Box::new(if fill_cache {
+                LevelIter::new(files.clone())
+            } else {
+                LevelIter::without_filling(files.clone())
+            }));
         }
     }
     let mut merged = MergingIterator::new(children);

@@ -44,10 +44,10 @@ fn check(shared: &super::shared::Shared, model: &BTreeMap<Vec<u8>, Entry>) -> Re
     for (k, want) in model {
         assert_eq!(read::get(shared, k)?.as_ref(), Some(want), "{k:?}");
     }
-    let scanned = read::scan(shared, b"", None, true)?.collect::<Result<Vec<_>>>()?;
+    let scanned = read::scan(shared, b"", None, true, true)?.collect::<Result<Vec<_>>>()?;
     let expected: Vec<_> = model.iter().map(|(k, e)| (k.clone(), e.clone())).collect();
     assert!(scanned == expected, "scan differs from the model");
-    let from_k0100 = read::scan(shared, &key(100), Some(&key(110)), true)?.count();
+    let from_k0100 = read::scan(shared, &key(100), Some(&key(110)), true, true)?.count();
     assert_eq!(from_k0100, model.range(key(100)..key(110)).count());
     Ok(())
 }

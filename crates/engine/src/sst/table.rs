@@ -228,7 +228,7 @@ impl Table {
     /// An iterator over all entries for a merge: it uses the blocks the
     /// cache holds, and does not add the ones it reads (a merge reads each
     /// block once; cached, it would evict the blocks point reads use).
-    pub fn iter_for_merge(self: &Arc<Self>) -> TableIter {
+    pub fn iter_without_filling(self: &Arc<Self>) -> TableIter {
         TableIter {
             fill_cache: false,
             ..self.iter()

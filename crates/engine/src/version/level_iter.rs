@@ -14,8 +14,8 @@ pub struct LevelIter {
     files: Vec<Arc<LiveTable>>,
     index: usize,
     current: Option<TableIter>,
-    /// Tables are read with [`crate::sst::Table::iter_for_merge`].
-    for_merge: bool,
+    /// Tables are read with [`crate::sst::Table::iter_without_filling`].
+    without_filling: bool,
 }
 
 impl LevelIter {
@@ -25,15 +25,15 @@ impl LevelIter {
             files,
             index: 0,
             current: None,
-            for_merge: false,
+            without_filling: false,
         }
     }
 
     /// [`LevelIter::new`] for a merge: the blocks read are not added to
     /// the block cache.
-    pub fn for_merge(files: Vec<Arc<LiveTable>>) -> Self {
+    pub fn without_filling(files: Vec<Arc<LiveTable>>) -> Self {
         LevelIter {
-            for_merge: true,
+            without_filling: true,
             ..LevelIter::new(files)
         }
     }
@@ -41,8 +41,8 @@ impl LevelIter {
     fn open(&mut self, index: usize) -> Option<&mut TableIter> {
         self.index = index;
         self.current = self.files.get(index).map(|f| {
-            if self.for_merge {
-                f.table.iter_for_merge()
+            if self.without_filling {
+                f.table.iter_without_filling()
             } else {
                 f.table.iter()
             }

@@ -246,7 +246,11 @@ pub(super) fn scan_each_reopening(
     'open: loop {
         let opened = Instant::now();
         let mut scanned = 0u64;
-        for item in node.db.scan(&from, end, true).map_err(scan_failed)? {
+        for item in node
+            .db
+            .scan_without_filling(&from, end, true)
+            .map_err(scan_failed)?
+        {
             let (key, entry) = item.map_err(scan_failed)?;
             let cost = entry_cost(&key, &entry);
             meter.pay_read(cost)?;

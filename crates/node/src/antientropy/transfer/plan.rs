@@ -117,7 +117,7 @@ pub fn tally(
 pub fn scan_sends(db: &Db, old: &Layout, new: &Layout, me: &str) -> Result<Sends, String> {
     let mut planner = Planner::new(old, new, me).map_err(|e| e.to_string())?;
     let scan = db
-        .scan(b"", None, true)
+        .scan_without_filling(b"", None, true)
         .map_err(|e| format!("scan failed: {e}"))?;
     for item in scan {
         let (key, entry) = item.map_err(|e| format!("scan failed: {e}"))?;
