@@ -2,7 +2,6 @@
 //! to keep the rate, hurry when level 0 is crowded, and stop at a close
 //! without poisoning the engine.
 
-use super::shared::lock;
 use crate::{Db, Durability, Options, WalMode};
 use std::collections::BTreeMap;
 use std::sync::mpsc;
@@ -39,11 +38,7 @@ fn merging_at_one_byte_a_second(dir: &std::path::Path) -> (Db, BTreeMap<Vec<u8>,
     let mut model = BTreeMap::new();
     write_table(&db, 1, 1024, &mut model);
     write_table(&db, 2, 1024, &mut model);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while lock(&db.shared_for_tests().merging).is_none() {
-        assert!(Instant::now() < deadline, "no compaction began");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    crate::db::until_merging(&db, Duration::from_secs(30));
     (db, model)
 }
 

@@ -31,6 +31,17 @@ pub mod tx_thread;
 
 pub use crate::wal::WriteCallback;
 
+/// Waits until the compaction thread has claimed a merge (a compaction or
+/// a purge's step), failing the test after `within`.
+#[cfg(test)]
+pub(crate) fn until_merging(db: &Db, within: std::time::Duration) {
+    let deadline = std::time::Instant::now() + within;
+    while shared::lock(&db.shared_for_tests().merging).is_none() {
+        assert!(std::time::Instant::now() < deadline, "no merge began");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// `len` bytes that do not compress (xorshift from `seed`), for tests that
 /// need a store of many tables.
 #[cfg(test)]

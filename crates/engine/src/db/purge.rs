@@ -392,11 +392,7 @@ mod tests {
         let keep: Arc<KeepKey> = Arc::new(|k: &[u8]| k.ends_with(b"0"));
         let purging = std::thread::spawn(move || purge(&shared, keep, Some(1)));
         // Until the purge has claimed its merge (bounded).
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while lock(&db.shared_for_tests().merging).is_none() {
-            assert!(Instant::now() < deadline, "the purge never began");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        crate::db::until_merging(&db, Duration::from_secs(30));
         // The close must not wait for the purge's schedule (bounded).
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
@@ -440,11 +436,8 @@ mod tests {
         let shared = Arc::clone(db.shared_for_tests());
         let keep: Arc<KeepKey> = Arc::new(|k: &[u8]| k.ends_with(b"0"));
         let purging = std::thread::spawn(move || purge(&shared, keep, Some(1024 * 1024)));
+        crate::db::until_merging(&db, Duration::from_secs(60));
         let deadline = Instant::now() + Duration::from_secs(60);
-        while lock(&db.shared_for_tests().merging).is_none() {
-            assert!(Instant::now() < deadline, "the purge never began");
-            std::thread::sleep(Duration::from_millis(5));
-        }
         // Level 0 to its trigger, written after the purge began.
         for round in 0..trigger as u64 {
             for i in 0..64u64 {
