@@ -165,7 +165,7 @@ impl Table {
         // A well-formed table stops in the first block, whose last key is
         // at or after the target; bounded by the index's entries.
         for entry in self.index_entries.get(first..).unwrap_or(&[]) {
-            let block = self.data_block_at(entry.handle)?;
+            let block = self.data_block_at(entry.handle, true)?;
             let mut data = BlockIter::with_key_buffer(block, POINT_READ_KEY.take());
             let result = data.seek_user_key(user_key).and_then(|()| {
                 if !data.valid() {
@@ -225,9 +225,10 @@ impl Table {
         }
     }
 
-    /// An iterator over all entries for a merge: it uses the blocks the
-    /// cache holds, and does not add the ones it reads (a merge reads each
-    /// block once; cached, it would evict the blocks point reads use).
+    /// An iterator over all entries for a merge or a bulk scan: it uses
+    /// the blocks the cache holds, and does not add the ones it reads
+    /// (such a pass reads each block once; cached, it would evict the
+    /// blocks point reads use).
     pub fn iter_without_filling(self: &Arc<Self>) -> TableIter {
         TableIter {
             fill_cache: false,
@@ -258,17 +259,13 @@ impl Table {
     fn data_block(&self, handle_bytes: &[u8], fill_cache: bool) -> Result<Arc<Block>> {
         let handle = decode_handle(handle_bytes, self.data_end)
             .ok_or_else(|| bad_handle(&self.path, self.index.offset()))?;
-        self.data_block_through(handle, fill_cache)
+        self.data_block_at(handle, fill_cache)
     }
 
-    /// The data block at `handle` (already checked to end before the filter), through the cache.
-    fn data_block_at(&self, handle: BlockHandle) -> Result<Arc<Block>> {
-        self.data_block_through(handle, true)
-    }
-
-    /// The data block at `handle` from the cache, or read (and added to
-    /// the cache if `fill_cache`).
-    fn data_block_through(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
+    /// The data block at `handle` (already checked to end before the
+    /// filter) from the cache, or read (and added to the cache if
+    /// `fill_cache`).
+    fn data_block_at(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
         if let Some(block) = self.cache.get(self.file_number, handle.offset) {
             return Ok(block);
         }

@@ -9,15 +9,13 @@ use crate::key;
 use crate::manifest::FileMeta;
 use crate::sst::Table;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// An SSTable that is (or was) part of a version.
 ///
 /// When a compaction replaces it, it is marked obsolete; the file is
 /// removed when the last version (and so the last reader) holding it is
-/// gone: by the engine's reap thread ([`super::obsolete`]) when it was
-/// marked with one, else by the thread that drops it.
+/// gone, by the engine's reap thread ([`super::obsolete`]).
 pub struct LiveTable {
     /// What the manifest says of it.
     pub meta: FileMeta,
@@ -25,7 +23,7 @@ pub struct LiveTable {
     pub table: Arc<Table>,
     path: PathBuf,
     fs: Arc<dyn FileSystem>,
-    obsolete: AtomicBool,
+    /// Set when the table is marked obsolete: who removes its file.
     reaper: OnceLock<Arc<ObsoleteFiles>>,
 }
 
@@ -37,22 +35,14 @@ impl LiveTable {
             table,
             path,
             fs,
-            obsolete: AtomicBool::new(false),
             reaper: OnceLock::new(),
         }
-    }
-
-    /// Marks the file for removal once no version holds it, by the thread
-    /// that drops it last.
-    pub fn mark_obsolete(&self) {
-        self.obsolete.store(true, Ordering::Release);
     }
 
     /// Marks the file for removal once no version holds it, by `reaper`'s
     /// thread.
     pub fn mark_obsolete_for(&self, reaper: &Arc<ObsoleteFiles>) {
         let _ = self.reaper.set(Arc::clone(reaper));
-        self.mark_obsolete();
     }
 
     /// The user-key range `[smallest, largest]` of the file.
@@ -78,7 +68,7 @@ impl LiveTable {
 
 impl Drop for LiveTable {
     fn drop(&mut self) {
-        if self.obsolete.load(Ordering::Acquire) {
+        if let Some(reaper) = self.reaper.get() {
             // The manifest no longer names this file; if removal fails the
             // file is an orphan that the next open removes.
             let doomed = Doomed {
@@ -86,13 +76,8 @@ impl Drop for LiveTable {
                 fs: Arc::clone(&self.fs),
                 table: Arc::clone(&self.table),
             };
-            match self.reaper.get() {
-                Some(reaper) => {
-                    if let Err(doomed) = reaper.push(doomed) {
-                        doomed.remove();
-                    }
-                }
-                None => doomed.remove(),
+            if let Err(doomed) = reaper.push(doomed) {
+                doomed.remove();
             }
         }
     }
