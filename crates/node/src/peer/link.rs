@@ -103,6 +103,12 @@ pub struct PeerStatus {
     pub repairs: AtomicU64,
     /// Hints delivered to the node.
     pub hints_delivered: AtomicU64,
+    /// Microseconds from queueing a write (a replica's, a repair's or a
+    /// hint's) on a link to the node to reading its answer, for writes the
+    /// node answered stored or holding newer (failures are in `failed`).
+    pub write_us: Histogram,
+    /// The same for reads the node answered with its version.
+    pub read_us: Histogram,
 }
 
 impl PeerStatus {
@@ -721,9 +727,28 @@ impl<W: LinkWaiter> PeerLink<W> {
                     return Err("peer sent a request on a client link".into());
                 }
             };
-            if let Some(Inflight { waiter, .. }) = self.inflight.remove(&id) {
+            if let Some(Inflight {
+                waiter,
+                sent,
+                is_read,
+                ..
+            }) = self.inflight.remove(&id)
+            {
                 if matches!(outcome, PeerReply::Failed(_)) {
                     env.status.failed.fetch_add(1, Ordering::Relaxed);
+                }
+                if matches!(
+                    outcome,
+                    PeerReply::Written | PeerReply::HoldsNewer(_) | PeerReply::Read(_)
+                ) {
+                    let took = self.last_heard.saturating_duration_since(sent);
+                    let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+                    let histogram = if is_read {
+                        &env.status.read_us
+                    } else {
+                        &env.status.write_us
+                    };
+                    histogram.record(us);
                 }
                 outcomes.push((waiter, outcome));
             }

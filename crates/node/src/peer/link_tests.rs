@@ -186,3 +186,113 @@ fn two_requests_against(addr: std::net::SocketAddr) -> Vec<(W, PeerReply)> {
     assert_eq!(link.fenced(&env(2), Instant::now()), None);
     outcomes
 }
+
+/// Every request the peer answers is timed in its kind's histogram; a
+/// refusal is counted as failed, not timed.
+#[test]
+fn answered_requests_are_timed_by_kind() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let peer = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let (_, mut buf) = read_upgrade(&mut stream);
+        stream.write_all(&handshake::upgrade_response()).unwrap();
+        let frames = read_frames(&mut stream, &mut buf, 3);
+        let mut out = Vec::new();
+        for (i, f) in frames.iter().enumerate() {
+            let answer = match (i, f) {
+                (_, Message::Read { id, .. }) => Message::ReadReply {
+                    id: *id,
+                    result: Ok(None),
+                },
+                (0, f) => Message::WriteAck {
+                    id: f.id(),
+                    result: Ok(Applied::Stored),
+                },
+                (_, f) => Message::WriteAck {
+                    id: f.id(),
+                    result: Err(ReplicaError::new(
+                        ReplicaErrorKind::Unavailable,
+                        "the write queue is full",
+                    )),
+                },
+            };
+            frame::encode(&answer, &mut out);
+        }
+        stream.write_all(&out).unwrap();
+        // Holds the connection open until the link has read the answers.
+        let mut rest = [0u8; 64];
+        let _ = stream.read(&mut rest);
+    });
+
+    let mut poll = Poll::new().unwrap();
+    let status = PeerStatus::new(LinkState::Idle);
+    let batch_frames = Histogram::default();
+    let env = LinkEnv {
+        status: &status,
+        self_url: "http://127.0.0.1:1",
+        batch_frames: &batch_frames,
+        silence_timeout: DEADLINE,
+        secret: None,
+        tls: None,
+        layout_version: 1,
+    };
+    let mut link: PeerLink<W> =
+        PeerLink::new(format!("http://{addr}"), addr.to_string(), Token(1), 16);
+    let now = Instant::now();
+    let write = |id| Message::Write {
+        id,
+        key: b"k".to_vec(),
+        version: Stamped {
+            ts: 1,
+            value: Some(b"v".to_vec()),
+            deadline_ms: None,
+        },
+    };
+    link.send(&env, poll.registry(), now, now + DEADLINE, W(1), write)
+        .unwrap();
+    link.send(&env, poll.registry(), now, now + DEADLINE, W(2), |id| {
+        Message::Read {
+            id,
+            key: b"k".to_vec(),
+        }
+    })
+    .unwrap();
+    link.send(&env, poll.registry(), now, now + DEADLINE, W(3), write)
+        .unwrap();
+    let mut outcomes: Vec<(W, PeerReply)> = Vec::new();
+    let mut events = Events::with_capacity(16);
+    while outcomes.len() < 3 {
+        assert!(now.elapsed() < DEADLINE, "no outcome: {outcomes:?}");
+        poll.poll(&mut events, Some(Duration::from_millis(20)))
+            .unwrap();
+        for event in events.iter() {
+            link.on_event(
+                &env,
+                poll.registry(),
+                event.is_readable(),
+                event.is_writable(),
+                &mut outcomes,
+            );
+        }
+        link.flush(&env, poll.registry(), &mut outcomes);
+    }
+    outcomes.sort_by_key(|(w, _)| w.0);
+    assert!(
+        matches!(
+            &outcomes[..],
+            [
+                (W(1), PeerReply::Written),
+                (W(2), PeerReply::Read(None)),
+                (W(3), PeerReply::Failed(_))
+            ]
+        ),
+        "{outcomes:?}"
+    );
+    let (writes, reads) = (status.write_us.snapshot(), status.read_us.snapshot());
+    assert_eq!((writes.count, reads.count), (1, 1));
+    assert!(writes.max <= u64::try_from(now.elapsed().as_micros()).unwrap());
+    assert_eq!(status.failed.load(Ordering::Relaxed), 1);
+    drop(link);
+    peer.join().unwrap();
+}

@@ -140,6 +140,21 @@ pub fn render_metrics(out: &mut String, shared: &NodeShared) {
         let (n, _) = shared.hints.count(url);
         let _ = writeln!(out, "ataman_peer_hints_pending{{peer=\"{url}\"}} {n}");
     }
+    let name = "ataman_peer_request_duration_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Time from queueing a request on a link to the peer to reading its answer (answered requests; failures are in ataman_peer_requests_failed_total).\n# TYPE {name} histogram"
+    );
+    for &i in &nodes {
+        if i == placement.self_index() {
+            continue;
+        }
+        let (url, peer) = (placement.url(i), &shared.peers[i]);
+        for (op, h) in [("write", &peer.write_us), ("read", &peer.read_us)] {
+            let labels = format!("peer=\"{url}\",op=\"{op}\"");
+            histogram(out, name, "", &labels, 1e-6, &h.snapshot(), false);
+        }
+    }
     let m = &shared.metrics;
     histogram(
         out,
