@@ -43,8 +43,15 @@ pub struct Options {
     pub fs: Arc<dyn FileSystem>,
     /// How durable the WAL makes each group.
     pub wal_mode: WalMode,
-    /// A memtable becomes immutable and is flushed at this size.
+    /// A memtable becomes immutable and is flushed at this size, less
+    /// the jitter below.
     pub memtable_bytes_max: usize,
+    /// Memtables are flushed at a size drawn from
+    /// `[memtable_bytes_max × (1 − p/100), memtable_bytes_max]` once per
+    /// open (`db::flush_point`), so replicas that take the same writes do
+    /// not flush and compact in the same second. 0 flushes at
+    /// `memtable_bytes_max`; capped at 90.
+    pub memtable_flush_jitter_percent: u32,
     /// Immutable memtables waiting for flush before writes stall.
     pub immutable_memtables_max: usize,
     /// How long a write waits in a stall before it fails with `Busy`.
@@ -121,6 +128,7 @@ impl Default for Options {
             fs: Arc::new(OsFs),
             wal_mode: WalMode::Fsync,
             memtable_bytes_max: 64 * 1024 * 1024,
+            memtable_flush_jitter_percent: 0,
             immutable_memtables_max: 2,
             write_stall_timeout: Duration::from_secs(10),
             write_queue_requests_max: 65_536,

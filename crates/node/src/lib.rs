@@ -84,6 +84,13 @@ extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
+/// A node's memtables flush at up to this much below
+/// `--memtable-bytes-max`, a point drawn at every open
+/// (`ataman_engine::db::flush_point`): replicas take the same writes, and
+/// without it they flush and run their L0→L1 compactions in the same
+/// second, all the replicas of a key slow at once.
+const MEMTABLE_FLUSH_JITTER_PERCENT: u32 = 20;
+
 fn engine_options(config: &NodeConfig) -> Options {
     let mut opts = Options {
         wal_mode: config.wal_mode,
@@ -91,6 +98,7 @@ fn engine_options(config: &NodeConfig) -> Options {
         tombstone_grace: config.tombstone_grace,
         compaction_nice: antientropy::priority::BACKGROUND_NICE_STEP,
         compaction_rate_bytes: config.compaction_rate_bytes,
+        memtable_flush_jitter_percent: MEMTABLE_FLUSH_JITTER_PERCENT,
         ..Options::default()
     };
     if let Some(b) = config.memtable_bytes_max {

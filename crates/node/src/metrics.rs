@@ -341,6 +341,13 @@ fn render_engine_state(out: &mut String, s: &Stats) {
     );
     gauge(
         out,
+        "ataman_engine_memtable_flush_point_bytes",
+        "The size at which this engine freezes a memtable (drawn at open, up to 20% below --memtable-bytes-max).",
+        "gauge",
+        s.memtable_flush_point_bytes,
+    );
+    gauge(
+        out,
         "ataman_engine_immutable_memtables",
         "Memtables waiting for flush.",
         "gauge",

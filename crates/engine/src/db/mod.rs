@@ -3,6 +3,7 @@
 //! - [`handle`]: [`Db`], the handle (open, write, read, stats, close).
 //! - [`open`]: recovery: manifest, SSTables, WAL replay.
 //! - [`tx_thread`]: the tx thread, the single owner of mutable state.
+//! - [`flush_point`]: the memtable size this engine flushes at (jittered).
 //! - [`flush_compaction_thread`]: the background threads: one flushes
 //!   memtables, one compacts (and purges); each installs new versions.
 //!   `compaction_pace_tests`: automatic compactions at
@@ -18,6 +19,7 @@
 #[cfg(test)]
 mod compaction_pace_tests;
 pub mod flush_compaction_thread;
+pub mod flush_point;
 pub mod handle;
 pub mod ingest;
 pub mod open;

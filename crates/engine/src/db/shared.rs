@@ -127,6 +127,8 @@ pub struct Shared {
     /// Obsolete tables' files, removed by the reap thread
     /// (`crate::version::obsolete`).
     pub obsolete: Arc<ObsoleteFiles>,
+    /// The memtable size this engine flushes at (`super::flush_point`).
+    pub flush_at: usize,
     /// Held for the engine's lifetime.
     pub _lock: Mutex<Box<dyn DirLock>>,
 }
@@ -151,6 +153,11 @@ impl Shared {
         metrics: Arc<EngineMetrics>,
     ) -> Self {
         let fs = Arc::clone(&opts.fs);
+        let flush_at = super::flush_point::flush_point(
+            opts.memtable_bytes_max,
+            opts.memtable_flush_jitter_percent,
+            super::flush_point::fresh_seed(),
+        );
         let bg = BgState {
             compact_pointers: vec![Vec::new(); opts.levels],
             flush_hint: true,
@@ -183,6 +190,7 @@ impl Shared {
             bg: Mutex::new(bg),
             bg_cond: Condvar::new(),
             obsolete: Arc::new(ObsoleteFiles::default()),
+            flush_at,
             _lock: Mutex::new(dir_lock),
         }
     }

@@ -163,7 +163,7 @@ fn make_room(shared: &Shared, wal_items: &mut Vec<(WalItem, usize)>) -> Result<(
     let mut stall_started: Option<Instant> = None;
     loop {
         let sv = shared.sv.load();
-        let full = sv.mem.bytes() >= opts.memtable_bytes_max;
+        let full = sv.mem.bytes() >= shared.flush_at;
         let l0_files = sv.version.levels.first().map_or(0, Vec::len);
         let l0_ok = l0_files < opts.l0_stop_writes;
         if l0_ok && !full {
