@@ -83,6 +83,35 @@ fn any_node_serves_any_key() {
     }
 }
 
+/// The members of a `--cluster` list freeze their memtables at different
+/// sizes (`ataman_engine_memtable_flush_point_bytes`), so replicas taking
+/// the same writes do not flush and compact in the same second: the first
+/// at the maximum (64 MiB), the others within 20% below it, no two alike.
+#[test]
+fn members_flush_at_different_points() {
+    const MAX: u64 = 64 << 20;
+    let c = TestCluster::start(3, &[]);
+    let points: Vec<u64> = (0..c.len())
+        .map(|i| {
+            let metrics = body(&c.node(i).get_target("/metrics"));
+            metrics
+                .lines()
+                .find_map(|l| l.strip_prefix("ataman_engine_memtable_flush_point_bytes "))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("node {i}: no flush point in\n{metrics}"))
+        })
+        .collect();
+    assert_eq!(points[0], MAX, "{points:?}");
+    assert!(
+        points.iter().all(|p| (MAX - MAX / 5..=MAX).contains(p)),
+        "{points:?}"
+    );
+    assert!(
+        points[1] != points[0] && points[2] != points[0] && points[1] != points[2],
+        "{points:?}"
+    );
+}
+
 /// from=1: exactly one node holds the key, the first in its ranking; from=2
 /// of three: exactly two, the first two.
 #[test]

@@ -46,12 +46,16 @@ pub struct Options {
     /// A memtable becomes immutable and is flushed at this size, less
     /// the jitter below.
     pub memtable_bytes_max: usize,
-    /// Memtables are flushed at a size drawn from
-    /// `[memtable_bytes_max × (1 − p/100), memtable_bytes_max]` once per
-    /// open (`db::flush_point`), so replicas that take the same writes do
-    /// not flush and compact in the same second. 0 flushes at
+    /// Memtables are flushed at a size in
+    /// `[memtable_bytes_max × (1 − p/100), memtable_bytes_max]`, fixed
+    /// at open (`db::flush_point`), so replicas that take the same writes
+    /// do not flush and compact in the same second. 0 flushes at
     /// `memtable_bytes_max`; capped at 90.
     pub memtable_flush_jitter_percent: u32,
+    /// Where in that span: slot `n`'s place in the golden-ratio sequence
+    /// (a node passes its place in `--cluster`, so no two members share a
+    /// point), or a random place drawn at open when `None`.
+    pub memtable_flush_slot: Option<u64>,
     /// Immutable memtables waiting for flush before writes stall.
     pub immutable_memtables_max: usize,
     /// How long a write waits in a stall before it fails with `Busy`.
@@ -129,6 +133,7 @@ impl Default for Options {
             wal_mode: WalMode::Fsync,
             memtable_bytes_max: 64 * 1024 * 1024,
             memtable_flush_jitter_percent: 0,
+            memtable_flush_slot: None,
             immutable_memtables_max: 2,
             write_stall_timeout: Duration::from_secs(10),
             write_queue_requests_max: 65_536,

@@ -85,7 +85,7 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 /// A node's memtables flush at up to this much below
-/// `--memtable-bytes-max`, a point drawn at every open
+/// `--memtable-bytes-max`, at a point its place in `--cluster` sets
 /// (`ataman_engine::db::flush_point`): replicas take the same writes, and
 /// without it they flush and run their L0→L1 compactions in the same
 /// second, all the replicas of a key slow at once.
@@ -99,6 +99,10 @@ fn engine_options(config: &NodeConfig) -> Options {
         compaction_nice: antientropy::priority::BACKGROUND_NICE_STEP,
         compaction_rate_bytes: config.compaction_rate_bytes,
         memtable_flush_jitter_percent: MEMTABLE_FLUSH_JITTER_PERCENT,
+        // The place in `--cluster` spreads the members' points (the
+        // engine opens before the stored layout is read); a node started
+        // alone or with `--join` draws one.
+        memtable_flush_slot: (config.cluster.len() > 1).then_some(config.self_index as u64),
         ..Options::default()
     };
     if let Some(b) = config.memtable_bytes_max {

@@ -342,7 +342,7 @@ fn render_engine_state(out: &mut String, s: &Stats) {
     gauge(
         out,
         "ataman_engine_memtable_flush_point_bytes",
-        "The size at which this engine freezes a memtable (drawn at open, up to 20% below --memtable-bytes-max).",
+        "The size at which this engine freezes a memtable (fixed at open: up to 20% below --memtable-bytes-max, placed by the node's place in --cluster).",
         "gauge",
         s.memtable_flush_point_bytes,
     );

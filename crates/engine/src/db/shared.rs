@@ -153,11 +153,17 @@ impl Shared {
         metrics: Arc<EngineMetrics>,
     ) -> Self {
         let fs = Arc::clone(&opts.fs);
-        let flush_at = super::flush_point::flush_point(
-            opts.memtable_bytes_max,
-            opts.memtable_flush_jitter_percent,
-            super::flush_point::fresh_seed(),
-        );
+        let flush_at = {
+            use super::flush_point::{flush_point, fresh_seed, random_fraction, slot_fraction};
+            let fraction = opts
+                .memtable_flush_slot
+                .map_or_else(|| random_fraction(fresh_seed()), slot_fraction);
+            flush_point(
+                opts.memtable_bytes_max,
+                opts.memtable_flush_jitter_percent,
+                fraction,
+            )
+        };
         let bg = BgState {
             compact_pointers: vec![Vec::new(); opts.levels],
             flush_hint: true,
