@@ -56,6 +56,81 @@ fn read_frames(stream: &mut std::net::TcpStream, buf: &mut Vec<u8>, n: usize) ->
     }
 }
 
+/// A hand-written peer on a loopback port: a thread that accepts one
+/// connection and runs `serve` on it. The port, and the thread.
+fn peer<T: Send + 'static>(
+    serve: impl FnOnce(std::net::TcpStream) -> T + Send + 'static,
+) -> (std::net::SocketAddr, std::thread::JoinHandle<T>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let thread = std::thread::spawn(move || serve(listener.accept().unwrap().0));
+    (addr, thread)
+}
+
+/// Reads the link's upgrade request and accepts it: its head, and the
+/// bytes after it.
+fn upgraded(stream: &mut std::net::TcpStream) -> (String, Vec<u8>) {
+    let (head, buf) = read_upgrade(stream);
+    stream.write_all(&handshake::upgrade_response()).unwrap();
+    (head, buf)
+}
+
+/// A link's view of the world for these tests, naming layout `version`.
+fn env<'a>(status: &'a PeerStatus, batch_frames: &'a Histogram, version: u64) -> LinkEnv<'a> {
+    LinkEnv {
+        status,
+        self_url: "http://127.0.0.1:1",
+        batch_frames,
+        silence_timeout: DEADLINE,
+        secret: None,
+        tls: None,
+        layout_version: version,
+    }
+}
+
+/// A write of `k` = `v` at timestamp 1, with request id `id`.
+fn write(id: u64) -> Message {
+    Message::Write {
+        id,
+        key: b"k".to_vec(),
+        version: Stamped {
+            ts: 1,
+            value: Some(b"v".to_vec()),
+            deadline_ms: None,
+        },
+    }
+}
+
+/// Drives `link` until `n` requests have an outcome (bounded): the
+/// outcomes, by waiter.
+fn drive(
+    link: &mut PeerLink<W>,
+    env: &LinkEnv<'_>,
+    poll: &mut Poll,
+    n: usize,
+) -> Vec<(W, PeerReply)> {
+    let mut outcomes: Vec<(W, PeerReply)> = Vec::new();
+    let mut events = Events::with_capacity(16);
+    let start = Instant::now();
+    while outcomes.len() < n {
+        assert!(start.elapsed() < DEADLINE, "no outcome: {outcomes:?}");
+        poll.poll(&mut events, Some(Duration::from_millis(20)))
+            .unwrap();
+        for event in events.iter() {
+            link.on_event(
+                env,
+                poll.registry(),
+                event.is_readable(),
+                event.is_writable(),
+                &mut outcomes,
+            );
+        }
+        link.flush(env, poll.registry(), &mut outcomes);
+    }
+    outcomes.sort_by_key(|(w, _)| w.0);
+    outcomes
+}
+
 /// The peer answers the first request `StaleLayout` and closes (as
 /// `net::peer_conn` does): both requests in flight come back `Fenced`,
 /// not `Failed`, and the link then says the version is fenced
@@ -63,12 +138,8 @@ fn read_frames(stream: &mut std::net::TcpStream, buf: &mut Vec<u8>, n: usize) ->
 /// one.
 #[test]
 fn a_fenced_connection_answers_everything_on_it_fenced() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let peer = std::thread::spawn(move || {
-        let (mut stream, _) = listener.accept().unwrap();
-        let (head, mut buf) = read_upgrade(&mut stream);
-        stream.write_all(&handshake::upgrade_response()).unwrap();
+    let (addr, peer) = peer(|mut stream| {
+        let (head, mut buf) = upgraded(&mut stream);
         let frames = read_frames(&mut stream, &mut buf, 2);
         let mut out = Vec::new();
         frame::encode(
@@ -102,10 +173,7 @@ fn a_fenced_connection_answers_everything_on_it_fenced() {
 /// answered `Fenced`.
 #[test]
 fn a_fenced_upgrade_answers_what_waits_fenced() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let peer = std::thread::spawn(move || {
-        let (mut stream, _) = listener.accept().unwrap();
+    let (addr, peer) = peer(|mut stream| {
         read_upgrade(&mut stream);
         let body =
             "stale layout: the coordinator is on layout version 1, this node knows version 2";
@@ -134,56 +202,31 @@ fn two_requests_against(addr: std::net::SocketAddr) -> Vec<(W, PeerReply)> {
     let mut poll = Poll::new().unwrap();
     let status = PeerStatus::new(LinkState::Idle);
     let batch_frames = Histogram::default();
-    let env = |version: u64| LinkEnv {
-        status: &status,
-        self_url: "http://127.0.0.1:1",
-        batch_frames: &batch_frames,
-        silence_timeout: DEADLINE,
-        secret: None,
-        tls: None,
-        layout_version: version,
-    };
     let mut link: PeerLink<W> =
         PeerLink::new(format!("http://{addr}"), addr.to_string(), Token(1), 16);
-    let stamped = Stamped {
-        ts: 1,
-        value: Some(b"v".to_vec()),
-        deadline_ms: None,
-    };
     let now = Instant::now();
     for w in [W(1), W(2)] {
-        link.send(&env(1), poll.registry(), now, now + DEADLINE, w, |id| {
-            Message::Write {
-                id,
-                key: b"k".to_vec(),
-                version: stamped.clone(),
-            }
-        })
+        link.send(
+            &env(&status, &batch_frames, 1),
+            poll.registry(),
+            now,
+            now + DEADLINE,
+            w,
+            write,
+        )
         .unwrap();
     }
-    let mut outcomes: Vec<(W, PeerReply)> = Vec::new();
-    let mut events = Events::with_capacity(16);
-    let start = Instant::now();
-    while outcomes.len() < 2 {
-        assert!(start.elapsed() < DEADLINE, "no outcome: {outcomes:?}");
-        poll.poll(&mut events, Some(Duration::from_millis(20)))
-            .unwrap();
-        for event in events.iter() {
-            link.on_event(
-                &env(1),
-                poll.registry(),
-                event.is_readable(),
-                event.is_writable(),
-                &mut outcomes,
-            );
-        }
-        link.flush(&env(1), poll.registry(), &mut outcomes);
-    }
-    outcomes.sort_by_key(|(w, _)| w.0);
+    let outcomes = drive(&mut link, &env(&status, &batch_frames, 1), &mut poll, 2);
     // Under the fenced version the link says so; under a newer one it
     // lets requests go.
-    assert!(link.fenced(&env(1), Instant::now()).is_some());
-    assert_eq!(link.fenced(&env(2), Instant::now()), None);
+    assert!(
+        link.fenced(&env(&status, &batch_frames, 1), Instant::now())
+            .is_some()
+    );
+    assert_eq!(
+        link.fenced(&env(&status, &batch_frames, 2), Instant::now()),
+        None
+    );
     outcomes
 }
 
@@ -191,12 +234,8 @@ fn two_requests_against(addr: std::net::SocketAddr) -> Vec<(W, PeerReply)> {
 /// refusal is counted as failed, not timed.
 #[test]
 fn answered_requests_are_timed_by_kind() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let peer = std::thread::spawn(move || {
-        let (mut stream, _) = listener.accept().unwrap();
-        let (_, mut buf) = read_upgrade(&mut stream);
-        stream.write_all(&handshake::upgrade_response()).unwrap();
+    let (addr, peer) = peer(|mut stream| {
+        let (_, mut buf) = upgraded(&mut stream);
         let frames = read_frames(&mut stream, &mut buf, 3);
         let mut out = Vec::new();
         for (i, f) in frames.iter().enumerate() {
@@ -228,56 +267,21 @@ fn answered_requests_are_timed_by_kind() {
     let mut poll = Poll::new().unwrap();
     let status = PeerStatus::new(LinkState::Idle);
     let batch_frames = Histogram::default();
-    let env = LinkEnv {
-        status: &status,
-        self_url: "http://127.0.0.1:1",
-        batch_frames: &batch_frames,
-        silence_timeout: DEADLINE,
-        secret: None,
-        tls: None,
-        layout_version: 1,
-    };
+    let env = env(&status, &batch_frames, 1);
     let mut link: PeerLink<W> =
         PeerLink::new(format!("http://{addr}"), addr.to_string(), Token(1), 16);
     let now = Instant::now();
-    let write = |id| Message::Write {
+    let read = |id| Message::Read {
         id,
         key: b"k".to_vec(),
-        version: Stamped {
-            ts: 1,
-            value: Some(b"v".to_vec()),
-            deadline_ms: None,
-        },
     };
     link.send(&env, poll.registry(), now, now + DEADLINE, W(1), write)
         .unwrap();
-    link.send(&env, poll.registry(), now, now + DEADLINE, W(2), |id| {
-        Message::Read {
-            id,
-            key: b"k".to_vec(),
-        }
-    })
-    .unwrap();
+    link.send(&env, poll.registry(), now, now + DEADLINE, W(2), read)
+        .unwrap();
     link.send(&env, poll.registry(), now, now + DEADLINE, W(3), write)
         .unwrap();
-    let mut outcomes: Vec<(W, PeerReply)> = Vec::new();
-    let mut events = Events::with_capacity(16);
-    while outcomes.len() < 3 {
-        assert!(now.elapsed() < DEADLINE, "no outcome: {outcomes:?}");
-        poll.poll(&mut events, Some(Duration::from_millis(20)))
-            .unwrap();
-        for event in events.iter() {
-            link.on_event(
-                &env,
-                poll.registry(),
-                event.is_readable(),
-                event.is_writable(),
-                &mut outcomes,
-            );
-        }
-        link.flush(&env, poll.registry(), &mut outcomes);
-    }
-    outcomes.sort_by_key(|(w, _)| w.0);
+    let outcomes = drive(&mut link, &env, &mut poll, 3);
     assert!(
         matches!(
             &outcomes[..],
