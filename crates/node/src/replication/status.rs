@@ -85,76 +85,7 @@ pub fn render_metrics(out: &mut String, shared: &NodeShared) {
         "gauge",
         placement.version(),
     );
-    let _ = writeln!(
-        out,
-        "# HELP ataman_peer_up 1 when this node's link to the peer is connected (self: 1).\n# TYPE ataman_peer_up gauge"
-    );
-    for &i in &nodes {
-        let (url, peer) = (placement.url(i), &shared.peers[i]);
-        let up = matches!(peer.state(), LinkState::Up | LinkState::Myself);
-        let _ = writeln!(out, "ataman_peer_up{{peer=\"{url}\"}} {}", u8::from(up));
-    }
-    type Counter = (&'static str, &'static str, fn(&PeerStatus) -> u64);
-    let counters: [Counter; 5] = [
-        (
-            "ataman_peer_requests_sent_total",
-            "Requests sent to the peer.",
-            |p| p.sent.load(Ordering::Relaxed),
-        ),
-        (
-            "ataman_peer_requests_failed_total",
-            "Requests to the peer that failed (refused, lost, timed out, link full).",
-            |p| p.failed.load(Ordering::Relaxed),
-        ),
-        (
-            "ataman_peer_batches_total",
-            "Writes of request frames to the peer.",
-            |p| p.batches.load(Ordering::Relaxed),
-        ),
-        (
-            "ataman_peer_read_repairs_total",
-            "Read repairs sent to the peer.",
-            |p| p.repairs.load(Ordering::Relaxed),
-        ),
-        (
-            "ataman_peer_hints_delivered_total",
-            "Hints delivered to the peer.",
-            |p| p.hints_delivered.load(Ordering::Relaxed),
-        ),
-    ];
-    for (name, help, get) in counters {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-        for &i in &nodes {
-            if i != placement.self_index() {
-                let url = placement.url(i);
-                let _ = writeln!(out, "{name}{{peer=\"{url}\"}} {}", get(&shared.peers[i]));
-            }
-        }
-    }
-    let _ = writeln!(
-        out,
-        "# HELP ataman_peer_hints_pending Writes kept for the peer until it is back.\n# TYPE ataman_peer_hints_pending gauge"
-    );
-    for &i in &nodes {
-        let url = placement.url(i);
-        let (n, _) = shared.hints.count(url);
-        let _ = writeln!(out, "ataman_peer_hints_pending{{peer=\"{url}\"}} {n}");
-    }
-    let name = "ataman_peer_request_duration_seconds";
-    let _ = writeln!(
-        out,
-        "# HELP {name} Time from queueing a request on a link to the peer to reading its answer (answered requests; failures are in ataman_peer_requests_failed_total).\n# TYPE {name} histogram"
-    );
-    for &i in &nodes {
-        if i == placement.self_index() {
-            continue;
-        }
-        let (url, peer) = (placement.url(i), &shared.peers[i]);
-        for (op, h) in [("write", &peer.write_us), ("read", &peer.read_us)] {
-            let labels = format!("peer=\"{url}\",op=\"{op}\"");
-            histogram(out, name, "", &labels, 1e-6, &h.snapshot(), false);
-        }
-    }
+    render_peer_figures(out, shared, &placement, &nodes);
     let m = &shared.metrics;
     histogram(
         out,
@@ -266,4 +197,85 @@ pub fn render_metrics(out: &mut String, shared: &NodeShared) {
         "counter",
         hints.failed,
     );
+}
+
+/// Per-peer lines of `/metrics` for the listed nodes `nodes`: link state,
+/// request counters, hints pending, and request latency.
+fn render_peer_figures(
+    out: &mut String,
+    shared: &NodeShared,
+    placement: &Placement,
+    nodes: &[usize],
+) {
+    use crate::metrics::histogram;
+    let _ = writeln!(
+        out,
+        "# HELP ataman_peer_up 1 when this node's link to the peer is connected (self: 1).\n# TYPE ataman_peer_up gauge"
+    );
+    for &i in nodes {
+        let (url, peer) = (placement.url(i), &shared.peers[i]);
+        let up = matches!(peer.state(), LinkState::Up | LinkState::Myself);
+        let _ = writeln!(out, "ataman_peer_up{{peer=\"{url}\"}} {}", u8::from(up));
+    }
+    type Counter = (&'static str, &'static str, fn(&PeerStatus) -> u64);
+    let counters: [Counter; 5] = [
+        (
+            "ataman_peer_requests_sent_total",
+            "Requests sent to the peer.",
+            |p| p.sent.load(Ordering::Relaxed),
+        ),
+        (
+            "ataman_peer_requests_failed_total",
+            "Requests to the peer that failed (refused, lost, timed out, link full).",
+            |p| p.failed.load(Ordering::Relaxed),
+        ),
+        (
+            "ataman_peer_batches_total",
+            "Writes of request frames to the peer.",
+            |p| p.batches.load(Ordering::Relaxed),
+        ),
+        (
+            "ataman_peer_read_repairs_total",
+            "Read repairs sent to the peer.",
+            |p| p.repairs.load(Ordering::Relaxed),
+        ),
+        (
+            "ataman_peer_hints_delivered_total",
+            "Hints delivered to the peer.",
+            |p| p.hints_delivered.load(Ordering::Relaxed),
+        ),
+    ];
+    for (name, help, get) in counters {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for &i in nodes {
+            if i != placement.self_index() {
+                let url = placement.url(i);
+                let _ = writeln!(out, "{name}{{peer=\"{url}\"}} {}", get(&shared.peers[i]));
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP ataman_peer_hints_pending Writes kept for the peer until it is back.\n# TYPE ataman_peer_hints_pending gauge"
+    );
+    for &i in nodes {
+        let url = placement.url(i);
+        let (n, _) = shared.hints.count(url);
+        let _ = writeln!(out, "ataman_peer_hints_pending{{peer=\"{url}\"}} {n}");
+    }
+    let name = "ataman_peer_request_duration_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Time from queueing a request on a link to the peer to reading its answer (answered requests; failures are in ataman_peer_requests_failed_total).\n# TYPE {name} histogram"
+    );
+    for &i in nodes {
+        if i == placement.self_index() {
+            continue;
+        }
+        let (url, peer) = (placement.url(i), &shared.peers[i]);
+        for (op, h) in [("write", &peer.write_us), ("read", &peer.read_us)] {
+            let labels = format!("peer=\"{url}\",op=\"{op}\"");
+            histogram(out, name, "", &labels, 1e-6, &h.snapshot(), false);
+        }
+    }
 }
