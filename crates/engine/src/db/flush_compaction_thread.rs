@@ -375,7 +375,7 @@ pub(crate) fn merge_inputs(plan: &Plan) -> Result<MergingIterator> {
     let mut deeper: Vec<Arc<LiveTable>> = Vec::new();
     for (level, file) in &plan.inputs {
         if *level == 0 {
-            children.push(Box::new(file.table.iter_without_filling()));
+            children.push(Box::new(file.table.iter_filling(false)));
         } else {
             deeper.push(Arc::clone(file));
         }
@@ -392,7 +392,7 @@ pub(crate) fn merge_inputs(plan: &Plan) -> Result<MergingIterator> {
         let end = start + deeper[start..].partition_point(|f| f.meta.level == level);
         let mut files = deeper[start..end].to_vec();
         files.sort_by(|a, b| key::compare_internal(&a.meta.smallest, &b.meta.smallest));
-        children.push(Box::new(LevelIter::without_filling(files)));
+        children.push(Box::new(LevelIter::filling(files, false)));
         start = end;
     }
     let mut merged = MergingIterator::new(children);

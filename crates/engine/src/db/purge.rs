@@ -340,7 +340,7 @@ fn step(shared: &Shared, active: &mut ActivePurge) -> Result<bool> {
 /// Reads `table` through `filter` until an entry the filter drops: true if
 /// there is one. `Error::Closed` if the filter's pace was stopped by a close.
 fn holds_a_dropped_entry(table: &Arc<LiveTable>, filter: &mut PurgeFilter<'_>) -> Result<bool> {
-    let mut entries = table.table.iter_without_filling();
+    let mut entries = table.table.iter_filling(false);
     entries.seek_to_first()?;
     while entries.valid() {
         let ikey = entries.key();

@@ -172,18 +172,10 @@ pub fn scan(
     for (level, files) in sv.version.levels.iter().enumerate() {
         if level == 0 {
             for f in files {
-                children.push(Box::new(if fill_cache {
-                    f.table.iter()
-                } else {
-                    f.table.iter_without_filling()
-                }));
+                children.push(Box::new(f.table.iter_filling(fill_cache)));
             }
         } else if !files.is_empty() {
-            children.push(Box::new(if fill_cache {
-                LevelIter::new(files.clone())
-            } else {
-                LevelIter::without_filling(files.clone())
-            }));
+            children.push(Box::new(LevelIter::filling(files.clone(), fill_cache)));
         }
     }
     let mut merged = MergingIterator::new(children);

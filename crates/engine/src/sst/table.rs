@@ -217,22 +217,20 @@ impl Table {
 
     /// An iterator over all entries.
     pub fn iter(self: &Arc<Self>) -> TableIter {
+        self.iter_filling(true)
+    }
+
+    /// An iterator over all entries that adds the blocks it reads to the
+    /// cache only if `fill_cache`. It always uses the blocks the cache
+    /// holds. A merge or a bulk scan passes false: such a pass reads each
+    /// block once, and cached, those blocks would evict the ones point
+    /// reads use.
+    pub fn iter_filling(self: &Arc<Self>, fill_cache: bool) -> TableIter {
         TableIter {
             table: self.clone(),
             index: BlockIter::new(self.index.clone()),
             data: None,
-            fill_cache: true,
-        }
-    }
-
-    /// An iterator over all entries for a merge or a bulk scan: it uses
-    /// the blocks the cache holds, and does not add the ones it reads
-    /// (such a pass reads each block once; cached, it would evict the
-    /// blocks point reads use).
-    pub fn iter_without_filling(self: &Arc<Self>) -> TableIter {
-        TableIter {
-            fill_cache: false,
-            ..self.iter()
+            fill_cache,
         }
     }
 

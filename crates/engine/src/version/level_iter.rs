@@ -14,39 +14,35 @@ pub struct LevelIter {
     files: Vec<Arc<LiveTable>>,
     index: usize,
     current: Option<TableIter>,
-    /// Tables are read with [`crate::sst::Table::iter_without_filling`].
-    without_filling: bool,
+    /// Whether the blocks read are added to the block cache
+    /// ([`crate::sst::Table::iter_filling`]).
+    fill_cache: bool,
 }
 
 impl LevelIter {
     /// Iterates `files`, which must be sorted by key and must not overlap.
     pub fn new(files: Vec<Arc<LiveTable>>) -> Self {
+        LevelIter::filling(files, true)
+    }
+
+    /// [`LevelIter::new`] adding the blocks it reads to the block cache
+    /// only if `fill_cache` (false for a merge or a bulk scan).
+    pub fn filling(files: Vec<Arc<LiveTable>>, fill_cache: bool) -> Self {
         LevelIter {
             files,
             index: 0,
             current: None,
-            without_filling: false,
-        }
-    }
-
-    /// [`LevelIter::new`] for a merge: the blocks read are not added to
-    /// the block cache.
-    pub fn without_filling(files: Vec<Arc<LiveTable>>) -> Self {
-        LevelIter {
-            without_filling: true,
-            ..LevelIter::new(files)
+            fill_cache,
         }
     }
 
     fn open(&mut self, index: usize) -> Option<&mut TableIter> {
         self.index = index;
-        self.current = self.files.get(index).map(|f| {
-            if self.without_filling {
-                f.table.iter_without_filling()
-            } else {
-                f.table.iter()
-            }
-        });
+        let fill_cache = self.fill_cache;
+        self.current = self
+            .files
+            .get(index)
+            .map(|f| f.table.iter_filling(fill_cache));
         self.current.as_mut()
     }
 

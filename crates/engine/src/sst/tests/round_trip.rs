@@ -214,14 +214,14 @@ fn a_merge_reads_without_filling_the_cache() {
         }
         n
     };
-    assert_eq!(read_all(table.iter_without_filling()), model.len());
+    assert_eq!(read_all(table.iter_filling(false)), model.len());
     let after_merge = cache.stats();
     assert_eq!(after_merge.bytes, 0, "a merge added blocks to the cache");
     assert!(after_merge.misses > 10, "it read many blocks");
     // A point read caches its block; the merge's next pass uses it.
     table.get(b"key00000").unwrap().unwrap();
     let hits = cache.stats().hits;
-    assert_eq!(read_all(table.iter_without_filling()), model.len());
+    assert_eq!(read_all(table.iter_filling(false)), model.len());
     assert!(cache.stats().hits > hits, "the merge used the cached block");
     // The control: the plain iterator fills the cache.
     assert_eq!(read_all(table.iter()), model.len());
