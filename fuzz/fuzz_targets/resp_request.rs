@@ -11,8 +11,11 @@ use ataman_node::net::resp::table::{self, Plan, Session};
 const COMMANDS_MAX: usize = 256;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    let limits = Limits {
-        bulk_bytes_max: 1024,
+    // The first byte picks the bounds before AUTH or after.
+    let (limits, data) = match data.split_first() {
+        Some((&mode, rest)) if mode & 1 == 1 => (Limits::UNAUTHENTICATED, rest),
+        Some((_, rest)) => (Limits::authenticated(1024), rest),
+        None => return,
     };
     let table_limits = table::Limits {
         key_bytes_max: 64,

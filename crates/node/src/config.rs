@@ -171,7 +171,7 @@ pub struct ServeArgs {
 #[cfg(feature = "planted-bugs")]
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct PlantedBugArgs {
-    /// Test hook: a deliberate bug for the fault harness's negative control; only `ack-before-wal`.
+    /// Test hook: a deliberate bug for a negative control: `ack-before-wal` or `connection-panic`.
     #[arg(long, env = "ATAMAN_DEBUG_PLANTED_BUG", hide = true)]
     pub debug_planted_bug: Option<String>,
 }
@@ -314,6 +314,10 @@ pub enum PlantedBug {
     /// before the WAL wrote them (`Durability::None`): a `kill -9` loses
     /// acknowledged writes.
     AckBeforeWal,
+    /// The RESP command `ATAMAN.PLANTED-PANIC` panics the network thread
+    /// while it handles that connection (the containment's negative
+    /// control: `net::event_loop` closes the connection and counts it).
+    ConnectionPanic,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -333,8 +337,9 @@ fn planted_bug(_args: &PlantedBugArgs) -> Result<Option<PlantedBug>, String> {
 fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
     match s {
         "ack-before-wal" => Ok(PlantedBug::AckBeforeWal),
+        "connection-panic" => Ok(PlantedBug::ConnectionPanic),
         other => Err(format!(
-            "debug-planted-bug must be ack-before-wal, not {other:?}"
+            "debug-planted-bug must be ack-before-wal or connection-panic, not {other:?}"
         )),
     }
 }

@@ -199,6 +199,14 @@ fn file_system(
 fn write_durability(config: &NodeConfig) -> Durability {
     match config.planted_bug {
         None => Durability::Complete,
+        Some(PlantedBug::ConnectionPanic) => {
+            for _ in 0..3 {
+                tracing::error!(
+                    "PLANTED BUG connection-panic: the RESP command ATAMAN.PLANTED-PANIC panics the network thread. Test use only."
+                );
+            }
+            Durability::Complete
+        }
         Some(PlantedBug::AckBeforeWal) => {
             for _ in 0..3 {
                 tracing::error!(

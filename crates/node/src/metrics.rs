@@ -45,6 +45,9 @@ pub struct NodeMetrics {
     pub descriptors_reserved: AtomicU64,
     /// `accept` calls that failed (no descriptor or memory left) and were retried.
     pub accept_failures: AtomicU64,
+    /// Connections closed because handling them panicked (the network
+    /// thread went on serving the others; `net::event_loop`).
+    pub connection_panics: AtomicU64,
     /// 1 while the clock's reservation cannot be persisted (set by the main thread).
     pub clock_reservation_failing: AtomicU64,
     /// Read repairs sent (to a peer or to the local engine).
@@ -91,6 +94,7 @@ impl Default for NodeMetrics {
             descriptors_limit: AtomicU64::new(0),
             descriptors_reserved: AtomicU64::new(0),
             accept_failures: AtomicU64::new(0),
+            connection_panics: AtomicU64::new(0),
             clock_reservation_failing: AtomicU64::new(0),
             read_repairs: AtomicU64::new(0),
             layout_writes_both_sets: AtomicU64::new(0),
@@ -295,6 +299,12 @@ impl NodeMetrics {
                 "accept calls that failed for lack of descriptors or memory (retried until the backlog is drained).",
                 "counter",
                 &self.accept_failures,
+            ),
+            (
+                "ataman_connection_panics_total",
+                "Connections closed because handling them panicked (a bug; logged at error with the peer's address); the node served the others on.",
+                "counter",
+                &self.connection_panics,
             ),
             (
                 "ataman_clock_reservation_failing",

@@ -20,6 +20,7 @@
 
 use super::answer::{self, Answer, Awaited};
 use super::auth_gate::{Credential, Verdict, admit, credential, upgrade};
+use super::body_gate::{refusal_text, refuse_body};
 use super::dispatch::{Command, Dispatched, Encoding, dispatch};
 use super::peer_conn::PeerServer;
 use super::render::{from_http_error, render};
@@ -44,6 +45,10 @@ mod resp_side;
 pub const SLOTS_MAX: usize = 256;
 /// Output bytes buffered before a streaming range waits for the socket.
 pub const STREAM_BUFFER_BYTES: usize = 256 * 1024;
+/// Rounds of read and parse per event for a RESP connection read under
+/// the bound of one that has not authenticated
+/// ([`crate::net::resp::decode::UNAUTHENTICATED_READ_BYTES_MAX`]).
+const UNAUTHENTICATED_READ_ROUNDS_MAX: usize = 16;
 /// Bytes read per `read` call (the size of each thread's scratch buffer).
 pub const READ_CHUNK_BYTES: usize = 64 * 1024;
 
@@ -308,8 +313,19 @@ impl Conn {
             self.last_active = Instant::now();
             return peer.on_ready(&mut self.stream, ctx, token, self.generation, scratch);
         }
-        self.read(ctx, scratch, peer_closed);
-        self.parse(ctx, token, replicated);
+        for _ in 0..UNAUTHENTICATED_READ_ROUNDS_MAX {
+            let bounded = self.resp_awaits_auth(ctx);
+            self.read(ctx, scratch, peer_closed);
+            self.parse(ctx, token, replicated);
+            // Read under the small bound of a connection that had not
+            // authenticated, which stopped at it and has room now (its
+            // commands were answered, or an `AUTH` raised the bound): the
+            // socket may hold more and no event will say so.
+            let room = self.rbuf.len() < self.read_limit(ctx);
+            if !(bounded && self.read_paused && room && !self.close_after && !self.parse_paused) {
+                break;
+            }
+        }
         let next = self.flush(ctx);
         if next == Next::Keep && self.peer.is_some() {
             // Upgraded in `flush`: frames may have come with the upgrade.
@@ -325,7 +341,12 @@ impl Conn {
         }
     }
 
-    fn read_limit(ctx: &NetContext) -> usize {
+    /// Bytes the read buffer may hold: a whole request at its limits, or
+    /// less for a RESP connection that has not authenticated yet.
+    fn read_limit(&self, ctx: &NetContext) -> usize {
+        if self.resp_awaits_auth(ctx) {
+            return crate::net::resp::decode::UNAUTHENTICATED_READ_BYTES_MAX;
+        }
         ctx.config.header_bytes_max + ctx.config.value_bytes_max + READ_CHUNK_BYTES
     }
 
@@ -335,7 +356,7 @@ impl Conn {
         if self.read_closed || self.close_after {
             return;
         }
-        let limit = Self::read_limit(ctx);
+        let limit = self.read_limit(ctx);
         self.read_paused = true;
         while self.rbuf.len() < limit && self.slots.len() < SLOTS_MAX {
             let room = (limit - self.rbuf.len()).min(scratch.len());
@@ -428,12 +449,27 @@ impl Conn {
                             self.close_after = true;
                             break;
                         }
+                        let credential = credential(&ctx.shared.auth, head.authorization);
+                        let auth = &ctx.shared.auth;
+                        let tokens_on = auth.tokens.is_some();
+                        if let Some(refusal) =
+                            refuse_body(tokens_on, &credential, route, head.content_length)
+                        {
+                            // A stranger's body is never buffered: refused on
+                            // its head, and the stream ends here.
+                            auth.metrics.client_refused(refusal.why);
+                            let e = HttpError::close(Status::Unauthorized, refusal_text());
+                            let allow = allow_for(head.path);
+                            self.push_error(ctx, route, &e, Persist::Close, allow, started);
+                            self.close_after = true;
+                            break;
+                        }
                         self.pending = Some(PendingRequest {
                             head: HeadFacts::of(&head),
                             route,
                             action,
                             started,
-                            credential: credential(&ctx.shared.auth, head.authorization),
+                            credential,
                         });
                         self.continued = false;
                     }

@@ -7,6 +7,7 @@ use crate::tls::transport::Transport;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use std::io;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -358,10 +359,11 @@ impl Loop {
                     generation,
                     slot,
                 } => {
-                    if let Some(Some(conn)) = self.table.conns.get_mut(token)
-                        && conn.generation == generation
-                    {
-                        conn.complete(&self.ctx, slot, c.result, c.invalid);
+                    let (result, invalid) = (c.result, c.invalid);
+                    let done = self.guarded(token, Some(generation), |conn, ctx, _, _| {
+                        conn.complete(ctx, slot, result, invalid);
+                    });
+                    if done.is_some() {
                         self.touched.push(token);
                     }
                 }
@@ -370,10 +372,11 @@ impl Loop {
                     generation,
                     id,
                 } => {
-                    if let Some(Some(conn)) = self.table.conns.get_mut(token)
-                        && conn.generation == generation
-                    {
-                        conn.peer_ack(id, c.result, c.invalid);
+                    let (result, invalid) = (c.result, c.invalid);
+                    let done = self.guarded(token, Some(generation), |conn, _, _, _| {
+                        conn.peer_ack(id, result, invalid);
+                    });
+                    if done.is_some() {
                         self.touched.push(token);
                     }
                 }
@@ -418,11 +421,11 @@ impl Loop {
             self.submit_pending();
             self.repl.flush(&self.ctx, self.poll.registry());
             for (to, verdict) in self.repl.take_replies() {
-                if let Some(Some(conn)) = self.table.conns.get_mut(to.token)
-                    && conn.generation == to.generation
-                {
-                    conn.decide(&self.ctx, to.slot, verdict);
-                    conn.run_chains(&self.ctx, to.token, &mut self.replicated);
+                let done = self.guarded(to.token, Some(to.generation), |conn, ctx, repl, _| {
+                    conn.decide(ctx, to.slot, verdict);
+                    conn.run_chains(ctx, to.token, repl);
+                });
+                if done.is_some() {
                     self.touched.push(to.token);
                 }
             }
@@ -441,15 +444,11 @@ impl Loop {
     }
 
     fn on_conn(&mut self, i: usize, peer_closed: bool) {
-        let next = match self.table.conns.get_mut(i) {
-            Some(Some(conn)) => conn.on_ready(
-                &self.ctx,
-                i,
-                &mut self.scratch,
-                &mut self.replicated,
-                peer_closed,
-            ),
-            _ => return,
+        let next = self.guarded(i, None, |conn, ctx, replicated, scratch| {
+            conn.on_ready(ctx, i, scratch, replicated, peer_closed)
+        });
+        let Some(next) = next else {
+            return;
         };
         self.after_conn(i, next);
         self.resume_if_paused(i);
@@ -533,16 +532,19 @@ impl Loop {
         touched.sort_unstable();
         touched.dedup();
         for &i in &touched {
-            let next = match self.table.conns.get_mut(i) {
+            let next = self.guarded(i, None, |conn, ctx, replicated, scratch| {
                 // A peer connection may have paused reading at its bound of
                 // pending writes; acknowledgements free room. A client
                 // connection may have paused reading or parsing at its
                 // bound of answers owed; answers written free room.
-                Some(Some(conn)) if conn.read_paused || conn.parse_paused || conn.is_peer() => {
-                    conn.on_ready(&self.ctx, i, &mut self.scratch, &mut self.replicated, false)
+                if conn.read_paused || conn.parse_paused || conn.is_peer() {
+                    conn.on_ready(ctx, i, scratch, replicated, false)
+                } else {
+                    conn.flush(ctx)
                 }
-                Some(Some(conn)) => conn.flush(&self.ctx),
-                _ => continue,
+            });
+            let Some(next) = next else {
+                continue;
             };
             self.after_conn(i, next);
         }
@@ -576,9 +578,13 @@ impl Loop {
                 .request_started()
                 .is_some_and(|t| now.duration_since(t) >= request)
             {
-                conn.time_out_request(&self.ctx);
-                let next = conn.flush(&self.ctx);
-                self.after_conn(i, next);
+                let next = self.guarded(i, None, |conn, ctx, _, _| {
+                    conn.time_out_request(ctx);
+                    conn.flush(ctx)
+                });
+                if let Some(next) = next {
+                    self.after_conn(i, next);
+                }
             }
         }
     }
@@ -587,6 +593,60 @@ impl Loop {
         for i in 0..self.table.conns.len() {
             if matches!(self.table.conns.get(i), Some(Some(c)) if c.is_idle()) {
                 self.drop_conn(i);
+            }
+        }
+    }
+
+    /// Runs `work` on connection `i` (of `generation`, when given) with
+    /// the thread's context, its replicated requests and its read buffer;
+    /// `None` when there is no such connection, or when `work` panicked.
+    ///
+    /// # Containment
+    /// A panic here is a bug in handling one connection's input or
+    /// answers. It ends that connection only: the connection is dropped
+    /// with its slots and buffers (nothing of it is read again), the panic
+    /// is logged at error with the peer's address and counted
+    /// (`ataman_connection_panics_total`), and the thread goes on. What
+    /// outlives the connection is addressed by token and generation, so it
+    /// finds no connection and is dropped: completions of its writes
+    /// (`take_inbox`), verdicts of its replicated requests (`after_events`)
+    /// and touches. The thread's own state is left consistent: the
+    /// `RefCell`s of the context are released as the panic unwinds, and
+    /// the replicated requests and pending writes queued before the panic
+    /// are whole entries (each pushed in one call).
+    fn guarded<R>(
+        &mut self,
+        i: usize,
+        generation: Option<u64>,
+        work: impl FnOnce(&mut Conn, &NetContext, &mut Vec<Request>, &mut [u8]) -> R,
+    ) -> Option<R> {
+        let conn = match self.table.conns.get_mut(i) {
+            Some(Some(conn)) if generation.is_none_or(|g| g == conn.generation) => conn,
+            _ => return None,
+        };
+        let (ctx, replicated, scratch) = (&self.ctx, &mut self.replicated, &mut self.scratch);
+        match catch_unwind(AssertUnwindSafe(|| work(conn, ctx, replicated, scratch))) {
+            Ok(r) => Some(r),
+            Err(payload) => {
+                let peer = conn
+                    .stream
+                    .peer_addr()
+                    .map_or_else(|_| "?".into(), |a| a.to_string());
+                let what = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                tracing::error!(
+                    peer = %peer,
+                    panic = %what,
+                    "a connection panicked (a bug): closed; the node serves the others \
+                     (counted in ataman_connection_panics_total)"
+                );
+                let metrics = &self.ctx.shared.metrics;
+                metrics.connection_panics.fetch_add(1, Ordering::Relaxed);
+                self.drop_conn(i);
+                None
             }
         }
     }

@@ -19,16 +19,25 @@
 //! - [`answer`]: every outcome mapped to one protocol-neutral answer (pure).
 //! - [`render`]: HTTP's rendering of an answer (status, headers, body).
 //! - [`resp`]: the Redis protocol's decoder, command table and encoder (pure).
+//! - `conn_driver` (tests and the `conn-driver` feature only): a connection
+//!   driven without an event loop, for the stateful connection fuzzer.
 //! - [`peer_conn`]: a connection a peer upgraded to the peer protocol.
 //! - [`membership_gate`]: what a joining or removed node answers.
 //! - [`fence`]: no peer request from a coordinator on an older layout version.
+//! - [`body_gate`]: the body an HTTP request may send before its token is
+//!   checked.
 //! - [`authorize`]: the role each command needs; [`auth_gate`]: the
 //!   `Authorization` header, the 401 and 403, the peer upgrade's verdict.
 
 pub mod answer;
 pub mod auth_gate;
 pub mod authorize;
+pub mod body_gate;
 pub mod conn;
+#[cfg(any(test, feature = "conn-driver"))]
+pub mod conn_driver;
+#[cfg(test)]
+mod conn_driver_tests;
 pub mod dispatch;
 mod event_loop;
 pub mod fence;

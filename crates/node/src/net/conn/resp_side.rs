@@ -57,13 +57,21 @@ fn is_write(op: KeyOp) -> bool {
 
 /// True for commands that only write keys (they need not wait for
 /// earlier writes: the clock orders them). `SET … KEEPTTL` reads first.
+///
+/// Runs before the command table checks the arity, so it reads `args`
+/// only through `get` (a `SET k` behind a pending write once panicked
+/// here slicing `args[3..]`); a short command is not a write, waits, and
+/// gets its arity error from the table.
 fn names_a_write(args: &[Cow<'_, [u8]>]) -> bool {
-    let name = &args[0];
+    let Some(name) = args.first() else {
+        return false;
+    };
+    let options = args.get(3..).unwrap_or_default();
     [&b"set"[..], b"mset", b"setex", b"psetex"]
         .iter()
         .any(|w| name.eq_ignore_ascii_case(w))
         && !(name.eq_ignore_ascii_case(b"set")
-            && args[3..].iter().any(|a| a.eq_ignore_ascii_case(b"keepttl")))
+            && options.iter().any(|a| a.eq_ignore_ascii_case(b"keepttl")))
 }
 
 /// A multi-key command's slot: its parts' answers, gathered.
@@ -127,9 +135,7 @@ impl Conn {
         token: usize,
         replicated: &mut Vec<Request>,
     ) {
-        let limits = decode::Limits {
-            bulk_bytes_max: ctx.config.value_bytes_max.max(ctx.config.key_bytes_max),
-        };
+        let bulk_bytes_max = ctx.config.value_bytes_max.max(ctx.config.key_bytes_max);
         let mut consumed = 0;
         // Taken out while commands execute, so values are lent to them
         // without a copy; nothing below reads `self.rbuf`.
@@ -139,9 +145,15 @@ impl Conn {
             if buf.is_empty() {
                 break;
             }
+            // Chosen per command: an `AUTH` lifts them for the next one.
+            let limits = if self.resp_awaits_auth(ctx) {
+                decode::Limits::UNAUTHENTICATED
+            } else {
+                decode::Limits::authenticated(bulk_bytes_max)
+            };
             match decode::decode(buf, limits) {
                 Ok(Decoded::Partial) => {
-                    let limit = Self::read_limit(ctx);
+                    let limit = self.read_limit(ctx);
                     if buf.len() >= limit {
                         // Reading stops at this bound: the command cannot complete.
                         let e = format!("Protocol error: a command over {limit} bytes");
@@ -185,6 +197,14 @@ impl Conn {
         }
     }
 
+    /// True while client tokens are on and this connection has not
+    /// authenticated: it gets the small bounds of
+    /// [`decode::Limits::UNAUTHENTICATED`] and of its read buffer.
+    pub(super) fn resp_awaits_auth(&self, ctx: &NetContext) -> bool {
+        ctx.shared.auth.tokens.is_some()
+            && self.resp.as_ref().is_some_and(|r| r.session.role.is_none())
+    }
+
     /// True while this connection's earlier writes are not answered.
     pub(super) fn resp_waits_for_writes(&self) -> bool {
         self.resp.as_ref().is_some_and(|r| r.writes_pending > 0)
@@ -215,6 +235,14 @@ impl Conn {
         replicated: &mut Vec<Request>,
         args: &[Cow<'_, [u8]>],
     ) {
+        #[cfg(feature = "planted-bugs")]
+        if ctx.config.planted_bug == Some(crate::config::PlantedBug::ConnectionPanic)
+            && args
+                .first()
+                .is_some_and(|a| a.eq_ignore_ascii_case(b"ataman.planted-panic"))
+        {
+            panic!("planted bug connection-panic: ATAMAN.PLANTED-PANIC");
+        }
         let Some(state) = self.resp.as_mut() else {
             return;
         };
@@ -669,4 +697,37 @@ fn write_gathered(out: &mut Vec<u8>, gather: &Gather) {
         &table::combine(gather.op, &answers, now_ms),
         gather.proto,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_a_write;
+    use std::borrow::Cow;
+
+    fn args(words: &[&str]) -> Vec<Cow<'static, [u8]>> {
+        words
+            .iter()
+            .map(|w| Cow::Owned(w.as_bytes().to_vec()))
+            .collect()
+    }
+
+    // `SET k` (and every other short write) behind a pending write once
+    // sliced `args[3..]` and panicked: a short command is not a write.
+    #[test]
+    fn names_a_write_of_a_short_set_is_false_not_a_panic() {
+        // Named a write whatever the arity (the table answers the arity).
+        for words in [
+            &["SET"][..],
+            &["SET", "k"],
+            &["set", "k", "v"],
+            &["MSET"],
+            &["SETEX", "k"],
+        ] {
+            assert!(names_a_write(&args(words)), "{words:?}");
+        }
+        assert!(!names_a_write(&args(&[])));
+        assert!(!names_a_write(&args(&["SET", "k", "v", "KEEPTTL"])));
+        assert!(names_a_write(&args(&["SET", "k", "v", "EX", "10"])));
+        assert!(!names_a_write(&args(&["GET", "k", "v", "w"])));
+    }
 }

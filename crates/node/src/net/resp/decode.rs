@@ -6,6 +6,8 @@
 //! no unescaping was needed) or `Partial` or an error out. Every length is
 //! bounded before anything is allocated for it:
 //! - the argument count by [`ARGS_MAX`];
+//! - before a connection authenticates (client tokens on), both by the
+//!   small [`Limits::UNAUTHENTICATED`] (10 arguments, bulks of 16 KiB);
 //! - a bulk's length by [`Limits::bulk_bytes_max`] (the node passes the
 //!   larger of `--value-bytes-max` and `--key-bytes-max`; the command table
 //!   refuses a key or value over its own limit afterwards, keeping the
@@ -29,11 +31,67 @@ pub const INLINE_BYTES_MAX: usize = 64 * 1024;
 /// Longest `*N` or `$N` line, `\r\n` included; longer is malformed.
 pub const LENGTH_LINE_BYTES_MAX: usize = 32;
 
+/// Arguments in one command of a connection that has not authenticated
+/// while client tokens are on (Redis's limit too): room for
+/// `HELLO 3 AUTH user TOKEN SETNAME name`, nothing for a bulk load.
+pub const UNAUTHENTICATED_ARGS_MAX: usize = 10;
+/// Largest bulk of a connection that has not authenticated (Redis's
+/// 16 KiB too); a token is far shorter.
+pub const UNAUTHENTICATED_BULK_BYTES_MAX: usize = 16 * 1024;
+/// Bytes a connection that has not authenticated may have buffered: its
+/// largest command (ten bulks at their limit with their framing, or an
+/// inline line of [`INLINE_BYTES_MAX`]) fits, a value of 16 MiB does not.
+pub const UNAUTHENTICATED_READ_BYTES_MAX: usize = 256 * 1024;
+const _: () = assert!(crate::auth::tokens::TOKEN_BYTES_MAX <= UNAUTHENTICATED_BULK_BYTES_MAX);
+const _: () = assert!(
+    LENGTH_LINE_BYTES_MAX
+        + UNAUTHENTICATED_ARGS_MAX * (LENGTH_LINE_BYTES_MAX + UNAUTHENTICATED_BULK_BYTES_MAX + 2)
+        <= UNAUTHENTICATED_READ_BYTES_MAX
+        && INLINE_BYTES_MAX <= UNAUTHENTICATED_READ_BYTES_MAX
+);
+
 /// Bounds the decoder enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Largest bulk string.
     pub bulk_bytes_max: usize,
+    /// Most arguments in one command (at most [`ARGS_MAX`]).
+    pub args_max: usize,
+    /// The connection has not authenticated (client tokens are on): the
+    /// bounds are the small ones, and a refusal says so.
+    pub unauthenticated: bool,
+}
+
+impl Limits {
+    /// The bounds of an authenticated connection (or of any, without
+    /// client tokens): bulks of `bulk_bytes_max`, [`ARGS_MAX`] arguments.
+    pub fn authenticated(bulk_bytes_max: usize) -> Limits {
+        Limits {
+            bulk_bytes_max,
+            args_max: ARGS_MAX,
+            unauthenticated: false,
+        }
+    }
+
+    /// The bounds before `AUTH` (docs/RESP.md, "Authentication").
+    pub const UNAUTHENTICATED: Limits = Limits {
+        bulk_bytes_max: UNAUTHENTICATED_BULK_BYTES_MAX,
+        args_max: UNAUTHENTICATED_ARGS_MAX,
+        unauthenticated: true,
+    };
+
+    /// The refusal of `count` arguments, over `args_max`.
+    fn too_many(self, count: u64) -> DecodeError {
+        if self.unauthenticated {
+            DecodeError::Unauthenticated {
+                what: "multibulk length",
+                len: count,
+                max: self.args_max,
+            }
+        } else {
+            DecodeError::TooManyArgs(count)
+        }
+    }
 }
 
 /// Why the bytes cannot be decoded; the connection answers
@@ -46,6 +104,17 @@ pub enum DecodeError {
     /// A multibulk count over [`ARGS_MAX`].
     #[error("Protocol error: {0} arguments over the limit of {ARGS_MAX}")]
     TooManyArgs(u64),
+    /// A connection that has not authenticated sent a command over its
+    /// small bounds ([`Limits::UNAUTHENTICATED`]).
+    #[error("Protocol error: unauthenticated {what} {len} over {max} (AUTH first)")]
+    Unauthenticated {
+        /// `multibulk length` or `bulk length`.
+        what: &'static str,
+        /// The count or length sent.
+        len: u64,
+        /// The bound.
+        max: usize,
+    },
     /// A bulk over [`Limits::bulk_bytes_max`].
     #[error("Protocol error: a bulk of {len} bytes over the limit of {max} (--value-bytes-max)")]
     BulkTooLarge {
@@ -81,7 +150,7 @@ pub fn decode(buf: &[u8], limits: Limits) -> Result<Decoded<'_>, DecodeError> {
     match buf.first() {
         None => Ok(Decoded::Partial),
         Some(b'*') => multibulk(buf, limits),
-        Some(_) => inline(buf),
+        Some(_) => inline(buf, limits),
     }
 }
 
@@ -128,8 +197,8 @@ fn multibulk(buf: &[u8], limits: Limits) -> Result<Decoded<'_>, DecodeError> {
         // Redis ignores an empty or null multibulk.
         return Ok(Decoded::Skip(at));
     }
-    if count as u64 > ARGS_MAX as u64 {
-        return Err(DecodeError::TooManyArgs(count as u64));
+    if count as u64 > limits.args_max.min(ARGS_MAX) as u64 {
+        return Err(limits.too_many(count as u64));
     }
     let count = count as usize;
     // Reserve by what the bytes present can hold, not by the claim.
@@ -145,6 +214,13 @@ fn multibulk(buf: &[u8], limits: Limits) -> Result<Decoded<'_>, DecodeError> {
         };
         if len < 0 {
             return Err(DecodeError::Protocol("invalid bulk length"));
+        }
+        if len as u64 > limits.bulk_bytes_max as u64 && limits.unauthenticated {
+            return Err(DecodeError::Unauthenticated {
+                what: "bulk length",
+                len: len as u64,
+                max: limits.bulk_bytes_max,
+            });
         }
         if len as u64 > limits.bulk_bytes_max as u64 {
             return Err(DecodeError::BulkTooLarge {
@@ -165,7 +241,7 @@ fn multibulk(buf: &[u8], limits: Limits) -> Result<Decoded<'_>, DecodeError> {
     Ok(Decoded::Command(Request { args, consumed: at }))
 }
 
-fn inline(buf: &[u8]) -> Result<Decoded<'_>, DecodeError> {
+fn inline(buf: &[u8], limits: Limits) -> Result<Decoded<'_>, DecodeError> {
     let window = &buf[..buf.len().min(INLINE_BYTES_MAX)];
     let Some(newline) = window.iter().position(|&b| b == b'\n') else {
         if buf.len() >= INLINE_BYTES_MAX {
@@ -182,8 +258,8 @@ fn inline(buf: &[u8]) -> Result<Decoded<'_>, DecodeError> {
     if args.is_empty() {
         return Ok(Decoded::Skip(consumed));
     }
-    if args.len() > ARGS_MAX {
-        return Err(DecodeError::TooManyArgs(args.len() as u64));
+    if args.len() > limits.args_max.min(ARGS_MAX) {
+        return Err(limits.too_many(args.len() as u64));
     }
     Ok(Decoded::Command(Request { args, consumed }))
 }
@@ -305,7 +381,51 @@ mod tests {
 
     const LIMITS: Limits = Limits {
         bulk_bytes_max: 1024,
+        args_max: ARGS_MAX,
+        unauthenticated: false,
     };
+
+    /// A multibulk of `n` arguments of `len` bytes each.
+    fn multibulk_of(n: usize, len: usize) -> Vec<u8> {
+        let arg = vec![b'a'; len];
+        let args: Vec<&[u8]> = (0..n).map(|_| &arg[..]).collect();
+        let mut buf = Vec::new();
+        encode_request(&mut buf, &args);
+        buf
+    }
+
+    // Before AUTH a command may have 10 arguments and bulks of 16 KiB, and
+    // no more (multibulk and inline); the refusal names the bound.
+    #[test]
+    fn unauthenticated_limits_hold_at_and_past_the_bound() {
+        let at = Limits::UNAUTHENTICATED;
+        let buf = multibulk_of(UNAUTHENTICATED_ARGS_MAX, 1);
+        assert_eq!(
+            args_of(decode(&buf, at).unwrap()).0.len(),
+            UNAUTHENTICATED_ARGS_MAX
+        );
+        let e = decode(&multibulk_of(UNAUTHENTICATED_ARGS_MAX + 1, 1), at).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "Protocol error: unauthenticated multibulk length 11 over 10 (AUTH first)"
+        );
+        let buf = multibulk_of(1, UNAUTHENTICATED_BULK_BYTES_MAX);
+        assert_eq!(args_of(decode(&buf, at).unwrap()).1, buf.len());
+        // Refused on its length line, before any of its bytes are sent.
+        let e = decode(b"*1\r\n$16385\r\n", at).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "Protocol error: unauthenticated bulk length 16385 over 16384 (AUTH first)"
+        );
+        let inline = format!("{}\r\n", ["a"; 11].join(" "));
+        assert!(matches!(
+            decode(inline.as_bytes(), at),
+            Err(DecodeError::Unauthenticated { len: 11, .. })
+        ));
+        // Authenticated, the same commands pass.
+        let big = Limits::authenticated(1 << 20);
+        assert!(decode(&multibulk_of(11, UNAUTHENTICATED_BULK_BYTES_MAX + 1), big).is_ok());
+    }
 
     fn args_of(d: Decoded<'_>) -> (Vec<Vec<u8>>, usize) {
         match d {
