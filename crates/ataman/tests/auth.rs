@@ -577,3 +577,109 @@ fn the_harness_runs_with_tokens_and_a_secret() {
     assert!(!ok, "passed without a token: {text}");
     assert!(text.contains("401"), "{text}");
 }
+
+/// Reads from `stream` until it closes or what came ends with `tail`
+/// (bounded by the read timeout and 64 KiB).
+fn read_until(stream: &mut std::net::TcpStream, tail: &[u8]) -> (String, bool) {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let mut closed = false;
+    while !got.ends_with(tail) && got.len() < 64 * 1024 {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => {
+                closed = true;
+                break;
+            }
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+        }
+    }
+    (String::from_utf8_lossy(&got).into_owned(), closed)
+}
+
+/// Before a client proves a token, RESP allows it 10 arguments and bulks
+/// of 16 KiB (the error names the bound, then the connection closes), and
+/// HTTP refuses a head declaring more than 16 KiB of body with 401 before
+/// reading the body, and closes; at the bounds both are served as before,
+/// and a client with a token sends what the value limit allows.
+#[test]
+fn unauthenticated_clients_get_small_limits_at_and_past_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = private_file(dir.path(), "tokens", &tokens_text(), 0o600);
+    let resp = support::fixed_resp_addr();
+    let node = Node::start(&[
+        "--auth-token-file",
+        tokens.to_str().unwrap(),
+        "--resp-listen",
+        resp.as_str(),
+    ]);
+    let resp_send = |bytes: &[u8], tail: &[u8]| {
+        let mut s = std::net::TcpStream::connect(&resp).unwrap();
+        s.write_all(bytes).unwrap();
+        read_until(&mut s, tail)
+    };
+    let multibulk = |n: usize, len: usize| {
+        let mut out = format!("*{n}\r\n").into_bytes();
+        for _ in 0..n {
+            out.extend_from_slice(format!("${len}\r\n").as_bytes());
+            out.extend(std::iter::repeat_n(b'a', len));
+            out.extend_from_slice(b"\r\n");
+        }
+        out
+    };
+    // At the bounds: answered (NOAUTH), the connection kept.
+    let (got, _) = resp_send(&multibulk(10, 1), b"\r\n");
+    assert!(got.starts_with("-NOAUTH"), "{got}");
+    let (got, _) = resp_send(&multibulk(1, 16 * 1024), b"\r\n");
+    assert!(got.starts_with("-NOAUTH"), "{got}");
+    // Past them: the error, then the end of the connection.
+    let (got, closed) = resp_send(b"*11\r\n", b"\n\n");
+    assert_eq!(
+        got,
+        "-ERR Protocol error: unauthenticated multibulk length 11 over 10 (AUTH first)\r\n"
+    );
+    assert!(closed);
+    let (got, closed) = resp_send(b"*2\r\n$3\r\nSET\r\n$16385\r\n", b"\n\n");
+    assert_eq!(
+        got,
+        "-ERR Protocol error: unauthenticated bulk length 16385 over 16384 (AUTH first)\r\n"
+    );
+    assert!(closed);
+    // Authenticated, the same connection sends more.
+    let mut big = format!("AUTH {WRITER}\r\n").into_bytes();
+    big.extend_from_slice(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100000\r\n");
+    big.extend(std::iter::repeat_n(b'v', 100_000));
+    big.extend_from_slice(b"\r\n");
+    let (got, closed) = resp_send(&big, b"+OK\r\n+OK\r\n");
+    assert_eq!(got, "+OK\r\n+OK\r\n");
+    assert!(!closed);
+
+    // HTTP: a head declaring 16 KiB + 1 without a token is refused before
+    // its body is sent, and the connection closes.
+    let put = entity(b"k", 1, 1);
+    for auth in ["", "Authorization: Bearer not-a-token-0123456789\r\n"] {
+        let mut s = std::net::TcpStream::connect(node.addr()).unwrap();
+        let head = format!("PUT {put} HTTP/1.1\r\n{auth}Content-Length: 16385\r\n\r\n");
+        s.write_all(head.as_bytes()).unwrap();
+        let (got, closed) = read_until(&mut s, b"\n\n\n");
+        assert!(got.starts_with("HTTP/1.1 401 "), "{got}");
+        assert!(got.contains("before a token is proved"), "{got}");
+        assert!(closed, "{got}");
+    }
+    // At the bound: the body is read, and the 401 keeps the connection.
+    let body = vec![b'v'; 16 * 1024];
+    let mut conn = node.conn();
+    let r = conn.request("PUT", &put, &[], Some(&body));
+    assert_status(&r, 401, "at the bound");
+    let r = conn.request("GET", "/v0/status", &[], None);
+    assert_status(&r, 200, "same connection");
+    // With a token, a large body is read.
+    let big = vec![b'v'; 1 << 20];
+    assert_status(
+        &send(&node, "PUT", &put, Some(WRITER), Some(&big)),
+        201,
+        "token",
+    );
+}

@@ -482,3 +482,90 @@ fn dbsize_is_exact_below_the_scan_bound_and_estimated_above_it() {
         "estimated: 12 000 keys and 5 overwritten versions"
     );
 }
+
+/// Reads from `raw` until what came ends with `tail` (bounded by the
+/// read timeout and 64 KiB); what came.
+fn read_until_tail(raw: &mut TcpStream, tail: &[u8]) -> String {
+    raw.set_read_timeout(Some(REPLY_TIMEOUT)).unwrap();
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !got.ends_with(tail) && got.len() < 64 * 1024 {
+        let n = raw.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&chunk[..n]);
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// `SET a b\r\nSET k\r\n` in one write panicked the network thread (the
+/// second SET, parsed while the first one's write was pending, sliced its
+/// arguments before the arity check) and the node exited. Now the short
+/// SET, and every other short command behind a pending write, gets its
+/// arity error, and the node serves on.
+#[test]
+fn resp_short_set_behind_a_pending_write_does_not_stop_the_node() {
+    let (node, addr) = resp_node(&[]);
+    let mut raw = TcpStream::connect(&addr).unwrap();
+    raw.write_all(b"SET a b\r\nSET k\r\n").unwrap();
+    let got = read_until_tail(&mut raw, b"command\r\n");
+    assert_eq!(
+        got,
+        "+OK\r\n-ERR wrong number of arguments for 'set' command\r\n"
+    );
+    for command in ["MSET", "SETEX k", "PSETEX", "GET", "EXPIRE k", "DEL"] {
+        let mut raw = TcpStream::connect(&addr).unwrap();
+        raw.write_all(format!("SET a b\r\n{command}\r\nPING\r\n").as_bytes())
+            .unwrap();
+        let got = read_until_tail(&mut raw, b"+PONG\r\n");
+        assert!(got.starts_with("+OK\r\n-ERR "), "{command}: {got:?}");
+    }
+    assert!(node.is_running());
+    let mut con = connect(&addr, false);
+    assert_eq!(ok(&mut con, &[b"GET", b"a"]), bulk(b"b"));
+}
+
+/// The containment of a panic: with the planted bug `connection-panic`
+/// (the `planted-bugs` feature, which this test build has), the command
+/// `ATAMAN.PLANTED-PANIC` panics the network thread while it handles that
+/// connection. Only that connection closes; a client connected before and
+/// new clients are served; the panic is logged at error with the peer's
+/// address and counted once in `ataman_connection_panics_total`.
+#[test]
+fn a_panic_on_one_connection_closes_it_and_the_node_serves_the_others() {
+    let addr = support::fixed_resp_addr();
+    let node = Node::start_logged(&[
+        "--resp-listen",
+        addr.as_str(),
+        "--net-threads",
+        "1",
+        "--debug-planted-bug",
+        "connection-panic",
+    ]);
+    let mut before = connect(&addr, false);
+    assert_eq!(ok(&mut before, &[b"SET", b"a", b"1"]), Value::Okay);
+    let mut victim = TcpStream::connect(&addr).unwrap();
+    let victim_addr = victim.local_addr().unwrap().to_string();
+    victim
+        .write_all(b"PING\r\nATAMAN.PLANTED-PANIC\r\nPING\r\n")
+        .unwrap();
+    // The first PING's answer, then the connection ends without another.
+    assert_eq!(read_to_close(&mut victim), b"+PONG\r\n");
+    assert!(node.is_running());
+    assert_eq!(ok(&mut before, &[b"GET", b"a"]), bulk(b"1"));
+    let mut after = connect(&addr, false);
+    assert_eq!(ok(&mut after, &[b"SET", b"b", b"2"]), Value::Okay);
+    let metrics = node.get_target("/metrics");
+    let text = String::from_utf8_lossy(&metrics.body).into_owned();
+    assert!(
+        text.lines()
+            .any(|l| l == "ataman_connection_panics_total 1"),
+        "{text}"
+    );
+    let log = node.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("a connection panicked"))
+        .unwrap_or_else(|| panic!("no panic logged: {log}"));
+    assert!(line.contains("ERROR"), "{line}");
+    assert!(line.contains(&victim_addr), "{line}");
+}

@@ -255,7 +255,10 @@ impl Conn {
                 &instead[..]
             }
             Gate::Reply(reply) => {
-                let index = table::lookup_bytes(&args[0]).map_or(table::OTHER, |(i, _)| i);
+                let index = args
+                    .first()
+                    .and_then(|name| table::lookup_bytes(name))
+                    .map_or(table::OTHER, |(i, _)| i);
                 ctx.shared.metrics.resp_commands[index].fetch_add(1, Ordering::Relaxed);
                 return self.reply_now(&reply);
             }

@@ -109,7 +109,10 @@ fn hello<'a>(auth: &Auth, session: &mut Session, args: &[Cow<'a, [u8]>]) -> Gate
 
 /// The gate in front of the command table.
 pub fn gate<'a>(auth: &Auth, session: &mut Session, args: &[Cow<'a, [u8]>]) -> Gate<'a> {
-    let name = &args[0];
+    // The decoder never yields an empty command; the gate does not rely on it.
+    let Some(name) = args.first() else {
+        return Gate::Reply(Reply::err("Protocol error: an empty command"));
+    };
     if is(name, "auth") {
         return Gate::Reply(auth_command(auth, session, args));
     }
