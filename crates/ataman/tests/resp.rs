@@ -548,8 +548,10 @@ fn a_panic_on_one_connection_closes_it_and_the_node_serves_the_others() {
     victim
         .write_all(b"PING\r\nATAMAN.PLANTED-PANIC\r\nPING\r\n")
         .unwrap();
-    // The first PING's answer, then the connection ends without another.
-    assert_eq!(read_to_close(&mut victim), b"+PONG\r\n");
+    // The connection ends; nothing after the panic is answered (the first
+    // PING's answer, still in the connection's buffer, may go with it).
+    let got = read_to_close(&mut victim);
+    assert!(b"+PONG\r\n".starts_with(&got), "{got:?}");
     assert!(node.is_running());
     assert_eq!(ok(&mut before, &[b"GET", b"a"]), bulk(b"1"));
     let mut after = connect(&addr, false);
