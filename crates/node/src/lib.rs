@@ -293,10 +293,17 @@ fn adopt_layout(
             config.replication_factor = runs_with.replication_factor;
         }
         Err(e) => {
-            tracing::warn!(
-                version = runs_with.version,
-                "{e}: serving no client request"
-            );
+            use cluster::layout_file::{Loudness, not_member_loudness};
+            match not_member_loudness(config.join.is_some()) {
+                Loudness::Info => tracing::info!(
+                    version = runs_with.version,
+                    "{e}: serving no client request until it is added"
+                ),
+                Loudness::Warn => tracing::warn!(
+                    version = runs_with.version,
+                    "{e}: serving no client request"
+                ),
+            }
             config.cluster = vec![self_url.clone()];
             config.self_index = 0;
             config.peer_via = vec![None];
