@@ -69,9 +69,11 @@ fn pairs_of(v: Value) -> Vec<(Value, Value)> {
     }
 }
 
-/// The connection, key and HTTP commands on one node, in RESP2 and RESP3.
+/// The connection, string-key and server commands on one node, in RESP2
+/// and RESP3 (the expiry commands are in `resp_expiry.rs`, SCAN in
+/// `resp_scan.rs`).
 #[test]
-fn every_command_in_resp2_and_resp3() {
+fn connection_key_and_server_commands_in_resp2_and_resp3() {
     let (node, addr) = resp_node(&[]);
     for resp3 in [false, true] {
         let mut con = connect(&addr, resp3);
