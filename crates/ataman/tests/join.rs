@@ -50,6 +50,17 @@ fn a_joining_node_learns_the_layout_and_serves_no_client() {
     );
     assert!(layout.contains("\"joining\":true"), "{layout}");
     assert!(joiner.data_dir().join("LAYOUT").exists());
+    // Waiting to be added is what joining is: logged at info (a joining
+    // node once logged WARN "not a member of the stored layout").
+    let log = joiner.log();
+    assert!(
+        log.contains("serving no client request until it is added"),
+        "{log}"
+    );
+    assert!(
+        !log.contains(" WARN "),
+        "normal operation logged a warning:\n{log}"
+    );
 
     let r = Conn::open(joiner.addr()).put(b"k", b"v");
     assert_eq!(r.status, 503);
