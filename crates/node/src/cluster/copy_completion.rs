@@ -1,7 +1,7 @@
 //! Whether a node's copy for a layout transition is complete: values in,
 //! a decision out.
 //!
-//! Pure: the copier (`crate::antientropy::transfer::copy`, wired in the
+//! Pure: the copier (`antientropy/transfer/copy.rs`, wired in the
 //! node's `TransferCopier`) reports, source by source, whether it finished;
 //! the caller adds whether the new version removes the source and whether
 //! the operator declared it dead (`super::history::History::declared_dead`),
