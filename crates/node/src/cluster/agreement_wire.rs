@@ -6,9 +6,9 @@
 //! layout endpoint.
 //!
 //! # Byte format
-//! A request: `ATPQ`, format `1`, kind (`1` prepare, `2` accept, `3`
+//! A request: `ATPQ`, format `2`, kind (`1` prepare, `2` accept, `3`
 //! commit, `4` gossip, `5` read), then per kind: prepare `slot, round, node`; accept `slot,
-//! round, node, layout`; commit `layout`; gossip a history; read nothing. A reply: `ATPA`, format `1`,
+//! round, node, layout`; commit `layout`; gossip a history; read nothing. A reply: `ATPA`, format `2`,
 //! kind (`1` promise, `2` accepted, `3` reject, `4` decided, `5` behind,
 //! `6` committed, `7` chosen, `8` gossip), then per kind: promise `round, node, flag [, round,
 //! node, layout]`; accepted and reject `round, node`; decided, behind and
@@ -35,8 +35,10 @@ pub const LAYOUT_PROTOCOL: &str = "ataman-internal-layout/1";
 pub const REQUEST_MAGIC: [u8; 4] = *b"ATPQ";
 /// The first four bytes of a reply.
 pub const REPLY_MAGIC: [u8; 4] = *b"ATPA";
-/// The format byte of both.
-pub const MESSAGE_FORMAT: u8 = 1;
+/// The format byte of both: 2 since a history carries the `dead`
+/// declarations (format 1 had three tracker lists); a node refuses the
+/// other format as `WireError::Unknown`.
+pub const MESSAGE_FORMAT: u8 = 2;
 /// Layouts a gossiped history holds (a transition's two).
 pub const GOSSIP_LAYOUTS_MAX: usize = 2;
 /// Entries of one gossiped tracker: every node of two live layouts.
