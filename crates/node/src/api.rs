@@ -799,7 +799,7 @@ mod layout_route_tests {
     #[test]
     fn layout_routes() {
         let (route_, action) = act(
-            "POST /v0/layout?version=2&add=http%3A%2F%2Fa%3A1&remove=http://b:2&add=http://c:3&replication_factor=2 HTTP/1.1\r\n\r\n",
+            "POST /v0/layout?version=2&add=http%3A%2F%2Fa%3A1&remove=http://b:2&add=http://c:3&replication_factor=2&dead=http://b:2 HTTP/1.1\r\n\r\n",
         );
         assert_eq!(route_, Route::Cluster);
         assert_eq!(
@@ -810,6 +810,7 @@ mod layout_route_tests {
                     add: vec!["http://a:1".into(), "http://c:3".into()],
                     remove: vec!["http://b:2".into()],
                     replication_factor: Some(2),
+                    dead: vec!["http://b:2".into()],
                 },
             }
         );

@@ -171,7 +171,7 @@ pub struct ServeArgs {
 #[cfg(feature = "planted-bugs")]
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct PlantedBugArgs {
-    /// Test hook: a deliberate bug for the fault harness's negative control; only `ack-before-wal`.
+    /// Test hook: a deliberate bug for the fault harness's negative control: `ack-before-wal` or `copy-skips-partitioned-leaving-node`.
     #[arg(long, env = "ATAMAN_DEBUG_PLANTED_BUG", hide = true)]
     pub debug_planted_bug: Option<String>,
 }
@@ -314,6 +314,12 @@ pub enum PlantedBug {
     /// before the WAL wrote them (`Durability::None`): a `kill -9` loses
     /// acknowledged writes.
     AckBeforeWal,
+    /// A layout transition's copy counts as complete when the only
+    /// sources it could not copy from are nodes the new layout removes,
+    /// declared dead or not (`cluster::copy_completion`,
+    /// `Mode::PlantedSkipsLeaving`): a partitioned leaving node's writes
+    /// are lost.
+    CopySkipsPartitionedLeavingNode,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -333,8 +339,9 @@ fn planted_bug(_args: &PlantedBugArgs) -> Result<Option<PlantedBug>, String> {
 fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
     match s {
         "ack-before-wal" => Ok(PlantedBug::AckBeforeWal),
+        "copy-skips-partitioned-leaving-node" => Ok(PlantedBug::CopySkipsPartitionedLeavingNode),
         other => Err(format!(
-            "debug-planted-bug must be ack-before-wal, not {other:?}"
+            "debug-planted-bug must be ack-before-wal or copy-skips-partitioned-leaving-node, not {other:?}"
         )),
     }
 }

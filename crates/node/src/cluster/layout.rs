@@ -140,6 +140,11 @@ pub struct Change {
     pub remove: Vec<String>,
     /// A new replication factor (`None`: keep it).
     pub replication_factor: Option<usize>,
+    /// URLs the operator declares dead (`dead=URL`): nodes this change
+    /// removes, or the transition under way removes, whose data is lost,
+    /// so copies skip them (`super::copy_completion`). Not part of the
+    /// layout: [`Layout::apply`] ignores it.
+    pub dead: Vec<String>,
 }
 
 fn check_url(url: &str) -> Result<(), LayoutError> {
@@ -451,6 +456,7 @@ mod tests {
                 add: urls(&[9]),
                 remove: urls(&[2]),
                 replication_factor: None,
+                dead: urls(&[2]),
             })
             .unwrap();
         assert_eq!(replaced.nodes, urls(&[1, 3, 9]));

@@ -28,6 +28,10 @@
 //! - [`workers`]: the bounded threads the layout endpoints' blocking work runs on.
 //! - [`join`]: `--join`: the seed's layout, kept up with until added.
 //! - [`transition_rules`]: what the transition driver does next (pure).
+//! - [`copy_completion`]: whether a node's copy for a transition is
+//!   complete, and what it waits for (pure).
+//! - [`dead_record`]: `<data-dir>/DEAD-<version>`, the nodes declared dead
+//!   for a transition.
 //! - [`cleanup`]: deleting the copies a node no longer replicates after a
 //!   transition (what it keeps, the [`cleanup::Cleaner`] it deletes through).
 //! - [`cleanup_record`]: `<data-dir>/CLEANUP-<version>`, a cleanup done.
@@ -47,7 +51,9 @@ pub mod change_request;
 pub mod cleanup;
 pub mod cleanup_metrics;
 pub mod cleanup_record;
+pub mod copy_completion;
 pub mod copy_figures;
+pub mod dead_record;
 pub mod history;
 pub mod join;
 pub mod layout;

@@ -85,15 +85,38 @@ pub fn layout(shared: &NodeShared) -> String {
     }
     let doc = with_progress(&doc, &figures);
     let t = &shared.transition;
-    // This node's cleanups (`cluster::cleanup_metrics`), last.
+    // What the transition waits for (`cluster::copy_completion`), then
+    // this node's cleanups (`cluster::cleanup_metrics`), last.
+    let waits = crate::cluster::copy_completion::waiting_for(&history, &t.copy_waits(l.version));
     let doc = match doc.strip_suffix('}') {
-        Some(body) => format!("{body},\"cleanup\":{}}}", t.cleanup.json()),
+        Some(body) => format!(
+            "{body},\"waiting_for\":{},\"cleanup\":{}}}",
+            waiting_json(&waits),
+            t.cleanup.json()
+        ),
         None => doc,
     };
     // The driver publishes `settled` on its tick; a transition this node
     // already holds is not settled whatever it last published.
     let settled = t.settled() && !history.in_transition();
     standing_json(t, t.standing(), settled, &doc)
+}
+
+/// `[{"node":URL,"reason":TEXT},…]`.
+fn waiting_json(waits: &[(String, &str)]) -> String {
+    let mut out = String::from("[");
+    for (i, (node, reason)) in waits.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"node\":");
+        json_string(&mut out, node);
+        out.push_str(",\"reason\":");
+        json_string(&mut out, reason);
+        out.push('}');
+    }
+    out.push(']');
+    out
 }
 
 /// `doc` with the entries of `moving` of the nodes in `figures` carrying

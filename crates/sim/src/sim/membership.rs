@@ -15,7 +15,8 @@
 //!   merges what EVERY old replica of each such key holds (tombstones
 //!   included), then raises its `sync` tracker; a source down or cut off
 //!   postpones the whole copy to a later tick (it is repeated whole, so a
-//!   crash of either side only delays it).
+//!   crash of either side only delays it), as the node's own rule
+//!   (`ataman_node::cluster::copy_completion`) decides.
 //! - It raises `sync_ack` once it sees every node synced, drops the old
 //!   version once every node did, and only then deletes the copies it no
 //!   longer replicates (a mask over its engine, `SimNode::drop_copy`).
@@ -28,6 +29,7 @@
 use super::{Event, Sim};
 use crate::config::PlantedBug;
 use crate::history::{Happening, OpId, OpResult};
+use ataman_node::cluster::copy_completion::{Completion, Mode, Source, decide};
 use ataman_node::cluster::history::{History, Tracker};
 use ataman_node::cluster::layout::Layout;
 use ataman_node::cluster::node_table::{NodeTable, Placed};
@@ -283,9 +285,23 @@ impl Sim {
                 && !self.network.is_cut(s, node, now)
                 && !self.network.is_cut(node, s, now)
         };
-        if !sources.iter().all(|&(s, _)| reachable(s)) {
-            return; // a later tick copies, whole
+        // Whether the copy may complete is the node's own rule: a source
+        // down or cut off is waited for (this run never removes a node,
+        // and nothing is declared dead), so a later tick copies, whole.
+        let facts: Vec<Source<'_>> = sources
+            .iter()
+            .map(|(s, url)| Source {
+                url,
+                finished: reachable(*s),
+                leaving: !h.current().is_member(url),
+                declared_dead: h.declared_dead(url),
+            })
+            .collect();
+        if matches!(decide(&facts, Mode::Sound), Completion::Waiting(_)) {
+            return;
         }
+        let sources: Vec<(usize, String)> =
+            sources.into_iter().filter(|&(s, _)| reachable(s)).collect();
         for (s, source) in sources {
             let Ok(state) = self.nodes[s].state() else {
                 self.check_disk(s);
