@@ -531,6 +531,10 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         layout_version,
         membership.clone(),
     );
+    // The clock's node bits: this node's id in the live layout, none while
+    // it is joining or removed (`hlc`); the network threads update it
+    // when the placement changes (`NetContext::refresh_placement`).
+    clock.set_node(placement.get().self_id());
     let peers = NodeShared::peer_statuses(placement.get().self_index());
     let (antientropy, sync_receiver) =
         antientropy::AntiEntropy::new(config.anti_entropy_rate_bytes);
@@ -728,7 +732,8 @@ fn start_clock(config: &NodeConfig, db: &Db) -> Result<hlc::Hlc, String> {
         failing = result.is_err();
         result
     };
-    let clock = hlc::Hlc::with_reservation(config.self_index, Box::new(persist));
+    // Node bits set from the live layout once the placement is built.
+    let clock = hlc::Hlc::with_reservation(0, Box::new(persist));
     match hlc::restore_plan(reserved, hlc::wall_ms()) {
         hlc::Restore::Nothing => {}
         hlc::Restore::WaitUntilMs(until) => {

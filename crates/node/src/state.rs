@@ -353,6 +353,9 @@ impl NetContext {
         self.route_config
             .set(route_config(self.config.key_bytes_max, &latest));
         let version = latest.version();
+        // The clock stamps with this node's id in the live layouts (none:
+        // joining or removed, it stamps nothing).
+        self.shared.hlc.set_node(latest.self_id());
         *self.placement.borrow_mut() = latest;
         // From here on this thread places with `version` and its fence
         // (`net::fence`) refuses coordinators on older versions.
