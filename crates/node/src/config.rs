@@ -171,7 +171,7 @@ pub struct ServeArgs {
 #[cfg(feature = "planted-bugs")]
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct PlantedBugArgs {
-    /// Test hook: a deliberate bug for the fault harness's negative control; only `ack-before-wal`.
+    /// Test hook: a deliberate bug for the fault harness's negative control: `ack-before-wal` or `joined-takes-id-zero`.
     #[arg(long, env = "ATAMAN_DEBUG_PLANTED_BUG", hide = true)]
     pub debug_planted_bug: Option<String>,
 }
@@ -314,6 +314,10 @@ pub enum PlantedBug {
     /// before the WAL wrote them (`Durability::None`): a `kill -9` loses
     /// acknowledged writes.
     AckBeforeWal,
+    /// A node started with `--join` stamps with node id 0 (the first
+    /// bootstrap member's) once added, instead of its id in the layout, as
+    /// it did when the id was its position in the start-up list.
+    JoinedTakesIdZero,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -333,8 +337,9 @@ fn planted_bug(_args: &PlantedBugArgs) -> Result<Option<PlantedBug>, String> {
 fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
     match s {
         "ack-before-wal" => Ok(PlantedBug::AckBeforeWal),
+        "joined-takes-id-zero" => Ok(PlantedBug::JoinedTakesIdZero),
         other => Err(format!(
-            "debug-planted-bug must be ack-before-wal, not {other:?}"
+            "debug-planted-bug must be ack-before-wal or joined-takes-id-zero, not {other:?}"
         )),
     }
 }

@@ -207,6 +207,12 @@ fn write_durability(config: &NodeConfig) -> Durability {
             }
             Durability::None
         }
+        Some(PlantedBug::JoinedTakesIdZero) => {
+            tracing::error!(
+                "PLANTED BUG joined-takes-id-zero: a node started with --join stamps with node id 0 once added; two coordinators issue one timestamp. Test use only."
+            );
+            Durability::Complete
+        }
     }
 }
 
@@ -534,7 +540,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     // The clock's node bits: this node's id in the live layout, none while
     // it is joining or removed (`hlc`); the network threads update it
     // when the placement changes (`NetContext::refresh_placement`).
-    clock.set_node(placement.get().self_id());
+    clock.set_node(state::clock_node(&config, &placement.get()));
     let peers = NodeShared::peer_statuses(placement.get().self_index());
     let (antientropy, sync_receiver) =
         antientropy::AntiEntropy::new(config.anti_entropy_rate_bytes);
