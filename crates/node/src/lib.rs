@@ -537,9 +537,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         layout_version,
         membership.clone(),
     );
-    // The clock's node bits: this node's id in the live layout, none while
-    // it is joining or removed (`hlc`); the network threads update it
-    // when the placement changes (`NetContext::refresh_placement`).
+    // The clock's node bits: this node's id in the live layout (`hlc`, `NetContext::refresh_placement`).
     clock.set_node(state::clock_node(&config, &placement.get()));
     let peers = NodeShared::peer_statuses(placement.get().self_index());
     let (antientropy, sync_receiver) =

@@ -18,7 +18,7 @@
 //!   removing a URL that is not one, naming a URL twice, or a change that
 //!   changes nothing is an error naming the URL.
 //! - Every member has a node id below [`NODE_IDS`], distinct among the
-//!   members: the low bits of every timestamp it issues (`crate::hlc`), so
+//!   members: the low bits of every timestamp it issues (`hlc`), so
 //!   two coordinators never issue one timestamp. The ids are part of the
 //!   layout, agreed with it, and kept by a member across versions and
 //!   restarts (see [`super::node_ids`] for how a change assigns them).
@@ -56,7 +56,7 @@ pub const LAYOUT_FORMAT: u8 = 2;
 /// The format written before members had node ids (still read).
 pub const LAYOUT_FORMAT_NO_IDS: u8 = 1;
 /// Node ids there are: one per value of the clock's node bits
-/// (`crate::hlc::NODES_MAX`); ids are `0..NODE_IDS`.
+/// (`hlc::NODES_MAX`); ids are `0..NODE_IDS`.
 pub const NODE_IDS: usize = 256;
 /// Longest encoded layout, bytes.
 pub const LAYOUT_BYTES_MAX: usize =

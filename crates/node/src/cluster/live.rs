@@ -163,7 +163,7 @@ impl Placement {
         self.self_index
     }
 
-    /// This node's node id (its clock's node bits, `crate::hlc`): its id in
+    /// This node's node id (its clock's node bits, `hlc`): its id in
     /// the live layouts, `None` when it is a member of none (joining, removed).
     pub fn self_id(&self) -> Option<u16> {
         self.self_id

@@ -3,7 +3,7 @@
 //! [`super::layout::Layout::apply`]).
 //!
 //! A node id is the low bits of every timestamp the member issues
-//! (`crate::hlc`), so two members must never issue under one id: two
+//! (`hlc`), so two members must never issue under one id: two
 //! writes of one key through them in the same millisecond would carry one
 //! timestamp with two values, and replicas could keep different ones
 //! forever. The id is part of the layout, agreed with it, so every node
@@ -32,7 +32,7 @@
 //!    never gives an id it removes, so the transition that removed `A`
 //!    has settled. By then every member of the newer version has raised
 //!    its `ack`, which it does only once its fence refuses coordinators on
-//!    older versions (`crate::net::fence`): no write `A` stamps after that
+//!    older versions (`net::fence`): no write `A` stamps after that
 //!    can be stored by a member, and `A`'s own copies are read by no one.
 //! 2. and every one of the other [`NODE_IDS`] ids is held or retired more
 //!    recently: least recently retired first, so the horizon is as long as
@@ -43,7 +43,7 @@
 //! acknowledged before the transition settled; those lie in the past of
 //! the new holder's clock unless `A`'s clock ran more than the time the
 //! reuse took ahead of the new holder's (bounded by
-//! `crate::hlc::PEER_CLOCK_AHEAD_MS_MAX` for anything a replica accepts).
+//! `hlc::PEER_CLOCK_AHEAD_MS_MAX` for anything a replica accepts).
 
 use super::layout::{NODE_IDS, NodeId};
 
