@@ -47,6 +47,9 @@
 
 use super::layout::{NODE_IDS, NodeId};
 
+/// Members as (URL, node id).
+pub type Members = Vec<(String, NodeId)>;
+
 /// Checks that `ids` are one distinct id below [`NODE_IDS`] for each of
 /// `members` members, and that `retired` is distinct, below [`NODE_IDS`]
 /// and held by no member; `Err` says what is wrong.
@@ -82,8 +85,8 @@ pub fn assign(
     retired: &[NodeId],
     remove: &[String],
     add: &[String],
-) -> Result<(Vec<(String, NodeId)>, Vec<NodeId>), String> {
-    let mut members: Vec<(String, NodeId)> = Vec::with_capacity(current.len() + add.len());
+) -> Result<(Members, Vec<NodeId>), String> {
+    let mut members: Members = Vec::with_capacity(current.len() + add.len());
     let mut removed: Vec<NodeId> = Vec::new();
     for (url, id) in current {
         if remove.contains(url) {
