@@ -171,7 +171,7 @@ pub struct ServeArgs {
 #[cfg(feature = "planted-bugs")]
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct PlantedBugArgs {
-    /// Test hook: a deliberate bug for the fault harness's negative control: `ack-before-wal` or `copy-skips-partitioned-leaving-node`.
+    /// Test hook: a deliberate bug for the fault harness's negative control: `ack-before-wal`, `copy-skips-partitioned-leaving-node` or `joined-takes-id-zero`.
     #[arg(long, env = "ATAMAN_DEBUG_PLANTED_BUG", hide = true)]
     pub debug_planted_bug: Option<String>,
 }
@@ -320,6 +320,10 @@ pub enum PlantedBug {
     /// `Mode::PlantedSkipsLeaving`): a partitioned leaving node's writes
     /// are lost.
     CopySkipsPartitionedLeavingNode,
+    /// A node started with `--join` stamps with node id 0 (the first
+    /// bootstrap member's) once added, instead of its id in the layout, as
+    /// it did when the id was its position in the start-up list.
+    JoinedTakesIdZero,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -340,8 +344,9 @@ fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
     match s {
         "ack-before-wal" => Ok(PlantedBug::AckBeforeWal),
         "copy-skips-partitioned-leaving-node" => Ok(PlantedBug::CopySkipsPartitionedLeavingNode),
+        "joined-takes-id-zero" => Ok(PlantedBug::JoinedTakesIdZero),
         other => Err(format!(
-            "debug-planted-bug must be ack-before-wal or copy-skips-partitioned-leaving-node, not {other:?}"
+            "debug-planted-bug must be ack-before-wal, copy-skips-partitioned-leaving-node or joined-takes-id-zero, not {other:?}"
         )),
     }
 }

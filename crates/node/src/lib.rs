@@ -207,6 +207,12 @@ fn write_durability(config: &NodeConfig) -> Durability {
             }
             Durability::None
         }
+        Some(PlantedBug::JoinedTakesIdZero) => {
+            tracing::error!(
+                "PLANTED BUG joined-takes-id-zero: a node started with --join stamps with node id 0 once added; two coordinators issue one timestamp. Test use only."
+            );
+            Durability::Complete
+        }
     }
 }
 
@@ -574,6 +580,8 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         layout_version,
         membership.clone(),
     );
+    // The clock's node bits: this node's id in the live layout (`hlc`, `NetContext::refresh_placement`).
+    clock.set_node(state::clock_node(&config, &placement.get()));
     let peers = NodeShared::peer_statuses(placement.get().self_index());
     let (antientropy, sync_receiver) =
         antientropy::AntiEntropy::new(config.anti_entropy_rate_bytes);
@@ -771,7 +779,8 @@ fn start_clock(config: &NodeConfig, db: &Db) -> Result<hlc::Hlc, String> {
         failing = result.is_err();
         result
     };
-    let clock = hlc::Hlc::with_reservation(config.self_index, Box::new(persist));
+    // Node bits set from the live layout once the placement is built.
+    let clock = hlc::Hlc::with_reservation(0, Box::new(persist));
     match hlc::restore_plan(reserved, hlc::wall_ms()) {
         hlc::Restore::Nothing => {}
         hlc::Restore::WaitUntilMs(until) => {

@@ -5,9 +5,9 @@
 //!
 //!   ```text
 //!   layout version 1, replication factor 3, settled
-//!   http://127.0.0.1:19401
-//!   http://127.0.0.1:19402 (this node)
-//!   http://127.0.0.1:19403
+//!   http://127.0.0.1:19401 (node id 0)
+//!   http://127.0.0.1:19402 (node id 1, this node)
+//!   http://127.0.0.1:19403 (node id 2)
 //!   ```
 //! - `plan`: what a change would move, without changing anything: every
 //!   member answers `GET /v0/layout/plan?…` with what it would send to
@@ -116,10 +116,18 @@ pub fn show_text(doc: &serde_json::Value) -> Result<String, String> {
             ""
         }
     );
+    let ids = doc.get("node_ids");
     for url in members(doc)? {
         out.push_str(&url);
+        let mut notes = Vec::new();
+        if let Some(id) = ids.and_then(|m| m.get(&url)).and_then(|v| v.as_u64()) {
+            notes.push(format!("node id {id}"));
+        }
         if url == me {
-            out.push_str(" (this node)");
+            notes.push("this node".to_owned());
+        }
+        if !notes.is_empty() {
+            out.push_str(&format!(" ({})", notes.join(", ")));
         }
         out.push('\n');
     }
@@ -272,6 +280,13 @@ mod tests {
         assert_eq!(
             show_text(&doc).unwrap(),
             "layout version 2, replication factor 2, settled\nhttp://a:1\nhttp://b:2 (this node)\n"
+        );
+        // With the members' node ids (`GET /v0/layout` has them).
+        let mut with_ids = doc.clone();
+        with_ids["node_ids"] = serde_json::json!({"http://a:1": 3, "http://b:2": 0});
+        assert_eq!(
+            show_text(&with_ids).unwrap(),
+            "layout version 2, replication factor 2, settled\nhttp://a:1 (node id 3)\nhttp://b:2 (node id 0, this node)\n"
         );
         assert!(show_text(&serde_json::json!({"version": "x"})).is_err());
         let waiting = serde_json::json!({

@@ -561,7 +561,8 @@ mod tests {
         ]
     }
 
-    /// A layout of the distinct `ports`, R = 1.
+    /// A layout of the distinct `ports`, R = 1, with node ids and retired
+    /// ids that depend on the version (distinct: 7 is prime to 256).
     fn small(version: u64, ports: &[u16]) -> Layout {
         let mut nodes: Vec<String> = ports
             .iter()
@@ -569,7 +570,15 @@ mod tests {
             .collect();
         nodes.sort();
         nodes.dedup();
-        Layout::new(version, nodes, 1).unwrap()
+        let id = |i: usize| ((i as u64 * 7 + version) % 256) as u16;
+        let n = nodes.len();
+        let members = nodes
+            .into_iter()
+            .enumerate()
+            .map(|(i, u)| (u, id(i)))
+            .collect();
+        let retired = (n..n + (version as usize % 4)).map(id).collect();
+        Layout::with_ids(version, members, retired, 1).unwrap()
     }
 
     fn trackers(entries: &[(u16, u64)]) -> Trackers {

@@ -16,6 +16,8 @@
 //! - [`history`]: the live layouts of a transition and the trackers that
 //!   decide write sets, read sets, copying, pruning and cleanup.
 //! - [`node_table`]: stable node indices across layout versions.
+//! - [`node_ids`]: each member's node id (its clock's node bits), and the
+//!   id a change gives an added node (pure).
 //! - [`membership`]: the live history and the acceptor, shared by the
 //!   node's threads.
 //! - [`live`]: the live placement the node's threads read (the node
@@ -61,6 +63,7 @@ pub mod layout_file;
 pub mod learn;
 pub mod live;
 pub mod membership;
+pub mod node_ids;
 pub mod node_table;
 pub mod placement;
 pub mod propose;

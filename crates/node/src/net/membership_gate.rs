@@ -60,9 +60,12 @@ pub fn layout(shared: &NodeShared) -> String {
     let topology = &shared.topology;
     let self_url = &topology.nodes()[topology.self_index()];
     let Some(m) = &shared.membership else {
+        // A fixed cluster's ids are its list order (`cluster::live::Placement::fixed`).
+        let ids: Vec<u16> = (0..topology.nodes().len()).map(|i| i as u16).collect();
         return render_json(
             topology.version(),
             topology.nodes(),
+            &ids,
             shared.config.replication_factor,
             self_url,
             None,
@@ -73,6 +76,7 @@ pub fn layout(shared: &NodeShared) -> String {
     let doc = render_json(
         l.version,
         &l.nodes,
+        &l.ids,
         l.replication_factor,
         m.self_url(),
         Some(&history),
@@ -228,7 +232,7 @@ mod tests {
             "http://b:2".to_owned(),
             "http://c:3".to_owned(),
         ];
-        let doc = render_json(2, &nodes, 2, "http://b:2", None);
+        let doc = render_json(2, &nodes, &[0, 1, 2], 2, "http://b:2", None);
         let p = |n: u64| crate::antientropy::transfer::CopyProgress {
             version: 2,
             keys_to_copy: 10 * n,
