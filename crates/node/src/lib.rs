@@ -393,7 +393,7 @@ impl cluster::transition::Copier for TransferCopier {
                 );
                 Mode::PlantedSkipsLeaving
             }
-            Some(PlantedBug::AckBeforeWal) | None => Mode::Sound,
+            Some(PlantedBug::AckBeforeWal | PlantedBug::JoinedTakesIdZero) | None => Mode::Sound,
         };
         match decide(&sources, mode) {
             Completion::Complete { skipped } => {

@@ -652,6 +652,7 @@ mod tests {
                 add: urls(&[4]),
                 remove: urls(&[3]),
                 replication_factor: Some(2),
+                dead: Vec::new(),
             })
             .unwrap();
         assert_eq!(next.nodes, urls(&[1, 2, 4]));
