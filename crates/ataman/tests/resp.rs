@@ -619,3 +619,83 @@ fn wait_counts_the_copies_earlier_writes_were_confirmed_on() {
     assert_eq!(ok(&mut con, &[b"DEL", b"w4"]), Value::Int(1));
     assert_eq!(ok(&mut con, &[b"WAIT", b"2", b"0"]), Value::Int(1));
 }
+
+/// The metric `name` (unlabelled) on the node at `addr`.
+fn metric(node: &Node, name: &str) -> u64 {
+    let page = String::from_utf8(node.get_target("/metrics").body).unwrap();
+    page.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} missing"))
+}
+
+/// What Redis's tools ask per key and of the node: `TYPE`, `STRLEN`,
+/// `MEMORY USAGE`, `CLIENT HELP`, `INFO memory` and the true `expires=`;
+/// `DBSIZE` and `INFO keyspace` are counted on a range thread, never on
+/// the network thread (regression: a scan of up to 10 000 entries with
+/// their values ran on it), which the range threads' counter shows.
+#[test]
+fn type_memory_usage_info_memory_and_counts_off_the_network_thread() {
+    let (node, addr) = resp_node(&[]);
+    let mut con = connect(&addr, false);
+    assert_eq!(ok(&mut con, &[b"SET", b"plain", b"hello"]), Value::Okay);
+    let long = vec![b'x'; 1000];
+    assert_eq!(
+        ok(&mut con, &[b"SET", b"expiring", &long[..], b"EX", b"600"]),
+        Value::Okay
+    );
+    assert_eq!(
+        ok(&mut con, &[b"TYPE", b"plain"]),
+        Value::SimpleString("string".into())
+    );
+    assert_eq!(
+        ok(&mut con, &[b"TYPE", b"absent"]),
+        Value::SimpleString("none".into())
+    );
+    assert_eq!(ok(&mut con, &[b"STRLEN", b"expiring"]), Value::Int(1000));
+    assert_eq!(ok(&mut con, &[b"STRLEN", b"absent"]), Value::Int(0));
+    let Value::Int(small) = ok(&mut con, &[b"MEMORY", b"USAGE", b"plain"]) else {
+        panic!("MEMORY USAGE")
+    };
+    let usage = [&b"MEMORY"[..], b"USAGE", b"expiring", b"SAMPLES", b"0"];
+    let Value::Int(large) = ok(&mut con, &usage) else {
+        panic!("MEMORY USAGE … SAMPLES")
+    };
+    // Key and value at least, and the same overhead for both.
+    assert!(small > 5 + 5, "{small}");
+    assert_eq!(large - small, (8 + 1000) - (5 + 5));
+    assert_eq!(
+        ok(&mut con, &[b"MEMORY", b"USAGE", b"absent"]),
+        Value::Nil
+    );
+    let Value::Array(help) = ok(&mut con, &[b"CLIENT", b"HELP"]) else {
+        panic!("CLIENT HELP")
+    };
+    assert!(help.contains(&Value::SimpleString("SETNAME <name>".into())));
+
+    let started = "ataman_cluster_ranges_started_total";
+    let before = metric(&node, started);
+    assert_eq!(ok(&mut con, &[b"DBSIZE"]), Value::Int(2));
+    let Value::BulkString(info) = ok(&mut con, &[b"INFO"]) else {
+        panic!("INFO")
+    };
+    let info = String::from_utf8(info).unwrap();
+    assert_eq!(metric(&node, started), before + 2, "DBSIZE, INFO: one count each");
+    let keyspace = info.lines().find(|l| l.starts_with("db0:")).unwrap();
+    assert!(keyspace.starts_with("db0:keys=2,expires=1,avg_ttl="), "{keyspace}");
+    let avg_ttl: u64 = keyspace.rsplit('=').next().unwrap().parse().unwrap();
+    assert!(avg_ttl > 0 && avg_ttl <= 600_000, "{keyspace}");
+    let field = |name: &str| -> u64 {
+        let line = info.lines().find(|l| l.starts_with(name)).unwrap();
+        line[name.len() + 1..].trim().parse().unwrap()
+    };
+    // The memtable holds both values at least.
+    assert!(field("used_memory") > 1000, "{info}");
+    assert!(info.contains("used_memory_human:"), "{info}");
+    // INFO without its keyspace counts nothing.
+    let Value::BulkString(memory) = ok(&mut con, &[b"INFO", b"memory"]) else {
+        panic!("INFO memory")
+    };
+    assert!(String::from_utf8(memory).unwrap().starts_with("# Memory\r\nused_memory:"));
+    assert_eq!(metric(&node, started), before + 2);
+}
