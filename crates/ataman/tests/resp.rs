@@ -664,10 +664,7 @@ fn type_memory_usage_info_memory_and_counts_off_the_network_thread() {
     // Key and value at least, and the same overhead for both.
     assert!(small > 5 + 5, "{small}");
     assert_eq!(large - small, (8 + 1000) - (5 + 5));
-    assert_eq!(
-        ok(&mut con, &[b"MEMORY", b"USAGE", b"absent"]),
-        Value::Nil
-    );
+    assert_eq!(ok(&mut con, &[b"MEMORY", b"USAGE", b"absent"]), Value::Nil);
     let Value::Array(help) = ok(&mut con, &[b"CLIENT", b"HELP"]) else {
         panic!("CLIENT HELP")
     };
@@ -680,9 +677,16 @@ fn type_memory_usage_info_memory_and_counts_off_the_network_thread() {
         panic!("INFO")
     };
     let info = String::from_utf8(info).unwrap();
-    assert_eq!(metric(&node, started), before + 2, "DBSIZE, INFO: one count each");
+    assert_eq!(
+        metric(&node, started),
+        before + 2,
+        "DBSIZE, INFO: one count each"
+    );
     let keyspace = info.lines().find(|l| l.starts_with("db0:")).unwrap();
-    assert!(keyspace.starts_with("db0:keys=2,expires=1,avg_ttl="), "{keyspace}");
+    assert!(
+        keyspace.starts_with("db0:keys=2,expires=1,avg_ttl="),
+        "{keyspace}"
+    );
     let avg_ttl: u64 = keyspace.rsplit('=').next().unwrap().parse().unwrap();
     assert!(avg_ttl > 0 && avg_ttl <= 600_000, "{keyspace}");
     let field = |name: &str| -> u64 {
@@ -696,6 +700,10 @@ fn type_memory_usage_info_memory_and_counts_off_the_network_thread() {
     let Value::BulkString(memory) = ok(&mut con, &[b"INFO", b"memory"]) else {
         panic!("INFO memory")
     };
-    assert!(String::from_utf8(memory).unwrap().starts_with("# Memory\r\nused_memory:"));
+    assert!(
+        String::from_utf8(memory)
+            .unwrap()
+            .starts_with("# Memory\r\nused_memory:")
+    );
     assert_eq!(metric(&node, started), before + 2);
 }

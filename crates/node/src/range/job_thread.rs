@@ -1,6 +1,6 @@
 //! A connection's short job that reads much of the engine (RESP `DBSIZE`
-//! and `INFO`'s key counts, `crate::net::resp::keyspace`) on a range
-//! thread, so it never runs on a network thread. The thread counts against
+//! and `INFO`'s key counts) on a range thread, so it never runs on a
+//! network thread. The thread counts against
 //! the same bound as cluster ranges and `SCAN` pages
 //! ([`super::feed::RANGE_THREADS_MAX`]) and in the same counters; it hands
 //! its result back through a one-item queue and wakes the connection's
