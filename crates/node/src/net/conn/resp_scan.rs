@@ -5,7 +5,6 @@
 
 use super::{Conn, Slot};
 use crate::net::answer::{Answer, Failure};
-use crate::net::dispatch::Command;
 use crate::net::membership_gate;
 use crate::net::resp::auth;
 use crate::net::resp::encode::{self, Proto, Reply};
@@ -30,10 +29,7 @@ impl Conn {
             return;
         };
         // A read of every key: the read role.
-        let every_key = [Command::Range {
-            start: Vec::new(),
-            end: None,
-        }];
+        let every_key = [scan::every_key()];
         if let Err(denied) = auth::admit_named(&ctx.shared.auth, &state.session, "scan", &every_key)
         {
             return self.reply_now(&denied);

@@ -267,14 +267,7 @@ impl Conn {
         // The command may write (EXPIRE, PERSIST, GETEX …): it needs the
         // write role whatever its read finds, judged now, under the role
         // the connection has when the command arrives.
-        let would_write = Command::Write {
-            key: chain.key.clone(),
-            value: None,
-            expiry: crate::ttl::Expiry::Never,
-            ack: chain.ack,
-            from: chain.from,
-        };
-        let commands = [read, would_write];
+        let commands = [read, chain.would_write()];
         let auth = &ctx.shared.auth;
         if let Err(denied) = auth::admit_named(auth, &state.session, chain.name, &commands) {
             return self.reply_now(&denied);

@@ -17,6 +17,8 @@
 //!   range thread.
 
 pub mod auth;
+#[cfg(test)]
+mod auth_walk_tests;
 pub mod commands;
 pub mod decode;
 pub mod describe;
