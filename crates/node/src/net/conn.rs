@@ -37,6 +37,7 @@ use std::io::{self, Read, Write};
 use std::time::Instant;
 
 mod internal_side;
+mod resp_count;
 mod resp_scan;
 mod resp_side;
 
@@ -67,6 +68,8 @@ pub enum Slot {
     Gather(Box<resp_side::Gather>),
     /// A RESP `SCAN` page its range thread computes.
     Scan(Box<resp_scan::ScanWait>),
+    /// A RESP `DBSIZE` or `INFO` whose keys a range thread counts.
+    Count(Box<resp_count::CountWait>),
     /// A range being streamed.
     Stream {
         /// The scan.
@@ -971,6 +974,11 @@ impl Conn {
                 }
                 Some(Slot::Scan(_)) => {
                     if !self.fill_from_scan() {
+                        return;
+                    }
+                }
+                Some(Slot::Count(_)) => {
+                    if !self.fill_from_count() {
                         return;
                     }
                 }
