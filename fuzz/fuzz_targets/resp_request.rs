@@ -23,7 +23,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         cluster_size: 3,
         from_default: 3,
     };
-    let mut session = Session::new(1, table_limits);
+    let mut session = Session::new(1);
     let mut at = 0;
     let mut out = Vec::new();
     for _ in 0..COMMANDS_MAX {

@@ -37,6 +37,20 @@ pub const EXIT_REPAIR_FAILED: u8 = 4;
 
 /// Address used when neither `--url` nor `ATAMAN_URL` is given.
 pub const URL_DEFAULT: &str = "http://127.0.0.1:19234";
+/// [`URL_DEFAULT`] when `--tls-ca` is given: a CA means the node speaks TLS.
+pub const URL_DEFAULT_TLS: &str = "https://127.0.0.1:19234";
+
+/// The node URL of a command: `--url` (or `ATAMAN_URL`) when given, else
+/// the default port on 127.0.0.1, over `https://` when a CA was given (a
+/// `--tls-ca` is only ever needed for a TLS node, so the plain default
+/// would only fail against it).
+pub fn url_or_default<'a>(url: Option<&'a str>, tls_ca: Option<&std::path::Path>) -> &'a str {
+    match (url, tls_ca) {
+        (Some(url), _) => url,
+        (None, Some(_)) => URL_DEFAULT_TLS,
+        (None, None) => URL_DEFAULT,
+    }
+}
 /// Bound on connecting and on every read and write, in milliseconds.
 pub const TIMEOUT_MS_DEFAULT: u64 = 10_000;
 /// `repair`: bound on the whole command (start, wait, report), in milliseconds.
@@ -47,9 +61,10 @@ const REPAIR_POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// `ataman ctl` arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CtlArgs {
-    /// Node to talk to: `http://HOST[:PORT]`.
-    #[arg(long, global = true, env = "ATAMAN_URL", default_value = URL_DEFAULT)]
-    pub url: String,
+    /// Node to talk to: `http://HOST[:PORT]` or `https://HOST[:PORT]` [default:
+    /// http://127.0.0.1:19234, https:// with --tls-ca].
+    #[arg(long, global = true, env = "ATAMAN_URL")]
+    pub url: Option<String>,
     /// The CA an `https://` node's certificate is verified against (PEM).
     #[arg(long, global = true)]
     pub tls_ca: Option<std::path::PathBuf>,
@@ -250,7 +265,8 @@ fn write_out(out: &mut dyn Write, bytes: &[u8]) -> Result<(), CtlError> {
 
 fn execute(args: &CtlArgs, out: &mut dyn Write) -> Result<(), CtlError> {
     crate::http_client::token::init(args.token_file.as_deref()).map_err(CtlError::Usage)?;
-    let url = BaseUrl::parse(&args.url).map_err(|e| CtlError::Usage(e.to_string()))?;
+    let url = url_or_default(args.url.as_deref(), args.tls_ca.as_deref());
+    let url = BaseUrl::parse(url).map_err(|e| CtlError::Usage(e.to_string()))?;
     crate::http_client::tls::set_ca_if(args.tls_ca.as_deref()).map_err(CtlError::Usage)?;
     let timeout = Duration::from_millis(args.timeout_ms.unwrap_or(TIMEOUT_MS_DEFAULT).max(1));
     let consistency = consistency(args);
@@ -436,6 +452,18 @@ mod tests {
         let broken: serde_json::Value = serde_json::from_str(r#"{"round":1,"ok":true}"#).unwrap();
         assert!(repair_summary(&broken).is_err());
         assert_eq!(CtlError::RepairFailed(2).exit_code(), EXIT_REPAIR_FAILED);
+    }
+
+    /// Without `--url` the node is the default port on 127.0.0.1, over
+    /// https:// when `--tls-ca` is given (docs/CTL.md, "Options"); a given
+    /// URL is kept as it is.
+    #[test]
+    fn default_url_follows_tls_ca() {
+        let ca = std::path::Path::new("ca.crt");
+        assert_eq!(url_or_default(None, None), "http://127.0.0.1:19234");
+        assert_eq!(url_or_default(None, Some(ca)), "https://127.0.0.1:19234");
+        assert_eq!(url_or_default(Some("http://h:1"), Some(ca)), "http://h:1");
+        assert_eq!(url_or_default(Some("https://h:1"), None), "https://h:1");
     }
 
     /// A chunk without a newline is a format error, not a panic.

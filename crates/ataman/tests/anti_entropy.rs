@@ -18,7 +18,7 @@ use ataman::faultproxy::LinkMode;
 use ataman_node::antientropy::wire::{self, Message};
 use ataman_node::peer::frame::{self, Stamped};
 use ataman_node::peer::handshake::{
-    parse_upgrade_response, parse_upgrade_response_for, upgrade_request, upgrade_request_for,
+    parse_upgrade_response, parse_upgrade_response_for, upgrade_request_for,
 };
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -38,7 +38,7 @@ const REPAIR_TIMEOUT: Duration = Duration::from_secs(30);
 fn own_versions(addr: SocketAddr, keys: &[Vec<u8>]) -> Vec<Option<Stamped>> {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(&upgrade_request(&addr.to_string(), "http://test-reader:1"))
+    s.write_all(&support::peer_upgrade_request(addr, "http://test-reader:1"))
         .unwrap();
     let mut buf = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];

@@ -7,7 +7,7 @@
 mod support;
 
 use ataman::faultproxy::LinkMode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::cluster::{TestCluster, assert_status, body};
 
 fn eventually(what: &str, check: impl FnMut() -> bool) {
@@ -18,25 +18,19 @@ const CONVERGE_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// A black-holed peer (connections accepted, nothing answered) costs
 /// nothing to requests that do not need it: 2/3 writes answer as soon as
-/// the two live replicas did. The replication timeout is 30 s, so a
-/// coordinator that waited for the silent replica would take 30 s per
-/// request; the bound below is half of one such wait for all of them (a
-/// check that nothing blocks, not a speed target).
+/// the two live replicas did. The replication timeout is an hour, so a
+/// coordinator that waited for the silent replica would not answer before
+/// the test client's read bound (`IO_TIMEOUT`, 10 s) and the request would
+/// fail: the bound only limits a wait, it asserts no speed.
 #[test]
 fn black_holed_peer_does_not_block_a_quorum() {
-    let c = TestCluster::start(3, &["--replication-timeout-ms", "30000"]);
+    let c = TestCluster::start(3, &["--replication-timeout-ms", "3600000"]);
     c.proxy(2).set_mode(LinkMode::Drop);
-    let started = Instant::now();
     for i in 0..20 {
         let key = format!("hole-{i}");
         assert_status(&c.put(0, key.as_bytes(), b"v", 2, 3), 201, "put 2/3");
         assert_status(&c.get(1, key.as_bytes(), 2, 3), 200, "get 2/3");
     }
-    let elapsed = started.elapsed();
-    assert!(
-        elapsed < Duration::from_secs(15),
-        "40 quorum requests took {elapsed:?}: something waited for the silent replica"
-    );
 }
 
 /// A cut link fails fast: ack = from = 3 is 504 at once (naming the node),

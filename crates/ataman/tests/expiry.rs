@@ -14,7 +14,7 @@
 mod support;
 
 use ataman_node::peer::frame::{self, Stamped};
-use ataman_node::peer::handshake::{parse_upgrade_response, upgrade_request};
+use ataman_node::peer::handshake::parse_upgrade_response;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -126,7 +126,7 @@ fn cluster_value_expires_at_two_of_three() {
 fn own_version(addr: SocketAddr, key: &[u8]) -> Option<Stamped> {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(&upgrade_request(&addr.to_string(), "http://test-reader:1"))
+    s.write_all(&support::peer_upgrade_request(addr, "http://test-reader:1"))
         .unwrap();
     let mut buf = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];

@@ -1,7 +1,8 @@
 //! `ataman serve --join SEED_URL` on real processes (docs/API.md,
 //! "Membership"): the joining node learns the seed's layout, stores it,
 //! says on `GET /v0/status` that it is joining and not a member, and
-//! answers client requests 503 naming the members.
+//! answers client requests 503 naming the members (over RESP: `GET` and
+//! `SCAN` as errors).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
 
@@ -50,6 +51,17 @@ fn a_joining_node_learns_the_layout_and_serves_no_client() {
     );
     assert!(layout.contains("\"joining\":true"), "{layout}");
     assert!(joiner.data_dir().join("LAYOUT").exists());
+    // Waiting to be added is what joining is: logged at info (a joining
+    // node once logged WARN "not a member of the stored layout").
+    let log = joiner.log();
+    assert!(
+        log.contains("serving no client request until it is added"),
+        "{log}"
+    );
+    assert!(
+        !log.contains(" WARN "),
+        "normal operation logged a warning:\n{log}"
+    );
 
     let r = Conn::open(joiner.addr()).put(b"k", b"v");
     assert_eq!(r.status, 503);
@@ -65,11 +77,16 @@ fn a_joining_node_learns_the_layout_and_serves_no_client() {
     redis
         .set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .unwrap();
+    let mut replies = std::io::BufReader::new(redis.try_clone().unwrap());
     redis.write_all(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n").unwrap();
     let mut line = String::new();
-    std::io::BufReader::new(&redis)
-        .read_line(&mut line)
-        .unwrap();
+    replies.read_line(&mut line).unwrap();
+    assert!(line.starts_with('-') && line.contains("joining"), "{line}");
+    // SCAN too: a joining node's own copy is no page of the cluster's keys
+    // (regression: SCAN bypassed the membership gate).
+    redis.write_all(b"*2\r\n$4\r\nSCAN\r\n$1\r\n0\r\n").unwrap();
+    line.clear();
+    replies.read_line(&mut line).unwrap();
     assert!(line.starts_with('-') && line.contains("joining"), "{line}");
     // A restart keeps waiting, with the stored layout (the seed asked again).
     joiner.terminate();

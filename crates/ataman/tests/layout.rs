@@ -67,7 +67,7 @@ fn a_stale_cluster_list_keeps_the_stored_layout() {
     assert_eq!(
         String::from_utf8(shown.stdout).unwrap(),
         format!(
-            "layout version 1, replication factor 3, settled\n{} (this node)\n{}\n{}\n",
+            "layout version 1, replication factor 3, settled\n{} (node id 0, this node)\n{} (node id 1)\n{} (node id 2)\n",
             three[0], three[1], three[2]
         )
     );

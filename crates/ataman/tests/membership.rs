@@ -220,8 +220,9 @@ fn grow_then_shrink_under_writes() {
     assert!(both > 0, "no write counted as sent to both replica sets");
 }
 
-/// A member is killed and replaced in one version (`remove=DEAD&add=NEW`):
-/// the transition settles without it, the data comes from the survivors.
+/// A member is killed and replaced in one version, declared dead
+/// (`remove=DEAD&dead=DEAD&add=NEW`): the transition settles without it,
+/// the data comes from the survivors.
 #[test]
 fn replace_a_dead_node() {
     let mut c = TestCluster::start(3, &NO_ROUNDS);
@@ -232,7 +233,12 @@ fn replace_a_dead_node() {
     let (added, proxy) = join(&c.urls()[0]);
     let r = post(
         c.node(0),
-        &format!("version=2&remove={}&add={}", c.urls()[2], proxy.url()),
+        &format!(
+            "version=2&remove={}&dead={}&add={}",
+            c.urls()[2],
+            c.urls()[2],
+            proxy.url()
+        ),
     );
     assert_eq!(r.status, 200, "{}", body(&r));
     let left = [c.node(0).addr(), c.node(1).addr(), added.addr()];

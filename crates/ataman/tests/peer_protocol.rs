@@ -6,7 +6,7 @@
 mod support;
 
 use ataman_node::peer::frame::{self, Applied, Message, ReplicaErrorKind, Stamped};
-use ataman_node::peer::handshake::{parse_upgrade_response, upgrade_request};
+use ataman_node::peer::handshake::parse_upgrade_response;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -15,8 +15,8 @@ use support::Node;
 fn upgraded(node: &Node) -> (TcpStream, Vec<u8>) {
     let mut s = TcpStream::connect(node.addr()).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(&upgrade_request(
-        &node.addr().to_string(),
+    s.write_all(&support::peer_upgrade_request(
+        node.addr(),
         "http://test-peer:1",
     ))
     .unwrap();

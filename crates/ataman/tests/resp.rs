@@ -69,9 +69,11 @@ fn pairs_of(v: Value) -> Vec<(Value, Value)> {
     }
 }
 
-/// The connection, key and HTTP commands on one node, in RESP2 and RESP3.
+/// The connection, string-key and server commands on one node, in RESP2
+/// and RESP3 (the expiry commands are in `resp_expiry.rs`, SCAN in
+/// `resp_scan.rs`).
 #[test]
-fn every_command_in_resp2_and_resp3() {
+fn connection_key_and_server_commands_in_resp2_and_resp3() {
     let (node, addr) = resp_node(&[]);
     for resp3 in [false, true] {
         let mut con = connect(&addr, resp3);
@@ -570,4 +572,229 @@ fn a_panic_on_one_connection_closes_it_and_the_node_serves_the_others() {
         .unwrap_or_else(|| panic!("no panic logged: {log}"));
     assert!(line.contains("ERROR"), "{line}");
     assert!(line.contains(&victim_addr), "{line}");
+}
+
+/// The keys of `[start, end)` node `addr` holds itself, tombstones left out
+/// (its own versions, `GET /v0/internal/range`).
+fn local_keys(addr: SocketAddr, start: &str, end: &str) -> Vec<Vec<u8>> {
+    let target = format!("/v0/internal/range?start={start}&end={end}");
+    let r = support::Conn::open(addr).request("GET", &target, &[], None);
+    assert_eq!(r.status, 200, "internal range: {:?}", r.body);
+    let mut keys = Vec::new();
+    for chunk in r.chunks.unwrap_or_default() {
+        // ts (8), kind (1), key length (4, big-endian), key, value.
+        let len = u32::from_be_bytes(chunk[9..13].try_into().unwrap()) as usize;
+        if chunk[8] != 0 {
+            keys.push(chunk[13..13 + len].to_vec());
+        }
+    }
+    keys
+}
+
+/// True when the node at `addr` holds only layout `version`, settled.
+fn settled_at(addr: SocketAddr, version: u64) -> bool {
+    let r = support::Conn::open(addr).request("GET", "/v0/layout", &[], None);
+    let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&r.body) else {
+        return false;
+    };
+    doc["version"] == version
+        && doc["settled"] == true
+        && doc["live_versions"] == serde_json::json!([version])
+}
+
+/// A RESP connection opened on a two-node cluster with R=1 (ack=1 from=1)
+/// and kept across a layout change to three nodes with R=3 writes with
+/// the new layout's defaults, ack=2 from=3, as HTTP does: every node
+/// gets the write (regression: the connection kept the defaults and the
+/// cluster size of the moment it connected).
+#[test]
+fn a_connection_opened_before_a_layout_change_writes_with_the_new_defaults() {
+    use support::cluster::eventually;
+    let no_rounds = ["--anti-entropy-interval-ms", "0"];
+    let resp = support::fixed_resp_addr();
+    let c = TestCluster::start_each(
+        2,
+        &["--replication-factor", "1", no_rounds[0], no_rounds[1]],
+        |i| match i {
+            0 => vec!["--resp-listen".to_string(), resp.clone()],
+            _ => Vec::new(),
+        },
+    );
+    let mut con = connect(&resp, false);
+    assert_eq!(
+        ok(&mut con, &[b"ATAMAN.REPLICATION"]),
+        Value::Array(vec![Value::Int(1), Value::Int(1)])
+    );
+    assert_eq!(ok(&mut con, &[b"SET", b"grow-before", b"v"]), Value::Okay);
+    // One copy: none besides it.
+    assert_eq!(ok(&mut con, &[b"WAIT", b"1", b"0"]), Value::Int(0));
+
+    let proxy = ataman::faultproxy::FaultProxy::start_without_target().unwrap();
+    let added = Node::start(&[
+        "--self",
+        &proxy.url(),
+        "--join",
+        &c.urls()[0],
+        no_rounds[0],
+        no_rounds[1],
+    ]);
+    proxy.set_target(added.addr());
+    let target = format!(
+        "/v0/layout?version=2&add={}&replication_factor=3",
+        proxy.url()
+    );
+    let r = support::Conn::open(c.node(0).addr()).request("POST", &target, &[], None);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let all = [c.node(0).addr(), c.node(1).addr(), added.addr()];
+    for addr in all {
+        eventually(
+            &format!("{addr} settles at 2"),
+            Duration::from_secs(120),
+            || settled_at(addr, 2),
+        );
+    }
+
+    // The same connection, never reset.
+    assert_eq!(
+        ok(&mut con, &[b"ATAMAN.REPLICATION"]),
+        Value::Array(vec![Value::Int(2), Value::Int(3)])
+    );
+    assert_eq!(ok(&mut con, &[b"SET", b"grow-after", b"v"]), Value::Okay);
+    // Confirmed on ack=2 copies: one besides the first.
+    assert_eq!(ok(&mut con, &[b"WAIT", b"1", b"0"]), Value::Int(1));
+    for addr in all {
+        eventually(
+            &format!("{addr} holds the write sent from=3"),
+            Duration::from_secs(30),
+            || local_keys(addr, "grow-after", "grow-after0") == vec![b"grow-after".to_vec()],
+        );
+    }
+}
+
+/// `WAIT` answers the fewest copies the connection's writes since the
+/// last `WAIT` were confirmed on, less one, whatever the session's `ack`
+/// is now (regression: it answered `ack - 1`, copies a write sent with a
+/// smaller `ack` never had).
+#[test]
+fn wait_counts_the_copies_earlier_writes_were_confirmed_on() {
+    let resp = support::fixed_resp_addr();
+    let _cluster = TestCluster::start_each(3, &[], |i| match i {
+        0 => vec!["--resp-listen".to_string(), resp.clone()],
+        _ => Vec::new(),
+    });
+    let mut con = connect(&resp, false);
+    assert_eq!(
+        ok(&mut con, &[b"WAIT", b"0", b"0"]),
+        Value::Int(0),
+        "no write"
+    );
+    let set = |con: &mut Connection, ack: &[u8], key: &[u8]| {
+        assert_eq!(
+            ok(con, &[b"ATAMAN.REPLICATION", ack, b"3"]),
+            Value::Array(vec![
+                Value::Int(std::str::from_utf8(ack).unwrap().parse().unwrap()),
+                Value::Int(3)
+            ])
+        );
+        assert_eq!(ok(con, &[b"SET", key, b"v"]), Value::Okay);
+    };
+    set(&mut con, b"1", b"w1");
+    set(&mut con, b"3", b"w2");
+    // w1 was confirmed on one copy: none besides it, whatever ack is now.
+    assert_eq!(ok(&mut con, &[b"WAIT", b"2", b"0"]), Value::Int(0));
+    set(&mut con, b"3", b"w3");
+    assert_eq!(ok(&mut con, &[b"WAIT", b"2", b"0"]), Value::Int(2));
+    // No write since: the answer stands.
+    assert_eq!(ok(&mut con, &[b"WAIT", b"2", b"0"]), Value::Int(2));
+    set(&mut con, b"2", b"w4");
+    assert_eq!(ok(&mut con, &[b"DEL", b"w4"]), Value::Int(1));
+    assert_eq!(ok(&mut con, &[b"WAIT", b"2", b"0"]), Value::Int(1));
+}
+
+/// The metric `name` (unlabelled) on the node at `addr`.
+fn metric(node: &Node, name: &str) -> u64 {
+    let page = String::from_utf8(node.get_target("/metrics").body).unwrap();
+    page.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} missing"))
+}
+
+/// What Redis's tools ask per key and of the node: `TYPE`, `STRLEN`,
+/// `MEMORY USAGE`, `CLIENT HELP`, `INFO memory` and the true `expires=`;
+/// `DBSIZE` and `INFO keyspace` are counted on a range thread, never on
+/// the network thread (regression: a scan of up to 10 000 entries with
+/// their values ran on it), which the range threads' counter shows.
+#[test]
+fn type_memory_usage_info_memory_and_counts_off_the_network_thread() {
+    let (node, addr) = resp_node(&[]);
+    let mut con = connect(&addr, false);
+    assert_eq!(ok(&mut con, &[b"SET", b"plain", b"hello"]), Value::Okay);
+    let long = vec![b'x'; 1000];
+    assert_eq!(
+        ok(&mut con, &[b"SET", b"expiring", &long[..], b"EX", b"600"]),
+        Value::Okay
+    );
+    assert_eq!(
+        ok(&mut con, &[b"TYPE", b"plain"]),
+        Value::SimpleString("string".into())
+    );
+    assert_eq!(
+        ok(&mut con, &[b"TYPE", b"absent"]),
+        Value::SimpleString("none".into())
+    );
+    assert_eq!(ok(&mut con, &[b"STRLEN", b"expiring"]), Value::Int(1000));
+    assert_eq!(ok(&mut con, &[b"STRLEN", b"absent"]), Value::Int(0));
+    let Value::Int(small) = ok(&mut con, &[b"MEMORY", b"USAGE", b"plain"]) else {
+        panic!("MEMORY USAGE")
+    };
+    let usage = [&b"MEMORY"[..], b"USAGE", b"expiring", b"SAMPLES", b"0"];
+    let Value::Int(large) = ok(&mut con, &usage) else {
+        panic!("MEMORY USAGE … SAMPLES")
+    };
+    // Key and value at least, and the same overhead for both.
+    assert!(small > 5 + 5, "{small}");
+    assert_eq!(large - small, (8 + 1000) - (5 + 5));
+    assert_eq!(ok(&mut con, &[b"MEMORY", b"USAGE", b"absent"]), Value::Nil);
+    let Value::Array(help) = ok(&mut con, &[b"CLIENT", b"HELP"]) else {
+        panic!("CLIENT HELP")
+    };
+    assert!(help.contains(&Value::SimpleString("SETNAME <name>".into())));
+
+    let started = "ataman_cluster_ranges_started_total";
+    let before = metric(&node, started);
+    assert_eq!(ok(&mut con, &[b"DBSIZE"]), Value::Int(2));
+    let Value::BulkString(info) = ok(&mut con, &[b"INFO"]) else {
+        panic!("INFO")
+    };
+    let info = String::from_utf8(info).unwrap();
+    assert_eq!(
+        metric(&node, started),
+        before + 2,
+        "DBSIZE, INFO: one count each"
+    );
+    let keyspace = info.lines().find(|l| l.starts_with("db0:")).unwrap();
+    assert!(
+        keyspace.starts_with("db0:keys=2,expires=1,avg_ttl="),
+        "{keyspace}"
+    );
+    let avg_ttl: u64 = keyspace.rsplit('=').next().unwrap().parse().unwrap();
+    assert!(avg_ttl > 0 && avg_ttl <= 600_000, "{keyspace}");
+    let field = |name: &str| -> u64 {
+        let line = info.lines().find(|l| l.starts_with(name)).unwrap();
+        line[name.len() + 1..].trim().parse().unwrap()
+    };
+    // The memtable holds both values at least.
+    assert!(field("used_memory") > 1000, "{info}");
+    assert!(info.contains("used_memory_human:"), "{info}");
+    // INFO without its keyspace counts nothing.
+    let Value::BulkString(memory) = ok(&mut con, &[b"INFO", b"memory"]) else {
+        panic!("INFO memory")
+    };
+    assert!(
+        String::from_utf8(memory)
+            .unwrap()
+            .starts_with("# Memory\r\nused_memory:")
+    );
+    assert_eq!(metric(&node, started), before + 2);
 }

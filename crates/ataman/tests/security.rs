@@ -265,7 +265,9 @@ fn curl(args: &[&str]) -> (String, String) {
         .arg(&ca)
         .args(args)
         .output()
-        .unwrap();
+        .unwrap_or_else(|e| {
+            panic!("this test runs curl, which could not start ({e}): install curl")
+        });
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let (body, code) = text.rsplit_once('\n').unwrap_or(("", ""));
     (body.to_owned(), code.to_owned())

@@ -125,9 +125,9 @@ fn plaintext_answer(addr: SocketAddr) -> Vec<u8> {
     got
 }
 
-/// A TLS node serves an HTTPS client that trusts its CA (the Rust client,
-/// and curl when the machine has it); a plaintext client gets no HTTP
-/// answer, and the node goes on serving.
+/// A TLS node serves an HTTPS client that trusts its CA (the Rust client
+/// and curl); a plaintext client gets no HTTP answer (`ctl` and `cluster
+/// status` say the server speaks TLS), and the node goes on serving.
 #[test]
 fn tls_node_serves_https_and_refuses_plaintext() {
     let certs = tempfile::tempdir().unwrap();
@@ -151,27 +151,47 @@ fn tls_node_serves_https_and_refuses_plaintext() {
     // Still serving, over TLS.
     assert_eq!(get(addr, "/v0/status").status, 200);
 
-    // curl --cacert, when curl is installed.
+    // The project's own clients name the mistake of a plaintext URL.
+    for command in [
+        &["ctl", "status"][..],
+        &["cluster", "status", "--interval-ms", "0"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_ataman"))
+            .args(command)
+            .args(["--url", &format!("http://{addr}")])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{command:?}: {stderr}");
+        assert!(
+            stderr.contains("the server answered with TLS: use an https:// URL"),
+            "{command:?}: {stderr}"
+        );
+    }
+
+    // curl --cacert (`.ci/run` installs curl; a machine without it fails
+    // here, naming it, rather than passing without the check).
     let curl = Command::new("curl")
         .args(["-sS", "--max-time", "10", "--cacert"])
         .arg(ca_dir().join("ca.crt"))
         .arg(format!("https://{addr}{key}"))
-        .output();
-    if let Ok(out) = curl {
-        assert!(
-            out.status.success(),
-            "curl: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(out.stdout, b"over tls");
-        // Without the CA, curl refuses the certificate.
-        let untrusted = Command::new("curl")
-            .args(["-sS", "--max-time", "10"])
-            .arg(format!("https://{addr}/v0/status"))
-            .output()
-            .unwrap();
-        assert!(!untrusted.status.success(), "curl trusted an unknown CA");
-    }
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("this test runs curl, which could not start ({e}): install curl")
+        });
+    assert!(
+        curl.status.success(),
+        "curl: {}",
+        String::from_utf8_lossy(&curl.stderr)
+    );
+    assert_eq!(curl.stdout, b"over tls");
+    // Without the CA, curl refuses the certificate.
+    let untrusted = Command::new("curl")
+        .args(["-sS", "--max-time", "10"])
+        .arg(format!("https://{addr}/v0/status"))
+        .output()
+        .unwrap();
+    assert!(!untrusted.status.success(), "curl trusted an unknown CA");
 }
 
 /// Large values cross TLS whole both ways (many records, partial writes).

@@ -370,14 +370,75 @@ fn layout_change(query: &Query<'_>) -> Action {
     }
 }
 
+/// The paths the router serves, one per entry of [`ENDPOINTS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `/v0/entity`: GET, PUT, DELETE.
+    Entity,
+    /// `/v0/entities`: GET (a local or a cluster range).
+    Entities,
+    /// `/v0/internal/range`: GET, a peer's part of a cluster range.
+    InternalRange,
+    /// `/v0/status`: GET.
+    Status,
+    /// `/v0/cluster`: GET.
+    Cluster,
+    /// `/metrics`: GET.
+    Metrics,
+    /// `/v0/peer`: the peer and sync upgrades.
+    Peer,
+    /// `/v0/layout`: GET, POST.
+    Layout,
+    /// `/v0/layout/plan`: GET.
+    LayoutPlan,
+    /// `/v0/internal/layout`: POST, the layout agreement between nodes.
+    InternalLayout,
+    /// `/v0/repair`: GET, POST.
+    Repair,
+}
+
+/// The route table: every path [`route`] serves. A request reaches an
+/// endpoint only through this table (any other path is 400), so a test
+/// that walks it walks every endpoint (`net::route_auth_tests`).
+pub const ENDPOINTS: [(&str, Endpoint); 11] = [
+    ("/v0/entity", Endpoint::Entity),
+    ("/v0/entities", Endpoint::Entities),
+    ("/v0/internal/range", Endpoint::InternalRange),
+    ("/v0/status", Endpoint::Status),
+    ("/v0/cluster", Endpoint::Cluster),
+    ("/metrics", Endpoint::Metrics),
+    ("/v0/peer", Endpoint::Peer),
+    ("/v0/layout", Endpoint::Layout),
+    ("/v0/layout/plan", Endpoint::LayoutPlan),
+    ("/v0/internal/layout", Endpoint::InternalLayout),
+    ("/v0/repair", Endpoint::Repair),
+];
+
+/// The endpoint of `path`, if the router serves it.
+pub fn endpoint(path: &[u8]) -> Option<Endpoint> {
+    ENDPOINTS
+        .iter()
+        .find(|(p, _)| p.as_bytes() == path)
+        .map(|&(_, e)| e)
+}
+
 /// Decides what a request head asks for.
 pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
     let params = match Query::parse(head.query) {
         Ok(query) => Params { query },
         Err(e) => return (Route::Other, bad(format!("bad query: {}", e.0))),
     };
-    match head.path {
-        b"/v0/entity" => {
+    let Some(endpoint) = endpoint(head.path) else {
+        return (
+            Route::Other,
+            bad(format!(
+                "unknown path {}",
+                String::from_utf8_lossy(head.path)
+            )),
+        );
+    };
+    match endpoint {
+        Endpoint::Entity => {
             let route = match head.method {
                 Method::Get => Route::EntityGet,
                 Method::Put => Route::EntityPut,
@@ -411,7 +472,7 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
             .unwrap_or_else(|e| e);
             (route, action)
         }
-        b"/v0/entities" => {
+        Endpoint::Entities => {
             if head.method != Method::Get {
                 return (Route::Other, not_allowed("GET"));
             }
@@ -440,7 +501,7 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
             .unwrap_or_else(|e| e);
             (Route::Entities, action)
         }
-        b"/v0/internal/range" => {
+        Endpoint::InternalRange => {
             if head.method != Method::Get {
                 return (Route::InternalRange, not_allowed("GET"));
             }
@@ -458,10 +519,10 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
             .unwrap_or_else(|e| e);
             (Route::InternalRange, action)
         }
-        b"/v0/status" if head.method == Method::Get => (Route::Status, Action::Status),
-        b"/v0/cluster" if head.method == Method::Get => (Route::Cluster, Action::Cluster),
-        b"/metrics" if head.method == Method::Get => (Route::Metrics, Action::Metrics),
-        b"/v0/peer" if head.method == Method::Get => match head.upgrade {
+        Endpoint::Status if head.method == Method::Get => (Route::Status, Action::Status),
+        Endpoint::Cluster if head.method == Method::Get => (Route::Cluster, Action::Cluster),
+        Endpoint::Metrics if head.method == Method::Get => (Route::Metrics, Action::Metrics),
+        Endpoint::Peer if head.method == Method::Get => match head.upgrade {
             Some(p) if p.eq_ignore_ascii_case(PEER_PROTOCOL.as_bytes()) => {
                 (Route::Peer, Action::PeerUpgrade)
             }
@@ -475,34 +536,27 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
                 )),
             ),
         },
-        b"/v0/layout" => match &head.method {
+        Endpoint::Layout => match &head.method {
             Method::Get => (Route::Cluster, Action::Layout),
             Method::Other(m) if m == "POST" => (Route::Cluster, layout_change(&params.query)),
             _ => (Route::Cluster, not_allowed(allow_for(head.path))),
         },
-        b"/v0/layout/plan" => match &head.method {
+        Endpoint::LayoutPlan => match &head.method {
             Method::Get => (Route::Cluster, layout_plan(&params.query)),
             _ => (Route::Cluster, not_allowed("GET")),
         },
-        b"/v0/internal/layout" => match &head.method {
+        Endpoint::InternalLayout => match &head.method {
             Method::Other(m) if m == "POST" => (Route::InternalLayout, Action::InternalLayout),
             _ => (Route::InternalLayout, not_allowed(allow_for(head.path))),
         },
-        b"/v0/repair" => match &head.method {
+        Endpoint::Repair => match &head.method {
             Method::Get => (Route::Repair, Action::RepairStatus),
             Method::Other(m) if m == "POST" => (Route::Repair, Action::RepairStart),
             _ => (Route::Repair, not_allowed(allow_for(head.path))),
         },
-        b"/v0/status" | b"/v0/cluster" | b"/metrics" | b"/v0/peer" => {
+        Endpoint::Status | Endpoint::Cluster | Endpoint::Metrics | Endpoint::Peer => {
             (Route::Other, not_allowed("GET"))
         }
-        _ => (
-            Route::Other,
-            bad(format!(
-                "unknown path {}",
-                String::from_utf8_lossy(head.path)
-            )),
-        ),
     }
 }
 
@@ -799,7 +853,7 @@ mod layout_route_tests {
     #[test]
     fn layout_routes() {
         let (route_, action) = act(
-            "POST /v0/layout?version=2&add=http%3A%2F%2Fa%3A1&remove=http://b:2&add=http://c:3&replication_factor=2 HTTP/1.1\r\n\r\n",
+            "POST /v0/layout?version=2&add=http%3A%2F%2Fa%3A1&remove=http://b:2&add=http://c:3&replication_factor=2&dead=http://b:2 HTTP/1.1\r\n\r\n",
         );
         assert_eq!(route_, Route::Cluster);
         assert_eq!(
@@ -810,6 +864,7 @@ mod layout_route_tests {
                     add: vec!["http://a:1".into(), "http://c:3".into()],
                     remove: vec!["http://b:2".into()],
                     replication_factor: Some(2),
+                    dead: vec!["http://b:2".into()],
                 },
             }
         );

@@ -171,7 +171,7 @@ pub struct ServeArgs {
 #[cfg(feature = "planted-bugs")]
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct PlantedBugArgs {
-    /// Test hook: a deliberate bug for a negative control: `ack-before-wal` or `connection-panic`.
+    /// Test hook: a deliberate bug for a negative control: `ack-before-wal`, `connection-panic`, `copy-skips-partitioned-leaving-node` or `joined-takes-id-zero`.
     #[arg(long, env = "ATAMAN_DEBUG_PLANTED_BUG", hide = true)]
     pub debug_planted_bug: Option<String>,
 }
@@ -318,6 +318,16 @@ pub enum PlantedBug {
     /// while it handles that connection (the containment's negative
     /// control: `net::event_loop` closes the connection and counts it).
     ConnectionPanic,
+    /// A layout transition's copy counts as complete when the only
+    /// sources it could not copy from are nodes the new layout removes,
+    /// declared dead or not (`cluster::copy_completion`,
+    /// `Mode::PlantedSkipsLeaving`): a partitioned leaving node's writes
+    /// are lost.
+    CopySkipsPartitionedLeavingNode,
+    /// A node started with `--join` stamps with node id 0 (the first
+    /// bootstrap member's) once added, instead of its id in the layout, as
+    /// it did when the id was its position in the start-up list.
+    JoinedTakesIdZero,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -338,8 +348,10 @@ fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
     match s {
         "ack-before-wal" => Ok(PlantedBug::AckBeforeWal),
         "connection-panic" => Ok(PlantedBug::ConnectionPanic),
+        "copy-skips-partitioned-leaving-node" => Ok(PlantedBug::CopySkipsPartitionedLeavingNode),
+        "joined-takes-id-zero" => Ok(PlantedBug::JoinedTakesIdZero),
         other => Err(format!(
-            "debug-planted-bug must be ack-before-wal or connection-panic, not {other:?}"
+            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node or joined-takes-id-zero, not {other:?}"
         )),
     }
 }

@@ -5,10 +5,15 @@
 //! behind the wall clock's milliseconds, so versions written through one
 //! node are ordered even if the wall clock steps back.
 //!
-//! The low [`NODE_BITS`] bits of every timestamp a node issues are its index
-//! in the cluster list, so two nodes never issue the same timestamp: two
-//! writes of one key through different coordinators in the same millisecond
-//! still have a newest one every replica agrees on.
+//! The low [`NODE_BITS`] bits of every timestamp a node issues are its node
+//! id in the live layout (`cluster::node_ids`: agreed with the layout, kept
+//! across restarts, never a position in a list), so two nodes never issue
+//! the same timestamp: two writes of one key through different coordinators
+//! in the same millisecond still have a newest one every replica agrees on.
+//! A clock whose node holds no id (joining, not added yet, or removed)
+//! stamps nothing: [`Hlc::now`] fails with [`Unstamped::NoNodeId`] (the
+//! node answers the write 503 with the reason). The id is one atomic,
+//! set when the node's placement changes ([`Hlc::set_node`]).
 //!
 //! # Reservation (`<data-dir>/CLOCK`)
 //! The clock can run ahead of the wall clock (a peer's timestamp up to
@@ -48,7 +53,7 @@
 //! untaken branch.
 //!
 //! # Thread safety
-//! `now` is lock-free (a compare-exchange loop on one atomic) unless it must
+//! `now` is lock-free (a load of the node id, a compare-exchange loop on one atomic) unless it must
 //! extend the reservation; persisting a reservation holds a mutex, so one
 //! is written at a time and the reservation only grows.
 
@@ -95,6 +100,22 @@ pub struct NotDurable {
     pub reason: String,
 }
 
+/// Why [`Hlc::now`] issued no timestamp.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unstamped {
+    /// The reservation could not be persisted.
+    #[error(transparent)]
+    NotDurable(#[from] NotDurable),
+    /// This node holds no node id in the live layout (joining, or removed).
+    #[error(
+        "this node holds no node id in the cluster's layout (joining and not added yet, or removed): it stamps no write"
+    )]
+    NoNodeId,
+}
+
+/// The node bits' value while the clock has no node id.
+const NO_NODE: u64 = u64::MAX;
+
 /// The persisting side of a reserving clock, behind one mutex.
 struct Persister {
     persist: Persist,
@@ -105,7 +126,8 @@ struct Persister {
 /// A hybrid logical clock.
 pub struct Hlc {
     last: AtomicU64,
-    node: u64,
+    /// The node bits, [`NO_NODE`] while the node holds no id.
+    node: AtomicU64,
     /// No timestamp above this is returned (`u64::MAX` without a
     /// reservation); only a persisted reservation is stored here.
     reserved: AtomicU64,
@@ -149,7 +171,7 @@ impl Hlc {
         assert!(index < NODES_MAX, "node index {index} over {NODES_MAX}");
         Hlc {
             last: AtomicU64::new(0),
-            node: index as u64,
+            node: AtomicU64::new(index as u64),
             reserved: AtomicU64::new(u64::MAX),
             persist: None,
             offset_ms: None,
@@ -194,6 +216,22 @@ impl Hlc {
         }
     }
 
+    /// Sets the node id whose bits end every timestamp from now on; `None`:
+    /// the node holds none (joining, removed) and [`Hlc::now`] stamps nothing.
+    pub fn set_node(&self, id: Option<u16>) {
+        let bits = match id {
+            Some(id) if usize::from(id) < NODES_MAX => u64::from(id),
+            _ => NO_NODE,
+        };
+        self.node.store(bits, Ordering::Release);
+    }
+
+    /// The node id the clock stamps with, `None` while it holds none.
+    pub fn node(&self) -> Option<u16> {
+        let bits = self.node.load(Ordering::Acquire);
+        (bits != NO_NODE).then_some(bits as u16)
+    }
+
     /// The current reservation (`u64::MAX` without one).
     pub fn reserved(&self) -> Timestamp {
         self.reserved.load(Ordering::Acquire)
@@ -209,23 +247,28 @@ impl Hlc {
 
     /// The next timestamp: above every one returned or observed before,
     /// not behind the wall clock, and ending in this node's bits; or
-    /// [`NotDurable`] when it would be past the reservation and a new one
-    /// could not be persisted.
-    pub fn now(&self) -> Result<Timestamp, NotDurable> {
+    /// [`Unstamped::NotDurable`] when it would be past the reservation and a
+    /// new one could not be persisted, [`Unstamped::NoNodeId`] while the
+    /// node holds no id.
+    pub fn now(&self) -> Result<Timestamp, Unstamped> {
         self.now_at(self.wall_ms())
     }
 
     /// [`Hlc::now`] with the wall clock's reading given: `wall_ms`
     /// milliseconds since the Unix epoch. The deterministic simulation
     /// (`crates/sim`) drives the clock with its virtual time through this.
-    pub fn now_at(&self, wall_ms: u64) -> Result<Timestamp, NotDurable> {
+    pub fn now_at(&self, wall_ms: u64) -> Result<Timestamp, Unstamped> {
+        let node = self.node.load(Ordering::Acquire);
+        if node == NO_NODE {
+            return Err(Unstamped::NoNodeId);
+        }
         let wall = timestamp_from_millis(wall_ms, 0);
         let mask = (1u64 << NODE_BITS) - 1;
         let mut last = self.last.load(Ordering::Relaxed);
         loop {
             let above = wall.max(last.saturating_add(1));
             // The smallest value >= `above` whose low bits are the node's.
-            let mut next = (above & !mask) | self.node;
+            let mut next = (above & !mask) | node;
             if next < above {
                 next = next.saturating_add(1 << NODE_BITS);
             }
@@ -395,6 +438,29 @@ mod tests {
         assert_eq!(clock.now().unwrap(), u64::MAX);
         assert!(!acceptable_from_peer(u64::MAX - 3));
         assert!(acceptable_from_peer(Hlc::for_node(2).now().unwrap()));
+    }
+
+    /// A clock whose node holds no id stamps nothing (a clear error); once
+    /// the id is set, every timestamp ends in it, and it follows a change
+    /// of id (a node added, removed) without going back.
+    #[test]
+    fn stamps_only_with_a_node_id() {
+        let clock = Hlc::for_node(0);
+        clock.set_node(None);
+        assert_eq!(clock.node(), None);
+        let err = clock.now_at(1_000_000).unwrap_err();
+        assert_eq!(err, Unstamped::NoNodeId);
+        assert!(err.to_string().contains("no node id"), "{err}");
+        clock.set_node(Some(7));
+        let a = clock.now_at(1_000_000).unwrap();
+        assert_eq!((a & 0xff, clock.node()), (7, Some(7)));
+        clock.set_node(Some(200));
+        let b = clock.now_at(1_000_000).unwrap();
+        assert_eq!(b & 0xff, 200);
+        assert!(b > a);
+        // An id past the node bits is no id (never a wrapped one).
+        clock.set_node(Some(NODES_MAX as u16));
+        assert_eq!(clock.now_at(1_000_000), Err(Unstamped::NoNodeId));
     }
 
     /// `now_at` follows the given wall clock, never goes back when it steps
@@ -640,7 +706,9 @@ mod tests {
         // Past it: refused with the reason, no persist attempted.
         let tried = attempts.load(Ordering::SeqCst);
         for wall in [base + LEASE_MS + 1, base + 10 * LEASE_MS, base + 60_000] {
-            let err = clock.now_at(wall).unwrap_err();
+            let Err(Unstamped::NotDurable(err)) = clock.now_at(wall) else {
+                panic!("issued past the durable reservation at {wall}");
+            };
             assert_eq!(
                 err.to_string(),
                 format!("clock reservation not durable: {}", err.reason)
@@ -669,7 +737,7 @@ mod tests {
         let attempts = std::sync::Arc::new(AtomicU64::new(0));
         let clock = failing(1, &fail, &durable, &attempts);
         let err = clock.now_at(7_000_000).unwrap_err();
-        assert!(err.reason.contains("Too many open files"), "{err}");
+        assert!(err.to_string().contains("Too many open files"), "{err}");
         assert!(clock.renew_at(7_000_000).is_err());
         assert_eq!(attempts.load(Ordering::SeqCst), 2);
         fail.store(false, Ordering::SeqCst);

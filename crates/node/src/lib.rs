@@ -198,7 +198,7 @@ fn file_system(
 /// `ack-before-wal` is on (said loudly).
 fn write_durability(config: &NodeConfig) -> Durability {
     match config.planted_bug {
-        None => Durability::Complete,
+        None | Some(PlantedBug::CopySkipsPartitionedLeavingNode) => Durability::Complete,
         Some(PlantedBug::ConnectionPanic) => {
             for _ in 0..3 {
                 tracing::error!(
@@ -214,6 +214,12 @@ fn write_durability(config: &NodeConfig) -> Durability {
                 );
             }
             Durability::None
+        }
+        Some(PlantedBug::JoinedTakesIdZero) => {
+            tracing::error!(
+                "PLANTED BUG joined-takes-id-zero: a node started with --join stamps with node id 0 once added; two coordinators issue one timestamp. Test use only."
+            );
+            Durability::Complete
         }
     }
 }
@@ -301,10 +307,17 @@ fn adopt_layout(
             config.replication_factor = runs_with.replication_factor;
         }
         Err(e) => {
-            tracing::warn!(
-                version = runs_with.version,
-                "{e}: serving no client request"
-            );
+            use cluster::layout_file::{Loudness, not_member_loudness};
+            match not_member_loudness(config.join.is_some()) {
+                Loudness::Info => tracing::info!(
+                    version = runs_with.version,
+                    "{e}: serving no client request until it is added"
+                ),
+                Loudness::Warn => tracing::warn!(
+                    version = runs_with.version,
+                    "{e}: serving no client request"
+                ),
+            }
             config.cluster = vec![self_url.clone()];
             config.self_index = 0;
             config.peer_via = vec![None];
@@ -355,28 +368,64 @@ fn join_transition(thread: Option<std::thread::JoinHandle<()>>) -> Option<String
 struct TransferCopier(Arc<NodeShared>);
 
 impl cluster::transition::Copier for TransferCopier {
+    /// Copies, then gathers the facts of `cluster::copy_completion` (which
+    /// sources finished, which the new version removes, which the
+    /// operator declared dead) and carries out its decision.
     fn copy(
         &self,
         old: &cluster::layout::Layout,
         new: &cluster::layout::Layout,
     ) -> Result<bool, String> {
+        use cluster::copy_completion::{Completion, Mode, Source, decide};
         let me = self.0.placement.self_url().to_owned();
         let report =
             antientropy::transfer::copy::copy_gained(&self.0.antientropy_node(), &me, old, new)
                 .map_err(|e| e.to_string())?;
-        if report.complete() {
-            return Ok(true);
+        let history = self.0.membership.as_ref().map(|m| m.history());
+        let sources: Vec<Source<'_>> = report
+            .sources
+            .iter()
+            .map(|s| Source {
+                url: &s.url,
+                finished: s.state != antientropy::transfer::copy::SourceState::Pending,
+                leaving: !new.is_member(&s.url),
+                declared_dead: history
+                    .as_ref()
+                    .is_some_and(|h| h.current().version == new.version && h.declared_dead(&s.url)),
+            })
+            .collect();
+        let mode = match self.0.config.planted_bug {
+            Some(PlantedBug::CopySkipsPartitionedLeavingNode) => {
+                tracing::error!(
+                    "PLANTED BUG copy-skips-partitioned-leaving-node: a leaving node that does not answer is skipped; its writes may be lost. Test use only."
+                );
+                Mode::PlantedSkipsLeaving
+            }
+            Some(PlantedBug::AckBeforeWal | PlantedBug::JoinedTakesIdZero) | None => Mode::Sound,
+        };
+        match decide(&sources, mode) {
+            Completion::Complete { skipped } => {
+                self.0.transition.set_copy_waits(new.version, Vec::new());
+                if !skipped.is_empty() {
+                    tracing::warn!(
+                        version = new.version,
+                        sources = ?skipped,
+                        "layout transition: copy complete without the sources above (declared dead: a write only they held is lost)"
+                    );
+                }
+                Ok(true)
+            }
+            Completion::Waiting(waits) => {
+                tracing::warn!(
+                    version = new.version,
+                    waiting_for = ?waits.iter().map(|w| w.node.as_str()).collect::<Vec<_>>(),
+                    "layout transition: copy incomplete, the sources above did not answer (retried; a leaving node that is lost for good can be declared dead: POST /v0/layout?version={}&dead=URL)",
+                    new.version
+                );
+                self.0.transition.set_copy_waits(new.version, waits);
+                Ok(false)
+            }
         }
-        let pending = report.pending();
-        let removed_only = pending.iter().all(|url| !new.is_member(url));
-        if removed_only {
-            tracing::warn!(
-                version = new.version,
-                sources = ?pending,
-                "layout transition: copied from every surviving old replica; the removed nodes above did not answer (their writes acknowledged with ack >= 2 are on the others)"
-            );
-        }
-        Ok(removed_only)
     }
 }
 
@@ -539,6 +588,8 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         layout_version,
         membership.clone(),
     );
+    // The clock's node bits: this node's id in the live layout (`hlc`, `NetContext::refresh_placement`).
+    clock.set_node(state::clock_node(&config, &placement.get()));
     let peers = NodeShared::peer_statuses(placement.get().self_index());
     let (antientropy, sync_receiver) =
         antientropy::AntiEntropy::new(config.anti_entropy_rate_bytes);
@@ -736,7 +787,8 @@ fn start_clock(config: &NodeConfig, db: &Db) -> Result<hlc::Hlc, String> {
         failing = result.is_err();
         result
     };
-    let clock = hlc::Hlc::with_reservation(config.self_index, Box::new(persist));
+    // Node bits set from the live layout once the placement is built.
+    let clock = hlc::Hlc::with_reservation(0, Box::new(persist));
     match hlc::restore_plan(reserved, hlc::wall_ms()) {
         hlc::Restore::Nothing => {}
         hlc::Restore::WaitUntilMs(until) => {

@@ -353,6 +353,11 @@ impl NetContext {
         self.route_config
             .set(route_config(self.config.key_bytes_max, &latest));
         let version = latest.version();
+        // The clock stamps with this node's id in the live layouts (none:
+        // joining or removed, it stamps nothing).
+        self.shared
+            .hlc
+            .set_node(clock_node(&self.shared.config, &latest));
         *self.placement.borrow_mut() = latest;
         // From here on this thread places with `version` and its fence
         // (`net::fence`) refuses coordinators on older versions.
@@ -371,5 +376,19 @@ impl NetContext {
             tls: self.shared.tls.as_ref(),
             layout_version: self.placement.borrow().version(),
         }
+    }
+}
+
+/// The node id this node's clock stamps with under `placement`: its id in
+/// the live layouts, none while it is a member of none (`crate::hlc`). The
+/// planted bug `joined-takes-id-zero` gives a node started with `--join`
+/// id 0 once it has one.
+pub fn clock_node(config: &NodeConfig, placement: &Placement) -> Option<u16> {
+    let id = placement.self_id();
+    match config.planted_bug {
+        Some(crate::config::PlantedBug::JoinedTakesIdZero) if config.join.is_some() => {
+            id.map(|_| 0)
+        }
+        _ => id,
     }
 }

@@ -107,30 +107,6 @@ impl Report {
         self.violations.is_empty()
     }
 
-    /// Keys two writes of which carried the same timestamp.
-    pub fn keys_with_reused_timestamps(&self) -> BTreeSet<&[u8]> {
-        self.violations
-            .iter()
-            .filter(|v| v.kind == ViolationKind::TimestampReused)
-            .filter_map(|v| v.key.as_deref())
-            .collect()
-    }
-
-    /// The violations that a reused timestamp does not explain: all but
-    /// [`ViolationKind::TimestampReused`] and those on a key with a reused
-    /// timestamp (two versions at one timestamp can make replicas keep
-    /// different ones, which then reads as a lost write, a phantom or a
-    /// divergence). Known bug: a node's clock can issue a timestamp again
-    /// after a restart, see docs/ARCHITECTURE.md "Deterministic simulation".
-    pub fn beyond_reused_timestamps(&self) -> Vec<&Violation> {
-        let reused = self.keys_with_reused_timestamps();
-        self.violations
-            .iter()
-            .filter(|v| v.kind != ViolationKind::TimestampReused)
-            .filter(|v| v.key.as_deref().is_none_or(|k| !reused.contains(k)))
-            .collect()
-    }
-
     /// The first `n` violations, one per line.
     pub fn summary(&self, n: usize) -> String {
         let mut lines: Vec<String> = self

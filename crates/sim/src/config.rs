@@ -57,11 +57,15 @@ pub enum PlantedBug {
     /// keeping it as a tombstone for the grace, so an older version on
     /// another replica (or below it) comes back.
     DropExpiredWithoutTombstone,
+    /// A layout transition: the added node's clock takes node id 0 (the
+    /// first member's) instead of its id from the layout, as a node started
+    /// with `--join` once took its position in the start-up list.
+    JoinedTakesIdZero,
 }
 
 impl PlantedBug {
     /// Every planted bug by its command-line name.
-    pub const NAMES: [(&'static str, PlantedBug); 6] = [
+    pub const NAMES: [(&'static str, PlantedBug); 7] = [
         ("ack-minus-one", PlantedBug::AckMinusOne),
         ("no-restamp", PlantedBug::NoRestamp),
         ("reads-before-sync", PlantedBug::ReadsBeforeSync),
@@ -71,6 +75,7 @@ impl PlantedBug {
             "drop-expired-without-tombstone",
             PlantedBug::DropExpiredWithoutTombstone,
         ),
+        ("joined-takes-id-zero", PlantedBug::JoinedTakesIdZero),
     ];
 
     /// Its command-line name.

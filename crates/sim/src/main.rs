@@ -53,7 +53,7 @@ struct Args {
     /// Add the last node to the layout mid-run (version 1 is the others).
     #[arg(long)]
     grow: bool,
-    /// A bug planted, to see the checker catch it: ack-minus-one (coordinator), no-restamp (replicas store older writes), drop-expired-without-tombstone (engine compaction), or with --grow reads-before-sync, writes-skip-new, cleanup-early.
+    /// A bug planted, to see the checker catch it: ack-minus-one (coordinator), no-restamp (replicas store older writes), drop-expired-without-tombstone (engine compaction), or with --grow reads-before-sync, writes-skip-new, cleanup-early, joined-takes-id-zero.
     #[arg(long, hide = true)]
     planted_bug: Option<String>,
     /// Stop at the first failing seed.

@@ -148,6 +148,10 @@ pub struct SimNode {
     pub(crate) dropped: std::cell::RefCell<BTreeMap<Vec<u8>, u64>>,
     /// The engine's clock and planted bug.
     pub(crate) engine: EngineSetup,
+    /// Its node id in the layout (its clock's node bits), as its `LAYOUT`
+    /// keeps it (it survives crashes); `None` while it is no member
+    /// (joining), when its clock stamps nothing and it serves no client.
+    pub(crate) node_id: Option<u16>,
 }
 
 fn options(fs: &SimFs, wal_mode: WalMode, force_recovery: bool, engine: &EngineSetup) -> Options {
@@ -188,16 +192,19 @@ fn driver(index: usize, nodes: usize) -> Replicator<OpId> {
     })
 }
 
-/// Node `index`'s clock, persisting its reservations to `reserved`.
-fn reserving_clock(index: usize, reserved: &Arc<AtomicU64>) -> Hlc {
+/// A clock stamping with node id `id` (none: it stamps nothing),
+/// persisting its reservations to `reserved`.
+fn reserving_clock(id: Option<u16>, reserved: &Arc<AtomicU64>) -> Hlc {
     let reserved = Arc::clone(reserved);
-    Hlc::with_reservation(
-        index,
+    let clock = Hlc::with_reservation(
+        0,
         Box::new(move |ts, _| {
             reserved.fetch_max(ts, Ordering::SeqCst);
             Ok(())
         }),
-    )
+    );
+    clock.set_node(id);
+    clock
 }
 
 impl SimNode {
@@ -222,7 +229,8 @@ impl SimNode {
             index,
             fs,
             db: Some(db),
-            hlc: reserving_clock(index, &clock_reserved),
+            // A fixed cluster's ids: list order, as a bootstrap layout gives them.
+            hlc: reserving_clock(Some(index as u16), &clock_reserved),
             clock_reserved,
             incarnation: 0,
             skew_ms: 0,
@@ -234,6 +242,7 @@ impl SimNode {
             last_crash: None,
             dropped: std::cell::RefCell::new(BTreeMap::new()),
             engine,
+            node_id: Some(index as u16),
         })
     }
 
@@ -258,10 +267,24 @@ impl SimNode {
         self.engine.clock.skew_ms.store(skew_ms, Ordering::SeqCst);
     }
 
-    /// A timestamp for a write this node coordinates at `now_ms`.
-    pub fn stamp(&self, now_ms: u64) -> u64 {
+    /// Its node id (`None`: not a member, it stamps nothing).
+    pub fn node_id(&self) -> Option<u16> {
+        self.node_id
+    }
+
+    /// Gives the node its id from the layout (kept across crashes, as the
+    /// real node keeps its `LAYOUT`); the clock stamps with it from now on.
+    pub fn set_node_id(&mut self, id: Option<u16>) {
+        self.node_id = id;
+        self.hlc.set_node(id);
+    }
+
+    /// A timestamp for a write this node coordinates at `now_ms`; `None`
+    /// while the node holds no node id.
+    pub fn stamp(&self, now_ms: u64) -> Option<u64> {
         match self.hlc.now_at(self.wall_ms(now_ms)) {
-            Ok(ts) => ts,
+            Ok(ts) => Some(ts),
+            Err(ataman_node::hlc::Unstamped::NoNodeId) => None,
             // The simulated reservation is a memory cell: persisting it never fails.
             Err(e) => unreachable!("{e}"),
         }
@@ -398,7 +421,7 @@ impl SimNode {
         // before the settle's close rotates and flushes in its turn: the
         // two would otherwise race for file numbers.
         let _ = db.flush();
-        self.hlc = reserving_clock(self.index, &self.clock_reserved);
+        self.hlc = reserving_clock(self.node_id, &self.clock_reserved);
         // 0 (no reservation yet) observes nothing.
         self.hlc.observe(self.clock_reserved.load(Ordering::SeqCst));
         self.hlc.observe(db.timestamp_max());
@@ -477,7 +500,7 @@ mod tests {
     #[test]
     fn crash_and_restart_keep_synced_writes() {
         let mut node = SimNode::new(1, 3, WalMode::Fsync).unwrap();
-        let ts = node.stamp(5);
+        let ts = node.stamp(5).unwrap();
         node.write(b"k", &v(ts, "a")).unwrap();
         for (i, kind) in [CrashKind::PowerLoss, CrashKind::Kill]
             .into_iter()
@@ -487,7 +510,7 @@ mod tests {
             assert!(!node.is_up());
             assert_eq!(node.restart(), Reopened::Clean);
             assert_eq!(node.read(b"k").unwrap(), Some(v(ts, "a")));
-            assert!(node.stamp(0) > ts);
+            assert!(node.stamp(0).unwrap() > ts);
         }
         assert_eq!(node.incarnation(), 2);
     }
@@ -497,11 +520,11 @@ mod tests {
     #[test]
     fn restart_does_not_reissue_an_unstored_timestamp() {
         let mut node = SimNode::new(2, 3, WalMode::Fsync).unwrap();
-        node.hlc.observe(node.stamp(0) + (1 << 30));
-        let unstored = node.stamp(0);
+        node.hlc.observe(node.stamp(0).unwrap() + (1 << 30));
+        let unstored = node.stamp(0).unwrap();
         node.crash(CrashKind::PowerLoss, 3);
         node.restart();
-        assert!(node.stamp(0) > unstored);
+        assert!(node.stamp(0).unwrap() > unstored);
     }
 
     /// Flush and compaction settle the engine and keep every version, tombstones included.

@@ -8,7 +8,8 @@
 //!   (`POST /v0/layout`), and waits until the layout is settled.
 //! - `remove --node K` commits the layout without node `K`, waits until
 //!   it is settled, then asks the supervisor to stop the node (the
-//!   `REMOVED` marker).
+//!   `REMOVED` marker). With `--dead` the removal also declares the node
+//!   dead (`dead=URL`): copies skip it instead of waiting for it.
 
 use super::local_members::{self, Supervisor};
 use crate::ctl::layout as text;
@@ -44,6 +45,11 @@ pub struct RemoveArgs {
     /// The node to remove (its index, as `cluster start` printed it).
     #[arg(long)]
     pub node: usize,
+    /// The node is dead and its data lost (Cassandra's `removenode`, not
+    /// `decommission`): the survivors copy from each other and skip it.
+    /// Without it the node must answer: its data is copied first.
+    #[arg(long)]
+    pub dead: bool,
     /// The directory `cluster start` runs the cluster in.
     #[arg(long, default_value = super::start::DIR_DEFAULT)]
     pub dir: PathBuf,
@@ -140,14 +146,13 @@ fn version_of(doc: &serde_json::Value) -> Result<u64, GrowError> {
         .ok_or_else(|| GrowError::Cluster("a layout without an integer version".into()))
 }
 
-/// Commits `change` (`add=URL` or `remove=URL`) as the next version
-/// through `seed`; prints the chosen layout.
-fn commit(seed: &str, version: u64, change: (&str, &str)) -> Result<(), GrowError> {
+/// Commits `change` (`add=URL`, `remove=URL`, each with `dead=URL` or
+/// not) as the next version through `seed`; prints the chosen layout.
+fn commit(seed: &str, version: u64, change: &[(&str, &str)]) -> Result<(), GrowError> {
     let v = version.to_string();
-    let path = target(
-        "/v0/layout",
-        &[("version", v.as_bytes()), (change.0, change.1.as_bytes())],
-    );
+    let mut query = vec![("version", v.as_bytes())];
+    query.extend(change.iter().map(|(k, u)| (*k, u.as_bytes())));
+    let path = target("/v0/layout", &query);
     match request(seed, "POST", &path).map_err(GrowError::Cluster)? {
         (200, body) => {
             // Committed: an answer this command cannot print changes nothing.
@@ -230,7 +235,7 @@ pub fn add(args: &AddArgs) -> Result<(), GrowError> {
         std::thread::sleep(Duration::from_millis(POLL_INTERVAL_MS));
     };
     let committed = if answered {
-        commit(&seed_url, version + 1, ("add", &url))
+        commit(&seed_url, version + 1, &[("add", &url)])
     } else {
         Err(GrowError::Timeout(
             format!("node {k} did not answer GET /v0/status"),
@@ -264,7 +269,11 @@ pub fn remove(args: &RemoveArgs) -> Result<(), GrowError> {
             version_of(&doc)?
         )));
     }
-    commit(&seed_url, version_of(&doc)? + 1, ("remove", &url))?;
+    let mut change = vec![("remove", url.as_str())];
+    if args.dead {
+        change.push(("dead", url.as_str()));
+    }
+    commit(&seed_url, version_of(&doc)? + 1, &change)?;
     wait_settled(&seed_url, deadline, args.timeout_ms)?;
     let marker = local_members::node_dir(&args.dir, args.node).join(local_members::REMOVED_FILE);
     std::fs::write(&marker, "")

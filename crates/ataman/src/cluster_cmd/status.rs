@@ -4,7 +4,7 @@
 //! of its counters) and its view of every node.
 
 use super::view::{ClusterView, RequestCounts};
-use crate::ctl::{EXIT_NO_ANSWER, EXIT_REFUSED, TIMEOUT_MS_DEFAULT, URL_DEFAULT};
+use crate::ctl::{EXIT_NO_ANSWER, EXIT_REFUSED, TIMEOUT_MS_DEFAULT, url_or_default};
 use crate::http_client::exchange::exchange;
 use crate::http_client::url::{BaseUrl, UrlError};
 use std::fmt::Write as _;
@@ -20,9 +20,10 @@ pub const SAMPLE_THREADS_MAX: usize = 16;
 /// `ataman cluster status` arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StatusArgs {
-    /// Any node of the cluster: `http://HOST[:PORT]`.
-    #[arg(long, env = "ATAMAN_URL", default_value = URL_DEFAULT)]
-    pub url: String,
+    /// Any node of the cluster: `http://HOST[:PORT]` or `https://HOST[:PORT]`
+    /// [default: http://127.0.0.1:19234, https:// with --tls-ca].
+    #[arg(long, env = "ATAMAN_URL")]
+    pub url: Option<String>,
     /// Time between the two samples the rates come from, in ms; 0 takes one sample and prints totals.
     #[arg(long, default_value_t = INTERVAL_MS_DEFAULT)]
     pub interval_ms: u64,
@@ -127,18 +128,19 @@ fn sample_all(urls: &[String], timeout: Duration) -> Vec<Result<Sample, String>>
 
 /// Runs `status`: true when every node answered both samples.
 pub fn run(args: &StatusArgs) -> Result<bool, StatusError> {
-    BaseUrl::parse(&args.url)?;
+    let url = url_or_default(args.url.as_deref(), args.tls_ca.as_deref());
+    BaseUrl::parse(url)?;
     crate::http_client::tls::set_ca_if(args.tls_ca.as_deref()).map_err(StatusError::Tls)?;
     if args.interval_ms > INTERVAL_MS_MAX {
         return Err(StatusError::Interval(args.interval_ms));
     }
     let timeout = Duration::from_millis(args.timeout_ms.max(1));
-    let first = fetch(&args.url, timeout).map_err(|reason| StatusError::NoAnswer {
-        url: args.url.clone(),
+    let first = fetch(url, timeout).map_err(|reason| StatusError::NoAnswer {
+        url: url.to_string(),
         reason,
     })?;
     let urls: Vec<String> = if first.nodes.is_empty() {
-        vec![args.url.clone()]
+        vec![url.to_string()]
     } else {
         first.nodes.iter().map(|node| node.url.clone()).collect()
     };
@@ -164,7 +166,7 @@ pub fn run(args: &StatusArgs) -> Result<bool, StatusError> {
             }
         })
         .collect();
-    print!("{}", render(&args.url, &reports));
+    print!("{}", render(url, &reports));
     Ok(reports.iter().all(|r| r.outcome.is_ok()))
 }
 

@@ -5,9 +5,9 @@
 //!
 //!   ```text
 //!   layout version 1, replication factor 3, settled
-//!   http://127.0.0.1:19401
-//!   http://127.0.0.1:19402 (this node)
-//!   http://127.0.0.1:19403
+//!   http://127.0.0.1:19401 (node id 0)
+//!   http://127.0.0.1:19402 (node id 1, this node)
+//!   http://127.0.0.1:19403 (node id 2)
 //!   ```
 //! - `plan`: what a change would move, without changing anything: every
 //!   member answers `GET /v0/layout/plan?…` with what it would send to
@@ -56,6 +56,12 @@ pub struct ChangeArgs {
     /// A new replication factor.
     #[arg(long)]
     pub replication_factor: Option<u64>,
+    /// A node whose data is lost for good (its URL), removed by this change
+    /// (with --remove) or by the transition under way (alone, with that
+    /// transition's --version): copies skip it; repeatable. Without it a
+    /// leaving node that does not answer holds the transition.
+    #[arg(long)]
+    pub dead: Vec<String>,
 }
 
 impl ChangeArgs {
@@ -70,6 +76,9 @@ impl ChangeArgs {
         }
         if let Some(r) = self.replication_factor {
             q.push(("replication_factor", r.to_string().into_bytes()));
+        }
+        for url in &self.dead {
+            q.push(("dead", url.as_bytes().to_vec()));
         }
         q
     }
@@ -107,12 +116,30 @@ pub fn show_text(doc: &serde_json::Value) -> Result<String, String> {
             ""
         }
     );
+    let ids = doc.get("node_ids");
     for url in members(doc)? {
         out.push_str(&url);
+        let mut notes = Vec::new();
+        if let Some(id) = ids.and_then(|m| m.get(&url)).and_then(|v| v.as_u64()) {
+            notes.push(format!("node id {id}"));
+        }
         if url == me {
-            out.push_str(" (this node)");
+            notes.push("this node".to_owned());
+        }
+        if !notes.is_empty() {
+            out.push_str(&format!(" ({})", notes.join(", ")));
         }
         out.push('\n');
+    }
+    for wait in doc
+        .get("waiting_for")
+        .and_then(|w| w.as_array())
+        .into_iter()
+        .flatten()
+    {
+        let node = wait.get("node").and_then(|n| n.as_str()).unwrap_or("?");
+        let reason = wait.get("reason").and_then(|r| r.as_str()).unwrap_or("?");
+        out.push_str(&format!("waiting for {node}: {reason}\n"));
     }
     Ok(out)
 }
@@ -254,7 +281,23 @@ mod tests {
             show_text(&doc).unwrap(),
             "layout version 2, replication factor 2, settled\nhttp://a:1\nhttp://b:2 (this node)\n"
         );
+        // With the members' node ids (`GET /v0/layout` has them).
+        let mut with_ids = doc.clone();
+        with_ids["node_ids"] = serde_json::json!({"http://a:1": 3, "http://b:2": 0});
+        assert_eq!(
+            show_text(&with_ids).unwrap(),
+            "layout version 2, replication factor 2, settled\nhttp://a:1 (node id 3)\nhttp://b:2 (node id 0, this node)\n"
+        );
         assert!(show_text(&serde_json::json!({"version": "x"})).is_err());
+        let waiting = serde_json::json!({
+            "version": 3, "nodes": ["http://a:1"], "replication_factor": 1, "settled": false,
+            "waiting_for": [{"node": "http://c:3", "reason": "copy source not answering"}]
+        });
+        assert!(
+            show_text(&waiting)
+                .unwrap()
+                .ends_with("http://a:1\nwaiting for http://c:3: copy source not answering\n")
+        );
     }
 
     /// Sends add up per sender and per receiver; a node that sends nothing
@@ -312,6 +355,7 @@ mod tests {
             add: vec!["http://d:4".into()],
             remove: vec!["http://a:1".into()],
             replication_factor: Some(2),
+            dead: vec!["http://a:1".into()],
         };
         let q: Vec<(&str, String)> = c
             .query()
@@ -323,7 +367,8 @@ mod tests {
             vec![
                 ("add", "http://d:4".to_owned()),
                 ("remove", "http://a:1".to_owned()),
-                ("replication_factor", "2".to_owned())
+                ("replication_factor", "2".to_owned()),
+                ("dead", "http://a:1".to_owned())
             ]
         );
         assert!(ChangeArgs::default().is_empty() && !c.is_empty());

@@ -29,9 +29,9 @@ pub(super) fn run(
             write_out(out, text.as_bytes())
         }
         LayoutCommand::Apply { change, version } => {
-            if change.is_empty() {
+            if change.is_empty() && change.dead.is_empty() {
                 return Err(CtlError::Usage(
-                    "apply needs --add, --remove or --replication-factor".into(),
+                    "apply needs --add, --remove, --replication-factor or --dead".into(),
                 ));
             }
             let version = version.to_string().into_bytes();

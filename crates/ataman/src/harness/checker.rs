@@ -25,6 +25,11 @@
 //!   the node it went to was paused (SIGSTOP) meanwhile.
 //! - **Convergence**: at the end every replica of every key holds the same
 //!   version (same timestamp, same value or tombstone, or none at all).
+//! - **One timestamp, one write**: no two replicas of a key hold different
+//!   contents (two values, or a value and a tombstone) under the same
+//!   timestamp. Anti-entropy and read repair count equal timestamps as the
+//!   same write, so such replicas would disagree for good: two coordinators
+//!   issued one timestamp (a node id held twice, `cluster::node_ids`).
 //! - **Crashes**: no node exited unless the harness stopped it.
 //!
 //! Nothing excuses a lost write: losses under clock skew, within one
@@ -93,6 +98,8 @@ pub struct Findings {
     pub hangs_excused: u64,
     /// Keys whose replicas disagree at the end.
     pub divergent: Tally,
+    /// Keys two replicas of which hold different contents under one timestamp.
+    pub same_timestamp: Tally,
     /// Nodes that died on their own (or exited uncleanly when stopped).
     pub crashes: Tally,
     /// The final reads, by workload.
@@ -112,6 +119,7 @@ impl Findings {
             + self.bad_answers.count
             + self.hangs.count
             + self.divergent.count
+            + self.same_timestamp.count
             + self.crashes.count
             + self.final_unanswered.count
             + u64::from(self.not_converged)
@@ -451,6 +459,18 @@ fn check_copies(history: &History, f: &mut Findings) {
             .all(|(_, s)| !matches!(s, CopyState::Error(_)) && *s == copies[0].1);
         if !agree {
             f.divergent.add(|| format!("{key}: {copies:?}"));
+        }
+        let mut by_ts: BTreeMap<u64, Vec<(usize, &CopyState)>> = BTreeMap::new();
+        for &(node, state) in &copies {
+            if let CopyState::Value { ts, .. } | CopyState::Tombstone { ts } = state {
+                by_ts.entry(*ts).or_default().push((node, state));
+            }
+        }
+        for (ts, held) in by_ts {
+            if held.iter().any(|(_, s)| *s != held[0].1) {
+                f.same_timestamp
+                    .add(|| format!("{key}: two contents under timestamp {ts}: {held:?}"));
+            }
         }
     }
 }

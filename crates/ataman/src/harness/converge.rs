@@ -56,6 +56,8 @@ pub fn read_copies(
     keys: &[&str],
     secret: Option<&ClusterSecret>,
 ) -> Result<Vec<CopyState>, String> {
+    // The fence serves a peer that names the node's layout version only.
+    let version = layout_version(addr)?;
     let sock = TcpStream::connect_timeout(&addr, PEER_IO_TIMEOUT)
         .map_err(|e| format!("connect to {addr}: {e}"))?;
     sock.set_read_timeout(Some(PEER_IO_TIMEOUT))
@@ -69,7 +71,8 @@ pub fn read_copies(
     let mut stream = crate::http_client::exchange::secure(&url, sock, PEER_IO_TIMEOUT)
         .map_err(|e| e.to_string())?;
     let host = addr.to_string();
-    let mut dialer = Dialer::new(PEER_PROTOCOL, &host, HARNESS_PEER_URL, secret.cloned());
+    let mut dialer =
+        Dialer::new(PEER_PROTOCOL, &host, HARNESS_PEER_URL, secret.cloned()).with_layout(version);
     stream
         .write_all(&dialer.first_request())
         .and_then(|()| stream.flush())
@@ -180,6 +183,19 @@ pub fn start_repair(addr: SocketAddr, timeout: Duration) -> Result<Option<u64>, 
             String::from_utf8_lossy(&body).trim_end()
         )),
     }
+}
+
+/// The layout version the node at `addr` reports (`GET /v0/cluster`).
+fn layout_version(addr: SocketAddr) -> Result<u64, String> {
+    let (status, body) = request_once(addr, "GET", "/v0/cluster", PEER_IO_TIMEOUT)?;
+    if status != 200 {
+        return Err(format!("GET /v0/cluster on {addr}: {status}"));
+    }
+    let v: Value = serde_json::from_slice(&body)
+        .map_err(|e| format!("GET /v0/cluster on {addr}: not JSON: {e}"))?;
+    v["layout_version"]
+        .as_u64()
+        .ok_or_else(|| format!("GET /v0/cluster on {addr}: no layout_version in {v}"))
 }
 
 /// Whether the node at `addr` finished round `round` (idle, `last.round >=

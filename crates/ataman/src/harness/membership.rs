@@ -6,7 +6,7 @@
 //! | --- | --- |
 //! | `join` | the first spare slot starts empty with `--join` (a member's URL), then `POST /v0/layout?version=N&add=URL`; once every member says `settled`, clients send to it |
 //! | `leave` | clients stop sending to the member, `POST …&remove=URL`; once it says `safe_to_stop` it is stopped and wiped: a spare again (its URL may join again later) |
-//! | `replace` | `kill -9` of the member, the first spare starts with `--join`, one version `remove=DEAD&add=NEW`; the dead slot is wiped: a spare |
+//! | `replace` | `kill -9` of the member, the first spare starts with `--join`, one version `remove=DEAD&dead=DEAD&add=NEW` (declared dead: the copies skip it); the dead slot is wiped: a spare |
 //!
 //! One step at a time (the process lane runs them), each bounded: the
 //! commit retries a 409 (a transition under way) or 503 (no majority) up
@@ -122,7 +122,9 @@ impl<'a> Membership<'a> {
     /// serve, retrying 409 and 503 up to [`COMMIT_TIMEOUT`]. `Ok(version)`
     /// once committed (also when the answer was lost but the layout read
     /// back has the change), `Err` with the last answer otherwise.
-    fn commit(&self, add: Option<usize>, remove: Option<usize>) -> Result<u64, String> {
+    /// `dead`: the removed node is declared dead in the same request
+    /// (`dead=URL`: its data is gone, the copies skip it).
+    fn commit(&self, add: Option<usize>, remove: Option<usize>, dead: bool) -> Result<u64, String> {
         let started = Instant::now();
         let add_url = add.map(|i| self.url(i).to_owned());
         let remove_url = remove.map(|i| self.url(i).to_owned());
@@ -150,6 +152,9 @@ impl<'a> Membership<'a> {
                 if let Some(url) = url {
                     query.push((name, url.as_bytes()));
                 }
+            }
+            if let (true, Some(url)) = (dead, &remove_url) {
+                query.push(("dead", url.as_bytes()));
             }
             let target = crate::http_client::url::target("/v0/layout", &query);
             match request_once(self.view.addr(via), "POST", &target, REQUEST_TIMEOUT) {
@@ -291,7 +296,7 @@ impl<'a> Membership<'a> {
             Ok(s) => s,
             Err(e) => return (Vec::new(), format!("skipped: {e}{earlier}")),
         };
-        let detail = match self.commit(Some(spare), None) {
+        let detail = match self.commit(Some(spare), None, false) {
             Ok(version) => {
                 lock(self.cluster).set_role(spare, Role::Member);
                 format!(
@@ -321,7 +326,7 @@ impl<'a> Membership<'a> {
             );
         }
         self.view.set_target(node, false);
-        let version = match self.commit(None, Some(node)) {
+        let version = match self.commit(None, Some(node), false) {
             Ok(v) => v,
             Err(e) => {
                 self.view.set_target(node, true);
@@ -372,7 +377,7 @@ impl<'a> Membership<'a> {
                 return (vec![dead], format!("{killed}; {e}; {again}{earlier}"));
             }
         };
-        let detail = match self.commit(Some(spare), Some(dead)) {
+        let detail = match self.commit(Some(spare), Some(dead), true) {
             Ok(version) => {
                 {
                     let mut c = lock(self.cluster);

@@ -105,6 +105,7 @@ impl Report {
                 "bad_answers": tally_json(&f.bad_answers),
                 "hangs": tally_json(&f.hangs),
                 "divergent": tally_json(&f.divergent),
+                "same_timestamp": tally_json(&f.same_timestamp),
                 "crashes": tally_json(&f.crashes),
                 "final_unanswered": tally_json(&f.final_unanswered),
         });
@@ -247,6 +248,7 @@ impl Report {
             ("answer", &f.bad_answers),
             ("hang", &f.hangs),
             ("divergent", &f.divergent),
+            ("one timestamp, two contents", &f.same_timestamp),
             ("crash", &f.crashes),
             ("final unanswered", &f.final_unanswered),
         ] {

@@ -37,6 +37,10 @@ pub enum ResponseError {
     /// The bytes are not an HTTP/1.x response.
     #[error("malformed response: {0}")]
     Malformed(String),
+    /// The answer is a TLS record (an alert: the node speaks TLS and took
+    /// the plaintext request for a broken handshake).
+    #[error("the server answered with TLS: use an https:// URL (with --tls-ca)")]
+    TlsAnswer,
     /// A limit above was exceeded.
     #[error("response {what} over {limit_bytes} bytes")]
     TooLarge {
@@ -102,12 +106,22 @@ fn read_line_bounded<R: BufRead>(
     Ok(line)
 }
 
+/// Whether `bytes` begin like a TLS record (RFC 8446, section 5.1): the
+/// content type alert (21) or handshake (22), then the major byte of the
+/// legacy record version (3). No HTTP/1.x status line starts so.
+pub fn is_tls_record(bytes: &[u8]) -> bool {
+    matches!(bytes, [0x15 | 0x16, 0x03, ..])
+}
+
 /// Reads the status line and headers, up to and including the empty line.
 fn read_head<R: BufRead>(reader: &mut R) -> Result<Vec<u8>, ResponseError> {
     let mut head = Vec::new();
     loop {
         let remaining = RESPONSE_HEAD_BYTES_MAX - head.len();
         let line = read_line_bounded(reader, remaining, "head")?;
+        if head.is_empty() && is_tls_record(&line) {
+            return Err(ResponseError::TlsAnswer);
+        }
         if line.is_empty() {
             return Err(if head.is_empty() {
                 ResponseError::Closed
@@ -348,6 +362,29 @@ mod tests {
 
     fn parse(bytes: &[u8]) -> Result<Response, ResponseError> {
         read_response(&mut &bytes[..])
+    }
+
+    /// A TLS alert in place of a status line (a plaintext request to a TLS
+    /// port) is told apart from a truncated answer, whatever follows it.
+    #[test]
+    fn tls_alert_is_named() {
+        // What a rustls server sends a plaintext client: a fatal decode_error alert.
+        let alert = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x32];
+        assert!(matches!(parse(&alert), Err(ResponseError::TlsAnswer)));
+        let with_newline = [&alert[..], b"\n\r\n"].concat();
+        assert!(matches!(
+            parse(&with_newline),
+            Err(ResponseError::TlsAnswer)
+        ));
+        let handshake = [0x16, 0x03, 0x01, 0x00, 0x05];
+        assert!(matches!(parse(&handshake), Err(ResponseError::TlsAnswer)));
+        let message = ResponseError::TlsAnswer.to_string();
+        assert!(message.contains("https://"), "{message}");
+        // A truncated HTTP head is still that.
+        assert!(matches!(
+            parse(b"HTTP/1.1 200"),
+            Err(ResponseError::Truncated("head"))
+        ));
     }
 
     /// A Content-Length body is read exactly, and the next response follows.

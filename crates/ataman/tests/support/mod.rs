@@ -477,3 +477,21 @@ pub fn fixed_resp_addr() -> String {
     }
     panic!("no free port in {FIXED_PORTS:?}");
 }
+
+/// The peer upgrade request a test client sends to the node at `addr` as
+/// `self_url`, naming the layout version the node reports in
+/// `/v0/cluster` (the fence refuses a peer that names none).
+pub fn peer_upgrade_request(addr: SocketAddr, self_url: &str) -> Vec<u8> {
+    let r = Conn::open(addr).request("GET", "/v0/cluster", &[], None);
+    let text = String::from_utf8_lossy(&r.body).into_owned();
+    let version = text
+        .split("\"layout_version\":")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|digits| digits.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no layout_version in /v0/cluster: {text}"));
+    ataman_node::peer::handshake::with_layout(
+        ataman_node::peer::handshake::upgrade_request(&addr.to_string(), self_url),
+        version,
+    )
+}

@@ -70,6 +70,8 @@ pub struct Stats {
     pub level_tombstones: Vec<u64>,
     /// Bytes in the active memtable.
     pub memtable_bytes: u64,
+    /// Bytes in the immutable memtables waiting for flush.
+    pub immutable_memtable_bytes: u64,
     /// The size this engine freezes a memtable at (`super::flush_point`).
     pub memtable_flush_point_bytes: u64,
     /// Entries (versions and tombstones) in the active and immutable
@@ -406,6 +408,7 @@ impl Db {
                 .map(|l| l.iter().map(|t| t.meta.tombstones).sum())
                 .collect(),
             memtable_bytes: sv.mem.bytes() as u64,
+            immutable_memtable_bytes: sv.imms.iter().map(|m| m.bytes() as u64).sum(),
             memtable_flush_point_bytes: s.flush_at as u64,
             memtable_entries: (sv.mem.len()
                 + sv.imms.iter().map(ImmutableMemtable::len).sum::<usize>())

@@ -10,6 +10,7 @@
 //!   (carried by `peer::auth_gate`, the accepting side, and
 //!   `peer::auth_dialer`, the dialing side).
 //! - [`protected`]: protected mode (no open node on a non-loopback address).
+//! - [`peer_access`]: who may open a peer surface, from the live layout.
 //!
 //! And their use by the node:
 //! - [`reload`]: the token set shared with the network threads, rotated on
@@ -18,6 +19,7 @@
 //! - [`metrics`]: refusals by reason, for `/metrics`.
 
 pub mod metrics;
+pub mod peer_access;
 pub mod peer_proof;
 pub mod policy;
 pub mod private_file;
@@ -39,9 +41,6 @@ pub struct Auth {
     pub secret: Option<secret::ClusterSecret>,
     /// Refusals by reason.
     pub metrics: metrics::AuthMetrics,
-    /// Peer upgrades refused outright: client tokens are on, there is no
-    /// secret, and the node is alone in its cluster (no peer has business here).
-    pub peers_closed: bool,
 }
 
 impl Auth {
@@ -53,10 +52,22 @@ impl Auth {
     /// Applies protected mode, then reads the token file and the secret
     /// (refusing files others may read). Before the node binds anything.
     pub fn load(config: &NodeConfig) -> Result<Auth, String> {
+        let mut listeners = vec![protected::Listener {
+            option: "--listen",
+            addr: &config.listen,
+            serves_peers: true,
+        }];
+        if let Some(addr) = config.resp_listen.as_deref() {
+            listeners.push(protected::Listener {
+                option: "--resp-listen",
+                addr,
+                serves_peers: false,
+            });
+        }
         let exposure = protected::Exposure {
-            listen: &config.listen,
-            resp_listen: config.resp_listen.as_deref(),
+            listeners: &listeners,
             cluster: &config.cluster,
+            join: config.join.as_deref(),
             tokens: config.auth_token_file.is_some(),
             // A peer proves the secret, or presents a certificate of the CA.
             peers_verified: config.cluster_secret_file.is_some()
@@ -91,7 +102,6 @@ impl Auth {
             reload::install_sighup();
         }
         Ok(Auth {
-            peers_closed: tokens.is_some() && secret.is_none() && config.cluster.len() == 1,
             tokens,
             secret,
             metrics: metrics::AuthMetrics::default(),

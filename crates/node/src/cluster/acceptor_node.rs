@@ -49,6 +49,11 @@ impl AcceptorNode {
         })
     }
 
+    /// The data directory its files are in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The layout the node serves with.
     pub fn current(&self) -> &Layout {
         &self.current

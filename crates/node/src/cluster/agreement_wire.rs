@@ -6,9 +6,9 @@
 //! layout endpoint.
 //!
 //! # Byte format
-//! A request: `ATPQ`, format `1`, kind (`1` prepare, `2` accept, `3`
+//! A request: `ATPQ`, format `2`, kind (`1` prepare, `2` accept, `3`
 //! commit, `4` gossip, `5` read), then per kind: prepare `slot, round, node`; accept `slot,
-//! round, node, layout`; commit `layout`; gossip a history; read nothing. A reply: `ATPA`, format `1`,
+//! round, node, layout`; commit `layout`; gossip a history; read nothing. A reply: `ATPA`, format `2`,
 //! kind (`1` promise, `2` accepted, `3` reject, `4` decided, `5` behind,
 //! `6` committed, `7` chosen, `8` gossip), then per kind: promise `round, node, flag [, round,
 //! node, layout]`; accepted and reject `round, node`; decided, behind and
@@ -17,7 +17,7 @@
 //! keys_to_copy, bytes_to_copy, keys_copied, bytes_copied`). Integers are little-endian `u64`; a layout is a
 //! `u32` length and [`Layout::encode`]'s bytes. A history is a count byte
 //! (1 or 2) and that many layouts, oldest first, then the trackers `ack`,
-//! `sync`, `sync_ack`, each a `u32` count (at most [`TRACKED_NODES_MAX`])
+//! `sync`, `sync_ack` and the dead declarations `dead`, each a `u32` count (at most [`TRACKED_NODES_MAX`])
 //! of entries `u16` URL length, URL (UTF-8, at most `URL_BYTES_MAX`),
 //! `u64` version. A crc32c of everything
 //! before it ends each message. Nothing is left over; at most
@@ -35,21 +35,24 @@ pub const LAYOUT_PROTOCOL: &str = "ataman-internal-layout/1";
 pub const REQUEST_MAGIC: [u8; 4] = *b"ATPQ";
 /// The first four bytes of a reply.
 pub const REPLY_MAGIC: [u8; 4] = *b"ATPA";
-/// The format byte of both.
-pub const MESSAGE_FORMAT: u8 = 1;
+/// The format byte of both: 2 since a history carries the `dead`
+/// declarations (format 1 had three tracker lists); a node refuses the
+/// other format as `WireError::Unknown`.
+pub const MESSAGE_FORMAT: u8 = 2;
 /// Layouts a gossiped history holds (a transition's two).
 pub const GOSSIP_LAYOUTS_MAX: usize = 2;
 /// Entries of one gossiped tracker: every node of two live layouts.
 pub const TRACKED_NODES_MAX: usize = GOSSIP_LAYOUTS_MAX * LAYOUT_NODES_MAX;
 /// The most bytes of an agreement message: header, five integers, a layout, crc.
 const AGREEMENT_BYTES_MAX: usize = 4 + 1 + 1 + 5 * 8 + 1 + 4 + LAYOUT_BYTES_MAX + 4;
-/// The most bytes of a gossip message: header, two layouts, three trackers, crc.
+/// The most bytes of a gossip message: header, two layouts, three trackers
+/// and the dead declarations, crc.
 const GOSSIP_BYTES_MAX: usize = 4
     + 1
     + 1
     + 1
     + GOSSIP_LAYOUTS_MAX * (4 + LAYOUT_BYTES_MAX)
-    + 3 * (4 + TRACKED_NODES_MAX * (2 + URL_BYTES_MAX + 8))
+    + 4 * (4 + TRACKED_NODES_MAX * (2 + URL_BYTES_MAX + 8))
     + (2 + URL_BYTES_MAX + 5 * 8)
     + 4;
 /// The most bytes a message takes (a gossip is the longest).
@@ -189,7 +192,12 @@ fn put_history(out: &mut Vec<u8>, live: &[Layout], trackers: &Trackers) {
     for layout in live {
         put_layout(out, layout);
     }
-    for map in [&trackers.ack, &trackers.sync, &trackers.sync_ack] {
+    for map in [
+        &trackers.ack,
+        &trackers.sync,
+        &trackers.sync_ack,
+        &trackers.dead,
+    ] {
         out.extend_from_slice(&(map.len() as u32).to_le_bytes());
         for (url, version) in map {
             out.extend_from_slice(&(url.len() as u16).to_le_bytes());
@@ -460,6 +468,7 @@ impl<'a> Reader<'a> {
             &mut trackers.ack,
             &mut trackers.sync,
             &mut trackers.sync_ack,
+            &mut trackers.dead,
         ] {
             let entries = self.u32()? as usize;
             if entries > TRACKED_NODES_MAX {
@@ -552,7 +561,8 @@ mod tests {
         ]
     }
 
-    /// A layout of the distinct `ports`, R = 1.
+    /// A layout of the distinct `ports`, R = 1, with node ids and retired
+    /// ids that depend on the version (distinct: 7 is prime to 256).
     fn small(version: u64, ports: &[u16]) -> Layout {
         let mut nodes: Vec<String> = ports
             .iter()
@@ -560,7 +570,15 @@ mod tests {
             .collect();
         nodes.sort();
         nodes.dedup();
-        Layout::new(version, nodes, 1).unwrap()
+        let id = |i: usize| ((i as u64 * 7 + version) % 256) as u16;
+        let n = nodes.len();
+        let members = nodes
+            .into_iter()
+            .enumerate()
+            .map(|(i, u)| (u, id(i)))
+            .collect();
+        let retired = (n..n + (version as usize % 4)).map(id).collect();
+        Layout::with_ids(version, members, retired, 1).unwrap()
     }
 
     fn trackers(entries: &[(u16, u64)]) -> Trackers {
@@ -570,6 +588,9 @@ mod tests {
             t.ack.insert(url.clone(), v);
             if i % 2 == 0 {
                 t.sync.insert(url.clone(), v.saturating_sub(1));
+            }
+            if i % 3 == 2 {
+                t.dead.insert(url.clone(), v);
             }
             t.sync_ack.insert(url, v / 2);
         }
@@ -665,7 +686,7 @@ mod tests {
             out.push(4);
         };
         let empty_trackers = |out: &mut Vec<u8>| {
-            for _ in 0..3 {
+            for _ in 0..4 {
                 out.extend_from_slice(&0u32.to_le_bytes());
             }
         };
@@ -691,8 +712,9 @@ mod tests {
             out.extend_from_slice(&(url.len() as u16).to_le_bytes());
             out.extend_from_slice(&url);
             put_u64(&mut out, 1);
-            out.extend_from_slice(&0u32.to_le_bytes());
-            out.extend_from_slice(&0u32.to_le_bytes());
+            for _ in 0..3 {
+                out.extend_from_slice(&0u32.to_le_bytes());
+            }
             assert!(matches!(
                 Request::decode(&seal(out)),
                 Err(WireError::Gossip(_))

@@ -1,8 +1,23 @@
-//! `POST /v0/layout?version=N[&add=URL]…[&remove=URL]…[&replication_factor=R]`
+//! `POST /v0/layout?version=N[&add=URL]…[&remove=URL]…[&replication_factor=R][&dead=URL]…`
 //! from its parameters to its answer, run on a thread of its own (it
 //! blocks on the voters): admission (`super::admission`) against the
 //! node's committed layouts, the added nodes' reachability, then the
 //! agreement (`super::propose`).
+//!
+//! # Dead declarations (`dead=URL`)
+//! The operator's word that a node's data is lost, so the transition's
+//! copies skip it (`super::copy_completion`); without it a leaving node
+//! that does not answer holds the transition.
+//! - With a change: every `dead` URL must be one the change removes
+//!   (400 otherwise); once the change is chosen (or continues the plan
+//!   under way) the URLs are declared dead for version `N`.
+//! - Alone (`version=N&dead=URL…`): `N` must be the transition under way
+//!   (409 otherwise) and every URL a node it removes (400 otherwise);
+//!   answered 200 with the layout once the declaration is stored.
+//!
+//! A declaration is no agreement round: it only grows (no two can
+//! conflict), it is stored by this node before the answer, and it spreads
+//! with the layout gossip like the trackers (`super::history`).
 //!
 //! # Answers (docs/API.md, "Layout")
 //! - 200 with the new layout once a majority accepted it (or when the
@@ -19,13 +34,14 @@
 //! its next layout and begun in its live history.
 
 use super::admission::{Admission, admit};
+use super::history::DeadError;
 use super::layout::{Change, Layout};
 use super::learn::learn;
 use super::membership::Membership;
 use super::propose::{Outcome, Voters, propose};
 use std::time::Duration;
 
-/// Parameters `add` and `remove` a request may name, together.
+/// Parameters `add`, `remove` and `dead` a request may name, together.
 pub const CHANGE_URLS_MAX: usize = 64;
 
 /// What a change request gets.
@@ -72,15 +88,16 @@ pub fn parse<'a>(
             }
             "add" => change.add.push(value.to_owned()),
             "remove" => change.remove.push(value.to_owned()),
+            "dead" => change.dead.push(value.to_owned()),
             "replication_factor" if change.replication_factor.is_none() => {
                 let r = value.parse::<usize>().map_err(|_| bad(name, value))?;
                 change.replication_factor = Some(r);
             }
             _ => return Err(format!("unexpected parameter {name:?}")),
         }
-        if change.add.len() + change.remove.len() > CHANGE_URLS_MAX {
+        if change.add.len() + change.remove.len() + change.dead.len() > CHANGE_URLS_MAX {
             return Err(format!(
-                "more than {CHANGE_URLS_MAX} URLs to add and remove"
+                "more than {CHANGE_URLS_MAX} URLs to add, remove and declare dead"
             ));
         }
     }
@@ -104,9 +121,26 @@ pub fn answer(
     change: &Change,
     backoff: Duration,
 ) -> ChangeAnswer {
+    let only_dead = change.add.is_empty()
+        && change.remove.is_empty()
+        && change.replication_factor.is_none()
+        && !change.dead.is_empty();
+    if only_dead {
+        return declare(membership, version, &change.dead);
+    }
+    if let Some(url) = change.dead.iter().find(|u| !change.remove.contains(u)) {
+        return ChangeAnswer::Invalid(format!(
+            "dead={url} names a node the change does not remove (declare dead only a node removed: remove={url}&dead={url})"
+        ));
+    }
     let (layout, voters) = match admit(&membership.history(), version, change) {
         Admission::Propose { layout, voters } => (layout, voters),
-        Admission::Continues(layout) => return ChangeAnswer::Chosen(layout),
+        Admission::Continues(layout) => {
+            return match change.dead.is_empty() {
+                true => ChangeAnswer::Chosen(layout),
+                false => declare(membership, version, &change.dead),
+            };
+        }
         Admission::Conflict { current: _, why } => {
             return ChangeAnswer::Conflict(membership.committed(), why);
         }
@@ -120,7 +154,9 @@ pub fn answer(
             if let Err(e) = learn(membership, value.clone()) {
                 tracing::warn!(version = value.version, error = %e, "chosen layout not stored");
             }
-            if own {
+            if own && !change.dead.is_empty() {
+                declare(membership, version, &change.dead)
+            } else if own {
                 ChangeAnswer::Chosen(value)
             } else {
                 ChangeAnswer::Conflict(
@@ -141,6 +177,33 @@ pub fn answer(
         Outcome::Contended => ChangeAnswer::Unavailable(format!(
             "every attempt at version {version} was pre-empted by another proposal"
         )),
+    }
+}
+
+/// Declares `dead` dead for the transition to `version` (the rules
+/// above): 200 with the layout once stored, 409 when `version` is not
+/// the transition under way, 400 for a URL it does not remove, 503 when
+/// the declaration could not be stored.
+fn declare(membership: &Membership, version: u64, dead: &[String]) -> ChangeAnswer {
+    let history = membership.history();
+    if let Err(e) = history.clone().declare_dead_all(dead, version) {
+        return match e {
+            DeadError::NotLeaving(_) => ChangeAnswer::Invalid(e.to_string()),
+            DeadError::NotInTransition { .. } | DeadError::OtherVersion { .. } => {
+                ChangeAnswer::Conflict(membership.committed(), e.to_string())
+            }
+        };
+    }
+    match membership.declare_dead(dead, version) {
+        Ok(()) => {
+            tracing::warn!(
+                version,
+                nodes = ?dead,
+                "layout transition: declared dead by the operator; copies skip them (a write only they held is lost)"
+            );
+            ChangeAnswer::Chosen(membership.committed())
+        }
+        Err(e) => ChangeAnswer::Unavailable(e),
     }
 }
 

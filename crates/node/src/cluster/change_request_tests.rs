@@ -103,9 +103,11 @@ fn parameters() {
         ("remove", "http://b:1"),
         ("add", "http://c:1"),
         ("replication_factor", "2"),
+        ("dead", "http://b:1"),
     ])
     .unwrap();
     assert_eq!(v, 3);
+    assert_eq!(change.dead, vec!["http://b:1"]);
     assert_eq!(change.add, vec!["http://a:1", "http://c:1"]);
     assert_eq!(change.remove, vec!["http://b:1"]);
     assert_eq!(change.replication_factor, Some(2));
@@ -125,4 +127,74 @@ fn parameters() {
         ))
         .collect();
     assert!(parse(many).is_err());
+    // `dead` counts towards the bound too.
+    let at_bound: Vec<(&str, &str)> = std::iter::once(("version", "2"))
+        .chain(std::iter::repeat_n(("dead", "http://a:1"), CHANGE_URLS_MAX))
+        .collect();
+    assert!(parse(at_bound.clone()).is_ok());
+    let past = [at_bound, vec![("remove", "http://b:1")]].concat();
+    assert!(parse(past).is_err());
+}
+
+/// Removes node `remove` (R 3 -> 2: three nodes hold R = 3) declaring
+/// node `dead` dead.
+fn remove_dead(remove: u16, dead: u16) -> Change {
+    Change {
+        remove: vec![url(remove)],
+        dead: vec![url(dead)],
+        replication_factor: Some(2),
+        ..Change::default()
+    }
+}
+
+fn dead_only(p: u16) -> Change {
+    Change {
+        dead: vec![url(p)],
+        ..Change::default()
+    }
+}
+
+/// `dead=URL`: with a removal it must name the removed node (400), and
+/// is declared once the removal is chosen; alone, it is declared for the
+/// transition under way (200), refused with 409 for another version or
+/// when none is under way, and with 400 for a member.
+#[test]
+fn dead_declarations() {
+    let c = Cluster::new();
+    let m = &c.nodes[&url(1)];
+    assert!(matches!(
+        ask(&c, 1, 2, &dead_only(3)),
+        ChangeAnswer::Conflict(..)
+    ));
+    assert!(matches!(
+        ask(&c, 1, 2, &remove_dead(3, 2)),
+        ChangeAnswer::Invalid(_)
+    ));
+    assert_eq!(m.history().current().version, 1, "nothing was proposed");
+    let removed = v1()
+        .apply(&Change {
+            remove: vec![url(3)],
+            replication_factor: Some(2),
+            ..Change::default()
+        })
+        .unwrap();
+    assert_eq!(
+        ask(&c, 1, 2, &remove_dead(3, 3)),
+        ChangeAnswer::Chosen(removed.clone())
+    );
+    assert!(m.history().declared_dead(&url(3)));
+    // The others learn it by gossip; alone, on node 2 for the transition.
+    let m2 = &c.nodes[&url(2)];
+    assert!(!m2.history().declared_dead(&url(3)));
+    let answer = answer(m2, &c, 2, 2, &dead_only(3), BACKOFF);
+    assert_eq!(answer, ChangeAnswer::Chosen(removed));
+    assert!(m2.history().declared_dead(&url(3)));
+    assert!(matches!(
+        ask(&c, 1, 3, &dead_only(3)),
+        ChangeAnswer::Conflict(..)
+    ));
+    assert!(matches!(
+        ask(&c, 1, 2, &dead_only(1)),
+        ChangeAnswer::Invalid(_)
+    ));
 }

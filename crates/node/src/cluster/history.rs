@@ -17,21 +17,31 @@
 //!   (copying done for every key it gains).
 //! - `sync_ack[n]`: the highest version `n` has seen synced by every node.
 //!
+//! Beside them, `dead[n]`: the newest version for whose transition the
+//! operator declared `n`, a node that version removes, dead (its data is
+//! lost: copies skip it, `super::copy_completion`). It only grows and is
+//! merged by maximum like the trackers, so it spreads without consensus
+//! (a declaration cannot conflict with another), and each node stores it
+//! (`super::dead_record`).
+//!
 //! # Rules
 //! - The live versions are the newest committed one and, during a
 //!   transition, the one before it: one transition at a time
 //!   ([`History::begin`] refuses a version past current + 1, and a new one
 //!   while a transition is under way).
 //! - "Every node" is every member of the newest version ([`History::counted_nodes`]):
-//!   a node the newest version removes is not waited for, so a dead node
-//!   can be removed or replaced. That is safe because of the fence: a node
-//!   that knows a version refuses peer requests from a coordinator on an
-//!   older one, and a node raises its `ack` only once it refuses them. So
-//!   once copying starts (every counted node acked), a removed node that
-//!   never learned the change can no longer get a write acknowledged
-//!   (it would need `ack` replicas, and the others refuse it), and every
-//!   write it had acknowledged before is on a surviving old replica
-//!   whenever `ack >= 2`.
+//!   a node the newest version removes is not waited for in the
+//!   trackers, so a dead node can be removed or replaced. That is safe
+//!   because of the fence: a node that knows a version refuses peer
+//!   requests from a coordinator on an older one, and a node raises its
+//!   `ack` only once it refuses them. So once copying starts (every
+//!   counted node acked), a removed node that never learned the change
+//!   can no longer get a write acknowledged (it would need `ack`
+//!   replicas, and the others refuse it), and every write it had
+//!   acknowledged before is on the old replicas of its key. Those may
+//!   all be removed nodes (a key whose old replicas all leave): the copy
+//!   still reads from every one of them, until it answers or the operator
+//!   declares it dead (`super::copy_completion`).
 //! - Writes go to each live version's replica set of the key and need
 //!   `ack` acknowledgements in each set ([`History::write_sets`]).
 //! - Copying for version `v` may start once `min(ack) >= v`: from then on
@@ -66,6 +76,9 @@ pub struct Trackers {
     pub sync: BTreeMap<String, u64>,
     /// `sync_ack[node]`.
     pub sync_ack: BTreeMap<String, u64>,
+    /// `dead[node]`: the newest version for whose transition the operator
+    /// declared `node` dead (see the module header).
+    pub dead: BTreeMap<String, u64>,
 }
 
 impl Trackers {
@@ -92,13 +105,7 @@ impl Trackers {
 
     /// Raises `which[node]` to `version`; returns whether it grew.
     pub fn raise(&mut self, which: Tracker, node: &str, version: u64) -> bool {
-        let slot = self.map_mut(which).entry(node.to_owned()).or_insert(0);
-        if version > *slot {
-            *slot = version;
-            true
-        } else {
-            false
-        }
+        raise_in(self.map_mut(which), node, version)
     }
 
     /// Merges `other` in by maximum; returns whether anything grew.
@@ -108,6 +115,9 @@ impl Trackers {
             for (node, &v) in other.map(which) {
                 grew |= self.raise(which, node, v);
             }
+        }
+        for (node, &v) in &other.dead {
+            grew |= raise_in(&mut self.dead, node, v);
         }
         grew
     }
@@ -126,7 +136,44 @@ impl Trackers {
         for which in [Tracker::Ack, Tracker::Sync, Tracker::SyncAck] {
             self.map_mut(which).retain(|n, _| keep.contains(n));
         }
+        self.dead.retain(|n, _| keep.contains(n));
     }
+}
+
+/// Raises `map[node]` to `version`; returns whether it grew.
+fn raise_in(map: &mut BTreeMap<String, u64>, node: &str, version: u64) -> bool {
+    let slot = map.entry(node.to_owned()).or_insert(0);
+    if version > *slot {
+        *slot = version;
+        true
+    } else {
+        false
+    }
+}
+
+/// Why a node cannot be declared dead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeadError {
+    /// No transition is under way (409): nothing waits for any node.
+    #[error("no transition is under way (the current version is {current})")]
+    NotInTransition {
+        /// The current version.
+        current: u64,
+    },
+    /// The transition under way is to another version (409).
+    #[error("the transition under way is to version {underway}, not {asked}")]
+    OtherVersion {
+        /// The version under way.
+        underway: u64,
+        /// The version named.
+        asked: u64,
+    },
+    /// Not a node the new version removes (400): a member stays a copy
+    /// source the new version needs, and a stranger holds nothing.
+    #[error(
+        "node {0} is not a node the transition removes: only a leaving node can be declared dead"
+    )]
+    NotLeaving(String),
 }
 
 /// Why a layout cannot be installed.
@@ -241,6 +288,9 @@ impl History {
                 *v = (*v).min(newest);
             }
         }
+        for v in self.trackers.dead.values_mut() {
+            *v = (*v).min(newest);
+        }
     }
 
     /// Installs the committed `next`: the same version again is a no-op
@@ -282,7 +332,69 @@ impl History {
                 grew |= self.raise(which, node, v);
             }
         }
+        for (node, &v) in &other.dead {
+            if self.removed_by_current(node) {
+                let v = v.min(self.current().version);
+                grew |= raise_in(&mut self.trackers.dead, node, v);
+            }
+        }
         grew
+    }
+
+    /// True if `node` is a member of the old live version and not of the
+    /// new one: the transition under way removes it.
+    fn removed_by_current(&self, node: &str) -> bool {
+        match self.live.as_slice() {
+            [old, new] => old.is_member(node) && !new.is_member(node),
+            _ => false,
+        }
+    }
+
+    /// The operator's word that `node`, which the transition to `version`
+    /// (the one under way) removes, is dead: copies for it skip the node
+    /// (`super::copy_completion`). `Ok(true)` when newly declared.
+    pub fn declare_dead(&mut self, node: &str, version: u64) -> Result<bool, DeadError> {
+        let current = self.current().version;
+        if !self.in_transition() {
+            return Err(DeadError::NotInTransition { current });
+        }
+        if version != current {
+            return Err(DeadError::OtherVersion {
+                underway: current,
+                asked: version,
+            });
+        }
+        if !self.removed_by_current(node) {
+            return Err(DeadError::NotLeaving(node.to_owned()));
+        }
+        Ok(raise_in(&mut self.trackers.dead, node, current))
+    }
+
+    /// [`History::declare_dead`] for every one of `nodes`, stopping at
+    /// the first refusal. `Ok(true)` when one was newly declared.
+    pub fn declare_dead_all(&mut self, nodes: &[String], version: u64) -> Result<bool, DeadError> {
+        let mut grew = false;
+        for node in nodes {
+            grew |= self.declare_dead(node, version)?;
+        }
+        Ok(grew)
+    }
+
+    /// True if the operator declared `node` dead for the transition under way.
+    pub fn declared_dead(&self, node: &str) -> bool {
+        self.in_transition()
+            && self.removed_by_current(node)
+            && self.trackers.dead.get(node).copied().unwrap_or(0) >= self.current().version
+    }
+
+    /// The nodes declared dead for the transition under way, sorted.
+    pub fn dead_nodes(&self) -> Vec<String> {
+        self.trackers
+            .dead
+            .keys()
+            .filter(|n| self.declared_dead(n))
+            .cloned()
+            .collect()
     }
 
     /// `node` saw every node synced: raises its `sync_ack` to `min(sync)`.

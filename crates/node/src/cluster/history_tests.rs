@@ -373,3 +373,58 @@ fn model_catches_each_broken_rule() {
         assert!(caught > 0, "{plant:?} was never caught");
     }
 }
+
+/// A node the transition removes can be declared dead for that
+/// transition only: not when settled, not for another version, not a
+/// member; the declaration merges by maximum (gossip), only for a node
+/// the receiver's transition removes, and is forgotten with the prune.
+#[test]
+fn dead_declarations() {
+    let v1 = layout(1, &[1, 2, 3, 4], 2);
+    let mut h = History::settled(v1);
+    assert_eq!(
+        h.declare_dead(&url(4), 1),
+        Err(DeadError::NotInTransition { current: 1 })
+    );
+    h.begin(layout(2, &[1, 2, 3], 2)).unwrap();
+    assert_eq!(
+        h.declare_dead(&url(4), 3),
+        Err(DeadError::OtherVersion {
+            underway: 2,
+            asked: 3
+        })
+    );
+    for stays in [url(1), url(9)] {
+        assert_eq!(h.declare_dead(&stays, 2), Err(DeadError::NotLeaving(stays)));
+    }
+    assert!(!h.declared_dead(&url(4)));
+    let before = h.clone();
+    assert_eq!(h.declare_dead(&url(4), 2), Ok(true));
+    assert_eq!(h.declare_dead(&url(4), 2), Ok(false));
+    assert!(h.declared_dead(&url(4)) && !h.declared_dead(&url(3)));
+    assert_eq!(h.dead_nodes(), vec![url(4)]);
+
+    // Gossip: the declaration reaches a peer's history; a declaration of
+    // a member, or past the newest version, is not taken as one.
+    let mut peer = before;
+    assert!(peer.merge(h.trackers()));
+    assert!(peer.declared_dead(&url(4)));
+    assert!(!peer.merge(h.trackers()), "merged twice");
+    let mut bogus = Trackers::default();
+    bogus.dead.insert(url(1), 2);
+    bogus.dead.insert(url(4), 99);
+    let mut fresh = History::settled(layout(1, &[1, 2, 3, 4], 2));
+    fresh.begin(layout(2, &[1, 2, 3], 2)).unwrap();
+    fresh.merge(&bogus);
+    assert!(!fresh.declared_dead(&url(1)));
+    assert_eq!(fresh.trackers().dead.get(&url(4)), Some(&2));
+
+    // The prune forgets the removed node and its declaration.
+    for n in [1, 2, 3] {
+        for which in [Tracker::Ack, Tracker::Sync, Tracker::SyncAck] {
+            h.raise(which, &url(n), 2);
+        }
+    }
+    assert!(h.prune());
+    assert!(h.trackers().dead.is_empty() && h.dead_nodes().is_empty());
+}

@@ -130,7 +130,11 @@ pub fn initial(me: &str, seed: &Seed, stored: Option<Layout>) -> Result<(Layout,
     }
     match stored {
         Some(own) => {
-            tracing::warn!("cannot ask the seed, starting with the stored layout: {last}");
+            // Normal when the whole cluster restarts at once (the seed is
+            // starting too): the node runs with what it stored and learns
+            // newer layouts from its peers or, not a member yet, from the
+            // seed it keeps asking (which warns if that keeps failing).
+            tracing::info!("cannot ask the seed, starting with the stored layout: {last}");
             Ok((own, false))
         }
         None => Err(format!("cannot learn the cluster's layout: {last}")),

@@ -17,18 +17,32 @@
 //!   replication factor; it yields version `current + 1`. Adding a member,
 //!   removing a URL that is not one, naming a URL twice, or a change that
 //!   changes nothing is an error naming the URL.
+//! - Every member has a node id below [`NODE_IDS`], distinct among the
+//!   members: the low bits of every timestamp it issues (`hlc`), so
+//!   two coordinators never issue one timestamp. The ids are part of the
+//!   layout, agreed with it, and kept by a member across versions and
+//!   restarts (see [`super::node_ids`] for how a change assigns them).
+//! - `retired` lists the ids of removed members, the one removed longest
+//!   ago first; no member holds a retired id.
 //!
 //! # Byte format (docs/FORMAT.md, "Layout")
 //! ```text
 //! magic      4 bytes  "ATLY"
-//! format     u8       1
+//! format     u8       2
 //! version    u64 LE
 //! replicas   u32 LE   replication factor
 //! count      u32 LE   members
-//! count x  { len u16 LE, len bytes of UTF-8 URL }
+//! count x  { len u16 LE, len bytes of UTF-8 URL, id u16 LE }
+//! retired    u16 LE   retired ids
+//! retired x  id u16 LE   (oldest first)
 //! crc        u32 LE   crc32c of every byte before it
 //! ```
+//! Format 1 (written before node ids existed) has no `id` after a URL and
+//! no retired list; it decodes with each member's id its position in the
+//! sorted member list (what every node of such a cluster computes alike)
+//! and nothing retired. Only format 2 is written.
 
+use super::node_ids;
 use super::placement;
 
 /// Members a layout may hold.
@@ -37,10 +51,19 @@ pub const LAYOUT_NODES_MAX: usize = 256;
 pub const URL_BYTES_MAX: usize = 256;
 /// The first four bytes of an encoded layout.
 pub const LAYOUT_MAGIC: [u8; 4] = *b"ATLY";
-/// The format byte this code writes and reads.
-pub const LAYOUT_FORMAT: u8 = 1;
+/// The format byte this code writes (and the newest it reads).
+pub const LAYOUT_FORMAT: u8 = 2;
+/// The format written before members had node ids (still read).
+pub const LAYOUT_FORMAT_NO_IDS: u8 = 1;
+/// Node ids there are: one per value of the clock's node bits
+/// (`hlc::NODES_MAX`); ids are `0..NODE_IDS`.
+pub const NODE_IDS: usize = 256;
 /// Longest encoded layout, bytes.
-pub const LAYOUT_BYTES_MAX: usize = 4 + 1 + 8 + 4 + 4 + LAYOUT_NODES_MAX * (2 + URL_BYTES_MAX) + 4;
+pub const LAYOUT_BYTES_MAX: usize =
+    4 + 1 + 8 + 4 + 4 + LAYOUT_NODES_MAX * (2 + URL_BYTES_MAX + 2) + 2 + NODE_IDS * 2 + 4;
+
+/// A member's node id: the low bits of every timestamp it issues.
+pub type NodeId = u16;
 
 /// Why a layout or a change is refused (400 on `POST /v0/layout`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -79,6 +102,10 @@ pub enum LayoutError {
     /// The change leaves the layout as it is.
     #[error("the change leaves the layout as it is")]
     NoChange,
+    /// Node ids not one distinct id below [`NODE_IDS`] per member, or a
+    /// retired id that is held or listed twice.
+    #[error("node ids: {0}")]
+    NodeIds(String),
 }
 
 /// Why bytes are not a layout.
@@ -127,6 +154,11 @@ pub struct Layout {
     pub version: u64,
     /// The member URLs, sorted.
     pub nodes: Vec<String>,
+    /// `ids[i]` is the node id of `nodes[i]`.
+    pub ids: Vec<NodeId>,
+    /// Ids of removed members, not to be given again while another is
+    /// free; the one retired longest ago first.
+    pub retired: Vec<NodeId>,
     /// Replicas of each key (`R`).
     pub replication_factor: usize,
 }
@@ -140,6 +172,11 @@ pub struct Change {
     pub remove: Vec<String>,
     /// A new replication factor (`None`: keep it).
     pub replication_factor: Option<usize>,
+    /// URLs the operator declares dead (`dead=URL`): nodes this change
+    /// removes, or the transition under way removes, whose data is lost,
+    /// so copies skip them (`super::copy_completion`). Not part of the
+    /// layout: [`Layout::apply`] ignores it.
+    pub dead: Vec<String>,
 }
 
 fn check_url(url: &str) -> Result<(), LayoutError> {
@@ -155,23 +192,50 @@ fn check_url(url: &str) -> Result<(), LayoutError> {
 }
 
 impl Layout {
-    /// A valid layout of `nodes` (any order) under `version`.
+    /// A valid layout of `nodes` (any order) under `version`, their node
+    /// ids `0..n` in the order given, none retired.
     pub fn new(
         version: u64,
-        mut nodes: Vec<String>,
+        nodes: Vec<String>,
         replication_factor: usize,
     ) -> Result<Layout, LayoutError> {
-        nodes.sort();
+        let members = nodes
+            .into_iter()
+            .enumerate()
+            .map(|(i, url)| (url, i as NodeId))
+            .collect();
+        Layout::with_ids(version, members, Vec::new(), replication_factor)
+    }
+
+    /// A valid layout of `members` (URL and node id, any order) and the
+    /// `retired` ids (oldest first) under `version`.
+    pub fn with_ids(
+        version: u64,
+        mut members: Vec<(String, NodeId)>,
+        retired: Vec<NodeId>,
+        replication_factor: usize,
+    ) -> Result<Layout, LayoutError> {
+        members.sort();
+        let (nodes, ids) = members.into_iter().unzip();
         let layout = Layout {
             version,
             nodes,
+            ids,
+            retired,
             replication_factor,
         };
         layout.validate()?;
         Ok(layout)
     }
 
-    /// Version 1 from a `--cluster` list; `R` defaults to the list's size.
+    /// The node id of member `url`, `None` when it is not a member.
+    pub fn id_of(&self, url: &str) -> Option<NodeId> {
+        let at = self.nodes.iter().position(|n| n == url)?;
+        self.ids.get(at).copied()
+    }
+
+    /// Version 1 from a `--cluster` list (node ids `0..n` in list order);
+    /// `R` defaults to the list's size.
     pub fn bootstrap(
         nodes: &[String],
         replication_factor: Option<usize>,
@@ -201,7 +265,7 @@ impl Layout {
                 nodes: self.nodes.len(),
             });
         }
-        Ok(())
+        node_ids::check(self.nodes.len(), &self.ids, &self.retired).map_err(LayoutError::NodeIds)
     }
 
     /// True if `url` is a member.
@@ -218,23 +282,35 @@ impl Layout {
             }
             named.push(url);
         }
-        let mut nodes = self.nodes.clone();
         for url in &change.remove {
-            let Some(at) = nodes.iter().position(|n| n == url) else {
+            if !self.is_member(url) {
                 return Err(LayoutError::UnknownMember(url.clone()));
-            };
-            nodes.remove(at);
+            }
         }
         for url in &change.add {
             check_url(url)?;
             if self.is_member(url) {
                 return Err(LayoutError::AlreadyMember(url.clone()));
             }
-            nodes.push(url.clone());
         }
-        let next = Layout::new(
+        if self.nodes.len() - change.remove.len() + change.add.len() > LAYOUT_NODES_MAX {
+            return Err(LayoutError::TooManyNodes {
+                count: self.nodes.len() - change.remove.len() + change.add.len(),
+            });
+        }
+        let current: Vec<(String, NodeId)> = self
+            .nodes
+            .iter()
+            .cloned()
+            .zip(self.ids.iter().copied())
+            .collect();
+        let (members, retired) =
+            node_ids::assign(&current, &self.retired, &change.remove, &change.add)
+                .map_err(LayoutError::NodeIds)?;
+        let next = Layout::with_ids(
             self.version + 1,
-            nodes,
+            members,
+            retired,
             change.replication_factor.unwrap_or(self.replication_factor),
         )?;
         if next.nodes == self.nodes && next.replication_factor == self.replication_factor {
@@ -259,10 +335,16 @@ impl Layout {
         out.extend_from_slice(&self.version.to_le_bytes());
         out.extend_from_slice(&(self.replication_factor as u32).to_le_bytes());
         out.extend_from_slice(&(self.nodes.len() as u32).to_le_bytes());
-        for url in &self.nodes {
+        for (url, id) in self.nodes.iter().zip(&self.ids) {
             debug_assert!(url.len() <= URL_BYTES_MAX);
             out.extend_from_slice(&(url.len() as u16).to_le_bytes());
             out.extend_from_slice(url.as_bytes());
+            out.extend_from_slice(&id.to_le_bytes());
+        }
+        debug_assert!(self.retired.len() <= NODE_IDS);
+        out.extend_from_slice(&(self.retired.len() as u16).to_le_bytes());
+        for id in &self.retired {
+            out.extend_from_slice(&id.to_le_bytes());
         }
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_le_bytes());
@@ -298,9 +380,10 @@ impl Layout {
             return Err(LayoutDecodeError::Magic(magic));
         }
         let [format] = r.array()?;
-        if format != LAYOUT_FORMAT {
+        if format != LAYOUT_FORMAT && format != LAYOUT_FORMAT_NO_IDS {
             return Err(LayoutDecodeError::Format(format));
         }
+        let with_ids = format == LAYOUT_FORMAT;
         let version = u64::from_le_bytes(r.array()?);
         let replication_factor = u32::from_le_bytes(r.array()?) as usize;
         let count = u32::from_le_bytes(r.array()?) as usize;
@@ -310,11 +393,29 @@ impl Layout {
             }));
         }
         let mut nodes = Vec::with_capacity(count);
+        let mut ids = Vec::with_capacity(count);
         for i in 0..count {
             let len = u16::from_le_bytes(r.array()?) as usize;
             let url = r.take(len)?;
             let url = std::str::from_utf8(url).map_err(|_| LayoutDecodeError::Utf8(i))?;
             nodes.push(url.to_owned());
+            // Format 1: the id is the member's place in the sorted list.
+            ids.push(match with_ids {
+                true => u16::from_le_bytes(r.array()?),
+                false => i as NodeId,
+            });
+        }
+        let mut retired = Vec::new();
+        if with_ids {
+            let retired_count = u16::from_le_bytes(r.array()?) as usize;
+            if retired_count > NODE_IDS {
+                return Err(LayoutDecodeError::Invalid(LayoutError::NodeIds(format!(
+                    "{retired_count} retired ids, more than the {NODE_IDS} there are"
+                ))));
+            }
+            for _ in 0..retired_count {
+                retired.push(u16::from_le_bytes(r.array()?));
+            }
         }
         if r.at != body_len {
             return Err(LayoutDecodeError::Length {
@@ -325,6 +426,8 @@ impl Layout {
         let layout = Layout {
             version,
             nodes,
+            ids,
+            retired,
             replication_factor,
         };
         layout.validate().map_err(LayoutDecodeError::Invalid)?;
@@ -451,6 +554,7 @@ mod tests {
                 add: urls(&[9]),
                 remove: urls(&[2]),
                 replication_factor: None,
+                dead: urls(&[2]),
             })
             .unwrap();
         assert_eq!(replaced.nodes, urls(&[1, 3, 9]));
@@ -532,6 +636,70 @@ mod tests {
                 LayoutError::ReplicationFactor { .. }
             ))
         ));
+    }
+
+    /// Node ids: bootstrap gives list order; a change keeps members' ids,
+    /// retires removed ones and gives an added node the smallest free one;
+    /// `id_of` names them.
+    #[test]
+    fn node_ids_follow_the_layout() {
+        let l = three(); // listed 3, 1, 2
+        assert_eq!(l.ids, vec![1, 2, 0]);
+        assert_eq!(l.id_of("http://127.0.0.1:3"), Some(0));
+        assert_eq!(l.id_of("http://127.0.0.1:9"), None);
+        let next = l
+            .apply(&Change {
+                add: urls(&[4]),
+                remove: urls(&[3]),
+                replication_factor: Some(2),
+                dead: Vec::new(),
+            })
+            .unwrap();
+        assert_eq!(next.nodes, urls(&[1, 2, 4]));
+        assert_eq!(next.ids, vec![1, 2, 3]);
+        assert_eq!(next.retired, vec![0]);
+        assert_eq!(Layout::decode(&next.encode()), Ok(next.clone()));
+        // Ids that clash are refused.
+        let clash = Layout::with_ids(
+            2,
+            vec![(urls(&[1])[0].clone(), 4), (urls(&[2])[0].clone(), 4)],
+            vec![],
+            1,
+        );
+        assert!(matches!(clash, Err(LayoutError::NodeIds(_))), "{clash:?}");
+        let held = Layout::with_ids(2, vec![(urls(&[1])[0].clone(), 4)], vec![4], 1);
+        assert!(matches!(held, Err(LayoutError::NodeIds(_))), "{held:?}");
+    }
+
+    /// A format-1 layout (no ids, stored before ids existed) decodes with
+    /// ids by sorted position and nothing retired; format 2 is written.
+    #[test]
+    fn format_one_decodes_with_positional_ids() {
+        let mut old = Vec::new();
+        old.extend_from_slice(b"ATLY");
+        old.push(LAYOUT_FORMAT_NO_IDS);
+        old.extend_from_slice(&5u64.to_le_bytes());
+        old.extend_from_slice(&2u32.to_le_bytes());
+        let nodes = urls(&[1, 2, 3]);
+        old.extend_from_slice(&(nodes.len() as u32).to_le_bytes());
+        for url in &nodes {
+            old.extend_from_slice(&(url.len() as u16).to_le_bytes());
+            old.extend_from_slice(url.as_bytes());
+        }
+        let crc = crc32c::crc32c(&old);
+        old.extend_from_slice(&crc.to_le_bytes());
+        let l = Layout::decode(&old).unwrap();
+        assert_eq!((l.version, l.replication_factor), (5, 2));
+        assert_eq!((l.nodes.clone(), l.ids.clone()), (nodes, vec![0, 1, 2]));
+        assert!(l.retired.is_empty());
+        assert_eq!(l.encode()[4], LAYOUT_FORMAT);
+        // An unknown format is refused by number.
+        let mut future = old.clone();
+        future[4] = 3;
+        let body = future.len() - 4;
+        let crc = crc32c::crc32c(&future[..body]);
+        future[body..].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(Layout::decode(&future), Err(LayoutDecodeError::Format(3)));
     }
 
     /// Replicas follow placement over the members, R of them.

@@ -269,8 +269,45 @@ pub fn resolve(
     })
 }
 
+/// How loudly start-up reports a fact about its layout: what happens in
+/// normal operation (a grown cluster restarted, a node joining) is `Info`;
+/// what an operator should look at is `Warn`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loudness {
+    /// Normal operation.
+    Info,
+    /// Worth an operator's look.
+    Warn,
+}
+
+/// The `--cluster` list differs from the stored layout (the stored one
+/// wins either way). Normal once the layout changed through the API
+/// (version > 1): the flags go on naming the members the cluster was
+/// bootstrapped with, as `ataman cluster start` passes them at every
+/// restart. At version 1 nothing changed the layout, so the flags were
+/// edited, and the edit is ignored: a warning.
+pub fn stale_flags_loudness(stored_version: u64) -> Loudness {
+    if stored_version > 1 {
+        Loudness::Info
+    } else {
+        Loudness::Warn
+    }
+}
+
+/// This node is not a member of the layout it runs with and serves no
+/// client. Normal for a node started with `--join` (it waits to be
+/// added); otherwise a removed node was started again, or `--self` names
+/// no member: a warning.
+pub fn not_member_loudness(joining: bool) -> Loudness {
+    if joining {
+        Loudness::Info
+    } else {
+        Loudness::Warn
+    }
+}
+
 /// Loads the stored layout or bootstraps and stores version 1; logs when
-/// the flags are stale.
+/// the flags are stale (at [`stale_flags_loudness`]).
 pub fn open(
     dir: &Path,
     cluster: &[String],
@@ -281,13 +318,23 @@ pub fn open(
         store(dir, &startup.layout)?;
     }
     if startup.flags_stale {
-        tracing::warn!(
-            version = startup.layout.version,
-            nodes = ?startup.layout.nodes,
-            replication_factor = startup.layout.replication_factor,
-            flags = ?cluster,
-            "the --cluster list is stale: the stored layout wins"
-        );
+        let layout = &startup.layout;
+        match stale_flags_loudness(layout.version) {
+            Loudness::Info => tracing::info!(
+                version = layout.version,
+                nodes = ?layout.nodes,
+                replication_factor = layout.replication_factor,
+                flags = ?cluster,
+                "the --cluster list is stale: the stored layout wins (it changed since the bootstrap)"
+            ),
+            Loudness::Warn => tracing::warn!(
+                version = layout.version,
+                nodes = ?layout.nodes,
+                replication_factor = layout.replication_factor,
+                flags = ?cluster,
+                "the --cluster list is stale: the stored layout wins"
+            ),
+        }
     }
     Ok(startup.layout)
 }
@@ -295,6 +342,18 @@ pub fn open(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Normal operation logs at info: a grown cluster restarted with its
+    /// bootstrap flags, a joining node not a member yet; an edit of the
+    /// flags with no layout change, and a non-member not joining, warn.
+    #[test]
+    fn normal_operation_is_not_a_warning() {
+        assert_eq!(stale_flags_loudness(2), Loudness::Info);
+        assert_eq!(stale_flags_loudness(40), Loudness::Info);
+        assert_eq!(stale_flags_loudness(1), Loudness::Warn);
+        assert_eq!(not_member_loudness(true), Loudness::Info);
+        assert_eq!(not_member_loudness(false), Loudness::Warn);
+    }
 
     fn urls(ports: &[u16]) -> Vec<String> {
         ports

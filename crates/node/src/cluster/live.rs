@@ -44,6 +44,7 @@ pub struct Placement {
     table: NodeTable,
     via: Vec<Option<String>>,
     self_index: usize,
+    self_id: Option<u16>,
     placed: Placed,
     versions: Vec<u64>,
     read_members: Vec<usize>,
@@ -60,6 +61,8 @@ impl Placement {
         generation: u64,
     ) -> Self {
         let self_index = table.insert(self_url);
+        // One id across the live layouts: a change keeps a member's id.
+        let self_id = history.live().iter().rev().find_map(|l| l.id_of(self_url));
         let placed = Placed::new(history, table);
         let mut live_members = vec![false; table.len()];
         for layout in placed.layouts() {
@@ -95,6 +98,7 @@ impl Placement {
             table: table.clone(),
             via,
             self_index,
+            self_id,
             placed,
             read_members,
             live_members,
@@ -115,6 +119,9 @@ impl Placement {
         let layout = Layout {
             version,
             nodes: nodes.to_vec(),
+            // The list's order, as a bootstrap layout gives them.
+            ids: (0..nodes.len()).map(|i| i as u16).collect(),
+            retired: Vec::new(),
             replication_factor: replication_factor.clamp(1, nodes.len().max(1)),
         };
         Placement::build(
@@ -154,6 +161,12 @@ impl Placement {
     /// This node's index.
     pub fn self_index(&self) -> usize {
         self.self_index
+    }
+
+    /// This node's node id (its clock's node bits, `hlc`): its id in
+    /// the live layouts, `None` when it is a member of none (joining, removed).
+    pub fn self_id(&self) -> Option<u16> {
+        self.self_id
     }
 
     /// This node's URL.

@@ -136,3 +136,35 @@ fn a_non_member_has_an_index_and_no_read_view() {
         assert!(!w.replicas.contains(&p.self_index()));
     }
 }
+
+/// Regression (a joined node stamped with id 0): a joining node's
+/// placement holds no node id, and once the layout adding it is committed,
+/// the id that layout gave it, not a position in a list; the fixed
+/// placement's ids are its list order.
+#[test]
+fn self_id_comes_from_the_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let v1 = Layout::bootstrap(&urls(&[3, 1, 2]), Some(2)).unwrap();
+    let m = membership(dir.path(), &v1, 7);
+    let live = LivePlacement::new(&urls(&[7]), 0, &[], 1, 1, Some(Arc::clone(&m)));
+    assert_eq!(live.get().self_id(), None);
+    let v2 = v1
+        .apply(&Change {
+            add: vec![url(7)],
+            ..Change::default()
+        })
+        .unwrap();
+    commit(&m, &v2);
+    let p = live.get();
+    assert_eq!(p.self_id(), Some(3));
+    assert_eq!(p.self_id(), v2.id_of(&url(7)));
+    // A bootstrap member's id is its place in the `--cluster` list.
+    let dir = tempfile::tempdir().unwrap();
+    let m = membership(dir.path(), &v1, 1);
+    let live = LivePlacement::new(&urls(&[3, 1, 2]), 1, &[], 2, 1, Some(m));
+    assert_eq!(live.get().self_id(), Some(1));
+    assert_eq!(
+        Placement::fixed(&urls(&[5, 3, 9]), 2, &[], 3, 1).self_id(),
+        Some(2)
+    );
+}

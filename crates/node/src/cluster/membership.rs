@@ -16,6 +16,10 @@
 //!   writes of the layout files (an fsync), never for network calls.
 //! - [`Membership::generation`] grows after every change that may change
 //!   a decision (a new live layout, a tracker that grew, a prune).
+//! - The nodes declared dead for the transition under way
+//!   (`History::dead_nodes`) are stored (`super::dead_record`) by the
+//!   update that grew them, before the lock is released, whoever grew
+//!   them (a declaration, a gossip); a restart loads them back.
 
 use super::acceptor_node::AcceptorNode;
 use super::history::History;
@@ -43,6 +47,9 @@ pub struct Membership {
     pub workers: super::workers::Workers,
     /// Every node's latest copy figures, as gossip brings them.
     pub copies: super::copy_figures::CopyBoard,
+    /// The dead declarations last stored: the transition's version and
+    /// the nodes. Locked only under `state`'s lock.
+    dead_stored: Mutex<(u64, Vec<String>)>,
 }
 
 impl Membership {
@@ -62,13 +69,67 @@ impl Membership {
                 "the stored next layout does not follow the stored layout ({e}): it is not acted on"
             );
         }
+        let mut dead_stored = (0, Vec::new());
+        if history.in_transition() {
+            let v = history.current().version;
+            match super::dead_record::load(acceptor.dir(), v) {
+                Ok(dead) => {
+                    for url in &dead {
+                        if let Err(e) = history.declare_dead(url, v) {
+                            tracing::warn!(
+                                version = v,
+                                "a stored dead declaration is not used: {e}"
+                            );
+                        }
+                    }
+                    dead_stored = (v, history.dead_nodes());
+                }
+                Err(e) => tracing::warn!(version = v, "the dead declarations are not used: {e}"),
+            }
+        }
         Membership {
             self_url,
             state: Mutex::new(MembershipState { history, acceptor }),
             generation: AtomicU64::new(1),
             workers: super::workers::Workers::default(),
             copies: super::copy_figures::CopyBoard::default(),
+            dead_stored: Mutex::new(dead_stored),
         }
+    }
+
+    /// Declares `nodes` dead for the transition to `version`, the one
+    /// under way (`History::declare_dead`), every one or none, and stores
+    /// the declarations before it returns. `Err` says why not.
+    pub fn declare_dead(&self, nodes: &[String], version: u64) -> Result<(), String> {
+        self.update(|state| {
+            let mut probe = state.history.clone();
+            match probe.declare_dead_all(nodes, version) {
+                Ok(grew) => {
+                    state.history = probe;
+                    (grew, Ok(()))
+                }
+                Err(e) => (false, Err(e.to_string())),
+            }
+        })?;
+        self.read(|s| self.store_dead(s))
+            .map_err(|e| format!("the declaration is not stored in the data directory: {e}"))
+    }
+
+    /// Stores the dead declarations of `state`'s transition when they
+    /// differ from the ones stored last (called under the state's lock).
+    fn store_dead(&self, state: &MembershipState) -> std::io::Result<()> {
+        let h = &state.history;
+        if !h.in_transition() {
+            return Ok(());
+        }
+        let now = (h.current().version, h.dead_nodes());
+        let mut stored = lock(&self.dead_stored);
+        if now.1.is_empty() || *stored == now {
+            return Ok(());
+        }
+        super::dead_record::store(state.acceptor.dir(), now.0, &now.1)?;
+        *stored = now;
+        Ok(())
     }
 
     /// This node's URL.
@@ -93,6 +154,11 @@ impl Membership {
         let (changed, out) = f(&mut state);
         if changed {
             self.generation.fetch_add(1, Ordering::AcqRel);
+            if let Err(e) = self.store_dead(&state) {
+                tracing::warn!(
+                    "cannot store the dead declarations (stored again on the next change): {e}"
+                );
+            }
         }
         out
     }
@@ -152,5 +218,42 @@ mod tests {
             )
         });
         assert_eq!(m.generation(), 2);
+    }
+
+    /// A declaration is stored before `declare_dead` returns and loaded
+    /// by a restart mid-transition; one learned by gossip is stored too;
+    /// a refused one changes nothing.
+    #[test]
+    fn dead_declarations_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let v1 = Layout::new(1, urls(&[1, 2, 3, 4]), 2).unwrap();
+        let change = Change {
+            remove: urls(&[3, 4]),
+            ..Change::default()
+        };
+        let v2 = v1.apply(&change).unwrap();
+        let mut acceptor = AcceptorNode::open(dir.path(), v1.clone()).unwrap();
+        acceptor.learn(v2).unwrap();
+        let m = Membership::new(urls(&[1])[0].clone(), acceptor);
+        assert!(m.declare_dead(&urls(&[1]), 2).is_err());
+        assert!(m.declare_dead(&urls(&[3]), 3).is_err());
+        assert!(!dir.path().join("DEAD-2").exists());
+        m.declare_dead(&urls(&[3]), 2).unwrap();
+        assert_eq!(
+            crate::cluster::dead_record::load(dir.path(), 2).unwrap(),
+            urls(&[3])
+        );
+        // Node 4 declared elsewhere, learned by gossip: stored too.
+        let mut other = m.history();
+        other.declare_dead(&urls(&[4])[0], 2).unwrap();
+        m.update(|s| (s.history.merge(other.trackers()), ()));
+        assert_eq!(
+            crate::cluster::dead_record::load(dir.path(), 2).unwrap(),
+            urls(&[3, 4])
+        );
+        drop(m);
+        let again = AcceptorNode::open(dir.path(), v1).unwrap();
+        let m = Membership::new(urls(&[1])[0].clone(), again);
+        assert_eq!(m.history().dead_nodes(), urls(&[3, 4]));
     }
 }

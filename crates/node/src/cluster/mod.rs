@@ -16,6 +16,8 @@
 //! - [`history`]: the live layouts of a transition and the trackers that
 //!   decide write sets, read sets, copying, pruning and cleanup.
 //! - [`node_table`]: stable node indices across layout versions.
+//! - [`node_ids`]: each member's node id (its clock's node bits), and the
+//!   id a change gives an added node (pure).
 //! - [`membership`]: the live history and the acceptor, shared by the
 //!   node's threads.
 //! - [`live`]: the live placement the node's threads read (the node
@@ -28,6 +30,10 @@
 //! - [`workers`]: the bounded threads the layout endpoints' blocking work runs on.
 //! - [`join`]: `--join`: the seed's layout, kept up with until added.
 //! - [`transition_rules`]: what the transition driver does next (pure).
+//! - [`copy_completion`]: whether a node's copy for a transition is
+//!   complete, and what it waits for (pure).
+//! - [`dead_record`]: `<data-dir>/DEAD-<version>`, the nodes declared dead
+//!   for a transition.
 //! - [`cleanup`]: deleting the copies a node no longer replicates after a
 //!   transition (what it keeps, the [`cleanup::Cleaner`] it deletes through).
 //! - [`cleanup_record`]: `<data-dir>/CLEANUP-<version>`, a cleanup done.
@@ -47,7 +53,9 @@ pub mod change_request;
 pub mod cleanup;
 pub mod cleanup_metrics;
 pub mod cleanup_record;
+pub mod copy_completion;
 pub mod copy_figures;
+pub mod dead_record;
 pub mod history;
 pub mod join;
 pub mod layout;
@@ -55,6 +63,7 @@ pub mod layout_file;
 pub mod learn;
 pub mod live;
 pub mod membership;
+pub mod node_ids;
 pub mod node_table;
 pub mod placement;
 pub mod propose;

@@ -290,7 +290,8 @@ impl Driver {
                     );
                 }
             } else if self.once(v, "removed") {
-                tracing::warn!(
+                // What a removal ends with: normal operation, not a warning.
+                tracing::info!(
                     version = v,
                     members = ?history.current().nodes,
                     "this node is not a member of the layout: it holds nothing a read needs and is safe to stop"

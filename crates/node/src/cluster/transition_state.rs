@@ -63,6 +63,9 @@ pub struct TransitionShared {
     members: Mutex<Vec<String>>,
     /// The cleanup's figures (the driver's cleanup thread writes them).
     pub cleanup: super::cleanup_metrics::CleanupFigures,
+    /// The version of this node's last copy that did not complete, and
+    /// the nodes it waits for (`super::copy_completion`).
+    copy_waits: Mutex<(u64, Vec<super::copy_completion::Wait>)>,
 }
 
 impl TransitionShared {
@@ -75,6 +78,21 @@ impl TransitionShared {
             settled_out: AtomicU8::new(1),
             members: Mutex::new(Vec::new()),
             cleanup: super::cleanup_metrics::CleanupFigures::default(),
+            copy_waits: Mutex::new((0, Vec::new())),
+        }
+    }
+
+    /// This node's copy for `version` waits for `waits` (none: complete).
+    pub fn set_copy_waits(&self, version: u64, waits: Vec<super::copy_completion::Wait>) {
+        *lock(&self.copy_waits) = (version, waits);
+    }
+
+    /// What this node's copy for `version` waits for, as last noted.
+    pub fn copy_waits(&self, version: u64) -> Vec<super::copy_completion::Wait> {
+        let waits = lock(&self.copy_waits);
+        match waits.0 == version {
+            true => waits.1.clone(),
+            false => Vec::new(),
         }
     }
 

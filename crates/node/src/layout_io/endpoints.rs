@@ -79,7 +79,7 @@ pub enum Refused {
 /// A layout job's waiting end.
 pub type LayoutJob = JobReceiver<JobAnswer>;
 
-/// A layout as JSON: `{"version":N,"nodes":[…],"replication_factor":R}`,
+/// A layout as JSON: `{"version":N,"nodes":[…],"node_ids":{URL:id,…},"replication_factor":R}`,
 /// then `"reason"` when given.
 pub fn layout_json(layout: &Layout, reason: Option<&str>) -> String {
     let mut out = format!("{{\"version\":{},\"nodes\":[", layout.version);
@@ -89,8 +89,16 @@ pub fn layout_json(layout: &Layout, reason: Option<&str>) -> String {
         }
         json_string(&mut out, url);
     }
+    out.push_str("],\"node_ids\":{");
+    for (i, (url, id)) in layout.nodes.iter().zip(&layout.ids).enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        json_string(&mut out, url);
+        out.push_str(&format!(":{id}"));
+    }
     out.push_str(&format!(
-        "],\"replication_factor\":{}",
+        "}},\"replication_factor\":{}",
         layout.replication_factor
     ));
     if let Some(reason) = reason {
@@ -262,7 +270,7 @@ mod tests {
         assert_eq!(chosen.status, Status::Ok);
         assert_eq!(
             String::from_utf8(chosen.body).unwrap(),
-            "{\"version\":1,\"nodes\":[\"http://a:1\",\"http://b:2\"],\"replication_factor\":2}"
+            "{\"version\":1,\"nodes\":[\"http://a:1\",\"http://b:2\"],\"node_ids\":{\"http://a:1\":0,\"http://b:2\":1},\"replication_factor\":2}"
         );
         let conflict = change_answer(&ChangeAnswer::Conflict(v1(), "a \"why\"".into()));
         assert_eq!(conflict.status, Status::Conflict);

@@ -9,6 +9,7 @@ use super::answer::{Answer, Failure};
 use super::authorize::{authorize, needed};
 use super::dispatch::Command;
 use crate::auth::metrics::{ClientRefusal, PeerRefusal};
+use crate::auth::peer_access::{self, PeerAccess, PeerFacts};
 use crate::auth::peer_proof::{Nonce, SCHEME};
 use crate::auth::{Auth, Role};
 use crate::http::Status;
@@ -98,15 +99,51 @@ pub enum Verdict {
     Answer(Vec<u8>, Status, bool),
 }
 
+/// What a peer request on this network thread must do, from what is true
+/// now: the options, the listening address and this thread's live
+/// placement (refreshed every loop iteration, so a layout change applies
+/// to the next request) ([`peer_access`]).
+pub fn access(ctx: &crate::state::NetContext) -> PeerAccess {
+    use crate::auth::protected::is_loopback;
+    let placement = ctx.placement();
+    let me = placement.self_index();
+    let others = (0..placement.len()).filter(|&i| i != me && placement.is_live_member(i));
+    let (mut alone, mut member_exposed) = (true, false);
+    for i in others {
+        alone = false;
+        member_exposed |= !is_loopback(url_host_port(placement.url(i)));
+    }
+    let auth = &ctx.shared.auth;
+    peer_access::decide(PeerFacts {
+        secret: auth.secret.is_some(),
+        certificates: ctx.shared.tls.as_ref().is_some_and(|t| t.verifies_peers()),
+        tokens: auth.tokens.is_some(),
+        allow_unauthenticated: ctx.config.allow_unauthenticated,
+        listener_exposed: !is_loopback(&ctx.config.listen),
+        alone,
+        member_exposed,
+    })
+}
+
+/// The `HOST:PORT` of a member URL.
+fn url_host_port(url: &str) -> &str {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .unwrap_or(url);
+    rest.split('/').next().unwrap_or(rest)
+}
+
 /// [`peer`]'s gate as what the connection does.
 pub fn upgrade(
     auth: &Auth,
+    access: PeerAccess,
     protocol: &str,
     issued: &mut Option<Nonce>,
     credential: &Credential,
     remote: &dyn Fn() -> String,
 ) -> Verdict {
-    match peer(auth, protocol, issued, credential, remote) {
+    match peer(auth, access, protocol, issued, credential, remote) {
         Gate::Open => Verdict::Switch(crate::peer::handshake::upgrade_response_for(protocol)),
         Gate::Accepted(response) => Verdict::Switch(response),
         Gate::Challenge(bytes) => Verdict::Answer(bytes, Status::Unauthorized, false),
@@ -118,16 +155,18 @@ pub fn upgrade(
 }
 
 /// Decides a peer or sync upgrade to `protocol` on a connection from
-/// `remote` that issued `issued`; refusals are counted and logged.
+/// `remote` that issued `issued`, given what `access` asks; refusals are
+/// counted and logged.
 pub fn peer(
     auth: &Auth,
+    access: PeerAccess,
     protocol: &str,
     issued: &mut Option<Nonce>,
     credential: &Credential,
     remote: &dyn Fn() -> String,
 ) -> Gate {
-    let gate = if auth.secret.is_none() && auth.peers_closed {
-        auth_gate::closed()
+    let gate = if let PeerAccess::Closed(why) = access {
+        auth_gate::closed(why)
     } else {
         let authorization: Option<&[u8]> = match credential {
             Credential::Absent => None,
@@ -141,7 +180,7 @@ pub fn peer(
             }
             None => {
                 tracing::error!("auth: no randomness for a peer challenge");
-                auth_gate::closed()
+                auth_gate::no_challenge_possible()
             }
         }
     };
@@ -150,7 +189,7 @@ pub fn peer(
         tracing::warn!(
             remote = %remote(),
             reason = why.label(),
-            "peer upgrade refused: the cluster secret was not proved"
+            "peer upgrade refused: the cluster secret was not proved, or peers are closed here"
         );
     }
     gate

@@ -38,6 +38,7 @@ use std::io::{self, Read, Write};
 use std::time::Instant;
 
 mod internal_side;
+mod resp_count;
 mod resp_scan;
 mod resp_side;
 
@@ -72,6 +73,8 @@ pub enum Slot {
     Gather(Box<resp_side::Gather>),
     /// A RESP `SCAN` page its range thread computes.
     Scan(Box<resp_scan::ScanWait>),
+    /// A RESP `DBSIZE` or `INFO` whose keys a range thread counts.
+    Count(Box<resp_count::CountWait>),
     /// A range being streamed.
     Stream {
         /// The scan.
@@ -725,7 +728,15 @@ impl Conn {
                 .map_or_else(|_| "?".into(), |a| a.to_string())
         };
         let auth = &ctx.shared.auth;
-        match upgrade(auth, protocol, &mut self.peer_nonce, credential, &remote) {
+        let access = crate::net::auth_gate::access(ctx);
+        match upgrade(
+            auth,
+            access,
+            protocol,
+            &mut self.peer_nonce,
+            credential,
+            &remote,
+        ) {
             Verdict::Switch(response) => Some(response),
             Verdict::Answer(bytes, status, close) => {
                 self.close_after |= close;
@@ -1007,6 +1018,11 @@ impl Conn {
                 }
                 Some(Slot::Scan(_)) => {
                     if !self.fill_from_scan() {
+                        return;
+                    }
+                }
+                Some(Slot::Count(_)) => {
+                    if !self.fill_from_count() {
                         return;
                     }
                 }

@@ -254,14 +254,20 @@ pub fn dispatch(
 }
 
 /// A cluster range: this node's own stream when it alone covers every
-/// key (`sources_needed` is 1: `ack=1` of `from` = every node), otherwise
-/// a range thread merging enough nodes (`crate::range`).
+/// key (`sources_needed` is 1: `ack=1` of `from` = every node, and this
+/// node is in the read set), otherwise a range thread merging enough
+/// nodes of the read set (`crate::range`).
 fn cluster_range(ctx: &NetContext, reply_to: ReplyTo, plan: crate::range::Plan) -> Dispatched {
     let shared = &ctx.shared;
-    let nodes = crate::range::coverage::read_set(&ctx.placement()).len();
-    let needed =
-        crate::range::coverage::sources_needed(nodes, plan.ack as usize, plan.from as usize);
-    if needed == 1 && !shared.refill.active() {
+    let placement = ctx.placement();
+    let read_set = crate::range::coverage::read_set(&placement);
+    let alone = crate::range::coverage::answers_alone(
+        &read_set,
+        placement.self_index(),
+        plan.ack as usize,
+        plan.from as usize,
+    );
+    if alone && !shared.refill.active() {
         let local = Command::Range {
             start: plan.start,
             end: plan.end,

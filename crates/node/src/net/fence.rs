@@ -12,8 +12,10 @@
 //! for the transition driver (`cluster::transition_state`): the fence is
 //! up on a thread before the driver counts that thread as placed.
 //!
-//! A peer that names no version (a hand-written test client) is served:
-//! every ataman node names one.
+//! A peer that names no version is refused like a stale one: every
+//! ataman node names one, and a coordinator that does not say which
+//! layout it places with cannot be known to be on the current one (it
+//! would bypass the fence).
 
 use crate::state::NetContext;
 
@@ -24,7 +26,10 @@ pub fn stale(named: Option<u64>, known: u64) -> Option<String> {
         Some(v) if v < known => Some(format!(
             "stale layout: the coordinator is on layout version {v}, this node knows version {known}"
         )),
-        _ => None,
+        Some(_) => None,
+        None => Some(format!(
+            "the coordinator names no layout version (X-Ataman-Layout); this node knows version {known}"
+        )),
     }
 }
 
@@ -37,9 +42,9 @@ pub fn refuse(ctx: &NetContext, named: Option<u64>) -> Option<String> {
 mod tests {
     use super::*;
 
-    /// Older is refused, naming both versions; equal, newer and unnamed are served.
+    /// Older and unnamed are refused, naming the versions; equal and newer are served.
     #[test]
-    fn only_an_older_version_is_refused() {
+    fn an_older_or_missing_version_is_refused() {
         let why = stale(Some(2), 3).unwrap();
         assert!(
             why.contains("version 2") && why.contains("version 3"),
@@ -47,6 +52,17 @@ mod tests {
         );
         assert_eq!(stale(Some(3), 3), None);
         assert_eq!(stale(Some(4), 3), None);
-        assert_eq!(stale(None, 3), None);
+    }
+
+    /// A peer that named no layout version bypassed the fence: it was
+    /// served whatever version this node knew.
+    #[test]
+    fn version_less_peers_are_fenced() {
+        let why = stale(None, 3).unwrap();
+        assert!(
+            why.contains("names no layout version") && why.contains("version 3"),
+            "{why}"
+        );
+        assert!(stale(None, 1).is_some());
     }
 }

@@ -60,9 +60,12 @@ pub fn layout(shared: &NodeShared) -> String {
     let topology = &shared.topology;
     let self_url = &topology.nodes()[topology.self_index()];
     let Some(m) = &shared.membership else {
+        // A fixed cluster's ids are its list order (`cluster::live::Placement::fixed`).
+        let ids: Vec<u16> = (0..topology.nodes().len()).map(|i| i as u16).collect();
         return render_json(
             topology.version(),
             topology.nodes(),
+            &ids,
             shared.config.replication_factor,
             self_url,
             None,
@@ -73,6 +76,7 @@ pub fn layout(shared: &NodeShared) -> String {
     let doc = render_json(
         l.version,
         &l.nodes,
+        &l.ids,
         l.replication_factor,
         m.self_url(),
         Some(&history),
@@ -85,15 +89,38 @@ pub fn layout(shared: &NodeShared) -> String {
     }
     let doc = with_progress(&doc, &figures);
     let t = &shared.transition;
-    // This node's cleanups (`cluster::cleanup_metrics`), last.
+    // What the transition waits for (`cluster::copy_completion`), then
+    // this node's cleanups (`cluster::cleanup_metrics`), last.
+    let waits = crate::cluster::copy_completion::waiting_for(&history, &t.copy_waits(l.version));
     let doc = match doc.strip_suffix('}') {
-        Some(body) => format!("{body},\"cleanup\":{}}}", t.cleanup.json()),
+        Some(body) => format!(
+            "{body},\"waiting_for\":{},\"cleanup\":{}}}",
+            waiting_json(&waits),
+            t.cleanup.json()
+        ),
         None => doc,
     };
     // The driver publishes `settled` on its tick; a transition this node
     // already holds is not settled whatever it last published.
     let settled = t.settled() && !history.in_transition();
     standing_json(t, t.standing(), settled, &doc)
+}
+
+/// `[{"node":URL,"reason":TEXT},…]`.
+fn waiting_json(waits: &[(String, &str)]) -> String {
+    let mut out = String::from("[");
+    for (i, (node, reason)) in waits.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"node\":");
+        json_string(&mut out, node);
+        out.push_str(",\"reason\":");
+        json_string(&mut out, reason);
+        out.push('}');
+    }
+    out.push(']');
+    out
 }
 
 /// `doc` with the entries of `moving` of the nodes in `figures` carrying
@@ -205,7 +232,7 @@ mod tests {
             "http://b:2".to_owned(),
             "http://c:3".to_owned(),
         ];
-        let doc = render_json(2, &nodes, 2, "http://b:2", None);
+        let doc = render_json(2, &nodes, &[0, 1, 2], 2, "http://b:2", None);
         let p = |n: u64| crate::antientropy::transfer::CopyProgress {
             version: 2,
             keys_to_copy: 10 * n,

@@ -4,6 +4,7 @@
 //! bytes.
 
 pub use crate::auth::metrics::PeerRefusal;
+use crate::auth::peer_access::Closed;
 use crate::auth::peer_proof::{self, HandshakeError, Nonce};
 use crate::auth::secret::ClusterSecret;
 
@@ -21,10 +22,15 @@ pub enum Gate {
 }
 
 fn refusal(reason: PeerRefusal) -> Gate {
-    let (line, text) = match reason {
-        PeerRefusal::NoSecret => (
+    refusal_with(reason, None)
+}
+
+fn refusal_with(reason: PeerRefusal, closed: Option<Closed>) -> Gate {
+    let (line, text) = match (reason, closed) {
+        (PeerRefusal::NoSecret, Some(why)) => ("403 Forbidden", why.text()),
+        (PeerRefusal::NoSecret, None) => (
             "403 Forbidden",
-            "peer sessions need --cluster-secret-file on this node",
+            "peer sessions need --cluster-secret-file or --tls-ca on this node",
         ),
         _ => ("401 Unauthorized", "peer did not prove the cluster secret"),
     };
@@ -81,8 +87,14 @@ pub fn decide(
 }
 
 /// The refusal of a peer upgrade on a node that takes no peer session
-/// (client tokens on, no cluster secret, alone in its cluster).
-pub fn closed() -> Gate {
+/// now (`crate::auth::peer_access`), saying why.
+pub fn closed(why: Closed) -> Gate {
+    refusal_with(PeerRefusal::NoSecret, Some(why))
+}
+
+/// The refusal of a peer upgrade when no challenge can be made (the
+/// system gave no randomness).
+pub fn no_challenge_possible() -> Gate {
     refusal(PeerRefusal::NoSecret)
 }
 

@@ -46,9 +46,34 @@ pub fn read_set(placement: &Placement) -> Vec<usize> {
     placement.read_members().to_vec()
 }
 
+/// True when this node's own data alone answers a cluster range: the
+/// sources needed are one, and this node (`me`) is in the read set. A
+/// node outside it — one still receiving its copy of the new layout, whose
+/// reads use the old one — counts for nothing, however `ack` and `from`
+/// are set; its range goes through the merge of read-set nodes.
+pub fn answers_alone(read_set: &[usize], me: usize, ack: usize, from: usize) -> bool {
+    read_set.contains(&me) && sources_needed(read_set.len(), ack, from) == 1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cluster range with `ack=1&from=N` was answered from the local
+    /// data of a node outside the read set (still receiving its copy): it
+    /// only does so from a node in the read set.
+    #[test]
+    fn only_a_read_set_node_answers_alone() {
+        let read_set = [0, 1, 2];
+        assert!(answers_alone(&read_set, 1, 1, 3));
+        // Node 3 was added and is copying: reads still use {0, 1, 2}.
+        assert!(!answers_alone(&read_set, 3, 1, 3));
+        // More than one source needed: never alone.
+        assert!(!answers_alone(&read_set, 1, 2, 3));
+        assert!(!answers_alone(&read_set, 1, 1, 2));
+        assert!(answers_alone(&[4], 4, 1, 1));
+        assert!(!answers_alone(&[], 4, 1, 1));
+    }
     use crate::cluster::placement::rank_with_seeds;
     use proptest::prelude::*;
 

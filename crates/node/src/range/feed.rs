@@ -116,7 +116,7 @@ impl Ranges {
         let counters: [(&str, &str, &AtomicU64); 4] = [
             (
                 "ataman_cluster_ranges_started_total",
-                "Cluster ranges (cluster=1) and RESP SCAN pages started on a range thread.",
+                "Cluster ranges (cluster=1), RESP SCAN pages and RESP key counts (DBSIZE, INFO) started on a range thread.",
                 &self.started,
             ),
             (

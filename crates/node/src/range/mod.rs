@@ -14,9 +14,13 @@
 //!   client's connection, with back-pressure end to end.
 //! - [`page_thread`]: one page of a cluster iteration (RESP `SCAN`) on a
 //!   range thread, within the same bound, handed back whole.
+//! - [`job_thread`]: a connection's short job that reads much of the
+//!   engine (RESP `DBSIZE`, `INFO`'s key counts) on a range thread,
+//!   within the same bound.
 
 pub mod coverage;
 pub mod feed;
+pub mod job_thread;
 pub mod merge;
 pub mod page_thread;
 pub mod peer_auth;

@@ -5,8 +5,14 @@
 //! request's replica sets on every node.
 //!
 //! What each node does, every [`MEMBERSHIP_TICK_MS`] while it is up:
+//! - Joining: the added node starts as a node started with `--join` does:
+//!   no member, no node id, so its clock stamps nothing and it refuses
+//!   every client request (the node's membership gate).
 //! - Learning: one node learns version 2 when it is committed; the others
-//!   learn it from any peer they exchange with (gossip below). A node that
+//!   learn it from any peer they exchange with (gossip below). The added
+//!   node takes its node id from version 2 when it learns it (the planted
+//!   bug `joined-takes-id-zero` gives it id 0 instead, as the start-up
+//!   list's position once did). A node that
 //!   learns it waits until every write it started before is answered, then
 //!   raises its `ack` tracker.
 //! - Gossip: two random nodes that reach each other both ways exchange
@@ -15,7 +21,8 @@
 //!   merges what EVERY old replica of each such key holds (tombstones
 //!   included), then raises its `sync` tracker; a source down or cut off
 //!   postpones the whole copy to a later tick (it is repeated whole, so a
-//!   crash of either side only delays it).
+//!   crash of either side only delays it), as the node's own rule
+//!   (`ataman_node::cluster::copy_completion`) decides.
 //! - It raises `sync_ack` once it sees every node synced, drops the old
 //!   version once every node did, and only then deletes the copies it no
 //!   longer replicates (a mask over its engine, `SimNode::drop_copy`).
@@ -28,8 +35,9 @@
 use super::{Event, Sim};
 use crate::config::PlantedBug;
 use crate::history::{Happening, OpId, OpResult};
+use ataman_node::cluster::copy_completion::{Completion, Mode, Source, decide};
 use ataman_node::cluster::history::{History, Tracker};
-use ataman_node::cluster::layout::Layout;
+use ataman_node::cluster::layout::{Change, Layout};
 use ataman_node::cluster::node_table::{NodeTable, Placed};
 use ataman_node::cluster::placement;
 use ataman_node::peer::frame::Stamped;
@@ -73,7 +81,14 @@ impl Membership {
         let urls = node_urls(nodes);
         let first =
             Layout::new(1, urls[..nodes - 1].to_vec(), replicas).map_err(|e| e.to_string())?;
-        let next = Layout::new(2, urls.clone(), replicas).map_err(|e| e.to_string())?;
+        // The change the operator's `POST /v0/layout` makes: the node's
+        // own rule gives the added node its id.
+        let next = first
+            .apply(&Change {
+                add: urls[nodes - 1..].to_vec(),
+                ..Change::default()
+            })
+            .map_err(|e| e.to_string())?;
         let mut table = NodeTable::new(&urls);
         let history = History::settled(first);
         let placed = Placed::new(&history, &mut table);
@@ -91,6 +106,14 @@ impl Membership {
             copied: 0,
             dropped: 0,
         })
+    }
+
+    /// The node id `node` holds in its view (none: not a member of any
+    /// live layout it knows).
+    pub fn node_id(&self, node: usize) -> Option<u16> {
+        let url = &self.urls[node];
+        let live = self.views[node].history.live();
+        live.iter().rev().find_map(|l| l.id_of(url))
     }
 
     fn refresh(&mut self, node: usize) {
@@ -162,6 +185,13 @@ impl Sim {
                 .collect();
             m.views[node].old_writes = Some(old);
             m.refresh(node);
+            let was = self.nodes[node].node_id();
+            let id = match (self.config.planted_bug, was) {
+                // The planted bug: the joined node takes id 0.
+                (Some(PlantedBug::JoinedTakesIdZero), None) => Some(0),
+                _ => m.node_id(node),
+            };
+            self.nodes[node].set_node_id(id);
         }
     }
 
@@ -283,9 +313,23 @@ impl Sim {
                 && !self.network.is_cut(s, node, now)
                 && !self.network.is_cut(node, s, now)
         };
-        if !sources.iter().all(|&(s, _)| reachable(s)) {
-            return; // a later tick copies, whole
+        // Whether the copy may complete is the node's own rule: a source
+        // down or cut off is waited for (this run never removes a node,
+        // and nothing is declared dead), so a later tick copies, whole.
+        let facts: Vec<Source<'_>> = sources
+            .iter()
+            .map(|(s, url)| Source {
+                url,
+                finished: reachable(*s),
+                leaving: !h.current().is_member(url),
+                declared_dead: h.declared_dead(url),
+            })
+            .collect();
+        if matches!(decide(&facts, Mode::Sound), Completion::Waiting(_)) {
+            return;
         }
+        let sources: Vec<(usize, String)> =
+            sources.into_iter().filter(|&(s, _)| reachable(s)).collect();
         for (s, source) in sources {
             let Ok(state) = self.nodes[s].state() else {
                 self.check_disk(s);

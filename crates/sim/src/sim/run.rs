@@ -175,7 +175,7 @@ impl Sim {
         let world = World::new(seed);
         let planted_drop_expired =
             config.planted_bug == Some(PlantedBug::DropExpiredWithoutTombstone);
-        let nodes = (0..config.nodes)
+        let mut nodes = (0..config.nodes)
             .map(|i| {
                 let engine = crate::node::EngineSetup {
                     clock: crate::node::SimClock::new(world.now_cell()),
@@ -187,6 +187,10 @@ impl Sim {
         let (seeds, membership) = if config.grow {
             let m = super::membership::Membership::new(config.nodes, config.replicas)?;
             let urls = super::membership::node_urls(config.nodes);
+            // The added node starts as `--join` does: no id, stamping nothing.
+            if let Some(joining) = nodes.last_mut() {
+                joining.set_node_id(m.node_id(config.nodes - 1));
+            }
             (placement::seeds(&urls), Some(m))
         } else {
             (placement::seeds(&node_names(config.nodes)), None)

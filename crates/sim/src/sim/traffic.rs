@@ -48,18 +48,25 @@ impl Sim {
             completed_ms: None,
             result: OpResult::Pending,
         };
-        if !node.is_up() {
+        // A node that is no member (joining) serves no client, as the
+        // node's membership gate answers 503; its clock holds no id.
+        // (A read stamps nothing: 0 is not used.)
+        let stamp = match plan.kind {
+            _ if !node.is_up() || node.node_id().is_none() => None,
+            OpKind::Get => Some(0),
+            _ => node.stamp(now),
+        };
+        let Some(ts) = stamp else {
             op.result = OpResult::Refused;
             op.completed_ms = Some(now);
             self.history.ops.push(op);
             self.ops_done += usize::from(client < self.clients.len());
             self.client_answered(client);
             return;
-        }
+        };
         let kind = match &plan.kind {
             OpKind::Get => ReplicaOp::Read,
             OpKind::Put(value) => {
-                let ts = node.stamp(now);
                 // The deadline, stamped once here as the node's dispatch does.
                 let deadline_ms = plan
                     .ttl_ms
@@ -83,7 +90,7 @@ impl Sim {
                     }
                 }
             }
-            OpKind::Delete => ReplicaOp::Write(Stamped::tombstone(node.stamp(now))),
+            OpKind::Delete => ReplicaOp::Write(Stamped::tombstone(ts)),
         };
         if let ReplicaOp::Write(v) = &kind {
             op.ts = Some(v.ts);

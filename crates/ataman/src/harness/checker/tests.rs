@@ -416,7 +416,53 @@ fn convergence_and_crashes() {
     });
     let f = check(&h);
     assert_eq!(f.divergent.count, 2, "{f:#?}");
+    assert_eq!(f.same_timestamp.count, 0, "{f:#?}");
     assert!(!f.not_converged);
+    // Two values under one timestamp (a node id held twice): a finding of
+    // its own, as is a value and a tombstone under one timestamp.
+    let mut two = history(vec![]);
+    two.copies = vec![
+        copy(
+            "e",
+            0,
+            CopyState::Value {
+                ts: 7,
+                value: "x".into(),
+            },
+        ),
+        copy(
+            "e",
+            1,
+            CopyState::Value {
+                ts: 7,
+                value: "y".into(),
+            },
+        ),
+        copy(
+            "e",
+            2,
+            CopyState::Value {
+                ts: 7,
+                value: "x".into(),
+            },
+        ),
+        copy("f", 0, CopyState::Tombstone { ts: 8 }),
+        copy(
+            "f",
+            1,
+            CopyState::Value {
+                ts: 8,
+                value: "x".into(),
+            },
+        ),
+    ];
+    let f = check(&two);
+    assert_eq!(f.same_timestamp.count, 2, "{f:#?}");
+    assert!(
+        f.same_timestamp.examples[0].0.contains("timestamp 7"),
+        "{f:#?}"
+    );
+    assert_eq!(f.violations(), 4, "{f:#?}");
     h.copies.clear();
     h.convergence = Some(Convergence {
         converged: false,

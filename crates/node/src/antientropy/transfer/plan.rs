@@ -5,14 +5,19 @@
 //! nodes hold), so each node answers its sends per gaining node, and the
 //! caller sums them ([`sum`]): a node's receives are the sum of every
 //! node's sends to it. A key is counted once per gaining node, by the old
-//! replica that gaining node asks first ([`super::scope::source_order`]:
-//! the members that leave first, then URL order): that one sends it; the
-//! others, asked later, find it already there. So the figures are what
-//! copying moves when the old replicas agree; a replica that missed a
-//! write adds that write to a later source's sends, not counted here.
-//! Tombstones move and are counted (their key bytes).
+//! replica whose [`Share`] it is in (its first old replica by rendezvous
+//! rank): the one pass of the copy (`super::one_pass`) takes every key
+//! from that source, so the sends spread over the old replicas as the
+//! copy's do. The figures are what copying moves when the old replicas
+//! agree; a replica that holds a newer version than the share's source
+//! sends that version instead, and a source the one pass could not reach
+//! leaves its share to the comparing pass (`super::pull`, in
+//! [`super::scope::source_order`]), neither counted here. Tombstones move
+//! and are counted (their key bytes).
 
 use super::moved_bytes;
+#[cfg(doc)]
+use super::scope::Share;
 use super::scope::{ScopeError, check_next};
 use crate::cluster::layout::Layout;
 use crate::cluster::placement;
@@ -46,8 +51,6 @@ pub struct Planner {
     new: Layout,
     old_seeds: Vec<u64>,
     new_seeds: Vec<u64>,
-    /// Each old member's place in the order gaining nodes ask sources.
-    asked_at: Vec<usize>,
     me: Option<usize>,
     sends: Sends,
 }
@@ -56,28 +59,24 @@ impl Planner {
     /// A planner for node `me` of the transition `old` → `new`.
     pub fn new(old: &Layout, new: &Layout, me: &str) -> Result<Planner, ScopeError> {
         check_next(old, new)?;
-        let mut order: Vec<usize> = (0..old.nodes.len()).collect();
-        order.sort_by_key(|&i| (new.is_member(&old.nodes[i]), &old.nodes[i]));
-        let mut asked_at = vec![0; old.nodes.len()];
-        for (place, &i) in order.iter().enumerate() {
-            asked_at[i] = place;
-        }
         Ok(Planner {
             old: old.clone(),
             new: new.clone(),
             old_seeds: placement::seeds(&old.nodes),
             new_seeds: placement::seeds(&new.nodes),
-            asked_at,
             me: old.nodes.iter().position(|n| n == me),
             sends: Sends::new(),
         })
     }
 
-    /// Counts `key` (of `bytes` key and value bytes) held by this node.
+    /// Counts `key` (of `bytes` key and value bytes) held by this node,
+    /// when this node is the key's first old replica: the source whose
+    /// share holds it for every node that gains it (a gaining node is not
+    /// an old replica of the key, so it never shifts the first).
     pub fn add(&mut self, key: &[u8], bytes: u64) {
         let Some(me) = self.me else { return };
         let old = placement::rank_with_seeds(&self.old_seeds, key, self.old.replication_factor);
-        if old.iter().min_by_key(|&&i| self.asked_at[i]) != Some(&me) {
+        if old.first() != Some(&me) {
             return;
         }
         for g in placement::rank_with_seeds(&self.new_seeds, key, self.new.replication_factor) {
@@ -166,7 +165,7 @@ pub fn render_json(version: u64, sends: &Sends) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::antientropy::transfer::scope::{TransitionScope, source_order};
+    use crate::antientropy::transfer::scope::{Share, TransitionScope, source_order};
     use crate::cluster::layout::Change;
 
     fn urls(n: usize) -> Vec<String> {
@@ -175,7 +174,7 @@ mod tests {
 
     /// Every node holding every key it is an old replica of: the summed
     /// plan counts each gained key once per gaining node, by the source
-    /// asked first, and matches a direct count from the scopes.
+    /// whose share holds it, and matches a direct count from the scopes.
     #[test]
     fn summed_sends_count_each_gained_key_once() {
         let a = Layout::bootstrap(&urls(3), Some(2)).unwrap();
@@ -219,6 +218,64 @@ mod tests {
             let received: u64 = plan.values().map(|p| p.receives.keys).sum();
             assert_eq!(sent, received);
             assert!(sent > 0);
+        }
+    }
+
+    /// The plan shows what the copy's one pass does: each source's sends
+    /// to each gaining node are the keys of its share of that node's copy,
+    /// so a grow, a shrink and a replace each draw from several sources
+    /// (regression: the plan once credited every key to the source asked
+    /// first in the comparing pass, one node sending everything).
+    #[test]
+    fn plan_matches_the_copy_shares() {
+        let a = Layout::bootstrap(&urls(4), Some(3)).unwrap();
+        let changes = [
+            Change {
+                add: vec!["http://127.0.0.1:9".into()],
+                ..Change::default()
+            },
+            Change {
+                remove: vec!["http://127.0.0.1:4".into()],
+                ..Change::default()
+            },
+            Change {
+                add: vec!["http://127.0.0.1:9".into()],
+                remove: vec!["http://127.0.0.1:2".into()],
+                ..Change::default()
+            },
+        ];
+        for change in changes {
+            let b = a.apply(&change).unwrap();
+            let keys: Vec<Vec<u8>> = (0..3000).map(|k| format!("k{k}").into_bytes()).collect();
+            for source in &a.nodes {
+                let held = keys
+                    .iter()
+                    .filter(|k| a.replicas(k).contains(&source.as_str()))
+                    .map(|k| (k.clone(), 1));
+                let sends = tally(&a, &b, source, held).unwrap();
+                for g in &b.nodes {
+                    let share = Share::new(&a, &b, g, source);
+                    let in_share = share.map_or(0, |share| {
+                        keys.iter().filter(|k| share.covers(k)).count() as u64
+                    });
+                    let planned = sends.get(g).map_or(0, |f| f.keys);
+                    assert_eq!(planned, in_share, "{change:?}: {source} to {g}");
+                }
+            }
+            let answers: Vec<(&str, Sends)> = a
+                .nodes
+                .iter()
+                .map(|u| {
+                    let held = keys
+                        .iter()
+                        .filter(|k| a.replicas(k).contains(&u.as_str()))
+                        .map(|k| (k.clone(), 1));
+                    (u.as_str(), tally(&a, &b, u, held).unwrap())
+                })
+                .collect();
+            let plan = sum(answers.iter().map(|(u, s)| (*u, s)));
+            let senders = plan.values().filter(|p| p.sends.keys > 0).count();
+            assert!(senders >= 2, "{change:?}: one sender only: {plan:?}");
         }
     }
 

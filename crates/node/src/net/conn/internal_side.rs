@@ -52,7 +52,15 @@ impl Conn {
                 .map_or_else(|_| "?".into(), |a| a.to_string())
         };
         let auth = &ctx.shared.auth;
-        match upgrade(auth, protocol, &mut self.peer_nonce, credential, &remote) {
+        let access = crate::net::auth_gate::access(ctx);
+        match upgrade(
+            auth,
+            access,
+            protocol,
+            &mut self.peer_nonce,
+            credential,
+            &remote,
+        ) {
             Verdict::Switch(_) => true,
             Verdict::Answer(bytes, status, close) => {
                 self.close_after |= close;

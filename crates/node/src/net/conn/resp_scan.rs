@@ -4,8 +4,8 @@
 //! `SCAN` are answered in the order they came (docs/RESP.md).
 
 use super::{Conn, Slot};
-use crate::net::answer::Failure;
-use crate::net::dispatch::Command;
+use crate::net::answer::{Answer, Failure};
+use crate::net::membership_gate;
 use crate::net::resp::auth;
 use crate::net::resp::encode::{self, Proto, Reply};
 use crate::net::resp::scan::{self, ScanArgs, UNKNOWN_CURSOR};
@@ -29,13 +29,18 @@ impl Conn {
             return;
         };
         // A read of every key: the read role.
-        let every_key = [Command::Range {
-            start: Vec::new(),
-            end: None,
-        }];
+        let every_key = [scan::every_key()];
         if let Err(denied) = auth::admit_named(&ctx.shared.auth, &state.session, "scan", &every_key)
         {
             return self.reply_now(&denied);
+        }
+        // A node that is not a member (joining, removed) serves no
+        // client's data, as `dispatch` refuses its reads: its own copy is
+        // partial or gone.
+        if let Some(Answer::Failed(failure, why)) =
+            membership_gate::refusal(&ctx.shared.transition, &every_key[0])
+        {
+            return self.reply_now(&failure_reply(failure, &why));
         }
         let Some(start) = scan::resume_key(args.cursor) else {
             return self.reply_now(&Reply::err(UNKNOWN_CURSOR));
@@ -43,11 +48,15 @@ impl Conn {
         if !args.strings {
             return self.reply_now(&scan::page_reply(Vec::new(), None, None));
         }
+        let (ack, from) = match state.session.ack_from(super::resp_side::resp_limits(ctx)) {
+            Ok(pair) => pair,
+            Err(e) => return self.reply_now(&Reply::err(e)),
+        };
         let plan = crate::range::Plan {
             start,
             end: None,
-            ack: state.session.ack,
-            from: state.session.from,
+            ack,
+            from,
         };
         let proto = state.session.proto;
         let target = Target::Feed {

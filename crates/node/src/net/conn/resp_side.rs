@@ -9,6 +9,7 @@
 //! is addressed as `slot id << PART_BITS | part`, so completions and
 //! verdicts find their part without any other bookkeeping.
 
+use super::resp_count::Counted;
 use super::{Conn, SLOTS_MAX, Slot};
 use crate::net::answer::{Answer, Awaited, Failure};
 use crate::net::dispatch::{Command, Dispatched, dispatch};
@@ -16,8 +17,9 @@ use crate::net::resp::auth::{self, Gate};
 use crate::net::resp::decode::{self, DecodeError, Decoded};
 use crate::net::resp::encode::{self, Proto, Reply};
 use crate::net::resp::expiry::{Chain, Next, follow};
+use crate::net::resp::info;
+use crate::net::resp::session;
 use crate::net::resp::table::{self, KeyOp, NodeQuery, Plan, Session};
-use crate::net::resp::{DBSIZE_SCAN_KEYS_MAX, info};
 use crate::replication::{ReplyTo, Request};
 use crate::state::NetContext;
 use std::borrow::Cow;
@@ -36,8 +38,6 @@ static NEXT_CLIENT_ID: AtomicU64 = AtomicU64::new(1);
 pub struct RespConn {
     /// `HELLO`, `CLIENT`, `ATAMAN.REPLICATION` state.
     pub(super) session: Session,
-    /// The command table's limits.
-    limits: table::Limits,
     /// Write commands answered later, not yet answered: while any is, a
     /// command that is not a write waits (so a read sees this
     /// connection's earlier writes; writes in a row still reach the
@@ -77,6 +77,8 @@ fn names_a_write(args: &[Cow<'_, [u8]>]) -> bool {
 /// A multi-key command's slot: its parts' answers, gathered.
 pub struct Gather {
     op: KeyOp,
+    /// The `ack` its writes were sent with (`WAIT` counts their copies).
+    ack: u32,
     parts: Vec<Part>,
     /// Parts still waiting.
     waiting: usize,
@@ -99,19 +101,13 @@ impl Conn {
     pub fn new_resp(
         stream: crate::tls::transport::Transport,
         generation: u64,
-        ctx: &NetContext,
+        _ctx: &NetContext,
     ) -> Conn {
-        let limits = table::Limits {
-            key_bytes_max: ctx.config.key_bytes_max,
-            value_bytes_max: ctx.config.value_bytes_max,
-            cluster_size: ctx.route_config.get().cluster_size,
-            from_default: ctx.route_config.get().from_default,
-        };
+        // The session's defaults are read per command (`resp_limits`), not here.
         let id = NEXT_CLIENT_ID.fetch_add(1, Ordering::Relaxed);
         let mut conn = Conn::new(stream, generation);
         conn.resp = Some(Box::new(RespConn {
-            session: Session::new(id, limits),
-            limits,
+            session: Session::new(id),
             writes_pending: 0,
             chains_ready: Vec::new(),
         }));
@@ -246,7 +242,7 @@ impl Conn {
         let Some(state) = self.resp.as_mut() else {
             return;
         };
-        let limits = state.limits;
+        let limits = resp_limits(ctx);
         let instead;
         let args = match auth::gate(&ctx.shared.auth, &mut state.session, args) {
             Gate::Plan => args,
@@ -270,6 +266,11 @@ impl Conn {
             Plan::Close(reply) => {
                 self.reply_now(&reply);
                 self.close_after = true;
+            }
+            Plan::Node(NodeQuery::DbSize) => self.count_keys(ctx, token, Counted::DbSize),
+            Plan::Node(NodeQuery::Info(sections)) if wants_keys(&sections) => {
+                let figures = Box::new(self.figures(ctx));
+                self.count_keys(ctx, token, Counted::Info(sections, figures));
             }
             Plan::Node(query) => {
                 let reply = self.node_reply(ctx, query);
@@ -297,14 +298,7 @@ impl Conn {
         // The command may write (EXPIRE, PERSIST, GETEX …): it needs the
         // write role whatever its read finds, judged now, under the role
         // the connection has when the command arrives.
-        let would_write = Command::Write {
-            key: chain.key.clone(),
-            value: None,
-            expiry: crate::ttl::Expiry::Never,
-            ack: chain.ack,
-            from: chain.from,
-        };
-        let commands = [read, would_write];
+        let commands = [read, chain.would_write()];
         let auth = &ctx.shared.auth;
         if let Err(denied) = auth::admit_named(auth, &state.session, chain.name, &commands) {
             return self.reply_now(&denied);
@@ -318,6 +312,7 @@ impl Conn {
         };
         let mut gather = Gather {
             op: KeyOp::Chained,
+            ack: chain.ack,
             parts: Vec::with_capacity(1),
             waiting: 0,
             proto: state.session.proto,
@@ -342,6 +337,7 @@ impl Conn {
             }
         }
         if gather.waiting == 0 {
+            self.note_writes(&gather);
             self.answer(|out| write_gathered(out, &gather));
         } else {
             if let Some(state) = self.resp.as_mut() {
@@ -397,6 +393,13 @@ impl Conn {
             return self.reply_now(&denied);
         }
         let proto = state.session.proto;
+        let ack = commands
+            .iter()
+            .find_map(|c| match c {
+                Command::Write { ack, .. } => Some(*ack),
+                _ => None,
+            })
+            .unwrap_or(0);
         let id = self.base_slot + self.slots.len() as u64;
         let mut parts = Vec::with_capacity(commands.len());
         let mut waiting = 0;
@@ -423,6 +426,7 @@ impl Conn {
         }
         let gather = Gather {
             op,
+            ack,
             parts,
             waiting,
             proto,
@@ -430,6 +434,7 @@ impl Conn {
             after: None,
         };
         if waiting == 0 {
+            self.note_writes(&gather);
             self.answer(|out| write_gathered(out, &gather));
         } else {
             if is_write(op)
@@ -478,6 +483,7 @@ impl Conn {
         };
         let gather = Gather {
             op: gather.op,
+            ack: gather.ack,
             parts: std::mem::take(&mut gather.parts),
             waiting: 0,
             proto: gather.proto,
@@ -489,18 +495,35 @@ impl Conn {
         {
             state.writes_pending = state.writes_pending.saturating_sub(1);
         }
+        self.note_writes(&gather);
         self.fill_with(index, |out| {
             write_gathered(out, &gather);
             crate::http::Status::Ok
         });
     }
 
+    /// Notes the copies a complete command's writes were confirmed on, for `WAIT`.
+    fn note_writes(&mut self, gather: &Gather) {
+        if !is_write(gather.op) {
+            return;
+        }
+        let answers = gather.parts.iter().filter_map(|p| match p {
+            Part::Done(a) => Some(a),
+            Part::Waiting(_) => None,
+        });
+        if let Some(copies) = session::copies_confirmed(answers, gather.ack)
+            && let Some(state) = self.resp.as_mut()
+        {
+            state.session.note_write(copies);
+        }
+    }
+
     fn node_reply(&self, ctx: &NetContext, query: NodeQuery) -> Reply {
         match query {
-            NodeQuery::Info(sections) => {
-                Reply::text(info::render(&sections, &self.figures(ctx, &sections)))
-            }
-            NodeQuery::DbSize => Reply::Int(count_keys(ctx).min(i64::MAX as u64) as i64),
+            // With its keys: counted first (`count_keys`).
+            NodeQuery::Info(sections) => Reply::text(info::render(&sections, &self.figures(ctx))),
+            // Counted first (`count_keys`).
+            NodeQuery::DbSize => Reply::err("internal error: DBSIZE without its count"),
             NodeQuery::Time => {
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -519,13 +542,11 @@ impl Conn {
         self.stream.tcp().local_addr().map_or(0, |a| a.port())
     }
 
-    fn figures(&self, ctx: &NetContext, sections: &[String]) -> info::Figures {
+    /// `INFO`'s figures but its keys (counted on a range thread).
+    fn figures(&self, ctx: &NetContext) -> info::Figures {
         let shared = &ctx.shared;
         let m = &shared.metrics;
-        let wants_keys = sections.is_empty()
-            || sections
-                .iter()
-                .any(|s| matches!(s.as_str(), "keyspace" | "all" | "default" | "everything"));
+        let engine = ctx.db.stats();
         info::Figures {
             ataman_version: env!("CARGO_PKG_VERSION"),
             process_id: std::process::id(),
@@ -542,7 +563,11 @@ impl Conn {
                 .map(|c| c.load(Ordering::Relaxed))
                 .sum(),
             cluster_nodes: shared.placement().read_members().len(),
-            keys: if wants_keys { count_keys(ctx) } else { 0 },
+            used_memory: engine.memtable_bytes
+                + engine.immutable_memtable_bytes
+                + engine.cache.bytes,
+            used_memory_rss: resident_bytes(),
+            keyspace: Default::default(),
         }
     }
 
@@ -595,6 +620,19 @@ impl Conn {
     }
 }
 
+/// The command table's limits now: the node's key and value bounds, and
+/// the cluster size and default `from` of the placement this thread works
+/// with (refreshed every loop iteration, as HTTP's routing reads them).
+pub(super) fn resp_limits(ctx: &NetContext) -> table::Limits {
+    let route = ctx.route_config.get();
+    table::Limits {
+        key_bytes_max: ctx.config.key_bytes_max,
+        value_bytes_max: ctx.config.value_bytes_max,
+        cluster_size: route.cluster_size,
+        from_default: route.from_default,
+    }
+}
+
 /// `appendfsync` in ataman's terms: `always` when every acknowledged
 /// write was fsynced, `no` when written to the OS only or not logged.
 fn appendfsync(ctx: &NetContext) -> &'static str {
@@ -604,31 +642,28 @@ fn appendfsync(ctx: &NetContext) -> &'static str {
     }
 }
 
-/// Live keys in this node's replica: counted exactly by a scan while the
-/// engine holds at most [`DBSIZE_SCAN_KEYS_MAX`] entries (a scan that short
-/// costs the network thread well under a millisecond); past that, estimated
-/// from the engine's counts without reading a key: entries in memtables and
-/// tables less tombstones, so every overwritten version still counted
-/// makes it high (docs/RESP.md, `DBSIZE`).
-fn count_keys(ctx: &NetContext) -> u64 {
-    let stats = ctx.db.stats();
-    let entries: u64 = stats.memtable_entries + stats.level_entries.iter().sum::<u64>();
-    if entries > DBSIZE_SCAN_KEYS_MAX {
-        let tombstones: u64 = stats.level_tombstones.iter().sum();
-        return entries.saturating_sub(tombstones);
-    }
-    let Ok(iter) = ctx.db.scan(&[], None, false) else {
+/// True when `INFO sections` shows `# Keyspace` (its keys are counted first).
+fn wants_keys(sections: &[String]) -> bool {
+    sections.is_empty()
+        || sections
+            .iter()
+            .any(|s| matches!(s.as_str(), "keyspace" | "all" | "default" | "everything"))
+}
+
+/// The process's resident set in bytes, from `/proc/self/statm` (0 where
+/// there is none: not Linux).
+fn resident_bytes() -> u64 {
+    let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else {
         return 0;
     };
-    let mut n = 0;
-    for entry in iter.take(DBSIZE_SCAN_KEYS_MAX as usize) {
-        match entry {
-            Ok((_, e)) if e.value.is_some() => n += 1,
-            Ok(_) => {}
-            Err(_) => break,
-        }
-    }
-    n
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf reads a constant of the system; no memory is passed.
+    let page_bytes = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages.saturating_mul(u64::try_from(page_bytes).unwrap_or(0))
 }
 
 /// A read-then-write command's second step, its read answered: decides

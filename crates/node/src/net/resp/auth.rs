@@ -139,6 +139,7 @@ fn op_name(op: KeyOp) -> &'static str {
         KeyOp::Exists => "exists",
         KeyOp::MGet => "mget",
         KeyOp::MSet => "mset",
+        KeyOp::Describe(d) => d.command(),
     }
 }
 

@@ -304,6 +304,30 @@ pub const COMMANDS: &[Spec] = &[
         "generic",
         "A page of the whole cluster's keys, and the cursor of the next page.",
     ),
+    spec(
+        "type",
+        2,
+        READ,
+        (1, 1, 1),
+        "generic",
+        "A key's type: string, or none when it has no value.",
+    ),
+    spec(
+        "strlen",
+        2,
+        READ,
+        (1, 1, 1),
+        "string",
+        "A value's length in bytes (0 when absent).",
+    ),
+    spec(
+        "memory",
+        -2,
+        READ,
+        (2, 2, 1),
+        "server",
+        "MEMORY USAGE: bytes a key's version takes on this node, estimated.",
+    ),
 ];
 
 /// Index in [`COMMANDS`] of a command's metrics label `other` (unknown,

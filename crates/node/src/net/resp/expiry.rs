@@ -178,6 +178,20 @@ pub struct Chain {
     pub then: Then,
 }
 
+impl Chain {
+    /// The write the command may make, whatever its read finds: it is
+    /// admitted under the write role before its read runs.
+    pub fn would_write(&self) -> crate::net::dispatch::Command<'static> {
+        crate::net::dispatch::Command::Write {
+            key: self.key.clone(),
+            value: None,
+            expiry: crate::ttl::Expiry::Never,
+            ack: self.ack,
+            from: self.from,
+        }
+    }
+}
+
 /// The second step's outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Next {

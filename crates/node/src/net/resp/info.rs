@@ -1,6 +1,7 @@
 //! `INFO`'s text from the node's figures (pure): the sections tools read
-//! (`# Server`, `# Clients`, `# Persistence`, `# Stats`, `# Replication`,
-//! `# Keyspace`), each `name:value` line a real figure.
+//! (`# Server`, `# Clients`, `# Memory`, `# Persistence`, `# Stats`,
+//! `# Replication`, `# Keyspace`), each `name:value` line a real figure
+//! (docs/RESP.md says what each means).
 
 use std::fmt::Write;
 
@@ -29,14 +30,20 @@ pub struct Figures {
     pub total_commands_processed: u64,
     /// Nodes in the cluster.
     pub cluster_nodes: usize,
-    /// Live keys in this node's replica ([`super::DBSIZE_SCAN_KEYS_MAX`]).
-    pub keys: u64,
+    /// Bytes the engine holds in memory and accounts: memtables (active
+    /// and waiting for flush) and the block cache.
+    pub used_memory: u64,
+    /// The process's resident set, in bytes (0 where unknown).
+    pub used_memory_rss: u64,
+    /// This node's keys ([`super::keyspace`]).
+    pub keyspace: super::keyspace::Keyspace,
 }
 
 /// Sections in the order Redis prints them.
-const SECTIONS: [&str; 6] = [
+const SECTIONS: [&str; 7] = [
     "server",
     "clients",
+    "memory",
     "persistence",
     "stats",
     "replication",
@@ -87,6 +94,15 @@ fn section(out: &mut String, name: &str, f: &Figures) {
             kv(out, "maxclients", f.maxclients);
             kv(out, "blocked_clients", 0);
         }
+        "memory" => {
+            out.push_str("# Memory\r\n");
+            kv(out, "used_memory", f.used_memory);
+            kv(out, "used_memory_human", human(f.used_memory));
+            kv(out, "used_memory_rss", f.used_memory_rss);
+            kv(out, "used_memory_rss_human", human(f.used_memory_rss));
+            kv(out, "maxmemory", 0);
+            kv(out, "maxmemory_policy", "noeviction");
+        }
         "persistence" => {
             out.push_str("# Persistence\r\n");
             kv(out, "loading", 0);
@@ -111,11 +127,32 @@ fn section(out: &mut String, name: &str, f: &Figures) {
         }
         _ => {
             out.push_str("# Keyspace\r\n");
-            if f.keys > 0 {
-                kv(out, "db0", format!("keys={},expires=0,avg_ttl=0", f.keys));
+            let k = f.keyspace;
+            if k.keys > 0 {
+                let line = format!(
+                    "keys={},expires={},avg_ttl={}",
+                    k.keys, k.expires, k.avg_ttl_ms
+                );
+                kv(out, "db0", line);
             }
         }
     }
+}
+
+/// Bytes as Redis's `*_human` fields write them: `B`, then `K`, `M`, `G`,
+/// `T` (powers of 1024) with two decimals.
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["K", "M", "G", "T"];
+    if bytes < 1024 {
+        return format!("{bytes}B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.2}{}", UNITS[unit])
 }
 
 #[cfg(test)]
@@ -125,7 +162,13 @@ mod tests {
     #[test]
     fn every_section_by_default_and_one_when_asked() {
         let f = Figures {
-            keys: 3,
+            keyspace: super::super::keyspace::Keyspace {
+                keys: 3,
+                expires: 1,
+                avg_ttl_ms: 500,
+                exact: true,
+            },
+            used_memory: 3 * 1024 * 1024 / 2,
             aof_enabled: true,
             appendfsync: "always",
             ..Figures::default()
@@ -137,7 +180,8 @@ mod tests {
             "# Persistence\r\nloading:0\r\naof_enabled:1\r\n",
             "# Stats\r\n",
             "# Replication\r\nrole:master\r\n",
-            "# Keyspace\r\ndb0:keys=3,expires=0,avg_ttl=0\r\n",
+            "# Memory\r\nused_memory:1572864\r\nused_memory_human:1.50M\r\n",
+            "# Keyspace\r\ndb0:keys=3,expires=1,avg_ttl=500\r\n",
         ] {
             assert!(all.contains(header), "{header} missing from {all}");
         }
@@ -147,5 +191,9 @@ mod tests {
             "{one}"
         );
         assert_eq!(render(&["nosuch".into()], &f), "");
+        assert_eq!(
+            [human(0), human(1023), human(1024), human(5 << 30)],
+            ["0B", "1023B", "1.00K", "5.00G"]
+        );
     }
 }

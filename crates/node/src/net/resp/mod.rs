@@ -4,31 +4,35 @@
 //!
 //! - [`auth`]: `AUTH`, `HELLO … AUTH`, `NOAUTH`, `WRONGPASS`, `NOPERM`.
 //! - [`decode`]: bytes to a command's arguments (multibulk and inline), bounded.
+//! - [`describe`]: `TYPE`, `STRLEN`, `MEMORY USAGE`: a key described from its read.
 //! - [`commands`]: the commands served and the names refused.
+//! - [`session`]: a connection's session, the node's limits it is checked
+//!   against (read per command), `ATAMAN.REPLICATION` and `WAIT`.
 //! - [`table`]: a command's name and arity to a reply, a session change,
 //!   neutral [`super::dispatch::Command`]s, or a question for the node;
 //!   and the combination of a multi-key command's answers into one reply.
 //! - [`encode`]: replies in RESP2 or RESP3.
 //! - [`info`]: `INFO`'s text.
+//! - [`keyspace`]: this node's key counts (`DBSIZE`, `INFO`), counted on a
+//!   range thread.
 
 pub mod auth;
+#[cfg(test)]
+mod auth_walk_tests;
 pub mod commands;
 pub mod decode;
+pub mod describe;
 pub mod encode;
 pub mod expiry;
 pub mod info;
+pub mod keyspace;
 pub mod scan;
+pub mod session;
 pub mod table;
 
 /// The Redis version whose commands' behaviour the front end follows
 /// (`INFO`'s `redis_version`, `HELLO`'s `version`).
 pub const REDIS_VERSION: &str = "7.2.0";
-
-/// `DBSIZE` counts live keys exactly, by a scan, while this node's engine
-/// holds at most this many entries; past it, it estimates them from the
-/// engine's counts (docs/RESP.md), so no `DBSIZE` or `INFO` stalls the
-/// network thread on a large store.
-pub const DBSIZE_SCAN_KEYS_MAX: u64 = 10_000;
 
 /// Appends the RESP command counters to the metrics page.
 pub fn render_metrics(out: &mut String, metrics: &crate::metrics::NodeMetrics) {

@@ -229,6 +229,14 @@ impl Cursors {
     }
 }
 
+/// What a `SCAN` page reads, for its admission: every key (the read role).
+pub fn every_key() -> crate::net::dispatch::Command<'static> {
+    crate::net::dispatch::Command::Range {
+        start: Vec::new(),
+        end: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@
 
 use super::commands::{ATOMIC, OTHER_TYPES};
 pub use super::commands::{COMMANDS, OTHER, Spec};
+use super::describe::{self, Describe};
 use super::encode::{OK, Proto, Reply};
 use super::expiry::{
     Chain, SetExpiry, Then, Unit, expire_args, expiry_of, getex_args, invalid_expire, set_options,
@@ -22,67 +23,7 @@ use crate::net::dispatch::Command;
 use crate::ttl::Expiry;
 use std::borrow::Cow;
 
-/// A connection's session: what `HELLO`, `CLIENT` and
-/// `ATAMAN.REPLICATION` set.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Session {
-    /// The protocol replies are written in.
-    pub proto: Proto,
-    /// The connection's id (`CLIENT ID`).
-    pub id: u64,
-    /// `CLIENT SETNAME`.
-    pub name: Option<Vec<u8>>,
-    /// `CLIENT SETINFO LIB-NAME`.
-    pub lib_name: Option<Vec<u8>>,
-    /// `CLIENT SETINFO LIB-VER`.
-    pub lib_ver: Option<Vec<u8>>,
-    /// A `MULTI` was refused and no `EXEC` or `DISCARD` came since: every
-    /// command is refused until one does, so nothing a client meant to
-    /// run as a transaction is applied one by one.
-    pub refused_multi: bool,
-    /// Replicas that must answer (`ATAMAN.REPLICATION`; the node's default until set).
-    pub ack: u32,
-    /// Replicas asked.
-    pub from: u32,
-    /// The role `AUTH` gave (`None`: not authenticated; see [`super::auth`]).
-    pub role: Option<crate::auth::Role>,
-}
-
-/// What the table needs of the node.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    /// Longest key.
-    pub key_bytes_max: usize,
-    /// Largest value.
-    pub value_bytes_max: usize,
-    /// Nodes in the cluster.
-    pub cluster_size: u32,
-    /// `from` by default (`R` of the read layout).
-    pub from_default: u32,
-}
-
-impl Session {
-    /// A new connection's session: RESP2, the node's default `ack`/`from`.
-    pub fn new(id: u64, limits: Limits) -> Self {
-        let (ack, from) = default_replication(limits);
-        Session {
-            proto: Proto::Resp2,
-            id,
-            name: None,
-            lib_name: None,
-            lib_ver: None,
-            refused_multi: false,
-            ack,
-            from,
-            role: None,
-        }
-    }
-}
-
-fn default_replication(limits: Limits) -> (u32, u32) {
-    crate::api::replication_with(None, None, limits.cluster_size, limits.from_default)
-        .unwrap_or((1, limits.cluster_size.max(1)))
-}
+pub use super::session::{Limits, Session};
 
 /// What the keys of a command fan out to, and how their answers combine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +48,9 @@ pub enum KeyOp {
     MGet,
     /// `MSET`: a write per pair.
     MSet,
+    /// `TYPE`, `STRLEN`, `MEMORY USAGE`: one read, described
+    /// ([`super::describe`]).
+    Describe(Describe),
 }
 
 /// The `'static` name of a served command (for errors that name it).
@@ -246,7 +190,7 @@ pub fn plan<'b>(
         "echo" => Plan::Reply(Reply::Bulk(args[1].to_vec())),
         "quit" => Plan::Close(OK),
         "reset" => {
-            *session = Session::new(session.id, limits);
+            *session = Session::new(session.id);
             Plan::Reply(Reply::Simple("RESET"))
         }
         "hello" => Plan::Reply(hello(args, session, limits)),
@@ -271,8 +215,8 @@ pub fn plan<'b>(
             Ok(scan) => Plan::Scan(scan),
             Err(reply) => Plan::Reply(reply),
         },
-        "wait" => Plan::Reply(wait(args, session)),
-        "ataman.replication" => Plan::Reply(replication(args, session, limits)),
+        "wait" => Plan::Reply(super::session::wait(args, session)),
+        "ataman.replication" => Plan::Reply(super::session::replication(args, session, limits)),
         _ => keys(spec.name, args, session, limits),
     };
     (index, plan)
@@ -357,6 +301,23 @@ fn bad_name() -> Reply {
     Reply::err("Client names cannot contain spaces, newlines or special characters.")
 }
 
+/// `CLIENT HELP`'s lines: the subcommands served.
+const CLIENT_HELP: &[&str] = &[
+    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "ID",
+    "    Return the ID of the current connection.",
+    "INFO",
+    "    Return information about the current client connection.",
+    "SETINFO <LIB-NAME|LIB-VER> <value>",
+    "    Set client library name or version.",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "HELP",
+    "    Print this help.",
+];
+
 fn client<'b>(args: &[Cow<'_, [u8]>], session: &mut Session) -> Plan<'b> {
     let sub = lower(&args[1]);
     let arity = |n: usize| args.len() == n;
@@ -382,7 +343,10 @@ fn client<'b>(args: &[Cow<'_, [u8]>], session: &mut Session) -> Plan<'b> {
             }
             OK
         }
-        "setname" | "getname" | "id" | "info" | "setinfo" => wrong_arity(&format!("client|{sub}")),
+        "help" if arity(2) => describe::help(CLIENT_HELP),
+        "setname" | "getname" | "id" | "info" | "setinfo" | "help" => {
+            wrong_arity(&format!("client|{sub}"))
+        }
         _ => Reply::err(format!(
             "unknown subcommand '{}'. Try CLIENT HELP.",
             quoted(&args[1])
@@ -480,42 +444,6 @@ pub fn config_get(patterns: &[Vec<u8>], pairs: &[(&str, String)]) -> Reply {
     Reply::Map(matching)
 }
 
-/// `WAIT numreplicas timeout`: every write this connection was answered
-/// `+OK` for is already durable on `ack` replicas (the reply waited for
-/// them), so WAIT waits for nothing more: it answers how many replicas
-/// besides one that is at least (`ack - 1`), at once.
-fn wait(args: &[Cow<'_, [u8]>], session: &Session) -> Reply {
-    let numbers = [&args[1], &args[2]].map(|a| super::decode::parse_i64(a));
-    match numbers {
-        [Some(n), Some(t)] if n >= 0 && t >= 0 => Reply::Int(i64::from(session.ack) - 1),
-        [Some(_), Some(_)] => Reply::err("timeout is negative"),
-        _ => Reply::err("value is not an integer or out of range"),
-    }
-}
-
-/// `ATAMAN.REPLICATION [ack from]`: sets this connection's `ack`/`from`
-/// (checked as HTTP's query parameters are), and answers them.
-fn replication(args: &[Cow<'_, [u8]>], session: &mut Session, limits: Limits) -> Reply {
-    match args.len() {
-        1 => {}
-        3 => {
-            let number = |a: &[u8]| super::decode::parse_i64(a).and_then(|n| u32::try_from(n).ok());
-            let (Some(ack), Some(from)) = (number(&args[1]), number(&args[2])) else {
-                return Reply::err("ack and from must be positive integers");
-            };
-            match crate::api::replication(Some(ack), Some(from), limits.cluster_size) {
-                Ok((ack, from)) => (session.ack, session.from) = (ack, from),
-                Err(e) => return Reply::err(e),
-            }
-        }
-        _ => return wrong_arity("ataman.replication"),
-    }
-    Reply::Array(vec![
-        Reply::Int(i64::from(session.ack)),
-        Reply::Int(i64::from(session.from)),
-    ])
-}
-
 fn check_key(key: &[u8], limits: Limits) -> Result<(), Reply> {
     if key.is_empty() {
         return Err(Reply::err("empty keys are not supported"));
@@ -542,7 +470,10 @@ fn check_value(value: &[u8], limits: Limits) -> Result<(), Reply> {
 }
 
 fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Limits) -> Plan<'b> {
-    let (ack, from) = (session.ack, session.from);
+    let (ack, from) = match session.ack_from(limits) {
+        Ok(pair) => pair,
+        Err(e) => return Plan::Reply(Reply::err(e)),
+    };
     let get = |key: &[u8]| Command::Get {
         key: key.to_vec(),
         ack,
@@ -633,6 +564,22 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
                     _ => Unit::AtMillis,
                 };
                 Plan::Keys(KeyOp::Ttl(unit), vec![version])
+            }
+            "type" | "strlen" => {
+                check_key(&args[1], limits)?;
+                let describe = match name {
+                    "type" => Describe::Type,
+                    _ => Describe::Strlen,
+                };
+                Plan::Keys(KeyOp::Describe(describe), vec![get(&args[1])])
+            }
+            "memory" => {
+                let key = describe::memory(args)?;
+                check_key(key, limits)?;
+                let usage = Describe::MemoryUsage {
+                    key_bytes: key.len(),
+                };
+                Plan::Keys(KeyOp::Describe(usage), vec![get(key)])
             }
             "mset" => {
                 if args.len().is_multiple_of(2) {
@@ -725,6 +672,7 @@ pub fn combine(op: KeyOp, answers: &[Answer], now_ms: u64) -> Reply {
                 .filter(|a| matches!(a, Answer::Value(_)))
                 .count() as i64,
         ),
+        KeyOp::Describe(d) => describe::reply(d, answers.first()),
         KeyOp::Exists => Reply::Int(
             answers
                 .iter()
@@ -756,7 +704,7 @@ mod tests {
 
     fn planned(words: &[&str]) -> Plan<'static> {
         let a: &'static [Cow<'static, [u8]>] = Box::leak(args(words).into_boxed_slice());
-        plan(a, &mut Session::new(7, LIMITS), LIMITS).1
+        plan(a, &mut Session::new(7), LIMITS).1
     }
 
     fn error_of(p: Plan<'_>) -> String {
@@ -951,7 +899,7 @@ mod tests {
 
     #[test]
     fn session_commands_change_the_session() {
-        let mut session = Session::new(7, LIMITS);
+        let mut session = Session::new(7);
         let run = |session: &mut Session, words: &[&str]| {
             let a = args(words);
             match plan(&a, session, LIMITS).1 {
@@ -977,7 +925,7 @@ mod tests {
             Reply::Error(_)
         ));
         assert_eq!(run(&mut session, &["reset"]), Reply::Simple("RESET"));
-        assert_eq!(session, Session::new(7, LIMITS));
+        assert_eq!(session, Session::new(7));
         // After a refused MULTI nothing is applied until EXEC or DISCARD.
         assert!(matches!(run(&mut session, &["multi"]), Reply::Error(_)));
         let a = args(&["set", "k", "v"]);
@@ -991,7 +939,7 @@ mod tests {
             matches!(&exec, Reply::Error(e) if e.starts_with("EXECABORT")),
             "{exec:?}"
         );
-        assert_eq!(session, Session::new(7, LIMITS));
+        assert_eq!(session, Session::new(7));
         assert_eq!(run(&mut session, &["select", "0"]), OK);
         assert!(matches!(
             run(&mut session, &["select", "1"]),
