@@ -401,7 +401,12 @@ impl cluster::transition::Copier for TransferCopier {
                 );
                 Mode::PlantedSkipsLeaving
             }
-            Some(PlantedBug::AckBeforeWal | PlantedBug::JoinedTakesIdZero) | None => Mode::Sound,
+            Some(
+                PlantedBug::AckBeforeWal
+                | PlantedBug::JoinedTakesIdZero
+                | PlantedBug::ConnectionPanic,
+            )
+            | None => Mode::Sound,
         };
         match decide(&sources, mode) {
             Completion::Complete { skipped } => {
