@@ -935,7 +935,9 @@ impl Conn {
                                 }
                                 Encoding::Versions => {
                                     let value = entry.value.as_deref();
-                                    let h = crate::range::wire::header(&key, entry.ts, value);
+                                    let expiring = entry.deadline_ms.is_some();
+                                    let h =
+                                        crate::range::wire::header(&key, entry.ts, value, expiring);
                                     let value = value.unwrap_or_default();
                                     write_chunk(&mut self.out, &[&h, &key, value]);
                                 }
