@@ -242,7 +242,10 @@ mod tests {
         (1u64..8, 0u8..3, 0u64..3)
     }
 
-    fn edits() -> impl Strategy<Value = Vec<(u8, Vec<u8>, (u64, u8, u64))>> {
+    /// An edit: which side and put or remove, the key, the version.
+    type Edit = (u8, Vec<u8>, (u64, u8, u64));
+
+    fn edits() -> impl Strategy<Value = Vec<Edit>> {
         proptest::collection::vec(
             (
                 0u8..4,

@@ -25,6 +25,7 @@ use super::peer_conn::PeerServer;
 use super::render::{from_http_error, render};
 use crate::api::{Action, Route, allow_for, route};
 use crate::http::Status;
+use crate::http::chunked::ChunkedBody;
 use crate::http::request::{HttpError, Limits, Parsed, RequestHead, parse_head};
 use crate::http::response::{Persist, write_chunk, write_chunked_head, write_last_chunk};
 use crate::replication::coordinator::Decision;
@@ -32,10 +33,12 @@ use crate::replication::{ReplyTo, Request};
 use crate::state::NetContext;
 use crate::tls::transport::Transport;
 use ataman_engine::ScanIter;
+use chunked_body::BodyStep;
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::time::Instant;
 
+mod chunked_body;
 mod internal_side;
 mod resp_scan;
 mod resp_side;
@@ -162,6 +165,8 @@ struct PendingRequest {
     started: Instant,
     /// Who sent it (`Authorization`, read when the head was parsed).
     credential: Credential,
+    /// Its chunked body as far as it arrived (`None`: a `Content-Length` body).
+    chunked: Option<Box<ChunkedBody>>,
 }
 
 /// What a connection keeps of a parsed request head until its body is in
@@ -412,7 +417,7 @@ impl Conn {
                         let started = self.request_started.unwrap_or_else(|| ctx.now.get());
                         if let Action::Error(e) = &action
                             && head.expect_continue
-                            && head.content_length > 0
+                            && (head.content_length > 0 || head.chunked)
                         {
                             // Refuse before the client sends the body it holds back;
                             // the body will not follow, so the stream ends here.
@@ -434,9 +439,24 @@ impl Conn {
                             action,
                             started,
                             credential: credential(&ctx.shared.auth, head.authorization),
+                            chunked: head
+                                .chunked
+                                .then(|| Box::new(ChunkedBody::new(limits.body_bytes_max))),
                         });
                         self.continued = false;
                     }
+                }
+            }
+            match self.chunked_step(ctx, buf, &mut consumed) {
+                BodyStep::NotChunked => {}
+                BodyStep::Wait | BodyStep::Refused => break,
+                BodyStep::Ready(body) => {
+                    let Some(request) = self.pending.take() else {
+                        break;
+                    };
+                    self.request_started = None;
+                    self.execute(ctx, token, replicated, request, &body);
+                    continue;
                 }
             }
             let Some(PendingRequest { head, .. }) = self.pending.as_ref() else {
@@ -520,6 +540,7 @@ impl Conn {
             action,
             started,
             credential,
+            ..
         } = request;
         let persist = head.persist;
         if persist == Persist::Close {
