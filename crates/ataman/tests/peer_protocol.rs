@@ -98,8 +98,10 @@ fn a_timestamp_far_ahead_is_refused() {
 
 /// Re-stamping, the replica's side (docs/FORMAT.md "Peer frame", status
 /// 4): a write older than the version held, or under the same timestamp
-/// with other contents, is not stored and is answered with the held
-/// timestamp; the same version again, and a newer one, are stored.
+/// with other contents that the tie rule ranks lower, is not stored and is
+/// answered with the held timestamp; the same version again, the tie
+/// rule's winner under the same timestamp (what read repair and hints
+/// carry: issue 31, "the tie rule"), and a newer one are stored.
 #[test]
 fn a_replica_answers_holds_newer() {
     let node = Node::start(&[]);
@@ -135,6 +137,17 @@ fn a_replica_answers_holds_newer() {
             deadline_ms: None,
         },
     };
+    // Under one timestamp the value with the greater digest wins.
+    let digest = ataman_node::version_order::value_digest;
+    let candidates = [&b"a"[..], b"b", b"c", b"d", b"e", b"f", b"g", b"h"];
+    let loser = *candidates
+        .iter()
+        .find(|c| digest(c) < digest(b"held"))
+        .expect("some candidate ranks below");
+    let winner = *candidates
+        .iter()
+        .find(|c| digest(c) > digest(b"held"))
+        .expect("some candidate ranks above");
     let cases = [
         (
             2,
@@ -142,14 +155,17 @@ fn a_replica_answers_holds_newer() {
             &b"older"[..],
             Applied::HoldsNewer { ts: held.ts },
         ),
+        (3, held.ts, loser, Applied::HoldsNewer { ts: held.ts }),
+        (4, held.ts, &b"held"[..], Applied::Stored),
+        (5, held.ts, winner, Applied::Stored),
+        // The winner is held now: the first value loses to it.
         (
-            3,
+            6,
             held.ts,
-            &b"other"[..],
+            &b"held"[..],
             Applied::HoldsNewer { ts: held.ts },
         ),
-        (4, held.ts, &b"held"[..], Applied::Stored),
-        (5, held.ts + 1, &b"newer"[..], Applied::Stored),
+        (7, held.ts + 1, &b"newer"[..], Applied::Stored),
     ];
     for (id, ts, value, want) in cases {
         match send(write(id, ts, value), &mut s, &mut buf) {
@@ -162,7 +178,7 @@ fn a_replica_answers_holds_newer() {
     assert_eq!(node.get(b"k").body, b"newer");
     let metrics = String::from_utf8_lossy(&node.get_target("/metrics").body).into_owned();
     assert!(
-        metrics.contains("\nataman_peer_writes_superseded_total 2\n"),
+        metrics.contains("\nataman_peer_writes_superseded_total 3\n"),
         "{metrics}"
     );
 }

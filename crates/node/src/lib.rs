@@ -62,6 +62,7 @@ pub mod replication;
 pub mod state;
 pub mod tls;
 pub mod ttl;
+pub mod version_order;
 
 pub use config::{NodeConfig, ServeArgs};
 

@@ -1,10 +1,10 @@
 //! Anti-entropy rounds between two simulated nodes, with the real pure
 //! core (`ataman_node::antientropy`): each side builds a Merkle tree
 //! ([`Tree`]) over the keys both keep ([`scope::shared`]), the trees are
-//! compared ([`Tree::differing_leaves`]), the `(key, ts)` digests of the
+//! compared ([`Tree::differing_leaves`]), the `(key, tag)` digests of the
 //! differing buckets are merge-joined ([`reconcile`]), and each
-//! [`Step::Fetch`] / [`Step::Push`] copies the newer version to the side
-//! that lacks it, applied as the real node applies a peer's versions
+//! [`Step::Fetch`] / [`Step::Push`] copies the tie rule's winner
+//! (`ataman_node::version_order`) to the side that lacks it, applied as the real node applies a peer's versions
 //! (`antientropy::local::apply`: a timestamp too far ahead is refused, the
 //! clock observes the rest, one durable write).
 //!
@@ -19,6 +19,7 @@ use ataman_node::antientropy::merkle::{Tree, bucket_of};
 use ataman_node::antientropy::reconcile::{Step, reconcile};
 use ataman_node::antientropy::scope;
 use ataman_node::peer::frame::Stamped;
+use ataman_node::version_order::Tag;
 use std::collections::BTreeSet;
 
 /// What one round did.
@@ -44,14 +45,14 @@ fn tree_of(
     let mut tree = Tree::new(depth);
     for (key, v) in state {
         if scope::shared(seeds, key, replicas, me, peer) {
-            tree.add(key, v.ts, v.value.is_none());
+            tree.add(key, &Tag::of(v.as_version()));
         }
     }
     tree.finish();
     tree
 }
 
-/// The `(key, ts)` digest of `state`'s keys shared by `me` and `peer` in `buckets`, in key order.
+/// The `(key, tag)` digest of `state`'s keys shared by `me` and `peer` in `buckets`, in key order.
 fn digest<'a>(
     state: &'a State,
     seeds: &'a [u64],
@@ -59,14 +60,14 @@ fn digest<'a>(
     (me, peer): (usize, usize),
     depth: u32,
     buckets: &'a BTreeSet<u32>,
-) -> impl Iterator<Item = (Vec<u8>, u64)> + 'a {
+) -> impl Iterator<Item = (Vec<u8>, Tag)> + 'a {
     state
         .iter()
         .filter(move |(key, _)| {
             buckets.contains(&bucket_of(key, depth))
                 && scope::shared(seeds, key, replicas, me, peer)
         })
-        .map(|(key, v)| (key.clone(), v.ts))
+        .map(|(key, v)| (key.clone(), Tag::of(v.as_version())))
 }
 
 /// One round between `a` (the initiator) and `b` at virtual time

@@ -29,11 +29,8 @@ impl SimNode {
                 }
                 self.hlc.observe(version.ts);
                 match self.read(key) {
-                    Ok(Some(held))
-                        if refuse_older
-                            && (held.ts > version.ts
-                                || (held.ts == version.ts && held.value != version.value)) =>
-                    {
+                    // The node's rule (net/peer_conn.rs): the one tie rule.
+                    Ok(Some(held)) if refuse_older && held.newer_than(version) => {
                         return Answer::HoldsNewer(held.ts);
                     }
                     Ok(_) => {}

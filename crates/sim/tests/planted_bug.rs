@@ -68,8 +68,11 @@ fn same_seeds_without_the_bug_pass() {
 /// seeds with the test kit's generator: 192, 502, 965, 1279, 1619, 1633,
 /// 1718; since the simulation runs the node's own replication driver, 8:
 /// 297, 300, 357, 466, 701, 901, 1572, 1727; since a share of PUTs
-/// expire, 6 of 2,000: 949, 1110, 1201, 1501, 1701, 1856).
-const NO_RESTAMP_SEEDS: std::ops::Range<u64> = 940..960;
+/// expire, 6 of 2,000: 949, 1110, 1201, 1501, 1701, 1856; since anti-entropy
+/// also resolves versions under one timestamp (the tie rule, issue 31), which
+/// changes seed 949's run, of 1..4001: 1110, 1201, 1501, 1701, 1856, 2154,
+/// 2509, 2625, 2671, 2723, 2867, 3527, 3555, 3717, and none of 1..1001).
+const NO_RESTAMP_SEEDS: std::ops::Range<u64> = 1100..1120;
 
 /// The re-stamping control: without it some seed of the range reports a
 /// read that returned an earlier write's version; with it none does.

@@ -31,6 +31,7 @@ use crate::peer::auth_dialer::{Dialer, Step as Handshake, fresh_nonce};
 use crate::peer::frame::Stamped;
 use crate::peer::handshake::SYNC_PROTOCOL;
 use crate::tls::blocking::BlockingStream;
+use crate::version_order::Tag;
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::atomic::Ordering;
@@ -47,8 +48,8 @@ const BUSY_BACKOFF_MIN: Duration = Duration::from_millis(200);
 /// Bytes of a 101 read per call.
 const HANDSHAKE_CHUNK_BYTES: usize = 4096;
 
-/// A version this node had before a fetch replaced it: `(ts, tombstone)`.
-pub type Kept = (u64, bool);
+/// A version this node had before a fetch replaced it (what its tree leaf holds).
+pub type Kept = Tag;
 
 /// Told of every fetched version this node applied: the key, the version it
 /// had before (if any) and the new one. The round keeps the trees of the
@@ -409,10 +410,14 @@ fn exchange(
             };
             let mut remote_chunk = Vec::new();
             while let Some(e) = remote.next_if(|e| cut.as_ref().is_none_or(|c| e.key <= *c)) {
-                remote_chunk.push((e.key, e.ts));
+                remote_chunk.push((e.key, e.tag));
             }
-            let local_digest = local_entries.into_iter().map(|e| (e.key, e.ts));
-            for step in Merge::new(local_digest, remote_chunk.into_iter()) {
+            let local_digest = local_entries.into_iter().map(|e| (e.key, e.tag));
+            let mut merge = Merge::new(local_digest, remote_chunk.into_iter());
+            while let Some(step) = merge.next() {
+                if merge.take_conflict() {
+                    report_conflict(node, peer, &step, report);
+                }
                 exchange_step(node, step, s, batches, report)?;
             }
             match cut {
@@ -435,6 +440,38 @@ fn exchange(
         )));
     }
     Ok(())
+}
+
+/// Conflicts a session logs one line each; past them it counts only (a
+/// bug that reused many timestamps must not flood the log), and the
+/// round's report and `ataman_antientropy_conflicts_total` carry the total.
+pub const CONFLICT_LOGS_PER_SESSION_MAX: u64 = 16;
+
+/// Counts and logs a conflict: this node and `peer` hold the step's key
+/// under one timestamp with different versions. The step carries the tie
+/// rule's winner to the side that lost, so both converge. The log names
+/// the key by its hash, never the key or the value.
+fn report_conflict(node: &Node<'_>, peer: usize, step: &Step, report: &mut PeerReport) {
+    report.conflicts += 1;
+    node.antientropy
+        .metrics
+        .conflicts
+        .fetch_add(1, Ordering::Relaxed);
+    if report.conflicts > CONFLICT_LOGS_PER_SESSION_MAX {
+        return;
+    }
+    let (key, winner) = match step {
+        Step::Fetch(key) => (key, "the peer's (fetched)"),
+        Step::Push(key) => (key, "this node's (pushed)"),
+    };
+    tracing::error!(
+        key_hash = %format_args!("{:016x}", xxhash_rust::xxh3::xxh3_64(key)),
+        node = %node.placement.get().self_url(),
+        peer = %node.topology.nodes()[peer],
+        kept = winner,
+        "anti-entropy: two replicas hold different versions of a key under one timestamp; \
+         the tie rule's winner is kept on both"
+    );
 }
 
 /// Queues one reconcile step, sending a batch when it is full.
@@ -546,13 +583,19 @@ fn flush_fetch(
         }
         // What this node had, to keep the round's other trees current.
         let mut replaced = Vec::with_capacity(found.len());
-        for (key, version) in &found {
-            let kept = local::read_version(node, key)?.map(|v| (v.ts, v.value.is_none()));
-            if kept.is_none_or(|(ts, _)| ts < version.ts) {
-                replaced.push((key.clone(), kept, (version.ts, version.value.is_none())));
+        // Only what wins over the version held (the one tie rule,
+        // crate::version_order) is applied: the peer's version may have
+        // changed since its digest, or lost to a write here meanwhile.
+        let mut winners = Vec::with_capacity(found.len());
+        for (key, version) in found {
+            let kept = local::read_version(node, &key)?;
+            if kept.as_ref().is_none_or(|k| version.newer_than(k)) {
+                let kept = kept.map(|k| Tag::of(k.as_version()));
+                replaced.push((key.clone(), kept, Tag::of(version.as_version())));
+                winners.push((key, version));
             }
         }
-        let (applied, refused) = local::apply(node, found)?;
+        let (applied, refused) = local::apply(node, winners)?;
         for (key, kept, new) in replaced {
             if !refused.iter().any(|(k, _)| *k == key) {
                 (batches.on_fetched)(&key, kept, new);

@@ -22,6 +22,7 @@ use super::stream::{KeepAlive, SessionError};
 use super::wire::{self, BATCH_BYTES_MAX, DIGEST_ENTRIES_MAX, DigestEntry, Message, bitmap_has};
 use crate::peer::frame::Stamped;
 use crate::peer::refusal::refuse_version;
+use crate::version_order::{Tag, VersionRef};
 use ataman_engine::{Durability, Entry, WriteBatch};
 use std::time::{Duration, Instant};
 
@@ -53,6 +54,16 @@ const STOP_CHECK_ENTRIES: usize = 1024;
 /// their CPU yields to the foreground (`super::priority`)
 /// (docs/bench-log/2026-11-26-layout-copy-profile.md).
 pub const COPY_READ_COST_DIVISOR: u64 = 16;
+
+/// What the tie rule and the trees see of an engine entry (an expired
+/// value comes out of the engine as a tombstone already).
+pub fn tag_of(entry: &Entry) -> Tag {
+    Tag::of(VersionRef {
+        ts: entry.ts,
+        value: entry.value.as_deref(),
+        expiring: entry.deadline_ms.is_some(),
+    })
+}
 
 /// The scan cost of one entry in the token bucket.
 pub fn entry_cost(key: &[u8], entry: &Entry) -> u64 {
@@ -290,9 +301,10 @@ pub fn build_trees(
         let Some(holders) = scope.holders(&key) else {
             return Ok(true);
         };
+        let tag = tag_of(&entry);
         for ((tree, count), &peer) in trees.iter_mut().zip(peers) {
             if holders.contains(peer) {
-                tree.add(&key, entry.ts, entry.value.is_none());
+                tree.add(&key, &tag);
                 *count += 1;
             }
         }
@@ -343,8 +355,7 @@ pub fn page(
             key_bytes += key.len();
             entries.push(DigestEntry {
                 key: key.clone(),
-                ts: entry.ts,
-                tombstone: entry.value.is_none(),
+                tag: tag_of(&entry),
             });
         }
         if entries.len() >= entries_max
@@ -412,8 +423,7 @@ pub fn share_page(
                 bytes += key.len();
                 page.others.push(DigestEntry {
                     key: key.clone(),
-                    ts: entry.ts,
-                    tombstone: entry.value.is_none(),
+                    tag: tag_of(&entry),
                 });
             }
             None => {}
@@ -513,17 +523,27 @@ pub type Refused = Vec<(Vec<u8>, String)>;
 /// version is checked first (`refuse_version`: key and value limits, a
 /// timestamp not far ahead of this node's clock); refused ones are left
 /// out and returned with the reason. The clock observes every applied
-/// timestamp. Returns `(applied, refused)`.
+/// timestamp. A version that does not win over the one held here by the
+/// one tie rule (`crate::version_order`: older, or a loser under the same
+/// timestamp) is accepted and not written, so a late or racing push never
+/// replaces the winner (the engine alone would keep the later of two
+/// values under one timestamp). Returns `(applied, refused)`.
 pub fn apply(
     node: &Node<'_>,
     items: Vec<(Vec<u8>, Stamped)>,
 ) -> Result<(u64, Refused), SessionError> {
-    let (batch, refused) = checked_batch(node, items);
-    let applied = batch.len() as u64;
-    if applied > 0 {
+    let accepted = items.len();
+    let mut winners = Vec::with_capacity(items.len());
+    for (key, version) in items {
+        if read_version(node, &key)?.is_none_or(|held| version.newer_than(&held)) {
+            winners.push((key, version));
+        }
+    }
+    let (batch, refused) = checked_batch(node, winners);
+    if !batch.is_empty() {
         write_durably(node, batch)?;
     }
-    Ok((applied, refused))
+    Ok(((accepted - refused.len()) as u64, refused))
 }
 
 /// [`apply`] for versions in strictly increasing key order (a transition

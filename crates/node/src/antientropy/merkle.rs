@@ -9,12 +9,16 @@
 //! hash collision) on every key below it; [`Tree::differing_leaves`] walks
 //! down only where they disagree.
 //!
-//! Values are not hashed: timestamps are unique per write (the low bits name
-//! the issuing node, `crate::hlc`), so equal timestamps mean the same write.
+//! An entry hash covers the version's [`Tag`] (timestamp, kind and the
+//! digest of the value, `crate::version_order`), not just its timestamp:
+//! timestamps are meant to be unique per write, but two replicas holding
+//! different values under one timestamp (a timestamp issued twice, a bit
+//! flip) must differ here, or no round would ever find them.
 //!
 //! The hashes are part of the sync protocol (both sides must compute the
 //! same ones): `docs/FORMAT.md`, section "Sync frame", "Tree hashes".
 
+use crate::version_order::{Kind, Tag};
 use xxhash_rust::xxh3::{Xxh3, xxh3_64};
 
 /// Depth of the trees nodes build: 2^12 = 4096 leaves ("Sync frame").
@@ -30,6 +34,30 @@ const ENTRY_STACK_KEY_BYTES_MAX: usize = 512;
 const ENTRY_KIND_VALUE: u8 = 0;
 /// Kind byte hashed after a version's timestamp: a tombstone.
 const ENTRY_KIND_TOMBSTONE: u8 = 1;
+/// Kind byte hashed after a version's timestamp: an expiring value.
+const ENTRY_KIND_EXPIRING: u8 = 2;
+/// Bytes hashed after the key: ts (8), kind (1), value digest (8).
+const ENTRY_TRAILER_BYTES: usize = 17;
+
+/// The kind byte of a version in entry hashes and digest entries ("Tree
+/// hashes"): 0 a value, 1 a tombstone, 2 an expiring value.
+pub fn kind_byte(kind: Kind) -> u8 {
+    match kind {
+        Kind::Value => ENTRY_KIND_VALUE,
+        Kind::Tombstone => ENTRY_KIND_TOMBSTONE,
+        Kind::Expiring => ENTRY_KIND_EXPIRING,
+    }
+}
+
+/// The kind of a [`kind_byte`], `None` for any other byte.
+pub fn kind_of_byte(byte: u8) -> Option<Kind> {
+    match byte {
+        ENTRY_KIND_VALUE => Some(Kind::Value),
+        ENTRY_KIND_TOMBSTONE => Some(Kind::Tombstone),
+        ENTRY_KIND_EXPIRING => Some(Kind::Expiring),
+        _ => None,
+    }
+}
 
 /// The bucket (leaf index) of `key` in a tree of `depth`: the top `depth`
 /// bits of `xxh3_64(key)`. Depth 0 has one bucket, 0.
@@ -41,26 +69,24 @@ pub fn bucket_of(key: &[u8], depth: u32) -> u32 {
     (xxh3_64(key) >> (64 - depth)) as u32
 }
 
-/// The hash of one version: `xxh3_64(key ‖ ts as u64 LE ‖ kind u8)` where
-/// kind is 1 for a tombstone and 0 for a value.
-pub fn entry_hash(key: &[u8], ts: u64, tombstone: bool) -> u64 {
-    let kind = if tombstone {
-        ENTRY_KIND_TOMBSTONE
-    } else {
-        ENTRY_KIND_VALUE
-    };
+/// The hash of one version: `xxh3_64(key ‖ ts as u64 LE ‖ kind u8 ‖
+/// value digest as u64 LE)`, kind as [`kind_byte`], the digest
+/// `crate::version_order::value_digest` of the value (0 for a tombstone).
+pub fn entry_hash(key: &[u8], tag: &Tag) -> u64 {
+    let mut trailer = [0u8; ENTRY_TRAILER_BYTES];
+    trailer[..8].copy_from_slice(&tag.ts.to_le_bytes());
+    trailer[8] = kind_byte(tag.kind);
+    trailer[9..].copy_from_slice(&tag.digest.to_le_bytes());
     if key.len() <= ENTRY_STACK_KEY_BYTES_MAX {
-        let mut buf = [0u8; ENTRY_STACK_KEY_BYTES_MAX + 9];
+        let mut buf = [0u8; ENTRY_STACK_KEY_BYTES_MAX + ENTRY_TRAILER_BYTES];
         let n = key.len();
         buf[..n].copy_from_slice(key);
-        buf[n..n + 8].copy_from_slice(&ts.to_le_bytes());
-        buf[n + 8] = kind;
-        xxh3_64(&buf[..n + 9])
+        buf[n..n + ENTRY_TRAILER_BYTES].copy_from_slice(&trailer);
+        xxh3_64(&buf[..n + ENTRY_TRAILER_BYTES])
     } else {
         let mut h = Xxh3::new();
         h.update(key);
-        h.update(&ts.to_le_bytes());
-        h.update(&[kind]);
+        h.update(&trailer);
         h.digest()
     }
 }
@@ -101,19 +127,19 @@ impl Tree {
     }
 
     /// Adds one key's newest version to its bucket's leaf.
-    pub fn add(&mut self, key: &[u8], ts: u64, tombstone: bool) {
+    pub fn add(&mut self, key: &[u8], tag: &Tag) {
         let bucket = bucket_of(key, self.depth) as usize;
         let leaf = &mut self.levels[self.depth as usize][bucket];
-        *leaf = leaf.wrapping_add(entry_hash(key, ts, tombstone));
+        *leaf = leaf.wrapping_add(entry_hash(key, tag));
         self.finished = false;
     }
 
     /// Takes one key's version out of its bucket's leaf again (the inverse
     /// of [`Tree::add`]: a tree kept current while versions are replaced).
-    pub fn remove(&mut self, key: &[u8], ts: u64, tombstone: bool) {
+    pub fn remove(&mut self, key: &[u8], tag: &Tag) {
         let bucket = bucket_of(key, self.depth) as usize;
         let leaf = &mut self.levels[self.depth as usize][bucket];
-        *leaf = leaf.wrapping_sub(entry_hash(key, ts, tombstone));
+        *leaf = leaf.wrapping_sub(entry_hash(key, tag));
         self.finished = false;
     }
 
@@ -181,13 +207,21 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::{BTreeMap, BTreeSet};
 
-    /// A version in the model: (ts, tombstone).
-    type Model = BTreeMap<Vec<u8>, (u64, bool)>;
+    /// A version in the model: (ts, kind byte, value digest).
+    type Model = BTreeMap<Vec<u8>, (u64, u8, u64)>;
+
+    fn tag((ts, kind, digest): (u64, u8, u64)) -> Tag {
+        Tag {
+            ts,
+            kind: kind_of_byte(kind % 3).unwrap_or(Kind::Value),
+            digest,
+        }
+    }
 
     fn tree_of(model: &Model, depth: u32) -> Tree {
         let mut t = Tree::new(depth);
-        for (k, &(ts, tomb)) in model {
-            t.add(k, ts, tomb);
+        for (k, &v) in model {
+            t.add(k, &tag(v));
         }
         t.finish();
         t
@@ -202,13 +236,21 @@ mod tests {
             .collect()
     }
 
-    fn edits() -> impl Strategy<Value = Vec<(u8, Vec<u8>, u64, bool)>> {
+    /// A model version: few timestamps and digests, so versions that
+    /// differ only in the kind or only in the value digest are common.
+    fn version() -> impl Strategy<Value = (u64, u8, u64)> {
+        (1u64..8, 0u8..3, 0u64..3)
+    }
+
+    /// An edit: which side and put or remove, the key, the version.
+    type Edit = (u8, Vec<u8>, (u64, u8, u64));
+
+    fn edits() -> impl Strategy<Value = Vec<Edit>> {
         proptest::collection::vec(
             (
                 0u8..4,
                 proptest::collection::vec(any::<u8>(), 0..6),
-                1u64..1000,
-                any::<bool>(),
+                version(),
             ),
             0..40,
         )
@@ -222,7 +264,7 @@ mod tests {
         fn differing_leaves_match_the_model(
             base in proptest::collection::btree_map(
                 proptest::collection::vec(any::<u8>(), 0..6),
-                (1u64..1000, any::<bool>()),
+                version(),
                 0..200,
             ),
             edits in edits(),
@@ -230,10 +272,10 @@ mod tests {
         ) {
             let mut a = base.clone();
             let mut b = base;
-            for (op, key, ts, tomb) in edits {
+            for (op, key, v) in edits {
                 let side = if op % 2 == 0 { &mut a } else { &mut b };
                 if op < 2 {
-                    side.insert(key, (ts, tomb));
+                    side.insert(key, v);
                 } else {
                     side.remove(&key);
                 }
@@ -241,8 +283,8 @@ mod tests {
             let ta = tree_of(&a, depth);
             // Insert b's keys in reverse order: leaves are order-independent.
             let mut tb = Tree::new(depth);
-            for (k, &(ts, tomb)) in b.iter().rev() {
-                tb.add(k, ts, tomb);
+            for (k, &v) in b.iter().rev() {
+                tb.add(k, &tag(v));
             }
             tb.finish();
             let expected: Vec<u32> = model_differences(&a, &b, depth).into_iter().collect();
@@ -262,19 +304,39 @@ mod tests {
         assert!(bucket_of(b"key", DEPTH) < 1 << DEPTH);
     }
 
-    /// The entry hash covers key, timestamp and kind, and the stack and
-    /// streaming paths agree with the specified concatenation.
+    /// The entry hash covers key, timestamp, kind and value digest, and
+    /// the stack and streaming paths agree with the specified concatenation.
     #[test]
     fn entry_hash_is_the_specified_concatenation() {
+        let t = |ts, kind, digest| Tag { ts, kind, digest };
         for len in [0usize, 1, 511, 512, 513, 4000] {
             let key = vec![7u8; len];
             let mut spec = key.clone();
             spec.extend_from_slice(&42u64.to_le_bytes());
-            spec.push(1);
-            assert_eq!(entry_hash(&key, 42, true), xxh3_64(&spec), "len {len}");
-            assert_ne!(entry_hash(&key, 42, true), entry_hash(&key, 42, false));
-            assert_ne!(entry_hash(&key, 42, true), entry_hash(&key, 43, true));
+            spec.push(2);
+            spec.extend_from_slice(&9u64.to_le_bytes());
+            let e = t(42, Kind::Expiring, 9);
+            assert_eq!(entry_hash(&key, &e), xxh3_64(&spec), "len {len}");
+            assert_ne!(
+                entry_hash(&key, &e),
+                entry_hash(&key, &t(42, Kind::Value, 9))
+            );
+            assert_ne!(
+                entry_hash(&key, &e),
+                entry_hash(&key, &t(43, Kind::Expiring, 9))
+            );
+            // Issue 31: one timestamp, two values: the leaves must differ.
+            assert_ne!(
+                entry_hash(&key, &e),
+                entry_hash(&key, &t(42, Kind::Expiring, 8))
+            );
         }
+        assert_eq!(kind_byte(Kind::Value), 0);
+        assert_eq!(kind_byte(Kind::Tombstone), 1);
+        for kind in [Kind::Value, Kind::Tombstone, Kind::Expiring] {
+            assert_eq!(kind_of_byte(kind_byte(kind)), Some(kind));
+        }
+        assert_eq!(kind_of_byte(3), None);
     }
 
     /// An empty tree's internal nodes are parent hashes of zeros, and the
@@ -285,7 +347,7 @@ mod tests {
         assert_eq!(t.node(1, 0), parent_hash(0, 0));
         assert_eq!(t.root(), parent_hash(parent_hash(0, 0), parent_hash(0, 0)));
         let empty_root = t.root();
-        t.add(b"k", 5, false);
+        t.add(b"k", &tag((5, 0, 1)));
         t.finish();
         assert_ne!(t.root(), empty_root);
         assert_eq!(t.depth(), 2);
@@ -296,14 +358,14 @@ mod tests {
     #[test]
     fn remove_undoes_add() {
         let mut a = Tree::new(6);
-        a.add(b"k1", 5, false);
-        a.add(b"k2", 7, false);
-        a.remove(b"k1", 5, false);
-        a.add(b"k1", 9, true);
+        a.add(b"k1", &tag((5, 0, 1)));
+        a.add(b"k2", &tag((7, 0, 2)));
+        a.remove(b"k1", &tag((5, 0, 1)));
+        a.add(b"k1", &tag((9, 1, 0)));
         a.finish();
         let mut b = Tree::new(6);
-        b.add(b"k2", 7, false);
-        b.add(b"k1", 9, true);
+        b.add(b"k2", &tag((7, 0, 2)));
+        b.add(b"k1", &tag((9, 1, 0)));
         b.finish();
         assert_eq!(a, b);
     }
@@ -313,7 +375,7 @@ mod tests {
     #[should_panic(expected = "before finish")]
     fn stale_internal_node_panics() {
         let mut t = Tree::new(3);
-        t.add(b"k", 1, false);
+        t.add(b"k", &tag((1, 0, 0)));
         let _ = t.root();
     }
 }

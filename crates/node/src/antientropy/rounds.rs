@@ -126,10 +126,10 @@ fn round_with(node: &Node<'_>, number: u64) -> RoundReport {
                     let mut on_fetched = |key: &[u8], kept: Option<Kept>, new: Kept| {
                         for (tree, &other) in later.iter_mut().zip(&peers[i + 1..]) {
                             if scope.shared_with(key, other) {
-                                if let Some((ts, tombstone)) = kept {
-                                    tree.remove(key, ts, tombstone);
+                                if let Some(kept) = kept {
+                                    tree.remove(key, &kept);
                                 }
-                                tree.add(key, new.0, new.1);
+                                tree.add(key, &new);
                             }
                         }
                     };

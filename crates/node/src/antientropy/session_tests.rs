@@ -260,6 +260,80 @@ fn one_round_converges_two_nodes_across_batches() {
     );
 }
 
+/// Issue 31: two replicas holding different versions of keys under one
+/// timestamp (a timestamp issued twice) are found (the leaves hash the value
+/// digest), counted as conflicts in the report and on /metrics, and resolved
+/// by the one tie rule: both end with the rule's winner, in whichever
+/// direction it has to go; a second round finds nothing.
+#[test]
+fn conflicts_under_one_timestamp_are_found_counted_and_resolved() {
+    use crate::version_order::{VersionRef, wins};
+    let urls = urls(2);
+    let b = TestNode::start(&urls, 1, 2, &[]);
+    let a = TestNode::start(&urls, 0, 2, &[(1, front_door(&b))]);
+    let (mut on_a, mut on_b) = (Vec::new(), Vec::new());
+    let values = 300;
+    for i in 0..values {
+        on_a.push((key("v", i), 50, Some(format!("a{i}").into_bytes())));
+        on_b.push((key("v", i), 50, Some(format!("b{i}").into_bytes())));
+        // The same write on both sides: no conflict.
+        on_a.push((key("same", i), 50, Some(b"same".to_vec())));
+        on_b.push((key("same", i), 50, Some(b"same".to_vec())));
+    }
+    let tombstones = 40;
+    for i in 0..tombstones {
+        // A tombstone against a value: the tombstone wins, on either side.
+        let (dead, live) = if i % 2 == 0 {
+            (&mut on_a, &mut on_b)
+        } else {
+            (&mut on_b, &mut on_a)
+        };
+        dead.push((key("t", i), 60, None));
+        live.push((key("t", i), 60, Some(b"live".to_vec())));
+    }
+    a.write(&on_a);
+    b.write(&on_b);
+
+    let report = rounds::run_round(&a.shared.antientropy_node(), 1);
+    assert!(report.ok(), "{report:?}");
+    let peer = &report.peers[0];
+    let conflicts = (values + tombstones) as u64;
+    assert_eq!(peer.conflicts, conflicts, "{peer:?}");
+    assert_eq!(peer.keys_fetched + peer.keys_pushed, conflicts, "{peer:?}");
+    let metric = &a.shared.antientropy.metrics.conflicts;
+    assert_eq!(metric.load(Ordering::Relaxed), conflicts);
+    let contents = a.contents();
+    assert_eq!(contents, b.contents());
+    for i in 0..values {
+        let (va, vb) = (format!("a{i}").into_bytes(), format!("b{i}").into_bytes());
+        fn version(v: &[u8]) -> VersionRef<'_> {
+            VersionRef {
+                ts: 50,
+                value: Some(v),
+                expiring: false,
+            }
+        }
+        let winner = if wins(version(&va), version(&vb)) {
+            va
+        } else {
+            vb
+        };
+        assert_eq!(
+            contents[&key("v", i)].value.as_ref(),
+            Some(&winner),
+            "key {i}"
+        );
+    }
+    for i in 0..tombstones {
+        assert_eq!(contents[&key("t", i)].value, None, "key {i}");
+    }
+
+    let again = rounds::run_round(&a.shared.antientropy_node(), 2);
+    assert!(again.ok(), "{again:?}");
+    let peer = &again.peers[0];
+    assert_eq!((peer.buckets_differing, peer.conflicts), (0, 0), "{peer:?}");
+}
+
 /// With R = 2 of 3 nodes, a session between A and B moves exactly the keys
 /// whose top two replicas are A and B; a round ends ok for the peer it
 /// reached and reports the unreachable one.

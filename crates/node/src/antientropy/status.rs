@@ -33,6 +33,9 @@ pub struct PeerReport {
     /// the peer refused (over limits, too far ahead of a clock); the
     /// session goes on, and `error` names the first.
     pub keys_refused: u64,
+    /// Keys both sides held under one timestamp with different versions
+    /// (resolved by the tie rule: the winner fetched or pushed).
+    pub conflicts: u64,
     /// Bytes this node sent in the session.
     pub bytes_sent: u64,
     /// Bytes this node received in the session.
@@ -251,6 +254,9 @@ pub struct SyncMetrics {
     pub keys_received: AtomicU64,
     /// Versions refused, fetched or pushed here (both roles).
     pub keys_refused: AtomicU64,
+    /// Keys this node and a peer held under one timestamp with different
+    /// versions, found and resolved by the tie rule (sessions it started).
+    pub conflicts: AtomicU64,
     /// Sync bytes sent (both roles).
     pub bytes_sent: AtomicU64,
     /// Sync bytes received (both roles).
@@ -284,6 +290,7 @@ impl Default for SyncMetrics {
             keys_pushed: AtomicU64::new(0),
             keys_received: AtomicU64::new(0),
             keys_refused: AtomicU64::new(0),
+            conflicts: AtomicU64::new(0),
             bytes_sent: AtomicU64::new(0),
             bytes_received: AtomicU64::new(0),
             sessions_served: AtomicU64::new(0),
@@ -316,7 +323,7 @@ impl SyncMetrics {
             "ataman_antientropy_rounds_total{{result=\"failed\"}} {}",
             get(&self.rounds_failed)
         );
-        let counters: [(&str, &str, &AtomicU64); 12] = [
+        let counters: [(&str, &str, &AtomicU64); 13] = [
             (
                 "ataman_antientropy_buckets_compared_total",
                 "Tree leaves compared with peers.",
@@ -346,6 +353,11 @@ impl SyncMetrics {
                 "ataman_antientropy_keys_refused_total",
                 "Versions refused in sessions (over limits, too far ahead of a clock): fetched or pushed here, or pushed by this node and refused by the peer.",
                 &self.keys_refused,
+            ),
+            (
+                "ataman_antientropy_conflicts_total",
+                "Keys this node and a peer held under one timestamp with different versions (a bug or a bit flip), resolved by the tie rule.",
+                &self.conflicts,
             ),
             (
                 "ataman_antientropy_bytes_sent_total",

@@ -13,14 +13,18 @@
 //! against what is left of the body before anything is allocated or
 //! sliced: no input makes the decoder panic.
 
-use super::merkle::DEPTH_MAX;
+use super::merkle::{DEPTH_MAX, kind_byte, kind_of_byte};
 use crate::cluster::layout::{LAYOUT_BYTES_MAX, Layout};
 use crate::peer::frame::{Stamped, put_stamped, stamped};
 use crate::peer::framing::{self, Cursor, FramingError, put_bytes};
+use crate::version_order::Tag;
 use ataman_engine::key::{KEY_BYTES_MAX, VALUE_BYTES_MAX};
 
-/// The protocol version a Hello carries; a node refuses any other ("Sync frame").
-pub const VERSION: u32 = 1;
+/// The protocol version a Hello or a Transition carries; a node refuses
+/// any other ("Sync frame"). 2: digest entries carry the kind and the
+/// value digest, and tree leaves hash them (version 1 had a tombstone flag
+/// and hashed no value).
+pub const VERSION: u32 = 2;
 
 /// Largest frame body: one key and value at their engine bounds plus
 /// fields, as for peer frames ("Sync frame").
@@ -70,15 +74,17 @@ const KIND_SHARE_PAGE: u8 = 16;
 /// A SharePage's `next` flag: the page's last key (0: none, 1: a key follows).
 const NEXT_IS_LAST_KEY: u8 = 2;
 
-/// One key's newest version in a digest: enough to compare, not the value.
+/// Bytes of one digest entry after its key: ts (8), kind (1), digest (8).
+const DIGEST_ENTRY_FIXED_BYTES: usize = 17;
+
+/// One key's newest version in a digest: enough to compare by the tie
+/// rule (`crate::version_order::Tag`), not the value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DigestEntry {
     /// The key.
     pub key: Vec<u8>,
-    /// Its newest version's timestamp.
-    pub ts: u64,
-    /// The newest version is a tombstone.
-    pub tombstone: bool,
+    /// Its newest version's timestamp, kind and value digest.
+    pub tag: Tag,
 }
 
 /// One message of the sync protocol. Requests go from the initiator to
@@ -498,8 +504,9 @@ fn put_digest_entries(out: &mut Vec<u8>, entries: &[DigestEntry]) {
     put_count(out, entries.len());
     for e in entries {
         put_key(out, &e.key);
-        out.extend_from_slice(&e.ts.to_le_bytes());
-        out.push(u8::from(e.tombstone));
+        out.extend_from_slice(&e.tag.ts.to_le_bytes());
+        out.push(kind_byte(e.tag.kind));
+        out.extend_from_slice(&e.tag.digest.to_le_bytes());
     }
 }
 
@@ -679,13 +686,23 @@ fn versions(c: &mut Cursor<'_>, max: usize) -> Result<Vec<(Vec<u8>, Stamped)>, S
 }
 
 fn digest_entries(c: &mut Cursor<'_>) -> Result<Vec<DigestEntry>, String> {
-    let n = c.count("entry count", DIGEST_ENTRIES_MAX, 13)?;
+    let n = c.count(
+        "entry count",
+        DIGEST_ENTRIES_MAX,
+        4 + DIGEST_ENTRY_FIXED_BYTES,
+    )?;
     let mut entries = Vec::with_capacity(n);
     for _ in 0..n {
+        let key = c.bytes("key", KEY_BYTES_MAX)?;
+        let ts = c.u64("ts")?;
+        let kind = kind_of_byte(c.u8("kind")?).ok_or_else(|| "kind: not 0, 1 or 2".to_owned())?;
+        let digest = c.u64("digest")?;
+        if kind == crate::version_order::Kind::Tombstone && digest != 0 {
+            return Err("digest: not 0 for a tombstone".into());
+        }
         entries.push(DigestEntry {
-            key: c.bytes("key", KEY_BYTES_MAX)?,
-            ts: c.u64("ts")?,
-            tombstone: c.flag("tombstone")?,
+            key,
+            tag: Tag { ts, kind, digest },
         });
     }
     Ok(entries)

@@ -43,10 +43,14 @@ fn arb_version() -> impl Strategy<Value = Stamped> {
 }
 
 fn arb_digest_entry() -> impl Strategy<Value = DigestEntry> {
-    (arb_key(), any::<u64>(), any::<bool>()).prop_map(|(key, ts, tombstone)| DigestEntry {
-        key,
-        ts,
-        tombstone,
+    use crate::version_order::{Kind, Tag};
+    (arb_key(), any::<u64>(), 0usize..3, any::<u64>()).prop_map(|(key, ts, kind, digest)| {
+        let kind = [Kind::Value, Kind::Tombstone, Kind::Expiring][kind];
+        let digest = if kind == Kind::Tombstone { 0 } else { digest };
+        DigestEntry {
+            key,
+            tag: Tag { ts, kind, digest },
+        }
     })
 }
 

@@ -4,6 +4,7 @@
 //! the network thread owns its connections' buffers and writes replies
 //! itself, with no runtime between it and the socket.
 
+pub mod chunked;
 pub mod json;
 pub mod query;
 pub mod request;

@@ -44,8 +44,12 @@ pub struct RequestHead<'a> {
     pub query: &'a [u8],
     /// 0 for HTTP/1.0, 1 for HTTP/1.1.
     pub minor_version: u8,
-    /// Body length from `Content-Length` (0 when absent).
+    /// Body length from `Content-Length` (0 when absent, and for a
+    /// chunked body).
     pub content_length: u64,
+    /// The body is chunked (`Transfer-Encoding: chunked`,
+    /// `super::chunked`): its length is known once it is decoded.
+    pub chunked: bool,
     /// Keep the connection open after the answer.
     pub keep_alive: bool,
     /// The client sent `Expect: 100-continue`.
@@ -112,6 +116,70 @@ fn has_token(value: &[u8], token: &str) -> bool {
         .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
 }
 
+/// The `Transfer-Encoding` headers of a request, as read (every header
+/// line, in order: RFC 9110 5.3 makes them one list).
+#[derive(Debug, Default)]
+struct TransferEncoding {
+    /// Headers seen.
+    present: bool,
+    /// Codings in order, before the last one (lowercase comparisons later).
+    codings: u32,
+    /// `chunked` appeared before the last coding.
+    chunked_not_last: bool,
+    /// The last coding is `chunked`.
+    last_is_chunked: bool,
+    /// A coding other than `chunked` appeared.
+    other: bool,
+}
+
+impl TransferEncoding {
+    fn add(&mut self, value: &[u8]) {
+        self.present = true;
+        // A list; empty elements are allowed and ignored (RFC 9110 5.6.1).
+        for coding in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+            if coding.is_empty() {
+                continue;
+            }
+            self.codings += 1;
+            self.chunked_not_last |= self.last_is_chunked;
+            self.last_is_chunked = coding.eq_ignore_ascii_case(b"chunked");
+            self.other |= !self.last_is_chunked;
+        }
+    }
+
+    /// Whether the body is chunked, or why the request is refused (RFC
+    /// 9112 6.1 and 6.3; each closes the connection, the framing being
+    /// unknown): a `Transfer-Encoding` together with a `Content-Length`
+    /// (request smuggling), in an HTTP/1.0 request, with no coding, or
+    /// with `chunked` not last or twice is 400; a coding other than
+    /// `chunked` is 501 (the node implements none).
+    fn verdict(&self, minor_version: u8, content_length: bool) -> Result<bool, HttpError> {
+        if !self.present {
+            return Ok(false);
+        }
+        let bad = |why: &str| Err(HttpError::close(Status::BadRequest, why));
+        if content_length {
+            return bad("both Transfer-Encoding and Content-Length");
+        }
+        if minor_version == 0 {
+            return bad("Transfer-Encoding in an HTTP/1.0 request");
+        }
+        if self.codings == 0 {
+            return bad("empty Transfer-Encoding");
+        }
+        if !self.last_is_chunked || self.chunked_not_last {
+            return bad("Transfer-Encoding whose last coding is not chunked, or chunked twice");
+        }
+        if self.other {
+            return Err(HttpError::close(
+                Status::NotImplemented,
+                "transfer codings other than chunked are not supported",
+            ));
+        }
+        Ok(true)
+    }
+}
+
 /// Parses the head at the start of `buf`.
 pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed<'_> {
     // Uninitialized: httparse writes the headers it finds, so the 64 slots
@@ -163,6 +231,7 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed<'_> {
         other => Method::Other(other.to_owned()),
     };
     let mut content_length: Option<u64> = None;
+    let mut transfer_encoding = TransferEncoding::default();
     let mut keep_alive = minor_version >= 1;
     let mut expect_continue = false;
     let mut connection_upgrade = false;
@@ -193,10 +262,7 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed<'_> {
                 (Some(n), _) => content_length = Some(n),
             }
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            return Parsed::Error(HttpError::close(
-                Status::LengthRequired,
-                "Transfer-Encoding request bodies are not supported; send Content-Length",
-            ));
+            transfer_encoding.add(h.value);
         } else if name.eq_ignore_ascii_case("connection") {
             connection_upgrade |= has_token(h.value, "upgrade");
             if has_token(h.value, "close") {
@@ -232,6 +298,10 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed<'_> {
             layout_version = Some(v);
         }
     }
+    let chunked = match transfer_encoding.verdict(minor_version, content_length.is_some()) {
+        Ok(chunked) => chunked,
+        Err(e) => return Parsed::Error(e),
+    };
     let content_length = content_length.unwrap_or(0);
     if content_length > limits.body_bytes_max {
         return Parsed::Error(HttpError::close(
@@ -253,6 +323,7 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed<'_> {
         query,
         minor_version,
         content_length,
+        chunked,
         keep_alive,
         expect_continue,
         upgrade: upgrade_value.filter(|_| connection_upgrade && minor_version >= 1),
@@ -344,13 +415,50 @@ mod tests {
         assert_eq!(head(b"GET / HTTP/1.1\r\n\r\n").upgrade, None);
     }
 
+    /// `Transfer-Encoding` (RFC 9112 6.1, 6.3): `chunked` last, once, in
+    /// one header or several, is a chunked body; with a `Content-Length`
+    /// (either order), in HTTP/1.0, empty, or `chunked` not last or twice
+    /// is 400; another coding before `chunked` is 501.
+    #[test]
+    fn transfer_encoding_rules() {
+        let put = |headers: &str| {
+            let req = format!("PUT /v0/entity/k HTTP/1.1\r\n{headers}\r\n");
+            match parse_head(req.as_bytes(), LIMITS) {
+                Parsed::Head(h) => Ok((h.chunked, h.content_length)),
+                Parsed::Error(e) => Err((e.status, e.close)),
+                Parsed::Partial => panic!("partial: {headers}"),
+            }
+        };
+        assert_eq!(put("Transfer-Encoding: chunked\r\n"), Ok((true, 0)));
+        assert_eq!(put("transfer-encoding:  CHUNKED \r\n"), Ok((true, 0)));
+        assert_eq!(put("Transfer-Encoding: ,chunked,\r\n"), Ok((true, 0)));
+        assert_eq!(put("Content-Length: 3\r\n"), Ok((false, 3)));
+        let bad = Err((Status::BadRequest, true));
+        for headers in [
+            "Transfer-Encoding: chunked\r\nContent-Length: 3\r\n",
+            "Content-Length: 3\r\nTransfer-Encoding: chunked\r\n",
+            "Transfer-Encoding: chunked, gzip\r\n",
+            "Transfer-Encoding: gzip\r\n",
+            "Transfer-Encoding: chunked, chunked\r\n",
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n",
+            "Transfer-Encoding: \r\n",
+        ] {
+            assert_eq!(put(headers), bad, "{headers}");
+        }
+        let not_implemented = Err((Status::NotImplemented, true));
+        assert_eq!(put("Transfer-Encoding: gzip, chunked\r\n"), not_implemented);
+        assert_eq!(
+            put("Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n"),
+            not_implemented
+        );
+        let h10 = b"PUT /v0/entity/k HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert_eq!(status(h10), Status::BadRequest);
+    }
+
     /// Limits and framing errors map to their status codes.
     #[test]
     fn errors_have_their_status() {
-        assert_eq!(
-            status(b"PUT / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"),
-            Status::LengthRequired
-        );
         assert_eq!(
             status(b"PUT / HTTP/1.1\r\nContent-Length: 101\r\n\r\n"),
             Status::PayloadTooLarge
@@ -380,6 +488,7 @@ mod tests {
             if let Parsed::Head(h) = parse_head(&bytes, LIMITS) {
                 prop_assert!(h.head_bytes <= bytes.len());
                 prop_assert!(h.content_length <= LIMITS.body_bytes_max);
+                prop_assert!(!(h.chunked && h.content_length > 0));
             }
         }
     }

@@ -33,8 +33,6 @@ pub enum Status {
     RequestTimeout,
     /// 409.
     Conflict,
-    /// 411.
-    LengthRequired,
     /// 413.
     PayloadTooLarge,
     /// 414.
@@ -45,6 +43,8 @@ pub enum Status {
     HeaderFieldsTooLarge,
     /// 500.
     InternalError,
+    /// 501.
+    NotImplemented,
     /// 503.
     Unavailable,
     /// 504.
@@ -69,7 +69,7 @@ impl Status {
             Status::MethodNotAllowed => 405,
             Status::RequestTimeout => 408,
             Status::Conflict => 409,
-            Status::LengthRequired => 411,
+            Status::NotImplemented => 501,
             Status::PayloadTooLarge => 413,
             Status::UriTooLong => 414,
             Status::ExpectationFailed => 417,
@@ -96,7 +96,7 @@ impl Status {
             Status::MethodNotAllowed => b"HTTP/1.1 405 Method Not Allowed\r\n",
             Status::RequestTimeout => b"HTTP/1.1 408 Request Timeout\r\n",
             Status::Conflict => b"HTTP/1.1 409 Conflict\r\n",
-            Status::LengthRequired => b"HTTP/1.1 411 Length Required\r\n",
+            Status::NotImplemented => b"HTTP/1.1 501 Not Implemented\r\n",
             Status::PayloadTooLarge => b"HTTP/1.1 413 Payload Too Large\r\n",
             Status::UriTooLong => b"HTTP/1.1 414 URI Too Long\r\n",
             Status::ExpectationFailed => b"HTTP/1.1 417 Expectation Failed\r\n",

@@ -69,8 +69,9 @@ pub enum Failure {
     TimedOut,
     /// The request conflicts with the node's state (409).
     Conflict,
-    /// The body's length is missing where it is needed (411).
-    LengthRequired,
+    /// A feature of the request the node does not implement (501): a
+    /// transfer coding other than `chunked`.
+    NotImplemented,
     /// The value or body is over its limit (413).
     TooLarge,
     /// The key or target is over its limit (414).

@@ -26,6 +26,7 @@ use super::peer_conn::PeerServer;
 use super::render::{from_http_error, render};
 use crate::api::{Action, Route, allow_for, route};
 use crate::http::Status;
+use crate::http::chunked::ChunkedBody;
 use crate::http::request::{HttpError, Limits, Parsed, RequestHead, parse_head};
 use crate::http::response::{Persist, write_chunk, write_chunked_head, write_last_chunk};
 use crate::replication::coordinator::Decision;
@@ -33,10 +34,12 @@ use crate::replication::{ReplyTo, Request};
 use crate::state::NetContext;
 use crate::tls::transport::Transport;
 use ataman_engine::ScanIter;
+use chunked_body::BodyStep;
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::time::Instant;
 
+mod chunked_body;
 mod internal_side;
 mod resp_count;
 mod resp_scan;
@@ -170,6 +173,8 @@ struct PendingRequest {
     started: Instant,
     /// Who sent it (`Authorization`, read when the head was parsed).
     credential: Credential,
+    /// Its chunked body as far as it arrived (`None`: a `Content-Length` body).
+    chunked: Option<Box<ChunkedBody>>,
 }
 
 /// What a connection keeps of a parsed request head until its body is in
@@ -436,7 +441,7 @@ impl Conn {
                         let started = self.request_started.unwrap_or_else(|| ctx.now.get());
                         if let Action::Error(e) = &action
                             && head.expect_continue
-                            && head.content_length > 0
+                            && (head.content_length > 0 || head.chunked)
                         {
                             // Refuse before the client sends the body it holds back;
                             // the body will not follow, so the stream ends here.
@@ -455,8 +460,13 @@ impl Conn {
                         let credential = credential(&ctx.shared.auth, head.authorization);
                         let auth = &ctx.shared.auth;
                         let tokens_on = auth.tokens.is_some();
-                        if let Some(refusal) =
-                            refuse_body(tokens_on, &credential, route, head.content_length)
+                        // A chunked body declares no size: as unbounded.
+                        let declared = if head.chunked {
+                            u64::MAX
+                        } else {
+                            head.content_length
+                        };
+                        if let Some(refusal) = refuse_body(tokens_on, &credential, route, declared)
                         {
                             // A stranger's body is never buffered: refused on
                             // its head, and the stream ends here.
@@ -473,9 +483,24 @@ impl Conn {
                             action,
                             started,
                             credential,
+                            chunked: head
+                                .chunked
+                                .then(|| Box::new(ChunkedBody::new(limits.body_bytes_max))),
                         });
                         self.continued = false;
                     }
+                }
+            }
+            match self.chunked_step(ctx, buf, &mut consumed) {
+                BodyStep::NotChunked => {}
+                BodyStep::Wait | BodyStep::Refused => break,
+                BodyStep::Ready(body) => {
+                    let Some(request) = self.pending.take() else {
+                        break;
+                    };
+                    self.request_started = None;
+                    self.execute(ctx, token, replicated, request, &body);
+                    continue;
                 }
             }
             let Some(PendingRequest { head, .. }) = self.pending.as_ref() else {
@@ -559,6 +584,7 @@ impl Conn {
             action,
             started,
             credential,
+            ..
         } = request;
         let persist = head.persist;
         if persist == Persist::Close {
@@ -982,7 +1008,9 @@ impl Conn {
                                 }
                                 Encoding::Versions => {
                                     let value = entry.value.as_deref();
-                                    let h = crate::range::wire::header(&key, entry.ts, value);
+                                    let expiring = entry.deadline_ms.is_some();
+                                    let h =
+                                        crate::range::wire::header(&key, entry.ts, value, expiring);
                                     let value = value.unwrap_or_default();
                                     write_chunk(&mut self.out, &[&h, &key, value]);
                                 }

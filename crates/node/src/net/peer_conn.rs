@@ -198,16 +198,13 @@ impl PeerServer {
                     // the engine's current view, so it sees every write this
                     // replica acknowledged before; a write still in flight
                     // here is concurrent with this one and may go either way.
-                    // The same timestamp with other contents (a timestamp
-                    // issued twice, say by a node whose CLOCK was wiped)
-                    // is treated like a newer version: re-stamped above.
-                    match ctx.db.get(&key) {
-                        Ok(Some(held))
-                            if held.ts > version.ts
-                                || (held.ts == version.ts
-                                    && (held.value != version.value
-                                        || held.deadline_ms != version.deadline_ms)) =>
-                        {
+                    // "Older" is the one tie rule's (crate::version_order):
+                    // under the same timestamp with other contents (a
+                    // timestamp issued twice, a bit flip) the rule's loser
+                    // is refused and re-stamped above, its winner stored,
+                    // so a repair or hint carrying the winner converges.
+                    match ctx.db.get(&key).map(|held| held.map(Stamped::from_entry)) {
+                        Ok(Some(held)) if held.newer_than(&version) => {
                             ctx.shared
                                 .metrics
                                 .peer_writes_superseded

@@ -13,6 +13,7 @@
 //! than the frame it was given.
 
 use super::framing::{self, Cursor, FramingError, put_bytes};
+use crate::version_order::{self, VersionRef};
 use ataman_engine::expiry::DEADLINE_MS_MAX;
 use ataman_engine::key::{KEY_BYTES_MAX, VALUE_BYTES_MAX};
 
@@ -104,21 +105,20 @@ impl Stamped {
         };
     }
 
-    /// The rank that breaks a tie between versions of equal `ts`, the
-    /// engine's rule on every replica: tombstone (2), then expiring value
-    /// (1), then plain value (0).
-    pub fn tie_rank(&self) -> u8 {
-        match (&self.value, self.deadline_ms) {
-            (None, _) => 2,
-            (Some(_), Some(_)) => 1,
-            (Some(_), None) => 0,
+    /// This version as the tie rule sees it ([`crate::version_order`]).
+    pub fn as_version(&self) -> VersionRef<'_> {
+        VersionRef {
+            ts: self.ts,
+            value: self.value.as_deref(),
+            expiring: self.deadline_ms.is_some(),
         }
     }
 
-    /// True when this version wins over `other`: a newer `ts`, or an equal
-    /// one and a higher [`Stamped::tie_rank`].
+    /// True when this version wins over `other` by the one tie rule
+    /// ([`crate::version_order`]): a newer `ts`; at an equal one,
+    /// tombstone > expiring value > value, then the value digest.
     pub fn newer_than(&self, other: &Stamped) -> bool {
-        (self.ts, self.tie_rank()) > (other.ts, other.tie_rank())
+        version_order::wins(self.as_version(), other.as_version())
     }
 }
 

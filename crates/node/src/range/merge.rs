@@ -6,10 +6,12 @@
 //! - Each source yields its keys in strictly increasing order, one version
 //!   per key (the node's newest); a source that does not is an error
 //!   ([`MergeError::OutOfOrder`]), never silently merged.
-//! - For a key, the version with the greatest timestamp wins. On equal
-//!   timestamps a tombstone wins over a value (the same deterministic rule
-//!   on every coordinator; two different versions never share a timestamp
-//!   since the coordinator's clock stamps each write once).
+//! - For a key, the version the one tie rule ranks first wins
+//!   (`crate::version_order`): the greatest timestamp; on equal timestamps
+//!   a tombstone, then an expiring value, then a plain value, then the
+//!   greater value digest. The same rule on every coordinator and replica,
+//!   so a range and a `GET` agree even on versions that share a timestamp
+//!   (a bug: a timestamp issued twice).
 //! - A key whose winner is a tombstone is not yielded.
 //!
 //! # Resuming
@@ -30,6 +32,20 @@ pub struct Version {
     pub ts: u64,
     /// The value; `None`: a tombstone.
     pub value: Option<Vec<u8>>,
+    /// True when the value has a deadline (the deadline itself is not
+    /// carried: an expired value comes as a tombstone).
+    pub expiring: bool,
+}
+
+impl Version {
+    /// This version as the tie rule sees it.
+    pub fn as_version(&self) -> crate::version_order::VersionRef<'_> {
+        crate::version_order::VersionRef {
+            ts: self.ts,
+            value: self.value.as_deref(),
+            expiring: self.expiring,
+        }
+    }
 }
 
 /// A live key the merge yields: its newest version, which is a value.
@@ -68,10 +84,10 @@ pub fn key_after(key: &[u8]) -> Vec<u8> {
     next
 }
 
-/// True when version `a` beats version `b` of the same key: newer, or as
-/// new and a tombstone where `b` is a value.
+/// True when version `a` beats version `b` of the same key, by the one
+/// tie rule (`crate::version_order`).
 pub fn newer(a: &Version, b: &Version) -> bool {
-    (a.ts, a.value.is_none()) > (b.ts, b.value.is_none())
+    crate::version_order::wins(a.as_version(), b.as_version())
 }
 
 /// The merge of `k` sources (see the module's rules).
@@ -170,6 +186,7 @@ where
                 key,
                 ts,
                 value: Some(value),
+                ..
             } = winner
             {
                 return Ok(Some(Live { key, ts, value }));
@@ -203,6 +220,7 @@ mod tests {
             key: key.as_bytes().to_vec(),
             ts,
             value: value.map(|s| s.as_bytes().to_vec()),
+            expiring: false,
         }
     }
 
@@ -249,6 +267,35 @@ mod tests {
             let y = src(vec![v("k", 7, None)]);
             let sources = if order { vec![x, y] } else { vec![y, x] };
             assert_eq!(all(Merge::new(sources)), Ok(vec![]));
+        }
+    }
+
+    /// Regression (issue 31, "the tie rule"): at an equal timestamp an
+    /// expiring value beats a plain one, and of two plain values the one
+    /// with the greater digest wins, whatever the sources' order (the merge
+    /// used to keep the first it met), as a `GET` would answer.
+    #[test]
+    fn equal_timestamps_follow_the_tie_rule() {
+        let expiring = Version {
+            expiring: true,
+            ..v("k", 7, Some("e"))
+        };
+        let (a, b) = (v("k", 7, Some("left")), v("k", 7, Some("right")));
+        let digest = crate::version_order::value_digest;
+        let winner = if digest(b"left") > digest(b"right") {
+            "left"
+        } else {
+            "right"
+        };
+        for order in [false, true] {
+            let pair = |x: &Version, y: &Version| {
+                let (x, y) = (src(vec![x.clone()]), src(vec![y.clone()]));
+                if order { vec![x, y] } else { vec![y, x] }
+            };
+            let got = all(Merge::new(pair(&expiring, &a)));
+            assert_eq!(got, Ok(vec![("k".to_owned(), "e".to_owned())]));
+            let got = all(Merge::new(pair(&a, &b)));
+            assert_eq!(got, Ok(vec![("k".to_owned(), winner.to_owned())]));
         }
     }
 
@@ -320,6 +367,7 @@ mod tests {
                 key: key.clone(),
                 ts: ts as u64 + 1,
                 value: w.value.map(|b| vec![b]),
+                expiring: false,
             };
             let mut anywhere = false;
             for (n, got) in w.nodes.iter().take(nodes).enumerate() {

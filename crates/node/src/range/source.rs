@@ -181,6 +181,7 @@ fn open_local(shared: &Node<'_>, plan: &Plan) -> Result<Source, String> {
         item.map(|(key, entry)| Version {
             key,
             ts: entry.ts,
+            expiring: entry.deadline_ms.is_some(),
             value: entry.value,
         })
         .map_err(|e| SourceError::Local(e.to_string()))

@@ -59,7 +59,7 @@ fn scripted_peer(versions: PeerVersions, script: Script, connections: usize) -> 
             } else {
                 write_chunked_head(&mut out, Status::Ok, wire::CONTENT_TYPE, Persist::Close);
                 for v in versions.range(start.into_bytes()..).map(|(_, v)| v) {
-                    let h = wire::header(&v.key, v.ts, v.value.as_deref());
+                    let h = wire::header(&v.key, v.ts, v.value.as_deref(), v.expiring);
                     write_chunk(&mut out, &[&h, &v.key, v.value.as_deref().unwrap_or(&[])]);
                 }
                 if script == Script::Whole {
@@ -141,6 +141,7 @@ fn v(key: &str, ts: u64, value: Option<&str>) -> Version {
         key: key.as_bytes().to_vec(),
         ts,
         value: value.map(|s| s.as_bytes().to_vec()),
+        expiring: false,
     }
 }
 

@@ -7,7 +7,7 @@
 //! | bytes | what |
 //! | --- | --- |
 //! | 8 | timestamp, big-endian |
-//! | 1 | 1: a value follows the key; 0: a tombstone (nothing follows) |
+//! | 1 | 1: a value follows the key; 2: a value with a deadline follows the key (the deadline itself is not sent); 0: a tombstone (nothing follows) |
 //! | 4 | key length, big-endian |
 //! | key length | the key |
 //! | the rest | the value |
@@ -42,10 +42,30 @@ pub enum WireError {
     TooLarge(u64),
 }
 
-/// The payload of `key`'s version (`value` `None`: a tombstone), appended to `out`.
-pub fn encode_into(out: &mut Vec<u8>, key: &[u8], ts: u64, value: Option<&[u8]>) {
+/// The tag byte of a version: 0 a tombstone, 1 a value, 2 an expiring value.
+fn tag_of(value: Option<&[u8]>, expiring: bool) -> u8 {
+    match (value, expiring) {
+        (None, _) => 0,
+        (Some(_), false) => 1,
+        (Some(_), true) => 2,
+    }
+}
+
+/// The value and whether it expires, from a tag and the bytes after the key.
+fn value_of(tag: u8, value: Vec<u8>) -> Result<(Option<Vec<u8>>, bool), WireError> {
+    match tag {
+        1 => Ok((Some(value), false)),
+        2 => Ok((Some(value), true)),
+        0 if value.is_empty() => Ok((None, false)),
+        _ => Err(WireError::Malformed("bad version tag")),
+    }
+}
+
+/// The payload of `key`'s version (`value` `None`: a tombstone; `expiring`:
+/// the value has a deadline), appended to `out`.
+pub fn encode_into(out: &mut Vec<u8>, key: &[u8], ts: u64, value: Option<&[u8]>, expiring: bool) {
     out.extend_from_slice(&ts.to_be_bytes());
-    out.push(u8::from(value.is_some()));
+    out.push(tag_of(value, expiring));
     out.extend_from_slice(&(key.len() as u32).to_be_bytes());
     out.extend_from_slice(key);
     if let Some(value) = value {
@@ -54,10 +74,10 @@ pub fn encode_into(out: &mut Vec<u8>, key: &[u8], ts: u64, value: Option<&[u8]>)
 }
 
 /// The bytes of one payload's parts, for [`crate::http::response::write_chunk`].
-pub fn header(key: &[u8], ts: u64, value: Option<&[u8]>) -> [u8; FIXED_BYTES] {
+pub fn header(key: &[u8], ts: u64, value: Option<&[u8]>, expiring: bool) -> [u8; FIXED_BYTES] {
     let mut h = [0u8; FIXED_BYTES];
     h[..8].copy_from_slice(&ts.to_be_bytes());
-    h[8] = u8::from(value.is_some());
+    h[8] = tag_of(value, expiring);
     h[9..].copy_from_slice(&(key.len() as u32).to_be_bytes());
     h
 }
@@ -72,15 +92,12 @@ pub fn decode(payload: &[u8]) -> Result<Version, WireError> {
         return Err(WireError::Malformed("key past the payload"));
     }
     let (key, value) = rest.split_at(key_len);
-    let value = match tag {
-        1 => Some(value.to_vec()),
-        0 if value.is_empty() => None,
-        _ => return Err(WireError::Malformed("bad version tag")),
-    };
+    let (value, expiring) = value_of(tag, value.to_vec())?;
     Ok(Version {
         key: key.to_vec(),
         ts,
         value,
+        expiring,
     })
 }
 
@@ -161,17 +178,18 @@ impl<R: BufRead> ChunkReader<R> {
         read_exact(&mut self.reader, &mut key)?;
         let mut value = vec![0u8; rest - key_len];
         read_exact(&mut self.reader, &mut value)?;
-        let value = match tag {
-            1 => Some(value),
-            0 if value.is_empty() => None,
-            _ => return Err(WireError::Malformed("bad version tag")),
-        };
+        let (value, expiring) = value_of(tag, value)?;
         let mut crlf = [0u8; 2];
         read_exact(&mut self.reader, &mut crlf)?;
         if &crlf != b"\r\n" {
             return Err(WireError::Malformed("chunk not followed by CRLF"));
         }
-        Ok(Some(Version { key, ts, value }))
+        Ok(Some(Version {
+            key,
+            ts,
+            value,
+            expiring,
+        }))
     }
 }
 
@@ -219,7 +237,7 @@ mod tests {
     fn body(versions: &[Version], last: bool) -> Vec<u8> {
         let mut out = Vec::new();
         for v in versions {
-            let h = header(&v.key, v.ts, v.value.as_deref());
+            let h = header(&v.key, v.ts, v.value.as_deref(), v.expiring);
             write_chunk(&mut out, &[&h, &v.key, v.value.as_deref().unwrap_or(&[])]);
         }
         if last {
@@ -233,8 +251,14 @@ mod tests {
             prop::collection::vec(any::<u8>(), 0..20),
             any::<u64>(),
             prop::option::of(prop::collection::vec(any::<u8>(), 0..20)),
+            any::<bool>(),
         )
-            .prop_map(|(key, ts, value)| Version { key, ts, value })
+            .prop_map(|(key, ts, value, expiring)| Version {
+                key,
+                ts,
+                expiring: expiring && value.is_some(),
+                value,
+            })
     }
 
     proptest! {
@@ -246,7 +270,7 @@ mod tests {
             let mut one = Vec::new();
             for v in &versions {
                 one.clear();
-                encode_into(&mut one, &v.key, v.ts, v.value.as_deref());
+                encode_into(&mut one, &v.key, v.ts, v.value.as_deref(), v.expiring);
                 prop_assert_eq!(decode(&one).unwrap(), v.clone());
             }
         }
@@ -267,6 +291,7 @@ mod tests {
             key: b"k".to_vec(),
             ts: 1,
             value: Some(vec![7; 100]),
+            expiring: false,
         };
         let bytes = body(&[v], true);
         let mut r = ChunkReader::new(&bytes[..], 50);

@@ -107,8 +107,9 @@ pub struct Coordination {
 }
 
 /// Orders two optional versions: none ranks below every version; equal
-/// timestamps are broken by the engine's tie rule (tombstone, then
-/// expiring value, then plain value: [`Stamped::newer_than`]).
+/// timestamps are broken by the one tie rule (tombstone, then expiring
+/// value, then plain value, then the value digest: [`Stamped::newer_than`],
+/// `crate::version_order`).
 pub fn newer(a: &Option<Stamped>, b: &Option<Stamped>) -> bool {
     match (a, b) {
         (Some(a), Some(b)) => a.newer_than(b),
@@ -536,6 +537,29 @@ mod tests {
         assert!(newer(&tombstone, &plain) && !newer(&plain, &tombstone));
         assert!(newer(&Some(v(6, Some("p"))), &tombstone));
         assert!(!newer(&plain, &plain));
+    }
+
+    /// Regression (issue 31, "the tie rule"): two replicas holding different
+    /// values under one timestamp. Whichever answers first, the read
+    /// answers the tie rule's winner and read repair sends it to the other,
+    /// so both converge (it used to keep the first answer and repair nothing).
+    #[test]
+    fn equal_timestamps_with_two_values_follow_the_tie_rule() {
+        let (a, b) = (v(5, Some("left")), v(5, Some("right")));
+        let (winner, loser) = if b.newer_than(&a) { (b, a) } else { (a, b) };
+        for (first, second) in [(0, 1), (1, 0)] {
+            let answers = [winner.clone(), loser.clone()];
+            let mut c = Coordination::new(ReplicaOp::Read, 2, 2);
+            assert_eq!(
+                c.record(first, ReplicaAnswer::Read(Some(answers[first].clone()))),
+                None
+            );
+            assert_eq!(
+                c.record(second, ReplicaAnswer::Read(Some(answers[second].clone()))),
+                Some(Decision::Read(Some(winner.clone())))
+            );
+            assert_eq!(c.aftermath().repair, Some((winner.clone(), vec![1])));
+        }
     }
 
     /// With ack=1 the first answer decides; later answers still feed read repair.

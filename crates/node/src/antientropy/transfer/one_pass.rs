@@ -235,7 +235,7 @@ fn in_key_order(items: Vec<(Vec<u8>, Stamped)>, others: Vec<DigestEntry>) -> Vec
                 let Some(e) = others.next() else {
                     return offers;
                 };
-                offers.push((e.key, Offer::Digest { ts: e.ts }));
+                offers.push((e.key, Offer::Digest { ts: e.tag.ts }));
             }
         }
     }
@@ -258,9 +258,14 @@ fn decide(
     let held_older = |key: &[u8], ts: u64| -> Result<bool, SessionError> {
         Ok(local::read_version(node, key)?.is_none_or(|v| v.ts < ts))
     };
+    // A version offered whole is applied unless what is held wins by the
+    // one tie rule (crate::version_order) or is the same write.
+    let held_loses = |key: &[u8], offered: &Stamped| -> Result<bool, SessionError> {
+        Ok(local::read_version(node, key)?.is_none_or(|v| offered.newer_than(&v)))
+    };
     for (key, offered) in offers {
         match take(offered) {
-            Some(Take::ApplyUnlessHeld { source, version }) if held_older(&key, version.ts)? => {
+            Some(Take::ApplyUnlessHeld { source, version }) if held_loses(&key, &version)? => {
                 apply.push((key, version, source));
             }
             Some(Take::FetchUnlessHeld { source, ts }) if held_older(&key, ts)? => {

@@ -235,9 +235,9 @@ fn fetch_newer(
             pulled.phases.local_pages += scanned.elapsed();
             let mut remote_chunk = Vec::new();
             while let Some(e) = remote.next_if(|e| cut.as_ref().is_none_or(|c| e.key <= *c)) {
-                remote_chunk.push((e.key, e.ts));
+                remote_chunk.push((e.key, e.tag));
             }
-            let local_digest = local_entries.into_iter().map(|e| (e.key, e.ts));
+            let local_digest = local_entries.into_iter().map(|e| (e.key, e.tag));
             for step in Merge::new(local_digest, remote_chunk.into_iter()) {
                 // Newer here: written during the transition; left alone.
                 let Step::Fetch(key) = step else { continue };
