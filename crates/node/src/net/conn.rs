@@ -19,7 +19,7 @@
 //! - After an error that closes the connection, nothing more is parsed.
 
 use super::answer::{self, Answer, Awaited};
-use super::auth_gate::{Credential, Verdict, admit, credential, upgrade};
+use super::auth_gate::{Credential, admit, credential};
 use super::body_gate::{refusal_text, refuse_body};
 use super::dispatch::{Command, Dispatched, Encoding, dispatch};
 use super::peer_conn::PeerServer;
@@ -222,7 +222,7 @@ pub enum Next {
 
 /// The protocol a connection switches to once its 101 is written.
 #[derive(Debug)]
-enum Upgrade {
+pub(super) enum Upgrade {
     /// The peer protocol, served on this thread, for a peer on the
     /// layout version it named (if it named one).
     Peer(Option<u64>),
@@ -734,59 +734,6 @@ impl Conn {
                 started,
             }),
         }
-    }
-
-    /// The peer handshake's verdict on an upgrade to `protocol`
-    /// (`net::auth_gate::upgrade`): the 101 to send, or `None` when a
-    /// challenge or a refusal was queued instead.
-    fn peer_gate(
-        &mut self,
-        ctx: &NetContext,
-        route: Route,
-        started: Instant,
-        protocol: &str,
-        credential: &Credential,
-    ) -> Option<Vec<u8>> {
-        let stream = &self.stream;
-        let remote = || {
-            stream
-                .peer_addr()
-                .map_or_else(|_| "?".into(), |a| a.to_string())
-        };
-        let auth = &ctx.shared.auth;
-        let access = crate::net::auth_gate::access(ctx);
-        match upgrade(
-            auth,
-            access,
-            protocol,
-            &mut self.peer_nonce,
-            credential,
-            &remote,
-        ) {
-            Verdict::Switch(response) => Some(response),
-            Verdict::Answer(bytes, status, close) => {
-                self.close_after |= close;
-                ctx.shared.metrics.record(route, status, started);
-                self.answer(|out| out.extend_from_slice(&bytes));
-                None
-            }
-        }
-    }
-
-    /// Queues the 101 of an upgrade; once it is out the connection switches.
-    fn push_upgrade(
-        &mut self,
-        ctx: &NetContext,
-        route: Route,
-        started: Instant,
-        response: Vec<u8>,
-        upgrade: Upgrade,
-    ) {
-        ctx.shared
-            .metrics
-            .record(route, Status::SwitchingProtocols, started);
-        self.push_slot(Slot::Ready(response));
-        self.upgrading = Some(upgrade);
     }
 
     /// Fills a replicated request's slot with the coordinator's verdict

@@ -1,9 +1,9 @@
 //! The internal endpoints' side of a connection: the peer gate of an
-//! internal endpoint, a cluster range fed by its range thread
+//! upgrade and of an internal endpoint, the 101 that switches, a cluster range fed by its range thread
 //! (`crate::range::feed`) moved to the output in slot order, and a layout
 //! request's whole answer from its layout worker.
 
-use super::{Conn, STREAM_BUFFER_BYTES, Slot};
+use super::{Conn, STREAM_BUFFER_BYTES, Slot, Upgrade};
 use crate::api::Route;
 use crate::http::Status;
 use crate::http::request::HttpError;
@@ -15,6 +15,59 @@ use crate::state::NetContext;
 use std::time::Instant;
 
 impl Conn {
+    /// The peer handshake's verdict on an upgrade to `protocol`
+    /// (`net::auth_gate::upgrade`): the 101 to send, or `None` when a
+    /// challenge or a refusal was queued instead.
+    pub(super) fn peer_gate(
+        &mut self,
+        ctx: &NetContext,
+        route: Route,
+        started: Instant,
+        protocol: &str,
+        credential: &Credential,
+    ) -> Option<Vec<u8>> {
+        let stream = &self.stream;
+        let remote = || {
+            stream
+                .peer_addr()
+                .map_or_else(|_| "?".into(), |a| a.to_string())
+        };
+        let auth = &ctx.shared.auth;
+        let access = crate::net::auth_gate::access(ctx);
+        match upgrade(
+            auth,
+            access,
+            protocol,
+            &mut self.peer_nonce,
+            credential,
+            &remote,
+        ) {
+            Verdict::Switch(response) => Some(response),
+            Verdict::Answer(bytes, status, close) => {
+                self.close_after |= close;
+                ctx.shared.metrics.record(route, status, started);
+                self.answer(|out| out.extend_from_slice(&bytes));
+                None
+            }
+        }
+    }
+
+    /// Queues the 101 of an upgrade; once it is out the connection switches.
+    pub(super) fn push_upgrade(
+        &mut self,
+        ctx: &NetContext,
+        route: Route,
+        started: Instant,
+        response: Vec<u8>,
+        upgrade: Upgrade,
+    ) {
+        ctx.shared
+            .metrics
+            .record(route, Status::SwitchingProtocols, started);
+        self.push_slot(Slot::Ready(response));
+        self.upgrading = Some(upgrade);
+    }
+
     /// An internal endpoint is a peer's: a CA-verified certificate
     /// (`--tls-ca`) or the secret's proof bound to `protocol` (the
     /// range's: [`RANGE_PROTOCOL`]) opens it, a client token never does.
