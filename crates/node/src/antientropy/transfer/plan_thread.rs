@@ -169,12 +169,13 @@ mod tests {
             assert!(Instant::now() < deadline, "no plan within 30 s");
             std::thread::sleep(Duration::from_millis(5));
         };
-        // With R = 3 of 3, node 1 is the first source of every key; the
-        // new node gains about three quarters of them.
+        // With R = 3 of 3, node 1 is the first old replica by rank of about
+        // a third of the keys, and the new node gains about three quarters
+        // of those: about 50 of 200 are node 1's to send.
         let items = (0..200u64).map(|i| (format!("k{i}").into_bytes(), 0));
         let sends = super::super::plan::tally(&old, &new, &urls[0], items).unwrap();
         let keys = sends["http://127.0.0.1:9"].keys;
-        assert!(keys > 100 && keys < 200, "{keys}");
+        assert!((20..100).contains(&keys), "{keys}");
         assert!(answer.contains(&format!("\"keys\":{keys},")), "{answer}");
         assert_eq!(woken.load(Ordering::Acquire), 1);
         assert_eq!(threads.active.load(Ordering::Acquire), 0);
