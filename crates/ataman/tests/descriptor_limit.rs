@@ -12,6 +12,11 @@
 
 mod support;
 
+use ataman::faultproxy::FaultProxy;
+use ataman_node::antientropy::transfer::plan_thread::PLAN_THREADS_MAX;
+use ataman_node::cluster::workers::LAYOUT_WORKERS_MAX;
+use ataman_node::descriptors;
+use ataman_node::range::feed::RANGE_THREADS_MAX;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::{Conn, Node, Response, request};
@@ -295,8 +300,9 @@ fn no_write_is_acknowledged_while_the_clock_cannot_be_persisted() {
 }
 
 /// A peer's link to a node is a peer connection, not a client: it takes no
-/// client slot, and the reserve holds two descriptors per network thread
-/// and other node for the links.
+/// client slot; the reserve holds, per other node of the live layouts, two
+/// descriptors per network thread for the links and a dial for each thread
+/// that may call peers (range, layout, plan, gossip, a copy source).
 #[test]
 fn peer_links_are_reserved_not_counted_as_clients() {
     let single = Node::start(&[]);
@@ -311,7 +317,41 @@ fn peer_links_are_reserved_not_counted_as_clients() {
     let page = wait_metric(&mut worker, "ataman_connections_open", |n| n == 1);
     assert_eq!(
         metric(&page, "ataman_descriptors_reserved"),
-        single_reserved + 2,
+        single_reserved + reserved_per_other_node(),
         "one network thread, one other node"
     );
+}
+
+/// What one more node of the live layouts adds to the reserve of a node
+/// with one network thread and fewer than 8 other nodes: its links both
+/// ways, a dial from each range, layout, plan and gossip thread, and one
+/// more copy source.
+fn reserved_per_other_node() -> u64 {
+    (descriptors::PEER_CONNECTIONS_PER_NET_THREAD
+        + (RANGE_THREADS_MAX + LAYOUT_WORKERS_MAX + PLAN_THREADS_MAX + 1) * descriptors::DIAL
+        + descriptors::DIAL) as u64
+}
+
+/// The reserve follows the live layouts, not `--cluster`: once a node
+/// added with `--join` is in the layout, a bootstrap member reserves one
+/// more node's links and dials (the reserve was counted once from the
+/// start-up list).
+#[test]
+fn the_reserve_is_recounted_when_the_layout_grows() {
+    let c = support::cluster::TestCluster::start(2, &["--net-threads", "1"]);
+    let mut probe = served(c.node(0));
+    let before = metric(&metrics(&mut probe), "ataman_descriptors_reserved");
+    let proxy = FaultProxy::start_without_target().unwrap();
+    let url = proxy.url();
+    let joined = Node::start(&["--self", &url, "--join", &c.urls()[0], "--net-threads", "1"]);
+    proxy.set_target(joined.addr());
+    let r = Conn::open(c.node(0).addr()).request(
+        "POST",
+        &format!("/v0/layout?version=2&add={url}"),
+        &[],
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", body_text(&r));
+    let grown = before + reserved_per_other_node();
+    wait_metric(&mut probe, "ataman_descriptors_reserved", |n| n == grown);
 }

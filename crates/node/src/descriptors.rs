@@ -11,8 +11,9 @@
 //!
 //! # The reserve
 //! A sum of named constants and the configuration ([`reserve`]):
-//! - the process: standard streams, the listener, and per network thread
-//!   its poller, its waker, a `/metrics` rendering and a name lookup;
+//! - the process: standard streams, every listener (HTTP, and RESP with
+//!   `--resp-listen`), and per network thread its poller, its waker, a
+//!   `/metrics` rendering and a name lookup;
 //! - per engine (the data and the hint store): the files it keeps open and
 //!   the files it may open at once for a moment;
 //! - SSTables: every open table is a descriptor; the count of both engines,
@@ -27,14 +28,22 @@
 //! - peers: per network thread and other node, one link out and one peer
 //!   connection in (a peer's link to this node: peers are assumed to run
 //!   as many network threads). An upgraded peer connection leaves the
-//!   client count (`NodeShared::peer_connections`).
+//!   client count (`NodeShared::peer_connections`);
+//! - the threads that dial peers for a moment, each socket with a name
+//!   lookup's descriptors: the range threads (a cluster range or a `SCAN`
+//!   page dials each other node), the layout workers (a change request asks
+//!   every voter at once) with the plan thread and the gossip thread (every
+//!   node of the layouts at once), and the copy's sources (at most so many
+//!   at once, and never more than there are other nodes).
+//!
+//! "Other nodes" are those of the live layouts, not of `--cluster`: the
+//! node recounts every second ([`Counts`] from the live placement), so the
+//! reserve, and the client cap with it, follow a layout change.
 
 use std::fmt;
 
 /// Standard input, output and error.
 pub const STANDARD_STREAMS: usize = 3;
-/// The listening socket.
-pub const LISTENERS: usize = 1;
 /// Per network thread: its epoll instance and its waker's eventfd (mio).
 pub const POLLER_PER_NET_THREAD: usize = 2;
 /// Per network thread: a `/metrics` rendering reads `/proc/self/task` and
@@ -62,6 +71,36 @@ pub const NODE_FILES: usize = 4;
 pub const ANTI_ENTROPY_OUTGOING: usize = 1;
 /// Per network thread and other node: the link to it and its link here.
 pub const PEER_CONNECTIONS_PER_NET_THREAD: usize = 2;
+/// A socket a thread dials a peer on for a moment, and the name lookup
+/// before it.
+pub const DIAL: usize = 1 + RESOLVER_PER_THREAD;
+
+/// What the reserve is counted from: the configuration, the live layouts
+/// and the bounds of the node's threads (passed in by the node, so this
+/// module stays a leaf).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// `--net-threads`.
+    pub net_threads: usize,
+    /// Listening sockets: HTTP, and RESP with `--resp-listen`.
+    pub listeners: usize,
+    /// Other nodes of the live layouts (every version still live).
+    pub other_nodes: usize,
+    /// SSTables of both engines open now.
+    pub tables_open: usize,
+    /// Incoming anti-entropy sessions served or queued at once
+    /// (`antientropy::SYNC_SESSIONS_MAX`).
+    pub sync_sessions: usize,
+    /// Range threads at most (`range::feed::RANGE_THREADS_MAX`).
+    pub range_threads: usize,
+    /// Layout workers at most (`cluster::workers::LAYOUT_WORKERS_MAX`), the
+    /// plan thread and the gossip thread: each may dial every other node
+    /// at once.
+    pub layout_threads: usize,
+    /// Copy sources dialled at once at most
+    /// (`antientropy::transfer::copy::COPY_SOURCES_AT_ONCE_MAX`).
+    pub copy_sources: usize,
+}
 
 /// The descriptors the node keeps for itself, by purpose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,12 +119,20 @@ pub struct Reserve {
     pub anti_entropy: usize,
     /// Links to peers and peers' links here.
     pub peers: usize,
+    /// Sockets the range, layout and copy threads dial peers on.
+    pub dials: usize,
 }
 
 impl Reserve {
     /// Every reserved descriptor.
     pub fn total(&self) -> usize {
-        self.process + self.engines + self.tables + self.node_files + self.anti_entropy + self.peers
+        self.process
+            + self.engines
+            + self.tables
+            + self.node_files
+            + self.anti_entropy
+            + self.peers
+            + self.dials
     }
 }
 
@@ -93,7 +140,7 @@ impl fmt::Display for Reserve {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} (process {}, engines {}, SSTables {} for {} open, node files {}, anti-entropy {}, peers {})",
+            "{} (process {}, engines {}, SSTables {} for {} open, node files {}, anti-entropy {}, peers {}, dials {})",
             self.total(),
             self.process,
             self.engines,
@@ -101,7 +148,8 @@ impl fmt::Display for Reserve {
             self.tables_open,
             self.node_files,
             self.anti_entropy,
-            self.peers
+            self.peers,
+            self.dials
         )
     }
 }
@@ -113,28 +161,30 @@ pub fn tables_reserve(open: usize) -> usize {
     (open / TABLES_STEP).saturating_add(2) * TABLES_STEP
 }
 
-/// The reserve of a node with `net_threads` network threads in a cluster
-/// of `cluster_size` nodes whose engines hold `tables_open` SSTables, and
-/// that serves at most `sync_sessions` incoming anti-entropy sessions at
-/// once (the node passes `antientropy::SYNC_SESSIONS_MAX`: this module
-/// stays a leaf).
-pub fn reserve(
-    net_threads: usize,
-    cluster_size: usize,
-    tables_open: usize,
-    sync_sessions: usize,
-) -> Reserve {
-    let peers_other = cluster_size.saturating_sub(1);
+/// The reserve of a node counted from `counts`.
+pub fn reserve(counts: Counts) -> Reserve {
+    let Counts {
+        net_threads,
+        listeners,
+        other_nodes,
+        tables_open,
+        sync_sessions,
+        range_threads,
+        layout_threads,
+        copy_sources,
+    } = counts;
     Reserve {
         process: STANDARD_STREAMS
-            + LISTENERS
+            + listeners
             + net_threads * (POLLER_PER_NET_THREAD + METRICS_PER_NET_THREAD + RESOLVER_PER_THREAD),
         engines: ENGINES * (ENGINE_FILES_HELD + ENGINE_FILES_TRANSIENT),
         tables_open,
         tables: tables_reserve(tables_open),
         node_files: NODE_FILES,
         anti_entropy: sync_sessions + ANTI_ENTROPY_OUTGOING + RESOLVER_PER_THREAD,
-        peers: net_threads * peers_other * PEER_CONNECTIONS_PER_NET_THREAD,
+        peers: net_threads * other_nodes * PEER_CONNECTIONS_PER_NET_THREAD,
+        dials: (range_threads + layout_threads) * other_nodes * DIAL
+            + copy_sources.min(other_nodes) * DIAL,
     }
 }
 
@@ -276,37 +326,79 @@ mod tests {
         }
     }
 
-    /// The reserve grows with network threads, peers and tables, by the
-    /// named amounts.
+    /// The counts of a node with `net_threads` threads, one listener, no
+    /// tables and `other_nodes` peers, the thread bounds at small values.
+    fn counts(net_threads: usize, other_nodes: usize, tables_open: usize) -> Counts {
+        Counts {
+            net_threads,
+            listeners: 1,
+            other_nodes,
+            tables_open,
+            sync_sessions: SYNC_SESSIONS,
+            range_threads: 4,
+            layout_threads: 18,
+            copy_sources: 8,
+        }
+    }
+
+    /// The reserve grows with network threads, listeners, peers and tables,
+    /// by the named amounts; a single node reserves nothing for peers.
     #[test]
     fn reserve_follows_the_configuration() {
-        let single = reserve(1, 1, 0, SYNC_SESSIONS);
-        assert_eq!(single.peers, 0);
+        let single = reserve(counts(1, 0, 0));
+        assert_eq!((single.peers, single.dials), (0, 0));
         assert_eq!(
             single.process,
             STANDARD_STREAMS
-                + LISTENERS
+                + 1
                 + POLLER_PER_NET_THREAD
                 + METRICS_PER_NET_THREAD
                 + RESOLVER_PER_THREAD
         );
         assert_eq!(single.engines, 14);
-        let cluster = reserve(4, 5, 0, SYNC_SESSIONS);
+        let resp = reserve(Counts {
+            listeners: 2,
+            ..counts(1, 0, 0)
+        });
+        assert_eq!(resp.total() - single.total(), 1, "the RESP listener");
+        let cluster = reserve(counts(4, 4, 0));
         assert_eq!(cluster.peers, 4 * 4 * PEER_CONNECTIONS_PER_NET_THREAD);
         assert_eq!(
             cluster.process - single.process,
             3 * (POLLER_PER_NET_THREAD + METRICS_PER_NET_THREAD + RESOLVER_PER_THREAD)
         );
-        let grown = reserve(1, 1, 200, SYNC_SESSIONS);
+        let grown = reserve(counts(1, 0, 200));
         assert_eq!(grown.total() - single.total(), 3 * TABLES_STEP);
         assert!(single.to_string().starts_with(&single.total().to_string()));
+    }
+
+    /// Every thread that dials peers is counted per other node of the live
+    /// layouts, so a layout that grows from 3 to 5 nodes grows the reserve
+    /// by exactly the links and dials of two more nodes; the copy's
+    /// sources are bounded by the other nodes there are.
+    #[test]
+    fn dials_follow_the_live_layouts() {
+        let three = reserve(counts(2, 2, 0));
+        let five = reserve(counts(2, 4, 0));
+        assert_eq!(three.dials, (4 + 18) * 2 * DIAL + 2 * DIAL);
+        assert_eq!(five.dials, (4 + 18) * 4 * DIAL + 4 * DIAL);
+        assert_eq!(
+            five.total() - three.total(),
+            2 * (2 * PEER_CONNECTIONS_PER_NET_THREAD + (4 + 18) * DIAL + DIAL)
+        );
+        let many = reserve(counts(1, 20, 0));
+        assert_eq!(
+            many.dials,
+            (4 + 18) * 20 * DIAL + 8 * DIAL,
+            "copy sources capped"
+        );
     }
 
     /// The cap is the smaller of `--connections-max` and what the limit
     /// leaves, and says which; a limit at or under the reserve leaves none.
     #[test]
     fn cap_is_the_smaller_bound() {
-        let r = reserve(1, 1, 0, SYNC_SESSIONS);
+        let r = reserve(counts(1, 0, 0));
         let total = r.total();
         let b = Budget::new(1_048_576, r, 10_000);
         assert_eq!((b.cap, b.bound), (10_000, Bound::ConnectionsMax));

@@ -576,7 +576,10 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let hints = hints::HintStore::open_on(&hints_dir, config.hints_bytes_max, config.wal_mode, fs)
         .map_err(|e| format!("cannot open hints in {}: {e}", hints_dir.display()))?;
     let hints = Arc::new(hints);
-    let mut budget = descriptor_budget(&config, limit.descriptors(), &db, &hints);
+    // The start-up list until the live placement exists (recounted from it
+    // within a second).
+    let others = config.cluster.len().saturating_sub(1);
+    let mut budget = descriptor_budget(&config, limit.descriptors(), &db, &hints, others);
     check_budget(&budget)?;
     let mut clock = start_clock(&config, &db)?;
     if config.fault_control.is_some() {
@@ -693,21 +696,37 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// The descriptor budget of this node under `limit` (see [`descriptors`]).
+/// The descriptor budget of this node under `limit` (see [`descriptors`])
+/// with `other_nodes` other nodes in its live layouts.
 fn descriptor_budget(
     config: &NodeConfig,
     limit: usize,
     db: &Db,
     hints: &hints::HintStore,
+    other_nodes: usize,
 ) -> descriptors::Budget {
     let tables_open = db.stats().level_files.iter().sum::<usize>() + hints.tables_open();
-    let reserve = descriptors::reserve(
-        config.net_threads,
-        config.cluster.len(),
+    let reserve = descriptors::reserve(descriptors::Counts {
+        net_threads: config.net_threads,
+        listeners: 1 + usize::from(config.resp_listen.is_some()),
+        other_nodes,
         tables_open,
-        antientropy::SYNC_SESSIONS_MAX,
-    );
+        sync_sessions: antientropy::SYNC_SESSIONS_MAX,
+        range_threads: range::feed::RANGE_THREADS_MAX,
+        // The layout workers, the plan thread and the gossip thread.
+        layout_threads: cluster::workers::LAYOUT_WORKERS_MAX
+            + antientropy::transfer::plan_thread::PLAN_THREADS_MAX
+            + 1,
+        copy_sources: antientropy::transfer::copy::COPY_SOURCES_AT_ONCE_MAX,
+    });
     descriptors::Budget::new(limit, reserve, config.connections_max)
+}
+
+/// Other nodes of the live layouts: their union, this node left out.
+fn other_live_nodes(shared: &NodeShared) -> usize {
+    let placement = shared.placement();
+    let me = placement.self_url();
+    placement.urls().iter().filter(|u| u.as_str() != me).count()
 }
 
 /// Shows `budget` in `/metrics`.
@@ -721,11 +740,18 @@ fn publish_budget(shared: &NodeShared, budget: &descriptors::Budget) {
         .store(budget.reserve.total() as u64, Ordering::Relaxed);
 }
 
-/// Recounts the SSTables; a changed reserve changes the client cap (the
-/// tables are reserved in steps, so this is rare), which is logged.
+/// Recounts the SSTables and the other nodes of the live layouts; a
+/// changed reserve changes the client cap (the tables are reserved in
+/// steps, the layouts change seldom, so this is rare), which is logged.
 fn recount_descriptors(shared: &NodeShared, budget: &mut descriptors::Budget) {
-    let now = descriptor_budget(&shared.config, budget.limit, &shared.db, &shared.hints);
-    if now.reserve.tables == budget.reserve.tables {
+    let now = descriptor_budget(
+        &shared.config,
+        budget.limit,
+        &shared.db,
+        &shared.hints,
+        other_live_nodes(shared),
+    );
+    if now.reserve == budget.reserve {
         return;
     }
     *budget = now;
