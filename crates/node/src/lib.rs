@@ -576,10 +576,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let hints = hints::HintStore::open_on(&hints_dir, config.hints_bytes_max, config.wal_mode, fs)
         .map_err(|e| format!("cannot open hints in {}: {e}", hints_dir.display()))?;
     let hints = Arc::new(hints);
-    // The start-up list until the live placement exists (recounted from it
-    // within a second).
-    let others = config.cluster.len().saturating_sub(1);
-    let mut budget = descriptor_budget(&config, limit.descriptors(), &db, &hints, others);
+    let mut budget = start_budget(&config, limit.descriptors(), &db, &hints);
     check_budget(&budget)?;
     let mut clock = start_clock(&config, &db)?;
     if config.fault_control.is_some() {
@@ -720,6 +717,18 @@ fn descriptor_budget(
         copy_sources: antientropy::transfer::copy::COPY_SOURCES_AT_ONCE_MAX,
     });
     descriptors::Budget::new(limit, reserve, config.connections_max)
+}
+
+/// The budget at start, from the start-up list (recounted from the live
+/// placement within a second, [`recount_descriptors`]).
+fn start_budget(
+    config: &NodeConfig,
+    limit: usize,
+    db: &Db,
+    hints: &hints::HintStore,
+) -> descriptors::Budget {
+    let others = config.cluster.len().saturating_sub(1);
+    descriptor_budget(config, limit, db, hints, others)
 }
 
 /// Other nodes of the live layouts: their union, this node left out.
