@@ -191,6 +191,21 @@ fn check_url(url: &str) -> Result<(), LayoutError> {
     Ok(())
 }
 
+/// An added node's URL names only a scheme, host and port: a path,
+/// query or fragment after them (`http://h:1/`) would be a second name
+/// for a member at `http://h:1`, one node holding two replica slots.
+/// Checked on `add` only, so layouts already stored still decode.
+fn check_added_url(url: &str) -> Result<(), LayoutError> {
+    let authority = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .unwrap_or("");
+    if authority.contains(['/', '?', '#']) {
+        return Err(LayoutError::BadUrl(url.to_owned()));
+    }
+    Ok(())
+}
+
 impl Layout {
     /// A valid layout of `nodes` (any order) under `version`, their node
     /// ids `0..n` in the order given, none retired.
@@ -289,6 +304,7 @@ impl Layout {
         }
         for url in &change.add {
             check_url(url)?;
+            check_added_url(url)?;
             if self.is_member(url) {
                 return Err(LayoutError::AlreadyMember(url.clone()));
             }
@@ -492,6 +508,30 @@ mod tests {
                 .replication_factor,
             2
         );
+    }
+
+    /// An added URL that is a member's URL with a path, query or fragment
+    /// after its host and port (`http://h:1/`, a second name for one node
+    /// that then held two replica slots and wedged the transition) is
+    /// refused as a bad URL.
+    #[test]
+    fn add_member_url_with_a_path_refused() {
+        let l = three();
+        for tail in ["/", "/x", "?x", "#x"] {
+            let bad = format!("{}{tail}", urls(&[1])[0]);
+            let change = Change {
+                add: vec![bad.clone()],
+                ..Change::default()
+            };
+            assert_eq!(l.apply(&change), Err(LayoutError::BadUrl(bad)));
+        }
+        // Negative control: the same host and port without a tail is a
+        // new node when it is not a member.
+        let change = Change {
+            add: urls(&[4]),
+            ..Change::default()
+        };
+        assert!(l.apply(&change).is_ok());
     }
 
     /// Every invalid layout is refused, naming what is wrong.
