@@ -56,18 +56,23 @@ fn each_planted_transition_bug_is_caught() {
     }
 }
 
+/// Seeds tried for the joined node on id 0: since one tie rule settles two
+/// contents under one timestamp (a replica's store re-stamps the loser), a
+/// reused timestamp survives to the history on fewer seeds (`ataman-sim
+/// --seeds 1..1001 --grow --planted-bug joined-takes-id-zero`: 25 of 1,000,
+/// among them 172, 177 and 195 here).
+const ID_ZERO_SEEDS: std::ops::Range<u64> = 170..200;
+
 /// Regression (a joined node issued the same timestamps as the first
 /// node): with the added node's clock on node id 0, as `--join` once gave
-/// it, some seed reports two writes of one key under one timestamp
-/// (`ataman-sim --seeds 1..2001 --grow --planted-bug joined-takes-id-zero`:
-/// 54 of 2,000 seeds; 41 here). Without the bug the same seeds pass
-/// (`same_seeds_without_a_bug_pass_and_settle`).
+/// it, some seed reports two writes of one key under one timestamp.
+/// Without the bug the same seeds pass.
 #[test]
 fn joined_node_taking_id_zero_is_caught_as_a_reused_timestamp() {
-    let config = config(Some(PlantedBug::JoinedTakesIdZero));
-    let caught: Vec<u64> = SEEDS
+    let planted = config(Some(PlantedBug::JoinedTakesIdZero));
+    let caught: Vec<u64> = ID_ZERO_SEEDS
         .filter(|&seed| {
-            run(seed, &config)
+            run(seed, &planted)
                 .unwrap()
                 .report
                 .count(ViolationKind::TimestampReused)
@@ -77,9 +82,18 @@ fn joined_node_taking_id_zero_is_caught_as_a_reused_timestamp() {
     eprintln!("joined-takes-id-zero: seeds with a reused timestamp: {caught:?}");
     assert!(
         !caught.is_empty(),
-        "no seed in {SEEDS:?} caught the joined node stamping with id 0 (e.g. {})",
-        replay_command(SEEDS.start, &config)
+        "no seed in {ID_ZERO_SEEDS:?} caught the joined node stamping with id 0 (e.g. {})",
+        replay_command(ID_ZERO_SEEDS.start, &planted)
     );
+    let clean = config(None);
+    for seed in caught {
+        let result = run(seed, &clean).unwrap();
+        assert!(
+            result.report.ok(),
+            "seed {seed} without the bug: {}",
+            result.report.summary(5)
+        );
+    }
 }
 
 /// Without a bug the same seeds pass, and every run's transition settled.
