@@ -98,30 +98,9 @@ impl Conn {
             self.push_error(ctx, route, &e, Persist::Close, "", started);
             return false;
         }
-        let stream = &self.stream;
-        let remote = || {
-            stream
-                .peer_addr()
-                .map_or_else(|_| "?".into(), |a| a.to_string())
-        };
-        let auth = &ctx.shared.auth;
-        let access = crate::net::auth_gate::access(ctx);
-        match upgrade(
-            auth,
-            access,
-            protocol,
-            &mut self.peer_nonce,
-            credential,
-            &remote,
-        ) {
-            Verdict::Switch(_) => true,
-            Verdict::Answer(bytes, status, close) => {
-                self.close_after |= close;
-                ctx.shared.metrics.record(route, status, started);
-                self.answer(|out| out.extend_from_slice(&bytes));
-                false
-            }
-        }
+        // The upgrade's gate, its 101 unused: the range answers instead.
+        self.peer_gate(ctx, route, started, protocol, credential)
+            .is_some()
     }
 
     /// Moves what the front slot's range thread queued to the output
