@@ -740,14 +740,8 @@ fn write_gathered(out: &mut Vec<u8>, gather: &Gather) {
 #[cfg(test)]
 mod tests {
     use super::names_a_write;
-    use std::borrow::Cow;
 
-    fn args(words: &[&str]) -> Vec<Cow<'static, [u8]>> {
-        words
-            .iter()
-            .map(|w| Cow::Owned(w.as_bytes().to_vec()))
-            .collect()
-    }
+    use crate::net::resp::test_args as args;
 
     // `SET k` (and every other short write) behind a pending write once
     // sliced `args[3..]` and panicked: a short command is not a write.

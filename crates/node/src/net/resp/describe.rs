@@ -111,12 +111,7 @@ pub fn help(lines: &[&'static str]) -> Reply {
 mod tests {
     use super::*;
 
-    fn args(words: &[&str]) -> Vec<Cow<'static, [u8]>> {
-        words
-            .iter()
-            .map(|w| Cow::Owned(w.as_bytes().to_vec()))
-            .collect()
-    }
+    use crate::net::resp::test_args as args;
 
     /// Each command's reply to a value and to no value.
     #[test]

@@ -349,12 +349,7 @@ mod tests {
     use super::*;
     use crate::net::answer::Failure;
 
-    fn args(words: &[&str]) -> Vec<Cow<'static, [u8]>> {
-        words
-            .iter()
-            .map(|w| Cow::Owned(w.as_bytes().to_vec()))
-            .collect()
-    }
+    use crate::net::resp::test_args as args;
 
     /// `TTL` and `PTTL`: -2 missing or expired, -1 no deadline, else the
     /// time left (seconds rounded to the nearest, as Redis does).

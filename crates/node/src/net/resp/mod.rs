@@ -64,3 +64,13 @@ pub fn uptime() -> std::time::Duration {
         .get()
         .map_or(std::time::Duration::ZERO, |t| t.elapsed())
 }
+
+/// A command's arguments from its words, as the decoder lends them (the
+/// tests of the command modules).
+#[cfg(test)]
+pub(crate) fn test_args(words: &[&str]) -> Vec<std::borrow::Cow<'static, [u8]>> {
+    words
+        .iter()
+        .map(|w| std::borrow::Cow::Owned(w.as_bytes().to_vec()))
+        .collect()
+}

@@ -297,12 +297,7 @@ mod tests {
         }
     }
 
-    fn args(words: &[&str]) -> Vec<Cow<'static, [u8]>> {
-        words
-            .iter()
-            .map(|w| Cow::Owned(w.as_bytes().to_vec()))
-            .collect()
-    }
+    use crate::net::resp::test_args as args;
 
     /// Options in any order and case; bad ones refused with Redis's words.
     #[test]

@@ -194,12 +194,7 @@ mod tests {
         }
     }
 
-    fn args(words: &[&str]) -> Vec<Cow<'static, [u8]>> {
-        words
-            .iter()
-            .map(|w| Cow::Owned(w.as_bytes().to_vec()))
-            .collect()
-    }
+    use crate::net::resp::test_args as args;
 
     /// A session without a choice of its own takes the defaults of the
     /// limits each command brings: a layout grown from R=1 to R=3 is

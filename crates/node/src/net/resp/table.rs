@@ -695,12 +695,7 @@ mod tests {
         from_default: 3,
     };
 
-    fn args(words: &[&str]) -> Vec<Cow<'static, [u8]>> {
-        words
-            .iter()
-            .map(|w| Cow::Owned(w.as_bytes().to_vec()))
-            .collect()
-    }
+    use crate::net::resp::test_args as args;
 
     fn planned(words: &[&str]) -> Plan<'static> {
         let a: &'static [Cow<'static, [u8]>] = Box::leak(args(words).into_boxed_slice());
