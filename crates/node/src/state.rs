@@ -338,6 +338,22 @@ fn route_config(key_bytes_max: usize, placement: &Placement) -> RouteConfig {
 }
 
 impl NetContext {
+    /// Wakes this thread for the connection `token` of `generation`, so
+    /// it looks at its front slot again (a range thread's batch or page, a
+    /// job's answer): what a range or job thread calls once its result is
+    /// queued.
+    pub fn feed_wake(&self, token: usize, generation: u64) -> Box<dyn Fn() + Send> {
+        let target = Target::Feed { token, generation };
+        let inbox = Arc::clone(&self.shared.inboxes[self.index]);
+        Box::new(move || {
+            inbox.push(Completion {
+                target,
+                result: Ok(()),
+                invalid: false,
+            });
+        })
+    }
+
     /// This thread's placement.
     pub fn placement(&self) -> Arc<Placement> {
         Arc::clone(&self.placement.borrow())

@@ -70,7 +70,7 @@ pub fn is_loopback(host_port: &str) -> bool {
 }
 
 /// The host and port of a member URL (`http://HOST:PORT[/...]`).
-fn url_host_port(url: &str) -> &str {
+pub fn url_host_port(url: &str) -> &str {
     let rest = url
         .strip_prefix("http://")
         .or_else(|| url.strip_prefix("https://"))

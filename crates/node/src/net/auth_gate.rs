@@ -104,7 +104,7 @@ pub enum Verdict {
 /// placement (refreshed every loop iteration, so a layout change applies
 /// to the next request) ([`peer_access`]).
 pub fn access(ctx: &crate::state::NetContext) -> PeerAccess {
-    use crate::auth::protected::is_loopback;
+    use crate::auth::protected::{is_loopback, url_host_port};
     let placement = ctx.placement();
     let me = placement.self_index();
     let others = (0..placement.len()).filter(|&i| i != me && placement.is_live_member(i));
@@ -123,15 +123,6 @@ pub fn access(ctx: &crate::state::NetContext) -> PeerAccess {
         alone,
         member_exposed,
     })
-}
-
-/// The `HOST:PORT` of a member URL.
-fn url_host_port(url: &str) -> &str {
-    let rest = url
-        .strip_prefix("http://")
-        .or_else(|| url.strip_prefix("https://"))
-        .unwrap_or(url);
-    rest.split('/').next().unwrap_or(rest)
 }
 
 /// [`peer`]'s gate as what the connection does.

@@ -215,17 +215,17 @@ pub fn dispatch(
         }
         Command::ClusterRange(plan) => cluster_range(ctx, reply_to, plan),
         Command::LayoutChange { version, change } => {
-            let wake = wake_for(ctx, reply_to);
+            let wake = ctx.feed_wake(reply_to.token, reply_to.generation);
             let started = crate::layout_io::endpoints::start_change(shared, wake, version, change);
             started.map_or_else(layout_now, Dispatched::Job)
         }
         Command::LayoutPlan { change } => {
-            let wake = wake_for(ctx, reply_to);
+            let wake = ctx.feed_wake(reply_to.token, reply_to.generation);
             let started = crate::layout_io::endpoints::start_plan(shared, wake, change);
             started.map_or_else(layout_now, Dispatched::Job)
         }
         Command::InternalLayout(body) => {
-            let wake = wake_for(ctx, reply_to);
+            let wake = ctx.feed_wake(reply_to.token, reply_to.generation);
             let started = crate::layout_io::endpoints::start_internal(shared, wake, body);
             started.map_or_else(layout_now, Dispatched::Job)
         }
@@ -274,28 +274,11 @@ fn cluster_range(ctx: &NetContext, reply_to: ReplyTo, plan: crate::range::Plan) 
         };
         return dispatch(ctx, &mut Vec::new(), reply_to, local);
     }
-    let wake = wake_for(ctx, reply_to);
+    let wake = ctx.feed_wake(reply_to.token, reply_to.generation);
     match crate::range::feed::start(shared, NodeShared::range_node, wake, plan) {
         Ok(feed) => Dispatched::Feed(feed),
         Err(busy) => Dispatched::Now(answer::busy(busy.to_string())),
     }
-}
-
-/// Wakes the network thread of the connection `reply_to` names, so it
-/// looks at its front slot again (a range thread's batch, a job's answer).
-fn wake_for(ctx: &NetContext, reply_to: ReplyTo) -> Box<dyn Fn() + Send> {
-    let target = Target::Feed {
-        token: reply_to.token,
-        generation: reply_to.generation,
-    };
-    let inbox = std::sync::Arc::clone(&ctx.shared.inboxes[ctx.index]);
-    Box::new(move || {
-        inbox.push(crate::state::Completion {
-            target,
-            result: Ok(()),
-            invalid: false,
-        });
-    })
 }
 
 /// A layout request refused at once.

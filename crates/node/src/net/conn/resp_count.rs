@@ -10,8 +10,7 @@ use crate::net::resp::info::{self, Figures};
 use crate::net::resp::keyspace::{self, Keyspace};
 use crate::net::resp::table::failure_reply;
 use crate::range::job_thread::{self, JobReceiver};
-use crate::state::{Completion, NetContext, NodeShared, Target};
-use std::sync::Arc;
+use crate::state::{NetContext, NodeShared};
 
 /// What a counted reply becomes once the keys are counted.
 pub enum Counted {
@@ -33,18 +32,7 @@ impl Conn {
     /// `-TRYAGAIN` at once when every range thread is busy.
     pub(super) fn count_keys(&mut self, ctx: &NetContext, token: usize, counted: Counted) {
         let proto = self.resp.as_ref().map_or(Proto::Resp2, |r| r.session.proto);
-        let target = Target::Feed {
-            token,
-            generation: self.generation,
-        };
-        let inbox = Arc::clone(&ctx.shared.inboxes[ctx.index]);
-        let wake = Box::new(move || {
-            inbox.push(Completion {
-                target,
-                result: Ok(()),
-                invalid: false,
-            });
-        });
+        let wake = ctx.feed_wake(token, self.generation);
         let job = |shared: &NodeShared| keyspace::count(&shared.db, crate::hlc::wall_ms());
         match job_thread::start(&ctx.shared, |s| &s.ranges, job, wake) {
             Ok(job) => self.push_slot(Slot::Count(Box::new(CountWait {

@@ -11,8 +11,7 @@ use crate::net::resp::encode::{self, Proto, Reply};
 use crate::net::resp::scan::{self, ScanArgs, UNKNOWN_CURSOR};
 use crate::net::resp::table::failure_reply;
 use crate::range::page_thread::{self, PageReceiver};
-use crate::state::{Completion, NetContext, NodeShared, Target};
-use std::sync::Arc;
+use crate::state::{NetContext, NodeShared};
 
 /// A `SCAN` slot: its page's range thread, and how to reply.
 pub struct ScanWait {
@@ -59,18 +58,7 @@ impl Conn {
             from,
         };
         let proto = state.session.proto;
-        let target = Target::Feed {
-            token,
-            generation: self.generation,
-        };
-        let inbox = Arc::clone(&ctx.shared.inboxes[ctx.index]);
-        let wake = Box::new(move || {
-            inbox.push(Completion {
-                target,
-                result: Ok(()),
-                invalid: false,
-            });
-        });
+        let wake = ctx.feed_wake(token, self.generation);
         match page_thread::start(&ctx.shared, NodeShared::range_node, wake, plan, args.count) {
             Ok(page) => self.push_slot(Slot::Scan(Box::new(ScanWait {
                 page,
