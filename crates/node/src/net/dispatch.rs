@@ -134,7 +134,10 @@ pub fn dispatch(
         return Dispatched::Now(refused);
     }
     match command {
-        Command::Status => Dispatched::Now(super::membership_gate::status(&shared.transition)),
+        Command::Status => Dispatched::Now(super::membership_gate::status(
+            &shared.transition,
+            super::membership_gate::self_url(shared),
+        )),
         Command::Cluster => {
             let text = crate::replication::status::render_json(shared);
             Dispatched::Now(Answer::Document(Format::Json, text))
