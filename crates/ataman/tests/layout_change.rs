@@ -43,6 +43,16 @@ fn spare(c: &TestCluster) -> (Node, FaultProxy, String) {
     spare_with(c, &[])
 }
 
+/// Pauses an added node (SIGSTOP; the test's end kills it) so that its
+/// transition stays under way: it never acks the new version.
+fn hold(node: &Node) {
+    // SAFETY: signalling a child process this test started.
+    assert_eq!(
+        unsafe { libc::kill(node.pid() as libc::pid_t, libc::SIGSTOP) },
+        0
+    );
+}
+
 fn shows_next(node: &Node, version: u64) -> bool {
     let doc = layout_of(node);
     doc.contains(&format!("\"next\":{version},")) && doc.contains("\"settled\":false")
@@ -54,9 +64,11 @@ fn shows_next(node: &Node, version: u64) -> bool {
 #[test]
 fn add_a_node_then_stale_versions_then_restart() {
     let mut c = TestCluster::start(3, &[]);
-    let (_spare, _proxy, added) = spare(&c);
+    let (spare_node, _proxy, added) = spare(&c);
     let r = post(c.node(0), &format!("version=2&add={added}"));
     assert_eq!(r.status, 200, "{}", body(&r));
+    // Held before it can ack (it waits a second and more first).
+    hold(&spare_node);
     let doc = body(&r);
     assert!(doc.starts_with("{\"version\":2,\"nodes\":["), "{doc}");
     assert!(doc.contains(&format!("\"{added}\"")), "{doc}");
@@ -91,13 +103,16 @@ fn add_a_node_then_stale_versions_then_restart() {
 #[test]
 fn concurrent_requests_one_wins() {
     let c = TestCluster::start(3, &[]);
-    let (_a, _a_proxy, a) = spare(&c);
-    let (_b, _b_proxy, b) = spare(&c);
+    let (a_node, _a_proxy, a) = spare(&c);
+    let (b_node, _b_proxy, b) = spare(&c);
     let (first, second) = std::thread::scope(|s| {
         let one = s.spawn(|| post(c.node(0), &format!("version=2&add={a}")));
         let two = s.spawn(|| post(c.node(1), &format!("version=2&add={b}")));
         (one.join().unwrap(), two.join().unwrap())
     });
+    // The winner's transition stays under way.
+    hold(&a_node);
+    hold(&b_node);
     let mut codes = [first.status, second.status];
     codes.sort_unstable();
     assert_eq!(codes, [200, 409], "{} / {}", body(&first), body(&second));
