@@ -330,10 +330,13 @@ mod tests {
         assert!(matches!(sound(&heard), Err(Refusal::OtherCluster { .. })));
     }
 
+    /// Whether a refusal is the one a case expects.
+    type IsExpected = fn(&Refusal) -> bool;
+
     /// Rules 1, 2, 4 and 5, each with its own refusal.
     #[test]
     fn every_other_answer_is_refused_with_its_reason() {
-        let cases: [(Heard, fn(&Refusal) -> bool); 8] = [
+        let cases: [(Heard, IsExpected); 8] = [
             (
                 Heard::Nothing("connect: refused".into()),
                 |r| matches!(r, Refusal::NoAnswer { why, .. } if why == "connect: refused"),
