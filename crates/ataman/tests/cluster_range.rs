@@ -2,7 +2,10 @@
 //! processes: exactly the model's keys (deletes included) through any node
 //! while one node is paused (SIGSTOP) and `ack` allows it; bounds; 504 when
 //! too few nodes answer; a node killed mid-stream cuts the answer without
-//! its terminating chunk; the node-local form unchanged.
+//! its terminating chunk; the node-local form unchanged; a node still
+//! receiving its copy of a layout change answers `ack=1` with every key
+//! (it is outside the read set: it merges read-set nodes, never answers
+//! from its own partial data).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -270,4 +273,126 @@ fn a_node_killed_mid_stream_cuts_the_answer() {
         .find_map(|l| l.strip_prefix("ataman_cluster_ranges_failed_total "))
         .expect("failed counter");
     assert_eq!(failed, "1", "the cut range is counted as failed");
+}
+
+/// Keys written before the node is added.
+const MID_COPY_KEYS: usize = 1_200;
+/// Bytes of each value: the new node's copy (about 3/4 of the keys, at
+/// the slowest copy rate the nodes take, 1 MiB/s) lasts seconds.
+const MID_COPY_VALUE_BYTES: usize = 16 * 1024;
+/// Bound on each wait for the transition (the commit reaching every
+/// node, every node acking, the copy starting).
+const TRANSITION_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// True when the node at `addr` says (`GET /v0/layout`) that versions 1
+/// and 2 are live and that `url` is still copying for version 2: reads,
+/// cluster ranges included, use version 1's nodes.
+fn copying(addr: std::net::SocketAddr, url: &str) -> bool {
+    let r = support::Conn::open(addr).request("GET", "/v0/layout", &[], None);
+    assert_status(&r, 200, "GET /v0/layout");
+    let doc: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    doc["live_versions"] == serde_json::json!([1, 2])
+        && doc["waiting_for"].as_array().is_some_and(|w| {
+            w.iter()
+                .any(|e| e["node"] == url && e["reason"] == "copying (sync)")
+        })
+}
+
+/// Three nodes (with `extra`) hold [`MID_COPY_KEYS`] keys on all three;
+/// a fourth joins and is added, its copy paced at 1 MiB/s; once it says
+/// it is copying, it is asked the cluster range `ack=1&from=3`. Returns
+/// the answer, the keys written, and the new node's key count read just
+/// after the answer (its own data, at most what it held meanwhile).
+fn range_through_a_copying_node(extra: &[&str]) -> (Streamed, usize, usize) {
+    let slow = [
+        "--anti-entropy-interval-ms",
+        "0",
+        "--anti-entropy-rate-bytes",
+        "1048576",
+    ];
+    let args = [&slow[..], extra].concat();
+    let c = TestCluster::start(3, &args);
+    let value = vec![b'v'; MID_COPY_VALUE_BYTES];
+    std::thread::scope(|s| {
+        for via in 0..3 {
+            let (addr, value) = (c.node(via).addr(), &value);
+            s.spawn(move || {
+                let mut conn = support::Conn::open(addr);
+                for i in (via..MID_COPY_KEYS).step_by(3) {
+                    let key = format!("m{i:05}");
+                    let target = support::cluster::entity(key.as_bytes(), 3, 3);
+                    let r = conn.request("PUT", &target, &[], Some(value));
+                    assert_status(&r, 201, "put");
+                }
+            });
+        }
+    });
+    let proxy = ataman::faultproxy::FaultProxy::start_without_target().unwrap();
+    let url = proxy.url();
+    let mut join_args = vec!["--self", url.as_str(), "--join", c.urls()[0].as_str()];
+    join_args.extend_from_slice(&args);
+    let added = support::Node::start(&join_args);
+    proxy.set_target(added.addr());
+    let r = support::Conn::open(c.node(0).addr()).request(
+        "POST",
+        &format!("/v0/layout?version=2&add={url}"),
+        &[],
+        None,
+    );
+    assert_status(&r, 200, "the addition");
+    support::cluster::eventually("the new node copies", TRANSITION_WAIT, || {
+        copying(added.addr(), &url)
+    });
+    let all = [("cluster", &b"1"[..]), ("ack", b"1"), ("from", b"3")];
+    let got = stream(added.addr(), &entities(b"m", None, &all));
+    assert!(
+        copying(added.addr(), &url),
+        "the copy ended before the range was answered: the test saw no copying node (more keys, or larger values)"
+    );
+    let own = stream(added.addr(), &entities(b"m", None, &[]));
+    assert_status_streamed(&own, "the new node's own keys");
+    (got, MID_COPY_KEYS, own.entries.len())
+}
+
+fn assert_status_streamed(got: &Streamed, context: &str) {
+    assert_eq!(got.status, 200, "{context}: {}", got.body);
+    assert!(got.terminated, "{context}: no terminating chunk");
+}
+
+/// A cluster range with `ack=1&from=3` sent to a node still receiving
+/// its copy (regression: it answered alone from its own data, the keys
+/// copied so far) holds every key written.
+#[test]
+fn a_copying_node_answers_a_cluster_range_with_every_key() {
+    let (got, written, own) = range_through_a_copying_node(&[]);
+    assert!(own < written, "the new node held every key: {own}");
+    assert_status_streamed(&got, "the range through the copying node");
+    let keys: Vec<String> = got
+        .entries
+        .iter()
+        .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+        .collect();
+    let want: Vec<String> = (0..written).map(|i| format!("m{i:05}")).collect();
+    assert_eq!(keys.len(), want.len(), "keys in the answer");
+    assert!(keys == want, "the answer's keys differ from those written");
+    assert!(
+        got.entries
+            .iter()
+            .all(|(_, v)| v.len() == MID_COPY_VALUE_BYTES),
+        "every value whole"
+    );
+}
+
+/// Negative control: with the old rule planted, the copying node answers
+/// alone from its own data, and the same check finds keys missing.
+#[test]
+fn planted_range_alone_outside_read_set_is_caught() {
+    let (got, written, own) =
+        range_through_a_copying_node(&["--debug-planted-bug", "range-alone-outside-read-set"]);
+    assert_status_streamed(&got, "the range through the copying node");
+    assert!(
+        got.entries.len() < written,
+        "the planted rule answered every key ({} of {written}, the node holds {own})",
+        got.entries.len()
+    );
 }

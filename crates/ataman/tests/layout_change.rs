@@ -7,7 +7,7 @@
 
 mod support;
 
-use ataman::faultproxy::LinkMode;
+use ataman::faultproxy::{FaultProxy, LinkMode};
 use std::time::Duration;
 use support::cluster::{TestCluster, body, eventually};
 use support::{Conn, Node, Response};
@@ -26,11 +26,31 @@ fn layout_of(node: &Node) -> String {
     String::from_utf8(r.body).unwrap()
 }
 
-/// A node that answers `GET /v0/status` and is no member: a single node.
-fn spare() -> (Node, String) {
-    let node = Node::start(&[]);
-    let url = format!("http://{}", node.addr());
-    (node, url)
+/// A node waiting to join `c` (`--join` its node 0, with `extra`), named
+/// by its proxy's URL: what a change may add (`cluster::added_identity`).
+/// The node, its proxy (both must live while it is used) and its URL.
+fn spare_with(c: &TestCluster, extra: &[&str]) -> (Node, FaultProxy, String) {
+    let proxy = FaultProxy::start_without_target().expect("start a fault proxy");
+    let url = proxy.url();
+    let mut args = vec!["--self", url.as_str(), "--join", c.urls()[0].as_str()];
+    args.extend_from_slice(extra);
+    let node = Node::start(&args);
+    proxy.set_target(node.addr());
+    (node, proxy, url)
+}
+
+fn spare(c: &TestCluster) -> (Node, FaultProxy, String) {
+    spare_with(c, &[])
+}
+
+/// Pauses an added node (SIGSTOP; the test's end kills it) so that its
+/// transition stays under way: it never acks the new version.
+fn hold(node: &Node) {
+    // SAFETY: signalling a child process this test started.
+    assert_eq!(
+        unsafe { libc::kill(node.pid() as libc::pid_t, libc::SIGSTOP) },
+        0
+    );
 }
 
 fn shows_next(node: &Node, version: u64) -> bool {
@@ -44,9 +64,11 @@ fn shows_next(node: &Node, version: u64) -> bool {
 #[test]
 fn add_a_node_then_stale_versions_then_restart() {
     let mut c = TestCluster::start(3, &[]);
-    let (_spare, added) = spare();
+    let (spare_node, _proxy, added) = spare(&c);
     let r = post(c.node(0), &format!("version=2&add={added}"));
     assert_eq!(r.status, 200, "{}", body(&r));
+    // Held before it can ack (it waits a second and more first).
+    hold(&spare_node);
     let doc = body(&r);
     assert!(doc.starts_with("{\"version\":2,\"nodes\":["), "{doc}");
     assert!(doc.contains(&format!("\"{added}\"")), "{doc}");
@@ -56,7 +78,7 @@ fn add_a_node_then_stale_versions_then_restart() {
             shows_next(c.node(i), 2)
         });
     }
-    let (_other, other) = spare();
+    let (_other, _other_proxy, other) = spare(&c);
     for version in [2, 5, 1] {
         let r = post(c.node(1), &format!("version={version}&add={other}"));
         assert_eq!(r.status, 409, "version {version}: {}", body(&r));
@@ -81,13 +103,16 @@ fn add_a_node_then_stale_versions_then_restart() {
 #[test]
 fn concurrent_requests_one_wins() {
     let c = TestCluster::start(3, &[]);
-    let (_a, a) = spare();
-    let (_b, b) = spare();
+    let (a_node, _a_proxy, a) = spare(&c);
+    let (b_node, _b_proxy, b) = spare(&c);
     let (first, second) = std::thread::scope(|s| {
         let one = s.spawn(|| post(c.node(0), &format!("version=2&add={a}")));
         let two = s.spawn(|| post(c.node(1), &format!("version=2&add={b}")));
         (one.join().unwrap(), two.join().unwrap())
     });
+    // The winner's transition stays under way.
+    hold(&a_node);
+    hold(&b_node);
     let mut codes = [first.status, second.status];
     codes.sort_unstable();
     assert_eq!(codes, [200, 409], "{} / {}", body(&first), body(&second));
@@ -117,7 +142,8 @@ fn concurrent_requests_one_wins() {
 #[test]
 fn refusals() {
     let c = TestCluster::start(3, &[]);
-    let (spare_node, added) = spare();
+    let (_spare, _proxy, added) = spare(&c);
+    let single = Node::start(&[]);
     let member = c.urls()[1].clone();
     let nobody = "http://127.0.0.1:1";
     for query in [
@@ -137,7 +163,7 @@ fn refusals() {
         Some(b"not an agreement message"),
     );
     support::assert_error(&garbage, 400, "an undecodable internal body");
-    let r = post(&spare_node, "version=2&add=http://127.0.0.1:2");
+    let r = post(&single, "version=2&add=http://127.0.0.1:2");
     support::assert_error(&r, 400, "a single node");
     assert!(body(&r).contains("single node"), "{}", body(&r));
 
@@ -157,7 +183,7 @@ fn refusals() {
 #[test]
 fn a_paused_member_learns_through_gossip() {
     let c = TestCluster::start(3, &[]);
-    let (_spare, added) = spare();
+    let (_spare, _proxy, added) = spare(&c);
     let pid = c.node(2).pid() as libc::pid_t;
     c.proxy(2).set_mode(LinkMode::Cut);
     // SAFETY: signalling a child process this test started.
@@ -205,7 +231,7 @@ fn admin_only_and_peers_prove_the_secret() {
             &secret,
         ],
     );
-    let (_spare, added) = spare();
+    let (_spare, _proxy, added) = spare_with(&c, &["--cluster-secret-file", &secret]);
     let target = format!("/v0/layout?version=2&add={added}");
     let send = |token: Option<&str>| {
         let auth = token.map(|t| format!("Bearer {t}"));
@@ -235,7 +261,7 @@ fn admin_only_and_peers_prove_the_secret() {
 #[test]
 fn a_waiting_change_does_not_block_the_node() {
     let c = TestCluster::start(3, &["--net-threads", "1"]);
-    let (_spare, added) = spare();
+    let (_spare, _proxy, added) = spare(&c);
     let pids = [c.node(1).pid(), c.node(2).pid()].map(|p| p as libc::pid_t);
     for pid in pids {
         // SAFETY: signalling a child process this test started.
@@ -262,4 +288,102 @@ fn a_waiting_change_does_not_block_the_node() {
         // SAFETY: as above.
         assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
     }
+}
+
+/// Bound on a transition settling on every node.
+const SETTLE_WAIT: Duration = Duration::from_secs(120);
+
+/// True when the node at `addr` holds only `version`, settled.
+fn settled_at(addr: std::net::SocketAddr, version: u64) -> bool {
+    let r = Conn::open(addr).request("GET", "/v0/layout", &[], None);
+    let doc: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    doc["settled"] == true && doc["live_versions"] == serde_json::json!([version])
+}
+
+/// Asserts `r` is a 400 whose line contains one of `reasons`.
+#[track_caller]
+fn refused(r: &Response, reasons: &[&str], context: &str) {
+    support::assert_error(r, 400, context);
+    let line = body(r);
+    assert!(
+        reasons.iter().any(|reason| line.contains(reason)),
+        "{context}: {line:?} names none of {reasons:?}"
+    );
+}
+
+/// An added URL must name a node waiting to join under exactly that URL
+/// (regression: `add=http://localhost:P` beside the member
+/// `http://127.0.0.1:P` was accepted, one node took two replica slots
+/// with two node ids, the transition never settled and every later change
+/// got 409). Each alias is 400 naming why, nothing is proposed, and the
+/// cluster then takes the proper URL and settles at version 2.
+#[test]
+fn an_added_node_must_name_itself_by_the_url_added() {
+    let c = TestCluster::start(3, &[]);
+    let (spare_node, _proxy, added) = spare(&c);
+    let port = |url: &str| url.rsplit(':').next().unwrap().to_owned();
+    // Member 1 under its listening address (its URL is its proxy's).
+    let direct = format!("http://{}", c.node(1).addr());
+    let r = post(c.node(0), &format!("version=2&add={direct}"));
+    refused(&r, &["answers as a member"], "a member's second name");
+    // Member 1's URL under another host name: refused whether `localhost`
+    // resolves to the proxy (a member) or not (no answer).
+    let localhost = format!("http://localhost:{}", port(&c.urls()[1]));
+    let r = post(c.node(0), &format!("version=2&add={localhost}"));
+    refused(
+        &r,
+        &["answers as a member", "does not answer"],
+        "a member under localhost",
+    );
+    // The joining node under its listening address: it says its name.
+    let spare_direct = format!("http://{}", spare_node.addr());
+    let r = post(c.node(0), &format!("version=2&add={spare_direct}"));
+    refused(
+        &r,
+        &[&format!("names itself {added}: add it by that URL")],
+        "a joining node's second name",
+    );
+    // A node of another cluster (a single node: a member of its own).
+    let single = Node::start(&[]);
+    let r = post(
+        c.node(0),
+        &format!("version=2&add=http://{}", single.addr()),
+    );
+    refused(&r, &["answers as a member"], "another cluster's node");
+    for i in 0..3 {
+        assert!(settled_at(c.node(i).addr(), 1), "node {i} left version 1");
+    }
+    let r = post(c.node(1), &format!("version=2&add={added}"));
+    assert_eq!(r.status, 200, "the proper URL: {}", body(&r));
+    let all = [
+        c.node(0).addr(),
+        c.node(1).addr(),
+        c.node(2).addr(),
+        spare_node.addr(),
+    ];
+    for addr in all {
+        eventually(&format!("{addr} settles at 2"), SETTLE_WAIT, || {
+            settled_at(addr, 2)
+        });
+    }
+}
+
+/// Negative control: with the old check planted (any 200 on
+/// `GET /v0/status` admits a URL), the member's second name is accepted
+/// (what the test above refuses) and the cluster takes no further change.
+#[test]
+fn planted_add_checks_only_status_is_caught() {
+    let c = TestCluster::start(3, &["--debug-planted-bug", "add-checks-only-status"]);
+    let direct = format!("http://{}", c.node(1).addr());
+    let r = post(c.node(0), &format!("version=2&add={direct}"));
+    assert_eq!(
+        r.status,
+        200,
+        "the planted check refused the alias: {}",
+        body(&r)
+    );
+    let (_spare, _proxy, added) = spare(&c);
+    let r = post(c.node(0), &format!("version=3&add={added}"));
+    assert_eq!(r.status, 409, "{}", body(&r));
+    assert!(body(&r).contains("under way"), "{}", body(&r));
 }

@@ -171,7 +171,7 @@ pub struct ServeArgs {
 #[cfg(feature = "planted-bugs")]
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct PlantedBugArgs {
-    /// Test hook: a deliberate bug for a negative control: `ack-before-wal`, `connection-panic`, `copy-skips-partitioned-leaving-node` or `joined-takes-id-zero`.
+    /// Test hook: a deliberate bug for a negative control: `ack-before-wal`, `connection-panic`, `copy-skips-partitioned-leaving-node`, `joined-takes-id-zero`, `add-checks-only-status` or `range-alone-outside-read-set`.
     #[arg(long, env = "ATAMAN_DEBUG_PLANTED_BUG", hide = true)]
     pub debug_planted_bug: Option<String>,
 }
@@ -328,6 +328,16 @@ pub enum PlantedBug {
     /// bootstrap member's) once added, instead of its id in the layout, as
     /// it did when the id was its position in the start-up list.
     JoinedTakesIdZero,
+    /// A layout change proposes an added URL when it answers
+    /// `GET /v0/status` with 200, whoever answers (the old reachability
+    /// check, `cluster::added_identity`, `Mode::PlantedStatusOnly`): a
+    /// member added again under another host name wedges the transition.
+    AddChecksOnlyStatus,
+    /// A node answers a cluster range with `ack=1` from its own data
+    /// whether or not it is in the read set (the old rule,
+    /// `range::coverage::answers_alone_planted`): a node still receiving
+    /// its copy answers with the keys it has so far.
+    RangeAloneOutsideReadSet,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -350,8 +360,10 @@ fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
         "connection-panic" => Ok(PlantedBug::ConnectionPanic),
         "copy-skips-partitioned-leaving-node" => Ok(PlantedBug::CopySkipsPartitionedLeavingNode),
         "joined-takes-id-zero" => Ok(PlantedBug::JoinedTakesIdZero),
+        "add-checks-only-status" => Ok(PlantedBug::AddChecksOnlyStatus),
+        "range-alone-outside-read-set" => Ok(PlantedBug::RangeAloneOutsideReadSet),
         other => Err(format!(
-            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node or joined-takes-id-zero, not {other:?}"
+            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status or range-alone-outside-read-set, not {other:?}"
         )),
     }
 }

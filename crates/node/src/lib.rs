@@ -222,6 +222,18 @@ fn write_durability(config: &NodeConfig) -> Durability {
             );
             Durability::Complete
         }
+        Some(PlantedBug::AddChecksOnlyStatus) => {
+            tracing::error!(
+                "PLANTED BUG add-checks-only-status: an added URL is proposed when it answers GET /v0/status, whoever answers. Test use only."
+            );
+            Durability::Complete
+        }
+        Some(PlantedBug::RangeAloneOutsideReadSet) => {
+            tracing::error!(
+                "PLANTED BUG range-alone-outside-read-set: a node outside the read set answers an ack=1 cluster range from its own data. Test use only."
+            );
+            Durability::Complete
+        }
     }
 }
 
@@ -405,7 +417,9 @@ impl cluster::transition::Copier for TransferCopier {
             Some(
                 PlantedBug::AckBeforeWal
                 | PlantedBug::JoinedTakesIdZero
-                | PlantedBug::ConnectionPanic,
+                | PlantedBug::ConnectionPanic
+                | PlantedBug::AddChecksOnlyStatus
+                | PlantedBug::RangeAloneOutsideReadSet,
             )
             | None => Mode::Sound,
         };

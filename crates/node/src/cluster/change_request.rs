@@ -1,8 +1,8 @@
 //! `POST /v0/layout?version=N[&add=URL]…[&remove=URL]…[&replication_factor=R][&dead=URL]…`
 //! from its parameters to its answer, run on a thread of its own (it
 //! blocks on the voters): admission (`super::admission`) against the
-//! node's committed layouts, the added nodes' reachability, then the
-//! agreement (`super::propose`).
+//! node's committed layouts, what each added node says it is
+//! (`super::added_identity`), then the agreement (`super::propose`).
 //!
 //! # Dead declarations (`dead=URL`)
 //! The operator's word that a node's data is lost, so the transition's
@@ -27,12 +27,14 @@
 //!   a voter had decided the slot already.
 //! - 400: a parameter is malformed, the change cannot apply (`R` the
 //!   nodes cannot hold, a URL removed that is not a member, one added that
-//!   is), or an added node does not answer.
+//!   is), or an added node does not answer or is not a node waiting to
+//!   join this cluster under exactly that URL (`super::added_identity`).
 //! - 503: no majority answered, or every attempt was pre-empted.
 //!
 //! The chosen version is learned by the node (`super::learn`): stored as
 //! its next layout and begun in its live history.
 
+use super::added_identity::{self, Heard, Mode as IdentityMode};
 use super::admission::{Admission, admit};
 use super::history::DeadError;
 use super::layout::{Change, Layout};
@@ -69,10 +71,17 @@ impl ChangeAnswer {
     }
 }
 
-/// Whether an added node answers, bounded in time by the implementation.
+/// What an added node says about itself, bounded in time by the
+/// implementation; decided on by `super::added_identity`.
 pub trait Reach {
-    /// True when the node at `url` answered.
-    fn reachable(&self, url: &str) -> bool;
+    /// What the node at `url` answered on `GET /v0/status`.
+    fn introduce(&self, url: &str) -> Heard;
+
+    /// The rule that decides on it (a planted mistake only in the tests'
+    /// negative controls).
+    fn identity_mode(&self) -> IdentityMode {
+        IdentityMode::Sound
+    }
 }
 
 /// The version and change a request's parameters name, in order.
@@ -110,8 +119,8 @@ fn bad(name: &str, value: &str) -> String {
 }
 
 /// Answers a change request as node `self_id` (its ballots' node id) of
-/// `membership`: admission against its live history, the added nodes'
-/// reachability, then the agreement; a chosen layout is learned here too
+/// `membership`: admission against its live history, what the added
+/// nodes say they are, then the agreement; a chosen layout is learned here too
 /// (`super::learn`), whether or not the commit to this node got through.
 pub fn answer(
     membership: &Membership,
@@ -146,8 +155,15 @@ pub fn answer(
         }
         Admission::Invalid(e) => return ChangeAnswer::Invalid(e.to_string()),
     };
-    if let Some(url) = change.add.iter().find(|u| !io.reachable(u)) {
-        return ChangeAnswer::Invalid(format!("the added node {url} does not answer"));
+    // Each added node must say it waits to join this cluster under
+    // exactly the URL added (`super::added_identity`): an alias of a
+    // member, or a node that never learns it was added, wedges the
+    // transition for good.
+    for url in &change.add {
+        let heard = io.introduce(url);
+        if let Err(refusal) = added_identity::decide(url, &heard, &voters, io.identity_mode()) {
+            return ChangeAnswer::Invalid(refusal.to_string());
+        }
     }
     match propose(io, self_id, &layout, &voters, backoff) {
         Outcome::Chosen { value, own } => {

@@ -1,10 +1,27 @@
 use super::*;
 use crate::cluster::propose::tests::{BACKOFF, Cluster, grown, url, v1};
 
-/// Nodes 4 and 5 answer (they may be added); 6 does not.
+/// Nodes 4 and 5 wait to join (they may be added); 6 does not answer;
+/// members answer `ok`, and so does `http://localhost:1` (member 1 under
+/// another name).
 impl Reach for Cluster {
-    fn reachable(&self, url_: &str) -> bool {
-        !self.down.contains(url_) && [url(4), url(5)].iter().any(|u| u == url_)
+    fn introduce(&self, url_: &str) -> Heard {
+        let joining = [url(4), url(5)].iter().any(|u| u == url_);
+        let member = [url(1), url(2), url(3)].iter().any(|u| u == url_);
+        if self.down.contains(url_) || !(joining || member || url_ == "http://localhost:1") {
+            return Heard::Nothing("connection refused".into());
+        }
+        let body = match joining {
+            true => format!(
+                "{{\"self\":\"{url_}\",\"joining\":true,\"members\":[\"{}\"]}}",
+                url(1)
+            ),
+            false => "ok\n".to_owned(),
+        };
+        Heard::Status {
+            code: 200,
+            body: body.into_bytes(),
+        }
     }
 }
 
@@ -195,6 +212,55 @@ fn dead_declarations() {
     ));
     assert!(matches!(
         ask(&c, 1, 2, &dead_only(1)),
+        ChangeAnswer::Invalid(_)
+    ));
+}
+
+/// A member added again under another host name (the reported wedge:
+/// one node in two replica slots, the transition never settling) is 400
+/// naming the reason, and nothing is proposed; the node's proper URL is
+/// then added.
+#[test]
+fn a_member_under_another_name_is_not_added() {
+    let c = Cluster::new();
+    let alias = Change {
+        add: vec!["http://localhost:1".to_owned()],
+        ..Change::default()
+    };
+    match ask(&c, 1, 2, &alias) {
+        ChangeAnswer::Invalid(why) => assert!(why.contains("answers as a member"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    for node in c.nodes.values() {
+        assert_eq!(node.read(|s| s.acceptor.next().cloned()), None);
+        assert!(!node.history().in_transition());
+    }
+    assert_eq!(ask(&c, 1, 2, &add(4)), ChangeAnswer::Chosen(grown(4)));
+}
+
+/// What exists for a transition that cannot finish (docs/CLUSTER.md, "A
+/// transition that cannot finish"): while node 4's addition is under
+/// way, neither a new version removing it (`remove=4&dead=4`: 409, one
+/// transition at a time) nor declaring it dead alone (400: only a node
+/// the transition removes can be) is taken.
+#[test]
+fn an_added_node_cannot_be_taken_out_of_its_own_transition() {
+    let c = Cluster::new();
+    assert_eq!(ask(&c, 1, 2, &add(4)), ChangeAnswer::Chosen(grown(4)));
+    let out = Change {
+        remove: vec![url(4)],
+        dead: vec![url(4)],
+        ..Change::default()
+    };
+    match ask(&c, 1, 3, &out) {
+        ChangeAnswer::Conflict(layout, why) => {
+            assert_eq!(layout, grown(4));
+            assert!(why.contains("under way"), "{why}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        ask(&c, 1, 2, &dead_only(4)),
         ChangeAnswer::Invalid(_)
     ));
 }

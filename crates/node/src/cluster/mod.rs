@@ -13,6 +13,8 @@
 //!   200, 409, 400 or 503, run off the network thread.
 //! - [`admission`]: what a layout change request gets before agreement
 //!   (propose, 200 for the same plan, 409, 400).
+//! - [`added_identity`]: whether an added URL names a node waiting to join
+//!   this cluster under exactly that URL (pure).
 //! - [`history`]: the live layouts of a transition and the trackers that
 //!   decide write sets, read sets, copying, pruning and cleanup.
 //! - [`node_table`]: stable node indices across layout versions.
@@ -46,6 +48,7 @@
 //!   with (bootstrap from `--cluster`, or the stored one).
 
 pub mod acceptor_node;
+pub mod added_identity;
 pub mod admission;
 pub mod agreement;
 pub mod agreement_wire;

@@ -147,6 +147,12 @@ pub fn voters<'a>(shared: &'a NodeShared, membership: &'a Membership) -> HttpVot
         membership,
         tls: shared.tls.as_ref().and_then(|t| t.client()),
         secret: shared.auth.secret.as_ref(),
+        identity_mode: match shared.config.planted_bug {
+            Some(crate::config::PlantedBug::AddChecksOnlyStatus) => {
+                crate::cluster::added_identity::Mode::PlantedStatusOnly
+            }
+            _ => crate::cluster::added_identity::Mode::Sound,
+        },
     }
 }
 

@@ -9,11 +9,13 @@
 //!   whose body decodes as a reply counts as an answer.
 //! - This node, when it is a voter, is asked directly (`crate::cluster::learn`),
 //!   not over HTTP.
-//! - An added node is reachable when it answers `GET /v0/status` with 200.
+//! - An added node is asked `GET /v0/status`; what it answers (or that it
+//!   did not) is decided on by `crate::cluster::added_identity`.
 //! - Every call is bounded by [`LAYOUT_CALL_TIMEOUT`] per socket operation
 //!   (connect, each read, each write).
 
 use crate::auth::secret::ClusterSecret;
+use crate::cluster::added_identity::{Heard, Mode as IdentityMode};
 use crate::cluster::agreement_wire::{LAYOUT_PROTOCOL, MESSAGE_BYTES_MAX, Reply, Request};
 use crate::cluster::change_request::Reach;
 use crate::cluster::learn;
@@ -37,6 +39,9 @@ pub struct HttpVoters<'a> {
     pub tls: Option<Arc<rustls::ClientConfig>>,
     /// The cluster secret, when the cluster has one.
     pub secret: Option<&'a ClusterSecret>,
+    /// The rule deciding on an added node's answer (planted only in the
+    /// tests' negative controls).
+    pub identity_mode: IdentityMode,
 }
 
 /// A response's status and body.
@@ -164,9 +169,18 @@ impl Voters for HttpVoters<'_> {
 }
 
 impl Reach for HttpVoters<'_> {
-    fn reachable(&self, url: &str) -> bool {
-        self.exchange(url, "GET", "/v0/status", b"")
-            .is_ok_and(|r| r.status == 200)
+    fn introduce(&self, url: &str) -> Heard {
+        match self.exchange(url, "GET", "/v0/status", b"") {
+            Ok(r) => Heard::Status {
+                code: r.status,
+                body: r.body,
+            },
+            Err(why) => Heard::Nothing(why),
+        }
+    }
+
+    fn identity_mode(&self) -> IdentityMode {
+        self.identity_mode
     }
 }
 

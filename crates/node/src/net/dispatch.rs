@@ -134,7 +134,10 @@ pub fn dispatch(
         return Dispatched::Now(refused);
     }
     match command {
-        Command::Status => Dispatched::Now(super::membership_gate::status(&shared.transition)),
+        Command::Status => Dispatched::Now(super::membership_gate::status(
+            &shared.transition,
+            super::membership_gate::self_url(shared),
+        )),
         Command::Cluster => {
             let text = crate::replication::status::render_json(shared);
             Dispatched::Now(Answer::Document(Format::Json, text))
@@ -261,12 +264,13 @@ fn cluster_range(ctx: &NetContext, reply_to: ReplyTo, plan: crate::range::Plan) 
     let shared = &ctx.shared;
     let placement = ctx.placement();
     let read_set = crate::range::coverage::read_set(&placement);
-    let alone = crate::range::coverage::answers_alone(
-        &read_set,
-        placement.self_index(),
-        plan.ack as usize,
-        plan.from as usize,
-    );
+    let (ack, from) = (plan.ack as usize, plan.from as usize);
+    let alone = match shared.config.planted_bug {
+        Some(crate::config::PlantedBug::RangeAloneOutsideReadSet) => {
+            crate::range::coverage::answers_alone_planted(&read_set, ack, from)
+        }
+        _ => crate::range::coverage::answers_alone(&read_set, placement.self_index(), ack, from),
+    };
     if alone && !shared.refill.active() {
         let local = Command::Range {
             start: plan.start,

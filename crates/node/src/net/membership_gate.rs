@@ -42,23 +42,36 @@ pub fn refusal(transition: &TransitionShared, command: &Command<'_>) -> Option<A
 }
 
 /// `GET /v0/status`: `ok` for a member (unchanged); for a non-member a
-/// JSON object saying where it stands.
-pub fn status(transition: &TransitionShared) -> Answer {
+/// JSON object saying who it is (`self`, its `--self` URL: a proposer
+/// adds it only under exactly that URL, `cluster::added_identity`) and
+/// where it stands.
+pub fn status(transition: &TransitionShared, self_url: &str) -> Answer {
     let standing = transition.standing();
     if standing == Standing::Member {
         return Answer::Document(Format::Line, "ok".into());
     }
+    let mut own = String::from("{\"self\":");
+    json_string(&mut own, self_url);
+    own.push('}');
     Answer::Document(
         Format::Json,
-        standing_json(transition, standing, transition.settled(), "{}"),
+        standing_json(transition, standing, transition.settled(), &own),
     )
+}
+
+/// This node's URL: its membership's, else its place in the topology.
+pub fn self_url(shared: &NodeShared) -> &str {
+    match &shared.membership {
+        Some(m) => m.self_url(),
+        None => &shared.topology.nodes()[shared.topology.self_index()],
+    }
 }
 
 /// `GET /v0/layout`: the newest committed layout (the node's membership;
 /// the topology for a node without one) with the standing's fields.
 pub fn layout(shared: &NodeShared) -> String {
     let topology = &shared.topology;
-    let self_url = &topology.nodes()[topology.self_index()];
+    let self_url = self_url(shared);
     let Some(m) = &shared.membership else {
         // A fixed cluster's ids are its list order (`cluster::live::Placement::fixed`).
         let ids: Vec<u16> = (0..topology.nodes().len()).map(|i| i as u16).collect();
@@ -279,7 +292,10 @@ mod tests {
         };
         let m = shared(Standing::Member, true);
         assert!(refusal(&m, &get).is_none());
-        assert_eq!(status(&m), Answer::Document(Format::Line, "ok".into()));
+        assert_eq!(
+            status(&m, "http://a:1"),
+            Answer::Document(Format::Line, "ok".into())
+        );
         for standing in [Standing::Joining, Standing::Removed] {
             let t = shared(standing, true);
             let Some(Answer::Failed(answer::Failure::Busy, why)) = refusal(&t, &get) else {
@@ -295,12 +311,12 @@ mod tests {
     #[test]
     fn documents() {
         let t = shared(Standing::Joining, false);
-        let Answer::Document(Format::Json, doc) = status(&t) else {
+        let Answer::Document(Format::Json, doc) = status(&t, "http://c:3") else {
             panic!("not a document");
         };
         assert_eq!(
             doc,
-            "{\"member\":false,\"joining\":true,\"removed\":false,\"safe_to_stop\":true,\
+            "{\"self\":\"http://c:3\",\"member\":false,\"joining\":true,\"removed\":false,\"safe_to_stop\":true,\
              \"settled\":false,\"members\":[\"http://a:1\",\"http://b:2\"]}"
         );
         let r = shared(Standing::Removed, false);

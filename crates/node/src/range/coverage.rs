@@ -55,6 +55,15 @@ pub fn answers_alone(read_set: &[usize], me: usize, ack: usize, from: usize) -> 
     read_set.contains(&me) && sources_needed(read_set.len(), ack, from) == 1
 }
 
+/// The old rule, kept as a planted bug (`--debug-planted-bug
+/// range-alone-outside-read-set`, the negative control of
+/// `tests/cluster_range.rs`): one source needed is enough, wherever this
+/// node stands, so a node still receiving its copy answers with the keys
+/// it has so far.
+pub fn answers_alone_planted(read_set: &[usize], ack: usize, from: usize) -> bool {
+    sources_needed(read_set.len(), ack, from) == 1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,6 +82,9 @@ mod tests {
         assert!(!answers_alone(&read_set, 1, 1, 2));
         assert!(answers_alone(&[4], 4, 1, 1));
         assert!(!answers_alone(&[], 4, 1, 1));
+        // The planted old rule answers from node 3 too.
+        assert!(answers_alone_planted(&read_set, 1, 3));
+        assert!(!answers_alone_planted(&read_set, 2, 3));
     }
     use crate::cluster::placement::rank_with_seeds;
     use proptest::prelude::*;
