@@ -30,6 +30,18 @@
 //!   timestamp. Anti-entropy and read repair count equal timestamps as the
 //!   same write, so such replicas would disagree for good: two coordinators
 //!   issued one timestamp (a node id held twice, `cluster::node_ids`).
+//! - **Stamps name their coordinator**: the low bits of a timestamp are
+//!   the node id of the node that issued it (`ataman_node::hlc`), and a
+//!   write's versions are stamped (and re-stamped) by the node the client
+//!   sent it to; hints, read repair, anti-entropy and the transition copy
+//!   carry the stamp unchanged. So every value a replica holds at the end
+//!   carries an id its write's coordinator held in some layout of the run
+//!   (the history's `node_id` lines). One that carries another id means
+//!   two nodes issue that id's timestamps: one timestamp can then carry
+//!   two writes (what the rule above sees only while the replicas still
+//!   disagree; the tie rule settles them on one of the two, silently
+//!   dropping the other). Judged only where the coordinator's ids are
+//!   known.
 //! - **Crashes**: no node exited unless the harness stopped it.
 //!
 //! Nothing excuses a lost write: losses under clock skew, within one
@@ -100,6 +112,9 @@ pub struct Findings {
     pub divergent: Tally,
     /// Keys two replicas of which hold different contents under one timestamp.
     pub same_timestamp: Tally,
+    /// Replica copies whose timestamp carries a node id their write's
+    /// coordinator never held (another node issues that id's timestamps).
+    pub foreign_stamps: Tally,
     /// Nodes that died on their own (or exited uncleanly when stopped).
     pub crashes: Tally,
     /// The final reads, by workload.
@@ -120,6 +135,7 @@ impl Findings {
             + self.hangs.count
             + self.divergent.count
             + self.same_timestamp.count
+            + self.foreign_stamps.count
             + self.crashes.count
             + self.final_unanswered.count
             + u64::from(self.not_converged)
@@ -262,6 +278,7 @@ pub fn check(history: &History) -> Findings {
     check_answers(history, &mut f);
     check_final_reads(&by_key, &mut f);
     check_copies(history, &mut f);
+    check_stamps(history, &mut f);
     for c in &history.crashes {
         f.crashes.add(|| {
             format!(
@@ -471,6 +488,55 @@ fn check_copies(history: &History, f: &mut Findings) {
                 f.same_timestamp
                     .add(|| format!("{key}: two contents under timestamp {ts}: {held:?}"));
             }
+        }
+    }
+}
+
+/// The value id a replica's copy holds: the written id without the
+/// padding `--value-bytes` adds (`workload::wire_value`).
+fn copy_value_id(value: &str) -> &str {
+    value.trim_end_matches(super::workload::PADDING as char)
+}
+
+/// Every value copy's timestamp carries a node id its write's
+/// coordinator held (the `node_id` lines); skipped without them.
+fn check_stamps(history: &History, f: &mut Findings) {
+    if history.node_ids.is_empty() {
+        return;
+    }
+    let mask = (1u64 << ataman_node::hlc::NODE_BITS) - 1;
+    let mut ids: HashMap<usize, Vec<u64>> = HashMap::new();
+    for &(node, id) in &history.node_ids {
+        ids.entry(node).or_default().push(id);
+    }
+    let mut puts: HashMap<(&str, &str), &Op> = HashMap::new();
+    for op in history.ops.iter().filter(|o| o.kind == OpKind::Put) {
+        if let Some(v) = &op.value {
+            puts.insert((op.key.as_str(), v.as_str()), op);
+        }
+    }
+    for c in &history.copies {
+        let CopyState::Value { ts, value } = &c.state else {
+            continue;
+        };
+        let Some(op) = puts.get(&(c.key.as_str(), copy_value_id(value))) else {
+            continue;
+        };
+        let Some(held) = ids.get(&op.node) else {
+            continue;
+        };
+        let stamped = ts & mask;
+        if !held.contains(&stamped) {
+            f.foreign_stamps.add(|| {
+                format!(
+                    "{}: node {}'s copy at timestamp {ts} carries node id {stamped}, \
+                     but its coordinator (slot {}) held ids {held:?}: {}",
+                    c.key,
+                    c.node,
+                    op.node,
+                    describe(op)
+                )
+            });
         }
     }
 }

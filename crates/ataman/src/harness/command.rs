@@ -36,7 +36,7 @@ pub struct TestClusterArgs {
     #[arg(long, default_value_t = 30)]
     pub duration_s: u64,
     /// Fault kinds mixed, comma-separated, `all` (every kind but wipe,
-    /// with join, leave and replace), or `none`.
+    /// with join, leave, replace and leavecut), or `none`.
     #[arg(
         long,
         default_value = "kill,pause,partition,oneway,delay,wipe,diskfull,clock"
@@ -69,9 +69,12 @@ pub struct TestClusterArgs {
     /// Write the report here as JSON.
     #[arg(long)]
     pub report: Option<PathBuf>,
-    /// Plant a bug in every node, to see the harness catch it: ack-before-wal
-    /// (only in a build with the `planted-bugs` feature, as the tests have).
-    #[arg(long, value_parser = ["ack-before-wal"])]
+    /// Plant a bug in every node, to see the harness catch it:
+    /// ack-before-wal, joined-takes-id-zero or
+    /// copy-skips-partitioned-leaving-node (docs/RELIABILITY.md "Negative
+    /// controls"; only in a build with the `planted-bugs` feature, as the
+    /// tests have).
+    #[arg(long, value_parser = ["ack-before-wal", "joined-takes-id-zero", "copy-skips-partitioned-leaving-node"])]
     pub planted_bug: Option<String>,
     /// Make every file sync of every node this many ms slower for the whole
     /// run (a slow disk, through the fault-control file; at most 60000).

@@ -124,10 +124,9 @@ impl Config {
                 ));
             }
             if self.spares == 0
-                && !self
-                    .faults
-                    .iter()
-                    .all(|&k| k == FaultKind::Leave || !k.is_membership())
+                && !self.faults.iter().all(|&k| {
+                    matches!(k, FaultKind::Leave | FaultKind::LeaveCut) || !k.is_membership()
+                })
             {
                 return Err(HarnessError::Usage(
                     "join and replace need --spares 1 or more".into(),

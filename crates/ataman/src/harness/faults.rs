@@ -24,7 +24,7 @@
 //! | `wipe` | `kill -9`, data directory removed | restarted empty with `--refill` (it answers no replica read before an anti-entropy round with every peer), then repair rounds on it (`POST /v0/repair`) until one succeeds with every peer |
 //! | `diskfull` | `disk_full=1`: the node's file writes fail with ENOSPC | `disk_full=0`, then `kill -9` and restart (a failed write poisons the engine until a restart) |
 //! | `clock` | `clock_offset_ms=±5..30 s`: the node's HLC reads a shifted wall clock | offset 0 |
-//! | `join`, `leave`, `replace` | a layout change (`membership.rs`), in the process lane, only where the member count stays within `R..=slots` ([`Shape`]) | never: permanent |
+//! | `join`, `leave`, `replace`, `leavecut` | a layout change (`membership.rs`), in the process lane, only where the member count stays within `R..=slots` ([`Shape`]) | never: permanent (a `leavecut`'s cut is healed within its step) |
 //!
 //! With spare slots ([`Shape`]), a process fault's target is a choice among
 //! the members at the time (`membership::pick`), never a spare or a
@@ -80,6 +80,8 @@ pub enum FaultKind {
     Leave,
     /// A member dies (`kill -9`) and a spare replaces it in one layout.
     Replace,
+    /// Two members leave in one layout while cut off from the rest.
+    LeaveCut,
 }
 
 impl FaultKind {
@@ -96,7 +98,12 @@ impl FaultKind {
     ];
 
     /// The membership kinds (`membership.rs`): permanent steps, never healed.
-    pub const MEMBERSHIP: [FaultKind; 3] = [FaultKind::Join, FaultKind::Leave, FaultKind::Replace];
+    pub const MEMBERSHIP: [FaultKind; 4] = [
+        FaultKind::Join,
+        FaultKind::Leave,
+        FaultKind::Replace,
+        FaultKind::LeaveCut,
+    ];
 
     /// What `--faults all` means: every kind but `wipe` (a wiped member's
     /// data directory holds no layout, and a node whose layout names it
@@ -123,6 +130,7 @@ impl FaultKind {
             FaultKind::Join => "join",
             FaultKind::Leave => "leave",
             FaultKind::Replace => "replace",
+            FaultKind::LeaveCut => "leavecut",
         }
     }
 
@@ -134,7 +142,7 @@ impl FaultKind {
             .find(|k| k.name() == s)
     }
 
-    /// True for `join`, `leave` and `replace`.
+    /// True for `join`, `leave`, `replace` and `leavecut`.
     pub fn is_membership(self) -> bool {
         FaultKind::MEMBERSHIP.contains(&self)
     }
@@ -210,6 +218,12 @@ pub enum Action {
         /// The planned choice (as for `Leave`).
         node: usize,
     },
+    /// Two members leave while cut off: the planned choice (as for
+    /// `Leave`) and the next member.
+    LeaveCut {
+        /// The planned choice.
+        node: usize,
+    },
 }
 
 impl Action {
@@ -227,6 +241,7 @@ impl Action {
             Action::Join => FaultKind::Join,
             Action::Leave { .. } => FaultKind::Leave,
             Action::Replace { .. } => FaultKind::Replace,
+            Action::LeaveCut { .. } => FaultKind::LeaveCut,
         }
     }
 
@@ -239,7 +254,8 @@ impl Action {
             | Action::DiskFull { node }
             | Action::Clock { node, .. }
             | Action::Leave { node }
-            | Action::Replace { node } => vec![*node],
+            | Action::Replace { node }
+            | Action::LeaveCut { node } => vec![*node],
             Action::Join => Vec::new(),
             Action::Partition { side, .. } => side.clone(),
             Action::Oneway { from, to } => vec![*from, *to],
@@ -279,7 +295,7 @@ fn duration_range(kind: FaultKind) -> (u64, u64) {
         FaultKind::Partition | FaultKind::Oneway | FaultKind::Delay => (1000, 4000),
         // A membership step's own time is what it takes (bounded in
         // `membership.rs`); this is only the lane's pause after it.
-        FaultKind::Join | FaultKind::Leave | FaultKind::Replace => (100, 500),
+        FaultKind::Join | FaultKind::Leave | FaultKind::Replace | FaultKind::LeaveCut => (100, 500),
     }
 }
 
@@ -297,6 +313,7 @@ fn action(rng: &mut Rng, kind: FaultKind, nodes: usize) -> Action {
         FaultKind::Join => Action::Join,
         FaultKind::Leave => Action::Leave { node },
         FaultKind::Replace => Action::Replace { node },
+        FaultKind::LeaveCut => Action::LeaveCut { node },
         FaultKind::DiskFull => Action::DiskFull { node },
         FaultKind::Clock => {
             let magnitude = rng.between(5_000, CLOCK_OFFSET_MS_MAX) as i64;
@@ -363,6 +380,9 @@ pub fn fits(kind: FaultKind, members: usize, shape: Shape) -> bool {
     match kind {
         FaultKind::Join | FaultKind::Replace => members < shape.slots,
         FaultKind::Leave => members > shape.min_members,
+        FaultKind::LeaveCut => {
+            members >= (shape.min_members + 2).max(super::membership::LEAVE_CUT_MEMBERS_MIN)
+        }
         _ => true,
     }
 }
@@ -372,6 +392,7 @@ pub fn members_after(kind: FaultKind, members: usize) -> usize {
     match kind {
         FaultKind::Join => members + 1,
         FaultKind::Leave => members.saturating_sub(1),
+        FaultKind::LeaveCut => members.saturating_sub(2),
         _ => members,
     }
 }
@@ -639,9 +660,11 @@ impl<'a> Injector<'a> {
             Action::Join => Some(self.membership.join()),
             Action::Leave { node } => Some(self.membership.leave(*node, self.min_members)),
             Action::Replace { node } => Some(self.membership.replace(*node)),
+            Action::LeaveCut { node } => Some(self.membership.leave_cut(*node, self.min_members)),
             _ => None,
         };
         if done.is_some() {
+            self.record_node_ids();
             return Active {
                 step: step.clone(),
                 start_us,
@@ -649,7 +672,10 @@ impl<'a> Injector<'a> {
             };
         }
         match &step.action {
-            Action::Join | Action::Leave { .. } | Action::Replace { .. } => {}
+            Action::Join
+            | Action::Leave { .. }
+            | Action::Replace { .. }
+            | Action::LeaveCut { .. } => {}
             Action::Kill { node } => self.kill(*node),
             Action::Wipe { node } => {
                 self.kill(*node);
@@ -698,6 +724,15 @@ impl<'a> Injector<'a> {
             step: step.clone(),
             start_us: self.recorder.now_us(),
             done: None,
+        }
+    }
+
+    /// Records the node id each slot holds in the newest layout the
+    /// members serve (the history's `node_id` lines, which the checker's
+    /// stamp rule reads): at the start and after every membership step.
+    pub fn record_node_ids(&self) {
+        for (node, id) in self.membership.node_ids() {
+            self.recorder.node_id(node, id);
         }
     }
 
@@ -752,7 +787,10 @@ impl<'a> Injector<'a> {
         let is_up = |node: usize| lock(self.cluster).is_up(node);
         let mut targets = active.step.action.targets();
         let detail = match &active.step.action {
-            Action::Join | Action::Leave { .. } | Action::Replace { .. } => {
+            Action::Join
+            | Action::Leave { .. }
+            | Action::Replace { .. }
+            | Action::LeaveCut { .. } => {
                 let (hit, detail) = active.done.clone().unwrap_or_default();
                 targets = hit;
                 detail
@@ -935,6 +973,24 @@ mod tests {
         assert_eq!(joins.len(), 2, "{joins:?}");
         let leaves = schedule_shaped(5, shape, 60_000, &[FaultKind::Leave]);
         assert_eq!(leaves.len(), 1, "{leaves:?}");
+        // Two leave at once only from five members (three stay: a
+        // majority) and never below the minimum.
+        assert!(schedule_shaped(5, shape, 60_000, &[FaultKind::LeaveCut]).is_empty());
+        let five = Shape {
+            members: 5,
+            slots: 5,
+            min_members: 2,
+        };
+        let cuts = schedule_shaped(5, five, 60_000, &[FaultKind::LeaveCut]);
+        assert_eq!(cuts.len(), 1, "{cuts:?}");
+        assert!(!fits(
+            FaultKind::LeaveCut,
+            6,
+            Shape {
+                min_members: 5,
+                ..five
+            }
+        ));
         let fixed = schedule(42, 3, 30_000, &FaultKind::ALL);
         assert_eq!(
             fixed,

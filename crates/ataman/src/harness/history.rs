@@ -17,6 +17,7 @@
 //! | `crash` | `node`, `at_ms`, `status`: a node that exited without the harness stopping it, or not cleanly when it did |
 //! | `copy` | `key`, `node`, `at_ms`, `state` (`absent`/`value`/`tombstone`/`error`), `ts`, `value`, `error`: a replica's own copy at the end |
 //! | `convergence` | `converged`, `time_ms`, `readings` (of every copy, until they agreed), `repair` (each node's repair round at that moment) |
+//! | `node_id` | `node`, `id`: slot `node` held node id `id` in a layout the harness read (at the start and after each membership step; a slot that leaves and joins again may hold several) |
 
 use super::faults::FaultKind;
 use serde_json::{Value, json};
@@ -290,6 +291,9 @@ pub struct History {
     pub copies: Vec<Copy>,
     /// How convergence went (None if it was not checked).
     pub convergence: Option<Convergence>,
+    /// `(slot, node id)`: every node id each slot held in a layout the
+    /// harness read, sorted, without duplicates (empty: not known).
+    pub node_ids: Vec<(usize, u64)>,
 }
 
 fn ms(us: u64) -> f64 {
@@ -393,6 +397,13 @@ impl History {
             });
             writeln!(out, "{line}")?;
         }
+        for &(node, id) in &self.node_ids {
+            writeln!(
+                out,
+                "{}",
+                json!({"type": "node_id", "node": node, "id": id})
+            )?;
+        }
         Ok(())
     }
 
@@ -425,9 +436,15 @@ impl History {
                         repair: v["repair"].as_str().ok_or_else(bad)?.to_owned(),
                     });
                 }
+                Some("node_id") => h.node_ids.push((
+                    v["node"].as_u64().ok_or_else(bad)? as usize,
+                    v["id"].as_u64().ok_or_else(bad)?,
+                )),
                 _ => return Err(bad()),
             }
         }
+        h.node_ids.sort_unstable();
+        h.node_ids.dedup();
         Ok(h)
     }
 }
@@ -499,6 +516,7 @@ pub struct Recorder {
     ops: Mutex<Vec<Op>>,
     faults: Mutex<Vec<FaultEvent>>,
     crashes: Mutex<Vec<Crash>>,
+    node_ids: Mutex<Vec<(usize, u64)>>,
 }
 
 impl Recorder {
@@ -509,6 +527,7 @@ impl Recorder {
             ops: Mutex::new(Vec::new()),
             faults: Mutex::new(Vec::new()),
             crashes: Mutex::new(Vec::new()),
+            node_ids: Mutex::new(Vec::new()),
         }
     }
 
@@ -532,6 +551,14 @@ impl Recorder {
         lock(&self.crashes).push(crash);
     }
 
+    /// Records that slot `node` holds node id `id` (a layout read).
+    pub fn node_id(&self, node: usize, id: u64) {
+        let mut ids = lock(&self.node_ids);
+        if !ids.contains(&(node, id)) {
+            ids.push((node, id));
+        }
+    }
+
     /// Operations recorded so far.
     pub fn op_count(&self) -> usize {
         lock(&self.ops).len()
@@ -552,6 +579,11 @@ impl Recorder {
             crashes: std::mem::take(&mut *lock(&self.crashes)),
             copies: Vec::new(),
             convergence: None,
+            node_ids: {
+                let mut ids = std::mem::take(&mut *lock(&self.node_ids));
+                ids.sort_unstable();
+                ids
+            },
         }
     }
 }
@@ -647,6 +679,7 @@ mod tests {
                 readings: 2,
                 repair: "POST /v0/repair".into(),
             }),
+            node_ids: vec![(0, 0), (3, 3), (3, 5)],
         };
         let mut bytes = Vec::new();
         h.write_jsonl(&mut bytes).unwrap();

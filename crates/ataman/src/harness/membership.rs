@@ -1,4 +1,4 @@
-//! The membership faults (`join`, `leave`, `replace`): online layout
+//! The membership faults (`join`, `leave`, `replace`, `leavecut`): online layout
 //! changes on the running cluster, each a permanent step that is never
 //! healed (docs/API.md "Layout", docs/RELIABILITY.md).
 //!
@@ -7,6 +7,7 @@
 //! | `join` | the first spare slot starts empty with `--join` (a member's URL), then `POST /v0/layout?version=N&add=URL`; once every member says `settled`, clients send to it |
 //! | `leave` | clients stop sending to the member, `POST …&remove=URL`; once it says `safe_to_stop` it is stopped and wiped: a spare again (its URL may join again later) |
 //! | `replace` | `kill -9` of the member, the first spare starts with `--join`, one version `remove=DEAD&dead=DEAD&add=NEW` (declared dead: the copies skip it); the dead slot is wiped: a spare |
+//! | `leavecut` | two members: clients stop sending to them, every link between them and the rest cut, one version `remove=A&remove=B` (not dead: their data must be copied first); the cut held up to [`CUT_HOLD`] (the step says whether the members settled meanwhile: a copy that skipped them), healed; once settled and each says `safe_to_stop`, both are stopped and wiped |
 //!
 //! One step at a time (the process lane runs them), each bounded: the
 //! commit retries a 409 (a transition under way) or 503 (no majority) up
@@ -25,8 +26,10 @@
 
 use super::client::request_once;
 use super::cluster::{Cluster, ClusterView, Role};
+use crate::faultproxy::LinkMode;
 use ataman_testkit::lock::lock;
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -39,6 +42,16 @@ pub const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
 pub const SAFE_TO_STOP_TIMEOUT: Duration = Duration::from_secs(30);
 /// Pause between two questions to the nodes.
 pub const POLL: Duration = Duration::from_millis(250);
+/// How long a `leavecut` holds its two leaving nodes cut off, at most:
+/// well beyond the time the old copy rule tried a leaving source that did
+/// not answer before it gave up on it (about 15 s of tries; 21 s measured
+/// on a loaded 2-core machine, the planted
+/// `copy-skips-partitioned-leaving-node`), so a copy that skips them
+/// settles within it. Ends early once every staying member is settled.
+pub const CUT_HOLD: Duration = Duration::from_secs(35);
+/// Fewest members a `leavecut` starts from: the three that stay are a
+/// majority of the five, so the change commits while two are cut off.
+pub const LEAVE_CUT_MEMBERS_MIN: usize = 5;
 /// Bound on one layout or status request (a proposal may take seconds).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -69,6 +82,8 @@ pub struct Seen {
     pub nodes: Vec<String>,
     /// `settled`.
     pub settled: bool,
+    /// `node_ids`: each member URL's node id.
+    pub node_ids: BTreeMap<String, u64>,
 }
 
 fn seen(v: &Value) -> Option<Seen> {
@@ -80,6 +95,14 @@ fn seen(v: &Value) -> Option<Seen> {
             .filter_map(|u| u.as_str().map(str::to_owned))
             .collect(),
         settled: v["settled"].as_bool().unwrap_or(false),
+        node_ids: v["node_ids"]
+            .as_object()
+            .map(|ids| {
+                ids.iter()
+                    .filter_map(|(url, id)| Some((url.clone(), id.as_u64()?)))
+                    .collect()
+            })
+            .unwrap_or_default(),
     })
 }
 
@@ -118,26 +141,42 @@ impl<'a> Membership<'a> {
             .max_by_key(|s| s.version)
     }
 
+    /// `(slot, node id)` of every member of the newest layout a running
+    /// member serves (empty when none answers).
+    pub fn node_ids(&self) -> Vec<(usize, u64)> {
+        let Some(now) = self.layout() else {
+            return Vec::new();
+        };
+        (0..self.view.len())
+            .filter_map(|i| now.node_ids.get(self.url(i)).map(|&id| (i, id)))
+            .collect()
+    }
+
     /// Commits the change `add`/`remove` against the layout the members
-    /// serve, retrying 409 and 503 up to [`COMMIT_TIMEOUT`]. `Ok(version)`
-    /// once committed (also when the answer was lost but the layout read
-    /// back has the change), `Err` with the last answer otherwise.
-    /// `dead`: the removed node is declared dead in the same request
-    /// (`dead=URL`: its data is gone, the copies skip it).
-    fn commit(&self, add: Option<usize>, remove: Option<usize>, dead: bool) -> Result<u64, String> {
+    /// serve, retrying 409 and 503 up to [`COMMIT_TIMEOUT`], through the
+    /// running members that stay. `Ok(version)` once committed (also
+    /// when the answer was lost but the layout read back has the change),
+    /// `Err` with the last answer otherwise. `dead`: the removed nodes are
+    /// declared dead in the same request (`dead=URL`: their data is gone,
+    /// the copies skip them).
+    fn commit(&self, add: Option<usize>, remove: &[usize], dead: bool) -> Result<u64, String> {
         let started = Instant::now();
         let add_url = add.map(|i| self.url(i).to_owned());
-        let remove_url = remove.map(|i| self.url(i).to_owned());
+        let remove_urls: Vec<String> = remove.iter().map(|&i| self.url(i).to_owned()).collect();
         let has_change = |s: &Seen| {
             add_url.as_ref().is_none_or(|u| s.nodes.contains(u))
-                && remove_url.as_ref().is_none_or(|u| !s.nodes.contains(u))
+                && remove_urls.iter().all(|u| !s.nodes.contains(u))
         };
         let mut last = String::from("no running member answered");
         let mut tries = 0u32;
         // Bounded by COMMIT_TIMEOUT: every iteration ends with a pause.
         while started.elapsed() < COMMIT_TIMEOUT {
             tries += 1;
-            let members = self.running_members();
+            let members: Vec<usize> = self
+                .running_members()
+                .into_iter()
+                .filter(|i| !remove.contains(i))
+                .collect();
             let Some(&via) = members.get(tries as usize % members.len().max(1)) else {
                 std::thread::sleep(POLL);
                 continue;
@@ -148,13 +187,14 @@ impl<'a> Membership<'a> {
             };
             let version = (current.version + 1).to_string();
             let mut query: Vec<(&str, &[u8])> = vec![("version", version.as_bytes())];
-            for (name, url) in [("add", &add_url), ("remove", &remove_url)] {
-                if let Some(url) = url {
-                    query.push((name, url.as_bytes()));
-                }
+            if let Some(url) = &add_url {
+                query.push(("add", url.as_bytes()));
             }
-            if let (true, Some(url)) = (dead, &remove_url) {
-                query.push(("dead", url.as_bytes()));
+            for url in &remove_urls {
+                query.push(("remove", url.as_bytes()));
+                if dead {
+                    query.push(("dead", url.as_bytes()));
+                }
             }
             let target = crate::http_client::url::target("/v0/layout", &query);
             match request_once(self.view.addr(via), "POST", &target, REQUEST_TIMEOUT) {
@@ -193,6 +233,18 @@ impl<'a> Membership<'a> {
         }
     }
 
+    /// The running members that do not yet serve `version` (or newer),
+    /// settled.
+    fn behind(&self, version: u64) -> Vec<usize> {
+        self.running_members()
+            .into_iter()
+            .filter(|&i| {
+                let s = get_json(self.view.addr(i), "/v0/layout").and_then(|v| seen(&v));
+                !s.is_some_and(|s| s.version >= version && s.settled)
+            })
+            .collect()
+    }
+
     /// Waits until every running member serves `version` (or newer),
     /// settled; the time it took, or `Err` naming who was not.
     fn wait_settled(&self, version: u64) -> Result<u128, String> {
@@ -200,14 +252,7 @@ impl<'a> Membership<'a> {
         let mut behind = Vec::new();
         // Bounded by SETTLE_TIMEOUT.
         while started.elapsed() < SETTLE_TIMEOUT {
-            behind = self
-                .running_members()
-                .into_iter()
-                .filter(|&i| {
-                    let s = get_json(self.view.addr(i), "/v0/layout").and_then(|v| seen(&v));
-                    !s.is_some_and(|s| s.version >= version && s.settled)
-                })
-                .collect();
+            behind = self.behind(version);
             if behind.is_empty() {
                 return Ok(started.elapsed().as_millis());
             }
@@ -216,6 +261,46 @@ impl<'a> Membership<'a> {
         Err(format!(
             "not settled at version {version} within {SETTLE_TIMEOUT:?}: nodes {behind:?}"
         ))
+    }
+
+    /// The slots of `nodes` some running member's `waiting_for` names
+    /// (`GET /v0/layout`: what its transition waits for).
+    fn waited_for(&self, nodes: &[usize]) -> Vec<usize> {
+        let named: Vec<String> = self
+            .running_members()
+            .into_iter()
+            .filter_map(|i| get_json(self.view.addr(i), "/v0/layout"))
+            .flat_map(|v| {
+                v["waiting_for"]
+                    .as_array()
+                    .map(|w| {
+                        w.iter()
+                            .filter_map(|e| e["node"].as_str().map(str::to_owned))
+                            .collect::<Vec<_>>()
+                    })
+                    .unwrap_or_default()
+            })
+            .collect();
+        nodes
+            .iter()
+            .copied()
+            .filter(|&i| named.iter().any(|u| u == self.url(i)))
+            .collect()
+    }
+
+    /// Every link between a node of `nodes` and a node outside them set
+    /// to `mode`, both ways (links among `nodes` untouched).
+    fn cut_off(&self, nodes: &[usize], mode: LinkMode) {
+        let links = lock(self.cluster).links();
+        for &a in nodes {
+            for b in (0..links.len()).filter(|b| !nodes.contains(b)) {
+                for (x, y) in [(a, b), (b, a)] {
+                    if let Some(link) = links.link(x, y) {
+                        link.set_mode(mode);
+                    }
+                }
+            }
+        }
     }
 
     /// True once slot `i` says `safe_to_stop`.
@@ -296,7 +381,7 @@ impl<'a> Membership<'a> {
             Ok(s) => s,
             Err(e) => return (Vec::new(), format!("skipped: {e}{earlier}")),
         };
-        let detail = match self.commit(Some(spare), None, false) {
+        let detail = match self.commit(Some(spare), &[], false) {
             Ok(version) => {
                 lock(self.cluster).set_role(spare, Role::Member);
                 format!(
@@ -326,7 +411,7 @@ impl<'a> Membership<'a> {
             );
         }
         self.view.set_target(node, false);
-        let version = match self.commit(None, Some(node), false) {
+        let version = match self.commit(None, &[node], false) {
             Ok(v) => v,
             Err(e) => {
                 self.view.set_target(node, true);
@@ -355,6 +440,101 @@ impl<'a> Membership<'a> {
         )
     }
 
+    /// `leavecut` of the member `planned` picks and the next running
+    /// member: both cut off from every other node through their link
+    /// proxies, then removed in one version (no `dead=`), the cut held
+    /// while the transition runs (up to [`CUT_HOLD`], less if every
+    /// staying member settles meanwhile), healed, then the members
+    /// settled and each leaving node stopped and wiped once safe.
+    pub fn leave_cut(&self, planned: usize, min_members: usize) -> (Vec<usize>, String) {
+        let earlier = self.retire_removed();
+        let running = self.running_members();
+        let members = lock(self.cluster).member_slots();
+        let Some(first) = pick(planned, &running) else {
+            return (Vec::new(), format!("skipped: no running member{earlier}"));
+        };
+        let at = running.iter().position(|&i| i == first).unwrap_or(0);
+        let second = running[(at + 1) % running.len()];
+        let pair = [first, second];
+        if second == first || members.len() < (min_members + 2).max(LEAVE_CUT_MEMBERS_MIN) {
+            return (
+                pair.to_vec(),
+                format!(
+                    "skipped: {} members, too few to remove two{earlier}",
+                    members.len()
+                ),
+            );
+        }
+        for node in pair {
+            self.view.set_target(node, false);
+        }
+        self.cut_off(&pair, LinkMode::Cut);
+        let version = match self.commit(None, &pair, false) {
+            Ok(v) => v,
+            Err(e) => {
+                self.cut_off(&pair, LinkMode::Pass);
+                for node in pair {
+                    self.view.set_target(node, true);
+                }
+                return (pair.to_vec(), format!("{e}{earlier}"));
+            }
+        };
+        for node in pair {
+            lock(self.cluster).set_role(node, Role::Removed);
+        }
+        let started = Instant::now();
+        let mut held_for = Vec::new();
+        let mut settled_cut_off = false;
+        // Bounded by CUT_HOLD: every iteration ends with a pause.
+        while started.elapsed() < CUT_HOLD {
+            for node in self.waited_for(&pair) {
+                if !held_for.contains(&node) {
+                    held_for.push(node);
+                }
+            }
+            if self.behind(version).is_empty() {
+                settled_cut_off = true;
+                break;
+            }
+            std::thread::sleep(POLL);
+        }
+        let held_ms = started.elapsed().as_millis();
+        self.cut_off(&pair, LinkMode::Pass);
+        let during = if settled_cut_off {
+            format!("SETTLED after {held_ms} ms while both were cut off (waited for {held_for:?})")
+        } else {
+            format!("held {held_ms} ms cut off, not settled, waiting for {held_for:?}")
+        };
+        let settled = self.settle(version, None);
+        let started = Instant::now();
+        // Bounded by SAFE_TO_STOP_TIMEOUT.
+        while started.elapsed() < SAFE_TO_STOP_TIMEOUT
+            && !pair.iter().all(|&n| self.safe_to_stop(n))
+        {
+            std::thread::sleep(POLL);
+        }
+        let ends: Vec<String> = pair
+            .iter()
+            .map(|&n| {
+                if self.safe_to_stop(n) {
+                    format!("node {n} safe to stop, {}", self.stop_and_retire(n))
+                } else {
+                    format!(
+                        "node {n} not safe to stop within {SAFE_TO_STOP_TIMEOUT:?}: left running"
+                    )
+                }
+            })
+            .collect();
+        (
+            pair.to_vec(),
+            format!(
+                "committed version {version}: slots {first} and {second} removed while cut off; \
+                 {during}; healed, {settled}; {}{earlier}",
+                ends.join(", ")
+            ),
+        )
+    }
+
     /// `replace` of the member `planned` picks: `kill -9`, then a spare
     /// added in the same version that removes it.
     pub fn replace(&self, planned: usize) -> (Vec<usize>, String) {
@@ -377,7 +557,7 @@ impl<'a> Membership<'a> {
                 return (vec![dead], format!("{killed}; {e}; {again}{earlier}"));
             }
         };
-        let detail = match self.commit(Some(spare), Some(dead), true) {
+        let detail = match self.commit(Some(spare), &[dead], true) {
             Ok(version) => {
                 {
                     let mut c = lock(self.cluster);

@@ -106,6 +106,7 @@ impl Report {
                 "hangs": tally_json(&f.hangs),
                 "divergent": tally_json(&f.divergent),
                 "same_timestamp": tally_json(&f.same_timestamp),
+                "foreign_stamps": tally_json(&f.foreign_stamps),
                 "crashes": tally_json(&f.crashes),
                 "final_unanswered": tally_json(&f.final_unanswered),
         });
@@ -143,6 +144,8 @@ impl Report {
             "hangs": f.hangs.count,
             "hangs_on_paused_node": f.hangs_excused,
             "crashes": f.crashes.count,
+            "same_timestamp": f.same_timestamp.count,
+            "foreign_stamps": f.foreign_stamps.count,
             "convergence": convergence,
             "final_reads": final_reads,
             "final_reads_unanswered": f.final_unanswered.count,
@@ -210,6 +213,11 @@ impl Report {
             f.hangs.count, f.hangs_excused
         );
         let _ = writeln!(s, "crashes: {}", f.crashes.count);
+        let _ = writeln!(
+            s,
+            "one timestamp, two contents: {}; stamped with another node's id: {}",
+            f.same_timestamp.count, f.foreign_stamps.count
+        );
         match &self.history.convergence {
             Some(c) => {
                 let _ = writeln!(
@@ -249,6 +257,7 @@ impl Report {
             ("hang", &f.hangs),
             ("divergent", &f.divergent),
             ("one timestamp, two contents", &f.same_timestamp),
+            ("stamped with another node's id", &f.foreign_stamps),
             ("crash", &f.crashes),
             ("final unanswered", &f.final_unanswered),
         ] {

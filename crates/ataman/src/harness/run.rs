@@ -109,6 +109,7 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
             source,
         })?;
     let injector = Injector::with_min_members(&cluster, &recorder, shape.min_members);
+    injector.record_node_ids();
     let left = injector.run(&steps, started, deadline);
     // The clients stop at the deadline by themselves; each request is bounded.
     let join_deadline = Instant::now() + CLIENT_JOIN_TIMEOUT;

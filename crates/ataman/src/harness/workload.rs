@@ -38,7 +38,7 @@ pub const FINAL_READ_ATTEMPTS: u32 = 5;
 /// Pause between two attempts of a final read.
 pub const FINAL_READ_RETRY: Duration = Duration::from_millis(300);
 /// The byte values are padded with up to `--value-bytes` (after the id).
-const PADDING: u8 = b'.';
+pub const PADDING: u8 = b'.';
 
 /// The bytes sent for value `id`: the id, padded to `bytes` (at least the id).
 pub fn wire_value(id: &str, bytes: usize) -> Vec<u8> {

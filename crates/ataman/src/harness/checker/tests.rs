@@ -511,3 +511,61 @@ fn final_reads() {
     assert_eq!((f.lost.count, f.final_unanswered.count), (1, 1), "{f:#?}");
     assert_eq!(f.ryw.count, 0, "final reads are not a client's own reads");
 }
+
+/// A value copy whose timestamp's node bits name an id its write's
+/// coordinator never held is flagged (another node issues that id's
+/// timestamps: the planted `joined-takes-id-zero`); the same copy stamped
+/// with one of the coordinator's ids passes, padding is not part of the
+/// value, copies of unknown values, tombstones and slots without a known
+/// id are not judged, and a history without `node_id` lines skips the rule.
+#[test]
+fn a_stamp_naming_another_node_is_flagged() {
+    let bits = ataman_node::hlc::NODE_BITS;
+    let stamp = |ms: u64, id: u64| (ms << bits) | id;
+    let via = |node: usize, o: Op| Op { node, ..o };
+    let copy = |key: &str, node, ts, value: &str| Copy {
+        key: key.into(),
+        node,
+        at_us: 0,
+        state: CopyState::Value {
+            ts,
+            value: value.into(),
+        },
+    };
+    let mut h = history(vec![
+        via(0, put(1, "r1", "c1-1", 0, 10)),
+        via(3, put(2, "r1", "c2-1", 0, 10)),
+        via(2, put(3, "r2", "c3-1", 0, 10)),
+        via(5, put(4, "r3", "c4-1", 0, 10)),
+    ]);
+    h.node_ids = vec![(0, 0), (1, 1), (2, 2), (3, 3), (3, 6)];
+    h.copies = vec![
+        copy("r1", 0, stamp(40, 0), "c1-1"),
+        copy("r1", 1, stamp(40, 3), "c2-1.."),
+        copy("r1", 2, stamp(41, 6), "c2-1"),
+        copy("r2", 0, stamp(42, 2), "c3-1"),
+        // Slot 5's ids are not known: not judged.
+        copy("r3", 0, stamp(42, 0), "c4-1"),
+        // A value no put wrote (the impossible-read rule's business).
+        copy("r2", 1, stamp(42, 0), "c9-9"),
+        Copy {
+            key: "r2".into(),
+            node: 2,
+            at_us: 0,
+            state: CopyState::Tombstone { ts: stamp(43, 4) },
+        },
+    ];
+    let f = check(&h);
+    assert_eq!(f.foreign_stamps.count, 0, "{f:#?}");
+    // The joined slot 3 stamping with node 0's id.
+    h.copies.push(copy("r1", 3, stamp(44, 0), "c2-1"));
+    let f = check(&h);
+    assert_eq!(f.foreign_stamps.count, 1, "{f:#?}");
+    assert!(
+        f.foreign_stamps.examples[0].0.contains("carries node id 0"),
+        "{f:#?}"
+    );
+    assert!(f.violations() >= 1);
+    h.node_ids.clear();
+    assert_eq!(check(&h).foreign_stamps.count, 0);
+}
