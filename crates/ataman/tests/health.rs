@@ -65,7 +65,7 @@ fn livez_with_two_of_three_down(plant: &[&str]) -> (Vec<u16>, u16) {
         let h = health(first);
         h["status"] == "ok" && h["answering"] == 3
     });
-    assert_eq!(get(first, "/livez"), (200, "live".into()));
+    assert_eq!(get(first, "/livez"), (200, "live\n".into()));
     c.kill9(1);
     c.kill9(2);
     eventually("node 0 sees two members down", GOSSIP_WAIT, || {
