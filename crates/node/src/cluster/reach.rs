@@ -1,7 +1,7 @@
 //! Which nodes answered this node's last layout gossip call
-//! (`crate::layout_io::gossip`, every second to every node of the live
+//! (the `ataman-layout-gossip` thread, every second to every node of the live
 //! layouts): what `GET /v0/cluster/health` judges the cluster from
-//! (`crate::health::cluster_health`).
+//! (the health module's `cluster_health` rule).
 //!
 //! # Thread safety
 //! One mutex over a small map, written by the gossip's call threads (one

@@ -28,7 +28,7 @@ fn listed(shared: &NodeShared, placement: &Placement) -> Vec<usize> {
 }
 
 /// `R` of the live version with the fewest replicas: the one the health
-/// judgement uses (`crate::health::cluster_health`).
+/// judgement uses (the health module's `cluster_health`).
 pub fn replication_factor_min(placement: &Placement) -> usize {
     placement
         .placed()
