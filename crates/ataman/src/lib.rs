@@ -6,6 +6,7 @@ pub mod crash_writer;
 pub mod ctl;
 pub mod faultproxy;
 pub mod harness;
+pub mod healthcheck;
 pub mod http_client;
 pub mod launcher;
 pub mod logging;

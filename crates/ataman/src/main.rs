@@ -3,7 +3,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
-use ataman::{cert_cmd, cluster_cmd, crash_writer, ctl, harness, logging};
+use ataman::{cert_cmd, cluster_cmd, crash_writer, ctl, harness, healthcheck, logging};
 
 #[derive(Parser)]
 #[command(
@@ -27,6 +27,8 @@ enum Command {
     /// Run a local cluster under seeded faults and check that nothing
     /// acknowledged was lost (docs/RELIABILITY.md).
     TestCluster(harness::TestClusterArgs),
+    /// Probe a node's /livez (or /readyz with --ready): exit 0 on 200 (for images without a shell).
+    Healthcheck(healthcheck::HealthcheckArgs),
     /// Make a test CA and node certificates for a TLS cluster (docs/SECURITY.md, "TLS").
     Cert(cert_cmd::CertArgs),
     /// Benchmarks: the storage engine, recovery, HTTP load and plots.
@@ -52,7 +54,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // A node's options choose its log; the other commands log (the
     // supervisors' events) as text at info.
-    if !matches!(cli.command, Command::Serve(_)) {
+    if !matches!(cli.command, Command::Serve(_) | Command::Healthcheck(_)) {
         logging::init(tracing::Level::INFO, logging::LogFormat::Text);
     }
     let result = match cli.command {
@@ -63,6 +65,8 @@ fn main() -> ExitCode {
         // So has test-cluster (docs/RELIABILITY.md).
         Command::TestCluster(args) => return harness::run_command(&args),
         Command::Serve(args) => return serve(*args),
+        // So has healthcheck (docs/API.md, "Health").
+        Command::Healthcheck(args) => return healthcheck::run(&args),
         Command::Bench { which } => ataman_bench::run(which),
         Command::Cert(args) => cert_cmd::run(&args).map_err(Into::into),
         Command::Internal {

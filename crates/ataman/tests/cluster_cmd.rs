@@ -437,7 +437,14 @@ fn status_shows_every_nodes_view() {
     assert!(stdout.contains("requests/s: get "), "{stdout}");
     assert!(!stdout.contains("get 0.0,"), "GET counters grew: {stdout}");
     assert!(stdout.contains("put 0.0"), "PUT counters did not: {stdout}");
-    assert!(stdout.ends_with("3 of 3 nodes answered\n"), "{stdout}");
+    // The health line (`ataman_node::health::cluster_health`): a node
+    // that does not say `R` is judged with R = 1.
+    assert!(
+        stdout.ends_with(
+            "3 of 3 nodes answered\nhealth: ok, quorum: all_keys; 3 of 3 members answer\n"
+        ),
+        "{stdout}"
+    );
 
     let once = status(&urls[1], 0);
     let stdout = String::from_utf8_lossy(&once.stdout);
@@ -461,7 +468,12 @@ fn status_exits_3_when_a_node_does_not_answer() {
         stdout.contains(&format!("node 1 {dead_url}\n  unreachable: ")),
         "{stdout}"
     );
-    assert!(stdout.ends_with("1 of 2 nodes answered\n"), "{stdout}");
+    assert!(
+        stdout.ends_with(
+            "1 of 2 nodes answered\nhealth: partial, quorum: some_keys; 1 of 2 members answer\n"
+        ),
+        "{stdout}"
+    );
 
     let output = status(&dead_url, 50);
     let stderr = String::from_utf8_lossy(&output.stderr);

@@ -37,7 +37,7 @@ enum Needs {
 /// arm: a new action does not compile until it is placed here.
 fn needs(action: &Action) -> Needs {
     match action {
-        Action::Status => Needs::Nothing,
+        Action::Status | Action::Livez | Action::Readyz | Action::ClusterHealth => Needs::Nothing,
         Action::Get { .. }
         | Action::Range { .. }
         | Action::ClusterRange { .. }
@@ -67,9 +67,13 @@ fn examples(endpoint: Endpoint) -> Vec<(&'static str, &'static str)> {
         Endpoint::Entity => vec![("id=route-auth-key", ""), ("id=k&ttl_ms=60000", "")],
         Endpoint::Entities => vec![("start=a", ""), ("start=a&cluster=1&ack=1&from=1", "")],
         Endpoint::InternalRange => vec![("start=a", "")],
-        Endpoint::Status | Endpoint::Cluster | Endpoint::Metrics | Endpoint::InternalLayout => {
-            vec![("", "")]
-        }
+        Endpoint::Status
+        | Endpoint::Cluster
+        | Endpoint::Metrics
+        | Endpoint::InternalLayout
+        | Endpoint::Livez
+        | Endpoint::Readyz
+        | Endpoint::ClusterHealth => vec![("", "")],
         Endpoint::Peer => vec![("", UPGRADE_PEER), ("", UPGRADE_SYNC), ("", "")],
         Endpoint::Layout => vec![("", ""), ("version=2&replication_factor=1", "")],
         Endpoint::LayoutPlan => vec![("replication_factor=1", "")],
@@ -161,7 +165,14 @@ fn every_route_against_every_role() {
                         format!("{method} {target} {extra:?} as {credential:?}: {needs:?}");
                     let text = String::from_utf8_lossy(&r.body).into_owned();
                     match needs {
-                        Needs::Nothing => assert_eq!(r.status, 200, "{context}: {text}"),
+                        Needs::Nothing => {
+                            // Open to anyone, and saying nothing about keys
+                            // (one was written above) or credentials.
+                            assert_eq!(r.status, 200, "{context}: {text}");
+                            for secret in ["route-auth-key", "token-0123", "cluster-secret"] {
+                                assert!(!text.contains(secret), "{context} leaked: {text}");
+                            }
+                        }
                         Needs::Role(least) if level >= least => assert!(
                             r.status != 401 && r.status != 403,
                             "{context}: admitted, got {} {text}",

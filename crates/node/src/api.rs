@@ -76,6 +76,12 @@ pub enum Action {
     },
     /// Health.
     Status,
+    /// The process serves (`GET /livez`).
+    Livez,
+    /// The node is ready for client traffic (`GET /readyz`).
+    Readyz,
+    /// The cluster's health as this node sees it (`GET /v0/cluster/health`).
+    ClusterHealth,
     /// This node's view of the cluster (JSON).
     Cluster,
     /// The layout this node runs with (JSON).
@@ -134,13 +140,15 @@ pub enum Route {
     InternalRange,
     /// POST /v0/internal/layout (the layout agreement between nodes).
     InternalLayout,
+    /// GET /livez, /readyz and /v0/cluster/health.
+    Health,
     /// Anything else (errors).
     Other,
 }
 
 impl Route {
     /// Every route, in label order.
-    pub const ALL: [Route; 12] = [
+    pub const ALL: [Route; 13] = [
         Route::EntityGet,
         Route::EntityPut,
         Route::EntityDelete,
@@ -152,6 +160,7 @@ impl Route {
         Route::Repair,
         Route::InternalRange,
         Route::InternalLayout,
+        Route::Health,
         Route::Other,
     ];
 
@@ -169,6 +178,7 @@ impl Route {
             Route::Repair => "repair",
             Route::InternalRange => "internal_range",
             Route::InternalLayout => "internal_layout",
+            Route::Health => "health",
             Route::Other => "other",
         }
     }
@@ -395,12 +405,18 @@ pub enum Endpoint {
     InternalLayout,
     /// `/v0/repair`: GET, POST.
     Repair,
+    /// `/livez`: GET, open to anyone.
+    Livez,
+    /// `/readyz`: GET, open to anyone.
+    Readyz,
+    /// `/v0/cluster/health`: GET, open to anyone.
+    ClusterHealth,
 }
 
 /// The route table: every path [`route`] serves. A request reaches an
 /// endpoint only through this table (any other path is 400), so a test
 /// that walks it walks every endpoint (`net::route_auth_tests`).
-pub const ENDPOINTS: [(&str, Endpoint); 11] = [
+pub const ENDPOINTS: [(&str, Endpoint); 14] = [
     ("/v0/entity", Endpoint::Entity),
     ("/v0/entities", Endpoint::Entities),
     ("/v0/internal/range", Endpoint::InternalRange),
@@ -412,6 +428,9 @@ pub const ENDPOINTS: [(&str, Endpoint); 11] = [
     ("/v0/layout/plan", Endpoint::LayoutPlan),
     ("/v0/internal/layout", Endpoint::InternalLayout),
     ("/v0/repair", Endpoint::Repair),
+    ("/livez", Endpoint::Livez),
+    ("/readyz", Endpoint::Readyz),
+    ("/v0/cluster/health", Endpoint::ClusterHealth),
 ];
 
 /// The endpoint of `path`, if the router serves it.
@@ -522,6 +541,11 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
         Endpoint::Status if head.method == Method::Get => (Route::Status, Action::Status),
         Endpoint::Cluster if head.method == Method::Get => (Route::Cluster, Action::Cluster),
         Endpoint::Metrics if head.method == Method::Get => (Route::Metrics, Action::Metrics),
+        Endpoint::Livez if head.method == Method::Get => (Route::Health, Action::Livez),
+        Endpoint::Readyz if head.method == Method::Get => (Route::Health, Action::Readyz),
+        Endpoint::ClusterHealth if head.method == Method::Get => {
+            (Route::Health, Action::ClusterHealth)
+        }
         Endpoint::Peer if head.method == Method::Get => match head.upgrade {
             Some(p) if p.eq_ignore_ascii_case(PEER_PROTOCOL.as_bytes()) => {
                 (Route::Peer, Action::PeerUpgrade)
@@ -554,9 +578,13 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
             Method::Other(m) if m == "POST" => (Route::Repair, Action::RepairStart),
             _ => (Route::Repair, not_allowed(allow_for(head.path))),
         },
-        Endpoint::Status | Endpoint::Cluster | Endpoint::Metrics | Endpoint::Peer => {
-            (Route::Other, not_allowed("GET"))
-        }
+        Endpoint::Status
+        | Endpoint::Cluster
+        | Endpoint::Metrics
+        | Endpoint::Peer
+        | Endpoint::Livez
+        | Endpoint::Readyz
+        | Endpoint::ClusterHealth => (Route::Other, not_allowed("GET")),
     }
 }
 
@@ -640,6 +668,16 @@ mod tests {
             }
         );
         assert_eq!(act("GET /v0/status HTTP/1.1\r\n\r\n"), Action::Status);
+        assert_eq!(act("GET /livez HTTP/1.1\r\n\r\n"), Action::Livez);
+        assert_eq!(act("GET /readyz HTTP/1.1\r\n\r\n"), Action::Readyz);
+        assert_eq!(
+            act("GET /v0/cluster/health HTTP/1.1\r\n\r\n"),
+            Action::ClusterHealth
+        );
+        assert_eq!(
+            status("POST /readyz HTTP/1.1\r\n\r\n"),
+            Status::MethodNotAllowed
+        );
         assert_eq!(
             act("GET /v0/peer HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: ataman-sync/1\r\n\r\n"),
             Action::SyncUpgrade

@@ -171,7 +171,7 @@ pub struct ServeArgs {
 #[cfg(feature = "planted-bugs")]
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct PlantedBugArgs {
-    /// Test hook: a deliberate bug for a negative control: `ack-before-wal`, `connection-panic`, `copy-skips-partitioned-leaving-node`, `joined-takes-id-zero`, `add-checks-only-status` or `range-alone-outside-read-set`.
+    /// Test hook: a deliberate bug for a negative control: `ack-before-wal`, `connection-panic`, `copy-skips-partitioned-leaving-node`, `joined-takes-id-zero`, `add-checks-only-status`, `range-alone-outside-read-set`, `livez-follows-peers`, `readyz-ignores-copy` or `no-startup-responder`.
     #[arg(long, env = "ATAMAN_DEBUG_PLANTED_BUG", hide = true)]
     pub debug_planted_bug: Option<String>,
 }
@@ -338,6 +338,18 @@ pub enum PlantedBug {
     /// `range::coverage::answers_alone_planted`): a node still receiving
     /// its copy answers with the keys it has so far.
     RangeAloneOutsideReadSet,
+    /// `GET /livez` answers 503 when the cluster-health judgement is not
+    /// `ok` (a peer down), as etcd's `/health` did: the negative control
+    /// of `tests/health.rs`'s liveness with peers down.
+    LivezFollowsPeers,
+    /// `GET /readyz` ignores rule 6 of `health::readiness` (a joining
+    /// node copying is called ready): the negative control of the
+    /// joining-copy readiness test.
+    ReadyzIgnoresCopy,
+    /// No start-up responder (`health::startup`): `--listen` is bound but
+    /// answers nothing until the log is replayed: the negative control of
+    /// the replay readiness test.
+    NoStartupResponder,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -362,8 +374,11 @@ fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
         "joined-takes-id-zero" => Ok(PlantedBug::JoinedTakesIdZero),
         "add-checks-only-status" => Ok(PlantedBug::AddChecksOnlyStatus),
         "range-alone-outside-read-set" => Ok(PlantedBug::RangeAloneOutsideReadSet),
+        "livez-follows-peers" => Ok(PlantedBug::LivezFollowsPeers),
+        "readyz-ignores-copy" => Ok(PlantedBug::ReadyzIgnoresCopy),
+        "no-startup-responder" => Ok(PlantedBug::NoStartupResponder),
         other => Err(format!(
-            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status or range-alone-outside-read-set, not {other:?}"
+            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy or no-startup-responder, not {other:?}"
         )),
     }
 }

@@ -26,9 +26,12 @@
 //!   connection cap.
 //! - [`metrics`]: request metrics and the `/metrics` page.
 //! - [`fault_control`]: the `--fault-control` test hook (disk full, clock jumps).
+//! - [`health`]: `/livez`, `/readyz` and the cluster health view's rules;
+//!   the start-up responder.
 //!
 //! ## Threads
-//! `ataman-net-N` (network, HTTP, reads), `ataman-tx` (the engine's single
+//! `ataman-startup` (answers `/livez` and `/readyz` while the WAL is
+//! replayed, then hands the listener over), `ataman-net-N` (network, HTTP, reads), `ataman-tx` (the engine's single
 //! writer), `ataman-wal` (group commit), `ataman-flush` (flushes),
 //! `ataman-compact` (compactions and purges), `ataman-reap` (removes the
 //! files of replaced tables), `ataman-sync` (serves anti-entropy sessions),
@@ -47,6 +50,7 @@ pub mod decimal_file;
 pub mod descriptors;
 pub mod fault_control;
 pub mod hangup;
+pub mod health;
 pub mod hints;
 pub mod hlc;
 pub mod http;
@@ -215,6 +219,16 @@ fn write_durability(config: &NodeConfig) -> Durability {
                 );
             }
             Durability::None
+        }
+        Some(
+            bug @ (PlantedBug::LivezFollowsPeers
+            | PlantedBug::ReadyzIgnoresCopy
+            | PlantedBug::NoStartupResponder),
+        ) => {
+            tracing::error!(
+                "PLANTED BUG {bug:?}: a health endpoint answers wrongly (health::readiness). Test use only."
+            );
+            Durability::Complete
         }
         Some(PlantedBug::JoinedTakesIdZero) => {
             tracing::error!(
@@ -419,7 +433,10 @@ impl cluster::transition::Copier for TransferCopier {
                 | PlantedBug::JoinedTakesIdZero
                 | PlantedBug::ConnectionPanic
                 | PlantedBug::AddChecksOnlyStatus
-                | PlantedBug::RangeAloneOutsideReadSet,
+                | PlantedBug::RangeAloneOutsideReadSet
+                | PlantedBug::LivezFollowsPeers
+                | PlantedBug::ReadyzIgnoresCopy
+                | PlantedBug::NoStartupResponder,
             )
             | None => Mode::Sound,
         };
@@ -524,6 +541,24 @@ fn start_tls(config: &NodeConfig) -> Result<Option<tls::NodeTls>, String> {
     Ok(Some(loaded))
 }
 
+/// Binds `--listen` and answers health probes on it while the engine
+/// opens (`health::startup`), saying so on stdout (the line tests of the
+/// start read the address from; launchers wait for the listening line).
+fn bind_early(
+    config: &NodeConfig,
+    node_tls: Option<&tls::NodeTls>,
+) -> Result<(health::startup::Responder, std::net::SocketAddr), Box<dyn std::error::Error>> {
+    let listener = std::net::TcpListener::bind(&config.listen)
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let bound = listener.local_addr()?;
+    let answering = config.planted_bug != Some(PlantedBug::NoStartupResponder);
+    let server = node_tls.map(tls::NodeTls::server);
+    let responder = health::startup::start(listener, server, answering)?;
+    let scheme = tls::scheme(node_tls.is_some());
+    println!("{}{scheme}://{bound}", health::startup::STARTING_PREFIX);
+    Ok((responder, bound))
+}
+
 /// Runs a node until SIGINT or SIGTERM, then drains and exits.
 pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let mut config = NodeConfig::resolve(&args)?;
@@ -541,6 +576,8 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let switches = fault_control::FaultSwitches::default();
     let fs = file_system(&config, &switches)?;
     let write_durability = write_durability(&config);
+    let tls = start_tls(&config)?;
+    let (responder, bound) = bind_early(&config, tls.as_ref())?;
     let db = Db::open(
         &config.data_dir,
         Options {
@@ -549,7 +586,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         },
     )
     .map_err(|e| format!("cannot open {}: {e}", config.data_dir.display()))?;
-    let tls = start_tls(&config)?;
+    responder.set_phase(health::readiness::Phase::Starting);
     let seed = config.join.clone().map(|url| cluster::join::Seed {
         url,
         ask: Arc::new(layout_io::seed::SeedDial {
@@ -572,10 +609,6 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     write_last_seen(&config)?;
     let mut last_seen_at = std::time::Instant::now();
     report_recovery(&config, &db);
-    let std_listener = std::net::TcpListener::bind(&config.listen)
-        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
-    std_listener.set_nonblocking(true)?;
-    let bound = std_listener.local_addr()?;
     let resp_listener = bind_resp(&config)?;
     let db = Arc::new(db);
     let mut polls = Vec::new();
@@ -639,6 +672,8 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     publish_budget(&shared, &budget);
     let transition_thread = start_transition(&shared, seed)?;
     let mut descriptors_counted_at = std::time::Instant::now();
+    let std_listener = responder.finish()?;
+    std_listener.set_nonblocking(true)?;
     let mut listener = Some(mio::net::TcpListener::from_std(std_listener));
     let resp_bound = resp_listener.as_ref().map(|l| l.local_addr()).transpose()?;
     let mut resp_listener = resp_listener.map(mio::net::TcpListener::from_std);

@@ -7,6 +7,7 @@ use super::view::{ClusterView, RequestCounts};
 use crate::ctl::{EXIT_NO_ANSWER, EXIT_REFUSED, TIMEOUT_MS_DEFAULT, url_or_default};
 use crate::http_client::exchange::exchange;
 use crate::http_client::url::{BaseUrl, UrlError};
+use ataman_node::health::cluster_health::{self, Observed};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -167,7 +168,56 @@ pub fn run(args: &StatusArgs) -> Result<bool, StatusError> {
         })
         .collect();
     print!("{}", render(url, &reports));
+    println!("{}", health_line(&observed(&first, &reports)));
     Ok(reports.iter().all(|r| r.outcome.is_ok()))
+}
+
+/// What the samples showed, for the health rule of
+/// `ataman_node::health::cluster_health` (the one `GET /v0/cluster/health`
+/// uses): the members `asked` lists, which of them answered this tool,
+/// `R` and the transition `asked` reports (reads on an older version
+/// than writes).
+pub fn observed(asked: &ClusterView, reports: &[NodeReport]) -> Observed {
+    let members: Vec<&str> = asked
+        .nodes
+        .iter()
+        .filter(|n| !n.not_member)
+        .map(|n| n.url.as_str())
+        .collect();
+    let answered = |url: &str| reports.iter().any(|r| r.url == url && r.outcome.is_ok());
+    let (members_count, answering) = if members.is_empty() {
+        // A node that lists none (an older one): the nodes sampled.
+        let ok = reports.iter().filter(|r| r.outcome.is_ok()).count();
+        (reports.len(), ok)
+    } else {
+        let ok = members.iter().filter(|u| answered(u)).count();
+        (members.len(), ok)
+    };
+    let (read, newest) = (asked.read_version, asked.layout_version);
+    Observed {
+        members: members_count,
+        answering,
+        unknown: 0,
+        replication_factor: usize::try_from(asked.replication_factor.max(1)).unwrap_or(1),
+        transition: (read > 0 && read < newest).then_some((read, newest)),
+    }
+}
+
+/// `health: STATUS, quorum: all_keys|some_keys|no_keys; A of N members
+/// answer[; transition V -> W]`.
+pub fn health_line(o: &Observed) -> String {
+    let j = cluster_health::judge(o);
+    let mut line = format!(
+        "health: {}, quorum: {}; {} of {} members answer",
+        j.status,
+        j.quorum.label(),
+        o.answering,
+        o.members
+    );
+    if let Some((from, to)) = o.transition {
+        let _ = write!(line, "; transition {from} -> {to}");
+    }
+    line
 }
 
 /// Per-second rate of a counter between two samples (0 if it went back,
@@ -275,6 +325,8 @@ mod tests {
             view: ClusterView {
                 self_url: "http://a:1".into(),
                 layout_version: 2,
+                read_version: 2,
+                replication_factor: 3,
                 nodes: states
                     .iter()
                     .enumerate()
@@ -348,5 +400,44 @@ mod tests {
         );
         assert!(text.contains("(calls itself http://a:1)"), "{text}");
         assert_eq!(rate(10, 3, 1.0), 0.0);
+    }
+
+    /// The summary judges the members the asked node lists by which of
+    /// them answered the tool, with its R and transition: one of three
+    /// unreachable with R = 3 is degraded, two are unavailable.
+    #[test]
+    fn health_from_the_samples() {
+        let t0 = Instant::now();
+        let mut asked = sample(t0, 0, &["self", "up", "down"]).view;
+        asked.read_version = 1;
+        let report = |port: u16, ok: bool| NodeReport {
+            url: format!("http://a:{port}"),
+            outcome: if ok {
+                Ok((sample(t0, 0, &["self"]), None))
+            } else {
+                Err("refused".into())
+            },
+        };
+        let o = observed(
+            &asked,
+            &[report(1, true), report(2, true), report(3, false)],
+        );
+        assert_eq!((o.members, o.answering, o.transition), (3, 2, Some((1, 2))));
+        assert_eq!(
+            health_line(&o),
+            "health: degraded, quorum: all_keys; 2 of 3 members answer; transition 1 -> 2"
+        );
+        let o = observed(
+            &asked,
+            &[report(1, true), report(2, false), report(3, false)],
+        );
+        assert!(health_line(&o).starts_with("health: unavailable, quorum: no_keys; 1 of 3"));
+        // A node of no live layout is not counted.
+        asked.nodes[2].not_member = true;
+        let o = observed(
+            &asked,
+            &[report(1, true), report(2, true), report(3, false)],
+        );
+        assert_eq!((o.members, o.answering), (2, 2));
     }
 }

@@ -1,7 +1,7 @@
 //! One node's answer to `GET /v0/cluster`, parsed leniently:
 //!
 //! ```json
-//! {"self":"http://127.0.0.1:19234","layout_version":1,"read_version":1,
+//! {"self":"http://127.0.0.1:19234","layout_version":1,"read_version":1,"replication_factor":1,
 //!  "nodes":[{"url":"http://127.0.0.1:19234","member":true,"state":"self","hints_pending":0,
 //!            "hint_bytes":0,"sent":0,"failed":0}],
 //!  "requests":{"get":0,"put":0,"delete":0}}
@@ -58,6 +58,11 @@ pub struct ClusterView {
     pub self_url: String,
     /// The newest live layout version it runs with (0: not said).
     pub layout_version: u64,
+    /// The version its reads use (below `layout_version` during a
+    /// transition; 0: not said).
+    pub read_version: u64,
+    /// `R` of its live version with the fewest replicas (0: not said).
+    pub replication_factor: u64,
     /// Every node of the cluster as the answering node sees it.
     pub nodes: Vec<PeerView>,
     /// The answering node's request counters.
@@ -130,6 +135,8 @@ impl ClusterView {
         Ok(ClusterView {
             self_url: text(&value, "self"),
             layout_version: counter(&value, "layout_version"),
+            read_version: counter(&value, "read_version"),
+            replication_factor: counter(&value, "replication_factor"),
             nodes,
             requests,
         })

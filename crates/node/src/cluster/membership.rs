@@ -47,6 +47,8 @@ pub struct Membership {
     pub workers: super::workers::Workers,
     /// Every node's latest copy figures, as gossip brings them.
     pub copies: super::copy_figures::CopyBoard,
+    /// Which nodes answered the last layout gossip call (`super::reach`).
+    pub reach: super::reach::ReachBoard,
     /// The dead declarations last stored: the transition's version and
     /// the nodes. Locked only under `state`'s lock.
     dead_stored: Mutex<(u64, Vec<String>)>,
@@ -93,6 +95,7 @@ impl Membership {
             generation: AtomicU64::new(1),
             workers: super::workers::Workers::default(),
             copies: super::copy_figures::CopyBoard::default(),
+            reach: super::reach::ReachBoard::default(),
             dead_stored: Mutex::new(dead_stored),
         }
     }

@@ -70,6 +70,7 @@ pub mod node_ids;
 pub mod node_table;
 pub mod placement;
 pub mod propose;
+pub mod reach;
 pub mod transition;
 pub mod transition_rules;
 pub mod transition_state;

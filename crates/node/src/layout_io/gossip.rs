@@ -93,17 +93,22 @@ pub fn round(io: &HttpVoters<'_>, membership: &Membership) {
         },
         _ => return,
     };
+    membership.reach.keep_only(&urls);
     std::thread::scope(|s| {
         for url in &urls {
             let request = &request;
             let spawned = std::thread::Builder::new()
                 .name("ataman-layout-call".into())
                 .spawn_scoped(s, move || {
+                    let reply = io.call(url, request);
+                    membership
+                        .reach
+                        .note(url, matches!(reply, Some(Reply::Gossip { .. })));
                     if let Some(Reply::Gossip {
                         live,
                         trackers,
                         copy,
-                    }) = io.call(url, request)
+                    }) = reply
                     {
                         if let Err(e) = learn::absorb(membership, live, &trackers) {
                             tracing::warn!(peer = %url, error = %e, "layout gossip: not stored");

@@ -8,7 +8,8 @@ use crate::auth::{Denied, Role};
 /// The least role `command` needs; `None`: open to anyone (health checks).
 pub fn needed(command: &Command<'_>) -> Option<Role> {
     match command {
-        Command::Status => None,
+        // Health: probes carry no token, and none says anything about keys.
+        Command::Status | Command::Livez | Command::Readyz | Command::ClusterHealth => None,
         Command::Get { .. }
         | Command::GetVersion { .. }
         | Command::Range { .. }
@@ -45,6 +46,9 @@ mod tests {
     fn commands() -> Vec<Command<'static>> {
         vec![
             Command::Status,
+            Command::Livez,
+            Command::Readyz,
+            Command::ClusterHealth,
             Command::Get {
                 key: b"k".to_vec(),
                 ack: 1,
@@ -95,7 +99,7 @@ mod tests {
             assert_eq!(got, expected(&command), "{command:?}");
         }
         assert_eq!(
-            authorize(Role::Read, &commands()[6]),
+            authorize(Role::Read, &commands()[9]),
             Err(Denied {
                 needed: Role::Write
             })

@@ -682,6 +682,9 @@ impl Conn {
                 Command::InternalRange { start, end }
             }
             Action::Status => Command::Status,
+            Action::Livez => Command::Livez,
+            Action::Readyz => Command::Readyz,
+            Action::ClusterHealth => Command::ClusterHealth,
             Action::Cluster => Command::Cluster,
             Action::Layout => Command::Layout,
             Action::LayoutChange { version, change } => Command::LayoutChange { version, change },

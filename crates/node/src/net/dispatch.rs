@@ -68,6 +68,12 @@ pub enum Command<'a> {
     },
     /// Health.
     Status,
+    /// `GET /livez` (`super::health`).
+    Livez,
+    /// `GET /readyz` (`super::health`).
+    Readyz,
+    /// `GET /v0/cluster/health` (`super::health`).
+    ClusterHealth,
     /// This node's view of the cluster.
     Cluster,
     /// The layout this node runs with.
@@ -138,6 +144,9 @@ pub fn dispatch(
             &shared.transition,
             super::membership_gate::self_url(shared),
         )),
+        Command::Livez => Dispatched::Now(super::health::livez(shared)),
+        Command::Readyz => Dispatched::Now(super::health::readyz(shared)),
+        Command::ClusterHealth => Dispatched::Now(super::health::cluster_health(shared)),
         Command::Cluster => {
             let text = crate::replication::status::render_json(shared);
             Dispatched::Now(Answer::Document(Format::Json, text))

@@ -41,6 +41,7 @@ mod conn_driver_tests;
 pub mod dispatch;
 mod event_loop;
 pub mod fence;
+pub mod health;
 pub mod membership_gate;
 pub mod peer_conn;
 pub mod render;

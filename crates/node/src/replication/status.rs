@@ -27,6 +27,17 @@ fn listed(shared: &NodeShared, placement: &Placement) -> Vec<usize> {
         .collect()
 }
 
+/// `R` of the live version with the fewest replicas: the one the health
+/// judgement uses (the health module's `cluster_health`).
+pub fn replication_factor_min(placement: &Placement) -> usize {
+    placement
+        .placed()
+        .layouts()
+        .map(|l| l.replication_factor)
+        .min()
+        .unwrap_or(1)
+}
+
 /// `/v0/cluster`: this node, the layout version, every listed node's link
 /// state, hints pending for it, request counters (docs/CLUSTER.md).
 pub fn render_json(shared: &NodeShared) -> String {
@@ -37,9 +48,10 @@ pub fn render_json(shared: &NodeShared) -> String {
     json_string(&mut out, placement.self_url());
     let _ = write!(
         out,
-        ",\"layout_version\":{},\"read_version\":{}",
+        ",\"layout_version\":{},\"read_version\":{},\"replication_factor\":{}",
         placement.version(),
-        placement.read_version()
+        placement.read_version(),
+        replication_factor_min(&placement)
     );
     out.push_str(",\"nodes\":[");
     for (n, &i) in nodes.iter().enumerate() {
