@@ -328,6 +328,10 @@ pub enum PlantedBug {
     /// bootstrap member's) once added, instead of its id in the layout, as
     /// it did when the id was its position in the start-up list.
     JoinedTakesIdZero,
+    /// The slow log keeps an HTTP write's value where its key belongs
+    /// (`net::conn::slow_note`): the negative control of the slow log's
+    /// "never a value" check (`tests/slowlog.rs`).
+    SlowlogKeepsValue,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -350,8 +354,9 @@ fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
         "connection-panic" => Ok(PlantedBug::ConnectionPanic),
         "copy-skips-partitioned-leaving-node" => Ok(PlantedBug::CopySkipsPartitionedLeavingNode),
         "joined-takes-id-zero" => Ok(PlantedBug::JoinedTakesIdZero),
+        "slowlog-keeps-value" => Ok(PlantedBug::SlowlogKeepsValue),
         other => Err(format!(
-            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node or joined-takes-id-zero, not {other:?}"
+            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero or slowlog-keeps-value, not {other:?}"
         )),
     }
 }

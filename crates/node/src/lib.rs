@@ -24,7 +24,8 @@
 //! - [`decimal_file`]: the one-line durable files (`LAST-SEEN`, `CLOCK`).
 //! - [`descriptors`]: the descriptor limit, the node's reserve, the client
 //!   connection cap.
-//! - [`metrics`]: request metrics and the `/metrics` page.
+//! - [`metrics`]: request metrics and the `/metrics` page; [`slowlog`]: the
+//!   slow log (the last requests over a threshold, with their stages).
 //! - [`fault_control`]: the `--fault-control` test hook (disk full, clock jumps).
 //!
 //! ## Threads
@@ -59,6 +60,7 @@ pub mod peer;
 pub mod range;
 pub mod refill;
 pub mod replication;
+pub mod slowlog;
 pub mod state;
 pub mod tls;
 pub mod ttl;
@@ -219,6 +221,12 @@ fn write_durability(config: &NodeConfig) -> Durability {
         Some(PlantedBug::JoinedTakesIdZero) => {
             tracing::error!(
                 "PLANTED BUG joined-takes-id-zero: a node started with --join stamps with node id 0 once added; two coordinators issue one timestamp. Test use only."
+            );
+            Durability::Complete
+        }
+        Some(PlantedBug::SlowlogKeepsValue) => {
+            tracing::error!(
+                "PLANTED BUG slowlog-keeps-value: the slow log keeps an HTTP write's value in place of its key. Test use only."
             );
             Durability::Complete
         }
@@ -405,7 +413,8 @@ impl cluster::transition::Copier for TransferCopier {
             Some(
                 PlantedBug::AckBeforeWal
                 | PlantedBug::JoinedTakesIdZero
-                | PlantedBug::ConnectionPanic,
+                | PlantedBug::ConnectionPanic
+                | PlantedBug::SlowlogKeepsValue,
             )
             | None => Mode::Sound,
         };
