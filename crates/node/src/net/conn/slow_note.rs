@@ -89,7 +89,8 @@ impl Conn {
         marks: Option<StageMarks>,
     ) {
         let log = &ctx.shared.metrics.slowlog;
-        if !log.is_slow(duration_us) {
+        // Requests on keys only (docs/API.md "Slow log").
+        if facts.keys == 0 || !log.is_slow(duration_us) {
             return;
         }
         let client = self
