@@ -78,7 +78,7 @@ pub fn parse(args: &[Cow<'_, [u8]>]) -> Result<Op, Reply> {
 /// other option is refused (ataman's options are set at start).
 pub fn config_set(args: &[Cow<'_, [u8]>]) -> Result<Op, Reply> {
     let pairs = &args[2..];
-    if pairs.is_empty() || pairs.len() % 2 != 0 {
+    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
         return Err(wrong_arity("config|set"));
     }
     let mut threshold_us = None;
