@@ -46,6 +46,9 @@ fn needs(action: &Action) -> Needs {
         | Action::RepairStatus
         | Action::Metrics => Needs::Role(1),
         Action::Put { .. } | Action::Delete { .. } => Needs::Role(2),
+        // Reading the slow log: read; changing it: admin (docs/API.md).
+        Action::Slowlog(op) if op.changes() => Needs::Role(3),
+        Action::Slowlog(_) => Needs::Role(1),
         Action::LayoutChange { .. } | Action::LayoutPlan { .. } | Action::RepairStart => {
             Needs::Role(3)
         }
@@ -78,6 +81,12 @@ fn examples(endpoint: Endpoint) -> Vec<(&'static str, &'static str)> {
         Endpoint::Layout => vec![("", ""), ("version=2&replication_factor=1", "")],
         Endpoint::LayoutPlan => vec![("replication_factor=1", "")],
         Endpoint::Repair => vec![("", "")],
+        Endpoint::Slowlog => vec![
+            ("", ""),
+            ("limit=1", ""),
+            ("reset=1", ""),
+            ("threshold_us=10000&max_len=128", ""),
+        ],
     }
 }
 

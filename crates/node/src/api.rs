@@ -111,6 +111,8 @@ pub enum Action {
     RepairStatus,
     /// Prometheus metrics.
     Metrics,
+    /// Read (`GET /v0/slowlog`) or change (`POST /v0/slowlog`) the slow log.
+    Slowlog(crate::slowlog::Op),
     /// Answer with an error.
     Error(HttpError),
 }
@@ -142,6 +144,8 @@ pub enum Route {
     InternalLayout,
     /// GET /livez, /readyz and /v0/cluster/health.
     Health,
+    /// GET and POST /v0/slowlog.
+    Slowlog,
     /// Anything else (errors).
     Other,
 }
@@ -161,6 +165,7 @@ impl Route {
         Route::InternalRange,
         Route::InternalLayout,
         Route::Health,
+        Route::Slowlog,
         Route::Other,
     ];
 
@@ -179,6 +184,7 @@ impl Route {
             Route::InternalRange => "internal_range",
             Route::InternalLayout => "internal_layout",
             Route::Health => "health",
+            Route::Slowlog => "slowlog",
             Route::Other => "other",
         }
     }
@@ -216,7 +222,7 @@ fn not_allowed(allow: &str) -> Action {
 pub fn allow_for(path: &[u8]) -> &'static str {
     match path {
         b"/v0/entity" => "GET, PUT, DELETE",
-        b"/v0/repair" | b"/v0/layout" => "GET, POST",
+        b"/v0/repair" | b"/v0/layout" | b"/v0/slowlog" => "GET, POST",
         b"/v0/internal/layout" => "POST",
         _ => "GET",
     }
@@ -380,6 +386,54 @@ fn layout_change(query: &Query<'_>) -> Action {
     }
 }
 
+/// `GET /v0/slowlog[?limit=n]`: the newest `n` entries (all held without it).
+fn slowlog_get(params: &Params<'_>) -> Action {
+    let [limit] = params.pick(["limit"]);
+    match number(limit) {
+        Ok(limit) => Action::Slowlog(crate::slowlog::Op::Get {
+            count: limit.map_or(usize::MAX, |n| n as usize),
+        }),
+        Err(refused) => refused,
+    }
+}
+
+/// `POST /v0/slowlog?reset=1`, or `?threshold_us=N` (negative: off)
+/// and/or `max_len=N`.
+fn slowlog_post(params: &Params<'_>) -> Action {
+    use crate::slowlog::{LEN_MAX, Op};
+    let [reset, threshold, len_max] = params.pick(["reset", "threshold_us", "max_len"]);
+    (|| {
+        let reset = reset.one()?;
+        let threshold = match threshold.one()? {
+            None => None,
+            Some(raw) => Some(
+                std::str::from_utf8(&raw)
+                    .ok()
+                    .and_then(|t| t.parse::<i64>().ok())
+                    .ok_or_else(|| bad("threshold_us must be an integer (negative: off)"))?,
+            ),
+        };
+        let len_max = match number(len_max)? {
+            Some(n) if n as usize > LEN_MAX => {
+                return Err(bad(format!("max_len must be at most {LEN_MAX}")));
+            }
+            n => n.map(|n| n as usize),
+        };
+        match (reset.as_deref(), threshold, len_max) {
+            (Some(b"1"), None, None) => Ok(Action::Slowlog(Op::Reset)),
+            (Some(_), ..) => Err(bad("reset takes 1 and no other parameter")),
+            (None, None, None) => Err(bad(
+                "POST /v0/slowlog needs reset=1, threshold_us or max_len",
+            )),
+            (None, threshold_us, len_max) => Ok(Action::Slowlog(Op::Set {
+                threshold_us,
+                len_max,
+            })),
+        }
+    })()
+    .unwrap_or_else(|e| e)
+}
+
 /// The paths the router serves, one per entry of [`ENDPOINTS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {
@@ -411,12 +465,14 @@ pub enum Endpoint {
     Readyz,
     /// `/v0/cluster/health`: GET, open to anyone.
     ClusterHealth,
+    /// `/v0/slowlog`: GET, POST.
+    Slowlog,
 }
 
 /// The route table: every path [`route`] serves. A request reaches an
 /// endpoint only through this table (any other path is 400), so a test
 /// that walks it walks every endpoint (`net::route_auth_tests`).
-pub const ENDPOINTS: [(&str, Endpoint); 14] = [
+pub const ENDPOINTS: [(&str, Endpoint); 15] = [
     ("/v0/entity", Endpoint::Entity),
     ("/v0/entities", Endpoint::Entities),
     ("/v0/internal/range", Endpoint::InternalRange),
@@ -431,6 +487,7 @@ pub const ENDPOINTS: [(&str, Endpoint); 14] = [
     ("/livez", Endpoint::Livez),
     ("/readyz", Endpoint::Readyz),
     ("/v0/cluster/health", Endpoint::ClusterHealth),
+    ("/v0/slowlog", Endpoint::Slowlog),
 ];
 
 /// The endpoint of `path`, if the router serves it.
@@ -578,6 +635,11 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
             Method::Other(m) if m == "POST" => (Route::Repair, Action::RepairStart),
             _ => (Route::Repair, not_allowed(allow_for(head.path))),
         },
+        Endpoint::Slowlog => match &head.method {
+            Method::Get => (Route::Slowlog, slowlog_get(&params)),
+            Method::Other(m) if m == "POST" => (Route::Slowlog, slowlog_post(&params)),
+            _ => (Route::Slowlog, not_allowed(allow_for(head.path))),
+        },
         Endpoint::Status
         | Endpoint::Cluster
         | Endpoint::Metrics
@@ -615,6 +677,53 @@ mod tests {
             Action::Error(e) => e.status,
             other => panic!("expected an error, got {other:?}"),
         }
+    }
+
+    /// `/v0/slowlog`: GET reads (all, or `limit`), POST changes (one
+    /// reset, or a threshold and/or a capacity within its bound); the
+    /// rest is 400 or 405.
+    #[test]
+    fn slowlog_routes() {
+        use crate::slowlog::{LEN_MAX, Op};
+        let get = |q: &str| act(&format!("GET /v0/slowlog{q} HTTP/1.1\r\n\r\n"));
+        let post = |q: &str| act(&format!("POST /v0/slowlog{q} HTTP/1.1\r\n\r\n"));
+        assert_eq!(get(""), Action::Slowlog(Op::Get { count: usize::MAX }));
+        assert_eq!(get("?limit=3"), Action::Slowlog(Op::Get { count: 3 }));
+        assert_eq!(post("?reset=1"), Action::Slowlog(Op::Reset));
+        assert_eq!(
+            post("?threshold_us=-1"),
+            Action::Slowlog(Op::Set {
+                threshold_us: Some(-1),
+                len_max: None
+            })
+        );
+        assert_eq!(
+            post(&format!("?max_len={LEN_MAX}&threshold_us=0")),
+            Action::Slowlog(Op::Set {
+                threshold_us: Some(0),
+                len_max: Some(LEN_MAX)
+            })
+        );
+        for q in [
+            "",
+            "?reset=2",
+            "?reset=1&max_len=3",
+            "?threshold_us=x",
+            "?max_len=-1",
+            "?max_len=10001",
+        ] {
+            let a = post(q);
+            assert!(
+                matches!(&a, Action::Error(e) if e.status == Status::BadRequest),
+                "{q}: {a:?}"
+            );
+        }
+        assert!(matches!(get("?limit=x"), Action::Error(_)));
+        assert_eq!(
+            status("DELETE /v0/slowlog HTTP/1.1\r\n\r\n"),
+            Status::MethodNotAllowed
+        );
+        assert_eq!(allow_for(b"/v0/slowlog"), "GET, POST");
     }
 
     /// Valid requests map to their actions.

@@ -171,7 +171,7 @@ pub struct ServeArgs {
 #[cfg(feature = "planted-bugs")]
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct PlantedBugArgs {
-    /// Test hook: a deliberate bug for a negative control: `ack-before-wal`, `connection-panic`, `copy-skips-partitioned-leaving-node`, `joined-takes-id-zero`, `add-checks-only-status`, `range-alone-outside-read-set`, `livez-follows-peers`, `readyz-ignores-copy` or `no-startup-responder`.
+    /// Test hook: a deliberate bug for a negative control: `ack-before-wal`, `connection-panic`, `copy-skips-partitioned-leaving-node`, `joined-takes-id-zero`, `add-checks-only-status`, `range-alone-outside-read-set`, `livez-follows-peers`, `readyz-ignores-copy`, `no-startup-responder` or `slowlog-keeps-value`.
     #[arg(long, env = "ATAMAN_DEBUG_PLANTED_BUG", hide = true)]
     pub debug_planted_bug: Option<String>,
 }
@@ -350,6 +350,10 @@ pub enum PlantedBug {
     /// answers nothing until the log is replayed: the negative control of
     /// the replay readiness test.
     NoStartupResponder,
+    /// The slow log keeps an HTTP write's value where its key belongs
+    /// (`net::conn::slow_note`): the negative control of the slow log's
+    /// "never a value" check (`tests/slowlog.rs`).
+    SlowlogKeepsValue,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -377,8 +381,9 @@ fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
         "livez-follows-peers" => Ok(PlantedBug::LivezFollowsPeers),
         "readyz-ignores-copy" => Ok(PlantedBug::ReadyzIgnoresCopy),
         "no-startup-responder" => Ok(PlantedBug::NoStartupResponder),
+        "slowlog-keeps-value" => Ok(PlantedBug::SlowlogKeepsValue),
         other => Err(format!(
-            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy or no-startup-responder, not {other:?}"
+            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder or slowlog-keeps-value, not {other:?}"
         )),
     }
 }

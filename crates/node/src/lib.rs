@@ -24,7 +24,8 @@
 //! - [`decimal_file`]: the one-line durable files (`LAST-SEEN`, `CLOCK`).
 //! - [`descriptors`]: the descriptor limit, the node's reserve, the client
 //!   connection cap.
-//! - [`metrics`]: request metrics and the `/metrics` page.
+//! - [`metrics`]: request metrics and the `/metrics` page; [`slowlog`]: the
+//!   slow log (the last requests over a threshold, with their stages).
 //! - [`fault_control`]: the `--fault-control` test hook (disk full, clock jumps).
 //! - [`health`]: `/livez`, `/readyz` and the cluster health view's rules;
 //!   the start-up responder.
@@ -63,6 +64,7 @@ pub mod peer;
 pub mod range;
 pub mod refill;
 pub mod replication;
+pub mod slowlog;
 pub mod state;
 pub mod tls;
 pub mod ttl;
@@ -245,6 +247,12 @@ fn write_durability(config: &NodeConfig) -> Durability {
         Some(PlantedBug::RangeAloneOutsideReadSet) => {
             tracing::error!(
                 "PLANTED BUG range-alone-outside-read-set: a node outside the read set answers an ack=1 cluster range from its own data. Test use only."
+            );
+            Durability::Complete
+        }
+        Some(PlantedBug::SlowlogKeepsValue) => {
+            tracing::error!(
+                "PLANTED BUG slowlog-keeps-value: the slow log keeps an HTTP write's value in place of its key. Test use only."
             );
             Durability::Complete
         }
@@ -436,7 +444,8 @@ impl cluster::transition::Copier for TransferCopier {
                 | PlantedBug::RangeAloneOutsideReadSet
                 | PlantedBug::LivezFollowsPeers
                 | PlantedBug::ReadyzIgnoresCopy
-                | PlantedBug::NoStartupResponder,
+                | PlantedBug::NoStartupResponder
+                | PlantedBug::SlowlogKeepsValue,
             )
             | None => Mode::Sound,
         };

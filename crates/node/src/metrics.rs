@@ -73,10 +73,13 @@ pub struct NodeMetrics {
     /// RESP commands served, by the command table's index (rendered by
     /// `net::resp`, which names them).
     pub resp_commands: [AtomicU64; RESP_COMMAND_KINDS],
+    /// The slow log: requests over a threshold, with their stages
+    /// (`crate::slowlog`; read by `SLOWLOG` and `GET /v0/slowlog`).
+    pub slowlog: crate::slowlog::SlowLog,
 }
 
 /// Counters of RESP commands: one per served command and one for the rest.
-pub const RESP_COMMAND_KINDS: usize = 40;
+pub const RESP_COMMAND_KINDS: usize = 41;
 
 impl Default for NodeMetrics {
     fn default() -> Self {
@@ -106,6 +109,7 @@ impl Default for NodeMetrics {
             peer_batch_frames: Histogram::default(),
             peer_reply_batch_frames: Histogram::default(),
             resp_commands: std::array::from_fn(|_| AtomicU64::new(0)),
+            slowlog: crate::slowlog::SlowLog::default(),
         }
     }
 }
@@ -180,10 +184,13 @@ pub(crate) fn gauge(
 
 impl NodeMetrics {
     /// Counts one answered request and its latency.
-    pub fn record(&self, route: Route, status: Status, started: Instant) {
+    /// Returns the latency, µs (the slow log's test of it).
+    pub fn record(&self, route: Route, status: Status, started: Instant) -> u64 {
         let r = route.index();
         self.requests[r][status as usize].fetch_add(1, Ordering::Relaxed);
-        self.latency_us[r].record(started.elapsed().as_micros() as u64);
+        let us = started.elapsed().as_micros() as u64;
+        self.latency_us[r].record(us);
+        us
     }
 
     /// Requests answered with `status` on `route`.

@@ -18,6 +18,12 @@ pub fn needed(command: &Command<'_>) -> Option<Role> {
         | Command::Cluster
         | Command::RepairStatus
         | Command::Metrics => Some(Role::Read),
+        // Reading the slow log shows keys (cut), sizes and client
+        // addresses, never values: the read role, as the metrics and the
+        // dashboard; changing it (a threshold of 0 costs every request a
+        // lock) is the admin's (docs/RESP.md "Slow log").
+        Command::Slowlog(op) if op.changes() => Some(Role::Admin),
+        Command::Slowlog(_) => Some(Role::Read),
         Command::Write { .. } => Some(Role::Write),
         Command::RepairStart | Command::LayoutChange { .. } | Command::LayoutPlan { .. } => {
             Some(Role::Admin)
@@ -76,6 +82,13 @@ mod tests {
                 from: 1,
             },
             Command::RepairStart,
+            Command::Slowlog(crate::slowlog::Op::Get { count: 1 }),
+            Command::Slowlog(crate::slowlog::Op::Len),
+            Command::Slowlog(crate::slowlog::Op::Reset),
+            Command::Slowlog(crate::slowlog::Op::Set {
+                threshold_us: Some(0),
+                len_max: None,
+            }),
             Command::LayoutChange {
                 version: 2,
                 change: crate::cluster::layout::Change::default(),
@@ -91,6 +104,7 @@ mod tests {
             Command::Status => [true, true, true],
             Command::Write { .. } => [false, true, true],
             Command::RepairStart | Command::LayoutChange { .. } => [false, false, true],
+            Command::Slowlog(op) if op.changes() => [false, false, true],
             _ => [true, true, true],
         };
         for command in commands() {

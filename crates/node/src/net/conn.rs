@@ -31,6 +31,7 @@ use crate::http::request::{HttpError, Limits, Parsed, RequestHead, parse_head};
 use crate::http::response::{Persist, write_chunk, write_chunked_head, write_last_chunk};
 use crate::replication::coordinator::Decision;
 use crate::replication::{ReplyTo, Request};
+use crate::slowlog::{Protocol, StageMarks};
 use crate::state::NetContext;
 use crate::tls::transport::Transport;
 use ataman_engine::ScanIter;
@@ -44,6 +45,7 @@ mod internal_side;
 mod resp_count;
 mod resp_scan;
 mod resp_side;
+mod slow_note;
 
 /// Answers a connection may have outstanding before parsing pauses.
 pub const SLOTS_MAX: usize = 256;
@@ -71,6 +73,8 @@ pub enum Slot {
         persist: Persist,
         /// When the request was parsed.
         started: Instant,
+        /// What the slow log keeps of it, if it turns out slow.
+        facts: crate::slowlog::Facts,
     },
     /// A RESP command on keys, gathering its keys' answers into one reply.
     Gather(Box<resp_side::Gather>),
@@ -699,6 +703,7 @@ impl Conn {
             Action::RepairStart => Command::RepairStart,
             Action::RepairStatus => Command::RepairStatus,
             Action::Metrics => Command::Metrics,
+            Action::Slowlog(op) => Command::Slowlog(op),
         };
         if let Err(refusal) = admit(&ctx.shared.auth, &credential, &command) {
             return self.push_answer(ctx, route, persist, started, &refusal);
@@ -708,13 +713,19 @@ impl Conn {
             generation: self.generation,
             slot: self.base_slot + self.slots.len() as u64,
         };
+        let facts = slow_note::http_facts(ctx, route, &command);
         match dispatch(ctx, replicated, reply_to, command) {
-            Dispatched::Now(answer) => self.push_answer(ctx, route, persist, started, &answer),
+            Dispatched::Now(answer) => {
+                self.push_answer(ctx, route, persist, started, &answer);
+                let us = started.elapsed().as_micros() as u64;
+                self.note_slow(ctx, (Protocol::Http, &facts), started, us, None);
+            }
             Dispatched::Later(awaited) => self.push_slot(Slot::Waiting {
                 awaited,
                 route,
                 persist,
                 started,
+                facts,
             }),
             Dispatched::Stream(iter, encoding) => self.push_slot(Slot::Stream {
                 iter,
@@ -741,8 +752,16 @@ impl Conn {
 
     /// Fills a replicated request's slot with the coordinator's verdict
     /// (`Err`: refused before it started, 503).
-    pub fn decide(&mut self, ctx: &NetContext, slot: u64, verdict: Result<Decision, String>) {
-        self.fill(ctx, slot, |awaited| answer::decided(awaited, verdict));
+    pub fn decide(
+        &mut self,
+        ctx: &NetContext,
+        slot: u64,
+        verdict: Result<Decision, String>,
+        marks: Option<StageMarks>,
+    ) {
+        self.fill(ctx, slot, marks, |awaited| {
+            answer::decided(awaited, verdict)
+        });
     }
 
     /// Fills a waiting slot with the engine's answer.
@@ -753,16 +772,22 @@ impl Conn {
         result: Result<(), String>,
         invalid: bool,
     ) {
-        self.fill(ctx, slot, |awaited| {
+        self.fill(ctx, slot, None, |awaited| {
             answer::written(awaited, result, invalid, ctx.db.out_of_space())
         });
     }
 
     /// Fills waiting slot `slot` with the answer `answer_for` gives for what
     /// it waits for; a slot no longer waiting (the connection moved on) is left.
-    fn fill(&mut self, ctx: &NetContext, slot: u64, answer_for: impl FnOnce(Awaited) -> Answer) {
+    fn fill(
+        &mut self,
+        ctx: &NetContext,
+        slot: u64,
+        marks: Option<StageMarks>,
+        answer_for: impl FnOnce(Awaited) -> Answer,
+    ) {
         if self.resp.is_some() {
-            return self.fill_part(slot, answer_for);
+            return self.fill_part(ctx, slot, marks, answer_for);
         }
         let Some(index) = slot.checked_sub(self.base_slot) else {
             return;
@@ -773,13 +798,15 @@ impl Conn {
             route,
             persist,
             started,
+            facts,
         }) = self.slots.get(index)
         else {
             return;
         };
         let answer = answer_for(awaited);
         let status = self.fill_with(index, |out| render(out, &answer, persist));
-        ctx.shared.metrics.record(route, status, started);
+        let us = ctx.shared.metrics.record(route, status, started);
+        self.note_slow(ctx, (Protocol::Http, &facts), started, us, marks);
     }
 
     /// Queues `slot` behind the answers owed before it.

@@ -363,6 +363,7 @@ impl Driven {
                     &self.ctx,
                     r.reply_to.slot,
                     Err("conn driver: no replicas".into()),
+                    None,
                 );
             }
             conn.run_chains(&self.ctx, 0, &mut self.replicated);

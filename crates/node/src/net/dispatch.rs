@@ -99,6 +99,9 @@ pub enum Command<'a> {
     RepairStatus,
     /// The metrics page.
     Metrics,
+    /// Read or change the slow log (`GET`/`POST /v0/slowlog`, `SLOWLOG`,
+    /// `CONFIG SET slowlog-…`).
+    Slowlog(crate::slowlog::Op),
 }
 
 /// What became of a command.
@@ -181,6 +184,7 @@ pub fn dispatch(
             }
             Dispatched::Now(Answer::Document(Format::Metrics, text))
         }
+        Command::Slowlog(op) => Dispatched::Now(slowlog(&shared.metrics.slowlog, op)),
         Command::Get { key, ack, from } if !local_only(ctx, &key, ack, from, false) => {
             replicated.push(replicated_request(
                 reply_to,
@@ -391,4 +395,19 @@ fn write_locally(
         done: callback,
     });
     Dispatched::Later(awaited_write(value))
+}
+
+/// `GET /v0/slowlog` (the newest entries) and `POST /v0/slowlog` (a
+/// change, answered with the settings it left).
+fn slowlog(log: &crate::slowlog::SlowLog, op: crate::slowlog::Op) -> Answer {
+    use crate::slowlog::{Op, render_json};
+    let count = match op {
+        Op::Get { count } => count,
+        Op::Len => 0,
+        Op::Reset | Op::Set { .. } => match log.apply(op) {
+            Ok(()) => 0,
+            Err(why) => return Answer::Failed(answer::Failure::Invalid, why),
+        },
+    };
+    Answer::Document(Format::Json, render_json(log, count))
 }

@@ -420,9 +420,9 @@ impl Loop {
             }
             self.submit_pending();
             self.repl.flush(&self.ctx, self.poll.registry());
-            for (to, verdict) in self.repl.take_replies() {
+            for (to, verdict, marks) in self.repl.take_replies() {
                 let done = self.guarded(to.token, Some(to.generation), |conn, ctx, repl, _| {
-                    conn.decide(ctx, to.slot, verdict);
+                    conn.decide(ctx, to.slot, verdict, marks);
                     conn.run_chains(ctx, to.token, repl);
                 });
                 if done.is_some() {

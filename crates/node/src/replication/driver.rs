@@ -480,6 +480,16 @@ impl<T: Copy> Replicator<T> {
         }
     }
 
+    /// Where the answer of request `index` goes, if it is live in
+    /// `generation` (the slow log marks its replicas' answers by it).
+    pub fn reply_to_of(&self, index: usize, generation: u64) -> Option<T> {
+        let entry = self.table.get(index)?;
+        if entry.generation != generation {
+            return None;
+        }
+        entry.live.as_ref().map(|live| live.reply_to)
+    }
+
     /// Node `node` answered (or failed) the request `waiter` waits for.
     /// `stamp` re-stamps a write a replica holds a newer version of.
     pub fn on_answer(

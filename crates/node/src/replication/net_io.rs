@@ -21,12 +21,16 @@
 //! delivers hints.
 
 use super::coordinator::{Decision, ReplicaAnswer, ReplicaOp};
-use super::driver::{self, Action, DriverConfig, PeerRequest, Replicator, Waiter};
+use super::driver::{
+    self, Action, COORDINATIONS_MAX, DriverConfig, PeerRequest, Replicator, Waiter,
+};
 use super::local::{local_read, local_write};
 use crate::peer::frame::Message;
 use crate::peer::link::{LinkWaiter, PeerLink, PeerReply};
+use crate::slowlog::StageMarks;
 use crate::state::{NetContext, Target};
 use mio::{Registry, Token};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -34,7 +38,7 @@ use std::time::{Duration, Instant};
 pub const LINK_TOKEN_BASE: usize = usize::MAX / 2;
 
 /// Where a replicated request's answer goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ReplyTo {
     /// The connection's token.
     pub token: usize,
@@ -59,8 +63,9 @@ pub struct Request {
     pub from: usize,
 }
 
-/// A decided answer, for the event loop to put in its slot (`Err`: 503).
-pub type Reply = (ReplyTo, Result<Decision, String>);
+/// A decided answer, for the event loop to put in its slot (`Err`: 503),
+/// with its stages for the slow log (`None` while the slow log is off).
+pub type Reply = (ReplyTo, Result<Decision, String>, Option<StageMarks>);
 
 impl LinkWaiter for Waiter {
     fn is_client_request(&self) -> bool {
@@ -85,6 +90,11 @@ pub struct ReplicationIo {
     /// replication timeout ([`ReplicationIo::tick`]). At most one entry
     /// per replica of a request in flight: bounded by the driver's table.
     fenced: Vec<(usize, Waiter, Instant)>,
+    /// The slow log's marks of the client requests not answered yet
+    /// (taken with their answer): at most one per request in the
+    /// driver's table, so at most [`COORDINATIONS_MAX`]; none while the
+    /// slow log is off.
+    marks: HashMap<ReplyTo, StageMarks>,
 }
 
 impl ReplicationIo {
@@ -108,6 +118,7 @@ impl ReplicationIo {
             delivers_hints: ctx.index == 0,
             rehoming: super::rehome::Rehoming::default(),
             fenced: Vec::new(),
+            marks: HashMap::new(),
         };
         io.grow_links(ctx);
         io
@@ -160,9 +171,14 @@ impl ReplicationIo {
 
     /// Starts requests on all their replicas at once.
     pub fn start(&mut self, ctx: &NetContext, registry: &Registry, requests: Vec<Request>) {
-        let now_ms = self.ms(Instant::now());
+        let now = Instant::now();
+        let now_ms = self.ms(now);
         let placement = ctx.placement();
+        let marking = ctx.shared.metrics.slowlog.threshold_us() >= 0;
         for request in requests {
+            if marking && self.marks.len() < COORDINATIONS_MAX {
+                self.marks.insert(request.reply_to, StageMarks::new(now));
+            }
             match placed_request(&placement, request) {
                 Ok(request) => {
                     if !request.sets.is_empty() {
@@ -173,7 +189,10 @@ impl ReplicationIo {
                     }
                     self.driver.start(now_ms, request);
                 }
-                Err((to, why)) => self.replies.push((to, Err(why))),
+                Err((to, why)) => {
+                    self.marks.remove(&to);
+                    self.replies.push((to, Err(why), None));
+                }
             }
             self.drive(ctx, registry);
         }
@@ -206,6 +225,15 @@ impl ReplicationIo {
     /// Feeds the driver `node`'s answer to `waiter` (what it leads to is
     /// queued for [`ReplicationIo::drive`]).
     fn answer(&mut self, ctx: &NetContext, node: usize, waiter: Waiter, outcome: ReplicaAnswer) {
+        if let Waiter::Coordination {
+            index, generation, ..
+        } = waiter
+            && !self.marks.is_empty()
+            && let Some(to) = self.driver.reply_to_of(index, generation)
+            && let Some(marks) = self.marks.get_mut(&to)
+        {
+            marks.answer(node, Instant::now());
+        }
         let hlc = &ctx.shared.hlc;
         let mut stamp = |above: u64| {
             hlc.observe(above);
@@ -273,7 +301,10 @@ impl ReplicationIo {
                     local_write(ctx, &key, &version, target);
                 }
             }
-            Action::Reply { to, answer } => self.replies.push((to, answer)),
+            Action::Reply { to, answer } => {
+                let marks = self.marks.remove(&to);
+                self.replies.push((to, answer, marks));
+            }
             Action::Restamped { .. } => {
                 shared
                     .metrics

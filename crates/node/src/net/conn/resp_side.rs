@@ -19,11 +19,14 @@ use crate::net::resp::encode::{self, Proto, Reply};
 use crate::net::resp::expiry::{Chain, Next, follow};
 use crate::net::resp::info;
 use crate::net::resp::session;
+use crate::net::resp::slowlog;
 use crate::net::resp::table::{self, KeyOp, NodeQuery, Plan, Session};
 use crate::replication::{ReplyTo, Request};
+use crate::slowlog::{Facts, Protocol, StageMarks};
 use crate::state::NetContext;
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 /// Bits of a reply address that name the part of a multi-key command
 /// (the slot id is above them); a command has at most
@@ -88,6 +91,13 @@ pub struct Gather {
     /// A read-then-write command's reply, once its second step decided
     /// it (sent when its write, if any, is durable).
     after: Option<Reply>,
+    /// What the slow log keeps of the command, if it turns out slow.
+    facts: Facts,
+    /// When the command was parsed.
+    started: Instant,
+    /// The stages of its slowest replicated part, as its parts' verdicts
+    /// bring them.
+    marks: Option<StageMarks>,
 }
 
 /// One key's share of a command.
@@ -261,6 +271,11 @@ impl Conn {
         };
         let (index, plan) = table::plan(args, &mut state.session, limits);
         ctx.shared.metrics.resp_commands[index].fetch_add(1, Ordering::Relaxed);
+        let facts = || {
+            table::COMMANDS
+                .get(index)
+                .map_or(Facts::bare("other"), |spec| slowlog::facts(spec, args))
+        };
         match plan {
             Plan::Reply(reply) => self.reply_now(&reply),
             Plan::Close(reply) => {
@@ -276,9 +291,14 @@ impl Conn {
                 let reply = self.node_reply(ctx, query);
                 self.reply_now(&reply);
             }
-            Plan::Keys(op, commands) => self.fan_out(ctx, token, replicated, op, commands),
-            Plan::ReadThen(read, chain) => self.read_then(ctx, token, replicated, read, chain),
+            Plan::Keys(op, commands) => {
+                self.fan_out(ctx, token, replicated, op, commands, facts());
+            }
+            Plan::ReadThen(read, chain) => {
+                self.read_then(ctx, token, replicated, (read, chain), facts());
+            }
             Plan::Scan(scan) => self.scan(ctx, token, scan),
+            Plan::Slowlog(name, op) => self.slowlog_command(ctx, name, op),
         }
     }
 
@@ -289,8 +309,8 @@ impl Conn {
         ctx: &NetContext,
         token: usize,
         replicated: &mut Vec<Request>,
-        read: Command<'_>,
-        chain: Box<Chain>,
+        (read, chain): (Command<'_>, Box<Chain>),
+        facts: Facts,
     ) {
         let Some(state) = self.resp.as_ref() else {
             return;
@@ -318,6 +338,9 @@ impl Conn {
             proto: state.session.proto,
             chain: Some(chain),
             after: None,
+            facts,
+            started: ctx.now.get(),
+            marks: None,
         };
         match dispatch(ctx, replicated, reply_to, read) {
             Dispatched::Now(answer) => {
@@ -337,8 +360,7 @@ impl Conn {
             }
         }
         if gather.waiting == 0 {
-            self.note_writes(&gather);
-            self.answer(|out| write_gathered(out, &gather));
+            self.answer_gathered(ctx, &gather);
         } else {
             if let Some(state) = self.resp.as_mut() {
                 state.writes_pending += 1;
@@ -370,7 +392,7 @@ impl Conn {
             };
             step(ctx, replicated, reply_to, gather);
             if gather.waiting == 0 {
-                self.finish_gather(index);
+                self.finish_gather(ctx, index);
             }
         }
     }
@@ -384,6 +406,7 @@ impl Conn {
         replicated: &mut Vec<Request>,
         op: KeyOp,
         commands: Vec<Command<'_>>,
+        facts: Facts,
     ) {
         let Some(state) = self.resp.as_ref() else {
             return;
@@ -432,10 +455,12 @@ impl Conn {
             proto,
             chain: None,
             after: None,
+            facts,
+            started: ctx.now.get(),
+            marks: None,
         };
         if waiting == 0 {
-            self.note_writes(&gather);
-            self.answer(|out| write_gathered(out, &gather));
+            self.answer_gathered(ctx, &gather);
         } else {
             if is_write(op)
                 && let Some(state) = self.resp.as_mut()
@@ -448,7 +473,13 @@ impl Conn {
 
     /// Fills part of a [`Gather`] slot addressed `address` with the answer
     /// `answer_for` gives; once every part is in, the reply is rendered.
-    pub(super) fn fill_part(&mut self, address: u64, answer_for: impl FnOnce(Awaited) -> Answer) {
+    pub(super) fn fill_part(
+        &mut self,
+        ctx: &NetContext,
+        address: u64,
+        marks: Option<StageMarks>,
+        answer_for: impl FnOnce(Awaited) -> Answer,
+    ) {
         let part = (address & ((1 << PART_BITS) - 1)) as usize;
         let Some(index) = (address >> PART_BITS).checked_sub(self.base_slot) else {
             return;
@@ -461,6 +492,7 @@ impl Conn {
             return;
         };
         gather.parts[part] = Part::Done(answer_for(*awaited));
+        gather.marks = crate::slowlog::slower(gather.marks, marks);
         gather.waiting -= 1;
         if gather.waiting > 0 {
             return;
@@ -473,11 +505,11 @@ impl Conn {
             }
             return;
         }
-        self.finish_gather(index);
+        self.finish_gather(ctx, index);
     }
 
     /// Renders the reply of the complete [`Gather`] in slot `index`.
-    fn finish_gather(&mut self, index: usize) {
+    fn finish_gather(&mut self, ctx: &NetContext, index: usize) {
         let Some(Slot::Gather(gather)) = self.slots.get_mut(index) else {
             return;
         };
@@ -489,6 +521,9 @@ impl Conn {
             proto: gather.proto,
             chain: None,
             after: gather.after.take(),
+            facts: gather.facts,
+            started: gather.started,
+            marks: gather.marks,
         };
         if is_write(gather.op)
             && let Some(state) = self.resp.as_mut()
@@ -500,6 +535,32 @@ impl Conn {
             write_gathered(out, &gather);
             crate::http::Status::Ok
         });
+        let us = gather.started.elapsed().as_micros() as u64;
+        let facts = (Protocol::Resp, &gather.facts);
+        self.note_slow(ctx, facts, gather.started, us, gather.marks);
+    }
+
+    /// Answers a command whose parts were all answered at once.
+    fn answer_gathered(&mut self, ctx: &NetContext, gather: &Gather) {
+        self.note_writes(gather);
+        self.answer(|out| write_gathered(out, gather));
+        let us = gather.started.elapsed().as_micros() as u64;
+        let facts = (Protocol::Resp, &gather.facts);
+        self.note_slow(ctx, facts, gather.started, us, gather.marks);
+    }
+
+    /// `SLOWLOG …`, `CONFIG SET slowlog-…`: admitted under `name`
+    /// (changes need the admin role), then answered at once.
+    fn slowlog_command(&mut self, ctx: &NetContext, name: &str, op: crate::slowlog::Op) {
+        let Some(state) = self.resp.as_ref() else {
+            return;
+        };
+        let command = [Command::Slowlog(op)];
+        if let Err(denied) = auth::admit_named(&ctx.shared.auth, &state.session, name, &command) {
+            return self.reply_now(&denied);
+        }
+        let reply = slowlog::reply(&ctx.shared.metrics.slowlog, op);
+        self.reply_now(&reply);
     }
 
     /// Notes the copies a complete command's writes were confirmed on, for `WAIT`.
@@ -574,6 +635,7 @@ impl Conn {
     /// What `CONFIG GET` can answer, in ataman's terms (docs/RESP.md).
     fn config_pairs(&self, ctx: &NetContext) -> Vec<(&'static str, String)> {
         let c = &ctx.config;
+        let log = &ctx.shared.metrics.slowlog;
         let aof = if c.wal_mode == ataman_engine::WalMode::None {
             "no"
         } else {
@@ -591,6 +653,8 @@ impl Conn {
             ("maxmemory", "0".into()),
             ("maxmemory-policy", "noeviction".into()),
             ("io-threads", c.net_threads.to_string()),
+            (slowlog::THRESHOLD_PARAM, log.threshold_us().to_string()),
+            (slowlog::LEN_MAX_PARAM, log.len_max().to_string()),
         ]
     }
 

@@ -68,6 +68,7 @@ fn invocation(name: &str) -> &'static [&'static str] {
         "type" => &["type", "k"],
         "strlen" => &["strlen", "k"],
         "memory" => &["memory", "usage", "k"],
+        "slowlog" => &["slowlog", "get"],
         other => panic!("`{other}` is in the command table without an invocation here"),
     }
 }
@@ -79,6 +80,8 @@ fn needed(name: &str) -> Option<Role> {
         // Connection and node questions: any role.
         "ping" | "echo" | "reset" | "select" | "client" | "command" | "info" | "config"
         | "dbsize" | "time" | "wait" | "ataman.replication" => Some(Role::Read),
+        // Reading the slow log: read (its changes: admin, below).
+        "slowlog" => Some(Role::Read),
         "get" | "exists" | "mget" | "ttl" | "pttl" | "expiretime" | "pexpiretime" | "scan"
         | "type" | "strlen" | "memory" => Some(Role::Read),
         // A read-then-write command may write whatever its read finds.
@@ -116,6 +119,12 @@ fn admitted(auth: &Auth, role: Option<Role>, words: &[&str]) -> bool {
             auth::admit_named(auth, &session, chain.name, &commands)
         }
         Plan::Scan(_) => auth::admit_named(auth, &session, "scan", &[scan::every_key()]),
+        Plan::Slowlog(name, op) => auth::admit_named(
+            auth,
+            &session,
+            name,
+            &[crate::net::dispatch::Command::Slowlog(op)],
+        ),
         Plan::Reply(Reply::Error(e)) => panic!("{words:?} refused by the table: {e}"),
         Plan::Reply(_) | Plan::Close(_) | Plan::Node(_) => Ok(()),
     };
@@ -150,6 +159,18 @@ fn every_command_of_the_table_against_every_role() {
                 spec.name
             );
         }
+    }
+    // The subcommands that change the slow log need the admin role.
+    for words in [
+        &["slowlog", "reset"][..],
+        &["config", "set", "slowlog-log-slower-than", "0"],
+        &["config", "set", "slowlog-max-len", "5"],
+    ] {
+        let got = [Role::Read, Role::Write, Role::Admin].map(|r| admitted(&auth, Some(r), words));
+        assert_eq!(got, [false, false, true], "{words:?}");
+    }
+    for words in [&["slowlog", "len"][..], &["slowlog", "get", "5"]] {
+        assert!(admitted(&auth, Some(Role::Read), words), "{words:?}");
     }
     // Without tokens every command is admitted, authenticated or not.
     let open = Auth::default();

@@ -328,6 +328,14 @@ pub const COMMANDS: &[Spec] = &[
         "server",
         "MEMORY USAGE: bytes a key's version takes on this node, estimated.",
     ),
+    spec(
+        "slowlog",
+        -2,
+        ADMIN,
+        NO_KEYS,
+        "server",
+        "SLOWLOG GET|LEN|RESET|HELP: the requests over the slow log's threshold.",
+    ),
 ];
 
 /// Index in [`COMMANDS`] of a command's metrics label `other` (unknown,

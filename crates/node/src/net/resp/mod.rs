@@ -13,6 +13,7 @@
 //!   and the combination of a multi-key command's answers into one reply.
 //! - [`encode`]: replies in RESP2 or RESP3.
 //! - [`info`]: `INFO`'s text.
+//! - [`slowlog`]: `SLOWLOG` and `CONFIG SET slowlog-…`, in Redis's reply shape.
 //! - [`keyspace`]: this node's key counts (`DBSIZE`, `INFO`), counted on a
 //!   range thread.
 
@@ -28,6 +29,7 @@ pub mod info;
 pub mod keyspace;
 pub mod scan;
 pub mod session;
+pub mod slowlog;
 pub mod table;
 
 /// The Redis version whose commands' behaviour the front end follows

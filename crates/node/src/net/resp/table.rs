@@ -89,6 +89,9 @@ pub enum Plan<'a> {
     Node(NodeQuery),
     /// A page of a cluster-wide `SCAN` (computed on a range thread).
     Scan(super::scan::ScanArgs),
+    /// A slow-log operation (`SLOWLOG`, `CONFIG SET`), admitted under the
+    /// command's name ([`crate::net::authorize`]).
+    Slowlog(&'static str, crate::slowlog::Op),
 }
 
 /// The spec of `name` (lower-case), if served.
@@ -209,6 +212,10 @@ pub fn plan<'b>(
             args[1..].iter().map(|a| lower(a)).collect(),
         )),
         "config" => config(args),
+        "slowlog" => match super::slowlog::parse(args) {
+            Ok(op) => Plan::Slowlog("slowlog", op),
+            Err(reply) => Plan::Reply(reply),
+        },
         "dbsize" => Plan::Node(NodeQuery::DbSize),
         "time" => Plan::Node(NodeQuery::Time),
         "scan" => match super::scan::parse_args(args) {
@@ -417,7 +424,11 @@ fn config<'b>(args: &[Cow<'_, [u8]>]) -> Plan<'b> {
             args[2..].iter().map(|a| a.to_vec()).collect(),
         )),
         "get" => Plan::Reply(wrong_arity("config|get")),
-        "set" | "rewrite" | "resetstat" => Plan::Reply(Reply::err(format!(
+        "set" => match super::slowlog::config_set(args) {
+            Ok(op) => Plan::Slowlog("config", op),
+            Err(reply) => Plan::Reply(reply),
+        },
+        "rewrite" | "resetstat" => Plan::Reply(Reply::err(format!(
             "CONFIG {} is not supported: set ataman's options with flags, the config file or \
              ATAMAN_* variables, and restart (docs/RESP.md)",
             lower(&args[1]).to_ascii_uppercase()

@@ -1,0 +1,728 @@
+//! The slow log: the last requests that took longer than a threshold, with
+//! where their time went, kept per node in a fixed-capacity ring
+//! (docs/API.md "GET /v0/slowlog", docs/RESP.md "SLOWLOG").
+//!
+//! Modelled on Redis's `SLOWLOG` (a threshold in microseconds, default
+//! [`THRESHOLD_US_DEFAULT`] = 10 ms; [`LEN_DEFAULT`] = 128 entries, newest
+//! first; ids that only grow, kept across `RESET`), and on etcd's lesson:
+//! an entry holds the key (cut at [`KEY_BYTES_MAX`]), sizes, the client's
+//! address, the command and its stages, **never a value**.
+//!
+//! # Rules
+//! - A request is recorded when the threshold is not negative and its
+//!   duration is at least the threshold ([`should_record`]): 0 records
+//!   every request, a negative threshold none (Redis's `>=`).
+//! - The ring keeps the newest `len_max` entries; a lower `len_max` drops
+//!   the oldest at once; `len_max` is at most [`LEN_MAX`].
+//! - Ids start at 0 and grow by one per entry recorded; `RESET` empties the
+//!   ring and keeps the counter (Redis does the same), so a reader that
+//!   remembers the highest id it saw never mistakes a new entry for one
+//!   it already has.
+//!
+//! # Thread safety
+//! [`SlowLog`] is shared by every network thread. The threshold is an
+//! atomic read on every request; the ring's mutex is taken only for a
+//! request at or over the threshold, and by readers (`SLOWLOG GET`,
+//! `GET /v0/slowlog`). A request below the threshold costs one atomic
+//! load and no lock.
+//!
+//! # Invariants
+//! - `entries.len() <= len_max <= LEN_MAX` after every operation.
+//! - Entries are in decreasing id order (newest first).
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+/// Entries kept by default (Redis's `slowlog-max-len` default).
+pub const LEN_DEFAULT: usize = 128;
+/// The largest `slowlog-max-len` accepted: the ring's memory stays
+/// bounded whatever an operator sets (an entry is a few hundred bytes).
+pub const LEN_MAX: usize = 10_000;
+/// The default threshold, µs (Redis's `slowlog-log-slower-than` default).
+pub const THRESHOLD_US_DEFAULT: i64 = 10_000;
+/// Bytes of a key kept in an entry (Redis's `SLOWLOG_ENTRY_MAX_STRING`);
+/// the entry says how long the key was.
+pub const KEY_BYTES_MAX: usize = 128;
+/// Replica answers kept in an entry (a request asks at most `from`
+/// replicas, at most the cluster's size; past this the slowest are kept).
+pub const REPLICAS_MAX: usize = 16;
+/// Entries one `SLOWLOG GET` or `GET /v0/slowlog` answers when it names
+/// no count (Redis's default for `SLOWLOG GET`).
+pub const GET_DEFAULT: usize = 10;
+
+/// What a client asks of the slow log, whatever protocol carried it
+/// (`SLOWLOG`, `CONFIG SET`, `GET`/`POST /v0/slowlog`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// The newest `count` entries (`SLOWLOG GET`, `GET /v0/slowlog`).
+    Get {
+        /// Entries at most.
+        count: usize,
+    },
+    /// Entries held (`SLOWLOG LEN`).
+    Len,
+    /// Forget every entry (`SLOWLOG RESET`).
+    Reset,
+    /// Change the settings (`CONFIG SET`, `POST /v0/slowlog`).
+    Set {
+        /// A new threshold, µs.
+        threshold_us: Option<i64>,
+        /// A new ring capacity.
+        len_max: Option<usize>,
+    },
+}
+
+impl Op {
+    /// True for the operations that change the log (they need the admin role).
+    pub fn changes(self) -> bool {
+        matches!(self, Op::Reset | Op::Set { .. })
+    }
+}
+
+/// True when a request of `duration_us` is recorded under `threshold_us`.
+pub fn should_record(threshold_us: i64, duration_us: u64) -> bool {
+    threshold_us >= 0 && duration_us >= threshold_us as u64
+}
+
+/// Which front end served the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// The `/v0` HTTP API.
+    Http,
+    /// The Redis protocol.
+    Resp,
+}
+
+impl Protocol {
+    /// Its name in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Http => "http",
+            Protocol::Resp => "resp",
+        }
+    }
+}
+
+/// A key's first [`KEY_BYTES_MAX`] bytes, inline: taken for every request
+/// without an allocation, kept only for a slow one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct KeyPrefix {
+    bytes: [u8; KEY_BYTES_MAX],
+    kept: u8,
+    /// The key's whole length, bytes.
+    pub key_bytes: u32,
+}
+
+const _: () = assert!(KEY_BYTES_MAX <= u8::MAX as usize);
+
+impl KeyPrefix {
+    /// No key.
+    pub const NONE: KeyPrefix = KeyPrefix {
+        bytes: [0; KEY_BYTES_MAX],
+        kept: 0,
+        key_bytes: 0,
+    };
+
+    /// The first [`KEY_BYTES_MAX`] bytes of `key`.
+    pub fn of(key: &[u8]) -> KeyPrefix {
+        let kept = key.len().min(KEY_BYTES_MAX);
+        let mut bytes = [0; KEY_BYTES_MAX];
+        bytes[..kept].copy_from_slice(&key[..kept]);
+        KeyPrefix {
+            bytes,
+            kept: kept as u8,
+            key_bytes: u32::try_from(key.len()).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// The bytes kept.
+    pub fn kept(&self) -> &[u8] {
+        &self.bytes[..self.kept as usize]
+    }
+}
+
+impl std::fmt::Debug for KeyPrefix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "KeyPrefix({:?} of {} bytes)",
+            String::from_utf8_lossy(self.kept()),
+            self.key_bytes
+        )
+    }
+}
+
+/// What a request is, as far as the slow log tells it: gathered when it
+/// is parsed, turned into an [`Entry`] only if it turns out slow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Facts {
+    /// The command (RESP, lower case as in the command table) or the
+    /// method and route (HTTP: `GET /v0/entity`).
+    pub command: &'static str,
+    /// Its (first) key.
+    pub key: KeyPrefix,
+    /// Keys the command names.
+    pub keys: u32,
+    /// Bytes of the values it carries (never the values).
+    pub value_bytes: u64,
+    /// Arguments as sent, the command's name included (RESP; 0 for HTTP).
+    pub args: u32,
+}
+
+impl Facts {
+    /// A command without key or value.
+    pub const fn bare(command: &'static str) -> Facts {
+        Facts {
+            command,
+            key: KeyPrefix::NONE,
+            keys: 0,
+            value_bytes: 0,
+            args: 0,
+        }
+    }
+}
+
+/// One replica's answer to a replicated request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaTime {
+    /// The replica (its URL; this node's own for the local replica).
+    pub node: String,
+    /// When it answered, µs after the coordinator asked it.
+    pub answer_us: u64,
+}
+
+/// Where a request's time went, as far as the request path measures it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stages {
+    /// µs from the request's arrival (parsed) to the coordinator asking
+    /// its replicas; `None`: not replicated (served by this node alone).
+    pub queue_us: Option<u64>,
+    /// The replicas that answered before the request was answered, in
+    /// answer order (at most [`REPLICAS_MAX`]).
+    pub replicas: Vec<ReplicaTime>,
+}
+
+impl Stages {
+    /// The replica that answered last (the one the request waited for).
+    pub fn slowest(&self) -> Option<&ReplicaTime> {
+        self.replicas.iter().max_by_key(|r| r.answer_us)
+    }
+}
+
+/// A replicated request's stages as the coordinator marks them: when it
+/// asked the replicas and when each answered, by node index. Inline and
+/// `Copy`: carried with every verdict without an allocation, turned into
+/// [`Stages`] (with the replicas' URLs) only for a slow request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StageMarks {
+    /// When the coordinator asked the replicas.
+    pub asked: std::time::Instant,
+    answers: [(u16, u32); REPLICAS_MAX],
+    answered: u8,
+}
+
+const _: () = assert!(REPLICAS_MAX <= u8::MAX as usize);
+
+impl StageMarks {
+    /// Marks of a request asked at `asked`, no answer yet.
+    pub fn new(asked: std::time::Instant) -> StageMarks {
+        StageMarks {
+            asked,
+            answers: [(0, 0); REPLICAS_MAX],
+            answered: 0,
+        }
+    }
+
+    /// Node `node` answered at `at` (past [`REPLICAS_MAX`] answers, the
+    /// later ones are dropped: the request was answered by then).
+    pub fn answer(&mut self, node: usize, at: std::time::Instant) {
+        let i = self.answered as usize;
+        if i >= REPLICAS_MAX {
+            return;
+        }
+        let us = at.saturating_duration_since(self.asked).as_micros();
+        self.answers[i] = (
+            u16::try_from(node).unwrap_or(u16::MAX),
+            u32::try_from(us).unwrap_or(u32::MAX),
+        );
+        self.answered += 1;
+    }
+
+    /// The answers marked: `(node index, µs after asked)`, in answer order.
+    pub fn answers(&self) -> &[(u16, u32)] {
+        &self.answers[..self.answered as usize]
+    }
+
+    /// The latest answer's µs (0 without one).
+    pub fn last_us(&self) -> u32 {
+        self.answers().iter().map(|a| a.1).max().unwrap_or(0)
+    }
+
+    /// The stages of a request parsed at `started`, the replicas named by `url`.
+    pub fn stages(&self, started: std::time::Instant, url: impl Fn(usize) -> String) -> Stages {
+        let queue = self.asked.saturating_duration_since(started).as_micros();
+        Stages {
+            queue_us: Some(u64::try_from(queue).unwrap_or(u64::MAX)),
+            replicas: self
+                .answers()
+                .iter()
+                .map(|&(node, us)| ReplicaTime {
+                    node: url(node as usize),
+                    answer_us: u64::from(us),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Of two marks, those of the part that waited longest (a multi-key
+/// command's slowest key tells where its time went).
+pub fn slower(a: Option<StageMarks>, b: Option<StageMarks>) -> Option<StageMarks> {
+    match (a, b) {
+        (Some(a), Some(b))
+            if b.asked + std::time::Duration::from_micros(b.last_us().into())
+                > a.asked + std::time::Duration::from_micros(a.last_us().into()) =>
+        {
+            Some(b)
+        }
+        (Some(a), _) => Some(a),
+        (None, b) => b,
+    }
+}
+
+/// A recorded request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Unique on this node while it runs; grows by one per entry.
+    pub id: u64,
+    /// When it was recorded (its end), Unix seconds.
+    pub unix_time_s: u64,
+    /// From its arrival to its answer, µs.
+    pub duration_us: u64,
+    /// The front end.
+    pub protocol: Protocol,
+    /// What it was.
+    pub facts: Facts,
+    /// The client's `ip:port`.
+    pub client: String,
+    /// The client's name (`CLIENT SETNAME`; empty for HTTP).
+    pub client_name: String,
+    /// Its stages.
+    pub stages: Stages,
+}
+
+/// The bounded ring of entries, newest first (pure; [`SlowLog`] shares it).
+#[derive(Debug)]
+pub struct Ring {
+    entries: VecDeque<Entry>,
+    len_max: usize,
+    next_id: u64,
+}
+
+impl Default for Ring {
+    fn default() -> Self {
+        Ring::new(LEN_DEFAULT)
+    }
+}
+
+impl Ring {
+    /// An empty ring keeping `len_max` entries (at most [`LEN_MAX`]).
+    pub fn new(len_max: usize) -> Ring {
+        Ring {
+            entries: VecDeque::new(),
+            len_max: len_max.min(LEN_MAX),
+            next_id: 0,
+        }
+    }
+
+    /// Records `entry` under the next id (its `id` is overwritten) and
+    /// drops the oldest past `len_max`; returns the id.
+    pub fn push(&mut self, mut entry: Entry) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        entry.id = id;
+        self.entries.push_front(entry);
+        self.entries.truncate(self.len_max);
+        self.check();
+        id
+    }
+
+    /// The newest `n` entries, newest first.
+    pub fn newest(&self, n: usize) -> Vec<Entry> {
+        self.entries.iter().take(n).cloned().collect()
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when no entry is held.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Entries kept at most.
+    pub fn len_max(&self) -> usize {
+        self.len_max
+    }
+
+    /// Forgets every entry (ids go on growing).
+    pub fn reset(&mut self) {
+        self.entries.clear();
+    }
+
+    /// Keeps at most `len_max` entries from now on (the oldest dropped at once).
+    pub fn set_len_max(&mut self, len_max: usize) -> Result<(), String> {
+        if len_max > LEN_MAX {
+            return Err(format!(
+                "slowlog-max-len {len_max} over the limit of {LEN_MAX}"
+            ));
+        }
+        self.len_max = len_max;
+        self.entries.truncate(len_max);
+        self.check();
+        Ok(())
+    }
+
+    fn check(&self) {
+        debug_assert!(self.entries.len() <= self.len_max && self.len_max <= LEN_MAX);
+        debug_assert!(
+            self.entries
+                .iter()
+                .zip(self.entries.iter().skip(1))
+                .all(|(newer, older)| newer.id > older.id),
+            "entries newest first"
+        );
+    }
+}
+
+/// The node's slow log: the threshold and the ring (see the module's
+/// "Thread safety").
+#[derive(Debug)]
+pub struct SlowLog {
+    threshold_us: AtomicI64,
+    ring: Mutex<Ring>,
+}
+
+impl Default for SlowLog {
+    fn default() -> Self {
+        SlowLog {
+            threshold_us: AtomicI64::new(THRESHOLD_US_DEFAULT),
+            ring: Mutex::new(Ring::default()),
+        }
+    }
+}
+
+impl SlowLog {
+    /// The threshold, µs (negative: off).
+    pub fn threshold_us(&self) -> i64 {
+        self.threshold_us.load(Ordering::Relaxed)
+    }
+
+    /// Sets the threshold, µs (negative: off; 0: every request).
+    pub fn set_threshold_us(&self, threshold_us: i64) {
+        self.threshold_us.store(threshold_us, Ordering::Relaxed);
+    }
+
+    /// True when a request of `duration_us` is to be recorded (one atomic load).
+    pub fn is_slow(&self, duration_us: u64) -> bool {
+        should_record(self.threshold_us(), duration_us)
+    }
+
+    fn ring(&self) -> std::sync::MutexGuard<'_, Ring> {
+        // A panic while the lock was held left a ring whose invariants
+        // each operation keeps: use it.
+        self.ring.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records `entry` (the caller checked [`SlowLog::is_slow`]).
+    pub fn record(&self, entry: Entry) -> u64 {
+        self.ring().push(entry)
+    }
+
+    /// The newest `n` entries, newest first.
+    pub fn newest(&self, n: usize) -> Vec<Entry> {
+        self.ring().newest(n)
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.ring().len()
+    }
+
+    /// True when no entry is held.
+    pub fn is_empty(&self) -> bool {
+        self.ring().is_empty()
+    }
+
+    /// Entries kept at most.
+    pub fn len_max(&self) -> usize {
+        self.ring().len_max()
+    }
+
+    /// Forgets every entry.
+    pub fn reset(&self) {
+        self.ring().reset();
+    }
+
+    /// Keeps at most `len_max` entries from now on.
+    pub fn set_len_max(&self, len_max: usize) -> Result<(), String> {
+        self.ring().set_len_max(len_max)
+    }
+
+    /// Carries out a [`Op::Set`] or [`Op::Reset`] (the reads are the
+    /// caller's, which renders them); the capacity is checked before
+    /// anything changes.
+    pub fn apply(&self, op: Op) -> Result<(), String> {
+        match op {
+            Op::Reset => self.reset(),
+            Op::Set {
+                threshold_us,
+                len_max,
+            } => {
+                if let Some(len_max) = len_max {
+                    self.set_len_max(len_max)?;
+                }
+                if let Some(t) = threshold_us {
+                    self.set_threshold_us(t);
+                }
+            }
+            Op::Get { .. } | Op::Len => {}
+        }
+        Ok(())
+    }
+}
+
+/// Unix seconds now.
+pub fn unix_now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// `GET /v0/slowlog`'s document: the settings and the newest `limit`
+/// entries, newest first (docs/API.md).
+pub fn render_json(log: &SlowLog, limit: usize) -> String {
+    use crate::http::json::json_string;
+    use std::fmt::Write;
+    let entries = log.newest(limit);
+    let mut out = String::with_capacity(256 + entries.len() * 256);
+    let _ = write!(
+        out,
+        "{{\"threshold_us\":{},\"len\":{},\"len_max\":{},\"entries\":[",
+        log.threshold_us(),
+        log.len(),
+        log.len_max()
+    );
+    for (i, e) in entries.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let f = &e.facts;
+        let _ = write!(
+            out,
+            "{{\"id\":{},\"unix_time_s\":{},\"duration_us\":{},\"protocol\":\"{}\",\"command\":",
+            e.id,
+            e.unix_time_s,
+            e.duration_us,
+            e.protocol.name()
+        );
+        json_string(&mut out, f.command);
+        out.push_str(",\"key\":");
+        json_string(&mut out, &String::from_utf8_lossy(f.key.kept()));
+        let _ = write!(
+            out,
+            ",\"key_bytes\":{},\"key_truncated\":{},\"keys\":{},\"value_bytes\":{},\"args\":{},\"client\":",
+            f.key.key_bytes,
+            f.key.kept().len() < f.key.key_bytes as usize,
+            f.keys,
+            f.value_bytes,
+            f.args
+        );
+        json_string(&mut out, &e.client);
+        out.push_str(",\"client_name\":");
+        json_string(&mut out, &e.client_name);
+        out.push_str(",\"stages\":{\"queue_us\":");
+        match e.stages.queue_us {
+            Some(us) => {
+                let _ = write!(out, "{us}");
+            }
+            None => out.push_str("null"),
+        }
+        out.push_str(",\"replicas\":[");
+        for (j, r) in e.stages.replicas.iter().enumerate() {
+            if j > 0 {
+                out.push(',');
+            }
+            out.push_str("{\"node\":");
+            json_string(&mut out, &r.node);
+            let _ = write!(out, ",\"answer_us\":{}}}", r.answer_us);
+        }
+        out.push_str("],\"slowest_replica\":");
+        match e.stages.slowest() {
+            Some(r) => json_string(&mut out, &r.node),
+            None => out.push_str("null"),
+        }
+        out.push_str("}}");
+    }
+    out.push_str("]}");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(duration_us: u64) -> Entry {
+        Entry {
+            id: u64::MAX,
+            unix_time_s: 1,
+            duration_us,
+            protocol: Protocol::Resp,
+            facts: Facts::bare("get"),
+            client: "127.0.0.1:1".into(),
+            client_name: String::new(),
+            stages: Stages::default(),
+        }
+    }
+
+    /// The threshold: negative records nothing, 0 everything, else `>=`.
+    #[test]
+    fn threshold_rule() {
+        assert!(!should_record(-1, u64::MAX));
+        assert!(should_record(0, 0));
+        assert!(should_record(10_000, 10_000));
+        assert!(!should_record(10_000, 9_999));
+        let log = SlowLog::default();
+        assert_eq!(log.threshold_us(), THRESHOLD_US_DEFAULT);
+        assert!(!log.is_slow(9_999) && log.is_slow(10_000));
+        log.set_threshold_us(-1);
+        assert!(!log.is_slow(u64::MAX));
+    }
+
+    /// Bounded: never more than `len_max`, the newest kept, newest first,
+    /// ids growing by one.
+    #[test]
+    fn ring_keeps_the_newest_len_max_in_id_order() {
+        let mut ring = Ring::new(3);
+        for d in 0..5 {
+            assert_eq!(ring.push(entry(d)), d);
+        }
+        assert_eq!(ring.len(), 3);
+        let ids: Vec<u64> = ring.newest(10).iter().map(|e| e.id).collect();
+        assert_eq!(ids, [4, 3, 2]);
+        assert_eq!(ring.newest(1)[0].duration_us, 4);
+        assert!(ring.newest(0).is_empty());
+        // The default is Redis's.
+        assert_eq!(Ring::default().len_max(), LEN_DEFAULT);
+    }
+
+    /// RESET empties the ring; ids go on from where they were.
+    #[test]
+    fn reset_keeps_the_id_counter() {
+        let mut ring = Ring::new(8);
+        ring.push(entry(1));
+        ring.push(entry(2));
+        ring.reset();
+        assert!(ring.is_empty());
+        assert_eq!(ring.push(entry(3)), 2);
+    }
+
+    /// A lower max-len drops the oldest at once; past LEN_MAX is refused;
+    /// 0 keeps nothing.
+    #[test]
+    fn max_len_shrinks_at_once_and_is_bounded() {
+        let mut ring = Ring::new(5);
+        for d in 0..5 {
+            ring.push(entry(d));
+        }
+        ring.set_len_max(2).unwrap();
+        let ids: Vec<u64> = ring.newest(10).iter().map(|e| e.id).collect();
+        assert_eq!(ids, [4, 3]);
+        assert!(
+            ring.set_len_max(LEN_MAX + 1)
+                .unwrap_err()
+                .contains("over the limit")
+        );
+        assert_eq!(ring.len_max(), 2);
+        ring.set_len_max(LEN_MAX).unwrap();
+        ring.set_len_max(0).unwrap();
+        ring.push(entry(9));
+        assert!(ring.is_empty());
+        assert_eq!(Ring::new(LEN_MAX + 5).len_max(), LEN_MAX);
+    }
+
+    /// A key is cut at KEY_BYTES_MAX and says how long it was.
+    #[test]
+    fn key_prefix_is_bounded() {
+        let long = vec![b'k'; KEY_BYTES_MAX + 7];
+        let p = KeyPrefix::of(&long);
+        assert_eq!(p.kept().len(), KEY_BYTES_MAX);
+        assert_eq!(p.key_bytes as usize, KEY_BYTES_MAX + 7);
+        assert_eq!(KeyPrefix::of(b"ab").kept(), b"ab");
+        assert!(KeyPrefix::NONE.kept().is_empty());
+    }
+
+    /// Marks become stages: the queue before the replicas were asked,
+    /// each answer after it, bounded at REPLICAS_MAX; the slower of two
+    /// marks is the one whose last answer came later.
+    #[test]
+    fn marks_become_stages() {
+        use std::time::{Duration, Instant};
+        let parsed = Instant::now();
+        let asked = parsed + Duration::from_micros(50);
+        let mut marks = StageMarks::new(asked);
+        marks.answer(2, asked + Duration::from_micros(900));
+        marks.answer(0, asked + Duration::from_micros(100));
+        for _ in 0..REPLICAS_MAX {
+            marks.answer(1, asked + Duration::from_micros(5));
+        }
+        assert_eq!(marks.answers().len(), REPLICAS_MAX);
+        let stages = marks.stages(parsed, |n| format!("node{n}"));
+        assert_eq!(stages.queue_us, Some(50));
+        assert_eq!(stages.slowest().unwrap().node, "node2");
+        assert_eq!(stages.replicas[1].answer_us, 100);
+        let quick = StageMarks::new(asked);
+        assert_eq!(slower(Some(quick), Some(marks)), Some(marks));
+        assert_eq!(slower(Some(marks), Some(quick)), Some(marks));
+        assert_eq!(slower(None, Some(quick)), Some(quick));
+    }
+
+    /// The JSON names the stages and the slowest replica, and never holds
+    /// anything but the key and sizes.
+    #[test]
+    fn json_names_the_slowest_replica() {
+        let log = SlowLog::default();
+        let mut e = entry(12_000);
+        e.facts = Facts {
+            command: "PUT /v0/entity",
+            key: KeyPrefix::of(b"user:\"1\""),
+            keys: 1,
+            value_bytes: 5,
+            args: 0,
+        };
+        e.stages = Stages {
+            queue_us: Some(40),
+            replicas: vec![
+                ReplicaTime {
+                    node: "http://a".into(),
+                    answer_us: 300,
+                },
+                ReplicaTime {
+                    node: "http://b".into(),
+                    answer_us: 11_000,
+                },
+            ],
+        };
+        log.record(e);
+        let json = render_json(&log, 10);
+        assert!(json.starts_with("{\"threshold_us\":10000,\"len\":1,\"len_max\":128,"));
+        assert!(json.contains("\"key\":\"user:\\\"1\\\"\""), "{json}");
+        assert!(json.contains("\"slowest_replica\":\"http://b\""), "{json}");
+        assert!(json.contains("\"queue_us\":40"), "{json}");
+        assert!(json.contains("\"value_bytes\":5"), "{json}");
+        assert_eq!(render_json(&log, 0).matches("\"id\"").count(), 0);
+    }
+}
