@@ -152,7 +152,7 @@ pub enum Route {
 
 impl Route {
     /// Every route, in label order.
-    pub const ALL: [Route; 13] = [
+    pub const ALL: [Route; 14] = [
         Route::EntityGet,
         Route::EntityPut,
         Route::EntityDelete,

@@ -28,6 +28,7 @@ fn http_command(route: Route) -> &'static str {
         Route::Repair => "/v0/repair",
         Route::InternalRange => "GET /v0/internal/range",
         Route::InternalLayout => "POST /v0/internal/layout",
+        Route::Health => "GET /livez, /readyz or /v0/cluster/health",
         Route::Slowlog => "/v0/slowlog",
         Route::Other => "other",
     }
