@@ -61,11 +61,17 @@ pub enum PlantedBug {
     /// first member's) instead of its id from the layout, as a node started
     /// with `--join` once took its position in the start-up list.
     JoinedTakesIdZero,
+    /// A layout transition that removes nodes (`--shrink`): a node's copy
+    /// completes without the leaving sources it cannot reach, as the
+    /// node's old rule did (`copy_completion::Mode::PlantedSkipsLeaving`,
+    /// the node's `--debug-planted-bug copy-skips-partitioned-leaving-node`),
+    /// so what only a partitioned leaving node held is lost at cleanup.
+    CopySkipsPartitionedLeavingNode,
 }
 
 impl PlantedBug {
     /// Every planted bug by its command-line name.
-    pub const NAMES: [(&'static str, PlantedBug); 7] = [
+    pub const NAMES: [(&'static str, PlantedBug); 8] = [
         ("ack-minus-one", PlantedBug::AckMinusOne),
         ("no-restamp", PlantedBug::NoRestamp),
         ("reads-before-sync", PlantedBug::ReadsBeforeSync),
@@ -76,6 +82,10 @@ impl PlantedBug {
             PlantedBug::DropExpiredWithoutTombstone,
         ),
         ("joined-takes-id-zero", PlantedBug::JoinedTakesIdZero),
+        (
+            "copy-skips-partitioned-leaving-node",
+            PlantedBug::CopySkipsPartitionedLeavingNode,
+        ),
     ];
 
     /// Its command-line name.
@@ -185,6 +195,10 @@ pub struct SimConfig {
     /// starts outside the layout (version 1: the others) and is added
     /// (version 2) while the workload runs.
     pub grow: bool,
+    /// Nodes removed mid-run (0: none; `sim::membership`): version 1
+    /// holds every node, version 2 all but the last `shrink`, and while
+    /// their copy runs the leaving nodes are cut off from the others.
+    pub shrink: usize,
 }
 
 impl SimConfig {
@@ -201,6 +215,7 @@ impl SimConfig {
             anti_entropy_during_run: true,
             planted_bug: None,
             grow: false,
+            shrink: 0,
         }
     }
 
@@ -221,6 +236,19 @@ impl SimConfig {
                 self.replicas,
                 self.nodes - 1
             ));
+        }
+        if self.shrink > 0 {
+            if self.grow {
+                return Err("--grow and --shrink: one layout change a run".into());
+            }
+            if self.shrink >= self.nodes || self.replicas > self.nodes - self.shrink {
+                return Err(format!(
+                    "--shrink {}: replicas {} must fit the {} nodes that stay",
+                    self.shrink,
+                    self.replicas,
+                    self.nodes.saturating_sub(self.shrink)
+                ));
+            }
         }
         if self.clients == 0 {
             return Err("at least one client".into());
