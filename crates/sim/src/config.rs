@@ -256,3 +256,30 @@ impl SimConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--shrink`: the staying nodes must hold `replicas`, at the bound and
+    /// past it, and one layout change a run (not with `--grow`).
+    #[test]
+    fn shrink_shapes_are_checked_at_and_past_the_bound() {
+        let shape = |nodes, replicas, shrink, grow| SimConfig {
+            nodes,
+            replicas,
+            shrink,
+            grow,
+            ..SimConfig::default_with_steps(10)
+        };
+        assert_eq!(shape(5, 2, 3, false).validate(), Ok(()));
+        let past = shape(5, 3, 3, false).validate().unwrap_err();
+        assert!(past.contains("must fit the 2 nodes that stay"), "{past}");
+        let all = shape(3, 1, 3, false).validate().unwrap_err();
+        assert!(all.contains("--shrink 3"), "{all}");
+        let both = shape(5, 2, 1, true).validate().unwrap_err();
+        assert!(both.contains("one layout change"), "{both}");
+        let name = PlantedBug::CopySkipsPartitionedLeavingNode.name();
+        assert_eq!(name, "copy-skips-partitioned-leaving-node");
+    }
+}
