@@ -36,7 +36,8 @@
 //!   instead, which completes the copy without leaving sources it cannot
 //!   reach. A leaving node gains nothing: it raises `sync` at once.
 //! - It raises `sync_ack` once it sees every node synced, drops the old
-//!   version once every node did, and only then deletes the copies it no
+//!   version once every node did, and only then, after the node's cleanup
+//!   wait (`transition_rules::cleanup_wait_ms`), deletes the copies it no
 //!   longer replicates (a mask over its engine, `SimNode::drop_copy`): a
 //!   removed node, once it dropped version 1, deletes every copy and has
 //!   no node id (it stamps nothing and serves no client).
@@ -49,13 +50,14 @@
 //! choice, what only it held, which this checker would rightly report).
 
 use super::{Event, Sim};
-use crate::config::PlantedBug;
+use crate::config::{PlantedBug, REPLICATION_TIMEOUT_MS};
 use crate::history::{Happening, OpId, OpResult};
 use ataman_node::cluster::copy_completion::{Completion, Mode, Source, WaitReason, decide};
 use ataman_node::cluster::history::{History, Tracker};
 use ataman_node::cluster::layout::{Change, Layout};
 use ataman_node::cluster::node_table::{NodeTable, Placed};
 use ataman_node::cluster::placement;
+use ataman_node::cluster::transition_rules;
 use ataman_node::peer::frame::Stamped;
 
 /// How often every node runs its membership work, ms.
@@ -81,6 +83,8 @@ pub struct View {
     placed: Placed,
     /// While it waits to ack the newest version: the writes it started before.
     old_writes: Option<Vec<OpId>>,
+    /// When it dropped the old version (its cleanup waits from then).
+    pruned_at_ms: Option<u64>,
 }
 
 /// The layout transition of a run.
@@ -159,6 +163,7 @@ impl Membership {
             history,
             placed,
             old_writes: None,
+            pruned_at_ms: None,
         };
         Ok(Membership {
             views: vec![view; nodes],
@@ -391,7 +396,11 @@ impl Sim {
         };
         let view = &mut m.views[node];
         let mut changed = view.history.observe_synced(&url);
-        changed |= view.history.prune();
+        let pruned = view.history.prune();
+        if pruned {
+            view.pruned_at_ms = Some(self.world.now_ms());
+        }
+        changed |= pruned;
         let removed = view.history.removed(&url);
         if changed {
             m.refresh(node);
@@ -401,7 +410,7 @@ impl Sim {
             // membership gate refuses clients.
             self.nodes[node].set_node_id(None);
         }
-        self.cleanup(node);
+        self.cleanup(node, false);
     }
 
     /// Copies every key `node` gains from every old replica, then raises its sync.
@@ -506,9 +515,11 @@ impl Sim {
         }
     }
 
-    /// Drops the copies `node` may delete (only once its view is settled,
-    /// unless the cleanup-early bug is planted).
-    fn cleanup(&mut self, node: usize) {
+    /// Drops the copies `node` may delete: only once its view is settled
+    /// and, unless `quiet` (the run's end: nothing in flight), the node's
+    /// cleanup wait (`transition_rules::cleanup_wait_ms`) has passed since
+    /// its prune; the cleanup-early bug skips both.
+    fn cleanup(&mut self, node: usize, quiet: bool) {
         let Some(m) = self.membership.as_ref() else {
             return;
         };
@@ -516,6 +527,14 @@ impl Sim {
         let url = &m.urls[node];
         let early = self.config.planted_bug == Some(PlantedBug::CleanupEarly);
         if !early && !h.is_settled() {
+            return;
+        }
+        // The node's driver waits this long after the prune, so requests
+        // started on the old version end first (a read in flight to an
+        // old replica); once the run is quiet nothing is in flight.
+        let wait_ms = transition_rules::cleanup_wait_ms(REPLICATION_TIMEOUT_MS);
+        let pruned_at_ms = m.views[node].pruned_at_ms;
+        if !early && !quiet && pruned_at_ms.is_some_and(|t| self.now() < t + wait_ms) {
             return;
         }
         let Ok(state) = self.nodes[node].state() else {
@@ -528,7 +547,7 @@ impl Sim {
                     !h.current().replicas(key).contains(&url.as_str())
                 } else {
                     // The node's cleanup predicate (`Db::purge` keeps what this keeps).
-                    !ataman_node::cluster::transition_rules::keeps(h.live(), url, key)
+                    !transition_rules::keeps(h.live(), url, key)
                 }
             })
             .map(|(key, v)| (key, v.ts))
@@ -580,7 +599,7 @@ impl Sim {
         self.run_until_quiet("after the layout settled");
         for node in 0..self.nodes.len() {
             if self.nodes[node].is_up() {
-                self.cleanup(node);
+                self.cleanup(node, true);
             }
         }
     }
