@@ -67,11 +67,18 @@ pub enum PlantedBug {
     /// the node's `--debug-planted-bug copy-skips-partitioned-leaving-node`),
     /// so what only a partitioned leaving node held is lost at cleanup.
     CopySkipsPartitionedLeavingNode,
+    /// A layout transition that removes nodes (`--shrink`): a leaving
+    /// source's copy counts although its `ack` for the new version was not
+    /// known when it was read, as the node's rule did before "Leaving not
+    /// acked" (`copy_completion::Mode::PlantedIgnoresLeavingAck`), so a
+    /// write a leaving node still on the old version acknowledges after
+    /// its copy was read is lost at cleanup.
+    CopyIgnoresLeavingAck,
 }
 
 impl PlantedBug {
     /// Every planted bug by its command-line name.
-    pub const NAMES: [(&'static str, PlantedBug); 8] = [
+    pub const NAMES: [(&'static str, PlantedBug); 9] = [
         ("ack-minus-one", PlantedBug::AckMinusOne),
         ("no-restamp", PlantedBug::NoRestamp),
         ("reads-before-sync", PlantedBug::ReadsBeforeSync),
@@ -85,6 +92,10 @@ impl PlantedBug {
         (
             "copy-skips-partitioned-leaving-node",
             PlantedBug::CopySkipsPartitionedLeavingNode,
+        ),
+        (
+            "copy-ignores-leaving-ack",
+            PlantedBug::CopyIgnoresLeavingAck,
         ),
     ];
 

@@ -56,7 +56,7 @@ struct Args {
     /// Remove the last N nodes from the layout mid-run (version 1 is every node); they are cut off from the others while their copy runs.
     #[arg(long, default_value_t = 0, value_name = "N")]
     shrink: usize,
-    /// A bug planted, to see the checker catch it: ack-minus-one (coordinator), no-restamp (replicas store older writes), drop-expired-without-tombstone (engine compaction), with --grow reads-before-sync, writes-skip-new, cleanup-early, joined-takes-id-zero, or with --shrink copy-skips-partitioned-leaving-node.
+    /// A bug planted, to see the checker catch it: ack-minus-one (coordinator), no-restamp (replicas store older writes), drop-expired-without-tombstone (engine compaction), with --grow reads-before-sync, writes-skip-new, cleanup-early, joined-takes-id-zero, or with --shrink copy-skips-partitioned-leaving-node or copy-ignores-leaving-ack.
     #[arg(long, hide = true)]
     planted_bug: Option<String>,
     /// Stop at the first failing seed.

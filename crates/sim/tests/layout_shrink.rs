@@ -5,7 +5,10 @@
 //! leaving sources it cannot reach, the node's old rule) loses
 //! acknowledged writes on some seed of a bounded set, and the same seeds
 //! without the bug pass, nothing filtered, with every transition settled
-//! and the removed nodes holding nothing.
+//! and the removed nodes holding nothing; the planted
+//! `copy-ignores-leaving-ack` (a leaving source's copy counts before its
+//! `ack` for version 2 is known, the rule before "Leaving not acked")
+//! loses writes on the seeds where the old rule did, which pass without it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
 
@@ -66,6 +69,46 @@ fn copy_skipping_a_partitioned_leaving_node_is_caught_as_a_lost_write() {
         let result = run(seed, &clean).unwrap();
         assert!(
             result.report.ok(),
+            "seed {seed} without the bug: {}\nreplay: {}",
+            result.report.summary(5),
+            replay_command(seed, &clean)
+        );
+    }
+}
+
+/// Seeds of `--seeds 1..2001` on which the rule before "Leaving not
+/// acked" lost writes (a leaving node still on version 1 acknowledged a
+/// write after its copy was read; docs/RELIABILITY.md, "Node removal").
+const IGNORES_ACK_SEEDS: [u64; 9] = [106, 336, 426, 508, 737, 765, 1007, 1500, 1991];
+
+/// Regression (lost writes of a leaving node coordinating on version 1
+/// after its copy was read): the planted `copy-ignores-leaving-ack` loses
+/// an acknowledged write on some of those seeds; without it they pass.
+#[test]
+fn copy_counting_a_leaving_node_before_its_ack_is_caught_as_a_lost_write() {
+    let planted = config(Some(PlantedBug::CopyIgnoresLeavingAck));
+    let caught: Vec<u64> = IGNORES_ACK_SEEDS
+        .into_iter()
+        .filter(|&seed| {
+            let result = run(seed, &planted).unwrap();
+            result.report.count(ViolationKind::LostWrite) > 0
+        })
+        .collect();
+    eprintln!(
+        "copy-ignores-leaving-ack: {} of {} seeds lost writes: {caught:?}",
+        caught.len(),
+        IGNORES_ACK_SEEDS.len()
+    );
+    assert!(
+        !caught.is_empty(),
+        "no seed of {IGNORES_ACK_SEEDS:?} caught the copy ignoring a leaving node's ack (e.g. {})",
+        replay_command(IGNORES_ACK_SEEDS[0], &planted)
+    );
+    let clean = config(None);
+    for seed in IGNORES_ACK_SEEDS {
+        let result = run(seed, &clean).unwrap();
+        assert!(
+            result.report.ok() && result.stats.layout_settled,
             "seed {seed} without the bug: {}\nreplay: {}",
             result.report.summary(5),
             replay_command(seed, &clean)

@@ -49,9 +49,19 @@
 //!   one reaches the new sets too ([`History::copy_may_start`]).
 //! - Reads use the newest live version `v` with `min(sync) >= v`, else the
 //!   oldest live version ([`History::read_layout`]).
-//! - The old version is dropped once `min(sync_ack) >= new version`
-//!   ([`History::prune`]); only then may a node delete the copies of keys
-//!   it no longer replicates ([`History::may_delete`]).
+//! - The old version is dropped once `min(sync_ack) >= new version` over
+//!   the counted nodes and the removed ones not declared dead
+//!   ([`History::prune_nodes`], [`History::prune`]); only then may a node
+//!   delete the copies of keys it no longer replicates
+//!   ([`History::may_delete`]). The removed nodes count here because a
+//!   leaving node still serves clients until it drops the old version: a
+//!   pruned node writes to the new sets only, so a leaving node that had
+//!   not seen every node synced would read the old sets and miss those
+//!   writes (stale reads on the simulation's `--shrink` seeds 518, 532
+//!   and 1795). A leaving node's `sync_ack >= v` says it reads the new
+//!   sets. It costs no liveness the copy does not already take: the copy
+//!   waits for every leaving node not declared dead
+//!   (`super::copy_completion`).
 
 use super::layout::Layout;
 use std::collections::{BTreeMap, BTreeSet};
@@ -274,6 +284,17 @@ impl History {
             .collect()
     }
 
+    /// The nodes whose `sync_ack` the prune waits for: the counted nodes
+    /// and those the newest version removes that are not declared dead
+    /// (the module's rules).
+    pub fn prune_nodes(&self) -> BTreeSet<String> {
+        let current = self.current();
+        self.all_nodes()
+            .into_iter()
+            .filter(|n| current.is_member(n) || !self.declared_dead(n))
+            .collect()
+    }
+
     fn min(&self, which: Tracker) -> u64 {
         let nodes = self.counted_nodes();
         self.trackers.min_over(which, &nodes)
@@ -428,7 +449,10 @@ impl History {
     /// Drops the old version once every node saw the new one synced;
     /// returns whether it did.
     pub fn prune(&mut self) -> bool {
-        if !self.in_transition() || self.min(Tracker::SyncAck) < self.current().version {
+        let synced = self
+            .trackers
+            .min_over(Tracker::SyncAck, &self.prune_nodes());
+        if !self.in_transition() || synced < self.current().version {
             return false;
         }
         self.live.remove(0);

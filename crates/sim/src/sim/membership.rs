@@ -24,7 +24,9 @@
 //!   learns it waits until every write it started before is answered, then
 //!   raises its `ack` tracker.
 //! - Gossip: two random nodes that reach each other both ways exchange
-//!   their layout and trackers (merged by maximum).
+//!   their layout and trackers (merged by maximum); a node in transition
+//!   follows a peer that pruned (`transition_rules::adopt_peer_prune`,
+//!   as the node's layout gossip does).
 //! - Copying: once its view says copying may start, a node that gains keys
 //!   merges what EVERY old replica of each such key holds (tombstones
 //!   included), then raises its `sync` tracker; a source down or cut off
@@ -371,6 +373,24 @@ impl Sim {
         if m.views[b].history.merge(&ta) {
             m.refresh(b);
         }
+        // A peer that pruned is followed, as the node's layout gossip does
+        // (`transition_rules::adopt_peer_prune`): a pruned node forgot the
+        // trackers of the nodes version 2 removes, so nobody else might
+        // learn a removed node's last `sync_ack`.
+        let now = self.now();
+        for (me, peer) in [(a, b), (b, a)] {
+            let Some(m) = self.membership.as_mut() else {
+                return;
+            };
+            let peer_live = m.views[peer].history.live().to_vec();
+            if let Some(pruned) =
+                transition_rules::adopt_peer_prune(&m.views[me].history, &peer_live)
+            {
+                m.views[me].history = pruned;
+                m.views[me].pruned_at_ms = Some(now);
+                m.refresh(me);
+            }
+        }
     }
 
     /// Node `node`'s own steps: ack, copy, sync_ack, prune, cleanup.
@@ -452,6 +472,7 @@ impl Sim {
         // mode skips leaving sources that do not answer.
         let mode = match self.config.planted_bug {
             Some(PlantedBug::CopySkipsPartitionedLeavingNode) => Mode::PlantedSkipsLeaving,
+            Some(PlantedBug::CopyIgnoresLeavingAck) => Mode::PlantedIgnoresLeavingAck,
             _ => Mode::Sound,
         };
         let facts: Vec<Source<'_>> = sources
@@ -461,13 +482,19 @@ impl Sim {
                 finished: reachable(*s),
                 leaving: !h.current().is_member(url),
                 declared_dead: h.declared_dead(url),
+                // The copy below reads every source in this tick, so a
+                // source's ack known now was known before its pass.
+                acked: h.trackers().get(Tracker::Ack, url) >= version,
             })
             .collect();
         let leaving_skipped = match decide(&facts, mode) {
             Completion::Waiting(waits) => {
-                let leaving = waits
-                    .iter()
-                    .any(|w| w.reason == WaitReason::LeavingSourceNotAnswering);
+                let leaving = waits.iter().any(|w| {
+                    matches!(
+                        w.reason,
+                        WaitReason::LeavingSourceNotAnswering | WaitReason::LeavingSourceNotAcked
+                    )
+                });
                 if let Some(m) = self.membership.as_mut() {
                     m.copy_waits += u64::from(leaving);
                 }
