@@ -33,12 +33,17 @@
 //!   postpones the whole copy to a later tick (it is repeated whole, so a
 //!   crash of either side only delays it), as the node's own rule
 //!   (`ataman_node::cluster::copy_completion`) decides: a leaving source
-//!   is waited for too (no node is declared dead here). The planted bug
+//!   is waited for too (no node is declared dead here), and counts only
+//!   once its `ack` for version 2 is in the copying node's view (the copy
+//!   reads every source in one tick, so after that). The planted bug
 //!   `copy-skips-partitioned-leaving-node` asks the rule's planted mode
 //!   instead, which completes the copy without leaving sources it cannot
-//!   reach. A leaving node gains nothing: it raises `sync` at once.
+//!   reach; `copy-ignores-leaving-ack` the mode that reads a leaving
+//!   source before its `ack` is known. A leaving node gains nothing: it
+//!   raises `sync` at once.
 //! - It raises `sync_ack` once it sees every node synced, drops the old
-//!   version once every node did, and only then, after the node's cleanup
+//!   version once every node did (the leaving ones too, as
+//!   `History::prune_nodes` says), and only then, after the node's cleanup
 //!   wait (`transition_rules::cleanup_wait_ms`), deletes the copies it no
 //!   longer replicates (a mask over its engine, `SimNode::drop_copy`): a
 //!   removed node, once it dropped version 1, deletes every copy and has
