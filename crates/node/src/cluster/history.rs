@@ -31,17 +31,22 @@
 //!   while a transition is under way).
 //! - "Every node" is every member of the newest version ([`History::counted_nodes`]):
 //!   a node the newest version removes is not waited for in the
-//!   trackers, so a dead node can be removed or replaced. That is safe
-//!   because of the fence: a node that knows a version refuses peer
-//!   requests from a coordinator on an older one, and a node raises its
-//!   `ack` only once it refuses them. So once copying starts (every
-//!   counted node acked), a removed node that never learned the change
-//!   can no longer get a write acknowledged (it would need `ack`
-//!   replicas, and the others refuse it), and every write it had
-//!   acknowledged before is on the old replicas of its key. Those may
-//!   all be removed nodes (a key whose old replicas all leave): the copy
-//!   still reads from every one of them, until it answers or the operator
-//!   declares it dead (`super::copy_completion`).
+//!   trackers (but for the prune, below, unless declared dead), so a
+//!   dead node can be removed or replaced. That is safe
+//!   because of the fence and the copy: a node that knows a version
+//!   refuses peer requests from a coordinator on an older one, and a
+//!   node raises its `ack` only once it refuses them. So once copying
+//!   starts (every counted node acked), a removed node that has not
+//!   learned the change yet can get a write acknowledged on the old
+//!   version only by itself (a local write) and by other removed nodes
+//!   that do not know the change either, each before its own `ack`. The
+//!   copy reads every old replica, removed ones included, and counts a
+//!   removed one only once its `ack` was known before the read (the
+//!   rule "Leaving not acked" of `super::copy_completion`), so it finds
+//!   every such write, until the node answers or the operator declares
+//!   it dead. (The argument before that rule assumed some other replica
+//!   knew the change; with `ack = 1`, or a key whose old replicas all
+//!   leave, none need.)
 //! - Writes go to each live version's replica set of the key and need
 //!   `ack` acknowledgements in each set ([`History::write_sets`]).
 //! - Copying for version `v` may start once `min(ack) >= v`: from then on
