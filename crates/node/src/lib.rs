@@ -395,11 +395,9 @@ fn join_transition(thread: Option<std::thread::JoinHandle<()>>) -> Option<String
 }
 
 /// The transition driver's copier: `antientropy::transfer::copy_gained`
-/// on this node. A copy is complete when every source finished, or when
-/// the only sources left are nodes the new layout removes (a dead node
-/// being replaced): after the copy's tries (`transfer::copy`) their data
-/// comes from the surviving old replicas, which hold every write
-/// acknowledged with `ack >= 2` (docs/ARCHITECTURE.md, "Membership").
+/// on this node, complete as `cluster::copy_completion` decides (every
+/// source finished, a leaving one read only once its `ack` for the new
+/// version is known; a source declared dead skipped).
 struct TransferCopier(Arc<NodeShared>);
 
 impl cluster::transition::Copier for TransferCopier {
@@ -412,11 +410,33 @@ impl cluster::transition::Copier for TransferCopier {
         new: &cluster::layout::Layout,
     ) -> Result<bool, String> {
         use cluster::copy_completion::{Completion, Mode, Source, decide};
+        use cluster::history::Tracker;
         let me = self.0.placement.self_url().to_owned();
-        let report =
-            antientropy::transfer::copy::copy_gained(&self.0.antientropy_node(), &me, old, new)
-                .map_err(|e| e.to_string())?;
         let history = self.0.membership.as_ref().map(|m| m.history());
+        // This transition's history, as known before any pass starts.
+        let now = history
+            .as_ref()
+            .filter(|h| h.current().version == new.version);
+        let dead = |url: &str| now.is_some_and(|h| h.declared_dead(url));
+        // A leaving source, not declared dead, whose ack for the new
+        // version is not known: not read now, its copy would not count
+        // (`copy_completion`'s rule "Leaving not acked").
+        let acked =
+            |url: &str| now.is_some_and(|h| h.trackers().get(Tracker::Ack, url) >= new.version);
+        let held: Vec<String> = old
+            .nodes
+            .iter()
+            .filter(|u| !new.is_member(u) && !dead(u) && !acked(u))
+            .cloned()
+            .collect();
+        let report = antientropy::transfer::copy::copy_gained(
+            &self.0.antientropy_node(),
+            &me,
+            old,
+            new,
+            &held,
+        )
+        .map_err(|e| e.to_string())?;
         let sources: Vec<Source<'_>> = report
             .sources
             .iter()
@@ -424,9 +444,8 @@ impl cluster::transition::Copier for TransferCopier {
                 url: &s.url,
                 finished: s.state != antientropy::transfer::copy::SourceState::Pending,
                 leaving: !new.is_member(&s.url),
-                declared_dead: history
-                    .as_ref()
-                    .is_some_and(|h| h.current().version == new.version && h.declared_dead(&s.url)),
+                declared_dead: dead(&s.url),
+                acked: !held.contains(&s.url),
             })
             .collect();
         let mode = match self.0.config.planted_bug {

@@ -61,11 +61,24 @@ pub enum PlantedBug {
     /// first member's) instead of its id from the layout, as a node started
     /// with `--join` once took its position in the start-up list.
     JoinedTakesIdZero,
+    /// A layout transition that removes nodes (`--shrink`): a node's copy
+    /// completes without the leaving sources it cannot reach, as the
+    /// node's old rule did (`copy_completion::Mode::PlantedSkipsLeaving`,
+    /// the node's `--debug-planted-bug copy-skips-partitioned-leaving-node`),
+    /// so what only a partitioned leaving node held is lost at cleanup.
+    CopySkipsPartitionedLeavingNode,
+    /// A layout transition that removes nodes (`--shrink`): a leaving
+    /// source's copy counts although its `ack` for the new version was not
+    /// known when it was read, as the node's rule did before "Leaving not
+    /// acked" (`copy_completion::Mode::PlantedIgnoresLeavingAck`), so a
+    /// write a leaving node still on the old version acknowledges after
+    /// its copy was read is lost at cleanup.
+    CopyIgnoresLeavingAck,
 }
 
 impl PlantedBug {
     /// Every planted bug by its command-line name.
-    pub const NAMES: [(&'static str, PlantedBug); 7] = [
+    pub const NAMES: [(&'static str, PlantedBug); 9] = [
         ("ack-minus-one", PlantedBug::AckMinusOne),
         ("no-restamp", PlantedBug::NoRestamp),
         ("reads-before-sync", PlantedBug::ReadsBeforeSync),
@@ -76,6 +89,14 @@ impl PlantedBug {
             PlantedBug::DropExpiredWithoutTombstone,
         ),
         ("joined-takes-id-zero", PlantedBug::JoinedTakesIdZero),
+        (
+            "copy-skips-partitioned-leaving-node",
+            PlantedBug::CopySkipsPartitionedLeavingNode,
+        ),
+        (
+            "copy-ignores-leaving-ack",
+            PlantedBug::CopyIgnoresLeavingAck,
+        ),
     ];
 
     /// Its command-line name.
@@ -185,6 +206,10 @@ pub struct SimConfig {
     /// starts outside the layout (version 1: the others) and is added
     /// (version 2) while the workload runs.
     pub grow: bool,
+    /// Nodes removed mid-run (0: none; `sim::membership`): version 1
+    /// holds every node, version 2 all but the last `shrink`, and while
+    /// their copy runs the leaving nodes are cut off from the others.
+    pub shrink: usize,
 }
 
 impl SimConfig {
@@ -201,6 +226,7 @@ impl SimConfig {
             anti_entropy_during_run: true,
             planted_bug: None,
             grow: false,
+            shrink: 0,
         }
     }
 
@@ -222,9 +248,49 @@ impl SimConfig {
                 self.nodes - 1
             ));
         }
+        if self.shrink > 0 {
+            if self.grow {
+                return Err("--grow and --shrink: one layout change a run".into());
+            }
+            if self.shrink >= self.nodes || self.replicas > self.nodes - self.shrink {
+                return Err(format!(
+                    "--shrink {}: replicas {} must fit the {} nodes that stay",
+                    self.shrink,
+                    self.replicas,
+                    self.nodes.saturating_sub(self.shrink)
+                ));
+            }
+        }
         if self.clients == 0 {
             return Err("at least one client".into());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--shrink`: the staying nodes must hold `replicas`, at the bound and
+    /// past it, and one layout change a run (not with `--grow`).
+    #[test]
+    fn shrink_shapes_are_checked_at_and_past_the_bound() {
+        let shape = |nodes, replicas, shrink, grow| SimConfig {
+            nodes,
+            replicas,
+            shrink,
+            grow,
+            ..SimConfig::default_with_steps(10)
+        };
+        assert_eq!(shape(5, 2, 3, false).validate(), Ok(()));
+        let past = shape(5, 3, 3, false).validate().unwrap_err();
+        assert!(past.contains("must fit the 2 nodes that stay"), "{past}");
+        let all = shape(3, 1, 3, false).validate().unwrap_err();
+        assert!(all.contains("--shrink 3"), "{all}");
+        let both = shape(5, 2, 1, true).validate().unwrap_err();
+        assert!(both.contains("one layout change"), "{both}");
+        let name = PlantedBug::CopySkipsPartitionedLeavingNode.name();
+        assert_eq!(name, "copy-skips-partitioned-leaving-node");
     }
 }

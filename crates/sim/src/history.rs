@@ -180,7 +180,8 @@ pub struct History {
     pub nodes: usize,
     /// Replicas of every key (`from` of every request).
     pub replicas: usize,
-    /// Placement seeds of the nodes (`placement::seeds`).
+    /// Placement seeds of the final layout's members, a prefix of the
+    /// nodes (`placement::seeds`): where the checker expects each key.
     pub seeds: Vec<u64>,
     /// Client operations, by id.
     pub ops: Vec<Op>,

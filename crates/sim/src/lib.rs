@@ -84,6 +84,9 @@ pub fn replay_command(seed: u64, config: &SimConfig) -> String {
     if config.grow {
         cmd.push_str(" --grow");
     }
+    if config.shrink > 0 {
+        cmd.push_str(&format!(" --shrink {}", config.shrink));
+    }
     if let Some(bug) = config.planted_bug {
         cmd.push_str(" --planted-bug ");
         cmd.push_str(bug.name());

@@ -53,7 +53,10 @@ struct Args {
     /// Add the last node to the layout mid-run (version 1 is the others).
     #[arg(long)]
     grow: bool,
-    /// A bug planted, to see the checker catch it: ack-minus-one (coordinator), no-restamp (replicas store older writes), drop-expired-without-tombstone (engine compaction), or with --grow reads-before-sync, writes-skip-new, cleanup-early, joined-takes-id-zero.
+    /// Remove the last N nodes from the layout mid-run (version 1 is every node); they are cut off from the others while their copy runs.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    shrink: usize,
+    /// A bug planted, to see the checker catch it: ack-minus-one (coordinator), no-restamp (replicas store older writes), drop-expired-without-tombstone (engine compaction), with --grow reads-before-sync, writes-skip-new, cleanup-early, joined-takes-id-zero, or with --shrink copy-skips-partitioned-leaving-node or copy-ignores-leaving-ack.
     #[arg(long, hide = true)]
     planted_bug: Option<String>,
     /// Stop at the first failing seed.
@@ -119,6 +122,7 @@ fn config(args: &Args) -> Result<SimConfig, String> {
         anti_entropy_during_run: !args.no_anti_entropy_during_run,
         planted_bug,
         grow: args.grow,
+        shrink: args.shrink,
     };
     config.validate()?;
     Ok(config)
@@ -140,6 +144,8 @@ struct Totals {
     layout_settled: u64,
     layout_copied: u64,
     layout_dropped: u64,
+    layout_copy_waits: u64,
+    layout_copy_skips: u64,
     messages: u64,
     virtual_ms: u64,
     faults: BTreeMap<&'static str, u64>,
@@ -158,6 +164,8 @@ impl Totals {
         self.layout_settled += u64::from(stats.layout_settled);
         self.layout_copied += stats.layout_copied;
         self.layout_dropped += stats.layout_dropped;
+        self.layout_copy_waits += stats.layout_copy_waits;
+        self.layout_copy_skips += stats.layout_copy_skips;
         self.messages += stats.network.sent;
         self.virtual_ms += stats.virtual_ms;
         for (k, v) in &stats.faults {
@@ -335,10 +343,15 @@ fn main() -> ExitCode {
         totals.restamps,
         totals.anti_entropy_copies
     );
-    if config.grow {
+    if config.grow || config.shrink > 0 {
         println!(
-            "layout: {} of {} runs settled at version 2, versions copied {}, copies dropped {}",
-            totals.layout_settled, totals.seeds, totals.layout_copied, totals.layout_dropped
+            "layout: {} of {} runs settled at version 2, versions copied {}, copies dropped {}, copies that waited for a leaving source {}, skipped one {}",
+            totals.layout_settled,
+            totals.seeds,
+            totals.layout_copied,
+            totals.layout_dropped,
+            totals.layout_copy_waits,
+            totals.layout_copy_skips
         );
     }
     let faults: Vec<String> = totals

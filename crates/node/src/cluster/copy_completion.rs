@@ -9,7 +9,8 @@
 //!
 //! # Rules
 //! - **Finished.** A source the copy finished (now or before a restart)
-//!   holds nothing more this node needs: it counts for completion.
+//!   holds nothing more this node needs: it counts for completion, unless
+//!   the rule "Leaving not acked" holds it.
 //! - **Member pending.** A pending source the new version keeps is always
 //!   waited for. It answers again, or the operator removes it in a later
 //!   change (a node cannot be declared dead while it is a member).
@@ -20,11 +21,28 @@
 //!   hold its only copy, and the cleanup after the transition deletes it.
 //!   So a leaving node holds the transition (its copy never completes, the
 //!   node never raises `sync`) until it answers.
+//! - **Leaving not acked.** A source the new version removes, not declared
+//!   dead, counts only if its `ack` for the new version `v` was known
+//!   (`>= v`) before the pass against it started; otherwise it is waited
+//!   for, finished or not, and read (again) once its `ack` is known.
+//!   Why: `copy_may_start` counts only the nodes the new version keeps
+//!   (`super::history::History::counted_nodes`), so a leaving node cut
+//!   off when `v` was committed may still coordinate writes on the old
+//!   version alone while the copy runs. Such a write lands only on nodes
+//!   that do not fence it (every staying node acked `v`, so it refuses a
+//!   coordinator on an older version): the coordinator itself (a local
+//!   write; enough with `ack = 1`) and leaving nodes that have not learned
+//!   `v`. Each of them got it before its own fence went up, so before its
+//!   `ack >= v`; and the coordinator acknowledged it before its own
+//!   `ack >= v` (the rule "Ack" of `super::transition_rules`). A pass
+//!   against such a node that starts after its `ack` is known therefore
+//!   finds it. A pass started earlier may have missed it, hence the
+//!   re-read.
 //! - **Declared dead.** A pending source the new version removes and the
-//!   operator declared dead is skipped. Residual assumption: the
-//!   operator's word that its data is gone (a disk lost, a machine
-//!   retired); a write only it held is lost by that choice, which the
-//!   node logs with the source's URL.
+//!   operator declared dead is skipped, acked or not. Residual
+//!   assumption: the operator's word that its data is gone (a disk lost,
+//!   a machine retired); a write only it held is lost by that choice,
+//!   which the node logs with the source's URL.
 //! - **Complete** once no source is waited for.
 //!
 //! What a transition waits for, as `GET /v0/layout` says it
@@ -34,9 +52,12 @@
 //! `v` ("copying"), else `sync_ack` below `v` ("has not seen every node
 //! synced").
 //!
-//! The old rule, kept as a planted bug ([`Mode::PlantedSkipsLeaving`],
-//! `--debug-planted-bug copy-skips-partitioned-leaving-node`): every
-//! pending source the new version removes is skipped, declared or not.
+//! The old rules, kept as planted bugs: [`Mode::PlantedSkipsLeaving`]
+//! (`--debug-planted-bug copy-skips-partitioned-leaving-node`): every
+//! pending source the new version removes is skipped, declared or not;
+//! [`Mode::PlantedIgnoresLeavingAck`] (the simulation's
+//! `copy-ignores-leaving-ack`): a leaving source's pass counts whether or
+//! not its `ack` was known.
 
 use super::history::{History, Tracker};
 
@@ -51,6 +72,10 @@ pub struct Source<'a> {
     pub leaving: bool,
     /// The operator declared it dead for this transition.
     pub declared_dead: bool,
+    /// Its `ack` for the new version was known (`>= v`) before the pass
+    /// against it started (the rule "Leaving not acked"; read only for a
+    /// leaving source).
+    pub acked: bool,
 }
 
 /// Which rule decides (the sound one, or a planted mistake for the tests'
@@ -63,6 +88,10 @@ pub enum Mode {
     /// The old rule: pending leaving sources are skipped, declared dead or
     /// not (a partitioned leaving node loses what only it held).
     PlantedSkipsLeaving,
+    /// The rules before "Leaving not acked": a leaving source's pass
+    /// counts whether or not its `ack` was known (a leaving node still on
+    /// the old version may acknowledge a write after its copy was read).
+    PlantedIgnoresLeavingAck,
 }
 
 /// Why the copy waits for a node.
@@ -73,6 +102,10 @@ pub enum WaitReason {
     /// A source the new version removes did not answer, and it is not
     /// declared dead.
     LeavingSourceNotAnswering,
+    /// A source the new version removes, not declared dead, whose `ack`
+    /// for the new version is not known yet (it may still acknowledge
+    /// writes on the old version alone).
+    LeavingSourceNotAcked,
 }
 
 impl WaitReason {
@@ -82,6 +115,9 @@ impl WaitReason {
             WaitReason::SourceNotAnswering => "copy source not answering",
             WaitReason::LeavingSourceNotAnswering => {
                 "leaving copy source not answering (it may hold the only copy of a write; declare it dead if its data is lost)"
+            }
+            WaitReason::LeavingSourceNotAcked => {
+                "leaving copy source has not acked the new version yet (it may still acknowledge writes on the old one; read once it has)"
             }
         }
     }
@@ -113,23 +149,30 @@ pub enum Completion {
 pub fn decide(sources: &[Source<'_>], mode: Mode) -> Completion {
     let mut skipped = Vec::new();
     let mut waits = Vec::new();
-    for s in sources.iter().filter(|s| !s.finished) {
-        let skip = match mode {
-            Mode::Sound => s.leaving && s.declared_dead,
-            Mode::PlantedSkipsLeaving => s.leaving,
+    for s in sources {
+        let held = match mode {
+            Mode::Sound => s.leaving && !s.declared_dead && !s.acked,
+            Mode::PlantedSkipsLeaving | Mode::PlantedIgnoresLeavingAck => false,
         };
-        if skip {
+        let reason = if held {
+            WaitReason::LeavingSourceNotAcked
+        } else if s.finished {
+            continue;
+        } else if match mode {
+            Mode::Sound | Mode::PlantedIgnoresLeavingAck => s.leaving && s.declared_dead,
+            Mode::PlantedSkipsLeaving => s.leaving,
+        } {
             skipped.push(s.url.to_owned());
+            continue;
+        } else if s.leaving {
+            WaitReason::LeavingSourceNotAnswering
         } else {
-            let reason = match s.leaving {
-                true => WaitReason::LeavingSourceNotAnswering,
-                false => WaitReason::SourceNotAnswering,
-            };
-            waits.push(Wait {
-                node: s.url.to_owned(),
-                reason,
-            });
-        }
+            WaitReason::SourceNotAnswering
+        };
+        waits.push(Wait {
+            node: s.url.to_owned(),
+            reason,
+        });
     }
     match waits.is_empty() {
         true => Completion::Complete { skipped },
@@ -175,6 +218,15 @@ mod tests {
             finished,
             leaving,
             declared_dead,
+            acked: true,
+        }
+    }
+
+    /// A source whose `ack` was not known before its pass.
+    fn unacked(url: &str, finished: bool, leaving: bool, declared_dead: bool) -> Source<'_> {
+        Source {
+            acked: false,
+            ..src(url, finished, leaving, declared_dead)
         }
     }
 
@@ -351,6 +403,56 @@ mod tests {
         assert_eq!(
             decide(&m, Mode::PlantedSkipsLeaving),
             waiting(&[("m", WaitReason::SourceNotAnswering)])
+        );
+    }
+
+    /// Rule "Leaving not acked": a leaving source whose `ack` was not
+    /// known before its pass holds the copy, finished or not (the
+    /// regression: lost writes on `--shrink` seeds 1991 and others, a
+    /// leaving node on version 1 acknowledging after its copy was read);
+    /// once acked it counts; a staying source's `ack` is not asked; a
+    /// declared-dead one is skipped acked or not.
+    #[test]
+    fn leaving_source_counts_only_after_its_ack_regression() {
+        for finished in [false, true] {
+            let s = [
+                src("keep", true, false, false),
+                unacked("gone", finished, true, false),
+            ];
+            assert_eq!(
+                decide(&s, Mode::Sound),
+                waiting(&[("gone", WaitReason::LeavingSourceNotAcked)]),
+                "finished: {finished}"
+            );
+        }
+        let acked = [src("gone", true, true, false)];
+        assert_eq!(decide(&acked, Mode::Sound), complete(&[]));
+        let member = [unacked("keep", true, false, false)];
+        assert_eq!(decide(&member, Mode::Sound), complete(&[]));
+        let dead = [unacked("gone", false, true, true)];
+        assert_eq!(decide(&dead, Mode::Sound), complete(&["gone"]));
+        assert!(
+            WaitReason::LeavingSourceNotAcked
+                .text()
+                .contains("not acked the new version")
+        );
+    }
+
+    /// The planted rule before "Leaving not acked" counts a finished
+    /// leaving source whatever its `ack`, and otherwise decides as the
+    /// sound one.
+    #[test]
+    fn planted_rule_ignores_leaving_ack() {
+        let s = [unacked("gone", true, true, false)];
+        assert_eq!(decide(&s, Mode::PlantedIgnoresLeavingAck), complete(&[]));
+        assert_ne!(
+            decide(&s, Mode::Sound),
+            decide(&s, Mode::PlantedIgnoresLeavingAck)
+        );
+        let p = [unacked("gone", false, true, false)];
+        assert_eq!(
+            decide(&p, Mode::PlantedIgnoresLeavingAck),
+            waiting(&[("gone", WaitReason::LeavingSourceNotAnswering)])
         );
     }
 }

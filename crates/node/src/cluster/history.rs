@@ -31,17 +31,22 @@
 //!   while a transition is under way).
 //! - "Every node" is every member of the newest version ([`History::counted_nodes`]):
 //!   a node the newest version removes is not waited for in the
-//!   trackers, so a dead node can be removed or replaced. That is safe
-//!   because of the fence: a node that knows a version refuses peer
-//!   requests from a coordinator on an older one, and a node raises its
-//!   `ack` only once it refuses them. So once copying starts (every
-//!   counted node acked), a removed node that never learned the change
-//!   can no longer get a write acknowledged (it would need `ack`
-//!   replicas, and the others refuse it), and every write it had
-//!   acknowledged before is on the old replicas of its key. Those may
-//!   all be removed nodes (a key whose old replicas all leave): the copy
-//!   still reads from every one of them, until it answers or the operator
-//!   declares it dead (`super::copy_completion`).
+//!   trackers (but for the prune, below, unless declared dead), so a
+//!   dead node can be removed or replaced. That is safe
+//!   because of the fence and the copy: a node that knows a version
+//!   refuses peer requests from a coordinator on an older one, and a
+//!   node raises its `ack` only once it refuses them. So once copying
+//!   starts (every counted node acked), a removed node that has not
+//!   learned the change yet can get a write acknowledged on the old
+//!   version only by itself (a local write) and by other removed nodes
+//!   that do not know the change either, each before its own `ack`. The
+//!   copy reads every old replica, removed ones included, and counts a
+//!   removed one only once its `ack` was known before the read (the
+//!   rule "Leaving not acked" of `super::copy_completion`), so it finds
+//!   every such write, until the node answers or the operator declares
+//!   it dead. (The argument before that rule assumed some other replica
+//!   knew the change; with `ack = 1`, or a key whose old replicas all
+//!   leave, none need.)
 //! - Writes go to each live version's replica set of the key and need
 //!   `ack` acknowledgements in each set ([`History::write_sets`]).
 //! - Copying for version `v` may start once `min(ack) >= v`: from then on
@@ -49,9 +54,19 @@
 //!   one reaches the new sets too ([`History::copy_may_start`]).
 //! - Reads use the newest live version `v` with `min(sync) >= v`, else the
 //!   oldest live version ([`History::read_layout`]).
-//! - The old version is dropped once `min(sync_ack) >= new version`
-//!   ([`History::prune`]); only then may a node delete the copies of keys
-//!   it no longer replicates ([`History::may_delete`]).
+//! - The old version is dropped once `min(sync_ack) >= new version` over
+//!   the counted nodes and the removed ones not declared dead
+//!   ([`History::prune_nodes`], [`History::prune`]); only then may a node
+//!   delete the copies of keys it no longer replicates
+//!   ([`History::may_delete`]). The removed nodes count here because a
+//!   leaving node still serves clients until it drops the old version: a
+//!   pruned node writes to the new sets only, so a leaving node that had
+//!   not seen every node synced would read the old sets and miss those
+//!   writes (stale reads on the simulation's `--shrink` seeds 518, 532
+//!   and 1795). A leaving node's `sync_ack >= v` says it reads the new
+//!   sets. It costs no liveness the copy does not already take: the copy
+//!   waits for every leaving node not declared dead
+//!   (`super::copy_completion`).
 
 use super::layout::Layout;
 use std::collections::{BTreeMap, BTreeSet};
@@ -274,6 +289,17 @@ impl History {
             .collect()
     }
 
+    /// The nodes whose `sync_ack` the prune waits for: the counted nodes
+    /// and those the newest version removes that are not declared dead
+    /// (the module's rules).
+    pub fn prune_nodes(&self) -> BTreeSet<String> {
+        let current = self.current();
+        self.all_nodes()
+            .into_iter()
+            .filter(|n| current.is_member(n) || !self.declared_dead(n))
+            .collect()
+    }
+
     fn min(&self, which: Tracker) -> u64 {
         let nodes = self.counted_nodes();
         self.trackers.min_over(which, &nodes)
@@ -428,7 +454,10 @@ impl History {
     /// Drops the old version once every node saw the new one synced;
     /// returns whether it did.
     pub fn prune(&mut self) -> bool {
-        if !self.in_transition() || self.min(Tracker::SyncAck) < self.current().version {
+        let synced = self
+            .trackers
+            .min_over(Tracker::SyncAck, &self.prune_nodes());
+        if !self.in_transition() || synced < self.current().version {
             return false;
         }
         self.live.remove(0);

@@ -322,10 +322,11 @@ fn model_runs_read_every_acknowledged_write() {
 }
 
 /// A removed node cut off from the transition (dead, or partitioned and
-/// still coordinating on the old layout) neither stalls it nor loses an
-/// acknowledged write: the transition settles without it, and the fence
-/// keeps its late writes from being acknowledged; with the fence planted
-/// away, a late write is lost.
+/// still coordinating on the old layout) loses no acknowledged write: the
+/// fence keeps its late writes from being acknowledged (with the fence
+/// planted away, a late write is lost). The prune waits for its
+/// `sync_ack` (a leaving node serves reads until it drops the old
+/// version) unless it is declared dead, and then settles without it.
 #[test]
 fn isolated_removed_node_neither_stalls_nor_loses_writes() {
     let replace = (layout(1, &[1, 2, 3], 3), layout(2, &[1, 2, 4], 3));
@@ -345,7 +346,27 @@ fn isolated_removed_node_neither_stalls_nor_loses_writes() {
         for n in &new.nodes {
             h.observe_synced(n);
         }
-        assert!(h.prune(), "the removed node's trackers are not waited for");
+        assert!(
+            !h.clone().prune(),
+            "the removed node's sync_ack is waited for"
+        );
+        let gone: Vec<String> = old
+            .nodes
+            .iter()
+            .filter(|n| !new.is_member(n))
+            .cloned()
+            .collect();
+        let mut dead = h.clone();
+        dead.declare_dead_all(&gone, 2).unwrap();
+        assert!(
+            dead.prune(),
+            "a removed node declared dead is not waited for"
+        );
+        for n in &gone {
+            h.raise(Tracker::Sync, n, 2);
+            h.observe_synced(n);
+        }
+        assert!(h.prune(), "the removed node saw every node synced");
     }
     let caught = [&replace, &shrink]
         .iter()

@@ -1,49 +1,80 @@
-//! Layout transitions in a run (`--grow`): the last node starts outside
-//! the layout (version 1 holds the others) and is added as version 2 once
-//! a third of the workload was answered, with the node's own pure rules
+//! Layout transitions in a run, with the node's own pure rules
 //! (`ataman_node::cluster::history` and `node_table`) deciding every
-//! request's replica sets on every node.
+//! request's replica sets on every node. Version 2 is committed once a
+//! third of the workload was answered; it is the change an operator's
+//! `POST /v0/layout` makes:
+//! - `--grow` (`add=`): the last node starts outside the layout (version 1
+//!   holds the others) and version 2 adds it;
+//! - `--shrink N` (`remove=`): version 1 holds every node, version 2 all
+//!   but the last `N`. When version 2 is committed the leaving nodes are
+//!   cut off from the staying ones (both ways, for [`LEAVING_CUT_MS`]),
+//!   so the staying nodes' copy runs while its leaving sources do not
+//!   answer, and a key whose every old replica leaves (`R` of them) is
+//!   held by them alone.
 //!
 //! What each node does, every [`MEMBERSHIP_TICK_MS`] while it is up:
 //! - Joining: the added node starts as a node started with `--join` does:
 //!   no member, no node id, so its clock stamps nothing and it refuses
 //!   every client request (the node's membership gate).
-//! - Learning: one node learns version 2 when it is committed; the others
-//!   learn it from any peer they exchange with (gossip below). The added
-//!   node takes its node id from version 2 when it learns it (the planted
-//!   bug `joined-takes-id-zero` gives it id 0 instead, as the start-up
-//!   list's position once did). A node that
+//! - Learning: one node of version 2 learns it when it is committed; the
+//!   others learn it from any peer they exchange with (gossip below). The
+//!   added node takes its node id from version 2 when it learns it (the
+//!   planted bug `joined-takes-id-zero` gives it id 0 instead, as the
+//!   start-up list's position once did). A node that
 //!   learns it waits until every write it started before is answered, then
 //!   raises its `ack` tracker.
 //! - Gossip: two random nodes that reach each other both ways exchange
-//!   their layout and trackers (merged by maximum).
+//!   their layout and trackers (merged by maximum); a node in transition
+//!   follows a peer that pruned (`transition_rules::adopt_peer_prune`,
+//!   as the node's layout gossip does).
 //! - Copying: once its view says copying may start, a node that gains keys
 //!   merges what EVERY old replica of each such key holds (tombstones
 //!   included), then raises its `sync` tracker; a source down or cut off
 //!   postpones the whole copy to a later tick (it is repeated whole, so a
 //!   crash of either side only delays it), as the node's own rule
-//!   (`ataman_node::cluster::copy_completion`) decides.
+//!   (`ataman_node::cluster::copy_completion`) decides: a leaving source
+//!   is waited for too (no node is declared dead here), and counts only
+//!   once its `ack` for version 2 is in the copying node's view (the copy
+//!   reads every source in one tick, so after that). The planted bug
+//!   `copy-skips-partitioned-leaving-node` asks the rule's planted mode
+//!   instead, which completes the copy without leaving sources it cannot
+//!   reach; `copy-ignores-leaving-ack` the mode that reads a leaving
+//!   source before its `ack` is known. A leaving node gains nothing: it
+//!   raises `sync` at once.
 //! - It raises `sync_ack` once it sees every node synced, drops the old
-//!   version once every node did, and only then deletes the copies it no
-//!   longer replicates (a mask over its engine, `SimNode::drop_copy`).
+//!   version once every node did (the leaving ones too, as
+//!   `History::prune_nodes` says), and only then, after the node's cleanup
+//!   wait (`transition_rules::cleanup_wait_ms`), deletes the copies it no
+//!   longer replicates (a mask over its engine, `SimNode::drop_copy`): a
+//!   removed node, once it dropped version 1, deletes every copy and has
+//!   no node id (it stamps nothing and serves no client).
 //!
 //! Layouts and trackers survive crashes (the real node keeps them on disk).
 //! The consensus that commits version 2 is not simulated (its rules are
 //! tested in `cluster::agreement`); nor are hints redirected from a node
-//! that stopped replicating a key (cleanup drops whatever they bring back).
+//! that stopped replicating a key (cleanup drops whatever they bring back),
+//! nor `dead=` declarations (a node declared dead loses, by the operator's
+//! choice, what only it held, which this checker would rightly report).
 
 use super::{Event, Sim};
-use crate::config::PlantedBug;
+use crate::config::{PlantedBug, REPLICATION_TIMEOUT_MS};
 use crate::history::{Happening, OpId, OpResult};
-use ataman_node::cluster::copy_completion::{Completion, Mode, Source, decide};
+use ataman_node::cluster::copy_completion::{Completion, Mode, Source, WaitReason, decide};
 use ataman_node::cluster::history::{History, Tracker};
 use ataman_node::cluster::layout::{Change, Layout};
 use ataman_node::cluster::node_table::{NodeTable, Placed};
 use ataman_node::cluster::placement;
+use ataman_node::cluster::transition_rules;
 use ataman_node::peer::frame::Stamped;
 
 /// How often every node runs its membership work, ms.
 pub const MEMBERSHIP_TICK_MS: u64 = 25;
+
+/// Shortest and longest time the leaving nodes of a `--shrink` run are cut
+/// off from the staying ones once version 2 is committed, ms: longer than
+/// a request's timeout ([`crate::config::REPLICATION_TIMEOUT_MS`]), so the
+/// staying nodes ack version 2 and try their copy while it lasts.
+pub const LEAVING_CUT_MS: (u64, u64) = (2_000, 8_000);
 
 /// The URLs of a run's nodes when its layout changes (placement hashes them).
 pub fn node_urls(nodes: usize) -> Vec<String> {
@@ -59,6 +90,8 @@ pub struct View {
     placed: Placed,
     /// While it waits to ack the newest version: the writes it started before.
     old_writes: Option<Vec<OpId>>,
+    /// When it dropped the old version (its cleanup waits from then).
+    pruned_at_ms: Option<u64>,
 }
 
 /// The layout transition of a run.
@@ -69,26 +102,67 @@ pub struct Membership {
     next: Layout,
     committed: bool,
     views: Vec<View>,
+    /// Members of version 1 and of version 2: each a prefix of the nodes.
+    old_members: usize,
+    new_members: usize,
     /// Versions copied to gaining nodes.
     pub copied: u64,
     /// Copies dropped by cleanups.
     pub dropped: u64,
+    /// Ticks in which a node's copy waited for a leaving source.
+    pub copy_waits: u64,
+    /// Copies completed without a leaving source (the planted rule only).
+    pub copy_skips: u64,
 }
 
 impl Membership {
-    /// Version 1 of all nodes but the last, version 2 of all; R `replicas`.
-    pub fn new(nodes: usize, replicas: usize) -> Result<Membership, String> {
+    /// `--grow`: version 1 of all nodes but the last, version 2 of all
+    /// (`add=` the last); R `replicas`.
+    pub fn grow(nodes: usize, replicas: usize) -> Result<Membership, String> {
         let urls = node_urls(nodes);
+        let change = Change {
+            add: urls[nodes - 1..].to_vec(),
+            ..Change::default()
+        };
+        Membership::change(urls, nodes - 1, replicas, &change)
+    }
+
+    /// `--shrink`: version 1 of all nodes, version 2 without the last
+    /// `leaving` (`remove=` them); R `replicas`.
+    pub fn shrink(nodes: usize, replicas: usize, leaving: usize) -> Result<Membership, String> {
+        let urls = node_urls(nodes);
+        let stay = nodes
+            .checked_sub(leaving)
+            .ok_or_else(|| format!("cannot remove {leaving} of {nodes} nodes"))?;
+        let change = Change {
+            remove: urls[stay..].to_vec(),
+            ..Change::default()
+        };
+        Membership::change(urls, nodes, replicas, &change)
+    }
+
+    /// Version 1 of the first `first_members` of `urls`, version 2 what
+    /// `change` makes of it (the change the operator's `POST /v0/layout`
+    /// makes: the node's own rule gives an added node its id).
+    fn change(
+        urls: Vec<String>,
+        first_members: usize,
+        replicas: usize,
+        change: &Change,
+    ) -> Result<Membership, String> {
+        let nodes = urls.len();
         let first =
-            Layout::new(1, urls[..nodes - 1].to_vec(), replicas).map_err(|e| e.to_string())?;
-        // The change the operator's `POST /v0/layout` makes: the node's
-        // own rule gives the added node its id.
-        let next = first
-            .apply(&Change {
-                add: urls[nodes - 1..].to_vec(),
-                ..Change::default()
-            })
-            .map_err(|e| e.to_string())?;
+            Layout::new(1, urls[..first_members].to_vec(), replicas).map_err(|e| e.to_string())?;
+        let next = first.apply(change).map_err(|e| e.to_string())?;
+        // Both versions hold a prefix of the nodes (what `scope_seeds`
+        // and the checker's placement rely on).
+        let new_members = next.nodes.len();
+        if next.nodes[..] != urls[..new_members] {
+            return Err(format!(
+                "version 2 is not a prefix of the nodes: {:?}",
+                next.nodes
+            ));
+        }
         let mut table = NodeTable::new(&urls);
         let history = History::settled(first);
         let placed = Placed::new(&history, &mut table);
@@ -96,6 +170,7 @@ impl Membership {
             history,
             placed,
             old_writes: None,
+            pruned_at_ms: None,
         };
         Ok(Membership {
             views: vec![view; nodes],
@@ -103,9 +178,23 @@ impl Membership {
             table,
             next,
             committed: false,
+            old_members: first_members,
+            new_members,
             copied: 0,
             dropped: 0,
+            copy_waits: 0,
+            copy_skips: 0,
         })
+    }
+
+    /// Members of the final layout (version 2): the first this many nodes.
+    pub fn final_members(&self) -> usize {
+        self.new_members
+    }
+
+    /// The nodes version 2 removes (empty unless `--shrink`).
+    pub fn leaving(&self) -> std::ops::Range<usize> {
+        self.new_members..self.old_members.max(self.new_members)
     }
 
     /// The node id `node` holds in its view (none: not a member of any
@@ -131,12 +220,13 @@ impl Membership {
     }
 
     /// The placement seeds anti-entropy uses: version 1's members (a
-    /// prefix of the nodes) until every node dropped version 1.
+    /// prefix of the nodes) until every node dropped version 1, then
+    /// version 2's.
     pub fn scope_seeds<'a>(&self, all: &'a [u64]) -> &'a [u64] {
         if self.settled() {
-            all
+            &all[..self.new_members]
         } else {
-            &all[..all.len() - 1]
+            &all[..self.old_members]
         }
     }
 }
@@ -204,10 +294,16 @@ impl Sim {
         let up: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| self.nodes[i].is_up())
             .collect();
-        let committed = self.membership.as_ref().is_some_and(|m| m.committed);
+        let Some(m) = self.membership.as_ref() else {
+            return;
+        };
+        let (committed, members) = (m.committed, m.final_members());
         if !committed {
+            // A member of version 2 learns it first (the consensus that
+            // commits it runs among its members).
+            let learners: Vec<usize> = up.iter().copied().filter(|&i| i < members).collect();
             if (self.ops_done >= self.config.steps / 3 || self.healing)
-                && let Some(&first) = self.world.rng.pick(&up)
+                && let Some(&first) = self.world.rng.pick(&learners)
             {
                 if let Some(m) = self.membership.as_mut() {
                     m.committed = true;
@@ -216,6 +312,7 @@ impl Sim {
                     "layout: version 2 committed, learned by node {first}"
                 ));
                 self.learn(first);
+                self.cut_off_leaving();
             }
             return;
         }
@@ -230,6 +327,31 @@ impl Sim {
         for node in up {
             self.membership_work(node);
         }
+    }
+
+    /// Cuts the nodes version 2 removes off from the staying ones, both
+    /// ways, for a time drawn from [`LEAVING_CUT_MS`] (not once healing:
+    /// the heal phase injects nothing).
+    fn cut_off_leaving(&mut self) {
+        let Some(m) = self.membership.as_ref() else {
+            return;
+        };
+        let leaving = m.leaving();
+        if leaving.is_empty() || self.healing {
+            return;
+        }
+        let cut_ms = self.between(LEAVING_CUT_MS);
+        let now = self.now();
+        for gone in leaving.clone() {
+            for stay in 0..leaving.start {
+                self.network.cut(gone, stay, now + cut_ms, now);
+                self.network.cut(stay, gone, now + cut_ms, now);
+            }
+        }
+        self.count_fault("leaving nodes cut off");
+        self.fault_record(format!(
+            "layout: leaving nodes {leaving:?} cut off from the others for {cut_ms} ms"
+        ));
     }
 
     fn gossip(&mut self, a: usize, b: usize) {
@@ -256,6 +378,24 @@ impl Sim {
         if m.views[b].history.merge(&ta) {
             m.refresh(b);
         }
+        // A peer that pruned is followed, as the node's layout gossip does
+        // (`transition_rules::adopt_peer_prune`): a pruned node forgot the
+        // trackers of the nodes version 2 removes, so nobody else might
+        // learn a removed node's last `sync_ack`.
+        let now = self.now();
+        for (me, peer) in [(a, b), (b, a)] {
+            let Some(m) = self.membership.as_mut() else {
+                return;
+            };
+            let peer_live = m.views[peer].history.live().to_vec();
+            if let Some(pruned) =
+                transition_rules::adopt_peer_prune(&m.views[me].history, &peer_live)
+            {
+                m.views[me].history = pruned;
+                m.views[me].pruned_at_ms = Some(now);
+                m.refresh(me);
+            }
+        }
     }
 
     /// Node `node`'s own steps: ack, copy, sync_ack, prune, cleanup.
@@ -281,11 +421,21 @@ impl Sim {
         };
         let view = &mut m.views[node];
         let mut changed = view.history.observe_synced(&url);
-        changed |= view.history.prune();
+        let pruned = view.history.prune();
+        if pruned {
+            view.pruned_at_ms = Some(self.world.now_ms());
+        }
+        changed |= pruned;
+        let removed = view.history.removed(&url);
         if changed {
             m.refresh(node);
         }
-        self.cleanup(node);
+        if removed && self.nodes[node].node_id().is_some() {
+            // A removed node has no node id: it stamps nothing, and its
+            // membership gate refuses clients.
+            self.nodes[node].set_node_id(None);
+        }
+        self.cleanup(node, false);
     }
 
     /// Copies every key `node` gains from every old replica, then raises its sync.
@@ -297,6 +447,14 @@ impl Sim {
         let url = m.urls[node].clone();
         let version = h.current().version;
         if !h.copy_may_start() || h.trackers().get(Tracker::Sync, &url) >= version {
+            return;
+        }
+        if !h.current().is_member(&url) {
+            // A leaving node gains nothing (`transition_rules::may_gain`).
+            if let Some(m) = self.membership.as_mut() {
+                m.views[node].history.raise(Tracker::Sync, &url, version);
+                m.refresh(node);
+            }
             return;
         }
         let old = h.live()[0].clone();
@@ -314,8 +472,14 @@ impl Sim {
                 && !self.network.is_cut(node, s, now)
         };
         // Whether the copy may complete is the node's own rule: a source
-        // down or cut off is waited for (this run never removes a node,
-        // and nothing is declared dead), so a later tick copies, whole.
+        // down or cut off is waited for (a leaving one too: nothing is
+        // declared dead here), so a later tick copies, whole; the planted
+        // mode skips leaving sources that do not answer.
+        let mode = match self.config.planted_bug {
+            Some(PlantedBug::CopySkipsPartitionedLeavingNode) => Mode::PlantedSkipsLeaving,
+            Some(PlantedBug::CopyIgnoresLeavingAck) => Mode::PlantedIgnoresLeavingAck,
+            _ => Mode::Sound,
+        };
         let facts: Vec<Source<'_>> = sources
             .iter()
             .map(|(s, url)| Source {
@@ -323,11 +487,26 @@ impl Sim {
                 finished: reachable(*s),
                 leaving: !h.current().is_member(url),
                 declared_dead: h.declared_dead(url),
+                // The copy below reads every source in this tick, so a
+                // source's ack known now was known before its pass.
+                acked: h.trackers().get(Tracker::Ack, url) >= version,
             })
             .collect();
-        if matches!(decide(&facts, Mode::Sound), Completion::Waiting(_)) {
-            return;
-        }
+        let leaving_skipped = match decide(&facts, mode) {
+            Completion::Waiting(waits) => {
+                let leaving = waits.iter().any(|w| {
+                    matches!(
+                        w.reason,
+                        WaitReason::LeavingSourceNotAnswering | WaitReason::LeavingSourceNotAcked
+                    )
+                });
+                if let Some(m) = self.membership.as_mut() {
+                    m.copy_waits += u64::from(leaving);
+                }
+                return;
+            }
+            Completion::Complete { skipped } => !skipped.is_empty(),
+        };
         let sources: Vec<(usize, String)> =
             sources.into_iter().filter(|&(s, _)| reachable(s)).collect();
         for (s, source) in sources {
@@ -362,14 +541,17 @@ impl Sim {
             }
         }
         if let Some(m) = self.membership.as_mut() {
+            m.copy_skips += u64::from(leaving_skipped);
             m.views[node].history.raise(Tracker::Sync, &url, version);
             m.refresh(node);
         }
     }
 
-    /// Drops the copies `node` may delete (only once its view is settled,
-    /// unless the cleanup-early bug is planted).
-    fn cleanup(&mut self, node: usize) {
+    /// Drops the copies `node` may delete: only once its view is settled
+    /// and, unless `quiet` (the run's end: nothing in flight), the node's
+    /// cleanup wait (`transition_rules::cleanup_wait_ms`) has passed since
+    /// its prune; the cleanup-early bug skips both.
+    fn cleanup(&mut self, node: usize, quiet: bool) {
         let Some(m) = self.membership.as_ref() else {
             return;
         };
@@ -377,6 +559,14 @@ impl Sim {
         let url = &m.urls[node];
         let early = self.config.planted_bug == Some(PlantedBug::CleanupEarly);
         if !early && !h.is_settled() {
+            return;
+        }
+        // The node's driver waits this long after the prune, so requests
+        // started on the old version end first (a read in flight to an
+        // old replica); once the run is quiet nothing is in flight.
+        let wait_ms = transition_rules::cleanup_wait_ms(REPLICATION_TIMEOUT_MS);
+        let pruned_at_ms = m.views[node].pruned_at_ms;
+        if !early && !quiet && pruned_at_ms.is_some_and(|t| self.now() < t + wait_ms) {
             return;
         }
         let Ok(state) = self.nodes[node].state() else {
@@ -389,7 +579,7 @@ impl Sim {
                     !h.current().replicas(key).contains(&url.as_str())
                 } else {
                     // The node's cleanup predicate (`Db::purge` keeps what this keeps).
-                    !ataman_node::cluster::transition_rules::keeps(h.live(), url, key)
+                    !transition_rules::keeps(h.live(), url, key)
                 }
             })
             .map(|(key, v)| (key, v.ts))
@@ -441,7 +631,7 @@ impl Sim {
         self.run_until_quiet("after the layout settled");
         for node in 0..self.nodes.len() {
             if self.nodes[node].is_up() {
-                self.cleanup(node);
+                self.cleanup(node, true);
             }
         }
     }

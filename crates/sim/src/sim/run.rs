@@ -116,6 +116,12 @@ pub struct RunStats {
     pub layout_copied: u64,
     /// Copies dropped by cleanups after it.
     pub layout_dropped: u64,
+    /// Membership ticks in which a node's copy waited for a leaving
+    /// source it could not reach (`--shrink`).
+    pub layout_copy_waits: u64,
+    /// Copies completed without a leaving source they could not reach
+    /// (the planted `copy-skips-partitioned-leaving-node` only).
+    pub layout_copy_skips: u64,
     /// The network's counters.
     pub network: NetworkStats,
     /// Events run.
@@ -185,21 +191,34 @@ impl Sim {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let (seeds, membership) = if config.grow {
-            let m = super::membership::Membership::new(config.nodes, config.replicas)?;
+            let m = super::membership::Membership::grow(config.nodes, config.replicas)?;
             let urls = super::membership::node_urls(config.nodes);
             // The added node starts as `--join` does: no id, stamping nothing.
             if let Some(joining) = nodes.last_mut() {
                 joining.set_node_id(m.node_id(config.nodes - 1));
             }
             (placement::seeds(&urls), Some(m))
+        } else if config.shrink > 0 {
+            let m = super::membership::Membership::shrink(
+                config.nodes,
+                config.replicas,
+                config.shrink,
+            )?;
+            let urls = super::membership::node_urls(config.nodes);
+            (placement::seeds(&urls), Some(m))
         } else {
             (placement::seeds(&node_names(config.nodes)), None)
         };
+        // The checker places keys on the final layout's members (a
+        // prefix of the nodes): a removed node must end holding nothing.
+        let members = membership
+            .as_ref()
+            .map_or(seeds.len(), |m| m.final_members());
         let clients = (0..config.clients).map(Client::new).collect();
         let history = History {
             nodes: config.nodes,
             replicas: config.replicas,
-            seeds: seeds.clone(),
+            seeds: seeds[..members].to_vec(),
             ..History::default()
         };
         Ok(Sim {
@@ -312,6 +331,8 @@ impl Sim {
             self.stats.layout_settled = m.settled();
             self.stats.layout_copied = m.copied;
             self.stats.layout_dropped = m.dropped;
+            self.stats.layout_copy_waits = m.copy_waits;
+            self.stats.layout_copy_skips = m.copy_skips;
         }
         self.stats.network = self.network.stats;
         self.stats.events = self.world.taken();

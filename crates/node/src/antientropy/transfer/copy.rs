@@ -182,22 +182,39 @@ pub enum CopyError {
 /// `cluster::history::History::copy_may_start` holds; raise `sync` once the
 /// report is [`CopyReport::complete`]. Calling it again after a restart
 /// (or after a pending report) skips the sources already finished.
+/// `held` are sources not read this time and reported pending (the
+/// leaving ones whose `ack` for the new version is not known yet,
+/// `cluster::copy_completion`'s rule "Leaving not acked"), unless
+/// recorded finished before.
 pub fn copy_gained(
     node: &Node<'_>,
     me: &str,
     old: &Layout,
     new: &Layout,
+    held: &[String],
 ) -> Result<CopyReport, CopyError> {
-    copy_gained_with(node, me, old, new, &CopyOptions::default())
+    copy_holding(node, me, old, new, &CopyOptions::default(), held)
 }
 
-/// [`copy_gained`] with `options`.
+/// [`copy_gained`] with `options`, holding no source.
 pub fn copy_gained_with(
     node: &Node<'_>,
     me: &str,
     old: &Layout,
     new: &Layout,
     options: &CopyOptions,
+) -> Result<CopyReport, CopyError> {
+    copy_holding(node, me, old, new, options, &[])
+}
+
+/// [`copy_gained`] with `options` and `held`.
+fn copy_holding(
+    node: &Node<'_>,
+    me: &str,
+    old: &Layout,
+    new: &Layout,
+    options: &CopyOptions,
+    held: &[String],
 ) -> Result<CopyReport, CopyError> {
     check_next(old, new)?;
     let mut report = CopyReport {
@@ -221,7 +238,7 @@ pub fn copy_gained_with(
     let todo: Vec<&str> = order
         .iter()
         .copied()
-        .filter(|s| !record.is_done(s))
+        .filter(|s| !record.is_done(s) && !held.iter().any(|h| h == s))
         .collect();
     #[cfg(test)]
     let todo: Vec<&str> = match options.planted_one_source {
@@ -272,6 +289,10 @@ pub fn copy_gained_with(
             Some(done) => done,
             // Recorded finished before; or (the planted mistake) not asked.
             None if lock(&record).is_done(source) => skipped(source, SourceState::DoneBefore),
+            None if held.iter().any(|h| h == source) => SourceReport {
+                error: Some("held: its ack for the new version is not known yet".into()),
+                ..skipped(source, SourceState::Pending)
+            },
             None => skipped(source, SourceState::Done),
         });
     }

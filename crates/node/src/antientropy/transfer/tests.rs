@@ -907,3 +907,36 @@ fn the_one_pass_resumes_after_its_key() {
     );
     assert!(told.windows(2).all(|w| w[0].1 < w[1].1));
 }
+
+/// A held source (a leaving node whose `ack` is not known yet,
+/// `cluster::copy_completion`'s rule "Leaving not acked") gets no session
+/// and is reported pending, saying why; a later call without it held
+/// reads it and completes.
+#[test]
+fn a_held_source_is_not_read_and_stays_pending() {
+    let sources = sources();
+    let dir = tempfile::tempdir().unwrap();
+    let joining = Member::open(dir.path(), 3, &sources.via());
+    let newest = fill(&sources, &joining);
+    let want = expected(&newest, &joining.contents());
+    let (old, new) = layouts();
+    let urls = urls();
+    let node = joining.shared.antientropy_node();
+    let served = |m: &Member| {
+        m.shared
+            .antientropy
+            .copy
+            .sessions_served
+            .load(Ordering::Relaxed)
+    };
+    let held = [urls[1].clone()];
+    let report = super::copy_gained(&node, &urls[3], &old, &new, &held).unwrap();
+    assert!(!report.complete());
+    assert_eq!(report.pending(), vec![urls[1].as_str()]);
+    let pending = report.sources.iter().find(|s| s.url == urls[1]).unwrap();
+    assert!(pending.error.as_deref().unwrap_or("").contains("held"));
+    assert_eq!(served(&sources.members[1]), 0, "a held source was read");
+    let again = super::copy_gained(&node, &urls[3], &old, &new, &[]).unwrap();
+    assert!(again.complete(), "{again:?}");
+    assert!(differences(&joining.contents(), &want).is_empty());
+}
