@@ -26,6 +26,14 @@
 //!   (every layout of a live history was committed), then merges the
 //!   peer's trackers into the history (`History::merge`, by maximum); it
 //!   is answered with the node's own live layouts and trackers.
+//! - A gossip whose only live layout is the newest one of this node's
+//!   transition says the peer pruned it: the node prunes too
+//!   (`super::transition_rules::adopt_peer_prune`; sound because the peer
+//!   pruned only once the nodes the prune waits for all had `sync_ack`
+//!   at that version, and trackers only grow). Needed: the prune waits
+//!   for the removed nodes too, and a removed node that pruned forgets
+//!   its own trackers, so once it and the nodes that heard it pruned, the
+//!   rest can learn that only this way.
 //! - A gossip also carries the sender's copy figures
 //!   (`super::copy_figures`), kept on the receiver's board ([`note_copy`])
 //!   when a live or committed layout names the sender.
@@ -38,6 +46,7 @@ use super::history::{History, Trackers, TransitionError};
 use super::layout::Layout;
 use super::layout_file::LayoutFileError;
 use super::membership::Membership;
+use super::transition_rules::adopt_peer_prune;
 
 /// Answers a proposer's request on this node.
 pub fn serve(membership: &Membership, request: Request) -> Result<Reply, LayoutFileError> {
@@ -92,13 +101,25 @@ pub fn absorb(
     trackers: &Trackers,
 ) -> Result<(), LayoutFileError> {
     live.sort_by_key(|l| l.version);
-    for layout in live {
+    for layout in &live {
         let committed = membership.read(|s| s.acceptor.committed().version);
         if layout.version > committed {
-            learn(membership, layout)?;
+            learn(membership, layout.clone())?;
         }
     }
-    membership.update(|state| (state.history.merge(trackers), ()));
+    membership.update(|state| {
+        let grew = state.history.merge(trackers);
+        // The rule above: the peer pruned the transition this node is in.
+        let Some(pruned) = adopt_peer_prune(&state.history, &live) else {
+            return (grew, ());
+        };
+        tracing::info!(
+            version = pruned.current().version,
+            "a peer dropped the old version of this transition (every node it waits for saw the new one synced): dropped here too"
+        );
+        state.history = pruned;
+        (true, ())
+    });
     Ok(())
 }
 
@@ -275,6 +296,27 @@ mod tests {
         assert_eq!(behind.generation(), settled, "nothing new the second time");
         absorb(&behind, vec![v1()], &Trackers::default()).unwrap();
         assert_eq!(behind.history().live(), &[v1(), v2]);
+    }
+
+    /// A gossip from a peer that pruned the transition this node is in
+    /// prunes it here too, though this node never heard every `sync_ack`
+    /// the prune waits for (a removed node's, forgotten once it pruned):
+    /// the wedge `tests/layout_cleanup.rs` met under load. A peer still in
+    /// the transition, or one that pruned another version, changes nothing.
+    #[test]
+    fn a_peer_that_pruned_ends_the_transition_here() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = node(dir.path());
+        let v2 = add(&v1(), 4);
+        learn(&m, v2.clone()).unwrap();
+        assert!(m.history().in_transition());
+        absorb(&m, vec![v1(), v2.clone()], &Trackers::default()).unwrap();
+        absorb(&m, vec![v1()], &Trackers::default()).unwrap();
+        assert_eq!(m.history().live(), &[v1(), v2.clone()], "not pruned");
+        let before = m.generation();
+        absorb(&m, vec![v2.clone()], &Trackers::default()).unwrap();
+        assert_eq!(m.history().live(), &[v2], "pruned as the peer did");
+        assert!(m.generation() > before);
     }
 
     /// A prepare reaches the acceptor and is durable; the generation stays.

@@ -176,17 +176,26 @@ fn length_line(buf: &[u8], at: usize) -> Result<Option<(i64, usize)>, DecodeErro
     Ok(Some((n, at + 1 + end + 2)))
 }
 
-/// A decimal integer with an optional leading `-`; no other character.
+/// A decimal integer with an optional leading `-`; no other character;
+/// `i64::MIN..=i64::MAX` (Redis's `string2ll` range), None past it.
 pub fn parse_i64(digits: &[u8]) -> Option<i64> {
     let (negative, body) = match digits.split_first() {
         Some((b'-', body)) => (true, body),
         _ => (false, digits),
     };
-    if body.is_empty() || body.len() > 18 || !body.iter().all(u8::is_ascii_digit) {
+    // 20 digits already pass u64's range for most values; checked below.
+    if body.is_empty() || body.len() > 20 || !body.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    let n = body.iter().fold(0i64, |n, &d| n * 10 + i64::from(d - b'0'));
-    Some(if negative { -n } else { n })
+    let magnitude = body.iter().try_fold(0u64, |n, &d| {
+        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })?;
+    if negative {
+        // -(2^63) is i64::MIN; 0u64.wrapping_sub keeps it exact.
+        (magnitude <= i64::MIN.unsigned_abs()).then(|| 0i64.wrapping_sub_unsigned(magnitude))
+    } else {
+        i64::try_from(magnitude).ok()
+    }
 }
 
 fn multibulk(buf: &[u8], limits: Limits) -> Result<Decoded<'_>, DecodeError> {
@@ -471,6 +480,25 @@ mod tests {
         assert_eq!(decode(b"PING", LIMITS), Ok(Decoded::Partial));
         assert_eq!(decode(b"get \"a\n", LIMITS), Err(UNBALANCED));
         assert_eq!(decode(b"get \"a\"b\n", LIMITS), Err(UNBALANCED));
+    }
+
+    /// `parse_i64` takes all of i64 as Redis's `string2ll` does (it took
+    /// 18 digits at most, so `CONFIG SET … 9223372036854775807` was "not an
+    /// integer"), and nothing past it.
+    #[test]
+    fn parse_i64_takes_the_whole_range_and_nothing_past_it() {
+        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_i64(b"1000000000000000000"), Some(10i64.pow(18)));
+        assert_eq!(parse_i64(b"-0"), Some(0));
+        assert_eq!(parse_i64(b"007"), Some(7));
+        assert_eq!(parse_i64(b"9223372036854775808"), None);
+        assert_eq!(parse_i64(b"-9223372036854775809"), None);
+        assert_eq!(parse_i64(b"18446744073709551616"), None);
+        assert_eq!(parse_i64(b"99999999999999999999999"), None);
+        for bad in [&b""[..], b"-", b"+5", b"5 ", b"1e3", b"--1", b"0x10"] {
+            assert_eq!(parse_i64(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -93,6 +93,17 @@ pub fn config_set(args: &[Cow<'_, [u8]>]) -> Result<Op, Reply> {
                 ))
             })
         };
+        // Redis refuses a name given twice in one CONFIG SET.
+        let given = match name.as_str() {
+            THRESHOLD_PARAM => threshold_us.is_some(),
+            LEN_MAX_PARAM => len_max.is_some(),
+            _ => false,
+        };
+        if given {
+            return Err(Reply::err(format!(
+                "CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter"
+            )));
+        }
         match name.as_str() {
             THRESHOLD_PARAM => threshold_us = Some(number()?),
             LEN_MAX_PARAM => {
@@ -291,12 +302,43 @@ mod tests {
                 len_max: Some(5)
             })
         );
+        // The whole of i64, as Redis takes it.
+        assert_eq!(
+            config_set(&args(&[
+                "config",
+                "set",
+                "slowlog-log-slower-than",
+                "9223372036854775807"
+            ])),
+            Ok(Op::Set {
+                threshold_us: Some(i64::MAX),
+                len_max: None
+            })
+        );
         for words in [
             &["config", "set", "slowlog-max-len", "-1"][..],
             &["config", "set", "slowlog-max-len", "10001"],
             &["config", "set", "slowlog-log-slower-than", "ten"],
             &["config", "set", "maxmemory", "1"],
             &["config", "set", "slowlog-max-len"],
+            // A name twice: Redis says "duplicate parameter" (it was taken,
+            // the last one winning).
+            &[
+                "config",
+                "set",
+                "slowlog-max-len",
+                "8",
+                "slowlog-max-len",
+                "9",
+            ],
+            &[
+                "config",
+                "set",
+                "slowlog-log-slower-than",
+                "1",
+                "SLOWLOG-LOG-SLOWER-THAN",
+                "2",
+            ],
         ] {
             assert!(
                 matches!(config_set(&args(words)), Err(Reply::Error(_))),
