@@ -387,3 +387,57 @@ fn planted_add_checks_only_status_is_caught() {
     assert_eq!(r.status, 409, "{}", body(&r));
     assert!(body(&r).contains("under way"), "{}", body(&r));
 }
+
+/// Bytes the dripping server below sends at most (it stops earlier once
+/// the node hangs up).
+const DRIP_BYTES_MAX: usize = 600;
+
+/// A server that answers each of `connections` connections with a status
+/// line and then one byte every 100 ms: every read gets something within
+/// the node's 1 s per read, the answer never ends. Its URL.
+fn dripping_server(connections: usize) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for _ in 0..connections {
+            let Ok((mut conn, _)) = listener.accept() else {
+                return;
+            };
+            std::thread::spawn(move || {
+                let _ = conn.read(&mut [0u8; 1024]);
+                let _ = conn.write_all(b"HTTP/1.1 200 OK\r\n");
+                for _ in 0..DRIP_BYTES_MAX {
+                    std::thread::sleep(Duration::from_millis(100));
+                    if conn.write_all(b"X").is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
+/// An added URL that drips its answer is refused at the call's deadline
+/// (the layout worker comes back: the change request answers, and the
+/// next change goes through), and an `https` URL on a node without
+/// `--tls-ca` is refused as such, not asked over plain HTTP.
+#[test]
+fn a_dripping_or_unverifiable_added_node_is_refused() {
+    let c = TestCluster::start(3, &[]);
+    let (_spare_node, _proxy, added) = spare(&c);
+    let drip = dripping_server(1);
+    let r = post(c.node(0), &format!("version=2&add={drip}"));
+    refused(&r, &["does not answer: http"], "a dripping node");
+    assert!(body(&r).contains("no whole answer within"), "{}", body(&r));
+    let https = added.replacen("http://", "https://", 1);
+    let r = post(c.node(0), &format!("version=2&add={https}"));
+    refused(
+        &r,
+        &["is an https URL and this node has no --tls-ca"],
+        "https without --tls-ca",
+    );
+    let r = post(c.node(0), &format!("version=2&add={added}"));
+    assert_eq!(r.status, 200, "the proper URL: {}", body(&r));
+}

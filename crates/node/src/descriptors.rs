@@ -71,9 +71,11 @@ pub const NODE_FILES: usize = 4;
 pub const ANTI_ENTROPY_OUTGOING: usize = 1;
 /// Per network thread and other node: the link to it and its link here.
 pub const PEER_CONNECTIONS_PER_NET_THREAD: usize = 2;
-/// A socket a thread dials a peer on for a moment, and the name lookup
-/// before it.
-pub const DIAL: usize = 1 + RESOLVER_PER_THREAD;
+/// A socket a thread dials a peer on for a moment, its duplicate (a
+/// layout call's deadline watchdog holds one, `layout_io::voters_http`;
+/// counted for every dialling thread, a few spare for the others), and the
+/// name lookup before it.
+pub const DIAL: usize = 2 + RESOLVER_PER_THREAD;
 
 /// What the reserve is counted from: the configuration, the live layouts
 /// and the bounds of the node's threads (passed in by the node, so this

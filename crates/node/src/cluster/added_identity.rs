@@ -20,7 +20,9 @@
 //!
 //! # Rules (in this order; each refusal is 400 naming the reason)
 //! 1. **No answer** (no connection, no response within the call's bounds):
-//!    refused, "does not answer".
+//!    refused, "does not answer". An `https` URL the proposer cannot
+//!    dial over TLS (no `--tls-ca`) is not asked at all: refused, "has no
+//!    --tls-ca" (never checked over plain HTTP).
 //! 2. **Not a status answer** (a status other than 200, or a body neither
 //!    `ok` nor the non-member document): refused, "is not an ataman node
 //!    waiting to join".
@@ -49,6 +51,9 @@ use serde::Deserialize;
 pub enum Heard {
     /// No answer, and why (connect, TLS, timeout).
     Nothing(String),
+    /// Not asked: the URL is `https` and the proposer has no `--tls-ca`
+    /// to check it over TLS with.
+    NoTlsCa,
     /// An answer to `GET /v0/status`: its status code and body.
     Status {
         /// The status code.
@@ -79,6 +84,14 @@ pub enum Refusal {
         url: String,
         /// Why.
         why: String,
+    },
+    /// Rule 1: an `https` URL, and the proposer cannot dial TLS.
+    #[error(
+        "the added node {url} is an https URL and this node has no --tls-ca: it cannot check the node over TLS (start the proposing node with --tls-ca, or add the node by its http URL if it serves plain HTTP)"
+    )]
+    NoTlsCa {
+        /// The URL added.
+        url: String,
     },
     /// Rule 2.
     #[error(
@@ -180,6 +193,7 @@ pub fn decide(added: &str, heard: &Heard, members: &[String], mode: Mode) -> Res
                 why: why.clone(),
             });
         }
+        Heard::NoTlsCa => return Err(Refusal::NoTlsCa { url }),
         Heard::Status { code, body } => (*code, body.as_slice()),
     };
     if mode == Mode::PlantedStatusOnly && code == 200 {
@@ -336,7 +350,8 @@ mod tests {
     /// Rules 1, 2, 4 and 5, each with its own refusal.
     #[test]
     fn every_other_answer_is_refused_with_its_reason() {
-        let cases: [(Heard, IsExpected); 8] = [
+        let cases: [(Heard, IsExpected); 9] = [
+            (Heard::NoTlsCa, |r| matches!(r, Refusal::NoTlsCa { .. })),
             (
                 Heard::Nothing("connect: refused".into()),
                 |r| matches!(r, Refusal::NoAnswer { why, .. } if why == "connect: refused"),

@@ -5,6 +5,12 @@
 //! than queued. A job hands its whole result back through a one-item
 //! queue and then calls the caller's wake-up (the connection's network
 //! thread, as a `SCAN` page's range thread does).
+//!
+//! A client's job (a change request, a plan) starts only while fewer than
+//! [`LAYOUT_CLIENT_WORKERS_MAX`] jobs run: the other places stay for the
+//! peers' agreement and gossip requests, so clients holding every one of
+//! their places (a change waiting on a slow added node) do not make the
+//! node look down to its peers (`GET /v0/cluster/health`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,6 +21,9 @@ use std::sync::mpsc::{Receiver, TryRecvError, sync_channel};
 /// Each peer's gossip takes one for a moment every second
 /// (the layout gossip thread), hence room for more than a few.
 pub const LAYOUT_WORKERS_MAX: usize = 16;
+/// Layout jobs running at once past which a client's job is refused (the
+/// rest are kept for the peers' requests).
+pub const LAYOUT_CLIENT_WORKERS_MAX: usize = LAYOUT_WORKERS_MAX / 2;
 
 /// Wakes whoever waits for a job's result.
 pub type Wake = Box<dyn Fn() + Send>;
@@ -27,8 +36,8 @@ pub struct Workers {
 
 /// Every worker is busy, or no thread could start (503).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{LAYOUT_WORKERS_MAX} layout requests already running: retry in a second")]
-pub struct Busy;
+#[error("{0} layout requests already running: retry in a second")]
+pub struct Busy(pub usize);
 
 /// The waiting end of a job.
 #[derive(Debug)]
@@ -63,10 +72,32 @@ impl Workers {
         self.active.load(Ordering::Acquire)
     }
 
-    /// Runs `job` on a new thread named `name`, then `wake`; `Err` when
-    /// [`LAYOUT_WORKERS_MAX`] jobs are running or no thread could start.
+    /// Runs a peer's `job` on a new thread named `name`, then `wake`;
+    /// `Err` when [`LAYOUT_WORKERS_MAX`] jobs are running or no thread
+    /// could start.
     pub fn start<T: Send + 'static>(
         &self,
+        name: &str,
+        job: impl FnOnce() -> T + Send + 'static,
+        wake: Wake,
+    ) -> Result<JobReceiver<T>, Busy> {
+        self.start_within(LAYOUT_WORKERS_MAX, name, job, wake)
+    }
+
+    /// [`Workers::start`] for a client's job: `Err` once
+    /// [`LAYOUT_CLIENT_WORKERS_MAX`] jobs (of any kind) are running.
+    pub fn start_client<T: Send + 'static>(
+        &self,
+        name: &str,
+        job: impl FnOnce() -> T + Send + 'static,
+        wake: Wake,
+    ) -> Result<JobReceiver<T>, Busy> {
+        self.start_within(LAYOUT_CLIENT_WORKERS_MAX, name, job, wake)
+    }
+
+    fn start_within<T: Send + 'static>(
+        &self,
+        limit: usize,
         name: &str,
         job: impl FnOnce() -> T + Send + 'static,
         wake: Wake,
@@ -74,10 +105,10 @@ impl Workers {
         let taken = self
             .active
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < LAYOUT_WORKERS_MAX).then_some(n + 1)
+                (n < limit).then_some(n + 1)
             });
         if taken.is_err() {
-            return Err(Busy);
+            return Err(Busy(limit));
         }
         let place = Place(Arc::clone(&self.active));
         let (tx, rx) = sync_channel(1);
@@ -95,7 +126,7 @@ impl Workers {
         match spawned {
             Ok(_) => Ok(JobReceiver { rx }),
             // The closure (and its place) was dropped: the place is free.
-            Err(_) => Err(Busy),
+            Err(_) => Err(Busy(limit)),
         }
     }
 }
@@ -142,7 +173,10 @@ mod tests {
             jobs.push(job);
         }
         assert_eq!(workers.active(), LAYOUT_WORKERS_MAX);
-        assert_eq!(workers.start("t", || 0, Box::new(|| {})).err(), Some(Busy));
+        assert_eq!(
+            workers.start("t", || 0, Box::new(|| {})).err(),
+            Some(Busy(LAYOUT_WORKERS_MAX))
+        );
         assert!(jobs[0].poll().is_none());
         gate.wait();
         for (i, job) in jobs.iter().enumerate() {
@@ -157,5 +191,44 @@ mod tests {
             .unwrap();
         assert_eq!(wait(&panics), None);
         assert_eq!(workers.active(), 0);
+    }
+
+    /// Clients holding every place they may take leave the rest to the
+    /// peers: a further client job is refused, a peer's job still starts
+    /// (and up to the whole bound).
+    #[test]
+    fn clients_leave_places_for_the_peers() {
+        let workers = Workers::default();
+        let gate = Arc::new(Barrier::new(LAYOUT_WORKERS_MAX + 1));
+        let hold = |gate: &Arc<Barrier>| {
+            let gate = Arc::clone(gate);
+            move || {
+                gate.wait();
+            }
+        };
+        let mut jobs = Vec::new();
+        for _ in 0..LAYOUT_CLIENT_WORKERS_MAX {
+            jobs.push(
+                workers
+                    .start_client("t", hold(&gate), Box::new(|| {}))
+                    .unwrap(),
+            );
+        }
+        assert_eq!(
+            workers.start_client("t", || (), Box::new(|| {})).err(),
+            Some(Busy(LAYOUT_CLIENT_WORKERS_MAX))
+        );
+        for _ in LAYOUT_CLIENT_WORKERS_MAX..LAYOUT_WORKERS_MAX {
+            jobs.push(workers.start("t", hold(&gate), Box::new(|| {})).unwrap());
+        }
+        assert_eq!(workers.active(), LAYOUT_WORKERS_MAX);
+        assert_eq!(
+            workers.start("t", || (), Box::new(|| {})).err(),
+            Some(Busy(LAYOUT_WORKERS_MAX))
+        );
+        gate.wait();
+        for job in &jobs {
+            assert_eq!(wait(job), Some(()));
+        }
     }
 }

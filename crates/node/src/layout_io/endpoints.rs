@@ -183,7 +183,7 @@ pub fn start_change(
     };
     membership
         .workers
-        .start("ataman-layout", job, wake)
+        .start_client("ataman-layout", job, wake)
         .map_err(|busy| Refused::Busy(busy.to_string()))
 }
 
@@ -223,7 +223,7 @@ pub fn start_plan(
     };
     membership
         .workers
-        .start("ataman-layout", job, wake)
+        .start_client("ataman-layout", job, wake)
         .map_err(|busy| Refused::Busy(busy.to_string()))
 }
 
