@@ -602,4 +602,23 @@ mod tests {
             let _ = parse(&bytes);
         }
     }
+
+    /// A prefix read stops at its bound in every framing and decodes
+    /// chunks; a shorter body is read whole; a length cut short is
+    /// truncated.
+    #[test]
+    fn a_prefix_read_stops_at_its_bound() {
+        let prefix = |bytes: &[u8], cap| read_response_prefix(&mut &bytes[..], cap);
+        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n";
+        assert_eq!(prefix(chunked, 4).unwrap().body, b"abcd");
+        assert_eq!(prefix(chunked, 100).unwrap().body, b"abcdef");
+        let long = b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\nlive\nxx";
+        assert_eq!(prefix(long, 5).unwrap().body, b"live\n");
+        assert!(matches!(
+            prefix(long, 100),
+            Err(ResponseError::Truncated(_))
+        ));
+        let close = b"HTTP/1.0 200 OK\r\n\r\nlive\nmore";
+        assert_eq!(prefix(close, 3).unwrap().body, b"liv");
+    }
 }
