@@ -8,7 +8,7 @@
 //! of stderr. The whole probe is bounded by `--timeout-ms`.
 
 use crate::ctl::url_or_default;
-use crate::http_client::exchange::exchange;
+use crate::http_client::exchange::exchange_prefix;
 use crate::http_client::url::BaseUrl;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -25,8 +25,11 @@ pub const EXIT_NO_ANSWER: u8 = crate::ctl::EXIT_NO_ANSWER;
 pub const HEALTHCHECK_TIMEOUT_MS_DEFAULT: u64 = 3_000;
 /// Largest `--timeout-ms` (one minute: a probe, not a wait).
 pub const HEALTHCHECK_TIMEOUT_MS_MAX: u64 = 60_000;
-/// Longest part of the node's answer quoted in the message, in bytes.
+/// Longest part of the node's answer quoted in the message, in bytes
+/// (before escaping).
 pub const HEALTHCHECK_MESSAGE_BYTES_MAX: usize = 200;
+/// Most bytes of the answer's body read; the rest is left unread.
+pub const HEALTHCHECK_BODY_BYTES_MAX: usize = 4 * 1024;
 
 /// `ataman healthcheck` arguments.
 #[derive(Debug, Clone, clap::Args)]
@@ -57,15 +60,22 @@ pub enum Outcome {
     NoAnswer(String),
 }
 
-/// The first line of `body`, at most [`HEALTHCHECK_MESSAGE_BYTES_MAX`] bytes.
+/// The first line of `body`, at most [`HEALTHCHECK_MESSAGE_BYTES_MAX`]
+/// bytes of it, printable ASCII only: every other byte (a terminal
+/// escape, a control, non-ASCII) is written `\xNN`.
 fn first_line(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
-    let line = text.lines().next().unwrap_or("").trim();
-    let mut end = line.len().min(HEALTHCHECK_MESSAGE_BYTES_MAX);
-    while !line.is_char_boundary(end) {
-        end -= 1;
+    let line = body.split(|&b| b == b'\n').next().unwrap_or(b"");
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let line = &line[..line.len().min(HEALTHCHECK_MESSAGE_BYTES_MAX)];
+    let mut out = String::with_capacity(line.len());
+    for &b in line {
+        if (0x20..0x7f).contains(&b) && b != b'\\' {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
     }
-    line[..end].to_owned()
+    out.trim().to_owned()
 }
 
 /// Probes `path` of `url` once, bounded by `timeout` as a whole.
@@ -77,7 +87,13 @@ pub fn probe(url: &BaseUrl, path: &'static str, timeout: Duration) -> Outcome {
     let spawned = std::thread::Builder::new()
         .name("ataman-healthcheck".into())
         .spawn(move || {
-            let _ = tx.send(exchange(&url, "GET", path, None, timeout));
+            let _ = tx.send(exchange_prefix(
+                &url,
+                "GET",
+                path,
+                timeout,
+                HEALTHCHECK_BODY_BYTES_MAX,
+            ));
         });
     if let Err(e) = spawned {
         return Outcome::NoAnswer(format!("cannot start the probe: {e}"));
@@ -94,6 +110,8 @@ pub fn probe(url: &BaseUrl, path: &'static str, timeout: Duration) -> Outcome {
 /// on stderr otherwise.
 pub fn run(args: &HealthcheckArgs) -> ExitCode {
     let url_text = url_or_default(args.url.as_deref(), args.tls_ca.as_deref());
+    // `http://h:p/` is the node too; its paths are printed without `//`.
+    let url_text = url_text.trim_end_matches('/');
     let usage = |why: String| {
         eprintln!("ataman healthcheck: {why}");
         ExitCode::from(EXIT_USAGE)
@@ -108,13 +126,18 @@ pub fn run(args: &HealthcheckArgs) -> ExitCode {
             args.timeout_ms
         ));
     }
+    if url.https && args.tls_ca.is_none() {
+        return usage(format!("{url_text}: an https:// URL needs --tls-ca FILE"));
+    }
     if let Err(e) = crate::http_client::tls::set_ca_if(args.tls_ca.as_deref()) {
         return usage(e);
     }
     let path = if args.ready { "/readyz" } else { "/livez" };
     match probe(&url, path, Duration::from_millis(args.timeout_ms)) {
-        Outcome::Healthy(line) => {
-            println!("{url_text}{path}: {line}");
+        Outcome::Healthy(_) => {
+            // The documented form, not the node's text.
+            let word = if args.ready { "ready" } else { "live" };
+            println!("{url_text}{path}: {word}");
             ExitCode::from(EXIT_HEALTHY)
         }
         Outcome::Unhealthy(status, line) => {
@@ -132,8 +155,7 @@ pub fn run(args: &HealthcheckArgs) -> ExitCode {
 mod tests {
     use super::*;
 
-    /// The message is the body's first line, cut at the bound on a
-    /// character boundary.
+    /// The message is the body's first line, cut at the bound.
     #[test]
     fn first_line_is_bounded() {
         assert_eq!(
@@ -141,8 +163,21 @@ mod tests {
             "replaying: the log"
         );
         assert_eq!(first_line(b""), "");
-        let long = "é".repeat(HEALTHCHECK_MESSAGE_BYTES_MAX);
-        let cut = first_line(long.as_bytes());
-        assert!(cut.len() <= HEALTHCHECK_MESSAGE_BYTES_MAX && cut.starts_with('é'));
+        let long = "a".repeat(2 * HEALTHCHECK_MESSAGE_BYTES_MAX);
+        assert_eq!(
+            first_line(long.as_bytes()).len(),
+            HEALTHCHECK_MESSAGE_BYTES_MAX
+        );
+        assert_eq!(first_line(b"ok\r\nnext"), "ok");
+    }
+
+    /// A terminal escape, a control, a backslash and non-ASCII are
+    /// written `\xNN`: nothing the node sends reaches a terminal raw.
+    #[test]
+    fn first_line_escapes_what_is_not_printable() {
+        assert_eq!(
+            first_line("\x1b[31mred\x07 \\ é".as_bytes()),
+            "\\x1b[31mred\\x07 \\x5c \\xc3\\xa9"
+        );
     }
 }

@@ -394,3 +394,60 @@ fn healthcheck_exit_codes() {
     assert_eq!(healthcheck(&["--url", "ftp://x"]).0, 2);
     assert_eq!(healthcheck(&["--url", &url, "--timeout-ms", "0"]).0, 2);
 }
+
+/// A listener that answers one connection with `answer`, then holds it
+/// until the client closes (bounded); the address.
+fn scripted(answer: Vec<u8>) -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut sock, _) = listener.accept().unwrap();
+        sock.set_read_timeout(Some(SETTLE_WAIT)).unwrap();
+        let mut head = [0u8; 1024];
+        let _ = sock.read(&mut head);
+        let _ = sock.write_all(&answer);
+        let _ = sock.read(&mut head);
+    });
+    addr
+}
+
+/// A 200 announcing a 1 GiB body, of which 8 KiB come and then nothing:
+/// the probe reads its bounded prefix and exits 0 with the documented
+/// line (a probe reading the whole body waits on it until its bound:
+/// exit 3). A 503 whose reason holds terminal escapes is printed with
+/// them escaped.
+#[test]
+fn healthcheck_reads_a_bounded_prefix_and_escapes() {
+    let mut huge = b"HTTP/1.1 200 OK\r\nContent-Length: 1073741824\r\n\r\n\x1b[2Jlive\n".to_vec();
+    huge.resize(huge.len() + 8 * 1024, b'x');
+    let url = format!("http://{}", scripted(huge));
+    let (code, out, err) = healthcheck(&["--url", &url, "--timeout-ms", "60000"]);
+    assert_eq!(
+        (code, out.trim()),
+        (0, format!("{url}/livez: live").as_str()),
+        "{err}"
+    );
+    let evil = b"HTTP/1.1 503 x\r\nContent-Length: 13\r\n\r\n\x1b]0;pwned\x07ok\n".to_vec();
+    let url = format!("http://{}", scripted(evil));
+    let (code, _, err) = healthcheck(&["--url", &url]);
+    assert_eq!(code, 1, "{err}");
+    assert!(!err.bytes().any(|b| b == 0x1b || b == 0x07), "{err:?}");
+    assert!(err.contains("answered 503: \\x1b]0;pwned\\x07ok"), "{err}");
+}
+
+/// `https://` without `--tls-ca` is a bad argument (exit 2, saying so);
+/// a trailing slash on the URL is not doubled in the printed path.
+#[test]
+fn healthcheck_url_arguments() {
+    let (code, _, err) = healthcheck(&["--url", "https://127.0.0.1:1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("needs --tls-ca"), "{err}");
+    let node = Node::start(&[]);
+    let url = format!("http://{}", node.addr());
+    let (code, out, _) = healthcheck(&["--url", &format!("{url}/")]);
+    assert_eq!(
+        (code, out.trim()),
+        (0, format!("{url}/livez: live").as_str())
+    );
+}

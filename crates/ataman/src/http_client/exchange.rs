@@ -1,7 +1,7 @@
 //! A blocking HTTP/1.1 exchange over TCP, or TLS for an `https://` URL: one
 //! request, one final response, one connection (`Connection: close`).
 
-use super::response::{Response, ResponseError, read_response};
+use super::response::{Response, ResponseError, read_response, read_response_prefix};
 use super::url::BaseUrl;
 use ataman_node::tls::blocking::BlockingStream;
 use std::io::{BufReader, Write};
@@ -132,6 +132,29 @@ pub fn exchange(
     body: Option<&[u8]>,
     timeout: Duration,
 ) -> Result<Response, ClientError> {
+    exchange_reading(url, method, target, body, timeout, None)
+}
+
+/// [`exchange`] reading at most `body_bytes_max` bytes of the answer's
+/// body (the rest is left unread; the connection is closed).
+pub fn exchange_prefix(
+    url: &BaseUrl,
+    method: &str,
+    target: &str,
+    timeout: Duration,
+    body_bytes_max: usize,
+) -> Result<Response, ClientError> {
+    exchange_reading(url, method, target, None, timeout, Some(body_bytes_max))
+}
+
+fn exchange_reading(
+    url: &BaseUrl,
+    method: &str,
+    target: &str,
+    body: Option<&[u8]>,
+    timeout: Duration,
+    body_bytes_max: Option<usize>,
+) -> Result<Response, ClientError> {
     let authority = url.authority();
     let sock = connect(url, timeout)?;
     let write_error = |source| ClientError::Write {
@@ -150,7 +173,11 @@ pub fn exchange(
     writer.flush().map_err(write_error)?;
     let mut reader = BufReader::new(&mut stream);
     for _ in 0..=INFORMATIONAL_RESPONSES_MAX {
-        let response = read_response(&mut reader).map_err(|source| ClientError::Read {
+        let read = match body_bytes_max {
+            None => read_response(&mut reader),
+            Some(cap) => read_response_prefix(&mut reader, cap),
+        };
+        let response = read.map_err(|source| ClientError::Read {
             authority: authority.clone(),
             source,
         })?;

@@ -297,11 +297,8 @@ fn read_chunked<R: BufRead>(reader: &mut R) -> Result<(Vec<u8>, Vec<Vec<u8>>), R
     }
 }
 
-/// Reads exactly one response from `reader`.
-///
-/// 1xx answers (such as `100 Continue`) are returned as responses of their
-/// own; call again for the final answer.
-pub fn read_response<R: BufRead>(reader: &mut R) -> Result<Response, ResponseError> {
+/// Reads and parses a response's head; the body is left to read.
+fn response_head<R: BufRead>(reader: &mut R) -> Result<Response, ResponseError> {
     let head = read_head(reader)?;
     let mut header_slots = [httparse::EMPTY_HEADER; RESPONSE_HEADERS_MAX];
     let mut parsed = httparse::Response::new(&mut header_slots);
@@ -319,7 +316,7 @@ pub fn read_response<R: BufRead>(reader: &mut R) -> Result<Response, ResponseErr
             "incomplete status line".to_string(),
         ));
     };
-    let mut response = Response {
+    Ok(Response {
         version_minor,
         status,
         reason: parsed.reason.unwrap_or("").to_string(),
@@ -330,7 +327,15 @@ pub fn read_response<R: BufRead>(reader: &mut R) -> Result<Response, ResponseErr
             .collect(),
         body: Vec::new(),
         chunks: None,
-    };
+    })
+}
+
+/// Reads exactly one response from `reader`.
+///
+/// 1xx answers (such as `100 Continue`) are returned as responses of their
+/// own; call again for the final answer.
+pub fn read_response<R: BufRead>(reader: &mut R) -> Result<Response, ResponseError> {
+    let mut response = response_head(reader)?;
     match framing(&response)? {
         Framing::None => {}
         Framing::Length(length) => response.body = read_exact_body(reader, length, "body")?,
@@ -351,6 +356,49 @@ pub fn read_response<R: BufRead>(reader: &mut R) -> Result<Response, ResponseErr
                     limit_bytes: RESPONSE_BODY_BYTES_MAX,
                 });
             }
+        }
+    }
+    Ok(response)
+}
+
+/// Reads one response like [`read_response`], but at most
+/// `body_bytes_max` bytes of its body (decoded): reading stops there and
+/// the rest is left unread (for a probe that quotes a line of it).
+pub fn read_response_prefix<R: BufRead>(
+    reader: &mut R,
+    body_bytes_max: usize,
+) -> Result<Response, ResponseError> {
+    let mut response = response_head(reader)?;
+    let cap = u64::try_from(body_bytes_max).unwrap_or(u64::MAX);
+    match framing(&response)? {
+        Framing::None => {}
+        Framing::Length(length) => {
+            let want = u64::try_from(length).unwrap_or(u64::MAX).min(cap);
+            reader.by_ref().take(want).read_to_end(&mut response.body)?;
+            if (response.body.len() as u64) < want {
+                return Err(ResponseError::Truncated("body"));
+            }
+        }
+        Framing::Chunked => {
+            while response.body.len() < body_bytes_max {
+                let line = read_line_bounded(reader, CHUNK_LINE_BYTES_MAX, "chunk-size line")?;
+                if line.last() != Some(&b'\n') {
+                    return Err(ResponseError::Truncated("chunk-size line"));
+                }
+                let size = chunk_size(&line)?;
+                if size == 0 {
+                    break;
+                }
+                let want = size.min(body_bytes_max - response.body.len());
+                let part = read_exact_body(reader, want, "chunk")?;
+                response.body.extend_from_slice(&part);
+                if want == size {
+                    expect_crlf(reader)?;
+                }
+            }
+        }
+        Framing::UntilClose => {
+            reader.by_ref().take(cap).read_to_end(&mut response.body)?;
         }
     }
     Ok(response)
@@ -553,5 +601,24 @@ mod tests {
             }
             let _ = parse(&bytes);
         }
+    }
+
+    /// A prefix read stops at its bound in every framing and decodes
+    /// chunks; a shorter body is read whole; a length cut short is
+    /// truncated.
+    #[test]
+    fn a_prefix_read_stops_at_its_bound() {
+        let prefix = |bytes: &[u8], cap| read_response_prefix(&mut &bytes[..], cap);
+        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n";
+        assert_eq!(prefix(chunked, 4).unwrap().body, b"abcd");
+        assert_eq!(prefix(chunked, 100).unwrap().body, b"abcdef");
+        let long = b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\nlive\nxx";
+        assert_eq!(prefix(long, 5).unwrap().body, b"live\n");
+        assert!(matches!(
+            prefix(long, 100),
+            Err(ResponseError::Truncated(_))
+        ));
+        let close = b"HTTP/1.0 200 OK\r\n\r\nlive\nmore";
+        assert_eq!(prefix(close, 3).unwrap().body, b"liv");
     }
 }

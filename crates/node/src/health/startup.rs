@@ -8,12 +8,16 @@
 //! # Why a thread of its own
 //! The network threads need the engine (`crate::state::NodeShared` holds
 //! it), and the engine exists only once its log is replayed. This thread
-//! needs nothing but the listener and the phase: it answers one
-//! connection at a time with blocking I/O (bounded by
+//! needs nothing but the listener and the phase: it accepts, and serves
+//! each connection on a thread of its own with blocking I/O (bounded by
 //! [`STARTUP_CONNECTION_MS_MAX`]), one request per connection
-//! (`Connection: close`), and hands the listener back on
-//! [`Responder::finish`]. A connection still in the accept queue then is
-//! accepted by a network thread: none is lost between the two.
+//! (`Connection: close`), so a silent connection (a port scanner, a load
+//! balancer's TCP check) never delays a probe. At most
+//! [`STARTUP_CONNECTIONS_MAX`] are served at once; one beyond is closed
+//! at once and counted (`startup_refused`). It hands the listener back on
+//! [`Responder::finish`]: a connection still in the accept queue then is
+//! accepted by a network thread (none is lost between the two); one being
+//! served finishes on its own thread within its bound.
 //!
 //! It says nothing but the phase: no key, no member, no configuration.
 //! With TLS it speaks TLS (the listener's own server configuration).
@@ -26,7 +30,7 @@ use crate::tls::blocking::BlockingStream;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The line a starting node prints once the responder answers, before
@@ -40,6 +44,8 @@ pub const STARTUP_HEAD_BYTES_MAX: usize = 8 * 1024;
 pub const STARTUP_CONNECTION_MS_MAX: u64 = 2_000;
 /// `Retry-After` of the 503s, in seconds (as the network threads').
 pub const STARTUP_RETRY_AFTER_SEC: u32 = 1;
+/// Connections served at once; one more is closed at once (counted).
+pub const STARTUP_CONNECTIONS_MAX: usize = 64;
 /// Pause between two looks at the accept queue, in milliseconds.
 pub const STARTUP_ACCEPT_POLL_MS: u64 = 10;
 
@@ -108,13 +114,29 @@ impl Responder {
         self.phase.store(phase_code(phase), Ordering::Release);
     }
 
-    /// Stops answering (after the connection being served, if any) and
-    /// gives the listener back.
+    /// Stops accepting and gives the listener back; connections being
+    /// served finish on their own threads (each within
+    /// [`STARTUP_CONNECTION_MS_MAX`]).
     pub fn finish(self) -> std::io::Result<TcpListener> {
         self.stop.store(true, Ordering::Release);
         self.thread
             .join()
             .map_err(|_| std::io::Error::other("the start-up responder panicked"))
+    }
+}
+
+/// Whether one more connection may be served while `active` are: the
+/// bound [`STARTUP_CONNECTIONS_MAX`].
+fn admits(active: usize) -> bool {
+    active < STARTUP_CONNECTIONS_MAX
+}
+
+/// Decrements the count of connections being served when dropped.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -124,6 +146,8 @@ fn run(
     phase: &AtomicU8,
     stop: &AtomicBool,
 ) {
+    let active = Arc::new(AtomicUsize::new(0));
+    let mut refused: u64 = 0;
     while !stop.load(Ordering::Acquire) {
         match listener.accept() {
             Ok((sock, _)) => {
@@ -133,8 +157,32 @@ fn run(
                     Phase::Replaying => NotReady::Replaying,
                     Phase::Starting | Phase::Serving => NotReady::Starting,
                 };
-                if let Err(e) = serve_one(sock, tls, reason) {
-                    tracing::debug!(error = %e, "start-up responder: a connection failed");
+                if !admits(active.load(Ordering::Acquire)) {
+                    refused += 1;
+                    if refused == 1 || refused.is_power_of_two() {
+                        tracing::warn!(
+                            startup_refused = refused,
+                            "start-up responder: {STARTUP_CONNECTIONS_MAX} connections \
+                             served at once; closed one more"
+                        );
+                    }
+                    drop(sock);
+                    continue;
+                }
+                active.fetch_add(1, Ordering::AcqRel);
+                let slot = Slot(Arc::clone(&active));
+                let tls = tls.cloned();
+                let spawned = std::thread::Builder::new()
+                    .name("ataman-startup-conn".into())
+                    .spawn(move || {
+                        let _slot = slot;
+                        if let Err(e) = serve_one(sock, tls.as_ref(), reason) {
+                            tracing::debug!(error = %e, "start-up responder: a connection failed");
+                        }
+                    });
+                if let Err(e) = spawned {
+                    // The closure (socket and slot) was dropped with it.
+                    tracing::warn!(error = %e, "start-up responder: cannot start a thread");
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -305,5 +353,92 @@ mod tests {
         let _waiting = TcpStream::connect(addr).unwrap();
         listener.set_nonblocking(false).unwrap();
         assert!(listener.accept().is_ok());
+    }
+
+    /// Whether `sock` (nonblocking, the server sends nothing unasked)
+    /// was closed by the server: end of file or a reset, not "would block".
+    fn closed_by_server(sock: &mut TcpStream) -> bool {
+        sock.set_nonblocking(true).unwrap();
+        let mut byte = [0u8; 1];
+        !matches!(sock.read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+
+    fn probe_livez(addr: std::net::SocketAddr) -> String {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        write!(s, "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut got = String::new();
+        s.read_to_string(&mut got).unwrap();
+        got
+    }
+
+    /// Silent connections made first do not hold a probe back: its answer
+    /// arrives while every one of them is still open (a responder serving
+    /// one at a time answers it only after closing each at its bound).
+    #[test]
+    fn idle_connections_do_not_delay_a_probe() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let responder = start(listener, None, true).unwrap();
+        let mut idle: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        assert!(probe_livez(addr).starts_with("HTTP/1.1 200 "));
+        for (i, sock) in idle.iter_mut().enumerate() {
+            assert!(
+                !closed_by_server(sock),
+                "idle connection {i} was closed before the probe's answer"
+            );
+        }
+        drop(responder.finish().unwrap());
+    }
+
+    /// At the bound, one more connection is closed at once, while the
+    /// ones served are still open; once they go, probes are answered.
+    #[test]
+    fn beyond_the_bound_is_closed_at_once() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let responder = start(listener, None, true).unwrap();
+        let mut idle: Vec<TcpStream> = (0..STARTUP_CONNECTIONS_MAX)
+            .map(|_| TcpStream::connect(addr).unwrap())
+            .collect();
+        let mut extra = TcpStream::connect(addr).unwrap();
+        extra
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut got = Vec::new();
+        // End of file or a reset: closed without an answer.
+        let _ = extra.read_to_end(&mut got);
+        assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
+        for (i, sock) in idle.iter_mut().enumerate() {
+            assert!(!closed_by_server(sock), "served connection {i} was closed");
+        }
+        drop(idle);
+        // The slots free as the served threads see end of file; a
+        // bounded number of tries.
+        let mut answered = false;
+        for _ in 0..200 {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            let _ = write!(s, "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n");
+            let mut got = String::new();
+            let _ = s.read_to_string(&mut got);
+            if got.starts_with("HTTP/1.1 200 ") {
+                answered = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(STARTUP_ACCEPT_POLL_MS));
+        }
+        assert!(
+            answered,
+            "no probe answered after the idle connections closed"
+        );
+        drop(responder.finish().unwrap());
+    }
+
+    #[test]
+    fn admits_up_to_the_bound() {
+        assert!(admits(0));
+        assert!(admits(STARTUP_CONNECTIONS_MAX - 1));
+        assert!(!admits(STARTUP_CONNECTIONS_MAX));
     }
 }

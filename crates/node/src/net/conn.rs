@@ -470,7 +470,8 @@ impl Conn {
                         } else {
                             head.content_length
                         };
-                        if let Some(refusal) = refuse_body(tokens_on, &credential, route, declared)
+                        if let Some(refusal) =
+                            refuse_body(tokens_on, &credential, (head.path, route), declared)
                         {
                             // A stranger's body is never buffered: refused on
                             // its head, and the stream ends here.
