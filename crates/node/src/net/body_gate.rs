@@ -9,10 +9,6 @@
 //! the connection closes, so the node never buffers a stranger's value
 //! (docs/SECURITY.md, "Before a client proves anything").
 //!
-//! The open routes (health checks and `/v0/status`, which need no role,
-//! [`super::authorize::needed`]) are not gated: they answer as without
-//! tokens, a body included (read up to the value limit, as then).
-//!
 //! A peer's proof (`Authorization: Ataman-Peer …`) is checked where it is
 //! used, after the body; the only peer request with a body is a layout
 //! agreement message, so a peer credential may send at most
@@ -29,17 +25,6 @@ use crate::cluster::agreement_wire;
 /// Body bytes a request that proves no token may declare (16 KiB).
 pub const UNAUTHENTICATED_BODY_BYTES_MAX: u64 = 16 * 1024;
 
-/// Whether `path` is an endpoint that needs no role (its commands'
-/// [`super::authorize::needed`] is `None`), whatever the method (a wrong
-/// one is 405 as without tokens): the health checks and `/v0/status`.
-pub fn open_path(path: &[u8]) -> bool {
-    use crate::api::Endpoint;
-    matches!(
-        crate::api::endpoint(path),
-        Some(Endpoint::Livez | Endpoint::Readyz | Endpoint::ClusterHealth | Endpoint::Status)
-    )
-}
-
 /// Why a request's head is refused before its body: what to count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Refusal {
@@ -47,16 +32,16 @@ pub struct Refusal {
     pub why: ClientRefusal,
 }
 
-/// The refusal of a request for `path` on `route` with `credential`
-/// declaring `content_length` body bytes, or `None` to read its body.
-/// `tokens_on`: client tokens are configured.
+/// The refusal of a request on `route` with `credential` declaring
+/// `content_length` body bytes, or `None` to read its body. `tokens_on`:
+/// client tokens are configured.
 pub fn refuse_body(
     tokens_on: bool,
     credential: &Credential,
-    (path, route): (&[u8], Route),
+    route: Route,
     content_length: u64,
 ) -> Option<Refusal> {
-    if !tokens_on || open_path(path) {
+    if !tokens_on {
         return None;
     }
     let (max, why) = match credential {
@@ -94,7 +79,7 @@ mod tests {
     // off read any body the value limit allows.
     #[test]
     fn an_unproved_body_is_refused_past_the_bound_only() {
-        let put = (&b"/v0/entity"[..], Route::EntityPut);
+        let put = Route::EntityPut;
         for (credential, why) in [
             (Credential::Absent, ClientRefusal::Missing),
             (Credential::Unknown, ClientRefusal::Unknown),
@@ -112,33 +97,6 @@ mod tests {
         assert_eq!(refuse_body(true, &reader, put, u64::MAX), None);
     }
 
-    // An open endpoint answers as without tokens, whatever the method
-    // (a wrong one is routed `Other`, for its 405): no bound, whatever
-    // the credential; every other path keeps it.
-    #[test]
-    fn open_endpoints_are_not_gated() {
-        let absent = Credential::Absent;
-        for path in ["/livez", "/readyz", "/v0/cluster/health", "/v0/status"] {
-            for route in [Route::Health, Route::Status, Route::Other] {
-                let asked = (path.as_bytes(), route);
-                assert_eq!(refuse_body(true, &absent, asked, u64::MAX), None, "{path}");
-            }
-        }
-        for path in [
-            "/v0/entity",
-            "/metrics",
-            "/v0/slowlog",
-            "/v0/repair",
-            "/nowhere",
-        ] {
-            let asked = (path.as_bytes(), Route::Other);
-            assert!(
-                refuse_body(true, &absent, asked, u64::MAX).is_some(),
-                "{path}"
-            );
-        }
-    }
-
     // A peer's agreement message may be as long as the longest message,
     // and no longer; the same credential elsewhere gets the small bound.
     #[test]
@@ -147,23 +105,10 @@ mod tests {
         let longest = agreement_wire::MESSAGE_BYTES_MAX as u64;
         assert!(longest > MAX);
         assert_eq!(
-            refuse_body(
-                true,
-                &peer,
-                (b"/v0/internal/layout", Route::InternalLayout),
-                longest
-            ),
+            refuse_body(true, &peer, Route::InternalLayout, longest),
             None
         );
-        assert!(
-            refuse_body(
-                true,
-                &peer,
-                (b"/v0/internal/layout", Route::InternalLayout),
-                longest + 1
-            )
-            .is_some()
-        );
-        assert!(refuse_body(true, &peer, (b"/v0/entity", Route::EntityPut), longest).is_some());
+        assert!(refuse_body(true, &peer, Route::InternalLayout, longest + 1).is_some());
+        assert!(refuse_body(true, &peer, Route::EntityPut, longest).is_some());
     }
 }

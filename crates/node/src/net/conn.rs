@@ -470,8 +470,7 @@ impl Conn {
                         } else {
                             head.content_length
                         };
-                        if let Some(refusal) =
-                            refuse_body(tokens_on, &credential, (head.path, route), declared)
+                        if let Some(refusal) = refuse_body(tokens_on, &credential, route, declared)
                         {
                             // A stranger's body is never buffered: refused on
                             // its head, and the stream ends here.
