@@ -41,6 +41,16 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
                     Plan::ReadThen(_, chain) => assert!(!chain.key.is_empty()),
                     Plan::Node(_) => {}
                     Plan::Scan(scan) => assert!(scan.count > 0),
+                    // A slow-log operation never changes more than the
+                    // ring allows.
+                    Plan::Slowlog(_, op) => {
+                        if let ataman_node::slowlog::Op::Set {
+                            len_max: Some(n), ..
+                        } = op
+                        {
+                            assert!(n <= ataman_node::slowlog::LEN_MAX);
+                        }
+                    }
                 }
             }
             Ok(Decoded::Skip(n)) => {
