@@ -13,6 +13,7 @@ use redis::{Connection, Value};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use support::Node;
 use support::cluster::TestCluster;
+use support::resp_client::{ok, run};
 
 /// Bound on any one reply.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -23,24 +24,7 @@ const SHORT_MS: u64 = 400;
 const PAST_DEADLINE: Duration = Duration::from_millis(SHORT_MS + 600);
 
 fn connect(addr: &str, resp3: bool) -> Connection {
-    let protocol = if resp3 { "?protocol=resp3" } else { "" };
-    let client = redis::Client::open(format!("redis://{addr}/{protocol}")).unwrap();
-    let con = client.get_connection().unwrap();
-    con.set_read_timeout(Some(REPLY_TIMEOUT)).unwrap();
-    con.set_write_timeout(Some(REPLY_TIMEOUT)).unwrap();
-    con
-}
-
-fn run(con: &mut Connection, args: &[&str]) -> redis::RedisResult<Value> {
-    let mut cmd = redis::cmd(args[0]);
-    for arg in &args[1..] {
-        cmd.arg(*arg);
-    }
-    cmd.query(con)
-}
-
-fn ok(con: &mut Connection, args: &[&str]) -> Value {
-    run(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    support::resp_client::connect(addr, resp3, REPLY_TIMEOUT)
 }
 
 fn int(con: &mut Connection, args: &[&str]) -> i64 {

@@ -15,6 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use support::Node;
 use support::cluster::TestCluster;
+use support::resp_client::{ok, run};
 
 /// Bound on any one reply, and on every wait below.
 const WAIT: Duration = Duration::from_secs(30);
@@ -24,23 +25,7 @@ const SYNC_DELAY_MS: u64 = 150;
 const REPLICA_DELAY_MS: u64 = 300;
 
 fn connect(addr: &str) -> Connection {
-    let client = redis::Client::open(format!("redis://{addr}/")).unwrap();
-    let con = client.get_connection().unwrap();
-    con.set_read_timeout(Some(WAIT)).unwrap();
-    con.set_write_timeout(Some(WAIT)).unwrap();
-    con
-}
-
-fn run(con: &mut Connection, args: &[&str]) -> redis::RedisResult<Value> {
-    let mut cmd = redis::cmd(args[0]);
-    for arg in &args[1..] {
-        cmd.arg(*arg);
-    }
-    cmd.query(con)
-}
-
-fn ok(con: &mut Connection, args: &[&str]) -> Value {
-    run(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    support::resp_client::connect(addr, false, WAIT)
 }
 
 fn text(v: &Value) -> String {
