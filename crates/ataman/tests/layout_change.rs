@@ -43,14 +43,67 @@ fn spare(c: &TestCluster) -> (Node, FaultProxy, String) {
     spare_with(c, &[])
 }
 
-/// Pauses an added node (SIGSTOP; the test's end kills it) so that its
-/// transition stays under way: it never acks the new version.
+/// Pauses a node (SIGSTOP; the test's end kills it).
 fn hold(node: &Node) {
     // SAFETY: signalling a child process this test started.
     assert_eq!(
         unsafe { libc::kill(node.pid() as libc::pid_t, libc::SIGSTOP) },
         0
     );
+}
+
+/// Connections the stand-in below answers at most.
+const STAND_IN_CONNECTIONS_MAX: usize = 2_000;
+
+/// A spare that is held (paused) before any change can add it, so that
+/// the transition that adds it stays under way whatever the machine's
+/// load: its own status answer is recorded through its proxy, the node is
+/// paused, and the proxy is pointed at a stand-in that replays that
+/// answer to `GET /v0/status` (the proposer's identity check,
+/// `cluster::added_identity`) and 503 to anything else, as a node that
+/// never acks. Pausing after the change's 200 instead raced the spare's
+/// own ack on a loaded machine (CI).
+fn held_spare(c: &TestCluster) -> (Node, FaultProxy, String) {
+    use std::io::{Read, Write};
+    let (node, proxy, url) = spare(c);
+    // Recorded once it knows the members its seed named (the identity
+    // check's rule 7 reads them).
+    let seed = format!("\"{}\"", c.urls()[0]);
+    let mut recorded = None;
+    eventually("the spare names its seed's members", LEARN_WAIT, || {
+        let r = Conn::open(proxy.addr()).request("GET", "/v0/status", &[], None);
+        let text = String::from_utf8_lossy(&r.body).into_owned();
+        let ready = text.contains("\"joining\":true") && text.contains(&seed);
+        recorded = Some((r.status, r.body));
+        ready
+    });
+    let (status, doc) = recorded.unwrap();
+    hold(&node);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    proxy.set_target(listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for _ in 0..STAND_IN_CONNECTIONS_MAX {
+            let Ok((mut conn, _)) = listener.accept() else {
+                return;
+            };
+            let mut head = [0u8; 4096];
+            let n = conn.read(&mut head).unwrap_or(0);
+            let (code, reason, answer): (u16, &str, &[u8]) =
+                if head[..n].starts_with(b"GET /v0/status ") {
+                    (status, "OK", &doc)
+                } else {
+                    (503, "Service Unavailable", b"held")
+                };
+            let reply = format!(
+                "HTTP/1.1 {code} {reason}\r\nContent-Type: application/json\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n",
+                answer.len()
+            );
+            let _ = conn.write_all(reply.as_bytes());
+            let _ = conn.write_all(answer);
+        }
+    });
+    (node, proxy, url)
 }
 
 fn shows_next(node: &Node, version: u64) -> bool {
@@ -64,11 +117,9 @@ fn shows_next(node: &Node, version: u64) -> bool {
 #[test]
 fn add_a_node_then_stale_versions_then_restart() {
     let mut c = TestCluster::start(3, &[]);
-    let (spare_node, _proxy, added) = spare(&c);
+    let (_spare_node, _proxy, added) = held_spare(&c);
     let r = post(c.node(0), &format!("version=2&add={added}"));
     assert_eq!(r.status, 200, "{}", body(&r));
-    // Held before it can ack (it waits a second and more first).
-    hold(&spare_node);
     let doc = body(&r);
     assert!(doc.starts_with("{\"version\":2,\"nodes\":["), "{doc}");
     assert!(doc.contains(&format!("\"{added}\"")), "{doc}");
@@ -103,16 +154,14 @@ fn add_a_node_then_stale_versions_then_restart() {
 #[test]
 fn concurrent_requests_one_wins() {
     let c = TestCluster::start(3, &[]);
-    let (a_node, _a_proxy, a) = spare(&c);
-    let (b_node, _b_proxy, b) = spare(&c);
+    let (_a_node, _a_proxy, a) = held_spare(&c);
+    let (_b_node, _b_proxy, b) = held_spare(&c);
     let (first, second) = std::thread::scope(|s| {
         let one = s.spawn(|| post(c.node(0), &format!("version=2&add={a}")));
         let two = s.spawn(|| post(c.node(1), &format!("version=2&add={b}")));
         (one.join().unwrap(), two.join().unwrap())
     });
-    // The winner's transition stays under way.
-    hold(&a_node);
-    hold(&b_node);
+    // The winner's transition stays under way: both spares are held.
     let mut codes = [first.status, second.status];
     codes.sort_unstable();
     assert_eq!(codes, [200, 409], "{} / {}", body(&first), body(&second));
