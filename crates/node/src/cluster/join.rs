@@ -5,9 +5,13 @@
 //!
 //! # Rules
 //! - At start the node asks the seed ([`AskSeed`]) and stores the
-//!   seed's layout unless its own stored one is as new, or the seed's
-//!   already names it (that one arrives as a commit, with its transition;
-//!   [`choose`]).
+//!   seed's settled layout (its only live one, or the older of a
+//!   transition's two) unless its own stored one is as new, or the seed's
+//!   newest already names it (that one arrives as a commit, with its
+//!   transition; [`choose`]). Never the newest of a transition under way:
+//!   a node holding only that layout looks, to the members it gossips to,
+//!   like a node that pruned the transition
+//!   (`super::transition_rules::adopt_peer_prune`).
 //! - While it is not a member, every [`JOIN_REFRESH`] it asks again: a
 //!   newer layout that does not name it and that the seed reports settled
 //!   replaces its current one (`AcceptorNode::replace_current`); the
@@ -88,19 +92,28 @@ pub fn seed_layout(live: Vec<Layout>) -> Option<SeedLayout> {
         .map(|layout| SeedLayout { layout, settled })
 }
 
-/// Which layout a joining node `me` starts with, given the seed's and
-/// its stored one: the seed's when it is newer and does not name `me`
-/// (it must not become `LAYOUT` without its transition: a layout that
-/// adds `me` arrives as a commit, `LAYOUT-NEXT`); else the stored one.
-/// `Err` when there is neither. Returns the layout and whether to store it.
-pub fn choose(me: &str, seed: Layout, stored: Option<Layout>) -> Result<(Layout, bool), String> {
+/// Which layout a joining node `me` starts with, given the seed's live
+/// layouts (`seed`, oldest first, as [`AskSeed::live`] gives them) and its
+/// stored one: the seed's settled layout (the oldest live one) when it is
+/// newer than the stored one and the seed's newest does not name `me` (a
+/// layout that adds `me` must not become `LAYOUT` without its transition:
+/// it arrives as a commit, `LAYOUT-NEXT`); else the stored one. `Err`
+/// when there is neither, or the seed gave no layout. Returns the layout
+/// and whether to store it.
+pub fn choose(me: &str, seed: &[Layout], stored: Option<Layout>) -> Result<(Layout, bool), String> {
+    let (Some(settled), Some(newest)) = (
+        seed.iter().min_by_key(|l| l.version),
+        seed.iter().max_by_key(|l| l.version),
+    ) else {
+        return Err("the seed gave no layout".to_owned());
+    };
     match stored {
-        Some(own) if own.version >= seed.version || seed.is_member(me) => Ok((own, false)),
-        None if seed.is_member(me) => Err(format!(
+        Some(own) if own.version >= settled.version || newest.is_member(me) => Ok((own, false)),
+        None if newest.is_member(me) => Err(format!(
             "the seed's layout version {} already names this node ({me}), but this data directory holds no layout: remove it from the cluster and add it again",
-            seed.version
+            newest.version
         )),
-        _ => Ok((seed, true)),
+        _ => Ok((settled.clone(), true)),
     }
 }
 
@@ -120,8 +133,8 @@ pub fn initial(me: &str, seed: &Seed, stored: Option<Layout>) -> Result<(Layout,
         if attempt > 0 {
             std::thread::sleep(SEED_RETRY);
         }
-        match seed.layout() {
-            Ok(s) => return choose(me, s.layout, stored),
+        match seed.ask.live(&seed.url) {
+            Ok(live) => return choose(me, &live, stored),
             Err(SeedError::Refused(e)) => {
                 return Err(format!("cannot learn the cluster's layout: {e}"));
             }
@@ -201,27 +214,42 @@ mod tests {
         assert_eq!(seed_layout(Vec::new()), None);
     }
 
-    /// The seed's layout is taken only when newer and not naming this node.
+    /// The seed's settled layout is taken only when newer and while the
+    /// seed's newest does not name this node; never the newest of a
+    /// transition under way.
     #[test]
     fn choose_never_skips_a_transition() {
         let me = url(9);
         let v1 = Layout::new(1, vec![url(1), url(2)], 2).unwrap();
         let v2 = Layout::new(2, vec![url(1), url(2), url(3)], 2).unwrap();
         let adds_me = Layout::new(2, vec![url(1), url(2), me.clone()], 2).unwrap();
-        assert_eq!(choose(&me, v1.clone(), None).unwrap(), (v1.clone(), true));
+        let one = |l: &Layout| vec![l.clone()];
+        assert_eq!(choose(&me, &one(&v1), None).unwrap(), (v1.clone(), true));
         assert_eq!(
-            choose(&me, v2.clone(), Some(v1.clone())).unwrap(),
+            choose(&me, &one(&v2), Some(v1.clone())).unwrap(),
             (v2.clone(), true)
         );
         assert_eq!(
-            choose(&me, v1.clone(), Some(v2.clone())).unwrap(),
-            (v2, false)
+            choose(&me, &one(&v1), Some(v2.clone())).unwrap(),
+            (v2.clone(), false)
         );
         assert_eq!(
-            choose(&me, adds_me.clone(), Some(v1.clone())).unwrap(),
-            (v1, false)
+            choose(&me, &one(&adds_me), Some(v1.clone())).unwrap(),
+            (v1.clone(), false)
         );
-        assert!(choose(&me, adds_me, None).is_err());
+        assert!(choose(&me, &one(&adds_me), None).is_err());
+        // The seed moves from 1 to 2 (not naming this node): version 1.
+        let moving = vec![v1.clone(), v2.clone()];
+        assert_eq!(choose(&me, &moving, None).unwrap(), (v1.clone(), true));
+        assert_eq!(
+            choose(&me, &moving, Some(v1.clone())).unwrap(),
+            (v1.clone(), false)
+        );
+        // Moving to a version that adds it: the stored one, or refused.
+        let adding = vec![v1.clone(), adds_me];
+        assert_eq!(choose(&me, &adding, Some(v1.clone())).unwrap(), (v1, false));
+        assert!(choose(&me, &adding, None).is_err());
+        assert!(choose(&me, &[], None).is_err());
     }
 
     /// A waiting node follows newer settled layouts that do not name it,

@@ -26,8 +26,9 @@
 //!   (every layout of a live history was committed), then merges the
 //!   peer's trackers into the history (`History::merge`, by maximum); it
 //!   is answered with the node's own live layouts and trackers.
-//! - A gossip whose only live layout is the newest one of this node's
-//!   transition says the peer pruned it: the node prunes too
+//! - A gossip from a node of this node's live versions whose only live
+//!   layout is the newest one of this node's transition says the peer
+//!   pruned it: the node prunes too
 //!   (`super::transition_rules::adopt_peer_prune`; sound because the peer
 //!   pruned only once the nodes the prune waits for all had `sync_ack`
 //!   at that version, and trackers only grow). Needed: the prune waits
@@ -57,7 +58,7 @@ pub fn serve(membership: &Membership, request: Request) -> Result<Reply, LayoutF
             trackers,
             copy,
         } => {
-            absorb(membership, live, &trackers)?;
+            absorb(membership, &copy.url, live, &trackers)?;
             note_copy(membership, &copy);
             Ok(gossip_reply(membership))
         }
@@ -94,9 +95,11 @@ pub fn note_copy(membership: &Membership, copy: &NodeCopy) {
     membership.copies.retain(|url| known.contains(url));
 }
 
-/// Learns what a peer's gossip holds that this node lacks (the rules above).
+/// Learns what a peer's gossip holds that this node lacks (the rules
+/// above); `peer` is the URL the gossip names as its sender.
 pub fn absorb(
     membership: &Membership,
+    peer: &str,
     mut live: Vec<Layout>,
     trackers: &Trackers,
 ) -> Result<(), LayoutFileError> {
@@ -110,7 +113,7 @@ pub fn absorb(
     membership.update(|state| {
         let grew = state.history.merge(trackers);
         // The rule above: the peer pruned the transition this node is in.
-        let Some(pruned) = adopt_peer_prune(&state.history, &live) else {
+        let Some(pruned) = adopt_peer_prune(&state.history, peer, &live) else {
             return (grew, ());
         };
         tracing::info!(
@@ -292,9 +295,9 @@ mod tests {
         assert_eq!(reply, gossip_reply(&behind));
         assert!(behind.generation() > before);
         let settled = behind.generation();
-        absorb(&behind, live, &trackers).unwrap();
+        absorb(&behind, &url(2), live, &trackers).unwrap();
         assert_eq!(behind.generation(), settled, "nothing new the second time");
-        absorb(&behind, vec![v1()], &Trackers::default()).unwrap();
+        absorb(&behind, &url(2), vec![v1()], &Trackers::default()).unwrap();
         assert_eq!(behind.history().live(), &[v1(), v2]);
     }
 
@@ -310,11 +313,15 @@ mod tests {
         let v2 = add(&v1(), 4);
         learn(&m, v2.clone()).unwrap();
         assert!(m.history().in_transition());
-        absorb(&m, vec![v1(), v2.clone()], &Trackers::default()).unwrap();
-        absorb(&m, vec![v1()], &Trackers::default()).unwrap();
+        absorb(&m, &url(2), vec![v1(), v2.clone()], &Trackers::default()).unwrap();
+        absorb(&m, &url(2), vec![v1()], &Trackers::default()).unwrap();
         assert_eq!(m.history().live(), &[v1(), v2.clone()], "not pruned");
+        // A node waiting to join (a node of neither version) holding
+        // version 2 alone never pruned anything: not followed.
+        absorb(&m, &url(9), vec![v2.clone()], &Trackers::default()).unwrap();
+        assert_eq!(m.history().live(), &[v1(), v2.clone()], "not a joiner's");
         let before = m.generation();
-        absorb(&m, vec![v2.clone()], &Trackers::default()).unwrap();
+        absorb(&m, &url(4), vec![v2.clone()], &Trackers::default()).unwrap();
         assert_eq!(m.history().live(), &[v2], "pruned as the peer did");
         assert!(m.generation() > before);
     }

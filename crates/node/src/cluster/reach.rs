@@ -14,11 +14,13 @@
 use ataman_testkit::lock::lock;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The last gossip call's outcome per node.
+/// The last gossip call's outcome per node, and the rounds sent.
 #[derive(Debug, Default)]
 pub struct ReachBoard {
     seen: Mutex<BTreeMap<String, bool>>,
+    rounds: AtomicU64,
 }
 
 impl ReachBoard {
@@ -36,6 +38,17 @@ impl ReachBoard {
     /// Forgets every node but `urls` (a round's targets).
     pub fn keep_only(&self, urls: &[String]) {
         lock(&self.seen).retain(|u, _| urls.iter().any(|k| k == u));
+    }
+
+    /// One gossip round ended (every target called, answered or not).
+    pub fn round_ended(&self) {
+        self.rounds.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Gossip rounds ended since the node started
+    /// (`ataman_layout_gossip_rounds_total`).
+    pub fn rounds(&self) -> u64 {
+        self.rounds.load(Ordering::Relaxed)
     }
 
     /// What the last call to `url` did; `None` before the first.
@@ -60,5 +73,9 @@ mod tests {
         assert_eq!((b.seen("a"), b.seen("b")), (Some(false), Some(true)));
         b.keep_only(&["a".to_owned()]);
         assert_eq!((b.seen("a"), b.seen("b")), (Some(false), None));
+        assert_eq!(b.rounds(), 0);
+        b.round_ended();
+        b.round_ended();
+        assert_eq!(b.rounds(), 2);
     }
 }

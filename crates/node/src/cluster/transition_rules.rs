@@ -167,16 +167,28 @@ pub fn may_gain(old: &Layout, new: &Layout, node: &str) -> bool {
 }
 
 /// A gossiped peer's live layouts, merged: when this node is in
-/// transition to `v` and the peer's only live layout is that same `v`, the
-/// peer pruned, which it did only after it saw `min(sync_ack) >= v`;
-/// `sync_ack` only grows, so the prune is safe here too. Returns the
-/// pruned history. Needed, not an optimisation: once a node pruned it
-/// forgot the trackers of the nodes the new version removed, and once
-/// every node that knew a removed node's `sync_ack` pruned (the removed
-/// node too), nobody could tell the rest of it otherwise.
-pub fn adopt_peer_prune(history: &History, peer_live: &[Layout]) -> Option<History> {
+/// transition to `v`, the peer (`peer`, the URL its gossip names) is a
+/// node of one of this node's live versions, and the peer's only live
+/// layout is that same `v`, the peer pruned, which it did only after it
+/// saw `min(sync_ack) >= v`; `sync_ack` only grows, so the prune is safe
+/// here too. Returns the pruned history. Needed, not an optimisation: once
+/// a node pruned it forgot the trackers of the nodes the new version
+/// removed, and once every node that knew a removed node's `sync_ack`
+/// pruned (the removed node too), nobody could tell the rest of it
+/// otherwise.
+///
+/// Only a node of the transition's versions counts: a node waiting to
+/// join holds a layout it never pruned (its seed's, `super::join`), and
+/// following it would end the transition before the added nodes copied
+/// (`tests/layout_change.rs`, a node joining during a transition, failed
+/// so before this check).
+pub fn adopt_peer_prune(history: &History, peer: &str, peer_live: &[Layout]) -> Option<History> {
     match peer_live {
-        [only] if history.in_transition() && only == history.current() => {
+        [only]
+            if history.in_transition()
+                && only == history.current()
+                && history.all_nodes().contains(peer) =>
+        {
             History::from_parts(vec![only.clone()], history.trackers().clone())
         }
         _ => None,

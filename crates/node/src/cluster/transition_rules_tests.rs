@@ -261,7 +261,9 @@ impl Model {
                 let t = self.nodes[a].history.trackers().clone();
                 let live = self.nodes[a].history.live().to_vec();
                 self.nodes[b].history.merge(&t);
-                if let Some(pruned) = adopt_peer_prune(&self.nodes[b].history, &live) {
+                if let Some(pruned) =
+                    adopt_peer_prune(&self.nodes[b].history, &self.nodes[a].url, &live)
+                {
                     self.nodes[b].history = pruned;
                 }
             }

@@ -91,10 +91,11 @@ impl Cluster {
         for a in 0..self.members.len() {
             let (trackers, live) =
                 self.members[a].read(|s| (s.history.trackers().clone(), s.history.live().to_vec()));
+            let peer = self.members[a].self_url().to_owned();
             for b in 0..self.members.len() {
                 self.members[b].update(|s| {
                     let mut grew = s.history.merge(&trackers);
-                    if let Some(pruned) = adopt_peer_prune(&s.history, &live) {
+                    if let Some(pruned) = adopt_peer_prune(&s.history, &peer, &live) {
                         s.history = pruned;
                         grew = true;
                     }

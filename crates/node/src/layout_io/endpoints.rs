@@ -131,6 +131,14 @@ pub fn render_metrics(out: &mut String, membership: &Membership) {
         "ataman_layout_workers_active {}\n",
         membership.workers.active()
     ));
+    out.push_str(
+        "# HELP ataman_layout_gossip_rounds_total Layout gossip rounds this node sent (each to every node of its live layouts).\n\
+         # TYPE ataman_layout_gossip_rounds_total counter\n",
+    );
+    out.push_str(&format!(
+        "ataman_layout_gossip_rounds_total {}\n",
+        membership.reach.rounds()
+    ));
 }
 
 /// A node's id in its ballots: FNV-1a of its URL (distinct URLs, distinct

@@ -110,7 +110,7 @@ pub fn round(io: &HttpVoters<'_>, membership: &Membership) {
                         copy,
                     }) = reply
                     {
-                        if let Err(e) = learn::absorb(membership, live, &trackers) {
+                        if let Err(e) = learn::absorb(membership, url, live, &trackers) {
                             tracing::warn!(peer = %url, error = %e, "layout gossip: not stored");
                         }
                         learn::note_copy(membership, &copy);
@@ -121,6 +121,7 @@ pub fn round(io: &HttpVoters<'_>, membership: &Membership) {
             }
         }
     });
+    membership.reach.round_ended();
 }
 
 #[cfg(test)]

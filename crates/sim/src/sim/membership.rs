@@ -388,8 +388,9 @@ impl Sim {
                 return;
             };
             let peer_live = m.views[peer].history.live().to_vec();
+            let peer_url = m.urls[peer].clone();
             if let Some(pruned) =
-                transition_rules::adopt_peer_prune(&m.views[me].history, &peer_live)
+                transition_rules::adopt_peer_prune(&m.views[me].history, &peer_url, &peer_live)
             {
                 m.views[me].history = pruned;
                 m.views[me].pruned_at_ms = Some(now);
