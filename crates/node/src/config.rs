@@ -171,7 +171,7 @@ pub struct ServeArgs {
 #[cfg(feature = "planted-bugs")]
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct PlantedBugArgs {
-    /// Test hook: a deliberate bug for a negative control: `ack-before-wal`, `connection-panic`, `copy-skips-partitioned-leaving-node`, `joined-takes-id-zero`, `add-checks-only-status`, `range-alone-outside-read-set`, `livez-follows-peers`, `readyz-ignores-copy`, `no-startup-responder` or `slowlog-keeps-value`.
+    /// Test hook: a deliberate bug for a negative control: `ack-before-wal`, `connection-panic`, `copy-skips-partitioned-leaving-node`, `joined-takes-id-zero`, `add-checks-only-status`, `range-alone-outside-read-set`, `livez-follows-peers`, `readyz-ignores-copy`, `no-startup-responder`, `slowlog-keeps-value` or `peer-address-resolved-once`.
     #[arg(long, env = "ATAMAN_DEBUG_PLANTED_BUG", hide = true)]
     pub debug_planted_bug: Option<String>,
 }
@@ -354,6 +354,11 @@ pub enum PlantedBug {
     /// (`net::conn::slow_note`): the negative control of the slow log's
     /// "never a value" check (`tests/slowlog.rs`).
     SlowlogKeepsValue,
+    /// A peer's host name is resolved once, when a link first connects,
+    /// and its address kept while the node runs (the old rule,
+    /// `peer::address::plan`): a peer container that comes back at another
+    /// address is never reached again (`scripts/multihost`'s control).
+    PeerAddressResolvedOnce,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -382,8 +387,9 @@ fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
         "readyz-ignores-copy" => Ok(PlantedBug::ReadyzIgnoresCopy),
         "no-startup-responder" => Ok(PlantedBug::NoStartupResponder),
         "slowlog-keeps-value" => Ok(PlantedBug::SlowlogKeepsValue),
+        "peer-address-resolved-once" => Ok(PlantedBug::PeerAddressResolvedOnce),
         other => Err(format!(
-            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder or slowlog-keeps-value, not {other:?}"
+            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value or peer-address-resolved-once, not {other:?}"
         )),
     }
 }

@@ -256,6 +256,12 @@ fn write_durability(config: &NodeConfig) -> Durability {
             );
             Durability::Complete
         }
+        Some(PlantedBug::PeerAddressResolvedOnce) => {
+            tracing::error!(
+                "PLANTED BUG peer-address-resolved-once: a peer's name is resolved once; a peer that comes back at another address is not reached. Test use only."
+            );
+            Durability::Complete
+        }
     }
 }
 
@@ -464,7 +470,8 @@ impl cluster::transition::Copier for TransferCopier {
                 | PlantedBug::LivezFollowsPeers
                 | PlantedBug::ReadyzIgnoresCopy
                 | PlantedBug::NoStartupResponder
-                | PlantedBug::SlowlogKeepsValue,
+                | PlantedBug::SlowlogKeepsValue
+                | PlantedBug::PeerAddressResolvedOnce,
             )
             | None => Mode::Sound,
         };

@@ -391,6 +391,8 @@ impl NetContext {
             secret: self.shared.auth.secret.as_ref(),
             tls: self.shared.tls.as_ref(),
             layout_version: self.placement.borrow().version(),
+            resolve_once: self.config.planted_bug
+                == Some(crate::config::PlantedBug::PeerAddressResolvedOnce),
         }
     }
 }

@@ -29,7 +29,6 @@ use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::net::ToSocketAddrs;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -109,6 +108,9 @@ pub struct PeerStatus {
     pub write_us: Histogram,
     /// The same for reads the node answered with its version.
     pub read_us: Histogram,
+    /// The address its name resolved to, shared by every thread's link to
+    /// the node and resolved again after a link failed (`super::address`).
+    pub address: super::address::AddressCache,
 }
 
 impl PeerStatus {
@@ -150,6 +152,9 @@ pub struct LinkEnv<'a> {
     /// The layout version this node coordinates with, named in the upgrade
     /// (`handshake::LAYOUT_HEADER`; the fence, `net::fence`).
     pub layout_version: u64,
+    /// `--debug-planted-bug peer-address-resolved-once`: a peer's name is
+    /// resolved once and its address kept (the old behaviour).
+    pub resolve_once: bool,
 }
 
 /// Who waits for a request's answer: the link keeps it with the request
@@ -232,8 +237,10 @@ pub struct PeerLink<W> {
     next_id: u64,
     /// Request id to who waits and when it was sent, expires and whether it is a read.
     inflight: HashMap<u64, Inflight<W>>,
-    /// The dial address once resolved (resolving can block; done once).
-    resolved: Option<std::net::SocketAddr>,
+    /// When the link last went down by a failure (refused, lost, silent):
+    /// a failure after the peer's name was resolved asks for a fresh
+    /// resolution (`super::address::plan`).
+    failed_at: Option<Instant>,
     last_heard: Instant,
     /// The layout version the connection's upgrade named.
     dialed_version: u64,
@@ -269,7 +276,7 @@ impl<W: LinkWaiter> PeerLink<W> {
             next_id: 1,
             inflight: HashMap::new(),
             last_heard: now,
-            resolved: None,
+            failed_at: None,
             dialed_version: 0,
             fenced: None,
         }
@@ -418,29 +425,15 @@ impl<W: LinkWaiter> PeerLink<W> {
         now: Instant,
     ) -> Result<(), String> {
         self.tried_at = now;
-        let resolved = match self.resolved {
-            Some(addr) => Ok(Some(addr)),
-            None => self.dial.to_socket_addrs().map(|mut a| a.next()),
-        };
-        let addr = match resolved {
-            Ok(Some(addr)) => {
-                self.resolved = Some(addr);
-                addr
-            }
-            Ok(None) => {
-                return Err(self.go_down_now(
-                    env,
-                    now,
-                    format!("{} resolves to nothing", self.dial),
-                ));
-            }
-            Err(e) => {
-                return Err(self.go_down_now(
-                    env,
-                    now,
-                    format!("cannot resolve {}: {e}", self.dial),
-                ));
-            }
+        let addr = match env.status.address.address(
+            &self.dial,
+            self.failed_at,
+            now,
+            env.resolve_once,
+            super::address::resolve_system,
+        ) {
+            Ok(addr) => addr,
+            Err(why) => return Err(self.go_down_now(env, now, why)),
         };
         let tls = match env.tls.and_then(|t| t.client()) {
             None => None,
@@ -493,6 +486,7 @@ impl<W: LinkWaiter> PeerLink<W> {
         why: String,
         outcomes: &mut Vec<(W, PeerReply)>,
     ) {
+        self.failed_at = Some(now);
         self.go_down_answering(env, registry, now, why, PeerReply::Failed, outcomes);
     }
 

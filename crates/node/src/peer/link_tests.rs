@@ -85,6 +85,7 @@ fn env<'a>(status: &'a PeerStatus, batch_frames: &'a Histogram, version: u64) ->
         secret: None,
         tls: None,
         layout_version: version,
+        resolve_once: false,
     }
 }
 

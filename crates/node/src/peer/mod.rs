@@ -7,6 +7,7 @@
 //!
 //! - [`framing`]: length, checksum and field reading shared with the sync protocol.
 //! - [`link`]: the client side, one per network thread per peer.
+//! - [`address`]: where a peer's name points, resolved again after a link failed.
 //! - [`refusal`]: which versions from a peer a node refuses (writes, anti-entropy).
 //! - [`handshake`]: the upgrade, and the names of both protocols it switches to.
 //! - [`auth_dialer`], [`auth_gate`]: the proof of the cluster secret in the
@@ -16,6 +17,7 @@
 //! threads: `net::peer_conn`.
 //! - [`keepalive`]: TCP keepalive, so a vanished peer's connection fails.
 
+pub mod address;
 pub mod auth_dialer;
 pub mod auth_gate;
 pub mod frame;
