@@ -90,8 +90,10 @@ pub struct Options {
     pub level_size_ratio: u64,
     /// Number of levels (L0 to L(n-1)).
     pub levels: usize,
-    /// A tombstone is dropped at the bottom level only once its timestamp's
-    /// millisecond part is older than this (replicas must have seen it).
+    /// A tombstone is dropped only once its timestamp's millisecond part is
+    /// older than this (replicas must have seen it), and only when no older
+    /// version of its key is left elsewhere in the engine
+    /// (`compaction::collect`).
     pub tombstone_grace: Duration,
     /// Bytes reserved (fallocate) for each new WAL segment, capped at the
     /// memtable size: appends then change no file size, so each fdatasync

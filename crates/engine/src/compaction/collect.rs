@@ -19,17 +19,19 @@
 //!   when no source outside the merge's inputs may hold a version of its key
 //!   at or below its timestamp ([`may_hold_older`] on each): the memtable,
 //!   every immutable memtable, and every other live table of every level,
-//!   shallower or deeper. A table may when its user-key range covers the
+//!   shallower or deeper. A table does when its user-key range covers the
 //!   key, its smallest timestamp (`ts_min`, in every table's manifest
-//!   record) is at or below the version's, and its bloom filter does not
-//!   rule the key out; a memtable may when it holds such a version. An
+//!   record) is at or below the version's, its bloom filter does not rule
+//!   the key out, and a seek finds such a version (a block read, not
+//!   filling the cache: the first three, from memory, settle most); a
+//!   memtable does when it holds such a version. An
 //!   equal timestamp counts as older (a version with an equal timestamp and
 //!   a lower tie rank loses to the dead one): kept, to be safe.
 //! - **What arrives later is the cluster's.** The sources are those of the
-//!   read view when the merge's drop rule is built; a version written or
-//!   ingested after that is the same as one written after the drop: no
-//!   replica should hold a version older than the grace (that is the
-//!   grace's assumption, docs/RELIABILITY.md).
+//!   engine's current read view when the version is judged; a version
+//!   written or ingested after that is the same as one written after the
+//!   drop: no replica should hold a version older than the grace (that is
+//!   the grace's assumption, docs/RELIABILITY.md).
 //! - **Any level.** The rule needs no "bottom": a merge into any level may
 //!   collect, since deeper tables are sources like the others.
 //!
@@ -42,6 +44,7 @@ use crate::key::{self, Kind, Timestamp};
 use crate::memtable::Memtable;
 use crate::memtable::immutable::ImmutableMemtable;
 use crate::version::{LiveTable, SuperVersion};
+use arc_swap::ArcSwap;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -114,25 +117,29 @@ pub fn fate(
 
 /// True when a table with user-key range `[lo, hi]` and smallest timestamp
 /// `ts_min` may hold a version of `user_key` at or below `ts`;
-/// `bloom_may_contain` is asked last (false: the filter proves it absent).
+/// `look` is asked last (the bloom filter, then a seek: false when they
+/// prove it absent).
 pub fn may_hold_older(
     (lo, hi): (&[u8], &[u8]),
     ts_min: Timestamp,
     user_key: &[u8],
     ts: Timestamp,
-    bloom_may_contain: impl FnOnce() -> bool,
+    look: impl FnOnce() -> bool,
 ) -> bool {
-    lo <= user_key && user_key <= hi && ts_min <= ts && bloom_may_contain()
+    lo <= user_key && user_key <= hi && ts_min <= ts && look()
 }
 
-/// Where older versions of a merge's keys may be: every source of a read
-/// view except the merge's inputs.
-pub struct Elsewhere {
-    view: Arc<SuperVersion>,
+/// Where older versions of a merge's keys may be: every source of the
+/// engine's current read view except the merge's inputs. The view is
+/// loaded at each question (it is asked only about dead versions past the
+/// grace), so it sees what was flushed or ingested meanwhile, and a long
+/// merge pins no memtable the flush has written out.
+pub struct Elsewhere<'a> {
+    view: &'a ArcSwap<SuperVersion>,
     inputs: HashSet<u64>,
 }
 
-impl std::fmt::Debug for Elsewhere {
+impl std::fmt::Debug for Elsewhere<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Elsewhere")
             .field("inputs", &self.inputs)
@@ -140,9 +147,9 @@ impl std::fmt::Debug for Elsewhere {
     }
 }
 
-impl Elsewhere {
+impl<'a> Elsewhere<'a> {
     /// The sources of `view` other than the tables numbered in `inputs`.
-    pub fn new(view: Arc<SuperVersion>, inputs: impl IntoIterator<Item = u64>) -> Self {
+    pub fn new(view: &'a ArcSwap<SuperVersion>, inputs: impl IntoIterator<Item = u64>) -> Self {
         Elsewhere {
             view,
             inputs: inputs.into_iter().collect(),
@@ -153,22 +160,23 @@ impl Elsewhere {
     /// `ts`. A source that cannot be read says yes (kept, to be safe).
     pub fn may_hold_older(&self, user_key: &[u8], ts: Timestamp) -> bool {
         let seek = seek_at_or_below(user_key, ts);
-        if memtable_holds(&self.view.mem, &seek, user_key) {
+        let view = self.view.load();
+        if memtable_holds(&view.mem, &seek, user_key) {
             return true;
         }
-        if self
-            .view
+        if view
             .imms
             .iter()
             .any(|m| immutable_holds(m, &seek, user_key))
         {
             return true;
         }
-        let version = &self.view.version;
+        let version = &view.version;
         let table_may = |t: &Arc<LiveTable>| {
             !self.inputs.contains(&t.meta.number)
                 && may_hold_older(t.user_range(), t.meta.ts_min, user_key, ts, || {
                     t.table.may_contain(user_key)
+                        && first_is(&mut t.table.iter_filling(false), &seek, user_key)
                 })
         };
         if version

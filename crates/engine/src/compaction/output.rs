@@ -18,17 +18,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What to drop while copying entries into new tables (the rule:
 /// [`super::collect`]).
-#[derive(Debug, Clone)]
-pub struct DropPolicy {
+#[derive(Debug)]
+pub struct DropPolicy<'a> {
     /// The clock, the grace, and whether dead versions are collected.
     pub judge: Judge,
     /// Where older versions may be: asked before a dead version is
     /// dropped. `None` while collecting: the old rule (a planted bug), as
     /// if nothing outside the merge held an older version.
-    pub elsewhere: Option<Arc<Elsewhere>>,
+    pub elsewhere: Option<Elsewhere<'a>>,
 }
 
-impl DropPolicy {
+impl<'a> DropPolicy<'a> {
     /// Keeps every newest version, tombstones included; expired values
     /// (as of `now_ms`) lose their value bytes but stay as tombstones.
     pub fn keep_tombstones(now_ms: u64) -> Self {
@@ -46,7 +46,7 @@ impl DropPolicy {
     /// Drops tombstones whose timestamp, and expired values whose deadline
     /// (or timestamp, if later), are older than `grace_ms` before `now_ms`,
     /// when no source in `elsewhere` may hold an older version of the key.
-    pub fn collecting(now_ms: u64, grace_ms: u64, elsewhere: Arc<Elsewhere>) -> Self {
+    pub fn collecting(now_ms: u64, grace_ms: u64, elsewhere: Elsewhere<'a>) -> Self {
         DropPolicy {
             judge: Judge {
                 now_ms,
@@ -125,7 +125,7 @@ pub fn write_tables(
     input: &mut dyn InternalIterator,
     level: u32,
     target_bytes: u64,
-    policy: DropPolicy,
+    policy: DropPolicy<'_>,
 ) -> Result<Vec<Arc<LiveTable>>> {
     write_tables_filtered(sink, input, level, target_bytes, policy, None, None)
 }
@@ -140,7 +140,7 @@ pub fn write_tables_filtered(
     input: &mut dyn InternalIterator,
     level: u32,
     target_bytes: u64,
-    policy: DropPolicy,
+    policy: DropPolicy<'_>,
     mut purge: Option<&mut PurgeFilter<'_>>,
     mut pacer: Option<&mut Pacer<'_>>,
 ) -> Result<Vec<Arc<LiveTable>>> {

@@ -350,7 +350,7 @@ pub fn compact(
 /// no older version of their key outside the merge (`compaction::collect`),
 /// at any level. The planted old rule collects, blind, only when no deeper
 /// level overlaps the merge.
-pub(crate) fn drop_policy(shared: &Shared, plan: &Plan) -> DropPolicy {
+pub(crate) fn drop_policy<'a>(shared: &'a Shared, plan: &Plan) -> DropPolicy<'a> {
     let now_ms = shared.now_ms();
     let grace_ms = u64::try_from(shared.opts.tombstone_grace.as_millis()).unwrap_or(u64::MAX);
     let policy = if shared.opts.planted_collect_when_nothing_deeper {
@@ -361,8 +361,7 @@ pub(crate) fn drop_policy(shared: &Shared, plan: &Plan) -> DropPolicy {
         }
     } else {
         let inputs = plan.inputs.iter().map(|(_, f)| f.meta.number);
-        let elsewhere = Elsewhere::new(shared.sv.load_full(), inputs);
-        DropPolicy::collecting(now_ms, grace_ms, Arc::new(elsewhere))
+        DropPolicy::collecting(now_ms, grace_ms, Elsewhere::new(&shared.sv, inputs))
     };
     policy.with_planted_drop_expired(shared.planted_drop_expired())
 }
