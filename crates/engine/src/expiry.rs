@@ -9,7 +9,8 @@
 //! From its deadline on (`now_ms >= deadline_ms`), an expiring version reads
 //! exactly like a tombstone at its timestamp: it still shadows every older
 //! version, and compaction keeps it (its value cut off) until it is past
-//! the tombstone grace at the bottom level.
+//! the tombstone grace with no older version of its key left elsewhere
+//! (compaction's collection rule, `compaction/collect.rs`).
 
 use crate::key::Kind;
 

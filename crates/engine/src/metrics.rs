@@ -202,6 +202,6 @@ pub struct EngineMetrics {
     /// Expired versions flushes and compactions met as a key's newest
     /// version (each kept as a tombstone, its value cut off, or dropped).
     pub expired_seen: Counter,
-    /// Expired versions dropped at the bottom level after the tombstone grace.
+    /// Expired versions dropped after the tombstone grace (nothing older left).
     pub expired_dropped: Counter,
 }

@@ -90,8 +90,10 @@ pub struct Options {
     pub level_size_ratio: u64,
     /// Number of levels (L0 to L(n-1)).
     pub levels: usize,
-    /// A tombstone is dropped at the bottom level only once its timestamp's
-    /// millisecond part is older than this (replicas must have seen it).
+    /// A tombstone is dropped only once its timestamp's millisecond part is
+    /// older than this (replicas must have seen it), and only when no older
+    /// version of its key is left elsewhere in the engine
+    /// (`compaction::collect`).
     pub tombstone_grace: Duration,
     /// Bytes reserved (fallocate) for each new WAL segment, capped at the
     /// memtable size: appends then change no file size, so each fdatasync
@@ -124,6 +126,15 @@ pub struct Options {
     /// negative control arms it and must catch the resurrection.
     #[doc(hidden)]
     pub planted_drop_expired_without_tombstone: bool,
+    /// Planted bug, a test hook no node sets: the old collection rule.
+    /// Compaction drops a tombstone or expired version past the grace once
+    /// no level *deeper* than its output overlaps the merge, though an
+    /// older version of the key may lie shallower (a peer's late version
+    /// applied to the memtable) or the dead version may have been
+    /// ingested below an older one. The collection model test's negative
+    /// control arms it and must catch the resurrection.
+    #[doc(hidden)]
+    pub planted_collect_when_nothing_deeper: bool,
 }
 
 impl Default for Options {
@@ -158,6 +169,7 @@ impl Default for Options {
             compaction_rate_bytes: 0,
             clock: Arc::new(SystemClock),
             planted_drop_expired_without_tombstone: false,
+            planted_collect_when_nothing_deeper: false,
         }
     }
 }

@@ -15,7 +15,8 @@
 //! - engine timestamps: a hint is put at [`HINT_PUT_TS`] and removed with a
 //!   tombstone at [`HINT_DELETE_TS`]; each hint key is written once and
 //!   removed once. The tombstone grace period is zero, so compaction drops
-//!   delivered hints as soon as it reaches the bottom level.
+//!   a delivered hint as soon as it merges the tombstone with its put (or
+//!   finds the put nowhere else).
 //!
 //! The store is bounded by the bytes of pending hints (key + record of
 //! each). At the bound new hints are refused ([`HintError::Full`]) and

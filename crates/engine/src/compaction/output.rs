@@ -1,9 +1,10 @@
 //! Writing the output SSTables of a flush or compaction.
 
+use super::collect::{self, Elsewhere, Fate, Judge};
 use super::pace::Pacer;
 use super::purge::PurgeFilter;
 use crate::error::{Error, Result};
-use crate::expiry::{self, split_expiring_value};
+use crate::expiry;
 use crate::fs::FileSystem;
 use crate::iter::InternalIterator;
 use crate::key::{self, Kind};
@@ -15,83 +16,75 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// What to drop while copying entries into new tables.
-#[derive(Debug, Clone, Copy)]
-pub struct DropPolicy {
-    /// Drop tombstones older than the grace period (only at the bottom level).
-    pub drop_expired_tombstones: bool,
-    /// Current time in Unix milliseconds (for tombstone and value expiry).
-    pub now_ms: u64,
-    /// Tombstone grace period in milliseconds.
-    pub grace_ms: u64,
-    /// The planted bug: drop expired values outright, at any level.
-    pub planted_drop_expired: bool,
+/// What to drop while copying entries into new tables (the rule:
+/// [`super::collect`]).
+#[derive(Debug)]
+pub struct DropPolicy<'a> {
+    /// The clock, the grace, and whether dead versions are collected.
+    pub judge: Judge,
+    /// Where older versions may be: asked before a dead version is
+    /// dropped. `None` while collecting: the old rule (a planted bug), as
+    /// if nothing outside the merge held an older version.
+    pub elsewhere: Option<Elsewhere<'a>>,
 }
 
-/// What becomes of a key's newest version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fate {
-    /// Copied as it is.
-    Keep,
-    /// An expired value: copied with its deadline only (it reads as a
-    /// tombstone at its timestamp, and keeps shadowing older versions).
-    KeepExpired,
-    /// Dropped (a tombstone or expired value past the grace, at the bottom).
-    Drop,
-}
-
-impl DropPolicy {
+impl<'a> DropPolicy<'a> {
     /// Keeps every newest version, tombstones included; expired values
     /// (as of `now_ms`) lose their value bytes but stay as tombstones.
     pub fn keep_tombstones(now_ms: u64) -> Self {
         DropPolicy {
-            drop_expired_tombstones: false,
-            now_ms,
-            grace_ms: 0,
-            planted_drop_expired: false,
+            judge: Judge {
+                now_ms,
+                grace_ms: 0,
+                collecting: false,
+                planted_drop_expired: false,
+            },
+            elsewhere: None,
         }
     }
 
     /// Drops tombstones whose timestamp, and expired values whose deadline
-    /// (or timestamp, if later), are older than `grace_ms` before `now_ms`.
-    pub fn bottom_level(now_ms: u64, grace_ms: u64) -> Self {
+    /// (or timestamp, if later), are older than `grace_ms` before `now_ms`,
+    /// when no source in `elsewhere` may hold an older version of the key.
+    pub fn collecting(now_ms: u64, grace_ms: u64, elsewhere: Elsewhere<'a>) -> Self {
         DropPolicy {
-            drop_expired_tombstones: true,
-            now_ms,
-            grace_ms,
-            planted_drop_expired: false,
+            judge: Judge {
+                now_ms,
+                grace_ms,
+                collecting: true,
+                planted_drop_expired: false,
+            },
+            elsewhere: Some(elsewhere),
+        }
+    }
+
+    /// The old rule, a planted bug: drops what is past the grace without
+    /// asking where older versions are (the caller collects only when no
+    /// deeper level overlaps the merge).
+    pub fn planted_collecting_blind(now_ms: u64, grace_ms: u64) -> Self {
+        DropPolicy {
+            judge: Judge {
+                now_ms,
+                grace_ms,
+                collecting: true,
+                planted_drop_expired: false,
+            },
+            elsewhere: None,
         }
     }
 
     /// Arms the planted bug when `on` (a test hook).
     pub fn with_planted_drop_expired(mut self, on: bool) -> Self {
-        self.planted_drop_expired = on;
+        self.judge.planted_drop_expired = on;
         self
     }
 
-    fn past_grace(&self, ms: u64) -> bool {
-        self.drop_expired_tombstones && ms.saturating_add(self.grace_ms) <= self.now_ms
-    }
-
-    fn fate(&self, kind: Kind, ts: u64, value: &[u8]) -> Fate {
-        let ts_ms = key::timestamp_millis(ts);
-        match kind {
-            Kind::Put => Fate::Keep,
-            Kind::Delete if self.past_grace(ts_ms) => Fate::Drop,
-            Kind::Delete => Fate::Keep,
-            Kind::PutExpiring => {
-                // A stored value too short for a deadline reads as a
-                // tombstone; treat it as expired at once.
-                let deadline_ms = split_expiring_value(value).map_or(0, |(d, _)| d);
-                if !expiry::is_expired(deadline_ms, self.now_ms) {
-                    Fate::Keep
-                } else if self.planted_drop_expired || self.past_grace(deadline_ms.max(ts_ms)) {
-                    Fate::Drop
-                } else {
-                    Fate::KeepExpired
-                }
-            }
-        }
+    fn fate(&self, user_key: &[u8], kind: Kind, ts: u64, value: &[u8]) -> Fate {
+        collect::fate(&self.judge, kind, ts, value, || {
+            self.elsewhere
+                .as_ref()
+                .is_some_and(|e| e.may_hold_older(user_key, ts))
+        })
     }
 }
 
@@ -132,7 +125,7 @@ pub fn write_tables(
     input: &mut dyn InternalIterator,
     level: u32,
     target_bytes: u64,
-    policy: DropPolicy,
+    policy: DropPolicy<'_>,
 ) -> Result<Vec<Arc<LiveTable>>> {
     write_tables_filtered(sink, input, level, target_bytes, policy, None, None)
 }
@@ -147,7 +140,7 @@ pub fn write_tables_filtered(
     input: &mut dyn InternalIterator,
     level: u32,
     target_bytes: u64,
-    policy: DropPolicy,
+    policy: DropPolicy<'_>,
     mut purge: Option<&mut PurgeFilter<'_>>,
     mut pacer: Option<&mut Pacer<'_>>,
 ) -> Result<Vec<Arc<LiveTable>>> {
@@ -187,7 +180,7 @@ pub fn write_tables_filtered(
             last_user_key.clear();
             last_user_key.extend_from_slice(parsed.user_key);
             have_last = true;
-            let fate = policy.fate(parsed.kind, parsed.ts, input.value());
+            let fate = policy.fate(parsed.user_key, parsed.kind, parsed.ts, input.value());
             if parsed.kind == Kind::PutExpiring && fate != Fate::Keep {
                 sink.metrics.expired_seen.add(1);
                 if fate == Fate::Drop {

@@ -15,6 +15,7 @@
 //! a series of merges, `super::purge`), per round. Any failure poisons the
 //! engine: a half-installed tree is never used.
 
+use crate::compaction::collect::Elsewhere;
 use crate::compaction::output::{DropPolicy, write_tables, write_tables_filtered};
 use crate::compaction::pace::{Pace, Pacer};
 use crate::compaction::picker::{self, Plan};
@@ -345,17 +346,24 @@ pub fn compact(
     Ok(())
 }
 
-/// What a compaction of `plan` drops (tombstones past the grace only at
-/// the bottom).
-pub(crate) fn drop_policy(shared: &Shared, plan: &Plan) -> DropPolicy {
+/// What a compaction of `plan` drops: dead versions past the grace with
+/// no older version of their key outside the merge (`compaction::collect`),
+/// at any level. The planted old rule collects, blind, only when no deeper
+/// level overlaps the merge.
+pub(crate) fn drop_policy<'a>(shared: &'a Shared, plan: &Plan) -> DropPolicy<'a> {
     let now_ms = shared.now_ms();
     let grace_ms = u64::try_from(shared.opts.tombstone_grace.as_millis()).unwrap_or(u64::MAX);
-    if plan.bottom {
-        DropPolicy::bottom_level(now_ms, grace_ms)
+    let policy = if shared.opts.planted_collect_when_nothing_deeper {
+        if plan.bottom {
+            DropPolicy::planted_collecting_blind(now_ms, grace_ms)
+        } else {
+            DropPolicy::keep_tombstones(now_ms)
+        }
     } else {
-        DropPolicy::keep_tombstones(now_ms)
-    }
-    .with_planted_drop_expired(shared.planted_drop_expired())
+        let inputs = plan.inputs.iter().map(|(_, f)| f.meta.number);
+        DropPolicy::collecting(now_ms, grace_ms, Elsewhere::new(&shared.sv, inputs))
+    };
+    policy.with_planted_drop_expired(shared.planted_drop_expired())
 }
 
 /// Counts a compaction's bytes read and written.
