@@ -44,6 +44,7 @@
 pub mod antientropy;
 pub mod api;
 pub mod auth;
+pub mod backup;
 pub mod clock_file;
 pub mod cluster;
 pub mod config;
@@ -651,6 +652,13 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let hints = hints::HintStore::open_on(&hints_dir, config.hints_bytes_max, config.wal_mode, fs)
         .map_err(|e| format!("cannot open hints in {}: {e}", hints_dir.display()))?;
     let hints = Arc::new(hints);
+    let backups = backup::Backups::open(&config.data_dir).map_err(|e| {
+        format!(
+            "cannot open the checkpoints in {}: {e}",
+            config.data_dir.join(backup::lease::BACKUPS_DIR_NAME).display()
+        )
+    })?;
+    let backups = Arc::new(backups);
     let mut budget = start_budget(&config, limit.descriptors(), &db, &hints);
     check_budget(&budget)?;
     let mut clock = start_clock(&config, &db)?;
@@ -691,6 +699,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         placement,
         transition: Arc::new(TransitionShared::new(config.net_threads)),
         hints: Arc::clone(&hints),
+        backups,
         peers,
         write_durability,
         antientropy,
@@ -735,6 +744,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     while !STOP.load(Ordering::SeqCst) && !threads.iter().any(|t| t.is_finished()) {
         std::thread::sleep(Duration::from_millis(50));
         publish_counts_and_renew_clock(&shared);
+        shared.backups.sweep(backup::lease::now_ms());
         shared.auth.tick();
         if let Some(tls) = &shared.tls {
             tls.tick_and_log();
@@ -757,6 +767,8 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     shared.shutting_down.store(true, Ordering::Release);
     shared.antientropy.status.wake();
     let net_error = join_threads(threads, ae_threads, transition_thread);
+    // A checkpoint's thread holds the engine: let it finish (bounded).
+    shared.backups.wait_idle(backup::lease::SHUTDOWN_WAIT);
     drop(shared);
     let db = Arc::try_unwrap(db).map_err(|_| "engine still referenced at shutdown")?;
     db.close()?;

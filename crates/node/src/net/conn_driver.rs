@@ -112,6 +112,9 @@ impl TestNode {
             shutting_down: AtomicBool::new(false),
             inboxes: vec![Arc::new(crate::state::Inbox::new(waker))],
             hints: Arc::new(hints),
+            backups: Arc::new(
+                crate::backup::Backups::open(&config.data_dir).map_err(|e| e.to_string())?,
+            ),
             peers: NodeShared::peer_statuses(0),
             antientropy,
             ranges: crate::range::Ranges::default(),
