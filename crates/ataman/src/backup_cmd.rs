@@ -190,8 +190,12 @@ fn ask(
 }
 
 fn json(body: &[u8]) -> Result<serde_json::Value, Failed> {
-    serde_json::from_slice(body)
-        .map_err(|e| Failed(EXIT_NO_ANSWER, format!("ataman backup: invalid answer: {e}")))
+    serde_json::from_slice(body).map_err(|e| {
+        Failed(
+            EXIT_NO_ANSWER,
+            format!("ataman backup: invalid answer: {e}"),
+        )
+    })
 }
 
 fn io_timeout(node: &NodeArgs, default_ms: u64) -> Duration {
@@ -284,7 +288,8 @@ fn list(node: &NodeArgs) -> Result<String, Failed> {
         io_timeout(node, TIMEOUT_MS_DEFAULT),
     )?;
     let answer = json(&body)?;
-    let mut out = String::from("NAME\tCREATED_MS\tLEASE_UNTIL_MS\tFILES\tBYTES\tPINNED_BYTES\tPATH\n");
+    let mut out =
+        String::from("NAME\tCREATED_MS\tLEASE_UNTIL_MS\tFILES\tBYTES\tPINNED_BYTES\tPATH\n");
     for c in answer["checkpoints"].as_array().into_iter().flatten() {
         out.push_str(&format!(
             "{}\t{}\t{}\t{}\t{}\t{}\t{}\n",

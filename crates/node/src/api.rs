@@ -459,10 +459,12 @@ fn backup(method: &Method, params: &Params<'_>) -> Action {
     match method {
         Method::Get => Action::BackupList,
         Method::Other(m) if m == "POST" => match number(lease_s) {
-            Ok(Some(n)) if n == 0 || u64::from(n) > crate::backup::lease::LEASE_MAX.as_secs() => bad(format!(
-                "lease_s must be from 1 to {}",
-                crate::backup::lease::LEASE_MAX.as_secs()
-            )),
+            Ok(Some(n)) if n == 0 || u64::from(n) > crate::backup::lease::LEASE_MAX.as_secs() => {
+                bad(format!(
+                    "lease_s must be from 1 to {}",
+                    crate::backup::lease::LEASE_MAX.as_secs()
+                ))
+            }
             Ok(lease_s) => Action::BackupCreate {
                 lease_s: lease_s.map(u64::from),
             },

@@ -523,12 +523,8 @@ impl HintStore {
     }
 
     /// A checkpoint of the store into `dir` (which must not exist): its
-    /// engine's ([`Db::checkpoint`]), for a node checkpoint
-    /// (`crate::backup`).
-    pub fn checkpoint(
-        &self,
-        dir: &Path,
-    ) -> Result<ataman_engine::db::CheckpointReport, HintError> {
+    /// engine's ([`Db::checkpoint`]), for a node checkpoint (docs/BACKUP.md).
+    pub fn checkpoint(&self, dir: &Path) -> Result<ataman_engine::db::CheckpointReport, HintError> {
         self.db
             .checkpoint(dir)
             .map_err(|e| HintError::Engine(format!("cannot checkpoint: {e}")))

@@ -655,7 +655,10 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let backups = backup::Backups::open(&config.data_dir).map_err(|e| {
         format!(
             "cannot open the checkpoints in {}: {e}",
-            config.data_dir.join(backup::lease::BACKUPS_DIR_NAME).display()
+            config
+                .data_dir
+                .join(backup::lease::BACKUPS_DIR_NAME)
+                .display()
         )
     })?;
     let backups = Arc::new(backups);

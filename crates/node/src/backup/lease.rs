@@ -195,7 +195,8 @@ impl Backups {
         match take::take(sources, &self.dir, manifest) {
             Ok((path, manifest)) => {
                 self.taken.fetch_add(1, Ordering::Relaxed);
-                self.last_ms.fetch_max(manifest.created_ms, Ordering::AcqRel);
+                self.last_ms
+                    .fetch_max(manifest.created_ms, Ordering::AcqRel);
                 lock(&self.held).push(manifest.clone());
                 tracing::info!(checkpoint = %manifest.name, files = manifest.files.len(), bytes = manifest.bytes(), "checkpoint taken");
                 Ok((path, manifest))
@@ -242,7 +243,9 @@ impl Backups {
         for name in names {
             match self.delete(&name) {
                 Ok(()) => tracing::info!(checkpoint = %name, "checkpoint lease ended: removed"),
-                Err(e) => tracing::warn!(checkpoint = %name, error = %e, "checkpoint lease ended, not removed"),
+                Err(e) => {
+                    tracing::warn!(checkpoint = %name, error = %e, "checkpoint lease ended, not removed")
+                }
             }
         }
     }

@@ -167,11 +167,15 @@ pub fn checked_path(path: &str) -> Result<&str, String> {
     let ok = !path.is_empty()
         && !path.starts_with('/')
         && !path.contains(' ')
-        && path.split('/').all(|c| !c.is_empty() && c != "." && c != "..");
+        && path
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..");
     if ok {
         Ok(path)
     } else {
-        Err(format!("`{path}` is not a relative path inside the checkpoint"))
+        Err(format!(
+            "`{path}` is not a relative path inside the checkpoint"
+        ))
     }
 }
 
@@ -232,7 +236,10 @@ mod tests {
     fn torn_or_changed_manifest_is_refused() {
         let text = sample().render();
         for cut in 0..text.len() {
-            assert!(Manifest::parse(&text[..cut]).is_err(), "prefix {cut} parsed");
+            assert!(
+                Manifest::parse(&text[..cut]).is_err(),
+                "prefix {cut} parsed"
+            );
         }
         let bytes = text.as_bytes();
         for at in 0..bytes.len() - 1 {
@@ -247,7 +254,15 @@ mod tests {
     /// Paths that would leave the checkpoint and malformed names are refused.
     #[test]
     fn paths_and_names_are_checked() {
-        for bad in ["", "/etc/passwd", "../x", "data/../../x", "a//b", "a b", "./a"] {
+        for bad in [
+            "",
+            "/etc/passwd",
+            "../x",
+            "data/../../x",
+            "a//b",
+            "a b",
+            "./a",
+        ] {
             assert!(checked_path(bad).is_err(), "{bad:?}");
         }
         assert!(checked_path("data/hints/000001.sst").is_ok());

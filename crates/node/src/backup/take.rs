@@ -140,8 +140,7 @@ fn node_files(data_dir: &Path) -> Result<Vec<String>, TakeError> {
             continue;
         };
         let wanted = NODE_FILES.contains(&name.as_str())
-            || (NODE_FILE_PREFIXES.iter().any(|p| name.starts_with(p))
-                && !name.ends_with(".tmp"));
+            || (NODE_FILE_PREFIXES.iter().any(|p| name.starts_with(p)) && !name.ends_with(".tmp"));
         if wanted && entry.file_type().is_ok_and(|t| t.is_file()) {
             names.push(name);
         }

@@ -161,10 +161,9 @@ fn open_copy(dir: &Path) -> Result<(u64, u64), String> {
 }
 
 fn temp_copy_dir(dir: &Path) -> PathBuf {
-    let name = dir.file_name().map_or_else(
-        || "checkpoint".into(),
-        |n| n.to_string_lossy().into_owned(),
-    );
+    let name = dir
+        .file_name()
+        .map_or_else(|| "checkpoint".into(), |n| n.to_string_lossy().into_owned());
     std::env::temp_dir().join(format!(
         "ataman-verify-{}-{}-{name}",
         std::process::id(),
@@ -189,8 +188,7 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
 /// Opens the engine directory `dir`, reads every entry (each block's
 /// checksum is checked as it is read), closes it; the count.
 fn count_entries(dir: &Path) -> Result<u64, String> {
-    let db = Db::open(dir, Options::default())
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let db = Db::open(dir, Options::default()).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut n = 0u64;
     let scan = db
         .scan(b"", None, true)

@@ -81,7 +81,6 @@ fn status_of(e: &Refusal) -> Status {
     }
 }
 
-
 /// `GET /v0/backup`.
 pub fn list(shared: &NodeShared) -> Answer {
     let dir = shared.backups.dir();

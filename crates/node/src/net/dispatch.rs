@@ -207,7 +207,9 @@ pub fn dispatch(
             super::backup_http::create(shared, wake, lease_s)
         }
         Command::BackupList => Dispatched::Now(super::backup_http::list(shared)),
-        Command::BackupDelete { name } => Dispatched::Now(super::backup_http::delete(shared, &name)),
+        Command::BackupDelete { name } => {
+            Dispatched::Now(super::backup_http::delete(shared, &name))
+        }
         Command::BackupLastSave => Dispatched::Now(Answer::Document(
             Format::Json,
             format!("{{\"last_save_s\":{}}}", shared.backups.last_save_s()),
