@@ -13,7 +13,7 @@
 use super::answer::{Answer, Awaited, Failure, Format};
 use super::dispatch::Dispatched;
 use crate::backup::job::Job;
-use crate::backup::lease::{LEASE_DEFAULT, render_json};
+use crate::backup::lease::{LEASE_DEFAULT, LEASE_MAX, render_json};
 use crate::backup::{Manifest, Refusal};
 use crate::cluster::workers::Wake;
 use crate::http::Status;
@@ -36,6 +36,10 @@ pub fn job(shared: &NodeShared, lease_s: Option<u64>) -> Job {
 
 /// Starts `POST /v0/backup`'s job.
 pub fn create(shared: &Arc<NodeShared>, wake: Wake, lease_s: Option<u64>) -> Dispatched {
+    if lease_s.is_some_and(|s| s > LEASE_MAX.as_secs()) {
+        let why = format!("lease_s must be from 1 to {}", LEASE_MAX.as_secs());
+        return Dispatched::Now(Answer::Failed(Failure::Invalid, why));
+    }
     let job = job(shared, lease_s);
     let started = shared
         .backups
