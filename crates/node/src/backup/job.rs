@@ -40,13 +40,14 @@ impl Job {
         } = self;
         let running = backups.begin()?;
         backups.sweep(super::lease::now_ms());
-        let sources = Sources {
-            data_dir: &data_dir,
-            db: &db,
-            hints: &hints,
+        let result = {
+            let sources = Sources {
+                data_dir: &data_dir,
+                db: &db,
+                hints: &hints,
+            };
+            backups.take(&running, &sources, lease)
         };
-        let result = backups.take(&running, &sources, lease);
-        drop(sources);
         drop((db, hints));
         drop(running);
         result
