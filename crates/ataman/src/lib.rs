@@ -1,5 +1,6 @@
 //! Support code of the `ataman` binary that its tests share.
 
+pub mod backup_cmd;
 pub mod cert_cmd;
 pub mod cluster_cmd;
 pub mod crash_writer;

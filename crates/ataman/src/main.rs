@@ -3,7 +3,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
-use ataman::{cert_cmd, cluster_cmd, crash_writer, ctl, harness, healthcheck, logging};
+use ataman::{backup_cmd, cert_cmd, cluster_cmd, crash_writer, ctl, harness, healthcheck, logging};
 
 #[derive(Parser)]
 #[command(
@@ -22,6 +22,8 @@ enum Command {
     Serve(Box<ataman_node::ServeArgs>),
     /// Talk to a node over HTTP: get, put, delete, range, status (docs/CTL.md).
     Ctl(ctl::CtlArgs),
+    /// Node checkpoints: create, verify, list, delete (docs/BACKUP.md).
+    Backup(backup_cmd::BackupArgs),
     /// Run a local cluster, or show a cluster's state (docs/CLUSTER.md).
     Cluster(cluster_cmd::ClusterArgs),
     /// Run a local cluster under seeded faults and check that nothing
@@ -60,6 +62,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         // ctl has its own exit codes (docs/CTL.md).
         Command::Ctl(args) => return ctl::run(args),
+        // So has backup (docs/BACKUP.md).
+        Command::Backup(args) => return backup_cmd::run(args),
         // So has cluster (docs/CLUSTER.md).
         Command::Cluster(args) => return cluster_cmd::run(args),
         // So has test-cluster (docs/RELIABILITY.md).

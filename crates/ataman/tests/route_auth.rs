@@ -52,6 +52,10 @@ fn needs(action: &Action) -> Needs {
         Action::LayoutChange { .. } | Action::LayoutPlan { .. } | Action::RepairStart => {
             Needs::Role(3)
         }
+        // A checkpoint holds every value and pins disk (docs/BACKUP.md).
+        Action::BackupCreate { .. } | Action::BackupList | Action::BackupDelete { .. } => {
+            Needs::Role(3)
+        }
         Action::InternalRange { .. }
         | Action::InternalLayout
         | Action::PeerUpgrade
@@ -81,6 +85,7 @@ fn examples(endpoint: Endpoint) -> Vec<(&'static str, &'static str)> {
         Endpoint::Layout => vec![("", ""), ("version=2&replication_factor=1", "")],
         Endpoint::LayoutPlan => vec![("replication_factor=1", "")],
         Endpoint::Repair => vec![("", "")],
+        Endpoint::Backup => vec![("", ""), ("name=ckpt-1", ""), ("lease_s=60", "")],
         Endpoint::Slowlog => vec![
             ("", ""),
             ("limit=1", ""),

@@ -113,6 +113,18 @@ pub enum Action {
     Metrics,
     /// Read (`GET /v0/slowlog`) or change (`POST /v0/slowlog`) the slow log.
     Slowlog(crate::slowlog::Op),
+    /// Take a node checkpoint (`POST /v0/backup[?lease_s=N]`).
+    BackupCreate {
+        /// Its lease in seconds (`None`: the default hour).
+        lease_s: Option<u64>,
+    },
+    /// The held checkpoints (`GET /v0/backup`).
+    BackupList,
+    /// Remove a checkpoint (`DELETE /v0/backup?name=NAME`).
+    BackupDelete {
+        /// Its name.
+        name: String,
+    },
     /// Answer with an error.
     Error(HttpError),
 }
@@ -146,13 +158,15 @@ pub enum Route {
     Health,
     /// GET and POST /v0/slowlog.
     Slowlog,
+    /// GET, POST and DELETE /v0/backup.
+    Backup,
     /// Anything else (errors).
     Other,
 }
 
 impl Route {
     /// Every route, in label order.
-    pub const ALL: [Route; 14] = [
+    pub const ALL: [Route; 15] = [
         Route::EntityGet,
         Route::EntityPut,
         Route::EntityDelete,
@@ -166,6 +180,7 @@ impl Route {
         Route::InternalLayout,
         Route::Health,
         Route::Slowlog,
+        Route::Backup,
         Route::Other,
     ];
 
@@ -185,6 +200,7 @@ impl Route {
             Route::InternalLayout => "internal_layout",
             Route::Health => "health",
             Route::Slowlog => "slowlog",
+            Route::Backup => "backup",
             Route::Other => "other",
         }
     }
@@ -223,6 +239,7 @@ pub fn allow_for(path: &[u8]) -> &'static str {
     match path {
         b"/v0/entity" => "GET, PUT, DELETE",
         b"/v0/repair" | b"/v0/layout" | b"/v0/slowlog" => "GET, POST",
+        b"/v0/backup" => "GET, POST, DELETE",
         b"/v0/internal/layout" => "POST",
         _ => "GET",
     }
@@ -434,6 +451,36 @@ fn slowlog_post(params: &Params<'_>) -> Action {
     .unwrap_or_else(|e| e)
 }
 
+/// `/v0/backup`: `GET` the held checkpoints, `POST [?lease_s=N]` take
+/// one (`N` at least 1; its upper bound is checked where the checkpoints
+/// are known, `net::backup_http`), `DELETE ?name=NAME` remove one
+/// (docs/API.md, "Backup").
+fn backup(method: &Method, params: &Params<'_>) -> Action {
+    let [lease_s, name] = params.pick(["lease_s", "name"]);
+    match method {
+        Method::Get => Action::BackupList,
+        Method::Other(m) if m == "POST" => match number(lease_s) {
+            Ok(Some(0)) => bad("lease_s must be at least 1"),
+            Ok(lease_s) => Action::BackupCreate {
+                lease_s: lease_s.map(u64::from),
+            },
+            Err(refused) => refused,
+        },
+        Method::Delete => match name.one() {
+            // The name's form is checked where the checkpoints are known.
+            Ok(Some(raw)) => match std::str::from_utf8(&raw) {
+                Ok(name) => Action::BackupDelete {
+                    name: name.to_owned(),
+                },
+                Err(_) => bad("name must be UTF-8"),
+            },
+            Ok(None) => bad("DELETE /v0/backup needs name=NAME"),
+            Err(refused) => refused,
+        },
+        _ => not_allowed("GET, POST, DELETE"),
+    }
+}
+
 /// The paths the router serves, one per entry of [`ENDPOINTS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {
@@ -467,12 +514,14 @@ pub enum Endpoint {
     ClusterHealth,
     /// `/v0/slowlog`: GET, POST.
     Slowlog,
+    /// `/v0/backup`: GET, POST, DELETE (node checkpoints).
+    Backup,
 }
 
 /// The route table: every path [`route`] serves. A request reaches an
 /// endpoint only through this table (any other path is 400), so a test
 /// that walks it walks every endpoint (`net::route_auth_tests`).
-pub const ENDPOINTS: [(&str, Endpoint); 15] = [
+pub const ENDPOINTS: [(&str, Endpoint); 16] = [
     ("/v0/entity", Endpoint::Entity),
     ("/v0/entities", Endpoint::Entities),
     ("/v0/internal/range", Endpoint::InternalRange),
@@ -488,6 +537,7 @@ pub const ENDPOINTS: [(&str, Endpoint); 15] = [
     ("/readyz", Endpoint::Readyz),
     ("/v0/cluster/health", Endpoint::ClusterHealth),
     ("/v0/slowlog", Endpoint::Slowlog),
+    ("/v0/backup", Endpoint::Backup),
 ];
 
 /// The endpoint of `path`, if the router serves it.
@@ -640,6 +690,7 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
             Method::Other(m) if m == "POST" => (Route::Slowlog, slowlog_post(&params)),
             _ => (Route::Slowlog, not_allowed(allow_for(head.path))),
         },
+        Endpoint::Backup => (Route::Backup, backup(&head.method, &params)),
         Endpoint::Status
         | Endpoint::Cluster
         | Endpoint::Metrics

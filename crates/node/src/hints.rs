@@ -523,6 +523,14 @@ impl HintStore {
         self.db.stats().level_files.iter().sum()
     }
 
+    /// A checkpoint of the store into `dir` (which must not exist): its
+    /// engine's ([`Db::checkpoint`]), for a node checkpoint (docs/BACKUP.md).
+    pub fn checkpoint(&self, dir: &Path) -> Result<ataman_engine::db::CheckpointReport, HintError> {
+        self.db
+            .checkpoint(dir)
+            .map_err(|e| HintError::Engine(format!("cannot checkpoint: {e}")))
+    }
+
     /// Flushes and closes the engine; queued hints and removals are
     /// written first.
     pub fn close(self) -> Result<(), HintError> {

@@ -44,6 +44,7 @@
 pub mod antientropy;
 pub mod api;
 pub mod auth;
+pub mod backup;
 pub mod clock_file;
 pub mod cluster;
 pub mod config;
@@ -267,7 +268,37 @@ fn write_durability(config: &NodeConfig) -> Durability {
 
 /// The main thread's periodic chores: the connection gauges, and the
 /// clock's reservation renewed (and its failure shown).
+/// The node's checkpoints (`backup`), `.tmp-` leftovers removed.
+fn open_backups(config: &NodeConfig) -> Result<Arc<backup::Backups>, String> {
+    let backups = backup::Backups::open(&config.data_dir).map_err(|e| {
+        format!(
+            "cannot open the checkpoints in {}: {e}",
+            config
+                .data_dir
+                .join(backup::lease::BACKUPS_DIR_NAME)
+                .display()
+        )
+    })?;
+    Ok(Arc::new(backups))
+}
+
+/// Closes the engine and the hint store at shutdown, once a checkpoint
+/// being taken (its thread holds both) is done (bounded).
+fn close_stores(
+    backups: &backup::Backups,
+    db: Arc<Db>,
+    hints: Arc<hints::HintStore>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    backups.wait_idle(backup::lease::SHUTDOWN_WAIT);
+    let db = Arc::try_unwrap(db).map_err(|_| "engine still referenced at shutdown")?;
+    db.close()?;
+    let hints = Arc::try_unwrap(hints).map_err(|_| "hint store still referenced at shutdown")?;
+    hints.close()?;
+    Ok(())
+}
+
 fn publish_counts_and_renew_clock(shared: &NodeShared) {
+    shared.backups.sweep(backup::lease::now_ms());
     shared.metrics.connections_open.store(
         shared.connections.load(Ordering::Relaxed) as u64,
         Ordering::Relaxed,
@@ -658,6 +689,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let hints = hints::HintStore::open_on(&hints_dir, config.hints_bytes_max, config.wal_mode, fs)
         .map_err(|e| format!("cannot open hints in {}: {e}", hints_dir.display()))?;
     let hints = Arc::new(hints);
+    let backups = open_backups(&config)?;
     let mut budget = start_budget(&config, limit.descriptors(), &db, &hints);
     check_budget(&budget)?;
     let mut clock = start_clock(&config, &db)?;
@@ -698,6 +730,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         placement,
         transition: Arc::new(TransitionShared::new(config.net_threads)),
         hints: Arc::clone(&hints),
+        backups,
         peers,
         write_durability,
         antientropy,
@@ -764,11 +797,9 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     shared.shutting_down.store(true, Ordering::Release);
     shared.antientropy.status.wake();
     let net_error = join_threads(threads, ae_threads, transition_thread);
+    let backups = Arc::clone(&shared.backups);
     drop(shared);
-    let db = Arc::try_unwrap(db).map_err(|_| "engine still referenced at shutdown")?;
-    db.close()?;
-    let hints = Arc::try_unwrap(hints).map_err(|_| "hint store still referenced at shutdown")?;
-    hints.close()?;
+    close_stores(&backups, db, hints)?;
     write_last_seen(&config)?;
     if let Some(e) = net_error {
         return Err(format!("network thread failed: {e}").into());

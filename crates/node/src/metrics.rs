@@ -79,7 +79,7 @@ pub struct NodeMetrics {
 }
 
 /// Counters of RESP commands: one per served command and one for the rest.
-pub const RESP_COMMAND_KINDS: usize = 41;
+pub const RESP_COMMAND_KINDS: usize = 43;
 
 impl Default for NodeMetrics {
     fn default() -> Self {

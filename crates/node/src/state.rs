@@ -201,6 +201,8 @@ pub struct NodeShared {
     pub transition: Arc<crate::cluster::transition_state::TransitionShared>,
     /// Writes peers missed, kept for them.
     pub hints: Arc<HintStore>,
+    /// The node's checkpoints (`crate::backup`).
+    pub backups: Arc<crate::backup::Backups>,
     /// Each node's link status as this node sees it (index: the node
     /// table's; [`crate::hlc::NODES_MAX`] of them, so a node the table
     /// gains has one at once; only the placement's `len()` first are used).

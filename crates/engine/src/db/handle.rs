@@ -365,6 +365,16 @@ impl Db {
         super::ingest::ingest(&self.shared, batch)
     }
 
+    /// Writes a checkpoint into `dir` (which must not exist): the store as
+    /// of one point of its write order, a directory [`Db::open`] opens
+    /// (`super::checkpoint`). A write acknowledged before the call is in
+    /// it; a write submitted after it returned is not. No foreground
+    /// stall: the SSTables are hard-linked, the memtables' entries written
+    /// as one table on this thread.
+    pub fn checkpoint(&self, dir: &Path) -> Result<super::CheckpointReport> {
+        super::checkpoint::checkpoint(&self.shared, dir)
+    }
+
     /// Flushes, then compacts every table into the deepest level and waits.
     pub fn compact(&self) -> Result<()> {
         self.flush()?;

@@ -15,7 +15,12 @@
 //! - [`purge`]: dropping the keys a predicate rejects, without tombstones.
 //! - [`ingest`]: a sorted batch written straight to tables of one level.
 //! - [`shared`]: the state the threads share.
+//! - [`checkpoint`]: the store at one point of its write order, in a new
+//!   directory (linked tables, the memtables' entries as one table).
 
+pub mod checkpoint;
+#[cfg(test)]
+mod checkpoint_tests;
 #[cfg(test)]
 mod compaction_pace_tests;
 pub mod flush_compaction_thread;
@@ -58,6 +63,7 @@ pub(crate) fn incompressible(seed: u64, len: usize) -> Vec<u8> {
         })
         .collect()
 }
+pub use checkpoint::CheckpointReport;
 pub use handle::{Db, Entry, Stats, Submission};
 pub use open::RecoveryReport;
 pub use read::ScanIter;

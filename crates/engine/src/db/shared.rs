@@ -44,7 +44,14 @@ pub enum WriteRequest {
     },
     /// Make the memtable immutable now (if it holds anything), then answer.
     Rotate(Box<dyn FnOnce(Result<()>) + Send>),
+    /// Hand back the read view and the last applied sequence number, between
+    /// two batches: one point of the write order (`super::checkpoint`).
+    Checkpoint(CheckpointPoint),
 }
+
+/// What a [`WriteRequest::Checkpoint`] is answered with: the view and the
+/// last sequence number applied when the tx thread took it.
+pub type CheckpointPoint = Box<dyn FnOnce(Arc<SuperVersion>, u64) + Send>;
 
 /// Background thread requests and status, under the `bg` mutex.
 #[derive(Default)]

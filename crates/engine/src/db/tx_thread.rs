@@ -79,6 +79,11 @@ pub fn run(shared: Arc<Shared>) {
                     };
                     wal_items.push((item, bytes));
                 }
+                WriteRequest::Checkpoint(reply) => {
+                    // Every batch before this request is applied and at or
+                    // below `next_seq - 1`; every later one is above it.
+                    reply(shared.sv.load_full(), next_seq - 1);
+                }
                 WriteRequest::Rotate(reply) => {
                     let mem_empty = shared.sv.load().mem.is_empty();
                     if mem_empty {

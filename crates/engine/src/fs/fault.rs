@@ -153,6 +153,11 @@ impl FileSystem for FaultFs {
         self.inner.remove_file(path)
     }
 
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        check(&self.disk_full)?;
+        self.inner.hard_link(from, to)
+    }
+
     fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
         self.inner.truncate(path, len)
     }

@@ -105,6 +105,18 @@ pub trait FileSystem: Send + Sync + 'static {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Removes a file.
     fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Makes `to` a second name of the file `from` (a hard link: the same
+    /// bytes, no copy; the file lives until its last name is removed). A
+    /// checkpoint names the immutable SSTables this way. Optional: the
+    /// default refuses (`Unsupported`), so a file system without links
+    /// fails a checkpoint cleanly.
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let _ = (from, to);
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this file system has no hard links",
+        ))
+    }
     /// Cuts a file to `len` bytes and makes the new length durable.
     fn truncate(&self, path: &Path, len: u64) -> io::Result<()>;
     /// Makes the directory's entries (creations, renames, removals) durable.

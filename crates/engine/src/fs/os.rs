@@ -180,6 +180,10 @@ impl FileSystem for OsFs {
         fs::remove_file(path)
     }
 
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::hard_link(from, to)
+    }
+
     fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
         let file = OpenOptions::new().write(true).open(path)?;
         file.set_len(len)?;

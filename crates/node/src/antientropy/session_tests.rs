@@ -104,6 +104,7 @@ impl TestNode {
             shutting_down: AtomicBool::new(false),
             inboxes: Vec::new(),
             hints: Arc::new(hints),
+            backups: Arc::new(crate::backup::Backups::open(dir.path()).unwrap()),
             peers: Vec::new(),
             antientropy,
             ranges: crate::range::Ranges::default(),

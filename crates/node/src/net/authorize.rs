@@ -28,6 +28,13 @@ pub fn needed(command: &Command<'_>) -> Option<Role> {
         Command::RepairStart | Command::LayoutChange { .. } | Command::LayoutPlan { .. } => {
             Some(Role::Admin)
         }
+        // A checkpoint holds every key and value of the node and pins disk:
+        // the admin's, listing and deleting too (docs/BACKUP.md).
+        Command::BackupCreate { .. } | Command::BackupList | Command::BackupDelete { .. } => {
+            Some(Role::Admin)
+        }
+        // `LASTSAVE`: a time, nothing about keys.
+        Command::BackupLastSave => Some(Role::Read),
         // Every version of every key, tombstones included: a peer's part
         // of a cluster range. No client role opens it: the connection's
         // peer gate (`Conn::range_gate`) asks for the cluster secret's
@@ -93,6 +100,10 @@ mod tests {
                 version: 2,
                 change: crate::cluster::layout::Change::default(),
             },
+            Command::BackupCreate { lease_s: None },
+            Command::BackupList,
+            Command::BackupDelete { name: "x".into() },
+            Command::BackupLastSave,
         ]
     }
 
@@ -104,6 +115,9 @@ mod tests {
             Command::Status => [true, true, true],
             Command::Write { .. } => [false, true, true],
             Command::RepairStart | Command::LayoutChange { .. } => [false, false, true],
+            Command::BackupCreate { .. } | Command::BackupList | Command::BackupDelete { .. } => {
+                [false, false, true]
+            }
             Command::Slowlog(op) if op.changes() => [false, false, true],
             _ => [true, true, true],
         };

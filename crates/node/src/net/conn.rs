@@ -704,6 +704,9 @@ impl Conn {
             Action::RepairStatus => Command::RepairStatus,
             Action::Metrics => Command::Metrics,
             Action::Slowlog(op) => Command::Slowlog(op),
+            Action::BackupCreate { lease_s } => Command::BackupCreate { lease_s },
+            Action::BackupList => Command::BackupList,
+            Action::BackupDelete { name } => Command::BackupDelete { name },
         };
         if let Err(refusal) = admit(&ctx.shared.auth, &credential, &command) {
             return self.push_answer(ctx, route, persist, started, &refusal);

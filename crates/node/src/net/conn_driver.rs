@@ -84,6 +84,8 @@ impl TestNode {
             ataman_engine::WalMode::None,
         )
         .map_err(|e| e.to_string())?;
+        let backups =
+            Arc::new(crate::backup::Backups::open(&config.data_dir).map_err(|e| e.to_string())?);
         let (antientropy, _receiver) = crate::antientropy::AntiEntropy::new(1 << 20);
         let poll = mio::Poll::new().map_err(|e| e.to_string())?;
         let waker = mio::Waker::new(poll.registry(), mio::Token(0)).map_err(|e| e.to_string())?;
@@ -112,6 +114,7 @@ impl TestNode {
             shutting_down: AtomicBool::new(false),
             inboxes: vec![Arc::new(crate::state::Inbox::new(waker))],
             hints: Arc::new(hints),
+            backups,
             peers: NodeShared::peer_statuses(0),
             antientropy,
             ranges: crate::range::Ranges::default(),

@@ -102,6 +102,22 @@ pub enum Command<'a> {
     /// Read or change the slow log (`GET`/`POST /v0/slowlog`, `SLOWLOG`,
     /// `CONFIG SET slowlog-…`).
     Slowlog(crate::slowlog::Op),
+    /// Take a node checkpoint and answer when it is complete (`POST
+    /// /v0/backup`; on a job, `crate::backup::job`).
+    BackupCreate {
+        /// Its lease in seconds (`None`: the default).
+        lease_s: Option<u64>,
+    },
+    /// The held checkpoints (`GET /v0/backup`).
+    BackupList,
+    /// Remove a checkpoint (`DELETE /v0/backup?name=`).
+    BackupDelete {
+        /// Its name.
+        name: String,
+    },
+    /// When the last checkpoint completed (`LASTSAVE`; only admitted
+    /// through [`super::authorize`], answered by the RESP side).
+    BackupLastSave,
 }
 
 /// What became of a command.
@@ -174,6 +190,7 @@ pub fn dispatch(
             shared.antientropy.copy.render(&mut text);
             shared.auth.metrics.render(&mut text);
             shared.ranges.render(&mut text);
+            shared.backups.render_metrics(&mut text);
             if let Some(membership) = &shared.membership {
                 crate::layout_io::endpoints::render_metrics(&mut text, membership);
             }
@@ -185,6 +202,18 @@ pub fn dispatch(
             Dispatched::Now(Answer::Document(Format::Metrics, text))
         }
         Command::Slowlog(op) => Dispatched::Now(slowlog(&shared.metrics.slowlog, op)),
+        Command::BackupCreate { lease_s } => {
+            let wake = ctx.feed_wake(reply_to.token, reply_to.generation);
+            super::backup_http::create(shared, wake, lease_s)
+        }
+        Command::BackupList => Dispatched::Now(super::backup_http::list(shared)),
+        Command::BackupDelete { name } => {
+            Dispatched::Now(super::backup_http::delete(shared, &name))
+        }
+        Command::BackupLastSave => Dispatched::Now(Answer::Document(
+            Format::Json,
+            format!("{{\"last_save_s\":{}}}", shared.backups.last_save_s()),
+        )),
         Command::Get { key, ack, from } if !local_only(ctx, &key, ack, from, false) => {
             replicated.push(replicated_request(
                 reply_to,

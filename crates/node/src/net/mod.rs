@@ -26,12 +26,14 @@
 //! - [`fence`]: no peer request from a coordinator on an older layout version.
 //! - [`body_gate`]: the body an HTTP request may send before its token is
 //!   checked.
+//! - [`backup_http`]: `/v0/backup`'s answers (a checkpoint taken on a job).
 //! - [`authorize`]: the role each command needs; [`auth_gate`]: the
 //!   `Authorization` header, the 401 and 403, the peer upgrade's verdict.
 
 pub mod answer;
 pub mod auth_gate;
 pub mod authorize;
+pub mod backup_http;
 pub mod body_gate;
 pub mod conn;
 #[cfg(any(test, feature = "conn-driver"))]

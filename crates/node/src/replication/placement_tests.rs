@@ -237,6 +237,7 @@ fn test_shared(membership: Arc<Membership>, nodes: &[String], me: usize) -> Test
         shutting_down: AtomicBool::new(false),
         inboxes: vec![Arc::new(Inbox::new(waker))],
         hints: Arc::new(hints),
+        backups: Arc::new(crate::backup::Backups::open(dir.path()).unwrap()),
         peers: NodeShared::peer_statuses(me),
         antientropy,
         ranges: crate::range::Ranges::default(),

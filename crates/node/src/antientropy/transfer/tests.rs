@@ -115,6 +115,7 @@ impl Member {
             shutting_down: AtomicBool::new(false),
             inboxes: Vec::new(),
             hints: Arc::new(hints),
+            backups: Arc::new(crate::backup::Backups::open(dir).unwrap()),
             peers: Vec::new(),
             antientropy,
             ranges: crate::range::Ranges::default(),

@@ -287,6 +287,7 @@ impl Conn {
                 let figures = Box::new(self.figures(ctx));
                 self.count_keys(ctx, token, Counted::Info(sections, figures));
             }
+            Plan::Node(NodeQuery::BgSave) => self.bgsave(ctx),
             Plan::Node(query) => {
                 let reply = self.node_reply(ctx, query);
                 self.reply_now(&reply);
@@ -549,6 +550,29 @@ impl Conn {
         self.note_slow(ctx, facts, gather.started, us, gather.marks);
     }
 
+    /// `BGSAVE`: admitted as `POST /v0/backup` is (admin), then a node
+    /// checkpoint started on a thread of its own; answered at once, as
+    /// Redis does (docs/RESP.md, "BGSAVE and LASTSAVE").
+    fn bgsave(&mut self, ctx: &NetContext) {
+        let Some(state) = self.resp.as_ref() else {
+            return;
+        };
+        let command = [Command::BackupCreate { lease_s: None }];
+        if let Err(denied) = auth::admit_named(&ctx.shared.auth, &state.session, "bgsave", &command)
+        {
+            return self.reply_now(&denied);
+        }
+        let job = crate::net::backup_http::job(&ctx.shared, None);
+        let reply = match job.spawn() {
+            Ok(()) => Reply::Simple("Background saving started"),
+            Err(crate::backup::Refusal::Running) => {
+                Reply::err("Background save already in progress")
+            }
+            Err(e) => Reply::err(e.to_string()),
+        };
+        self.reply_now(&reply);
+    }
+
     /// `SLOWLOG …`, `CONFIG SET slowlog-…`: admitted under `name`
     /// (changes need the admin role), then answered at once.
     fn slowlog_command(&mut self, ctx: &NetContext, name: &str, op: crate::slowlog::Op) {
@@ -596,6 +620,8 @@ impl Conn {
             }
             NodeQuery::ConfigGet(patterns) => table::config_get(&patterns, &self.config_pairs(ctx)),
             NodeQuery::ClientInfo => Reply::text(self.client_info()),
+            NodeQuery::LastSave => Reply::Int(ctx.shared.backups.last_save_s() as i64),
+            NodeQuery::BgSave => Reply::err("internal error: BGSAVE outside its path"),
         }
     }
 

@@ -15,7 +15,7 @@ use super::encode::Reply;
 use super::expiry::Chain;
 use super::scan;
 use super::session::{Limits, Session};
-use super::table::{self, Plan};
+use super::table::{self, NodeQuery, Plan};
 use crate::auth::{Auth, Role};
 use std::borrow::Cow;
 use std::os::unix::fs::PermissionsExt;
@@ -69,6 +69,8 @@ fn invocation(name: &str) -> &'static [&'static str] {
         "strlen" => &["strlen", "k"],
         "memory" => &["memory", "usage", "k"],
         "slowlog" => &["slowlog", "get"],
+        "bgsave" => &["bgsave"],
+        "lastsave" => &["lastsave"],
         other => panic!("`{other}` is in the command table without an invocation here"),
     }
 }
@@ -82,6 +84,9 @@ fn needed(name: &str) -> Option<Role> {
         | "dbsize" | "time" | "wait" | "ataman.replication" => Some(Role::Read),
         // Reading the slow log: read (its changes: admin, below).
         "slowlog" => Some(Role::Read),
+        // A checkpoint holds every value and pins disk: the admin's.
+        "bgsave" => Some(Role::Admin),
+        "lastsave" => Some(Role::Read),
         "get" | "exists" | "mget" | "ttl" | "pttl" | "expiretime" | "pexpiretime" | "scan"
         | "type" | "strlen" | "memory" => Some(Role::Read),
         // A read-then-write command may write whatever its read finds.
@@ -126,6 +131,12 @@ fn admitted(auth: &Auth, role: Option<Role>, words: &[&str]) -> bool {
             &[crate::net::dispatch::Command::Slowlog(op)],
         ),
         Plan::Reply(Reply::Error(e)) => panic!("{words:?} refused by the table: {e}"),
+        Plan::Node(NodeQuery::BgSave) => auth::admit_named(
+            auth,
+            &session,
+            "bgsave",
+            &[crate::net::dispatch::Command::BackupCreate { lease_s: None }],
+        ),
         Plan::Reply(_) | Plan::Close(_) | Plan::Node(_) => Ok(()),
     };
     admission.is_ok()

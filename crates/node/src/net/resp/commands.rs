@@ -336,6 +336,22 @@ pub const COMMANDS: &[Spec] = &[
         "server",
         "SLOWLOG GET|LEN|RESET|HELP: the requests over the slow log's threshold.",
     ),
+    spec(
+        "bgsave",
+        -1,
+        ADMIN,
+        NO_KEYS,
+        "server",
+        "Takes a node checkpoint in the background (docs/BACKUP.md).",
+    ),
+    spec(
+        "lastsave",
+        1,
+        FAST,
+        NO_KEYS,
+        "server",
+        "Unix seconds of the newest node checkpoint (the node's start if none).",
+    ),
 ];
 
 /// Index in [`COMMANDS`] of a command's metrics label `other` (unknown,

@@ -71,6 +71,10 @@ pub enum NodeQuery {
     ConfigGet(Vec<Vec<u8>>),
     /// `CLIENT INFO`.
     ClientInfo,
+    /// `BGSAVE [SCHEDULE]`: take a node checkpoint in the background.
+    BgSave,
+    /// `LASTSAVE`.
+    LastSave,
 }
 
 /// What a command becomes.
@@ -217,6 +221,13 @@ pub fn plan<'b>(
             Err(reply) => Plan::Reply(reply),
         },
         "dbsize" => Plan::Node(NodeQuery::DbSize),
+        "bgsave" => match args.get(1).map(|a| lower(a)) {
+            None => Plan::Node(NodeQuery::BgSave),
+            // Redis's `SCHEDULE` waits for a running rewrite; here none runs.
+            Some(word) if word == "schedule" && args.len() == 2 => Plan::Node(NodeQuery::BgSave),
+            Some(_) => Plan::Reply(Reply::err("syntax error")),
+        },
+        "lastsave" => Plan::Node(NodeQuery::LastSave),
         "time" => Plan::Node(NodeQuery::Time),
         "scan" => match super::scan::parse_args(args) {
             Ok(scan) => Plan::Scan(scan),

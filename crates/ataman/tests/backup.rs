@@ -1,0 +1,272 @@
+//! Node checkpoints on a real node (docs/BACKUP.md): `ataman backup
+//! create|verify|list|delete`, `/v0/backup`, the pinned-bytes gauge, a
+//! corrupted or missing file named by `verify`, kill -9 in the middle of
+//! checkpoints, and RESP's `BGSAVE` and `LASTSAVE`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+use support::Node;
+use support::cluster::eventually;
+
+/// Bound on waiting for an observable state.
+const WAIT: Duration = Duration::from_secs(60);
+
+fn ataman(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ataman"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn url(node: &Node) -> String {
+    format!("http://{}", node.addr())
+}
+
+/// Writes `n` keys `{prefix}{i}` (each acknowledged, 201).
+fn write_keys(node: &Node, prefix: &str, n: usize) {
+    let mut conn = node.conn();
+    for i in 0..n {
+        let key = format!("{prefix}{i:05}");
+        let value = format!("value-{i}-{}", "v".repeat(i % 64));
+        let r = conn.put(key.as_bytes(), value.as_bytes());
+        assert_eq!(r.status, 201, "{key}");
+    }
+}
+
+fn metric(node: &Node, name: &str) -> u64 {
+    let body = text(&node.get_target("/metrics").body);
+    body.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no {name} in /metrics"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// `create` copies a checkpoint that `verify` accepts, holding the keys
+/// written before it; `list` shows it and `/metrics` counts the bytes it
+/// pins; a flipped byte and a removed file are each named by `verify`
+/// (exit 1) — the negative control; `delete` releases the pin.
+#[test]
+fn create_verify_list_delete_and_corruption_named() {
+    let node = Node::start(&["--memtable-bytes-max", "65536"]);
+    write_keys(&node, "k", 3_000);
+    let dir = tempfile::tempdir().unwrap();
+    let to = dir.path().join("b1");
+    let to_s = to.to_str().unwrap();
+    let out = ataman(&["backup", "create", "--url", &url(&node), "--to", to_s]);
+    assert!(out.status.success(), "create: {}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(said.contains("ok: "), "{said}");
+    assert!(said.contains("3000 entries"), "{said}");
+    let out = ataman(&["backup", "verify", to_s]);
+    assert!(out.status.success(), "verify: {}", text(&out.stderr));
+
+    let out = ataman(&["backup", "list", "--url", &url(&node)]);
+    assert!(out.status.success(), "list: {}", text(&out.stderr));
+    let listed = text(&out.stdout);
+    let name = listed
+        .lines()
+        .nth(1)
+        .and_then(|l| l.split('\t').next())
+        .unwrap()
+        .to_owned();
+    assert!(name.starts_with("ckpt-"), "{listed}");
+    let pinned = metric(&node, "ataman_backup_pinned_bytes");
+    assert!(pinned > 0, "a store of tables pins bytes: {listed}");
+    assert!(
+        listed.contains(&format!("pinned bytes: {pinned}")),
+        "{listed}"
+    );
+
+    // Negative control: one flipped byte in a table, then a missing file.
+    let bad = dir.path().join("bad");
+    copy_dir(&to, &bad);
+    let table = first_table(&bad.join("data"));
+    let mut bytes = std::fs::read(bad.join("data").join(&table)).unwrap();
+    bytes[100] ^= 0x40;
+    std::fs::write(bad.join("data").join(&table), bytes).unwrap();
+    std::fs::remove_file(bad.join("data/CLOCK")).unwrap();
+    let out = ataman(&["backup", "verify", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let said = text(&out.stderr);
+    assert!(
+        said.contains(&format!("data/{table}: checksum mismatch")),
+        "{said}"
+    );
+    assert!(said.contains("data/CLOCK: missing"), "{said}");
+    // A torn manifest (a kill before its last line): not complete.
+    let torn = dir.path().join("torn");
+    copy_dir(&to, &torn);
+    let manifest = std::fs::read_to_string(torn.join("BACKUP-MANIFEST")).unwrap();
+    let cut = manifest.rfind("end ").unwrap();
+    std::fs::write(torn.join("BACKUP-MANIFEST"), &manifest[..cut]).unwrap();
+    let out = ataman(&["backup", "verify", torn.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("BACKUP-MANIFEST"));
+
+    let out = ataman(&["backup", "delete", &name, "--url", &url(&node)]);
+    assert!(out.status.success(), "delete: {}", text(&out.stderr));
+    assert_eq!(metric(&node, "ataman_backup_pinned_bytes"), 0);
+    let out = ataman(&["backup", "delete", &name, "--url", &url(&node)]);
+    assert_eq!(out.status.code(), Some(2), "a second delete: 404");
+    // The copy does not depend on the node's checkpoint.
+    let out = ataman(&["backup", "verify", to_s]);
+    assert!(out.status.success(), "verify: {}", text(&out.stderr));
+}
+
+fn first_table(dir: &Path) -> String {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".sst"))
+        .collect();
+    names.sort();
+    names.into_iter().next().expect("a table")
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// kill -9 while checkpoints are being taken (a bounded loop, the kill at
+/// a different moment each round): the node restarts with every
+/// acknowledged key, and every checkpoint directory is either complete and
+/// verifiable or absent (no `.tmp-` directory survives the restart).
+#[test]
+fn kill_during_checkpoints_leaves_complete_or_absent() {
+    const ROUNDS: u64 = 6;
+    let mut node = Node::start(&["--memtable-bytes-max", "65536"]);
+    write_keys(&node, "k", 4_000);
+    for round in 0..ROUNDS {
+        write_keys(&node, &format!("r{round}-"), 200);
+        let mut conn = node.conn();
+        conn.send(&support::request("POST", "/v0/backup", &[], Some(b"")))
+            .unwrap();
+        // A different moment each round: from at once to well past the end.
+        std::thread::sleep(Duration::from_millis(round * round * 15));
+        node.kill9();
+        node.restart();
+        let backups = node.data_dir().join("backups");
+        let names: Vec<String> = match std::fs::read_dir(&backups) {
+            Ok(entries) => entries
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        for name in &names {
+            assert!(!name.starts_with(".tmp-"), "round {round}: {name} left");
+            let out = ataman(&["backup", "verify", backups.join(name).to_str().unwrap()]);
+            assert!(
+                out.status.success(),
+                "round {round}: {name}: {}",
+                text(&out.stderr)
+            );
+        }
+        for key in ["k00000", "k03999", &format!("r{round}-00199")] {
+            assert_eq!(node.get(key.as_bytes()).status, 200, "round {round}: {key}");
+        }
+    }
+    // After the kills, a checkpoint taken to its end is complete and verifies.
+    let dir = tempfile::tempdir().unwrap();
+    let to = dir.path().join("after");
+    let out = ataman(&[
+        "backup",
+        "create",
+        "--url",
+        &url(&node),
+        "--to",
+        to.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "create: {}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("5200 entries"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+/// `BGSAVE` answers as Redis does and takes a checkpoint; `LASTSAVE` moves
+/// from the node's start to that checkpoint's time; a second `BGSAVE`
+/// while one runs is refused or answered, never both at once; with client
+/// tokens a read token's `BGSAVE` is refused (`NOPERM`) — the negative
+/// control of its admin role.
+#[test]
+fn bgsave_and_lastsave_over_resp() {
+    let addr = support::fixed_resp_addr();
+    let node = Node::start(&["--resp-listen", addr.as_str()]);
+    write_keys(&node, "k", 100);
+    let mut con = support::resp_client::connect(&addr, false, WAIT);
+    let before = support::resp_client::ok(&mut con, &["LASTSAVE"]);
+    let redis::Value::Int(started_s) = before else {
+        panic!("LASTSAVE: {before:?}")
+    };
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    assert!(started_s > 0 && started_s <= now_s, "{started_s}");
+    let reply = support::resp_client::ok(&mut con, &["BGSAVE"]);
+    assert_eq!(
+        reply,
+        redis::Value::SimpleString("Background saving started".into())
+    );
+    eventually("a checkpoint listed", WAIT, || {
+        text(&node.get_target("/v0/backup").body).contains("ckpt-")
+    });
+    let listed = text(&node.get_target("/v0/backup").body);
+    let created_ms: i64 = listed
+        .split("\"created_ms\":")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let after = support::resp_client::ok(&mut con, &["LASTSAVE"]);
+    assert_eq!(after, redis::Value::Int(created_ms / 1000), "{listed}");
+    let wrong = support::resp_client::run(&mut con, &["BGSAVE", "NOW"]);
+    assert!(wrong.is_err(), "{wrong:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "reader-token-0123456789 read\n").unwrap();
+    std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let addr2 = support::fixed_resp_addr();
+    let guarded = Node::start(&[
+        "--resp-listen",
+        addr2.as_str(),
+        "--auth-token-file",
+        tokens.to_str().unwrap(),
+    ]);
+    let mut con = support::resp_client::connect(&addr2, false, WAIT);
+    support::resp_client::ok(&mut con, &["AUTH", "reader-token-0123456789"]);
+    let refused = support::resp_client::run(&mut con, &["BGSAVE"]).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("no permissions to run the 'bgsave'"),
+        "{refused}"
+    );
+    assert!(matches!(
+        support::resp_client::ok(&mut con, &["LASTSAVE"]),
+        redis::Value::Int(_)
+    ));
+    assert!(!guarded.data_dir().join("backups").exists());
+}
