@@ -113,6 +113,17 @@ pub enum Action {
     Metrics,
     /// Read (`GET /v0/slowlog`) or change (`POST /v0/slowlog`) the slow log.
     Slowlog(crate::slowlog::Op),
+    /// The hot keys (`GET /v0/hotkeys`): this node's, or the cluster's
+    /// merged (`cluster=1`); at most `limit` keys.
+    HotKeys {
+        /// Keys listed at most.
+        limit: usize,
+        /// Merge every member's report.
+        cluster: bool,
+    },
+    /// Internal, for peers: this node's whole hot-key report
+    /// (`GET /v0/internal/hotkeys`, for a cluster report).
+    InternalHotKeys,
     /// Answer with an error.
     Error(HttpError),
 }
@@ -146,13 +157,15 @@ pub enum Route {
     Health,
     /// GET and POST /v0/slowlog.
     Slowlog,
+    /// GET /v0/hotkeys and /v0/internal/hotkeys.
+    HotKeys,
     /// Anything else (errors).
     Other,
 }
 
 impl Route {
     /// Every route, in label order.
-    pub const ALL: [Route; 14] = [
+    pub const ALL: [Route; 15] = [
         Route::EntityGet,
         Route::EntityPut,
         Route::EntityDelete,
@@ -166,6 +179,7 @@ impl Route {
         Route::InternalLayout,
         Route::Health,
         Route::Slowlog,
+        Route::HotKeys,
         Route::Other,
     ];
 
@@ -185,6 +199,7 @@ impl Route {
             Route::InternalLayout => "internal_layout",
             Route::Health => "health",
             Route::Slowlog => "slowlog",
+            Route::HotKeys => "hotkeys",
             Route::Other => "other",
         }
     }
@@ -434,6 +449,26 @@ fn slowlog_post(params: &Params<'_>) -> Action {
     .unwrap_or_else(|e| e)
 }
 
+/// `GET /v0/hotkeys[?limit=n][&cluster=1]`.
+fn hotkeys_get(params: &Params<'_>) -> Action {
+    use crate::hotkeys::{report::KEYS_DEFAULT, sampler::COUNTERS};
+    let [limit, cluster] = params.pick(["limit", "cluster"]);
+    (|| {
+        let limit = match number(limit)? {
+            None => KEYS_DEFAULT,
+            Some(n) if (1..=COUNTERS as u32).contains(&n) => n as usize,
+            Some(_) => return Err(bad(format!("limit must be between 1 and {COUNTERS}"))),
+        };
+        let cluster = match cluster.one()?.as_deref() {
+            None | Some(b"0") => false,
+            Some(b"1") => true,
+            Some(_) => return Err(bad("cluster must be 0 or 1")),
+        };
+        Ok(Action::HotKeys { limit, cluster })
+    })()
+    .unwrap_or_else(|e| e)
+}
+
 /// The paths the router serves, one per entry of [`ENDPOINTS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {
@@ -467,12 +502,16 @@ pub enum Endpoint {
     ClusterHealth,
     /// `/v0/slowlog`: GET, POST.
     Slowlog,
+    /// `/v0/hotkeys`: GET.
+    HotKeys,
+    /// `/v0/internal/hotkeys`: GET, a peer's part of a cluster report.
+    InternalHotKeys,
 }
 
 /// The route table: every path [`route`] serves. A request reaches an
 /// endpoint only through this table (any other path is 400), so a test
 /// that walks it walks every endpoint (`net::route_auth_tests`).
-pub const ENDPOINTS: [(&str, Endpoint); 15] = [
+pub const ENDPOINTS: [(&str, Endpoint); 17] = [
     ("/v0/entity", Endpoint::Entity),
     ("/v0/entities", Endpoint::Entities),
     ("/v0/internal/range", Endpoint::InternalRange),
@@ -488,6 +527,8 @@ pub const ENDPOINTS: [(&str, Endpoint); 15] = [
     ("/readyz", Endpoint::Readyz),
     ("/v0/cluster/health", Endpoint::ClusterHealth),
     ("/v0/slowlog", Endpoint::Slowlog),
+    ("/v0/hotkeys", Endpoint::HotKeys),
+    ("/v0/internal/hotkeys", Endpoint::InternalHotKeys),
 ];
 
 /// The endpoint of `path`, if the router serves it.
@@ -595,6 +636,10 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
             .unwrap_or_else(|e| e);
             (Route::InternalRange, action)
         }
+        Endpoint::HotKeys if head.method == Method::Get => (Route::HotKeys, hotkeys_get(&params)),
+        Endpoint::InternalHotKeys if head.method == Method::Get => {
+            (Route::HotKeys, Action::InternalHotKeys)
+        }
         Endpoint::Status if head.method == Method::Get => (Route::Status, Action::Status),
         Endpoint::Cluster if head.method == Method::Get => (Route::Cluster, Action::Cluster),
         Endpoint::Metrics if head.method == Method::Get => (Route::Metrics, Action::Metrics),
@@ -646,7 +691,9 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
         | Endpoint::Peer
         | Endpoint::Livez
         | Endpoint::Readyz
-        | Endpoint::ClusterHealth => (Route::Other, not_allowed("GET")),
+        | Endpoint::ClusterHealth
+        | Endpoint::HotKeys
+        | Endpoint::InternalHotKeys => (Route::Other, not_allowed("GET")),
     }
 }
 
@@ -724,6 +771,42 @@ mod tests {
             Status::MethodNotAllowed
         );
         assert_eq!(allow_for(b"/v0/slowlog"), "GET, POST");
+    }
+
+    /// `/v0/hotkeys`: GET with a limit within the counters and a cluster
+    /// flag; anything else 400 or 405.
+    #[test]
+    fn hotkeys_routes() {
+        let get = |q: &str| act(&format!("GET /v0/hotkeys{q} HTTP/1.1\r\n\r\n"));
+        assert_eq!(
+            get(""),
+            Action::HotKeys {
+                limit: crate::hotkeys::report::KEYS_DEFAULT,
+                cluster: false
+            }
+        );
+        assert_eq!(
+            get("?limit=256&cluster=1"),
+            Action::HotKeys {
+                limit: 256,
+                cluster: true
+            }
+        );
+        for q in ["?limit=0", "?limit=257", "?limit=x", "?cluster=2"] {
+            let a = get(q);
+            assert!(
+                matches!(&a, Action::Error(e) if e.status == Status::BadRequest),
+                "{q}: {a:?}"
+            );
+        }
+        assert_eq!(
+            status("POST /v0/hotkeys HTTP/1.1\r\n\r\n"),
+            Status::MethodNotAllowed
+        );
+        assert_eq!(
+            act("GET /v0/internal/hotkeys HTTP/1.1\r\n\r\n"),
+            Action::InternalHotKeys
+        );
     }
 
     /// Valid requests map to their actions.

@@ -704,6 +704,14 @@ impl Conn {
             Action::RepairStatus => Command::RepairStatus,
             Action::Metrics => Command::Metrics,
             Action::Slowlog(op) => Command::Slowlog(op),
+            Action::HotKeys { limit, cluster } => Command::HotKeys { limit, cluster },
+            Action::InternalHotKeys => {
+                let protocol = super::hotkeys::HOTKEYS_PROTOCOL;
+                if !self.range_gate(ctx, route, started, &credential, protocol) {
+                    return;
+                }
+                Command::InternalHotKeys
+            }
         };
         if let Err(refusal) = admit(&ctx.shared.auth, &credential, &command) {
             return self.push_answer(ctx, route, persist, started, &refusal);

@@ -102,6 +102,16 @@ pub enum Command<'a> {
     /// Read or change the slow log (`GET`/`POST /v0/slowlog`, `SLOWLOG`,
     /// `CONFIG SET slowlog-…`).
     Slowlog(crate::slowlog::Op),
+    /// The hot keys (`GET /v0/hotkeys`): at most `limit`, this node's or
+    /// the cluster's.
+    HotKeys {
+        /// Keys listed at most.
+        limit: usize,
+        /// Merge every member's report (on a range thread).
+        cluster: bool,
+    },
+    /// A peer's ask for this node's whole hot-key report.
+    InternalHotKeys,
 }
 
 /// What became of a command.
@@ -141,6 +151,11 @@ pub fn dispatch(
     let shared = &ctx.shared;
     if let Some(refused) = super::membership_gate::refusal(&shared.transition, &command) {
         return Dispatched::Now(refused);
+    }
+    if let Command::Get { key, .. } | Command::GetVersion { key, .. } | Command::Write { key, .. } =
+        &command
+    {
+        note_hot(ctx, key);
     }
     match command {
         Command::Status => Dispatched::Now(super::membership_gate::status(
@@ -185,6 +200,10 @@ pub fn dispatch(
             Dispatched::Now(Answer::Document(Format::Metrics, text))
         }
         Command::Slowlog(op) => Dispatched::Now(slowlog(&shared.metrics.slowlog, op)),
+        Command::HotKeys { limit, cluster } => {
+            super::hotkeys::answer(ctx, reply_to, limit, cluster)
+        }
+        Command::InternalHotKeys => Dispatched::Now(super::hotkeys::internal(ctx)),
         Command::Get { key, ack, from } if !local_only(ctx, &key, ack, from, false) => {
             replicated.push(replicated_request(
                 reply_to,
@@ -395,6 +414,19 @@ fn write_locally(
         done: callback,
     });
     Dispatched::Later(awaited_write(value))
+}
+
+/// Samples a client request on `key` for the hot keys: one in
+/// [`crate::hotkeys::sampler::SAMPLE_EVERY`] passes this thread's gate and
+/// takes its thread's summary's lock.
+fn note_hot(ctx: &NetContext, key: &[u8]) {
+    let mut gate = ctx.hot_gate.get();
+    let sampled = gate.pass();
+    ctx.hot_gate.set(gate);
+    if sampled {
+        let hot = &ctx.shared.metrics.hotkeys;
+        hot.note(ctx.index, key, hot.ms_at(ctx.now.get()));
+    }
 }
 
 /// `GET /v0/slowlog` (the newest entries) and `POST /v0/slowlog` (a

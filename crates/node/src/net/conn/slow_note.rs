@@ -30,6 +30,7 @@ fn http_command(route: Route) -> &'static str {
         Route::InternalLayout => "POST /v0/internal/layout",
         Route::Health => "GET /livez, /readyz or /v0/cluster/health",
         Route::Slowlog => "/v0/slowlog",
+        Route::HotKeys => "GET /v0/hotkeys",
         Route::Other => "other",
     }
 }

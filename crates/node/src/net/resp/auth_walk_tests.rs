@@ -69,6 +69,7 @@ fn invocation(name: &str) -> &'static [&'static str] {
         "strlen" => &["strlen", "k"],
         "memory" => &["memory", "usage", "k"],
         "slowlog" => &["slowlog", "get"],
+        "ataman.hotkeys" => &["ataman.hotkeys", "5"],
         other => panic!("`{other}` is in the command table without an invocation here"),
     }
 }
@@ -81,7 +82,7 @@ fn needed(name: &str) -> Option<Role> {
         "ping" | "echo" | "reset" | "select" | "client" | "command" | "info" | "config"
         | "dbsize" | "time" | "wait" | "ataman.replication" => Some(Role::Read),
         // Reading the slow log: read (its changes: admin, below).
-        "slowlog" => Some(Role::Read),
+        "slowlog" | "ataman.hotkeys" => Some(Role::Read),
         "get" | "exists" | "mget" | "ttl" | "pttl" | "expiretime" | "pexpiretime" | "scan"
         | "type" | "strlen" | "memory" => Some(Role::Read),
         // A read-then-write command may write whatever its read finds.

@@ -336,6 +336,14 @@ pub const COMMANDS: &[Spec] = &[
         "server",
         "SLOWLOG GET|LEN|RESET|HELP: the requests over the slow log's threshold.",
     ),
+    spec(
+        "ataman.hotkeys",
+        -1,
+        ADMIN,
+        NO_KEYS,
+        "server",
+        "ATAMAN.HOTKEYS [count]: this node's hot keys now, with their shares and replicas.",
+    ),
 ];
 
 /// Index in [`COMMANDS`] of a command's metrics label `other` (unknown,
