@@ -22,10 +22,42 @@
 //!   `unlisted_max` and the greatest count dropped.
 //!
 //! # Invariants
-//! - `heap` is a min-heap on `count`; `index[key]` is the key's position
-//!   in `heap`; `error <= count`; `seen` is the number of keys noted.
+//! - `heap` is a min-heap of slots on their counters' `count`;
+//!   `at[heap[i]] == i`; `index[key]` is the key's slot; `error <= count`;
+//!   `seen` is the number of keys noted.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A small multiply-rotate hasher (rustc's `FxHasher`) for the summary's
+/// index: a sampled request hashes its key once to three times, and
+/// SipHash made that most of the sampler's cost (docs/BENCHMARKS.md). It
+/// resists no crafted collisions, and needs not: the index holds at most
+/// `capacity` keys, so a flood of colliding keys costs a lookup at most
+/// `capacity` comparisons.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(c);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type Index = HashMap<Vec<u8>, u32, BuildHasherDefault<FxHasher>>;
 
 /// One held key of a summary.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,22 +71,31 @@ pub struct Counter {
 }
 
 /// A space-saving summary with a fixed number of counters.
+///
+/// Counters live in slots that never move (`counters`); the min-heap
+/// orders slot numbers (`heap`, `at[slot]` its place), so sifting moves
+/// integers and never hashes a key.
 #[derive(Debug, Clone)]
 pub struct SpaceSaving {
     capacity: usize,
-    heap: Vec<Counter>,
-    index: HashMap<Vec<u8>, usize>,
+    counters: Vec<Counter>,
+    heap: Vec<u32>,
+    at: Vec<u32>,
+    index: Index,
     seen: u64,
 }
 
 impl SpaceSaving {
-    /// An empty summary of `capacity` counters (at least 1).
+    /// An empty summary of `capacity` counters (1 to `u32::MAX`).
     pub fn new(capacity: usize) -> Self {
         assert!(capacity >= 1, "a summary needs a counter");
+        assert!(u32::try_from(capacity).is_ok(), "slots are u32");
         SpaceSaving {
             capacity,
+            counters: Vec::new(),
             heap: Vec::new(),
-            index: HashMap::new(),
+            at: Vec::new(),
+            index: Index::default(),
             seen: 0,
         }
     }
@@ -67,29 +108,30 @@ impl SpaceSaving {
     /// Notes one occurrence of `key`.
     pub fn note(&mut self, key: &[u8]) {
         self.seen += 1;
-        if let Some(&at) = self.index.get(key) {
-            self.heap[at].count += 1;
-            self.sift_down(at);
-        } else if self.heap.len() < self.capacity {
-            self.heap.push(Counter {
+        if let Some(&slot) = self.index.get(key) {
+            self.counters[slot as usize].count += 1;
+            self.sift_down(self.at[slot as usize] as usize);
+        } else if self.counters.len() < self.capacity {
+            let slot = self.counters.len() as u32;
+            self.counters.push(Counter {
                 key: key.to_vec(),
                 count: 1,
                 error: 0,
             });
-            self.index.insert(key.to_vec(), self.heap.len() - 1);
+            self.heap.push(slot);
+            self.at.push(slot);
+            self.index.insert(key.to_vec(), slot);
             self.sift_up(self.heap.len() - 1);
         } else {
-            let least = self.heap[0].count;
-            let old = std::mem::replace(
-                &mut self.heap[0],
-                Counter {
-                    key: key.to_vec(),
-                    count: least + 1,
-                    error: least,
-                },
-            );
-            self.index.remove(&old.key);
-            self.index.insert(key.to_vec(), 0);
+            let slot = self.heap[0];
+            let c = &mut self.counters[slot as usize];
+            self.index.remove(&c.key);
+            let least = c.count;
+            c.key.clear();
+            c.key.extend_from_slice(key);
+            c.count = least + 1;
+            c.error = least;
+            self.index.insert(key.to_vec(), slot);
             self.sift_down(0);
         }
         debug_assert_eq!(self.index.len(), self.heap.len());
@@ -97,12 +139,12 @@ impl SpaceSaving {
 
     /// The summary as a [`Report`] (every held key, greatest count first).
     pub fn report(&self) -> Report {
-        let unlisted_max = if self.heap.len() < self.capacity {
+        let unlisted_max = if self.counters.len() < self.capacity {
             0
         } else {
-            self.heap[0].count
+            self.count_at(0)
         };
-        let mut counters = self.heap.clone();
+        let mut counters = self.counters.clone();
         sort_counters(&mut counters);
         Report {
             counters,
@@ -111,42 +153,44 @@ impl SpaceSaving {
         }
     }
 
-    fn sift_up(&mut self, mut at: usize) {
-        while at > 0 {
-            let parent = (at - 1) / 2;
-            if self.heap[parent].count <= self.heap[at].count {
+    /// The count of the counter at heap place `i`.
+    fn count_at(&self, i: usize) -> u64 {
+        self.counters[self.heap[i] as usize].count
+    }
+
+    fn sift_up(&mut self, mut i: usize) {
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if self.count_at(parent) <= self.count_at(i) {
                 break;
             }
-            self.swap(parent, at);
-            at = parent;
+            self.swap(parent, i);
+            i = parent;
         }
     }
 
-    fn sift_down(&mut self, mut at: usize) {
+    fn sift_down(&mut self, mut i: usize) {
         loop {
-            let (l, r) = (2 * at + 1, 2 * at + 2);
-            let mut least = at;
-            if l < self.heap.len() && self.heap[l].count < self.heap[least].count {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut least = i;
+            if l < self.heap.len() && self.count_at(l) < self.count_at(least) {
                 least = l;
             }
-            if r < self.heap.len() && self.heap[r].count < self.heap[least].count {
+            if r < self.heap.len() && self.count_at(r) < self.count_at(least) {
                 least = r;
             }
-            if least == at {
+            if least == i {
                 return;
             }
-            self.swap(least, at);
-            at = least;
+            self.swap(least, i);
+            i = least;
         }
     }
 
     fn swap(&mut self, a: usize, b: usize) {
         self.heap.swap(a, b);
-        for i in [a, b] {
-            if let Some(slot) = self.index.get_mut(&self.heap[i].key) {
-                *slot = i;
-            }
-        }
+        self.at[self.heap[a] as usize] = a as u32;
+        self.at[self.heap[b] as usize] = b as u32;
     }
 }
 
