@@ -113,16 +113,14 @@ pub enum Action {
     Metrics,
     /// Read (`GET /v0/slowlog`) or change (`POST /v0/slowlog`) the slow log.
     Slowlog(crate::slowlog::Op),
-    /// The hot keys (`GET /v0/hotkeys`): this node's, or the cluster's
-    /// merged (`cluster=1`); at most `limit` keys.
+    /// The hot keys (`GET /v0/hotkeys`): this node's, or the cluster's merged.
     HotKeys {
         /// Keys listed at most.
         limit: usize,
         /// Merge every member's report.
         cluster: bool,
     },
-    /// Internal, for peers: this node's whole hot-key report
-    /// (`GET /v0/internal/hotkeys`, for a cluster report).
+    /// Internal, for peers: this node's whole hot-key report (`GET /v0/internal/hotkeys`).
     InternalHotKeys,
     /// Answer with an error.
     Error(HttpError),
@@ -451,22 +449,19 @@ fn slowlog_post(params: &Params<'_>) -> Action {
 
 /// `GET /v0/hotkeys[?limit=n][&cluster=1]`.
 fn hotkeys_get(params: &Params<'_>) -> Action {
-    use crate::hotkeys::{report::KEYS_DEFAULT, sampler::COUNTERS};
+    use crate::hotkeys::sampler::COUNTERS;
     let [limit, cluster] = params.pick(["limit", "cluster"]);
-    (|| {
-        let limit = match number(limit)? {
-            None => KEYS_DEFAULT,
-            Some(n) if (1..=COUNTERS as u32).contains(&n) => n as usize,
-            Some(_) => return Err(bad(format!("limit must be between 1 and {COUNTERS}"))),
-        };
-        let cluster = match cluster.one()?.as_deref() {
-            None | Some(b"0") => false,
-            Some(b"1") => true,
-            Some(_) => return Err(bad("cluster must be 0 or 1")),
-        };
-        Ok(Action::HotKeys { limit, cluster })
-    })()
-    .unwrap_or_else(|e| e)
+    let limit = match number(limit) {
+        Ok(None) => crate::hotkeys::report::KEYS_DEFAULT,
+        Ok(Some(n)) if (1..=COUNTERS as u32).contains(&n) => n as usize,
+        _ => return bad(format!("limit must be between 1 and {COUNTERS}")),
+    };
+    let cluster = match cluster.one().as_ref().map(|c| c.as_deref()) {
+        Ok(None | Some(b"0")) => false,
+        Ok(Some(b"1")) => true,
+        _ => return bad("cluster must be 0 or 1"),
+    };
+    Action::HotKeys { limit, cluster }
 }
 
 /// The paths the router serves, one per entry of [`ENDPOINTS`].
@@ -773,40 +768,20 @@ mod tests {
         assert_eq!(allow_for(b"/v0/slowlog"), "GET, POST");
     }
 
-    /// `/v0/hotkeys`: GET with a limit within the counters and a cluster
-    /// flag; anything else 400 or 405.
+    /// `/v0/hotkeys`: GET, a limit within the counters, a cluster flag.
     #[test]
     fn hotkeys_routes() {
         let get = |q: &str| act(&format!("GET /v0/hotkeys{q} HTTP/1.1\r\n\r\n"));
-        assert_eq!(
-            get(""),
-            Action::HotKeys {
-                limit: crate::hotkeys::report::KEYS_DEFAULT,
-                cluster: false
-            }
-        );
-        assert_eq!(
-            get("?limit=256&cluster=1"),
-            Action::HotKeys {
-                limit: 256,
-                cluster: true
-            }
-        );
+        let hot = |limit, cluster| Action::HotKeys { limit, cluster };
+        assert_eq!(get(""), hot(crate::hotkeys::report::KEYS_DEFAULT, false));
+        assert_eq!(get("?limit=256&cluster=1"), hot(256, true));
         for q in ["?limit=0", "?limit=257", "?limit=x", "?cluster=2"] {
-            let a = get(q);
-            assert!(
-                matches!(&a, Action::Error(e) if e.status == Status::BadRequest),
-                "{q}: {a:?}"
-            );
+            assert!(matches!(get(q), Action::Error(e) if e.status == Status::BadRequest));
         }
-        assert_eq!(
-            status("POST /v0/hotkeys HTTP/1.1\r\n\r\n"),
-            Status::MethodNotAllowed
-        );
-        assert_eq!(
-            act("GET /v0/internal/hotkeys HTTP/1.1\r\n\r\n"),
-            Action::InternalHotKeys
-        );
+        let post = status("POST /v0/hotkeys HTTP/1.1\r\n\r\n");
+        assert_eq!(post, Status::MethodNotAllowed);
+        let internal = act("GET /v0/internal/hotkeys HTTP/1.1\r\n\r\n");
+        assert_eq!(internal, Action::InternalHotKeys);
     }
 
     /// Valid requests map to their actions.

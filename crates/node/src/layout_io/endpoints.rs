@@ -58,7 +58,7 @@ impl JobAnswer {
         }
     }
 
-    /// A JSON answer (also a cluster hot-key report's, `crate::net::hotkeys`).
+    /// A JSON answer (also a cluster hot-key report's).
     pub fn json(status: Status, text: String) -> JobAnswer {
         JobAnswer {
             status,
