@@ -48,7 +48,7 @@ impl Gate {
     pub fn new(seed: u64) -> Self {
         let mut gate = Gate {
             left: 0,
-            state: seed ^ 0x5EED_0F_407_4E75,
+            state: seed ^ 0x0005_EED0_F407_4E75,
         };
         gate.left = gate.gap();
         gate

@@ -15,6 +15,7 @@ use crate::hotkeys::report::{Member, PEER_REPORT_BYTES_MAX, parse_node, render_c
 use crate::hotkeys::sampler::{COUNTERS, Snapshot};
 use crate::http::response::Status;
 use crate::layout_io::endpoints::JobAnswer;
+use crate::net::resp::encode::Reply;
 use crate::replication::ReplyTo;
 use crate::state::{NetContext, NodeShared};
 use std::io::Read;
@@ -160,4 +161,44 @@ fn ask(shared: &NodeShared, host: &str) -> Result<Snapshot, String> {
         .read_exact(&mut body)
         .map_err(|e| format!("report: {e}"))?;
     parse_node(&body)
+}
+
+/// `ATAMAN.HOTKEYS`' reply: the fields of `GET /v0/hotkeys` as a flat
+/// array of names and values (a map in RESP3), each key as
+/// `[key, share, share_error, [replica…]]` (docs/RESP.md "Hot keys").
+pub fn resp_reply(ctx: &NetContext, count: usize) -> Reply {
+    let snapshot = crate::net::hotkeys::snapshot(&ctx.shared);
+    let r = &snapshot.report;
+    let share = |n: u64| Reply::text(format!("{:.6}", n as f64 / r.seen.max(1) as f64));
+    let placement = ctx.placement();
+    let keys = r
+        .counters
+        .iter()
+        .take(count)
+        .map(|c| {
+            let replicas = placement
+                .write(&c.key, placement.replication_factor().max(1))
+                .replicas
+                .iter()
+                .map(|&i| Reply::text(placement.url(i)))
+                .collect();
+            Reply::Array(vec![
+                Reply::Bulk(c.key.clone()),
+                share(c.count),
+                share(c.error),
+                Reply::Array(replicas),
+            ])
+        })
+        .collect();
+    let int = |n: u64| Reply::Int(i64::try_from(n).unwrap_or(i64::MAX));
+    Reply::Map(vec![
+        (Reply::text("window_ms"), int(snapshot.window_ms)),
+        (
+            Reply::text("sample_every"),
+            int(crate::hotkeys::sampler::SAMPLE_EVERY),
+        ),
+        (Reply::text("samples"), int(r.seen)),
+        (Reply::text("unlisted_share_max"), share(r.unlisted_max)),
+        (Reply::text("keys"), Reply::Array(keys)),
+    ])
 }

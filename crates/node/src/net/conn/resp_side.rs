@@ -596,7 +596,7 @@ impl Conn {
             }
             NodeQuery::ConfigGet(patterns) => table::config_get(&patterns, &self.config_pairs(ctx)),
             NodeQuery::ClientInfo => Reply::text(self.client_info()),
-            NodeQuery::HotKeys(count) => hotkeys_reply(ctx, count),
+            NodeQuery::HotKeys(count) => crate::net::hotkeys::resp_reply(ctx, count),
         }
     }
 
@@ -827,44 +827,4 @@ mod tests {
         assert!(names_a_write(&args(&["SET", "k", "v", "EX", "10"])));
         assert!(!names_a_write(&args(&["GET", "k", "v", "w"])));
     }
-}
-
-/// `ATAMAN.HOTKEYS`' reply: the fields of `GET /v0/hotkeys` as a flat
-/// array of names and values (a map in RESP3), each key as
-/// `[key, share, share_error, [replica…]]` (docs/RESP.md "Hot keys").
-fn hotkeys_reply(ctx: &NetContext, count: usize) -> Reply {
-    let snapshot = crate::net::hotkeys::snapshot(&ctx.shared);
-    let r = &snapshot.report;
-    let share = |n: u64| Reply::text(format!("{:.6}", n as f64 / r.seen.max(1) as f64));
-    let placement = ctx.placement();
-    let keys = r
-        .counters
-        .iter()
-        .take(count)
-        .map(|c| {
-            let replicas = placement
-                .write(&c.key, placement.replication_factor().max(1))
-                .replicas
-                .iter()
-                .map(|&i| Reply::text(placement.url(i)))
-                .collect();
-            Reply::Array(vec![
-                Reply::Bulk(c.key.clone()),
-                share(c.count),
-                share(c.error),
-                Reply::Array(replicas),
-            ])
-        })
-        .collect();
-    let int = |n: u64| Reply::Int(i64::try_from(n).unwrap_or(i64::MAX));
-    Reply::Map(vec![
-        (Reply::text("window_ms"), int(snapshot.window_ms)),
-        (
-            Reply::text("sample_every"),
-            int(crate::hotkeys::sampler::SAMPLE_EVERY),
-        ),
-        (Reply::text("samples"), int(r.seen)),
-        (Reply::text("unlisted_share_max"), share(r.unlisted_max)),
-        (Reply::text("keys"), Reply::Array(keys)),
-    ])
 }
