@@ -49,6 +49,8 @@ fn needs(action: &Action) -> Needs {
         // Reading the slow log: read; changing it: admin (docs/API.md).
         Action::Slowlog(op) if op.changes() => Needs::Role(3),
         Action::Slowlog(_) => Needs::Role(1),
+        // Hot keys: keys and shares, never values.
+        Action::HotKeys { .. } => Needs::Role(1),
         Action::LayoutChange { .. } | Action::LayoutPlan { .. } | Action::RepairStart => {
             Needs::Role(3)
         }
@@ -58,6 +60,7 @@ fn needs(action: &Action) -> Needs {
         }
         Action::InternalRange { .. }
         | Action::InternalLayout
+        | Action::InternalHotKeys
         | Action::PeerUpgrade
         | Action::SyncUpgrade => Needs::PeerProof,
         Action::Error(_) => Needs::RouterError,
@@ -86,6 +89,8 @@ fn examples(endpoint: Endpoint) -> Vec<(&'static str, &'static str)> {
         Endpoint::LayoutPlan => vec![("replication_factor=1", "")],
         Endpoint::Repair => vec![("", "")],
         Endpoint::Backup => vec![("", ""), ("name=ckpt-1", ""), ("lease_s=60", "")],
+        Endpoint::HotKeys => vec![("", ""), ("limit=5&cluster=1", "")],
+        Endpoint::InternalHotKeys => vec![("", "")],
         Endpoint::Slowlog => vec![
             ("", ""),
             ("limit=1", ""),

@@ -125,6 +125,15 @@ pub enum Action {
         /// Its name.
         name: String,
     },
+    /// The hot keys (`GET /v0/hotkeys`): this node's, or the cluster's merged.
+    HotKeys {
+        /// Keys listed at most.
+        limit: usize,
+        /// Merge every member's report.
+        cluster: bool,
+    },
+    /// Internal, for peers: this node's whole hot-key report (`GET /v0/internal/hotkeys`).
+    InternalHotKeys,
     /// Answer with an error.
     Error(HttpError),
 }
@@ -160,13 +169,15 @@ pub enum Route {
     Slowlog,
     /// GET, POST and DELETE /v0/backup.
     Backup,
+    /// GET /v0/hotkeys and /v0/internal/hotkeys.
+    HotKeys,
     /// Anything else (errors).
     Other,
 }
 
 impl Route {
     /// Every route, in label order.
-    pub const ALL: [Route; 15] = [
+    pub const ALL: [Route; 16] = [
         Route::EntityGet,
         Route::EntityPut,
         Route::EntityDelete,
@@ -181,6 +192,7 @@ impl Route {
         Route::Health,
         Route::Slowlog,
         Route::Backup,
+        Route::HotKeys,
         Route::Other,
     ];
 
@@ -201,6 +213,7 @@ impl Route {
             Route::Health => "health",
             Route::Slowlog => "slowlog",
             Route::Backup => "backup",
+            Route::HotKeys => "hotkeys",
             Route::Other => "other",
         }
     }
@@ -481,6 +494,23 @@ fn backup(method: &Method, params: &Params<'_>) -> Action {
     }
 }
 
+/// `GET /v0/hotkeys[?limit=n][&cluster=1]`.
+fn hotkeys_get(params: &Params<'_>) -> Action {
+    use crate::hotkeys::sampler::COUNTERS;
+    let [limit, cluster] = params.pick(["limit", "cluster"]);
+    let limit = match number(limit) {
+        Ok(None) => crate::hotkeys::report::KEYS_DEFAULT,
+        Ok(Some(n)) if (1..=COUNTERS as u32).contains(&n) => n as usize,
+        _ => return bad(format!("limit must be between 1 and {COUNTERS}")),
+    };
+    let cluster = match cluster.one().as_ref().map(|c| c.as_deref()) {
+        Ok(None | Some(b"0")) => false,
+        Ok(Some(b"1")) => true,
+        _ => return bad("cluster must be 0 or 1"),
+    };
+    Action::HotKeys { limit, cluster }
+}
+
 /// The paths the router serves, one per entry of [`ENDPOINTS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {
@@ -516,12 +546,16 @@ pub enum Endpoint {
     Slowlog,
     /// `/v0/backup`: GET, POST, DELETE (node checkpoints).
     Backup,
+    /// `/v0/hotkeys`: GET.
+    HotKeys,
+    /// `/v0/internal/hotkeys`: GET, a peer's part of a cluster report.
+    InternalHotKeys,
 }
 
 /// The route table: every path [`route`] serves. A request reaches an
 /// endpoint only through this table (any other path is 400), so a test
 /// that walks it walks every endpoint (`net::route_auth_tests`).
-pub const ENDPOINTS: [(&str, Endpoint); 16] = [
+pub const ENDPOINTS: [(&str, Endpoint); 18] = [
     ("/v0/entity", Endpoint::Entity),
     ("/v0/entities", Endpoint::Entities),
     ("/v0/internal/range", Endpoint::InternalRange),
@@ -538,6 +572,8 @@ pub const ENDPOINTS: [(&str, Endpoint); 16] = [
     ("/v0/cluster/health", Endpoint::ClusterHealth),
     ("/v0/slowlog", Endpoint::Slowlog),
     ("/v0/backup", Endpoint::Backup),
+    ("/v0/hotkeys", Endpoint::HotKeys),
+    ("/v0/internal/hotkeys", Endpoint::InternalHotKeys),
 ];
 
 /// The endpoint of `path`, if the router serves it.
@@ -645,6 +681,10 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
             .unwrap_or_else(|e| e);
             (Route::InternalRange, action)
         }
+        Endpoint::HotKeys if head.method == Method::Get => (Route::HotKeys, hotkeys_get(&params)),
+        Endpoint::InternalHotKeys if head.method == Method::Get => {
+            (Route::HotKeys, Action::InternalHotKeys)
+        }
         Endpoint::Status if head.method == Method::Get => (Route::Status, Action::Status),
         Endpoint::Cluster if head.method == Method::Get => (Route::Cluster, Action::Cluster),
         Endpoint::Metrics if head.method == Method::Get => (Route::Metrics, Action::Metrics),
@@ -697,324 +737,14 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
         | Endpoint::Peer
         | Endpoint::Livez
         | Endpoint::Readyz
-        | Endpoint::ClusterHealth => (Route::Other, not_allowed("GET")),
+        | Endpoint::ClusterHealth
+        | Endpoint::HotKeys
+        | Endpoint::InternalHotKeys => (Route::Other, not_allowed("GET")),
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::http::request::{Limits, Parsed, parse_head};
-
-    const CFG: RouteConfig = RouteConfig {
-        key_bytes_max: 8,
-        cluster_size: 1,
-        from_default: 1,
-    };
-
-    fn act(req: &str) -> Action {
-        let limits = Limits {
-            header_bytes_max: 4096,
-            body_bytes_max: 1 << 20,
-        };
-        match parse_head(req.as_bytes(), limits) {
-            Parsed::Head(h) => route(&h, CFG).1,
-            other => panic!("{other:?}"),
-        }
-    }
-
-    fn status(req: &str) -> Status {
-        match act(req) {
-            Action::Error(e) => e.status,
-            other => panic!("expected an error, got {other:?}"),
-        }
-    }
-
-    /// `/v0/slowlog`: GET reads (all, or `limit`), POST changes (one
-    /// reset, or a threshold and/or a capacity within its bound); the
-    /// rest is 400 or 405.
-    #[test]
-    fn slowlog_routes() {
-        use crate::slowlog::{LEN_MAX, Op};
-        let get = |q: &str| act(&format!("GET /v0/slowlog{q} HTTP/1.1\r\n\r\n"));
-        let post = |q: &str| act(&format!("POST /v0/slowlog{q} HTTP/1.1\r\n\r\n"));
-        assert_eq!(get(""), Action::Slowlog(Op::Get { count: usize::MAX }));
-        assert_eq!(get("?limit=3"), Action::Slowlog(Op::Get { count: 3 }));
-        assert_eq!(post("?reset=1"), Action::Slowlog(Op::Reset));
-        assert_eq!(
-            post("?threshold_us=-1"),
-            Action::Slowlog(Op::Set {
-                threshold_us: Some(-1),
-                len_max: None
-            })
-        );
-        assert_eq!(
-            post(&format!("?max_len={LEN_MAX}&threshold_us=0")),
-            Action::Slowlog(Op::Set {
-                threshold_us: Some(0),
-                len_max: Some(LEN_MAX)
-            })
-        );
-        for q in [
-            "",
-            "?reset=2",
-            "?reset=1&max_len=3",
-            "?threshold_us=x",
-            "?max_len=-1",
-            "?max_len=10001",
-        ] {
-            let a = post(q);
-            assert!(
-                matches!(&a, Action::Error(e) if e.status == Status::BadRequest),
-                "{q}: {a:?}"
-            );
-        }
-        assert!(matches!(get("?limit=x"), Action::Error(_)));
-        assert_eq!(
-            status("DELETE /v0/slowlog HTTP/1.1\r\n\r\n"),
-            Status::MethodNotAllowed
-        );
-        assert_eq!(allow_for(b"/v0/slowlog"), "GET, POST");
-    }
-
-    /// Valid requests map to their actions.
-    #[test]
-    fn routes() {
-        assert_eq!(
-            act("GET /v0/entity?id=a%20b HTTP/1.1\r\n\r\n"),
-            Action::Get {
-                key: b"a b".to_vec(),
-                ack: 1,
-                from: 1
-            }
-        );
-        assert_eq!(
-            act("PUT /v0/entity?id=k&ack=1&from=1 HTTP/1.1\r\n\r\n"),
-            Action::Put {
-                key: b"k".to_vec(),
-                ack: 1,
-                from: 1,
-                ttl_ms: None,
-            }
-        );
-        assert_eq!(
-            act("PUT /v0/entity?id=k&ttl_ms=500 HTTP/1.1\r\n\r\n"),
-            Action::Put {
-                key: b"k".to_vec(),
-                ack: 1,
-                from: 1,
-                ttl_ms: Some(500),
-            }
-        );
-        assert_eq!(
-            act("DELETE /v0/entity?id=k HTTP/1.1\r\n\r\n"),
-            Action::Delete {
-                key: b"k".to_vec(),
-                ack: 1,
-                from: 1
-            }
-        );
-        assert_eq!(act("GET /v0/cluster HTTP/1.1\r\n\r\n"), Action::Cluster);
-        assert_eq!(act("GET /v0/layout HTTP/1.1\r\n\r\n"), Action::Layout);
-        assert_eq!(
-            act("GET /v0/peer HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: ataman-peer/1\r\n\r\n"),
-            Action::PeerUpgrade
-        );
-        assert_eq!(
-            act("GET /v0/entities?start=a&end=c HTTP/1.1\r\n\r\n"),
-            Action::Range {
-                start: b"a".to_vec(),
-                end: Some(b"c".to_vec())
-            }
-        );
-        assert_eq!(act("GET /v0/status HTTP/1.1\r\n\r\n"), Action::Status);
-        assert_eq!(act("GET /livez HTTP/1.1\r\n\r\n"), Action::Livez);
-        assert_eq!(act("GET /readyz HTTP/1.1\r\n\r\n"), Action::Readyz);
-        assert_eq!(
-            act("GET /v0/cluster/health HTTP/1.1\r\n\r\n"),
-            Action::ClusterHealth
-        );
-        assert_eq!(
-            status("POST /readyz HTTP/1.1\r\n\r\n"),
-            Status::MethodNotAllowed
-        );
-        assert_eq!(
-            act("GET /v0/peer HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: ataman-sync/1\r\n\r\n"),
-            Action::SyncUpgrade
-        );
-        assert_eq!(act("GET /v0/repair HTTP/1.1\r\n\r\n"), Action::RepairStatus);
-        assert_eq!(act("POST /v0/repair HTTP/1.1\r\n\r\n"), Action::RepairStart);
-        assert_eq!(
-            status("PUT /v0/repair HTTP/1.1\r\n\r\n"),
-            Status::MethodNotAllowed
-        );
-        assert_eq!(allow_for(b"/v0/repair"), "GET, POST");
-    }
-
-    #[test]
-    fn cluster_ranges() {
-        let cfg = RouteConfig {
-            key_bytes_max: 8,
-            cluster_size: 5,
-            from_default: 5,
-        };
-        let act5 = |req: &str| {
-            let limits = Limits {
-                header_bytes_max: 4096,
-                body_bytes_max: 1 << 20,
-            };
-            match parse_head(req.as_bytes(), limits) {
-                Parsed::Head(h) => route(&h, cfg),
-                other => panic!("{other:?}"),
-            }
-        };
-        let cluster = |ack, from| Action::ClusterRange {
-            start: b"a".to_vec(),
-            end: None,
-            ack,
-            from,
-        };
-        let range = Action::Range {
-            start: b"a".to_vec(),
-            end: None,
-        };
-        assert_eq!(
-            act5("GET /v0/entities?start=a&cluster=1 HTTP/1.1\r\n\r\n").1,
-            cluster(3, 5)
-        );
-        assert_eq!(
-            act5("GET /v0/entities?start=a&cluster=1&ack=2&from=3 HTTP/1.1\r\n\r\n").1,
-            cluster(2, 3)
-        );
-        // Without cluster=1, node-local as before (ack and from ignored).
-        assert_eq!(
-            act5("GET /v0/entities?start=a&ack=9 HTTP/1.1\r\n\r\n").1,
-            range
-        );
-        assert_eq!(
-            act5("GET /v0/entities?start=a&cluster=0 HTTP/1.1\r\n\r\n").1,
-            range
-        );
-        for bad in [
-            "cluster=2",
-            "cluster=",
-            "cluster=1&cluster=1",
-            "cluster=1&from=6",
-            "cluster=1&ack=4&from=3",
-        ] {
-            let (_, action) = act5(&format!("GET /v0/entities?start=a&{bad} HTTP/1.1\r\n\r\n"));
-            assert!(
-                matches!(&action, Action::Error(e) if e.status == Status::BadRequest),
-                "{bad}: {action:?}"
-            );
-        }
-        let (route_taken, action) = act5("GET /v0/internal/range?start=a&end=%00 HTTP/1.1\r\n\r\n");
-        assert_eq!(route_taken, Route::InternalRange);
-        assert_eq!(
-            action,
-            Action::InternalRange {
-                start: b"a".to_vec(),
-                end: Some(vec![0])
-            }
-        );
-        // One byte past the key limit: a resumed start.
-        let (_, action) = act5("GET /v0/internal/range?start=123456789 HTTP/1.1\r\n\r\n");
-        assert!(matches!(action, Action::InternalRange { .. }));
-        let (_, action) = act5("PUT /v0/internal/range?start=a HTTP/1.1\r\n\r\n");
-        assert!(matches!(&action, Action::Error(e) if e.status == Status::MethodNotAllowed));
-    }
-
-    /// Every invalid request gets the status docs/API.md promises.
-    #[test]
-    fn statuses() {
-        assert_eq!(
-            status("GET /v0/entity HTTP/1.1\r\n\r\n"),
-            Status::BadRequest
-        );
-        assert_eq!(
-            status("GET /v0/entity?id= HTTP/1.1\r\n\r\n"),
-            Status::BadRequest
-        );
-        assert_eq!(
-            status("GET /v0/entity?id=123456789 HTTP/1.1\r\n\r\n"),
-            Status::UriTooLong
-        );
-        assert_eq!(
-            status("POST /v0/entity?id=a HTTP/1.1\r\n\r\n"),
-            Status::MethodNotAllowed
-        );
-        assert_eq!(
-            status("GET /v1/entity?id=a HTTP/1.1\r\n\r\n"),
-            Status::BadRequest
-        );
-        assert_eq!(
-            status("GET /v0/entity?id=%zz HTTP/1.1\r\n\r\n"),
-            Status::BadRequest
-        );
-        for q in [
-            "PUT /v0/entity?id=a&ttl_ms=0",
-            "PUT /v0/entity?id=a&ttl_ms=-1",
-            "PUT /v0/entity?id=a&ttl_ms=abc",
-            "PUT /v0/entity?id=a&ttl_ms=",
-            "PUT /v0/entity?id=a&ttl_ms=281474976710656",
-            "PUT /v0/entity?id=a&ttl_ms=99999999999999999999999",
-            "PUT /v0/entity?id=a&ttl_ms=5&ttl_ms=6",
-            "GET /v0/entity?id=a&ttl_ms=5",
-            "DELETE /v0/entity?id=a&ttl_ms=5",
-        ] {
-            assert_eq!(
-                status(&format!("{q} HTTP/1.1\r\n\r\n")),
-                Status::BadRequest,
-                "{q}"
-            );
-        }
-        for q in [
-            "ack=0&from=1",
-            "ack=2&from=1",
-            "ack=1&from=2",
-            "ack=abc",
-            "from=0",
-            "ack=1&ack=1",
-        ] {
-            assert_eq!(
-                status(&format!("GET /v0/entity?id=a&{q} HTTP/1.1\r\n\r\n")),
-                Status::BadRequest,
-                "{q}"
-            );
-        }
-        assert_eq!(
-            status("GET /v0/entities HTTP/1.1\r\n\r\n"),
-            Status::BadRequest
-        );
-        assert_eq!(
-            status("GET /v0/entities?start= HTTP/1.1\r\n\r\n"),
-            Status::BadRequest
-        );
-        assert_eq!(
-            status("GET /v0/entities?start=a&end= HTTP/1.1\r\n\r\n"),
-            Status::BadRequest
-        );
-        assert_eq!(
-            status("PUT /v0/entities?start=a HTTP/1.1\r\n\r\n"),
-            Status::MethodNotAllowed
-        );
-        assert_eq!(status("GET /v0/peer HTTP/1.1\r\n\r\n"), Status::BadRequest);
-        assert_eq!(
-            status("GET /v0/peer HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"),
-            Status::BadRequest
-        );
-    }
-
-    /// Replication defaults and bounds for three nodes.
-    #[test]
-    fn replication_bounds() {
-        assert_eq!(replication(None, None, 3), Ok((2, 3)));
-        assert_eq!(replication(None, Some(2), 3), Ok((2, 2)));
-        for (a, f) in [(0, 2), (3, 2), (0, 3), (4, 3), (1, 4)] {
-            assert!(replication(Some(a), Some(f), 3).is_err(), "{a}/{f}");
-        }
-    }
-}
+mod tests;
 
 #[cfg(test)]
 mod layout_route_tests {

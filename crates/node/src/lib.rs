@@ -25,7 +25,8 @@
 //! - [`descriptors`]: the descriptor limit, the node's reserve, the client
 //!   connection cap.
 //! - [`metrics`]: request metrics and the `/metrics` page; [`slowlog`]: the
-//!   slow log (the last requests over a threshold, with their stages).
+//!   slow log (the last requests over a threshold, with their stages);
+//!   [`hotkeys`]: the hot-key sampler and its report.
 //! - [`fault_control`]: the `--fault-control` test hook (disk full, clock jumps).
 //! - [`health`]: `/livez`, `/readyz` and the cluster health view's rules;
 //!   the start-up responder.
@@ -55,6 +56,7 @@ pub mod hangup;
 pub mod health;
 pub mod hints;
 pub mod hlc;
+pub mod hotkeys;
 pub mod http;
 pub mod last_seen;
 pub mod layout_io;

@@ -76,10 +76,13 @@ pub struct NodeMetrics {
     /// The slow log: requests over a threshold, with their stages
     /// (`crate::slowlog`; read by `SLOWLOG` and `GET /v0/slowlog`).
     pub slowlog: crate::slowlog::SlowLog,
+    /// The hot-key sampler (`crate::hotkeys`; read by `GET /v0/hotkeys`
+    /// and `ATAMAN.HOTKEYS`).
+    pub hotkeys: crate::hotkeys::HotKeys,
 }
 
 /// Counters of RESP commands: one per served command and one for the rest.
-pub const RESP_COMMAND_KINDS: usize = 43;
+pub const RESP_COMMAND_KINDS: usize = 44;
 
 impl Default for NodeMetrics {
     fn default() -> Self {
@@ -110,6 +113,7 @@ impl Default for NodeMetrics {
             peer_reply_batch_frames: Histogram::default(),
             resp_commands: std::array::from_fn(|_| AtomicU64::new(0)),
             slowlog: crate::slowlog::SlowLog::default(),
+            hotkeys: crate::hotkeys::HotKeys::default(),
         }
     }
 }

@@ -303,6 +303,9 @@ pub struct NetContext {
     /// (the idle and request timeouts are coarse), instead of one clock
     /// read per socket read and write.
     pub now: std::cell::Cell<std::time::Instant>,
+    /// Which requests this thread samples for the hot keys
+    /// ([`crate::hotkeys::Gate`]).
+    pub hot_gate: std::cell::Cell<crate::hotkeys::Gate>,
 }
 
 impl NetContext {
@@ -325,6 +328,7 @@ impl NetContext {
             index,
             shared,
             now: std::cell::Cell::new(std::time::Instant::now()),
+            hot_gate: std::cell::Cell::new(crate::hotkeys::Gate::new(index as u64)),
         }
     }
 }

@@ -58,7 +58,8 @@ impl JobAnswer {
         }
     }
 
-    fn json(status: Status, text: String) -> JobAnswer {
+    /// A JSON answer (also a cluster hot-key report's).
+    pub fn json(status: Status, text: String) -> JobAnswer {
         JobAnswer {
             status,
             content_type: JSON_CONTENT_TYPE,

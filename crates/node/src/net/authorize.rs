@@ -24,6 +24,8 @@ pub fn needed(command: &Command<'_>) -> Option<Role> {
         // lock) is the admin's (docs/RESP.md "Slow log").
         Command::Slowlog(op) if op.changes() => Some(Role::Admin),
         Command::Slowlog(_) => Some(Role::Read),
+        // Hot keys show keys and their shares, never values: read.
+        Command::HotKeys { .. } => Some(Role::Read),
         Command::Write { .. } => Some(Role::Write),
         Command::RepairStart | Command::LayoutChange { .. } | Command::LayoutPlan { .. } => {
             Some(Role::Admin)
@@ -40,7 +42,10 @@ pub fn needed(command: &Command<'_>) -> Option<Role> {
         // peer gate (`Conn::range_gate`) asks for the cluster secret's
         // proof or a CA-verified certificate first.
         // The same for a peer's layout agreement message (`LAYOUT_PROTOCOL`).
-        Command::InternalRange { .. } | Command::InternalLayout(_) => None,
+        // And for a peer's part of a cluster hot-key report.
+        Command::InternalRange { .. } | Command::InternalLayout(_) | Command::InternalHotKeys => {
+            None
+        }
     }
 }
 

@@ -22,6 +22,7 @@ use super::answer::{self, Answer, Awaited};
 use super::auth_gate::{Credential, admit, credential};
 use super::body_gate::{refusal_text, refuse_body};
 use super::dispatch::{Command, Dispatched, Encoding, dispatch};
+use super::hotkeys::HOTKEYS_PROTOCOL;
 use super::peer_conn::PeerServer;
 use super::render::{from_http_error, render};
 use crate::api::{Action, Route, allow_for, route};
@@ -591,9 +592,7 @@ impl Conn {
             ..
         } = request;
         let persist = head.persist;
-        if persist == Persist::Close {
-            self.close_after = true;
-        }
+        self.close_after |= persist == Persist::Close;
         if matches!(action, Action::PeerUpgrade | Action::SyncUpgrade)
             && let Some(why) = crate::tls::refuse_upgrade(ctx.shared.tls.as_ref(), &self.stream)
         {
@@ -707,6 +706,13 @@ impl Conn {
             Action::BackupCreate { lease_s } => Command::BackupCreate { lease_s },
             Action::BackupList => Command::BackupList,
             Action::BackupDelete { name } => Command::BackupDelete { name },
+            Action::HotKeys { limit, cluster } => Command::HotKeys { limit, cluster },
+            Action::InternalHotKeys
+                if !self.range_gate(ctx, route, started, &credential, HOTKEYS_PROTOCOL) =>
+            {
+                return;
+            }
+            Action::InternalHotKeys => Command::InternalHotKeys,
         };
         if let Err(refusal) = admit(&ctx.shared.auth, &credential, &command) {
             return self.push_answer(ctx, route, persist, started, &refusal);

@@ -118,6 +118,16 @@ pub enum Command<'a> {
     /// When the last checkpoint completed (`LASTSAVE`; only admitted
     /// through [`super::authorize`], answered by the RESP side).
     BackupLastSave,
+    /// The hot keys (`GET /v0/hotkeys`): at most `limit`, this node's or
+    /// the cluster's.
+    HotKeys {
+        /// Keys listed at most.
+        limit: usize,
+        /// Merge every member's report (on a range thread).
+        cluster: bool,
+    },
+    /// A peer's ask for this node's whole hot-key report.
+    InternalHotKeys,
 }
 
 /// What became of a command.
@@ -157,6 +167,11 @@ pub fn dispatch(
     let shared = &ctx.shared;
     if let Some(refused) = super::membership_gate::refusal(&shared.transition, &command) {
         return Dispatched::Now(refused);
+    }
+    if let Command::Get { key, .. } | Command::GetVersion { key, .. } | Command::Write { key, .. } =
+        &command
+    {
+        note_hot(ctx, key);
     }
     match command {
         Command::Status => Dispatched::Now(super::membership_gate::status(
@@ -214,6 +229,10 @@ pub fn dispatch(
             Format::Json,
             format!("{{\"last_save_s\":{}}}", shared.backups.last_save_s()),
         )),
+        Command::HotKeys { limit, cluster } => {
+            super::hotkeys::answer(ctx, reply_to, limit, cluster)
+        }
+        Command::InternalHotKeys => Dispatched::Now(super::hotkeys::internal(ctx)),
         Command::Get { key, ack, from } if !local_only(ctx, &key, ack, from, false) => {
             replicated.push(replicated_request(
                 reply_to,
@@ -424,6 +443,19 @@ fn write_locally(
         done: callback,
     });
     Dispatched::Later(awaited_write(value))
+}
+
+/// Samples a client request on `key` for the hot keys: one in
+/// [`crate::hotkeys::sampler::SAMPLE_EVERY`] passes this thread's gate and
+/// takes its thread's summary's lock.
+fn note_hot(ctx: &NetContext, key: &[u8]) {
+    let mut gate = ctx.hot_gate.get();
+    let sampled = gate.pass();
+    ctx.hot_gate.set(gate);
+    if sampled {
+        let hot = &ctx.shared.metrics.hotkeys;
+        hot.note(ctx.index, key, hot.ms_at(ctx.now.get()));
+    }
 }
 
 /// `GET /v0/slowlog` (the newest entries) and `POST /v0/slowlog` (a

@@ -44,6 +44,7 @@ pub mod dispatch;
 mod event_loop;
 pub mod fence;
 pub mod health;
+pub mod hotkeys;
 pub mod membership_gate;
 pub mod peer_conn;
 pub mod render;

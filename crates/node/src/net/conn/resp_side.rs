@@ -622,6 +622,7 @@ impl Conn {
             NodeQuery::ClientInfo => Reply::text(self.client_info()),
             NodeQuery::LastSave => Reply::Int(ctx.shared.backups.last_save_s() as i64),
             NodeQuery::BgSave => Reply::err("internal error: BGSAVE outside its path"),
+            NodeQuery::HotKeys(count) => crate::net::hotkeys::resp_reply(ctx, count),
         }
     }
 

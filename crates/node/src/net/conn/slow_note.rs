@@ -31,6 +31,7 @@ fn http_command(route: Route) -> &'static str {
         Route::Health => "GET /livez, /readyz or /v0/cluster/health",
         Route::Slowlog => "/v0/slowlog",
         Route::Backup => "/v0/backup",
+        Route::HotKeys => "GET /v0/hotkeys",
         Route::Other => "other",
     }
 }

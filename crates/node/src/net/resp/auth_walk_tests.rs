@@ -71,6 +71,7 @@ fn invocation(name: &str) -> &'static [&'static str] {
         "slowlog" => &["slowlog", "get"],
         "bgsave" => &["bgsave"],
         "lastsave" => &["lastsave"],
+        "ataman.hotkeys" => &["ataman.hotkeys", "5"],
         other => panic!("`{other}` is in the command table without an invocation here"),
     }
 }
@@ -83,7 +84,7 @@ fn needed(name: &str) -> Option<Role> {
         "ping" | "echo" | "reset" | "select" | "client" | "command" | "info" | "config"
         | "dbsize" | "time" | "wait" | "ataman.replication" => Some(Role::Read),
         // Reading the slow log: read (its changes: admin, below).
-        "slowlog" => Some(Role::Read),
+        "slowlog" | "ataman.hotkeys" => Some(Role::Read),
         // A checkpoint holds every value and pins disk: the admin's.
         "bgsave" => Some(Role::Admin),
         "lastsave" => Some(Role::Read),

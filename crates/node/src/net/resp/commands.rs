@@ -352,6 +352,14 @@ pub const COMMANDS: &[Spec] = &[
         "server",
         "Unix seconds of the newest node checkpoint (the node's start if none).",
     ),
+    spec(
+        "ataman.hotkeys",
+        -1,
+        ADMIN,
+        NO_KEYS,
+        "server",
+        "ATAMAN.HOTKEYS [count]: this node's hot keys now, with their shares and replicas.",
+    ),
 ];
 
 /// Index in [`COMMANDS`] of a command's metrics label `other` (unknown,

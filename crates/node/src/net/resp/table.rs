@@ -75,6 +75,8 @@ pub enum NodeQuery {
     BgSave,
     /// `LASTSAVE`.
     LastSave,
+    /// `ATAMAN.HOTKEYS [count]`: at most `count` hot keys.
+    HotKeys(usize),
 }
 
 /// What a command becomes.
@@ -235,9 +237,28 @@ pub fn plan<'b>(
         },
         "wait" => Plan::Reply(super::session::wait(args, session)),
         "ataman.replication" => Plan::Reply(super::session::replication(args, session, limits)),
+        "ataman.hotkeys" => hotkeys(args),
         _ => keys(spec.name, args, session, limits),
     };
     (index, plan)
+}
+
+/// `ATAMAN.HOTKEYS [count]`: `count` between 1 and the counters
+/// (default `crate::hotkeys::report::KEYS_DEFAULT`).
+fn hotkeys<'b>(args: &[Cow<'_, [u8]>]) -> Plan<'b> {
+    use crate::hotkeys::{report::KEYS_DEFAULT, sampler::COUNTERS};
+    match args.get(1..).unwrap_or_default() {
+        [] => Plan::Node(NodeQuery::HotKeys(KEYS_DEFAULT)),
+        [count] => match super::decode::parse_i64(count) {
+            Some(n) if (1..=COUNTERS as i64).contains(&n) => {
+                Plan::Node(NodeQuery::HotKeys(n as usize))
+            }
+            _ => Plan::Reply(Reply::err(format!(
+                "count must be an integer between 1 and {COUNTERS}"
+            ))),
+        },
+        _ => Plan::Reply(wrong_arity("ataman.hotkeys")),
+    }
 }
 
 /// Any command after a refused `MULTI`: refused, until `EXEC` or
