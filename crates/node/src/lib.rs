@@ -256,6 +256,24 @@ fn write_durability(config: &NodeConfig) -> Durability {
             );
             Durability::Complete
         }
+        Some(PlantedBug::ReadRepairWritesOlder) => {
+            tracing::error!(
+                "PLANTED BUG read-repair-writes-older: read repair sends the oldest value answered under the newest timestamp. Test use only."
+            );
+            Durability::Complete
+        }
+        Some(PlantedBug::ExpiredValueServed) => {
+            tracing::error!(
+                "PLANTED BUG expired-value-served: deadlines are stamped as if ttl_ms were seconds. Test use only."
+            );
+            Durability::Complete
+        }
+        Some(PlantedBug::ExpiresEarly) => {
+            tracing::error!(
+                "PLANTED BUG expires-early: deadlines are stamped a quarter of ttl_ms after the stamp. Test use only."
+            );
+            Durability::Complete
+        }
     }
 }
 
@@ -464,7 +482,10 @@ impl cluster::transition::Copier for TransferCopier {
                 | PlantedBug::LivezFollowsPeers
                 | PlantedBug::ReadyzIgnoresCopy
                 | PlantedBug::NoStartupResponder
-                | PlantedBug::SlowlogKeepsValue,
+                | PlantedBug::SlowlogKeepsValue
+                | PlantedBug::ReadRepairWritesOlder
+                | PlantedBug::ExpiredValueServed
+                | PlantedBug::ExpiresEarly,
             )
             | None => Mode::Sound,
         };
