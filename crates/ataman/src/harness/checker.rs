@@ -300,7 +300,7 @@ pub fn check(history: &History) -> Findings {
         .collect();
     for (key, ops) in &by_key {
         if f.exact {
-            versions::check_key(key, ops, &wipes_us, clock, &mut f);
+            versions::check_key(key, ops, &wipes_us, &clock, &mut f);
         } else {
             check_key(key, ops, &mut lost_seen, &mut f);
         }

@@ -31,11 +31,15 @@ use std::time::{Duration, Instant};
 pub const REGISTER_KEYS: u64 = 5;
 /// Keys of the deletes workload.
 pub const DELETE_KEYS: u64 = 5;
-/// Percent of the register's and deletes' puts sent with `ttl_ms`.
+/// Keys of the register workload written only by expiring puts
+/// (`r5`..`r9`), read like the others.
+pub const EXPIRING_KEYS: u64 = 5;
+/// Percent of the register's puts sent with `ttl_ms`.
 pub const EXPIRING_PUT_PERCENT: u64 = 20;
-/// The `ttl_ms` of an expiring put, picked evenly: one shorter than a
-/// typical fault, two longer (so reads land both sides of the deadline).
-pub const EXPIRING_TTLS_MS: [u64; 3] = [300, 1_500, 5_000];
+/// The `ttl_ms` of an expiring put, picked evenly: shorter than the time
+/// a register or deletes key goes unwritten now and then (so reads land
+/// after the deadline), and longer (so reads land before it).
+pub const EXPIRING_TTLS_MS: [u64; 3] = [100, 400, 1_500];
 /// Operations one client issues at most in a run.
 pub const OPS_PER_CLIENT_MAX: u64 = 1_000_000;
 /// Attempts of one final read before the key counts as unanswered.
@@ -122,9 +126,13 @@ impl Generator {
             .unwrap_or(Workload::Register);
         let roll = self.rng.below(100);
         let (kind, key) = match workload {
+            Workload::Register if roll < 50 => {
+                (OpKind::Put, format!("r{}", self.rng.below(REGISTER_KEYS)))
+            }
+            // Reads cover the expiring keys too (below).
             Workload::Register => {
-                let key = format!("r{}", self.rng.below(REGISTER_KEYS));
-                (if roll < 50 { OpKind::Put } else { OpKind::Get }, key)
+                let key = format!("r{}", self.rng.below(REGISTER_KEYS + EXPIRING_KEYS));
+                (OpKind::Get, key)
             }
             Workload::Set => (OpKind::Put, format!("s{}-{}", self.client, self.seq)),
             Workload::Deletes => {
@@ -137,12 +145,18 @@ impl Generator {
                 (kind, key)
             }
         };
-        // A share of the register's and deletes' puts expire (the set's
-        // keys are read at the end, long after any deadline).
+        // A share of the register's puts expire, on keys of their own
+        // (written less often than the others, so reads land after the
+        // deadline as well as before it).
         let expiring = kind == OpKind::Put
-            && workload != Workload::Set
+            && workload == Workload::Register
             && self.rng.below(100) < EXPIRING_PUT_PERCENT;
         let ttl_ms = expiring.then(|| EXPIRING_TTLS_MS[self.rng.below(3) as usize]);
+        let key = if expiring {
+            format!("r{}", REGISTER_KEYS + self.rng.below(EXPIRING_KEYS))
+        } else {
+            key
+        };
         Planned {
             workload,
             value: (kind == OpKind::Put).then_some(value),

@@ -31,7 +31,10 @@
 //!    is served late (`expiry`). The deadline lies between those two: it
 //!    is stamped once, from a stamp taken after the request started and
 //!    no later than the version's. The skew is [`EXPIRY_SKEW_MS`] plus
-//!    twice the largest clock jump of the run.
+//!    twice the largest clock jump injected between the write's start and
+//!    the read's end (a node whose clock is behind serves late, one ahead
+//!    expires early; a stamp ahead of the wall clock, from a hybrid
+//!    clock that saw a jumped one, moves the deadline with it).
 //! 5. **Seen, then gone.** A final read (every fault healed, replicas
 //!    converged) returns no version older than one a read already saw,
 //!    unless a wipe began after that read (a wiped replica may lose an
@@ -52,38 +55,50 @@ use super::{Findings, describe};
 use crate::harness::history::{History, Op, OpKind, OpOutcome, Phase};
 
 /// Allowance between the harness's clock and a node's, for the expiry
-/// rules, ms: the clocks of one machine agree, so this covers the time
-/// from a node's clock read to the client's, and a loaded machine's
-/// scheduling delays. Clock jumps injected by the run are added.
-pub const EXPIRY_SKEW_MS: u64 = 1_000;
+/// rules, ms: the clocks of one machine agree, and every delay favours
+/// the node (its clock is read after the request started and before the
+/// answer ended), so this covers millisecond truncation and the hybrid
+/// clock's logical overflow. Clock jumps injected by the run are added.
+pub const EXPIRY_SKEW_MS: u64 = 100;
 
 /// What the expiry rules need of a run: its wall-clock start and skew.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Clock {
     /// The harness's clock at the run's start, Unix ms (0: unknown, the
     /// expiry rules are skipped).
     pub start_unix_ms: u64,
-    /// The allowance of rule 4, ms.
-    pub skew_ms: u64,
+    /// Clock jumps: `(start_us, end_us, |offset| ms)`.
+    pub jumps: Vec<(u64, u64, u64)>,
 }
 
 impl Clock {
     /// A history's clock: its start and the skew its clock jumps allow.
     pub fn of(history: &History) -> Clock {
-        let jump_ms = history
+        let jumps = history
             .faults
             .iter()
-            .filter_map(|f| f.clock_offset_ms)
-            .map(i64::unsigned_abs)
-            .max()
-            .unwrap_or(0);
+            .filter_map(|f| Some((f.start_us, f.end_us, f.clock_offset_ms?.unsigned_abs())))
+            .collect();
         Clock {
             start_unix_ms: history.meta.start_unix_ms,
-            skew_ms: EXPIRY_SKEW_MS + 2 * jump_ms,
+            jumps,
         }
     }
 
-    fn wall_ms(self, us: u64) -> Option<u64> {
+    /// Rule 4's allowance for a write started at `from_us` read by a read
+    /// ended at `to_us`.
+    fn skew_ms(&self, from_us: u64, to_us: u64) -> u64 {
+        let jump_ms = self
+            .jumps
+            .iter()
+            .filter(|&&(s, e, _)| s <= to_us && e >= from_us)
+            .map(|&(_, _, ms)| ms)
+            .max()
+            .unwrap_or(0);
+        EXPIRY_SKEW_MS + 2 * jump_ms
+    }
+
+    fn wall_ms(&self, us: u64) -> Option<u64> {
         (self.start_unix_ms > 0).then(|| self.start_unix_ms + us / 1000)
     }
 }
@@ -157,10 +172,12 @@ fn explain<'a>(r: &Op, writes: &[&'a Op]) -> Result<Seen<'a>, String> {
 
 /// True when `w`, an acknowledged write, may read as nothing at `at_us`:
 /// a delete, or an expiring put past its latest deadline.
-fn may_read_absent(w: &Op, at_us: u64, clock: Clock) -> bool {
+fn may_read_absent(w: &Op, at_us: u64, clock: &Clock) -> bool {
     match (w.kind, w.ttl_ms, acked(w), clock.wall_ms(at_us)) {
         (OpKind::Delete, ..) => true,
-        (OpKind::Put, Some(ttl), Some(v), Some(now)) => now + clock.skew_ms >= stamp_ms(v) + ttl,
+        (OpKind::Put, Some(ttl), Some(v), Some(now)) => {
+            now + clock.skew_ms(w.start_us, at_us) >= stamp_ms(v) + ttl
+        }
         // Without a clock, an expiring put may have expired.
         (OpKind::Put, Some(_), _, None) => true,
         _ => false,
@@ -177,19 +194,20 @@ fn required<'a>(r: &Op, writes: impl Iterator<Item = &'a Op>) -> Option<&'a Op> 
         .map(|(_, w)| w)
 }
 
-fn misses(r: &Op, seen: &Seen<'_>, w: &Op, clock: Clock) -> bool {
+fn misses(r: &Op, seen: &Seen<'_>, w: &Op, clock: &Clock) -> bool {
     let v = acked(w).unwrap_or(0);
     seen.rv < v && !(seen.rv == 0 && may_read_absent(w, r.start_us, clock))
 }
 
 /// Rule 4 for one read.
-fn expiry(r: &Op, seen: &Seen<'_>, clock: Clock) -> Option<String> {
+fn expiry(r: &Op, seen: &Seen<'_>, clock: &Clock) -> Option<String> {
     let p = seen.write.filter(|p| p.kind == OpKind::Put)?;
     let ttl = p.ttl_ms?;
+    let skew_ms = clock.skew_ms(p.start_us, r.end_us);
     let (start_ms, end_ms) = (clock.wall_ms(r.start_us)?, clock.wall_ms(r.end_us)?);
     if r.status == Some(404) {
         let earliest = clock.wall_ms(p.start_us)? + ttl;
-        (end_ms + clock.skew_ms < earliest).then(|| {
+        (end_ms + skew_ms < earliest).then(|| {
             format!(
                 "expired {} ms before its earliest deadline: {}",
                 earliest - end_ms,
@@ -198,7 +216,7 @@ fn expiry(r: &Op, seen: &Seen<'_>, clock: Clock) -> Option<String> {
         })
     } else {
         let latest = stamp_ms(seen.rv) + ttl;
-        (start_ms > latest + clock.skew_ms).then(|| {
+        (start_ms > latest + skew_ms).then(|| {
             format!(
                 "served {} ms after its latest deadline: {}",
                 start_ms - latest,
@@ -209,7 +227,7 @@ fn expiry(r: &Op, seen: &Seen<'_>, clock: Clock) -> Option<String> {
 }
 
 /// Judges one key's operations by rules 1 to 6.
-pub fn check_key(key: &str, ops: &[&Op], wipes_us: &[u64], clock: Clock, f: &mut Findings) {
+pub fn check_key(key: &str, ops: &[&Op], wipes_us: &[u64], clock: &Clock, f: &mut Findings) {
     let writes: Vec<&Op> = ops.iter().copied().filter(|o| o.kind.is_write()).collect();
     for w in writes.iter().filter(|w| w.outcome == OpOutcome::Ok) {
         if w.version.is_none() {
