@@ -222,6 +222,8 @@ fn op(client: u32, kind: OpKind, value: Option<&str>, start_ms: u64, end_ms: u64
             OpKind::Get => 404,
         }),
         error: None,
+        version: None,
+        ttl_ms: None,
     }
 }
 

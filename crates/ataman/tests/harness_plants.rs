@@ -288,3 +288,41 @@ fn planted_joined_takes_id_zero_is_caught_by_the_harness() {
     assert!(example.contains("carries node id 0"), "{example}");
     assert_eq!(o.code, 1, "violations exit 1:\n{}", o.text);
 }
+
+/// The exact checker's planted bugs run at the default settings (3
+/// nodes, every fault kind, every workload, `ack` 2 of 3), 20 s instead
+/// of 30 to bound the suite, seed 1.
+fn default_profile(dir: &Path, planted: &str) -> Outcome {
+    test_cluster(
+        dir,
+        &[
+            "--seed",
+            "1",
+            "--duration-s",
+            "20",
+            "--planted-bug",
+            planted,
+        ],
+    )
+}
+
+/// Negative controls of the exact checker (docs/RELIABILITY.md, "The
+/// exact checker"): each planted bug is caught at the default settings,
+/// by the rule named (the unplanted default run is `fault_harness.rs`'s).
+#[test]
+fn planted_version_bugs_are_caught_at_the_default_settings() {
+    for (bug, finding) in [
+        ("read-repair-writes-older", "impossible_reads"),
+        ("expired-value-served", "expiry_violations"),
+        ("expires-early", "expiry_violations"),
+    ] {
+        let _turn = one_run_at_a_time();
+        let dir = tempfile::tempdir().unwrap();
+        let o = default_profile(dir.path(), bug);
+        println!("{bug}:\n{}", o.text);
+        assert_eq!(o.report["exact_versions"], true, "{}", o.text);
+        let found = o.report[finding].as_u64().unwrap_or(0);
+        assert!(found > 0, "{bug} not caught ({finding} 0):\n{}", o.text);
+        assert_eq!(o.code, 1, "violations exit 1:\n{}", o.text);
+    }
+}

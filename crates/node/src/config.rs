@@ -359,6 +359,19 @@ pub enum PlantedBug {
     /// `peer::address::plan`): a peer container that comes back at another
     /// address is never reached again (`scripts/multihost`'s control).
     PeerAddressResolvedOnce,
+    /// Read repair sends the oldest value the replicas answered under the
+    /// newest answer's timestamp (`replication::driver`,
+    /// `Coordination::planted_older_repair`): an older value comes back
+    /// as the newest version. The exact checker's negative control.
+    ReadRepairWritesOlder,
+    /// A write's deadline is stamped as if `ttl_ms` were seconds
+    /// (`net::dispatch::stamp_deadline`): an expired value is served. The
+    /// exact checker's expiry negative control (served late).
+    ExpiredValueServed,
+    /// A write's deadline is stamped a quarter of `ttl_ms` after its
+    /// stamp (`net::dispatch::stamp_deadline`): a value expires before its
+    /// deadline. The exact checker's expiry negative control (premature).
+    ExpiresEarly,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -388,8 +401,11 @@ fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
         "no-startup-responder" => Ok(PlantedBug::NoStartupResponder),
         "slowlog-keeps-value" => Ok(PlantedBug::SlowlogKeepsValue),
         "peer-address-resolved-once" => Ok(PlantedBug::PeerAddressResolvedOnce),
+        "read-repair-writes-older" => Ok(PlantedBug::ReadRepairWritesOlder),
+        "expired-value-served" => Ok(PlantedBug::ExpiredValueServed),
+        "expires-early" => Ok(PlantedBug::ExpiresEarly),
         other => Err(format!(
-            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value or peer-address-resolved-once, not {other:?}"
+            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served or expires-early, not {other:?}"
         )),
     }
 }

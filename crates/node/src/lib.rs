@@ -265,11 +265,27 @@ fn write_durability(config: &NodeConfig) -> Durability {
             );
             Durability::Complete
         }
+        Some(PlantedBug::ReadRepairWritesOlder) => {
+            tracing::error!(
+                "PLANTED BUG read-repair-writes-older: read repair sends the oldest value answered under the newest timestamp. Test use only."
+            );
+            Durability::Complete
+        }
+        Some(PlantedBug::ExpiredValueServed) => {
+            tracing::error!(
+                "PLANTED BUG expired-value-served: deadlines are stamped as if ttl_ms were seconds. Test use only."
+            );
+            Durability::Complete
+        }
+        Some(PlantedBug::ExpiresEarly) => {
+            tracing::error!(
+                "PLANTED BUG expires-early: deadlines are stamped a quarter of ttl_ms after the stamp. Test use only."
+            );
+            Durability::Complete
+        }
     }
 }
 
-/// The main thread's periodic chores: the connection gauges, and the
-/// clock's reservation renewed (and its failure shown).
 /// The node's checkpoints (`backup`), `.tmp-` leftovers removed.
 fn open_backups(config: &NodeConfig) -> Result<Arc<backup::Backups>, String> {
     let backups = backup::Backups::open(&config.data_dir).map_err(|e| {
@@ -299,6 +315,9 @@ fn close_stores(
     Ok(())
 }
 
+/// The main thread's periodic chores: the connection gauges, the clock's
+/// reservation renewed (and its failure shown), and checkpoints whose
+/// lease ended removed.
 fn publish_counts_and_renew_clock(shared: &NodeShared) {
     shared.backups.sweep(backup::lease::now_ms());
     shared.metrics.connections_open.store(
@@ -504,7 +523,10 @@ impl cluster::transition::Copier for TransferCopier {
                 | PlantedBug::ReadyzIgnoresCopy
                 | PlantedBug::NoStartupResponder
                 | PlantedBug::SlowlogKeepsValue
-                | PlantedBug::PeerAddressResolvedOnce,
+                | PlantedBug::PeerAddressResolvedOnce
+                | PlantedBug::ReadRepairWritesOlder
+                | PlantedBug::ExpiredValueServed
+                | PlantedBug::ExpiresEarly,
             )
             | None => Mode::Sound,
         };

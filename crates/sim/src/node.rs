@@ -189,6 +189,7 @@ fn driver(index: usize, nodes: usize) -> Replicator<OpId> {
         self_index: index,
         nodes,
         timeout_ms: REPLICATION_TIMEOUT_MS,
+        planted_older_repair: false,
     })
 }
 

@@ -1,6 +1,12 @@
 //! The checker: a pure function of a [`History`] that finds what must not
 //! happen (definitions in docs/RELIABILITY.md).
 //!
+//! A history whose answers name their versions (`X-Ataman-Version`) has
+//! its reads judged exactly, by last-write-wins order ([`versions`]); the
+//! two read rules below (lost writes, read your writes, impossible reads)
+//! judge an older history by values and times alone. The other rules
+//! apply to both.
+//!
 //! - **Lost acknowledged writes.** A read `R` that succeeded, whose `ack`
 //!   and `from` intersect those of an acknowledged write `W` of the same key
 //!   (every `ack`-subset of the read's replicas meets every `ack`-subset of
@@ -102,6 +108,16 @@ pub struct Findings {
     pub ryw: Tally,
     /// Reads of values that cannot be there.
     pub impossible: Tally,
+    /// Expiring values read as absent before their deadline, or served
+    /// after it (the exact rules, [`versions`]).
+    pub expiry: Tally,
+    /// Final reads older than a version a read saw ([`versions`] rule 5).
+    pub regressed: Tally,
+    /// Reads older than an earlier read's version, quorums intersecting
+    /// (counted, not a violation: [`versions`] rule 6).
+    pub non_monotonic: u64,
+    /// The reads were judged by versions (the history names them).
+    pub exact: bool,
     /// Answers outside the contract (a 4xx, a 5xx without a reason, ...).
     pub bad_answers: Tally,
     /// Requests without an answer within the timeout, node not paused.
@@ -131,6 +147,8 @@ impl Findings {
         self.lost.count
             + self.ryw.count
             + self.impossible.count
+            + self.expiry.count
+            + self.regressed.count
             + self.bad_answers.count
             + self.hangs.count
             + self.divergent.count
@@ -272,8 +290,20 @@ pub fn check(history: &History) -> Findings {
         by_key.entry(op.key.as_str()).or_default().push(op);
     }
     let mut lost_seen: HashSet<(&str, u64, u32)> = HashSet::new();
+    f.exact = versions::versioned(history);
+    let clock = versions::Clock::of(history);
+    let wipes_us: Vec<u64> = history
+        .faults
+        .iter()
+        .filter(|e| e.kind == FaultKind::Wipe)
+        .map(|e| e.start_us)
+        .collect();
     for (key, ops) in &by_key {
-        check_key(key, ops, &mut lost_seen, &mut f);
+        if f.exact {
+            versions::check_key(key, ops, &wipes_us, &clock, &mut f);
+        } else {
+            check_key(key, ops, &mut lost_seen, &mut f);
+        }
     }
     check_answers(history, &mut f);
     check_final_reads(&by_key, &mut f);
@@ -540,6 +570,8 @@ fn check_stamps(history: &History, f: &mut Findings) {
         }
     }
 }
+
+pub mod versions;
 
 #[cfg(test)]
 mod tests;

@@ -37,6 +37,8 @@ pub struct Answer {
     pub body: Option<Vec<u8>>,
     /// The error body or the I/O error.
     pub error: Option<String>,
+    /// The answer's `X-Ataman-Version`, if it named one.
+    pub version: Option<u64>,
 }
 
 /// A keep-alive connection to one node.
@@ -107,6 +109,7 @@ impl Client {
                         status: None,
                         body: None,
                         error: Some(format!("connect to {addr}: {e}")),
+                        version: None,
                     };
                 }
             }
@@ -117,6 +120,7 @@ impl Client {
                 status: None,
                 body: None,
                 error: Some("no connection".into()),
+                version: None,
             };
         };
         let result = exchange(conn, method, target, body, self.timeout, started);
@@ -130,6 +134,9 @@ impl Client {
                     status: Some(status),
                     body: (status == 200).then_some(response.body.clone()),
                     error: (!ok).then(|| short(&response.body)),
+                    version: response
+                        .header("X-Ataman-Version")
+                        .and_then(|v| std::str::from_utf8(v).ok()?.trim().parse().ok()),
                 };
                 if !keep {
                     *slot = None;
@@ -141,12 +148,14 @@ impl Client {
                 status: None,
                 body: None,
                 error: Some(format!("no answer within {:?}: {e}", self.timeout)),
+                version: None,
             },
             Err(Failure::Other(e)) => Answer {
                 outcome: lost,
                 status: None,
                 body: None,
                 error: Some(e),
+                version: None,
             },
         };
         *slot = None;

@@ -70,11 +70,12 @@ pub struct TestClusterArgs {
     #[arg(long)]
     pub report: Option<PathBuf>,
     /// Plant a bug in every node, to see the harness catch it:
-    /// ack-before-wal, joined-takes-id-zero or
-    /// copy-skips-partitioned-leaving-node (docs/RELIABILITY.md "Negative
+    /// ack-before-wal, joined-takes-id-zero,
+    /// copy-skips-partitioned-leaving-node, read-repair-writes-older,
+    /// expired-value-served or expires-early (docs/RELIABILITY.md "Negative
     /// controls"; only in a build with the `planted-bugs` feature, as the
     /// tests have).
-    #[arg(long, value_parser = ["ack-before-wal", "joined-takes-id-zero", "copy-skips-partitioned-leaving-node"])]
+    #[arg(long, value_parser = ["ack-before-wal", "joined-takes-id-zero", "copy-skips-partitioned-leaving-node", "read-repair-writes-older", "expired-value-served", "expires-early"])]
     pub planted_bug: Option<String>,
     /// Make every file sync of every node this many ms slower for the whole
     /// run (a slow disk, through the fault-control file; at most 60000).

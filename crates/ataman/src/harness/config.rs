@@ -169,6 +169,7 @@ impl Config {
             faults: self.faults.iter().map(|k| k.name().to_owned()).collect(),
             workloads: self.workloads.iter().map(|w| w.name().to_owned()).collect(),
             planted_bug: self.planted_bug.clone(),
+            start_unix_ms: 0,
         }
     }
 }

@@ -11,8 +11,8 @@
 //!
 //! | type | fields |
 //! | --- | --- |
-//! | `meta` | `seed`, `nodes`, `urls`, `ack_w`, `ack_r`, `from`, `clients`, `duration_s`, `faults`, `workloads`, `planted_bug` |
-//! | `op` | `client`, `phase` (`run`/`final`), `workload`, `op` (`put`/`get`/`delete`), `key`, `value` (written, or read: null for 404 or no answer), `node`, `ack`, `from`, `start_ms`, `end_ms`, `outcome` (`ok`/`fail`/`maybe`/`hang`), `status` (null without an answer), `error` (the error body or the I/O error, null on success) |
+//! | `meta` | `seed`, `nodes`, `urls`, `ack_w`, `ack_r`, `from`, `clients`, `duration_s`, `faults`, `workloads`, `planted_bug`, `start_unix_ms` (the harness's clock at the start, for the expiry rules) |
+//! | `op` | `client`, `phase` (`run`/`final`), `workload`, `op` (`put`/`get`/`delete`), `key`, `value` (written, or read: null for 404 or no answer), `node`, `ack`, `from`, `start_ms`, `end_ms`, `outcome` (`ok`/`fail`/`maybe`/`hang`), `status` (null without an answer), `error` (the error body or the I/O error, null on success), `version` (the answer's `X-Ataman-Version`, null without one), `ttl_ms` (an expiring put's, else null) |
 //! | `fault` | `kind`, `targets` (node indices), `start_ms`, `end_ms`, `detail`, `clock_offset_ms` (a clock jump's offset, else null) |
 //! | `crash` | `node`, `at_ms`, `status`: a node that exited without the harness stopping it, or not cleanly when it did |
 //! | `copy` | `key`, `node`, `at_ms`, `state` (`absent`/`value`/`tombstone`/`error`), `ts`, `value`, `error`: a replica's own copy at the end |
@@ -172,6 +172,12 @@ pub struct Op {
     pub status: Option<u16>,
     /// The error body, or the I/O error, when it did not succeed.
     pub error: Option<String>,
+    /// The version the answer named (`X-Ataman-Version`): a write's stamp,
+    /// a read's version (a 404's tombstone or expired value); `None`
+    /// without one (no answer, an absent key, an older history).
+    pub version: Option<u64>,
+    /// A put's `ttl_ms` (an expiring write), else `None`.
+    pub ttl_ms: Option<u64>,
 }
 
 /// One injected fault, from injection to heal.
@@ -274,6 +280,9 @@ pub struct Meta {
     pub workloads: Vec<String>,
     /// `--planted-bug`, if any.
     pub planted_bug: Option<String>,
+    /// The harness's wall clock when the run started, Unix ms (0: not
+    /// known; the expiry rules are then skipped).
+    pub start_unix_ms: u64,
 }
 
 /// A whole run.
@@ -323,6 +332,8 @@ impl Op {
             "outcome": self.outcome.name(),
             "status": self.status,
             "error": self.error,
+            "version": self.version,
+            "ttl_ms": self.ttl_ms,
         })
     }
 
@@ -346,6 +357,8 @@ impl Op {
             outcome: OpOutcome::parse(v["outcome"].as_str()?)?,
             status: v["status"].as_u64().and_then(|s| u16::try_from(s).ok()),
             error: v["error"].as_str().map(str::to_owned),
+            version: v["version"].as_u64(),
+            ttl_ms: v["ttl_ms"].as_u64(),
         })
     }
 }
@@ -358,7 +371,7 @@ impl History {
             "type": "meta", "seed": m.seed, "nodes": m.nodes, "urls": m.urls,
             "ack_w": m.ack_w, "ack_r": m.ack_r, "from": m.from, "clients": m.clients,
             "duration_s": m.duration_s, "faults": m.faults, "workloads": m.workloads,
-            "planted_bug": m.planted_bug,
+            "planted_bug": m.planted_bug, "start_unix_ms": m.start_unix_ms,
         });
         writeln!(out, "{meta}")?;
         for f in &self.faults {
@@ -469,6 +482,7 @@ fn meta_from_json(v: &Value) -> Option<Meta> {
         faults: strings(&v["faults"])?,
         workloads: strings(&v["workloads"])?,
         planted_bug: v["planted_bug"].as_str().map(str::to_owned),
+        start_unix_ms: v["start_unix_ms"].as_u64().unwrap_or(0),
     })
 }
 
@@ -513,6 +527,8 @@ fn copy_from_json(v: &Value) -> Option<Copy> {
 /// Thread safety: each list is behind its own mutex, held only to push.
 pub struct Recorder {
     started: Instant,
+    /// The wall clock at `started`, Unix ms (the expiry rules' time base).
+    started_unix_ms: u64,
     ops: Mutex<Vec<Op>>,
     faults: Mutex<Vec<FaultEvent>>,
     crashes: Mutex<Vec<Crash>>,
@@ -524,6 +540,7 @@ impl Recorder {
     pub fn new() -> Recorder {
         Recorder {
             started: Instant::now(),
+            started_unix_ms: ataman_node::hlc::wall_ms(),
             ops: Mutex::new(Vec::new()),
             faults: Mutex::new(Vec::new()),
             crashes: Mutex::new(Vec::new()),
@@ -573,7 +590,10 @@ impl Recorder {
     /// Everything recorded, as a history with `meta`.
     pub fn finish(&self, meta: Meta) -> History {
         History {
-            meta,
+            meta: Meta {
+                start_unix_ms: self.started_unix_ms,
+                ..meta
+            },
             ops: std::mem::take(&mut *lock(&self.ops)),
             faults: std::mem::take(&mut *lock(&self.faults)),
             crashes: std::mem::take(&mut *lock(&self.crashes)),
@@ -614,6 +634,7 @@ mod tests {
                 faults: vec!["kill".into()],
                 workloads: vec!["set".into()],
                 planted_bug: None,
+                start_unix_ms: 1_700_000_000_000,
             },
             ops: vec![Op {
                 client: 1,
@@ -630,6 +651,8 @@ mod tests {
                 outcome: OpOutcome::Maybe,
                 status: Some(504),
                 error: Some("not enough replicas: x".into()),
+                version: Some(u64::MAX >> 3),
+                ttl_ms: Some(1_500),
             }],
             faults: vec![FaultEvent {
                 kind: FaultKind::Partition,

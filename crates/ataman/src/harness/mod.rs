@@ -10,7 +10,8 @@
 //!   final reads; [`client`] is their keep-alive HTTP client.
 //! - [`history`]: every operation and fault, as JSON lines.
 //! - [`converge`]: anti-entropy rounds and reading every replica's own copy.
-//! - [`checker`]: the pure checks over a history.
+//! - [`checker`]: the pure checks over a history ([`checker::versions`]:
+//!   the exact rules, by the versions the answers name).
 //! - [`report`]: the figures, printed and as JSON.
 //! - [`command`]: `ataman test-cluster`'s options and exit codes.
 //! - [`config`]: what a run needs; [`error`]: why a run could not be

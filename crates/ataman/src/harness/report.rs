@@ -102,6 +102,8 @@ impl Report {
                 "lost": tally_json(&f.lost),
                 "ryw": tally_json(&f.ryw),
                 "impossible": tally_json(&f.impossible),
+                "expiry": tally_json(&f.expiry),
+                "regressed": tally_json(&f.regressed),
                 "bad_answers": tally_json(&f.bad_answers),
                 "hangs": tally_json(&f.hangs),
                 "divergent": tally_json(&f.divergent),
@@ -140,6 +142,10 @@ impl Report {
             "acknowledged_writes_lost": f.lost.count,
             "ryw_violations": f.ryw.count,
             "impossible_reads": f.impossible.count,
+            "expiry_violations": f.expiry.count,
+            "seen_then_gone": f.regressed.count,
+            "non_monotonic_reads": f.non_monotonic,
+            "exact_versions": f.exact,
             "bad_answers": f.bad_answers.count,
             "hangs": f.hangs.count,
             "hangs_on_paused_node": f.hangs_excused,
@@ -206,6 +212,18 @@ impl Report {
         let _ = writeln!(s, "acknowledged writes lost: {}", f.lost.count);
         let _ = writeln!(s, "read-your-writes violations: {}", f.ryw.count);
         let _ = writeln!(s, "impossible reads: {}", f.impossible.count);
+        let _ = writeln!(s, "expiry violations: {}", f.expiry.count);
+        let _ = writeln!(s, "versions seen, then gone: {}", f.regressed.count);
+        let _ = writeln!(
+            s,
+            "judged by: {} (non-monotonic reads, not counted: {})",
+            if f.exact {
+                "versions (exact)"
+            } else {
+                "values and times"
+            },
+            f.non_monotonic
+        );
         let _ = writeln!(s, "answers outside the contract: {}", f.bad_answers.count);
         let _ = writeln!(
             s,
@@ -253,6 +271,8 @@ impl Report {
             ("lost", &f.lost),
             ("read-your-writes", &f.ryw),
             ("impossible", &f.impossible),
+            ("expiry", &f.expiry),
+            ("seen-then-gone", &f.regressed),
             ("answer", &f.bad_answers),
             ("hang", &f.hangs),
             ("divergent", &f.divergent),

@@ -31,6 +31,15 @@ use std::time::{Duration, Instant};
 pub const REGISTER_KEYS: u64 = 5;
 /// Keys of the deletes workload.
 pub const DELETE_KEYS: u64 = 5;
+/// Keys of the register workload written only by expiring puts
+/// (`r5`..`r9`), read like the others.
+pub const EXPIRING_KEYS: u64 = 5;
+/// Percent of the register's puts sent with `ttl_ms`.
+pub const EXPIRING_PUT_PERCENT: u64 = 20;
+/// The `ttl_ms` of an expiring put, picked evenly: shorter than the time
+/// a register or deletes key goes unwritten now and then (so reads land
+/// after the deadline), and longer (so reads land before it).
+pub const EXPIRING_TTLS_MS: [u64; 3] = [100, 400, 1_500];
 /// Operations one client issues at most in a run.
 pub const OPS_PER_CLIENT_MAX: u64 = 1_000_000;
 /// Attempts of one final read before the key counts as unanswered.
@@ -79,6 +88,8 @@ pub struct Planned {
     pub value: Option<String>,
     /// The node it goes to.
     pub node: usize,
+    /// A put's `ttl_ms` (an expiring write), else `None`.
+    pub ttl_ms: Option<u64>,
 }
 
 /// A client's seeded sequence of operations.
@@ -115,9 +126,13 @@ impl Generator {
             .unwrap_or(Workload::Register);
         let roll = self.rng.below(100);
         let (kind, key) = match workload {
+            Workload::Register if roll < 50 => {
+                (OpKind::Put, format!("r{}", self.rng.below(REGISTER_KEYS)))
+            }
+            // Reads cover the expiring keys too (below).
             Workload::Register => {
-                let key = format!("r{}", self.rng.below(REGISTER_KEYS));
-                (if roll < 50 { OpKind::Put } else { OpKind::Get }, key)
+                let key = format!("r{}", self.rng.below(REGISTER_KEYS + EXPIRING_KEYS));
+                (OpKind::Get, key)
             }
             Workload::Set => (OpKind::Put, format!("s{}-{}", self.client, self.seq)),
             Workload::Deletes => {
@@ -130,12 +145,25 @@ impl Generator {
                 (kind, key)
             }
         };
+        // A share of the register's puts expire, on keys of their own
+        // (written less often than the others, so reads land after the
+        // deadline as well as before it).
+        let expiring = kind == OpKind::Put
+            && workload == Workload::Register
+            && self.rng.below(100) < EXPIRING_PUT_PERCENT;
+        let ttl_ms = expiring.then(|| EXPIRING_TTLS_MS[self.rng.below(3) as usize]);
+        let key = if expiring {
+            format!("r{}", REGISTER_KEYS + self.rng.below(EXPIRING_KEYS))
+        } else {
+            key
+        };
         Planned {
             workload,
             value: (kind == OpKind::Put).then_some(value),
             kind,
             key,
             node,
+            ttl_ms,
         }
     }
 }
@@ -175,14 +203,16 @@ pub fn perform(
     value_bytes: usize,
 ) -> Answer {
     let (ack_s, from_s) = (ack.to_string(), from.to_string());
-    let path = target(
-        "/v0/entity",
-        &[
-            ("id", planned.key.as_bytes()),
-            ("ack", ack_s.as_bytes()),
-            ("from", from_s.as_bytes()),
-        ],
-    );
+    let ttl_s = planned.ttl_ms.map(|t| t.to_string());
+    let mut params = vec![
+        ("id", planned.key.as_bytes()),
+        ("ack", ack_s.as_bytes()),
+        ("from", from_s.as_bytes()),
+    ];
+    if let Some(ttl) = &ttl_s {
+        params.push(("ttl_ms", ttl.as_bytes()));
+    }
+    let path = target("/v0/entity", &params);
     let wire = planned
         .value
         .as_deref()
@@ -224,6 +254,8 @@ pub fn perform(
         outcome: answer.outcome,
         status: answer.status,
         error: answer.error.clone(),
+        version: answer.version,
+        ttl_ms: planned.ttl_ms,
     });
     answer
 }
@@ -331,6 +363,7 @@ pub fn final_reads(
                         key: key.clone(),
                         value: None,
                         node: index % view.len(),
+                        ttl_ms: None,
                     };
                     for attempt in 0..FINAL_READ_ATTEMPTS {
                         let planned = Planned {

@@ -131,6 +131,11 @@ pub struct Extra<'a> {
     pub retry_after_sec: Option<u32>,
     /// `WWW-Authenticate` (401).
     pub www_authenticate: Option<&'a str>,
+    /// `X-Ataman-Version`: the timestamp of the version a read or write
+    /// answer concerns (docs/API.md, "Versions").
+    pub version: Option<u64>,
+    /// Also say `ETag: "<version>"` (a read's value, docs/API.md).
+    pub etag: bool,
 }
 
 fn persist_header(out: &mut Vec<u8>, persist: Persist) {
@@ -166,8 +171,8 @@ fn push_header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 
 /// Bytes of the head [`write_full`] writes, beyond the status line and
 /// the variable values: header names, separators, the blank line, the
-/// longest `Connection` header.
-const HEAD_FIXED_BYTES_MAX: usize = 128;
+/// longest `Connection` header, the version and its `ETag` (20 digits each).
+const HEAD_FIXED_BYTES_MAX: usize = 192;
 
 /// Appends a response head for a `Content-Length` body of `body_bytes`,
 /// and reserves room for that body too.
@@ -204,6 +209,16 @@ pub fn write_head(
         out.extend_from_slice(b"Retry-After: ");
         push_decimal(out, u64::from(secs));
         out.extend_from_slice(b"\r\n");
+    }
+    if let Some(ts) = extra.version {
+        out.extend_from_slice(b"X-Ataman-Version: ");
+        push_decimal(out, ts);
+        out.extend_from_slice(b"\r\n");
+        if extra.etag {
+            out.extend_from_slice(b"ETag: \"");
+            push_decimal(out, ts);
+            out.extend_from_slice(b"\"\r\n");
+        }
     }
     persist_header(out, persist);
     out.extend_from_slice(b"\r\n");
@@ -289,6 +304,12 @@ mod tests {
         if let Some(secs) = extra.retry_after_sec {
             write!(out, "Retry-After: {secs}\r\n").unwrap();
         }
+        if let Some(ts) = extra.version {
+            write!(out, "X-Ataman-Version: {ts}\r\n").unwrap();
+            if extra.etag {
+                write!(out, "ETag: \"{ts}\"\r\n").unwrap();
+            }
+        }
         match persist {
             Persist::Default => {}
             Persist::KeepAlive10 => out.extend_from_slice(b"Connection: keep-alive\r\n"),
@@ -362,6 +383,8 @@ mod tests {
             allow in proptest::option::of("[A-Z, ]{0,20}"),
             retry_after_sec in proptest::option::of(any::<u32>()),
             www_authenticate in proptest::option::of("[A-Za-z]{1,12}"),
+            version in proptest::option::of(any::<u64>()),
+            etag in any::<bool>(),
             body in proptest::collection::vec(any::<u8>(), 0..300),
             text in "[ -~]{0,80}",
             prefix in proptest::collection::vec(any::<u8>(), 0..20),
@@ -372,6 +395,8 @@ mod tests {
                 allow: allow.as_deref(),
                 retry_after_sec,
                 www_authenticate: www_authenticate.as_deref(),
+                version,
+                etag,
             };
             let mut out = prefix.clone();
             write_full(&mut out, status, extra, persist, &body);

@@ -11,14 +11,15 @@ use crate::replication::coordinator::Decision;
 /// What an answer says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
-    /// A key's value.
-    Value(Vec<u8>),
+    /// A key's value and its version's timestamp (`X-Ataman-Version`).
+    Value(Vec<u8>, u64),
     /// A key's value and its deadline in Unix milliseconds (`None`: it
     /// never expires): the answer to a read that asked for the version
     /// ([`Awaited::ReadVersion`]; RESP's `TTL`, `PTTL`).
     ValueUntil(Vec<u8>, Option<u64>),
-    /// The key has no value (absent, or its newest version is a tombstone).
-    NotFound,
+    /// The key has no value (absent, or its newest version is a tombstone
+    /// or expired): that version's timestamp, `None` when there is none.
+    NotFound(Option<u64>),
     /// A request handed on is done (a write is durable).
     Done(Awaited),
     /// A document the node rendered.
@@ -37,10 +38,31 @@ pub enum Awaited {
     Read,
     /// A replicated read's verdict, the value's deadline included.
     ReadVersion,
-    /// A put made durable.
-    Put,
-    /// A delete made durable.
-    Delete,
+    /// A put made durable, under this timestamp (a replicated write's
+    /// verdict names the timestamp it was last stamped with).
+    Put(u64),
+    /// A delete made durable, under this timestamp (as for `Put`).
+    Delete(u64),
+}
+
+impl Awaited {
+    /// The same, a write's timestamp replaced by `ts` (a read unchanged).
+    pub fn at(self, ts: u64) -> Awaited {
+        match self {
+            Awaited::Put(_) => Awaited::Put(ts),
+            Awaited::Delete(_) => Awaited::Delete(ts),
+            read => read,
+        }
+    }
+
+    /// The version this answer names (`X-Ataman-Version`): a write's
+    /// timestamp; none for a read (its answer carries its own).
+    pub fn version(self) -> Option<u64> {
+        match self {
+            Awaited::Put(ts) | Awaited::Delete(ts) => Some(ts),
+            Awaited::Read | Awaited::ReadVersion => None,
+        }
+    }
 }
 
 /// How a document is written.
@@ -94,10 +116,13 @@ pub enum Failure {
 pub fn read(result: ataman_engine::Result<Option<ataman_engine::Entry>>) -> Answer {
     match result {
         Ok(Some(ataman_engine::Entry {
-            value: Some(value), ..
-        })) => Answer::Value(value),
-        // Absent, or deleted (the newest version is a tombstone).
-        Ok(_) => Answer::NotFound,
+            value: Some(value),
+            ts,
+            ..
+        })) => Answer::Value(value, ts),
+        // Deleted (the newest version is a tombstone).
+        Ok(Some(entry)) => Answer::NotFound(Some(entry.ts)),
+        Ok(None) => Answer::NotFound(None),
         Err(e) => Answer::Failed(Failure::Internal, format!("read failed: {e}")),
     }
 }
@@ -110,8 +135,9 @@ pub fn read_version(result: ataman_engine::Result<Option<ataman_engine::Entry>>)
             deadline_ms,
             ..
         })) => Answer::ValueUntil(value, deadline_ms),
-        // Absent, or deleted (the newest version is a tombstone).
-        Ok(_) => Answer::NotFound,
+        // Deleted (the newest version is a tombstone).
+        Ok(Some(entry)) => Answer::NotFound(Some(entry.ts)),
+        Ok(None) => Answer::NotFound(None),
         Err(e) => Answer::Failed(Failure::Internal, format!("read failed: {e}")),
     }
 }
@@ -152,18 +178,19 @@ pub fn written(
 /// A replicated request's verdict (`Err`: refused before it started).
 pub fn decided(awaited: Awaited, verdict: Result<Decision, String>) -> Answer {
     match verdict {
-        Ok(Decision::Written) => Answer::Done(awaited),
+        Ok(Decision::Written { ts }) => Answer::Done(awaited.at(ts)),
         // A value whose deadline has passed on this node's clock too is
         // gone, whatever a replica with a slower clock answered.
         Ok(Decision::Read(Some(crate::peer::frame::Stamped {
             value: Some(value),
             deadline_ms,
-            ..
+            ts,
         }))) if deadline_ms.is_none_or(|d| crate::hlc::wall_ms() < d) => match awaited {
             Awaited::ReadVersion => Answer::ValueUntil(value, deadline_ms),
-            _ => Answer::Value(value),
+            _ => Answer::Value(value, ts),
         },
-        Ok(Decision::Read(_)) => Answer::NotFound,
+        // A tombstone, or a value expired here: absent, at that version.
+        Ok(Decision::Read(version)) => Answer::NotFound(version.map(|v| v.ts)),
         // The replicator re-stamps and never hands this on.
         Ok(Decision::Restamp { .. }) => Answer::Failed(
             Failure::NotEnoughReplicas,
@@ -191,10 +218,10 @@ mod tests {
         };
         assert_eq!(
             read(Ok(Some(entry(Some(b"v"))))),
-            Answer::Value(b"v".to_vec())
+            Answer::Value(b"v".to_vec(), 1)
         );
-        assert_eq!(read(Ok(Some(entry(None)))), Answer::NotFound);
-        assert_eq!(read(Ok(None)), Answer::NotFound);
+        assert_eq!(read(Ok(Some(entry(None)))), Answer::NotFound(Some(1)));
+        assert_eq!(read(Ok(None)), Answer::NotFound(None));
         let failed = read(Err(ataman_engine::Error::Closed));
         assert!(
             matches!(failed, Answer::Failed(Failure::Internal, _)),
@@ -206,20 +233,20 @@ mod tests {
     fn a_write_completion_is_done_invalid_disk_full_or_busy() {
         let failed = || Err("no".to_string());
         assert_eq!(
-            written(Awaited::Put, Ok(()), false, false),
-            Answer::Done(Awaited::Put)
+            written(Awaited::Put(7), Ok(()), false, false),
+            Answer::Done(Awaited::Put(7))
         );
         // Invalid wins over a full disk: the batch itself was refused.
         assert_eq!(
-            written(Awaited::Put, failed(), true, true),
+            written(Awaited::Put(7), failed(), true, true),
             Answer::Failed(Failure::Invalid, "write refused: no".into())
         );
         assert_eq!(
-            written(Awaited::Delete, failed(), false, true),
+            written(Awaited::Delete(7), failed(), false, true),
             Answer::Failed(Failure::DiskFull, "write failed: disk full: no".into())
         );
         assert_eq!(
-            written(Awaited::Put, failed(), false, false),
+            written(Awaited::Put(7), failed(), false, false),
             Answer::Failed(Failure::Busy, "write failed: no".into())
         );
     }
@@ -227,8 +254,8 @@ mod tests {
     #[test]
     fn a_verdict_is_done_value_not_found_not_enough_replicas_or_busy() {
         assert_eq!(
-            decided(Awaited::Delete, Ok(Decision::Written)),
-            Answer::Done(Awaited::Delete)
+            decided(Awaited::Delete(7), Ok(Decision::Written { ts: 8 })),
+            Answer::Done(Awaited::Delete(8))
         );
         let newest = Stamped {
             ts: 3,
@@ -237,30 +264,39 @@ mod tests {
         };
         assert_eq!(
             decided(Awaited::Read, Ok(Decision::Read(Some(newest)))),
-            Answer::Value(b"v".to_vec())
+            Answer::Value(b"v".to_vec(), 3)
         );
-        let tombstone = Stamped::tombstone(3);
+        let tombstone = Stamped::tombstone(4);
         assert_eq!(
             decided(Awaited::Read, Ok(Decision::Read(Some(tombstone)))),
-            Answer::NotFound
+            Answer::NotFound(Some(4))
+        );
+        let expired = Stamped {
+            ts: 5,
+            value: Some(b"v".to_vec()),
+            deadline_ms: Some(1),
+        };
+        assert_eq!(
+            decided(Awaited::Read, Ok(Decision::Read(Some(expired)))),
+            Answer::NotFound(Some(5))
         );
         assert_eq!(
             decided(Awaited::Read, Ok(Decision::Read(None))),
-            Answer::NotFound
+            Answer::NotFound(None)
         );
         assert_eq!(
-            decided(Awaited::Put, Ok(Decision::Failed("1 of 2".into()))),
+            decided(Awaited::Put(7), Ok(Decision::Failed("1 of 2".into()))),
             Answer::Failed(
                 Failure::NotEnoughReplicas,
                 "not enough replicas: 1 of 2".into()
             )
         );
         assert!(matches!(
-            decided(Awaited::Put, Ok(Decision::Restamp { above: 9 })),
+            decided(Awaited::Put(7), Ok(Decision::Restamp { above: 9 })),
             Answer::Failed(Failure::NotEnoughReplicas, _)
         ));
         assert_eq!(
-            decided(Awaited::Put, Err("full".into())),
+            decided(Awaited::Put(7), Err("full".into())),
             Answer::Failed(Failure::Busy, "full".into())
         );
     }

@@ -10,7 +10,7 @@
 //! - `GET`: 200 with `{"checkpoints":[…],"pinned_bytes":N}`.
 //! - `DELETE`: 204; 404 for an unknown name.
 
-use super::answer::{Answer, Awaited, Failure, Format};
+use super::answer::{Answer, Failure, Format};
 use super::dispatch::Dispatched;
 use crate::backup::job::Job;
 use crate::backup::lease::{LEASE_DEFAULT, LEASE_MAX, render_json};
@@ -106,8 +106,9 @@ pub fn list(shared: &NodeShared) -> Answer {
 /// `DELETE /v0/backup?name=NAME`.
 pub fn delete(shared: &NodeShared, name: &str) -> Answer {
     match shared.backups.delete(name) {
-        Ok(()) => Answer::Done(Awaited::Delete),
-        Err(Refusal::NotFound(_)) => Answer::NotFound,
+        // The name matched a held checkpoint's (`ckpt-` and digits).
+        Ok(()) => Answer::Started(format!("{{\"deleted\":\"{name}\"}}")),
+        Err(Refusal::NotFound(_)) => Answer::NotFound(None),
         Err(e) => Answer::Failed(failure_of(&e), e.to_string()),
     }
 }

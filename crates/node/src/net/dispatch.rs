@@ -264,7 +264,7 @@ pub fn dispatch(
                 Ok(ts) => ts,
                 Err(e) => return Dispatched::Now(answer::busy(e.to_string())),
             };
-            let deadline_ms = match stamp_deadline(ts, expiry) {
+            let deadline_ms = match stamp_deadline(ctx, ts, expiry) {
                 Ok(d) => d,
                 Err(answer) => return Dispatched::Now(answer),
             };
@@ -275,7 +275,7 @@ pub fn dispatch(
             };
             let kind = ReplicaOp::Write(version);
             replicated.push(replicated_request(reply_to, key, kind, ack, from));
-            Dispatched::Later(awaited_write(value))
+            Dispatched::Later(awaited_write(value, ts))
         }
         Command::ClusterRange(plan) => cluster_range(ctx, reply_to, plan),
         Command::LayoutChange { version, change } => {
@@ -375,10 +375,10 @@ fn local_only(ctx: &NetContext, key: &[u8], ack: u32, from: u32, write: bool) ->
 }
 
 /// What a write of `value` (`None`: a delete) waits for.
-fn awaited_write(value: Option<&[u8]>) -> Awaited {
+fn awaited_write(value: Option<&[u8]>, ts: u64) -> Awaited {
     match value {
-        Some(_) => Awaited::Put,
-        None => Awaited::Delete,
+        Some(_) => Awaited::Put(ts),
+        None => Awaited::Delete(ts),
     }
 }
 
@@ -400,7 +400,21 @@ fn replicated_request(
 
 /// The absolute deadline of a write stamped `ts` with `expiry`, stamped
 /// here once (crate::ttl); a deadline past the maximum is a 400.
-fn stamp_deadline(ts: u64, expiry: crate::ttl::Expiry) -> Result<Option<u64>, Answer> {
+fn stamp_deadline(
+    ctx: &NetContext,
+    ts: u64,
+    expiry: crate::ttl::Expiry,
+) -> Result<Option<u64>, Answer> {
+    use crate::config::PlantedBug;
+    let expiry = match (ctx.shared.config.planted_bug, expiry) {
+        (Some(PlantedBug::ExpiredValueServed), crate::ttl::Expiry::AfterMs(ms)) => {
+            crate::ttl::Expiry::AfterMs(ms.saturating_mul(1_000))
+        }
+        (Some(PlantedBug::ExpiresEarly), crate::ttl::Expiry::AfterMs(ms)) => {
+            crate::ttl::Expiry::AfterMs((ms / 4).max(1))
+        }
+        (_, expiry) => expiry,
+    };
     expiry
         .deadline_ms(ts)
         .map_err(|why| Answer::Failed(answer::Failure::Invalid, why))
@@ -419,7 +433,7 @@ fn write_locally(
         Ok(ts) => ts,
         Err(e) => return Dispatched::Now(answer::busy(e.to_string())),
     };
-    let deadline_ms = match stamp_deadline(ts, expiry) {
+    let deadline_ms = match stamp_deadline(ctx, ts, expiry) {
         Ok(d) => d,
         Err(answer) => return Dispatched::Now(answer),
     };
@@ -442,7 +456,7 @@ fn write_locally(
         durability: ctx.shared.write_durability,
         done: callback,
     });
-    Dispatched::Later(awaited_write(value))
+    Dispatched::Later(awaited_write(value, ts))
 }
 
 /// Samples a client request on `key` for the hot keys: one in

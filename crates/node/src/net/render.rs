@@ -24,13 +24,13 @@ const METRICS_TYPE: &str = "text/plain; version=0.0.4";
 /// The status an answer is given.
 pub fn status(answer: &Answer) -> Status {
     match answer {
-        Answer::Value(_)
+        Answer::Value(..)
         | Answer::ValueUntil(..)
         | Answer::Document(..)
         | Answer::Done(Awaited::Read | Awaited::ReadVersion) => Status::Ok,
-        Answer::NotFound => Status::NotFound,
-        Answer::Done(Awaited::Put) => Status::Created,
-        Answer::Done(Awaited::Delete) | Answer::Started(_) => Status::Accepted,
+        Answer::NotFound(_) => Status::NotFound,
+        Answer::Done(Awaited::Put(_)) => Status::Created,
+        Answer::Done(Awaited::Delete(_)) | Answer::Started(_) => Status::Accepted,
         Answer::Failed(failure, _) => failure_status(*failure),
     }
 }
@@ -87,11 +87,29 @@ pub fn render(out: &mut Vec<u8>, answer: &Answer, persist: Persist) -> Status {
         ..Extra::default()
     };
     match answer {
-        Answer::Value(value) | Answer::ValueUntil(value, _) => {
-            write_full(out, status, typed(VALUE_TYPE), persist, value)
+        Answer::Value(value, ts) => {
+            let extra = Extra {
+                version: Some(*ts),
+                etag: true,
+                ..typed(VALUE_TYPE)
+            };
+            write_full(out, status, extra, persist, value)
         }
-        Answer::NotFound => write_text(out, status, Extra::default(), persist, NOT_FOUND_TEXT),
-        Answer::Done(_) => write_full(out, status, Extra::default(), persist, b""),
+        Answer::ValueUntil(value, _) => write_full(out, status, typed(VALUE_TYPE), persist, value),
+        Answer::NotFound(version) => {
+            let extra = Extra {
+                version: *version,
+                ..Extra::default()
+            };
+            write_text(out, status, extra, persist, NOT_FOUND_TEXT)
+        }
+        Answer::Done(awaited) => {
+            let extra = Extra {
+                version: awaited.version(),
+                ..Extra::default()
+            };
+            write_full(out, status, extra, persist, b"")
+        }
         Answer::Document(Format::Line, text) => {
             write_text(out, status, Extra::default(), persist, text)
         }
@@ -163,7 +181,7 @@ mod tests {
                 &[],
             ),
             (
-                answer::written(Awaited::Put, Err("queue full".into()), false, false),
+                answer::written(Awaited::Put(5), Err("queue full".into()), false, false),
                 "503 Service Unavailable",
                 &["Retry-After: 1"],
             ),
@@ -173,35 +191,53 @@ mod tests {
                 &[],
             ),
             (
-                answer::written(Awaited::Put, Err("ENOSPC".into()), false, true),
+                answer::written(Awaited::Put(5), Err("ENOSPC".into()), false, true),
                 "507 Insufficient Storage",
                 &[],
             ),
             (
-                answer::decided(Awaited::Put, Ok(Decision::Written)),
+                answer::decided(Awaited::Put(5), Ok(Decision::Written { ts: 6 })),
                 "201 Created",
-                &["Content-Length: 0"],
+                &["Content-Length: 0", "X-Ataman-Version: 6\r\n"],
             ),
             (
-                answer::written(Awaited::Delete, Ok(()), false, false),
+                answer::written(Awaited::Delete(7), Ok(()), false, false),
                 "202 Accepted",
-                &["Content-Length: 0"],
+                &["Content-Length: 0", "X-Ataman-Version: 7\r\n"],
             ),
             (
-                Answer::Value(b"v".to_vec()),
+                Answer::Value(b"v".to_vec(), 8),
                 "200 OK",
-                &["Content-Type: application/octet-stream"],
+                &[
+                    "Content-Type: application/octet-stream",
+                    "X-Ataman-Version: 8\r\n",
+                    "ETag: \"8\"\r\n",
+                ],
+            ),
+            (
+                answer::read(Ok(Some(ataman_engine::Entry {
+                    ts: 9,
+                    value: None,
+                    deadline_ms: None,
+                }))),
+                "404 Not Found",
+                &["X-Ataman-Version: 9\r\n"],
             ),
         ];
         for (answer, line, headers) in cases {
             let text = rendered(&answer);
             let head = head_of(&text);
             assert!(head.starts_with(&format!("HTTP/1.1 {line}\r\n")), "{head}");
+            let lines = format!("{head}\r\n");
             for header in headers {
-                assert!(head.contains(header), "{header} missing: {head}");
+                assert!(lines.contains(header), "{header} missing: {head}");
             }
             let retry = head.contains("Retry-After");
             assert_eq!(retry, line.starts_with("503"), "{head}");
+            // Only a value carries an ETag; a version only what names one.
+            assert_eq!(head.contains("ETag"), line == "200 OK", "{head}");
+            let versioned = headers.iter().any(|h| h.starts_with("X-Ataman-Version"));
+            assert_eq!(head.contains("X-Ataman-Version"), versioned, "{head}");
         }
     }
 

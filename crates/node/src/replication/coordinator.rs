@@ -70,8 +70,12 @@ enum ReplicaState {
 /// The client's answer, once decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    /// The write reached `ack` replicas.
-    Written,
+    /// The write reached `ack` replicas, under this timestamp (the one it
+    /// was last stamped with: a re-stamp moves it).
+    Written {
+        /// The version's timestamp.
+        ts: u64,
+    },
     /// The read's newest version among `ack` answers (None: no replica had one).
     Read(Option<Stamped>),
     /// `ack` can no longer be reached, or the deadline passed: 504 with this reason.
@@ -246,6 +250,28 @@ impl Coordination {
         best
     }
 
+    /// The planted bug `read-repair-writes-older`: the oldest value any
+    /// replica answered, under `newest`'s timestamp (`newest` itself when
+    /// no replica answered a value).
+    pub fn planted_older_repair(&self, newest: Stamped) -> Stamped {
+        let oldest = self
+            .replicas
+            .iter()
+            .filter_map(|r| match r {
+                ReplicaState::Done(ReplicaAnswer::Read(Some(v))) if v.value.is_some() => Some(v),
+                _ => None,
+            })
+            .min_by_key(|v| v.ts);
+        match oldest {
+            Some(v) => Stamped {
+                ts: newest.ts,
+                value: v.value.clone(),
+                deadline_ms: v.deadline_ms,
+            },
+            None => newest,
+        }
+    }
+
     fn failures_text(&self) -> String {
         let reasons: Vec<String> = self
             .replicas
@@ -285,9 +311,9 @@ impl Coordination {
             self.count(|o| matches!(o, ReplicaAnswer::Failed(_) | ReplicaAnswer::HoldsNewer(_)));
         let (all_ok, any_lost) = self.quorums();
         let decision = if all_ok {
-            Some(match self.kind {
+            Some(match &self.kind {
                 ReplicaOp::Read => Decision::Read(self.newest_answer()),
-                ReplicaOp::Write(_) => Decision::Written,
+                ReplicaOp::Write(version) => Decision::Written { ts: version.ts },
             })
         } else if any_lost {
             Some(Decision::Failed(format!(
@@ -395,7 +421,10 @@ mod tests {
         let mut c = Coordination::new(write(), 2, 3);
         assert_eq!(c.record(0, ReplicaAnswer::Written), None);
         assert_eq!(c.record(2, ReplicaAnswer::Failed("down".into())), None);
-        assert_eq!(c.record(1, ReplicaAnswer::Written), Some(Decision::Written));
+        assert_eq!(
+            c.record(1, ReplicaAnswer::Written),
+            Some(Decision::Written { ts: 10 })
+        );
         assert!(c.settled());
         assert_eq!(c.aftermath().hint, vec![2]);
     }
@@ -477,6 +506,14 @@ mod tests {
         assert_eq!(next.kind(), &ReplicaOp::Write(v(41, Some("x"))));
         assert_eq!(next.restamps(), 1);
         assert!(!next.decided() && !next.settled());
+        // A re-stamped write answers with its new timestamp (the version
+        // the client is told it wrote, `X-Ataman-Version`).
+        let mut answered = next.restamped(41);
+        assert_eq!(answered.record(0, ReplicaAnswer::Written), None);
+        assert_eq!(
+            answered.record(1, ReplicaAnswer::Written),
+            Some(Decision::Written { ts: 41 })
+        );
         for round in 1..RESTAMPS_MAX {
             assert!(!next.gave_up_restamping());
             assert_eq!(
@@ -504,7 +541,10 @@ mod tests {
     #[test]
     fn holds_newer_after_the_answer_is_ignored() {
         let mut c = Coordination::new(write(), 1, 2);
-        assert_eq!(c.record(0, ReplicaAnswer::Written), Some(Decision::Written));
+        assert_eq!(
+            c.record(0, ReplicaAnswer::Written),
+            Some(Decision::Written { ts: 10 })
+        );
         assert_eq!(c.record(1, ReplicaAnswer::HoldsNewer(99)), None);
         assert!(c.settled());
         assert!(c.aftermath().hint.is_empty());
@@ -588,13 +628,16 @@ mod tests {
         let mut c = Coordination::with_sets(write(), 2, 4, sets());
         assert_eq!(c.record(0, ReplicaAnswer::Written), None);
         assert_eq!(c.record(1, ReplicaAnswer::Written), None);
-        assert_eq!(c.record(3, ReplicaAnswer::Written), Some(Decision::Written));
+        assert_eq!(
+            c.record(3, ReplicaAnswer::Written),
+            Some(Decision::Written { ts: 10 })
+        );
         // Negative control: one set of all four decides at the second answer.
         let mut one = Coordination::new(write(), 2, 4);
         assert_eq!(one.record(0, ReplicaAnswer::Written), None);
         assert_eq!(
             one.record(1, ReplicaAnswer::Written),
-            Some(Decision::Written)
+            Some(Decision::Written { ts: 10 })
         );
 
         let mut f = Coordination::with_sets(write(), 2, 4, sets());
@@ -615,6 +658,9 @@ mod tests {
         let mut c = Coordination::with_sets(write(), 3, 3, vec![vec![0, 1, 2], vec![0, 1]]);
         assert_eq!(c.record(0, ReplicaAnswer::Written), None);
         assert_eq!(c.record(1, ReplicaAnswer::Written), None);
-        assert_eq!(c.record(2, ReplicaAnswer::Written), Some(Decision::Written));
+        assert_eq!(
+            c.record(2, ReplicaAnswer::Written),
+            Some(Decision::Written { ts: 10 })
+        );
     }
 }

@@ -21,6 +21,7 @@ fn driver() -> Replicator<Op> {
         self_index: 0,
         nodes: 3,
         timeout_ms: TIMEOUT_MS,
+        planted_older_repair: false,
     })
 }
 
@@ -97,7 +98,7 @@ fn write_quorum_answer_and_hint() {
         drain(&mut d),
         vec![Action::Reply {
             to: 7,
-            answer: Ok(Decision::Written)
+            answer: Ok(Decision::Written { ts: 10 })
         }]
     );
     assert_eq!(d.live(), 1, "still listening for the last replica");
@@ -238,7 +239,7 @@ fn holds_newer_restamps_and_drops_the_earlier_round() {
         drain(&mut d),
         vec![Action::Reply {
             to: 7,
-            answer: Ok(Decision::Written)
+            answer: Ok(Decision::Written { ts: 41 })
         }]
     );
     d.invariants().unwrap();
@@ -518,7 +519,7 @@ fn transition_write_needs_both_sets() {
         vec![
             Action::Reply {
                 to: 7,
-                answer: Ok(Decision::Written)
+                answer: Ok(Decision::Written { ts: 10 })
             },
             Action::KeepHint {
                 node: 2,
@@ -566,7 +567,7 @@ fn a_redialed_replica_is_asked_again_within_bounds() {
     assert!(
         done.contains(&Action::Reply {
             to: 7,
-            answer: Ok(Decision::Written)
+            answer: Ok(Decision::Written { ts: 10 })
         }),
         "{done:?}"
     );

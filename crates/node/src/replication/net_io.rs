@@ -108,6 +108,8 @@ impl ReplicationIo {
             nodes: placement.len(),
             timeout_ms: u64::try_from(ctx.config.replication_timeout.as_millis())
                 .unwrap_or(u64::MAX),
+            planted_older_repair: ctx.config.planted_bug
+                == Some(crate::config::PlantedBug::ReadRepairWritesOlder),
         };
         let mut io = ReplicationIo {
             driver: Replicator::new(config),

@@ -103,6 +103,7 @@ fn a_write_needs_ack_in_each_live_set() {
         self_index: p.self_index(),
         nodes: p.len(),
         timeout_ms: 1000,
+        planted_older_repair: false,
     });
     driver.start(0, placed);
     let mut waiters = std::collections::BTreeMap::new();
@@ -140,7 +141,7 @@ fn a_write_needs_ack_in_each_live_set() {
     );
     driver.on_answer(gained, waiters[&gained], ReplicaAnswer::Written, &mut stamp);
     let answer = replied(&mut driver).expect("ack in both sets answers");
-    assert!(matches!(answer, Ok(Decision::Written)), "{answer:?}");
+    assert!(matches!(answer, Ok(Decision::Written { .. })), "{answer:?}");
 }
 
 /// Reads ask the read version's set only (the old one until every node

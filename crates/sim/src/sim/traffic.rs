@@ -235,7 +235,7 @@ impl Sim {
             }
             Action::Reply { to, answer } => {
                 let result = match answer {
-                    Ok(Decision::Written) => OpResult::Written,
+                    Ok(Decision::Written { .. }) => OpResult::Written,
                     Ok(Decision::Read(v)) => {
                         OpResult::Read(v.map(|v| self.expired_as_tombstone(node, v)))
                     }

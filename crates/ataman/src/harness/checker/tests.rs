@@ -29,6 +29,8 @@ fn op(client: u32, kind: OpKind, key: &str, value: Option<&str>, start: u64, end
         outcome: OpOutcome::Ok,
         status: Some(status),
         error: None,
+        version: None,
+        ttl_ms: None,
     }
 }
 

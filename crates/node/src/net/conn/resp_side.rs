@@ -807,8 +807,8 @@ fn write_gathered(out: &mut Vec<u8>, gather: &Gather) {
     }
     // The hot cases without building a reply tree.
     match (gather.op, gather.parts.as_slice()) {
-        (KeyOp::Get, [Part::Done(Answer::Value(v))]) => return encode::bulk(out, v),
-        (KeyOp::Get, [Part::Done(Answer::NotFound)]) => return encode::null(out, gather.proto),
+        (KeyOp::Get, [Part::Done(Answer::Value(v, _))]) => return encode::bulk(out, v),
+        (KeyOp::Get, [Part::Done(Answer::NotFound(_))]) => return encode::null(out, gather.proto),
         (KeyOp::Set, [Part::Done(Answer::Done(_))]) => return out.extend_from_slice(b"+OK\r\n"),
         _ => {}
     }

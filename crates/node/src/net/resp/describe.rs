@@ -57,7 +57,7 @@ impl Describe {
 /// answered before this, by the table's `combine`).
 pub fn reply(describe: Describe, answer: Option<&Answer>) -> Reply {
     let value = match answer {
-        Some(Answer::Value(v) | Answer::ValueUntil(v, _)) => Some(v),
+        Some(Answer::Value(v, _) | Answer::ValueUntil(v, _)) => Some(v),
         _ => None,
     };
     match (describe, value) {
@@ -116,8 +116,8 @@ mod tests {
     /// Each command's reply to a value and to no value.
     #[test]
     fn replies_to_a_value_and_to_none() {
-        let v = Answer::Value(b"hello".to_vec());
-        let gone = Answer::NotFound;
+        let v = Answer::Value(b"hello".to_vec(), 1);
+        let gone = Answer::NotFound(None);
         assert_eq!(reply(Describe::Type, Some(&v)), Reply::Simple("string"));
         assert_eq!(reply(Describe::Type, Some(&gone)), Reply::Simple("none"));
         assert_eq!(reply(Describe::Strlen, Some(&v)), Reply::Int(5));

@@ -48,7 +48,7 @@ impl Unit {
 /// just expired) key, -1 for a key that never expires, else the time left.
 pub fn time_left(answer: &Answer, unit: Unit, now_ms: u64) -> Reply {
     let left_ms = match answer {
-        Answer::ValueUntil(_, None) | Answer::Value(_) => return Reply::Int(-1),
+        Answer::ValueUntil(_, None) | Answer::Value(..) => return Reply::Int(-1),
         Answer::ValueUntil(_, Some(deadline)) if *deadline > now_ms => deadline - now_ms,
         Answer::Failed(failure, text) => return failure_reply(*failure, text),
         _ => return Reply::Int(-2),
@@ -234,7 +234,7 @@ fn holds(condition: Condition, current: Option<u64>, new_ms: u64) -> bool {
 pub fn follow(then: &Then, read: &Answer, now_ms: u64) -> Next {
     let (value, current) = match read {
         Answer::ValueUntil(value, deadline) => (value, *deadline),
-        Answer::Value(value) => (value, None),
+        Answer::Value(value, _) => (value, None),
         Answer::Failed(failure, text) => return Next::Reply(failure_reply(*failure, text)),
         _ => {
             return Next::Reply(match then {
@@ -357,7 +357,7 @@ mod tests {
     fn time_left_as_redis_answers_it() {
         let v = |deadline| Answer::ValueUntil(b"v".to_vec(), deadline);
         assert_eq!(
-            time_left(&Answer::NotFound, Unit::Seconds, 0),
+            time_left(&Answer::NotFound(None), Unit::Seconds, 0),
             Reply::Int(-2)
         );
         assert_eq!(time_left(&v(None), Unit::Millis, 0), Reply::Int(-1));
@@ -432,15 +432,15 @@ mod tests {
         let expire = |c| Then::Expire(Some(Expiry::AtMs(5_000)), c);
         // Missing keys.
         assert_eq!(
-            follow(&expire(Condition::Always), &Answer::NotFound, 0),
+            follow(&expire(Condition::Always), &Answer::NotFound(None), 0),
             Next::Reply(Reply::Int(0))
         );
         assert_eq!(
-            follow(&Then::Persist, &Answer::NotFound, 0),
+            follow(&Then::Persist, &Answer::NotFound(None), 0),
             Next::Reply(Reply::Int(0))
         );
         assert_eq!(
-            follow(&Then::GetEx(None), &Answer::NotFound, 0),
+            follow(&Then::GetEx(None), &Answer::NotFound(None), 0),
             Next::Reply(Reply::Null)
         );
         // EXPIRE and its conditions.
@@ -503,7 +503,7 @@ mod tests {
             put(Expiry::AtMs(9), super::super::encode::OK)
         );
         assert_eq!(
-            follow(&keep, &Answer::NotFound, 0),
+            follow(&keep, &Answer::NotFound(None), 0),
             put(Expiry::Never, super::super::encode::OK)
         );
         let busy = Answer::Failed(Failure::Busy, "later".into());

@@ -123,7 +123,7 @@ impl Session {
 pub fn copies_confirmed<'a>(answers: impl Iterator<Item = &'a Answer>, ack: u32) -> Option<u32> {
     answers
         .filter_map(|a| match a {
-            Answer::Done(Awaited::Put | Awaited::Delete) => Some(ack),
+            Answer::Done(Awaited::Put(_) | Awaited::Delete(_)) => Some(ack),
             Answer::Failed(Failure::NotEnoughReplicas, _) => Some(0),
             _ => None,
         })
@@ -245,8 +245,8 @@ mod tests {
         assert_eq!(wait_now(&mut session), Reply::Int(2));
         session.note_write(0);
         assert_eq!(wait_now(&mut session), Reply::Int(0), "a failed write");
-        let v = Answer::Value(b"v".to_vec());
-        let done = Answer::Done(Awaited::Delete);
+        let v = Answer::Value(b"v".to_vec(), 1);
+        let done = Answer::Done(Awaited::Delete(1));
         let short = Answer::Failed(Failure::NotEnoughReplicas, "1 of 2".into());
         let refused = Answer::Failed(Failure::Busy, "refilling".into());
         assert_eq!(copies_confirmed([&v, &done].into_iter(), 2), Some(2));

@@ -694,7 +694,7 @@ pub fn combine(op: KeyOp, answers: &[Answer], now_ms: u64) -> Reply {
         return failure_reply(*failure, text);
     }
     let value = |a: &Answer| match a {
-        Answer::Value(v) => Reply::Bulk(v.clone()),
+        Answer::Value(v, _) => Reply::Bulk(v.clone()),
         _ => Reply::Null,
     };
     match op {
@@ -712,14 +712,14 @@ pub fn combine(op: KeyOp, answers: &[Answer], now_ms: u64) -> Reply {
         KeyOp::Del => Reply::Int(
             answers[..answers.len() / 2]
                 .iter()
-                .filter(|a| matches!(a, Answer::Value(_)))
+                .filter(|a| matches!(a, Answer::Value(..)))
                 .count() as i64,
         ),
         KeyOp::Describe(d) => describe::reply(d, answers.first()),
         KeyOp::Exists => Reply::Int(
             answers
                 .iter()
-                .filter(|a| matches!(a, Answer::Value(_)))
+                .filter(|a| matches!(a, Answer::Value(..)))
                 .count() as i64,
         ),
     }
@@ -1008,25 +1008,25 @@ mod tests {
 
     #[test]
     fn answers_combine_into_one_reply() {
-        let v = |s: &str| Answer::Value(s.as_bytes().to_vec());
+        let v = |s: &str| Answer::Value(s.as_bytes().to_vec(), 1);
         assert_eq!(
-            combine(KeyOp::MGet, &[v("1"), Answer::NotFound], 0),
+            combine(KeyOp::MGet, &[v("1"), Answer::NotFound(None)], 0),
             Reply::Array(vec![Reply::text("1"), Reply::Null])
         );
         assert_eq!(
-            combine(KeyOp::Exists, &[v("1"), Answer::NotFound, v("1")], 0),
+            combine(KeyOp::Exists, &[v("1"), Answer::NotFound(None), v("1")], 0),
             Reply::Int(2)
         );
-        let done = Answer::Done(Awaited::Delete);
+        let done = Answer::Done(Awaited::Delete(1));
         // Two keys: one held a value when read, one did not.
-        let del = [v("1"), Answer::NotFound, done.clone(), done];
+        let del = [v("1"), Answer::NotFound(None), done.clone(), done];
         assert_eq!(combine(KeyOp::Del, &del, 0), Reply::Int(1));
         let failed = Answer::Failed(
             Failure::NotEnoughReplicas,
             "not enough replicas: 1 of 2".into(),
         );
         assert_eq!(
-            combine(KeyOp::MSet, &[Answer::Done(Awaited::Put), failed], 0),
+            combine(KeyOp::MSet, &[Answer::Done(Awaited::Put(1)), failed], 0),
             Reply::Error("NOREPLICAS not enough replicas: 1 of 2".into())
         );
     }
