@@ -677,13 +677,12 @@ impl Conn {
                 ack,
                 from,
             }),
-            Action::InternalRange { start, end } => {
-                let protocol = crate::range::peer_auth::RANGE_PROTOCOL;
-                if !self.range_gate(ctx, route, started, &credential, protocol) {
-                    return;
-                }
-                Command::InternalRange { start, end }
+            Action::InternalRange { .. }
+                if !self.range_gate(ctx, route, started, &credential, RANGE_PROTOCOL) =>
+            {
+                return;
             }
+            Action::InternalRange { start, end } => Command::InternalRange { start, end },
             Action::Status => Command::Status,
             Action::Livez => Command::Livez,
             Action::Readyz => Command::Readyz,
@@ -692,13 +691,12 @@ impl Conn {
             Action::Layout => Command::Layout,
             Action::LayoutChange { version, change } => Command::LayoutChange { version, change },
             Action::LayoutPlan { change } => Command::LayoutPlan { change },
-            Action::InternalLayout => {
-                let protocol = crate::cluster::agreement_wire::LAYOUT_PROTOCOL;
-                if !self.range_gate(ctx, route, started, &credential, protocol) {
-                    return;
-                }
-                Command::InternalLayout(body)
+            Action::InternalLayout
+                if !self.range_gate(ctx, route, started, &credential, LAYOUT_PROTOCOL) =>
+            {
+                return;
             }
+            Action::InternalLayout => Command::InternalLayout(body),
             Action::RepairStart => Command::RepairStart,
             Action::RepairStatus => Command::RepairStatus,
             Action::Metrics => Command::Metrics,
