@@ -26,14 +26,27 @@
 //! - Once the accepts form a quorum the operation is done; `Commit` goes
 //!   to every replica, and the `Committed` answers tell which replicas
 //!   still hold a record ([`Proposer::uncommitted`]).
-//! - A `Refused` answer to the round's ballot ends the round at once; so
-//!   does the caller's round timeout ([`Proposer::timed_out`]). The
+//! - A `Refused` answer to the round's prepare ends the round at once;
+//!   refusals of its accept end it once they block every quorum
+//!   ([`Quorum::blocked`]); so does the caller's round timeout ([`Proposer::timed_out`]). The
 //!   proposer then backs off ([`Output::Backoff`]: the caller waits
 //!   [`backoff_ms`] with its seeded random number, then calls
 //!   [`Proposer::retry`]) and starts a new round, at most
 //!   [`Limits::attempts_max`] rounds in all; then it fails with
 //!   [`RegisterError::Exhausted`]. A failed or timed-out operation may
 //!   still have taken effect (its accept may have reached a quorum).
+//! - A round's accept that ended without a quorum may still be decided
+//!   (a retry must not apply a write twice: a compare-and-set would then
+//!   report that it failed although it swapped). So the proposer keeps
+//!   the ballot and outcome of each accept it sent. If a later round's
+//!   current proposal is one of its own, that round's outcome is the
+//!   operation's (completed first if in flight). An accept round that
+//!   wrote a new value and ended without a quorum, unless the refusals
+//!   alone left some set without a possible majority
+//!   ([`Quorum::blocked`]), makes the operation *doubtful*: a later round
+//!   whose current proposal is not its own fails with
+//!   [`RegisterError::Indeterminate`] (the value may have been decided
+//!   and built upon by another proposer).
 //! - Answers to a ballot other than the round's are ignored (late,
 //!   duplicated); so are answers after the outcome, except `Committed`.
 
@@ -99,6 +112,12 @@ pub enum RegisterError {
         /// Why the last one ended.
         last: Cause,
     },
+    /// An accept of the operation's write ended without a quorum and a
+    /// later value superseded it: whether it took effect is unknown.
+    #[error(
+        "the outcome is unknown: a round's accept did not complete and another proposer's value followed it; the operation may or may not have taken effect"
+    )]
+    Indeterminate,
 }
 
 /// What the caller does next.
@@ -136,6 +155,7 @@ enum Phase {
         before: Value,
         written: bool,
         accepted: BTreeSet<NodeId>,
+        refused: BTreeSet<NodeId>,
     },
     BackingOff,
     Done {
@@ -160,6 +180,9 @@ pub struct Proposer<F> {
     round_trips: u32,
     phase: Phase,
     outbox: Vec<(NodeId, Request)>,
+    /// Every accept round sent: its ballot, the value before, whether it wrote.
+    own: Vec<(Ballot, Value, bool)>,
+    doubtful: bool,
 }
 
 impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
@@ -179,6 +202,8 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
             round_trips: 0,
             phase: Phase::BackingOff,
             outbox: Vec::new(),
+            own: Vec::new(),
+            doubtful: false,
         }
     }
 
@@ -248,6 +273,17 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
                     self.phase,
                     Phase::Preparing { .. } | Phase::Accepting { .. }
                 );
+                if let Phase::Accepting { refused, .. } = &mut self.phase
+                    && ballot == self.ballot
+                {
+                    // An accept round ends on refusals only once they
+                    // block every quorum: until then it may still be
+                    // decided, and ending early would make it doubtful.
+                    refused.insert(from);
+                    if !self.quorum.blocked(refused) {
+                        return Output::Wait;
+                    }
+                }
                 if ballot == self.ballot && live {
                     self.end_round(Cause::Refused(floor))
                 } else {
@@ -351,8 +387,25 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
         };
         let settled = known_committed || self.quorum.reached(&accepted_by);
         let current = current.cloned();
-        let before: Value = current.as_ref().and_then(|p| p.value.clone());
-        let new = (self.update)(&before);
+        let own = current
+            .as_ref()
+            .and_then(|c| self.own.iter().find(|(b, _, _)| *b == c.ballot))
+            .map(|(_, before, written)| (before.clone(), *written));
+        if own.is_none() && self.doubtful {
+            self.phase = Phase::Failed;
+            return Output::Failed(RegisterError::Indeterminate);
+        }
+        let (before, new, written) = match own {
+            // This operation's own earlier proposal: its outcome stands;
+            // complete it if it is in flight.
+            Some((before, written)) => (before, None, written),
+            None => {
+                let before: Value = current.as_ref().and_then(|p| p.value.clone());
+                let new = (self.update)(&before);
+                let written = new.is_some();
+                (before, new, written)
+            }
+        };
         match (new, settled) {
             (None, true) => {
                 for id in promises.keys() {
@@ -369,27 +422,28 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
                 };
                 Output::Done {
                     before,
-                    written: false,
+                    written,
                     round_trips: self.round_trips,
                 }
             }
             (new, _) => {
-                let written = new.is_some();
                 let value = match new {
                     Some(v) => v,
-                    None => before.clone(),
+                    None => current.and_then(|p| p.value),
                 };
                 let proposal = Proposal {
                     ballot: self.ballot,
                     value,
                 };
                 self.round_trips += 1;
+                self.own.push((self.ballot, before.clone(), written));
                 self.broadcast(Request::Accept(proposal.clone()));
                 self.phase = Phase::Accepting {
                     proposal,
                     before,
                     written,
                     accepted: BTreeSet::new(),
+                    refused: BTreeSet::new(),
                 };
                 Output::Wait
             }
@@ -397,6 +451,15 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
     }
 
     fn end_round(&mut self, cause: Cause) -> Output {
+        if let Phase::Accepting {
+            written: true,
+            refused,
+            ..
+        } = &self.phase
+            && !self.quorum.blocked(refused)
+        {
+            self.doubtful = true;
+        }
         if self.attempts >= self.limits.attempts_max {
             self.phase = Phase::Failed;
             return Output::Failed(RegisterError::Exhausted {

@@ -77,16 +77,28 @@ impl Quorum {
         &self.sets
     }
 
-    /// True once `yes` holds a majority of every set (the "Rules").
-    pub fn reached(&self, yes: &BTreeSet<NodeId>) -> bool {
-        let counted: &[Vec<NodeId>] = match self.mode {
+    /// True once `no` leaves some counted set without a possible majority:
+    /// no quorum can ever say yes to what they refused.
+    pub fn blocked(&self, no: &BTreeSet<NodeId>) -> bool {
+        self.counted().iter().any(|set| {
+            let open = set.iter().filter(|id| !no.contains(id)).count();
+            open <= set.len() / 2
+        })
+    }
+
+    fn counted(&self) -> &[Vec<NodeId>] {
+        match self.mode {
             Mode::Sound => &self.sets,
             Mode::PlantedNewSetOnly => match self.sets.split_last() {
                 Some((last, _)) => std::slice::from_ref(last),
                 None => &self.sets,
             },
-        };
-        counted.iter().all(|set| {
+        }
+    }
+
+    /// True once `yes` holds a majority of every set (the "Rules").
+    pub fn reached(&self, yes: &BTreeSet<NodeId>) -> bool {
+        self.counted().iter().all(|set| {
             let answered = set.iter().filter(|id| yes.contains(id)).count();
             answered > set.len() / 2
         })
@@ -119,6 +131,8 @@ mod tests {
         assert!(!q.reached(&ids(&[3, 4])));
         assert!(!q.reached(&ids(&[0, 1])));
         assert!(q.reached(&ids(&[1, 2, 3])));
+        assert!(q.blocked(&ids(&[3, 4])));
+        assert!(!q.blocked(&ids(&[0, 4])));
         assert_eq!(q.replicas(), vec![0, 1, 2, 3, 4]);
         let planted = Quorum::new(sets, Mode::PlantedNewSetOnly).unwrap_or_else(|e| panic!("{e}"));
         assert!(planted.reached(&ids(&[3, 4])));
