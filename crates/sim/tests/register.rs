@@ -6,8 +6,8 @@
 use ataman_sim::register::{RegisterBug, RegisterSimConfig, run_register};
 use ataman_testkit::linearizable::Verdict;
 
-/// Seeds every unplanted test run passes.
-const SEEDS: u64 = 3000;
+/// Seeds every unplanted test run passes (more: `examples/register_soak.rs`).
+const SEEDS: u64 = 500;
 /// A planted bug must be caught within this many seeds.
 const PLANTED_SEEDS_MAX: u64 = 300;
 

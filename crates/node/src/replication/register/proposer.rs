@@ -26,9 +26,8 @@
 //! - Once the accepts form a quorum the operation is done; `Commit` goes
 //!   to every replica, and the `Committed` answers tell which replicas
 //!   still hold a record ([`Proposer::uncommitted`]).
-//! - A `Refused` answer to the round's prepare ends the round at once;
-//!   refusals of its accept end it once they block every quorum
-//!   ([`Quorum::blocked`]); so does the caller's round timeout ([`Proposer::timed_out`]). The
+//! - A `Refused` answer to the round's ballot ends the round at once; so
+//!   does the caller's round timeout ([`Proposer::timed_out`]). The
 //!   proposer then backs off ([`Output::Backoff`]: the caller waits
 //!   [`backoff_ms`] with its seeded random number, then calls
 //!   [`Proposer::retry`]) and starts a new round, at most
@@ -41,9 +40,9 @@
 //!   the ballot and outcome of each accept it sent. If a later round's
 //!   current proposal is one of its own, that round's outcome is the
 //!   operation's (completed first if in flight). An accept round that
-//!   wrote a new value and ended without a quorum, unless the refusals
-//!   alone left some set without a possible majority
-//!   ([`Quorum::blocked`]), makes the operation *doubtful*: a later round
+//!   wrote a new value and ended without a quorum makes the operation
+//!   *doubtful* (a refusal does not prove the acceptor never accepted:
+//!   a duplicated accept is refused after the first was taken): a later round
 //!   whose current proposal is not its own fails with
 //!   [`RegisterError::Indeterminate`] (the value may have been decided
 //!   and built upon by another proposer).
@@ -155,7 +154,6 @@ enum Phase {
         before: Value,
         written: bool,
         accepted: BTreeSet<NodeId>,
-        refused: BTreeSet<NodeId>,
     },
     BackingOff,
     Done {
@@ -273,17 +271,6 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
                     self.phase,
                     Phase::Preparing { .. } | Phase::Accepting { .. }
                 );
-                if let Phase::Accepting { refused, .. } = &mut self.phase
-                    && ballot == self.ballot
-                {
-                    // An accept round ends on refusals only once they
-                    // block every quorum: until then it may still be
-                    // decided, and ending early would make it doubtful.
-                    refused.insert(from);
-                    if !self.quorum.blocked(refused) {
-                        return Output::Wait;
-                    }
-                }
                 if ballot == self.ballot && live {
                     self.end_round(Cause::Refused(floor))
                 } else {
@@ -443,7 +430,6 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
                     before,
                     written,
                     accepted: BTreeSet::new(),
-                    refused: BTreeSet::new(),
                 };
                 Output::Wait
             }
@@ -451,13 +437,7 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
     }
 
     fn end_round(&mut self, cause: Cause) -> Output {
-        if let Phase::Accepting {
-            written: true,
-            refused,
-            ..
-        } = &self.phase
-            && !self.quorum.blocked(refused)
-        {
+        if let Phase::Accepting { written: true, .. } = &self.phase {
             self.doubtful = true;
         }
         if self.attempts >= self.limits.attempts_max {
