@@ -1,6 +1,6 @@
 //! The proposer's rules against in-memory acceptors with direct delivery.
 
-use super::acceptor::{self, Answer, KeyState, Proposal, Request, Value};
+use super::acceptor::{self, Answer, KeyState, Proposal, Value};
 use super::ballot::Ballot;
 use super::proposer::{Cause, Limits, Output, Proposer, RegisterError, backoff_ms};
 use super::quorum::{Mode, Quorum};
