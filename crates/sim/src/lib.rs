@@ -29,6 +29,9 @@
 //!   driver's).
 //! - [`antientropy`]: anti-entropy rounds between two nodes.
 //! - [`client`]: the workloads.
+//! - [`register`]: the consensus register's model checker (its own
+//!   acceptors and proposers on the register rules, checked for
+//!   linearizability).
 //! - [`faults`]: which faults, when, for how long.
 //! - [`history`]: the record of a run.
 //! - [`check`]: the checker.
@@ -45,6 +48,7 @@ pub mod hint_store;
 pub mod history;
 pub mod network;
 pub mod node;
+pub mod register;
 pub mod replica;
 pub mod sim;
 pub mod world;

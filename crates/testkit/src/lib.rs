@@ -7,10 +7,13 @@
 //!
 //! - [`rng`]: the one seeded generator; its stream is pinned by a test,
 //!   so a seed replays the same run on every machine and every version.
+//! - [`linearizable`]: the linearizability checker (Wing & Gong with
+//!   memoization) and a register model.
 //! - [`lock`]: locking a mutex while ignoring poisoning.
 //!
 //! The real-process node launcher is not here: it needs the HTTP client
 //! and lives with it in the `ataman` crate (`ataman::launcher`).
 
+pub mod linearizable;
 pub mod lock;
 pub mod rng;

@@ -20,6 +20,7 @@ pub mod driver;
 pub mod layout_status;
 pub mod local;
 pub mod net_io;
+pub mod register;
 pub mod rehome;
 pub mod status;
 

@@ -27,6 +27,7 @@ pub mod encode;
 pub mod expiry;
 pub mod info;
 pub mod keyspace;
+pub mod rmw;
 pub mod scan;
 pub mod session;
 pub mod slowlog;

@@ -1,0 +1,461 @@
+//! The proposer of the per-key consensus register: one operation (a read,
+//! a write, a compare-and-set, any read-modify-write) from its first
+//! prepare to its outcome, as pure rules (answers in, messages and
+//! decisions out).
+//!
+//! # Rules
+//! - A round starts with `Prepare(b)` to every replica of every set
+//!   ([`super::quorum`]), `b` above every ballot the proposer has seen
+//!   ([`Ballot::above`]).
+//! - Once the promises form a quorum, the *current* proposal is the one
+//!   with the highest ballot among their accepted and committed proposals
+//!   (absent when none). It is *settled* when a promiser knows it
+//!   committed, or when the promisers that accepted it form a quorum by
+//!   themselves (it was decided); otherwise it is *in flight*.
+//! - The operation's update maps the current value to a new value, or to
+//!   none (a read, a compare-and-set whose condition failed).
+//!   - none, and the current proposal settled: the operation is done in
+//!     this one round trip with the current value ("a linearizable read in
+//!     one round"); it sends `Release(b)` to the promisers (its promise is
+//!     no longer needed, the record can be pruned) and, if no promiser
+//!     knew the value committed, `Commit` of it to every replica.
+//!   - none, and in flight: it completes what it found, `Accept(b,
+//!     current)`, then is done with the current value.
+//!   - a new value: `Accept(b, new)` (CASPaxos: the in-flight proposal,
+//!     if any, is decided as the new one's predecessor).
+//! - Once the accepts form a quorum the operation is done; `Commit` goes
+//!   to every replica, and the `Committed` answers tell which replicas
+//!   still hold a record ([`Proposer::uncommitted`]).
+//! - A `Refused` answer to the round's ballot ends the round at once; so
+//!   does the caller's round timeout ([`Proposer::timed_out`]). The
+//!   proposer then backs off ([`Output::Backoff`]: the caller waits
+//!   [`backoff_ms`] with its seeded random number, then calls
+//!   [`Proposer::retry`]) and starts a new round, at most
+//!   [`Limits::attempts_max`] rounds in all; then it fails with
+//!   [`RegisterError::Exhausted`]. A failed or timed-out operation may
+//!   still have taken effect (its accept may have reached a quorum).
+//! - A round's accept that ended without a quorum may still be decided
+//!   (a retry must not apply a write twice: a compare-and-set would then
+//!   report that it failed although it swapped). So the proposer keeps
+//!   the ballot and outcome of each accept it sent. If a later round's
+//!   current proposal is one of its own, that round's outcome is the
+//!   operation's (completed first if in flight). An accept round that
+//!   wrote a new value and ended without a quorum makes the operation
+//!   *doubtful* (a refusal does not prove the acceptor never accepted:
+//!   a duplicated accept is refused after the first was taken): a later round
+//!   whose current proposal is not its own fails with
+//!   [`RegisterError::Indeterminate`] (the value may have been decided
+//!   and built upon by another proposer).
+//! - Answers to a ballot other than the round's are ignored (late,
+//!   duplicated); so are answers after the outcome, except `Committed`.
+
+use super::acceptor::{Answer, Proposal, Request, Value};
+use super::ballot::Ballot;
+use super::quorum::Quorum;
+use crate::cluster::layout::NodeId;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Rounds one operation may take before it fails, by default.
+pub const ATTEMPTS_MAX_DEFAULT: u32 = 8;
+/// The first back-off's upper bound, milliseconds.
+pub const BACKOFF_MS_BASE: u64 = 2;
+/// The largest back-off's upper bound, milliseconds.
+pub const BACKOFF_MS_MAX: u64 = 200;
+
+/// The operation's bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Rounds at most (at least 1).
+    pub attempts_max: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            attempts_max: ATTEMPTS_MAX_DEFAULT,
+        }
+    }
+}
+
+/// The back-off before round `attempt + 1` (attempt counts from 1):
+/// uniform in `0..=min(BACKOFF_MS_BASE << (attempt - 1), BACKOFF_MS_MAX)`,
+/// drawn from the caller's `random` (a seeded generator's next value).
+pub fn backoff_ms(attempt: u32, random: u64) -> u64 {
+    let shift = attempt.saturating_sub(1).min(16);
+    let bound = BACKOFF_MS_BASE
+        .saturating_mul(1u64 << shift)
+        .min(BACKOFF_MS_MAX);
+    random % (bound + 1)
+}
+
+/// Why a round ended without the operation's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// An acceptor had seen a ballot at least this one (a competing proposer).
+    Refused(Ballot),
+    /// No quorum answered within the caller's round timeout.
+    Timeout,
+}
+
+/// Why an operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegisterError {
+    /// Every round ended without an outcome.
+    #[error(
+        "consensus not reached after {attempts} rounds (last: {}); the operation may or may not have taken effect",
+        match .last { Cause::Refused(_) => "a competing proposer", Cause::Timeout => "no quorum answered in time" }
+    )]
+    Exhausted {
+        /// Rounds taken.
+        attempts: u32,
+        /// Why the last one ended.
+        last: Cause,
+    },
+    /// An accept of the operation's write ended without a quorum and a
+    /// later value superseded it: whether it took effect is unknown.
+    #[error(
+        "the outcome is unknown: a round's accept did not complete and another proposer's value followed it; the operation may or may not have taken effect"
+    )]
+    Indeterminate,
+}
+
+/// What the caller does next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// Nothing yet: wait for answers (or the round's timeout).
+    Wait,
+    /// The round ended: wait [`backoff_ms`]`(attempt, random)`, then call
+    /// [`Proposer::retry`].
+    Backoff {
+        /// Rounds taken so far.
+        attempt: u32,
+    },
+    /// The outcome: the value the operation found (before its update) and
+    /// whether it wrote a new one.
+    Done {
+        /// The current value the update was applied to.
+        before: Value,
+        /// True when the update's new value was decided.
+        written: bool,
+        /// Round trips taken in all (prepare and accept each count one).
+        round_trips: u32,
+    },
+    /// The operation failed.
+    Failed(RegisterError),
+}
+
+#[derive(Debug)]
+enum Phase {
+    Preparing {
+        promises: BTreeMap<NodeId, (Option<Proposal>, Option<Proposal>)>,
+    },
+    Accepting {
+        proposal: Proposal,
+        before: Value,
+        written: bool,
+        accepted: BTreeSet<NodeId>,
+    },
+    BackingOff,
+    Done {
+        proposal: Option<Proposal>,
+        committed: BTreeSet<NodeId>,
+        /// A one-round read: a late promise to its ballot is released too.
+        releases: bool,
+    },
+    Failed,
+}
+
+/// One operation of the register, from its first round to its outcome.
+#[derive(Debug)]
+pub struct Proposer<F> {
+    node: NodeId,
+    quorum: Quorum,
+    limits: Limits,
+    update: F,
+    ballot: Ballot,
+    seen: Ballot,
+    attempts: u32,
+    round_trips: u32,
+    phase: Phase,
+    outbox: Vec<(NodeId, Request)>,
+    /// Every accept round sent: its ballot, the value before, whether it wrote.
+    own: Vec<(Ballot, Value, bool)>,
+    doubtful: bool,
+}
+
+impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
+    /// An operation of node `node` over `quorum`; `update` maps the
+    /// current value to the new one, or to none (nothing to write).
+    pub fn new(node: NodeId, quorum: Quorum, limits: Limits, update: F) -> Proposer<F> {
+        Proposer {
+            node,
+            quorum,
+            limits: Limits {
+                attempts_max: limits.attempts_max.max(1),
+            },
+            update,
+            ballot: Ballot::ZERO,
+            seen: Ballot::ZERO,
+            attempts: 0,
+            round_trips: 0,
+            phase: Phase::BackingOff,
+            outbox: Vec::new(),
+            own: Vec::new(),
+            doubtful: false,
+        }
+    }
+
+    /// Starts the first round at clock time `now`; the messages to send
+    /// are in [`Proposer::take_outbox`].
+    pub fn start(&mut self, now: u64) {
+        self.retry(now);
+    }
+
+    /// Starts the next round at clock time `now` (after a [`Output::Backoff`]).
+    pub fn retry(&mut self, now: u64) {
+        if !matches!(self.phase, Phase::BackingOff) {
+            return;
+        }
+        self.attempts += 1;
+        self.round_trips += 1;
+        self.ballot = Ballot::above(self.seen, now, self.node);
+        self.seen = self.ballot;
+        self.phase = Phase::Preparing {
+            promises: BTreeMap::new(),
+        };
+        self.broadcast(Request::Prepare(self.ballot));
+    }
+
+    /// The current round's ballot.
+    pub fn ballot(&self) -> Ballot {
+        self.ballot
+    }
+
+    /// The messages to send now (each to one replica), emptied.
+    pub fn take_outbox(&mut self) -> Vec<(NodeId, Request)> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// Replicas that did not acknowledge the decided proposal's commit yet
+    /// (they still hold a Paxos record for it); empty before the outcome.
+    pub fn uncommitted(&self) -> Vec<NodeId> {
+        match &self.phase {
+            Phase::Done {
+                proposal: Some(_),
+                committed,
+                ..
+            } => self
+                .quorum
+                .replicas()
+                .into_iter()
+                .filter(|id| !committed.contains(id))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The caller's round timeout passed without a quorum.
+    pub fn timed_out(&mut self) -> Output {
+        match self.phase {
+            Phase::Preparing { .. } | Phase::Accepting { .. } => self.end_round(Cause::Timeout),
+            _ => Output::Wait,
+        }
+    }
+
+    /// `from` answered `answer`.
+    pub fn on_answer(&mut self, from: NodeId, answer: Answer) -> Output {
+        match answer {
+            Answer::Refused { ballot, floor } => {
+                self.seen = self.seen.max(floor);
+                let live = matches!(
+                    self.phase,
+                    Phase::Preparing { .. } | Phase::Accepting { .. }
+                );
+                if ballot == self.ballot && live {
+                    self.end_round(Cause::Refused(floor))
+                } else {
+                    Output::Wait
+                }
+            }
+            Answer::Promise {
+                ballot,
+                accepted,
+                committed,
+            } => {
+                if ballot != self.ballot {
+                    return Output::Wait;
+                }
+                if let Phase::Done { releases: true, .. } = self.phase {
+                    self.outbox.push((from, Request::Release(ballot)));
+                }
+                let Phase::Preparing { promises } = &mut self.phase else {
+                    return Output::Wait;
+                };
+                promises.insert(from, (accepted, committed));
+                let promisers: BTreeSet<NodeId> = promises.keys().copied().collect();
+                if !self.quorum.reached(&promisers) {
+                    return Output::Wait;
+                }
+                let promises = std::mem::take(promises);
+                self.promised(promises)
+            }
+            Answer::Accepted(ballot) => {
+                if ballot != self.ballot {
+                    return Output::Wait;
+                }
+                let Phase::Accepting { accepted, .. } = &mut self.phase else {
+                    return Output::Wait;
+                };
+                accepted.insert(from);
+                if !self.quorum.reached(accepted) {
+                    return Output::Wait;
+                }
+                let Phase::Accepting {
+                    proposal,
+                    before,
+                    written,
+                    ..
+                } = std::mem::replace(&mut self.phase, Phase::Failed)
+                else {
+                    return Output::Wait;
+                };
+                self.broadcast(Request::Commit(proposal.clone()));
+                self.phase = Phase::Done {
+                    proposal: Some(proposal),
+                    committed: BTreeSet::new(),
+                    releases: false,
+                };
+                Output::Done {
+                    before,
+                    written,
+                    round_trips: self.round_trips,
+                }
+            }
+            Answer::Committed(ballot) => {
+                if let Phase::Done {
+                    proposal: Some(p),
+                    committed,
+                    ..
+                } = &mut self.phase
+                    && p.ballot == ballot
+                {
+                    committed.insert(from);
+                }
+                Output::Wait
+            }
+        }
+    }
+
+    /// A quorum promised: decide from the current proposal (the "Rules").
+    fn promised(
+        &mut self,
+        promises: BTreeMap<NodeId, (Option<Proposal>, Option<Proposal>)>,
+    ) -> Output {
+        let mut current: Option<&Proposal> = None;
+        for (accepted, committed) in promises.values() {
+            for p in accepted.iter().chain(committed.iter()) {
+                if current.is_none_or(|c| p.ballot > c.ballot) {
+                    current = Some(p);
+                }
+            }
+        }
+        let known_committed = current.is_none_or(|c| {
+            promises
+                .values()
+                .any(|(_, committed)| committed.as_ref().is_some_and(|k| k.ballot >= c.ballot))
+        });
+        let accepted_by: BTreeSet<NodeId> = match current {
+            Some(c) => promises
+                .iter()
+                .filter(|(_, (a, _))| a.as_ref().is_some_and(|a| a.ballot == c.ballot))
+                .map(|(id, _)| *id)
+                .collect(),
+            None => BTreeSet::new(),
+        };
+        let settled = known_committed || self.quorum.reached(&accepted_by);
+        let current = current.cloned();
+        let own = current
+            .as_ref()
+            .and_then(|c| self.own.iter().find(|(b, _, _)| *b == c.ballot))
+            .map(|(_, before, written)| (before.clone(), *written));
+        if own.is_none() && self.doubtful {
+            self.phase = Phase::Failed;
+            return Output::Failed(RegisterError::Indeterminate);
+        }
+        let (before, new, written) = match own {
+            // This operation's own earlier proposal: its outcome stands;
+            // complete it if it is in flight.
+            Some((before, written)) => (before, None, written),
+            None => {
+                let before: Value = current.as_ref().and_then(|p| p.value.clone());
+                let new = (self.update)(&before);
+                let written = new.is_some();
+                (before, new, written)
+            }
+        };
+        match (new, settled) {
+            (None, true) => {
+                for id in promises.keys() {
+                    self.outbox.push((*id, Request::Release(self.ballot)));
+                }
+                if !known_committed && let Some(p) = &current {
+                    self.broadcast(Request::Commit(p.clone()));
+                }
+                let proposal = if known_committed { None } else { current };
+                self.phase = Phase::Done {
+                    proposal,
+                    committed: BTreeSet::new(),
+                    releases: true,
+                };
+                Output::Done {
+                    before,
+                    written,
+                    round_trips: self.round_trips,
+                }
+            }
+            (new, _) => {
+                let value = match new {
+                    Some(v) => v,
+                    None => current.and_then(|p| p.value),
+                };
+                let proposal = Proposal {
+                    ballot: self.ballot,
+                    value,
+                };
+                self.round_trips += 1;
+                self.own.push((self.ballot, before.clone(), written));
+                self.broadcast(Request::Accept(proposal.clone()));
+                self.phase = Phase::Accepting {
+                    proposal,
+                    before,
+                    written,
+                    accepted: BTreeSet::new(),
+                };
+                Output::Wait
+            }
+        }
+    }
+
+    fn end_round(&mut self, cause: Cause) -> Output {
+        if let Phase::Accepting { written: true, .. } = &self.phase {
+            self.doubtful = true;
+        }
+        if self.attempts >= self.limits.attempts_max {
+            self.phase = Phase::Failed;
+            return Output::Failed(RegisterError::Exhausted {
+                attempts: self.attempts,
+                last: cause,
+            });
+        }
+        self.phase = Phase::BackingOff;
+        Output::Backoff {
+            attempt: self.attempts,
+        }
+    }
+
+    fn broadcast(&mut self, request: Request) {
+        for id in self.quorum.replicas() {
+            self.outbox.push((id, request.clone()));
+        }
+    }
+}

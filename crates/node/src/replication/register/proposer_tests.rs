@@ -1,0 +1,194 @@
+//! The proposer's rules against in-memory acceptors with direct delivery.
+
+use super::acceptor::{self, Answer, KeyState, Proposal, Value};
+use super::ballot::Ballot;
+use super::proposer::{Cause, Limits, Output, Proposer, RegisterError, backoff_ms};
+use super::quorum::{Mode, Quorum};
+use crate::cluster::layout::NodeId;
+
+fn quorum(ids: &[NodeId]) -> Quorum {
+    Quorum::new(vec![ids.to_vec()], Mode::Sound).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Delivers the proposer's outbox to `acceptors` (those in `down` drop
+/// it) until it has an outcome or nothing is left to deliver.
+fn drive<F: FnMut(&Value) -> Option<Value>>(
+    p: &mut Proposer<F>,
+    acceptors: &mut [KeyState],
+    down: &[NodeId],
+) -> Output {
+    let mut last = Output::Wait;
+    for _ in 0..16 {
+        let out = p.take_outbox();
+        if out.is_empty() {
+            return last;
+        }
+        for (to, req) in out {
+            if down.contains(&to) {
+                continue;
+            }
+            let step = acceptor::step(&acceptors[usize::from(to)], &req, acceptor::Mode::Sound);
+            acceptors[usize::from(to)] = step.next;
+            if let Some(answer) = step.answer {
+                let o = p.on_answer(to, answer);
+                if o != Output::Wait {
+                    last = o;
+                }
+            }
+        }
+    }
+    last
+}
+
+fn set(v: &[u8]) -> impl FnMut(&Value) -> Option<Value> {
+    let v = v.to_vec();
+    move |_: &Value| Some(Some(v.clone()))
+}
+
+fn read(_: &Value) -> Option<Value> {
+    None
+}
+
+/// An uncontended write takes two round trips and leaves no Paxos record
+/// once every replica acknowledged its commit; a read then takes one.
+#[test]
+fn write_two_round_trips_read_one() {
+    let mut acc = vec![KeyState::default(); 3];
+    let mut w = Proposer::new(0, quorum(&[0, 1, 2]), Limits::default(), set(b"a"));
+    w.start(10);
+    let out = drive(&mut w, &mut acc, &[]);
+    assert_eq!(
+        out,
+        Output::Done {
+            before: None,
+            written: true,
+            round_trips: 2
+        }
+    );
+    assert!(w.uncommitted().is_empty());
+    assert!(acc.iter().all(|s| !s.holds_record()));
+    let mut r = Proposer::new(1, quorum(&[0, 1, 2]), Limits::default(), read);
+    r.start(20);
+    let out = drive(&mut r, &mut acc, &[]);
+    assert_eq!(
+        out,
+        Output::Done {
+            before: Some(b"a".to_vec()),
+            written: false,
+            round_trips: 1
+        }
+    );
+    assert!(
+        acc.iter().all(|s| !s.holds_record()),
+        "the read released its promise: {acc:?}"
+    );
+}
+
+/// A read that finds a proposal accepted by a minority (in flight)
+/// completes it with an accept round before it answers.
+#[test]
+fn read_completes_what_is_in_flight() {
+    let mut acc = vec![KeyState::default(); 3];
+    let inflight = Proposal {
+        ballot: Ballot::new(5, 2),
+        value: Some(b"x".to_vec()),
+    };
+    acc[0].accepted = Some(inflight.clone());
+    acc[0].promised = inflight.ballot;
+    let mut r = Proposer::new(1, quorum(&[0, 1, 2]), Limits::default(), read);
+    r.start(9);
+    let out = drive(&mut r, &mut acc, &[]);
+    assert_eq!(
+        out,
+        Output::Done {
+            before: Some(b"x".to_vec()),
+            written: false,
+            round_trips: 2
+        }
+    );
+    assert!(
+        acc.iter()
+            .all(|s| s.committed_ballot() == Ballot::new(9, 1))
+    );
+}
+
+/// A refusal ends the round with a back-off, the retry outranks the
+/// floor it was told, and the bound turns into a clear error.
+#[test]
+fn refusal_backs_off_then_fails_at_the_bound() {
+    let mut acc = vec![KeyState::default(); 3];
+    for s in acc.iter_mut() {
+        s.promised = Ballot::new(100, 7);
+    }
+    let limits = Limits { attempts_max: 2 };
+    let mut w = Proposer::new(0, quorum(&[0, 1, 2]), limits, set(b"a"));
+    w.start(10);
+    assert_eq!(drive(&mut w, &mut acc, &[]), Output::Backoff { attempt: 1 });
+    w.retry(11);
+    assert!(w.ballot() > Ballot::new(100, 7));
+    // The acceptors are down: the round times out, the second and last.
+    assert_eq!(drive(&mut w, &mut acc, &[0, 1, 2]), Output::Wait);
+    let out = w.timed_out();
+    assert_eq!(
+        out,
+        Output::Failed(RegisterError::Exhausted {
+            attempts: 2,
+            last: Cause::Timeout
+        })
+    );
+    let Output::Failed(e) = out else {
+        panic!("failed");
+    };
+    assert!(e.to_string().contains("after 2 rounds"), "{e}");
+}
+
+/// A minority down does not stop an operation; a majority down does.
+#[test]
+fn minority_down_still_decides() {
+    let mut acc = vec![KeyState::default(); 3];
+    let mut w = Proposer::new(0, quorum(&[0, 1, 2]), Limits::default(), set(b"a"));
+    w.start(10);
+    assert!(matches!(
+        drive(&mut w, &mut acc, &[2]),
+        Output::Done { written: true, .. }
+    ));
+    assert_eq!(w.uncommitted(), vec![2]);
+    let mut w = Proposer::new(0, quorum(&[0, 1, 2]), Limits::default(), set(b"b"));
+    w.start(20);
+    assert_eq!(drive(&mut w, &mut acc, &[1, 2]), Output::Wait);
+}
+
+/// Back-off bounds grow, are capped, and come from the caller's number.
+#[test]
+fn backoff_is_bounded_jitter() {
+    assert_eq!(backoff_ms(1, 5), 5 % 3);
+    assert!((0..100).all(|r| backoff_ms(1, r) <= 2));
+    assert!((0..1000).all(|r| backoff_ms(30, r) <= 200));
+    assert_eq!(backoff_ms(30, 200), 200);
+}
+
+/// Duplicated and late answers do not count twice or for the wrong round.
+#[test]
+fn stale_answers_are_ignored() {
+    let mut w = Proposer::new(0, quorum(&[0, 1, 2]), Limits::default(), set(b"a"));
+    w.start(10);
+    let b = w.ballot();
+    let promise = Answer::Promise {
+        ballot: b,
+        accepted: None,
+        committed: None,
+    };
+    assert_eq!(w.on_answer(1, promise.clone()), Output::Wait);
+    assert_eq!(
+        w.on_answer(1, promise),
+        Output::Wait,
+        "one replica counts once"
+    );
+    let old = Answer::Accepted(Ballot::new(3, 0));
+    assert_eq!(w.on_answer(2, old), Output::Wait);
+    let late_refusal = Answer::Refused {
+        ballot: Ballot::new(3, 0),
+        floor: Ballot::new(4, 0),
+    };
+    assert_eq!(w.on_answer(2, late_refusal), Output::Wait);
+}

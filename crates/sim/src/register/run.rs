@@ -1,0 +1,500 @@
+//! One run of the register simulation: [`ACCEPTORS`] acceptors and
+//! several clients, each running one operation at a time through the
+//! register's proposer rules, over a network that loses, delays
+//! (reorders) and duplicates messages, while acceptors crash and restart
+//! with their durable state; a layout transition starts mid-run.
+//!
+//! # What is simulated
+//! - An acceptor carries out each request with `acceptor::step`, makes the
+//!   new state durable (kept across its crashes), then sends the answer
+//!   ("persist then reply"). A crashed acceptor drops what reaches it.
+//! - A client's operation is a read, a write of a value no one wrote
+//!   before, or a compare-and-set from the last value it saw. It names the
+//!   old replica set before [`TRANSITION_AT_MS`]; after, the old and the
+//!   new set, or the old set alone [`STALE_VIEW_PERCENT`] of the time (its
+//!   node has not learned the new layout). A round that ends without a
+//!   quorum times out ([`ROUND_TIMEOUT_MS`]); back-offs draw their jitter
+//!   from the run's generator; an operation that fails is an unknown
+//!   outcome in the history.
+//! - Each proposer node has its own clock, skewed up to [`SKEW_MS_MAX`],
+//!   that never returns one time twice (as the node's HLC).
+//!
+//! The history is then checked with `ataman_testkit::linearizable`.
+
+use super::config::*;
+use crate::world::World;
+use ataman_node::replication::register::acceptor::{self, Answer, KeyState, Request, Value};
+use ataman_node::replication::register::proposer::{Limits, Output, Proposer, backoff_ms};
+use ataman_node::replication::register::quorum::{self, Quorum};
+use ataman_testkit::linearizable::{self, Entry, Register, RegisterOp, Verdict};
+
+type Update = Box<dyn FnMut(&Value) -> Option<Value>>;
+
+/// What one run found.
+#[derive(Debug)]
+pub struct RegisterRun {
+    /// The checker's verdict on the history.
+    pub verdict: Verdict,
+    /// The history checked.
+    pub history: Vec<Entry<RegisterOp>>,
+    /// Operations that succeeded.
+    pub ok: usize,
+    /// Operations that failed (unknown outcome).
+    pub failed: usize,
+    /// Operations done in one round trip (reads that found nothing in flight).
+    pub one_round_trip: usize,
+    /// Acceptors holding a Paxos record for the key at the end.
+    pub records_held: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Read,
+    Write(u64),
+    Cas { expect: Option<u64>, new: u64 },
+}
+
+#[derive(Clone)]
+enum Event {
+    ToAcceptor {
+        to: u16,
+        client: usize,
+        request: Request,
+    },
+    ToClient {
+        client: usize,
+        from: u16,
+        answer: Answer,
+    },
+    Start {
+        client: usize,
+    },
+    RoundTimeout {
+        client: usize,
+        op: usize,
+        attempt: u32,
+    },
+    Retry {
+        client: usize,
+        op: usize,
+    },
+    Crash {
+        acceptor: u16,
+    },
+    Restart {
+        acceptor: u16,
+    },
+}
+
+struct InFlight {
+    entry: usize,
+    kind: Kind,
+    proposer: Proposer<Update>,
+    attempt: u32,
+}
+
+struct Client {
+    node: u16,
+    done: usize,
+    last_seen: Option<u64>,
+    current: Option<InFlight>,
+    /// The last operation done: answers to its ballot still reach it.
+    finished: Option<Proposer<Update>>,
+}
+
+struct Run {
+    config: RegisterSimConfig,
+    world: World<Event>,
+    durable: Vec<KeyState>,
+    down: Vec<bool>,
+    clocks: Vec<u64>,
+    skews_ms: Vec<u64>,
+    clients: Vec<Client>,
+    history: Vec<Entry<RegisterOp>>,
+    ok: usize,
+    failed: usize,
+    one_round_trip: usize,
+    unknown_reads: Vec<usize>,
+}
+
+/// The ballot an answer names.
+fn answered(answer: &Answer) -> Option<ataman_node::replication::register::Ballot> {
+    Some(match answer {
+        Answer::Promise { ballot, .. } | Answer::Refused { ballot, .. } => *ballot,
+        Answer::Accepted(b) | Answer::Committed(b) => *b,
+    })
+}
+
+fn encode(v: u64) -> Value {
+    Some(v.to_le_bytes().to_vec())
+}
+
+fn decode(v: &Value) -> Option<u64> {
+    v.as_ref().map(|bytes| {
+        let array: [u8; 8] = bytes
+            .as_slice()
+            .try_into()
+            .unwrap_or_else(|_| panic!("the simulation writes 8-byte values only: {bytes:?}"));
+        u64::from_le_bytes(array)
+    })
+}
+
+/// Runs one seed.
+pub fn run_register(seed: u64, config: &RegisterSimConfig) -> RegisterRun {
+    let mut world = World::new(seed);
+    let skews_ms = (0..ACCEPTORS)
+        .map(|_| world.rng.below(SKEW_MS_MAX + 1))
+        .collect();
+    let clients = (0..config.clients)
+        .map(|i| Client {
+            node: (i % ACCEPTORS) as u16,
+            done: 0,
+            last_seen: None,
+            current: None,
+            finished: None,
+        })
+        .collect();
+    let mut run = Run {
+        config: config.clone(),
+        world,
+        durable: vec![KeyState::default(); ACCEPTORS],
+        down: vec![false; ACCEPTORS],
+        clocks: vec![0; ACCEPTORS],
+        skews_ms,
+        clients,
+        history: Vec::new(),
+        ok: 0,
+        failed: 0,
+        one_round_trip: 0,
+        unknown_reads: Vec::new(),
+    };
+    for client in 0..config.clients {
+        let after = run.world.rng.below(THINK_MS_MAX);
+        run.world.schedule(after, Event::Start { client });
+    }
+    let span_ms = (config.ops_per_client as u64) * 40 + TRANSITION_AT_MS;
+    for _ in 0..config.crashes {
+        let at = run.world.rng.below(span_ms);
+        let acceptor = run.world.rng.below(ACCEPTORS as u64) as u16;
+        run.world.schedule(at, Event::Crash { acceptor });
+    }
+    while let Some(event) = run.world.pop() {
+        run.handle(event);
+    }
+    assert!(
+        !run.world.exhausted(),
+        "seed {seed}: the event bound was hit"
+    );
+    let history: Vec<Entry<RegisterOp>> = run
+        .history
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| !run.unknown_reads.contains(i))
+        .map(|(_, e)| e)
+        .collect();
+    let verdict = linearizable::check(&Register, &history);
+    RegisterRun {
+        verdict,
+        history,
+        ok: run.ok,
+        failed: run.failed,
+        one_round_trip: run.one_round_trip,
+        records_held: run.durable.iter().filter(|s| s.holds_record()).count(),
+    }
+}
+
+impl Run {
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::ToAcceptor {
+                to,
+                client,
+                request,
+            } => self.at_acceptor(to, client, &request),
+            Event::ToClient {
+                client,
+                from,
+                answer,
+            } => {
+                let c = &mut self.clients[client];
+                let current = c
+                    .current
+                    .as_mut()
+                    .filter(|f| Some(f.proposer.ballot()) == answered(&answer));
+                if let Some(flight) = current {
+                    let out = flight.proposer.on_answer(from, answer);
+                    self.carry_out(client, out);
+                } else if let Some(finished) = c.finished.as_mut() {
+                    // A late promise to a one-round read (released), a
+                    // commit's acknowledgement.
+                    let _ = finished.on_answer(from, answer);
+                    for (to, request) in finished.take_outbox() {
+                        self.send(Event::ToAcceptor {
+                            to,
+                            client,
+                            request,
+                        });
+                    }
+                }
+            }
+            Event::Start { client } => self.start(client),
+            Event::RoundTimeout {
+                client,
+                op,
+                attempt,
+            } => {
+                let Some(flight) = self.clients[client].current.as_mut() else {
+                    return;
+                };
+                if flight.entry != op || flight.attempt != attempt {
+                    return;
+                }
+                let out = flight.proposer.timed_out();
+                self.carry_out(client, out);
+            }
+            Event::Retry { client, op } => {
+                let now = self.now_for(self.clients[client].node);
+                let Some(flight) = self.clients[client].current.as_mut() else {
+                    return;
+                };
+                if flight.entry != op {
+                    return;
+                }
+                flight.attempt += 1;
+                flight.proposer.retry(now);
+                self.send_outbox(client);
+            }
+            Event::Crash { acceptor } => {
+                // One acceptor down at a time: every set keeps a majority.
+                if self.down.iter().any(|d| *d) {
+                    return;
+                }
+                self.down[usize::from(acceptor)] = true;
+                let after = self.world.rng.between(1, DOWN_MS_MAX);
+                self.world.schedule(after, Event::Restart { acceptor });
+            }
+            Event::Restart { acceptor } => self.down[usize::from(acceptor)] = false,
+        }
+    }
+
+    /// The node's clock: skewed, never the same time twice.
+    fn now_for(&mut self, node: u16) -> u64 {
+        let i = usize::from(node);
+        let wall = (self.world.now_ms() + self.skews_ms[i]) * 1000;
+        self.clocks[i] = (self.clocks[i] + 1).max(wall);
+        self.clocks[i]
+    }
+
+    fn at_acceptor(&mut self, to: u16, client: usize, request: &Request) {
+        let i = usize::from(to);
+        if self.down[i] {
+            return;
+        }
+        let mode = match self.config.bug {
+            Some(RegisterBug::AcceptsBelowPromise) => acceptor::Mode::PlantedAcceptsBelowPromise,
+            _ => acceptor::Mode::Sound,
+        };
+        let step = acceptor::step(&self.durable[i], request, mode);
+        if step.persist {
+            // Durable before the answer leaves.
+            self.durable[i] = step.next;
+        }
+        if let Some(answer) = step.answer {
+            self.send(Event::ToClient {
+                client,
+                from: to,
+                answer,
+            });
+        }
+    }
+
+    /// Puts `event` (a message) on the network: lost, once, or twice,
+    /// each copy with its own delay.
+    fn send(&mut self, event: Event) {
+        let rng = &mut self.world.rng;
+        if rng.below(1000) < self.config.loss_per_mille {
+            return;
+        }
+        if rng.below(1000) < self.config.duplicate_per_mille {
+            let delay = self.world.rng.between(DELAY_MS_MIN, DELAY_MS_MAX);
+            self.world.schedule(delay, event.clone());
+        }
+        let delay = self.world.rng.between(DELAY_MS_MIN, DELAY_MS_MAX);
+        self.world.schedule(delay, event);
+    }
+
+    fn start(&mut self, client: usize) {
+        let c = &self.clients[client];
+        if c.done >= self.config.ops_per_client || c.current.is_some() {
+            return;
+        }
+        let node = c.node;
+        let last_seen = c.last_seen;
+        let unique = (client as u64 + 1) * 1000 + c.done as u64;
+        let kind = match self.world.rng.below(3) {
+            0 => Kind::Read,
+            1 => Kind::Write(unique),
+            _ => Kind::Cas {
+                expect: last_seen,
+                new: unique,
+            },
+        };
+        let update: Update = match kind {
+            Kind::Read => Box::new(|_: &Value| None),
+            Kind::Write(v) => Box::new(move |_: &Value| Some(encode(v))),
+            Kind::Cas { expect, new } => {
+                Box::new(move |cur: &Value| (decode(cur) == expect).then(|| encode(new)))
+            }
+        };
+        let now_ms = self.world.now_ms();
+        let sets = if now_ms < TRANSITION_AT_MS || self.world.rng.percent(STALE_VIEW_PERCENT) {
+            vec![OLD_SET.to_vec()]
+        } else {
+            vec![OLD_SET.to_vec(), NEW_SET.to_vec()]
+        };
+        let mode = match self.config.bug {
+            Some(RegisterBug::QuorumNewSetOnly) => quorum::Mode::PlantedNewSetOnly,
+            _ => quorum::Mode::Sound,
+        };
+        let quorum = Quorum::new(sets, mode).unwrap_or_else(|e| panic!("fixed sets: {e}"));
+        let mut proposer = Proposer::new(node, quorum, Limits::default(), update);
+        let op = match kind {
+            Kind::Read => RegisterOp::Read(None),
+            Kind::Write(v) => RegisterOp::Write(v),
+            Kind::Cas { expect, new } => RegisterOp::Cas {
+                expect,
+                new,
+                swapped: None,
+            },
+        };
+        let entry = self.history.len();
+        self.history.push(Entry {
+            op,
+            call: now_ms,
+            ret: None,
+        });
+        let now = self.now_for(node);
+        proposer.start(now);
+        self.clients[client].current = Some(InFlight {
+            entry,
+            kind,
+            proposer,
+            attempt: 1,
+        });
+        self.send_outbox(client);
+    }
+
+    fn send_outbox(&mut self, client: usize) {
+        let Some(flight) = self.clients[client].current.as_mut() else {
+            return;
+        };
+        let (entry, attempt) = (flight.entry, flight.attempt);
+        for (to, request) in flight.proposer.take_outbox() {
+            self.send(Event::ToAcceptor {
+                to,
+                client,
+                request,
+            });
+        }
+        self.world.schedule(
+            ROUND_TIMEOUT_MS,
+            Event::RoundTimeout {
+                client,
+                op: entry,
+                attempt,
+            },
+        );
+    }
+
+    fn carry_out(&mut self, client: usize, out: Output) {
+        match out {
+            Output::Wait => {
+                // Commits and releases after the outcome still go out.
+                self.flush_after_outcome(client);
+            }
+            Output::Backoff { attempt } => {
+                let random = self.world.rng.next_u64();
+                let Some(flight) = self.clients[client].current.as_ref() else {
+                    return;
+                };
+                let op = flight.entry;
+                let wait = backoff_ms(attempt, random).max(1);
+                self.world.schedule(wait, Event::Retry { client, op });
+            }
+            Output::Done {
+                before,
+                written,
+                round_trips,
+            } => {
+                let Some(flight) = self.clients[client].current.as_mut() else {
+                    return;
+                };
+                let (entry, kind) = (flight.entry, flight.kind);
+                let outbox = flight.proposer.take_outbox();
+                for (to, request) in outbox {
+                    self.send(Event::ToAcceptor {
+                        to,
+                        client,
+                        request,
+                    });
+                }
+                let before = decode(&before);
+                let e = &mut self.history[entry];
+                e.ret = Some(self.world.now_ms());
+                e.op = match kind {
+                    Kind::Read => RegisterOp::Read(before),
+                    Kind::Write(v) => RegisterOp::Write(v),
+                    Kind::Cas { expect, new } => RegisterOp::Cas {
+                        expect,
+                        new,
+                        swapped: Some(written),
+                    },
+                };
+                self.ok += 1;
+                if round_trips == 1 {
+                    self.one_round_trip += 1;
+                }
+                let c = &mut self.clients[client];
+                c.last_seen = match kind {
+                    Kind::Write(v) => Some(v),
+                    Kind::Cas { new, .. } if written => Some(new),
+                    _ => before,
+                };
+                self.finish(client);
+            }
+            Output::Failed(_) => {
+                let Some(flight) = self.clients[client].current.as_ref() else {
+                    return;
+                };
+                if matches!(flight.kind, Kind::Read) {
+                    // A read whose result is unknown says nothing.
+                    self.unknown_reads.push(flight.entry);
+                }
+                self.failed += 1;
+                self.finish(client);
+            }
+        }
+    }
+
+    /// The operation is over: the client thinks, then starts its next.
+    fn finish(&mut self, client: usize) {
+        let c = &mut self.clients[client];
+        c.finished = c.current.take().map(|f| f.proposer);
+        c.done += 1;
+        let after = self.world.rng.below(THINK_MS_MAX);
+        self.world.schedule(after, Event::Start { client });
+    }
+
+    fn flush_after_outcome(&mut self, client: usize) {
+        let Some(flight) = self.clients[client].current.as_mut() else {
+            return;
+        };
+        for (to, request) in flight.proposer.take_outbox() {
+            self.send(Event::ToAcceptor {
+                to,
+                client,
+                request,
+            });
+        }
+    }
+}
