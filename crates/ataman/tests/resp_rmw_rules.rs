@@ -11,58 +11,10 @@ use ataman_node::net::resp::encode::{Proto, encode};
 use ataman_node::net::resp::rmw::{self, REDIS_BULK_BYTES_MAX, Write};
 use std::io::{BufRead, BufReader, Read, Write as _};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Bound on every wait.
 const WAIT: Duration = Duration::from_secs(30);
-
-/// A `redis-server` on a free port, stopped on drop.
-struct Redis {
-    child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_redis() -> Redis {
-    let found = Command::new("sh")
-        .args(["-c", "command -v redis-server"])
-        .output()
-        .unwrap();
-    assert!(
-        found.status.success(),
-        "redis-server is missing: install the Debian package redis-server (.ci/run does)"
-    );
-    let server = String::from_utf8(found.stdout).unwrap().trim().to_owned();
-    let addr = support::fixed_resp_addr();
-    let port = addr.rsplit(':').next().unwrap().to_owned();
-    let dir = tempfile::tempdir().unwrap();
-    let child = Command::new(server)
-        .args(["--port", &port, "--bind", "127.0.0.1", "--save", ""])
-        .args(["--appendonly", "no", "--dir", dir.path().to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let redis = Redis {
-        child,
-        addr,
-        _dir: dir,
-    };
-    let started = Instant::now();
-    while TcpStream::connect(&redis.addr).is_err() {
-        assert!(started.elapsed() < WAIT, "redis-server did not listen");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    redis
-}
 
 /// One RESP2 connection that reads replies as raw bytes.
 struct Raw {
@@ -247,7 +199,7 @@ fn differences(
 /// Every case gives redis-server's reply and value, byte for byte.
 #[test]
 fn rmw_rules_match_redis_server() {
-    let server = start_redis();
+    let server = support::redis_server::start();
     let mut redis = Raw::connect(&server.addr);
     let diffs = differences(&mut redis, &cases(), ours);
     assert!(

@@ -11,7 +11,7 @@ mod support;
 
 use ataman::faultproxy::LinkMode;
 use redis::{Connection, Value};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use support::Node;
 use support::cluster::TestCluster;
@@ -306,57 +306,6 @@ fn the_slowest_replica_is_named() {
     }
 }
 
-/// A `redis-server` on a free port, stopped on drop.
-struct Redis {
-    child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn tool(name: &str) -> String {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {name}")])
-        .output()
-        .unwrap();
-    assert!(
-        found.status.success(),
-        "{name} is missing: install the Debian package redis-server (.ci/run does)"
-    );
-    String::from_utf8(found.stdout).unwrap().trim().to_owned()
-}
-
-fn start_redis() -> Redis {
-    let server = tool("redis-server");
-    let addr = support::fixed_resp_addr();
-    let port = addr.rsplit(':').next().unwrap().to_owned();
-    let dir = tempfile::tempdir().unwrap();
-    let child = Command::new(server)
-        .args(["--port", &port, "--bind", "127.0.0.1", "--save", ""])
-        .args(["--appendonly", "no", "--dir", dir.path().to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let redis = Redis {
-        child,
-        addr,
-        _dir: dir,
-    };
-    let started = Instant::now();
-    while std::net::TcpStream::connect(&redis.addr).is_err() {
-        assert!(started.elapsed() < WAIT, "redis-server did not listen");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    redis
-}
-
 /// The shape of a reply: its types, recursively (an array's elements
 /// each), not its values.
 fn shape(v: &Value) -> String {
@@ -402,7 +351,7 @@ fn entry_differences(ours: &[Value], theirs: &[Value]) -> Vec<String> {
 /// comparison is shown catching a wrong shape first.
 #[test]
 fn slowlog_replies_have_the_shape_of_redis() {
-    let redis = start_redis();
+    let redis = support::redis_server::start();
     let addr = support::fixed_resp_addr();
     let _node = Node::start(&["--resp-listen", &addr]);
     let mut ours = connect(&addr);
@@ -460,7 +409,7 @@ fn slowlog_replies_have_the_shape_of_redis() {
     }
     // redis-cli reads ataman's slow log.
     ok(&mut ours, &["SET", "cli:key", "v"]);
-    let cli = tool("redis-cli");
+    let cli = support::redis_server::tool("redis-cli");
     let port = addr.rsplit(':').next().unwrap();
     let out = Command::new(cli)
         .args(["-p", port, "slowlog", "get"])

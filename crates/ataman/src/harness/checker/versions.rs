@@ -12,9 +12,11 @@
 //!    carried, whose write did not certainly fail and started before the
 //!    read ended, under a stamp no newer than the one its write was
 //!    acknowledged with (a re-stamp only moves a stamp up). A 404 naming
-//!    a version names a delete acknowledged with that stamp, an expiring
-//!    put with that stamp, or a write not acknowledged (its stamp is not
-//!    known) that started before the read ended. Anything else is a
+//!    a version names a delete acknowledged with that stamp or a newer
+//!    one (a re-stamped delete leaves its first tombstones on the
+//!    replicas that took them: a read during it may find one), an
+//!    expiring put with that stamp, or a write not acknowledged (its
+//!    stamp is not known) that started before the read ended. Anything else is a
 //!    version nobody wrote (`impossible`).
 //! 2. **Never older than the acknowledged.** Of the acknowledged writes
 //!    that ended before the read started and whose quorum intersects the
@@ -155,6 +157,9 @@ fn explain<'a>(r: &Op, writes: &[&'a Op]) -> Result<Seen<'a>, String> {
                     && w.outcome.may_be_applied()
                     && (w.kind == OpKind::Delete || w.ttl_ms.is_some())
                     && match acked(w) {
+                        // A delete's tombstone may carry a stamp from
+                        // before its re-stamp; an expiring put's is its own.
+                        Some(v) if w.kind == OpKind::Delete => rv <= v,
                         Some(v) => v == rv,
                         None => w.outcome != OpOutcome::Ok,
                     }

@@ -150,11 +150,29 @@ fn versions_nobody_wrote_are_impossible() {
         vec![put(1, "a", 0, 10), get(2, None, Some(ts(5)), 20, 30)],
         vec![get(2, Some("a"), Some(ts(30)), 10, 20), put(1, "a", 30, 40)],
         vec![put(1, "a", 0, 10), get(2, Some("a"), None, 20, 30)],
+        // A tombstone newer than every delete's acknowledged stamp.
+        vec![del(1, 0, 10), get(2, None, Some(ts(5)), 20, 30)],
     ];
     for ops in cases {
         let f = checked(ops.clone());
         assert_eq!(f.impossible.count, 1, "{ops:#?} {f:#?}");
     }
+}
+
+/// A delete re-stamped above a newer version a replica held leaves its
+/// first tombstones where they were taken: a read during it may name one,
+/// older than the stamp the delete was acknowledged with (the membership
+/// run of `tests/fault_harness.rs` met it). Not impossible.
+#[test]
+fn a_re_stamped_deletes_first_tombstone_was_written() {
+    let mut restamped = del(1, 6, 40);
+    restamped.version = Some(ts(30));
+    let f = checked(vec![
+        put(3, "a", 0, 5),
+        restamped,
+        get(2, None, Some(ts(6)), 10, 20),
+    ]);
+    assert_eq!(f.impossible.count, 0, "{f:#?}");
 }
 
 /// Missed by the old checker (a timed-out delete excused every later 404):
