@@ -113,6 +113,21 @@ fn create_verify_list_delete_and_corruption_named() {
     let out = ataman(&["backup", "verify", torn.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("BACKUP-MANIFEST"));
+    // A listed file replaced by a link to the intact copy's (the backup
+    // would not be self-contained), and a FIFO beside it (reading it
+    // would hang): both named, and the check ends.
+    let linked = dir.path().join("linked");
+    copy_dir(&to, &linked);
+    std::fs::remove_file(linked.join("data/CLOCK")).unwrap();
+    std::os::unix::fs::symlink(to.join("data/CLOCK"), linked.join("data/CLOCK")).unwrap();
+    let fifo = std::ffi::CString::new(linked.join("extra-fifo").to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path this test owns.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let out = ataman(&["backup", "verify", linked.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let said = text(&out.stderr);
+    assert!(said.contains("data/CLOCK: not a regular file"), "{said}");
+    assert!(said.contains("extra-fifo: not in the manifest"), "{said}");
 
     let out = ataman(&["backup", "delete", &name, "--url", &url(&node)]);
     assert!(out.status.success(), "delete: {}", text(&out.stderr));

@@ -396,3 +396,47 @@ fn planted_range_alone_outside_read_set_is_caught() {
         got.entries.len()
     );
 }
+
+/// Three nodes with a cluster secret and no TLS: a cluster range and the
+/// cluster's hot keys through one node prove the secret to the other two.
+/// The request without proof must keep its connection open for the
+/// challenge: sent with `Connection: close`, the peer hung up after its
+/// 401, the proof went nowhere and every such read failed ("response head
+/// cut or too long"; found by a black-box attack, 2026-12-07). With TLS
+/// (the test above) the same bug hid behind the node certificate.
+#[test]
+fn cluster_reads_prove_the_secret_without_tls() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "a-cluster-secret-0123456789abcdef").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let c = TestCluster::start(3, &["--cluster-secret-file", secret.to_str().unwrap()]);
+    let request = |i: usize, method: &str, target: &str, body: Option<&[u8]>| {
+        support::Conn::open(c.node(i).addr()).request(method, target, &[], body)
+    };
+    for k in ["key-a", "key-b", "key-c"] {
+        let target = format!("/v0/entity?id={k}&ack=3&from=3");
+        assert_eq!(
+            request(0, "PUT", &target, Some(b"v")).status,
+            201,
+            "PUT {k}"
+        );
+    }
+    // ack=3 of 3: both peers' internal ranges are needed.
+    let r = request(
+        1,
+        "GET",
+        "/v0/entities?start=a&cluster=1&ack=3&from=3",
+        None,
+    );
+    let body = String::from_utf8_lossy(&r.body).into_owned();
+    assert_eq!(r.status, 200, "{body}");
+    for k in ["key-a", "key-b", "key-c"] {
+        assert!(body.contains(k), "{k} in {body:?}");
+    }
+    let r = request(1, "GET", "/v0/hotkeys?cluster=1", None);
+    let body = String::from_utf8_lossy(&r.body).into_owned();
+    assert_eq!(r.status, 200, "{body}");
+    assert!(!body.contains("\"error\""), "every member answered: {body}");
+}

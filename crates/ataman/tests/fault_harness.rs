@@ -327,6 +327,9 @@ fn membership_steps_lose_nothing() {
         .expect("a final read of a set key that found it");
     read.value = None;
     read.status = Some(404);
+    // A 404 that names no version (as a node answers for a key it holds
+    // nothing of): the value is gone.
+    read.version = None;
     let findings = harness::checker::check(&planted);
     assert_eq!(findings.lost.count, 1, "{findings:?}");
 }

@@ -112,6 +112,9 @@ pub struct Backups {
     last_ms: AtomicU64,
     /// The threads `POST /v0/backup` waits on (`crate::cluster::workers`).
     pub workers: crate::cluster::workers::Workers,
+    /// Checkpoints whose removal at the end of their lease failed and was
+    /// logged: logged once, tried again at every sweep.
+    sweep_warned: Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// Holds the one place for taking a checkpoint; frees it when dropped.
@@ -156,6 +159,7 @@ impl Backups {
             taken: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             last_ms: AtomicU64::new(last_ms),
+            sweep_warned: Mutex::default(),
             workers: crate::cluster::workers::Workers::default(),
         })
     }
@@ -231,8 +235,19 @@ impl Backups {
             .position(|m| m.name == name)
             .ok_or_else(|| Refusal::NotFound(name.clone()))?;
         let path = self.dir.join(&name);
-        std::fs::remove_dir_all(&path)
-            .map_err(|e| Refusal::Failed(format!("cannot remove {}: {e}", path.display())))?;
+        match std::fs::remove_dir_all(&path) {
+            // Removed by hand already: what it pinned is released all the same.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                tracing::warn!(checkpoint = %name, "checkpoint directory already gone: forgotten");
+            }
+            Err(e) => {
+                return Err(Refusal::Failed(format!(
+                    "cannot remove {}: {e}",
+                    path.display()
+                )));
+            }
+            Ok(()) => {}
+        }
         held.remove(at);
         Ok(())
     }
@@ -242,10 +257,15 @@ impl Backups {
         let names = expired(&lock(&self.held), now_ms);
         for name in names {
             match self.delete(&name) {
-                Ok(()) => tracing::info!(checkpoint = %name, "checkpoint lease ended: removed"),
-                Err(e) => {
-                    tracing::warn!(checkpoint = %name, error = %e, "checkpoint lease ended, not removed")
+                Ok(()) => {
+                    lock(&self.sweep_warned).remove(&name);
+                    tracing::info!(checkpoint = %name, "checkpoint lease ended: removed");
                 }
+                // Tried again at every sweep (many a second): said once.
+                Err(e) if lock(&self.sweep_warned).insert(name.clone()) => {
+                    tracing::warn!(checkpoint = %name, error = %e, "checkpoint lease ended, not removed (tried again, not logged again)")
+                }
+                Err(_) => {}
             }
         }
     }
@@ -392,5 +412,24 @@ mod tests {
         backups.delete("ckpt-9").unwrap();
         assert_eq!(backups.pinned_bytes(), 0);
         assert!(!dir.join("ckpt-9").exists());
+    }
+
+    /// A checkpoint whose directory was removed by hand is forgotten by a
+    /// delete (its slot and pin released), not refused for ever.
+    #[test]
+    fn a_checkpoint_removed_by_hand_is_forgotten() {
+        let data = tempfile::tempdir().unwrap();
+        let dir = data.path().join(BACKUPS_DIR_NAME);
+        let m = Manifest {
+            pinned_bytes: 4096,
+            ..held("ckpt-9", 9_000, 10_000)
+        };
+        std::fs::create_dir_all(dir.join("ckpt-9")).unwrap();
+        std::fs::write(dir.join("ckpt-9/BACKUP-MANIFEST"), m.render()).unwrap();
+        let backups = Backups::open(data.path()).unwrap();
+        std::fs::remove_dir_all(dir.join("ckpt-9")).unwrap();
+        backups.sweep(20_000);
+        assert_eq!(backups.list(), vec![], "the lease's end forgot it");
+        assert_eq!(backups.pinned_bytes(), 0);
     }
 }

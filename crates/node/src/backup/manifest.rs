@@ -191,7 +191,7 @@ pub fn checked_name(name: &str) -> Result<String, String> {
     if ok {
         Ok(name.to_owned())
     } else {
-        Err(format!("`{name}` is not a checkpoint name"))
+        Err(format!("{name:?} is not a checkpoint name"))
     }
 }
 

@@ -7,7 +7,7 @@
 //! manifest, a WAL segment), so it opens a copy in a temporary directory.
 
 use super::manifest::{MANIFEST_FILE_NAME, Manifest};
-use super::take::{checksum_file, checksum_tree};
+use super::take::checksum_file;
 use ataman_engine::{Db, Options};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -39,6 +39,10 @@ pub enum Problem {
     },
     /// A file the manifest does not list.
     Unlisted(String),
+    /// A listed path that is not a regular file of the backup (a symbolic
+    /// link, which may point outside it; a FIFO, which would hang the
+    /// read; a directory).
+    NotRegular(String),
     /// A file could not be read.
     Unreadable(String),
     /// The copy did not open, or an entry did not read back.
@@ -64,6 +68,9 @@ impl std::fmt::Display for Problem {
                 "{path}: checksum mismatch: crc32c {found:08x}, the manifest says {expected:08x}"
             ),
             Problem::Unlisted(p) => write!(f, "{p}: not in the manifest"),
+            Problem::NotRegular(p) => {
+                write!(f, "{p}: not a regular file (a link, FIFO or directory)")
+            }
             Problem::Unreadable(e) => write!(f, "{e}"),
             Problem::Open(e) => write!(f, "does not open: {e}"),
         }
@@ -114,9 +121,17 @@ fn check_files(dir: &Path, manifest: &Manifest) -> Vec<Problem> {
     let mut problems = Vec::new();
     for f in &manifest.files {
         let path = dir.join(&f.path);
-        if !path.is_file() {
-            problems.push(Problem::Missing(f.path.clone()));
-            continue;
+        // Not followed: a link's target is not the backup's.
+        match fs::symlink_metadata(&path) {
+            Err(_) => {
+                problems.push(Problem::Missing(f.path.clone()));
+                continue;
+            }
+            Ok(m) if !m.file_type().is_file() => {
+                problems.push(Problem::NotRegular(f.path.clone()));
+                continue;
+            }
+            Ok(_) => {}
         }
         match checksum_file(&path) {
             Err(e) => problems.push(Problem::Unreadable(e.to_string())),
@@ -133,16 +148,40 @@ fn check_files(dir: &Path, manifest: &Manifest) -> Vec<Problem> {
             Ok(_) => {}
         }
     }
-    match checksum_tree(dir) {
+    match names_on_disk(dir) {
         Ok(on_disk) => problems.extend(
             on_disk
                 .into_iter()
-                .filter(|d| !manifest.files.iter().any(|f| f.path == d.path))
-                .map(|d| Problem::Unlisted(d.path)),
+                .filter(|d| !manifest.files.iter().any(|f| &f.path == d))
+                .map(Problem::Unlisted),
         ),
-        Err(e) => problems.push(Problem::Unreadable(e.to_string())),
+        Err(e) => problems.push(Problem::Unreadable(e)),
     }
     problems
+}
+
+/// Every path under `root` that is not a directory, relative, without
+/// reading any (a FIFO among them must not hang the check) and without
+/// following links; the manifest itself left out.
+fn names_on_disk(root: &Path) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut stack = vec![(root.to_path_buf(), String::new())];
+    while let Some((dir, prefix)) = stack.pop() {
+        let entries = fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
+            let rel = format!("{prefix}{}", entry.file_name().to_string_lossy());
+            let kind = entry
+                .file_type()
+                .map_err(|e| format!("{}: {e}", entry.path().display()))?;
+            if kind.is_dir() {
+                stack.push((entry.path(), format!("{rel}/")));
+            } else if rel != MANIFEST_FILE_NAME {
+                out.push(rel);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Copies `dir/data` to a temporary directory, opens its engine and hint

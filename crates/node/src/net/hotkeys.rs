@@ -122,7 +122,11 @@ fn ask(shared: &NodeShared, host: &str) -> Result<Snapshot, String> {
     sock.set_read_timeout(Some(timeout))
         .and_then(|()| sock.set_write_timeout(Some(timeout)))
         .map_err(|e| format!("socket: {e}"))?;
+    // With the secret the peer challenges a request without proof, and the
+    // proof goes on the same connection: that request keeps it open.
+    let challenged = shared.auth.secret.is_some();
     let request = |authorization: Option<&str>| match authorization {
+        None if challenged => format!("GET {INTERNAL_PATH} HTTP/1.1\r\nHost: {host}\r\n\r\n"),
         None => {
             format!("GET {INTERNAL_PATH} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
         }

@@ -204,12 +204,20 @@ fn percent_encode(out: &mut String, bytes: &[u8]) {
 
 /// The request line and headers of a peer's internal range stream.
 pub fn internal_request(host: &str, plan: &Plan) -> String {
-    internal_request_with(host, plan, None)
+    internal_request_with(host, plan, None, false)
 }
 
-/// [`internal_request`] with a peer's `Authorization` value, if any (kept
-/// alive until answered: a challenge is answered on the same connection).
-pub fn internal_request_with(host: &str, plan: &Plan, authorization: Option<&str>) -> String {
+/// [`internal_request`] with a peer's `Authorization` value, if any.
+/// `challenged`: the dialer holds the cluster secret, so the peer answers
+/// a request without proof with a challenge, answered on the same
+/// connection: that request must keep it open (no `Connection: close`,
+/// which the peer honours after its 401); the proven one closes it.
+pub fn internal_request_with(
+    host: &str,
+    plan: &Plan,
+    authorization: Option<&str>,
+    challenged: bool,
+) -> String {
     let mut target = String::from("/v0/internal/range?start=");
     percent_encode(&mut target, &plan.start);
     if let Some(end) = &plan.end {
@@ -217,6 +225,7 @@ pub fn internal_request_with(host: &str, plan: &Plan, authorization: Option<&str
         percent_encode(&mut target, end);
     }
     match authorization {
+        None if challenged => format!("GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n"),
         None => format!("GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
         Some(value) => format!(
             "GET {target} HTTP/1.1\r\nHost: {host}\r\nAuthorization: {value}\r\nConnection: close\r\n\r\n"
@@ -244,7 +253,9 @@ fn open_peer(url: &str, plan: &Plan, shared: &Node<'_>) -> Result<Source, String
     };
     set(&stream).map_err(|e| format!("socket: {e}"))?;
     let tls = shared.tls.and_then(|t| t.client());
-    let request = |authorization: Option<&str>| internal_request_with(&host, plan, authorization);
+    let challenged = shared.secret.is_some();
+    let request =
+        |authorization: Option<&str>| internal_request_with(&host, plan, authorization, challenged);
     let timed_out = |e: String| {
         if e.contains("timed out") || e.contains("would block") || e.contains("temporarily") {
             format!("no answer within the replication timeout ({timeout:?}): {e}")
