@@ -125,14 +125,8 @@ fn ask(shared: &NodeShared, host: &str) -> Result<Snapshot, String> {
     // With the secret the peer challenges a request without proof, and the
     // proof goes on the same connection: that request keeps it open.
     let challenged = shared.auth.secret.is_some();
-    let request = |authorization: Option<&str>| match authorization {
-        None if challenged => format!("GET {INTERNAL_PATH} HTTP/1.1\r\nHost: {host}\r\n\r\n"),
-        None => {
-            format!("GET {INTERNAL_PATH} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
-        }
-        Some(value) => format!(
-            "GET {INTERNAL_PATH} HTTP/1.1\r\nHost: {host}\r\nAuthorization: {value}\r\nConnection: close\r\n\r\n"
-        ),
+    let request = |authorization: Option<&str>| {
+        crate::range::peer_auth::internal_get(host, INTERNAL_PATH, authorization, challenged)
     };
     let (reader, head) = crate::range::peer_auth::open(
         sock,

@@ -73,6 +73,27 @@ fn read_head_raw<R: BufRead>(reader: &mut R) -> Result<Head, String> {
     })
 }
 
+/// The head of an internal `GET target` to a peer at `host`, with its
+/// `Authorization` value, if any. `challenged`: the dialer holds the
+/// cluster secret, so the peer answers a request without proof with a
+/// challenge, answered on the same connection: that request must keep it
+/// open (no `Connection: close`, which the peer honours after its 401);
+/// every other closes it.
+pub fn internal_get(
+    host: &str,
+    target: &str,
+    authorization: Option<&str>,
+    challenged: bool,
+) -> String {
+    match authorization {
+        None if challenged => format!("GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n"),
+        None => format!("GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+        Some(value) => format!(
+            "GET {target} HTTP/1.1\r\nHost: {host}\r\nAuthorization: {value}\r\nConnection: close\r\n\r\n"
+        ),
+    }
+}
+
 /// Dials `addr` (named `host`), over TLS when `tls` is given, sends
 /// `request(authorization)` and, with `secret`, answers a challenge once
 /// with a proof bound to `protocol`.

@@ -207,11 +207,8 @@ pub fn internal_request(host: &str, plan: &Plan) -> String {
     internal_request_with(host, plan, None, false)
 }
 
-/// [`internal_request`] with a peer's `Authorization` value, if any.
-/// `challenged`: the dialer holds the cluster secret, so the peer answers
-/// a request without proof with a challenge, answered on the same
-/// connection: that request must keep it open (no `Connection: close`,
-/// which the peer honours after its 401); the proven one closes it.
+/// [`internal_request`] with a peer's `Authorization` value, if any
+/// (`challenged`: [`super::peer_auth::internal_get`]).
 pub fn internal_request_with(
     host: &str,
     plan: &Plan,
@@ -224,13 +221,7 @@ pub fn internal_request_with(
         target.push_str("&end=");
         percent_encode(&mut target, end);
     }
-    match authorization {
-        None if challenged => format!("GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n"),
-        None => format!("GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
-        Some(value) => format!(
-            "GET {target} HTTP/1.1\r\nHost: {host}\r\nAuthorization: {value}\r\nConnection: close\r\n\r\n"
-        ),
-    }
+    super::peer_auth::internal_get(host, &target, authorization, challenged)
 }
 
 /// Connects to the peer at `url` (over TLS with `--tls-ca`, proving the
