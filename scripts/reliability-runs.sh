@@ -14,8 +14,8 @@ mkdir -p "$out"
 # --planted-bug; the fault runs are the same code either way.
 cargo build --release -p ataman --features ataman-node/planted-bugs
 bin=target/release/ataman
-for faults in kill pause partition oneway delay wipe diskfull clock \
-  kill,pause,partition,oneway,delay,wipe,diskfull,clock; do
+for faults in kill pause partition oneway delay wipe diskfull clock crash \
+  kill,pause,partition,oneway,delay,wipe,diskfull,clock,crash; do
   for (( seed = 1; seed <= runs; seed++ )); do
     name="${faults//,/+}"
     [[ "$faults" == *,* ]] && name=all

@@ -204,4 +204,6 @@ pub struct EngineMetrics {
     pub expired_seen: Counter,
     /// Expired versions dropped after the tombstone grace (nothing older left).
     pub expired_dropped: Counter,
+    /// Tombstones dropped after the tombstone grace (nothing older left).
+    pub tombstones_dropped: Counter,
 }

@@ -171,7 +171,7 @@ pub struct ServeArgs {
 #[cfg(feature = "planted-bugs")]
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct PlantedBugArgs {
-    /// Test hook: a deliberate bug for a negative control: `ack-before-wal`, `connection-panic`, `copy-skips-partitioned-leaving-node`, `joined-takes-id-zero`, `add-checks-only-status`, `range-alone-outside-read-set`, `livez-follows-peers`, `readyz-ignores-copy`, `no-startup-responder`, `slowlog-keeps-value` or `peer-address-resolved-once`.
+    /// Test hook: a deliberate bug for a negative control: `ack-before-wal`, `connection-panic`, `copy-skips-partitioned-leaving-node`, `joined-takes-id-zero`, `add-checks-only-status`, `range-alone-outside-read-set`, `livez-follows-peers`, `readyz-ignores-copy`, `no-startup-responder`, `slowlog-keeps-value`, `peer-address-resolved-once`, `read-repair-writes-older`, `expired-value-served`, `expires-early`, `copy-skips-keys` or `collect-ignores-shallower`.
     #[arg(long, env = "ATAMAN_DEBUG_PLANTED_BUG", hide = true)]
     pub debug_planted_bug: Option<String>,
 }
@@ -372,6 +372,16 @@ pub enum PlantedBug {
     /// stamp (`net::dispatch::stamp_deadline`): a value expires before its
     /// deadline. The exact checker's expiry negative control (premature).
     ExpiresEarly,
+    /// A transition copy leaves out the keys [`crate::antientropy::transfer::planted`]
+    /// picks (one in [`crate::antientropy::transfer::planted::SKIP_ONE_IN`],
+    /// by a hash of the key, the same on every source): a key whose old
+    /// replicas all leave is lost.
+    CopySkipsKeys,
+    /// The engine's old collection rule
+    /// (`Options::planted_collect_when_nothing_deeper`): a tombstone past the
+    /// grace is dropped once no deeper level overlaps the merge, though an
+    /// older version may remain shallower or in a memtable.
+    CollectIgnoresShallower,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -404,8 +414,10 @@ fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
         "read-repair-writes-older" => Ok(PlantedBug::ReadRepairWritesOlder),
         "expired-value-served" => Ok(PlantedBug::ExpiredValueServed),
         "expires-early" => Ok(PlantedBug::ExpiresEarly),
+        "copy-skips-keys" => Ok(PlantedBug::CopySkipsKeys),
+        "collect-ignores-shallower" => Ok(PlantedBug::CollectIgnoresShallower),
         other => Err(format!(
-            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served or expires-early, not {other:?}"
+            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served, expires-early, copy-skips-keys or collect-ignores-shallower, not {other:?}"
         )),
     }
 }

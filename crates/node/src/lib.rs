@@ -113,6 +113,8 @@ fn engine_options(config: &NodeConfig) -> Options {
         // engine opens before the stored layout is read); a node started
         // alone or with `--join` draws one.
         memtable_flush_slot: (config.cluster.len() > 1).then_some(config.self_index as u64),
+        planted_collect_when_nothing_deeper: config.planted_bug
+            == Some(PlantedBug::CollectIgnoresShallower),
         ..Options::default()
     };
     if let Some(b) = config.memtable_bytes_max {
@@ -280,6 +282,18 @@ fn write_durability(config: &NodeConfig) -> Durability {
         Some(PlantedBug::ExpiresEarly) => {
             tracing::error!(
                 "PLANTED BUG expires-early: deadlines are stamped a quarter of ttl_ms after the stamp. Test use only."
+            );
+            Durability::Complete
+        }
+        Some(PlantedBug::CopySkipsKeys) => {
+            tracing::error!(
+                "PLANTED BUG copy-skips-keys: a transition copy leaves out one key in 50. Test use only."
+            );
+            Durability::Complete
+        }
+        Some(PlantedBug::CollectIgnoresShallower) => {
+            tracing::error!(
+                "PLANTED BUG collect-ignores-shallower: compaction drops a tombstone past the grace once nothing deeper overlaps, older versions shallower or not. Test use only."
             );
             Durability::Complete
         }
@@ -526,7 +540,9 @@ impl cluster::transition::Copier for TransferCopier {
                 | PlantedBug::PeerAddressResolvedOnce
                 | PlantedBug::ReadRepairWritesOlder
                 | PlantedBug::ExpiredValueServed
-                | PlantedBug::ExpiresEarly,
+                | PlantedBug::ExpiresEarly
+                | PlantedBug::CopySkipsKeys
+                | PlantedBug::CollectIgnoresShallower,
             )
             | None => Mode::Sound,
         };

@@ -413,7 +413,7 @@ fn render_engine_state(out: &mut String, s: &Stats) {
 
 /// The engine's counters since it opened, and its block cache.
 fn render_engine_counters(out: &mut String, s: &Stats, m: &EngineMetrics) {
-    let counters: [(&str, &str, u64); 23] = [
+    let counters: [(&str, &str, u64); 24] = [
         (
             "ataman_engine_user_bytes_written_total",
             "Key and value bytes accepted.",
@@ -524,6 +524,11 @@ fn render_engine_counters(out: &mut String, s: &Stats, m: &EngineMetrics) {
             "ataman_engine_expired_dropped_total",
             "Expired versions dropped at the bottom level after the tombstone grace.",
             m.expired_dropped.get(),
+        ),
+        (
+            "ataman_engine_tombstones_dropped_total",
+            "Tombstones dropped after the tombstone grace (nothing older left in the engine).",
+            m.tombstones_dropped.get(),
         ),
     ];
     for (name, help, v) in counters {

@@ -164,6 +164,9 @@ pub struct Control {
     pub disk_full: bool,
     /// `clock_offset_ms=N`.
     pub clock_offset_ms: i64,
+    /// `sync_delay_ms=N` for now (the `crash` fault's slow disk); the
+    /// run's own `sync_delay_ms` when larger.
+    pub sync_delay_ms: u64,
 }
 
 /// The proxies on the directed links, shared by the cluster (which points
@@ -556,6 +559,17 @@ impl Cluster {
         }
     }
 
+    /// `kill -9` every node of `nodes` at once: every SIGKILL is sent
+    /// before any is waited for (one by one, the last would live on while
+    /// the first is reaped, and write out what the others lost). Then
+    /// [`Cluster::kill9`]'s result for each.
+    pub fn kill9_at_once(&mut self, nodes: &[usize]) -> Vec<(usize, Result<(), String>)> {
+        for &i in nodes {
+            let _ = self.signal(i, libc::SIGKILL);
+        }
+        nodes.iter().map(|&i| (i, self.kill9(i))).collect()
+    }
+
     /// Starts stopped node `i` again on its data directory.
     pub fn restart(&mut self, i: usize) -> Result<(), HarnessError> {
         self.spawn(i)
@@ -598,7 +612,7 @@ impl Cluster {
             "disk_full={}\nclock_offset_ms={}\nsync_delay_ms={}\n",
             u8::from(control.disk_full),
             control.clock_offset_ms,
-            self.spec.sync_delay_ms
+            self.spec.sync_delay_ms.max(control.sync_delay_ms)
         );
         std::fs::write(&tmp, text).map_err(io_error(format!("write {}", tmp.display())))?;
         std::fs::rename(&tmp, path).map_err(io_error(format!("rename to {}", path.display())))

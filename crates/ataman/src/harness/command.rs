@@ -39,7 +39,7 @@ pub struct TestClusterArgs {
     /// with join, leave, replace and leavecut), or `none`.
     #[arg(
         long,
-        default_value = "kill,pause,partition,oneway,delay,wipe,diskfull,clock"
+        default_value = "kill,pause,partition,oneway,delay,wipe,diskfull,clock,crash"
     )]
     pub faults: String,
     /// Workloads mixed, comma-separated: register, set, deletes.
@@ -72,10 +72,10 @@ pub struct TestClusterArgs {
     /// Plant a bug in every node, to see the harness catch it:
     /// ack-before-wal, joined-takes-id-zero,
     /// copy-skips-partitioned-leaving-node, read-repair-writes-older,
-    /// expired-value-served or expires-early (docs/RELIABILITY.md "Negative
-    /// controls"; only in a build with the `planted-bugs` feature, as the
-    /// tests have).
-    #[arg(long, value_parser = ["ack-before-wal", "joined-takes-id-zero", "copy-skips-partitioned-leaving-node", "read-repair-writes-older", "expired-value-served", "expires-early"])]
+    /// expired-value-served, expires-early, copy-skips-keys or
+    /// collect-ignores-shallower (docs/RELIABILITY.md "Negative controls";
+    /// only in a build with the `planted-bugs` feature, as the tests have).
+    #[arg(long, value_parser = ["ack-before-wal", "joined-takes-id-zero", "copy-skips-partitioned-leaving-node", "read-repair-writes-older", "expired-value-served", "expires-early", "copy-skips-keys", "collect-ignores-shallower"])]
     pub planted_bug: Option<String>,
     /// Make every file sync of every node this many ms slower for the whole
     /// run (a slow disk, through the fault-control file; at most 60000).
@@ -94,6 +94,15 @@ pub struct TestClusterArgs {
     /// The nodes' --anti-entropy-interval-ms (0: rounds only after a wipe and at the end).
     #[arg(long, default_value_t = 2000)]
     pub anti_entropy_interval_ms: u64,
+    /// The nodes' --tombstone-grace-ms: short, so compaction collects
+    /// tombstones and expired values during the run (docs/RELIABILITY.md,
+    /// "Collection during a run"); at least 4 anti-entropy intervals.
+    #[arg(long, default_value_t = super::config::TOMBSTONE_GRACE_MS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub tombstone_grace_ms: u64,
+    /// The nodes' --memtable-bytes-max: small, so memtables flush and
+    /// compactions run (and collect) during the run.
+    #[arg(long, default_value_t = super::config::MEMTABLE_BYTES)]
+    pub memtable_bytes_max: usize,
     /// The nodes' --replication-factor [default: the node count; 3 with a
     /// membership fault].
     #[arg(long)]
@@ -180,6 +189,8 @@ impl TestClusterArgs {
         c.keep_dir = self.keep;
         c.replication_timeout_ms = self.replication_timeout_ms;
         c.anti_entropy_interval_ms = self.anti_entropy_interval_ms;
+        c.tombstone_grace_ms = self.tombstone_grace_ms;
+        c.memtable_bytes_max = self.memtable_bytes_max;
         c.replication_factor = factor;
         c.converge_timeout = Duration::from_secs(self.converge_timeout_s);
         c.serve_args = self.serve_args.clone();

@@ -49,6 +49,11 @@ pub struct Config {
     /// The nodes' `--anti-entropy-interval-ms` (0: rounds only when the
     /// harness asks, after a wipe and at the end).
     pub anti_entropy_interval_ms: u64,
+    /// The nodes' `--tombstone-grace-ms` ([`TOMBSTONE_GRACE_MS`]; raised to
+    /// 4 anti-entropy intervals when those are longer).
+    pub tombstone_grace_ms: u64,
+    /// The nodes' `--memtable-bytes-max` ([`MEMTABLE_BYTES`]).
+    pub memtable_bytes_max: usize,
     /// The nodes' `--replication-factor` (None: the node default, the
     /// cluster size): anti-entropy keeps every key on its top `R` replicas,
     /// and convergence is checked on them.
@@ -66,6 +71,20 @@ pub struct Config {
     /// More `ataman serve` arguments for every node.
     pub serve_args: Vec<String>,
 }
+
+/// The harness's tombstone grace, ms: short enough that tombstones and
+/// expired values written in a 30 s run's first third are collected
+/// before it ends, long enough that no replica misses a delete for that
+/// long (the longest fault is 4 s, then hints and 2 s anti-entropy rounds
+/// repair it); the node's default is 10 days. A grace shorter than the
+/// time a replica stays behind would lose deletes by design (a replica
+/// that missed one brings the old value back once the others collected
+/// the tombstone: docs/decisions/0007), which the checker would report.
+pub const TOMBSTONE_GRACE_MS: u64 = 20_000;
+/// The harness's memtable size, bytes: some KiB of writes per second per
+/// node fill it every few seconds, so flushes and compactions (which
+/// collect) happen during a run; the node's default is 64 MiB.
+pub const MEMTABLE_BYTES: usize = 64 * 1024;
 
 impl Config {
     /// A configuration with the defaults of `ataman test-cluster`.
@@ -88,6 +107,8 @@ impl Config {
             value_bytes: 0,
             replication_timeout_ms: 1000,
             anti_entropy_interval_ms: 2000,
+            tombstone_grace_ms: TOMBSTONE_GRACE_MS,
+            memtable_bytes_max: MEMTABLE_BYTES,
             replication_factor: None,
             converge_timeout: Duration::from_secs(60),
             history: None,
@@ -144,6 +165,13 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// The grace the nodes get: [`Config::tombstone_grace_ms`], at least
+    /// 4 anti-entropy intervals (a node refuses a grace at or below one).
+    pub fn grace_ms(&self) -> u64 {
+        self.tombstone_grace_ms
+            .max(self.anti_entropy_interval_ms.saturating_mul(4))
     }
 
     /// The slots the schedule plans for: `leave` keeps at least `R`

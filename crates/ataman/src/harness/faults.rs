@@ -24,6 +24,7 @@
 //! | `wipe` | `kill -9`, data directory removed | restarted empty with `--refill` (it answers no replica read before an anti-entropy round with every peer), then repair rounds on it (`POST /v0/repair`) until one succeeds with every peer |
 //! | `diskfull` | `disk_full=1`: the node's file writes fail with ENOSPC | `disk_full=0`, then `kill -9` and restart (a failed write poisons the engine until a restart) |
 //! | `clock` | `clock_offset_ms=±5..30 s`: the node's HLC reads a shifted wall clock | offset 0 |
+//! | `crash` | every member's syncs 50 ms slower for 300 ms, then `kill -9` of every member at once ([`super::crash`]) | every member restarted on its data |
 //! | `join`, `leave`, `replace`, `leavecut` | a layout change (`membership.rs`), in the process lane, only where the member count stays within `R..=slots` ([`Shape`]) | never: permanent (a `leavecut`'s cut is healed within its step) |
 //!
 //! With spare slots ([`Shape`]), a process fault's target is a choice among
@@ -74,6 +75,8 @@ pub enum FaultKind {
     DiskFull,
     /// The node's clock jumps.
     Clock,
+    /// Every member killed at once, after a moment of slow disks.
+    Crash,
     /// A spare slot's node joins: `--join`, then a layout adding it.
     Join,
     /// A member leaves: a layout removing it, then it stops once safe.
@@ -86,7 +89,7 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind, in schedule order of the lanes.
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::Kill,
         FaultKind::Pause,
         FaultKind::Partition,
@@ -95,6 +98,7 @@ impl FaultKind {
         FaultKind::Wipe,
         FaultKind::DiskFull,
         FaultKind::Clock,
+        FaultKind::Crash,
     ];
 
     /// The membership kinds (`membership.rs`): permanent steps, never healed.
@@ -127,6 +131,7 @@ impl FaultKind {
             FaultKind::Wipe => "wipe",
             FaultKind::DiskFull => "diskfull",
             FaultKind::Clock => "clock",
+            FaultKind::Crash => "crash",
             FaultKind::Join => "join",
             FaultKind::Leave => "leave",
             FaultKind::Replace => "replace",
@@ -205,6 +210,8 @@ pub enum Action {
         /// Milliseconds, either sign.
         offset_ms: i64,
     },
+    /// Every member killed at once (the members at the time).
+    Crash,
     /// The first spare slot joins.
     Join,
     /// A member leaves (`node` names it among the members at the time,
@@ -238,6 +245,7 @@ impl Action {
             Action::Wipe { .. } => FaultKind::Wipe,
             Action::DiskFull { .. } => FaultKind::DiskFull,
             Action::Clock { .. } => FaultKind::Clock,
+            Action::Crash => FaultKind::Crash,
             Action::Join => FaultKind::Join,
             Action::Leave { .. } => FaultKind::Leave,
             Action::Replace { .. } => FaultKind::Replace,
@@ -256,7 +264,7 @@ impl Action {
             | Action::Leave { node }
             | Action::Replace { node }
             | Action::LeaveCut { node } => vec![*node],
-            Action::Join => Vec::new(),
+            Action::Join | Action::Crash => Vec::new(),
             Action::Partition { side, .. } => side.clone(),
             Action::Oneway { from, to } => vec![*from, *to],
             Action::Delay { links } => {
@@ -287,7 +295,7 @@ pub struct Step {
 /// `(low, high)` duration of each kind, ms.
 fn duration_range(kind: FaultKind) -> (u64, u64) {
     match kind {
-        FaultKind::Kill => (200, 1500),
+        FaultKind::Kill | FaultKind::Crash => (200, 1500),
         FaultKind::Pause => (300, 2000),
         FaultKind::Wipe => (200, 1000),
         FaultKind::DiskFull => (500, 2500),
@@ -311,6 +319,7 @@ fn action(rng: &mut Rng, kind: FaultKind, nodes: usize) -> Action {
         FaultKind::Pause => Action::Pause { node },
         FaultKind::Wipe => Action::Wipe { node },
         FaultKind::Join => Action::Join,
+        FaultKind::Crash => Action::Crash,
         FaultKind::Leave => Action::Leave { node },
         FaultKind::Replace => Action::Replace { node },
         FaultKind::LeaveCut => Action::LeaveCut { node },
@@ -462,7 +471,8 @@ pub fn schedule_shaped(
 pub struct Active {
     step: Step,
     start_us: u64,
-    /// A membership step's outcome (it is done at injection, never healed).
+    /// A membership step's outcome (it is done at injection, never healed);
+    /// a `crash`'s members killed (restarted at the heal).
     done: Option<(Vec<usize>, String)>,
 }
 
@@ -677,6 +687,21 @@ impl<'a> Injector<'a> {
             | Action::Replace { .. }
             | Action::LeaveCut { .. } => {}
             Action::Kill { node } => self.kill(*node),
+            Action::Crash => {
+                let (killed, gone) = super::crash::inject(self.cluster);
+                for (node, status) in gone {
+                    self.recorder.crash(Crash {
+                        node,
+                        at_us: self.recorder.now_us(),
+                        status: format!("already gone before kill -9: {status}"),
+                    });
+                }
+                return Active {
+                    step: step.clone(),
+                    start_us: self.recorder.now_us(),
+                    done: Some((killed, String::new())),
+                };
+            }
             Action::Wipe { node } => {
                 self.kill(*node);
                 if let Err(e) = lock(self.cluster).wipe(*node) {
@@ -777,6 +802,7 @@ impl<'a> Injector<'a> {
         let control = Control {
             disk_full,
             clock_offset_ms,
+            ..Control::default()
         };
         if let Err(e) = lock(self.cluster).set_control(node, control) {
             tracing::warn!(node, error = %e, "test-cluster: cannot set the node's faults");
@@ -801,6 +827,16 @@ impl<'a> Injector<'a> {
                 } else {
                     self.restart(*node)
                 }
+            }
+            Action::Crash => {
+                super::crash::restore_disks(self.cluster);
+                let (killed, _) = active.done.clone().unwrap_or_default();
+                let restarted: Vec<String> = killed
+                    .iter()
+                    .map(|&node| format!("node {node} {}", self.restart(node)))
+                    .collect();
+                targets = killed;
+                format!("every member killed at once; {}", restarted.join(", "))
             }
             Action::Wipe { node } => {
                 let restarted = if is_up(*node) {

@@ -5,7 +5,8 @@
 //! # Layout
 //! - [`cluster`]: the `ataman serve` processes, a fault proxy on every
 //!   directed link, process control (kill -9, pause, restart, wipe, stop).
-//! - [`faults`]: fault kinds, the seeded schedule, injecting and healing.
+//! - [`faults`]: fault kinds, the seeded schedule, injecting and healing;
+//!   [`crash`]: the `crash` fault (every member killed at once).
 //! - [`workload`]: seeded client threads (register, set, deletes) and the
 //!   final reads; [`client`] is their keep-alive HTTP client.
 //! - [`history`]: every operation and fault, as JSON lines.
@@ -37,6 +38,7 @@ pub mod cluster;
 pub mod command;
 pub mod config;
 pub mod converge;
+pub mod crash;
 pub mod error;
 pub mod faults;
 pub mod history;

@@ -69,6 +69,23 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
         "--anti-entropy-interval-ms".to_string(),
         config.anti_entropy_interval_ms.to_string(),
     ];
+    // The harness's grace and memtable unless `-- ARGS` give their own
+    // (a node refuses an option given twice).
+    for (option, value) in [
+        ("--tombstone-grace-ms", config.grace_ms().to_string()),
+        (
+            "--memtable-bytes-max",
+            config.memtable_bytes_max.to_string(),
+        ),
+    ] {
+        if !config
+            .serve_args
+            .iter()
+            .any(|a| a.split('=').next() == Some(option))
+        {
+            serve_args.extend([option.to_string(), value]);
+        }
+    }
     if let Some(r) = config.replication_factor {
         serve_args.extend(["--replication-factor".to_string(), r.to_string()]);
     }
@@ -174,6 +191,7 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
     if let Some(membership) = membership {
         convergence.repair = format!("{membership}; {}", convergence.repair);
     }
+    convergence.repair = format!("{}; {}", convergence.repair, collected(&cluster, &members));
     let final_keys: Vec<(String, Workload)> =
         keys.iter().map(|(k, (w, _))| (k.clone(), *w)).collect();
     workload::final_reads(
@@ -230,6 +248,35 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
         }
     }
     Ok(report)
+}
+
+/// What compaction collected, summed over `members` from their
+/// `/metrics` (since each node's last start: a restart zeroes them):
+/// tombstones and expired values dropped after the grace.
+fn collected(cluster: &Cluster, members: &[usize]) -> String {
+    let mut sums = [0u64; 2];
+    let names = [
+        "ataman_engine_tombstones_dropped_total",
+        "ataman_engine_expired_dropped_total",
+    ];
+    for &node in members {
+        let Some(text) = cluster.metrics(node) else {
+            continue;
+        };
+        for line in text.lines() {
+            let mut parts = line.split_whitespace();
+            let (Some(name), Some(value)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            if let Some(i) = names.iter().position(|n| *n == name) {
+                sums[i] += value.parse::<u64>().unwrap_or(0);
+            }
+        }
+    }
+    format!(
+        "collected since the nodes' last start: {} tombstones, {} expired values",
+        sums[0], sums[1]
+    )
 }
 
 fn write_history(history: &history::History, path: &std::path::Path) -> bool {

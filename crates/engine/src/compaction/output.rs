@@ -187,6 +187,9 @@ pub fn write_tables_filtered(
                     sink.metrics.expired_dropped.add(1);
                 }
             }
+            if parsed.kind == Kind::Delete && fate == Fate::Drop {
+                sink.metrics.tombstones_dropped.add(1);
+            }
             if fate != Fate::Drop {
                 if builder.is_none() {
                     builder = Some(start_table(sink)?);

@@ -17,6 +17,7 @@
 //! - [`plan`]: what a change would move, per destination (pure), and the
 //!   scan that feeds it; [`plan_thread`]: `GET /v0/layout/plan` off the
 //!   network thread (not routed yet).
+//! - [`planted`]: the planted bug `copy-skips-keys` (a negative control).
 
 pub mod copy;
 pub mod metrics;
@@ -24,6 +25,7 @@ pub mod offers;
 pub mod one_pass;
 pub mod plan;
 pub mod plan_thread;
+pub mod planted;
 pub mod pull;
 pub mod record;
 pub mod scope;

@@ -302,7 +302,8 @@ fn ingest_offered(
         per_source[*source].1 += moved_bytes(key, version.value.as_deref());
     }
     let applying = Instant::now();
-    let items = versions.into_iter().map(|(k, v, _)| (k, v)).collect();
+    let mut items = versions.into_iter().map(|(k, v, _)| (k, v)).collect();
+    super::planted::keep(node.config.planted_bug, &mut items);
     let (_, refused) = local::ingest(node, items)?;
     let took = applying.elapsed();
     incomplete_if_refused(&refused)?;

@@ -311,9 +311,10 @@ pub(super) fn fetch_batch(
 pub(super) fn apply_pulled(
     node: &Node<'_>,
     s: &mut dyn KeepAlive,
-    versions: Vec<(Vec<u8>, Stamped)>,
+    mut versions: Vec<(Vec<u8>, Stamped)>,
     pulled: &mut Pulled,
 ) -> Result<(), SessionError> {
+    super::planted::keep(node.config.planted_bug, &mut versions);
     let bytes: u64 = versions
         .iter()
         .map(|(key, v)| moved_bytes(key, v.value.as_deref()))
