@@ -32,8 +32,8 @@ fn exe() -> PathBuf {
 }
 
 /// The seed of the run with every fault: its schedule (a pure function of
-/// the seed) injects each of the eight kinds in the first 18 s of 25.
-const EVERY_FAULT_SEED: u64 = 9;
+/// the seed) injects each of the nine kinds in the first 18 s of 25.
+const EVERY_FAULT_SEED: u64 = 4;
 const EVERY_FAULT_DURATION: Duration = Duration::from_secs(25);
 
 /// Three nodes, every fault kind mixed for 25 s under the three workloads

@@ -287,7 +287,7 @@ fn write_durability(config: &NodeConfig) -> Durability {
         }
         Some(PlantedBug::CopySkipsKeys) => {
             tracing::error!(
-                "PLANTED BUG copy-skips-keys: a transition copy leaves out one key in 50. Test use only."
+                "PLANTED BUG copy-skips-keys: a transition copy leaves out one key in 4. Test use only."
             );
             Durability::Complete
         }

@@ -16,7 +16,8 @@
 //!    one (a re-stamped delete leaves its first tombstones on the
 //!    replicas that took them: a read during it may find one), an
 //!    expiring put with that stamp, or a write not acknowledged (its
-//!    stamp is not known) that started before the read ended. Anything else is a
+//!    stamp is not known) that started before the read ended, in that
+//!    order of preference (the write rule 4 then judges). Anything else is a
 //!    version nobody wrote (`impossible`).
 //! 2. **Never older than the acknowledged.** Of the acknowledged writes
 //!    that ended before the read started and whose quorum intersects the
@@ -164,7 +165,19 @@ fn explain<'a>(r: &Op, writes: &[&'a Op]) -> Result<Seen<'a>, String> {
                         None => w.outcome != OpOutcome::Ok,
                     }
             };
-            let write = writes.iter().find(names).copied();
+            // The write acknowledged with that very stamp first (stamps
+            // are unique: it is the one), then one acknowledged with a
+            // newer stamp (a re-stamped delete), then one whose stamp is
+            // unknown: an unacknowledged write is a possible explanation,
+            // never the one to judge when a known write names the stamp.
+            let exact = |w: &&&Op| names(w) && acked(w) == Some(rv);
+            let known = |w: &&&Op| names(w) && acked(w).is_some();
+            let write = writes
+                .iter()
+                .find(exact)
+                .or_else(|| writes.iter().find(known))
+                .or_else(|| writes.iter().find(names))
+                .copied();
             let write = write.ok_or("a tombstone or expired version nobody wrote")?;
             Ok(Seen {
                 rv,

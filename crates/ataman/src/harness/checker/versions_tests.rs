@@ -304,6 +304,33 @@ fn premature_and_late_expiry_are_flagged() {
     assert_eq!(checked_with(late, vec![jump]).expiry.count, 0);
 }
 
+/// Regression (a default run, seed 2, 2026-12-07): a 404 naming the stamp
+/// of an acknowledged expiring put (`ttl_ms` 100) was judged against an
+/// earlier unacknowledged expiring put (`ttl_ms` 400, stamp unknown) and
+/// reported as premature expiry. The acknowledged write with the very
+/// stamp is the one the answer names; the same 404 naming no known stamp
+/// is still judged against the unacknowledged put, and flagged.
+#[test]
+fn a_404_is_judged_against_the_write_acknowledged_with_its_stamp() {
+    let expiring = |o: Op, ttl| Op {
+        ttl_ms: Some(ttl),
+        ..o
+    };
+    let f = checked(vec![
+        maybe(expiring(put(1, "a", 0, 5), 400)),
+        expiring(put(1, "b", 100, 110), 100),
+        get(2, None, Some(ts(100)), 225, 226),
+    ]);
+    assert_eq!(read_violations(&f), 0, "{f:#?}");
+    assert_eq!(f.expiry.count, 0, "{f:#?}");
+    // Negative control: the unacknowledged put alone names it: premature.
+    let f = checked(vec![
+        maybe(expiring(put(1, "a", 0, 5), 4_000)),
+        get(2, None, Some(ts(3)), 225, 226),
+    ]);
+    assert_eq!(f.expiry.count, 1, "{f:#?}");
+}
+
 /// Read your writes, by versions: a client's own acknowledged put missed.
 #[test]
 fn read_your_writes_by_versions() {

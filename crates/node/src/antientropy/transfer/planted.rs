@@ -12,8 +12,10 @@
 
 use crate::config::PlantedBug;
 
-/// One key in this many is left out by the planted copy.
-pub const SKIP_ONE_IN: u64 = 50;
+/// One key in this many is left out by the planted copy: coarse, so the
+/// harness's `leavecut` profile (some hundred keys copied, one in ten
+/// with both old replicas leaving) loses several in every run.
+pub const SKIP_ONE_IN: u64 = 4;
 
 /// FNV-1a over `key` (a stable hash: the same on every node and run).
 fn fnv1a(key: &[u8]) -> u64 {
@@ -45,12 +47,12 @@ mod tests {
     /// Without the bug nothing is skipped; with it about one key in
     /// [`SKIP_ONE_IN`] is, the same keys every time.
     #[test]
-    fn skips_one_key_in_fifty_only_when_planted() {
+    fn skips_one_key_in_four_only_when_planted() {
         let keys: Vec<Vec<u8>> = (0..10_000).map(|i| format!("s{i}").into_bytes()).collect();
         assert!(keys.iter().all(|k| !skips(None, k)));
         let bug = Some(PlantedBug::CopySkipsKeys);
         let skipped = keys.iter().filter(|k| skips(bug, k)).count();
-        assert!((100..=300).contains(&skipped), "{skipped}");
+        assert!((2_000..=3_000).contains(&skipped), "{skipped}");
         let mut versions: Vec<(Vec<u8>, ())> = keys.iter().map(|k| (k.clone(), ())).collect();
         keep(None, &mut versions);
         assert_eq!(versions.len(), keys.len());
