@@ -372,10 +372,9 @@ pub enum PlantedBug {
     /// stamp (`net::dispatch::stamp_deadline`): a value expires before its
     /// deadline. The exact checker's expiry negative control (premature).
     ExpiresEarly,
-    /// A transition copy leaves out the keys [`crate::antientropy::transfer::planted`]
-    /// picks (one in [`crate::antientropy::transfer::planted::SKIP_ONE_IN`],
-    /// by a hash of the key, the same on every source): a key whose old
-    /// replicas all leave is lost.
+    /// A transition copy leaves out the keys `antientropy/transfer/planted.rs`
+    /// picks (one in four, by a hash of the key, the same on every
+    /// source): a key whose old replicas all leave is lost.
     CopySkipsKeys,
     /// The engine's old collection rule
     /// (`Options::planted_collect_when_nothing_deeper`): a tombstone past the

@@ -29,7 +29,7 @@ fn fnv1a(key: &[u8]) -> u64 {
 
 /// True when the planted bug `bug` makes the copy leave `key` out.
 pub fn skips(bug: Option<PlantedBug>, key: &[u8]) -> bool {
-    bug == Some(PlantedBug::CopySkipsKeys) && fnv1a(key) % SKIP_ONE_IN == 0
+    bug == Some(PlantedBug::CopySkipsKeys) && fnv1a(key).is_multiple_of(SKIP_ONE_IN)
 }
 
 /// `versions` without the keys the planted bug skips (all of them when
