@@ -372,6 +372,9 @@ pub enum PlantedBug {
     /// stamp (`net::dispatch::stamp_deadline`): a value expires before its
     /// deadline. The exact checker's expiry negative control (premature).
     ExpiresEarly,
+    /// A restore's ingest keeps versions stamped after the backup's `T`
+    /// (`net::backup_transfer`): the point-in-time negative control.
+    BackupIgnoresT,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -404,8 +407,9 @@ fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
         "read-repair-writes-older" => Ok(PlantedBug::ReadRepairWritesOlder),
         "expired-value-served" => Ok(PlantedBug::ExpiredValueServed),
         "expires-early" => Ok(PlantedBug::ExpiresEarly),
+        "backup-ignores-t" => Ok(PlantedBug::BackupIgnoresT),
         other => Err(format!(
-            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served or expires-early, not {other:?}"
+            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served, expires-early or backup-ignores-t, not {other:?}"
         )),
     }
 }

@@ -277,6 +277,12 @@ fn write_durability(config: &NodeConfig) -> Durability {
             );
             Durability::Complete
         }
+        Some(PlantedBug::BackupIgnoresT) => {
+            tracing::error!(
+                "PLANTED BUG backup-ignores-t: a restore keeps versions stamped after the backup's T. Test use only."
+            );
+            Durability::Complete
+        }
         Some(PlantedBug::ExpiresEarly) => {
             tracing::error!(
                 "PLANTED BUG expires-early: deadlines are stamped a quarter of ttl_ms after the stamp. Test use only."
@@ -526,7 +532,8 @@ impl cluster::transition::Copier for TransferCopier {
                 | PlantedBug::PeerAddressResolvedOnce
                 | PlantedBug::ReadRepairWritesOlder
                 | PlantedBug::ExpiredValueServed
-                | PlantedBug::ExpiresEarly,
+                | PlantedBug::ExpiresEarly
+                | PlantedBug::BackupIgnoresT,
             )
             | None => Mode::Sound,
         };
