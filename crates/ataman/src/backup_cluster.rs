@@ -4,7 +4,7 @@
 //! 1. `T`: the member's clock (`GET /v0/backup`'s `clock_ts`); the members:
 //!    its layout (`GET /v0/layout`; a single node is its own).
 //! 2. Every member, in parallel: `POST /v0/backup?at=T&skew_ms=S`; each
-//!    checkpoints once its clock passed `T` + its request timeout + `S`
+//!    checkpoints once its clock passed `T` + its replication timeout + `S`
 //!    (`ataman_node::backup::point_in_time`). Writes go on meanwhile.
 //! 3. Every member's checkpoint copied over HTTP, in parallel
 //!    (`GET /v0/backup?name=&file=&offset=`, in chunks), each file's
@@ -138,7 +138,9 @@ fn point_and_layout(url: &BaseUrl, node: &NodeArgs) -> Result<(u64, Layout), Fai
             members: Vec::new(),
         },
     };
-    let layout = if layout.members.is_empty() {
+    // A single node is reached at the URL given (its own may be a
+    // listening address such as port 0).
+    let layout = if layout.members.len() <= 1 {
         Layout {
             members: vec![own],
             ..layout

@@ -74,7 +74,7 @@ pub enum BackupCommand {
         #[arg(long)]
         lease_s: Option<u64>,
         /// The clock skew assumed between members, in milliseconds: every
-        /// member checkpoints once its clock passed T + its request
+        /// member checkpoints once its clock passed T + its replication
         /// timeout + this.
         #[arg(long, default_value_t = ataman_node::backup::point_in_time::SKEW_MS_DEFAULT)]
         skew_ms: u64,

@@ -117,7 +117,8 @@ fn members(url: &BaseUrl, node: &NodeArgs) -> Result<Vec<BaseUrl>, Failed> {
             .collect(),
         Err(_) => Vec::new(),
     };
-    if listed.is_empty() {
+    // A single node is reached at the URL given.
+    if listed.len() <= 1 {
         return Ok(vec![url.clone()]);
     }
     listed

@@ -29,7 +29,7 @@ impl Figures {
             (
                 "ataman_backup_waiting_for_point",
                 "gauge",
-                "Cluster-backup checkpoints waiting for the clock to pass T + request timeout + skew.",
+                "Cluster-backup checkpoints waiting for the clock to pass T + replication timeout + skew.",
                 &self.waiting,
             ),
             (

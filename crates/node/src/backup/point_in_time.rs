@@ -6,12 +6,14 @@
 //! 1. **T** is one member's hybrid-logical-clock time, read when the
 //!    backup starts (`GET /v0/backup`'s `clock_ts`).
 //! 2. **A member checkpoints once its wall clock has passed
-//!    `millis(T) + request_timeout_ms + skew_ms`** ([`checkpoint_after_ms`],
-//!    [`decide`]). Sound because: a write stamped `ts <= T` by a coordinator
+//!    `millis(T) + timeout_ms + skew_ms`** ([`checkpoint_after_ms`],
+//!    [`decide`]), `timeout_ms` the replication timeout (a coordinator
+//!    answers a replicated write 504 past it: `--replication-timeout-ms`).
+//!    Sound because: a write stamped `ts <= T` by a coordinator
 //!    whose wall clock read at most `millis(ts)` (the clock never stamps
 //!    behind its wall clock) was stamped at a real time when that
 //!    coordinator's wall clock read at most `millis(T)`; it is acknowledged
-//!    within the request timeout of that, or never; so by the time any
+//!    within the replication timeout of that, or never; so by the time any
 //!    member's wall clock reads `millis(T) + timeout + skew` (its clock at
 //!    most `skew` behind the coordinator's), every acknowledged write
 //!    stamped `<= T` is on its quorum of replicas, and every replica's
@@ -21,8 +23,13 @@
 //!    checkpoints, taken later, also hold writes stamped after `T`.
 //!
 //! # Residual assumptions
-//! - Every member's request timeout is at most the one the member waiting
-//!   uses (its own): the nodes of one cluster share their configuration.
+//! - Every member's replication timeout is at most the one the member
+//!   waiting uses (its own): the nodes of one cluster share their
+//!   configuration.
+//! - A write a node applies alone (a single node, or one that keeps every
+//!   key for `ack=1&from=1`) is acknowledged once its engine applied it,
+//!   with no deadline: one still queued past the wait is in no checkpoint
+//!   (and was not acknowledged before the checkpoint was asked for).
 //! - Any two members' wall clocks differ by at most `skew_ms` (the
 //!   backup's `--skew-ms`, default [`SKEW_MS_DEFAULT`]).
 //! - A key written once before `T` and overwritten between `T` and its
@@ -44,10 +51,8 @@ pub const WAIT_MS_MAX: u64 = 600_000;
 
 /// The wall-clock time after which a member may take its checkpoint for a
 /// backup at `t` (rule 2).
-pub fn checkpoint_after_ms(t: Timestamp, request_timeout_ms: u64, skew_ms: u64) -> u64 {
-    millis(t)
-        .saturating_add(request_timeout_ms)
-        .saturating_add(skew_ms)
+pub fn checkpoint_after_ms(t: Timestamp, timeout_ms: u64, skew_ms: u64) -> u64 {
+    millis(t).saturating_add(timeout_ms).saturating_add(skew_ms)
 }
 
 /// What a member does now for a backup whose checkpoint is due after

@@ -12,7 +12,7 @@
 //!   removed; 503 when no job can start; 400 for a point more than
 //!   `point_in_time::WAIT_MS_MAX` ahead.
 //! - `GET`: 200 with `{"checkpoints":[…],"pinned_bytes":N,"clock_ts":T,
-//!   "request_timeout_ms":N,"body_bytes_max":N}` (what a cluster backup
+//!   "replication_timeout_ms":N,"body_bytes_max":N}` (what a cluster backup
 //!   and a restore need of the node).
 //! - `DELETE`: 204; 404 for an unknown name.
 
@@ -70,7 +70,7 @@ fn create(
         let why = format!("lease_s must be from 1 to {}", LEASE_MAX.as_secs());
         return Dispatched::Now(Answer::Failed(Failure::Invalid, why));
     }
-    let timeout_ms = shared.config.request_timeout.as_millis() as u64;
+    let timeout_ms = shared.config.replication_timeout.as_millis() as u64;
     let after_ms = at.map(|p| point_in_time::checkpoint_after_ms(p.ts, timeout_ms, p.skew_ms));
     if let Some(after_ms) = after_ms
         && point_in_time::decide(crate::hlc::wall_ms(), after_ms) == Decision::TooFar
@@ -178,9 +178,9 @@ fn list(shared: &NodeShared) -> Answer {
         .now()
         .unwrap_or_else(|_| ataman_engine::key::timestamp_from_millis(crate::hlc::wall_ms(), 0));
     out.push_str(&format!(
-        "],\"pinned_bytes\":{},\"clock_ts\":{clock_ts},\"request_timeout_ms\":{},\"body_bytes_max\":{}}}",
+        "],\"pinned_bytes\":{},\"clock_ts\":{clock_ts},\"replication_timeout_ms\":{},\"body_bytes_max\":{}}}",
         shared.backups.pinned_bytes(),
-        shared.config.request_timeout.as_millis(),
+        shared.config.replication_timeout.as_millis(),
         shared.config.value_bytes_max
     ));
     Answer::Document(Format::Json, out)
