@@ -18,7 +18,7 @@
 //! Bounds: one thread per member (at most `MEMBERS_MAX`); one chunk
 //! (`FILE_CHUNK_BYTES_MAX`) in memory per thread.
 
-use crate::backup_cmd::{Failed, NodeArgs, ask, io_timeout, json, refused};
+use crate::backup_client::{Failed, NodeArgs, ask, io_timeout, json, refused};
 use crate::http_client::url::{BaseUrl, target};
 use ataman_node::backup::cluster_manifest::{ClusterManifest, Member};
 use ataman_node::backup::manifest::{MANIFEST_FILE_NAME, Manifest, checked_path};

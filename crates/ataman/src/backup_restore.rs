@@ -24,7 +24,7 @@
 //! Not built: a same-layout path that hands each node its checkpoint's
 //! files at disk speed (docs/BACKUP.md, "Not covered").
 
-use crate::backup_cmd::{EXIT_DAMAGED, Failed, NodeArgs, ask, io_timeout, json, refused};
+use crate::backup_client::{EXIT_DAMAGED, Failed, NodeArgs, ask, io_timeout, json, refused};
 use crate::http_client::url::{BaseUrl, target};
 use ataman_node::backup::cluster_manifest::{self, ClusterManifest};
 use ataman_node::backup::{ingest_wire, read_back, verify};

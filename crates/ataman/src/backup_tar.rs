@@ -10,7 +10,7 @@
 //! each file's bytes padded to 512, then two zero blocks. Written here
 //! rather than with a crate: the subset a backup needs is these forty lines.
 
-use crate::backup_cmd::{Failed, NodeArgs, refused};
+use crate::backup_client::{Failed, NodeArgs, refused};
 use crate::http_client::url::BaseUrl;
 use std::io::Write;
 use std::path::Path;
@@ -47,7 +47,7 @@ pub fn create_to_stdout(
             .and_then(|()| out.write_all(&[0u8; 2 * BLOCK_BYTES]))
             .and_then(|()| out.flush())
             .map_err(|e| refused(format!("ataman backup create: writing the tar stream: {e}")))?;
-        eprint!("{summary}streamed as tar on stdout\n");
+        eprintln!("{summary}streamed as tar on stdout");
         Ok(String::new())
     });
     let _ = std::fs::remove_dir_all(&temp);

@@ -1,5 +1,6 @@
 //! Support code of the `ataman` binary that its tests share.
 
+pub mod backup_client;
 pub mod backup_cluster;
 pub mod backup_cmd;
 pub mod backup_progress;

@@ -332,7 +332,7 @@ fn to_stdout_is_a_tar_that_extracts_and_verifies() {
     );
     // A stream cut short does not extract into a backup that verifies.
     let cut = dir.path().join("cut.tar");
-    std::fs::write(&cut, &out_prefix(&std::fs::read(&tar).unwrap())).unwrap();
+    std::fs::write(&cut, out_prefix(&std::fs::read(&tar).unwrap())).unwrap();
     let y = dir.path().join("y");
     std::fs::create_dir(&y).unwrap();
     let _ = Command::new("tar")

@@ -14,7 +14,7 @@ pub enum BackupAsk {
         /// Its lease in seconds (`None`: the default hour).
         lease_s: Option<u64>,
         /// A cluster backup's point: checkpoint once the clock passed it
-        /// (`crate::backup::point_in_time`).
+        /// (`backup::point_in_time`).
         at: Option<PointAt>,
     },
     /// The held checkpoints, the node's clock and its bounds (`GET`).
@@ -35,7 +35,7 @@ pub enum BackupAsk {
         name: String,
     },
     /// A restore's versions, applied where this node keeps their keys
-    /// (`POST ?ingest=1[&t=TS]`, the body `crate::backup::ingest_wire`);
+    /// (`POST ?ingest=1[&t=TS]`, the body `backup::ingest_wire`);
     /// with `ingest=probe`, only whether the store is empty.
     Ingest {
         /// Only answer whether the store holds no entry.
@@ -51,8 +51,9 @@ pub enum BackupAsk {
 pub struct PointAt {
     /// `T`, a hybrid-logical-clock timestamp.
     pub ts: u64,
-    /// The clock skew assumed between members, milliseconds.
-    pub skew_ms: u64,
+    /// The clock skew assumed between members, milliseconds (`None`: the
+    /// rule's default).
+    pub skew_ms: Option<u64>,
 }
 
 /// `/v0/backup` (module header).
@@ -100,17 +101,12 @@ fn post(lease_s: Param<'_>, at: Param<'_>, skew_ms: Param<'_>) -> Result<BackupA
         lease_s => lease_s.map(u64::from),
     };
     let skew_ms = number_u64(skew_ms)?;
+    // The skew's default and bound are the backup rule's
+    // (`net::backup_http`, `backup::point_in_time`).
     let at = match (number_u64(at)?, skew_ms) {
         (None, Some(_)) => return Err(bad("skew_ms needs at=TS")),
         (None, None) => None,
-        (Some(ts), skew_ms) => {
-            use crate::backup::point_in_time::{SKEW_MS_DEFAULT, SKEW_MS_MAX};
-            let skew_ms = skew_ms.unwrap_or(SKEW_MS_DEFAULT);
-            if skew_ms > SKEW_MS_MAX {
-                return Err(bad(format!("skew_ms must be at most {SKEW_MS_MAX}")));
-            }
-            Some(PointAt { ts, skew_ms })
-        }
+        (Some(ts), skew_ms) => Some(PointAt { ts, skew_ms }),
     };
     Ok(BackupAsk::Create { lease_s, at })
 }
@@ -204,7 +200,6 @@ mod tests {
             (Method::Get, "name=a&file=b&offset=-1"),
             (post(), "lease_s=0"),
             (post(), "skew_ms=5"),
-            (post(), "at=1&skew_ms=60001"),
             (post(), "at=x"),
             (post(), "ingest=2"),
             (post(), "ingest=1&t=x"),

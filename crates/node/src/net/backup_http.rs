@@ -70,8 +70,15 @@ fn create(
         let why = format!("lease_s must be from 1 to {}", LEASE_MAX.as_secs());
         return Dispatched::Now(Answer::Failed(Failure::Invalid, why));
     }
+    let skew_ms = at
+        .and_then(|p| p.skew_ms)
+        .unwrap_or(point_in_time::SKEW_MS_DEFAULT);
+    if skew_ms > point_in_time::SKEW_MS_MAX {
+        let why = format!("skew_ms must be at most {}", point_in_time::SKEW_MS_MAX);
+        return Dispatched::Now(Answer::Failed(Failure::Invalid, why));
+    }
     let timeout_ms = shared.config.replication_timeout.as_millis() as u64;
-    let after_ms = at.map(|p| point_in_time::checkpoint_after_ms(p.ts, timeout_ms, p.skew_ms));
+    let after_ms = at.map(|p| point_in_time::checkpoint_after_ms(p.ts, timeout_ms, skew_ms));
     if let Some(after_ms) = after_ms
         && point_in_time::decide(crate::hlc::wall_ms(), after_ms) == Decision::TooFar
     {
