@@ -168,7 +168,7 @@ mod tests {
                 lease_s: None,
                 at: Some(PointAt {
                     ts: 99,
-                    skew_ms: 10
+                    skew_ms: Some(10)
                 })
             })
         );

@@ -104,7 +104,11 @@ mod tests {
         assert_eq!(decide(0, 500), Decision::WaitMs(501));
         assert_eq!(decide(0, WAIT_MS_MAX - 1), Decision::WaitMs(WAIT_MS_MAX));
         assert_eq!(decide(0, WAIT_MS_MAX), Decision::TooFar);
-        assert_eq!(checkpoint_after_ms(u64::MAX, 1, 1), u64::MAX);
+        assert_eq!(
+            checkpoint_after_ms(timestamp_from_millis(1_000, 5), 200, 300),
+            1_500
+        );
+        assert_eq!(checkpoint_after_ms(u64::MAX, u64::MAX, 1), u64::MAX);
     }
 
     #[test]
