@@ -1,6 +1,11 @@
 //! Support code of the `ataman` binary that its tests share.
 
+pub mod backup_client;
+pub mod backup_cluster;
 pub mod backup_cmd;
+pub mod backup_progress;
+pub mod backup_restore;
+pub mod backup_tar;
 pub mod cert_cmd;
 pub mod cluster_cmd;
 pub mod crash_writer;

@@ -52,9 +52,10 @@ fn metric(node: &Node, name: &str) -> u64 {
         .unwrap()
 }
 
-/// `create` copies a checkpoint that `verify` accepts, holding the keys
-/// written before it; `list` shows it and `/metrics` counts the bytes it
-/// pins; a flipped byte and a removed file are each named by `verify`
+/// `create` copies a backup (of a cluster of one node) that `verify`
+/// accepts, holding the keys written before it, and releases the node's
+/// checkpoint; a checkpoint taken with `POST /v0/backup` is listed and
+/// `/metrics` counts the bytes it pins; a flipped byte and a removed file are each named by `verify`
 /// (exit 1) — the negative control; `delete` releases the pin.
 #[test]
 fn create_verify_list_delete_and_corruption_named() {
@@ -71,6 +72,15 @@ fn create_verify_list_delete_and_corruption_named() {
     let out = ataman(&["backup", "verify", to_s]);
     assert!(out.status.success(), "verify: {}", text(&out.stderr));
 
+    // The backup fetched, the node holds no checkpoint (its pin released).
+    assert!(said.contains("released the checkpoints"), "{said}");
+    assert_eq!(metric(&node, "ataman_backup_pinned_bytes"), 0);
+    let mut conn = node.conn();
+    conn.send(&support::request("POST", "/v0/backup", &[], Some(b"")))
+        .unwrap();
+    assert_eq!(conn.read().unwrap().status, 200);
+    // A cluster backup of one node: its checkpoint is `node-0`.
+    let ck = to.join("node-0");
     let out = ataman(&["backup", "list", "--url", &url(&node)]);
     assert!(out.status.success(), "list: {}", text(&out.stderr));
     let listed = text(&out.stdout);
@@ -90,7 +100,7 @@ fn create_verify_list_delete_and_corruption_named() {
 
     // Negative control: one flipped byte in a table, then a missing file.
     let bad = dir.path().join("bad");
-    copy_dir(&to, &bad);
+    copy_dir(&ck, &bad);
     let table = first_table(&bad.join("data"));
     let mut bytes = std::fs::read(bad.join("data").join(&table)).unwrap();
     bytes[100] ^= 0x40;
@@ -106,7 +116,7 @@ fn create_verify_list_delete_and_corruption_named() {
     assert!(said.contains("data/CLOCK: missing"), "{said}");
     // A torn manifest (a kill before its last line): not complete.
     let torn = dir.path().join("torn");
-    copy_dir(&to, &torn);
+    copy_dir(&ck, &torn);
     let manifest = std::fs::read_to_string(torn.join("BACKUP-MANIFEST")).unwrap();
     let cut = manifest.rfind("end ").unwrap();
     std::fs::write(torn.join("BACKUP-MANIFEST"), &manifest[..cut]).unwrap();
@@ -117,9 +127,9 @@ fn create_verify_list_delete_and_corruption_named() {
     // would not be self-contained), and a FIFO beside it (reading it
     // would hang): both named, and the check ends.
     let linked = dir.path().join("linked");
-    copy_dir(&to, &linked);
+    copy_dir(&ck, &linked);
     std::fs::remove_file(linked.join("data/CLOCK")).unwrap();
-    std::os::unix::fs::symlink(to.join("data/CLOCK"), linked.join("data/CLOCK")).unwrap();
+    std::os::unix::fs::symlink(ck.join("data/CLOCK"), linked.join("data/CLOCK")).unwrap();
     let fifo = std::ffi::CString::new(linked.join("extra-fifo").to_str().unwrap()).unwrap();
     // SAFETY: a NUL-terminated path this test owns.
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);

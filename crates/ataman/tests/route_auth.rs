@@ -55,9 +55,7 @@ fn needs(action: &Action) -> Needs {
             Needs::Role(3)
         }
         // A checkpoint holds every value and pins disk (docs/BACKUP.md).
-        Action::BackupCreate { .. } | Action::BackupList | Action::BackupDelete { .. } => {
-            Needs::Role(3)
-        }
+        Action::Backup(_) => Needs::Role(3),
         Action::InternalRange { .. }
         | Action::InternalLayout
         | Action::InternalHotKeys

@@ -14,6 +14,9 @@ use crate::peer::handshake::{PEER_PROTOCOL, SYNC_PROTOCOL};
 use crate::ttl;
 use std::borrow::Cow;
 
+mod backup;
+pub use backup::{BackupAsk, PointAt};
+
 /// What a request asks for, after validation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
@@ -113,18 +116,9 @@ pub enum Action {
     Metrics,
     /// Read (`GET /v0/slowlog`) or change (`POST /v0/slowlog`) the slow log.
     Slowlog(crate::slowlog::Op),
-    /// Take a node checkpoint (`POST /v0/backup[?lease_s=N]`).
-    BackupCreate {
-        /// Its lease in seconds (`None`: the default hour).
-        lease_s: Option<u64>,
-    },
-    /// The held checkpoints (`GET /v0/backup`).
-    BackupList,
-    /// Remove a checkpoint (`DELETE /v0/backup?name=NAME`).
-    BackupDelete {
-        /// Its name.
-        name: String,
-    },
+    /// A request to `/v0/backup` (node checkpoints, a cluster backup's
+    /// files, a restore's versions).
+    Backup(BackupAsk),
     /// The hot keys (`GET /v0/hotkeys`): this node's, or the cluster's merged.
     HotKeys {
         /// Keys listed at most.
@@ -464,36 +458,6 @@ fn slowlog_post(params: &Params<'_>) -> Action {
     .unwrap_or_else(|e| e)
 }
 
-/// `/v0/backup`: `GET` the held checkpoints, `POST [?lease_s=N]` take
-/// one (`N` at least 1; its upper bound is checked where the checkpoints
-/// are known, `net::backup_http`), `DELETE ?name=NAME` remove one
-/// (docs/API.md, "Backup").
-fn backup(method: &Method, params: &Params<'_>) -> Action {
-    let [lease_s, name] = params.pick(["lease_s", "name"]);
-    match method {
-        Method::Get => Action::BackupList,
-        Method::Other(m) if m == "POST" => match number(lease_s) {
-            Ok(Some(0)) => bad("lease_s must be at least 1"),
-            Ok(lease_s) => Action::BackupCreate {
-                lease_s: lease_s.map(u64::from),
-            },
-            Err(refused) => refused,
-        },
-        Method::Delete => match name.one() {
-            // The name's form is checked where the checkpoints are known.
-            Ok(Some(raw)) => match std::str::from_utf8(&raw) {
-                Ok(name) => Action::BackupDelete {
-                    name: name.to_owned(),
-                },
-                Err(_) => bad("name must be UTF-8"),
-            },
-            Ok(None) => bad("DELETE /v0/backup needs name=NAME"),
-            Err(refused) => refused,
-        },
-        _ => not_allowed("GET, POST, DELETE"),
-    }
-}
-
 /// `GET /v0/hotkeys[?limit=n][&cluster=1]`.
 fn hotkeys_get(params: &Params<'_>) -> Action {
     use crate::hotkeys::sampler::COUNTERS;
@@ -730,7 +694,7 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
             Method::Other(m) if m == "POST" => (Route::Slowlog, slowlog_post(&params)),
             _ => (Route::Slowlog, not_allowed(allow_for(head.path))),
         },
-        Endpoint::Backup => (Route::Backup, backup(&head.method, &params)),
+        Endpoint::Backup => (Route::Backup, backup::backup(&head.method, &params)),
         Endpoint::Status
         | Endpoint::Cluster
         | Endpoint::Metrics

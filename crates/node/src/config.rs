@@ -381,6 +381,9 @@ pub enum PlantedBug {
     /// grace is dropped once no deeper level overlaps the merge, though an
     /// older version may remain shallower or in a memtable.
     CollectIgnoresShallower,
+    /// A restore's ingest keeps versions stamped after the backup's `T`
+    /// (`net::backup_transfer`): the point-in-time negative control.
+    BackupIgnoresT,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -415,8 +418,9 @@ fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
         "expires-early" => Ok(PlantedBug::ExpiresEarly),
         "copy-skips-keys" => Ok(PlantedBug::CopySkipsKeys),
         "collect-ignores-shallower" => Ok(PlantedBug::CollectIgnoresShallower),
+        "backup-ignores-t" => Ok(PlantedBug::BackupIgnoresT),
         other => Err(format!(
-            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served, expires-early, copy-skips-keys or collect-ignores-shallower, not {other:?}"
+            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served, expires-early, copy-skips-keys, collect-ignores-shallower or backup-ignores-t, not {other:?}"
         )),
     }
 }

@@ -279,6 +279,12 @@ fn write_durability(config: &NodeConfig) -> Durability {
             );
             Durability::Complete
         }
+        Some(PlantedBug::BackupIgnoresT) => {
+            tracing::error!(
+                "PLANTED BUG backup-ignores-t: a restore keeps versions stamped after the backup's T. Test use only."
+            );
+            Durability::Complete
+        }
         Some(PlantedBug::ExpiresEarly) => {
             tracing::error!(
                 "PLANTED BUG expires-early: deadlines are stamped a quarter of ttl_ms after the stamp. Test use only."
@@ -542,7 +548,8 @@ impl cluster::transition::Copier for TransferCopier {
                 | PlantedBug::ExpiredValueServed
                 | PlantedBug::ExpiresEarly
                 | PlantedBug::CopySkipsKeys
-                | PlantedBug::CollectIgnoresShallower,
+                | PlantedBug::CollectIgnoresShallower
+                | PlantedBug::BackupIgnoresT,
             )
             | None => Mode::Sound,
         };

@@ -112,6 +112,8 @@ pub struct Backups {
     last_ms: AtomicU64,
     /// The threads `POST /v0/backup` waits on (`crate::cluster::workers`).
     pub workers: crate::cluster::workers::Workers,
+    /// A cluster backup's and a restore's figures on this node.
+    pub figures: super::figures::Figures,
     /// Checkpoints whose removal at the end of their lease failed and was
     /// logged: logged once, tried again at every sweep.
     sweep_warned: Mutex<std::collections::BTreeSet<String>>,
@@ -161,6 +163,7 @@ impl Backups {
             last_ms: AtomicU64::new(last_ms),
             sweep_warned: Mutex::default(),
             workers: crate::cluster::workers::Workers::default(),
+            figures: super::figures::Figures::default(),
         })
     }
 
@@ -324,6 +327,7 @@ impl Backups {
                 "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
             ));
         }
+        self.figures.render(out);
     }
 }
 

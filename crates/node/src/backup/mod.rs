@@ -8,10 +8,21 @@
 //!   bytes they pin; at most one taken at a time.
 //! - [`verify`]: checking a checkpoint directory and opening a copy of it.
 //! - [`job`]: a checkpoint taken off the network threads.
+//! - [`point_in_time`]: a cluster backup's rule, when a member checkpoints
+//!   and which versions a restore keeps (pure).
+//! - [`ingest_wire`]: a restore's versions on the wire (pure).
+//! - [`cluster_manifest`]: a cluster backup's top manifest and its check.
+//! - [`read_back`]: a checkpoint's versions read back (a restore's source).
+//! - [`figures`]: a cluster backup's and a restore's counters.
 
+pub mod cluster_manifest;
+pub mod figures;
+pub mod ingest_wire;
 pub mod job;
 pub mod lease;
 pub mod manifest;
+pub mod point_in_time;
+pub mod read_back;
 pub mod take;
 pub mod verify;
 

@@ -199,7 +199,8 @@ fn open_copy(dir: &Path) -> Result<(u64, u64), String> {
     result
 }
 
-fn temp_copy_dir(dir: &Path) -> PathBuf {
+/// A fresh temporary directory's path for a copy of checkpoint `dir`.
+pub(super) fn temp_copy_dir(dir: &Path) -> PathBuf {
     let name = dir
         .file_name()
         .map_or_else(|| "checkpoint".into(), |n| n.to_string_lossy().into_owned());
@@ -210,7 +211,8 @@ fn temp_copy_dir(dir: &Path) -> PathBuf {
     ))
 }
 
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+/// Copies a directory tree.
+pub(super) fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     fs::create_dir_all(to)?;
     for entry in fs::read_dir(from)? {
         let entry = entry?;

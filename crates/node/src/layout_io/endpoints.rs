@@ -50,7 +50,8 @@ pub struct JobAnswer {
 }
 
 impl JobAnswer {
-    fn text(status: Status, reason: &str) -> JobAnswer {
+    /// A one-line text answer.
+    pub fn text(status: Status, reason: &str) -> JobAnswer {
         JobAnswer {
             status,
             content_type: TEXT_CONTENT_TYPE,

@@ -32,9 +32,7 @@ pub fn needed(command: &Command<'_>) -> Option<Role> {
         }
         // A checkpoint holds every key and value of the node and pins disk:
         // the admin's, listing and deleting too (docs/BACKUP.md).
-        Command::BackupCreate { .. } | Command::BackupList | Command::BackupDelete { .. } => {
-            Some(Role::Admin)
-        }
+        Command::Backup(..) => Some(Role::Admin),
         // `LASTSAVE`: a time, nothing about keys.
         Command::BackupLastSave => Some(Role::Read),
         // Every version of every key, tombstones included: a peer's part
@@ -105,9 +103,22 @@ mod tests {
                 version: 2,
                 change: crate::cluster::layout::Change::default(),
             },
-            Command::BackupCreate { lease_s: None },
-            Command::BackupList,
-            Command::BackupDelete { name: "x".into() },
+            Command::Backup(
+                crate::api::BackupAsk::Create {
+                    lease_s: None,
+                    at: None,
+                },
+                b"",
+            ),
+            Command::Backup(crate::api::BackupAsk::List, b""),
+            Command::Backup(crate::api::BackupAsk::Delete { name: "x".into() }, b""),
+            Command::Backup(
+                crate::api::BackupAsk::Ingest {
+                    probe: false,
+                    t: None,
+                },
+                b"x",
+            ),
             Command::BackupLastSave,
         ]
     }
@@ -120,9 +131,7 @@ mod tests {
             Command::Status => [true, true, true],
             Command::Write { .. } => [false, true, true],
             Command::RepairStart | Command::LayoutChange { .. } => [false, false, true],
-            Command::BackupCreate { .. } | Command::BackupList | Command::BackupDelete { .. } => {
-                [false, false, true]
-            }
+            Command::Backup(..) => [false, false, true],
             Command::Slowlog(op) if op.changes() => [false, false, true],
             _ => [true, true, true],
         };

@@ -1,19 +1,27 @@
 //! `/v0/backup`'s answers (docs/API.md, "Backup"): `POST` takes a node
 //! checkpoint on a job off the network threads and answers when it is
-//! complete; `GET` lists the held ones; `DELETE ?name=` removes one.
+//! complete (with `at=T`, once the clock passed the cluster backup's
+//! point, `crate::backup::point_in_time`); `GET` lists the held ones;
+//! `DELETE ?name=` removes one. A checkpoint's files and a restore's
+//! versions: `super::backup_transfer`.
 //!
 //! # Answers
 //! - `POST`: 200 with the checkpoint's JSON (`crate::backup::lease::render_json`);
 //!   409 when one is being taken or `CHECKPOINTS_HELD_MAX` are held; 500
 //!   (507 when the disk is full) when it failed, its partial directory
-//!   removed; 503 when no job can start.
-//! - `GET`: 200 with `{"checkpoints":[…],"pinned_bytes":N}`.
+//!   removed; 503 when no job can start; 400 for a point more than
+//!   `point_in_time::WAIT_MS_MAX` ahead.
+//! - `GET`: 200 with `{"checkpoints":[…],"pinned_bytes":N,"clock_ts":T,
+//!   "replication_timeout_ms":N,"body_bytes_max":N}` (what a cluster backup
+//!   and a restore need of the node).
 //! - `DELETE`: 204; 404 for an unknown name.
 
 use super::answer::{Answer, Failure, Format};
 use super::dispatch::Dispatched;
+use crate::api::{BackupAsk, PointAt};
 use crate::backup::job::Job;
 use crate::backup::lease::{LEASE_DEFAULT, LEASE_MAX, render_json};
+use crate::backup::point_in_time::{self, Decision};
 use crate::backup::{Manifest, Refusal};
 use crate::cluster::workers::Wake;
 use crate::http::Status;
@@ -34,21 +42,95 @@ pub fn job(shared: &NodeShared, lease_s: Option<u64>) -> Job {
     }
 }
 
-/// Starts `POST /v0/backup`'s job.
-pub fn create(shared: &Arc<NodeShared>, wake: Wake, lease_s: Option<u64>) -> Dispatched {
+/// Answers one `/v0/backup` request (`body`: a restore's versions).
+pub fn answer(shared: &Arc<NodeShared>, wake: Wake, ask: BackupAsk, body: &[u8]) -> Dispatched {
+    match ask {
+        BackupAsk::Create { lease_s, at } => create(shared, wake, lease_s, at),
+        BackupAsk::List => Dispatched::Now(list(shared)),
+        BackupAsk::Delete { name } => Dispatched::Now(delete(shared, &name)),
+        BackupAsk::File { name, path, offset } => {
+            super::backup_transfer::file(shared, wake, name, path, offset)
+        }
+        BackupAsk::Ingest { probe, t } => {
+            super::backup_transfer::ingest(shared, wake, (probe, t), body)
+        }
+    }
+}
+
+/// Starts `POST /v0/backup`'s job; with `at`, the job first waits for the
+/// wall clock to pass the point (holding no store: a node stopping
+/// meanwhile is not kept from closing them).
+fn create(
+    shared: &Arc<NodeShared>,
+    wake: Wake,
+    lease_s: Option<u64>,
+    at: Option<PointAt>,
+) -> Dispatched {
     if lease_s.is_some_and(|s| s > LEASE_MAX.as_secs()) {
         let why = format!("lease_s must be from 1 to {}", LEASE_MAX.as_secs());
         return Dispatched::Now(Answer::Failed(Failure::Invalid, why));
     }
-    let job = job(shared, lease_s);
-    let started = shared
-        .backups
-        .workers
-        .start("ataman-backup", move || created(job.run()), wake);
+    let skew_ms = at
+        .and_then(|p| p.skew_ms)
+        .unwrap_or(point_in_time::SKEW_MS_DEFAULT);
+    if skew_ms > point_in_time::SKEW_MS_MAX {
+        let why = format!("skew_ms must be at most {}", point_in_time::SKEW_MS_MAX);
+        return Dispatched::Now(Answer::Failed(Failure::Invalid, why));
+    }
+    let timeout_ms = shared.config.replication_timeout.as_millis() as u64;
+    let after_ms = at.map(|p| point_in_time::checkpoint_after_ms(p.ts, timeout_ms, skew_ms));
+    if let Some(after_ms) = after_ms
+        && point_in_time::decide(crate::hlc::wall_ms(), after_ms) == Decision::TooFar
+    {
+        let why = format!(
+            "at: the checkpoint would wait more than {} ms for the clock",
+            point_in_time::WAIT_MS_MAX
+        );
+        return Dispatched::Now(Answer::Failed(Failure::Invalid, why));
+    }
+    let weak = Arc::downgrade(shared);
+    let run = move || {
+        if let Some(after_ms) = after_ms {
+            wait_for_point(&weak, after_ms);
+        }
+        match weak.upgrade() {
+            Some(shared) => {
+                let job = job(&shared, lease_s);
+                drop(shared);
+                created(job.run())
+            }
+            None => created(Err(Refusal::Failed("the node is stopping".into()))),
+        }
+    };
+    let started = shared.backups.workers.start("ataman-backup", run, wake);
     match started {
         Ok(receiver) => Dispatched::Job(receiver),
         Err(busy) => Dispatched::Now(Answer::Failed(Failure::Busy, busy.to_string())),
     }
+}
+
+/// Sleeps until the wall clock passed `after_ms` (rule 2 of
+/// `point_in_time`), at most `WAIT_MS_MAX`, in steps of at most 100 ms,
+/// counted in `ataman_backup_waiting_for_point`; returns early when the
+/// node is gone.
+fn wait_for_point(weak: &std::sync::Weak<NodeShared>, after_ms: u64) {
+    let Some(figures) = weak.upgrade().map(|s| Arc::clone(&s.backups)) else {
+        return;
+    };
+    figures
+        .figures
+        .waiting
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    while let Decision::WaitMs(ms) = point_in_time::decide(crate::hlc::wall_ms(), after_ms) {
+        if weak.strong_count() == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(ms.min(100)));
+    }
+    figures
+        .figures
+        .waiting
+        .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
 }
 
 fn created(result: Result<(PathBuf, Manifest), Refusal>) -> JobAnswer {
@@ -86,7 +168,7 @@ fn status_of(e: &Refusal) -> Status {
 }
 
 /// `GET /v0/backup`.
-pub fn list(shared: &NodeShared) -> Answer {
+fn list(shared: &NodeShared) -> Answer {
     let dir = shared.backups.dir();
     let held = shared.backups.list();
     let mut out = String::from("{\"checkpoints\":[");
@@ -96,15 +178,23 @@ pub fn list(shared: &NodeShared) -> Answer {
         }
         out.push_str(&render_json(m, &dir.join(&m.name)));
     }
+    // T of a cluster backup: a timestamp of this node's clock (the wall
+    // clock's when the node holds no id yet and stamps nothing).
+    let clock_ts = shared
+        .hlc
+        .now()
+        .unwrap_or_else(|_| ataman_engine::key::timestamp_from_millis(crate::hlc::wall_ms(), 0));
     out.push_str(&format!(
-        "],\"pinned_bytes\":{}}}",
-        shared.backups.pinned_bytes()
+        "],\"pinned_bytes\":{},\"clock_ts\":{clock_ts},\"replication_timeout_ms\":{},\"body_bytes_max\":{}}}",
+        shared.backups.pinned_bytes(),
+        shared.config.replication_timeout.as_millis(),
+        shared.config.value_bytes_max
     ));
     Answer::Document(Format::Json, out)
 }
 
 /// `DELETE /v0/backup?name=NAME`.
-pub fn delete(shared: &NodeShared, name: &str) -> Answer {
+fn delete(shared: &NodeShared, name: &str) -> Answer {
     match shared.backups.delete(name) {
         // The name matched a held checkpoint's (`ckpt-` and digits).
         Ok(()) => Answer::Started(format!("{{\"deleted\":\"{name}\"}}")),

@@ -702,9 +702,7 @@ impl Conn {
             Action::RepairStatus => Command::RepairStatus,
             Action::Metrics => Command::Metrics,
             Action::Slowlog(op) => Command::Slowlog(op),
-            Action::BackupCreate { lease_s } => Command::BackupCreate { lease_s },
-            Action::BackupList => Command::BackupList,
-            Action::BackupDelete { name } => Command::BackupDelete { name },
+            Action::Backup(ask) => Command::Backup(ask, body),
             Action::HotKeys { limit, cluster } => Command::HotKeys { limit, cluster },
             Action::InternalHotKeys
                 if !self.range_gate(ctx, route, started, &credential, HOTKEYS_PROTOCOL) =>

@@ -102,19 +102,10 @@ pub enum Command<'a> {
     /// Read or change the slow log (`GET`/`POST /v0/slowlog`, `SLOWLOG`,
     /// `CONFIG SET slowlog-…`).
     Slowlog(crate::slowlog::Op),
-    /// Take a node checkpoint and answer when it is complete (`POST
-    /// /v0/backup`; on a job, `crate::backup::job`).
-    BackupCreate {
-        /// Its lease in seconds (`None`: the default).
-        lease_s: Option<u64>,
-    },
-    /// The held checkpoints (`GET /v0/backup`).
-    BackupList,
-    /// Remove a checkpoint (`DELETE /v0/backup?name=`).
-    BackupDelete {
-        /// Its name.
-        name: String,
-    },
+    /// A request to `/v0/backup` and its body (`super::backup_http`):
+    /// a checkpoint (on a job, `crate::backup::job`), the list, a chunk
+    /// of a checkpoint's file, a removal, a restore's versions.
+    Backup(crate::api::BackupAsk, &'a [u8]),
     /// When the last checkpoint completed (`LASTSAVE`; only admitted
     /// through [`super::authorize`], answered by the RESP side).
     BackupLastSave,
@@ -217,13 +208,9 @@ pub fn dispatch(
             Dispatched::Now(Answer::Document(Format::Metrics, text))
         }
         Command::Slowlog(op) => Dispatched::Now(slowlog(&shared.metrics.slowlog, op)),
-        Command::BackupCreate { lease_s } => {
+        Command::Backup(ask, body) => {
             let wake = ctx.feed_wake(reply_to.token, reply_to.generation);
-            super::backup_http::create(shared, wake, lease_s)
-        }
-        Command::BackupList => Dispatched::Now(super::backup_http::list(shared)),
-        Command::BackupDelete { name } => {
-            Dispatched::Now(super::backup_http::delete(shared, &name))
+            super::backup_http::answer(shared, wake, ask, body)
         }
         Command::BackupLastSave => Dispatched::Now(Answer::Document(
             Format::Json,

@@ -27,6 +27,8 @@
 //! - [`body_gate`]: the body an HTTP request may send before its token is
 //!   checked.
 //! - [`backup_http`]: `/v0/backup`'s answers (a checkpoint taken on a job).
+//! - [`backup_transfer`]: a checkpoint's files in chunks, a restore's
+//!   versions applied (`/v0/backup`).
 //! - [`authorize`]: the role each command needs; [`auth_gate`]: the
 //!   `Authorization` header, the 401 and 403, the peer upgrade's verdict.
 
@@ -34,6 +36,7 @@ pub mod answer;
 pub mod auth_gate;
 pub mod authorize;
 pub mod backup_http;
+pub mod backup_transfer;
 pub mod body_gate;
 pub mod conn;
 #[cfg(any(test, feature = "conn-driver"))]

@@ -557,7 +557,13 @@ impl Conn {
         let Some(state) = self.resp.as_ref() else {
             return;
         };
-        let command = [Command::BackupCreate { lease_s: None }];
+        let command = [Command::Backup(
+            crate::api::BackupAsk::Create {
+                lease_s: None,
+                at: None,
+            },
+            b"",
+        )];
         if let Err(denied) = auth::admit_named(&ctx.shared.auth, &state.session, "bgsave", &command)
         {
             return self.reply_now(&denied);

@@ -136,7 +136,13 @@ fn admitted(auth: &Auth, role: Option<Role>, words: &[&str]) -> bool {
             auth,
             &session,
             "bgsave",
-            &[crate::net::dispatch::Command::BackupCreate { lease_s: None }],
+            &[crate::net::dispatch::Command::Backup(
+                crate::api::BackupAsk::Create {
+                    lease_s: None,
+                    at: None,
+                },
+                b"",
+            )],
         ),
         Plan::Reply(_) | Plan::Close(_) | Plan::Node(_) => Ok(()),
     };

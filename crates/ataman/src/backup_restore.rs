@@ -1,0 +1,269 @@
+//! `ataman backup restore DIR --url URL`: a backup's versions written into
+//! a running cluster of any size, placed by that cluster's layout
+//! (docs/BACKUP.md, "Restore").
+//!
+//! 1. The backup checked whole first (`verify_cluster`, or `verify` for a
+//!    single checkpoint): a damaged one is refused, each problem naming
+//!    its file, before anything is written (exit 1).
+//! 2. The target's members (`GET /v0/layout` through `--url`; a single
+//!    node is its own), and the smallest body each accepts.
+//! 3. Every member must hold no entry (`POST /v0/backup?ingest=probe`),
+//!    unless `--into-non-empty` (exit 2 otherwise).
+//! 4. Every checkpoint's versions read back (`read_back::each_version`:
+//!    an engine opened from a temporary copy), in batches of at most the
+//!    members' body bound, each batch sent to every member in parallel
+//!    (`POST /v0/backup?ingest=1&t=T`); a member drops the versions stamped
+//!    after `T` and applies those of keys it keeps, each with its own
+//!    timestamp, deadline or tombstone, durably, before it answers. A
+//!    version older than the one a member holds is not written, so the
+//!    replicas' copies of a key in several checkpoints converge on the
+//!    newest at or before `T`.
+//! 5. Exit 0 once every member answered every batch: every restored
+//!    version is on every replica the target's layout names for it.
+//!
+//! Not built: a same-layout path that hands each node its checkpoint's
+//! files at disk speed (docs/BACKUP.md, "Not covered").
+
+use crate::backup_client::{EXIT_DAMAGED, Failed, NodeArgs, ask, io_timeout, json, refused};
+use crate::http_client::url::{BaseUrl, target};
+use ataman_node::backup::cluster_manifest::{self, ClusterManifest};
+use ataman_node::backup::{ingest_wire, read_back, verify};
+use std::path::{Path, PathBuf};
+
+/// The most bytes one ingest batch takes, whatever the members accept.
+pub const BATCH_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// How long a member may take to apply one batch, by default.
+pub const BATCH_TIMEOUT_MS_DEFAULT: u64 = 120_000;
+
+/// What `restore` was asked.
+pub struct RestoreAsk<'a> {
+    /// The backup.
+    pub dir: &'a Path,
+    /// A member of the target cluster, and the client's options.
+    pub node: &'a NodeArgs,
+    /// Write into a cluster that holds entries.
+    pub into_non_empty: bool,
+}
+
+/// What was restored, for the summary.
+#[derive(Default)]
+struct Counts {
+    read: u64,
+    sent_batches: u64,
+    applied: u64,
+    dropped_after_t: u64,
+}
+
+/// Restores (module header); the lines to print.
+pub fn restore(url: &BaseUrl, ask_: &RestoreAsk<'_>) -> Result<String, Failed> {
+    let (t, sources) = checked_sources(ask_.dir)?;
+    let members = members(url, ask_.node)?;
+    let batch_bytes_max = body_bound(&members, ask_.node)?;
+    if !ask_.into_non_empty {
+        refuse_non_empty(&members, ask_.node)?;
+    }
+    let mut counts = Counts::default();
+    for source in &sources {
+        restore_one(source, t, &members, batch_bytes_max, ask_.node, &mut counts)?;
+    }
+    let t_text = t.map_or_else(
+        || "none (a node checkpoint: every version)".into(),
+        |t| t.to_string(),
+    );
+    Ok(format!(
+        "restored {} into {} members: T {t_text}; {} versions read, {} batches, {} versions applied on replicas, {} dropped as stamped after T\n",
+        ask_.dir.display(),
+        members.len(),
+        counts.read,
+        counts.sent_batches,
+        counts.applied,
+        counts.dropped_after_t
+    ))
+}
+
+/// `T` (none for a node checkpoint) and the checkpoints' directories,
+/// once the backup is whole; every problem, each naming its file, if not.
+fn checked_sources(dir: &Path) -> Result<(Option<u64>, Vec<PathBuf>), Failed> {
+    let damaged = |lines: Vec<String>| {
+        let mut text = String::new();
+        for l in &lines {
+            text.push_str(&format!("ataman backup restore: {}: {l}\n", dir.display()));
+        }
+        text.push_str(&format!(
+            "ataman backup restore: {}: refused: NOT a complete, intact backup ({} problems); nothing written\n",
+            dir.display(),
+            lines.len()
+        ));
+        Failed(EXIT_DAMAGED, text)
+    };
+    if cluster_manifest::is_cluster_backup(dir) {
+        let m: ClusterManifest = cluster_manifest::verify_cluster(dir)
+            .map_err(|ps| damaged(ps.iter().map(ToString::to_string).collect()))?;
+        let sources = m.members.iter().map(|m| dir.join(&m.dir)).collect();
+        return Ok((Some(m.t_ts), sources));
+    }
+    verify::verify(dir).map_err(|ps| damaged(ps.iter().map(ToString::to_string).collect()))?;
+    Ok((None, vec![dir.to_path_buf()]))
+}
+
+fn members(url: &BaseUrl, node: &NodeArgs) -> Result<Vec<BaseUrl>, Failed> {
+    let timeout = io_timeout(node, crate::ctl::TIMEOUT_MS_DEFAULT);
+    let listed: Vec<String> = match ask(url, "GET", "/v0/layout", 200, timeout) {
+        Ok(body) => json(&body)?["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|n| n.as_str().map(str::to_owned))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    // A single node is reached at the URL given.
+    if listed.len() <= 1 {
+        return Ok(vec![url.clone()]);
+    }
+    listed
+        .iter()
+        .map(|m| BaseUrl::parse(m).map_err(|e| refused(format!("member {m}: {e}"))))
+        .collect()
+}
+
+/// The batch bound: the smallest body a member accepts, at most
+/// [`BATCH_BYTES_MAX`].
+fn body_bound(members: &[BaseUrl], node: &NodeArgs) -> Result<usize, Failed> {
+    let timeout = io_timeout(node, crate::ctl::TIMEOUT_MS_DEFAULT);
+    let mut bound = BATCH_BYTES_MAX;
+    for m in members {
+        let info = json(&ask(m, "GET", "/v0/backup", 200, timeout)?)?;
+        let max = info["body_bytes_max"].as_u64().ok_or_else(|| {
+            refused(format!(
+                "member {}: names no body_bytes_max (an older node?)",
+                m.authority()
+            ))
+        })?;
+        bound = bound.min(max as usize);
+    }
+    Ok(bound)
+}
+
+fn refuse_non_empty(members: &[BaseUrl], node: &NodeArgs) -> Result<(), Failed> {
+    let timeout = io_timeout(node, crate::ctl::TIMEOUT_MS_DEFAULT);
+    let target = target("/v0/backup", &[("ingest", b"probe")]);
+    let mut full = Vec::new();
+    for m in members {
+        let answer = json(&ask(m, "POST", &target, 200, timeout)?)?;
+        if answer["empty"].as_bool() != Some(true) {
+            full.push(m.authority());
+        }
+    }
+    if full.is_empty() {
+        return Ok(());
+    }
+    Err(refused(format!(
+        "ataman backup restore: refused: {} already hold entries (a restore goes into an empty cluster; --into-non-empty writes anyway, a newer version held winning)",
+        full.join(", ")
+    )))
+}
+
+fn restore_one(
+    source: &Path,
+    t: Option<u64>,
+    members: &[BaseUrl],
+    batch_bytes_max: usize,
+    node: &NodeArgs,
+    counts: &mut Counts,
+) -> Result<(), Failed> {
+    let mut batch = Vec::new();
+    let mut failure: Option<Failed> = None;
+    let mut sink = |key: Vec<u8>, version: ataman_node::peer::frame::Stamped| {
+        counts.read += 1;
+        if !batch.is_empty()
+            && batch.len() + ingest_wire::encoded_len(&key, &version) > batch_bytes_max
+        {
+            send(&std::mem::take(&mut batch), t, members, node, counts).map_err(|e| {
+                let text = e.1.clone();
+                failure = Some(e);
+                text
+            })?;
+        }
+        ingest_wire::encode(&mut batch, &key, &version);
+        Ok(())
+    };
+    let read = read_back::each_version(source, &mut sink);
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    read.map_err(|e| refused(format!("ataman backup restore: {}: {e}", source.display())))?;
+    if !batch.is_empty() {
+        send(&batch, t, members, node, counts)?;
+    }
+    Ok(())
+}
+
+/// One batch to every member, in parallel; each answers once its share is durable.
+fn send(
+    batch: &[u8],
+    t: Option<u64>,
+    members: &[BaseUrl],
+    node: &NodeArgs,
+    counts: &mut Counts,
+) -> Result<(), Failed> {
+    let t_text = t.map(|t| t.to_string());
+    let mut query: Vec<(&str, &[u8])> = vec![("ingest", b"1")];
+    if let Some(t) = &t_text {
+        query.push(("t", t.as_bytes()));
+    }
+    let target = target("/v0/backup", &query);
+    let timeout = io_timeout(node, BATCH_TIMEOUT_MS_DEFAULT);
+    let answers: Vec<Result<serde_json::Value, Failed>> = std::thread::scope(|s| {
+        let handles: Vec<_> = members
+            .iter()
+            .map(|m| {
+                let target = &target;
+                s.spawn(move || {
+                    let body = crate::http_client::exchange::exchange(
+                        m,
+                        "POST",
+                        target,
+                        Some(batch),
+                        timeout,
+                    )
+                    .map_err(|e| {
+                        refused(format!("ataman backup restore: {}: {e}", m.authority()))
+                    })?;
+                    if body.status != 200 {
+                        return Err(refused(format!(
+                            "ataman backup restore: {} answered {}: {}",
+                            m.authority(),
+                            body.status,
+                            String::from_utf8_lossy(&body.body).trim_end()
+                        )));
+                    }
+                    json(&body.body)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(refused("a member's thread panicked")))
+            })
+            .collect()
+    });
+    let mut dropped = 0;
+    for a in answers {
+        let a = a?;
+        if a["refused"].as_u64().unwrap_or(0) > 0 {
+            return Err(refused(format!(
+                "ataman backup restore: a member refused versions: {}",
+                a["first_refusal"]
+            )));
+        }
+        counts.applied += a["applied"].as_u64().unwrap_or(0);
+        // Every member drops the same versions of the batch.
+        dropped = a["dropped_after_t"].as_u64().unwrap_or(0);
+    }
+    counts.dropped_after_t += dropped;
+    counts.sent_batches += 1;
+    Ok(())
+}

@@ -1,0 +1,170 @@
+//! What a cluster backup and a restore move through `/v0/backup`
+//! (docs/API.md, "Backup"; docs/BACKUP.md): a held checkpoint's files in
+//! chunks, and a restore's versions applied where this node keeps them.
+//! Both run on the checkpoints' jobs, off the network threads.
+//!
+//! # Answers
+//! - `GET ?name=NAME&file=PATH&offset=N`: 200 with at most
+//!   [`FILE_CHUNK_BYTES_MAX`] bytes of the file from `offset`
+//!   (`application/octet-stream`; empty at or past its end); 404 for a
+//!   checkpoint not held or a path its manifest does not list (nothing
+//!   else is served: no path leaves the checkpoint).
+//! - `POST ?ingest=1[&t=TS]`: versions stamped after `T` dropped
+//!   (`point_in_time::kept`), then 200 with `{"applied":A,"skipped":S,
+//!   "dropped_after_t":D,"refused":R,"first_refusal":…}` once the versions of keys this node keeps (by
+//!   its read layout) are durable (`antientropy::local::apply`: a version
+//!   older than the one held is accepted and not written); 400 for a body
+//!   that is not a list of versions (`crate::backup::ingest_wire`), 500
+//!   when the write failed.
+//! - `POST ?ingest=probe`: 200 with `{"empty":true|false}`: whether the
+//!   store holds no entry, tombstones included (a restore refuses a
+//!   non-empty cluster unless told otherwise).
+
+use super::answer::{Answer, Failure};
+use super::dispatch::Dispatched;
+use crate::antientropy::local::{Scope, apply};
+use crate::backup::Backups;
+use crate::backup::figures::Figures;
+use crate::backup::manifest::MANIFEST_FILE_NAME;
+use crate::backup::{ingest_wire, point_in_time};
+use crate::cluster::workers::Wake;
+use crate::http::Status;
+use crate::layout_io::endpoints::{AGREEMENT_CONTENT_TYPE, JobAnswer};
+use crate::state::NodeShared;
+use std::io::{Read, Seek, SeekFrom};
+use std::sync::Arc;
+
+/// The most bytes of a file one answer carries (4 MiB): a client reads a
+/// file in chunks, the node holds one chunk per request.
+pub const FILE_CHUNK_BYTES_MAX: u64 = 4 * 1024 * 1024;
+
+fn start(
+    shared: &NodeShared,
+    wake: Wake,
+    run: impl FnOnce() -> JobAnswer + Send + 'static,
+) -> Dispatched {
+    match shared.backups.workers.start("ataman-backup-io", run, wake) {
+        Ok(receiver) => Dispatched::Job(receiver),
+        Err(busy) => Dispatched::Now(Answer::Failed(Failure::Busy, busy.to_string())),
+    }
+}
+
+/// `GET /v0/backup?name=NAME&file=PATH&offset=N`.
+pub fn file(
+    shared: &NodeShared,
+    wake: Wake,
+    name: String,
+    path: String,
+    offset: u64,
+) -> Dispatched {
+    let backups = Arc::clone(&shared.backups);
+    start(shared, wake, move || chunk(&backups, &name, &path, offset))
+}
+
+fn chunk(backups: &Backups, name: &str, path: &str, offset: u64) -> JobAnswer {
+    let Some(manifest) = backups.list().into_iter().find(|m| m.name == name) else {
+        return JobAnswer::text(Status::NotFound, &format!("no checkpoint {name} is held"));
+    };
+    if path != MANIFEST_FILE_NAME && !manifest.files.iter().any(|f| f.path == path) {
+        let why = format!("{path} is not a file of checkpoint {name}");
+        return JobAnswer::text(Status::NotFound, &why);
+    }
+    let full = backups.dir().join(name).join(path);
+    match read_chunk(&full, offset) {
+        Ok(body) => {
+            Figures::add(&backups.figures.served_bytes, body.len() as u64);
+            JobAnswer {
+                status: Status::Ok,
+                content_type: AGREEMENT_CONTENT_TYPE,
+                body,
+            }
+        }
+        Err(e) => JobAnswer::text(Status::InternalError, &format!("{name}/{path}: {e}")),
+    }
+}
+
+fn read_chunk(path: &std::path::Path, offset: u64) -> std::io::Result<Vec<u8>> {
+    let mut file = std::fs::File::open(path)?;
+    file.seek(SeekFrom::Start(offset))?;
+    let mut body = Vec::new();
+    file.take(FILE_CHUNK_BYTES_MAX).read_to_end(&mut body)?;
+    Ok(body)
+}
+
+/// `POST /v0/backup?ingest=1|probe[&t=TS]` (`ask`: probe, `T`).
+pub fn ingest(
+    shared: &Arc<NodeShared>,
+    wake: Wake,
+    ask: (bool, Option<u64>),
+    body: &[u8],
+) -> Dispatched {
+    let (probe, t) = ask;
+    let owner = Arc::clone(shared);
+    if probe {
+        return start(shared, wake, move || probe_empty(&owner));
+    }
+    let mut items = match ingest_wire::decode(body) {
+        Ok(items) => items,
+        Err(e) => return Dispatched::Now(Answer::Failed(Failure::Invalid, e.to_string())),
+    };
+    let before = items.len();
+    let planted = shared.config.planted_bug == Some(crate::config::PlantedBug::BackupIgnoresT);
+    if let Some(t) = t.filter(|_| !planted) {
+        items.retain(|(_, v)| point_in_time::kept(v.ts, t));
+    }
+    let dropped = (before - items.len()) as u64;
+    start(shared, wake, move || apply_kept(&owner, items, dropped))
+}
+
+fn probe_empty(shared: &NodeShared) -> JobAnswer {
+    let first = shared
+        .db
+        .scan(b"", None, true)
+        .map(|mut scan| scan.next().is_none());
+    match first {
+        Ok(empty) => JobAnswer::json(Status::Ok, format!("{{\"empty\":{empty}}}")),
+        Err(e) => JobAnswer::text(Status::InternalError, &format!("scan failed: {e}")),
+    }
+}
+
+/// Applies the versions whose key this node keeps by its read layout.
+fn apply_kept(
+    shared: &NodeShared,
+    items: Vec<(Vec<u8>, crate::peer::frame::Stamped)>,
+    dropped: u64,
+) -> JobAnswer {
+    let node = shared.antientropy_node();
+    let view = match node.read_view() {
+        Ok(view) => view,
+        Err(e) => return JobAnswer::text(Status::Unavailable, &e),
+    };
+    let node = node.with_view(&view);
+    let scope = Scope::new(&node);
+    let total = items.len() as u64;
+    let kept: Vec<_> = items
+        .into_iter()
+        .filter(|(key, _)| scope.holders(key).is_some())
+        .collect();
+    let skipped = total - kept.len() as u64;
+    match apply(&node, kept) {
+        Ok((applied, refused)) => {
+            let figures = &shared.backups.figures;
+            Figures::add(&figures.ingested_versions, applied);
+            Figures::add(&figures.ingest_skipped_versions, skipped);
+            let mut first = String::from("null");
+            if let Some((key, why)) = refused.first() {
+                first.clear();
+                let text = format!("{}: {why}", String::from_utf8_lossy(key));
+                crate::http::json::json_string(&mut first, &text);
+            }
+            JobAnswer::json(
+                Status::Ok,
+                format!(
+                    "{{\"applied\":{applied},\"skipped\":{skipped},\"dropped_after_t\":{dropped},\"refused\":{},\"first_refusal\":{first}}}",
+                    refused.len()
+                ),
+            )
+        }
+        Err(e) => JobAnswer::text(Status::InternalError, &e.to_string()),
+    }
+}
