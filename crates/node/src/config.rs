@@ -171,7 +171,7 @@ pub struct ServeArgs {
 #[cfg(feature = "planted-bugs")]
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct PlantedBugArgs {
-    /// Test hook: a deliberate bug for a negative control: `ack-before-wal`, `connection-panic`, `copy-skips-partitioned-leaving-node`, `joined-takes-id-zero`, `add-checks-only-status`, `range-alone-outside-read-set`, `livez-follows-peers`, `readyz-ignores-copy`, `no-startup-responder`, `slowlog-keeps-value` or `peer-address-resolved-once`.
+    /// Test hook: a deliberate bug for a negative control: `ack-before-wal`, `connection-panic`, `copy-skips-partitioned-leaving-node`, `joined-takes-id-zero`, `add-checks-only-status`, `range-alone-outside-read-set`, `livez-follows-peers`, `readyz-ignores-copy`, `no-startup-responder`, `slowlog-keeps-value`, `peer-address-resolved-once`, `read-repair-writes-older`, `expired-value-served`, `expires-early`, `ui-script-broken` or `recent-counts-nothing`.
     #[arg(long, env = "ATAMAN_DEBUG_PLANTED_BUG", hide = true)]
     pub debug_planted_bug: Option<String>,
 }
@@ -372,6 +372,14 @@ pub enum PlantedBug {
     /// stamp (`net::dispatch::stamp_deadline`): a value expires before its
     /// deadline. The exact checker's expiry negative control (premature).
     ExpiresEarly,
+    /// The dashboard's script is served cut in half (`net::recent::asset`):
+    /// the page loads and shows nothing. `tests/dashboard.rs`' broken-asset
+    /// control.
+    UiScriptBroken,
+    /// The recent-figures ring samples every request counter as zero
+    /// (`lib.rs`, the main thread's chores): the dashboard shows no rate.
+    /// `tests/dashboard.rs`' rate control.
+    RecentCountsNothing,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -404,8 +412,10 @@ fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
         "read-repair-writes-older" => Ok(PlantedBug::ReadRepairWritesOlder),
         "expired-value-served" => Ok(PlantedBug::ExpiredValueServed),
         "expires-early" => Ok(PlantedBug::ExpiresEarly),
+        "ui-script-broken" => Ok(PlantedBug::UiScriptBroken),
+        "recent-counts-nothing" => Ok(PlantedBug::RecentCountsNothing),
         other => Err(format!(
-            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served or expires-early, not {other:?}"
+            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served, expires-early, ui-script-broken or recent-counts-nothing, not {other:?}"
         )),
     }
 }

@@ -10,6 +10,11 @@ pub fn needed(command: &Command<'_>) -> Option<Role> {
     match command {
         // Health: probes carry no token, and none says anything about keys.
         Command::Status | Command::Livez | Command::Readyz | Command::ClusterHealth => None,
+        // The dashboard's files hold no data: the page asks for a token
+        // and sends it on every fetch of the data below (docs/DASHBOARD.md).
+        Command::Ui(_) => None,
+        // Request rates, latencies and disk use of each node: read.
+        Command::Recent { .. } => Some(Role::Read),
         Command::Get { .. }
         | Command::GetVersion { .. }
         | Command::Range { .. }
@@ -43,9 +48,11 @@ pub fn needed(command: &Command<'_>) -> Option<Role> {
         // proof or a CA-verified certificate first.
         // The same for a peer's layout agreement message (`LAYOUT_PROTOCOL`).
         // And for a peer's part of a cluster hot-key report.
-        Command::InternalRange { .. } | Command::InternalLayout(_) | Command::InternalHotKeys => {
-            None
-        }
+        // And for a peer's recent figures.
+        Command::InternalRange { .. }
+        | Command::InternalLayout(_)
+        | Command::InternalHotKeys
+        | Command::InternalRecent => None,
     }
 }
 
@@ -109,6 +116,9 @@ mod tests {
             Command::BackupList,
             Command::BackupDelete { name: "x".into() },
             Command::BackupLastSave,
+            Command::Ui(Some(crate::ui::Asset::Page)),
+            Command::Ui(None),
+            Command::Recent { cluster: true },
         ]
     }
 
@@ -117,7 +127,7 @@ mod tests {
     #[test]
     fn every_command_against_every_role() {
         let expected = |c: &Command<'_>| match c {
-            Command::Status => [true, true, true],
+            Command::Status | Command::Ui(_) => [true, true, true],
             Command::Write { .. } => [false, true, true],
             Command::RepairStart | Command::LayoutChange { .. } => [false, false, true],
             Command::BackupCreate { .. } | Command::BackupList | Command::BackupDelete { .. } => {
