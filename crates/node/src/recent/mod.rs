@@ -5,7 +5,7 @@
 //! - [`ring`]: the rules (samples, bound, rates and percentiles), pure.
 //!
 //! The samples are taken from the node's metrics by the main thread
-//! (`crate::metrics::NodeMetrics::recent_sample`, every 50 ms it looks,
+//! (`NodeMetrics::recent_sample` in the metrics module; every 50 ms it looks,
 //! once a second it keeps one); the JSON is rendered here.
 //!
 //! # Thread safety

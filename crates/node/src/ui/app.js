@@ -31,7 +31,7 @@ function table(headers, rows) {
     const tr = el("tr");
     for (const [i, cell] of row.entries()) {
       if (cell instanceof Node) {
-        const td = el("td");
+        const td = el("td", null, headers[i].num ? "num" : "");
         td.appendChild(cell);
         tr.appendChild(td);
       } else {
@@ -166,7 +166,8 @@ function drawLayout(out, l) {
   v.id = "layout-version";
   v.dataset.version = l.version;
   v.appendChild(document.createTextNode(" \u00b7 R=" + l.replication_factor + " \u00b7 " + (l.nodes || []).length + " nodes \u00b7 " +
-    (l.settled ? "settled" : "moving to version " + l.next + " (live versions " + (l.live_versions || []).join(", ") + ")")));
+    (l.settled ? "settled" : "moving to version " + Math.max(l.next || 0, ...(l.live_versions || [l.version])) +
+      " (live versions " + (l.live_versions || []).join(", ") + ")")));
   out.appendChild(v);
   const moving = l.moving || [];
   const toCopy = sum(moving, "bytes_to_copy"), copied = sum(moving, "bytes_copied");
@@ -177,7 +178,7 @@ function drawLayout(out, l) {
     copyRate = copyRate === null ? rate : 0.5 * copyRate + 0.5 * rate;
   }
   lastCopy = { at_ms: now, bytes: copied };
-  if (l.settled && moving.length === 0) { copyRate = null; return; }
+  if (l.settled) { copyRate = null; return; }
   const move = el("div");
   move.id = "move";
   const left = Math.max(toCopy - copied, 0);
@@ -253,7 +254,7 @@ function drawHot(out, h) {
 }
 
 function drawSlow(out, s) {
-  out.appendChild(el("p", s.len + " of at most " + s.len_max + " entries \u00b7 threshold " + micros(s.threshold_us).replace("\u2264", "")));
+  out.appendChild(el("p", s.len + " of at most " + s.len_max + " entries \u00b7 " + (s.threshold_us < 0 ? "recording off" : "threshold " + micros(s.threshold_us).replace("\u2264", ""))));
   out.appendChild(table(["id", "when", {text: "took", num: 1}, "command", "key", "client", {text: "queue", num: 1}, "replicas (answer after asked)", "slowest"],
     (s.entries || []).slice(0, 20).map(e => {
       const st = e.stages || {};
