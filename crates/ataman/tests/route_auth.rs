@@ -38,6 +38,10 @@ enum Needs {
 fn needs(action: &Action) -> Needs {
     match action {
         Action::Status | Action::Livez | Action::Readyz | Action::ClusterHealth => Needs::Nothing,
+        // The dashboard's files hold no data (docs/DASHBOARD.md).
+        Action::Ui(_) => Needs::Nothing,
+        // Rates, latencies, disk use: read.
+        Action::Recent { .. } => Needs::Role(1),
         Action::Get { .. }
         | Action::Range { .. }
         | Action::ClusterRange { .. }
@@ -59,6 +63,7 @@ fn needs(action: &Action) -> Needs {
         Action::InternalRange { .. }
         | Action::InternalLayout
         | Action::InternalHotKeys
+        | Action::InternalRecent
         | Action::PeerUpgrade
         | Action::SyncUpgrade => Needs::PeerProof,
         Action::Error(_) => Needs::RouterError,
@@ -88,7 +93,8 @@ fn examples(endpoint: Endpoint) -> Vec<(&'static str, &'static str)> {
         Endpoint::Repair => vec![("", "")],
         Endpoint::Backup => vec![("", ""), ("name=ckpt-1", ""), ("lease_s=60", "")],
         Endpoint::HotKeys => vec![("", ""), ("limit=5&cluster=1", "")],
-        Endpoint::InternalHotKeys => vec![("", "")],
+        Endpoint::InternalHotKeys | Endpoint::InternalRecent | Endpoint::Ui => vec![("", "")],
+        Endpoint::Recent => vec![("", ""), ("cluster=1", "")],
         Endpoint::Slowlog => vec![
             ("", ""),
             ("limit=1", ""),

@@ -128,6 +128,18 @@ pub enum Action {
     },
     /// Internal, for peers: this node's whole hot-key report (`GET /v0/internal/hotkeys`).
     InternalHotKeys,
+    /// One of the dashboard's files (`GET /ui`, `/ui/app.js`,
+    /// `/ui/app.css`); `None`: another path under `/ui/` (404).
+    Ui(Option<crate::ui::Asset>),
+    /// The recent figures (`GET /v0/recent`): this node's, or every
+    /// member's (`cluster=1`).
+    Recent {
+        /// Ask every member.
+        cluster: bool,
+    },
+    /// Internal, for peers: this node's recent figures
+    /// (`GET /v0/internal/recent`).
+    InternalRecent,
     /// Answer with an error.
     Error(HttpError),
 }
@@ -165,13 +177,17 @@ pub enum Route {
     Backup,
     /// GET /v0/hotkeys and /v0/internal/hotkeys.
     HotKeys,
+    /// GET /ui and its files.
+    Ui,
+    /// GET /v0/recent and /v0/internal/recent.
+    Recent,
     /// Anything else (errors).
     Other,
 }
 
 impl Route {
     /// Every route, in label order.
-    pub const ALL: [Route; 16] = [
+    pub const ALL: [Route; 18] = [
         Route::EntityGet,
         Route::EntityPut,
         Route::EntityDelete,
@@ -187,6 +203,8 @@ impl Route {
         Route::Slowlog,
         Route::Backup,
         Route::HotKeys,
+        Route::Ui,
+        Route::Recent,
         Route::Other,
     ];
 
@@ -208,6 +226,8 @@ impl Route {
             Route::Slowlog => "slowlog",
             Route::Backup => "backup",
             Route::HotKeys => "hotkeys",
+            Route::Ui => "ui",
+            Route::Recent => "recent",
             Route::Other => "other",
         }
     }
@@ -475,6 +495,17 @@ fn hotkeys_get(params: &Params<'_>) -> Action {
     Action::HotKeys { limit, cluster }
 }
 
+/// `GET /v0/recent[?cluster=1]`.
+fn recent_get(params: &Params<'_>) -> Action {
+    let [cluster] = params.pick(["cluster"]);
+    match cluster.one().as_ref().map(|c| c.as_deref()) {
+        Ok(None | Some(b"0")) => Action::Recent { cluster: false },
+        Ok(Some(b"1")) => Action::Recent { cluster: true },
+        Ok(Some(_)) => bad("cluster must be 0 or 1"),
+        Err(e) => e.clone(),
+    }
+}
+
 /// The paths the router serves, one per entry of [`ENDPOINTS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {
@@ -514,12 +545,19 @@ pub enum Endpoint {
     HotKeys,
     /// `/v0/internal/hotkeys`: GET, a peer's part of a cluster report.
     InternalHotKeys,
+    /// `/ui`, `/ui/app.js`, `/ui/app.css`: GET, open to anyone (the
+    /// dashboard holds no data).
+    Ui,
+    /// `/v0/recent`: GET.
+    Recent,
+    /// `/v0/internal/recent`: GET, a peer's part of a cluster report.
+    InternalRecent,
 }
 
 /// The route table: every path [`route`] serves. A request reaches an
 /// endpoint only through this table (any other path is 400), so a test
 /// that walks it walks every endpoint (`net::route_auth_tests`).
-pub const ENDPOINTS: [(&str, Endpoint); 18] = [
+pub const ENDPOINTS: [(&str, Endpoint); 23] = [
     ("/v0/entity", Endpoint::Entity),
     ("/v0/entities", Endpoint::Entities),
     ("/v0/internal/range", Endpoint::InternalRange),
@@ -538,6 +576,11 @@ pub const ENDPOINTS: [(&str, Endpoint); 18] = [
     ("/v0/backup", Endpoint::Backup),
     ("/v0/hotkeys", Endpoint::HotKeys),
     ("/v0/internal/hotkeys", Endpoint::InternalHotKeys),
+    ("/ui", Endpoint::Ui),
+    ("/ui/app.js", Endpoint::Ui),
+    ("/ui/app.css", Endpoint::Ui),
+    ("/v0/recent", Endpoint::Recent),
+    ("/v0/internal/recent", Endpoint::InternalRecent),
 ];
 
 /// The endpoint of `path`, if the router serves it.
@@ -555,6 +598,13 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
         Err(e) => return (Route::Other, bad(format!("bad query: {}", e.0))),
     };
     let Some(endpoint) = endpoint(head.path) else {
+        if head.path.starts_with(crate::ui::ASSET_PREFIX) {
+            // A missing asset of the dashboard: 404, like a missing file.
+            return match head.method {
+                Method::Get => (Route::Ui, Action::Ui(None)),
+                _ => (Route::Ui, not_allowed("GET")),
+            };
+        }
         return (
             Route::Other,
             bad(format!(
@@ -649,6 +699,13 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
         Endpoint::InternalHotKeys if head.method == Method::Get => {
             (Route::HotKeys, Action::InternalHotKeys)
         }
+        Endpoint::Ui if head.method == Method::Get => {
+            (Route::Ui, Action::Ui(crate::ui::Asset::at(head.path)))
+        }
+        Endpoint::Recent if head.method == Method::Get => (Route::Recent, recent_get(&params)),
+        Endpoint::InternalRecent if head.method == Method::Get => {
+            (Route::Recent, Action::InternalRecent)
+        }
         Endpoint::Status if head.method == Method::Get => (Route::Status, Action::Status),
         Endpoint::Cluster if head.method == Method::Get => (Route::Cluster, Action::Cluster),
         Endpoint::Metrics if head.method == Method::Get => (Route::Metrics, Action::Metrics),
@@ -703,7 +760,10 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
         | Endpoint::Readyz
         | Endpoint::ClusterHealth
         | Endpoint::HotKeys
-        | Endpoint::InternalHotKeys => (Route::Other, not_allowed("GET")),
+        | Endpoint::InternalHotKeys
+        | Endpoint::Ui
+        | Endpoint::Recent
+        | Endpoint::InternalRecent => (Route::Other, not_allowed("GET")),
     }
 }
 

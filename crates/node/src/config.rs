@@ -172,6 +172,7 @@ pub struct ServeArgs {
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct PlantedBugArgs {
     /// Test hook: a deliberate bug for a negative control: `ack-before-wal`, `connection-panic`, `copy-skips-partitioned-leaving-node`, `joined-takes-id-zero`, `add-checks-only-status`, `range-alone-outside-read-set`, `livez-follows-peers`, `readyz-ignores-copy`, `no-startup-responder`, `slowlog-keeps-value`, `peer-address-resolved-once`, `read-repair-writes-older`, `expired-value-served`, `expires-early`, `copy-skips-keys` or `collect-ignores-shallower`.
+    /// Test hook: a deliberate bug for a negative control: `ack-before-wal`, `connection-panic`, `copy-skips-partitioned-leaving-node`, `joined-takes-id-zero`, `add-checks-only-status`, `range-alone-outside-read-set`, `livez-follows-peers`, `readyz-ignores-copy`, `no-startup-responder`, `slowlog-keeps-value`, `peer-address-resolved-once`, `read-repair-writes-older`, `expired-value-served`, `expires-early`, `ui-script-broken` or `recent-counts-nothing`.
     #[arg(long, env = "ATAMAN_DEBUG_PLANTED_BUG", hide = true)]
     pub debug_planted_bug: Option<String>,
 }
@@ -384,6 +385,14 @@ pub enum PlantedBug {
     /// A restore's ingest keeps versions stamped after the backup's `T`
     /// (`net::backup_transfer`): the point-in-time negative control.
     BackupIgnoresT,
+    /// The dashboard's script is served cut in half (`net::recent::asset`):
+    /// the page loads and shows nothing. `tests/dashboard.rs`' broken-asset
+    /// control.
+    UiScriptBroken,
+    /// The recent-figures ring samples every request counter as zero
+    /// (`lib.rs`, the main thread's chores): the dashboard shows no rate.
+    /// `tests/dashboard.rs`' rate control.
+    RecentCountsNothing,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -419,8 +428,10 @@ fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
         "copy-skips-keys" => Ok(PlantedBug::CopySkipsKeys),
         "collect-ignores-shallower" => Ok(PlantedBug::CollectIgnoresShallower),
         "backup-ignores-t" => Ok(PlantedBug::BackupIgnoresT),
+        "ui-script-broken" => Ok(PlantedBug::UiScriptBroken),
+        "recent-counts-nothing" => Ok(PlantedBug::RecentCountsNothing),
         other => Err(format!(
-            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served, expires-early, copy-skips-keys, collect-ignores-shallower or backup-ignores-t, not {other:?}"
+            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served, expires-early, copy-skips-keys, collect-ignores-shallower, backup-ignores-t, ui-script-broken or recent-counts-nothing, not {other:?}"
         )),
     }
 }

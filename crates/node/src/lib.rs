@@ -26,7 +26,8 @@
 //!   connection cap.
 //! - [`metrics`]: request metrics and the `/metrics` page; [`slowlog`]: the
 //!   slow log (the last requests over a threshold, with their stages);
-//!   [`hotkeys`]: the hot-key sampler and its report.
+//!   [`hotkeys`]: the hot-key sampler and its report; [`recent`]: the
+//!   recent-figures ring; [`ui`]: the dashboard's embedded assets.
 //! - [`fault_control`]: the `--fault-control` test hook (disk full, clock jumps).
 //! - [`health`]: `/livez`, `/readyz` and the cluster health view's rules;
 //!   the start-up responder.
@@ -65,12 +66,14 @@ pub mod metrics;
 pub mod net;
 pub mod peer;
 pub mod range;
+pub mod recent;
 pub mod refill;
 pub mod replication;
 pub mod slowlog;
 pub mod state;
 pub mod tls;
 pub mod ttl;
+pub mod ui;
 pub mod version_order;
 
 pub use config::{NodeConfig, ServeArgs};
@@ -255,6 +258,12 @@ fn write_durability(config: &NodeConfig) -> Durability {
             );
             Durability::Complete
         }
+        Some(bug @ (PlantedBug::UiScriptBroken | PlantedBug::RecentCountsNothing)) => {
+            tracing::error!(
+                "PLANTED BUG {bug:?}: the dashboard shows nothing or no rate. Test use only."
+            );
+            Durability::Complete
+        }
         Some(PlantedBug::SlowlogKeepsValue) => {
             tracing::error!(
                 "PLANTED BUG slowlog-keeps-value: the slow log keeps an HTTP write's value in place of its key. Test use only."
@@ -336,8 +345,8 @@ fn close_stores(
 }
 
 /// The main thread's periodic chores: the connection gauges, the clock's
-/// reservation renewed (and its failure shown), and checkpoints whose
-/// lease ended removed.
+/// reservation renewed (and its failure shown), checkpoints whose lease
+/// ended removed, and the recent-figures ring's sample once a second.
 fn publish_counts_and_renew_clock(shared: &NodeShared) {
     shared.backups.sweep(backup::lease::now_ms());
     shared.metrics.connections_open.store(
@@ -356,6 +365,16 @@ fn publish_counts_and_renew_clock(shared: &NodeShared) {
         .metrics
         .clock_reservation_failing
         .store(u64::from(failing), Ordering::Relaxed);
+    let m = &shared.metrics;
+    let now_ms = backup::lease::now_ms();
+    let counts_nothing = shared.config.planted_bug == Some(config::PlantedBug::RecentCountsNothing);
+    m.recent.tick(now_ms, || {
+        let mut sample = m.recent_sample(now_ms);
+        if counts_nothing {
+            sample.counts = Default::default();
+        }
+        sample
+    });
 }
 
 /// Binds `--resp-listen`, if given.
@@ -549,7 +568,9 @@ impl cluster::transition::Copier for TransferCopier {
                 | PlantedBug::ExpiresEarly
                 | PlantedBug::CopySkipsKeys
                 | PlantedBug::CollectIgnoresShallower
-                | PlantedBug::BackupIgnoresT,
+                | PlantedBug::BackupIgnoresT
+                | PlantedBug::UiScriptBroken
+                | PlantedBug::RecentCountsNothing,
             )
             | None => Mode::Sound,
         };

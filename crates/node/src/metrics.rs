@@ -79,6 +79,9 @@ pub struct NodeMetrics {
     /// The hot-key sampler (`crate::hotkeys`; read by `GET /v0/hotkeys`
     /// and `ATAMAN.HOTKEYS`).
     pub hotkeys: crate::hotkeys::HotKeys,
+    /// The recent-figures ring (`crate::recent`; read by `GET /v0/recent`
+    /// and the dashboard).
+    pub recent: crate::recent::Recent,
 }
 
 /// Counters of RESP commands: one per served command and one for the rest.
@@ -114,6 +117,7 @@ impl Default for NodeMetrics {
             resp_commands: std::array::from_fn(|_| AtomicU64::new(0)),
             slowlog: crate::slowlog::SlowLog::default(),
             hotkeys: crate::hotkeys::HotKeys::default(),
+            recent: crate::recent::Recent::default(),
         }
     }
 }
@@ -208,6 +212,31 @@ impl NodeMetrics {
             .iter()
             .map(|c| c.load(Ordering::Relaxed))
             .sum()
+    }
+
+    /// The recent-figures ring's sample now (`crate::recent::ring`):
+    /// requests by kind and the data routes' latency histogram.
+    pub fn recent_sample(&self, at_ms: u64) -> crate::recent::ring::Sample {
+        let data = [Route::EntityGet, Route::EntityPut, Route::EntityDelete];
+        let resp: u64 = self
+            .resp_commands
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum();
+        let all: u64 = Route::ALL.iter().map(|&r| self.route_total(r)).sum();
+        let [get, put, delete] = data.map(|r| self.route_total(r));
+        let mut latency_buckets = [0; HISTOGRAM_BUCKETS];
+        for r in data {
+            let h = self.latency_us[r.index()].snapshot();
+            for (sum, n) in latency_buckets.iter_mut().zip(&h.buckets) {
+                *sum += n;
+            }
+        }
+        crate::recent::ring::Sample {
+            at_ms,
+            counts: [get, put, delete, resp, all - get - put - delete],
+            latency_buckets,
+        }
     }
 
     /// The whole `/metrics` page.

@@ -136,6 +136,11 @@ pub struct Extra<'a> {
     pub version: Option<u64>,
     /// Also say `ETag: "<version>"` (a read's value, docs/API.md).
     pub etag: bool,
+    /// `Content-Security-Policy`, with `X-Content-Type-Options: nosniff`
+    /// (the dashboard's assets, `crate::ui`).
+    pub csp: Option<&'a str>,
+    /// `Cache-Control`.
+    pub cache_control: Option<&'a str>,
 }
 
 fn persist_header(out: &mut Vec<u8>, persist: Persist) {
@@ -171,8 +176,10 @@ fn push_header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 
 /// Bytes of the head [`write_full`] writes, beyond the status line and
 /// the variable values: header names, separators, the blank line, the
-/// longest `Connection` header, the version and its `ETag` (20 digits each).
-const HEAD_FIXED_BYTES_MAX: usize = 192;
+/// longest `Connection` header, the version and its `ETag` (20 digits each),
+/// and an asset's `Content-Security-Policy`, `X-Content-Type-Options` and
+/// `Cache-Control` names.
+const HEAD_FIXED_BYTES_MAX: usize = 288;
 
 /// Appends a response head for a `Content-Length` body of `body_bytes`,
 /// and reserves room for that body too.
@@ -190,6 +197,8 @@ pub fn write_head(
             + extra.content_type.map_or(0, str::len)
             + extra.allow.map_or(0, str::len)
             + extra.www_authenticate.map_or(0, str::len)
+            + extra.csp.map_or(0, str::len)
+            + extra.cache_control.map_or(0, str::len)
             + body_bytes,
     );
     out.extend_from_slice(line);
@@ -204,6 +213,13 @@ pub fn write_head(
     }
     if let Some(scheme) = extra.www_authenticate {
         push_header(out, b"WWW-Authenticate: ", scheme.as_bytes());
+    }
+    if let Some(csp) = extra.csp {
+        push_header(out, b"Content-Security-Policy: ", csp.as_bytes());
+        out.extend_from_slice(b"X-Content-Type-Options: nosniff\r\n");
+    }
+    if let Some(cache) = extra.cache_control {
+        push_header(out, b"Cache-Control: ", cache.as_bytes());
     }
     if let Some(secs) = extra.retry_after_sec {
         out.extend_from_slice(b"Retry-After: ");
@@ -397,6 +413,7 @@ mod tests {
                 www_authenticate: www_authenticate.as_deref(),
                 version,
                 etag,
+                ..Extra::default()
             };
             let mut out = prefix.clone();
             write_full(&mut out, status, extra, persist, &body);

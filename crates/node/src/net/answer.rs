@@ -74,6 +74,8 @@ pub enum Format {
     Json,
     /// The Prometheus text format (`/metrics`).
     Metrics,
+    /// One of the dashboard's files (`/ui`), with its type and headers.
+    Asset(crate::ui::Asset),
 }
 
 /// Why a request is refused or failed.

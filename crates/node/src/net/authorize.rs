@@ -10,6 +10,11 @@ pub fn needed(command: &Command<'_>) -> Option<Role> {
     match command {
         // Health: probes carry no token, and none says anything about keys.
         Command::Status | Command::Livez | Command::Readyz | Command::ClusterHealth => None,
+        // The dashboard's files hold no data: the page asks for a token
+        // and sends it on every fetch of the data below (docs/DASHBOARD.md).
+        Command::Ui(_) => None,
+        // Request rates, latencies and disk use of each node: read.
+        Command::Recent { .. } => Some(Role::Read),
         Command::Get { .. }
         | Command::GetVersion { .. }
         | Command::Range { .. }
@@ -41,9 +46,11 @@ pub fn needed(command: &Command<'_>) -> Option<Role> {
         // proof or a CA-verified certificate first.
         // The same for a peer's layout agreement message (`LAYOUT_PROTOCOL`).
         // And for a peer's part of a cluster hot-key report.
-        Command::InternalRange { .. } | Command::InternalLayout(_) | Command::InternalHotKeys => {
-            None
-        }
+        // And for a peer's recent figures.
+        Command::InternalRange { .. }
+        | Command::InternalLayout(_)
+        | Command::InternalHotKeys
+        | Command::InternalRecent => None,
     }
 }
 
@@ -120,6 +127,9 @@ mod tests {
                 b"x",
             ),
             Command::BackupLastSave,
+            Command::Ui(Some(crate::ui::Asset::Page)),
+            Command::Ui(None),
+            Command::Recent { cluster: true },
         ]
     }
 
@@ -128,7 +138,7 @@ mod tests {
     #[test]
     fn every_command_against_every_role() {
         let expected = |c: &Command<'_>| match c {
-            Command::Status => [true, true, true],
+            Command::Status | Command::Ui(_) => [true, true, true],
             Command::Write { .. } => [false, true, true],
             Command::RepairStart | Command::LayoutChange { .. } => [false, false, true],
             Command::Backup(..) => [false, false, true],

@@ -22,22 +22,20 @@ use super::answer::{self, Answer, Awaited};
 use super::auth_gate::{Credential, admit, credential};
 use super::body_gate::{refusal_text, refuse_body};
 use super::dispatch::{Command, Dispatched, Encoding, dispatch};
-use super::hotkeys::HOTKEYS_PROTOCOL;
 use super::peer_conn::PeerServer;
 use super::render::{from_http_error, render};
 use crate::api::{Action, Route, allow_for, route};
-use crate::cluster::agreement_wire::LAYOUT_PROTOCOL;
 use crate::http::Status;
 use crate::http::chunked::ChunkedBody;
 use crate::http::request::{HttpError, Limits, Parsed, RequestHead, parse_head};
 use crate::http::response::{Persist, write_chunk, write_chunked_head, write_last_chunk};
-use crate::range::peer_auth::RANGE_PROTOCOL;
 use crate::replication::{ReplyTo, Request, coordinator::Decision};
 use crate::slowlog::{Protocol, StageMarks};
 use crate::state::NetContext;
 use crate::tls::transport::Transport;
 use ataman_engine::ScanIter;
 use chunked_body::BodyStep;
+use internal_side::peer_protocol;
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::time::Instant;
@@ -679,7 +677,10 @@ impl Conn {
                 from,
             }),
             Action::InternalRange { .. }
-                if !self.range_gate(ctx, route, started, &credential, RANGE_PROTOCOL) =>
+            | Action::InternalLayout
+            | Action::InternalHotKeys
+            | Action::InternalRecent
+                if !self.range_gate(ctx, route, started, &credential, peer_protocol(&action)) =>
             {
                 return;
             }
@@ -692,11 +693,6 @@ impl Conn {
             Action::Layout => Command::Layout,
             Action::LayoutChange { version, change } => Command::LayoutChange { version, change },
             Action::LayoutPlan { change } => Command::LayoutPlan { change },
-            Action::InternalLayout
-                if !self.range_gate(ctx, route, started, &credential, LAYOUT_PROTOCOL) =>
-            {
-                return;
-            }
             Action::InternalLayout => Command::InternalLayout(body),
             Action::RepairStart => Command::RepairStart,
             Action::RepairStatus => Command::RepairStatus,
@@ -704,12 +700,10 @@ impl Conn {
             Action::Slowlog(op) => Command::Slowlog(op),
             Action::Backup(ask) => Command::Backup(ask, body),
             Action::HotKeys { limit, cluster } => Command::HotKeys { limit, cluster },
-            Action::InternalHotKeys
-                if !self.range_gate(ctx, route, started, &credential, HOTKEYS_PROTOCOL) =>
-            {
-                return;
-            }
             Action::InternalHotKeys => Command::InternalHotKeys,
+            Action::InternalRecent => Command::InternalRecent,
+            Action::Ui(asset) => Command::Ui(asset),
+            Action::Recent { cluster } => Command::Recent { cluster },
         };
         if let Err(refusal) = admit(&ctx.shared.auth, &credential, &command) {
             return self.push_answer(ctx, route, persist, started, &refusal);

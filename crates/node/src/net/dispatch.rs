@@ -119,6 +119,15 @@ pub enum Command<'a> {
     },
     /// A peer's ask for this node's whole hot-key report.
     InternalHotKeys,
+    /// A file of the dashboard (`GET /ui`); `None`: a missing one (404).
+    Ui(Option<crate::ui::Asset>),
+    /// The recent figures (`GET /v0/recent`), this node's or every member's.
+    Recent {
+        /// Ask every member (on a layout worker).
+        cluster: bool,
+    },
+    /// A peer's ask for this node's recent figures.
+    InternalRecent,
 }
 
 /// What became of a command.
@@ -220,6 +229,9 @@ pub fn dispatch(
             super::hotkeys::answer(ctx, reply_to, limit, cluster)
         }
         Command::InternalHotKeys => Dispatched::Now(super::hotkeys::internal(ctx)),
+        Command::Ui(asset) => Dispatched::Now(super::recent::asset(shared, asset)),
+        Command::Recent { cluster } => super::recent::answer(ctx, reply_to, cluster),
+        Command::InternalRecent => Dispatched::Now(super::recent::internal(ctx)),
         Command::Get { key, ack, from } if !local_only(ctx, &key, ack, from, false) => {
             replicated.push(replicated_request(
                 reply_to,

@@ -4,10 +4,10 @@
 //!
 //! A cluster report runs on a layout worker, as a client's job (within
 //! the workers' bound for clients, never on a network thread): it asks every other live member
-//! for its report as a cluster range asks for a peer's versions (over TLS
-//! with `--tls-ca`, the cluster secret's proof bound to
-//! [`HOTKEYS_PROTOCOL`]), each within the replication timeout, one after
-//! the other, and merges them with this node's.
+//! for its report as a cluster range asks for a peer's versions
+//! ([`super::peer_get`], the proof bound to [`HOTKEYS_PROTOCOL`]), each
+//! within the replication timeout, one after the other, and merges them
+//! with this node's.
 
 use super::answer::{self, Answer, Format};
 use super::dispatch::Dispatched;
@@ -18,8 +18,6 @@ use crate::layout_io::endpoints::JobAnswer;
 use crate::net::resp::encode::Reply;
 use crate::replication::ReplyTo;
 use crate::state::{NetContext, NodeShared};
-use std::io::Read;
-use std::net::{TcpStream, ToSocketAddrs};
 
 /// The name a peer's proof for `GET /v0/internal/hotkeys` is bound to.
 pub const HOTKEYS_PROTOCOL: &str = "ataman-internal-hotkeys/1";
@@ -112,52 +110,13 @@ fn gather(shared: &NodeShared) -> Vec<Member> {
 
 /// A member's report, asked at `host` (`host:port`).
 fn ask(shared: &NodeShared, host: &str) -> Result<Snapshot, String> {
-    let timeout = shared.config.replication_timeout;
-    let addr = host
-        .to_socket_addrs()
-        .map_err(|e| format!("resolve: {e}"))?
-        .next()
-        .ok_or("no address")?;
-    let sock = TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect: {e}"))?;
-    sock.set_read_timeout(Some(timeout))
-        .and_then(|()| sock.set_write_timeout(Some(timeout)))
-        .map_err(|e| format!("socket: {e}"))?;
-    // With the secret the peer challenges a request without proof, and the
-    // proof goes on the same connection: that request keeps it open.
-    let challenged = shared.auth.secret.is_some();
-    let request = |authorization: Option<&str>| {
-        crate::range::peer_auth::internal_get(host, INTERNAL_PATH, authorization, challenged)
-    };
-    let (reader, head) = crate::range::peer_auth::open(
-        sock,
+    let body = super::peer_get::get(
+        shared,
         host,
-        timeout,
-        shared.tls.as_ref().and_then(|t| t.client()),
-        shared.auth.secret.as_ref(),
+        INTERNAL_PATH,
         HOTKEYS_PROTOCOL,
-        &request,
+        PEER_REPORT_BYTES_MAX,
     )?;
-    let head = String::from_utf8_lossy(&head);
-    let status = head.lines().next().unwrap_or_default().trim().to_owned();
-    if !status.starts_with("HTTP/1.1 200") {
-        return Err(format!("answered {status}"));
-    }
-    let length = head
-        .lines()
-        .filter_map(|l| l.split_once(':'))
-        .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.trim().parse::<usize>().ok())
-        .ok_or("answer without a Content-Length")?;
-    if length > PEER_REPORT_BYTES_MAX {
-        return Err(format!(
-            "report of {length} bytes, over {PEER_REPORT_BYTES_MAX}"
-        ));
-    }
-    let mut body = vec![0; length];
-    let mut reader = reader;
-    reader
-        .read_exact(&mut body)
-        .map_err(|e| format!("report: {e}"))?;
     parse_node(&body)
 }
 

@@ -29,6 +29,9 @@
 //! - [`backup_http`]: `/v0/backup`'s answers (a checkpoint taken on a job).
 //! - [`backup_transfer`]: a checkpoint's files in chunks, a restore's
 //!   versions applied (`/v0/backup`).
+//! - [`recent`]: `/v0/recent` (the recent-figures ring, a member's or the
+//!   cluster's) and the dashboard's files at `/ui`; [`peer_get`]: the one
+//!   internal GET a cluster report sends each member.
 //! - [`authorize`]: the role each command needs; [`auth_gate`]: the
 //!   `Authorization` header, the 401 and 403, the peer upgrade's verdict.
 
@@ -50,6 +53,8 @@ pub mod health;
 pub mod hotkeys;
 pub mod membership_gate;
 pub mod peer_conn;
+pub mod peer_get;
+pub mod recent;
 pub mod render;
 pub mod resp;
 

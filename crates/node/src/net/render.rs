@@ -119,6 +119,14 @@ pub fn render(out: &mut Vec<u8>, answer: &Answer, persist: Persist) -> Status {
         Answer::Document(Format::Metrics, text) => {
             write_full(out, status, typed(METRICS_TYPE), persist, text.as_bytes())
         }
+        Answer::Document(Format::Asset(asset), text) => {
+            let extra = Extra {
+                csp: Some(crate::ui::CSP),
+                cache_control: Some(crate::ui::CACHE_CONTROL),
+                ..typed(asset.content_type())
+            };
+            write_full(out, status, extra, persist, text.as_bytes())
+        }
         Answer::Failed(failure, text) => {
             let extra = Extra {
                 allow: match failure {

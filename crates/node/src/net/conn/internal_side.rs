@@ -4,7 +4,7 @@
 //! request's whole answer from its layout worker.
 
 use super::{Conn, STREAM_BUFFER_BYTES, Slot, Upgrade};
-use crate::api::Route;
+use crate::api::{Action, Route};
 use crate::http::Status;
 use crate::http::request::HttpError;
 use crate::http::response::{Persist, write_chunked_head, write_last_chunk};
@@ -13,6 +13,19 @@ use crate::net::auth_gate::{Credential, Verdict, upgrade};
 use crate::net::render::render;
 use crate::state::NetContext;
 use std::time::Instant;
+
+/// The protocol a peer's proof for an internal endpoint is bound to, one
+/// per endpoint (a proof for one cannot open another); `""` for any other
+/// action (never asked: only internal actions pass the peer gate).
+pub(super) fn peer_protocol(action: &Action) -> &'static str {
+    match action {
+        Action::InternalRange { .. } => crate::range::peer_auth::RANGE_PROTOCOL,
+        Action::InternalLayout => crate::cluster::agreement_wire::LAYOUT_PROTOCOL,
+        Action::InternalHotKeys => crate::net::hotkeys::HOTKEYS_PROTOCOL,
+        Action::InternalRecent => crate::net::recent::RECENT_PROTOCOL,
+        _ => "",
+    }
+}
 
 impl Conn {
     /// The peer handshake's verdict on an upgrade to `protocol`

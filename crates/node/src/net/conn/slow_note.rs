@@ -32,6 +32,8 @@ fn http_command(route: Route) -> &'static str {
         Route::Slowlog => "/v0/slowlog",
         Route::Backup => "/v0/backup",
         Route::HotKeys => "GET /v0/hotkeys",
+        Route::Ui => "GET /ui",
+        Route::Recent => "GET /v0/recent",
         Route::Other => "other",
     }
 }
