@@ -504,6 +504,11 @@ fn render_engine_counters(out: &mut String, s: &Stats, m: &EngineMetrics) {
             "Writes refused: queue full or stall timeout.",
             m.writes_refused_busy.get(),
         ),
+        (
+            "ataman_engine_conditional_conflicts_total",
+            "Conditional writes refused: the key changed since it was read.",
+            m.conditional_conflicts.get(),
+        ),
         ("ataman_engine_gets_total", "Point reads.", m.gets.get()),
         (
             "ataman_engine_get_tables_read_total",

@@ -455,6 +455,7 @@ fn write_locally(
         batch,
         durability: ctx.shared.write_durability,
         done: callback,
+        condition: None,
     });
     Dispatched::Later(awaited_write(value, ts))
 }
