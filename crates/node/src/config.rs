@@ -372,6 +372,11 @@ pub enum PlantedBug {
     /// stamp (`net::dispatch::stamp_deadline`): a value expires before its
     /// deadline. The exact checker's expiry negative control (premature).
     ExpiresEarly,
+    /// An atomic read-modify-write (`INCR`, `SET NX`, …) submits its write
+    /// without its condition (`net::rmw_local`): two network threads'
+    /// increments of one key overwrite each other. The negative control of
+    /// `tests/resp_rmw.rs`'s exact counter.
+    RmwSkipsConflictCheck,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -404,8 +409,9 @@ fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
         "read-repair-writes-older" => Ok(PlantedBug::ReadRepairWritesOlder),
         "expired-value-served" => Ok(PlantedBug::ExpiredValueServed),
         "expires-early" => Ok(PlantedBug::ExpiresEarly),
+        "rmw-skips-conflict-check" => Ok(PlantedBug::RmwSkipsConflictCheck),
         other => Err(format!(
-            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served or expires-early, not {other:?}"
+            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served, expires-early or rmw-skips-conflict-check, not {other:?}"
         )),
     }
 }

@@ -283,6 +283,12 @@ fn write_durability(config: &NodeConfig) -> Durability {
             );
             Durability::Complete
         }
+        Some(PlantedBug::RmwSkipsConflictCheck) => {
+            tracing::error!(
+                "PLANTED BUG rmw-skips-conflict-check: read-modify-write commands write without their condition. Test use only."
+            );
+            Durability::Complete
+        }
     }
 }
 
@@ -526,7 +532,8 @@ impl cluster::transition::Copier for TransferCopier {
                 | PlantedBug::PeerAddressResolvedOnce
                 | PlantedBug::ReadRepairWritesOlder
                 | PlantedBug::ExpiredValueServed
-                | PlantedBug::ExpiresEarly,
+                | PlantedBug::ExpiresEarly
+                | PlantedBug::RmwSkipsConflictCheck,
             )
             | None => Mode::Sound,
         };

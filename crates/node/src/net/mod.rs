@@ -49,5 +49,6 @@ pub mod membership_gate;
 pub mod peer_conn;
 pub mod render;
 pub mod resp;
+pub mod rmw_local;
 
 pub use event_loop::{WAKER, run_thread};

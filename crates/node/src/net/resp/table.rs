@@ -98,6 +98,9 @@ pub enum Plan<'a> {
     /// A slow-log operation (`SLOWLOG`, `CONFIG SET`), admitted under the
     /// command's name ([`crate::net::authorize`]).
     Slowlog(&'static str, crate::slowlog::Op),
+    /// An atomic read-modify-write of one key (`INCR`, `SET … NX`, …),
+    /// admitted as a write under the command's name.
+    Rmw(&'static str, Box<crate::net::rmw_local::Update>),
 }
 
 /// The spec of `name` (lower-case), if served.
@@ -259,6 +262,48 @@ fn hotkeys<'b>(args: &[Cow<'_, [u8]>]) -> Plan<'b> {
         },
         _ => Plan::Reply(wrong_arity("ataman.hotkeys")),
     }
+}
+
+/// `NX`, `XX`, `GET`: the options that make `SET` a read-modify-write.
+fn is_rmw_set_option(arg: &[u8]) -> bool {
+    [&b"nx"[..], b"xx", b"get"]
+        .iter()
+        .any(|o| arg.eq_ignore_ascii_case(o))
+}
+
+/// `SET key value [NX|XX] [GET] [EX|PX|EXAT|PXAT n|KEEPTTL]`: the
+/// conditions parsed by [`super::rmw::parse`], the expiry by `SET`'s own
+/// options; an atomic read-modify-write ([`Plan::Rmw`]).
+fn rmw_set<'b>(
+    args: &[Cow<'_, [u8]>],
+    limits: Limits,
+    ack: u32,
+    from: u32,
+) -> Result<Plan<'b>, Reply> {
+    use crate::net::rmw_local::{Ttl, Update};
+    let (conditions, rest): (Vec<_>, Vec<_>) = args[3..]
+        .iter()
+        .cloned()
+        .partition(|a| is_rmw_set_option(a));
+    let ttl = match set_options(&rest)? {
+        SetExpiry::To(expiry) => Ttl::Set(expiry),
+        SetExpiry::Keep => Ttl::Keep,
+    };
+    check_key(&args[1], limits)?;
+    check_value(&args[2], limits)?;
+    let mut owned: Vec<Vec<u8>> = args[..3].iter().map(|a| a.to_vec()).collect();
+    owned.extend(conditions.iter().map(|a| a.to_vec()));
+    let Some((key, op)) = super::rmw::parse(&owned)? else {
+        return Err(Reply::err("internal error: not a read-modify-write"));
+    };
+    let update = Update {
+        key,
+        op,
+        ttl,
+        ack,
+        from,
+    };
+    Ok(Plan::Rmw("set", Box::new(update)))
 }
 
 /// Any command after a refused `MULTI`: refused, until `EXEC` or
@@ -554,6 +599,29 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
                 check_key(&args[1], limits)?;
                 Plan::Keys(KeyOp::Get, vec![get(&args[1])])
             }
+            "set" if args[3..].iter().any(|a| is_rmw_set_option(a)) => {
+                rmw_set(args, limits, ack, from)?
+            }
+            "incr" | "decr" | "incrby" | "decrby" | "incrbyfloat" | "append" | "getset"
+            | "getdel" | "setnx" | "setrange" | "getrange" => {
+                check_key(&args[1], limits)?;
+                for arg in &args[2..] {
+                    check_value(arg, limits)?;
+                }
+                let owned: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+                let Some((key, op)) = super::rmw::parse(&owned)? else {
+                    return Err(Reply::err("internal error: not a read-modify-write"));
+                };
+                let ttl = crate::net::rmw_local::Update::ttl_of(&op);
+                let update = crate::net::rmw_local::Update {
+                    key,
+                    op,
+                    ttl,
+                    ack,
+                    from,
+                };
+                Plan::Rmw(spec_name(name), Box::new(update))
+            }
             "set" => {
                 let expiry = match set_options(&args[3..])? {
                     SetExpiry::To(expiry) => expiry,
@@ -775,11 +843,11 @@ mod tests {
     #[test]
     fn read_modify_write_other_types_and_expiry_are_refused_saying_why() {
         for (words, why) in [
-            (&["INCR", "k"][..], "atomic read-modify-write"),
-            (&["append", "k", "v"], "atomic"),
-            (&["MULTI"], "atomic"),
-            (&["set", "k", "v", "NX"], "atomic"),
-            (&["set", "k", "v", "get"], "atomic"),
+            (&["MULTI"][..], "atomic read-modify-write"),
+            (&["msetnx", "a", "1"], "atomic"),
+            (&["set", "k", "v", "NX", "XX"], "syntax error"),
+            (&["set", "k", "v", "NX", "EX"], "syntax error"),
+            (&["incrby", "k", "1.5"], "not an integer"),
             (&["keys", "*"], "no bound"),
             (&["lpush", "k", "v"], "string values only"),
             (&["subscribe", "c"], "pub/sub"),
@@ -788,6 +856,42 @@ mod tests {
             let e = error_of(planned(words));
             assert!(e.starts_with("ERR ") && e.contains(why), "{words:?}: {e}");
         }
+    }
+
+    /// The read-modify-write commands become one update of their key,
+    /// with the expiry rule Redis gives each (`INCR` keeps the deadline,
+    /// `SET … NX PX` sets one, `GETSET` drops it).
+    #[test]
+    fn read_modify_writes_plan_one_update_of_their_key() {
+        use crate::net::resp::rmw::Rmw;
+        use crate::net::rmw_local::Ttl;
+        use crate::ttl::Expiry;
+        let update = |words: &[&str]| match planned(words) {
+            Plan::Rmw(_, u) => *u,
+            other => panic!("{words:?}: not an update: {other:?}"),
+        };
+        let incr = update(&["INCR", "k"]);
+        assert_eq!(
+            (incr.key.as_slice(), &incr.op),
+            (&b"k"[..], &Rmw::IncrBy(1))
+        );
+        assert_eq!(incr.ttl, Ttl::Keep);
+        assert_eq!((incr.ack, incr.from), (2, 3));
+        let lock = update(&["set", "k", "v", "px", "100", "nx"]);
+        assert_eq!(lock.ttl, Ttl::Set(Expiry::AfterMs(100)));
+        assert!(matches!(
+            lock.op,
+            Rmw::Set {
+                if_absent: Some(true),
+                get: false,
+                ..
+            }
+        ));
+        assert_eq!(update(&["getset", "k", "v"]).ttl, Ttl::Set(Expiry::Never));
+        assert_eq!(update(&["set", "k", "v", "XX", "KEEPTTL"]).ttl, Ttl::Keep);
+        assert!(
+            error_of(planned(&["append", "k", "01234567890123456"])).contains("--value-bytes-max")
+        );
     }
 
     /// `SET`'s expiry options become one expiring write; bad ones are
