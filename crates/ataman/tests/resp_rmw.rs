@@ -110,7 +110,7 @@ fn rmw_commands_through_a_node_match_redis_server() {
     for (before, rest) in &cases {
         let mut args: Vec<&[u8]> = vec![rest[0].as_bytes(), b"k"];
         args.extend(rest[1..].iter().map(|a| a.as_bytes()));
-        let mut run_on = |con: &mut Raw| {
+        let run_on = |con: &mut Raw| {
             con.call(&[b"DEL", b"k"]);
             if let Some(b) = before {
                 con.call(&[b"SET", b"k", b.as_bytes()]);

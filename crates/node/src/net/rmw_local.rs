@@ -79,6 +79,27 @@ pub struct Update {
 impl Eq for Update {}
 
 impl Update {
+    /// The plain command it is admitted as (`crate::net::authorize`): a
+    /// read for `GETRANGE`, else a write of its key (it may write
+    /// whatever its read finds).
+    pub fn as_command(&self) -> super::dispatch::Command<'static> {
+        use super::dispatch::Command;
+        match self.op {
+            Rmw::GetRange { .. } => Command::Get {
+                key: self.key.clone(),
+                ack: self.ack,
+                from: self.from,
+            },
+            _ => Command::Write {
+                key: self.key.clone(),
+                value: None,
+                ack: self.ack,
+                from: self.from,
+                expiry: Expiry::Never,
+            },
+        }
+    }
+
     /// The default expiry rule of `op`: an update of a value keeps its
     /// deadline, a replacement drops it (Redis's).
     pub fn ttl_of(op: &Rmw) -> Ttl {

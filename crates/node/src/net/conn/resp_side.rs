@@ -541,7 +541,7 @@ impl Conn {
     }
 
     /// An atomic read-modify-write (`INCR`, `SET … NX`, …), admitted as
-    /// a write of its key, started on the dispatcher's path for it; a
+    /// a write of its key (`GETRANGE`: a read), started on the dispatcher's path for it; a
     /// write it queued answers with its reply once durable.
     fn rmw(
         &mut self,
@@ -554,14 +554,9 @@ impl Conn {
         let Some(state) = self.resp.as_ref() else {
             return;
         };
-        let as_write = [Command::Write {
-            key: update.key.clone(),
-            value: None,
-            ack: update.ack,
-            from: update.from,
-            expiry: crate::ttl::Expiry::Never,
-        }];
-        if let Err(denied) = auth::admit_named(&ctx.shared.auth, &state.session, name, &as_write) {
+        let admitted_as = [update.as_command()];
+        if let Err(denied) = auth::admit_named(&ctx.shared.auth, &state.session, name, &admitted_as)
+        {
             return self.reply_now(&denied);
         }
         let id = self.base_slot + self.slots.len() as u64;

@@ -28,6 +28,7 @@ pub mod expiry;
 pub mod info;
 pub mod keyspace;
 pub mod rmw;
+pub mod rmw_plan;
 pub mod scan;
 pub mod session;
 pub mod slowlog;

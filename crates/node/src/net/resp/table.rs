@@ -264,48 +264,6 @@ fn hotkeys<'b>(args: &[Cow<'_, [u8]>]) -> Plan<'b> {
     }
 }
 
-/// `NX`, `XX`, `GET`: the options that make `SET` a read-modify-write.
-fn is_rmw_set_option(arg: &[u8]) -> bool {
-    [&b"nx"[..], b"xx", b"get"]
-        .iter()
-        .any(|o| arg.eq_ignore_ascii_case(o))
-}
-
-/// `SET key value [NX|XX] [GET] [EX|PX|EXAT|PXAT n|KEEPTTL]`: the
-/// conditions parsed by [`super::rmw::parse`], the expiry by `SET`'s own
-/// options; an atomic read-modify-write ([`Plan::Rmw`]).
-fn rmw_set<'b>(
-    args: &[Cow<'_, [u8]>],
-    limits: Limits,
-    ack: u32,
-    from: u32,
-) -> Result<Plan<'b>, Reply> {
-    use crate::net::rmw_local::{Ttl, Update};
-    let (conditions, rest): (Vec<_>, Vec<_>) = args[3..]
-        .iter()
-        .cloned()
-        .partition(|a| is_rmw_set_option(a));
-    let ttl = match set_options(&rest)? {
-        SetExpiry::To(expiry) => Ttl::Set(expiry),
-        SetExpiry::Keep => Ttl::Keep,
-    };
-    check_key(&args[1], limits)?;
-    check_value(&args[2], limits)?;
-    let mut owned: Vec<Vec<u8>> = args[..3].iter().map(|a| a.to_vec()).collect();
-    owned.extend(conditions.iter().map(|a| a.to_vec()));
-    let Some((key, op)) = super::rmw::parse(&owned)? else {
-        return Err(Reply::err("internal error: not a read-modify-write"));
-    };
-    let update = Update {
-        key,
-        op,
-        ttl,
-        ack,
-        from,
-    };
-    Ok(Plan::Rmw("set", Box::new(update)))
-}
-
 /// Any command after a refused `MULTI`: refused, until `EXEC` or
 /// `DISCARD` ends the would-be transaction.
 fn after_refused_multi(name: &[u8], session: &mut Session) -> Reply {
@@ -532,7 +490,7 @@ pub fn config_get(patterns: &[Vec<u8>], pairs: &[(&str, String)]) -> Reply {
     Reply::Map(matching)
 }
 
-fn check_key(key: &[u8], limits: Limits) -> Result<(), Reply> {
+pub(super) fn check_key(key: &[u8], limits: Limits) -> Result<(), Reply> {
     if key.is_empty() {
         return Err(Reply::err("empty keys are not supported"));
     }
@@ -546,7 +504,7 @@ fn check_key(key: &[u8], limits: Limits) -> Result<(), Reply> {
     Ok(())
 }
 
-fn check_value(value: &[u8], limits: Limits) -> Result<(), Reply> {
+pub(super) fn check_value(value: &[u8], limits: Limits) -> Result<(), Reply> {
     if value.len() > limits.value_bytes_max {
         return Err(Reply::err(format!(
             "value of {} bytes over the limit of {} (--value-bytes-max)",
@@ -599,28 +557,12 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
                 check_key(&args[1], limits)?;
                 Plan::Keys(KeyOp::Get, vec![get(&args[1])])
             }
-            "set" if args[3..].iter().any(|a| is_rmw_set_option(a)) => {
-                rmw_set(args, limits, ack, from)?
+            "set" if args[3..].iter().any(|a| super::rmw_plan::is_set_option(a)) => {
+                super::rmw_plan::set(args, limits, ack, from)?
             }
             "incr" | "decr" | "incrby" | "decrby" | "incrbyfloat" | "append" | "getset"
             | "getdel" | "setnx" | "setrange" | "getrange" => {
-                check_key(&args[1], limits)?;
-                for arg in &args[2..] {
-                    check_value(arg, limits)?;
-                }
-                let owned: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
-                let Some((key, op)) = super::rmw::parse(&owned)? else {
-                    return Err(Reply::err("internal error: not a read-modify-write"));
-                };
-                let ttl = crate::net::rmw_local::Update::ttl_of(&op);
-                let update = crate::net::rmw_local::Update {
-                    key,
-                    op,
-                    ttl,
-                    ack,
-                    from,
-                };
-                Plan::Rmw(spec_name(name), Box::new(update))
+                super::rmw_plan::update(spec_name(name), args, limits, ack, from)?
             }
             "set" => {
                 let expiry = match set_options(&args[3..])? {
@@ -856,42 +798,6 @@ mod tests {
             let e = error_of(planned(words));
             assert!(e.starts_with("ERR ") && e.contains(why), "{words:?}: {e}");
         }
-    }
-
-    /// The read-modify-write commands become one update of their key,
-    /// with the expiry rule Redis gives each (`INCR` keeps the deadline,
-    /// `SET … NX PX` sets one, `GETSET` drops it).
-    #[test]
-    fn read_modify_writes_plan_one_update_of_their_key() {
-        use crate::net::resp::rmw::Rmw;
-        use crate::net::rmw_local::Ttl;
-        use crate::ttl::Expiry;
-        let update = |words: &[&str]| match planned(words) {
-            Plan::Rmw(_, u) => *u,
-            other => panic!("{words:?}: not an update: {other:?}"),
-        };
-        let incr = update(&["INCR", "k"]);
-        assert_eq!(
-            (incr.key.as_slice(), &incr.op),
-            (&b"k"[..], &Rmw::IncrBy(1))
-        );
-        assert_eq!(incr.ttl, Ttl::Keep);
-        assert_eq!((incr.ack, incr.from), (2, 3));
-        let lock = update(&["set", "k", "v", "px", "100", "nx"]);
-        assert_eq!(lock.ttl, Ttl::Set(Expiry::AfterMs(100)));
-        assert!(matches!(
-            lock.op,
-            Rmw::Set {
-                if_absent: Some(true),
-                get: false,
-                ..
-            }
-        ));
-        assert_eq!(update(&["getset", "k", "v"]).ttl, Ttl::Set(Expiry::Never));
-        assert_eq!(update(&["set", "k", "v", "XX", "KEEPTTL"]).ttl, Ttl::Keep);
-        assert!(
-            error_of(planned(&["append", "k", "01234567890123456"])).contains("--value-bytes-max")
-        );
     }
 
     /// `SET`'s expiry options become one expiring write; bad ones are
