@@ -64,8 +64,8 @@ pub enum Error {
         path: PathBuf,
     },
 
-    /// A conditional write's key was written since it was read
-    /// (`crate::db::condition`): read again and retry.
+    /// A conditional write's key was written since it was read (the
+    /// engine's `db/condition.rs`): read again and retry.
     #[error("conflict: the key was written since it was read")]
     Conflict,
 

@@ -194,7 +194,7 @@ pub struct EngineMetrics {
     /// Writes refused because a queue was full or a stall timed out.
     pub writes_refused_busy: Counter,
     /// Conditional writes refused because their key changed since the
-    /// read (`crate::db::condition`).
+    /// read (`db/condition.rs`).
     pub conditional_conflicts: Counter,
     /// Point reads served.
     pub gets: Counter,

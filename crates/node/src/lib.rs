@@ -67,6 +67,7 @@ pub mod peer;
 pub mod range;
 pub mod refill;
 pub mod replication;
+pub mod rmw_chain;
 pub mod slowlog;
 pub mod state;
 pub mod tls;

@@ -77,7 +77,7 @@ pub struct Completion {
     /// The engine refused the batch as invalid (400), not for load or failure (503).
     pub invalid: bool,
     /// A conditional write refused: its key changed since it was read
-    /// (`crate::net::rmw_local` reads again and retries).
+    /// (the read-modify-write reads again and retries).
     pub conflict: bool,
 }
 
@@ -311,8 +311,8 @@ pub struct NetContext {
     /// ([`crate::hotkeys::Gate`]).
     pub hot_gate: std::cell::Cell<crate::hotkeys::Gate>,
     /// This thread's in-flight read-modify-writes, per key
-    /// ([`crate::net::rmw_local`], rule 4).
-    pub rmw_chains: std::cell::RefCell<crate::net::rmw_local::Chains>,
+    /// ([`crate::rmw_chain`]).
+    pub rmw_chains: std::cell::RefCell<crate::rmw_chain::Chains>,
 }
 
 impl NetContext {

@@ -24,7 +24,7 @@
 //!    update of a key with one in flight on this thread starts from the
 //!    first one's result and expects its timestamp: they reach the writer
 //!    in order, so it passes when the first did (and fails when it failed).
-//!    At most [`CHAIN_KEYS_MAX`] keys are chained per thread; past it, an
+//!    At most `crate::rmw_chain::CHAIN_KEYS_MAX` keys are chained per thread; past it, an
 //!    update reads the engine (a conflict and a retry at worst).
 //! 5. **Answered when durable**, as a plain write is (the node's write
 //!    durability); an update that writes nothing is answered at once.
@@ -38,17 +38,14 @@ use super::answer::{self, Answer, Awaited};
 use super::resp::encode::Reply;
 use super::resp::rmw::{self, Rmw, Write};
 use crate::replication::ReplyTo;
+use crate::rmw_chain::Head;
 use crate::state::{NetContext, Target};
 use crate::ttl::Expiry;
 use ataman_engine::{Condition, Submission, WriteBatch};
-use std::collections::HashMap;
 
 /// Attempts of one update before it is refused (each after a conflict
 /// with a concurrent write of its key).
 pub const ATTEMPTS_MAX: u32 = 64;
-
-/// Keys with a chain of in-flight updates kept per network thread.
-pub const CHAIN_KEYS_MAX: usize = 4096;
 
 /// What an update does to the key's expiry when it writes a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,26 +125,6 @@ pub enum Started {
     },
     /// Refused (the clock, a deadline past the maximum, a failed read).
     Refused(Answer),
-}
-
-/// The result of this thread's newest in-flight update of a key.
-struct Head {
-    value: Option<Vec<u8>>,
-    deadline_ms: Option<u64>,
-    ts: u64,
-    read_seq: u64,
-    inflight: u32,
-    epoch: u64,
-}
-
-/// A network thread's chains (rule 4).
-///
-/// # Thread safety
-/// One per network thread, in its [`NetContext`]; never shared.
-#[derive(Default)]
-pub struct Chains {
-    heads: HashMap<Vec<u8>, Head>,
-    next_epoch: u64,
 }
 
 /// What an update starts from.
@@ -239,7 +216,7 @@ pub fn finished(ctx: &NetContext, key: &[u8], epoch: u64, failed: bool) {
 
 /// Rule 1's base: the chain's head, else a read.
 fn base(ctx: &NetContext, key: &[u8], now_ms: u64) -> Result<Base, Answer> {
-    if let Some(head) = ctx.rmw_chains.borrow().heads.get(key) {
+    if let Some(head) = ctx.rmw_chains.borrow().head(key) {
         let expired = head.deadline_ms.is_some_and(|d| d <= now_ms);
         return Ok(Base {
             value: if expired { None } else { head.value.clone() },
@@ -284,85 +261,4 @@ fn stamp_above(ctx: &NetContext, read_ts: Option<u64>) -> Result<u64, Answer> {
         "a new version above the one read"
     );
     Ok(ts)
-}
-
-impl Chains {
-    /// Makes `head` the key's newest in-flight update; its chain's epoch
-    /// (0: not chained, at [`CHAIN_KEYS_MAX`]).
-    fn push(&mut self, key: &[u8], mut head: Head) -> u64 {
-        if let Some(old) = self.heads.get_mut(key) {
-            head.inflight = old.inflight + 1;
-            head.epoch = old.epoch;
-            *old = head;
-            return old.epoch;
-        }
-        if self.heads.len() >= CHAIN_KEYS_MAX {
-            return 0;
-        }
-        self.next_epoch += 1;
-        head.epoch = self.next_epoch;
-        self.heads.insert(key.to_vec(), head);
-        self.next_epoch
-    }
-
-    fn finish(&mut self, key: &[u8], epoch: u64, failed: bool) {
-        let Some(head) = self.heads.get_mut(key) else {
-            return;
-        };
-        if head.epoch != epoch {
-            return;
-        }
-        head.inflight = head.inflight.saturating_sub(1);
-        if failed || head.inflight == 0 {
-            self.heads.remove(key);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{CHAIN_KEYS_MAX, Chains, Head};
-
-    fn head(ts: u64) -> Head {
-        Head {
-            value: Some(ts.to_string().into_bytes()),
-            deadline_ms: None,
-            ts,
-            read_seq: 1,
-            inflight: 1,
-            epoch: 0,
-        }
-    }
-
-    /// A chain lives while an update of it is in flight; a failure ends
-    /// it, and the stale epoch's later completions leave a new chain alone.
-    #[test]
-    fn a_chain_ends_with_its_last_update_or_its_first_failure() {
-        let mut chains = Chains::default();
-        let e = chains.push(b"k", head(1));
-        assert_eq!(chains.push(b"k", head(2)), e);
-        chains.finish(b"k", e, false);
-        assert_eq!(chains.heads[&b"k"[..]].ts, 2);
-        chains.finish(b"k", e, false);
-        assert!(chains.heads.is_empty());
-        let e = chains.push(b"k", head(3));
-        chains.push(b"k", head(4));
-        chains.finish(b"k", e, true);
-        assert!(chains.heads.is_empty());
-        let fresh = chains.push(b"k", head(5));
-        assert_ne!(fresh, e);
-        chains.finish(b"k", e, true);
-        assert_eq!(chains.heads[&b"k"[..]].ts, 5, "a stale epoch ends nothing");
-    }
-
-    /// Past the bound a key is not chained (epoch 0) and nothing grows.
-    #[test]
-    fn chains_are_bounded() {
-        let mut chains = Chains::default();
-        for i in 0..CHAIN_KEYS_MAX {
-            assert_ne!(chains.push(format!("{i}").as_bytes(), head(1)), 0);
-        }
-        assert_eq!(chains.push(b"one more", head(1)), 0);
-        assert_eq!(chains.heads.len(), CHAIN_KEYS_MAX);
-    }
 }
