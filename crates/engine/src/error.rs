@@ -64,6 +64,11 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// A conditional write's key was written since it was read (the
+    /// engine's `db/condition.rs`): read again and retry.
+    #[error("conflict: the key was written since it was read")]
+    Conflict,
+
     /// The engine has been closed.
     #[error("engine is closed")]
     Closed,

@@ -193,6 +193,9 @@ pub struct EngineMetrics {
     pub write_stall_us: Counter,
     /// Writes refused because a queue was full or a stall timed out.
     pub writes_refused_busy: Counter,
+    /// Conditional writes refused because their key changed since the
+    /// read (`db/condition.rs`).
+    pub conditional_conflicts: Counter,
     /// Point reads served.
     pub gets: Counter,
     /// SSTables consulted by point reads (after bloom filters).

@@ -393,6 +393,11 @@ pub enum PlantedBug {
     /// (`lib.rs`, the main thread's chores): the dashboard shows no rate.
     /// `tests/dashboard.rs`' rate control.
     RecentCountsNothing,
+    /// An atomic read-modify-write (`INCR`, `SET NX`, …) submits its write
+    /// without its condition (`net::rmw_local`): two network threads'
+    /// increments of one key overwrite each other. The negative control of
+    /// `tests/resp_rmw.rs`'s exact counter.
+    RmwSkipsConflictCheck,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -430,8 +435,9 @@ fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
         "backup-ignores-t" => Ok(PlantedBug::BackupIgnoresT),
         "ui-script-broken" => Ok(PlantedBug::UiScriptBroken),
         "recent-counts-nothing" => Ok(PlantedBug::RecentCountsNothing),
+        "rmw-skips-conflict-check" => Ok(PlantedBug::RmwSkipsConflictCheck),
         other => Err(format!(
-            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served, expires-early, copy-skips-keys, collect-ignores-shallower, backup-ignores-t, ui-script-broken or recent-counts-nothing, not {other:?}"
+            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served, expires-early, copy-skips-keys, collect-ignores-shallower, backup-ignores-t, ui-script-broken, recent-counts-nothing or rmw-skips-conflict-check, not {other:?}"
         )),
     }
 }

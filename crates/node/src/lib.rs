@@ -69,6 +69,7 @@ pub mod range;
 pub mod recent;
 pub mod refill;
 pub mod replication;
+pub mod rmw_chain;
 pub mod slowlog;
 pub mod state;
 pub mod tls;
@@ -309,6 +310,9 @@ fn write_durability(config: &NodeConfig) -> Durability {
         Some(PlantedBug::CollectIgnoresShallower) => {
             tracing::error!(
                 "PLANTED BUG collect-ignores-shallower: compaction drops a tombstone past the grace once nothing deeper overlaps, older versions shallower or not. Test use only."
+        Some(PlantedBug::RmwSkipsConflictCheck) => {
+            tracing::error!(
+                "PLANTED BUG rmw-skips-conflict-check: read-modify-write commands write without their condition. Test use only."
             );
             Durability::Complete
         }
@@ -570,7 +574,8 @@ impl cluster::transition::Copier for TransferCopier {
                 | PlantedBug::CollectIgnoresShallower
                 | PlantedBug::BackupIgnoresT
                 | PlantedBug::UiScriptBroken
-                | PlantedBug::RecentCountsNothing,
+                | PlantedBug::RecentCountsNothing
+                | PlantedBug::RmwSkipsConflictCheck,
             )
             | None => Mode::Sound,
         };

@@ -73,6 +73,12 @@ pub struct NodeMetrics {
     /// RESP commands served, by the command table's index (rendered by
     /// `net::resp`, which names them).
     pub resp_commands: [AtomicU64; RESP_COMMAND_KINDS],
+    /// Atomic read-modify-writes read again and retried after their
+    /// conditional write met a concurrent one (`net::rmw_local`).
+    pub rmw_retries: AtomicU64,
+    /// Atomic read-modify-writes refused after
+    /// `net::rmw_local::ATTEMPTS_MAX` conflicts in a row.
+    pub rmw_gave_up: AtomicU64,
     /// The slow log: requests over a threshold, with their stages
     /// (`crate::slowlog`; read by `SLOWLOG` and `GET /v0/slowlog`).
     pub slowlog: crate::slowlog::SlowLog,
@@ -85,7 +91,7 @@ pub struct NodeMetrics {
 }
 
 /// Counters of RESP commands: one per served command and one for the rest.
-pub const RESP_COMMAND_KINDS: usize = 44;
+pub const RESP_COMMAND_KINDS: usize = 56;
 
 impl Default for NodeMetrics {
     fn default() -> Self {
@@ -115,6 +121,8 @@ impl Default for NodeMetrics {
             peer_batch_frames: Histogram::default(),
             peer_reply_batch_frames: Histogram::default(),
             resp_commands: std::array::from_fn(|_| AtomicU64::new(0)),
+            rmw_retries: AtomicU64::new(0),
+            rmw_gave_up: AtomicU64::new(0),
             slowlog: crate::slowlog::SlowLog::default(),
             hotkeys: crate::hotkeys::HotKeys::default(),
             recent: crate::recent::Recent::default(),
@@ -532,6 +540,11 @@ fn render_engine_counters(out: &mut String, s: &Stats, m: &EngineMetrics) {
             "ataman_engine_writes_refused_busy_total",
             "Writes refused: queue full or stall timeout.",
             m.writes_refused_busy.get(),
+        ),
+        (
+            "ataman_engine_conditional_conflicts_total",
+            "Conditional writes refused: the key changed since it was read.",
+            m.conditional_conflicts.get(),
         ),
         ("ataman_engine_gets_total", "Point reads.", m.gets.get()),
         (

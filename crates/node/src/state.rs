@@ -76,6 +76,9 @@ pub struct Completion {
     pub result: Result<(), String>,
     /// The engine refused the batch as invalid (400), not for load or failure (503).
     pub invalid: bool,
+    /// A conditional write refused: its key changed since it was read
+    /// (the read-modify-write reads again and retries).
+    pub conflict: bool,
 }
 
 /// The protocol a listener speaks; an accepted connection keeps its listener's.
@@ -158,6 +161,7 @@ impl CompletionSender {
             inbox.push(Completion {
                 target,
                 invalid: matches!(result, Err(ataman_engine::Error::InvalidArgument(_))),
+                conflict: matches!(result, Err(ataman_engine::Error::Conflict)),
                 result: result.map(|_| ()).map_err(|e| e.to_string()),
             });
         })
@@ -306,6 +310,9 @@ pub struct NetContext {
     /// Which requests this thread samples for the hot keys
     /// ([`crate::hotkeys::Gate`]).
     pub hot_gate: std::cell::Cell<crate::hotkeys::Gate>,
+    /// This thread's in-flight read-modify-writes, per key
+    /// ([`crate::rmw_chain`]).
+    pub rmw_chains: std::cell::RefCell<crate::rmw_chain::Chains>,
 }
 
 impl NetContext {
@@ -329,6 +336,7 @@ impl NetContext {
             shared,
             now: std::cell::Cell::new(std::time::Instant::now()),
             hot_gate: std::cell::Cell::new(crate::hotkeys::Gate::new(index as u64)),
+            rmw_chains: std::cell::RefCell::new(Default::default()),
         }
     }
 }
@@ -356,6 +364,7 @@ impl NetContext {
                 target,
                 result: Ok(()),
                 invalid: false,
+                conflict: false,
             });
         })
     }

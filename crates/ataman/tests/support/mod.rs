@@ -13,6 +13,7 @@ pub mod cluster;
 pub mod redis_server;
 pub mod resp_client;
 pub mod spare;
+pub mod rmw_cases;
 
 use ataman::http_client::response::read_response;
 pub use ataman::http_client::response::{Response, ResponseError};

@@ -248,6 +248,10 @@ pub fn flush_memtable(shared: &Shared, imm: &ImmutableMemtable) -> Result<()> {
             .filter(|m| !m.same(imm))
             .cloned()
             .collect();
+        // Before the view without it is published (`super::condition`).
+        shared
+            .left_memtables_seq
+            .fetch_max(imm.seq_max(), Ordering::SeqCst);
         shared.sv.store(Arc::new(SuperVersion {
             mem: Arc::clone(&latest.mem),
             imms,

@@ -103,6 +103,9 @@ pub struct Submission {
     pub durability: Durability,
     /// The answer (first sequence number, or why not).
     pub done: WriteCallback,
+    /// Apply it only if this holds, else answer [`Error::Conflict`]
+    /// (`super::condition`).
+    pub condition: Option<super::Condition>,
 }
 
 /// An open database directory.
@@ -203,6 +206,7 @@ impl Db {
             durability,
             callback: done,
             enqueued: std::time::Instant::now(),
+            condition: None,
         };
         match self.shared.write_queue.push(request, bytes) {
             Ok(()) => Ok(()),
@@ -241,6 +245,7 @@ impl Db {
                 durability: s.durability,
                 callback: s.done,
                 enqueued: now,
+                condition: s.condition.map(Box::new),
             };
             items.push((request, bytes));
         }
@@ -292,6 +297,16 @@ impl Db {
     /// The newest version of `key` (a tombstone included), or `None`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
         read::get(&self.shared, key)
+    }
+
+    /// [`Db::get`] and a sequence number the read saw every write up to:
+    /// the `read_seq` of a conditional write computed from it
+    /// (`super::condition`).
+    pub fn get_at(&self, key: &[u8]) -> Result<(Option<Entry>, u64)> {
+        // Loaded before the read: the read sees at least these writes, and
+        // one it sees above them only makes the condition stricter.
+        let seq = self.shared.visible_seq.load(Ordering::Acquire);
+        Ok((read::get(&self.shared, key)?, seq))
     }
 
     /// Entries with `start <= key < end` in key order, on one consistent view.

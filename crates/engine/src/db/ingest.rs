@@ -163,6 +163,12 @@ fn install(
     }
     let _guard = lock(&shared.sv_update);
     let latest = shared.sv.load_full();
+    // Ingested versions bypass the memtables: a conditional write that
+    // read before them must not pass (`super::condition`, rule 1).
+    let visible = shared.visible_seq.load(Ordering::SeqCst);
+    shared
+        .left_memtables_seq
+        .fetch_max(visible + 1, Ordering::SeqCst);
     let mut version = Version::clone(&latest.version);
     version.levels[level].extend(outputs.iter().cloned());
     version.normalize();

@@ -23,6 +23,7 @@ pub mod checkpoint;
 mod checkpoint_tests;
 #[cfg(test)]
 mod compaction_pace_tests;
+pub mod condition;
 pub mod flush_compaction_thread;
 pub mod flush_point;
 pub mod handle;
@@ -64,6 +65,7 @@ pub(crate) fn incompressible(seed: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 pub use checkpoint::CheckpointReport;
+pub use condition::Condition;
 pub use handle::{Db, Entry, Stats, Submission};
 pub use open::RecoveryReport;
 pub use read::ScanIter;

@@ -41,6 +41,8 @@ pub enum WriteRequest {
         callback: WriteCallback,
         /// When `submit` queued it (queue-wait metrics).
         enqueued: std::time::Instant,
+        /// Apply it only if this holds (`super::condition`).
+        condition: Option<Box<super::condition::Condition>>,
     },
     /// Make the memtable immutable now (if it holds anything), then answer.
     Rotate(Box<dyn FnOnce(Result<()>) + Send>),
@@ -106,6 +108,10 @@ pub struct Shared {
     pub sv_update: Mutex<()>,
     /// Entries with a sequence number up to this are visible to readers.
     pub visible_seq: AtomicU64,
+    /// The highest sequence number whose write may have left the
+    /// memtables (flushed, or overtaken by an ingest): conditional writes
+    /// that read below it are refused (`super::condition`, rule 1).
+    pub left_memtables_seq: AtomicU64,
     /// Next unused file number (WAL segments and SSTables share the space).
     pub next_file_number: AtomicU64,
     poisoned: AtomicBool,
@@ -192,6 +198,8 @@ impl Shared {
             sv: ArcSwap::from_pointee(sv),
             sv_update: Mutex::new(()),
             visible_seq: AtomicU64::new(visible_seq),
+            // Everything replayed at open may sit in tables already.
+            left_memtables_seq: AtomicU64::new(visible_seq),
             next_file_number: AtomicU64::new(next_file_number),
             poisoned: AtomicBool::new(false),
             out_of_space: AtomicBool::new(false),

@@ -43,6 +43,7 @@ pub fn run(shared: Arc<Shared>) {
                     durability,
                     callback,
                     enqueued,
+                    condition,
                 } => {
                     let picked = Instant::now();
                     shared
@@ -55,6 +56,13 @@ pub fn run(shared: Arc<Shared>) {
                     }
                     if let Err(e) = make_room(&shared, &mut wal_items) {
                         callback(Err(e));
+                        continue;
+                    }
+                    if let Some(condition) = condition
+                        && !condition_holds(&shared, &condition)
+                    {
+                        // Answered at once: nothing was applied or logged.
+                        callback(Err(Error::Conflict));
                         continue;
                     }
                     let first_seq = next_seq;
@@ -127,6 +135,19 @@ pub(crate) fn apply(shared: &Shared, batch: &crate::WriteBatch, first_seq: u64) 
     m.user_bytes_written.add(user_bytes);
     m.batches_written.add(1);
     m.entries_written.add(batch.len() as u64);
+}
+
+/// True when a conditional write may be applied (`super::condition`).
+fn condition_holds(shared: &Shared, condition: &super::condition::Condition) -> bool {
+    // The view first: a flush publishes `left_memtables_seq` before the
+    // view without its memtable.
+    let sv = shared.sv.load();
+    let left = shared.left_memtables_seq.load(Ordering::SeqCst);
+    let held = super::condition::check(&sv, left, condition).is_ok();
+    if !held {
+        shared.metrics.conditional_conflicts.add(1);
+    }
+    held
 }
 
 fn hand_to_wal(shared: &Shared, wal_items: &mut Vec<(WalItem, usize)>) {

@@ -397,9 +397,30 @@ fn replicated_request(
     }
 }
 
+/// Starts an atomic read-modify-write of one key: on this node when its
+/// only replica is this node ([`super::rmw_local`]), else refused here,
+/// the one place the consensus register's path plugs in (issue 37).
+pub fn rmw(
+    ctx: &NetContext,
+    reply_to: ReplyTo,
+    update: &super::rmw_local::Update,
+) -> super::rmw_local::Started {
+    note_hot(ctx, &update.key);
+    if local_only(ctx, &update.key, update.ack, update.from, true) {
+        return super::rmw_local::start(ctx, reply_to, update);
+    }
+    super::rmw_local::Started::Refused(Answer::Failed(
+        answer::Failure::NotImplemented,
+        "atomic read-modify-write of a key with replicas on other nodes is not built yet \
+         (the consensus register, issue 37); this node serves it for keys whose only \
+         replica is this node"
+            .into(),
+    ))
+}
+
 /// The absolute deadline of a write stamped `ts` with `expiry`, stamped
 /// here once (crate::ttl); a deadline past the maximum is a 400.
-fn stamp_deadline(
+pub(super) fn stamp_deadline(
     ctx: &NetContext,
     ts: u64,
     expiry: crate::ttl::Expiry,
@@ -454,6 +475,7 @@ fn write_locally(
         batch,
         durability: ctx.shared.write_durability,
         done: callback,
+        condition: None,
     });
     Dispatched::Later(awaited_write(value, ts))
 }

@@ -359,9 +359,15 @@ impl Loop {
                     generation,
                     slot,
                 } => {
-                    let (result, invalid) = (c.result, c.invalid);
-                    let done = self.guarded(token, Some(generation), |conn, ctx, _, _| {
-                        conn.complete(ctx, slot, result, invalid);
+                    let (result, invalid, conflict) = (c.result, c.invalid, c.conflict);
+                    let done = self.guarded(token, Some(generation), |conn, ctx, repl, _| {
+                        if conflict {
+                            // Read again and retried (`net::rmw_local`).
+                            conn.rmw_conflict(ctx, slot);
+                            conn.run_chains(ctx, token, repl);
+                        } else {
+                            conn.complete(ctx, slot, result, invalid);
+                        }
                     });
                     if done.is_some() {
                         self.touched.push(token);

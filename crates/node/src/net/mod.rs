@@ -57,5 +57,6 @@ pub mod peer_get;
 pub mod recent;
 pub mod render;
 pub mod resp;
+pub mod rmw_local;
 
 pub use event_loop::{WAKER, run_thread};

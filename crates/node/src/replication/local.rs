@@ -27,5 +27,6 @@ pub fn local_write(ctx: &NetContext, key: &[u8], version: &Stamped, target: Targ
         batch,
         durability: ctx.shared.write_durability,
         done: ctx.completions.callback(target),
+        condition: None,
     });
 }

@@ -110,6 +110,7 @@ pub fn rehome_hints(
             }
             flag.store(false, Ordering::Release);
         }),
+        condition: None,
     });
     count
 }

@@ -21,6 +21,7 @@ use crate::net::resp::info;
 use crate::net::resp::session;
 use crate::net::resp::slowlog;
 use crate::net::resp::table::{self, KeyOp, NodeQuery, Plan, Session};
+use crate::net::rmw_local::{self, Started, Update};
 use crate::replication::{ReplyTo, Request};
 use crate::slowlog::{Facts, Protocol, StageMarks};
 use crate::state::NetContext;
@@ -59,7 +60,9 @@ fn is_write(op: KeyOp) -> bool {
 }
 
 /// True for commands that only write keys (they need not wait for
-/// earlier writes: the clock orders them). `SET … KEEPTTL` reads first.
+/// earlier writes: the clock orders them). `SET … KEEPTTL` reads first,
+/// and so does `SET … NX|XX|GET` (an atomic read-modify-write: it must
+/// see this connection's earlier writes).
 ///
 /// Runs before the command table checks the arity, so it reads `args`
 /// only through `get` (a `SET k` behind a pending write once panicked
@@ -74,7 +77,11 @@ fn names_a_write(args: &[Cow<'_, [u8]>]) -> bool {
         .iter()
         .any(|w| name.eq_ignore_ascii_case(w))
         && !(name.eq_ignore_ascii_case(b"set")
-            && options.iter().any(|a| a.eq_ignore_ascii_case(b"keepttl")))
+            && options.iter().any(|a| {
+                [&b"keepttl"[..], b"nx", b"xx", b"get"]
+                    .iter()
+                    .any(|o| a.eq_ignore_ascii_case(o))
+            }))
 }
 
 /// A multi-key command's slot: its parts' answers, gathered.
@@ -98,6 +105,18 @@ pub struct Gather {
     /// The stages of its slowest replicated part, as its parts' verdicts
     /// bring them.
     marks: Option<StageMarks>,
+    /// An atomic read-modify-write's update, kept to run again after a
+    /// conflict (`crate::net::rmw_local`).
+    rmw: Option<Box<Retry>>,
+}
+
+/// An atomic read-modify-write in flight.
+struct Retry {
+    update: Update,
+    /// Its chain's id (`rmw_local::finished`).
+    epoch: u64,
+    /// Conflicts so far (at most `rmw_local::ATTEMPTS_MAX`).
+    conflicts: u32,
 }
 
 /// One key's share of a command.
@@ -299,6 +318,7 @@ impl Conn {
                 self.read_then(ctx, token, replicated, (read, chain), facts());
             }
             Plan::Scan(scan) => self.scan(ctx, token, scan),
+            Plan::Rmw(name, update) => self.rmw(ctx, token, name, *update, facts()),
             Plan::Slowlog(name, op) => self.slowlog_command(ctx, name, op),
         }
     }
@@ -342,6 +362,7 @@ impl Conn {
             facts,
             started: ctx.now.get(),
             marks: None,
+            rmw: None,
         };
         match dispatch(ctx, replicated, reply_to, read) {
             Dispatched::Now(answer) => {
@@ -391,7 +412,11 @@ impl Conn {
             let Some(Slot::Gather(gather)) = self.slots.get_mut(index) else {
                 continue;
             };
-            step(ctx, replicated, reply_to, gather);
+            if gather.rmw.is_some() {
+                rmw_again(ctx, reply_to, gather);
+            } else {
+                step(ctx, replicated, reply_to, gather);
+            }
             if gather.waiting == 0 {
                 self.finish_gather(ctx, index);
             }
@@ -459,6 +484,7 @@ impl Conn {
             facts,
             started: ctx.now.get(),
             marks: None,
+            rmw: None,
         };
         if waiting == 0 {
             self.answer_gathered(ctx, &gather);
@@ -492,7 +518,12 @@ impl Conn {
         let Some(Part::Waiting(awaited)) = gather.parts.get(part) else {
             return;
         };
-        gather.parts[part] = Part::Done(answer_for(*awaited));
+        let answer = answer_for(*awaited);
+        if let Some(retry) = &gather.rmw {
+            let failed = !matches!(answer, Answer::Done(_));
+            rmw_local::finished(ctx, &retry.update.key, retry.epoch, failed);
+        }
+        gather.parts[part] = Part::Done(answer);
         gather.marks = crate::slowlog::slower(gather.marks, marks);
         gather.waiting -= 1;
         if gather.waiting > 0 {
@@ -506,6 +537,97 @@ impl Conn {
             }
             return;
         }
+        self.finish_gather(ctx, index);
+    }
+
+    /// An atomic read-modify-write (`INCR`, `SET … NX`, …), admitted as
+    /// a write of its key (`GETRANGE`: a read), started on the dispatcher's path for it; a
+    /// write it queued answers with its reply once durable.
+    fn rmw(
+        &mut self,
+        ctx: &NetContext,
+        token: usize,
+        name: &'static str,
+        update: Update,
+        facts: Facts,
+    ) {
+        let Some(state) = self.resp.as_ref() else {
+            return;
+        };
+        let admitted_as = [update.as_command()];
+        if let Err(denied) = auth::admit_named(&ctx.shared.auth, &state.session, name, &admitted_as)
+        {
+            return self.reply_now(&denied);
+        }
+        let id = self.base_slot + self.slots.len() as u64;
+        let reply_to = ReplyTo {
+            token,
+            generation: self.generation,
+            slot: id << PART_BITS,
+        };
+        let mut gather = Gather {
+            op: KeyOp::Chained,
+            ack: update.ack,
+            parts: vec![Part::Waiting(Awaited::Read)],
+            waiting: 1,
+            proto: state.session.proto,
+            chain: None,
+            after: None,
+            facts,
+            started: ctx.now.get(),
+            marks: None,
+            rmw: Some(Box::new(Retry {
+                update,
+                epoch: 0,
+                conflicts: 0,
+            })),
+        };
+        rmw_again(ctx, reply_to, &mut gather);
+        if gather.waiting == 0 {
+            self.answer_gathered(ctx, &gather);
+        } else {
+            if let Some(state) = self.resp.as_mut() {
+                state.writes_pending += 1;
+            }
+            self.push_slot(Slot::Gather(Box::new(gather)));
+        }
+    }
+
+    /// The conditional write of the read-modify-write at `address` met a
+    /// concurrent write: it runs again with the event loop's requests
+    /// (`run_chains`), or, past its attempts, answers an error.
+    pub fn rmw_conflict(&mut self, ctx: &NetContext, address: u64) {
+        let Some(index) = (address >> PART_BITS).checked_sub(self.base_slot) else {
+            return;
+        };
+        let index = index as usize;
+        let Some(Slot::Gather(gather)) = self.slots.get_mut(index) else {
+            return;
+        };
+        let Some(retry) = gather.rmw.as_mut() else {
+            return;
+        };
+        rmw_local::finished(ctx, &retry.update.key, retry.epoch, true);
+        retry.conflicts += 1;
+        let metrics = &ctx.shared.metrics;
+        if retry.conflicts < rmw_local::ATTEMPTS_MAX {
+            metrics.rmw_retries.fetch_add(1, Ordering::Relaxed);
+            if let Some(state) = self.resp.as_mut() {
+                state.chains_ready.push(address >> PART_BITS);
+            }
+            return;
+        }
+        metrics.rmw_gave_up.fetch_add(1, Ordering::Relaxed);
+        gather.rmw = None;
+        gather.parts[0] = Part::Done(Answer::Failed(
+            Failure::Busy,
+            format!(
+                "conflict: the key was written concurrently {} times in a row while this \
+                 command read and updated it; nothing was applied, retry",
+                rmw_local::ATTEMPTS_MAX
+            ),
+        ));
+        gather.waiting = 0;
         self.finish_gather(ctx, index);
     }
 
@@ -525,6 +647,7 @@ impl Conn {
             facts: gather.facts,
             started: gather.started,
             marks: gather.marks,
+            rmw: None,
         };
         if is_write(gather.op)
             && let Some(state) = self.resp.as_mut()
@@ -801,6 +924,38 @@ fn step(ctx: &NetContext, replicated: &mut Vec<Request>, reply_to: ReplyTo, gath
     }
 }
 
+/// Runs (again) a read-modify-write's update: its reply at once, or its
+/// write queued for this slot.
+fn rmw_again(ctx: &NetContext, reply_to: ReplyTo, gather: &mut Gather) {
+    let Some(retry) = gather.rmw.as_mut() else {
+        return;
+    };
+    let started = crate::net::dispatch::rmw(ctx, reply_to, &retry.update);
+    let (part, waiting) = match started {
+        Started::Now(reply) => {
+            gather.after = Some(reply);
+            gather.rmw = None;
+            (Part::Done(Answer::Done(Awaited::Read)), 0)
+        }
+        Started::Refused(answer) => {
+            gather.after = Some(Reply::Null);
+            gather.rmw = None;
+            (Part::Done(answer), 0)
+        }
+        Started::Later {
+            awaited,
+            reply,
+            epoch,
+        } => {
+            gather.after = Some(reply);
+            retry.epoch = epoch;
+            (Part::Waiting(awaited), 1)
+        }
+    };
+    gather.parts[0] = part;
+    gather.waiting = waiting;
+}
+
 /// Appends a gathered command's one reply.
 fn write_gathered(out: &mut Vec<u8>, gather: &Gather) {
     if let Some(after) = &gather.after {
@@ -857,6 +1012,8 @@ mod tests {
         assert!(!names_a_write(&args(&[])));
         assert!(!names_a_write(&args(&["SET", "k", "v", "KEEPTTL"])));
         assert!(names_a_write(&args(&["SET", "k", "v", "EX", "10"])));
+        assert!(!names_a_write(&args(&["SET", "k", "v", "nx"])));
+        assert!(!names_a_write(&args(&["INCR", "k"])));
         assert!(!names_a_write(&args(&["GET", "k", "v", "w"])));
     }
 }

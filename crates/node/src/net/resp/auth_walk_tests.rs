@@ -72,6 +72,17 @@ fn invocation(name: &str) -> &'static [&'static str] {
         "bgsave" => &["bgsave"],
         "lastsave" => &["lastsave"],
         "ataman.hotkeys" => &["ataman.hotkeys", "5"],
+        "incr" => &["incr", "k"],
+        "decr" => &["decr", "k"],
+        "incrby" => &["incrby", "k", "2"],
+        "decrby" => &["decrby", "k", "2"],
+        "incrbyfloat" => &["incrbyfloat", "k", "0.5"],
+        "append" => &["append", "k", "v"],
+        "getset" => &["getset", "k", "v"],
+        "getdel" => &["getdel", "k"],
+        "setnx" => &["setnx", "k", "v"],
+        "setrange" => &["setrange", "k", "1", "v"],
+        "getrange" => &["getrange", "k", "0", "-1"],
         other => panic!("`{other}` is in the command table without an invocation here"),
     }
 }
@@ -89,10 +100,13 @@ fn needed(name: &str) -> Option<Role> {
         "bgsave" => Some(Role::Admin),
         "lastsave" => Some(Role::Read),
         "get" | "exists" | "mget" | "ttl" | "pttl" | "expiretime" | "pexpiretime" | "scan"
-        | "type" | "strlen" | "memory" => Some(Role::Read),
+        | "type" | "strlen" | "memory" | "getrange" => Some(Role::Read),
         // A read-then-write command may write whatever its read finds.
         "set" | "del" | "unlink" | "mset" | "setex" | "psetex" | "expire" | "pexpire"
-        | "expireat" | "pexpireat" | "persist" | "getex" => Some(Role::Write),
+        | "expireat" | "pexpireat" | "persist" | "getex" | "incr" | "decr" | "incrby"
+        | "decrby" | "incrbyfloat" | "append" | "getset" | "getdel" | "setnx" | "setrange" => {
+            Some(Role::Write)
+        }
         other => panic!("`{other}` is in the command table without an expected role here"),
     }
 }
@@ -131,6 +145,7 @@ fn admitted(auth: &Auth, role: Option<Role>, words: &[&str]) -> bool {
             name,
             &[crate::net::dispatch::Command::Slowlog(op)],
         ),
+        Plan::Rmw(name, update) => auth::admit_named(auth, &session, name, &[update.as_command()]),
         Plan::Reply(Reply::Error(e)) => panic!("{words:?} refused by the table: {e}"),
         Plan::Node(NodeQuery::BgSave) => auth::admit_named(
             auth,

@@ -360,6 +360,94 @@ pub const COMMANDS: &[Spec] = &[
         "server",
         "ATAMAN.HOTKEYS [count]: this node's hot keys now, with their shares and replicas.",
     ),
+    spec(
+        "incr",
+        2,
+        WRITE,
+        (1, 1, 1),
+        "string",
+        "Adds 1 to an integer value, atomically (0 when absent).",
+    ),
+    spec(
+        "decr",
+        2,
+        WRITE,
+        (1, 1, 1),
+        "string",
+        "Subtracts 1 from an integer value, atomically.",
+    ),
+    spec(
+        "incrby",
+        3,
+        WRITE,
+        (1, 1, 1),
+        "string",
+        "Adds an integer to an integer value, atomically.",
+    ),
+    spec(
+        "decrby",
+        3,
+        WRITE,
+        (1, 1, 1),
+        "string",
+        "Subtracts an integer from an integer value, atomically.",
+    ),
+    spec(
+        "incrbyfloat",
+        3,
+        WRITE,
+        (1, 1, 1),
+        "string",
+        "Adds a float to a numeric value, atomically.",
+    ),
+    spec(
+        "append",
+        3,
+        WRITE,
+        (1, 1, 1),
+        "string",
+        "Appends to a value, atomically; the new length.",
+    ),
+    spec(
+        "getset",
+        3,
+        WRITE,
+        (1, 1, 1),
+        "string",
+        "Sets a value, answering the old one, atomically.",
+    ),
+    spec(
+        "getdel",
+        2,
+        WRITE,
+        (1, 1, 1),
+        "string",
+        "Deletes a key, answering its value, atomically.",
+    ),
+    spec(
+        "setnx",
+        3,
+        WRITE,
+        (1, 1, 1),
+        "string",
+        "Sets a value only if the key is absent, atomically.",
+    ),
+    spec(
+        "setrange",
+        4,
+        WRITE,
+        (1, 1, 1),
+        "string",
+        "Overwrites part of a value at an offset, atomically.",
+    ),
+    spec(
+        "getrange",
+        4,
+        READ,
+        (1, 1, 1),
+        "string",
+        "A substring of a value.",
+    ),
 ];
 
 /// Index in [`COMMANDS`] of a command's metrics label `other` (unknown,
@@ -371,25 +459,9 @@ const _: () = assert!(
     "the metrics hold a counter per command and one for the rest"
 );
 
-/// Commands refused because they need an atomic read-modify-write.
-pub const ATOMIC: &[&str] = &[
-    "incr",
-    "decr",
-    "incrby",
-    "decrby",
-    "incrbyfloat",
-    "append",
-    "getset",
-    "getdel",
-    "setnx",
-    "msetnx",
-    "setrange",
-    "multi",
-    "exec",
-    "discard",
-    "watch",
-    "unwatch",
-];
+/// Commands refused because they need an atomic read-modify-write not
+/// built yet (several keys, transactions).
+pub const ATOMIC: &[&str] = &["msetnx", "multi", "exec", "discard", "watch", "unwatch"];
 /// Commands of types ataman does not have.
 pub const OTHER_TYPES: &[&str] = &[
     "lpush",

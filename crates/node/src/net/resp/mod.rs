@@ -28,6 +28,7 @@ pub mod expiry;
 pub mod info;
 pub mod keyspace;
 pub mod rmw;
+pub mod rmw_plan;
 pub mod scan;
 pub mod session;
 pub mod slowlog;
@@ -52,6 +53,17 @@ pub fn render_metrics(out: &mut String, metrics: &crate::metrics::NodeMetrics) {
             let _ = writeln!(out, "ataman_resp_commands_total{{command=\"{name}\"}} {n}");
         }
     }
+    let _ = writeln!(
+        out,
+        "# HELP ataman_rmw_retries_total Atomic read-modify-writes retried after a concurrent write.\n\
+         # TYPE ataman_rmw_retries_total counter\n\
+         ataman_rmw_retries_total {}\n\
+         # HELP ataman_rmw_gave_up_total Atomic read-modify-writes refused after too many conflicts in a row.\n\
+         # TYPE ataman_rmw_gave_up_total counter\n\
+         ataman_rmw_gave_up_total {}",
+        metrics.rmw_retries.load(Ordering::Relaxed),
+        metrics.rmw_gave_up.load(Ordering::Relaxed),
+    );
 }
 
 static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();

@@ -98,6 +98,9 @@ pub enum Plan<'a> {
     /// A slow-log operation (`SLOWLOG`, `CONFIG SET`), admitted under the
     /// command's name ([`crate::net::authorize`]).
     Slowlog(&'static str, crate::slowlog::Op),
+    /// An atomic read-modify-write of one key (`INCR`, `SET … NX`, …),
+    /// admitted as a write under the command's name.
+    Rmw(&'static str, Box<crate::net::rmw_local::Update>),
 }
 
 /// The spec of `name` (lower-case), if served.
@@ -487,7 +490,7 @@ pub fn config_get(patterns: &[Vec<u8>], pairs: &[(&str, String)]) -> Reply {
     Reply::Map(matching)
 }
 
-fn check_key(key: &[u8], limits: Limits) -> Result<(), Reply> {
+pub(super) fn check_key(key: &[u8], limits: Limits) -> Result<(), Reply> {
     if key.is_empty() {
         return Err(Reply::err("empty keys are not supported"));
     }
@@ -501,7 +504,7 @@ fn check_key(key: &[u8], limits: Limits) -> Result<(), Reply> {
     Ok(())
 }
 
-fn check_value(value: &[u8], limits: Limits) -> Result<(), Reply> {
+pub(super) fn check_value(value: &[u8], limits: Limits) -> Result<(), Reply> {
     if value.len() > limits.value_bytes_max {
         return Err(Reply::err(format!(
             "value of {} bytes over the limit of {} (--value-bytes-max)",
@@ -553,6 +556,13 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
             "get" => {
                 check_key(&args[1], limits)?;
                 Plan::Keys(KeyOp::Get, vec![get(&args[1])])
+            }
+            "set" if args[3..].iter().any(|a| super::rmw_plan::is_set_option(a)) => {
+                super::rmw_plan::set(args, limits, ack, from)?
+            }
+            "incr" | "decr" | "incrby" | "decrby" | "incrbyfloat" | "append" | "getset"
+            | "getdel" | "setnx" | "setrange" | "getrange" => {
+                super::rmw_plan::update(spec_name(name), args, limits, ack, from)?
             }
             "set" => {
                 let expiry = match set_options(&args[3..])? {
@@ -775,11 +785,11 @@ mod tests {
     #[test]
     fn read_modify_write_other_types_and_expiry_are_refused_saying_why() {
         for (words, why) in [
-            (&["INCR", "k"][..], "atomic read-modify-write"),
-            (&["append", "k", "v"], "atomic"),
-            (&["MULTI"], "atomic"),
-            (&["set", "k", "v", "NX"], "atomic"),
-            (&["set", "k", "v", "get"], "atomic"),
+            (&["MULTI"][..], "atomic read-modify-write"),
+            (&["msetnx", "a", "1"], "atomic"),
+            (&["set", "k", "v", "NX", "XX"], "syntax error"),
+            (&["set", "k", "v", "NX", "EX"], "syntax error"),
+            (&["incrby", "k", "1.5"], "not an integer"),
             (&["keys", "*"], "no bound"),
             (&["lpush", "k", "v"], "string values only"),
             (&["subscribe", "c"], "pub/sub"),
