@@ -163,6 +163,17 @@ pub fn version_of(committed: &Proposal) -> Stamped {
     }
 }
 
+/// `state` as it reads back once [`plan`]'s writes are done: a promise at
+/// or below the committed ballot is not kept (the committed ballot is the
+/// floor already, so every rule of `acceptor::step` decides the same).
+pub fn as_stored(state: &KeyState) -> KeyState {
+    let mut out = state.clone();
+    if !out.holds_record() {
+        out.promised = Ballot::ZERO;
+    }
+    out
+}
+
 /// A write one step needs, in the order [`plan`] gives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Persist {
@@ -187,12 +198,15 @@ pub fn plan(before: &KeyState, step: &Step) -> Vec<Persist> {
     {
         out.push(Persist::Committed(version_of(c)));
     }
-    let record_changed = next.promised != before.promised || next.accepted != before.accepted;
-    if record_changed {
-        out.push(if next.holds_record() {
-            Persist::Record(encode(next))
-        } else {
-            Persist::Prune
+    // The record on disk is a function of the state: its bytes while the
+    // state holds one, else nothing. It is written whenever that changes
+    // (a commit can end a record without touching the promise).
+    let stored = |state: &KeyState| state.holds_record().then(|| encode(state));
+    let (was, now) = (stored(before), stored(next));
+    if was != now {
+        out.push(match now {
+            Some(bytes) => Persist::Record(bytes),
+            None => Persist::Prune,
         });
     }
     out
@@ -203,7 +217,16 @@ mod tests {
     use super::super::acceptor::{self, Mode, Request};
     use super::*;
 
+    /// A ballot of node 3 whose time names it, as the node's clock stamps.
     fn b(time: u64) -> Ballot {
+        Ballot {
+            time: (time << crate::hlc::NODE_BITS) | 3,
+            node: 3,
+        }
+    }
+
+    /// A ballot as the worked example writes it.
+    fn raw(time: u64) -> Ballot {
         Ballot { time, node: 3 }
     }
 
@@ -212,9 +235,9 @@ mod tests {
     #[test]
     fn worked_example() {
         let state = KeyState {
-            promised: b(9),
+            promised: raw(9),
             accepted: Some(Proposal {
-                ballot: b(8),
+                ballot: raw(8),
                 value: Some(b"v".to_vec()),
             }),
             committed: None,
@@ -281,8 +304,39 @@ mod tests {
             plan(&accept.next, &commit),
             vec![Persist::Committed(version_of(&proposal)), Persist::Prune]
         );
-        let dup = acceptor::step(&commit.next, &Request::Commit(proposal), Mode::Sound);
+        let dup = acceptor::step(
+            &commit.next,
+            &Request::Commit(proposal.clone()),
+            Mode::Sound,
+        );
         assert_eq!(plan(&commit.next, &dup), vec![]);
+        let stored = decode(None, Some(&version_of(&proposal)));
+        assert_eq!(stored, Ok(as_stored(&commit.next)));
+        assert_eq!(stored.map(|s| s.floor()), Ok(commit.next.floor()));
+    }
+
+    /// Regression (found by the simulation): a commit of the promised
+    /// ballot that this acceptor never accepted (it missed the Accept)
+    /// leaves the promise as it was but ends the record; the plan compared
+    /// only the promise and the accepted proposal, so the record stayed on
+    /// disk, stale, for ever.
+    #[test]
+    fn commit_of_the_promise_prunes_without_an_accept() {
+        let promised = acceptor::step(&KeyState::default(), &Request::Prepare(b(5)), Mode::Sound);
+        let proposal = Proposal {
+            ballot: b(5),
+            value: Some(b"x".to_vec()),
+        };
+        let commit = acceptor::step(
+            &promised.next,
+            &Request::Commit(proposal.clone()),
+            Mode::Sound,
+        );
+        assert_eq!(commit.next.promised, promised.next.promised);
+        assert_eq!(
+            plan(&promised.next, &commit),
+            vec![Persist::Committed(version_of(&proposal)), Persist::Prune]
+        );
     }
 
     /// A record that does not decode is a typed error naming what is wrong.

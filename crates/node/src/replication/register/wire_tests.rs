@@ -49,6 +49,7 @@ fn worked_example_prepare() {
     ]
     .concat();
     assert_eq!(body.len(), 25);
+    assert_eq!(crc32c::crc32c(&body), 0xe63d_ade1);
     assert_eq!(encoded(&msg), frame(&body));
     assert_eq!(decode(&frame(&body)), Ok(Some((msg, 33))));
 }
