@@ -7,7 +7,12 @@
 //! # What is simulated
 //! - An acceptor carries out each request with `acceptor::step`, makes the
 //!   new state durable (kept across its crashes), then sends the answer
-//!   ("persist then reply"). A crashed acceptor drops what reaches it.
+//!   ("persist then reply"). A crashed acceptor drops what reaches it. Its
+//!   durable state is what the node keeps on disk: the Paxos record's
+//!   bytes and the key's stored version, written by `record::plan` and
+//!   read back by `record::decode` before each step.
+//! - Every message crosses the register's wire codec (`register::wire`):
+//!   encoded when sent, decoded when delivered.
 //! - A client's operation is a read, a write of a value no one wrote
 //!   before, or a compare-and-set from the last value it saw. It names the
 //!   old replica set before [`TRANSITION_AT_MS`]; after, the old and the
@@ -17,7 +22,8 @@
 //!   from the run's generator; an operation that fails is an unknown
 //!   outcome in the history.
 //! - Each proposer node has its own clock, skewed up to [`SKEW_MS_MAX`],
-//!   that never returns one time twice (as the node's HLC).
+//!   that never returns one time twice and carries the node id in its low
+//!   `hlc::NODE_BITS` bits (as the node's HLC).
 //!
 //! The history is then checked with `ataman_testkit::linearizable`.
 
@@ -26,6 +32,8 @@ use crate::world::World;
 use ataman_node::replication::register::acceptor::{self, Answer, KeyState, Request, Value};
 use ataman_node::replication::register::proposer::{Limits, Output, Proposer, backoff_ms};
 use ataman_node::replication::register::quorum::{self, Quorum};
+use ataman_node::replication::register::record::{self, Persist};
+use ataman_node::replication::register::wire::{self, RegisterMessage};
 use ataman_testkit::linearizable::{self, Entry, Register, RegisterOp, Verdict};
 
 type Update = Box<dyn FnMut(&Value) -> Option<Value>>;
@@ -105,7 +113,7 @@ struct Client {
 struct Run {
     config: RegisterSimConfig,
     world: World<Event>,
-    durable: Vec<KeyState>,
+    durable: Vec<Disk>,
     down: Vec<bool>,
     clocks: Vec<u64>,
     skews_ms: Vec<u64>,
@@ -115,6 +123,71 @@ struct Run {
     failed: usize,
     one_round_trip: usize,
     unknown_reads: Vec<usize>,
+}
+
+/// One acceptor's durable state, as the node keeps it: the Paxos record's
+/// bytes and the key's stored version.
+#[derive(Debug, Clone, Default)]
+struct Disk {
+    record: Option<Vec<u8>>,
+    stored: Option<ataman_node::peer::frame::Stamped>,
+}
+
+impl Disk {
+    /// The acceptor's state, read back as the node reads it.
+    fn load(&self) -> KeyState {
+        record::decode(self.record.as_deref(), self.stored.as_ref())
+            .unwrap_or_else(|e| panic!("the simulation's own record does not decode: {e}"))
+    }
+
+    /// Carries out one step's writes, in `record::plan`'s order.
+    fn store(&mut self, writes: Vec<Persist>) {
+        for write in writes {
+            match write {
+                Persist::Committed(version) => self.stored = Some(version),
+                Persist::Record(bytes) => self.record = Some(bytes),
+                Persist::Prune => self.record = None,
+            }
+        }
+    }
+}
+
+/// `message` encoded and decoded again, as it crosses a connection.
+fn through_wire(message: RegisterMessage) -> RegisterMessage {
+    let mut bytes = Vec::new();
+    wire::encode(&message, &mut bytes);
+    match wire::decode(&bytes) {
+        Ok(Some((decoded, used))) if used == bytes.len() && decoded == message => decoded,
+        other => panic!("{message:?} does not cross the wire: {other:?}"),
+    }
+}
+
+/// A request as it reaches the acceptor, across the codec.
+fn request_through_wire(request: Request) -> Request {
+    let message = RegisterMessage::Ask {
+        id: 1,
+        key: b"register".to_vec(),
+        request,
+    };
+    match through_wire(message) {
+        RegisterMessage::Ask { request, .. } => request,
+        other => panic!("an Ask decoded as {other:?}"),
+    }
+}
+
+/// An answer as it reaches the proposer, across the codec.
+fn answer_through_wire(answer: Answer) -> Answer {
+    let message = RegisterMessage::Reply {
+        id: 1,
+        result: Ok(Some(answer)),
+    };
+    match through_wire(message) {
+        RegisterMessage::Reply {
+            result: Ok(Some(answer)),
+            ..
+        } => answer,
+        other => panic!("a Reply decoded as {other:?}"),
+    }
 }
 
 /// The ballot an answer names.
@@ -157,7 +230,7 @@ pub fn run_register(seed: u64, config: &RegisterSimConfig) -> RegisterRun {
     let mut run = Run {
         config: config.clone(),
         world,
-        durable: vec![KeyState::default(); ACCEPTORS],
+        durable: vec![Disk::default(); ACCEPTORS],
         down: vec![false; ACCEPTORS],
         clocks: vec![0; ACCEPTORS],
         skews_ms,
@@ -199,7 +272,7 @@ pub fn run_register(seed: u64, config: &RegisterSimConfig) -> RegisterRun {
         ok: run.ok,
         failed: run.failed,
         one_round_trip: run.one_round_trip,
-        records_held: run.durable.iter().filter(|s| s.holds_record()).count(),
+        records_held: run.durable.iter().filter(|d| d.record.is_some()).count(),
     }
 }
 
@@ -210,12 +283,13 @@ impl Run {
                 to,
                 client,
                 request,
-            } => self.at_acceptor(to, client, &request),
+            } => self.at_acceptor(to, client, &request_through_wire(request)),
             Event::ToClient {
                 client,
                 from,
                 answer,
             } => {
+                let answer = answer_through_wire(answer);
                 let c = &mut self.clients[client];
                 let current = c
                     .current
@@ -282,7 +356,7 @@ impl Run {
         let i = usize::from(node);
         let wall = (self.world.now_ms() + self.skews_ms[i]) * 1000;
         self.clocks[i] = (self.clocks[i] + 1).max(wall);
-        self.clocks[i]
+        (self.clocks[i] << ataman_node::hlc::NODE_BITS) | u64::from(node)
     }
 
     fn at_acceptor(&mut self, to: u16, client: usize, request: &Request) {
@@ -294,11 +368,20 @@ impl Run {
             Some(RegisterBug::AcceptsBelowPromise) => acceptor::Mode::PlantedAcceptsBelowPromise,
             _ => acceptor::Mode::Sound,
         };
-        let step = acceptor::step(&self.durable[i], request, mode);
-        if step.persist {
-            // Durable before the answer leaves.
-            self.durable[i] = step.next;
-        }
+        let before = self.durable[i].load();
+        let step = acceptor::step(&before, request, mode);
+        // Durable before the answer leaves.
+        self.durable[i].store(record::plan(&before, &step));
+        assert_eq!(
+            self.durable[i].load(),
+            record::as_stored(&step.next),
+            "what is on disk reads back as the step's state"
+        );
+        assert_eq!(
+            self.durable[i].record.is_some(),
+            step.next.holds_record(),
+            "a record is kept exactly while the acceptor holds one"
+        );
         if let Some(answer) = step.answer {
             self.send(Event::ToClient {
                 client,

@@ -11,11 +11,17 @@
 //! - [`proposer`]: one operation from its first prepare to its outcome:
 //!   two round trips for a write, one for a read that finds nothing in
 //!   flight, bounded retries with the caller's jitter.
+//! - [`record`]: the acceptor's state on disk (the Paxos record and the
+//!   key's stored version) and the writes a step needs before it answers.
+//! - [`wire`]: the register's requests and answers as peer-framed bytes
+//!   (docs/FORMAT.md "Register frame").
 
 pub mod acceptor;
 pub mod ballot;
 pub mod proposer;
 pub mod quorum;
+pub mod record;
+pub mod wire;
 
 #[cfg(test)]
 mod proposer_tests;
