@@ -27,10 +27,9 @@
 //! load and no lock.
 //!
 //! # Invariants
-//! - `entries.len() <= len_max <= LEN_MAX` after every operation.
+//! - `slots.len() <= len_max <= LEN_MAX` after every operation.
 //! - Entries are in decreasing id order (newest first).
 
-use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -304,18 +303,31 @@ pub struct Entry {
     pub protocol: Protocol,
     /// What it was.
     pub facts: Facts,
-    /// The client's `ip:port`.
-    pub client: String,
+    /// The client's address (`None`: unknown); shown as `ip:port`
+    /// ([`Entry::client_text`]), formatted when read, not when recorded.
+    pub client: Option<std::net::SocketAddr>,
     /// The client's name (`CLIENT SETNAME`; empty for HTTP).
     pub client_name: String,
     /// Its stages.
     pub stages: Stages,
 }
 
-/// The bounded ring of entries, newest first (pure; [`SlowLog`] shares it).
+impl Entry {
+    /// The client's `ip:port` (`?` when unknown).
+    pub fn client_text(&self) -> String {
+        self.client.map_or_else(|| "?".into(), |a| a.to_string())
+    }
+}
+
+/// The bounded ring of entries (pure; [`SlowLog`] shares it). Its slots
+/// are overwritten in place once full: recording drops the oldest entry
+/// where it lies, nothing is shifted or reallocated.
 #[derive(Debug)]
 pub struct Ring {
-    entries: VecDeque<Entry>,
+    /// Oldest to newest from `next` round to `next - 1`.
+    slots: Vec<Entry>,
+    /// The slot the next entry overwrites once `slots` is full (0 before).
+    next: usize,
     len_max: usize,
     next_id: u64,
 }
@@ -330,7 +342,8 @@ impl Ring {
     /// An empty ring keeping `len_max` entries (at most [`LEN_MAX`]).
     pub fn new(len_max: usize) -> Ring {
         Ring {
-            entries: VecDeque::new(),
+            slots: Vec::new(),
+            next: 0,
             len_max: len_max.min(LEN_MAX),
             next_id: 0,
         }
@@ -342,25 +355,38 @@ impl Ring {
         let id = self.next_id;
         self.next_id += 1;
         entry.id = id;
-        self.entries.push_front(entry);
-        self.entries.truncate(self.len_max);
+        if self.slots.len() < self.len_max {
+            self.slots.push(entry);
+        } else if self.len_max > 0 {
+            self.slots[self.next] = entry;
+            self.next += 1;
+            if self.next == self.len_max {
+                self.next = 0;
+            }
+        }
         self.check();
         id
     }
 
+    /// The entries, newest first.
+    fn newest_first(&self) -> impl Iterator<Item = &Entry> {
+        let (older, newer) = self.slots.split_at(self.next);
+        newer.iter().chain(older).rev()
+    }
+
     /// The newest `n` entries, newest first.
     pub fn newest(&self, n: usize) -> Vec<Entry> {
-        self.entries.iter().take(n).cloned().collect()
+        self.newest_first().take(n).cloned().collect()
     }
 
     /// Entries held.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.slots.len()
     }
 
     /// True when no entry is held.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.slots.is_empty()
     }
 
     /// Entries kept at most.
@@ -370,7 +396,8 @@ impl Ring {
 
     /// Forgets every entry (ids go on growing).
     pub fn reset(&mut self) {
-        self.entries.clear();
+        self.slots.clear();
+        self.next = 0;
     }
 
     /// Keeps at most `len_max` entries from now on (the oldest dropped at once).
@@ -380,18 +407,23 @@ impl Ring {
                 "slowlog-max-len {len_max} over the limit of {LEN_MAX}"
             ));
         }
+        // Oldest first from slot 0, then the oldest past the new bound dropped.
+        self.slots.rotate_left(self.next);
+        self.next = 0;
+        let extra = self.slots.len().saturating_sub(len_max);
+        self.slots.drain(..extra);
         self.len_max = len_max;
-        self.entries.truncate(len_max);
         self.check();
         Ok(())
     }
 
     fn check(&self) {
-        debug_assert!(self.entries.len() <= self.len_max && self.len_max <= LEN_MAX);
+        debug_assert!(self.slots.len() <= self.len_max && self.len_max <= LEN_MAX);
+        debug_assert!(self.next == 0 || self.next < self.slots.len());
+        debug_assert!(self.slots.len() == self.len_max || self.next == 0);
         debug_assert!(
-            self.entries
-                .iter()
-                .zip(self.entries.iter().skip(1))
+            self.newest_first()
+                .zip(self.newest_first().skip(1))
                 .all(|(newer, older)| newer.id > older.id),
             "entries newest first"
         );
@@ -495,11 +527,14 @@ impl SlowLog {
     }
 }
 
-/// Unix seconds now.
+/// Unix seconds now: `time(2)` (Redis's `time(NULL)`), a fraction of
+/// `SystemTime::now().duration_since(UNIX_EPOCH)`'s instructions on every
+/// recorded request (docs/BENCHMARKS.md, the slow log); 0 before 1970.
 pub fn unix_now_s() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    // SAFETY: `time` with a null pointer only returns the time; it writes
+    // through no pointer and cannot fail in a way that is undefined.
+    let now = unsafe { libc::time(std::ptr::null_mut()) };
+    u64::try_from(now).unwrap_or(0)
 }
 
 /// `GET /v0/slowlog`'s document: the settings and the newest `limit`
@@ -541,7 +576,7 @@ pub fn render_json(log: &SlowLog, limit: usize) -> String {
             f.value_bytes,
             f.args
         );
-        json_string(&mut out, &e.client);
+        json_string(&mut out, &e.client_text());
         out.push_str(",\"client_name\":");
         json_string(&mut out, &e.client_name);
         out.push_str(",\"stages\":{\"queue_us\":");
@@ -582,7 +617,7 @@ mod tests {
             duration_us,
             protocol: Protocol::Resp,
             facts: Facts::bare("get"),
-            client: "127.0.0.1:1".into(),
+            client: Some(([127, 0, 0, 1], 1).into()),
             client_name: String::new(),
             stages: Stages::default(),
         }
@@ -617,6 +652,51 @@ mod tests {
         assert!(ring.newest(0).is_empty());
         // The default is Redis's.
         assert_eq!(Ring::default().len_max(), LEN_DEFAULT);
+    }
+
+    /// The ring overwritten in place against a model (the newest
+    /// `len_max` ids, newest first) over a seeded mix of records, capacity
+    /// changes up and down, and resets: wrapping, shrinking a wrapped ring
+    /// and growing it again keep the newest in order.
+    #[test]
+    fn ring_matches_a_model_through_wraps_and_resizes() {
+        let mut ring = Ring::new(4);
+        let mut model: Vec<u64> = Vec::new(); // ids, newest first
+        let mut len_max = 4;
+        let mut seed = 0x2545_f491_u64;
+        for step in 0..2_000 {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            match (seed >> 33) % 20 {
+                0 => {
+                    len_max = ((seed >> 40) % 7) as usize;
+                    ring.set_len_max(len_max).unwrap();
+                    model.truncate(len_max);
+                }
+                1 => {
+                    ring.reset();
+                    model.clear();
+                }
+                _ => {
+                    let id = ring.push(entry(step));
+                    model.insert(0, id);
+                    model.truncate(len_max);
+                }
+            }
+            let ids: Vec<u64> = ring.newest(LEN_MAX).iter().map(|e| e.id).collect();
+            assert_eq!(ids, model, "step {step}");
+        }
+    }
+
+    /// The client's address is kept as an address and shown as `ip:port`
+    /// when read (`?` when the socket could not say).
+    #[test]
+    fn client_is_shown_as_ip_port() {
+        let mut e = entry(1);
+        assert_eq!(e.client_text(), "127.0.0.1:1");
+        e.client = Some("[::1]:6379".parse().unwrap());
+        assert_eq!(e.client_text(), "[::1]:6379");
+        e.client = None;
+        assert_eq!(e.client_text(), "?");
     }
 
     /// RESET empties the ring; ids go on from where they were.
@@ -723,6 +803,7 @@ mod tests {
         assert!(json.contains("\"slowest_replica\":\"http://b\""), "{json}");
         assert!(json.contains("\"queue_us\":40"), "{json}");
         assert!(json.contains("\"value_bytes\":5"), "{json}");
+        assert!(json.contains("\"client\":\"127.0.0.1:1\""), "{json}");
         assert_eq!(render_json(&log, 0).matches("\"id\"").count(), 0);
     }
 }

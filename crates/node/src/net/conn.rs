@@ -166,6 +166,8 @@ pub struct Conn {
     peer_nonce: Option<crate::auth::peer_proof::Nonce>,
     /// The RESP side of a connection accepted on the RESP listener; `None`: HTTP.
     resp: Option<Box<resp_side::RespConn>>,
+    /// The client's address once looked up (`slow_note::client_addr`).
+    client_addr: std::cell::Cell<Option<std::net::SocketAddr>>,
 }
 
 /// A parsed request head waiting for its body.
@@ -268,6 +270,7 @@ impl Conn {
             counted_as_peer: false,
             peer_nonce: None,
             resp: None,
+            client_addr: std::cell::Cell::new(None),
         }
     }
 
@@ -597,10 +600,7 @@ impl Conn {
         {
             // Refused before any frame is read, logged and counted like a
             // missing proof of the secret.
-            let remote = self
-                .stream
-                .peer_addr()
-                .map_or_else(|_| "?".into(), |a| a.to_string());
+            let remote = self.client_text("?");
             tracing::warn!(remote = %remote, "peer upgrade refused: {why}");
             let metrics = &ctx.shared.auth.metrics;
             metrics.peer_refused(crate::auth::metrics::PeerRefusal::NoCertificate);
@@ -910,10 +910,7 @@ impl Conn {
                 }
                 Some(Upgrade::Peer(layout)) => {
                     // The 101 is out: from here on the bytes are peer frames.
-                    let client = self
-                        .stream
-                        .peer_addr()
-                        .map_or_else(|_| "unknown".to_owned(), |a| a.to_string());
+                    let client = self.client_text("unknown");
                     if let Err(e) = crate::peer::keepalive::enable(&self.stream) {
                         tracing::warn!(%client, error = %e, "peer connection: keepalive not set");
                     }

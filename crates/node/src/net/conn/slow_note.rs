@@ -3,9 +3,11 @@
 //! and, once it is answered, its entry if it was slow.
 //!
 //! The test of the threshold is one atomic load
-//! ([`crate::slowlog::SlowLog::is_slow`]); only a slow request reads the
-//! client's address (a system call), builds an [`Entry`] and takes the
-//! ring's lock.
+//! ([`crate::slowlog::SlowLog::is_slow`]); only a slow request builds an
+//! [`Entry`] and takes the ring's lock. The client's address is asked of
+//! the socket once per connection and kept as a `SocketAddr`, formatted
+//! only when the log is read (formatting it per entry was most of the
+//! cost of recording every request: docs/BENCHMARKS.md, the slow log).
 
 use super::Conn;
 use crate::api::Route;
@@ -81,6 +83,21 @@ fn planted_keeps_value(ctx: &NetContext, command: &Command<'_>, facts: &mut Fact
 }
 
 impl Conn {
+    /// The client's address: asked of the socket once per connection (a
+    /// system call), then kept (`None` while the socket cannot say).
+    pub(super) fn client_addr(&self) -> Option<std::net::SocketAddr> {
+        if self.client_addr.get().is_none() {
+            self.client_addr.set(self.stream.peer_addr().ok());
+        }
+        self.client_addr.get()
+    }
+
+    /// The client's `ip:port`, `unknown` if the socket cannot say.
+    pub(super) fn client_text(&self, unknown: &str) -> String {
+        self.client_addr()
+            .map_or_else(|| unknown.to_owned(), |a| a.to_string())
+    }
+
     /// Records a request parsed at `started` and answered after
     /// `duration_us` in the slow log, if it is at or over the threshold,
     /// with the stages its coordinator marked (`None`: served by this
@@ -98,10 +115,7 @@ impl Conn {
         if facts.keys == 0 || !log.is_slow(duration_us) {
             return;
         }
-        let client = self
-            .stream
-            .peer_addr()
-            .map_or_else(|_| "?".into(), |a| a.to_string());
+        let client = self.client_addr();
         let client_name = self
             .resp
             .as_ref()

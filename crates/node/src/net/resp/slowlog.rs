@@ -201,7 +201,7 @@ pub fn entry_reply(entry: &Entry) -> Reply {
         Reply::Int(i64::try_from(entry.unix_time_s).unwrap_or(i64::MAX)),
         Reply::Int(i64::try_from(entry.duration_us).unwrap_or(i64::MAX)),
         entry_args(&entry.facts),
-        Reply::text(entry.client.clone()),
+        Reply::text(entry.client_text()),
         Reply::text(entry.client_name.clone()),
     ])
 }
@@ -392,7 +392,7 @@ mod tests {
             duration_us: 12_345,
             protocol: Protocol::Resp,
             facts: facts(spec("get"), &args(&["get", &long])),
-            client: "127.0.0.1:5000".into(),
+            client: Some(([127, 0, 0, 1], 5000).into()),
             client_name: String::new(),
             stages: Stages::default(),
         };
