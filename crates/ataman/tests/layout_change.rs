@@ -7,10 +7,10 @@
 
 mod support;
 
-use ataman::faultproxy::{FaultProxy, LinkMode};
+use ataman::faultproxy::LinkMode;
 use std::time::Duration;
 use support::cluster::{TestCluster, body, eventually};
-use support::spare::{held_spare, hold, spare, spare_with};
+use support::spare::{held_spare, spare, spare_with};
 use support::{Conn, Node, Response};
 
 /// How long every node may take to show what it learned.
