@@ -63,36 +63,7 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
         }
         None => (temp_run_dir(config.seed)?, true),
     };
-    let mut serve_args = vec![
-        "--replication-timeout-ms".to_string(),
-        config.replication_timeout_ms.to_string(),
-        "--anti-entropy-interval-ms".to_string(),
-        config.anti_entropy_interval_ms.to_string(),
-    ];
-    // The harness's grace and memtable unless `-- ARGS` give their own
-    // (a node refuses an option given twice).
-    for (option, value) in [
-        ("--tombstone-grace-ms", config.grace_ms().to_string()),
-        (
-            "--memtable-bytes-max",
-            config.memtable_bytes_max.to_string(),
-        ),
-    ] {
-        if !config
-            .serve_args
-            .iter()
-            .any(|a| a.split('=').next() == Some(option))
-        {
-            serve_args.extend([option.to_string(), value]);
-        }
-    }
-    if let Some(r) = config.replication_factor {
-        serve_args.extend(["--replication-factor".to_string(), r.to_string()]);
-    }
-    if let Some(bug) = &config.planted_bug {
-        serve_args.extend(["--debug-planted-bug".to_string(), bug.clone()]);
-    }
-    serve_args.extend(config.serve_args.iter().cloned());
+    let serve_args = node_args(config);
     let cluster = Mutex::new(Cluster::start(ClusterSpec {
         exe: config.exe.clone(),
         dir: dir.clone(),
@@ -248,6 +219,41 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
         }
     }
     Ok(report)
+}
+
+/// Every node's `ataman serve` arguments: the run's, then `-- ARGS`.
+fn node_args(config: &Config) -> Vec<String> {
+    let mut serve_args = vec![
+        "--replication-timeout-ms".to_string(),
+        config.replication_timeout_ms.to_string(),
+        "--anti-entropy-interval-ms".to_string(),
+        config.anti_entropy_interval_ms.to_string(),
+    ];
+    // The harness's grace and memtable unless `-- ARGS` give their own
+    // (a node refuses an option given twice).
+    for (option, value) in [
+        ("--tombstone-grace-ms", config.grace_ms().to_string()),
+        (
+            "--memtable-bytes-max",
+            config.memtable_bytes_max.to_string(),
+        ),
+    ] {
+        if !config
+            .serve_args
+            .iter()
+            .any(|a| a.split('=').next() == Some(option))
+        {
+            serve_args.extend([option.to_string(), value]);
+        }
+    }
+    if let Some(r) = config.replication_factor {
+        serve_args.extend(["--replication-factor".to_string(), r.to_string()]);
+    }
+    if let Some(bug) = &config.planted_bug {
+        serve_args.extend(["--debug-planted-bug".to_string(), bug.clone()]);
+    }
+    serve_args.extend(config.serve_args.iter().cloned());
+    serve_args
 }
 
 /// What compaction collected, summed over `members` from their
