@@ -310,6 +310,9 @@ fn write_durability(config: &NodeConfig) -> Durability {
         Some(PlantedBug::CollectIgnoresShallower) => {
             tracing::error!(
                 "PLANTED BUG collect-ignores-shallower: compaction drops a tombstone past the grace once nothing deeper overlaps, older versions shallower or not. Test use only."
+            );
+            Durability::Complete
+        }
         Some(PlantedBug::RmwSkipsConflictCheck) => {
             tracing::error!(
                 "PLANTED BUG rmw-skips-conflict-check: read-modify-write commands write without their condition. Test use only."

@@ -450,7 +450,7 @@ fn render_engine_state(out: &mut String, s: &Stats) {
 
 /// The engine's counters since it opened, and its block cache.
 fn render_engine_counters(out: &mut String, s: &Stats, m: &EngineMetrics) {
-    let counters: [(&str, &str, u64); 24] = [
+    let counters: [(&str, &str, u64); 25] = [
         (
             "ataman_engine_user_bytes_written_total",
             "Key and value bytes accepted.",
