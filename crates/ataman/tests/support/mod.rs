@@ -12,8 +12,8 @@
 pub mod cluster;
 pub mod redis_server;
 pub mod resp_client;
-pub mod spare;
 pub mod rmw_cases;
+pub mod spare;
 
 use ataman::http_client::response::read_response;
 pub use ataman::http_client::response::{Response, ResponseError};
