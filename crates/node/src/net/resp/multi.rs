@@ -276,3 +276,133 @@ fn step(args: &[Vec<u8>], limits: Limits) -> Step {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::resp::test_args as args;
+
+    const LIMITS: Limits = Limits {
+        key_bytes_max: 8,
+        value_bytes_max: 16,
+        cluster_size: 1,
+        from_default: 1,
+    };
+
+    fn send(open: &mut Option<Queue>, words: &[&str]) -> Verdict {
+        intercept(&args(words), open)
+    }
+
+    fn reply(open: &mut Option<Queue>, words: &[&str]) -> Reply {
+        match send(open, words) {
+            Verdict::Reply(r) => r,
+            other => panic!("{words:?}: {other:?}"),
+        }
+    }
+
+    /// Rule 1: the control commands' replies, in and out of a transaction.
+    #[test]
+    fn control_commands_answer_as_redis() {
+        let mut open = None;
+        assert_eq!(
+            reply(&mut open, &["exec"]),
+            Reply::err("EXEC without MULTI")
+        );
+        assert_eq!(
+            reply(&mut open, &["DISCARD"]),
+            Reply::err("DISCARD without MULTI")
+        );
+        assert_eq!(send(&mut open, &["get", "k"]), Verdict::Pass);
+        assert_eq!(reply(&mut open, &["multi"]), OK);
+        let nested = reply(&mut open, &["multi"]);
+        assert_eq!(nested, Reply::err("MULTI calls can not be nested"));
+        assert_eq!(send(&mut open, &["quit"]), Verdict::Pass);
+        assert_eq!(reply(&mut open, &["discard"]), OK);
+        assert_eq!(open, None);
+    }
+
+    /// Rules 2, 3: queued, refused for another key or a command a
+    /// transaction cannot hold; a refusal fails the transaction.
+    #[test]
+    fn queueing_checks_each_command() {
+        let mut open = None;
+        reply(&mut open, &["multi"]);
+        let queued = Reply::Simple("QUEUED");
+        assert_eq!(reply(&mut open, &["set", "k", "1"]), queued);
+        assert_eq!(reply(&mut open, &["ping"]), queued);
+        assert_eq!(reply(&mut open, &["del", "k", "k"]), queued);
+        assert!(open.as_ref().is_some_and(|q| !q.failed));
+        let other = reply(&mut open, &["del", "k", "j"]);
+        assert!(
+            matches!(&other, Reply::Error(e) if e.contains("one key")),
+            "{other:?}"
+        );
+        assert!(
+            open.as_ref()
+                .is_some_and(|q| q.failed && q.commands.len() == 3)
+        );
+        let Verdict::Exec(queue) = send(&mut open, &["exec"]) else {
+            panic!("not an exec")
+        };
+        let aborted = exec(queue, LIMITS, (1, 1));
+        assert!(matches!(aborted, Plan::Reply(Reply::Error(e)) if e.starts_with("EXECABORT")));
+        reply(&mut open, &["multi"]);
+        let mget = reply(&mut open, &["mget", "k"]);
+        assert!(matches!(&mget, Reply::Error(e) if e.contains("MGET inside MULTI")));
+    }
+
+    /// Rule 4: the command past the bound is refused.
+    #[test]
+    fn the_queue_is_bounded() {
+        let mut open = None;
+        reply(&mut open, &["multi"]);
+        for _ in 0..TX_QUEUED_MAX {
+            assert_eq!(reply(&mut open, &["incr", "k"]), Reply::Simple("QUEUED"));
+        }
+        let past = reply(&mut open, &["incr", "k"]);
+        assert!(
+            matches!(&past, Reply::Error(e) if e.contains("at most")),
+            "{past:?}"
+        );
+        assert!(open.as_ref().is_some_and(|q| q.failed));
+    }
+
+    /// Rule 5: an empty or keyless `EXEC` answers at once; a keyed one is
+    /// one update of the key whose steps are the queued commands, a
+    /// runtime syntax error kept as its step's reply.
+    #[test]
+    fn exec_plans_one_update_of_the_key() {
+        let mut open = None;
+        let run = |open: &mut Option<Queue>, cmds: &[&[&str]]| {
+            reply(open, &["multi"]);
+            for c in cmds {
+                reply(open, c);
+            }
+            match send(open, &["exec"]) {
+                Verdict::Exec(q) => exec(q, LIMITS, (1, 1)),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(run(&mut open, &[]), Plan::Reply(Reply::Array(vec![])));
+        assert_eq!(
+            run(&mut open, &[&["ping"], &["echo", "e"]]),
+            Plan::Reply(Reply::Array(vec![Reply::Simple("PONG"), Reply::text("e")]))
+        );
+        let plan = run(
+            &mut open,
+            &[&["set", "k", "v", "bad"], &["incr", "k"], &["ttl", "k"]],
+        );
+        let Plan::Rmw("exec", update) = plan else {
+            panic!("{plan:?}")
+        };
+        assert_eq!(update.key, b"k");
+        assert_eq!(
+            update.steps,
+            vec![
+                Step::Reply(Reply::err("syntax error")),
+                Step::Rmw(Rmw::IncrBy(1), None),
+                Step::Ttl(Unit::Seconds)
+            ]
+        );
+    }
+}
