@@ -182,9 +182,11 @@ fn connection_key_and_server_commands_in_resp2_and_resp3() {
             let e = error(&mut con, args);
             assert!(e.contains(words), "{args:?}: {e}");
         }
-        // After a refused MULTI nothing is applied until EXEC or DISCARD.
-        assert!(error(&mut con, &[b"MULTI"]).contains("atomic read-modify-write"));
-        assert!(error(&mut con, &[b"SET", &a, b"in-multi"]).contains("not applied"));
+        // A transaction with a refused command applies nothing at EXEC.
+        assert_eq!(ok(&mut con, &[b"MULTI"]), Value::Okay);
+        let queued = ok(&mut con, &[b"SET", &a, b"in-multi"]);
+        assert_eq!(queued, Value::SimpleString("QUEUED".into()));
+        assert!(error(&mut con, &[b"MGET", &a]).contains("inside MULTI is not supported"));
         let e = error(&mut con, &[b"EXEC"]);
         assert!(e.contains("Transaction discarded"), "{e}");
         // A refusal leaves the connection serving.

@@ -36,6 +36,7 @@
 
 use super::answer::{self, Answer, Awaited};
 use super::resp::encode::Reply;
+use super::resp::multi_apply::{self, Step};
 use super::resp::rmw::{self, Rmw, Write};
 use crate::replication::ReplyTo;
 use crate::rmw_chain::Head;
@@ -70,6 +71,9 @@ pub struct Update {
     pub ack: u32,
     /// Replicas asked.
     pub from: u32,
+    /// A `MULTI … EXEC` transaction's steps, run in place of `op`
+    /// ([`multi_apply::apply`]); empty for one command.
+    pub steps: Vec<Step>,
 }
 
 // `op`'s float is never NaN (the parser refuses it).
@@ -142,11 +146,7 @@ pub fn start(ctx: &NetContext, reply_to: ReplyTo, update: &Update) -> Started {
         Ok(base) => base,
         Err(answer) => return Started::Refused(answer),
     };
-    let outcome = rmw::apply(
-        base.value.as_deref(),
-        &update.op,
-        ctx.config.value_bytes_max as u64,
-    );
+    let (outcome, ttl) = apply(&base, update, now_ms, ctx.config.value_bytes_max as u64);
     let value = match &outcome.write {
         Write::Keep => return Started::Now(outcome.reply),
         Write::Set(v) => Some(v.as_slice()),
@@ -156,7 +156,7 @@ pub fn start(ctx: &NetContext, reply_to: ReplyTo, update: &Update) -> Started {
         Ok(ts) => ts,
         Err(answer) => return Started::Refused(answer),
     };
-    let deadline_ms = match (value, update.ttl) {
+    let deadline_ms = match (value, ttl) {
         (None, _) => None,
         (Some(_), Ttl::Keep) => base.deadline_ms,
         (Some(_), Ttl::Set(expiry)) => match super::dispatch::stamp_deadline(ctx, ts, expiry) {
@@ -206,6 +206,31 @@ pub fn start(ctx: &NetContext, reply_to: ReplyTo, update: &Update) -> Started {
         reply: outcome.reply,
         epoch,
     }
+}
+
+/// The update's effect on `base` and the expiry rule of the value it
+/// writes: one command's ([`rmw::apply`]), or a transaction's
+/// ([`multi_apply::apply`], whose deadline is its own).
+fn apply(base: &Base, update: &Update, now_ms: u64, value_bytes_max: u64) -> (rmw::Outcome, Ttl) {
+    if update.steps.is_empty() {
+        let outcome = rmw::apply(base.value.as_deref(), &update.op, value_bytes_max);
+        return (outcome, update.ttl);
+    }
+    let state = multi_apply::State {
+        value: base.value.clone(),
+        deadline_ms: base.deadline_ms,
+    };
+    let tx = multi_apply::apply(&state, &update.steps, now_ms, value_bytes_max);
+    let ttl = match (tx.deadline_changed, tx.deadline_ms) {
+        (false, _) => Ttl::Keep,
+        (true, None) => Ttl::Set(Expiry::Never),
+        (true, Some(at)) => Ttl::Set(Expiry::AtMs(at)),
+    };
+    let outcome = rmw::Outcome {
+        write: tx.write,
+        reply: tx.reply,
+    };
+    (outcome, ttl)
 }
 
 /// An update's write of chain `epoch` finished: durable (`failed` false),

@@ -27,6 +27,8 @@ pub mod encode;
 pub mod expiry;
 pub mod info;
 pub mod keyspace;
+pub mod multi;
+pub mod multi_apply;
 pub mod rmw;
 pub mod rmw_plan;
 pub mod scan;

@@ -40,6 +40,7 @@ pub fn update<'b>(
         ttl,
         ack,
         from,
+        steps: Vec::new(),
     };
     Ok(Plan::Rmw(name, Box::new(update)))
 }
@@ -72,6 +73,7 @@ pub fn set<'b>(
         ttl,
         ack,
         from,
+        steps: Vec::new(),
     };
     Ok(Plan::Rmw("set", Box::new(update)))
 }

@@ -54,10 +54,8 @@ pub struct Session {
     pub lib_name: Option<Vec<u8>>,
     /// `CLIENT SETINFO LIB-VER`.
     pub lib_ver: Option<Vec<u8>>,
-    /// A `MULTI` was refused and no `EXEC` or `DISCARD` came since: every
-    /// command is refused until one does, so nothing a client meant to
-    /// run as a transaction is applied one by one.
-    pub refused_multi: bool,
+    /// The open `MULTI` transaction's queue ([`super::multi`]).
+    pub multi: Option<super::multi::Queue>,
     /// `ack` and `from` chosen by `ATAMAN.REPLICATION`; `None`: the
     /// node's defaults of the moment each command runs.
     pub replication: Option<(u32, u32)>,
@@ -86,7 +84,7 @@ impl Session {
             name: None,
             lib_name: None,
             lib_ver: None,
-            refused_multi: false,
+            multi: None,
             replication: None,
             role: None,
             confirmed: Confirmed::default(),

@@ -145,7 +145,7 @@ pub fn wrong_arity(name: &str) -> Reply {
     Reply::err(format!("wrong number of arguments for '{name}' command"))
 }
 
-fn refusal(args: &[Cow<'_, [u8]>], name: &str) -> Option<Reply> {
+pub(super) fn refusal(args: &[Cow<'_, [u8]>], name: &str) -> Option<Reply> {
     let upper = name.to_ascii_uppercase();
     if ATOMIC.contains(&name) {
         return Some(Reply::err(format!(
@@ -176,13 +176,16 @@ pub fn plan<'b>(
     session: &mut Session,
     limits: Limits,
 ) -> (usize, Plan<'b>) {
-    let ends_session =
-        |n: &[u8]| n.eq_ignore_ascii_case(b"quit") || n.eq_ignore_ascii_case(b"reset");
-    if session.refused_multi && !ends_session(&args[0]) {
-        return (OTHER, Plan::Reply(after_refused_multi(&args[0], session)));
-    }
-    if args[0].eq_ignore_ascii_case(b"multi") {
-        session.refused_multi = true;
+    match super::multi::intercept(args, &mut session.multi) {
+        super::multi::Verdict::Pass => {}
+        super::multi::Verdict::Reply(reply) => return (OTHER, Plan::Reply(reply)),
+        super::multi::Verdict::Exec(queue) => {
+            let plan = match session.ack_from(limits) {
+                Ok(pair) => super::multi::exec(queue, limits, pair),
+                Err(e) => Plan::Reply(Reply::err(e)),
+            };
+            return (OTHER, plan);
+        }
     }
     let Some((index, spec)) = lookup_bytes(&args[0]) else {
         let name = lower(&args[0]);
@@ -262,23 +265,6 @@ fn hotkeys<'b>(args: &[Cow<'_, [u8]>]) -> Plan<'b> {
         },
         _ => Plan::Reply(wrong_arity("ataman.hotkeys")),
     }
-}
-
-/// Any command after a refused `MULTI`: refused, until `EXEC` or
-/// `DISCARD` ends the would-be transaction.
-fn after_refused_multi(name: &[u8], session: &mut Session) -> Reply {
-    if name.eq_ignore_ascii_case(b"exec") || name.eq_ignore_ascii_case(b"discard") {
-        session.refused_multi = false;
-        return Reply::Error(
-            "EXECABORT Transaction discarded: MULTI is not supported, nothing after it was \
-             applied (docs/RESP.md)"
-                .into(),
-        );
-    }
-    Reply::err(
-        "not applied: this connection sent MULTI, which is not supported; every command is \
-         refused until EXEC or DISCARD (docs/RESP.md)",
-    )
 }
 
 fn hello(args: &[Cow<'_, [u8]>], session: &mut Session, limits: Limits) -> Reply {
@@ -785,7 +771,7 @@ mod tests {
     #[test]
     fn read_modify_write_other_types_and_expiry_are_refused_saying_why() {
         for (words, why) in [
-            (&["MULTI"][..], "atomic read-modify-write"),
+            (&["WATCH", "k"][..], "atomic read-modify-write"),
             (&["msetnx", "a", "1"], "atomic"),
             (&["set", "k", "v", "NX", "XX"], "syntax error"),
             (&["set", "k", "v", "NX", "EX"], "syntax error"),
@@ -974,14 +960,13 @@ mod tests {
         ));
         assert_eq!(run(&mut session, &["reset"]), Reply::Simple("RESET"));
         assert_eq!(session, Session::new(7));
-        // After a refused MULTI nothing is applied until EXEC or DISCARD.
-        assert!(matches!(run(&mut session, &["multi"]), Reply::Error(_)));
-        let a = args(&["set", "k", "v"]);
-        let queued = plan(&a, &mut session, LIMITS).1;
-        assert!(
-            matches!(&queued, Plan::Reply(Reply::Error(e)) if e.contains("not applied")),
-            "{queued:?}"
+        // Inside MULTI commands are queued, not run; a refused one aborts EXEC.
+        assert_eq!(run(&mut session, &["multi"]), OK);
+        assert_eq!(
+            run(&mut session, &["set", "k", "v"]),
+            Reply::Simple("QUEUED")
         );
+        assert!(matches!(run(&mut session, &["mget", "k"]), Reply::Error(_)));
         let exec = run(&mut session, &["EXEC"]);
         assert!(
             matches!(&exec, Reply::Error(e) if e.starts_with("EXECABORT")),
