@@ -972,6 +972,32 @@ mod tests {
         }
     }
 
+    /// A short run's default schedule can include every kind, `crash`
+    /// too: a 15 s run plans about four process-lane steps among six
+    /// kinds, so one seed may draw no crash, but some seeds of a bounded
+    /// few do (checked after two 15 s runs of one seed injected none).
+    #[test]
+    fn a_short_runs_default_schedule_can_include_every_kind() {
+        for kind in FaultKind::ALL {
+            let drawn = (0..64u64).any(|seed| {
+                schedule(seed, 3, 15_000, &FaultKind::ALL)
+                    .iter()
+                    .any(|s| s.action.kind() == kind)
+            });
+            assert!(drawn, "{kind:?} never scheduled in 64 seeds of 15 s");
+        }
+        // Negative control: a kind left out is never drawn.
+        let no_crash: Vec<FaultKind> = FaultKind::ALL
+            .into_iter()
+            .filter(|&k| k != FaultKind::Crash)
+            .collect();
+        assert!((0..64u64).all(|seed| {
+            schedule(seed, 3, 15_000, &no_crash)
+                .iter()
+                .all(|s| s.action.kind() != FaultKind::Crash)
+        }));
+    }
+
     /// Membership steps go in the process lane and only where they fit:
     /// replaying any seed's plan keeps the member count within
     /// `min_members..=slots`; a join-only plan stops once the spares are

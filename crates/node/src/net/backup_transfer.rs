@@ -83,10 +83,25 @@ fn chunk(backups: &Backups, name: &str, path: &str, offset: u64) -> JobAnswer {
     }
 }
 
+/// At most [`FILE_CHUNK_BYTES_MAX`] bytes of the regular file `path` from
+/// `offset`: empty at or past its end (any `u64`, docs/API.md). A symlink
+/// or any other non-regular file is refused (`O_NOFOLLOW`), never followed.
 fn read_chunk(path: &std::path::Path, offset: u64) -> std::io::Result<Vec<u8>> {
-    let mut file = std::fs::File::open(path)?;
-    file.seek(SeekFrom::Start(offset))?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        let why = format!("{} is not a regular file", path.display());
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why));
+    }
     let mut body = Vec::new();
+    if offset >= meta.len() {
+        return Ok(body);
+    }
+    file.seek(SeekFrom::Start(offset))?;
     file.take(FILE_CHUNK_BYTES_MAX).read_to_end(&mut body)?;
     Ok(body)
 }
@@ -166,5 +181,28 @@ fn apply_kept(
             )
         }
         Err(e) => JobAnswer::text(Status::InternalError, &e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression (attacker, 2026-12-07): an offset at or past the end,
+    /// up to `u64::MAX`, reads empty (it was a 500, `Invalid argument`);
+    /// a symlinked checkpoint file is refused, not followed.
+    #[test]
+    fn read_chunk_is_empty_past_the_end_and_refuses_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("CLOCK");
+        std::fs::write(&file, b"abc").unwrap();
+        assert_eq!(read_chunk(&file, 1).unwrap(), b"bc");
+        for offset in [3, 4, 9_223_372_036_854_775_806, u64::MAX] {
+            assert!(read_chunk(&file, offset).unwrap().is_empty(), "{offset}");
+        }
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert!(read_chunk(&link, 0).is_err());
+        assert!(read_chunk(dir.path(), 0).is_err());
     }
 }

@@ -17,7 +17,10 @@
 //!    replicas that took them: a read during it may find one), an
 //!    expiring put with that stamp, or a write not acknowledged (its
 //!    stamp is not known) that started before the read ended, in that
-//!    order of preference (the write rule 4 then judges). Anything else is a
+//!    order of preference (the write rule 4 then judges); of the
+//!    unacknowledged, one that could carry the stamp first (its request's
+//!    span, give or take rule 4's skew, holds the stamp's time; of several,
+//!    the one that may read as absent first). Anything else is a
 //!    version nobody wrote (`impossible`).
 //! 2. **Never older than the acknowledged.** Of the acknowledged writes
 //!    that ended before the read started and whose quorum intersects the
@@ -128,7 +131,7 @@ struct Seen<'a> {
 }
 
 /// Rule 1: the write behind a read's answer, or why there is none.
-fn explain<'a>(r: &Op, writes: &[&'a Op]) -> Result<Seen<'a>, String> {
+fn explain<'a>(r: &Op, writes: &[&'a Op], clock: &Clock) -> Result<Seen<'a>, String> {
     match (r.status, &r.value, r.version) {
         (Some(200), Some(v), rv) => {
             let rv = rv.ok_or("a value without a version")?;
@@ -176,6 +179,7 @@ fn explain<'a>(r: &Op, writes: &[&'a Op]) -> Result<Seen<'a>, String> {
                 .iter()
                 .find(exact)
                 .or_else(|| writes.iter().find(known))
+                .or_else(|| unacked_carrying(r, rv, writes.iter().filter(names), clock))
                 .or_else(|| writes.iter().find(names))
                 .copied();
             let write = write.ok_or("a tombstone or expired version nobody wrote")?;
@@ -186,6 +190,32 @@ fn explain<'a>(r: &Op, writes: &[&'a Op]) -> Result<Seen<'a>, String> {
         }
         _ => Err("an answer without a version to judge".into()),
     }
+}
+
+/// Of the unacknowledged writes `candidates` a 404 naming `rv` may name,
+/// the ones that can carry that stamp: stamped once, after the request
+/// started and before its answer ended, give or take the skew. Of those,
+/// the one that may read as absent first (a delete, then the earliest
+/// deadline): the most lenient explanation, since the stamp alone cannot
+/// tell them apart. `None` without a clock or when none fits.
+fn unacked_carrying<'w, 'a>(
+    r: &Op,
+    rv: u64,
+    candidates: impl Iterator<Item = &'w &'a Op>,
+    clock: &Clock,
+) -> Option<&'w &'a Op> {
+    let stamp = stamp_ms(rv);
+    let fits = |w: &&&Op| match (clock.wall_ms(w.start_us), clock.wall_ms(w.end_us)) {
+        (Some(start), Some(end)) => {
+            let skew_ms = clock.skew_ms(w.start_us, r.end_us);
+            acked(w).is_none() && start <= stamp + skew_ms && stamp <= end + skew_ms
+        }
+        _ => false,
+    };
+    candidates.filter(fits).min_by_key(|w| match w.ttl_ms {
+        Some(ttl) if w.kind == OpKind::Put => w.start_us / 1000 + ttl,
+        _ => 0,
+    })
 }
 
 /// True when `w`, an acknowledged write, may read as nothing at `at_us`:
@@ -258,7 +288,7 @@ pub fn check_key(key: &str, ops: &[&Op], wipes_us: &[u64], clock: &Clock, f: &mu
         if r.kind != OpKind::Get || r.outcome != OpOutcome::Ok {
             continue;
         }
-        let seen = match explain(r, &writes) {
+        let seen = match explain(r, &writes, clock) {
             Ok(seen) => seen,
             Err(why) => {
                 f.impossible

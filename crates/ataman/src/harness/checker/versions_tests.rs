@@ -341,3 +341,32 @@ fn read_your_writes_by_versions() {
     ]);
     assert_eq!(f.ryw.count, 1, "{f:#?}");
 }
+
+/// Regression (`test-cluster --duration-s 15 --seed 5678470246436977158`,
+/// 2026-12-07): a 404 naming the stamp of an unacknowledged expiring put
+/// (`ttl_ms` 400, sent at 2091 ms) was judged against an earlier
+/// unacknowledged one (`ttl_ms` 1500, sent at 1441 ms, far from the
+/// stamp) and reported as premature expiry. The write whose request spans
+/// the stamp is the one that carries it.
+#[test]
+fn a_404_is_judged_against_the_unacked_write_that_carries_its_stamp() {
+    let expiring = |o: Op, ttl| Op {
+        ttl_ms: Some(ttl),
+        ..o
+    };
+    let f = checked(vec![
+        maybe(expiring(put(3, "c3-145", 1_440, 1_441), 1_500)),
+        maybe(expiring(put(3, "c3-210", 2_090, 2_091), 400)),
+        get(1, None, Some(ts(2_092)), 2_500, 2_501),
+    ]);
+    assert_eq!(read_violations(&f), 0, "{f:#?}");
+    // Negative control: the same 404 before the carrying put's deadline
+    // (less the skew) is premature, judged against that put.
+    let f = checked(vec![
+        maybe(expiring(put(3, "c3-145", 1_440, 1_441), 1_500)),
+        maybe(expiring(put(3, "c3-210", 2_090, 2_091), 400)),
+        get(1, None, Some(ts(2_092)), 2_300, 2_301),
+    ]);
+    assert_eq!(f.expiry.count, 1, "{f:#?}");
+    assert!(f.expiry.examples[0].0.contains("c3-210"), "{f:#?}");
+}
