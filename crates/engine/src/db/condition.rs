@@ -13,7 +13,10 @@
 //!    a write with a sequence number above `read_seq` was flushed, or an
 //!    ingest installed versions straight into tables, the check cannot see
 //!    them: the write is refused ([`crate::Error::Conflict`]). Conservative:
-//!    the caller reads again and retries.
+//!    the caller reads again and retries. An ingest then takes one sequence
+//!    number of its own through the writer (no entry holds it) before it
+//!    returns, so a read after it reads at or above its mark and passes
+//!    without waiting for some other write.
 //! 2. **The key's newest version in the memtables is the one read.** The
 //!    newest version of the key over the memtables (by the read order,
 //!    [`crate::key::compare_versions`]) must have timestamp `expected_ts`;
@@ -177,6 +180,39 @@ mod tests {
         assert_eq!(
             db.get(b"k").unwrap().and_then(|e| e.value),
             Some(b"1".to_vec())
+        );
+    }
+
+    /// An ingest refuses a conditional write that read before it, and one
+    /// that reads after it passes with no other write in between (a layout
+    /// move's copy must not leave the node's read-modify-writes refused
+    /// until a plain write arrives).
+    #[test]
+    fn a_read_after_an_ingest_passes_with_no_other_write() {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = open(tmp.path());
+        db.put(b"a", b"v", 1, Durability::Complete).unwrap();
+        let (_, before) = db.get_at(b"k").unwrap();
+        let mut copied = WriteBatch::new();
+        copied.put(b"k", b"7", 5);
+        db.ingest(&copied).unwrap().expect("a free level");
+        let fresh = |read_seq| Condition {
+            key: b"k".to_vec(),
+            expected_ts: None,
+            read_seq,
+        };
+        let stale = put_if(&db, b"1", 6, fresh(before));
+        assert!(matches!(stale, Err(Error::Conflict)), "{stale:?}");
+        let (entry, after) = db.get_at(b"k").unwrap();
+        let entry = entry.expect("the ingested version");
+        let read = Condition {
+            expected_ts: Some(entry.ts),
+            ..fresh(after)
+        };
+        put_if(&db, b"8", 7, read).unwrap();
+        assert_eq!(
+            db.get(b"k").unwrap().and_then(|e| e.value),
+            Some(b"8".to_vec())
         );
     }
 }

@@ -27,7 +27,7 @@
 //!   error; tables it had written are unreferenced until the next open
 //!   removes them. A failed manifest edit poisons it, as any install's.
 
-use super::shared::{Shared, lock};
+use super::shared::{Shared, WriteRequest, lock};
 use crate::WriteBatch;
 use crate::compaction::output::{DropPolicy, write_tables};
 use crate::error::{Error, Result};
@@ -97,6 +97,7 @@ pub fn ingest(shared: &Shared, batch: &WriteBatch) -> Result<Option<IngestReport
         DropPolicy::keep_tombstones(shared.now_ms()),
     )?;
     if install(shared, level, &lo, &hi, &outputs)? {
+        advance(shared);
         let bytes = outputs.iter().map(|t| t.meta.file_bytes).sum();
         shared.metrics.ingests.add(1);
         shared.metrics.ingest_bytes_written.add(bytes);
@@ -114,6 +115,20 @@ pub fn ingest(shared: &Shared, batch: &WriteBatch) -> Result<Option<IngestReport
         }
         shared.metrics.ingests_declined.add(1);
         Ok(None)
+    }
+}
+
+/// Moves the read sequence past the ingest's mark (`super::condition`,
+/// rule 1): without it, every conditional write that reads after the
+/// ingest is refused until some other write arrives. Waits for the writer
+/// (no lock is held here); a closed engine has no reads left to unblock.
+fn advance(shared: &Shared) {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let request = WriteRequest::Advance(Box::new(move || {
+        let _ = tx.send(());
+    }));
+    if shared.write_queue.push_unbounded(request).is_ok() {
+        let _ = rx.recv();
     }
 }
 

@@ -49,6 +49,10 @@ pub enum WriteRequest {
     /// Hand back the read view and the last applied sequence number, between
     /// two batches: one point of the write order (`super::checkpoint`).
     Checkpoint(CheckpointPoint),
+    /// Take one sequence number with no write and publish it, then answer:
+    /// reads after an ingest read above the ingest's mark
+    /// (`super::condition`, rule 1).
+    Advance(Box<dyn FnOnce() + Send>),
 }
 
 /// What a [`WriteRequest::Checkpoint`] is answered with: the view and the

@@ -92,6 +92,16 @@ pub fn run(shared: Arc<Shared>) {
                     // below `next_seq - 1`; every later one is above it.
                     reply(shared.sv.load_full(), next_seq - 1);
                 }
+                WriteRequest::Advance(reply) => {
+                    // No entry holds it: marked as left the memtables, so
+                    // reads below it stay refused, reads at it pass.
+                    shared
+                        .left_memtables_seq
+                        .fetch_max(next_seq, Ordering::SeqCst);
+                    shared.visible_seq.store(next_seq, Ordering::Release);
+                    next_seq += 1;
+                    reply();
+                }
                 WriteRequest::Rotate(reply) => {
                     let mem_empty = shared.sv.load().mem.is_empty();
                     if mem_empty {

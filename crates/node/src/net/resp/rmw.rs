@@ -25,6 +25,8 @@
 //!   empty value writes nothing and answers the current length; an offset
 //!   plus length past `value_bytes_max` is `ERR string exceeds maximum
 //!   allowed size (proto-max-bulk-len)`; a gap is filled with zero bytes.
+//! - Every value a command builds (an `INCRBYFLOAT` or `INCRBY` result
+//!   too) longer than `value_bytes_max` is that same error, nothing written.
 //! - `GETRANGE`: negative indices count from the end, both clamped to the
 //!   string; an empty range (or an absent key) is the empty bulk.
 //! - `SET … NX|XX`: both is `ERR syntax error`; a failed condition
@@ -258,9 +260,23 @@ fn float_text(value: f64) -> String {
     format!("{value}")
 }
 
-/// Applies `cmd` to the key's `current` value; `value_bytes_max` bounds a
-/// value the command builds (`APPEND`, `SETRANGE`).
+/// Applies `cmd` to the key's `current` value; `value_bytes_max` bounds
+/// every value the command builds (`APPEND`, `SETRANGE`, `INCRBYFLOAT`'s
+/// printed result, every other one too): past it, nothing is written and
+/// the answer is `ERR string exceeds maximum allowed size`.
 pub fn apply(current: Option<&[u8]>, cmd: &Rmw, value_bytes_max: u64) -> Outcome {
+    let outcome = compute(current, cmd, value_bytes_max);
+    match &outcome.write {
+        Write::Set(v) if v.len() as u64 > value_bytes_max => Outcome {
+            write: Write::Keep,
+            reply: Reply::err(TOO_LONG),
+        },
+        _ => outcome,
+    }
+}
+
+/// [`apply`] before the final bound on the value built.
+fn compute(current: Option<&[u8]>, cmd: &Rmw, value_bytes_max: u64) -> Outcome {
     let keep = |reply| Outcome {
         write: Write::Keep,
         reply,
@@ -454,6 +470,32 @@ mod tests {
         assert_eq!(
             run(None, &["INCR"]).reply,
             Reply::err("wrong number of arguments for 'incr' command")
+        );
+    }
+
+    /// Every value an RMW builds respects `value_bytes_max`: a printed
+    /// INCRBYFLOAT or INCRBY result past it is refused, nothing written.
+    #[test]
+    fn every_built_value_respects_the_bound() {
+        let parsed = |args: &[&str]| {
+            let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+            parse(&args).unwrap().unwrap().1
+        };
+        let too_long = Outcome {
+            write: Write::Keep,
+            reply: Reply::err(TOO_LONG),
+        };
+        let float = parsed(&["INCRBYFLOAT", "f", "1e200"]);
+        assert_eq!(apply(Some(b"1"), &float, 100), too_long);
+        assert!(matches!(
+            apply(Some(b"1"), &float, 300).write,
+            Write::Set(_)
+        ));
+        let int = parsed(&["INCRBY", "i", "-9223372036854775807"]);
+        assert_eq!(apply(None, &int, 10), too_long);
+        assert_eq!(
+            apply(None, &int, 20).write,
+            Write::Set(b"-9223372036854775807".to_vec())
         );
     }
 
