@@ -373,6 +373,20 @@ fn local_only(ctx: &NetContext, key: &[u8], ack: u32, from: u32, write: bool) ->
     replicas.replicas == [placement.self_index()]
 }
 
+/// True when this node is the only replica of `key` in every live layout at
+/// the layout's replication factor `R`: the one case an atomic
+/// read-modify-write runs here. Decided from the layout, never from the
+/// connection's `from` (`ATAMAN.REPLICATION 1 1` must not make a key with
+/// other replicas look local: its update would start from a stale value).
+fn rmw_local_only(ctx: &NetContext, key: &[u8]) -> bool {
+    let placement = ctx.placement();
+    if placement.len() == 1 && placement.is_live_member(placement.self_index()) {
+        return true;
+    }
+    let r = placement.replication_factor().max(1);
+    placement.write(key, r).replicas == [placement.self_index()]
+}
+
 /// What a write of `value` (`None`: a delete) waits for.
 fn awaited_write(value: Option<&[u8]>, ts: u64) -> Awaited {
     match value {
@@ -406,7 +420,7 @@ pub fn rmw(
     update: &super::rmw_local::Update,
 ) -> super::rmw_local::Started {
     note_hot(ctx, &update.key);
-    if local_only(ctx, &update.key, update.ack, update.from, true) {
+    if rmw_local_only(ctx, &update.key) {
         return super::rmw_local::start(ctx, reply_to, update);
     }
     super::rmw_local::Started::Refused(Answer::Failed(
