@@ -36,6 +36,7 @@
 
 use super::answer::{self, Answer, Awaited};
 use super::resp::encode::Reply;
+use super::resp::expiry::{self, Next, Then};
 use super::resp::rmw::{self, Rmw, Write};
 use crate::replication::ReplyTo;
 use crate::rmw_chain::Head;
@@ -57,14 +58,26 @@ pub enum Ttl {
     Set(Expiry),
 }
 
+/// What an update does, a pure rule run on the value (and deadline) read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    /// A change of the value ([`rmw::apply`] runs it; `Update::ttl` says
+    /// what becomes of the deadline).
+    Value(Rmw),
+    /// A change of the deadline (`EXPIRE` and its kin, `PERSIST`, `GETEX`):
+    /// [`expiry::follow`] decides the write and the reply from the value
+    /// and deadline read (`Update::ttl` unused).
+    Expiry(Then),
+}
+
 /// One read-modify-write of one key, whatever protocol asked for it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Update {
     /// The key.
     pub key: Vec<u8>,
-    /// The update, a value ([`rmw::apply`] runs it).
-    pub op: Rmw,
-    /// What it does to the key's deadline.
+    /// The update.
+    pub op: Op,
+    /// What a value update does to the key's deadline.
     pub ttl: Ttl,
     /// Replicas that must answer (the session's; decides the path).
     pub ack: u32,
@@ -82,7 +95,7 @@ impl Update {
     pub fn as_command(&self) -> super::dispatch::Command<'static> {
         use super::dispatch::Command;
         match self.op {
-            Rmw::GetRange { .. } => Command::Get {
+            Op::Value(Rmw::GetRange { .. }) => Command::Get {
                 key: self.key.clone(),
                 ack: self.ack,
                 from: self.from,
@@ -142,21 +155,16 @@ pub fn start(ctx: &NetContext, reply_to: ReplyTo, update: &Update) -> Started {
         Ok(base) => base,
         Err(answer) => return Started::Refused(answer),
     };
-    let outcome = rmw::apply(
-        base.value.as_deref(),
-        &update.op,
-        ctx.config.value_bytes_max as u64,
-    );
-    let value = match &outcome.write {
-        Write::Keep => return Started::Now(outcome.reply),
-        Write::Set(v) => Some(v.as_slice()),
-        Write::Delete => None,
+    let (value, ttl, reply) = match decide(ctx, update, &base, now_ms) {
+        Ok(decided) => decided,
+        Err(reply) => return Started::Now(reply),
     };
+    let value = value.as_deref();
     let ts = match stamp_above(ctx, base.ts) {
         Ok(ts) => ts,
         Err(answer) => return Started::Refused(answer),
     };
-    let deadline_ms = match (value, update.ttl) {
+    let deadline_ms = match (value, ttl) {
         (None, _) => None,
         (Some(_), Ttl::Keep) => base.deadline_ms,
         (Some(_), Ttl::Set(expiry)) => match super::dispatch::stamp_deadline(ctx, ts, expiry) {
@@ -203,8 +211,45 @@ pub fn start(ctx: &NetContext, reply_to: ReplyTo, update: &Update) -> Started {
     };
     Started::Later {
         awaited,
-        reply: outcome.reply,
+        reply,
         epoch,
+    }
+}
+
+/// The update's pure rule on `base`: the value to write (`None`: a
+/// delete), its deadline rule and the reply; `Err`: no write, this reply.
+fn decide(
+    ctx: &NetContext,
+    update: &Update,
+    base: &Base,
+    now_ms: u64,
+) -> Result<(Option<Vec<u8>>, Ttl, Reply), Reply> {
+    match &update.op {
+        Op::Value(op) => {
+            let max = ctx.config.value_bytes_max as u64;
+            let outcome = rmw::apply(base.value.as_deref(), op, max);
+            match outcome.write {
+                Write::Keep => Err(outcome.reply),
+                Write::Set(v) => Ok((Some(v), update.ttl, outcome.reply)),
+                Write::Delete => Ok((None, update.ttl, outcome.reply)),
+            }
+        }
+        Op::Expiry(then) => {
+            let read = match &base.value {
+                Some(v) if base.deadline_ms.is_none_or(|d| d > now_ms) => {
+                    Answer::ValueUntil(v.clone(), base.deadline_ms)
+                }
+                _ => Answer::NotFound(None),
+            };
+            match expiry::follow(then, &read, now_ms) {
+                Next::Reply(reply) => Err(reply),
+                Next::Write {
+                    value,
+                    expiry,
+                    reply,
+                } => Ok((value, Ttl::Set(expiry), reply)),
+            }
+        }
     }
 }
 
