@@ -164,4 +164,41 @@ mod tests {
             error_of(planned(&["append", "k", "01234567890123456"])).contains("--value-bytes-max")
         );
     }
+
+    /// A read-then-write expiry command becomes one atomic update of its
+    /// key: the expiry step as the op, `SET … KEEPTTL` as a `SET` that
+    /// keeps the deadline; key and replication unchanged.
+    #[test]
+    fn expiry_chains_become_atomic_updates() {
+        use super::super::expiry::{Chain, Condition, Then};
+        use super::atomic;
+        use crate::net::resp::rmw::Rmw;
+        use crate::net::rmw_local::{Op, Ttl};
+        use crate::ttl::Expiry;
+        let chain = |then| Chain {
+            name: "expire",
+            key: b"k".to_vec(),
+            ack: 2,
+            from: 3,
+            then,
+        };
+        let expire = Then::Expire(Some(Expiry::AfterMs(5)), Condition::Gt);
+        let update = atomic(chain(expire.clone()));
+        assert_eq!(update.op, Op::Expiry(expire));
+        assert_eq!(
+            (update.key.as_slice(), update.ack, update.from),
+            (&b"k"[..], 2, 3)
+        );
+        assert_eq!(atomic(chain(Then::Persist)).op, Op::Expiry(Then::Persist));
+        let keep = atomic(chain(Then::KeepTtl(b"v".to_vec())));
+        assert_eq!(
+            keep.op,
+            Op::Value(Rmw::Set {
+                value: b"v".to_vec(),
+                if_absent: None,
+                get: false
+            })
+        );
+        assert_eq!(keep.ttl, Ttl::Keep);
+    }
 }
