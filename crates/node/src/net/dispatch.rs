@@ -357,7 +357,7 @@ fn layout_now(refused: crate::layout_io::endpoints::Refused) -> Dispatched {
 /// True when the request can be served by this node alone, without a
 /// coordinator: a single node, or `ack = 1` with this node the only
 /// replica (of a write: in every live version).
-fn local_only(ctx: &NetContext, key: &[u8], ack: u32, from: u32, write: bool) -> bool {
+pub(super) fn local_only(ctx: &NetContext, key: &[u8], ack: u32, from: u32, write: bool) -> bool {
     let placement = ctx.placement();
     if placement.len() == 1 && placement.is_live_member(placement.self_index()) {
         return true;

@@ -36,6 +36,7 @@
 
 use super::answer::{self, Answer, Awaited};
 use super::resp::encode::Reply;
+use super::resp::expiry::{self, Next, Then};
 use super::resp::multi_apply::{self, Step};
 use super::resp::rmw::{self, Rmw, Write};
 use crate::replication::ReplyTo;
@@ -58,14 +59,26 @@ pub enum Ttl {
     Set(Expiry),
 }
 
+/// What an update does, a pure rule run on the value (and deadline) read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    /// A change of the value ([`rmw::apply`] runs it; `Update::ttl` says
+    /// what becomes of the deadline).
+    Value(Rmw),
+    /// A change of the deadline (`EXPIRE` and its kin, `PERSIST`, `GETEX`):
+    /// [`expiry::follow`] decides the write and the reply from the value
+    /// and deadline read (`Update::ttl` unused).
+    Expiry(Then),
+}
+
 /// One read-modify-write of one key, whatever protocol asked for it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Update {
     /// The key.
     pub key: Vec<u8>,
-    /// The update, a value ([`rmw::apply`] runs it).
-    pub op: Rmw,
-    /// What it does to the key's deadline.
+    /// The update.
+    pub op: Op,
+    /// What a value update does to the key's deadline.
     pub ttl: Ttl,
     /// Replicas that must answer (the session's; decides the path).
     pub ack: u32,
@@ -86,7 +99,7 @@ impl Update {
     pub fn as_command(&self) -> super::dispatch::Command<'static> {
         use super::dispatch::Command;
         match self.op {
-            Rmw::GetRange { .. } => Command::Get {
+            Op::Value(Rmw::GetRange { .. }) => Command::Get {
                 key: self.key.clone(),
                 ack: self.ack,
                 from: self.from,
@@ -146,12 +159,11 @@ pub fn start(ctx: &NetContext, reply_to: ReplyTo, update: &Update) -> Started {
         Ok(base) => base,
         Err(answer) => return Started::Refused(answer),
     };
-    let (outcome, ttl) = apply(&base, update, now_ms, ctx.config.value_bytes_max as u64);
-    let value = match &outcome.write {
-        Write::Keep => return Started::Now(outcome.reply),
-        Write::Set(v) => Some(v.as_slice()),
-        Write::Delete => None,
+    let (value, ttl, reply) = match decide(ctx, update, &base, now_ms) {
+        Ok(decided) => decided,
+        Err(reply) => return Started::Now(reply),
     };
+    let value = value.as_deref();
     let ts = match stamp_above(ctx, base.ts) {
         Ok(ts) => ts,
         Err(answer) => return Started::Refused(answer),
@@ -203,19 +215,59 @@ pub fn start(ctx: &NetContext, reply_to: ReplyTo, update: &Update) -> Started {
     };
     Started::Later {
         awaited,
-        reply: outcome.reply,
+        reply,
         epoch,
     }
 }
 
-/// The update's effect on `base` and the expiry rule of the value it
-/// writes: one command's ([`rmw::apply`]), or a transaction's
-/// ([`multi_apply::apply`], whose deadline is its own).
-fn apply(base: &Base, update: &Update, now_ms: u64, value_bytes_max: u64) -> (rmw::Outcome, Ttl) {
-    if update.steps.is_empty() {
-        let outcome = rmw::apply(base.value.as_deref(), &update.op, value_bytes_max);
-        return (outcome, update.ttl);
+/// The update's pure rule on `base`: the value to write (`None`: a
+/// delete), its deadline rule and the reply; `Err`: no write, this reply.
+fn decide(
+    ctx: &NetContext,
+    update: &Update,
+    base: &Base,
+    now_ms: u64,
+) -> Result<(Option<Vec<u8>>, Ttl, Reply), Reply> {
+    let max = ctx.config.value_bytes_max as u64;
+    if !update.steps.is_empty() {
+        return transaction(update, base, now_ms, max);
     }
+    match &update.op {
+        Op::Value(op) => {
+            let outcome = rmw::apply(base.value.as_deref(), op, max);
+            match outcome.write {
+                Write::Keep => Err(outcome.reply),
+                Write::Set(v) => Ok((Some(v), update.ttl, outcome.reply)),
+                Write::Delete => Ok((None, update.ttl, outcome.reply)),
+            }
+        }
+        Op::Expiry(then) => {
+            let read = match &base.value {
+                Some(v) if base.deadline_ms.is_none_or(|d| d > now_ms) => {
+                    Answer::ValueUntil(v.clone(), base.deadline_ms)
+                }
+                _ => Answer::NotFound(None),
+            };
+            match expiry::follow(then, &read, now_ms) {
+                Next::Reply(reply) => Err(reply),
+                Next::Write {
+                    value,
+                    expiry,
+                    reply,
+                } => Ok((value, Ttl::Set(expiry), reply)),
+            }
+        }
+    }
+}
+
+/// A transaction's effect on `base` ([`multi_apply::apply`]): its value,
+/// its own deadline rule and the array of replies; `Err`: no write.
+fn transaction(
+    update: &Update,
+    base: &Base,
+    now_ms: u64,
+    value_bytes_max: u64,
+) -> Result<(Option<Vec<u8>>, Ttl, Reply), Reply> {
     let state = multi_apply::State {
         value: base.value.clone(),
         deadline_ms: base.deadline_ms,
@@ -226,11 +278,11 @@ fn apply(base: &Base, update: &Update, now_ms: u64, value_bytes_max: u64) -> (rm
         (true, None) => Ttl::Set(Expiry::Never),
         (true, Some(at)) => Ttl::Set(Expiry::AtMs(at)),
     };
-    let outcome = rmw::Outcome {
-        write: tx.write,
-        reply: tx.reply,
-    };
-    (outcome, ttl)
+    match tx.write {
+        Write::Keep => Err(tx.reply),
+        Write::Set(v) => Ok((Some(v), ttl, tx.reply)),
+        Write::Delete => Ok((None, ttl, tx.reply)),
+    }
 }
 
 /// An update's write of chain `epoch` finished: durable (`failed` false),

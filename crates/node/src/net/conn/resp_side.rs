@@ -12,12 +12,13 @@
 use super::resp_count::Counted;
 use super::{Conn, SLOTS_MAX, Slot};
 use crate::net::answer::{Answer, Awaited, Failure};
-use crate::net::dispatch::{Command, Dispatched, dispatch};
+use crate::net::dispatch::{Command, Dispatched, dispatch, local_only};
 use crate::net::resp::auth::{self, Gate};
 use crate::net::resp::decode::{self, DecodeError, Decoded};
 use crate::net::resp::encode::{self, Proto, Reply};
 use crate::net::resp::expiry::{Chain, Next, follow};
 use crate::net::resp::info;
+use crate::net::resp::rmw_plan;
 use crate::net::resp::session;
 use crate::net::resp::slowlog;
 use crate::net::resp::table::{self, KeyOp, NodeQuery, Plan, Session};
@@ -313,6 +314,13 @@ impl Conn {
             }
             Plan::Keys(op, commands) => {
                 self.fan_out(ctx, token, replicated, op, commands, facts());
+            }
+            Plan::ReadThen(_, chain)
+                if local_only(ctx, &chain.key, chain.ack, chain.from, true) =>
+            {
+                // Its only replica is this node: atomic with every other write.
+                let name = chain.name;
+                self.rmw(ctx, token, name, rmw_plan::atomic(*chain), facts());
             }
             Plan::ReadThen(read, chain) => {
                 self.read_then(ctx, token, replicated, (read, chain), facts());

@@ -7,7 +7,9 @@
 //! Such a command is a read then a write, not an atomic step: a `SET` of
 //! the same key from another client between the two can be overwritten
 //! by the new version (same value as read, new deadline), or win over it
-//! by its timestamp (docs/RESP.md).
+//! by its timestamp (docs/RESP.md). On a key whose only replica is this
+//! node the command is an atomic update instead (`rmw_plan::atomic`,
+//! `net::rmw_local`), which runs [`follow`] on what it read.
 
 use super::encode::Reply;
 use super::table::failure_reply;

@@ -39,7 +39,7 @@ use super::expiry::{Condition, Unit, expire_args};
 use super::multi_apply::Step;
 use super::table::{Limits, Plan, lookup_bytes, refusal, unknown_command, wrong_arity};
 use crate::net::resp::rmw::Rmw;
-use crate::net::rmw_local::{Ttl, Update};
+use crate::net::rmw_local::{Op, Ttl, Update};
 use std::borrow::Cow;
 
 /// Commands one transaction may queue (rule 4).
@@ -223,7 +223,7 @@ pub fn exec<'b>(queue: Queue, limits: Limits, (ack, from): (u32, u32)) -> Plan<'
     let update = Update {
         key,
         // Unused: a transaction runs `steps` (`Update::steps`).
-        op: Rmw::Strlen,
+        op: Op::Value(Rmw::Strlen),
         ttl: Ttl::Keep,
         ack,
         from,
@@ -237,13 +237,16 @@ fn step(args: &[Vec<u8>], limits: Limits) -> Step {
     let args: Vec<Cow<'_, [u8]>> = args.iter().map(|a| Cow::Borrowed(&a[..])).collect();
     let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
     let rmw = |plan: Result<Plan<'_>, Reply>| match plan {
-        Ok(Plan::Rmw(_, u)) => Step::Rmw(
-            u.op,
-            match u.ttl {
-                Ttl::Keep => None,
-                Ttl::Set(e) => Some(e),
-            },
-        ),
+        Ok(Plan::Rmw(_, u)) => match u.op {
+            Op::Value(op) => Step::Rmw(
+                op,
+                match u.ttl {
+                    Ttl::Keep => None,
+                    Ttl::Set(e) => Some(e),
+                },
+            ),
+            Op::Expiry(_) => Step::Reply(Reply::err("internal error: not a value update")),
+        },
         Ok(_) => Step::Reply(Reply::err("internal error: not a read-modify-write")),
         Err(reply) => Step::Reply(reply),
     };

@@ -4,9 +4,10 @@
 //! [`super::rmw`], with the expiry rule Redis gives it.
 
 use super::encode::Reply;
-use super::expiry::{SetExpiry, set_options};
+use super::expiry::{Chain, SetExpiry, Then, set_options};
+use super::rmw::Rmw;
 use super::table::{Limits, Plan, check_key, check_value};
-use crate::net::rmw_local::{Ttl, Update};
+use crate::net::rmw_local::{Op, Ttl, Update};
 use std::borrow::Cow;
 
 /// `NX`, `XX`, `GET`: the options that make `SET` a read-modify-write.
@@ -36,7 +37,7 @@ pub fn update<'b>(
     let ttl = Update::ttl_of(&op);
     let update = Update {
         key,
-        op,
+        op: Op::Value(op),
         ttl,
         ack,
         from,
@@ -69,13 +70,40 @@ pub fn set<'b>(
     };
     let update = Update {
         key,
-        op,
+        op: Op::Value(op),
         ttl,
         ack,
         from,
         steps: Vec::new(),
     };
     Ok(Plan::Rmw("set", Box::new(update)))
+}
+
+/// A read-then-write expiry command ([`Chain`]) as one atomic update of
+/// its key, for a key whose only replica is this node: `EXPIRE` and its
+/// kin, `PERSIST`, `GETEX` decide from the value and deadline the update
+/// reads ([`super::expiry::follow`]); `SET key value KEEPTTL` is a `SET`
+/// that keeps the deadline.
+pub fn atomic(chain: Chain) -> Update {
+    let (op, ttl) = match chain.then {
+        Then::KeepTtl(value) => {
+            let set = Rmw::Set {
+                value,
+                if_absent: None,
+                get: false,
+            };
+            (Op::Value(set), Ttl::Keep)
+        }
+        then => (Op::Expiry(then), Ttl::Keep),
+    };
+    Update {
+        key: chain.key,
+        op,
+        ttl,
+        ack: chain.ack,
+        from: chain.from,
+        steps: Vec::new(),
+    }
 }
 
 #[cfg(test)]
@@ -110,7 +138,7 @@ mod tests {
     #[test]
     fn read_modify_writes_plan_one_update_of_their_key() {
         use crate::net::resp::rmw::Rmw;
-        use crate::net::rmw_local::Ttl;
+        use crate::net::rmw_local::{Op, Ttl};
         use crate::ttl::Expiry;
         let update = |words: &[&str]| match planned(words) {
             Plan::Rmw(_, u) => *u,
@@ -119,7 +147,7 @@ mod tests {
         let incr = update(&["INCR", "k"]);
         assert_eq!(
             (incr.key.as_slice(), &incr.op),
-            (&b"k"[..], &Rmw::IncrBy(1))
+            (&b"k"[..], &Op::Value(Rmw::IncrBy(1)))
         );
         assert_eq!(incr.ttl, Ttl::Keep);
         assert_eq!((incr.ack, incr.from), (2, 3));
@@ -127,16 +155,53 @@ mod tests {
         assert_eq!(lock.ttl, Ttl::Set(Expiry::AfterMs(100)));
         assert!(matches!(
             lock.op,
-            Rmw::Set {
+            Op::Value(Rmw::Set {
                 if_absent: Some(true),
                 get: false,
                 ..
-            }
+            })
         ));
         assert_eq!(update(&["getset", "k", "v"]).ttl, Ttl::Set(Expiry::Never));
         assert_eq!(update(&["set", "k", "v", "XX", "KEEPTTL"]).ttl, Ttl::Keep);
         assert!(
             error_of(planned(&["append", "k", "01234567890123456"])).contains("--value-bytes-max")
         );
+    }
+
+    /// A read-then-write expiry command becomes one atomic update of its
+    /// key: the expiry step as the op, `SET … KEEPTTL` as a `SET` that
+    /// keeps the deadline; key and replication unchanged.
+    #[test]
+    fn expiry_chains_become_atomic_updates() {
+        use super::super::expiry::{Chain, Condition, Then};
+        use super::atomic;
+        use crate::net::resp::rmw::Rmw;
+        use crate::net::rmw_local::{Op, Ttl};
+        use crate::ttl::Expiry;
+        let chain = |then| Chain {
+            name: "expire",
+            key: b"k".to_vec(),
+            ack: 2,
+            from: 3,
+            then,
+        };
+        let expire = Then::Expire(Some(Expiry::AfterMs(5)), Condition::Gt);
+        let update = atomic(chain(expire.clone()));
+        assert_eq!(update.op, Op::Expiry(expire));
+        assert_eq!(
+            (update.key.as_slice(), update.ack, update.from),
+            (&b"k"[..], 2, 3)
+        );
+        assert_eq!(atomic(chain(Then::Persist)).op, Op::Expiry(Then::Persist));
+        let keep = atomic(chain(Then::KeepTtl(b"v".to_vec())));
+        assert_eq!(
+            keep.op,
+            Op::Value(Rmw::Set {
+                value: b"v".to_vec(),
+                if_absent: None,
+                get: false
+            })
+        );
+        assert_eq!(keep.ttl, Ttl::Keep);
     }
 }
