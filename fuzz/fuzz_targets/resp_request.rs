@@ -40,6 +40,13 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
                     Plan::Keys(_, commands) => assert!(!commands.is_empty()),
                     Plan::ReadThen(_, chain) => assert!(!chain.key.is_empty()),
                     Plan::Node(_) => {}
+                    // A read-modify-write (or a transaction's EXEC) names
+                    // its one key, and a transaction holds at most the
+                    // queue's bound of steps.
+                    Plan::Rmw(_, update) => {
+                        assert!(!update.key.is_empty());
+                        assert!(update.steps.len() <= ataman_node::net::resp::multi::TX_QUEUED_MAX);
+                    }
                     Plan::Scan(scan) => assert!(scan.count > 0),
                     // A slow-log operation never changes more than the
                     // ring allows.

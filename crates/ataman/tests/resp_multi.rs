@@ -243,8 +243,15 @@ fn pipelined_and_split_transactions() {
     }
 }
 
-/// The redis-py of `target/redis-py-venv`, installed when missing.
+/// The redis-py of `target/redis-py-venv`, installed when missing: once
+/// per test binary (two tests run redis-py at once; creating one venv
+/// twice at the same moment fails).
 fn python() -> PathBuf {
+    static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(install_redis_py).clone()
+}
+
+fn install_redis_py() -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target");
     let venv = root.join("redis-py-venv");
     let python = venv.join("bin/python");
