@@ -11,15 +11,10 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write as _};
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Duration;
-use support::Node;
+use support::raw_resp::{Raw, frame, start};
 
-/// Bound on every reply.
-const WAIT: Duration = Duration::from_secs(30);
 /// Concurrent clients of the transaction workload.
 const CLIENTS: usize = 8;
 /// Transactions per client.
@@ -27,72 +22,23 @@ const TXS: usize = 60;
 /// Rounds the planted bug gets to lose an increment.
 const PLANTED_ROUNDS: usize = 5;
 
-/// One RESP2 connection that reads replies as raw bytes.
-struct Raw {
-    reader: BufReader<TcpStream>,
+/// `words` (split at spaces) as one command.
+fn command_bytes(words: &str) -> Vec<u8> {
+    let args: Vec<&[u8]> = words.split(' ').map(str::as_bytes).collect();
+    frame(&args)
 }
 
-impl Raw {
-    fn connect(addr: &str) -> Raw {
-        let stream = TcpStream::connect(addr).unwrap();
-        stream.set_read_timeout(Some(WAIT)).unwrap();
-        Raw {
-            reader: BufReader::new(stream),
-        }
-    }
-
-    fn send(&mut self, bytes: &[u8]) {
-        self.reader.get_mut().write_all(bytes).unwrap();
-    }
-
-    /// One reply's bytes (arrays with their elements).
-    fn reply(&mut self) -> Vec<u8> {
-        let mut line = Vec::new();
-        self.reader.read_until(b'\n', &mut line).unwrap();
-        assert!(line.ends_with(b"\r\n"), "cut reply {line:?}");
-        let n = || -> i64 {
-            std::str::from_utf8(&line[1..line.len() - 2])
-                .unwrap()
-                .parse()
-                .unwrap()
-        };
-        match line.first() {
-            Some(b'$') if n() >= 0 => {
-                let mut body = vec![0; n() as usize + 2];
-                self.reader.read_exact(&mut body).unwrap();
-                line.extend_from_slice(&body);
-            }
-            Some(b'*') if n() > 0 => {
-                for _ in 0..n() {
-                    let element = self.reply();
-                    line.extend_from_slice(&element);
-                }
-            }
-            _ => {}
-        }
-        line
-    }
-
-    fn call(&mut self, words: &str) -> Vec<u8> {
-        self.send(&frame(words));
-        self.reply()
-    }
+/// Sends `words` as one command; its whole reply (never a cut one).
+fn call(raw: &mut Raw, command: &str) -> Vec<u8> {
+    raw.send(&command_bytes(command));
+    reply_whole(raw)
 }
 
-fn frame(words: &str) -> Vec<u8> {
-    let args: Vec<&str> = words.split(' ').collect();
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
-    }
-    out
-}
-
-fn start(extra: &[&str]) -> (Node, String) {
-    let addr = support::fixed_resp_addr();
-    let mut args = vec!["--resp-listen", addr.as_str()];
-    args.extend_from_slice(extra);
-    (Node::start(&args), addr)
+/// The next reply, which must not be cut.
+fn reply_whole(raw: &mut Raw) -> Vec<u8> {
+    let reply = raw.reply();
+    assert!(reply.ends_with(b"\r\n"), "cut reply {reply:?}");
+    reply
 }
 
 /// Transactions with every kind of error, side by side with redis-server.
@@ -175,7 +121,7 @@ fn multi_exec_discard_sequences_match_redis_server() {
     let mut ours = Raw::connect(&addr);
     let mut diffs = Vec::new();
     for words in SCRIPT {
-        let (theirs, mine) = (redis.call(words), ours.call(words));
+        let (theirs, mine) = (call(&mut redis, words), call(&mut ours, words));
         if theirs != mine {
             diffs.push(format!(
                 "{words}: redis {:?}, ours {:?}",
@@ -193,26 +139,26 @@ fn multi_exec_discard_sequences_match_redis_server() {
 fn a_transaction_on_two_keys_is_refused_and_applies_nothing() {
     let (_node, addr) = start(&[]);
     let mut c = Raw::connect(&addr);
-    assert_eq!(c.call("MULTI"), b"+OK\r\n");
-    assert_eq!(c.call("SET a 1"), b"+QUEUED\r\n");
-    let refused = String::from_utf8(c.call("SET b 2")).unwrap();
+    assert_eq!(call(&mut c, "MULTI"), b"+OK\r\n");
+    assert_eq!(call(&mut c, "SET a 1"), b"+QUEUED\r\n");
+    let refused = String::from_utf8(call(&mut c, "SET b 2")).unwrap();
     assert!(
         refused.starts_with("-ERR a transaction touches one key: 'b' after 'a'"),
         "{refused}"
     );
-    let exec = String::from_utf8(c.call("EXEC")).unwrap();
+    let exec = String::from_utf8(call(&mut c, "EXEC")).unwrap();
     assert!(exec.starts_with("-EXECABORT"), "{exec}");
-    assert_eq!(c.call("EXISTS a b"), b":0\r\n");
+    assert_eq!(call(&mut c, "EXISTS a b"), b":0\r\n");
     let mget = String::from_utf8({
-        c.call("MULTI");
-        c.call("MGET a")
+        call(&mut c, "MULTI");
+        call(&mut c, "MGET a")
     })
     .unwrap();
     assert!(
         mget.contains("MGET inside MULTI is not supported"),
         "{mget}"
     );
-    assert!(c.call("EXEC").starts_with(b"-EXECABORT"));
+    assert!(call(&mut c, "EXEC").starts_with(b"-EXECABORT"));
 }
 
 /// A whole transaction in one write, then byte by byte: the same replies.
@@ -228,18 +174,18 @@ fn pipelined_and_split_transactions() {
         b"*3\r\n+OK\r\n:2\r\n$1\r\n2\r\n",
         b"$1\r\n2\r\n",
     ];
-    let all: Vec<u8> = words.iter().flat_map(|w| frame(w)).collect();
+    let all: Vec<u8> = words.iter().flat_map(|w| command_bytes(w)).collect();
     let mut whole = Raw::connect(&addr);
     whole.send(&all);
     for e in &expected {
-        assert_eq!(whole.reply(), *e);
+        assert_eq!(reply_whole(&mut whole), *e);
     }
     let mut split = Raw::connect(&addr);
     for byte in &all {
         split.send(std::slice::from_ref(byte));
     }
     for e in &expected {
-        assert_eq!(split.reply(), *e);
+        assert_eq!(reply_whole(&mut split), *e);
     }
 }
 

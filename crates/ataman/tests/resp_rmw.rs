@@ -11,81 +11,18 @@ mod support;
 
 use redis::Value;
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Read, Write as _};
-use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use support::Node;
+use support::raw_resp::{Raw, WAIT, frame, start};
 use support::resp_client::{connect, ok, run};
 
-/// Bound on every reply and wait.
-const WAIT: Duration = Duration::from_secs(30);
 /// Concurrent clients of the workloads.
 const CLIENTS: usize = 12;
 /// `INCR`s per client.
 const INCRS: usize = 100;
 /// `APPEND`s and `GETSET`s per client.
 const OTHERS: usize = 20;
-
-/// One RESP2 connection that reads replies as raw bytes.
-struct Raw {
-    reader: BufReader<TcpStream>,
-}
-
-impl Raw {
-    fn connect(addr: &str) -> Raw {
-        let stream = TcpStream::connect(addr).unwrap();
-        stream.set_read_timeout(Some(WAIT)).unwrap();
-        Raw {
-            reader: BufReader::new(stream),
-        }
-    }
-
-    fn send(&mut self, bytes: &[u8]) {
-        self.reader.get_mut().write_all(bytes).unwrap();
-    }
-
-    /// One reply's bytes (simple, error, integer, bulk).
-    fn reply(&mut self) -> Vec<u8> {
-        let mut line = Vec::new();
-        self.reader.read_until(b'\n', &mut line).unwrap();
-        if line.first() == Some(&b'$') {
-            let n: i64 = std::str::from_utf8(&line[1..line.len() - 2])
-                .unwrap()
-                .parse()
-                .unwrap();
-            if n >= 0 {
-                let mut body = vec![0; n as usize + 2];
-                self.reader.read_exact(&mut body).unwrap();
-                line.extend_from_slice(&body);
-            }
-        }
-        line
-    }
-
-    fn call(&mut self, args: &[&[u8]]) -> Vec<u8> {
-        self.send(&frame(args));
-        self.reply()
-    }
-}
-
-fn frame(args: &[&[u8]]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
-}
-
-fn start(extra: &[&str]) -> (Node, String) {
-    let addr = support::fixed_resp_addr();
-    let mut args = vec!["--resp-listen", addr.as_str()];
-    args.extend_from_slice(extra);
-    (Node::start(&args), addr)
-}
 
 /// Every case of the rules' side-by-side test, through `ataman serve`
 /// and `redis-server`: the same reply and the same value after. Cases
