@@ -39,7 +39,9 @@ const EVERY_FAULT_DURATION: Duration = Duration::from_secs(25);
 /// Three nodes, every fault kind mixed for 25 s under the three workloads
 /// (ack 2 of 3): no acknowledged write lost, no read-your-writes violation,
 /// no impossible read, every error a 5xx with a reason, no hang, no crash,
-/// replicas converged after the heal, every key answered at the end.
+/// replicas converged after the heal, every key answered at the end; the
+/// nodes collected tombstones and expired values during the run (the
+/// graves, `harness/graves.rs`), and every grave read at the end is absent.
 #[test]
 fn every_fault_kind_loses_nothing() {
     let steps = faults::schedule(
@@ -88,6 +90,37 @@ fn every_fault_kind_loses_nothing() {
     assert!(outcomes["ok"] > 1000, "too little work to judge:\n{text}");
     let set = &f.final_reads[&Workload::Set];
     assert!(set.found > 100, "{text}");
+    let c = report.history.convergence.as_ref().unwrap();
+    assert!(
+        c.collected_tombstones > 0,
+        "no tombstone collected:\n{text}"
+    );
+    assert!(
+        c.collected_expired > 0,
+        "no expired value collected:\n{text}"
+    );
+    let graves: Vec<&Op> = report
+        .history
+        .ops
+        .iter()
+        .filter(|o| {
+            o.phase == Phase::Final
+                && o.outcome == OpOutcome::Ok
+                && harness::graves::is_grave(&o.key)
+        })
+        .collect();
+    assert!(
+        graves.len() > 50,
+        "{} graves read at the end:\n{text}",
+        graves.len()
+    );
+    for read in graves {
+        assert_eq!(
+            read.status,
+            Some(404),
+            "a grave read back: {read:?}\n{text}"
+        );
+    }
     // The history on disk is the one checked.
     let file = std::fs::File::open(dir.path().join("history.jsonl")).unwrap();
     let saved = History::read_jsonl(std::io::BufReader::new(file)).unwrap();

@@ -72,15 +72,18 @@ pub struct Config {
     pub serve_args: Vec<String>,
 }
 
-/// The harness's tombstone grace, ms: short enough that tombstones and
-/// expired values written in a 30 s run's first third are collected
-/// before it ends, long enough that no replica misses a delete for that
-/// long (the longest fault is 4 s, then hints and 2 s anti-entropy rounds
-/// repair it); the node's default is 10 days. A grace shorter than the
-/// time a replica stays behind would lose deletes by design (a replica
-/// that missed one brings the old value back once the others collected
-/// the tombstone: docs/decisions/0007), which the checker would report.
-pub const TOMBSTONE_GRACE_MS: u64 = 20_000;
+/// The harness's tombstone grace, ms: short enough that the graves
+/// (`graves.rs`: keys left dead in a run's first seconds) are collected by
+/// compactions within a default 30 s run, long enough that no replica
+/// misses a delete for that long: a fault lasts at most 4 s (a partition,
+/// a clock jump; a kill or pause less), hints are replayed when the link
+/// passes again and anti-entropy runs every 2 s, so a replica is behind
+/// about 6 s at most, half the grace; the node's default is 10 days. A
+/// grace shorter than the time a replica stays behind would lose deletes
+/// by design (a replica that missed one brings the old value back once the
+/// others collected the tombstone: docs/decisions/0007), which the checker
+/// would report.
+pub const TOMBSTONE_GRACE_MS: u64 = 12_000;
 /// The harness's memtable size, bytes: some KiB of writes per second per
 /// node fill it every few seconds, so flushes and compactions (which
 /// collect) happen during a run; the node's default is 64 MiB.

@@ -329,6 +329,8 @@ pub fn converge(
                 time_ms: now.duration_since(healed).as_millis() as u64,
                 readings,
                 repair: describe_rounds(&states),
+                collected_tombstones: 0,
+                collected_expired: 0,
             };
             return (convergence, copies);
         }

@@ -253,6 +253,11 @@ pub struct Convergence {
     pub readings: u32,
     /// How repair was triggered, or why it could not be.
     pub repair: String,
+    /// Tombstones the nodes' compactions dropped during the run
+    /// (`collected.rs`; 0 in histories written before it was counted).
+    pub collected_tombstones: u64,
+    /// Expired values dropped, likewise.
+    pub collected_expired: u64,
 }
 
 /// The run's parameters, the first line of a history.
@@ -407,6 +412,8 @@ impl History {
             let line = json!({
                 "type": "convergence", "converged": c.converged, "time_ms": c.time_ms,
                 "readings": c.readings, "repair": c.repair,
+                "collected_tombstones": c.collected_tombstones,
+                "collected_expired": c.collected_expired,
             });
             writeln!(out, "{line}")?;
         }
@@ -447,6 +454,8 @@ impl History {
                         time_ms: v["time_ms"].as_u64().ok_or_else(bad)?,
                         readings: v["readings"].as_u64().ok_or_else(bad)? as u32,
                         repair: v["repair"].as_str().ok_or_else(bad)?.to_owned(),
+                        collected_tombstones: v["collected_tombstones"].as_u64().unwrap_or(0),
+                        collected_expired: v["collected_expired"].as_u64().unwrap_or(0),
                     });
                 }
                 Some("node_id") => h.node_ids.push((
@@ -701,6 +710,8 @@ mod tests {
                 time_ms: 1500,
                 readings: 2,
                 repair: "POST /v0/repair".into(),
+                collected_tombstones: 4,
+                collected_expired: 2,
             }),
             node_ids: vec![(0, 0), (3, 3), (3, 5)],
         };

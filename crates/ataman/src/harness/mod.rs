@@ -8,7 +8,9 @@
 //! - [`faults`]: fault kinds, the seeded schedule, injecting and healing;
 //!   [`crash`]: the `crash` fault (every member killed at once).
 //! - [`workload`]: seeded client threads (register, set, deletes) and the
-//!   final reads; [`client`] is their keep-alive HTTP client.
+//!   final reads; [`client`] is their keep-alive HTTP client; [`graves`]:
+//!   the keys the deletes workload leaves dead, so runs collect them.
+//! - [`collected`]: what the nodes' compactions collected during the run.
 //! - [`history`]: every operation and fault, as JSON lines.
 //! - [`converge`]: anti-entropy rounds and reading every replica's own copy.
 //! - [`checker`]: the pure checks over a history ([`checker::versions`]:
@@ -35,12 +37,14 @@
 pub mod checker;
 pub mod client;
 pub mod cluster;
+pub mod collected;
 pub mod command;
 pub mod config;
 pub mod converge;
 pub mod crash;
 pub mod error;
 pub mod faults;
+pub mod graves;
 pub mod history;
 pub mod membership;
 pub mod report;

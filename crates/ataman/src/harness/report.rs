@@ -96,6 +96,8 @@ impl Report {
             json!({
                 "converged": c.converged, "time_ms": c.time_ms, "readings": c.readings,
                 "repair": c.repair, "divergent_keys": f.divergent.count,
+                "collected_tombstones": c.collected_tombstones,
+                "collected_expired": c.collected_expired,
             })
         });
         let examples = json!({
@@ -250,6 +252,11 @@ impl Report {
                     c.readings,
                     f.divergent.count,
                     c.repair
+                );
+                let _ = writeln!(
+                    s,
+                    "collected during the run: {} tombstones, {} expired values",
+                    c.collected_tombstones, c.collected_expired
                 );
             }
             None => {

@@ -4,6 +4,7 @@
 //! 0); check the history; report.
 
 use super::cluster::{Cluster, ClusterSpec};
+use super::collected::Meter;
 use super::faults::{self, Injector};
 use super::history::{self, Crash, OpKind, Recorder, Workload};
 use super::report::Report;
@@ -96,6 +97,10 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
             what: "start the client threads".into(),
             source,
         })?;
+    let meter = Meter::start(&view).map_err(|source| HarnessError::Io {
+        what: "start the collection meter thread".into(),
+        source,
+    })?;
     let injector = Injector::with_min_members(&cluster, &recorder, shape.min_members);
     injector.record_node_ids();
     let left = injector.run(&steps, started, deadline);
@@ -162,7 +167,6 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
     if let Some(membership) = membership {
         convergence.repair = format!("{membership}; {}", convergence.repair);
     }
-    convergence.repair = format!("{}; {}", convergence.repair, collected(&cluster, &members));
     let final_keys: Vec<(String, Workload)> =
         keys.iter().map(|(k, (w, _))| (k.clone(), *w)).collect();
     workload::final_reads(
@@ -176,6 +180,9 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
         config.clients,
         config.clients,
     );
+    let collected = meter.finish();
+    convergence.collected_tombstones = collected.tombstones;
+    convergence.collected_expired = collected.expired;
     for (node, status) in cluster.poll_exits() {
         recorder.crash(Crash {
             node,
@@ -254,35 +261,6 @@ fn node_args(config: &Config) -> Vec<String> {
     }
     serve_args.extend(config.serve_args.iter().cloned());
     serve_args
-}
-
-/// What compaction collected, summed over `members` from their
-/// `/metrics` (since each node's last start: a restart zeroes them):
-/// tombstones and expired values dropped after the grace.
-fn collected(cluster: &Cluster, members: &[usize]) -> String {
-    let mut sums = [0u64; 2];
-    let names = [
-        "ataman_engine_tombstones_dropped_total",
-        "ataman_engine_expired_dropped_total",
-    ];
-    for &node in members {
-        let Some(text) = cluster.metrics(node) else {
-            continue;
-        };
-        for line in text.lines() {
-            let mut parts = line.split_whitespace();
-            let (Some(name), Some(value)) = (parts.next(), parts.next()) else {
-                continue;
-            };
-            if let Some(i) = names.iter().position(|n| *n == name) {
-                sums[i] += value.parse::<u64>().unwrap_or(0);
-            }
-        }
-    }
-    format!(
-        "collected since the nodes' last start: {} tombstones, {} expired values",
-        sums[0], sums[1]
-    )
 }
 
 fn write_history(history: &history::History, path: &std::path::Path) -> bool {

@@ -12,7 +12,7 @@
 //! | --- | --- | --- |
 //! | `register` | [`REGISTER_KEYS`] shared keys `r0`, `r1`, … | half puts, half gets |
 //! | `set` | a new key per put, `s<client>-<sequence>` | puts only; every key read at the end |
-//! | `deletes` | [`DELETE_KEYS`] shared keys `d0`, `d1`, … | 40% put, 30% delete, 30% get: delete/recreate cycles |
+//! | `deletes` | [`DELETE_KEYS`] shared keys `d0`, `d1`, …; graves `g<client>-<n>`, `x<client>-<n>` | 30% graves (`graves.rs`: keys put once then deleted, or expiring, then read); of the rest 40% put, 30% delete, 30% get: delete/recreate cycles |
 //!
 //! A client runs until the stop flag, the deadline, or [`OPS_PER_CLIENT_MAX`]
 //! operations, paced at its rate; each request is bounded by the client
@@ -20,6 +20,7 @@
 
 use super::client::{Answer, Client};
 use super::cluster::ClusterView;
+use super::graves::{self, Graves};
 use super::history::{Op, OpKind, OpOutcome, Phase, Recorder, Workload};
 use crate::http_client::url::target;
 use ataman_testkit::rng::Rng;
@@ -100,6 +101,7 @@ pub struct Generator {
     seq: u64,
     nodes: usize,
     workloads: Vec<Workload>,
+    graves: Graves,
 }
 
 impl Generator {
@@ -111,6 +113,7 @@ impl Generator {
             seq: 0,
             nodes,
             workloads: workloads.to_vec(),
+            graves: Graves::new(client),
         }
     }
 
@@ -135,9 +138,22 @@ impl Generator {
                 (OpKind::Get, key)
             }
             Workload::Set => (OpKind::Put, format!("s{}-{}", self.client, self.seq)),
+            Workload::Deletes if roll < graves::GRAVE_PERCENT => {
+                let grave = self.graves.next_op(&mut self.rng);
+                return Planned {
+                    workload,
+                    value: (grave.kind == OpKind::Put).then_some(value),
+                    kind: grave.kind,
+                    key: grave.key,
+                    node,
+                    ttl_ms: grave.ttl_ms,
+                };
+            }
             Workload::Deletes => {
                 let key = format!("d{}", self.rng.below(DELETE_KEYS));
-                let kind = match roll {
+                // The rest of the rolls: 40% put, 30% delete, 30% get.
+                let rest = (roll - graves::GRAVE_PERCENT) * 100 / (100 - graves::GRAVE_PERCENT);
+                let kind = match rest {
                     0..40 => OpKind::Put,
                     40..70 => OpKind::Delete,
                     _ => OpKind::Get,
@@ -213,6 +229,7 @@ pub fn perform(
         params.push(("ttl_ms", ttl.as_bytes()));
     }
     let path = target("/v0/entity", &params);
+    let value_bytes = graves::value_bytes(&planned.key, value_bytes);
     let wire = planned
         .value
         .as_deref()

@@ -415,6 +415,8 @@ fn convergence_and_crashes() {
         time_ms: 10,
         readings: 1,
         repair: "test".into(),
+        collected_tombstones: 0,
+        collected_expired: 0,
     });
     let f = check(&h);
     assert_eq!(f.divergent.count, 2, "{f:#?}");
@@ -471,6 +473,8 @@ fn convergence_and_crashes() {
         time_ms: 60_000,
         readings: 9,
         repair: "test".into(),
+        collected_tombstones: 0,
+        collected_expired: 0,
     });
     h.crashes.push(Crash {
         node: 2,
