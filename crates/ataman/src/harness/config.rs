@@ -201,6 +201,7 @@ impl Config {
             workloads: self.workloads.iter().map(|w| w.name().to_owned()).collect(),
             planted_bug: self.planted_bug.clone(),
             start_unix_ms: 0,
+            tombstone_grace_ms: self.grace_ms(),
         }
     }
 }

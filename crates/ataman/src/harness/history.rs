@@ -11,7 +11,7 @@
 //!
 //! | type | fields |
 //! | --- | --- |
-//! | `meta` | `seed`, `nodes`, `urls`, `ack_w`, `ack_r`, `from`, `clients`, `duration_s`, `faults`, `workloads`, `planted_bug`, `start_unix_ms` (the harness's clock at the start, for the expiry rules) |
+//! | `meta` | `seed`, `nodes`, `urls`, `ack_w`, `ack_r`, `from`, `clients`, `duration_s`, `faults`, `workloads`, `planted_bug`, `start_unix_ms` (the harness's clock at the start, for the expiry rules), `tombstone_grace_ms` (the nodes' grace: a collected tombstone reads as nothing) |
 //! | `op` | `client`, `phase` (`run`/`final`), `workload`, `op` (`put`/`get`/`delete`), `key`, `value` (written, or read: null for 404 or no answer), `node`, `ack`, `from`, `start_ms`, `end_ms`, `outcome` (`ok`/`fail`/`maybe`/`hang`), `status` (null without an answer), `error` (the error body or the I/O error, null on success), `version` (the answer's `X-Ataman-Version`, null without one), `ttl_ms` (an expiring put's, else null) |
 //! | `fault` | `kind`, `targets` (node indices), `start_ms`, `end_ms`, `detail`, `clock_offset_ms` (a clock jump's offset, else null) |
 //! | `crash` | `node`, `at_ms`, `status`: a node that exited without the harness stopping it, or not cleanly when it did |
@@ -288,6 +288,9 @@ pub struct Meta {
     /// The harness's wall clock when the run started, Unix ms (0: not
     /// known; the expiry rules are then skipped).
     pub start_unix_ms: u64,
+    /// The nodes' tombstone grace, ms (0: not known; a read naming no
+    /// version is then never excused by an unacknowledged delete).
+    pub tombstone_grace_ms: u64,
 }
 
 /// A whole run.
@@ -377,6 +380,7 @@ impl History {
             "ack_w": m.ack_w, "ack_r": m.ack_r, "from": m.from, "clients": m.clients,
             "duration_s": m.duration_s, "faults": m.faults, "workloads": m.workloads,
             "planted_bug": m.planted_bug, "start_unix_ms": m.start_unix_ms,
+            "tombstone_grace_ms": m.tombstone_grace_ms,
         });
         writeln!(out, "{meta}")?;
         for f in &self.faults {
@@ -492,6 +496,7 @@ fn meta_from_json(v: &Value) -> Option<Meta> {
         workloads: strings(&v["workloads"])?,
         planted_bug: v["planted_bug"].as_str().map(str::to_owned),
         start_unix_ms: v["start_unix_ms"].as_u64().unwrap_or(0),
+        tombstone_grace_ms: v["tombstone_grace_ms"].as_u64().unwrap_or(0),
     })
 }
 
@@ -644,6 +649,7 @@ mod tests {
                 workloads: vec!["set".into()],
                 planted_bug: None,
                 start_unix_ms: 1_700_000_000_000,
+                tombstone_grace_ms: 12_000,
             },
             ops: vec![Op {
                 client: 1,

@@ -27,8 +27,12 @@
 //!    read's, the newest by stamp `W`: `rv >= W`'s stamp (`lost`), with
 //!    one exception: a 404 naming no version is as good as `W` when `W`
 //!    is a delete or an expiring put past its deadline (a collected
-//!    tombstone or expired value reads as nothing). An unacknowledged
-//!    write is never required; it can appear only as itself (rule 1).
+//!    tombstone or expired value reads as nothing), or when a delete not
+//!    acknowledged started after `W` ended and at least the nodes'
+//!    tombstone grace before the read started (its tombstone, newer than
+//!    `W`, may have been collected: [`collectable_delete`]). An
+//!    unacknowledged write is never required; it can appear only as
+//!    itself (rule 1).
 //! 3. **Read your writes**: rule 2 over the reading client's own writes
 //!    (`ryw`).
 //! 4. **Expiry** (an expiring put `P` with `ttl_ms`): a 404 naming `P`'s
@@ -45,7 +49,10 @@
 //!    converged) returns no version older than one a read already saw,
 //!    unless a wipe began after that read (a wiped replica may lose an
 //!    unacknowledged write) or what was seen was a delete's or an
-//!    expiring put's and the final read is a 404 (`regressed`).
+//!    expiring put's and the final read is a 404, or the final read is a
+//!    404 naming no version and a delete of the key not acknowledged
+//!    may have been collected after what was seen (as in rule 2)
+//!    (`regressed`).
 //! 6. **Monotonic reads** (counted, not a violation): a read that
 //!    started after another ended, quorums intersecting, returning an
 //!    older version than it. Read repair is asynchronous
@@ -75,6 +82,9 @@ pub struct Clock {
     pub start_unix_ms: u64,
     /// Clock jumps: `(start_us, end_us, |offset| ms)`.
     pub jumps: Vec<(u64, u64, u64)>,
+    /// The nodes' tombstone grace, µs (0: not known; no delete counts as
+    /// collected).
+    pub grace_us: u64,
 }
 
 impl Clock {
@@ -88,6 +98,7 @@ impl Clock {
         Clock {
             start_unix_ms: history.meta.start_unix_ms,
             jumps,
+            grace_us: history.meta.tombstone_grace_ms.saturating_mul(1000),
         }
     }
 
@@ -242,9 +253,28 @@ fn required<'a>(r: &Op, writes: impl Iterator<Item = &'a Op>) -> Option<&'a Op> 
         .map(|(_, w)| w)
 }
 
-fn misses(r: &Op, seen: &Seen<'_>, w: &Op, clock: &Clock) -> bool {
+/// True when some delete among `writes` that was not acknowledged (it
+/// may have been applied) started after `after` ended, so its stamp is
+/// newer, and at least the grace before `at_us`: its tombstone may have
+/// been collected since, and the key read as nothing. A delete within
+/// the grace still has its tombstone, which a 404 then names.
+fn collectable_delete(writes: &[&Op], after: &Op, at_us: u64, clock: &Clock) -> bool {
+    clock.grace_us > 0
+        && writes.iter().any(|d| {
+            d.kind == OpKind::Delete
+                && d.outcome != OpOutcome::Ok
+                && d.outcome.may_be_applied()
+                && d.start_us > after.end_us
+                && d.start_us.saturating_add(clock.grace_us) <= at_us
+        })
+}
+
+fn misses(r: &Op, seen: &Seen<'_>, w: &Op, writes: &[&Op], clock: &Clock) -> bool {
     let v = acked(w).unwrap_or(0);
-    seen.rv < v && !(seen.rv == 0 && may_read_absent(w, r.start_us, clock))
+    seen.rv < v
+        && !(seen.rv == 0
+            && (may_read_absent(w, r.start_us, clock)
+                || collectable_delete(writes, w, r.start_us, clock)))
 }
 
 /// Rule 4 for one read.
@@ -297,7 +327,7 @@ pub fn check_key(key: &str, ops: &[&Op], wipes_us: &[u64], clock: &Clock, f: &mu
             }
         };
         if let Some(w) = required(r, writes.iter().copied())
-            && misses(r, &seen, w, clock)
+            && misses(r, &seen, w, &writes, clock)
         {
             f.lost.add(|| {
                 format!(
@@ -311,7 +341,7 @@ pub fn check_key(key: &str, ops: &[&Op], wipes_us: &[u64], clock: &Clock, f: &mu
         let own = writes.iter().copied().filter(|w| w.client == r.client);
         if r.phase == Phase::Run
             && let Some(w) = required(r, own)
-            && misses(r, &seen, w, clock)
+            && misses(r, &seen, w, &writes, clock)
         {
             f.ryw
                 .add(|| format!("{} did not see its own {}", describe(r), describe(w)));
@@ -322,11 +352,17 @@ pub fn check_key(key: &str, ops: &[&Op], wipes_us: &[u64], clock: &Clock, f: &mu
         }
         reads.push((r, seen));
     }
-    judge_order(&reads, wipes_us, f);
+    judge_order(&reads, &writes, wipes_us, clock, f);
 }
 
 /// Rules 5 and 6 over a key's explained reads.
-fn judge_order(reads: &[(&Op, Seen<'_>)], wipes_us: &[u64], f: &mut Findings) {
+fn judge_order(
+    reads: &[(&Op, Seen<'_>)],
+    writes: &[&Op],
+    wipes_us: &[u64],
+    clock: &Clock,
+    f: &mut Findings,
+) {
     for (late, late_seen) in reads {
         for (early, early_seen) in reads {
             if early.end_us >= late.start_us || late_seen.rv >= early_seen.rv {
@@ -343,7 +379,12 @@ fn judge_order(reads: &[(&Op, Seen<'_>)], wipes_us: &[u64], f: &mut Findings) {
                 && early_seen
                     .write
                     .is_some_and(|w| w.kind == OpKind::Delete || w.ttl_ms.is_some());
-            if !wiped && !absent_ok {
+            let collected = late.status == Some(404)
+                && late_seen.rv == 0
+                && early_seen
+                    .write
+                    .is_some_and(|w| collectable_delete(writes, w, late.start_us, clock));
+            if !wiped && !absent_ok && !collected {
                 f.regressed.add(|| {
                     format!(
                         "{} (version {}) after {} saw version {}",
