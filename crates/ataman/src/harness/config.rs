@@ -78,9 +78,10 @@ pub struct Config {
 /// misses a delete for that long: a fault lasts at most 4 s (a partition,
 /// a clock jump; a kill or pause less), hints are replayed when the link
 /// passes again and anti-entropy runs every 2 s, so a replica is behind
-/// about 6 s at most, half the grace; the node's default is 10 days. A
-/// grace shorter than the time a replica stays behind would lose deletes
-/// by design (a replica that missed one brings the old value back once the
+/// about 6 s at most, half the grace (not so in a long layout transition:
+/// docs/RELIABILITY.md, "Collection during a run", seed 1633); the node's
+/// default is 10 days. A grace shorter than the time a replica stays
+/// behind would lose deletes by design (a replica that missed one brings the old value back once the
 /// others collected the tombstone: docs/decisions/0007), which the checker
 /// would report.
 pub const TOMBSTONE_GRACE_MS: u64 = 12_000;
