@@ -378,7 +378,7 @@ pub(super) fn local_only(ctx: &NetContext, key: &[u8], ack: u32, from: u32, writ
 /// read-modify-write runs here. Decided from the layout, never from the
 /// connection's `from` (`ATAMAN.REPLICATION 1 1` must not make a key with
 /// other replicas look local: its update would start from a stale value).
-fn rmw_local_only(ctx: &NetContext, key: &[u8]) -> bool {
+pub(crate) fn rmw_local_only(ctx: &NetContext, key: &[u8]) -> bool {
     let placement = ctx.placement();
     if placement.len() == 1 && placement.is_live_member(placement.self_index()) {
         return true;
@@ -428,6 +428,21 @@ pub fn rmw(
         "atomic read-modify-write of a key with replicas on other nodes is not built yet \
          (the consensus register, issue 37); this node serves it for keys whose only \
          replica is this node"
+            .into(),
+    ))
+}
+
+/// What `WATCH` sees of `key` (`crate::net::resp::watch`): read here when
+/// its only replica is this node, refused otherwise as [`rmw`] is (the
+/// `EXEC` it guards could not run).
+pub fn watch(ctx: &NetContext, key: &[u8]) -> Result<crate::net::resp::watch::Seen, Answer> {
+    if rmw_local_only(ctx, key) {
+        return super::rmw_local::seen(ctx, key);
+    }
+    Err(Answer::Failed(
+        answer::Failure::NotImplemented,
+        "WATCH of a key with replicas on other nodes is not built yet (the consensus \
+         register, issue 37); this node serves it for keys whose only replica is this node"
             .into(),
     ))
 }

@@ -39,6 +39,7 @@ use super::resp::encode::Reply;
 use super::resp::expiry::{self, Next, Then};
 use super::resp::multi_apply::{self, Step};
 use super::resp::rmw::{self, Rmw, Write};
+use super::resp::watch::{self, Seen};
 use crate::replication::ReplyTo;
 use crate::rmw_chain::Head;
 use crate::state::{NetContext, Target};
@@ -87,6 +88,10 @@ pub struct Update {
     /// A `MULTI … EXEC` transaction's steps, run in place of `op`
     /// ([`multi_apply::apply`]); empty for one command.
     pub steps: Vec<Step>,
+    /// A transaction's watch ([`crate::net::resp::watch`]): it runs only
+    /// if the key is still as `WATCH` saw it, else `EXEC` answers the
+    /// null array; `None` for one command or a transaction unwatched.
+    pub watch: Option<Seen>,
 }
 
 // `op`'s float is never NaN (the parser refuses it).
@@ -111,6 +116,23 @@ impl Update {
                 from: self.from,
                 expiry: Expiry::Never,
             },
+        }
+    }
+
+    /// A read-only command (`GETRANGE`) as a plain read's second step,
+    /// for a key with replicas on other nodes; `None` for the others.
+    pub fn as_plain_read(&self) -> Option<super::resp::expiry::Chain> {
+        match &self.op {
+            Op::Value(op @ Rmw::GetRange { .. }) if self.steps.is_empty() => {
+                Some(super::resp::expiry::Chain {
+                    name: "getrange",
+                    key: self.key.clone(),
+                    ack: self.ack,
+                    from: self.from,
+                    then: super::resp::expiry::Then::Read(op.clone()),
+                })
+            }
+            _ => None,
         }
     }
 
@@ -159,6 +181,12 @@ pub fn start(ctx: &NetContext, reply_to: ReplyTo, update: &Update) -> Started {
         Ok(base) => base,
         Err(answer) => return Started::Refused(answer),
     };
+    if let Some(seen) = update.watch {
+        let now = Seen::of(base.ts, base.value.is_some(), base.deadline_ms, now_ms);
+        if !watch::holds(seen, now) {
+            return Started::Now(Reply::NullArray);
+        }
+    }
     let (value, ttl, reply) = match decide(ctx, update, &base, now_ms) {
         Ok(decided) => decided,
         Err(reply) => return Started::Now(reply),
@@ -229,7 +257,7 @@ fn decide(
     now_ms: u64,
 ) -> Result<(Option<Vec<u8>>, Ttl, Reply), Reply> {
     let max = ctx.config.value_bytes_max as u64;
-    if !update.steps.is_empty() {
+    if !update.steps.is_empty() || update.watch.is_some() {
         return transaction(update, base, now_ms, max);
     }
     match &update.op {
@@ -319,6 +347,24 @@ fn base(ctx: &NetContext, key: &[u8], now_ms: u64) -> Result<Base, Answer> {
             ts: None,
             read_seq,
         },
+    })
+}
+
+/// What `WATCH` sees of `key` on this node, for
+/// [`crate::net::resp::watch`]: the engine's newest version, what a `GET`
+/// after it reads, never a chain's head (an update still in flight). A
+/// watch that saw the head while the client's `GET` read the older value
+/// let `EXEC` write from that older value: redis-py's retry loop lost
+/// increments (`tests/resp_multi.rs`).
+pub fn seen(ctx: &NetContext, key: &[u8]) -> Result<Seen, Answer> {
+    let now_ms = crate::hlc::wall_ms();
+    let (entry, _) = ctx
+        .db
+        .get_at(key)
+        .map_err(|e| Answer::Failed(answer::Failure::Internal, format!("read failed: {e}")))?;
+    Ok(match entry {
+        Some(e) => Seen::of(Some(e.ts), e.value.is_some(), e.deadline_ms, now_ms),
+        None => Seen::of(None, false, None, now_ms),
     })
 }
 

@@ -326,7 +326,24 @@ impl Conn {
                 self.read_then(ctx, token, replicated, (read, chain), facts());
             }
             Plan::Scan(scan) => self.scan(ctx, token, scan),
+            Plan::Rmw(_, update)
+                if !crate::net::dispatch::rmw_local_only(ctx, &update.key)
+                    && update.as_plain_read().is_some() =>
+            {
+                // Read-only (`GETRANGE`) on a key with replicas on other
+                // nodes: a plain read, as `GET`, not an update.
+                let Some(chain) = update.as_plain_read() else {
+                    return;
+                };
+                let read = Command::GetVersion {
+                    key: chain.key.clone(),
+                    ack: chain.ack,
+                    from: chain.from,
+                };
+                self.read_then(ctx, token, replicated, (read, Box::new(chain)), facts());
+            }
             Plan::Rmw(name, update) => self.rmw(ctx, token, name, *update, facts()),
+            Plan::Watch(key, ack, from) => self.watch(ctx, key, ack, from),
             Plan::Slowlog(name, op) => self.slowlog_command(ctx, name, op),
         }
     }
@@ -599,6 +616,32 @@ impl Conn {
             }
             self.push_slot(Slot::Gather(Box::new(gather)));
         }
+    }
+
+    /// `WATCH key`: reads what the key is now (after this connection's
+    /// earlier writes: `WATCH` is not a write, so it waited) and keeps it
+    /// in the session (`crate::net::resp::watch`).
+    fn watch(&mut self, ctx: &NetContext, key: Vec<u8>, ack: u32, from: u32) {
+        let Some(state) = self.resp.as_mut() else {
+            return;
+        };
+        let read = [Command::Get {
+            key: key.clone(),
+            ack,
+            from,
+        }];
+        if let Err(denied) = auth::admit_named(&ctx.shared.auth, &state.session, "watch", &read) {
+            return self.reply_now(&denied);
+        }
+        let reply = match crate::net::dispatch::watch(ctx, &key) {
+            Ok(seen) => {
+                state.session.watch = Some(crate::net::resp::watch::Watched { key, seen });
+                encode::OK
+            }
+            Err(Answer::Failed(failure, text)) => table::failure_reply(failure, &text),
+            Err(other) => Reply::err(format!("internal error: WATCH read {other:?}")),
+        };
+        self.reply_now(&reply);
     }
 
     /// The conditional write of the read-modify-write at `address` met a

@@ -146,6 +146,10 @@ fn admitted(auth: &Auth, role: Option<Role>, words: &[&str]) -> bool {
             &[crate::net::dispatch::Command::Slowlog(op)],
         ),
         Plan::Rmw(name, update) => auth::admit_named(auth, &session, name, &[update.as_command()]),
+        Plan::Watch(key, ack, from) => {
+            let read = crate::net::dispatch::Command::Get { key, ack, from };
+            auth::admit_named(auth, &session, "watch", &[read])
+        }
         Plan::Reply(Reply::Error(e)) => panic!("{words:?} refused by the table: {e}"),
         Plan::Node(NodeQuery::BgSave) => auth::admit_named(
             auth,

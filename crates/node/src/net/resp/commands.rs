@@ -461,7 +461,7 @@ const _: () = assert!(
 
 /// Commands refused because they need an atomic read-modify-write not
 /// built yet (several keys, transactions).
-pub const ATOMIC: &[&str] = &["msetnx", "multi", "exec", "discard", "watch", "unwatch"];
+pub const ATOMIC: &[&str] = &["msetnx", "multi", "exec", "discard", "unwatch"];
 /// Commands of types ataman does not have.
 pub const OTHER_TYPES: &[&str] = &[
     "lpush",

@@ -29,6 +29,9 @@ pub enum Reply {
     Bulk(Vec<u8>),
     /// The null bulk (a missing value).
     Null,
+    /// The null array (`*-1` in RESP2, `_` in RESP3): `EXEC` aborted by
+    /// a watched key's change.
+    NullArray,
     /// An array.
     Array(Vec<Reply>),
     /// A map (a flat array in RESP2).
@@ -58,6 +61,10 @@ pub fn encode(out: &mut Vec<u8>, reply: &Reply, proto: Proto) {
         Reply::Int(n) => int(out, *n),
         Reply::Bulk(bytes) => bulk(out, bytes),
         Reply::Null => null(out, proto),
+        Reply::NullArray => match proto {
+            Proto::Resp2 => out.extend_from_slice(b"*-1\r\n"),
+            Proto::Resp3 => out.extend_from_slice(b"_\r\n"),
+        },
         Reply::Array(items) => {
             header(out, b'*', items.len());
             for item in items {

@@ -100,37 +100,67 @@ pub enum SetExpiry {
     Keep,
 }
 
-/// `SET`'s options: the expiry (`EX`, `PX`, `EXAT`, `PXAT`, `KEEPTTL`, at
-/// most one); `NX`, `XX`, `GET` are refused, saying why.
-pub(super) fn set_options(options: &[Cow<'_, [u8]>]) -> Result<SetExpiry, Reply> {
-    let mut expiry = None;
+/// The options of `SET` (`command` "set") or `GETEX` ("getex") as
+/// Redis 7's `parseExtendedStringArgumentsOrReply` parses them, in one
+/// pass: a word is refused (`syntax error`) only when it is unknown, not
+/// allowed for the command, or clashes with an option already given; a
+/// repeat of the same option is allowed (`KEEPTTL KEEPTTL`, `NX NX`,
+/// `EX 10 EX 20`: the last amount counts). Only the last amount is
+/// checked, after the whole parse (`EX abc EX 20` is fine, as in Redis).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Extended {
+    nx: bool,
+    xx: bool,
+    get: bool,
+    keepttl: bool,
+    persist: bool,
+    /// The expiry option (lower-case unit) and its amount.
+    expiry: Option<(String, Vec<u8>)>,
+}
+
+fn extended(options: &[Cow<'_, [u8]>], command: &str) -> Result<Extended, Reply> {
+    let set = command == "set";
+    let mut o = Extended::default();
     let mut i = 0;
     while i < options.len() {
-        let option = lower(&options[i]);
-        let set = match option.as_str() {
-            "ex" | "px" | "exat" | "pxat" => {
-                let Some(amount) = options.get(i + 1) else {
-                    return Err(Reply::err("syntax error"));
-                };
+        let word = lower(&options[i]);
+        let unit_other =
+            |o: &Extended, unit: &str| o.expiry.as_ref().is_some_and(|(u, _)| u != unit);
+        match word.as_str() {
+            "nx" if set && !o.xx => o.nx = true,
+            "xx" if set && !o.nx => o.xx = true,
+            "get" if set => o.get = true,
+            "keepttl" if set && o.expiry.is_none() => o.keepttl = true,
+            "persist" if !set && o.expiry.is_none() => o.persist = true,
+            "ex" | "px" | "exat" | "pxat"
+                if !o.keepttl && !o.persist && !unit_other(&o, &word) && i + 1 < options.len() =>
+            {
                 i += 1;
-                SetExpiry::To(expiry_of("set", &option, amount)?)
-            }
-            "keepttl" => SetExpiry::Keep,
-            "nx" | "xx" | "get" => {
-                return Err(Reply::err(format!(
-                    "SET {} is not supported: it needs an atomic read-modify-write, which \
-                     ataman's leaderless last-writer-wins replication cannot honour (docs/RESP.md)",
-                    option.to_ascii_uppercase()
-                )));
+                o.expiry = Some((word, options[i].to_vec()));
             }
             _ => return Err(Reply::err("syntax error")),
-        };
-        if expiry.replace(set).is_some() {
-            return Err(Reply::err("syntax error"));
         }
         i += 1;
     }
-    Ok(expiry.unwrap_or(SetExpiry::To(Expiry::Never)))
+    Ok(o)
+}
+
+/// `SET`'s options ([`Extended`]'s rules): the expiry (`EX`, `PX`,
+/// `EXAT`, `PXAT`, `KEEPTTL`) and the condition words (`NX`, `XX`, `GET`,
+/// as given) for `super::rmw::parse`.
+pub(super) fn set_options(options: &[Cow<'_, [u8]>]) -> Result<(SetExpiry, Vec<Vec<u8>>), Reply> {
+    let o = extended(options, "set")?;
+    let expiry = match (&o.expiry, o.keepttl) {
+        (Some((unit, amount)), _) => SetExpiry::To(expiry_of("set", unit, amount)?),
+        (None, true) => SetExpiry::Keep,
+        (None, false) => SetExpiry::To(Expiry::Never),
+    };
+    let conditions = [(o.nx, "nx"), (o.xx, "xx"), (o.get, "get")]
+        .into_iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, word)| word.as_bytes().to_vec())
+        .collect();
+    Ok((expiry, conditions))
 }
 
 /// `EXPIRE`'s condition on the key's current deadline.
@@ -151,7 +181,7 @@ pub enum Condition {
 }
 
 /// What the second step does with the read version.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Then {
     /// `EXPIRE`, `PEXPIRE`, `EXPIREAT`, `PEXPIREAT`: the new expiry (`None`:
     /// a time not after now, which deletes the key), on a condition.
@@ -163,7 +193,14 @@ pub enum Then {
     GetEx(Option<Expiry>),
     /// `SET key value KEEPTTL`: this value, with the deadline the key has.
     KeepTtl(Vec<u8>),
+    /// A read-only string command (`GETRANGE`) answered from the value
+    /// read: on a key with replicas on other nodes it is a plain read
+    /// (`ack` of `from`, as `GET`), never a write.
+    Read(super::rmw::Rmw),
 }
+
+// The float of an `Rmw` is never NaN (the parser refuses it).
+impl Eq for Then {}
 
 /// A read-then-write command's key, replication and second step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,6 +221,13 @@ impl Chain {
     /// The write the command may make, whatever its read finds: it is
     /// admitted under the write role before its read runs.
     pub fn would_write(&self) -> crate::net::dispatch::Command<'static> {
+        if let Then::Read(_) = self.then {
+            return crate::net::dispatch::Command::Get {
+                key: self.key.clone(),
+                ack: self.ack,
+                from: self.from,
+            };
+        }
         crate::net::dispatch::Command::Write {
             key: self.key.clone(),
             value: None,
@@ -220,6 +264,18 @@ fn deadline_at(expiry: Option<Expiry>, now_ms: u64) -> u64 {
     }
 }
 
+/// `EXPIRE`'s `condition` on a key whose deadline is `current`, for the
+/// new `expiry` (`None`: not after now) at `now_ms` (also inside
+/// `MULTI`: `super::multi_apply`).
+pub fn condition_holds(
+    condition: Condition,
+    current: Option<u64>,
+    expiry: Option<Expiry>,
+    now_ms: u64,
+) -> bool {
+    holds(condition, current, deadline_at(expiry, now_ms))
+}
+
 fn holds(condition: Condition, current: Option<u64>, new_ms: u64) -> bool {
     match (condition, current) {
         (Condition::Always, _) => true,
@@ -242,6 +298,7 @@ pub fn follow(then: &Then, read: &Answer, now_ms: u64) -> Next {
             return Next::Reply(match then {
                 Then::Expire(..) | Then::Persist => Reply::Int(0),
                 Then::GetEx(_) => Reply::Null,
+                Then::Read(op) => super::rmw::apply(None, op, u64::MAX).reply,
                 Then::KeepTtl(new) => {
                     return Next::Write {
                         value: Some(new.clone()),
@@ -274,6 +331,10 @@ pub fn follow(then: &Then, read: &Answer, now_ms: u64) -> Next {
             Next::Reply(Reply::Bulk(value.clone()))
         }
         Then::GetEx(Some(expiry)) => write(Some(value), *expiry, Reply::Bulk(value.clone())),
+        Then::Read(op) => {
+            let live = current.is_none_or(|d| d > now_ms).then_some(&value[..]);
+            Next::Reply(super::rmw::apply(live, op, u64::MAX).reply)
+        }
         Then::KeepTtl(new) => write(
             Some(new),
             current.map_or(Expiry::Never, Expiry::AtMs),
@@ -310,7 +371,10 @@ pub(super) fn expire_args(
             "xx" => Condition::Xx,
             "gt" => Condition::Gt,
             "lt" => Condition::Lt,
-            other => return Err(Reply::err(format!("Unsupported option {other}"))),
+            _ => {
+                let given = String::from_utf8_lossy(option);
+                return Err(Reply::err(format!("Unsupported option {given}")));
+            }
         };
         condition = match (condition, next) {
             (Condition::Always, next) => next,
@@ -332,17 +396,11 @@ pub(super) fn expire_args(
 
 /// `GETEX key [EX s|PX ms|EXAT s|PXAT ms|PERSIST]`: the new expiry, if any.
 pub(super) fn getex_args(options: &[Cow<'_, [u8]>]) -> Result<Option<Expiry>, Reply> {
-    match options {
-        [] => Ok(None),
-        [persist] if lower(persist) == "persist" => Ok(Some(Expiry::Never)),
-        [unit, amount] => {
-            let unit = lower(unit);
-            match unit.as_str() {
-                "ex" | "px" | "exat" | "pxat" => expiry_of("getex", &unit, amount).map(Some),
-                _ => Err(Reply::err("syntax error")),
-            }
-        }
-        _ => Err(Reply::err("syntax error")),
+    let o = extended(options, "getex")?;
+    match (o.expiry, o.persist) {
+        (Some((unit, amount)), _) => expiry_of("getex", &unit, &amount).map(Some),
+        (None, true) => Ok(Some(Expiry::Never)),
+        (None, false) => Ok(None),
     }
 }
 
@@ -419,6 +477,57 @@ mod tests {
         );
         assert!(getex_args(&args(&["px"])).is_err());
         assert!(getex_args(&args(&["ex", "0"])).is_err());
+    }
+
+    /// Redis 7's one-pass option parser: a repeat is allowed (the last
+    /// amount counts, only it is checked), a clash is a syntax error
+    /// before any amount is checked.
+    #[test]
+    fn repeated_options_parse_as_redis_does() {
+        let set = |words: &[&str]| set_options(&args(words));
+        let syntax = Err(Reply::err("syntax error"));
+        let nx = vec![b"nx".to_vec()];
+        assert_eq!(set(&["keepttl", "KEEPTTL"]), Ok((SetExpiry::Keep, vec![])));
+        assert_eq!(
+            set(&["nx", "NX"]),
+            Ok((SetExpiry::To(Expiry::Never), nx.clone()))
+        );
+        assert_eq!(
+            set(&["ex", "abc", "EX", "20"]),
+            Ok((SetExpiry::To(Expiry::AfterMs(20_000)), vec![]))
+        );
+        assert_eq!(set(&["ex", "10", "px", "20"]), syntax);
+        assert_eq!(set(&["keepttl", "ex", "10"]), syntax);
+        assert_eq!(set(&["ex", "10", "keepttl"]), syntax);
+        assert_eq!(set(&["ex", "10", "ex"]), syntax);
+        assert_eq!(set(&["nx", "ex", "abc", "xx"]), syntax);
+        assert_eq!(set(&["persist"]), syntax);
+        let not_integer = Err(Reply::err("value is not an integer or out of range"));
+        assert_eq!(set(&["ex", "nx"]), not_integer);
+        assert_eq!(
+            getex_args(&args(&["persist", "persist"])),
+            Ok(Some(Expiry::Never))
+        );
+        assert_eq!(
+            getex_args(&args(&["ex", "0", "ex", "1"])),
+            Ok(Some(Expiry::AfterMs(1_000)))
+        );
+        let syntax = Err(Reply::err("syntax error"));
+        assert_eq!(getex_args(&args(&["ex", "1", "persist"])), syntax);
+        assert_eq!(getex_args(&args(&["keepttl"])), syntax);
+    }
+
+    /// `GETRANGE` as a plain read's second step: Redis's replies from the
+    /// value read, an expired or missing value as empty, never a write.
+    #[test]
+    fn a_read_only_step_answers_from_the_value_read() {
+        let range = Then::Read(crate::net::resp::rmw::Rmw::GetRange { start: 1, end: -1 });
+        let v = |deadline| Answer::ValueUntil(b"hello".to_vec(), deadline);
+        let bulk = |b: &[u8]| Next::Reply(Reply::Bulk(b.to_vec()));
+        assert_eq!(follow(&range, &v(None), 0), bulk(b"ello"));
+        assert_eq!(follow(&range, &v(Some(10)), 5), bulk(b"ello"));
+        assert_eq!(follow(&range, &v(Some(10)), 10), bulk(b""));
+        assert_eq!(follow(&range, &Answer::NotFound(None), 0), bulk(b""));
     }
 
     /// The second step: replies for a missing key, conditions on the

@@ -35,6 +35,7 @@ pub mod scan;
 pub mod session;
 pub mod slowlog;
 pub mod table;
+pub mod watch;
 
 /// The Redis version whose commands' behaviour the front end follows
 /// (`INFO`'s `redis_version`, `HELLO`'s `version`).

@@ -10,7 +10,9 @@
 //!    `EXEC` and `DISCARD` without `MULTI` are
 //!    `ERR EXEC without MULTI`, `ERR DISCARD without MULTI`; `EXEC` with
 //!    arguments inside `MULTI` discards the transaction (`EXECABORT`).
-//!    `WATCH` is refused (not kept); `UNWATCH` answers `+OK`.
+//!    `WATCH` and `UNWATCH` outside it follow [`super::watch`]: the
+//!    watched key is the transaction's key, and `EXEC` (any answer),
+//!    `DISCARD` and `UNWATCH` clear the watch.
 //! 2. Inside the queue every other command is checked when it arrives
 //!    (its name, its arity, that a transaction may hold it, that it names
 //!    the transaction's key) and answered `+QUEUED`, or its error, which
@@ -23,7 +25,8 @@
 //!    command naming another is refused (rule 2's failure). A transaction
 //!    may hold `GET`, `SET` (any options), `DEL`, `EXISTS`, the `INCR`
 //!    family, `APPEND`, `STRLEN`, `GETRANGE`, `SETRANGE`, `GETSET`,
-//!    `GETDEL`, `SETNX`, `EXPIRE`, `PEXPIRE` (no `NX|XX|GT|LT`), `TTL`,
+//!    `GETDEL`, `SETNX`, `EXPIRE`, `PEXPIRE`, `EXPIREAT`, `PEXPIREAT`
+//!    (with `NX|XX|GT|LT`), `TTL`,
 //!    `PTTL`, `PING`, `ECHO`, `UNWATCH` ([`TX_COMMANDS`]).
 //! 4. **Bounded.** At most [`TX_QUEUED_MAX`] commands and
 //!    [`TX_QUEUED_BYTES_MAX`] bytes of arguments are queued; the command
@@ -35,9 +38,10 @@
 //!    `INCRBY k x`) is that command's element of the array, as in Redis.
 
 use super::encode::{OK, Reply};
-use super::expiry::{Condition, Unit, expire_args};
+use super::expiry::{Unit, expire_args};
 use super::multi_apply::Step;
 use super::table::{Limits, Plan, lookup_bytes, refusal, unknown_command, wrong_arity};
+use super::watch::Watched;
 use crate::net::resp::rmw::Rmw;
 use crate::net::rmw_local::{Op, Ttl, Update};
 use std::borrow::Cow;
@@ -70,6 +74,8 @@ pub const TX_COMMANDS: &[&str] = &[
     "setnx",
     "expire",
     "pexpire",
+    "expireat",
+    "pexpireat",
     "ttl",
     "pttl",
 ];
@@ -94,12 +100,20 @@ pub enum Verdict {
     Pass,
     /// Answered now (queued, refused, opened, discarded).
     Reply(Reply),
-    /// `EXEC` of this queue (the transaction is closed).
-    Exec(Queue),
+    /// `EXEC` of this queue (the transaction is closed) under this watch
+    /// (taken: cleared).
+    Exec(Queue, Option<Watched>),
+    /// `WATCH`: read this key and keep it ([`super::watch`]).
+    Watch(Vec<u8>),
 }
 
-/// Rules 1, 2: `args` (never empty) against the connection's `open` transaction.
-pub fn intercept(args: &[Cow<'_, [u8]>], open: &mut Option<Queue>) -> Verdict {
+/// Rules 1, 2: `args` (never empty) against the connection's `open`
+/// transaction and its `watched` key.
+pub fn intercept(
+    args: &[Cow<'_, [u8]>],
+    open: &mut Option<Queue>,
+    watched: &mut Option<Watched>,
+) -> Verdict {
     let is = |n: &str| args[0].eq_ignore_ascii_case(n.as_bytes());
     let refuse = |open: &mut Option<Queue>, reply: Reply| {
         if let Some(q) = open.as_mut() {
@@ -109,6 +123,7 @@ pub fn intercept(args: &[Cow<'_, [u8]>], open: &mut Option<Queue>) -> Verdict {
     };
     let control = ["multi", "exec", "discard"].iter().any(|n| is(n));
     if is("exec") && args.len() != 1 && open.take().is_some() {
+        *watched = None;
         return Verdict::Reply(Reply::Error(
             "EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' \
              command"
@@ -123,22 +138,34 @@ pub fn intercept(args: &[Cow<'_, [u8]>], open: &mut Option<Queue>) -> Verdict {
     }
     match open {
         None if is("multi") => {
-            *open = Some(Queue::default());
+            *open = Some(Queue {
+                key: watched.as_ref().map(|w| w.key.clone()),
+                ..Queue::default()
+            });
             Verdict::Reply(OK)
         }
         None if is("exec") => Verdict::Reply(Reply::err("EXEC without MULTI")),
         None if is("discard") => Verdict::Reply(Reply::err("DISCARD without MULTI")),
-        // No watches are kept (`WATCH` is refused): nothing to clear.
-        None if is("unwatch") && args.len() == 1 => Verdict::Reply(OK),
+        None if is("unwatch") && args.len() == 1 => {
+            *watched = None;
+            Verdict::Reply(OK)
+        }
+        None if is("unwatch") => Verdict::Reply(wrong_arity("unwatch")),
+        None if is("watch") && args.len() < 2 => Verdict::Reply(wrong_arity("watch")),
+        None if is("watch") => match super::watch::watch(&args[1..], watched.as_ref()) {
+            super::watch::Verdict::Read(key) => Verdict::Watch(key),
+            super::watch::Verdict::Reply(reply) => Verdict::Reply(reply),
+        },
         None => Verdict::Pass,
         Some(_) if is("quit") || is("reset") => Verdict::Pass,
         Some(_) if is("multi") => Verdict::Reply(Reply::err("MULTI calls can not be nested")),
         Some(_) if is("watch") => Verdict::Reply(Reply::err("WATCH inside MULTI is not allowed")),
         Some(_) if is("discard") => {
             *open = None;
+            *watched = None;
             Verdict::Reply(OK)
         }
-        Some(_) if is("exec") => Verdict::Exec(open.take().unwrap_or_default()),
+        Some(_) if is("exec") => Verdict::Exec(open.take().unwrap_or_default(), watched.take()),
         Some(queue) => match queue.push(args) {
             Ok(()) => Verdict::Reply(Reply::Simple("QUEUED")),
             Err(reply) => refuse(open, reply),
@@ -201,8 +228,14 @@ impl Queue {
     }
 }
 
-/// Rule 5: `EXEC` of `queue` with the session's `ack`/`from`.
-pub fn exec<'b>(queue: Queue, limits: Limits, (ack, from): (u32, u32)) -> Plan<'b> {
+/// Rule 5: `EXEC` of `queue` with the session's `ack`/`from`, under the
+/// watch `watched` had (its key is the queue's: [`intercept`]).
+pub fn exec<'b>(
+    queue: Queue,
+    watched: Option<Watched>,
+    limits: Limits,
+    (ack, from): (u32, u32),
+) -> Plan<'b> {
     if queue.failed {
         return Plan::Reply(Reply::Error(
             "EXECABORT Transaction discarded because of previous errors.".into(),
@@ -220,6 +253,10 @@ pub fn exec<'b>(queue: Queue, limits: Limits, (ack, from): (u32, u32)) -> Plan<'
         });
         return Plan::Reply(Reply::Array(replies.collect()));
     };
+    let watch = watched.map(|w| {
+        debug_assert!(w.key == key, "the watched key is the transaction's");
+        w.seen
+    });
     let update = Update {
         key,
         // Unused: a transaction runs `steps` (`Update::steps`).
@@ -228,6 +265,7 @@ pub fn exec<'b>(queue: Queue, limits: Limits, (ack, from): (u32, u32)) -> Plan<'
         ack,
         from,
         steps,
+        watch,
     };
     Plan::Rmw("exec", Box::new(update))
 }
@@ -265,13 +303,12 @@ fn step(args: &[Vec<u8>], limits: Limits) -> Step {
         "exists" => Step::Exists(args.len() as i64 - 1),
         "ttl" => Step::Ttl(Unit::Seconds),
         "pttl" => Step::Ttl(Unit::Millis),
-        "expire" | "pexpire" => match expire_args(&name, &args[2], &args[3..]) {
-            Ok((expiry, Condition::Always)) => Step::Expire(expiry),
-            Ok(_) => Step::Reply(Reply::err(
-                "EXPIRE's NX|XX|GT|LT are not supported inside MULTI (docs/RESP.md)",
-            )),
-            Err(reply) => Step::Reply(reply),
-        },
+        "expire" | "pexpire" | "expireat" | "pexpireat" => {
+            match expire_args(&name, &args[2], &args[3..]) {
+                Ok((expiry, condition)) => Step::Expire(expiry, condition),
+                Err(reply) => Step::Reply(reply),
+            }
+        }
         "set" => rmw(super::rmw_plan::set(&args, limits, 0, 0)),
         _ => {
             let spec = lookup_bytes(&args[0]).map_or("unwatch", |(_, s)| s.name);
@@ -293,7 +330,7 @@ mod tests {
     };
 
     fn send(open: &mut Option<Queue>, words: &[&str]) -> Verdict {
-        intercept(&args(words), open)
+        intercept(&args(words), open, &mut None)
     }
 
     fn reply(open: &mut Option<Queue>, words: &[&str]) -> Reply {
@@ -344,14 +381,72 @@ mod tests {
             open.as_ref()
                 .is_some_and(|q| q.failed && q.commands.len() == 3)
         );
-        let Verdict::Exec(queue) = send(&mut open, &["exec"]) else {
+        let Verdict::Exec(queue, None) = send(&mut open, &["exec"]) else {
             panic!("not an exec")
         };
-        let aborted = exec(queue, LIMITS, (1, 1));
+        let aborted = exec(queue, None, LIMITS, (1, 1));
         assert!(matches!(aborted, Plan::Reply(Reply::Error(e)) if e.starts_with("EXECABORT")));
         reply(&mut open, &["multi"]);
         let mget = reply(&mut open, &["mget", "k"]);
         assert!(matches!(&mget, Reply::Error(e) if e.contains("MGET inside MULTI")));
+    }
+
+    /// Rule 1 with a watch: `WATCH` asks for a read; the watched key is
+    /// the queue's; `EXEC` takes the watch (cleared whatever it answers),
+    /// `DISCARD` and `UNWATCH` clear it, `EXEC` without `MULTI` keeps it.
+    #[test]
+    fn the_watch_is_the_transactions_key_and_is_cleared() {
+        use super::super::watch::{Seen, Watched};
+        let watched = || {
+            Some(Watched {
+                key: b"w".to_vec(),
+                seen: Seen::of(Some(3), true, None, 0),
+            })
+        };
+        let (mut open, mut w) = (None, None);
+        let send = |open: &mut Option<Queue>, w: &mut Option<Watched>, words: &[&str]| {
+            intercept(&args(words), open, w)
+        };
+        assert_eq!(
+            send(&mut open, &mut w, &["watch", "w"]),
+            Verdict::Watch(b"w".to_vec())
+        );
+        let arity = send(&mut open, &mut w, &["watch"]);
+        assert_eq!(arity, Verdict::Reply(wrong_arity("watch")));
+        w = watched();
+        assert!(matches!(
+            send(&mut open, &mut w, &["exec"]),
+            Verdict::Reply(Reply::Error(_))
+        ));
+        assert_eq!(w, watched(), "EXEC without MULTI keeps the watch");
+        assert_eq!(send(&mut open, &mut w, &["multi"]), Verdict::Reply(OK));
+        let other = send(&mut open, &mut w, &["get", "x"]);
+        assert!(matches!(other, Verdict::Reply(Reply::Error(e)) if e.contains("one key")));
+        let Verdict::Exec(queue, Some(taken)) = send(&mut open, &mut w, &["exec"]) else {
+            panic!("EXEC without its watch")
+        };
+        assert_eq!((queue.key.as_deref(), w.as_ref()), (Some(&b"w"[..]), None));
+        assert_eq!(Some(taken), watched());
+        w = watched();
+        send(&mut open, &mut w, &["multi"]);
+        assert_eq!(send(&mut open, &mut w, &["discard"]), Verdict::Reply(OK));
+        assert_eq!(w, None, "DISCARD clears the watch");
+        w = watched();
+        assert_eq!(send(&mut open, &mut w, &["unwatch"]), Verdict::Reply(OK));
+        assert_eq!(w, None, "UNWATCH clears the watch");
+        // A keyless transaction under a watch is a check of the watched key.
+        w = watched();
+        send(&mut open, &mut w, &["multi"]);
+        let Verdict::Exec(queue, taken) = send(&mut open, &mut w, &["exec"]) else {
+            panic!("not an exec")
+        };
+        let Plan::Rmw("exec", update) = exec(queue, taken, LIMITS, (1, 1)) else {
+            panic!("a watched EXEC is not an update")
+        };
+        assert_eq!(
+            (update.key, update.watch),
+            (b"w".to_vec(), Some(Seen::of(Some(3), true, None, 0)))
+        );
     }
 
     /// Rule 4: the command past the bound is refused.
@@ -382,7 +477,7 @@ mod tests {
                 reply(open, c);
             }
             match send(open, &["exec"]) {
-                Verdict::Exec(q) => exec(q, LIMITS, (1, 1)),
+                Verdict::Exec(q, w) => exec(q, w, LIMITS, (1, 1)),
                 other => panic!("{other:?}"),
             }
         };

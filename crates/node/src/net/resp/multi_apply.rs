@@ -13,14 +13,17 @@
 //! 2. A read-modify-write step is [`rmw::apply`]; when it writes a value
 //!    its expiry is its own rule (`INCR` keeps the deadline, `SET` drops
 //!    or sets one); a delete drops the deadline.
-//! 3. `EXPIRE`/`PEXPIRE` of a present key set the deadline (not after
-//!    now: the key is deleted) and answer 1; of an absent key, 0.
+//! 3. `EXPIRE`/`PEXPIRE`/`EXPIREAT`/`PEXPIREAT` of a present key whose
+//!    `NX|XX|GT|LT` condition holds (`super::expiry::condition_holds`, as
+//!    outside a transaction) set the deadline (not after now: the key is
+//!    deleted) and answer 1; of an absent key, or when the condition
+//!    fails, 0.
 //! 4. `TTL`/`PTTL` answer as outside a transaction (-2, -1, the time left).
 //! 5. The write is the difference between the state read and the state
 //!    left: nothing when both the value and the deadline are unchanged.
 
 use super::encode::Reply;
-use super::expiry::{Unit, time_left};
+use super::expiry::{Condition, Unit, condition_holds, time_left};
 use super::rmw::{self, Rmw, Write};
 use crate::net::answer::Answer;
 use crate::ttl::{DEADLINE_MS_MAX, Expiry};
@@ -39,8 +42,9 @@ pub enum Step {
     Del,
     /// `EXISTS key [key …]`: the key named this many times.
     Exists(i64),
-    /// `EXPIRE`/`PEXPIRE` (`None`: not after now, a delete).
-    Expire(Option<Expiry>),
+    /// `EXPIRE`/`PEXPIRE`/`EXPIREAT`/`PEXPIREAT` (`None`: not after now,
+    /// a delete) on its `NX|XX|GT|LT` condition.
+    Expire(Option<Expiry>, Condition),
     /// `TTL`/`PTTL`.
     Ttl(Unit),
 }
@@ -124,12 +128,22 @@ fn run(state: &mut State, step: &Step, now_ms: u64, value_bytes_max: u64) -> Rep
             };
             time_left(&answer, *unit, now_ms)
         }
-        Step::Expire(_) if !present => Reply::Int(0),
-        Step::Expire(None) => {
+        Step::Expire(..) if !present => Reply::Int(0),
+        Step::Expire(expiry, condition)
+            if !condition_holds(*condition, state.deadline_ms, *expiry, now_ms) =>
+        {
+            Reply::Int(0)
+        }
+        Step::Expire(None, _) => {
             *state = State::default();
             Reply::Int(1)
         }
-        Step::Expire(Some(expiry)) => match deadline_at(*expiry, now_ms) {
+        Step::Expire(Some(expiry), _) => match deadline_at(*expiry, now_ms) {
+            // An absolute deadline not after now deletes, as Redis.
+            Ok(Some(at)) if at <= now_ms => {
+                *state = State::default();
+                Reply::Int(1)
+            }
             Ok(deadline) => {
                 state.deadline_ms = deadline;
                 Reply::Int(1)
@@ -251,7 +265,7 @@ mod tests {
             deadline_ms: None,
         };
         let steps = [
-            Step::Expire(Some(Expiry::AfterMs(10_000))),
+            Step::Expire(Some(Expiry::AfterMs(10_000)), Condition::Always),
             Step::Rmw(Rmw::IncrBy(1), None),
             Step::Ttl(Unit::Seconds),
         ];
@@ -265,10 +279,45 @@ mod tests {
         );
         let dropped = apply(&out_state(&out), &[set("x", None)], 1_000, MAX);
         assert_eq!(dropped.deadline_ms, None);
-        let absent = apply(&State::default(), &[Step::Expire(None)], 0, MAX);
+        let absent = apply(
+            &State::default(),
+            &[Step::Expire(None, Condition::Always)],
+            0,
+            MAX,
+        );
         assert_eq!(absent.reply, Reply::Array(vec![Reply::Int(0)]));
-        let gone = apply(&base, &[Step::Expire(None)], 0, MAX);
+        let gone = apply(&base, &[Step::Expire(None, Condition::Always)], 0, MAX);
         assert_eq!(gone.write, Write::Delete);
+    }
+
+    /// Rule 3: `NX|XX|GT|LT` inside a transaction judge the deadline the
+    /// earlier steps left, as outside one.
+    #[test]
+    fn expire_conditions_see_the_earlier_steps() {
+        let base = State {
+            value: Some(b"v".to_vec()),
+            deadline_ms: None,
+        };
+        let expire = |ms, condition| Step::Expire(Some(Expiry::AfterMs(ms)), condition);
+        let steps = [
+            expire(10_000, Condition::Xx),
+            expire(10_000, Condition::Gt),
+            expire(10_000, Condition::Nx),
+            expire(5_000, Condition::Gt),
+            expire(20_000, Condition::Gt),
+            expire(30_000, Condition::Lt),
+            expire(1_000, Condition::Lt),
+            expire(1_000, Condition::Xx),
+        ];
+        let out = apply(&base, &steps, 1_000, MAX);
+        let replies = [0, 0, 1, 0, 1, 0, 1, 1].map(Reply::Int).to_vec();
+        assert_eq!(out.reply, Reply::Array(replies));
+        assert_eq!(out.deadline_ms, Some(2_000));
+        assert!(out.deadline_changed);
+        let lt = apply(&base, &[Step::Expire(None, Condition::Lt)], 1_000, MAX);
+        assert_eq!(lt.write, Write::Delete, "LT on no deadline holds");
+        let gt = apply(&base, &[Step::Expire(None, Condition::Gt)], 1_000, MAX);
+        assert_eq!(gt.write, Write::Keep, "GT on no deadline never holds");
     }
 
     fn out_state(out: &Outcome) -> State {

@@ -10,13 +10,6 @@ use super::table::{Limits, Plan, check_key, check_value};
 use crate::net::rmw_local::{Op, Ttl, Update};
 use std::borrow::Cow;
 
-/// `NX`, `XX`, `GET`: the options that make `SET` a read-modify-write.
-pub fn is_set_option(arg: &[u8]) -> bool {
-    [&b"nx"[..], b"xx", b"get"]
-        .iter()
-        .any(|o| arg.eq_ignore_ascii_case(o))
-}
-
 /// `INCR`, `APPEND`, `GETSET`, … (`name` as the table names it): the key
 /// and every argument within their bounds, then the update.
 pub fn update<'b>(
@@ -42,6 +35,7 @@ pub fn update<'b>(
         ack,
         from,
         steps: Vec::new(),
+        watch: None,
     };
     Ok(Plan::Rmw(name, Box::new(update)))
 }
@@ -55,16 +49,15 @@ pub fn set<'b>(
     ack: u32,
     from: u32,
 ) -> Result<Plan<'b>, Reply> {
-    let (conditions, rest): (Vec<_>, Vec<_>) =
-        args[3..].iter().cloned().partition(|a| is_set_option(a));
-    let ttl = match set_options(&rest)? {
+    let (expiry, conditions) = set_options(&args[3..])?;
+    let ttl = match expiry {
         SetExpiry::To(expiry) => Ttl::Set(expiry),
         SetExpiry::Keep => Ttl::Keep,
     };
     check_key(&args[1], limits)?;
     check_value(&args[2], limits)?;
     let mut owned: Vec<Vec<u8>> = args[..3].iter().map(|a| a.to_vec()).collect();
-    owned.extend(conditions.iter().map(|a| a.to_vec()));
+    owned.extend(conditions);
     let Some((key, op)) = super::rmw::parse(&owned)? else {
         return Err(Reply::err("internal error: not a read-modify-write"));
     };
@@ -75,6 +68,7 @@ pub fn set<'b>(
         ack,
         from,
         steps: Vec::new(),
+        watch: None,
     };
     Ok(Plan::Rmw("set", Box::new(update)))
 }
@@ -94,6 +88,7 @@ pub fn atomic(chain: Chain) -> Update {
             };
             (Op::Value(set), Ttl::Keep)
         }
+        Then::Read(op) => (Op::Value(op), Ttl::Keep),
         then => (Op::Expiry(then), Ttl::Keep),
     };
     Update {
@@ -103,6 +98,7 @@ pub fn atomic(chain: Chain) -> Update {
         ack: chain.ack,
         from: chain.from,
         steps: Vec::new(),
+        watch: None,
     }
 }
 

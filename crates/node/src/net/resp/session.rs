@@ -56,6 +56,8 @@ pub struct Session {
     pub lib_ver: Option<Vec<u8>>,
     /// The open `MULTI` transaction's queue ([`super::multi`]).
     pub multi: Option<super::multi::Queue>,
+    /// The watched key and what was seen of it ([`super::watch`]).
+    pub watch: Option<super::watch::Watched>,
     /// `ack` and `from` chosen by `ATAMAN.REPLICATION`; `None`: the
     /// node's defaults of the moment each command runs.
     pub replication: Option<(u32, u32)>,
@@ -85,6 +87,7 @@ impl Session {
             lib_name: None,
             lib_ver: None,
             multi: None,
+            watch: None,
             replication: None,
             role: None,
             confirmed: Confirmed::default(),

@@ -101,6 +101,9 @@ pub enum Plan<'a> {
     /// An atomic read-modify-write of one key (`INCR`, `SET … NX`, …),
     /// admitted as a write under the command's name.
     Rmw(&'static str, Box<crate::net::rmw_local::Update>),
+    /// `WATCH key` (`ack`, `from` for the read's admission): read the
+    /// key's version and keep it in the session ([`super::watch`]).
+    Watch(Vec<u8>, u32, u32),
 }
 
 /// The spec of `name` (lower-case), if served.
@@ -176,12 +179,20 @@ pub fn plan<'b>(
     session: &mut Session,
     limits: Limits,
 ) -> (usize, Plan<'b>) {
-    match super::multi::intercept(args, &mut session.multi) {
+    match super::multi::intercept(args, &mut session.multi, &mut session.watch) {
         super::multi::Verdict::Pass => {}
         super::multi::Verdict::Reply(reply) => return (OTHER, Plan::Reply(reply)),
-        super::multi::Verdict::Exec(queue) => {
+        super::multi::Verdict::Watch(key) => {
+            let plan = match (check_key(&key, limits), session.ack_from(limits)) {
+                (Err(reply), _) => Plan::Reply(reply),
+                (_, Err(e)) => Plan::Reply(Reply::err(e)),
+                (Ok(()), Ok((ack, from))) => Plan::Watch(key, ack, from),
+            };
+            return (OTHER, plan);
+        }
+        super::multi::Verdict::Exec(queue, watched) => {
             let plan = match session.ack_from(limits) {
-                Ok(pair) => super::multi::exec(queue, limits, pair),
+                Ok(pair) => super::multi::exec(queue, watched, limits, pair),
                 Err(e) => Plan::Reply(Reply::err(e)),
             };
             return (OTHER, plan);
@@ -543,7 +554,7 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
                 check_key(&args[1], limits)?;
                 Plan::Keys(KeyOp::Get, vec![get(&args[1])])
             }
-            "set" if args[3..].iter().any(|a| super::rmw_plan::is_set_option(a)) => {
+            "set" if !set_options(&args[3..])?.1.is_empty() => {
                 super::rmw_plan::set(args, limits, ack, from)?
             }
             "incr" | "decr" | "incrby" | "decrby" | "incrbyfloat" | "append" | "getset"
@@ -551,7 +562,7 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
                 super::rmw_plan::update(spec_name(name), args, limits, ack, from)?
             }
             "set" => {
-                let expiry = match set_options(&args[3..])? {
+                let expiry = match set_options(&args[3..])?.0 {
                     SetExpiry::To(expiry) => expiry,
                     SetExpiry::Keep => {
                         check_key(&args[1], limits)?;
