@@ -47,6 +47,8 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
                         assert!(!update.key.is_empty());
                         assert!(update.steps.len() <= ataman_node::net::resp::multi::TX_QUEUED_MAX);
                     }
+                    // A watch names its one key, checked like any key.
+                    Plan::Watch(key, _, _) => assert!(!key.is_empty()),
                     Plan::Scan(scan) => assert!(scan.count > 0),
                     // A slow-log operation never changes more than the
                     // ring allows.
