@@ -146,7 +146,7 @@ impl SlowLog {
             .iter()
             .flat_map(|lane| lock(&lane.0).ids().take(keep).collect::<Vec<_>>())
             .collect();
-        ids.sort_unstable_by(|a, b| b.cmp(a));
+        ids.sort_unstable_by_key(|&id| std::cmp::Reverse(id));
         let oldest_kept = match keep {
             0 => Some(u64::MAX),
             _ => ids.get(keep - 1).copied(),
@@ -195,7 +195,7 @@ pub fn merge_newest(per_ring: Vec<Vec<Entry>>, n: usize) -> Vec<Entry> {
         "each ring newest first"
     );
     let mut all: Vec<Entry> = per_ring.into_iter().flatten().collect();
-    all.sort_unstable_by(|a, b| b.id.cmp(&a.id));
+    all.sort_unstable_by_key(|e| std::cmp::Reverse(e.id));
     all.truncate(n);
     all
 }
