@@ -19,19 +19,32 @@
 //!   remembers the highest id it saw never mistakes a new entry for one
 //!   it already has.
 //!
+//! - One ring per network thread ([`RINGS`] at most; thread `t` records
+//!   into ring `t % RINGS`), each keeping its newest `len_max`. A read
+//!   merges the rings by id and keeps the newest `len_max` of the union:
+//!   that is exactly the newest `len_max` the node recorded, since an
+//!   entry among those has fewer than `len_max` newer entries in its own
+//!   ring ([`merge_newest`]). `LEN` is `min(len_max, entries held)`.
+//!
 //! # Thread safety
 //! [`SlowLog`] is shared by every network thread. The threshold is an
-//! atomic read on every request; the ring's mutex is taken only for a
-//! request at or over the threshold, and by readers (`SLOWLOG GET`,
-//! `GET /v0/slowlog`). A request below the threshold costs one atomic
-//! load and no lock.
+//! atomic read on every request. A request at or over it is written by
+//! its own thread into that thread's ring, built in place in its slot
+//! ([`Ring::push_with`]): the ring's mutex is then uncontended (no other
+//! thread records into it; a reader takes it for the time of a copy), on
+//! a cache line of its own, and the id is one relaxed `fetch_add` taken
+//! under it, so each ring's ids grow. Readers (`SLOWLOG GET`,
+//! `GET /v0/slowlog`) and `RESET`/`slowlog-max-len` take the rings one
+//! after another; the settings are serialised by their own mutex.
 //!
 //! # Invariants
-//! - `slots.len() <= len_max <= LEN_MAX` after every operation.
-//! - Entries are in decreasing id order (newest first).
+//! - `slots.len() <= len_max <= LEN_MAX` in every ring after every operation.
+//! - A ring's entries are in decreasing id order (newest first); ids are
+//!   unique across the rings.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, Ordering};
+mod rings;
+
+pub use rings::{SlowLog, merge_newest};
 
 /// Entries kept by default (Redis's `slowlog-max-len` default).
 pub const LEN_DEFAULT: usize = 128;
@@ -46,6 +59,8 @@ pub const KEY_BYTES_MAX: usize = 128;
 /// Replica answers kept in an entry (a request asks at most `from`
 /// replicas, at most the cluster's size; past this the slowest are kept).
 pub const REPLICAS_MAX: usize = 16;
+/// Rings a slow log keeps (one per network thread; more threads share).
+pub const RINGS: usize = 64;
 /// Entries one `SLOWLOG GET` or `GET /v0/slowlog` answers when it names
 /// no count (Redis's default for `SLOWLOG GET`).
 pub const GET_DEFAULT: usize = 10;
@@ -203,6 +218,13 @@ pub struct Stages {
 }
 
 impl Stages {
+    /// No stage (a request served by this node alone); keeps the
+    /// replicas' buffers for the next entry written over this one.
+    pub fn clear(&mut self) {
+        self.queue_us = None;
+        self.replicas.clear();
+    }
+
     /// The replica that answered last (the one the request waited for).
     pub fn slowest(&self) -> Option<&ReplicaTime> {
         self.replicas.iter().max_by_key(|r| r.answer_us)
@@ -259,18 +281,37 @@ impl StageMarks {
     }
 
     /// The stages of a request parsed at `started`, the replicas named by `url`.
-    pub fn stages(&self, started: std::time::Instant, url: impl Fn(usize) -> String) -> Stages {
+    pub fn stages(&self, started: std::time::Instant, url: impl Fn(usize, &mut String)) -> Stages {
+        let mut stages = Stages::default();
+        self.fill_stages(started, &mut stages, url);
+        stages
+    }
+
+    /// [`StageMarks::stages`] written over `stages` in place: the replicas'
+    /// names are written into the `String`s already there (`url` appends
+    /// node `n`'s name to an empty one), so a slot reused for a request
+    /// with as many replicas allocates nothing.
+    pub fn fill_stages(
+        &self,
+        started: std::time::Instant,
+        stages: &mut Stages,
+        url: impl Fn(usize, &mut String),
+    ) {
         let queue = self.asked.saturating_duration_since(started).as_micros();
-        Stages {
-            queue_us: Some(u64::try_from(queue).unwrap_or(u64::MAX)),
-            replicas: self
-                .answers()
-                .iter()
-                .map(|&(node, us)| ReplicaTime {
-                    node: url(node as usize),
-                    answer_us: u64::from(us),
-                })
-                .collect(),
+        stages.queue_us = Some(u64::try_from(queue).unwrap_or(u64::MAX));
+        let answers = self.answers();
+        stages.replicas.truncate(answers.len());
+        for (i, &(node, us)) in answers.iter().enumerate() {
+            if i == stages.replicas.len() {
+                stages.replicas.push(ReplicaTime {
+                    node: String::new(),
+                    answer_us: 0,
+                });
+            }
+            let replica = &mut stages.replicas[i];
+            replica.node.clear();
+            url(node as usize, &mut replica.node);
+            replica.answer_us = u64::from(us);
         }
     }
 }
@@ -313,15 +354,30 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// An entry with nothing in it (a slot before it is first written).
+    pub fn blank() -> Entry {
+        Entry {
+            id: 0,
+            unix_time_s: 0,
+            duration_us: 0,
+            protocol: Protocol::Resp,
+            facts: Facts::bare(""),
+            client: None,
+            client_name: String::new(),
+            stages: Stages::default(),
+        }
+    }
+
     /// The client's `ip:port` (`?` when unknown).
     pub fn client_text(&self) -> String {
         self.client.map_or_else(|| "?".into(), |a| a.to_string())
     }
 }
 
-/// The bounded ring of entries (pure; [`SlowLog`] shares it). Its slots
-/// are overwritten in place once full: recording drops the oldest entry
-/// where it lies, nothing is shifted or reallocated.
+/// A bounded ring of entries (pure; [`SlowLog`] keeps one per network
+/// thread). Its slots are overwritten in place once full: recording
+/// writes the new entry over the oldest where it lies, nothing is
+/// shifted, copied or reallocated.
 #[derive(Debug)]
 pub struct Ring {
     /// Oldest to newest from `next` round to `next - 1`.
@@ -329,7 +385,6 @@ pub struct Ring {
     /// The slot the next entry overwrites once `slots` is full (0 before).
     next: usize,
     len_max: usize,
-    next_id: u64,
 }
 
 impl Default for Ring {
@@ -345,27 +400,29 @@ impl Ring {
             slots: Vec::new(),
             next: 0,
             len_max: len_max.min(LEN_MAX),
-            next_id: 0,
         }
     }
 
-    /// Records `entry` under the next id (its `id` is overwritten) and
-    /// drops the oldest past `len_max`; returns the id.
-    pub fn push(&mut self, mut entry: Entry) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        entry.id = id;
-        if self.slots.len() < self.len_max {
-            self.slots.push(entry);
+    /// Records an entry under `id` (greater than every id held), written
+    /// by `fill` in place over the oldest slot once the ring is full (the
+    /// slot holds an older entry, or a blank one: `fill` writes every
+    /// field but `id`); nothing with `len_max` 0.
+    pub fn push_with(&mut self, id: u64, fill: impl FnOnce(&mut Entry)) {
+        debug_assert!(self.newest_first().next().is_none_or(|e| e.id < id));
+        let slot = if self.slots.len() < self.len_max {
+            self.slots.push(Entry::blank());
+            let last = self.slots.len() - 1;
+            &mut self.slots[last]
         } else if self.len_max > 0 {
-            self.slots[self.next] = entry;
-            self.next += 1;
-            if self.next == self.len_max {
-                self.next = 0;
-            }
-        }
+            let i = self.next;
+            self.next = if i + 1 == self.len_max { 0 } else { i + 1 };
+            &mut self.slots[i]
+        } else {
+            return;
+        };
+        fill(slot);
+        slot.id = id;
         self.check();
-        id
     }
 
     /// The entries, newest first.
@@ -394,10 +451,25 @@ impl Ring {
         self.len_max
     }
 
-    /// Forgets every entry (ids go on growing).
+    /// Forgets every entry.
     pub fn reset(&mut self) {
         self.slots.clear();
         self.next = 0;
+    }
+
+    /// The ids held, newest first.
+    pub fn ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.newest_first().map(|e| e.id)
+    }
+
+    /// Drops the entries older than id `oldest_kept`.
+    pub fn drop_older_than(&mut self, oldest_kept: u64) {
+        let older = self.slots.iter().filter(|e| e.id < oldest_kept).count();
+        // Oldest first from slot 0: the older ones are a prefix.
+        self.slots.rotate_left(self.next);
+        self.next = 0;
+        self.slots.drain(..older);
+        self.check();
     }
 
     /// Keeps at most `len_max` entries from now on (the oldest dropped at once).
@@ -427,103 +499,6 @@ impl Ring {
                 .all(|(newer, older)| newer.id > older.id),
             "entries newest first"
         );
-    }
-}
-
-/// The node's slow log: the threshold and the ring (see the module's
-/// "Thread safety").
-#[derive(Debug)]
-pub struct SlowLog {
-    threshold_us: AtomicI64,
-    ring: Mutex<Ring>,
-}
-
-impl Default for SlowLog {
-    fn default() -> Self {
-        SlowLog {
-            threshold_us: AtomicI64::new(THRESHOLD_US_DEFAULT),
-            ring: Mutex::new(Ring::default()),
-        }
-    }
-}
-
-impl SlowLog {
-    /// The threshold, µs (negative: off).
-    pub fn threshold_us(&self) -> i64 {
-        self.threshold_us.load(Ordering::Relaxed)
-    }
-
-    /// Sets the threshold, µs (negative: off; 0: every request).
-    pub fn set_threshold_us(&self, threshold_us: i64) {
-        self.threshold_us.store(threshold_us, Ordering::Relaxed);
-    }
-
-    /// True when a request of `duration_us` is to be recorded (one atomic load).
-    pub fn is_slow(&self, duration_us: u64) -> bool {
-        should_record(self.threshold_us(), duration_us)
-    }
-
-    fn ring(&self) -> std::sync::MutexGuard<'_, Ring> {
-        // A panic while the lock was held left a ring whose invariants
-        // each operation keeps: use it.
-        self.ring.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Records `entry` (the caller checked [`SlowLog::is_slow`]).
-    pub fn record(&self, entry: Entry) -> u64 {
-        self.ring().push(entry)
-    }
-
-    /// The newest `n` entries, newest first.
-    pub fn newest(&self, n: usize) -> Vec<Entry> {
-        self.ring().newest(n)
-    }
-
-    /// Entries held.
-    pub fn len(&self) -> usize {
-        self.ring().len()
-    }
-
-    /// True when no entry is held.
-    pub fn is_empty(&self) -> bool {
-        self.ring().is_empty()
-    }
-
-    /// Entries kept at most.
-    pub fn len_max(&self) -> usize {
-        self.ring().len_max()
-    }
-
-    /// Forgets every entry.
-    pub fn reset(&self) {
-        self.ring().reset();
-    }
-
-    /// Keeps at most `len_max` entries from now on.
-    pub fn set_len_max(&self, len_max: usize) -> Result<(), String> {
-        self.ring().set_len_max(len_max)
-    }
-
-    /// Carries out a [`Op::Set`] or [`Op::Reset`] (the reads are the
-    /// caller's, which renders them); the capacity is checked before
-    /// anything changes.
-    pub fn apply(&self, op: Op) -> Result<(), String> {
-        match op {
-            Op::Reset => self.reset(),
-            Op::Set {
-                threshold_us,
-                len_max,
-            } => {
-                if let Some(len_max) = len_max {
-                    self.set_len_max(len_max)?;
-                }
-                if let Some(t) = threshold_us {
-                    self.set_threshold_us(t);
-                }
-            }
-            Op::Get { .. } | Op::Len => {}
-        }
-        Ok(())
     }
 }
 
@@ -610,6 +585,41 @@ pub fn render_json(log: &SlowLog, limit: usize) -> String {
 mod tests {
     use super::*;
 
+    /// A ring with an id counter of its own (the [`SlowLog`]'s role).
+    struct Counted {
+        ring: Ring,
+        next_id: u64,
+    }
+
+    impl Counted {
+        fn new(len_max: usize) -> Counted {
+            Counted {
+                ring: Ring::new(len_max),
+                next_id: 0,
+            }
+        }
+
+        fn push(&mut self, e: Entry) -> u64 {
+            let id = self.next_id;
+            self.next_id += 1;
+            self.ring.push_with(id, |slot| *slot = e);
+            id
+        }
+    }
+
+    impl std::ops::Deref for Counted {
+        type Target = Ring;
+        fn deref(&self) -> &Ring {
+            &self.ring
+        }
+    }
+
+    impl std::ops::DerefMut for Counted {
+        fn deref_mut(&mut self) -> &mut Ring {
+            &mut self.ring
+        }
+    }
+
     fn entry(duration_us: u64) -> Entry {
         Entry {
             id: u64::MAX,
@@ -641,7 +651,7 @@ mod tests {
     /// ids growing by one.
     #[test]
     fn ring_keeps_the_newest_len_max_in_id_order() {
-        let mut ring = Ring::new(3);
+        let mut ring = Counted::new(3);
         for d in 0..5 {
             assert_eq!(ring.push(entry(d)), d);
         }
@@ -660,7 +670,7 @@ mod tests {
     /// and growing it again keep the newest in order.
     #[test]
     fn ring_matches_a_model_through_wraps_and_resizes() {
-        let mut ring = Ring::new(4);
+        let mut ring = Counted::new(4);
         let mut model: Vec<u64> = Vec::new(); // ids, newest first
         let mut len_max = 4;
         let mut seed = 0x2545_f491_u64;
@@ -699,22 +709,11 @@ mod tests {
         assert_eq!(e.client_text(), "?");
     }
 
-    /// RESET empties the ring; ids go on from where they were.
-    #[test]
-    fn reset_keeps_the_id_counter() {
-        let mut ring = Ring::new(8);
-        ring.push(entry(1));
-        ring.push(entry(2));
-        ring.reset();
-        assert!(ring.is_empty());
-        assert_eq!(ring.push(entry(3)), 2);
-    }
-
     /// A lower max-len drops the oldest at once; past LEN_MAX is refused;
     /// 0 keeps nothing.
     #[test]
     fn max_len_shrinks_at_once_and_is_bounded() {
-        let mut ring = Ring::new(5);
+        let mut ring = Counted::new(5);
         for d in 0..5 {
             ring.push(entry(d));
         }
@@ -760,7 +759,7 @@ mod tests {
             marks.answer(1, asked + Duration::from_micros(5));
         }
         assert_eq!(marks.answers().len(), REPLICAS_MAX);
-        let stages = marks.stages(parsed, |n| format!("node{n}"));
+        let stages = marks.stages(parsed, |n, s| s.push_str(&format!("node{n}")));
         assert_eq!(stages.queue_us, Some(50));
         assert_eq!(stages.slowest().unwrap().node, "node2");
         assert_eq!(stages.replicas[1].answer_us, 100);

@@ -3,8 +3,9 @@
 //! and, once it is answered, its entry if it was slow.
 //!
 //! The test of the threshold is one atomic load
-//! ([`crate::slowlog::SlowLog::is_slow`]); only a slow request builds an
-//! [`Entry`] and takes the ring's lock. The client's address is asked of
+//! ([`crate::slowlog::SlowLog::is_slow`]); only a slow request writes an
+//! entry, in place in a slot of its thread's own ring
+//! ([`crate::slowlog::SlowLog::record_with`]). The client's address is asked of
 //! the socket once per connection and kept as a `SocketAddr`, formatted
 //! only when the log is read (formatting it per entry was most of the
 //! cost of recording every request: docs/BENCHMARKS.md, the slow log).
@@ -12,7 +13,7 @@
 use super::Conn;
 use crate::api::Route;
 use crate::net::dispatch::Command;
-use crate::slowlog::{Entry, Facts, KeyPrefix, Protocol, StageMarks, Stages, unix_now_s};
+use crate::slowlog::{Facts, KeyPrefix, Protocol, StageMarks, unix_now_s};
 use crate::state::NetContext;
 use std::time::Instant;
 
@@ -101,7 +102,9 @@ impl Conn {
     /// Records a request parsed at `started` and answered after
     /// `duration_us` in the slow log, if it is at or over the threshold,
     /// with the stages its coordinator marked (`None`: served by this
-    /// node alone).
+    /// node alone). The entry is written in place in a slot of this
+    /// thread's ring: the facts copied once, the client's name and the
+    /// replicas' URLs into the slot's own buffers, nothing formatted.
     pub(super) fn note_slow(
         &self,
         ctx: &NetContext,
@@ -116,31 +119,31 @@ impl Conn {
             return;
         }
         let client = self.client_addr();
-        let client_name = self
-            .resp
-            .as_ref()
-            .and_then(|r| r.session.name.as_deref())
-            .map(|n| String::from_utf8_lossy(n).into_owned())
-            .unwrap_or_default();
-        let stages = marks.map_or_else(Stages::default, |m| {
-            let placement = ctx.placement();
-            m.stages(started, |node| {
-                if node < placement.len() {
-                    placement.url(node).to_owned()
-                } else {
-                    format!("node {node}")
+        let name = self.resp.as_ref().and_then(|r| r.session.name.as_deref());
+        log.record_with(ctx.index, |e| {
+            e.unix_time_s = unix_now_s();
+            e.duration_us = duration_us;
+            e.protocol = protocol;
+            e.facts = *facts;
+            e.client = client;
+            e.client_name.clear();
+            if let Some(name) = name {
+                e.client_name.push_str(&String::from_utf8_lossy(name));
+            }
+            match marks {
+                None => e.stages.clear(),
+                Some(m) => {
+                    let placement = ctx.placement();
+                    m.fill_stages(started, &mut e.stages, |node, out| {
+                        if node < placement.len() {
+                            out.push_str(placement.url(node));
+                        } else {
+                            use std::fmt::Write;
+                            let _ = write!(out, "node {node}");
+                        }
+                    });
                 }
-            })
-        });
-        log.record(Entry {
-            id: 0,
-            unix_time_s: unix_now_s(),
-            duration_us,
-            protocol,
-            facts: *facts,
-            client,
-            client_name,
-            stages,
+            }
         });
     }
 }
