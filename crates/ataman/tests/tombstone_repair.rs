@@ -142,7 +142,7 @@ fn scenario(planted: bool) -> Result<(), String> {
             Instant::now() < deadline,
             "tombstones not collected after node 2 returned: dropped {dropped:?}"
         );
-        filler(&c, round % 3, 3, round);
+        filler(&c, round % 3, 2, round);
         round += 1;
     }
     for n in 0..3 {
