@@ -50,5 +50,5 @@ pub use clock::{Clock, SystemClock, VirtualClock};
 pub use db::{Condition, Db, Entry, ScanIter, Stats, Submission};
 pub use error::{CorruptionKind, Error, Result};
 pub use key::{Kind, Timestamp};
-pub use options::{Compression, Durability, Options, WalMode};
+pub use options::{CollectionHorizon, Compression, Durability, Options, WalMode};
 pub use wal::WriteCallback;

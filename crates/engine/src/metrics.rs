@@ -209,4 +209,9 @@ pub struct EngineMetrics {
     pub expired_dropped: Counter,
     /// Tombstones dropped after the tombstone grace (nothing older left).
     pub tombstones_dropped: Counter,
+    /// Dead versions (tombstones and expired values) a merge kept though
+    /// they were dead for longer than the grace, because their key's
+    /// collection horizon had not reached them (repair has not covered
+    /// them); each merge that meets one counts it again.
+    pub tombstones_waiting_past_grace: Counter,
 }

@@ -90,11 +90,22 @@ pub struct Options {
     pub level_size_ratio: u64,
     /// Number of levels (L0 to L(n-1)).
     pub levels: usize,
-    /// A tombstone is dropped only once its timestamp's millisecond part is
-    /// older than this (replicas must have seen it), and only when no older
+    /// Without a `collection_horizon`, a tombstone is dropped only once its
+    /// timestamp's millisecond part is older than this (replicas must have
+    /// seen it); with one, this only marks the dead versions counted as
+    /// waiting past the grace. Either way only when no older
     /// version of its key is left elsewhere in the engine
     /// (`compaction::collect`).
     pub tombstone_grace: Duration,
+    /// The collection horizon of a key, Unix milliseconds: a tombstone or
+    /// expired version dead at or before it may be dropped (still only
+    /// with nothing older left in the engine). `None`: `now -
+    /// tombstone_grace`. A cluster node sets it from its anti-entropy
+    /// rounds (repair-based collection, docs/decisions/0007); a dead
+    /// version past the grace that the horizon holds back is kept and
+    /// counted (`tombstones_waiting_past_grace`). Called from the
+    /// compaction thread, once per dead version a merge meets.
+    pub collection_horizon: Option<CollectionHorizon>,
     /// Bytes reserved (fallocate) for each new WAL segment, capped at the
     /// memtable size: appends then change no file size, so each fdatasync
     /// flushes data only (0 turns preallocation off).
@@ -137,6 +148,9 @@ pub struct Options {
     pub planted_collect_when_nothing_deeper: bool,
 }
 
+/// A key's collection horizon (see [`Options::collection_horizon`]).
+pub type CollectionHorizon = Arc<dyn Fn(&[u8]) -> u64 + Send + Sync>;
+
 impl Default for Options {
     fn default() -> Self {
         Options {
@@ -161,6 +175,7 @@ impl Default for Options {
             level_size_ratio: 10,
             levels: 7,
             tombstone_grace: Duration::from_secs(10 * 24 * 3600),
+            collection_horizon: None,
             wal_segment_preallocate_bytes: 64 * 1024 * 1024,
             recovery_reader_thread: true,
             force_recovery: false,

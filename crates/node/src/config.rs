@@ -171,7 +171,7 @@ pub struct ServeArgs {
 #[cfg(feature = "planted-bugs")]
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct PlantedBugArgs {
-    /// Test hook: a deliberate bug for a negative control: `ack-before-wal`, `connection-panic`, `copy-skips-partitioned-leaving-node`, `joined-takes-id-zero`, `add-checks-only-status`, `range-alone-outside-read-set`, `livez-follows-peers`, `readyz-ignores-copy`, `no-startup-responder`, `slowlog-keeps-value`, `peer-address-resolved-once`, `read-repair-writes-older`, `expired-value-served`, `expires-early`, `copy-skips-keys` or `collect-ignores-shallower`.
+    /// Test hook: a deliberate bug for a negative control: `ack-before-wal`, `connection-panic`, `copy-skips-partitioned-leaving-node`, `joined-takes-id-zero`, `add-checks-only-status`, `range-alone-outside-read-set`, `livez-follows-peers`, `readyz-ignores-copy`, `no-startup-responder`, `slowlog-keeps-value`, `peer-address-resolved-once`, `read-repair-writes-older`, `expired-value-served`, `expires-early`, `copy-skips-keys`, `collect-ignores-shallower` or `collect-on-grace-alone`.
     /// Test hook: a deliberate bug for a negative control: `ack-before-wal`, `connection-panic`, `copy-skips-partitioned-leaving-node`, `joined-takes-id-zero`, `add-checks-only-status`, `range-alone-outside-read-set`, `livez-follows-peers`, `readyz-ignores-copy`, `no-startup-responder`, `slowlog-keeps-value`, `peer-address-resolved-once`, `read-repair-writes-older`, `expired-value-served`, `expires-early`, `ui-script-broken` or `recent-counts-nothing`.
     #[arg(long, env = "ATAMAN_DEBUG_PLANTED_BUG", hide = true)]
     pub debug_planted_bug: Option<String>,
@@ -377,6 +377,12 @@ pub enum PlantedBug {
     /// picks (one in four, by a hash of the key, the same on every
     /// source): a key whose old replicas all leave is lost.
     CopySkipsKeys,
+    /// Tombstones and expired versions collected on the grace alone
+    /// (`lib.rs`, no `Options::collection_horizon`), as before
+    /// repair-based collection: a tombstone goes while a replica that
+    /// missed the delete still holds the older value.
+    /// `tests/tombstone_repair.rs`' negative control.
+    CollectOnGraceAlone,
     /// The engine's old collection rule
     /// (`Options::planted_collect_when_nothing_deeper`): a tombstone past the
     /// grace is dropped once no deeper level overlaps the merge, though an
@@ -432,12 +438,13 @@ fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
         "expires-early" => Ok(PlantedBug::ExpiresEarly),
         "copy-skips-keys" => Ok(PlantedBug::CopySkipsKeys),
         "collect-ignores-shallower" => Ok(PlantedBug::CollectIgnoresShallower),
+        "collect-on-grace-alone" => Ok(PlantedBug::CollectOnGraceAlone),
         "backup-ignores-t" => Ok(PlantedBug::BackupIgnoresT),
         "ui-script-broken" => Ok(PlantedBug::UiScriptBroken),
         "recent-counts-nothing" => Ok(PlantedBug::RecentCountsNothing),
         "rmw-skips-conflict-check" => Ok(PlantedBug::RmwSkipsConflictCheck),
         other => Err(format!(
-            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served, expires-early, copy-skips-keys, collect-ignores-shallower, backup-ignores-t, ui-script-broken, recent-counts-nothing or rmw-skips-conflict-check, not {other:?}"
+            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served, expires-early, copy-skips-keys, collect-ignores-shallower, backup-ignores-t, ui-script-broken, recent-counts-nothing, rmw-skips-conflict-check or collect-on-grace-alone, not {other:?}"
         )),
     }
 }

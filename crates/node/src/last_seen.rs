@@ -3,8 +3,12 @@
 //! "LAST-SEEN"; the procedure in `docs/CLUSTER.md`, "Rejoining after a
 //! long absence").
 //!
-//! Replicas drop a tombstone once it is older than the grace
-//! (`--tombstone-grace-ms`). A node that was down longer than that may
+//! Replicas drop a tombstone once anti-entropy covered its key with every
+//! replica (repair-based collection, `antientropy::horizon`), so a node
+//! that was down keeps its peers' tombstones of the keys it shares; this
+//! check is the second line, for when that does not hold (the planted
+//! `collect-on-grace-alone`, the grace rule). A node that was down longer
+//! than the grace (`--tombstone-grace-ms`) may then
 //! have missed deletes whose tombstones its peers no longer have; its old
 //! values would then look newer than nothing, and anti-entropy, read repair
 //! or its hints would bring the deleted keys back. So a node of a cluster
@@ -140,6 +144,15 @@ pub fn check(dir: &Path, grace: Duration, now_ms: u64) -> Result<(), String> {
         utc(last),
         human(away_ms),
     ))
+}
+
+/// [`check`] for a node of `config` now, when it is one of several
+/// members (a single node has no peers to have missed deletes from).
+pub fn check_member(config: &crate::config::NodeConfig) -> Result<(), String> {
+    if config.cluster.len() > 1 {
+        return check(&config.data_dir, config.tombstone_grace, now_ms());
+    }
+    Ok(())
 }
 
 /// `ms` as a duration people read: `3d 4h`, `5h 2m`, `12m 3s`, `4.2s`.

@@ -79,6 +79,7 @@ pub mod version_order;
 
 pub use config::{NodeConfig, ServeArgs};
 
+use antientropy::horizon::RepairHorizon;
 use ataman_engine::fs::{FaultFs, FileSystem, OsFs};
 use ataman_engine::{Db, Durability, Options};
 use cluster::transition_state::TransitionShared;
@@ -105,8 +106,12 @@ extern "C" fn on_signal(_: libc::c_int) {
 /// second, all the replicas of a key slow at once.
 const MEMTABLE_FLUSH_JITTER_PERCENT: u32 = 20;
 
-fn engine_options(config: &NodeConfig) -> Options {
+/// The engine's options for `config`; dead versions are collected by
+/// `horizon` (repair-based), or by the grace under `collect-on-grace-alone`.
+fn engine_options(config: &NodeConfig, horizon: &Arc<RepairHorizon>) -> Options {
     let mut opts = Options {
+        collection_horizon: (config.planted_bug != Some(PlantedBug::CollectOnGraceAlone))
+            .then(|| RepairHorizon::engine_hook(horizon)),
         wal_mode: config.wal_mode,
         force_recovery: config.force_recovery,
         tombstone_grace: config.tombstone_grace,
@@ -313,6 +318,12 @@ fn write_durability(config: &NodeConfig) -> Durability {
             );
             Durability::Complete
         }
+        Some(PlantedBug::CollectOnGraceAlone) => {
+            tracing::error!(
+                "PLANTED BUG collect-on-grace-alone: tombstones are collected once past the grace, whether anti-entropy covered them with every replica or not. Test use only."
+            );
+            Durability::Complete
+        }
         Some(PlantedBug::RmwSkipsConflictCheck) => {
             tracing::error!(
                 "PLANTED BUG rmw-skips-conflict-check: read-modify-write commands write without their condition. Test use only."
@@ -355,6 +366,9 @@ fn close_stores(
 /// reservation renewed (and its failure shown), checkpoints whose lease
 /// ended removed, and the recent-figures ring's sample once a second.
 fn publish_counts_and_renew_clock(shared: &NodeShared) {
+    if let Some(horizon) = shared.antientropy.horizon.get() {
+        horizon.follow(shared.placement());
+    }
     shared.backups.sweep(backup::lease::now_ms());
     shared.metrics.connections_open.store(
         shared.connections.load(Ordering::Relaxed) as u64,
@@ -575,6 +589,7 @@ impl cluster::transition::Copier for TransferCopier {
                 | PlantedBug::ExpiresEarly
                 | PlantedBug::CopySkipsKeys
                 | PlantedBug::CollectIgnoresShallower
+                | PlantedBug::CollectOnGraceAlone
                 | PlantedBug::BackupIgnoresT
                 | PlantedBug::UiScriptBroken
                 | PlantedBug::RecentCountsNothing
@@ -707,24 +722,19 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let auth = auth::Auth::load(&config)?;
     let limit = raise_descriptor_limit()?;
     install_signal_handlers();
-    if config.cluster.len() > 1 {
-        last_seen::check(
-            &config.data_dir,
-            config.tombstone_grace,
-            last_seen::now_ms(),
-        )?;
-    }
+    last_seen::check_member(&config)?;
     // Test hooks (docs/API.md "Test hooks"): absent, the plain file system and clock.
     let switches = fault_control::FaultSwitches::default();
     let fs = file_system(&config, &switches)?;
     let write_durability = write_durability(&config);
     let tls = start_tls(&config)?;
     let (responder, bound) = bind_early(&config, tls.as_ref())?;
+    let horizon = RepairHorizon::for_node(&config);
     let db = Db::open(
         &config.data_dir,
         Options {
             fs: Arc::clone(&fs),
-            ..engine_options(&config)
+            ..engine_options(&config, &horizon)
         },
     )
     .map_err(|e| format!("cannot open {}: {e}", config.data_dir.display()))?;
@@ -789,6 +799,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let peers = NodeShared::peer_statuses(placement.get().self_index());
     let (antientropy, sync_receiver) =
         antientropy::AntiEntropy::new(config.anti_entropy_rate_bytes);
+    antientropy.adopt_horizon(&horizon, placement.get());
     let shared = Arc::new(NodeShared {
         tls,
         refill,

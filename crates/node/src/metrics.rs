@@ -450,7 +450,7 @@ fn render_engine_state(out: &mut String, s: &Stats) {
 
 /// The engine's counters since it opened, and its block cache.
 fn render_engine_counters(out: &mut String, s: &Stats, m: &EngineMetrics) {
-    let counters: [(&str, &str, u64); 25] = [
+    let counters: [(&str, &str, u64); 26] = [
         (
             "ataman_engine_user_bytes_written_total",
             "Key and value bytes accepted.",
@@ -569,8 +569,13 @@ fn render_engine_counters(out: &mut String, s: &Stats, m: &EngineMetrics) {
         ),
         (
             "ataman_engine_tombstones_dropped_total",
-            "Tombstones dropped after the tombstone grace (nothing older left in the engine).",
+            "Tombstones dropped: past their key's collection horizon (repair-based; the grace on an engine alone), nothing older left in the engine.",
             m.tombstones_dropped.get(),
+        ),
+        (
+            "ataman_engine_tombstones_waiting_past_grace_total",
+            "Dead versions merges kept past the tombstone grace because repair had not covered their key yet (counted at each merge that meets one).",
+            m.tombstones_waiting_past_grace.get(),
         ),
     ];
     for (name, help, v) in counters {

@@ -12,9 +12,18 @@
 //! # Rules
 //! - **Only a key's newest version in the merge** is considered; older
 //!   versions in the merge go with it (compaction's newest-version rule).
-//! - **Past the grace.** A tombstone, from its timestamp; an expired value,
-//!   from its deadline or its timestamp, whichever is later (one cut to a
-//!   deadline of 0, from its timestamp).
+//! - **Past the horizon.** A version is dead since: a tombstone, its
+//!   timestamp; an expired value, its deadline or its timestamp, whichever
+//!   is later (one cut to a deadline of 0, its timestamp). It may go once
+//!   that is at or before the key's *collection horizon*: `now - grace`
+//!   for an engine alone, or what `Options::collection_horizon` says for
+//!   the key (a cluster node: the time before which anti-entropy has
+//!   brought every replica of the key up to date, docs/decisions/0007).
+//! - **Past the grace, not past the horizon: kept, and counted.** A dead
+//!   version older than the grace that the horizon still holds back is
+//!   kept (repair has not covered it) and reported
+//!   ([`Verdict::waiting_past_grace`], `tombstones_waiting_past_grace`):
+//!   the grace is then an upper bound that warns, not the rule.
 //! - **Nothing older anywhere else.** Then, and only then, it is dropped
 //!   when no source outside the merge's inputs may hold a version of its key
 //!   at or below its timestamp ([`may_hold_older`] on each): the memtable,
@@ -30,8 +39,9 @@
 //! - **What arrives later is the cluster's.** The sources are those of the
 //!   engine's current read view when the version is judged; a version
 //!   written or ingested after that is the same as one written after the
-//!   drop: no replica should hold a version older than the grace (that is
-//!   the grace's assumption, docs/RELIABILITY.md).
+//!   drop: no replica should hold a version older than the horizon (that
+//!   is the horizon's assumption: the grace's, or repair's,
+//!   docs/RELIABILITY.md).
 //! - **Any level.** The rule needs no "bottom": a merge into any level may
 //!   collect, since deeper tables are sources like the others.
 //!
@@ -60,6 +70,26 @@ pub enum Fate {
     Drop,
 }
 
+/// What the rule says of one version: its fate, and whether it is a dead
+/// version past the grace that the key's horizon holds back (kept until
+/// repair covers it; counted so an operator sees it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    /// What becomes of the version.
+    pub fate: Fate,
+    /// Dead for longer than the grace, yet not before the key's horizon.
+    pub waiting_past_grace: bool,
+}
+
+impl Verdict {
+    fn of(fate: Fate) -> Self {
+        Verdict {
+            fate,
+            waiting_past_grace: false,
+        }
+    }
+}
+
 /// The clock and the grace a merge judges dead versions by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Judge {
@@ -74,44 +104,55 @@ pub struct Judge {
 }
 
 impl Judge {
-    fn past_grace(&self, ms: u64) -> bool {
-        self.collecting && ms.saturating_add(self.grace_ms) <= self.now_ms
+    /// `now - grace`: the horizon of an engine that is told none.
+    pub fn grace_horizon_ms(&self) -> u64 {
+        self.now_ms.saturating_sub(self.grace_ms)
     }
 }
 
 /// The rule: the fate of a key's newest version `(kind, ts, stored)`.
-/// `older_elsewhere` is asked only for a dead version past the grace:
-/// true when a source outside the merge may hold an older version.
+/// `horizon_ms` is asked only for a dead version of a collecting merge:
+/// the key's collection horizon (Unix ms; a version dead at or before it
+/// may go). `older_elsewhere` is asked only for a dead version at or
+/// before the horizon: true when a source outside the merge may hold an
+/// older version.
 pub fn fate(
     judge: &Judge,
     kind: Kind,
     ts: Timestamp,
     stored: &[u8],
+    horizon_ms: impl FnOnce() -> u64,
     older_elsewhere: impl FnOnce() -> bool,
-) -> Fate {
+) -> Verdict {
     let ts_ms = key::timestamp_millis(ts);
     // Since when the version is dead (its grace counts from then), and
     // what it becomes when kept.
     let (dead_since_ms, kept) = match kind {
-        Kind::Put => return Fate::Keep,
+        Kind::Put => return Verdict::of(Fate::Keep),
         Kind::Delete => (ts_ms, Fate::Keep),
         Kind::PutExpiring => {
             // A stored value too short for a deadline reads as a
             // tombstone; treat it as expired at once.
             let deadline_ms = split_expiring_value(stored).map_or(0, |(d, _)| d);
             if !expiry::is_expired(deadline_ms, judge.now_ms) {
-                return Fate::Keep;
+                return Verdict::of(Fate::Keep);
             }
             if judge.planted_drop_expired {
-                return Fate::Drop;
+                return Verdict::of(Fate::Drop);
             }
             (deadline_ms.max(ts_ms), Fate::KeepExpired)
         }
     };
-    if judge.past_grace(dead_since_ms) && !older_elsewhere() {
-        Fate::Drop
-    } else {
-        kept
+    if !judge.collecting {
+        return Verdict::of(kept);
+    }
+    if dead_since_ms <= horizon_ms() {
+        let fate = if older_elsewhere() { kept } else { Fate::Drop };
+        return Verdict::of(fate);
+    }
+    Verdict {
+        fate: kept,
+        waiting_past_grace: dead_since_ms <= judge.grace_horizon_ms(),
     }
 }
 
@@ -236,6 +277,25 @@ mod tests {
         }
     }
 
+    /// The rule with the grace's horizon (an engine alone).
+    fn f(
+        judge: &Judge,
+        kind: Kind,
+        ts: Timestamp,
+        stored: &[u8],
+        older_elsewhere: impl FnOnce() -> bool,
+    ) -> Fate {
+        fate(
+            judge,
+            kind,
+            ts,
+            stored,
+            || judge.grace_horizon_ms(),
+            older_elsewhere,
+        )
+        .fate
+    }
+
     fn ts(ms: u64) -> Timestamp {
         key::timestamp_from_millis(ms, 0)
     }
@@ -252,22 +312,22 @@ mod tests {
     #[test]
     fn tombstone_dropped_only_past_grace_and_with_nothing_older_elsewhere() {
         let old = ts(NOW - GRACE);
-        assert_eq!(fate(&judge(), Kind::Delete, old, b"", || false), Fate::Drop);
-        assert_eq!(fate(&judge(), Kind::Delete, old, b"", || true), Fate::Keep);
+        assert_eq!(f(&judge(), Kind::Delete, old, b"", || false), Fate::Drop);
+        assert_eq!(f(&judge(), Kind::Delete, old, b"", || true), Fate::Keep);
         let young = ts(NOW - GRACE + 1);
         let asked = std::cell::Cell::new(false);
         let ask = || {
             asked.set(true);
             false
         };
-        assert_eq!(fate(&judge(), Kind::Delete, young, b"", ask), Fate::Keep);
+        assert_eq!(f(&judge(), Kind::Delete, young, b"", ask), Fate::Keep);
         let flush = Judge {
             collecting: false,
             ..judge()
         };
-        assert_eq!(fate(&flush, Kind::Delete, old, b"", ask), Fate::Keep);
+        assert_eq!(f(&flush, Kind::Delete, old, b"", ask), Fate::Keep);
         assert!(!asked.get(), "asked about sources for a version it keeps");
-        assert_eq!(fate(&judge(), Kind::Put, old, b"v", || false), Fate::Keep);
+        assert_eq!(f(&judge(), Kind::Put, old, b"v", || false), Fate::Keep);
     }
 
     /// An expired value: cut to a tombstone until past the grace (from its
@@ -278,31 +338,31 @@ mod tests {
         let old = ts(NOW - 5 * GRACE);
         let live = expiring(NOW + 1);
         assert_eq!(
-            fate(&judge(), Kind::PutExpiring, old, &live, || false),
+            f(&judge(), Kind::PutExpiring, old, &live, || false),
             Fate::Keep
         );
         let recent = expiring(NOW - GRACE + 1);
         assert_eq!(
-            fate(&judge(), Kind::PutExpiring, old, &recent, || false),
+            f(&judge(), Kind::PutExpiring, old, &recent, || false),
             Fate::KeepExpired
         );
         let long_ago = expiring(NOW - GRACE);
         assert_eq!(
-            fate(&judge(), Kind::PutExpiring, old, &long_ago, || false),
+            f(&judge(), Kind::PutExpiring, old, &long_ago, || false),
             Fate::Drop
         );
         assert_eq!(
-            fate(&judge(), Kind::PutExpiring, old, &long_ago, || true),
+            f(&judge(), Kind::PutExpiring, old, &long_ago, || true),
             Fate::KeepExpired
         );
         // Cut to a deadline of 0: its grace counts from its timestamp.
         let cut = [0u8; expiry::DEADLINE_BYTES];
         assert_eq!(
-            fate(&judge(), Kind::PutExpiring, ts(NOW - 10), &cut, || false),
+            f(&judge(), Kind::PutExpiring, ts(NOW - 10), &cut, || false),
             Fate::KeepExpired
         );
         assert_eq!(
-            fate(&judge(), Kind::PutExpiring, old, &cut, || false),
+            f(&judge(), Kind::PutExpiring, old, &cut, || false),
             Fate::Drop
         );
         let planted = Judge {
@@ -310,8 +370,58 @@ mod tests {
             ..judge()
         };
         assert_eq!(
-            fate(&planted, Kind::PutExpiring, ts(NOW), &recent, || true),
+            f(&planted, Kind::PutExpiring, ts(NOW), &recent, || true),
             Fate::Drop
+        );
+    }
+
+    /// A horizon replaces the grace: a tombstone at or before it goes
+    /// (nothing older elsewhere), after it stays; one past the grace that
+    /// the horizon holds back is reported as waiting. The horizon is not
+    /// asked for a live version or a merge that does not collect.
+    #[test]
+    fn horizon_replaces_the_grace_and_reports_waiting_past_it() {
+        let old = ts(NOW - 5 * GRACE);
+        let at = |h: u64| fate(&judge(), Kind::Delete, old, b"", || h, || false);
+        let dropped = at(NOW - 5 * GRACE);
+        assert_eq!(
+            (dropped.fate, dropped.waiting_past_grace),
+            (Fate::Drop, false)
+        );
+        let waiting = at(NOW - 5 * GRACE - 1);
+        assert_eq!(
+            (waiting.fate, waiting.waiting_past_grace),
+            (Fate::Keep, true)
+        );
+        // Within the grace and not repaired: kept, not reported.
+        let young = ts(NOW - GRACE + 1);
+        let v = fate(&judge(), Kind::Delete, young, b"", || 0, || false);
+        assert_eq!((v.fate, v.waiting_past_grace), (Fate::Keep, false));
+        // Repaired within the grace: the horizon, not the grace, rules.
+        let v = fate(&judge(), Kind::Delete, young, b"", || NOW, || false);
+        assert_eq!(v.fate, Fate::Drop);
+        // An expired value waits as a tombstone.
+        let v = fate(
+            &judge(),
+            Kind::PutExpiring,
+            old,
+            &expiring(NOW - 2 * GRACE),
+            || 0,
+            || false,
+        );
+        assert_eq!((v.fate, v.waiting_past_grace), (Fate::KeepExpired, true));
+        let never = || -> u64 { panic!("horizon asked") };
+        assert_eq!(
+            fate(&judge(), Kind::Put, old, b"v", never, || false).fate,
+            Fate::Keep
+        );
+        let flush = Judge {
+            collecting: false,
+            ..judge()
+        };
+        assert_eq!(
+            fate(&flush, Kind::Delete, old, b"", never, || false).fate,
+            Fate::Keep
         );
     }
 

@@ -1,6 +1,6 @@
 //! Writing the output SSTables of a flush or compaction.
 
-use super::collect::{self, Elsewhere, Fate, Judge};
+use super::collect::{self, Elsewhere, Fate, Judge, Verdict};
 use super::pace::Pacer;
 use super::purge::PurgeFilter;
 use crate::error::{Error, Result};
@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What to drop while copying entries into new tables (the rule:
 /// [`super::collect`]).
-#[derive(Debug)]
 pub struct DropPolicy<'a> {
     /// The clock, the grace, and whether dead versions are collected.
     pub judge: Judge,
@@ -26,6 +25,19 @@ pub struct DropPolicy<'a> {
     /// dropped. `None` while collecting: the old rule (a planted bug), as
     /// if nothing outside the merge held an older version.
     pub elsewhere: Option<Elsewhere<'a>>,
+    /// The key's collection horizon (`Options::collection_horizon`);
+    /// `None`: `now - grace`.
+    pub horizon: Option<&'a crate::options::CollectionHorizon>,
+}
+
+impl std::fmt::Debug for DropPolicy<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DropPolicy")
+            .field("judge", &self.judge)
+            .field("elsewhere", &self.elsewhere)
+            .field("horizon", &self.horizon.is_some())
+            .finish()
+    }
 }
 
 impl<'a> DropPolicy<'a> {
@@ -40,6 +52,7 @@ impl<'a> DropPolicy<'a> {
                 planted_drop_expired: false,
             },
             elsewhere: None,
+            horizon: None,
         }
     }
 
@@ -55,7 +68,14 @@ impl<'a> DropPolicy<'a> {
                 planted_drop_expired: false,
             },
             elsewhere: Some(elsewhere),
+            horizon: None,
         }
+    }
+
+    /// Judges dead versions by `horizon` (per key) instead of the grace.
+    pub fn with_horizon(mut self, horizon: Option<&'a crate::options::CollectionHorizon>) -> Self {
+        self.horizon = horizon;
+        self
     }
 
     /// The old rule, a planted bug: drops what is past the grace without
@@ -70,6 +90,7 @@ impl<'a> DropPolicy<'a> {
                 planted_drop_expired: false,
             },
             elsewhere: None,
+            horizon: None,
         }
     }
 
@@ -79,8 +100,12 @@ impl<'a> DropPolicy<'a> {
         self
     }
 
-    fn fate(&self, user_key: &[u8], kind: Kind, ts: u64, value: &[u8]) -> Fate {
-        collect::fate(&self.judge, kind, ts, value, || {
+    fn fate(&self, user_key: &[u8], kind: Kind, ts: u64, value: &[u8]) -> Verdict {
+        let horizon = || match self.horizon {
+            Some(h) => h(user_key),
+            None => self.judge.grace_horizon_ms(),
+        };
+        collect::fate(&self.judge, kind, ts, value, horizon, || {
             self.elsewhere
                 .as_ref()
                 .is_some_and(|e| e.may_hold_older(user_key, ts))
@@ -180,7 +205,11 @@ pub fn write_tables_filtered(
             last_user_key.clear();
             last_user_key.extend_from_slice(parsed.user_key);
             have_last = true;
-            let fate = policy.fate(parsed.user_key, parsed.kind, parsed.ts, input.value());
+            let verdict = policy.fate(parsed.user_key, parsed.kind, parsed.ts, input.value());
+            let fate = verdict.fate;
+            if verdict.waiting_past_grace {
+                sink.metrics.tombstones_waiting_past_grace.add(1);
+            }
             if parsed.kind == Kind::PutExpiring && fate != Fate::Keep {
                 sink.metrics.expired_seen.add(1);
                 if fate == Fate::Drop {

@@ -350,9 +350,10 @@ pub fn compact(
     Ok(())
 }
 
-/// What a compaction of `plan` drops: dead versions past the grace with
-/// no older version of their key outside the merge (`compaction::collect`),
-/// at any level. The planted old rule collects, blind, only when no deeper
+/// What a compaction of `plan` drops: dead versions past their key's
+/// horizon (`Options::collection_horizon`, else the grace) with no older
+/// version of their key outside the merge (`compaction::collect`), at any
+/// level. The planted old rule collects, blind, only when no deeper
 /// level overlaps the merge.
 pub(crate) fn drop_policy<'a>(shared: &'a Shared, plan: &Plan) -> DropPolicy<'a> {
     let now_ms = shared.now_ms();
@@ -366,6 +367,7 @@ pub(crate) fn drop_policy<'a>(shared: &'a Shared, plan: &Plan) -> DropPolicy<'a>
     } else {
         let inputs = plan.inputs.iter().map(|(_, f)| f.meta.number);
         DropPolicy::collecting(now_ms, grace_ms, Elsewhere::new(&shared.sv, inputs))
+            .with_horizon(shared.opts.collection_horizon.as_ref())
     };
     policy.with_planted_drop_expired(shared.planted_drop_expired())
 }

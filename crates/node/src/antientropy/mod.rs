@@ -17,6 +17,9 @@
 //! - [`rate`]: the token bucket bounding scanned plus sent bytes.
 //! - [`priority`]: background threads at a lower CPU priority.
 //! - [`status`]: round reports (`/v0/repair`) and metrics.
+//! - [`repaired`]: repair-based collection's rule (until when a key's
+//!   replicas hold what this node holds), [`repaired_file`] its durable
+//!   records, [`horizon`] the engine's collection horizon from them.
 //! - [`transfer`]: copying what a node gains in a layout transition, on
 //!   the same sessions, scoped to the transition.
 //! - `service`: the hand-off from the network threads, the node's view
@@ -31,11 +34,14 @@
 //! timeouts and check the node's stop flag between batches.
 
 pub mod client;
+pub mod horizon;
 pub mod local;
 pub mod merkle;
 pub mod priority;
 pub mod rate;
 pub mod reconcile;
+pub mod repaired;
+pub mod repaired_file;
 pub mod rounds;
 pub mod scope;
 pub mod server;

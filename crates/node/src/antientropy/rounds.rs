@@ -21,6 +21,7 @@ use super::Node;
 use super::client::{self, Kept};
 use super::local::{self, Scope};
 use super::merkle::{DEPTH, Tree};
+use super::repaired::Session;
 use super::status::{PeerReport, RoundReport};
 use crate::last_seen::now_ms;
 use std::sync::atomic::Ordering;
@@ -115,6 +116,7 @@ fn round_with(node: &Node<'_>, number: u64) -> RoundReport {
             Ok(trees) => {
                 let mut trees: Vec<Tree> = trees.into_iter().map(|(t, _)| t).collect();
                 let scope = Scope::new(node);
+                let mut done = Vec::with_capacity(peers.len());
                 for (i, &peer) in peers.iter().enumerate() {
                     metrics.round_peer.store(peer as i64, Ordering::Relaxed);
                     let (synced, later) = trees.split_at_mut(i + 1);
@@ -133,11 +135,18 @@ fn round_with(node: &Node<'_>, number: u64) -> RoundReport {
                             }
                         }
                     };
-                    report
-                        .peers
-                        .push(client::sync_with(node, peer, tree, &mut on_fetched));
+                    let peer_report = client::sync_with(node, peer, tree, &mut on_fetched);
+                    if peer_report.error.is_none() {
+                        let session = Session {
+                            started_ms: report.started_ms,
+                            ended_ms: now_ms(),
+                        };
+                        done.push((peer_report.url.clone(), session));
+                    }
+                    report.peers.push(peer_report);
                     metrics.round_peers_done.fetch_add(1, Ordering::Relaxed);
                 }
+                record_repairs(node, &peers, &done);
             }
             Err(e) => {
                 let why = format!("local scan failed: {e}");
@@ -165,6 +174,41 @@ fn round_with(node: &Node<'_>, number: u64) -> RoundReport {
     counter.fetch_add(1, Ordering::Relaxed);
     log_round(&report, started.elapsed());
     report
+}
+
+/// Records the round's completed sessions for repair-based collection
+/// (`super::horizon`), and warns of the peers no session completed with
+/// within the tombstone grace: the tombstones of the keys shared with
+/// them are kept past it (docs/decisions/0007).
+fn record_repairs(node: &Node<'_>, peers: &[usize], done: &[(String, Session)]) {
+    let Some(horizon) = node.antientropy.horizon.get() else {
+        return;
+    };
+    horizon.follow(node.placement.get());
+    let version = node.topology.version();
+    if let Err(e) = horizon.record_round(version, done) {
+        tracing::warn!(
+            error = %e,
+            "cannot write the repair records (REPAIRED); they are kept in memory until the next round"
+        );
+    }
+    let urls: Vec<String> = peers
+        .iter()
+        .map(|&p| node.topology.nodes()[p].clone())
+        .collect();
+    let grace_ms = node.config.tombstone_grace.as_millis() as u64;
+    let late = horizon.unrepaired_past_grace(version, &urls, now_ms(), grace_ms);
+    node.antientropy
+        .metrics
+        .peers_unrepaired_past_grace
+        .store(late.len() as u64, Ordering::Relaxed);
+    if !late.is_empty() {
+        tracing::warn!(
+            peers = ?late,
+            grace_ms,
+            "no anti-entropy session completed with these peers within the tombstone grace:              tombstones of the keys shared with them are kept until one does (a peer gone for              good: remove it from the layout)"
+        );
+    }
 }
 
 /// One line per round that moved keys or failed (quiet rounds stay quiet).

@@ -63,6 +63,9 @@ pub struct AntiEntropy {
     pub timing: super::stream::Timing,
     /// Copying for layout transitions: `/metrics` figures.
     pub copy: super::transfer::CopyMetrics,
+    /// Repair-based collection: rounds record their completed sessions
+    /// here (unset: nothing recorded, as in unit tests).
+    pub horizon: std::sync::OnceLock<Arc<super::horizon::RepairHorizon>>,
     reserved: Arc<AtomicUsize>,
     queue: SyncSender<Handoff>,
 }
@@ -78,6 +81,7 @@ impl AntiEntropy {
             rate: super::rate::RateLimiter::new(rate_bytes),
             timing: super::stream::Timing::default(),
             copy: super::transfer::CopyMetrics::default(),
+            horizon: std::sync::OnceLock::new(),
             reserved: Arc::new(AtomicUsize::new(0)),
             queue,
         };
@@ -103,6 +107,17 @@ impl AntiEntropy {
                 Err(seen) => n = seen,
             }
         }
+    }
+
+    /// Records rounds for `horizon` from now on, which judges keys by
+    /// `placement` until the next round or main-thread chore updates it.
+    pub fn adopt_horizon(
+        &self,
+        horizon: &Arc<super::horizon::RepairHorizon>,
+        placement: Arc<crate::cluster::live::Placement>,
+    ) {
+        horizon.follow(placement);
+        let _ = self.horizon.set(Arc::clone(horizon));
     }
 
     /// Hands an upgraded socket to the `ataman-sync` thread. Never blocks:

@@ -277,6 +277,10 @@ pub struct SyncMetrics {
     pub round_buckets_differing: AtomicU64,
     /// Keys fetched plus pushed so far in the running session.
     pub round_keys_done: AtomicU64,
+    /// Peers of the read layout with no completed session that started
+    /// within the tombstone grace (repair-based collection: the
+    /// tombstones of the keys shared with them wait past the grace).
+    pub peers_unrepaired_past_grace: AtomicU64,
 }
 
 impl Default for SyncMetrics {
@@ -301,6 +305,7 @@ impl Default for SyncMetrics {
             round_peers_done: AtomicU64::new(0),
             round_buckets_differing: AtomicU64::new(0),
             round_keys_done: AtomicU64::new(0),
+            peers_unrepaired_past_grace: AtomicU64::new(0),
         }
     }
 }
@@ -398,6 +403,13 @@ impl SyncMetrics {
             };
             gauge(out, name, help, kind, get(value));
         }
+        gauge(
+            out,
+            "ataman_antientropy_peers_unrepaired_past_grace",
+            "Peers with no completed anti-entropy session started within the tombstone grace: the tombstones of the keys shared with them wait (repair-based collection).",
+            "gauge",
+            get(&self.peers_unrepaired_past_grace),
+        );
         gauge(
             out,
             "ataman_antientropy_round_running",
