@@ -72,10 +72,11 @@ pub struct TestClusterArgs {
     /// Plant a bug in every node, to see the harness catch it:
     /// ack-before-wal, joined-takes-id-zero,
     /// copy-skips-partitioned-leaving-node, read-repair-writes-older,
-    /// expired-value-served, expires-early, copy-skips-keys or
-    /// collect-ignores-shallower (docs/RELIABILITY.md "Negative controls";
+    /// expired-value-served, expires-early, copy-skips-keys,
+    /// collect-ignores-shallower or collect-on-grace-alone
+    /// (docs/RELIABILITY.md "Negative controls";
     /// only in a build with the `planted-bugs` feature, as the tests have).
-    #[arg(long, value_parser = ["ack-before-wal", "joined-takes-id-zero", "copy-skips-partitioned-leaving-node", "read-repair-writes-older", "expired-value-served", "expires-early", "copy-skips-keys", "collect-ignores-shallower"])]
+    #[arg(long, value_parser = ["ack-before-wal", "joined-takes-id-zero", "copy-skips-partitioned-leaving-node", "read-repair-writes-older", "expired-value-served", "expires-early", "copy-skips-keys", "collect-ignores-shallower", "collect-on-grace-alone"])]
     pub planted_bug: Option<String>,
     /// Make every file sync of every node this many ms slower for the whole
     /// run (a slow disk, through the fault-control file; at most 60000).
