@@ -6,6 +6,7 @@
 //! like `LAST-SEEN` ([`crate::decimal_file`]): to `CLOCK.tmp`, fsynced,
 //! renamed over `CLOCK`, and the directory fsynced.
 
+use ataman_engine::fs::FileSystem;
 use ataman_engine::key::Timestamp;
 use std::path::Path;
 
@@ -19,11 +20,26 @@ pub fn write(dir: &Path, reserved: Timestamp) -> std::io::Result<()> {
     crate::decimal_file::write(dir, FILE_NAME, TEMP_NAME, reserved)
 }
 
+/// [`write()`] on the file system `fs`: the simulation keeps each node's
+/// `CLOCK` on its simulated disk this way, so crashes and power loss meet
+/// this very write.
+pub fn write_on(fs: &dyn FileSystem, dir: &Path, reserved: Timestamp) -> std::io::Result<()> {
+    crate::decimal_file::write_on(fs, dir, FILE_NAME, TEMP_NAME, reserved)
+}
+
 /// The recorded reservation, `None` when there is no file (a fresh
 /// directory, or data from before the file existed).
 pub fn read(dir: &Path) -> Result<Option<Timestamp>, String> {
-    crate::decimal_file::read(dir, FILE_NAME, "a decimal timestamp")
+    crate::decimal_file::read(dir, FILE_NAME, WHAT)
 }
+
+/// [`read()`] on the file system `fs` (the simulation's disk).
+pub fn read_on(fs: &dyn FileSystem, dir: &Path) -> Result<Option<Timestamp>, String> {
+    crate::decimal_file::read_on(fs, dir, FILE_NAME, WHAT)
+}
+
+/// What the file holds, for the error of one that does not parse.
+const WHAT: &str = "a decimal timestamp";
 
 #[cfg(test)]
 mod tests {

@@ -306,8 +306,10 @@ pub struct NodeConfig {
 }
 
 /// A bug planted on purpose, so the fault-injection harness can show it
-/// catches it (`--debug-planted-bug`, docs/API.md "Test hooks"). A build
-/// without the `planted-bugs` feature never constructs one.
+/// catches it (`--debug-planted-bug`, docs/API.md "Test hooks"). A node
+/// built without the `planted-bugs` feature never constructs one (the
+/// simulation passes one to a rule it shares, `ttl::Expiry::as_planted`,
+/// for its own `--planted-bug`).
 #[cfg_attr(not(feature = "planted-bugs"), allow(dead_code))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PlantedBug {

@@ -30,6 +30,24 @@ impl Expiry {
         ttl_ms.map_or(Expiry::Never, Expiry::AfterMs)
     }
 
+    /// The expiry a coordinator stamps for this one under `planted` (a
+    /// negative control's planted bug, `planted-bugs` feature): itself, or
+    /// a TTL a thousand times longer (`expired-value-served`) or a quarter
+    /// as long (`expires-early`). The node's dispatch and the simulation's
+    /// coordinator both stamp through this.
+    pub fn as_planted(self, planted: Option<crate::config::PlantedBug>) -> Self {
+        use crate::config::PlantedBug;
+        match (planted, self) {
+            (Some(PlantedBug::ExpiredValueServed), Expiry::AfterMs(ms)) => {
+                Expiry::AfterMs(ms.saturating_mul(1_000))
+            }
+            (Some(PlantedBug::ExpiresEarly), Expiry::AfterMs(ms)) => {
+                Expiry::AfterMs((ms / 4).max(1))
+            }
+            (_, expiry) => expiry,
+        }
+    }
+
     /// The absolute deadline of a write stamped `ts` (`None`: it never
     /// expires). The error (past [`DEADLINE_MS_MAX`]) is the client's 400.
     pub fn deadline_ms(self, ts: u64) -> Result<Option<u64>, String> {
@@ -136,5 +154,29 @@ mod tests {
         assert!(Expiry::AfterMs(DEADLINE_MS_MAX).deadline_ms(ts).is_err());
         assert_eq!(Expiry::from_ttl_ms(None), Expiry::Never);
         assert_eq!(Expiry::from_ttl_ms(Some(9)), Expiry::AfterMs(9));
+    }
+
+    /// Unplanted, the expiry is itself; the two planted bugs stretch or
+    /// shorten only a relative TTL (an absolute deadline is the client's).
+    #[test]
+    fn planted_expiry_changes_only_relative_ttls() {
+        use crate::config::PlantedBug;
+        let ttl = Expiry::AfterMs(1_000);
+        assert_eq!(ttl.as_planted(None), ttl);
+        assert_eq!(
+            ttl.as_planted(Some(PlantedBug::ExpiresEarly)),
+            Expiry::AfterMs(250)
+        );
+        assert_eq!(
+            Expiry::AfterMs(3).as_planted(Some(PlantedBug::ExpiresEarly)),
+            Expiry::AfterMs(1)
+        );
+        assert_eq!(
+            ttl.as_planted(Some(PlantedBug::ExpiredValueServed)),
+            Expiry::AfterMs(1_000_000)
+        );
+        let at = Expiry::AtMs(5);
+        assert_eq!(at.as_planted(Some(PlantedBug::ExpiresEarly)), at);
+        assert_eq!(ttl.as_planted(Some(PlantedBug::AckBeforeWal)), ttl);
     }
 }

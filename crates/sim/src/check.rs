@@ -12,6 +12,7 @@
 //! | [`ViolationKind::Unrecoverable`] | a restarted engine opens on its disk without `force_recovery` |
 //! | [`ViolationKind::Stuck`] | once healed, the cluster finishes its requests, messages and hints |
 //! | [`ViolationKind::ExpiredRead`] | a read completed at `t` returns no value whose every written version had its deadline at or before `t` minus [`EXPIRY_SKEW_MS`] (a coordinator whose clock is behind may still show it within that window) |
+//! | [`ViolationKind::PrematureExpiry`] | an expiring write (invoked at `i` with `ttl_ms` `t`) never reads as expired (a tombstone at its timestamp) in a read completed before `i + t - 2 × skew`, `skew` the run's largest clock skew ([`History::skew_ms_max`]): its coordinator's clock may stamp the deadline `skew` early and a replica's clock may be `skew` ahead |
 //! | [`ViolationKind::Resurrection`] | an acknowledged expiring write, once expired, reads as not found, never as an older version: no read under intersecting quorums and no final state returns a version older than it |
 //!
 //! Expiry: an expired version reads as a tombstone at its timestamp (the
@@ -52,6 +53,8 @@ pub enum ViolationKind {
     ExpiredRead,
     /// A version older than an acknowledged expiring write came back.
     Resurrection,
+    /// An expiring write read as expired before its TTL could have run out.
+    PrematureExpiry,
 }
 
 /// The skew bound of expiry: nodes' wall clocks are within this of the
@@ -158,6 +161,7 @@ pub fn check(history: &History) -> Report {
     stale_reads(history, &mut report);
     phantoms(history, &written, &mut report);
     expired_reads(history, &written, &mut report);
+    premature_expiry(history, &mut report);
     convergence(history, &mut report);
     for h in &history.happenings {
         match h {
@@ -479,6 +483,58 @@ fn expired_reads(history: &History, written: &Written, report: &mut Report) {
                     op.coordinator,
                     v.ts,
                     v.deadline_ms
+                ),
+            );
+        }
+    }
+}
+
+/// A read that shows an expiring write as expired (a tombstone at one of
+/// its timestamps) although it was answered before the write's TTL could
+/// have run out. The deadline is judged from what the client asked (the
+/// write's `ttl_ms` from when it was invoked), not from the deadline the
+/// coordinator stamped, so a coordinator that stamps too early is caught.
+/// Slack: the stamping clock up to `skew` behind the virtual clock, the
+/// reading replica's up to `skew` ahead ([`History::skew_ms_max`]).
+fn premature_expiry(history: &History, report: &mut Report) {
+    let slack = history.skew_ms_max.saturating_mul(2);
+    let mut expiring: BTreeMap<(&[u8], u64), &Op> = BTreeMap::new();
+    for w in &history.ops {
+        if w.ttl_ms.is_none() || w.result == OpResult::Refused {
+            continue;
+        }
+        for version in w.versions() {
+            expiring.insert((&w.key, version.ts), w);
+        }
+    }
+    for read in &history.ops {
+        let (OpResult::Read(Some(v)), Some(done)) = (&read.result, read.completed_ms) else {
+            continue;
+        };
+        if v.value.is_some() {
+            continue;
+        }
+        let Some(w) = expiring.get(&(read.key.as_slice(), v.ts)) else {
+            continue;
+        };
+        let ttl_ms = w.ttl_ms.unwrap_or(0);
+        let owed_ms = (w.invoked_ms + ttl_ms).saturating_sub(slack);
+        if done < owed_ms {
+            report.push_key(
+                ViolationKind::PrematureExpiry,
+                &read.key,
+                format!(
+                    "op {} (GET {} via node {}, answered at {done} ms) read op {}'s ts {} as expired; \
+                     it was invoked at {} ms with ttl_ms {ttl_ms} (deadline stamped {:?} Unix ms), \
+                     so it lives until at least {owed_ms} ms (skew bound {} ms)",
+                    read.id,
+                    show(&read.key),
+                    read.coordinator,
+                    w.id,
+                    v.ts,
+                    w.invoked_ms,
+                    w.deadline_ms,
+                    history.skew_ms_max
                 ),
             );
         }

@@ -74,11 +74,16 @@ pub enum PlantedBug {
     /// write a leaving node still on the old version acknowledges after
     /// its copy was read is lost at cleanup.
     CopyIgnoresLeavingAck,
+    /// The coordinator stamps an expiring PUT's deadline a quarter of its
+    /// `ttl_ms` after the stamp: the node's own planted rule
+    /// (`ataman_node::ttl::Expiry::as_planted`, the node's
+    /// `--debug-planted-bug expires-early`), so values expire early.
+    ExpiresEarly,
 }
 
 impl PlantedBug {
     /// Every planted bug by its command-line name.
-    pub const NAMES: [(&'static str, PlantedBug); 9] = [
+    pub const NAMES: [(&'static str, PlantedBug); 10] = [
         ("ack-minus-one", PlantedBug::AckMinusOne),
         ("no-restamp", PlantedBug::NoRestamp),
         ("reads-before-sync", PlantedBug::ReadsBeforeSync),
@@ -97,6 +102,7 @@ impl PlantedBug {
             "copy-ignores-leaving-ack",
             PlantedBug::CopyIgnoresLeavingAck,
         ),
+        ("expires-early", PlantedBug::ExpiresEarly),
     ];
 
     /// Its command-line name.
@@ -156,9 +162,17 @@ impl FaultMix {
         ..FaultMix::NONE
     };
 
+    /// Every kind of fault but clock skew: the expiry checks then allow
+    /// no skew, so a deadline early by any amount shows.
+    pub const NO_SKEW: FaultMix = FaultMix {
+        clock_skew: false,
+        ..FaultMix::ALL
+    };
+
     /// The presets by their command-line name.
-    pub const PRESETS: [(&'static str, FaultMix); 3] = [
+    pub const PRESETS: [(&'static str, FaultMix); 4] = [
         ("all", FaultMix::ALL),
+        ("no-skew", FaultMix::NO_SKEW),
         ("power-loss", FaultMix::POWER_LOSS),
         ("none", FaultMix::NONE),
     ];

@@ -69,6 +69,9 @@ pub struct Op {
     /// An expiring PUT's absolute deadline (Unix ms), stamped once by the
     /// coordinator from its own clock (`ataman_node::ttl::deadline_ms`).
     pub deadline_ms: Option<u64>,
+    /// The TTL the client asked of an expiring PUT (`ttl_ms`): what the
+    /// checker holds the deadline to, whatever the coordinator stamped.
+    pub ttl_ms: Option<u64>,
     /// When it was sent, virtual ms.
     pub invoked_ms: u64,
     /// When it was answered, virtual ms.
@@ -183,6 +186,10 @@ pub struct History {
     /// Placement seeds of the final layout's members, a prefix of the
     /// nodes (`placement::seeds`): where the checker expects each key.
     pub seeds: Vec<u64>,
+    /// The largest distance, ms, of any node's wall clock from the virtual
+    /// clock during the run (0 without clock-skew faults): the skew bound
+    /// the expiry checks allow.
+    pub skew_ms_max: u64,
     /// Client operations, by id.
     pub ops: Vec<Op>,
     /// Node and network happenings, in time order.

@@ -41,7 +41,7 @@ struct Args {
     /// The engine's WAL mode: fsync, write or none.
     #[arg(long, default_value = "fsync")]
     wal_mode: String,
-    /// Faults: all, power-loss or none.
+    /// Faults: all, no-skew (all but clock skew), power-loss or none.
     #[arg(long, default_value = "all")]
     faults: String,
     /// Skip the power cut of every node after the final repairs.
@@ -97,7 +97,7 @@ fn config(args: &Args) -> Result<SimConfig, String> {
         other => return Err(format!("--wal-mode {other}: fsync, write or none")),
     };
     let faults = FaultMix::by_name(&args.faults)
-        .ok_or_else(|| format!("--faults {}: all, power-loss or none", args.faults))?;
+        .ok_or_else(|| format!("--faults {}: all, no-skew, power-loss or none", args.faults))?;
     let planted_bug = match args.planted_bug.as_deref() {
         None => None,
         Some(name) => Some(

@@ -36,6 +36,7 @@ use crate::hint_store::HintStore;
 use ataman_engine::fs::FileSystem;
 use ataman_engine::fs::sim::SimFs;
 use ataman_engine::{Db, Durability, Options, WalMode, WriteBatch};
+use ataman_node::clock_file;
 use ataman_node::hlc::Hlc;
 use ataman_node::peer::frame::Stamped;
 use ataman_node::replication::driver::{DriverConfig, Replicator};
@@ -108,6 +109,11 @@ pub enum Reopened {
     /// It refused to open even with `force_recovery` (the errors); the node
     /// starts over on an empty disk.
     Wiped(String),
+    /// The engine opened but the clock did not start (its `CLOCK` did not
+    /// parse, or the first reservation was not written): `ataman serve`
+    /// would stop there. The simulated node runs on, its clock past the
+    /// newest stored timestamp; the checker reports it as unrecoverable.
+    ClockFailed(String),
 }
 
 /// One simulated node.
@@ -118,12 +124,10 @@ pub struct SimNode {
     pub(crate) fs: SimFs,
     /// Its engine, `None` while the node is down.
     pub(crate) db: Option<Db>,
-    /// Its clock, bounded by a reservation kept in `clock_reserved`.
+    /// Its clock, bounded by a reservation it persists in the node's own
+    /// `CLOCK` file on the node's disk (`ataman_node::clock_file`, written
+    /// through the simulated file system, so crash images meet it).
     pub(crate) hlc: Hlc,
-    /// The clock's reservation as its `CLOCK` file would hold it: durable
-    /// the moment it is set (the real file is fsynced before the clock
-    /// uses it), so it survives every crash; 0 before the first.
-    pub(crate) clock_reserved: Arc<AtomicU64>,
     /// Raised by every crash: answers and timers of an older incarnation are ignored.
     pub(crate) incarnation: u64,
     /// How far its wall clock is from the virtual clock, milliseconds.
@@ -194,18 +198,38 @@ fn driver(index: usize, nodes: usize) -> Replicator<OpId> {
 }
 
 /// A clock stamping with node id `id` (none: it stamps nothing),
-/// persisting its reservations to `reserved`.
-fn reserving_clock(id: Option<u16>, reserved: &Arc<AtomicU64>) -> Hlc {
-    let reserved = Arc::clone(reserved);
+/// persisting its reservations to the `CLOCK` file in [`DATA_DIR`] on
+/// `fs` with the node's own code (`ataman_node::clock_file`), as
+/// `ataman serve` does in its data directory.
+fn reserving_clock(id: Option<u16>, fs: &SimFs) -> Hlc {
+    let fs = fs.clone();
     let clock = Hlc::with_reservation(
         0,
-        Box::new(move |ts, _| {
-            reserved.fetch_max(ts, Ordering::SeqCst);
-            Ok(())
-        }),
+        Box::new(move |ts, _| clock_file::write_on(&fs, Path::new(DATA_DIR), ts)),
     );
     clock.set_node(id);
     clock
+}
+
+/// Starts `clock` past the reservation its last run left in `fs`'s
+/// `CLOCK` and past `stored` (the newest stored timestamp), then persists
+/// a first reservation, as `ataman serve` does (`start_clock`). The
+/// restart happens at no particular virtual time, so where the node would
+/// wait for the wall clock to pass a close reservation
+/// (`hlc::Restore::WaitUntilMs`) the simulated node observes it instead:
+/// either way the clock starts above it. The error: `CLOCK` did not parse,
+/// or the first reservation could not be written (the node would not start).
+fn start_clock(clock: &Hlc, fs: &SimFs, wall_ms: u64, stored: u64) -> Result<(), String> {
+    use ataman_node::hlc::{Restore, restore_plan};
+    clock.observe(stored);
+    let reserved = clock_file::read_on(fs, Path::new(DATA_DIR))?;
+    match (restore_plan(reserved, wall_ms), reserved) {
+        (Restore::Nothing, _) | (_, None) => {}
+        (Restore::WaitUntilMs(_) | Restore::Observe(_), Some(r)) => clock.observe(r),
+    }
+    clock
+        .renew_at(wall_ms)
+        .map_err(|e| format!("cannot start the clock: {e}"))
 }
 
 impl SimNode {
@@ -225,14 +249,19 @@ impl SimNode {
         fs.create_dir_all(Path::new(DATA_DIR))
             .map_err(|e| e.to_string())?;
         let db = open_db(&fs, wal_mode, false, &engine)?;
-        let clock_reserved = Arc::new(AtomicU64::new(0));
+        // A fixed cluster's ids: list order, as a bootstrap layout gives them.
+        let hlc = reserving_clock(Some(index as u16), &fs);
+        start_clock(
+            &hlc,
+            &fs,
+            ataman_engine::Clock::now_ms(&*engine.clock),
+            db.timestamp_max(),
+        )?;
         Ok(SimNode {
             index,
             fs,
             db: Some(db),
-            // A fixed cluster's ids: list order, as a bootstrap layout gives them.
-            hlc: reserving_clock(Some(index as u16), &clock_reserved),
-            clock_reserved,
+            hlc,
             incarnation: 0,
             skew_ms: 0,
             wal_mode,
@@ -286,7 +315,8 @@ impl SimNode {
         match self.hlc.now_at(self.wall_ms(now_ms)) {
             Ok(ts) => Some(ts),
             Err(ataman_node::hlc::Unstamped::NoNodeId) => None,
-            // The simulated reservation is a memory cell: persisting it never fails.
+            // No disk fault is armed on `CLOCK` (`faults::DISK_FAULT_FILES`):
+            // persisting a reservation never fails.
             Err(e) => unreachable!("{e}"),
         }
     }
@@ -422,14 +452,14 @@ impl SimNode {
         // before the settle's close rotates and flushes in its turn: the
         // two would otherwise race for file numbers.
         let _ = db.flush();
-        self.hlc = reserving_clock(self.node_id, &self.clock_reserved);
-        // 0 (no reservation yet) observes nothing.
-        self.hlc.observe(self.clock_reserved.load(Ordering::SeqCst));
-        self.hlc.observe(db.timestamp_max());
+        self.hlc = reserving_clock(self.node_id, &self.fs);
+        let wall_ms = ataman_engine::Clock::now_ms(&*self.engine.clock);
+        let clock = start_clock(&self.hlc, &self.fs, wall_ms, db.timestamp_max());
         self.db = Some(db);
         self.restart_scheduled = false;
-        match self.settle() {
-            Some(again) if again != Reopened::Clean => again,
+        match (self.settle(), clock) {
+            (Some(again), _) if again != Reopened::Clean => again,
+            (_, Err(why)) if reopened == Reopened::Clean => Reopened::ClockFailed(why),
             _ => reopened,
         }
     }
@@ -526,6 +556,31 @@ mod tests {
         node.crash(CrashKind::PowerLoss, 3);
         node.restart();
         assert!(node.stamp(0).unwrap() > unstored);
+    }
+
+    /// The reservation is the node's `CLOCK` file on its own disk, written
+    /// by the node's code: above every stamp, read back on restart; a file
+    /// that does not parse stops the clock's start (the node's refusal),
+    /// which the restart reports.
+    #[test]
+    fn the_reservation_is_the_clock_file_on_the_disk() {
+        let mut node = SimNode::new(0, 3, WalMode::Fsync).unwrap();
+        let ts = node.stamp(5).unwrap();
+        let on_disk = clock_file::read_on(&node.fs, Path::new(DATA_DIR)).unwrap();
+        assert!(on_disk.is_some_and(|r| r >= ts), "{on_disk:?} below {ts}");
+        let mut file = node
+            .fs
+            .create(&Path::new(DATA_DIR).join(clock_file::FILE_NAME))
+            .unwrap();
+        file.append(b"not a timestamp\n").unwrap();
+        file.sync().unwrap();
+        drop(file);
+        node.crash(CrashKind::Kill, 0);
+        let reopened = node.restart();
+        assert!(
+            matches!(&reopened, Reopened::ClockFailed(why) if why.contains("CLOCK")),
+            "{reopened:?}"
+        );
     }
 
     /// Flush and compaction settle the engine and keep every version, tombstones included.

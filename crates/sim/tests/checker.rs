@@ -43,6 +43,7 @@ fn put(
         ts: Some(ts),
         earlier_ts: Vec::new(),
         deadline_ms: None,
+        ttl_ms: None,
         invoked_ms: at.0,
         completed_ms: Some(at.1),
         result,
@@ -61,6 +62,7 @@ fn get(id: usize, key: &str, ack: usize, at: (u64, u64), got: Option<Stamped>) -
         ts: None,
         earlier_ts: Vec::new(),
         deadline_ms: None,
+        ttl_ms: None,
         invoked_ms: at.0,
         completed_ms: Some(at.1),
         result: OpResult::Read(got),
@@ -354,4 +356,51 @@ fn older_version_over_an_expired_write_is_a_resurrection() {
     h.ops.pop();
     h.final_states = vec![state(&[("k", v(5, "old"))]); 3];
     assert_eq!(kinds(&h), vec![ViolationKind::Resurrection]);
+}
+
+/// Premature expiry: a PUT invoked at 0 with `ttl_ms` 1,000 (deadline
+/// stamped correctly or not) read as expired at 999 ms is flagged; at
+/// 1,000 ms it is not; with a clock skew of 100 ms in the run the slack is
+/// 200 ms (stamping clock behind, reading clock ahead), so 800 passes and
+/// 799 does not. A tombstone at another timestamp (a delete) is no expiry.
+#[test]
+fn expired_before_the_ttl_is_premature() {
+    use ataman_sim::config::EPOCH_MS;
+    let early = |at: u64, skew: u64| {
+        let mut h = history(3, 3);
+        h.skew_ms_max = skew;
+        let mut w = put(0, "k", "a", 10, 2, (0, 5), OpResult::Written);
+        w.ttl_ms = Some(1_000);
+        // What a coordinator stamping a quarter of the TTL records.
+        w.deadline_ms = Some(EPOCH_MS + 250);
+        h.ops.push(w);
+        h.ops
+            .push(get(1, "k", 2, (at, at), Some(Stamped::tombstone(10))));
+        h.final_states = vec![state(&[("k", Stamped::tombstone(10))]); 3];
+        h
+    };
+    assert_eq!(kinds(&early(999, 0)), vec![ViolationKind::PrematureExpiry]);
+    assert_eq!(kinds(&early(300, 0)), vec![ViolationKind::PrematureExpiry]);
+    assert!(check(&early(1_000, 0)).ok());
+    assert!(check(&early(800, 100)).ok());
+    assert_eq!(
+        kinds(&early(799, 100)),
+        vec![ViolationKind::PrematureExpiry]
+    );
+    let detail = &check(&early(300, 0)).violations[0].detail;
+    assert!(detail.contains("ttl_ms 1000"), "{detail}");
+    // A delete's tombstone read early is not an expiry.
+    let mut h = early(300, 0);
+    h.ops
+        .push(put(2, "k", "b", 20, 2, (6, 8), OpResult::Written));
+    h.ops[2].kind = OpKind::Delete;
+    h.ops
+        .push(get(3, "k", 2, (9, 9), Some(Stamped::tombstone(20))));
+    h.ops.remove(1);
+    for (i, op) in h.ops.iter_mut().enumerate() {
+        op.id = i;
+    }
+    h.final_states = vec![state(&[("k", Stamped::tombstone(20))]); 3];
+    let report = check(&h);
+    assert!(report.ok(), "{}", report.summary(10));
 }

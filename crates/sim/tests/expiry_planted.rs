@@ -5,11 +5,18 @@
 //! outright instead of keeping it as a tombstone for the grace) must be
 //! caught on a meaningful share of a bounded set of seeds; the same seeds
 //! without it pass, and expired values really were read as not found.
+//!
+//! Premature expiry: the node's planted `expires-early` (deadlines a
+//! quarter of `ttl_ms` after the stamp, `ataman_node::ttl::Expiry::as_planted`,
+//! which the simulation's coordinator stamps through) must be caught as
+//! [`ViolationKind::PrematureExpiry`] with every fault but clock skew (the
+//! check's slack is twice the run's largest skew), and the same seeds
+//! without it pass.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
 
 use ataman_sim::history::OpResult;
-use ataman_sim::{FaultMix, PlantedBug, SimConfig, replay_command, run};
+use ataman_sim::{FaultMix, PlantedBug, SimConfig, ViolationKind, replay_command, run};
 
 /// Seeds tried.
 const SEEDS: std::ops::Range<u64> = 1..21;
@@ -85,4 +92,49 @@ fn same_seeds_without_the_bug_pass_and_expire() {
     eprintln!("acknowledged expiring writes {expiring}, reads of an expired value {expired_reads}");
     assert!(expiring > 0, "no expiring write was acknowledged");
     assert!(expired_reads > 0, "no read saw an expired value");
+}
+
+/// Seeds of [`SEEDS`] `expires-early` must fail with a premature expiry,
+/// at least (it fails 160 of seeds 1..201 with 200 steps, 13 of these
+/// 20 with 150).
+const EARLY_CAUGHT_MIN: usize = 6;
+
+fn no_skew(planted_bug: Option<PlantedBug>) -> SimConfig {
+    SimConfig {
+        faults: FaultMix::NO_SKEW,
+        ..config(planted_bug)
+    }
+}
+
+/// Deadlines stamped early are caught as premature expiry on a meaningful
+/// share of the seeds; the same seeds without the bug pass.
+#[test]
+fn expiring_early_is_caught_as_premature_expiry() {
+    let planted = no_skew(Some(PlantedBug::ExpiresEarly));
+    let mut caught = Vec::new();
+    for seed in SEEDS {
+        let result = run(seed, &planted).unwrap();
+        let premature = result.report.count(ViolationKind::PrematureExpiry);
+        if premature > 0 {
+            caught.push((seed, premature));
+        }
+        let clean = run(seed, &no_skew(None)).unwrap();
+        assert!(
+            clean.report.ok(),
+            "seed {seed} without the bug: {}\nreplay: {}",
+            clean.report.summary(5),
+            replay_command(seed, &no_skew(None))
+        );
+    }
+    eprintln!(
+        "expires-early: {} of {} seeds caught (seed, premature expiries): {caught:?}",
+        caught.len(),
+        SEEDS.end - SEEDS.start
+    );
+    assert!(
+        caught.len() >= EARLY_CAUGHT_MIN,
+        "only {} seeds caught expires-early (e.g. {})",
+        caught.len(),
+        replay_command(SEEDS.start, &planted)
+    );
 }

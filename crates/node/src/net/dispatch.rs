@@ -454,17 +454,8 @@ pub(super) fn stamp_deadline(
     ts: u64,
     expiry: crate::ttl::Expiry,
 ) -> Result<Option<u64>, Answer> {
-    use crate::config::PlantedBug;
-    let expiry = match (ctx.shared.config.planted_bug, expiry) {
-        (Some(PlantedBug::ExpiredValueServed), crate::ttl::Expiry::AfterMs(ms)) => {
-            crate::ttl::Expiry::AfterMs(ms.saturating_mul(1_000))
-        }
-        (Some(PlantedBug::ExpiresEarly), crate::ttl::Expiry::AfterMs(ms)) => {
-            crate::ttl::Expiry::AfterMs((ms / 4).max(1))
-        }
-        (_, expiry) => expiry,
-    };
     expiry
+        .as_planted(ctx.shared.config.planted_bug)
         .deadline_ms(ts)
         .map_err(|why| Answer::Failed(answer::Failure::Invalid, why))
 }

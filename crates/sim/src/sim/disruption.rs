@@ -93,6 +93,8 @@ impl Sim {
             Fault::Skew { node, skew_ms } => {
                 self.count_fault("clock skew");
                 self.nodes[*node].set_skew(*skew_ms);
+                let skew = &mut self.history.skew_ms_max;
+                *skew = (*skew).max(skew_ms.unsigned_abs());
             }
             Fault::Disk {
                 node,

@@ -44,6 +44,7 @@ impl Sim {
             ts: None,
             earlier_ts: Vec::new(),
             deadline_ms: None,
+            ttl_ms: plan.ttl_ms,
             invoked_ms: now,
             completed_ms: None,
             result: OpResult::Pending,
@@ -67,11 +68,13 @@ impl Sim {
         let kind = match &plan.kind {
             OpKind::Get => ReplicaOp::Read,
             OpKind::Put(value) => {
-                // The deadline, stamped once here as the node's dispatch does.
-                let deadline_ms = plan
-                    .ttl_ms
-                    .map(|ttl| ataman_node::ttl::deadline_ms(ts, ttl))
-                    .transpose();
+                // The deadline, stamped once here through the node's
+                // dispatch rule (with the node's planted `expires-early`).
+                let planted = (self.config.planted_bug == Some(PlantedBug::ExpiresEarly))
+                    .then_some(ataman_node::config::PlantedBug::ExpiresEarly);
+                let deadline_ms = ataman_node::ttl::Expiry::from_ttl_ms(plan.ttl_ms)
+                    .as_planted(planted)
+                    .deadline_ms(ts);
                 match deadline_ms {
                     Ok(deadline_ms) => {
                         op.deadline_ms = deadline_ms;
