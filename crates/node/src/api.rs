@@ -140,6 +140,18 @@ pub enum Action {
     /// Internal, for peers: this node's recent figures
     /// (`GET /v0/internal/recent`).
     InternalRecent,
+    /// The cluster's slow log (`GET /v0/slowlog?cluster=1`): every
+    /// member's newest `limit` entries, merged.
+    ClusterSlowlog {
+        /// Entries listed at most.
+        limit: usize,
+    },
+    /// Internal, for peers: this node's newest `limit` slow-log entries
+    /// (`GET /v0/internal/slowlog?limit=n`).
+    InternalSlowlog {
+        /// Entries listed at most.
+        limit: usize,
+    },
     /// Answer with an error.
     Error(HttpError),
 }
@@ -430,14 +442,45 @@ fn layout_change(query: &Query<'_>) -> Action {
     }
 }
 
-/// `GET /v0/slowlog[?limit=n]`: the newest `n` entries (all held without it).
+/// `GET /v0/slowlog[?limit=n][&cluster=1]`: the newest `n` entries (all
+/// held without it), this node's or the cluster's (`n` from 1 to
+/// `slowlog_cluster::CLUSTER_LIMIT_MAX`, by default its default).
 fn slowlog_get(params: &Params<'_>) -> Action {
-    let [limit] = params.pick(["limit"]);
-    match number(limit) {
-        Ok(limit) => Action::Slowlog(crate::slowlog::Op::Get {
+    use crate::slowlog_cluster::{CLUSTER_LIMIT_DEFAULT, CLUSTER_LIMIT_MAX};
+    let [limit, cluster] = params.pick(["limit", "cluster"]);
+    let limit = match number(limit) {
+        Ok(limit) => limit,
+        Err(refused) => return refused,
+    };
+    match cluster.one().as_ref().map(|c| c.as_deref()) {
+        Ok(None | Some(b"0")) => Action::Slowlog(crate::slowlog::Op::Get {
             count: limit.map_or(usize::MAX, |n| n as usize),
         }),
+        Ok(Some(b"1")) => cluster_limit(limit, CLUSTER_LIMIT_DEFAULT, CLUSTER_LIMIT_MAX)
+            .map_or_else(|e| e, |limit| Action::ClusterSlowlog { limit }),
+        Ok(Some(_)) => bad("cluster must be 0 or 1"),
+        Err(e) => e.clone(),
+    }
+}
+
+/// `GET /v0/internal/slowlog?limit=n`: a peer's ask, `n` within the
+/// cluster report's bound.
+fn internal_slowlog_get(params: &Params<'_>) -> Action {
+    use crate::slowlog_cluster::{CLUSTER_LIMIT_DEFAULT, CLUSTER_LIMIT_MAX};
+    let [limit] = params.pick(["limit"]);
+    match number(limit) {
+        Ok(limit) => cluster_limit(limit, CLUSTER_LIMIT_DEFAULT, CLUSTER_LIMIT_MAX)
+            .map_or_else(|e| e, |limit| Action::InternalSlowlog { limit }),
         Err(refused) => refused,
+    }
+}
+
+/// A cluster report's `limit`: `default` when absent, else 1 to `max`.
+fn cluster_limit(limit: Option<u32>, default: usize, max: usize) -> Result<usize, Action> {
+    match limit {
+        None => Ok(default),
+        Some(n) if (1..=max).contains(&(n as usize)) => Ok(n as usize),
+        Some(_) => Err(bad(format!("limit must be between 1 and {max}"))),
     }
 }
 
@@ -552,12 +595,14 @@ pub enum Endpoint {
     Recent,
     /// `/v0/internal/recent`: GET, a peer's part of a cluster report.
     InternalRecent,
+    /// `/v0/internal/slowlog`: GET, a peer's ask for this node's slow log.
+    InternalSlowlog,
 }
 
 /// The route table: every path [`route`] serves. A request reaches an
 /// endpoint only through this table (any other path is 400), so a test
 /// that walks it walks every endpoint (`net::route_auth_tests`).
-pub const ENDPOINTS: [(&str, Endpoint); 23] = [
+pub const ENDPOINTS: [(&str, Endpoint); 24] = [
     ("/v0/entity", Endpoint::Entity),
     ("/v0/entities", Endpoint::Entities),
     ("/v0/internal/range", Endpoint::InternalRange),
@@ -581,6 +626,7 @@ pub const ENDPOINTS: [(&str, Endpoint); 23] = [
     ("/ui/app.css", Endpoint::Ui),
     ("/v0/recent", Endpoint::Recent),
     ("/v0/internal/recent", Endpoint::InternalRecent),
+    ("/v0/internal/slowlog", Endpoint::InternalSlowlog),
 ];
 
 /// The endpoint of `path`, if the router serves it.
@@ -706,6 +752,9 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
         Endpoint::InternalRecent if head.method == Method::Get => {
             (Route::Recent, Action::InternalRecent)
         }
+        Endpoint::InternalSlowlog if head.method == Method::Get => {
+            (Route::Slowlog, internal_slowlog_get(&params))
+        }
         Endpoint::Status if head.method == Method::Get => (Route::Status, Action::Status),
         Endpoint::Cluster if head.method == Method::Get => (Route::Cluster, Action::Cluster),
         Endpoint::Metrics if head.method == Method::Get => (Route::Metrics, Action::Metrics),
@@ -763,7 +812,8 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
         | Endpoint::InternalHotKeys
         | Endpoint::Ui
         | Endpoint::Recent
-        | Endpoint::InternalRecent => (Route::Other, not_allowed("GET")),
+        | Endpoint::InternalRecent
+        | Endpoint::InternalSlowlog => (Route::Other, not_allowed("GET")),
     }
 }
 

@@ -26,6 +26,7 @@
 //!   connection cap.
 //! - [`metrics`]: request metrics and the `/metrics` page; [`slowlog`]: the
 //!   slow log (the last requests over a threshold, with their stages);
+//!   [`slowlog_cluster`]: every member's slow log merged;
 //!   [`hotkeys`]: the hot-key sampler and its report; [`recent`]: the
 //!   recent-figures ring; [`ui`]: the dashboard's embedded assets.
 //! - [`fault_control`]: the `--fault-control` test hook (disk full, clock jumps).
@@ -71,6 +72,7 @@ pub mod refill;
 pub mod replication;
 pub mod rmw_chain;
 pub mod slowlog;
+pub mod slowlog_cluster;
 pub mod state;
 pub mod tls;
 pub mod ttl;

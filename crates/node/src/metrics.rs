@@ -73,6 +73,10 @@ pub struct NodeMetrics {
     /// RESP commands served, by the command table's index (rendered by
     /// `net::resp`, which names them).
     pub resp_commands: [AtomicU64; RESP_COMMAND_KINDS],
+    /// Latency of RESP commands on keys (those gathered from their keys'
+    /// answers: `GET`, `SET`, `MGET`, `INCR` …), µs from the command being
+    /// parsed to its reply being ready.
+    pub resp_key_latency_us: Histogram,
     /// Atomic read-modify-writes read again and retried after their
     /// conditional write met a concurrent one (`net::rmw_local`).
     pub rmw_retries: AtomicU64,
@@ -121,6 +125,7 @@ impl Default for NodeMetrics {
             peer_batch_frames: Histogram::default(),
             peer_reply_batch_frames: Histogram::default(),
             resp_commands: std::array::from_fn(|_| AtomicU64::new(0)),
+            resp_key_latency_us: Histogram::default(),
             rmw_retries: AtomicU64::new(0),
             rmw_gave_up: AtomicU64::new(0),
             slowlog: crate::slowlog::SlowLog::default(),
@@ -233,10 +238,15 @@ impl NodeMetrics {
             .sum();
         let all: u64 = Route::ALL.iter().map(|&r| self.route_total(r)).sum();
         let [get, put, delete] = data.map(|r| self.route_total(r));
+        // p50 and p99 cover the client's data requests of both protocols:
+        // HTTP's entity requests and RESP's commands on keys.
         let mut latency_buckets = [0; HISTOGRAM_BUCKETS];
-        for r in data {
-            let h = self.latency_us[r.index()].snapshot();
-            for (sum, n) in latency_buckets.iter_mut().zip(&h.buckets) {
+        let data_latency = data
+            .iter()
+            .map(|r| &self.latency_us[r.index()])
+            .chain([&self.resp_key_latency_us]);
+        for h in data_latency {
+            for (sum, n) in latency_buckets.iter_mut().zip(&h.snapshot().buckets) {
                 *sum += n;
             }
         }

@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bound on one command's answer.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// The screenshots' scale of the page's CSS pixels.
+pub const SHOT_SCALE: f64 = 0.75;
 /// Messages the reader skips while waiting for one answer (events).
 const EVENTS_SKIPPED_MAX: usize = 100_000;
 
@@ -170,11 +172,19 @@ impl Browser {
     /// Loads `url` in the page (the load itself is waited for by the
     /// caller's checks on the page).
     pub fn navigate(&mut self, url: &str) {
+        if let Err(error) = self.try_navigate(url) {
+            panic!("navigate to {url}: {error}");
+        }
+    }
+
+    /// Loads `url` in the page: `Err` with the browser's reason when it
+    /// could not (`net::ERR_CERT_AUTHORITY_INVALID` …).
+    pub fn try_navigate(&mut self, url: &str) -> Result<(), String> {
         let result = self.call("Page.navigate", json!({"url": url}), true);
-        assert!(
-            result.get("errorText").is_none(),
-            "navigate to {url}: {result}"
-        );
+        match result.get("errorText") {
+            Some(error) => Err(error.as_str().unwrap_or_default().to_owned()),
+            None => Ok(()),
+        }
     }
 
     /// The value of `expression` evaluated in the page (promises awaited).
@@ -191,11 +201,17 @@ impl Browser {
         result["result"]["value"].clone()
     }
 
-    /// Saves a PNG of the whole page at `path`.
+    /// Saves a PNG of the whole page at `path`, its CSS pixels times
+    /// [`SHOT_SCALE`] (the docs' screenshots stay small).
     pub fn screenshot(&mut self, path: &Path) {
+        let metrics = self.call("Page.getLayoutMetrics", json!({}), true);
+        let size = &metrics["cssContentSize"];
+        let (width, height) = (size["width"].as_f64(), size["height"].as_f64());
+        let (width, height) = (width.expect("page width"), height.expect("page height"));
+        let clip = json!({"x": 0, "y": 0, "width": width, "height": height, "scale": SHOT_SCALE});
         let shot = self.call(
             "Page.captureScreenshot",
-            json!({"format": "png", "captureBeyondViewport": true}),
+            json!({"format": "png", "captureBeyondViewport": true, "clip": clip}),
             true,
         );
         let data = shot["data"].as_str().expect("screenshot data");
@@ -226,6 +242,26 @@ fn open_pipes(to: &Path, from: &Path) -> Result<(std::fs::File, std::fs::File), 
     }
 }
 
+/// Bytes to standard base64 (RFC 4648, with padding).
+pub fn base64_encode(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (i, &b)| acc | (b as u32) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
 /// Standard base64 (RFC 4648, with padding) to bytes.
 fn base64_decode(text: &str) -> Vec<u8> {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -251,4 +287,12 @@ fn base64_decodes_the_rfc_examples() {
     assert_eq!(base64_decode("Zm9vYmFy"), b"foobar");
     assert_eq!(base64_decode("Zm9vYg=="), b"foob");
     assert_eq!(base64_decode("Zm8="), b"fo");
+    for (text, bytes) in [
+        ("Zm9vYmFy", "foobar"),
+        ("Zm9vYg==", "foob"),
+        ("Zm8=", "fo"),
+        ("", ""),
+    ] {
+        assert_eq!(base64_encode(bytes.as_bytes()), text);
+    }
 }

@@ -49,7 +49,16 @@ pub const FIGURES_JS: &str = r##"(() => {
     rates: all("#rates-body .rate").map(e => Number(e.dataset.perS)),
     rates_text: text("rates-body"),
     hot: all("#hot-body .hot-key").map(e => e.textContent),
-    slow: all("#slow-body .slow-key").map(e => e.textContent),
+    slow: all("#slow-body tr").filter(r => r.querySelector(".slow-key")).map(r => ({
+      key: r.querySelector(".slow-key").textContent,
+      node: (r.querySelector(".slow-node") || {}).textContent || ""
+    })),
+    percentiles_of: text("percentiles-of"),
+    move_rate: (document.getElementById("move-rate") || {dataset: {}}).dataset.bytesPerS || null,
+    move_seconds_left: (document.getElementById("move-rate") || {dataset: {}}).dataset.secondsLeft || null,
+    move_text: text("move-rate"),
+    wal: all("#disk-body .wal").map(e => e.dataset.walBytes),
+    free: all("#disk-body .free").map(e => e.dataset.freeBytes),
     disk: text("disk-body"),
     ae: text("ae-body"),
     url: location.href,
@@ -65,6 +74,10 @@ pub struct Expect<'a> {
     pub version: u64,
     /// A move under way to this version shown.
     pub moving_to: Option<u64>,
+    /// The member whose slow log holds the request made slow on purpose
+    /// (the slow-log panel shows the cluster's entries, each naming its
+    /// node).
+    pub slow_on: &'a str,
 }
 
 /// Why the page's `figures` do not show what `expect` says; `Ok` when
@@ -97,17 +110,27 @@ pub fn check(figures: &Value, expect: &Expect<'_>) -> Result<(), String> {
     if rates.len() != expect.members.len() || rates.iter().any(|&r| r <= 0.0) {
         return Err(format!("a rate not above zero on every node: {rates:?}"));
     }
-    let listed = |field: &str, key: &str| {
-        figures[field]
-            .as_array()
-            .is_some_and(|a| a.iter().any(|k| k == key))
-    };
-    if !listed("hot", HOT_KEY) {
+    let hot = figures["hot"].as_array();
+    if !hot.is_some_and(|a| a.iter().any(|k| k == HOT_KEY)) {
         return Err(format!("hot key not listed: {}", figures["hot"]));
     }
-    if !listed("slow", SLOW_KEY) {
-        return Err(format!("slow-log entry missing: {}", figures["slow"]));
+    let slow = figures["slow"].as_array();
+    if !slow.is_some_and(|a| {
+        a.iter()
+            .any(|e| e["key"] == SLOW_KEY && e["node"] == expect.slow_on)
+    }) {
+        return Err(format!(
+            "slow-log entry missing or not naming {}: {}",
+            expect.slow_on, figures["slow"]
+        ));
     }
+    let of = figures["percentiles_of"].as_str().unwrap_or_default();
+    if !(of.contains("HTTP entity requests") && of.contains("RESP commands on keys")) {
+        return Err(format!(
+            "the percentiles do not say what they cover: {of:?}"
+        ));
+    }
+    check_disk(figures, expect.members.len())?;
     let layout = figures["layout"].as_str().unwrap_or_default();
     if let Some(to) = expect.moving_to
         && !(figures["moving"] == true && layout.contains(&format!("moving to version {to} ")))
@@ -117,14 +140,75 @@ pub fn check(figures: &Value, expect: &Expect<'_>) -> Result<(), String> {
     Ok(())
 }
 
+/// Why the disk panel does not show every member's WAL bytes and free
+/// space (a number above zero: the test's file system is not full).
+pub fn check_disk(figures: &Value, members: usize) -> Result<(), String> {
+    let numbers = |field: &str| -> Vec<Option<u64>> {
+        figures[field]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|v| v.as_str().and_then(|s| s.parse().ok()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (wal, free) = (numbers("wal"), numbers("free"));
+    if wal.len() != members || wal.iter().any(Option::is_none) {
+        return Err(format!(
+            "WAL bytes not shown for every node: {}",
+            figures["wal"]
+        ));
+    }
+    if free.len() != members || free.iter().any(|f| !f.is_some_and(|f| f > 0)) {
+        return Err(format!(
+            "free space not shown for every node: {}",
+            figures["free"]
+        ));
+    }
+    Ok(())
+}
+
+/// Why the layout panel does not show a move to `version` copying at a
+/// rate above zero with its time left.
+pub fn check_copying(figures: &Value, version: u64) -> Result<(), String> {
+    let layout = figures["layout"].as_str().unwrap_or_default();
+    if !(figures["moving"] == true && layout.contains(&format!("moving to version {version} "))) {
+        return Err(format!("no move to version {version} shown: {layout:?}"));
+    }
+    let number = |field: &str| figures[field].as_str().and_then(|s| s.parse::<f64>().ok());
+    let (rate, left) = (number("move_rate"), number("move_seconds_left"));
+    if !rate.is_some_and(|r| r > 0.0) {
+        return Err(format!(
+            "no copy rate above zero: {:?}",
+            figures["move_text"]
+        ));
+    }
+    let text = figures["move_text"].as_str().unwrap_or_default();
+    if !left.is_some_and(f64::is_finite) || text.contains("time left -") {
+        return Err(format!("no time left shown: {text:?}"));
+    }
+    Ok(())
+}
+
 /// Looks at the page until `expect` holds or `bound` passes: the last
 /// figures, or why they fell short.
 pub fn wait_for(b: &mut Browser, expect: &Expect<'_>, bound: Duration) -> Result<Value, String> {
+    wait_check(b, bound, |figures| check(figures, expect))
+}
+
+/// Looks at the page until `check` passes on its figures or `bound`
+/// passes: the figures, or why they last fell short.
+pub fn wait_check(
+    b: &mut Browser,
+    bound: Duration,
+    check: impl Fn(&Value) -> Result<(), String>,
+) -> Result<Value, String> {
     let deadline = Instant::now() + bound;
     let mut why = String::from("never looked");
     while Instant::now() < deadline {
         let figures = b.eval(FIGURES_JS);
-        match check(&figures, expect) {
+        match check(&figures) {
             Ok(()) => return Ok(figures),
             Err(e) => why = e,
         }
@@ -181,6 +265,23 @@ pub fn make_one_request_slow(addr: SocketAddr, admin: Option<&str>, writer: Opti
     );
     let r = send(addr, "POST", "/v0/slowlog?threshold_us=-1", admin, None);
     assert_eq!(r.status, 200, "stop recording");
+}
+
+/// Keys written before a move so that its copy lasts: [`FILL_KEYS`] of
+/// [`FILL_VALUE_BYTES`] (19 MiB) over the cluster's `--anti-entropy-rate-bytes`
+/// of 1 MiB/s (its least) per node take seconds to copy on any machine.
+pub const FILL_KEYS: usize = 1_200;
+/// The size of each value written by [`fill`].
+pub const FILL_VALUE_BYTES: usize = 16 * 1024;
+
+/// Writes [`FILL_KEYS`] keys of [`FILL_VALUE_BYTES`] through `addrs` in turn.
+pub fn fill(addrs: &[SocketAddr], writer: Option<&str>) {
+    let value = vec![b'f'; FILL_VALUE_BYTES];
+    for n in 0..FILL_KEYS {
+        let target = crate::support::entity(format!("fill:{n}").as_bytes());
+        let r = send(addrs[n % addrs.len()], "PUT", &target, writer, Some(&value));
+        assert!(matches!(r.status, 200 | 201), "fill {n}: {}", r.status);
+    }
 }
 
 /// A bounded load on `addrs` in turn until dropped: a third of the

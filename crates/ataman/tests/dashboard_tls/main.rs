@@ -62,9 +62,22 @@ fn tls_args(dir: &Path) -> Vec<String> {
     .collect()
 }
 
+/// `--ignore-certificate-errors-spki-list`'s pin of the key in `key_pem`
+/// (PEM): the base64 of the SHA-256 of its SubjectPublicKeyInfo, as the
+/// node's certificate carries it (`ataman cert create-node` signs the
+/// certificate over this key).
+fn spki_pin(key_pem: &str) -> String {
+    use sha2::Digest;
+    let key = rcgen::KeyPair::from_pem(key_pem).unwrap();
+    browser::base64_encode(&sha2::Sha256::digest(key.public_key_der()))
+}
+
 /// Over TLS (peers verified by the CA), the page served by each of the 3
 /// nodes shows every member and every member's rates (asked by the
-/// serving node over TLS), the hot key and the serving node's slow log.
+/// serving node over TLS), the hot key and the slow log's entry of the
+/// node it was made on. The browser trusts the nodes' certificate by its
+/// key's pin alone (no certificate error is ignored otherwise); a browser
+/// pinned to another key refuses the page (the negative control).
 #[test]
 fn every_node_serves_it_over_tls() {
     let certs = tempfile::tempdir().unwrap();
@@ -90,8 +103,19 @@ fn every_node_serves_it_over_tls() {
         .collect();
     let addrs: Vec<SocketAddr> = nodes.iter().map(Node::addr).collect();
     let _load = tls_load(&addrs);
-    // The browser does not know the test's CA: it is told to go on.
-    let mut b = Browser::start(1400, 1800, &["--ignore-certificate-errors"]);
+    // The browser does not know the test's CA: it trusts the nodes' key.
+    let key = std::fs::read_to_string(certs.path().join("node.key")).unwrap();
+    let other = rcgen::KeyPair::generate().unwrap().serialize_pem();
+    let page = format!("https://{}/ui", addrs[0]);
+    let pin = |key: &str| format!("--ignore-certificate-errors-spki-list={}", spki_pin(key));
+    let mut wrong = Browser::start(800, 600, &[&pin(&other)]);
+    let refused = wrong.try_navigate(&page);
+    assert!(
+        refused.as_ref().is_err_and(|e| e.contains("CERT")),
+        "a browser pinned to another key loaded the page: {refused:?}"
+    );
+    drop(wrong);
+    let mut b = Browser::start(1400, 1800, &[&pin(&key)]);
     for (i, addr) in addrs.iter().enumerate() {
         tls_slow_request(*addr);
         b.navigate(&format!("https://{addr}/ui"));
@@ -99,6 +123,7 @@ fn every_node_serves_it_over_tls() {
             members: &urls,
             version: 1,
             moving_to: None,
+            slow_on: &urls[i],
         };
         wait_for(&mut b, &expect, PAGE_WAIT).unwrap_or_else(|e| panic!("node {i}: {e}"));
     }

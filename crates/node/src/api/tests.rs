@@ -74,6 +74,45 @@ fn slowlog_routes() {
     assert_eq!(allow_for(b"/v0/slowlog"), "GET, POST");
 }
 
+/// `GET /v0/slowlog?cluster=1` asks every member for at most `limit`
+/// entries (by default 128, at most 1,000); a peer's internal ask carries
+/// the same bound; out of it is 400.
+#[test]
+fn cluster_slowlog_routes() {
+    use crate::slowlog_cluster::{CLUSTER_LIMIT_DEFAULT, CLUSTER_LIMIT_MAX};
+    let get = |q: &str| act(&format!("GET /v0/slowlog{q} HTTP/1.1\r\n\r\n"));
+    let internal = |q: &str| act(&format!("GET /v0/internal/slowlog{q} HTTP/1.1\r\n\r\n"));
+    let default = CLUSTER_LIMIT_DEFAULT;
+    assert_eq!(get("?cluster=1"), Action::ClusterSlowlog { limit: default });
+    assert_eq!(
+        get("?cluster=1&limit=20"),
+        Action::ClusterSlowlog { limit: 20 }
+    );
+    assert_eq!(
+        get("?cluster=0&limit=2"),
+        Action::Slowlog(crate::slowlog::Op::Get { count: 2 })
+    );
+    assert_eq!(internal("?limit=7"), Action::InternalSlowlog { limit: 7 });
+    assert_eq!(internal(""), Action::InternalSlowlog { limit: default });
+    let over = format!("?limit={}", CLUSTER_LIMIT_MAX + 1);
+    for a in [
+        get("?cluster=2"),
+        get("?cluster=1&limit=0"),
+        get(&format!("?cluster=1&{}", &over[1..])),
+        internal(&over),
+        internal("?limit=x"),
+    ] {
+        assert!(
+            matches!(&a, Action::Error(e) if e.status == Status::BadRequest),
+            "{a:?}"
+        );
+    }
+    assert_eq!(
+        status("POST /v0/internal/slowlog HTTP/1.1\r\n\r\n"),
+        Status::MethodNotAllowed
+    );
+}
+
 /// `/v0/hotkeys`: GET, a limit within the counters, a cluster flag.
 #[test]
 fn hotkeys_routes() {

@@ -28,7 +28,7 @@ pub fn needed(command: &Command<'_>) -> Option<Role> {
         // dashboard; changing it (a threshold of 0 costs every request a
         // lock) is the admin's (docs/RESP.md "Slow log").
         Command::Slowlog(op) if op.changes() => Some(Role::Admin),
-        Command::Slowlog(_) => Some(Role::Read),
+        Command::Slowlog(_) | Command::ClusterSlowlog { .. } => Some(Role::Read),
         // Hot keys show keys and their shares, never values: read.
         Command::HotKeys { .. } => Some(Role::Read),
         Command::Write { .. } => Some(Role::Write),
@@ -46,11 +46,12 @@ pub fn needed(command: &Command<'_>) -> Option<Role> {
         // proof or a CA-verified certificate first.
         // The same for a peer's layout agreement message (`LAYOUT_PROTOCOL`).
         // And for a peer's part of a cluster hot-key report.
-        // And for a peer's recent figures.
+        // And for a peer's recent figures, and its slow log.
         Command::InternalRange { .. }
         | Command::InternalLayout(_)
         | Command::InternalHotKeys
-        | Command::InternalRecent => None,
+        | Command::InternalRecent
+        | Command::InternalSlowlog { .. } => None,
     }
 }
 
@@ -130,6 +131,7 @@ mod tests {
             Command::Ui(Some(crate::ui::Asset::Page)),
             Command::Ui(None),
             Command::Recent { cluster: true },
+            Command::ClusterSlowlog { limit: 20 },
         ]
     }
 

@@ -680,6 +680,7 @@ impl Conn {
             | Action::InternalLayout
             | Action::InternalHotKeys
             | Action::InternalRecent
+            | Action::InternalSlowlog { .. }
                 if !self.range_gate(ctx, route, started, &credential, peer_protocol(&action)) =>
             {
                 return;
@@ -704,6 +705,8 @@ impl Conn {
             Action::InternalRecent => Command::InternalRecent,
             Action::Ui(asset) => Command::Ui(asset),
             Action::Recent { cluster } => Command::Recent { cluster },
+            Action::ClusterSlowlog { limit } => Command::ClusterSlowlog { limit },
+            Action::InternalSlowlog { limit } => Command::InternalSlowlog { limit },
         };
         if let Err(refusal) = admit(&ctx.shared.auth, &credential, &command) {
             return self.push_answer(ctx, route, persist, started, &refusal);

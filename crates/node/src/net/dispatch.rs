@@ -128,6 +128,16 @@ pub enum Command<'a> {
     },
     /// A peer's ask for this node's recent figures.
     InternalRecent,
+    /// The cluster's slow log (`GET /v0/slowlog?cluster=1`), on a layout worker.
+    ClusterSlowlog {
+        /// Entries listed at most.
+        limit: usize,
+    },
+    /// A peer's ask for this node's newest `limit` slow-log entries.
+    InternalSlowlog {
+        /// Entries listed at most.
+        limit: usize,
+    },
 }
 
 /// What became of a command.
@@ -232,6 +242,10 @@ pub fn dispatch(
         Command::Ui(asset) => Dispatched::Now(super::recent::asset(shared, asset)),
         Command::Recent { cluster } => super::recent::answer(ctx, reply_to, cluster),
         Command::InternalRecent => Dispatched::Now(super::recent::internal(ctx)),
+        Command::ClusterSlowlog { limit } => super::slowlog_cluster::answer(ctx, reply_to, limit),
+        Command::InternalSlowlog { limit } => {
+            Dispatched::Now(super::slowlog_cluster::internal(ctx, limit))
+        }
         Command::Get { key, ack, from } if !local_only(ctx, &key, ack, from, false) => {
             replicated.push(replicated_request(
                 reply_to,

@@ -32,6 +32,8 @@
 //! - [`recent`]: `/v0/recent` (the recent-figures ring, a member's or the
 //!   cluster's) and the dashboard's files at `/ui`; [`peer_get`]: the one
 //!   internal GET a cluster report sends each member.
+//! - [`slowlog_cluster`]: `GET /v0/slowlog?cluster=1` (every member's
+//!   slow log merged) and a peer's `GET /v0/internal/slowlog`.
 //! - [`authorize`]: the role each command needs; [`auth_gate`]: the
 //!   `Authorization` header, the 401 and 403, the peer upgrade's verdict.
 
@@ -58,5 +60,6 @@ pub mod recent;
 pub mod render;
 pub mod resp;
 pub mod rmw_local;
+pub mod slowlog_cluster;
 
 pub use event_loop::{WAKER, run_thread};

@@ -63,3 +63,30 @@ pub fn get(
         .map_err(|e| format!("report: {e}"))?;
     Ok(body)
 }
+
+/// Every live member's part of a cluster report, in member order: this
+/// node's `own` (or why it has none), each other's `path` asked with [`get`] (one after the
+/// other, within the replication timeout each) and read by `check`;
+/// a member that does not answer, or whose answer `check` refuses, is
+/// `Err` with why, named by its URL.
+pub fn each_member<T>(
+    shared: &NodeShared,
+    own: Result<T, String>,
+    (path, protocol, bytes_max): (&str, &str, usize),
+    check: impl Fn(&[u8]) -> Result<T, String>,
+) -> Vec<(String, Result<T, String>)> {
+    let placement = shared.placement();
+    let me = placement.self_index();
+    let mut own = Some(own);
+    (0..placement.len())
+        .filter(|&i| i == me || placement.is_live_member(i))
+        .filter_map(|i| {
+            let url = placement.url(i).to_owned();
+            if i == me {
+                return own.take().map(|own| (url, own));
+            }
+            let asked = get(shared, &placement.dial(i), path, protocol, bytes_max);
+            Some((url, asked.and_then(|body| check(&body))))
+        })
+        .collect()
+}

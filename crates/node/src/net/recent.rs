@@ -45,10 +45,13 @@ pub fn node_report(shared: &NodeShared, db: &ataman_engine::Db) -> String {
     let stats = db.stats();
     let url = shared.placement.self_url().to_owned();
     let hint_bytes = shared.hints.stats().pending_bytes;
+    let dir = &shared.config.data_dir;
     let disk = Disk {
         sstable_bytes: stats.level_bytes.iter().sum(),
         memtable_bytes: stats.memtable_bytes + stats.immutable_memtable_bytes,
         hint_bytes,
+        wal_bytes: crate::recent::disk::wal_bytes(dir),
+        space: crate::recent::disk::space(dir),
     };
     shared.metrics.recent.render_node(&url, disk)
 }
@@ -80,29 +83,12 @@ pub fn internal(ctx: &NetContext) -> Answer {
 
 /// Every live member's report: this node's `own`, the others' asked.
 fn gather(shared: &NodeShared, own: String) -> Vec<Member> {
-    let placement = shared.placement();
-    let me = placement.self_index();
-    let mut own = Some(own);
-    (0..placement.len())
-        .filter(|&i| i == me || placement.is_live_member(i))
-        .map(|i| {
-            if i == me {
-                return Member::Answered(own.take().unwrap_or_default());
-            }
-            let asked = super::peer_get::get(
-                shared,
-                &placement.dial(i),
-                INTERNAL_PATH,
-                RECENT_PROTOCOL,
-                PEER_REPORT_BYTES_MAX,
-            );
-            match asked.and_then(|body| check_peer_report(&body)) {
-                Ok(text) => Member::Answered(text),
-                Err(error) => Member::Failed {
-                    node: placement.url(i).to_owned(),
-                    error,
-                },
-            }
+    let ask = (INTERNAL_PATH, RECENT_PROTOCOL, PEER_REPORT_BYTES_MAX);
+    super::peer_get::each_member(shared, Ok(own), ask, check_peer_report)
+        .into_iter()
+        .map(|(node, report)| match report {
+            Ok(text) => Member::Answered(text),
+            Err(error) => Member::Failed { node, error },
         })
         .collect()
 }

@@ -3,6 +3,7 @@
 //! memory only (`GET /v0/recent`, read by the dashboard at `/ui`).
 //!
 //! - [`ring`]: the rules (samples, bound, rates and percentiles), pure.
+//! - [`disk`]: the WAL's bytes and the data directory's free space.
 //!
 //! The samples are taken from the node's metrics by the main thread
 //! (`NodeMetrics::recent_sample` in the metrics module; every 50 ms it looks,
@@ -13,6 +14,7 @@
 //! second to push and by a network thread or a peer-report job to read
 //! (a copy of 600 small points, microseconds).
 
+pub mod disk;
 pub mod ring;
 
 use ring::{KINDS, Ring, SAMPLE_EVERY_MS, SAMPLES_MAX, Sample};
@@ -22,6 +24,10 @@ use std::sync::Mutex;
 /// Bytes of one member's report a cluster report reads at most (600
 /// points of at most about 200 bytes each, and the rest).
 pub const PEER_REPORT_BYTES_MAX: usize = 256 * 1024;
+
+/// What a point's p50 and p99 are of (a node report's `percentiles_of`):
+/// the client's data requests of both protocols.
+pub const PERCENTILES_OF: &str = "[\"http_entity\",\"resp_key_command\"]";
 
 /// The ring, shared.
 #[derive(Debug, Default)]
@@ -38,6 +44,11 @@ pub struct Disk {
     pub memtable_bytes: u64,
     /// Bytes of hints held for other nodes.
     pub hint_bytes: u64,
+    /// Bytes of the WAL's segments.
+    pub wal_bytes: u64,
+    /// The data directory's file system: free and total bytes (`None`:
+    /// `statvfs` failed).
+    pub space: Option<disk::Space>,
 }
 
 impl Recent {
@@ -66,7 +77,9 @@ impl Recent {
         for kind in KINDS {
             let _ = write!(out, ",\"{kind}_per_s\"");
         }
-        out.push_str(",\"p50_us\",\"p99_us\"],\"points\":[");
+        out.push_str(",\"p50_us\",\"p99_us\"],\"percentiles_of\":");
+        out.push_str(PERCENTILES_OF);
+        out.push_str(",\"points\":[");
         for (i, p) in points.iter().enumerate() {
             let sep = if i == 0 { "" } else { "," };
             let _ = write!(out, "{sep}[{}", p.at_ms);
@@ -85,9 +98,19 @@ impl Recent {
         }
         let _ = write!(
             out,
-            "],\"disk\":{{\"sstable_bytes\":{},\"memtable_bytes\":{},\"hint_bytes\":{}}}}}",
-            disk.sstable_bytes, disk.memtable_bytes, disk.hint_bytes
+            "],\"disk\":{{\"sstable_bytes\":{},\"memtable_bytes\":{},\"hint_bytes\":{},\"wal_bytes\":{}",
+            disk.sstable_bytes, disk.memtable_bytes, disk.hint_bytes, disk.wal_bytes
         );
+        match disk.space {
+            Some(s) => {
+                let _ = write!(
+                    out,
+                    ",\"free_bytes\":{},\"total_bytes\":{}}}}}",
+                    s.free_bytes, s.total_bytes
+                );
+            }
+            None => out.push_str(",\"free_bytes\":null,\"total_bytes\":null}}"),
+        }
         out
     }
 }
@@ -167,6 +190,11 @@ mod tests {
             "http://a",
             Disk {
                 sstable_bytes: 5,
+                wal_bytes: 9,
+                space: Some(disk::Space {
+                    free_bytes: 100,
+                    total_bytes: 400,
+                }),
                 ..Disk::default()
             },
         );
@@ -179,6 +207,13 @@ mod tests {
         assert_eq!(row[4], 0.0, "resp did not grow");
         assert_eq!(row[6], 1_024, "p50");
         assert_eq!(v["disk"]["sstable_bytes"], 5);
+        assert_eq!(v["disk"]["wal_bytes"], 9);
+        assert_eq!(v["disk"]["free_bytes"], 100);
+        assert_eq!(v["disk"]["total_bytes"], 400);
+        assert_eq!(v["percentiles_of"][1], "resp_key_command");
+        let unknown = recent.render_node("http://a", Disk::default());
+        let unknown: serde_json::Value = serde_json::from_str(&unknown).expect("JSON");
+        assert!(unknown["disk"]["free_bytes"].is_null(), "{unknown}");
         let checked = check_peer_report(text.as_bytes()).expect("a report");
         let all = render_cluster(&[
             Member::Answered(checked),
@@ -190,6 +225,22 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&all).expect("JSON");
         assert_eq!(v["nodes"][0]["node"], "http://a");
         assert_eq!(v["nodes"][1]["error"], "connect: refused");
+    }
+
+    /// The ring's percentiles cover RESP commands on keys as well as HTTP
+    /// entity requests: a node serving only RESP has a p50.
+    #[test]
+    fn percentiles_cover_resp_commands() {
+        use crate::recent::ring::point;
+        let m = crate::metrics::NodeMetrics::default();
+        let before = m.recent_sample(1_000);
+        for _ in 0..10 {
+            m.resp_key_latency_us.record(3_000);
+        }
+        let after = m.recent_sample(2_000);
+        let p = point(&before, &after);
+        assert_eq!(p.p50_us, Some(4_096), "RESP latency in the ring");
+        assert_eq!(p.p99_us, Some(4_096));
     }
 
     /// A peer's answer that is no report is refused, never embedded.

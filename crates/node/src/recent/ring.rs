@@ -45,7 +45,8 @@ pub struct Sample {
     /// Requests answered so far, by kind ([`KINDS`]).
     pub counts: [u64; KINDS.len()],
     /// The latency histogram of client data requests (HTTP get, put,
-    /// delete), cumulative per bucket, microseconds.
+    /// delete, and RESP commands on keys), cumulative per bucket,
+    /// microseconds.
     pub latency_buckets: [u64; HISTOGRAM_BUCKETS],
 }
 

@@ -193,7 +193,11 @@ function drawLayout(out, l) {
   move.appendChild(bar);
   const rate = copyRate === null ? "measuring" : bytes(copyRate) + "/s";
   const eta = copyRate > 0 ? seconds(left / copyRate) : (left === 0 ? "0 s" : "-");
-  move.appendChild(el("p", "rate " + rate + " \u00b7 time left " + eta));
+  const speed = el("p", "rate " + rate + " \u00b7 time left " + eta);
+  speed.id = "move-rate";
+  speed.dataset.bytesPerS = copyRate === null ? "" : String(copyRate);
+  speed.dataset.secondsLeft = copyRate > 0 ? String(left / copyRate) : "";
+  move.appendChild(speed);
   if (moving.length) {
     move.appendChild(table(["into node", {text: "keys copied", num: 1}, {text: "of", num: 1}, {text: "bytes copied", num: 1}, {text: "of", num: 1}],
       moving.map(m => [m.url, m.keys_copied, m.keys_to_copy, bytes(m.bytes_copied), bytes(m.bytes_to_copy)])));
@@ -221,7 +225,7 @@ function drawRates(out, r) {
   for (const n of r.nodes || []) {
     if (n.error) {
       rows.push([n.node, el("span", "no answer: " + n.error, "bad"), "", "", "", "", "", ""]);
-      disks.push([n.node, el("span", "no answer", "bad"), "", ""]);
+      disks.push([n.node, el("span", "no answer", "bad"), "", "", "", ""]);
       continue;
     }
     const col = name => n.columns.indexOf(name);
@@ -237,12 +241,27 @@ function drawRates(out, r) {
       last ? last[col("resp_per_s")].toFixed(1) : "-",
       micros(last ? last[col("p50_us")] : null), micros(last ? last[col("p99_us")] : null),
       spark(totals.slice(-SPARK_POINTS))]);
-    disks.push([n.node, bytes(n.disk.sstable_bytes), bytes(n.disk.memtable_bytes), bytes(n.disk.hint_bytes)]);
+    const d = n.disk;
+    const free = el("span", d.free_bytes === null || d.free_bytes === undefined ? "unknown" :
+      bytes(d.free_bytes) + " of " + bytes(d.total_bytes) + " (" + (100 * d.free_bytes / Math.max(1, d.total_bytes)).toFixed(0) + "%)",
+      d.free_bytes !== null && d.free_bytes < 0.1 * d.total_bytes ? "bad" : "");
+    free.className += " free";
+    free.dataset.freeBytes = d.free_bytes === null || d.free_bytes === undefined ? "" : String(d.free_bytes);
+    const wal = el("span", bytes(d.wal_bytes), "wal");
+    wal.dataset.walBytes = d.wal_bytes === undefined ? "" : String(d.wal_bytes);
+    disks.push([n.node, bytes(d.sstable_bytes), bytes(d.memtable_bytes), wal, bytes(d.hint_bytes), free]);
   }
+  const of = ((r.nodes || []).find(n => n.percentiles_of) || {}).percentiles_of || [];
+  const said = of.map(w => w === "http_entity" ? "HTTP entity requests" : w === "resp_key_command" ? "RESP commands on keys" : w);
+  const note = el("p", "p50 and p99 over the last second, of " + (said.length ? said.join(" and ") : "entity requests") +
+    " (a histogram bucket's upper bound)");
+  note.id = "percentiles-of";
+  out.appendChild(note);
   out.appendChild(table(["node", {text: "requests/s", num: 1}, {text: "get/s", num: 1}, {text: "put/s", num: 1}, {text: "resp/s", num: 1},
     {text: "p50", num: 1}, {text: "p99", num: 1}, "last " + SPARK_POINTS + " s"], rows));
   const disk = document.getElementById("disk-body");
-  disk.replaceChildren(table(["node", {text: "sstables", num: 1}, {text: "memtables", num: 1}, {text: "hints", num: 1}], disks));
+  disk.replaceChildren(table(["node", {text: "sstables", num: 1}, {text: "memtables", num: 1}, {text: "WAL", num: 1},
+    {text: "hints", num: 1}, {text: "free on the data directory's file system", num: 1}], disks));
   disk.classList.remove("stale");
 }
 
@@ -254,14 +273,19 @@ function drawHot(out, h) {
 }
 
 function drawSlow(out, s) {
-  out.appendChild(el("p", s.len + " of at most " + s.len_max + " entries \u00b7 " + (s.threshold_us < 0 ? "recording off" : "threshold " + micros(s.threshold_us).replace("\u2264", ""))));
-  out.appendChild(table(["id", "when", {text: "took", num: 1}, "command", "key", "client", {text: "queue", num: 1}, "replicas (answer after asked)", "slowest"],
+  const took = us => micros(us).replace("\u2264", "");
+  for (const n of s.nodes || []) {
+    if (n.error) { out.appendChild(el("p", n.node + " did not answer: " + n.error, "bad")); continue; }
+    out.appendChild(el("p", n.node + ": " + n.len + " of at most " + n.len_max + " entries \u00b7 " +
+      (n.threshold_us < 0 ? "recording off" : "threshold " + took(n.threshold_us))));
+  }
+  out.appendChild(table(["node", "id", "when", {text: "took", num: 1}, "command", "key", "client", {text: "queue", num: 1}, "replicas (answer after asked)", "slowest"],
     (s.entries || []).slice(0, 20).map(e => {
       const st = e.stages || {};
-      return [e.id, new Date(e.unix_time_s * 1000).toLocaleTimeString(), micros(e.duration_us).replace("\u2264", ""), e.command,
+      return [el("span", e.node, "slow-node"), e.id, new Date(e.unix_time_s * 1000).toLocaleTimeString(), took(e.duration_us), e.command,
         el("code", e.key + (e.key_truncated ? "\u2026" : ""), "slow-key"), e.client,
-        st.queue_us === null || st.queue_us === undefined ? "-" : micros(st.queue_us).replace("\u2264", ""),
-        (st.replicas || []).map(r => r.node + " " + micros(r.answer_us).replace("\u2264", "")).join(", "),
+        st.queue_us === null || st.queue_us === undefined ? "-" : took(st.queue_us),
+        (st.replicas || []).map(r => r.node + " " + took(r.answer_us)).join(", "),
         st.slowest_replica || "-"];
     })));
 }
@@ -301,7 +325,7 @@ async function refresh() {
       }
     }),
     panel("hot", "/v0/hotkeys?cluster=1&limit=10", drawHot),
-    panel("slow", "/v0/slowlog?limit=20", drawSlow),
+    panel("slow", "/v0/slowlog?cluster=1&limit=20", drawSlow),
   ]);
   document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
   document.body.dataset.refreshed = String(Number(document.body.dataset.refreshed || 0) + 1);

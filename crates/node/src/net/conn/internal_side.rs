@@ -23,6 +23,7 @@ pub(super) fn peer_protocol(action: &Action) -> &'static str {
         Action::InternalLayout => crate::cluster::agreement_wire::LAYOUT_PROTOCOL,
         Action::InternalHotKeys => crate::net::hotkeys::HOTKEYS_PROTOCOL,
         Action::InternalRecent => crate::net::recent::RECENT_PROTOCOL,
+        Action::InternalSlowlog { .. } => crate::net::slowlog_cluster::SLOWLOG_PROTOCOL,
         _ => "",
     }
 }

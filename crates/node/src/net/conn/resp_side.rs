@@ -711,6 +711,7 @@ impl Conn {
             crate::http::Status::Ok
         });
         let us = gather.started.elapsed().as_micros() as u64;
+        ctx.shared.metrics.resp_key_latency_us.record(us);
         let facts = (Protocol::Resp, &gather.facts);
         self.note_slow(ctx, facts, gather.started, us, gather.marks);
     }
@@ -720,6 +721,7 @@ impl Conn {
         self.note_writes(gather);
         self.answer(|out| write_gathered(out, gather));
         let us = gather.started.elapsed().as_micros() as u64;
+        ctx.shared.metrics.resp_key_latency_us.record(us);
         let facts = (Protocol::Resp, &gather.facts);
         self.note_slow(ctx, facts, gather.started, us, gather.marks);
     }

@@ -56,6 +56,15 @@ pub fn render_metrics(out: &mut String, metrics: &crate::metrics::NodeMetrics) {
             let _ = writeln!(out, "ataman_resp_commands_total{{command=\"{name}\"}} {n}");
         }
     }
+    crate::metrics::histogram(
+        out,
+        "ataman_resp_key_command_duration_seconds",
+        "Time from the first byte of a RESP command on keys to its reply being ready.",
+        "",
+        1e-6,
+        &metrics.resp_key_latency_us.snapshot(),
+        true,
+    );
     let _ = writeln!(
         out,
         "# HELP ataman_rmw_retries_total Atomic read-modify-writes retried after a concurrent write.\n\
