@@ -73,9 +73,9 @@ pub fn create(url: &BaseUrl, ask_: &CreateAsk<'_>) -> Result<String, Failed> {
         };
         finish(&partial, ask_.to, &manifest)
     });
-    if let Err(e) = finished {
+    if let Err(Failed(code, e)) = finished {
         let _ = std::fs::remove_dir_all(&partial);
-        return Err(e);
+        return Err(Failed(code, with_release(e, &released)));
     }
     let mut out = format!(
         "cluster backup at T {t_ts} (ms {}): {} members, layout version {}, replication factor {}\n",
@@ -179,9 +179,9 @@ fn checkpoint_all(
     });
     let (ok, failed): (Vec<_>, Vec<_>) = results.into_iter().partition(Result::is_ok);
     let taken: Vec<Taken> = ok.into_iter().filter_map(Result::ok).collect();
-    if let Some(Err(e)) = failed.into_iter().next() {
-        let _ = release_all(&taken, ask_.node);
-        return Err(e);
+    if let Some(Err(Failed(code, e))) = failed.into_iter().next() {
+        let released = release_all(&taken, ask_.node);
+        return Err(Failed(code, with_release(e, &released)));
     }
     Ok(taken)
 }
@@ -355,17 +355,38 @@ fn release_all(taken: &[Taken], node: &NodeArgs) -> String {
     for t in taken {
         let q = target("/v0/backup", &[("name", t.manifest.name.as_bytes())]);
         if ask(&t.url, "DELETE", &q, 202, timeout).is_err() {
-            kept.push(format!("{} on {}", t.manifest.name, t.member.url));
+            kept.push((t.manifest.name.clone(), t.member.url.clone()));
         }
     }
+    release_line(&kept)
+}
+
+/// What [`release_all`] reports: every checkpoint it could not delete
+/// (its member did not answer: killed, partitioned) and how to release it
+/// before its lease ends.
+fn release_line(kept: &[(String, String)]) -> String {
     if kept.is_empty() {
-        "released the checkpoints on the members\n".into()
-    } else {
-        format!(
-            "could not delete {} (held until their lease ends)\n",
-            kept.join(", ")
-        )
+        return "released the checkpoints on the members\n".into();
     }
+    let mut out = String::new();
+    for (name, url) in kept {
+        out.push_str(&format!(
+            "could not delete checkpoint {name} on {url}: it stays held (pinning its files) until its lease ends; release it sooner with `ataman backup delete {name} --url {url}`\n"
+        ));
+    }
+    out
+}
+
+/// A failed create's message, followed by what its release did (a taken
+/// checkpoint a dead member still holds is named, not left silent).
+fn with_release(error: String, released: &str) -> String {
+    let mut out = error;
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str("ataman backup create: ");
+    out.push_str(released);
+    out
 }
 
 fn finish(partial: &Path, to: &Path, manifest: &ClusterManifest) -> Result<(), Failed> {
@@ -384,4 +405,34 @@ fn finish(partial: &Path, to: &Path, manifest: &ClusterManifest) -> Result<(), F
         let _ = std::fs::File::open(parent).and_then(|d| d.sync_all());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checkpoint_not_released_is_named_with_how_to_release_it() {
+        assert_eq!(
+            release_line(&[]),
+            "released the checkpoints on the members\n"
+        );
+        let kept = [("ckpt-7".to_owned(), "http://127.0.0.1:4100".to_owned())];
+        let line = release_line(&kept);
+        assert!(
+            line.contains("checkpoint ckpt-7 on http://127.0.0.1:4100"),
+            "{line}"
+        );
+        assert!(
+            line.contains("`ataman backup delete ckpt-7 --url http://127.0.0.1:4100`"),
+            "{line}"
+        );
+        let failed = with_release(
+            "member http://127.0.0.1:4100: connection refused".into(),
+            &line,
+        );
+        let lines: Vec<&str> = failed.lines().collect();
+        assert_eq!(lines.len(), 2, "{failed}");
+        assert!(lines[1].starts_with("ataman backup create: could not delete checkpoint ckpt-7"));
+    }
 }

@@ -51,6 +51,7 @@ struct Counts {
     read: u64,
     sent_batches: u64,
     applied: u64,
+    held_newer: u64,
     dropped_after_t: u64,
 }
 
@@ -71,12 +72,13 @@ pub fn restore(url: &BaseUrl, ask_: &RestoreAsk<'_>) -> Result<String, Failed> {
         |t| t.to_string(),
     );
     Ok(format!(
-        "restored {} into {} members: T {t_text}; {} versions read, {} batches, {} versions applied on replicas, {} dropped as stamped after T\n",
+        "restored {} into {} members: T {t_text}; {} versions read, {} batches, {} versions written on replicas, {} not written as the version held wins, {} dropped as stamped after T\n",
         ask_.dir.display(),
         members.len(),
         counts.read,
         counts.sent_batches,
         counts.applied,
+        counts.held_newer,
         counts.dropped_after_t
     ))
 }
@@ -260,6 +262,7 @@ fn send(
             )));
         }
         counts.applied += a["applied"].as_u64().unwrap_or(0);
+        counts.held_newer += a["held_newer"].as_u64().unwrap_or(0);
         // Every member drops the same versions of the batch.
         dropped = a["dropped_after_t"].as_u64().unwrap_or(0);
     }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 use support::Node;
-use support::cluster::{TestCluster, eventually};
+use support::cluster::{TestCluster, assert_status, eventually};
 
 /// Bound on waiting for an observable state.
 const WAIT: Duration = Duration::from_secs(120);
@@ -217,6 +217,9 @@ fn cluster_backup_at_t_restores_onto_3_and_5_nodes() {
         let url = format!("http://{}", cluster.node(1).addr());
         let again = ataman(&["backup", "restore", backup.to_str().unwrap(), "--url", &url]);
         assert_eq!(again.status.code(), Some(2), "{}", text(&again.stderr));
+        if n == 3 {
+            restored_again_writes_nothing(&backup, &url);
+        }
     }
 
     // Negative control: the planted bug keeps versions after T; caught.
@@ -229,6 +232,41 @@ fn cluster_backup_at_t_restores_onto_3_and_5_nodes() {
     drop(planted);
 
     corrupted_is_named_and_refused(&backup, dir.path());
+}
+
+/// The number before `label` in a restore's summary.
+fn count_before(said: &str, label: &str) -> u64 {
+    said.split(label)
+        .next()
+        .and_then(|r| r.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no `{label}` count in {said}"))
+}
+
+/// The same backup restored again with `--into-non-empty`: every version
+/// is already held, so none is written, and the summary says so (it
+/// counted them all as applied).
+fn restored_again_writes_nothing(backup: &Path, url: &str) {
+    let args = [
+        "backup",
+        "restore",
+        backup.to_str().unwrap(),
+        "--url",
+        url,
+        "--into-non-empty",
+    ];
+    let out = ataman(&args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert_eq!(
+        count_before(&said, " versions written on replicas"),
+        0,
+        "{said}"
+    );
+    assert!(
+        count_before(&said, " not written as the version held wins") > 0,
+        "{said}"
+    );
 }
 
 /// A flipped byte in node-1's first table: `verify` exits 1 naming
@@ -351,4 +389,181 @@ fn to_stdout_is_a_tar_that_extracts_and_verifies() {
 /// The first 70% of a stream.
 fn out_prefix(bytes: &[u8]) -> Vec<u8> {
     bytes[..bytes.len() * 7 / 10].to_vec()
+}
+
+/// A member killed with SIGKILL while every member waits for the point:
+/// `create` fails naming it, leaves neither the directory nor its
+/// `.partial`, and releases the checkpoints the other members took (none
+/// stays held). Restarted, the killed member holds none; a second
+/// `create` then succeeds and verifies.
+#[test]
+fn a_member_killed_during_create_fails_it_cleanly() {
+    let mut cluster = TestCluster::start(3, &CLUSTER_ARGS);
+    for i in 0..50u32 {
+        let key = format!("k{i}");
+        assert_status(&cluster.put(0, key.as_bytes(), b"v", 2, 3), 201, &key);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let backup = dir.path().join("b");
+    let url0 = format!("http://{}", cluster.node(0).addr());
+    // A long skew: every member waits about 3 s for the point.
+    let child = Command::new(env!("CARGO_BIN_EXE_ataman"))
+        .args(["backup", "create", "--url", &url0, "--to"])
+        .arg(&backup)
+        .args(["--skew-ms", "3000"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    eventually("node 2 waits for the point", WAIT, || {
+        let metrics = text(&cluster.node(2).get_target("/metrics").body);
+        metrics.contains("ataman_backup_waiting_for_point 1")
+    });
+    let killed_url = cluster.urls()[2].clone();
+    cluster.kill9(2);
+    let out = child.wait_with_output().unwrap();
+    let said = text(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "create succeeded: {}",
+        text(&out.stdout)
+    );
+    assert!(
+        said.contains(&killed_url),
+        "the member is not named: {said}"
+    );
+    assert!(
+        said.contains("released the checkpoints on the members"),
+        "{said}"
+    );
+    assert!(!backup.exists(), "the backup directory was left");
+    let partial = dir.path().join("b.partial");
+    assert!(!partial.exists(), "the .partial directory was left");
+    for i in 0..2 {
+        let listed = text(&cluster.node(i).get_target("/v0/backup").body);
+        assert!(listed.contains("\"checkpoints\":[]"), "node {i}: {listed}");
+    }
+    cluster.restart(2);
+    let listed = text(&cluster.node(2).get_target("/v0/backup").body);
+    assert!(listed.contains("\"checkpoints\":[]"), "node 2: {listed}");
+    let out = ataman(&[
+        "backup",
+        "create",
+        "--url",
+        &url0,
+        "--to",
+        backup.to_str().unwrap(),
+        "--skew-ms",
+        "200",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("3 members"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+/// A small tmpfs mounted for one test, unmounted when dropped.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    /// Mounts a tmpfs of `bytes` (needs root, as the suite runs in CI).
+    fn mount(bytes: u64) -> SmallDisk {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .expect("run mount");
+        assert!(
+            out.status.success(),
+            "this test mounts a small tmpfs to fill a disk and needs root: {}",
+            text(&out.stderr)
+        );
+        SmallDisk { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+/// The backup's disk fills during the copy: `create` fails naming the
+/// cause, removes what it wrote (the disk is empty again), releases every
+/// member's checkpoint, and foreground writes go on throughout.
+#[test]
+fn the_disk_filling_during_a_backup_fails_it_cleanly() {
+    let cluster = TestCluster::start(3, &CLUSTER_ARGS);
+    // 1.6 MB of incompressible values: every member's checkpoint is
+    // larger than the 1 MiB disk.
+    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+    for i in 0..200u32 {
+        let value: Vec<u8> = (0..8 * 1024)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let key = format!("k{i}");
+        assert_status(&cluster.put(0, key.as_bytes(), &value, 2, 3), 201, &key);
+    }
+    let disk = SmallDisk::mount(1024 * 1024);
+    let backup = disk.path().join("b");
+    let url0 = format!("http://{}", cluster.node(0).addr());
+    let stop = Arc::new(AtomicBool::new(false));
+    let count = Arc::new(AtomicUsize::new(0));
+    let writer = {
+        let (stop, count) = (Arc::clone(&stop), Arc::clone(&count));
+        let url = url0.clone();
+        std::thread::spawn(move || load(url, stop, count))
+    };
+    let out = ataman(&[
+        "backup",
+        "create",
+        "--url",
+        &url0,
+        "--to",
+        backup.to_str().unwrap(),
+        "--skew-ms",
+        "200",
+    ]);
+    let during = count.load(Ordering::Acquire);
+    eventually("writes after the failed backup", WAIT, || {
+        count.load(Ordering::Acquire) >= during + 50
+    });
+    stop.store(true, Ordering::Release);
+    let writes = writer.join().unwrap();
+    let said = text(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "create succeeded: {}",
+        text(&out.stdout)
+    );
+    assert!(said.contains("No space left on device"), "{said}");
+    assert!(
+        said.contains("released the checkpoints on the members"),
+        "{said}"
+    );
+    let left: Vec<_> = std::fs::read_dir(disk.path()).unwrap().collect();
+    assert!(left.is_empty(), "left on the full disk: {left:?}");
+    for i in 0..3 {
+        let listed = text(&cluster.node(i).get_target("/v0/backup").body);
+        assert!(listed.contains("\"checkpoints\":[]"), "node {i}: {listed}");
+    }
+    let after = &writes[during..];
+    assert!(
+        !after.is_empty() && after.iter().all(|w| w.acked),
+        "foreground writes failed after the backup's disk filled"
+    );
 }

@@ -533,17 +533,45 @@ pub fn apply(
     items: Vec<(Vec<u8>, Stamped)>,
 ) -> Result<(u64, Refused), SessionError> {
     let accepted = items.len();
+    let applied = apply_counted(node, items)?;
+    Ok(((accepted - applied.refused.len()) as u64, applied.refused))
+}
+
+/// What [`apply_counted`] did with each version.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// Versions written (they won over what was held, or nothing was).
+    pub written: u64,
+    /// Versions accepted and not written: what is held here wins.
+    pub held_newer: u64,
+    /// Versions refused, with why.
+    pub refused: Refused,
+}
+
+/// [`apply`], counting the versions written apart from those a newer
+/// held version made moot (a restore's summary reports both).
+pub fn apply_counted(
+    node: &Node<'_>,
+    items: Vec<(Vec<u8>, Stamped)>,
+) -> Result<Applied, SessionError> {
+    let accepted = items.len() as u64;
     let mut winners = Vec::with_capacity(items.len());
     for (key, version) in items {
         if read_version(node, &key)?.is_none_or(|held| version.newer_than(&held)) {
             winners.push((key, version));
         }
     }
+    let candidates = winners.len() as u64;
     let (batch, refused) = checked_batch(node, winners);
     if !batch.is_empty() {
         write_durably(node, batch)?;
     }
-    Ok(((accepted - refused.len()) as u64, refused))
+    let written = candidates - refused.len() as u64;
+    Ok(Applied {
+        written,
+        held_newer: accepted - candidates,
+        refused,
+    })
 }
 
 /// [`apply`] for versions in strictly increasing key order (a transition

@@ -137,6 +137,11 @@ fn parse_line(m: &mut ClusterManifest, line: &str) -> Result<(), String> {
                     "member {index}: directory `{dir}` is not a plain name"
                 ));
             }
+            if m.members.iter().any(|other| other.dir == dir) {
+                return Err(format!(
+                    "member {index}: directory `{dir}` is listed for another member too"
+                ));
+            }
             super::manifest::checked_name(checkpoint)
                 .map_err(|e| format!("member {index}: {e}"))?;
             m.members.push(Member {
@@ -202,6 +207,10 @@ pub fn verify_cluster(dir: &Path) -> Result<ClusterManifest, Vec<ClusterProblem>
             problem,
         };
         let member = dir.join(&m.dir);
+        if !is_real_directory(&member) {
+            problems.push(top(Problem::NotRegular(m.dir.clone())));
+            continue;
+        }
         let manifest_path = member.join(super::manifest::MANIFEST_FILE_NAME);
         match std::fs::read(&manifest_path) {
             Ok(bytes) if crc32c::crc32c(&bytes) != m.manifest_crc32c => {
@@ -230,6 +239,12 @@ pub fn verify_cluster(dir: &Path) -> Result<ClusterManifest, Vec<ClusterProblem>
     } else {
         Err(problems)
     }
+}
+
+/// Whether `path` is a directory itself, not a symbolic link to one (which
+/// may point anywhere: a member's checkpoint must be inside the backup).
+fn is_real_directory(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_dir())
 }
 
 fn unlisted_top(dir: &Path, manifest: &ClusterManifest) -> Vec<Problem> {
@@ -289,6 +304,38 @@ mod tests {
                 assert!(ClusterManifest::parse(&flipped).is_err(), "flip at {at}");
             }
             assert!(ClusterManifest::parse(&text[..at]).is_err(), "cut at {at}");
+        }
+    }
+
+    #[test]
+    fn a_directory_listed_for_two_members_is_refused() {
+        let mut m = sample();
+        m.members[1].dir = m.members[0].dir.clone();
+        let err = ClusterManifest::parse(&m.render()).unwrap_err();
+        assert!(err.contains("listed for another member"), "{err}");
+    }
+
+    /// A member directory that is a symbolic link (here to a real, intact
+    /// checkpoint elsewhere) or a plain file is named, not followed.
+    #[test]
+    fn a_member_directory_that_is_a_link_or_a_file_is_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let outside = root.join("outside");
+        let backup = root.join("backup");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::create_dir_all(&backup).unwrap();
+        std::os::unix::fs::symlink(&outside, backup.join("node-0")).unwrap();
+        std::fs::write(backup.join("node-1"), b"not a directory").unwrap();
+        std::fs::write(backup.join(CLUSTER_MANIFEST_FILE_NAME), sample().render()).unwrap();
+        let problems = verify_cluster(&backup).unwrap_err();
+        for dir in ["node-0", "node-1"] {
+            assert!(
+                problems
+                    .iter()
+                    .any(|p| p.problem == Problem::NotRegular(dir.into())),
+                "{dir}: {problems:?}"
+            );
         }
     }
 

@@ -17,8 +17,8 @@ pub struct Figures {
     pub served_bytes: AtomicU64,
     /// Restored versions this node applied (`POST /v0/backup?ingest=1`).
     pub ingested_versions: AtomicU64,
-    /// Restored versions sent here that this node does not keep (left to
-    /// their replicas).
+    /// Restored versions sent here and not written: their key is not kept
+    /// here (left to its replicas), or the version held here wins.
     pub ingest_skipped_versions: AtomicU64,
 }
 
@@ -41,13 +41,13 @@ impl Figures {
             (
                 "ataman_backup_ingested_versions_total",
                 "counter",
-                "Restored versions applied by this node.",
+                "Restored versions written by this node.",
                 &self.ingested_versions,
             ),
             (
                 "ataman_backup_ingest_skipped_versions_total",
                 "counter",
-                "Restored versions sent here whose key this node does not keep.",
+                "Restored versions sent here and not written: their key is not kept here, or a newer version is held.",
                 &self.ingest_skipped_versions,
             ),
         ];

@@ -10,10 +10,12 @@
 //!   checkpoint not held or a path its manifest does not list (nothing
 //!   else is served: no path leaves the checkpoint).
 //! - `POST ?ingest=1[&t=TS]`: versions stamped after `T` dropped
-//!   (`point_in_time::kept`), then 200 with `{"applied":A,"skipped":S,
-//!   "dropped_after_t":D,"refused":R,"first_refusal":…}` once the versions of keys this node keeps (by
-//!   its read layout) are durable (`antientropy::local::apply`: a version
-//!   older than the one held is accepted and not written); 400 for a body
+//!   (`point_in_time::kept`), then 200 with `{"applied":A,"held_newer":H,
+//!   "skipped":S,"dropped_after_t":D,"refused":R,"first_refusal":…}` once
+//!   the versions of keys this node keeps (by its read layout) are durable
+//!   (`antientropy::local::apply_counted`: `A` versions written, `H` not
+//!   written because the version held here is newer, `S` of keys this node
+//!   does not keep); 400 for a body
 //!   that is not a list of versions (`crate::backup::ingest_wire`), 500
 //!   when the write failed.
 //! - `POST ?ingest=probe`: 200 with `{"empty":true|false}`: whether the
@@ -22,7 +24,7 @@
 
 use super::answer::{Answer, Failure};
 use super::dispatch::Dispatched;
-use crate::antientropy::local::{Scope, apply};
+use crate::antientropy::local::{Scope, apply_counted};
 use crate::backup::Backups;
 use crate::backup::figures::Figures;
 use crate::backup::manifest::MANIFEST_FILE_NAME;
@@ -161,11 +163,12 @@ fn apply_kept(
         .filter(|(key, _)| scope.holders(key).is_some())
         .collect();
     let skipped = total - kept.len() as u64;
-    match apply(&node, kept) {
-        Ok((applied, refused)) => {
+    match apply_counted(&node, kept) {
+        Ok(done) => {
+            let (applied, held_newer, refused) = (done.written, done.held_newer, done.refused);
             let figures = &shared.backups.figures;
             Figures::add(&figures.ingested_versions, applied);
-            Figures::add(&figures.ingest_skipped_versions, skipped);
+            Figures::add(&figures.ingest_skipped_versions, skipped + held_newer);
             let mut first = String::from("null");
             if let Some((key, why)) = refused.first() {
                 first.clear();
@@ -175,7 +178,7 @@ fn apply_kept(
             JobAnswer::json(
                 Status::Ok,
                 format!(
-                    "{{\"applied\":{applied},\"skipped\":{skipped},\"dropped_after_t\":{dropped},\"refused\":{},\"first_refusal\":{first}}}",
+                    "{{\"applied\":{applied},\"held_newer\":{held_newer},\"skipped\":{skipped},\"dropped_after_t\":{dropped},\"refused\":{},\"first_refusal\":{first}}}",
                     refused.len()
                 ),
             )
