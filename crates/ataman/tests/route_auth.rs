@@ -53,6 +53,8 @@ fn needs(action: &Action) -> Needs {
         // Reading the slow log: read; changing it: admin (docs/API.md).
         Action::Slowlog(op) if op.changes() => Needs::Role(3),
         Action::Slowlog(_) => Needs::Role(1),
+        // Every member's slow log: read, as one node's.
+        Action::ClusterSlowlog { .. } => Needs::Role(1),
         // Hot keys: keys and shares, never values.
         Action::HotKeys { .. } => Needs::Role(1),
         Action::LayoutChange { .. } | Action::LayoutPlan { .. } | Action::RepairStart => {
@@ -64,6 +66,7 @@ fn needs(action: &Action) -> Needs {
         | Action::InternalLayout
         | Action::InternalHotKeys
         | Action::InternalRecent
+        | Action::InternalSlowlog { .. }
         | Action::PeerUpgrade
         | Action::SyncUpgrade => Needs::PeerProof,
         Action::Error(_) => Needs::RouterError,
@@ -95,9 +98,12 @@ fn examples(endpoint: Endpoint) -> Vec<(&'static str, &'static str)> {
         Endpoint::HotKeys => vec![("", ""), ("limit=5&cluster=1", "")],
         Endpoint::InternalHotKeys | Endpoint::InternalRecent | Endpoint::Ui => vec![("", "")],
         Endpoint::Recent => vec![("", ""), ("cluster=1", "")],
+        Endpoint::InternalSlowlog => vec![("", ""), ("limit=5", "")],
         Endpoint::Slowlog => vec![
             ("", ""),
             ("limit=1", ""),
+            ("cluster=1", ""),
+            ("cluster=1&limit=5", ""),
             ("reset=1", ""),
             ("threshold_us=10000&max_len=128", ""),
         ],
