@@ -121,6 +121,21 @@ fn check_point(cluster: &TestCluster, writes: &[Write], t_ms: u64) -> Result<(),
     Ok(())
 }
 
+/// `ataman backup create` through `url` into `to`, with [`SKEW_MS`].
+fn create(url: &str, to: &Path) -> Output {
+    let skew = SKEW_MS.to_string();
+    ataman(&[
+        "backup",
+        "create",
+        "--url",
+        url,
+        "--to",
+        to.to_str().unwrap(),
+        "--skew-ms",
+        &skew,
+    ])
+}
+
 fn restore_into(dir: &Path, n: usize, extra: &[&str]) -> (TestCluster, Output) {
     let mut args: Vec<&str> = CLUSTER_ARGS.to_vec();
     args.extend_from_slice(extra);
@@ -163,18 +178,7 @@ fn cluster_backup_at_t_restores_onto_3_and_5_nodes() {
     let dir = tempfile::tempdir().unwrap();
     let backup = dir.path().join("b");
     let url1 = format!("http://{}", source.node(1).addr());
-    let skew = SKEW_MS.to_string();
-    let args = [
-        "backup",
-        "create",
-        "--url",
-        &url1,
-        "--to",
-        backup.to_str().unwrap(),
-        "--skew-ms",
-        &skew,
-    ];
-    let out = ataman(&args);
+    let out = create(&url1, &backup);
     assert!(out.status.success(), "create: {}", text(&out.stderr));
     let said = text(&out.stdout);
     assert!(
@@ -446,16 +450,7 @@ fn a_member_killed_during_create_fails_it_cleanly() {
     cluster.restart(2);
     let listed = text(&cluster.node(2).get_target("/v0/backup").body);
     assert!(listed.contains("\"checkpoints\":[]"), "node 2: {listed}");
-    let out = ataman(&[
-        "backup",
-        "create",
-        "--url",
-        &url0,
-        "--to",
-        backup.to_str().unwrap(),
-        "--skew-ms",
-        "200",
-    ]);
+    let out = create(&url0, &backup);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
         text(&out.stdout).contains("3 members"),
@@ -528,16 +523,7 @@ fn the_disk_filling_during_a_backup_fails_it_cleanly() {
         let url = url0.clone();
         std::thread::spawn(move || load(url, stop, count))
     };
-    let out = ataman(&[
-        "backup",
-        "create",
-        "--url",
-        &url0,
-        "--to",
-        backup.to_str().unwrap(),
-        "--skew-ms",
-        "200",
-    ]);
+    let out = create(&url0, &backup);
     let during = count.load(Ordering::Acquire);
     eventually("writes after the failed backup", WAIT, || {
         count.load(Ordering::Acquire) >= during + 50

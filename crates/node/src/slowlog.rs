@@ -620,7 +620,9 @@ mod tests {
         }
     }
 
-    fn entry(duration_us: u64) -> Entry {
+    /// A bare RESP `get` entry that took `duration_us` (shared with
+    /// `slowlog::rings`' tests).
+    pub(super) fn entry(duration_us: u64) -> Entry {
         Entry {
             id: u64::MAX,
             unix_time_s: 1,

@@ -203,20 +203,8 @@ pub fn merge_newest(per_ring: Vec<Vec<Entry>>, n: usize) -> Vec<Entry> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::slowlog::{Facts, Protocol, ReplicaTime, Stages};
-
-    fn entry(duration_us: u64) -> Entry {
-        Entry {
-            id: u64::MAX,
-            unix_time_s: 1,
-            duration_us,
-            protocol: Protocol::Resp,
-            facts: Facts::bare("get"),
-            client: Some(([127, 0, 0, 1], 1).into()),
-            client_name: String::new(),
-            stages: Stages::default(),
-        }
-    }
+    use crate::slowlog::ReplicaTime;
+    use crate::slowlog::tests::entry;
 
     /// RESET empties every thread's ring; ids go on from where they were.
     #[test]
