@@ -310,13 +310,30 @@ impl Load {
                     format!("cold:{sent}")
                 };
                 let target = crate::support::entity(key.as_bytes());
-                let r = send(addr, "PUT", &target, writer.as_deref(), Some(b"value"));
+                sent += 1;
+                // A node the test killed refuses the connection, or never
+                // answers a request in flight; the load goes on through
+                // the others.
+                let Ok(mut conn) = crate::support::Conn::try_open(addr) else {
+                    continue;
+                };
+                let auth = writer.as_deref().map(|t| format!("Bearer {t}"));
+                let headers: Vec<(&str, &str)> =
+                    auth.iter().map(|a| ("Authorization", a.as_str())).collect();
+                let request = crate::support::request("PUT", &target, &headers, Some(b"value"));
+                // Killed while this request was in flight: no answer.
+                let Ok(r) = conn
+                    .send(&request)
+                    .map_err(drop)
+                    .and_then(|()| conn.read().map_err(drop))
+                else {
+                    continue;
+                };
                 assert!(
                     matches!(r.status, 200 | 201 | 503 | 504),
                     "load: {}",
                     r.status
                 );
-                sent += 1;
                 // A steady trickle, not a flood: the machine is shared.
                 std::thread::sleep(Duration::from_millis(5));
             }

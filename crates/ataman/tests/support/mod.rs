@@ -98,13 +98,18 @@ pub struct Conn {
 impl Conn {
     /// Connects, with every read and write bounded by [`IO_TIMEOUT`].
     pub fn open(addr: SocketAddr) -> Conn {
-        let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)
-            .unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
-        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-        stream.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
-        stream.set_nodelay(true).unwrap();
-        let reader = BufReader::new(stream.try_clone().unwrap());
-        Conn { stream, reader }
+        Conn::try_open(addr).unwrap_or_else(|e| panic!("connect to {addr}: {e}"))
+    }
+
+    /// [`Conn::open`], the connect's error returned (a node killed on
+    /// purpose refuses it).
+    pub fn try_open(addr: SocketAddr) -> std::io::Result<Conn> {
+        let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
+        stream.set_read_timeout(Some(IO_TIMEOUT))?;
+        stream.set_write_timeout(Some(IO_TIMEOUT))?;
+        stream.set_nodelay(true)?;
+        let reader = BufReader::new(stream.try_clone()?);
+        Ok(Conn { stream, reader })
     }
 
     /// Writes `bytes` in one `write_all`.
