@@ -91,13 +91,12 @@ fn every_fault_kind_loses_nothing() {
     assert!(outcomes["ok"] > 1000, "too little work to judge:\n{text}");
     let set = &f.final_reads[&Workload::Set];
     assert!(set.found > 100, "{text}");
-    let c = report.history.convergence.as_ref().unwrap();
-    assert!(
-        c.collected_tombstones > 0,
-        "no tombstone collected:\n{text}"
-    );
-    // Expired values are collected too in most runs, but not in every
-    // one (seed 4 collected none on 2026-12-07): not asserted.
+    // Collection is not asserted here: with repair-based collection a
+    // tombstone goes only after two anti-entropy sessions with every
+    // replica of its key, and in this 25 s run every fault kind (wipes,
+    // kills, the crash) keeps some replica's rounds from completing (seed
+    // 4 collected 0 on 2026-12-07). `tests/tombstone_repair.rs` shows the
+    // collection; the count is in the summary line.
     // Every grave whose delete was acknowledged, or whose only write was
     // an acknowledged expiring put, reads absent at the end.
     let ops = &report.history.ops;

@@ -67,6 +67,15 @@ fn rmw_commands_through_a_node_match_redis_server() {
         (Some("a"), vec!["EXPIRE", "10", "GT", "GT"]),
         (Some("a"), vec!["EXPIRE", "10", "LT", "LT"]),
         (Some("a"), vec!["EXPIRE", "10", "NX", "XX"]),
+        // XX beside GT or LT is valid (attacker, 2026-12-07: refused).
+        (Some("a"), vec!["EXPIRE", "10", "XX", "GT"]),
+        (Some("a"), vec!["EXPIRE", "10", "GT", "XX"]),
+        (Some("a"), vec!["EXPIRE", "10", "XX", "LT"]),
+        (Some("a"), vec!["PEXPIRE", "10000", "LT", "XX"]),
+        (Some("a"), vec!["EXPIRE", "10", "LT"]),
+        // Redis checks NX first, then GT beside LT, after every option.
+        (Some("a"), vec!["EXPIRE", "10", "GT", "LT", "NX"]),
+        (Some("a"), vec!["EXPIRE", "10", "GT", "LT", "bogus"]),
     ];
     let mut cases = support::rmw_cases::cases();
     cases.retain(|(_, args)| !args.iter().any(|a| a.starts_with("53687091")));

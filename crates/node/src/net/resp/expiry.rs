@@ -178,6 +178,8 @@ pub enum Condition {
     /// `LT`: only when the new deadline is sooner (no deadline counts as
     /// infinite).
     Lt,
+    /// `XX LT`: only a key with a deadline, and the new one sooner.
+    XxLt,
 }
 
 /// What the second step does with the read version.
@@ -285,6 +287,8 @@ fn holds(condition: Condition, current: Option<u64>, new_ms: u64) -> bool {
         (Condition::Gt, None) => false,
         (Condition::Lt, Some(current)) => new_ms < current,
         (Condition::Lt, None) => true,
+        (Condition::XxLt, Some(current)) => new_ms < current,
+        (Condition::XxLt, None) => false,
     }
 }
 
@@ -364,33 +368,40 @@ pub(super) fn expire_args(
         "expire" | "pexpire" => Some(Expiry::AfterMs(ms as u64)),
         _ => Some(Expiry::AtMs(ms as u64)),
     };
-    let mut condition = Condition::Always;
+    // Redis's order: every option parsed first (an unknown one answered at
+    // once), then NX beside any other, then GT beside LT.
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
     for option in options {
-        let next = match lower(option).as_str() {
-            "nx" => Condition::Nx,
-            "xx" => Condition::Xx,
-            "gt" => Condition::Gt,
-            "lt" => Condition::Lt,
+        match lower(option).as_str() {
+            "nx" => nx = true,
+            "xx" => xx = true,
+            "gt" => gt = true,
+            "lt" => lt = true,
             _ => {
                 let given = String::from_utf8_lossy(option);
                 return Err(Reply::err(format!("Unsupported option {given}")));
             }
-        };
-        condition = match (condition, next) {
-            (Condition::Always, next) => next,
-            (a, b) if a == b => a,
-            (Condition::Gt, Condition::Lt) | (Condition::Lt, Condition::Gt) => {
-                return Err(Reply::err(
-                    "GT and LT options at the same time are not compatible",
-                ));
-            }
-            _ => {
-                return Err(Reply::err(
-                    "NX and XX, GT or LT options at the same time are not compatible",
-                ));
-            }
-        };
+        }
     }
+    if nx && (xx || gt || lt) {
+        return Err(Reply::err(
+            "NX and XX, GT or LT options at the same time are not compatible",
+        ));
+    }
+    if gt && lt {
+        return Err(Reply::err(
+            "GT and LT options at the same time are not compatible",
+        ));
+    }
+    // XX GT is GT (a key without a deadline never passes GT).
+    let condition = match (nx, xx, gt, lt) {
+        (true, ..) => Condition::Nx,
+        (_, _, true, _) => Condition::Gt,
+        (_, true, _, true) => Condition::XxLt,
+        (_, _, _, true) => Condition::Lt,
+        (_, true, ..) => Condition::Xx,
+        _ => Condition::Always,
+    };
     Ok((expiry, condition))
 }
 
@@ -410,6 +421,24 @@ mod tests {
     use crate::net::answer::Failure;
 
     use crate::net::resp::test_args as args;
+
+    /// `XX` beside `GT` or `LT` is valid (`XX GT` is `GT`); `NX` beside
+    /// any other is refused before `GT` beside `LT`, and both only once
+    /// every option parsed, as Redis 7 does.
+    #[test]
+    fn expire_options_combine_as_redis_combines_them() {
+        let cond = |words: &[&str]| expire_args("expire", b"10", &args(words)).map(|(_, c)| c);
+        assert_eq!(cond(&["XX", "GT"]), Ok(Condition::Gt));
+        assert_eq!(cond(&["gt", "xx"]), Ok(Condition::Gt));
+        assert_eq!(cond(&["XX", "LT"]), Ok(Condition::XxLt));
+        assert_eq!(cond(&["LT", "XX", "lt"]), Ok(Condition::XxLt));
+        assert_eq!(cond(&["XX", "XX"]), Ok(Condition::Xx));
+        assert_eq!(cond(&[]), Ok(Condition::Always));
+        let text = |r: Result<Condition, Reply>| format!("{:?}", r.unwrap_err());
+        assert!(text(cond(&["GT", "LT", "NX"])).contains("NX and XX, GT or LT"));
+        assert!(text(cond(&["GT", "LT"])).contains("GT and LT"));
+        assert!(text(cond(&["GT", "LT", "bogus"])).contains("Unsupported option bogus"));
+    }
 
     /// `TTL` and `PTTL`: -2 missing or expired, -1 no deadline, else the
     /// time left (seconds rounded to the nearest, as Redis does).
@@ -578,6 +607,9 @@ mod tests {
             (Condition::Lt, None, true),
             (Condition::Lt, Some(4_000), false),
             (Condition::Lt, Some(9_000), true),
+            (Condition::XxLt, None, false),
+            (Condition::XxLt, Some(4_000), false),
+            (Condition::XxLt, Some(9_000), true),
         ] {
             let next = follow(&expire(condition), &v(current), 0);
             assert_eq!(
