@@ -172,7 +172,7 @@ fn connection_key_and_server_commands_in_resp2_and_resp3() {
                 &[b"INCR", b"k", b"x"],
                 "wrong number of arguments for 'incr'",
             ),
-            (&[b"WATCH", b"k"], "atomic read-modify-write"),
+            (&[b"WATCH", b"k", b"j"], "a transaction touches one key"),
             (&[b"MSETNX", b"k", b"v"], "atomic read-modify-write"),
             (&[b"KEYS", b"*"], "no bound"),
             (&[b"HSET", b"k", b"f", b"v"], "string values only"),

@@ -104,16 +104,18 @@ pub struct Judge {
 }
 
 impl Judge {
-    /// `now - grace`: the horizon of an engine that is told none.
-    pub fn grace_horizon_ms(&self) -> u64 {
-        self.now_ms.saturating_sub(self.grace_ms)
+    /// `now - grace`: the horizon of an engine that is told none; none
+    /// when the grace reaches back before the epoch (nothing is past it:
+    /// a version of millisecond 0 is not).
+    pub fn grace_horizon_ms(&self) -> Option<u64> {
+        self.now_ms.checked_sub(self.grace_ms)
     }
 }
 
 /// The rule: the fate of a key's newest version `(kind, ts, stored)`.
 /// `horizon_ms` is asked only for a dead version of a collecting merge:
 /// the key's collection horizon (Unix ms; a version dead at or before it
-/// may go). `older_elsewhere` is asked only for a dead version at or
+/// may go; none: no version may). `older_elsewhere` is asked only for a dead version at or
 /// before the horizon: true when a source outside the merge may hold an
 /// older version.
 pub fn fate(
@@ -121,7 +123,7 @@ pub fn fate(
     kind: Kind,
     ts: Timestamp,
     stored: &[u8],
-    horizon_ms: impl FnOnce() -> u64,
+    horizon_ms: impl FnOnce() -> Option<u64>,
     older_elsewhere: impl FnOnce() -> bool,
 ) -> Verdict {
     let ts_ms = key::timestamp_millis(ts);
@@ -146,13 +148,13 @@ pub fn fate(
     if !judge.collecting {
         return Verdict::of(kept);
     }
-    if dead_since_ms <= horizon_ms() {
+    if horizon_ms().is_some_and(|h| dead_since_ms <= h) {
         let fate = if older_elsewhere() { kept } else { Fate::Drop };
         return Verdict::of(fate);
     }
     Verdict {
         fate: kept,
-        waiting_past_grace: dead_since_ms <= judge.grace_horizon_ms(),
+        waiting_past_grace: judge.grace_horizon_ms().is_some_and(|h| dead_since_ms <= h),
     }
 }
 
@@ -379,10 +381,31 @@ mod tests {
     /// (nothing older elsewhere), after it stays; one past the grace that
     /// the horizon holds back is reported as waiting. The horizon is not
     /// asked for a live version or a merge that does not collect.
+    /// Regression (the full suite, 2026-12-07): a grace reaching back
+    /// before the epoch has no horizon, so a tombstone of millisecond 0
+    /// is kept (a horizon saturated to 0 collected it).
+    #[test]
+    fn a_grace_longer_than_the_clock_collects_nothing() {
+        let judge = Judge {
+            grace_ms: NOW + 1,
+            ..judge()
+        };
+        assert_eq!(judge.grace_horizon_ms(), None);
+        let v = fate(
+            &judge,
+            Kind::Delete,
+            0,
+            b"",
+            || judge.grace_horizon_ms(),
+            || false,
+        );
+        assert_eq!((v.fate, v.waiting_past_grace), (Fate::Keep, false));
+    }
+
     #[test]
     fn horizon_replaces_the_grace_and_reports_waiting_past_it() {
         let old = ts(NOW - 5 * GRACE);
-        let at = |h: u64| fate(&judge(), Kind::Delete, old, b"", || h, || false);
+        let at = |h: u64| fate(&judge(), Kind::Delete, old, b"", || Some(h), || false);
         let dropped = at(NOW - 5 * GRACE);
         assert_eq!(
             (dropped.fate, dropped.waiting_past_grace),
@@ -395,10 +418,10 @@ mod tests {
         );
         // Within the grace and not repaired: kept, not reported.
         let young = ts(NOW - GRACE + 1);
-        let v = fate(&judge(), Kind::Delete, young, b"", || 0, || false);
+        let v = fate(&judge(), Kind::Delete, young, b"", || Some(0), || false);
         assert_eq!((v.fate, v.waiting_past_grace), (Fate::Keep, false));
         // Repaired within the grace: the horizon, not the grace, rules.
-        let v = fate(&judge(), Kind::Delete, young, b"", || NOW, || false);
+        let v = fate(&judge(), Kind::Delete, young, b"", || Some(NOW), || false);
         assert_eq!(v.fate, Fate::Drop);
         // An expired value waits as a tombstone.
         let v = fate(
@@ -406,11 +429,11 @@ mod tests {
             Kind::PutExpiring,
             old,
             &expiring(NOW - 2 * GRACE),
-            || 0,
+            || Some(0),
             || false,
         );
         assert_eq!((v.fate, v.waiting_past_grace), (Fate::KeepExpired, true));
-        let never = || -> u64 { panic!("horizon asked") };
+        let never = || -> Option<u64> { panic!("horizon asked") };
         assert_eq!(
             fate(&judge(), Kind::Put, old, b"v", never, || false).fate,
             Fate::Keep

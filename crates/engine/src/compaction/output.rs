@@ -102,7 +102,7 @@ impl<'a> DropPolicy<'a> {
 
     fn fate(&self, user_key: &[u8], kind: Kind, ts: u64, value: &[u8]) -> Verdict {
         let horizon = || match self.horizon {
-            Some(h) => h(user_key),
+            Some(h) => Some(h(user_key)),
             None => self.judge.grace_horizon_ms(),
         };
         collect::fate(&self.judge, kind, ts, value, horizon, || {

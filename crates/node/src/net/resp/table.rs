@@ -782,7 +782,7 @@ mod tests {
     #[test]
     fn read_modify_write_other_types_and_expiry_are_refused_saying_why() {
         for (words, why) in [
-            (&["WATCH", "k"][..], "atomic read-modify-write"),
+            (&["WATCH", "k", "j"][..], "a transaction touches one key"),
             (&["msetnx", "a", "1"], "atomic"),
             (&["set", "k", "v", "NX", "XX"], "syntax error"),
             (&["set", "k", "v", "NX", "EX"], "syntax error"),
