@@ -30,7 +30,7 @@
 //!    tombstone or expired value reads as nothing), or when a delete not
 //!    acknowledged started after `W` ended and at least the nodes'
 //!    tombstone grace before the read started (its tombstone, newer than
-//!    `W`, may have been collected: [`collectable_delete`]). An
+//!    `W`, may have been collected: `collectable_delete`). An
 //!    unacknowledged write is never required; it can appear only as
 //!    itself (rule 1).
 //! 3. **Read your writes**: rule 2 over the reading client's own writes
