@@ -16,7 +16,7 @@ mod support;
 
 use std::path::PathBuf;
 use std::process::Command;
-use support::raw_resp::{Raw, frame, start};
+use support::raw_resp::{RMW_PLANTED, Raw, frame, start};
 
 /// Concurrent clients of the transaction workload.
 const CLIENTS: usize = 8;
@@ -45,6 +45,33 @@ fn reply_whole(raw: &mut Raw) -> Vec<u8> {
 }
 
 /// Transactions with every kind of error, side by side with redis-server.
+/// Runs `steps` (a connection's index and its command; `None`: a pause
+/// of 200 ms, for expiry) on redis-server's connections and ours side by
+/// side; the steps whose replies differ, each naming both.
+fn differences<'a>(
+    redis: &mut [Raw],
+    ours: &mut [Raw],
+    steps: impl IntoIterator<Item = (usize, Option<&'a str>)>,
+) -> Vec<String> {
+    let mut diffs = Vec::new();
+    for (i, (con, words)) in steps.into_iter().enumerate() {
+        let Some(words) = words else {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            continue;
+        };
+        let theirs = call(&mut redis[con], words);
+        let mine = call(&mut ours[con], words);
+        if theirs != mine {
+            diffs.push(format!(
+                "{i} [{con}] {words}: redis {:?}, ours {:?}",
+                String::from_utf8_lossy(&theirs),
+                String::from_utf8_lossy(&mine)
+            ));
+        }
+    }
+    diffs
+}
+
 const SCRIPT: &[&str] = &[
     "EXEC",
     "DISCARD",
@@ -243,22 +270,7 @@ fn watch_sequences_match_redis_server() {
     let (_node, addr) = start(&[]);
     let mut redis = [Raw::connect(&server.addr), Raw::connect(&server.addr)];
     let mut ours = [Raw::connect(&addr), Raw::connect(&addr)];
-    let mut diffs = Vec::new();
-    for (i, (con, words)) in SCRIPT_WATCH.iter().enumerate() {
-        let Some(words) = words else {
-            std::thread::sleep(std::time::Duration::from_millis(200));
-            continue;
-        };
-        let theirs = call(&mut redis[*con], words);
-        let mine = call(&mut ours[*con], words);
-        if theirs != mine {
-            diffs.push(format!(
-                "{i} [{con}] {words}: redis {:?}, ours {:?}",
-                String::from_utf8_lossy(&theirs),
-                String::from_utf8_lossy(&mine)
-            ));
-        }
-    }
+    let diffs = differences(&mut redis, &mut ours, SCRIPT_WATCH.iter().copied());
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
 }
 
@@ -358,19 +370,10 @@ fn pipelined_and_split_watch_behind_a_pending_write() {
 fn multi_exec_discard_sequences_match_redis_server() {
     let server = support::redis_server::start();
     let (_node, addr) = start(&[]);
-    let mut redis = Raw::connect(&server.addr);
-    let mut ours = Raw::connect(&addr);
-    let mut diffs = Vec::new();
-    for words in SCRIPT.iter().chain(SCRIPT_EXPIRE) {
-        let (theirs, mine) = (call(&mut redis, words), call(&mut ours, words));
-        if theirs != mine {
-            diffs.push(format!(
-                "{words}: redis {:?}, ours {:?}",
-                String::from_utf8_lossy(&theirs),
-                String::from_utf8_lossy(&mine)
-            ));
-        }
-    }
+    let mut redis = [Raw::connect(&server.addr)];
+    let mut ours = [Raw::connect(&addr)];
+    let steps = SCRIPT.iter().chain(SCRIPT_EXPIRE).map(|w| (0, Some(*w)));
+    let diffs = differences(&mut redis, &mut ours, steps);
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
 }
 
@@ -532,13 +535,7 @@ fn redis_py_pipelines_are_atomic() {
 /// concurrent transactions lose increments (within a few rounds).
 #[test]
 fn the_planted_bug_breaks_the_exact_count() {
-    let planted = [
-        "--net-threads",
-        "2",
-        "--debug-planted-bug",
-        "rmw-skips-conflict-check",
-    ];
-    let (_node, addr) = start(&planted);
+    let (_node, addr) = start(&RMW_PLANTED);
     let caught = (0..PLANTED_ROUNDS).any(|_| redis_py(&addr)[1] != exact_line());
     assert!(
         caught,

@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use support::raw_resp::{Raw, WAIT, frame, start};
+use support::raw_resp::{RMW_PLANTED, Raw, WAIT, frame, start};
 use support::resp_client::{connect, ok, run};
 
 /// Concurrent clients of the workloads.
@@ -216,13 +216,7 @@ fn concurrent_updates_end_exact_and_the_planted_bug_is_caught() {
     assert!(metrics.contains("ataman_rmw_retries_total"), "{metrics}");
     drop(node);
     // Negative control: rounds (bounded) until the check shows a loss.
-    let planted = [
-        "--net-threads",
-        "2",
-        "--debug-planted-bug",
-        "rmw-skips-conflict-check",
-    ];
-    let (_node, addr) = start(&planted);
+    let (_node, addr) = start(&RMW_PLANTED);
     let caught = (0..5).any(|round| !exact(&concurrent_workload(&addr, round)));
     assert!(caught, "the planted bug lost no update in 5 rounds");
 }
@@ -379,13 +373,7 @@ fn expiry_commands_never_undo_concurrent_increments() {
         assert_eq!(value, EXPIRY_INCRS as i64, "--net-threads {threads}");
     }
     // Negative control: rounds (bounded) until the count shows a loss.
-    let planted = [
-        "--net-threads",
-        "2",
-        "--debug-planted-bug",
-        "rmw-skips-conflict-check",
-    ];
-    let (_node, addr) = start(&planted);
+    let (_node, addr) = start(&RMW_PLANTED);
     let caught = (0..5).any(|round| incr_against_expiry(&addr, round) != EXPIRY_INCRS as i64);
     assert!(caught, "the planted bug lost no increment in 5 rounds");
 }

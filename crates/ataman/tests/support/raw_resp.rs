@@ -10,6 +10,15 @@ use std::time::Duration;
 /// Bound on every reply.
 pub const WAIT: Duration = Duration::from_secs(30);
 
+/// A node's arguments for the read-modify-write negative controls: two
+/// network threads, the conditional write's check planted away.
+pub const RMW_PLANTED: [&str; 4] = [
+    "--net-threads",
+    "2",
+    "--debug-planted-bug",
+    "rmw-skips-conflict-check",
+];
+
 /// One RESP2 connection that reads replies as raw bytes.
 pub struct Raw {
     reader: BufReader<TcpStream>,
