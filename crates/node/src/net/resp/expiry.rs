@@ -193,6 +193,10 @@ pub enum Then {
     /// `GETEX`: the value, with a new expiry if one is given
     /// (`Some(Expiry::Never)`: `PERSIST`).
     GetEx(Option<Expiry>),
+    /// `GETEX` whose time is not an integer or out of range: Redis 7 looks
+    /// the key up before it checks the time, so a missing key answers nil
+    /// and an existing one this error (`GETEX nokey EX 0` is nil).
+    GetExRefused(Reply),
     /// `SET key value KEEPTTL`: this value, with the deadline the key has.
     KeepTtl(Vec<u8>),
     /// A read-only string command (`GETRANGE`) answered from the value
@@ -301,7 +305,7 @@ pub fn follow(then: &Then, read: &Answer, now_ms: u64) -> Next {
         _ => {
             return Next::Reply(match then {
                 Then::Expire(..) | Then::Persist => Reply::Int(0),
-                Then::GetEx(_) => Reply::Null,
+                Then::GetEx(_) | Then::GetExRefused(_) => Reply::Null,
                 Then::Read(op) => super::rmw::apply(None, op, u64::MAX).reply,
                 Then::KeepTtl(new) => {
                     return Next::Write {
@@ -330,6 +334,7 @@ pub fn follow(then: &Then, read: &Answer, now_ms: u64) -> Next {
         }
         Then::Persist if current.is_none() => Next::Reply(Reply::Int(0)),
         Then::Persist => write(Some(value), Expiry::Never, Reply::Int(1)),
+        Then::GetExRefused(error) => Next::Reply(error.clone()),
         Then::GetEx(None) => Next::Reply(Reply::Bulk(value.clone())),
         Then::GetEx(Some(Expiry::Never)) if current.is_none() => {
             Next::Reply(Reply::Bulk(value.clone()))
@@ -405,14 +410,20 @@ pub(super) fn expire_args(
     Ok((expiry, condition))
 }
 
-/// `GETEX key [EX s|PX ms|EXAT s|PXAT ms|PERSIST]`: the new expiry, if any.
-pub(super) fn getex_args(options: &[Cow<'_, [u8]>]) -> Result<Option<Expiry>, Reply> {
+/// `GETEX key [EX s|PX ms|EXAT s|PXAT ms|PERSIST]`: a syntax error now,
+/// else the second step: the new expiry, if any, or
+/// [`Then::GetExRefused`] when its time is refused (answered only once
+/// the key is found, as Redis 7 orders it).
+pub(super) fn getex_args(options: &[Cow<'_, [u8]>]) -> Result<Then, Reply> {
     let o = extended(options, "getex")?;
-    match (o.expiry, o.persist) {
-        (Some((unit, amount)), _) => expiry_of("getex", &unit, &amount).map(Some),
-        (None, true) => Ok(Some(Expiry::Never)),
-        (None, false) => Ok(None),
-    }
+    Ok(match (o.expiry, o.persist) {
+        (Some((unit, amount)), _) => match expiry_of("getex", &unit, &amount) {
+            Ok(expiry) => Then::GetEx(Some(expiry)),
+            Err(refused) => Then::GetExRefused(refused),
+        },
+        (None, true) => Then::GetEx(Some(Expiry::Never)),
+        (None, false) => Then::GetEx(None),
+    })
 }
 
 #[cfg(test)]
@@ -498,14 +509,36 @@ mod tests {
         assert!(e(expire_args("expire", b"1", &args(&["gt", "lt"]))).contains("GT and LT"));
         assert!(e(expire_args("expire", b"1", &args(&["nx", "xx"]))).contains("NX and XX"));
         assert!(e(expire_args("expire", b"1", &args(&["bogus"]))).contains("Unsupported option"));
-        assert_eq!(getex_args(&[]), Ok(None));
-        assert_eq!(getex_args(&args(&["PERSIST"])), Ok(Some(Expiry::Never)));
+        assert_eq!(getex_args(&[]), Ok(Then::GetEx(None)));
+        assert_eq!(
+            getex_args(&args(&["PERSIST"])),
+            Ok(Then::GetEx(Some(Expiry::Never)))
+        );
         assert_eq!(
             getex_args(&args(&["px", "5"])),
-            Ok(Some(Expiry::AfterMs(5)))
+            Ok(Then::GetEx(Some(Expiry::AfterMs(5))))
         );
         assert!(getex_args(&args(&["px"])).is_err());
-        assert!(getex_args(&args(&["ex", "0"])).is_err());
+        // A refused time is answered only once the key is found.
+        let invalid = Reply::err("invalid expire time in 'getex' command");
+        assert_eq!(
+            getex_args(&args(&["ex", "0"])),
+            Ok(Then::GetExRefused(invalid.clone()))
+        );
+        let not_integer = Reply::err("value is not an integer or out of range");
+        assert_eq!(
+            getex_args(&args(&["px", "abc"])),
+            Ok(Then::GetExRefused(not_integer.clone()))
+        );
+        let refused = Then::GetExRefused(invalid.clone());
+        assert_eq!(
+            follow(&refused, &Answer::NotFound(None), 0),
+            Next::Reply(Reply::Null)
+        );
+        assert_eq!(
+            follow(&refused, &Answer::ValueUntil(b"v".to_vec(), None), 0),
+            Next::Reply(invalid)
+        );
     }
 
     /// Redis 7's one-pass option parser: a repeat is allowed (the last
@@ -535,11 +568,11 @@ mod tests {
         assert_eq!(set(&["ex", "nx"]), not_integer);
         assert_eq!(
             getex_args(&args(&["persist", "persist"])),
-            Ok(Some(Expiry::Never))
+            Ok(Then::GetEx(Some(Expiry::Never)))
         );
         assert_eq!(
             getex_args(&args(&["ex", "0", "ex", "1"])),
-            Ok(Some(Expiry::AfterMs(1_000)))
+            Ok(Then::GetEx(Some(Expiry::AfterMs(1_000))))
         );
         let syntax = Err(Reply::err("syntax error"));
         assert_eq!(getex_args(&args(&["ex", "1", "persist"])), syntax);

@@ -596,9 +596,9 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
                 read_then(Then::Persist)
             }
             "getex" => {
-                let expiry = getex_args(&args[2..])?;
+                let then = getex_args(&args[2..])?;
                 check_key(&args[1], limits)?;
-                read_then(Then::GetEx(expiry))
+                read_then(then)
             }
             "ttl" | "pttl" | "expiretime" | "pexpiretime" => {
                 check_key(&args[1], limits)?;
