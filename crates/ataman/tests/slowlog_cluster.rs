@@ -2,7 +2,8 @@
 //! log") on 3 real nodes with tokens and the cluster secret: the entries
 //! of requests made slow on purpose on two other members, read through a
 //! third, each naming the node that recorded it; the members' internal
-//! endpoint refused to a client; a member killed named, not fatal.
+//! endpoint refused to a client; a member paused or killed named, not
+//! fatal.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on failure
 
 mod support;
@@ -131,6 +132,21 @@ fn every_members_slow_entries_through_any_node() {
     );
     assert_ne!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert!(!String::from_utf8_lossy(&r.body).contains("slow:"));
+
+    // A paused member is named with why in words: no answer within the
+    // timeout (attacker, 2026-12-07: "Resource temporarily unavailable
+    // (os error 11)").
+    let pid = c.node(2).pid() as libc::pid_t;
+    // SAFETY: signalling a child process this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let log = cluster_log(addr);
+    let error = log["nodes"][2]["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    assert!(error.contains("no answer within the timeout"), "{log:#}");
 
     c.kill9(2);
     let log = cluster_log(addr);

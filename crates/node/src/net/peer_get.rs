@@ -60,7 +60,7 @@ pub fn get(
     let mut body = vec![0; length];
     reader
         .read_exact(&mut body)
-        .map_err(|e| format!("report: {e}"))?;
+        .map_err(|e| format!("report: {}", crate::range::peer_auth::io_why(&e)))?;
     Ok(body)
 }
 

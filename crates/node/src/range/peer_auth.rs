@@ -30,6 +30,19 @@ struct Head {
     text: Vec<u8>,
 }
 
+/// Why a blocking read or write on a dialled member failed, in words: a
+/// socket timeout surfaces as `WouldBlock` ("Resource temporarily
+/// unavailable (os error 11)") on Linux, which says nothing to someone
+/// reading a cluster report; it is "no answer within the timeout".
+pub fn io_why(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            "no answer within the timeout".to_owned()
+        }
+        _ => e.to_string(),
+    }
+}
+
 fn read_head_raw<R: BufRead>(reader: &mut R) -> Result<Head, String> {
     let mut text = Vec::new();
     let mut limited = std::io::Read::take(reader, HEAD_BYTES_MAX as u64);
@@ -37,7 +50,7 @@ fn read_head_raw<R: BufRead>(reader: &mut R) -> Result<Head, String> {
         let before = text.len();
         let n = limited
             .read_until(b'\n', &mut text)
-            .map_err(|e| format!("response head: {e}"))?;
+            .map_err(|e| format!("response head: {}", io_why(&e)))?;
         if n == 0 {
             return Err("response head cut or too long".into());
         }
@@ -134,7 +147,7 @@ pub fn open_bytes(
     stream
         .write_all(&request(None))
         .and_then(|()| stream.flush())
-        .map_err(|e| format!("send: {e}"))?;
+        .map_err(|e| format!("send: {}", io_why(&e)))?;
     let mut reader = BufReader::with_capacity(super::source::SOURCE_BUFFER_BYTES, stream);
     let head = read_head_raw(&mut reader)?;
     let (Some(secret), 401, Some(challenge)) = (secret, head.code, head.challenge.as_deref())
@@ -147,12 +160,33 @@ pub fn open_bytes(
     let client = crate::peer::auth_dialer::fresh_nonce().ok_or("no randomness for a nonce")?;
     let value = peer_proof::client_authorization(secret, protocol, &server, &client, &[]);
     let mut skip = vec![0u8; head.body];
-    std::io::Read::read_exact(&mut reader, &mut skip).map_err(|e| format!("challenge: {e}"))?;
+    std::io::Read::read_exact(&mut reader, &mut skip)
+        .map_err(|e| format!("challenge: {}", io_why(&e)))?;
     let stream = reader.get_mut();
     stream
         .write_all(&request(Some(&value)))
         .and_then(|()| stream.flush())
-        .map_err(|e| format!("send: {e}"))?;
+        .map_err(|e| format!("send: {}", io_why(&e)))?;
     let head = read_head_raw(&mut reader)?;
     Ok((reader, head.text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::io_why;
+    use std::io::{Error, ErrorKind};
+
+    /// A socket timeout reads as one in a report, not as `EAGAIN`.
+    #[test]
+    fn a_timeout_is_named_as_one() {
+        let eagain = Error::from_raw_os_error(11);
+        assert_eq!(eagain.kind(), ErrorKind::WouldBlock);
+        assert_eq!(io_why(&eagain), "no answer within the timeout");
+        assert_eq!(
+            io_why(&Error::from(ErrorKind::TimedOut)),
+            "no answer within the timeout"
+        );
+        let refused = Error::from(ErrorKind::ConnectionRefused);
+        assert_eq!(io_why(&refused), refused.to_string());
+    }
 }
