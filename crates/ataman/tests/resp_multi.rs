@@ -278,7 +278,14 @@ fn watch_sequences_match_redis_server() {
 /// null for an aborted `EXEC`.
 #[test]
 fn a_watch_holds_one_key_and_aborts_in_resp3_with_a_null() {
-    let (_node, addr) = start(&[]);
+    let (node, addr) = start(&[]);
+    let aborts = || {
+        let page = String::from_utf8(node.get_target("/metrics").body).unwrap();
+        page.lines()
+            .find_map(|l| l.strip_prefix("ataman_resp_watch_aborts_total "))
+            .map(|n| n.trim().parse::<u64>().unwrap())
+            .expect("ataman_resp_watch_aborts_total in /metrics")
+    };
     let mut c = Raw::connect(&addr);
     let mut other = Raw::connect(&addr);
     let two = String::from_utf8(call(&mut c, "WATCH a b")).unwrap();
@@ -303,8 +310,10 @@ fn a_watch_holds_one_key_and_aborts_in_resp3_with_a_null() {
     assert_eq!(call(&mut other, "SET b 2"), b"+OK\r\n");
     assert_eq!(call(&mut c, "MULTI"), b"+OK\r\n");
     assert_eq!(call(&mut c, "INCR b"), b"+QUEUED\r\n");
+    assert_eq!(aborts(), 0, "the EXECABORT above is no watch abort");
     assert_eq!(call(&mut c, "EXEC"), b"_\r\n");
     assert_eq!(call(&mut c, "GET b"), b"$1\r\n2\r\n");
+    assert_eq!(aborts(), 1, "the aborted EXEC is counted");
 }
 
 /// `WATCH` behind a pending write sees it (it waits for the

@@ -83,6 +83,9 @@ pub struct NodeMetrics {
     /// Atomic read-modify-writes refused after
     /// `net::rmw_local::ATTEMPTS_MAX` conflicts in a row.
     pub rmw_gave_up: AtomicU64,
+    /// `EXEC`s answered the null array because the watched key changed
+    /// after `WATCH` (`net::rmw_local`).
+    pub watch_aborts: AtomicU64,
     /// The slow log: requests over a threshold, with their stages
     /// (`crate::slowlog`; read by `SLOWLOG` and `GET /v0/slowlog`).
     pub slowlog: crate::slowlog::SlowLog,
@@ -128,6 +131,7 @@ impl Default for NodeMetrics {
             resp_key_latency_us: Histogram::default(),
             rmw_retries: AtomicU64::new(0),
             rmw_gave_up: AtomicU64::new(0),
+            watch_aborts: AtomicU64::new(0),
             slowlog: crate::slowlog::SlowLog::default(),
             hotkeys: crate::hotkeys::HotKeys::default(),
             recent: crate::recent::Recent::default(),

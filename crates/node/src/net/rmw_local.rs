@@ -184,6 +184,10 @@ pub fn start(ctx: &NetContext, reply_to: ReplyTo, update: &Update) -> Started {
     if let Some(seen) = update.watch {
         let now = Seen::of(base.ts, base.value.is_some(), base.deadline_ms, now_ms);
         if !watch::holds(seen, now) {
+            ctx.shared
+                .metrics
+                .watch_aborts
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Started::Now(Reply::NullArray);
         }
     }

@@ -72,9 +72,13 @@ pub fn render_metrics(out: &mut String, metrics: &crate::metrics::NodeMetrics) {
          ataman_rmw_retries_total {}\n\
          # HELP ataman_rmw_gave_up_total Atomic read-modify-writes refused after too many conflicts in a row.\n\
          # TYPE ataman_rmw_gave_up_total counter\n\
-         ataman_rmw_gave_up_total {}",
+         ataman_rmw_gave_up_total {}\n\
+         # HELP ataman_resp_watch_aborts_total EXECs answered nil because the WATCHed key changed.\n\
+         # TYPE ataman_resp_watch_aborts_total counter\n\
+         ataman_resp_watch_aborts_total {}",
         metrics.rmw_retries.load(Ordering::Relaxed),
         metrics.rmw_gave_up.load(Ordering::Relaxed),
+        metrics.watch_aborts.load(Ordering::Relaxed),
     );
 }
 
