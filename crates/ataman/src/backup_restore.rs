@@ -21,6 +21,12 @@
 //! 5. Exit 0 once every member answered every batch: every restored
 //!    version is on every replica the target's layout names for it.
 //!
+//! From step 4 to 5 every member answers `GET /readyz` 503 `restoring`
+//! (`POST /v0/backup?ingest=begin` first, `ingest=done` last;
+//! `ataman_node::backup::restoring`): a half-restored cluster answers no
+//! client behind a load balancer. A restore that fails leaves the mark to
+//! end with its lease.
+//!
 //! Not built: a same-layout path that hands each node its checkpoint's
 //! files at disk speed (docs/BACKUP.md, "Not covered").
 
@@ -63,10 +69,23 @@ pub fn restore(url: &BaseUrl, ask_: &RestoreAsk<'_>) -> Result<String, Failed> {
     if !ask_.into_non_empty {
         refuse_non_empty(&members, ask_.node)?;
     }
+    mark_restoring(&members, ask_.node, b"begin")?;
     let mut counts = Counts::default();
     for source in &sources {
-        restore_one(source, t, &members, batch_bytes_max, ask_.node, &mut counts)?;
+        restore_one(source, t, &members, batch_bytes_max, ask_.node, &mut counts).map_err(
+            |Failed(code, text)| {
+                let lease_s = ataman_node::backup::restoring::RESTORE_LEASE_MS / 1_000;
+                Failed(
+                    code,
+                    format!(
+                        "{}\nataman backup restore: the members answer /readyz 503 (restoring) for up to {lease_s} s after the last batch, or until a restore completes\n",
+                        text.trim_end()
+                    ),
+                )
+            },
+        )?;
     }
+    mark_restoring(&members, ask_.node, b"done")?;
     let t_text = t.map_or_else(
         || "none (a node checkpoint: every version)".into(),
         |t| t.to_string(),
@@ -164,6 +183,16 @@ fn refuse_non_empty(members: &[BaseUrl], node: &NodeArgs) -> Result<(), Failed> 
         "ataman backup restore: refused: {} already hold entries (a restore goes into an empty cluster; --into-non-empty writes anyway, a newer version held winning)",
         full.join(", ")
     )))
+}
+
+/// Marks every member restoring (`begin`) or done (`done`): `/readyz`.
+fn mark_restoring(members: &[BaseUrl], node: &NodeArgs, mark: &[u8]) -> Result<(), Failed> {
+    let timeout = io_timeout(node, crate::ctl::TIMEOUT_MS_DEFAULT);
+    let target = target("/v0/backup", &[("ingest", mark)]);
+    for m in members {
+        ask(m, "POST", &target, 200, timeout)?;
+    }
+    Ok(())
 }
 
 fn restore_one(

@@ -295,3 +295,45 @@ fn bgsave_and_lastsave_over_resp() {
     ));
     assert!(!guarded.data_dir().join("backups").exists());
 }
+
+/// A restore holds readiness (`GET /readyz` 503 `restoring`) from its
+/// `ingest=begin` to its `ingest=done`, and a whole `ataman backup
+/// restore` leaves the node ready with the keys back. Without the done
+/// (each batch marks the node restoring for minutes) the last check fails.
+#[test]
+fn a_restore_holds_readiness_until_it_is_done() {
+    let source = Node::start(&[]);
+    write_keys(&source, "r", 50);
+    let dir = tempfile::tempdir().unwrap();
+    let to = dir.path().join("b");
+    let to_s = to.to_str().unwrap();
+    let out = ataman(&["backup", "create", "--url", &url(&source), "--to", to_s]);
+    assert!(out.status.success(), "create: {}", text(&out.stderr));
+
+    let target = Node::start(&[]);
+    assert_eq!(target.get_target("/readyz").status, 200);
+    let mark = |what: &str| {
+        let mut conn = target.conn();
+        let path = format!("/v0/backup?ingest={what}");
+        conn.request("POST", &path, &[], Some(b"")).status
+    };
+    assert_eq!(mark("begin"), 200);
+    let held = target.get_target("/readyz");
+    assert_eq!(held.status, 503);
+    assert!(
+        text(&held.body).starts_with("restoring: "),
+        "{}",
+        text(&held.body)
+    );
+    assert_eq!(mark("done"), 200);
+    assert_eq!(target.get_target("/readyz").status, 200);
+    assert_eq!(mark("later"), 400, "an unknown mark is refused");
+
+    let out = ataman(&["backup", "restore", to_s, "--url", &url(&target)]);
+    assert!(out.status.success(), "restore: {}", text(&out.stderr));
+    let ready = target.get_target("/readyz");
+    assert_eq!(ready.status, 200, "{}", text(&ready.body));
+    let back = target.conn().get(b"r00007");
+    assert_eq!(back.status, 200);
+    assert_eq!(back.body, b"value-7-vvvvvvv");
+}

@@ -217,6 +217,12 @@ fn cluster_backup_at_t_restores_onto_3_and_5_nodes() {
             "the checkpoints held writes after T: {said}"
         );
         check_point(&cluster, &writes, t).unwrap_or_else(|e| panic!("onto {n}: {e}"));
+        // The restore said it is done: every member is ready again (each
+        // batch marked it restoring, `/readyz` 503, for minutes).
+        for i in 0..n {
+            let ready = cluster.node(i).get_target("/readyz");
+            assert_eq!(ready.status, 200, "member {i}: {}", text(&ready.body));
+        }
         // A second restore into the now non-empty cluster is refused.
         let url = format!("http://{}", cluster.node(1).addr());
         let again = ataman(&["backup", "restore", backup.to_str().unwrap(), "--url", &url]);

@@ -36,13 +36,21 @@ pub enum BackupAsk {
     },
     /// A restore's versions, applied where this node keeps their keys
     /// (`POST ?ingest=1[&t=TS]`, the body `backup::ingest_wire`);
-    /// with `ingest=probe`, only whether the store is empty.
+    /// with `ingest=probe`, only whether the store is empty. Each batch
+    /// applied marks a restore under way ([`BackupAsk::Restoring`]).
     Ingest {
         /// Only answer whether the store holds no entry.
         probe: bool,
         /// The backup's `T`: versions stamped after it are dropped
         /// (`point_in_time::kept`); `None` keeps every version.
         t: Option<u64>,
+    },
+    /// A restore starts writing into this node (`POST ?ingest=begin`) or
+    /// is done (`POST ?ingest=done`): `/readyz` answers 503 `restoring`
+    /// in between (`crate::backup::restoring`).
+    Restoring {
+        /// `true` for `begin`, `false` for `done`.
+        begin: bool,
     },
 }
 
@@ -91,7 +99,9 @@ fn ingest_ask(ingest: &[u8], t: Param<'_>) -> Result<BackupAsk, Action> {
     match ingest {
         b"1" => Ok(BackupAsk::Ingest { probe: false, t }),
         b"probe" => Ok(BackupAsk::Ingest { probe: true, t }),
-        _ => Err(bad("ingest must be 1 or probe")),
+        b"begin" => Ok(BackupAsk::Restoring { begin: true }),
+        b"done" => Ok(BackupAsk::Restoring { begin: false }),
+        _ => Err(bad("ingest must be 1, probe, begin or done")),
     }
 }
 
@@ -187,6 +197,14 @@ mod tests {
             })
         );
         assert_eq!(
+            ask(post(), "ingest=begin"),
+            Action::Backup(BackupAsk::Restoring { begin: true })
+        );
+        assert_eq!(
+            ask(post(), "ingest=done"),
+            Action::Backup(BackupAsk::Restoring { begin: false })
+        );
+        assert_eq!(
             ask(Method::Delete, "name=x"),
             Action::Backup(BackupAsk::Delete { name: "x".into() })
         );
@@ -202,6 +220,7 @@ mod tests {
             (post(), "skew_ms=5"),
             (post(), "at=x"),
             (post(), "ingest=2"),
+            (post(), "ingest=BEGIN"),
             (post(), "ingest=1&t=x"),
             (Method::Delete, ""),
         ] {

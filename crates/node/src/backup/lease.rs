@@ -114,6 +114,8 @@ pub struct Backups {
     pub workers: crate::cluster::workers::Workers,
     /// A cluster backup's and a restore's figures on this node.
     pub figures: super::figures::Figures,
+    /// A restore writing into this node ([`super::restoring`]).
+    pub restoring: super::restoring::Restoring,
     /// Checkpoints whose removal at the end of their lease failed and was
     /// logged: logged once, tried again at every sweep.
     sweep_warned: Mutex<std::collections::BTreeSet<String>>,
@@ -164,6 +166,7 @@ impl Backups {
             sweep_warned: Mutex::default(),
             workers: crate::cluster::workers::Workers::default(),
             figures: super::figures::Figures::default(),
+            restoring: super::restoring::Restoring::default(),
         })
     }
 

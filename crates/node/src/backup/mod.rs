@@ -14,6 +14,7 @@
 //! - [`cluster_manifest`]: a cluster backup's top manifest and its check.
 //! - [`read_back`]: a checkpoint's versions read back (a restore's source).
 //! - [`figures`]: a cluster backup's and a restore's counters.
+//! - [`restoring`]: whether a restore is writing into this node (`/readyz`).
 
 pub mod cluster_manifest;
 pub mod figures;
@@ -23,6 +24,7 @@ pub mod lease;
 pub mod manifest;
 pub mod point_in_time;
 pub mod read_back;
+pub mod restoring;
 pub mod take;
 pub mod verify;
 

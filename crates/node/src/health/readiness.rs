@@ -26,6 +26,11 @@
 //!    A node that was a member already and gains some keys stays ready:
 //!    it serves them from the old version's replicas meanwhile, and
 //!    failing it would take every member out of rotation at once.
+//! 7. `restoring`: `ataman backup restore` is writing into this node and
+//!    has not said it is done (`crate::backup::restoring`: until every
+//!    member holds every restored version, or a lease after the
+//!    restore's last batch). Every member fails it at once, on purpose:
+//!    a half-restored cluster answers no client.
 //!
 //! Peers and quorum are not part of readiness, for the same reason as
 //! liveness: a node whose peers are down still answers what it can, and
@@ -58,6 +63,9 @@ pub struct Facts {
     /// The version this node, new in it, still copies its data for
     /// ([`joining_copy`]).
     pub copying_for: Option<u64>,
+    /// Milliseconds since the last batch of a restore under way
+    /// (`crate::backup::restoring::under_way`).
+    pub restoring_since_ms: Option<u64>,
 }
 
 /// Why the node is not ready. The codes ([`NotReady::code`]) are stable:
@@ -79,6 +87,11 @@ pub enum NotReady {
         /// The newest layout version.
         version: u64,
     },
+    /// Rule 7: seconds since the restore's last batch.
+    Restoring {
+        /// Whole seconds since the restore's last begin or batch.
+        since_s: u64,
+    },
 }
 
 impl NotReady {
@@ -91,6 +104,7 @@ impl NotReady {
             NotReady::Removed => "removed",
             NotReady::Refilling => "refilling",
             NotReady::Copying { .. } => "copying",
+            NotReady::Restoring { .. } => "restoring",
         }
     }
 
@@ -108,6 +122,11 @@ impl NotReady {
             NotReady::Copying { version } => {
                 format!("joining: copying its data for layout version {version}")
             }
+            NotReady::Restoring { since_s } => format!(
+                "a backup restore is writing into this node (its last batch {since_s} s ago); \
+                 ready once it completes, or {} s after its last batch",
+                crate::backup::restoring::RESTORE_LEASE_MS / 1_000
+            ),
         };
         format!("{}: {why}", self.code())
     }
@@ -134,8 +153,13 @@ pub fn readiness(facts: &Facts) -> Result<(), NotReady> {
     if facts.refilling {
         return Err(NotReady::Refilling);
     }
-    match facts.copying_for {
-        Some(version) => Err(NotReady::Copying { version }),
+    if let Some(version) = facts.copying_for {
+        return Err(NotReady::Copying { version });
+    }
+    match facts.restoring_since_ms {
+        Some(ms) => Err(NotReady::Restoring {
+            since_s: ms / 1_000,
+        }),
         None => Ok(()),
     }
 }
@@ -162,6 +186,7 @@ mod tests {
         standing: Standing::Member,
         refilling: false,
         copying_for: None,
+        restoring_since_ms: None,
     };
 
     /// Each fact alone fails readiness with its own reason; all clear is ready.
@@ -211,6 +236,13 @@ mod tests {
                 },
                 NotReady::Copying { version: 4 },
             ),
+            (
+                Facts {
+                    restoring_since_ms: Some(2_500),
+                    ..READY
+                },
+                NotReady::Restoring { since_s: 2 },
+            ),
         ];
         for (facts, reason) in cases {
             assert_eq!(readiness(&facts), Err(reason), "{facts:?}");
@@ -227,6 +259,7 @@ mod tests {
             standing: Standing::Joining,
             refilling: true,
             copying_for: Some(2),
+            restoring_since_ms: Some(1),
         };
         assert_eq!(readiness(&all), Err(NotReady::Replaying));
         let serving = Facts {
@@ -239,6 +272,19 @@ mod tests {
             ..serving
         };
         assert_eq!(readiness(&member), Err(NotReady::Refilling));
+        let copying = Facts {
+            refilling: false,
+            ..member
+        };
+        assert_eq!(readiness(&copying), Err(NotReady::Copying { version: 2 }));
+        let restoring = Facts {
+            copying_for: None,
+            ..copying
+        };
+        assert_eq!(
+            readiness(&restoring),
+            Err(NotReady::Restoring { since_s: 0 })
+        );
     }
 
     fn url(p: u16) -> String {

@@ -127,6 +127,7 @@ mod tests {
                 },
                 b"x",
             ),
+            Command::Backup(crate::api::BackupAsk::Restoring { begin: true }, b""),
             Command::BackupLastSave,
             Command::Ui(Some(crate::ui::Asset::Page)),
             Command::Ui(None),

@@ -54,6 +54,18 @@ pub fn answer(shared: &Arc<NodeShared>, wake: Wake, ask: BackupAsk, body: &[u8])
         BackupAsk::Ingest { probe, t } => {
             super::backup_transfer::ingest(shared, wake, (probe, t), body)
         }
+        BackupAsk::Restoring { begin } => {
+            let restoring = &shared.backups.restoring;
+            if begin {
+                restoring.mark(crate::hlc::wall_ms());
+            } else {
+                restoring.end();
+            }
+            Dispatched::Now(Answer::Document(
+                Format::Json,
+                format!("{{\"restoring\":{begin}}}"),
+            ))
+        }
     }
 }
 

@@ -130,6 +130,7 @@ pub fn ingest(
         items.retain(|(_, v)| point_in_time::kept(v.ts, t));
     }
     let dropped = (before - items.len()) as u64;
+    shared.backups.restoring.mark(crate::hlc::wall_ms());
     start(shared, wake, move || apply_kept(&owner, items, dropped))
 }
 
