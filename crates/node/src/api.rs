@@ -8,6 +8,7 @@
 //! is decided").
 
 use crate::http::Status;
+use crate::http::conditional::Preconditions;
 use crate::http::query::Query;
 use crate::http::request::{HttpError, Method, RequestHead};
 use crate::peer::handshake::{PEER_PROTOCOL, SYNC_PROTOCOL};
@@ -28,6 +29,9 @@ pub enum Action {
         ack: u32,
         /// Replicas asked.
         from: u32,
+        /// `If-Match` / `If-None-Match` (`crate::http::conditional`);
+        /// `None` without them.
+        preconditions: Option<Box<Preconditions>>,
     },
     /// Write the request body as the key's value.
     Put {
@@ -40,6 +44,9 @@ pub enum Action {
         /// `ttl_ms`: the value expires this many milliseconds after the
         /// write is stamped (`None`: never).
         ttl_ms: Option<u64>,
+        /// `If-Match` / `If-None-Match`: a conditional write, atomic
+        /// (`crate::net::dispatch::rmw`); `None`: a plain write.
+        preconditions: Option<Box<Preconditions>>,
     },
     /// Delete a key.
     Delete {
@@ -49,6 +56,8 @@ pub enum Action {
         ack: u32,
         /// Replicas asked.
         from: u32,
+        /// As `Put`'s.
+        preconditions: Option<Box<Preconditions>>,
     },
     /// Stream the live entries of `[start, end)`.
     Range {
@@ -680,15 +689,30 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
                     }
                     Some(raw) => Some(ttl::parse_ttl_ms(&raw).map_err(bad)?),
                 };
+                let preconditions =
+                    Preconditions::parse(head.if_match.as_deref(), head.if_none_match.as_deref())
+                        .map_err(bad)?
+                        .map(Box::new);
                 Ok::<_, Action>(match route {
-                    Route::EntityGet => Action::Get { key, ack, from },
+                    Route::EntityGet => Action::Get {
+                        key,
+                        ack,
+                        from,
+                        preconditions,
+                    },
                     Route::EntityPut => Action::Put {
                         key,
                         ack,
                         from,
                         ttl_ms,
+                        preconditions,
                     },
-                    _ => Action::Delete { key, ack, from },
+                    _ => Action::Delete {
+                        key,
+                        ack,
+                        from,
+                        preconditions,
+                    },
                 })
             })()
             .unwrap_or_else(|e| e);
