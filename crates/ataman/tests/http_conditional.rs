@@ -90,7 +90,11 @@ fn if_match_and_create_only() {
     assert!(v3 > v2);
     assert_eq!(etag(&a.get(b"k")), v3);
     let weak = format!("W/{}", quoted(v3));
-    assert_error(&put_if(&mut a, b"k", b"x", &[("If-Match", &weak)]), 412, "weak");
+    assert_error(
+        &put_if(&mut a, b"k", b"x", &[("If-Match", &weak)]),
+        412,
+        "weak",
+    );
     let any = put_if(&mut a, b"k", b"a3", &[("If-Match", "*")]);
     assert_status(&any, 201, "If-Match: * of a key with a value");
     let none = put_if(&mut a, b"new", b"x", &[("If-Match", "*")]);
@@ -108,7 +112,12 @@ fn if_match_and_create_only() {
     let refused = a.request("DELETE", &entity(b"k"), &[("If-Match", &quoted(v1))], None);
     assert_error(&refused, 412, "DELETE with a stale tag");
     assert_eq!(a.get(b"k").status, 200, "not deleted");
-    let deleted = a.request("DELETE", &entity(b"k"), &[("If-Match", &quoted(current))], None);
+    let deleted = a.request(
+        "DELETE",
+        &entity(b"k"),
+        &[("If-Match", &quoted(current))],
+        None,
+    );
     assert_status(&deleted, 202, "DELETE with the current tag");
     assert_eq!(a.get(b"k").status, 404);
     // A deleted key matches no If-Match, and can be created again.
@@ -132,7 +141,11 @@ fn an_expired_value_has_no_version_to_match() {
         std::thread::sleep(Duration::from_millis(5));
     }
     let tag = quoted(etag(&put));
-    assert_error(&put_if(&mut conn, b"e", b"x", &[("If-Match", &tag)]), 412, "expired");
+    assert_error(
+        &put_if(&mut conn, b"e", b"x", &[("If-Match", &tag)]),
+        412,
+        "expired",
+    );
     let create = put_if(&mut conn, b"e", b"y", &[("If-None-Match", "*")]);
     assert_status(&create, 201, "create-only over an expired value");
 }
@@ -201,15 +214,27 @@ fn create_once_has_one_winner() {
                 let mut conn = Conn::open(addr);
                 let value = format!("client {i}");
                 start.wait();
-                let r = put_if(&mut conn, b"once", value.as_bytes(), &[("If-None-Match", "*")]);
+                let r = put_if(
+                    &mut conn,
+                    b"once",
+                    value.as_bytes(),
+                    &[("If-None-Match", "*")],
+                );
                 (r.status, value)
             })
         })
         .collect();
     let answers: Vec<(u16, String)> = racers.into_iter().map(|t| t.join().unwrap()).collect();
-    let winners: Vec<&String> = answers.iter().filter(|a| a.0 == 201).map(|a| &a.1).collect();
+    let winners: Vec<&String> = answers
+        .iter()
+        .filter(|a| a.0 == 201)
+        .map(|a| &a.1)
+        .collect();
     assert_eq!(winners.len(), 1, "{answers:?}");
-    assert!(answers.iter().all(|a| a.0 == 201 || a.0 == 412), "{answers:?}");
+    assert!(
+        answers.iter().all(|a| a.0 == 201 || a.0 == 412),
+        "{answers:?}"
+    );
     assert_eq!(node.get(b"once").body, winners[0].as_bytes());
 }
 
@@ -263,7 +288,10 @@ fn increment_run(addr: std::net::SocketAddr, key: &'static [u8]) -> u64 {
         c.join().unwrap();
     }
     let mut conn = Conn::open(addr);
-    String::from_utf8(conn.get(key).body).unwrap().parse().unwrap()
+    String::from_utf8(conn.get(key).body)
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 /// Read-modify-write with `If-Match` retries loses no update: the
@@ -295,16 +323,30 @@ fn pipelined_and_split() {
     let mut conn = node.conn();
     let v0 = etag(&conn.put(b"p", b"v0"));
     let mut bytes = request("PUT", &entity(b"p"), &[], Some(b"v1"));
-    bytes.extend(request("PUT", &entity(b"p"), &[("If-Match", &quoted(v0))], Some(b"v2")));
+    bytes.extend(request(
+        "PUT",
+        &entity(b"p"),
+        &[("If-Match", &quoted(v0))],
+        Some(b"v2"),
+    ));
     conn.send(&bytes).unwrap();
     let plain = conn.read().unwrap();
     assert_status(&plain, 201, "plain put");
     let behind = conn.read().unwrap();
-    assert_error(&behind, 412, "If-Match of the version the plain put replaced");
+    assert_error(
+        &behind,
+        412,
+        "If-Match of the version the plain put replaced",
+    );
     assert_eq!(etag(&behind), etag(&plain));
     let v1 = quoted(etag(&plain));
     let mut bytes = request("PUT", &entity(b"p"), &[("If-Match", &v1)], Some(b"v3"));
-    bytes.extend(request("PUT", &entity(b"p"), &[("If-Match", &v1)], Some(b"v4")));
+    bytes.extend(request(
+        "PUT",
+        &entity(b"p"),
+        &[("If-Match", &v1)],
+        Some(b"v4"),
+    ));
     conn.send(&bytes).unwrap();
     let first = conn.read().unwrap();
     assert_status(&first, 201, "the first of two on one version");

@@ -149,12 +149,24 @@ fn conditional_headers_route() {
     }
     let get = act("GET /v0/entity?id=k HTTP/1.1\r\nIf-None-Match: W/\"5\"\r\n\r\n");
     assert!(
-        matches!(get, Action::Get { preconditions: Some(_), .. }),
+        matches!(
+            get,
+            Action::Get {
+                preconditions: Some(_),
+                ..
+            }
+        ),
         "{get:?}"
     );
     let delete = act("DELETE /v0/entity?id=k HTTP/1.1\r\nIf-Match: *\r\n\r\n");
     assert!(
-        matches!(delete, Action::Delete { preconditions: Some(_), .. }),
+        matches!(
+            delete,
+            Action::Delete {
+                preconditions: Some(_),
+                ..
+            }
+        ),
         "{delete:?}"
     );
     for bad in ["If-Match: 5", "If-None-Match: ", "If-Match: \"5"] {
@@ -163,7 +175,11 @@ fn conditional_headers_route() {
             Action::Error(e) => {
                 assert_eq!(e.status, Status::BadRequest, "{bad}");
                 assert!(!e.close, "{bad}: the connection is kept");
-                assert!(e.message.starts_with("malformed If-"), "{bad}: {}", e.message);
+                assert!(
+                    e.message.starts_with("malformed If-"),
+                    "{bad}: {}",
+                    e.message
+                );
             }
             other => panic!("{bad}: {other:?}"),
         }

@@ -150,9 +150,7 @@ impl Tags {
     fn strong_match(&self, version: u64) -> bool {
         match self {
             Tags::Any => true,
-            Tags::List(tags) => tags
-                .iter()
-                .any(|t| !t.weak && t.version == Some(version)),
+            Tags::List(tags) => tags.iter().any(|t| !t.weak && t.version == Some(version)),
         }
     }
 
@@ -372,7 +370,11 @@ mod tests {
         );
         assert_eq!(pre(None, Some("*")).evaluate(Write, None), Proceed);
         assert_eq!(pre(None, Some("\"7\"")).evaluate(Write, None), Proceed);
-        for (m, n) in [(Some("*"), None), (None, Some("*")), (Some("\"1\""), Some("\"1\""))] {
+        for (m, n) in [
+            (Some("*"), None),
+            (None, Some("*")),
+            (Some("\"1\""), Some("\"1\"")),
+        ] {
             assert_eq!(pre(m, n).evaluate(Read, None), Proceed, "{m:?} {n:?}");
         }
     }

@@ -430,11 +430,14 @@ mod tests {
     /// case; several lines of one are joined into one list.
     #[test]
     fn conditional_headers() {
-        let h = head(b"PUT /v0/entity?id=a HTTP/1.1\r\nif-match: \"5\"\r\nIf-None-Match: *\r\n\r\n");
+        let h =
+            head(b"PUT /v0/entity?id=a HTTP/1.1\r\nif-match: \"5\"\r\nIf-None-Match: *\r\n\r\n");
         assert_eq!(h.if_match.as_deref(), Some(&b"\"5\""[..]));
         assert!(matches!(h.if_match, Some(Cow::Borrowed(_))));
         assert_eq!(h.if_none_match.as_deref(), Some(&b"*"[..]));
-        let h = head(b"GET / HTTP/1.1\r\nIf-Match: \"5\"\r\nHost: x\r\nIF-MATCH: W/\"6\", \"7\"\r\n\r\n");
+        let h = head(
+            b"GET / HTTP/1.1\r\nIf-Match: \"5\"\r\nHost: x\r\nIF-MATCH: W/\"6\", \"7\"\r\n\r\n",
+        );
         assert_eq!(h.if_match.as_deref(), Some(&b"\"5\", W/\"6\", \"7\""[..]));
         assert_eq!(h.if_none_match, None);
         let h = head(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");

@@ -575,6 +575,10 @@ impl Conn {
             let e = HttpError::close(Status::Forbidden, why);
             return self.push_error(ctx, route, &e, Persist::Close, head.allow, started);
         }
+        if action.has_preconditions() {
+            let at = (route, persist, started);
+            return self.conditional(ctx, (token, replicated), action, body, at, &credential);
+        }
         let command = match action {
             Action::Error(e) => {
                 if e.close {
@@ -611,22 +615,6 @@ impl Conn {
                     return self.push_answer(ctx, route, persist, started, &busy);
                 }
             },
-            conditional @ (Action::Get {
-                preconditions: Some(_),
-                ..
-            }
-            | Action::Put {
-                preconditions: Some(_),
-                ..
-            }
-            | Action::Delete {
-                preconditions: Some(_),
-                ..
-            }) => {
-                let at = (route, persist, started);
-                let on = (token, replicated);
-                return self.execute_conditional(ctx, on, conditional, body, at, &credential);
-            }
             Action::Get { key, ack, from, .. } => Command::Get { key, ack, from },
             Action::Put {
                 key,

@@ -298,7 +298,11 @@ mod tests {
         let mut out = Vec::new();
         let status = render(&mut out, &Answer::NotModified(1), Persist::Close);
         assert_eq!(status, Status::NotModified);
-        assert!(String::from_utf8(out).unwrap().ends_with("Connection: close\r\n\r\n"));
+        assert!(
+            String::from_utf8(out)
+                .unwrap()
+                .ends_with("Connection: close\r\n\r\n")
+        );
     }
 
     #[test]

@@ -77,7 +77,7 @@ pub(super) type At = (Route, Persist, Instant);
 impl Conn {
     /// Executes a `GET`, `PUT` or `DELETE` of `/v0/entity` that carries
     /// preconditions (`action`'s are `Some`); `body` is a `PUT`'s value.
-    pub(super) fn execute_conditional(
+    pub(super) fn conditional(
         &mut self,
         ctx: &NetContext,
         (token, replicated): (usize, &mut Vec<Request>),
@@ -86,7 +86,6 @@ impl Conn {
         at: At,
         credential: &Credential,
     ) {
-        let expiry = |ttl_ms| crate::ttl::Expiry::from_ttl_ms(ttl_ms);
         let (command, preconditions) = match action {
             Action::Get {
                 key,
@@ -101,9 +100,18 @@ impl Conn {
                 ttl_ms,
                 preconditions: Some(p),
             } => {
-                let expiry = expiry(ttl_ms);
+                let expiry = crate::ttl::Expiry::from_ttl_ms(ttl_ms);
                 let value = Some(body);
-                (Command::Write { key, value, ack, from, expiry }, p)
+                (
+                    Command::Write {
+                        key,
+                        value,
+                        ack,
+                        from,
+                        expiry,
+                    },
+                    p,
+                )
             }
             Action::Delete {
                 key,
@@ -113,7 +121,16 @@ impl Conn {
             } => {
                 let expiry = crate::ttl::Expiry::Never;
                 let value = None;
-                (Command::Write { key, value, ack, from, expiry }, p)
+                (
+                    Command::Write {
+                        key,
+                        value,
+                        ack,
+                        from,
+                        expiry,
+                    },
+                    p,
+                )
             }
             other => {
                 let why = format!("internal error: {other:?} is not a conditional request");
@@ -123,6 +140,12 @@ impl Conn {
         };
         if let Err(refusal) = admit(&ctx.shared.auth, credential, &command) {
             return self.push_answer(ctx, at.0, at.1, at.2, &refusal);
+        }
+        // A write is refused where a plain one is (a joining or removed
+        // node); a read meets the same gate in `dispatch`.
+        let gate = crate::net::membership_gate::refusal(&ctx.shared.transition, &command);
+        if let Some(refused) = gate.filter(|_| matches!(command, Command::Write { .. })) {
+            return self.push_answer(ctx, at.0, at.1, at.2, &refused);
         }
         let reply_to = ReplyTo {
             token,
@@ -152,7 +175,9 @@ impl Conn {
                 };
                 self.conditional_write(ctx, reply_to, update, at, facts);
             }
-            read => self.conditional_read(ctx, (reply_to, replicated), read, preconditions, at, facts),
+            read => {
+                self.conditional_read(ctx, (reply_to, replicated), read, preconditions, at, facts)
+            }
         }
     }
 
@@ -244,8 +269,12 @@ impl Conn {
         if let Some(preconditions) = &waiting.read {
             answer = judged_read(preconditions, answer);
         }
-        let (route, persist, started, facts) =
-            (waiting.route, waiting.persist, waiting.started, waiting.facts);
+        let (route, persist, started, facts) = (
+            waiting.route,
+            waiting.persist,
+            waiting.started,
+            waiting.facts,
+        );
         let status = self.fill_with(index, |out| render(out, &answer, persist));
         let us = ctx.shared.metrics.record(route, status, started);
         self.note_slow(ctx, (Protocol::Http, &facts), started, us, marks);

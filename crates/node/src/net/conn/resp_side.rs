@@ -1001,7 +1001,9 @@ fn rmw_again(ctx: &NetContext, reply_to: ReplyTo, gather: &mut Gather) {
         }
         Started::PreconditionFailed(_) => {
             // Only HTTP plans a conditional write (`Op::Conditional`).
-            gather.after = Some(Reply::err("internal error: an HTTP precondition reached RESP"));
+            gather.after = Some(Reply::err(
+                "internal error: an HTTP precondition reached RESP",
+            ));
             gather.rmw = None;
             (Part::Done(Answer::Done(Awaited::Read)), 0)
         }
