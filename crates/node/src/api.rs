@@ -45,7 +45,7 @@ pub enum Action {
         /// write is stamped (`None`: never).
         ttl_ms: Option<u64>,
         /// `If-Match` / `If-None-Match`: a conditional write, atomic
-        /// (`crate::net::dispatch::rmw`); `None`: a plain write.
+        /// (`net/dispatch.rs`, `rmw`); `None`: a plain write.
         preconditions: Option<Box<Preconditions>>,
     },
     /// Delete a key.
