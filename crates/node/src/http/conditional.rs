@@ -395,6 +395,32 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Arbitrary bytes never panic: a list or a reason naming the header.
+        #[test]
+        fn arbitrary_values(value in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            if let Err(why) = Tags::parse(&value, "If-Match") {
+                proptest::prop_assert!(why.starts_with("malformed If-Match: "));
+            }
+        }
+
+        /// A list written as RFC 9110 writes it parses back to its tags.
+        #[test]
+        fn written_lists_parse_back(
+            tags in proptest::collection::vec((proptest::prelude::any::<bool>(), proptest::prelude::any::<u64>()), 1..8),
+            spaces in 0usize..3,
+        ) {
+            let gap = " ".repeat(spaces);
+            let written: Vec<String> = tags
+                .iter()
+                .map(|&(weak, v)| format!("{}\"{v}\"", if weak { "W/" } else { "" }))
+                .collect();
+            let value = written.join(&format!("{gap},{gap}"));
+            let want: Vec<Tag> = tags.iter().map(|&(weak, v)| Tag { weak, version: Some(v) }).collect();
+            proptest::prop_assert_eq!(Tags::parse(value.as_bytes(), "If-Match"), Ok(Tags::List(want)));
+        }
+    }
+
     /// Both headers: `If-Match` first (RFC 9110 13.2.2): when it fails
     /// the answer is 412 even where `If-None-Match` alone says 304; when
     /// it holds, `If-None-Match` decides.
