@@ -8,6 +8,7 @@
 //! is decided").
 
 use crate::http::Status;
+use crate::http::conditional::Preconditions;
 use crate::http::query::Query;
 use crate::http::request::{HttpError, Method, RequestHead};
 use crate::peer::handshake::{PEER_PROTOCOL, SYNC_PROTOCOL};
@@ -28,6 +29,9 @@ pub enum Action {
         ack: u32,
         /// Replicas asked.
         from: u32,
+        /// `If-Match` / `If-None-Match` (`crate::http::conditional`);
+        /// `None` without them.
+        preconditions: Option<Box<Preconditions>>,
     },
     /// Write the request body as the key's value.
     Put {
@@ -40,6 +44,9 @@ pub enum Action {
         /// `ttl_ms`: the value expires this many milliseconds after the
         /// write is stamped (`None`: never).
         ttl_ms: Option<u64>,
+        /// `If-Match` / `If-None-Match`: a conditional write, atomic
+        /// (`net/dispatch.rs`, `rmw`); `None`: a plain write.
+        preconditions: Option<Box<Preconditions>>,
     },
     /// Delete a key.
     Delete {
@@ -49,6 +56,8 @@ pub enum Action {
         ack: u32,
         /// Replicas asked.
         from: u32,
+        /// As `Put`'s.
+        preconditions: Option<Box<Preconditions>>,
     },
     /// Stream the live entries of `[start, end)`.
     Range {
@@ -154,6 +163,27 @@ pub enum Action {
     },
     /// Answer with an error.
     Error(HttpError),
+}
+
+impl Action {
+    /// A `GET`, `PUT` or `DELETE` of `/v0/entity` with `If-Match` or
+    /// `If-None-Match` (`crate::http::conditional`).
+    #[inline]
+    pub fn has_preconditions(&self) -> bool {
+        matches!(
+            self,
+            Action::Get {
+                preconditions: Some(_),
+                ..
+            } | Action::Put {
+                preconditions: Some(_),
+                ..
+            } | Action::Delete {
+                preconditions: Some(_),
+                ..
+            }
+        )
+    }
 }
 
 /// Which route a request took (metrics labels).
@@ -637,6 +667,51 @@ pub fn endpoint(path: &[u8]) -> Option<Endpoint> {
         .map(|&(_, e)| e)
 }
 
+/// `/v0/entity`'s action for `route` (a `GET`, `PUT` or `DELETE`): the
+/// key, `ack`/`from`, `ttl_ms` and the preconditions, checked.
+fn entity(head: &RequestHead<'_>, params: &Params<'_>, cfg: RouteConfig, route: Route) -> Action {
+    (|| {
+        let [id, ack, from, ttl] = params.pick(["id", "ack", "from", ttl::TTL_PARAM]);
+        let key = key_param(id, true, cfg)?.unwrap_or_default();
+        let (ack, from) = (number(ack)?, number(from)?);
+        let (ack, from) =
+            replication_with(ack, from, cfg.cluster_size, cfg.from_default).map_err(bad)?;
+        let ttl_ms = match ttl.one()? {
+            None => None,
+            Some(_) if route != Route::EntityPut => {
+                return Err(bad(format!("{} applies to PUT only", ttl::TTL_PARAM)));
+            }
+            Some(raw) => Some(ttl::parse_ttl_ms(&raw).map_err(bad)?),
+        };
+        let preconditions =
+            Preconditions::parse(head.if_match.as_deref(), head.if_none_match.as_deref())
+                .map_err(bad)?
+                .map(Box::new);
+        Ok::<_, Action>(match route {
+            Route::EntityGet => Action::Get {
+                key,
+                ack,
+                from,
+                preconditions,
+            },
+            Route::EntityPut => Action::Put {
+                key,
+                ack,
+                from,
+                ttl_ms,
+                preconditions,
+            },
+            _ => Action::Delete {
+                key,
+                ack,
+                from,
+                preconditions,
+            },
+        })
+    })()
+    .unwrap_or_else(|e| e)
+}
+
 /// Decides what a request head asks for.
 pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
     let params = match Query::parse(head.query) {
@@ -667,32 +742,7 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
                 Method::Delete => Route::EntityDelete,
                 Method::Other(_) => return (Route::Other, not_allowed(allow_for(head.path))),
             };
-            let action = (|| {
-                let [id, ack, from, ttl] = params.pick(["id", "ack", "from", ttl::TTL_PARAM]);
-                let key = key_param(id, true, cfg)?.unwrap_or_default();
-                let (ack, from) = (number(ack)?, number(from)?);
-                let (ack, from) =
-                    replication_with(ack, from, cfg.cluster_size, cfg.from_default).map_err(bad)?;
-                let ttl_ms = match ttl.one()? {
-                    None => None,
-                    Some(_) if route != Route::EntityPut => {
-                        return Err(bad(format!("{} applies to PUT only", ttl::TTL_PARAM)));
-                    }
-                    Some(raw) => Some(ttl::parse_ttl_ms(&raw).map_err(bad)?),
-                };
-                Ok::<_, Action>(match route {
-                    Route::EntityGet => Action::Get { key, ack, from },
-                    Route::EntityPut => Action::Put {
-                        key,
-                        ack,
-                        from,
-                        ttl_ms,
-                    },
-                    _ => Action::Delete { key, ack, from },
-                })
-            })()
-            .unwrap_or_else(|e| e);
-            (route, action)
+            (route, entity(head, &params, cfg, route))
         }
         Endpoint::Entities => {
             if head.method != Method::Get {

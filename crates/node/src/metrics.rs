@@ -20,7 +20,7 @@ use std::time::Instant;
 
 const ROUTES: usize = Route::ALL.len();
 /// Statuses tracked per route (indexed by `Status as usize`).
-const STATUSES: usize = 21;
+const STATUSES: usize = 23;
 
 /// Request counters and latencies.
 pub struct NodeMetrics {
@@ -146,6 +146,7 @@ pub const ALL_STATUSES: [Status; STATUSES] = [
     Status::Ok,
     Status::Created,
     Status::Accepted,
+    Status::NotModified,
     Status::BadRequest,
     Status::Unauthorized,
     Status::Forbidden,
@@ -153,6 +154,7 @@ pub const ALL_STATUSES: [Status; STATUSES] = [
     Status::MethodNotAllowed,
     Status::RequestTimeout,
     Status::Conflict,
+    Status::PreconditionFailed,
     Status::PayloadTooLarge,
     Status::UriTooLong,
     Status::ExpectationFailed,

@@ -129,6 +129,67 @@ fn hotkeys_routes() {
     assert_eq!(internal, Action::InternalHotKeys);
 }
 
+/// `If-Match` and `If-None-Match` on `/v0/entity` become the action's
+/// preconditions; a malformed one is a 400 naming the header (the
+/// connection kept); other paths ignore them.
+#[test]
+fn conditional_headers_route() {
+    use crate::http::conditional::{Preconditions, Tag, Tags};
+    let put = act("PUT /v0/entity?id=k HTTP/1.1\r\nIf-Match: \"5\"\r\nIf-None-Match: *\r\n\r\n");
+    let want = Preconditions {
+        if_match: Some(Tags::List(vec![Tag {
+            weak: false,
+            version: Some(5),
+        }])),
+        if_none_match: Some(Tags::Any),
+    };
+    match put {
+        Action::Put { preconditions, .. } => assert_eq!(preconditions.as_deref(), Some(&want)),
+        other => panic!("{other:?}"),
+    }
+    let get = act("GET /v0/entity?id=k HTTP/1.1\r\nIf-None-Match: W/\"5\"\r\n\r\n");
+    assert!(
+        matches!(
+            get,
+            Action::Get {
+                preconditions: Some(_),
+                ..
+            }
+        ),
+        "{get:?}"
+    );
+    let delete = act("DELETE /v0/entity?id=k HTTP/1.1\r\nIf-Match: *\r\n\r\n");
+    assert!(
+        matches!(
+            delete,
+            Action::Delete {
+                preconditions: Some(_),
+                ..
+            }
+        ),
+        "{delete:?}"
+    );
+    for bad in ["If-Match: 5", "If-None-Match: ", "If-Match: \"5"] {
+        let req = format!("PUT /v0/entity?id=k HTTP/1.1\r\n{bad}\r\n\r\n");
+        match act(&req) {
+            Action::Error(e) => {
+                assert_eq!(e.status, Status::BadRequest, "{bad}");
+                assert!(!e.close, "{bad}: the connection is kept");
+                assert!(
+                    e.message.starts_with("malformed If-"),
+                    "{bad}: {}",
+                    e.message
+                );
+            }
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+    assert_eq!(
+        act("GET /v0/status HTTP/1.1\r\nIf-Match: 5\r\n\r\n"),
+        Action::Status
+    );
+}
+
 /// Valid requests map to their actions.
 #[test]
 fn routes() {
@@ -137,7 +198,8 @@ fn routes() {
         Action::Get {
             key: b"a b".to_vec(),
             ack: 1,
-            from: 1
+            from: 1,
+            preconditions: None,
         }
     );
     assert_eq!(
@@ -147,6 +209,7 @@ fn routes() {
             ack: 1,
             from: 1,
             ttl_ms: None,
+            preconditions: None,
         }
     );
     assert_eq!(
@@ -156,6 +219,7 @@ fn routes() {
             ack: 1,
             from: 1,
             ttl_ms: Some(500),
+            preconditions: None,
         }
     );
     assert_eq!(
@@ -163,7 +227,8 @@ fn routes() {
         Action::Delete {
             key: b"k".to_vec(),
             ack: 1,
-            from: 1
+            from: 1,
+            preconditions: None,
         }
     );
     assert_eq!(act("GET /v0/cluster HTTP/1.1\r\n\r\n"), Action::Cluster);

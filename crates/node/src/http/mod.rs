@@ -5,6 +5,7 @@
 //! itself, with no runtime between it and the socket.
 
 pub mod chunked;
+pub mod conditional;
 pub mod json;
 pub mod query;
 pub mod request;

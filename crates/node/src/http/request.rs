@@ -5,6 +5,7 @@
 //! property tests call exactly what the network thread calls.
 
 use super::Status;
+use std::borrow::Cow;
 
 /// Headers a request may carry; more is 431.
 pub const HEADERS_MAX: usize = 64;
@@ -64,6 +65,11 @@ pub struct RequestHead<'a> {
     /// The `X-Ataman-Layout` header: the layout version a connecting peer
     /// coordinates with (`peer::handshake::LAYOUT_HEADER`, the fence).
     pub layout_version: Option<u64>,
+    /// The `If-Match` header's value (`super::conditional`), borrowed; the
+    /// values of several lines joined with `, ` (RFC 9110 5.3).
+    pub if_match: Option<Cow<'a, [u8]>>,
+    /// The `If-None-Match` header's value, as `if_match`.
+    pub if_none_match: Option<Cow<'a, [u8]>>,
     /// Bytes of the head, including the blank line.
     pub head_bytes: usize,
 }
@@ -238,6 +244,8 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed<'_> {
     let mut upgrade_value: Option<&[u8]> = None;
     let mut authorization: Option<&[u8]> = None;
     let mut layout_version: Option<u64> = None;
+    let mut if_match: Option<Cow<'_, [u8]>> = None;
+    let mut if_none_match: Option<Cow<'_, [u8]>> = None;
     for h in req.headers.iter() {
         let name = h.name;
         if name.eq_ignore_ascii_case("content-length") {
@@ -296,6 +304,10 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed<'_> {
                 ));
             };
             layout_version = Some(v);
+        } else if name.eq_ignore_ascii_case("if-match") {
+            join_line(&mut if_match, h.value);
+        } else if name.eq_ignore_ascii_case("if-none-match") {
+            join_line(&mut if_none_match, h.value);
         }
     }
     let chunked = match transfer_encoding.verdict(minor_version, content_length.is_some()) {
@@ -329,8 +341,23 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed<'_> {
         upgrade: upgrade_value.filter(|_| connection_upgrade && minor_version >= 1),
         authorization,
         layout_version,
+        if_match,
+        if_none_match,
         head_bytes,
     })
+}
+
+/// Adds one line of a list header to its value: borrowed for the first
+/// line, the lines joined with `, ` from the second (RFC 9110 5.3).
+fn join_line<'a>(joined: &mut Option<Cow<'a, [u8]>>, line: &'a [u8]) {
+    match joined {
+        None => *joined = Some(Cow::Borrowed(line)),
+        Some(value) => {
+            let value = value.to_mut();
+            value.extend_from_slice(b", ");
+            value.extend_from_slice(line);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -397,6 +424,24 @@ mod tests {
         let h10k = head(b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n");
         assert!(h10k.keep_alive);
         assert!(!head(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n").keep_alive);
+    }
+
+    /// `If-Match` and `If-None-Match` are kept as sent (borrowed), in any
+    /// case; several lines of one are joined into one list.
+    #[test]
+    fn conditional_headers() {
+        let h =
+            head(b"PUT /v0/entity?id=a HTTP/1.1\r\nif-match: \"5\"\r\nIf-None-Match: *\r\n\r\n");
+        assert_eq!(h.if_match.as_deref(), Some(&b"\"5\""[..]));
+        assert!(matches!(h.if_match, Some(Cow::Borrowed(_))));
+        assert_eq!(h.if_none_match.as_deref(), Some(&b"*"[..]));
+        let h = head(
+            b"GET / HTTP/1.1\r\nIf-Match: \"5\"\r\nHost: x\r\nIF-MATCH: W/\"6\", \"7\"\r\n\r\n",
+        );
+        assert_eq!(h.if_match.as_deref(), Some(&b"\"5\", W/\"6\", \"7\""[..]));
+        assert_eq!(h.if_none_match, None);
+        let h = head(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!((h.if_match, h.if_none_match), (None, None));
     }
 
     /// `upgrade` is the Upgrade header's value only when Connection carries

@@ -19,6 +19,8 @@ pub enum Status {
     Created,
     /// 202.
     Accepted,
+    /// 304 (a conditional read whose `If-None-Match` matched; no body).
+    NotModified,
     /// 400.
     BadRequest,
     /// 401.
@@ -33,6 +35,8 @@ pub enum Status {
     RequestTimeout,
     /// 409.
     Conflict,
+    /// 412 (a precondition, `If-Match` or `If-None-Match`, failed).
+    PreconditionFailed,
     /// 413.
     PayloadTooLarge,
     /// 414.
@@ -62,6 +66,7 @@ impl Status {
             Status::Ok => 200,
             Status::Created => 201,
             Status::Accepted => 202,
+            Status::NotModified => 304,
             Status::BadRequest => 400,
             Status::Unauthorized => 401,
             Status::Forbidden => 403,
@@ -69,6 +74,7 @@ impl Status {
             Status::MethodNotAllowed => 405,
             Status::RequestTimeout => 408,
             Status::Conflict => 409,
+            Status::PreconditionFailed => 412,
             Status::NotImplemented => 501,
             Status::PayloadTooLarge => 413,
             Status::UriTooLong => 414,
@@ -89,6 +95,7 @@ impl Status {
             Status::Ok => b"HTTP/1.1 200 OK\r\n",
             Status::Created => b"HTTP/1.1 201 Created\r\n",
             Status::Accepted => b"HTTP/1.1 202 Accepted\r\n",
+            Status::NotModified => b"HTTP/1.1 304 Not Modified\r\n",
             Status::BadRequest => b"HTTP/1.1 400 Bad Request\r\n",
             Status::Unauthorized => b"HTTP/1.1 401 Unauthorized\r\n",
             Status::Forbidden => b"HTTP/1.1 403 Forbidden\r\n",
@@ -96,6 +103,7 @@ impl Status {
             Status::MethodNotAllowed => b"HTTP/1.1 405 Method Not Allowed\r\n",
             Status::RequestTimeout => b"HTTP/1.1 408 Request Timeout\r\n",
             Status::Conflict => b"HTTP/1.1 409 Conflict\r\n",
+            Status::PreconditionFailed => b"HTTP/1.1 412 Precondition Failed\r\n",
             Status::NotImplemented => b"HTTP/1.1 501 Not Implemented\r\n",
             Status::PayloadTooLarge => b"HTTP/1.1 413 Payload Too Large\r\n",
             Status::UriTooLong => b"HTTP/1.1 414 URI Too Long\r\n",
@@ -236,6 +244,21 @@ pub fn write_head(
             out.extend_from_slice(b"\"\r\n");
         }
     }
+    persist_header(out, persist);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends a `304 Not Modified` for the version `ts`: its `ETag` and
+/// `X-Ataman-Version`, and no body, so no `Content-Length` (RFC 9110
+/// 15.4.5: a 304 has no content; its `Content-Length` would describe the
+/// 200's).
+pub fn write_not_modified(out: &mut Vec<u8>, ts: u64, persist: Persist) {
+    out.extend_from_slice(Status::NotModified.line());
+    out.extend_from_slice(b"X-Ataman-Version: ");
+    push_decimal(out, ts);
+    out.extend_from_slice(b"\r\nETag: \"");
+    push_decimal(out, ts);
+    out.extend_from_slice(b"\"\r\n");
     persist_header(out, persist);
     out.extend_from_slice(b"\r\n");
 }

@@ -28,6 +28,12 @@ pub enum Answer {
     Started(String),
     /// Refused or failed: the reason, and one line for the client.
     Failed(Failure, String),
+    /// A conditional read's `If-None-Match` named the version it found
+    /// (`crate::http::conditional`): its timestamp, and no value.
+    NotModified(u64),
+    /// A request's precondition failed (`crate::http::conditional`),
+    /// nothing written: the key's current version (`None`: no value).
+    PreconditionFailed(Option<u64>),
 }
 
 /// What a request handed to the engine or a coordinator waits for: what

@@ -27,7 +27,7 @@ use super::render::{from_http_error, render};
 use crate::api::{Action, Route, allow_for, route};
 use crate::http::Status;
 use crate::http::chunked::ChunkedBody;
-use crate::http::request::{HttpError, Limits, Parsed, RequestHead, parse_head};
+use crate::http::request::{HttpError, Limits, Parsed, parse_head};
 use crate::http::response::{Persist, write_chunk, write_chunked_head, write_last_chunk};
 use crate::replication::{ReplyTo, Request, coordinator::Decision};
 use crate::slowlog::{Protocol, StageMarks};
@@ -35,12 +35,15 @@ use crate::state::NetContext;
 use crate::tls::transport::Transport;
 use ataman_engine::ScanIter;
 use chunked_body::BodyStep;
+use head_facts::HeadFacts;
 use internal_side::peer_protocol;
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::time::Instant;
 
 mod chunked_body;
+mod conditional_side;
+mod head_facts;
 mod internal_side;
 mod resp_count;
 mod resp_scan;
@@ -78,6 +81,9 @@ pub enum Slot {
     },
     /// A RESP command on keys, gathering its keys' answers into one reply.
     Gather(Box<resp_side::Gather>),
+    /// An HTTP request with `If-Match` / `If-None-Match` waiting for its
+    /// read or its write (`conn/conditional_side.rs`).
+    Conditional(Box<conditional_side::Waiting>),
     /// A RESP `SCAN` page its range thread computes.
     Scan(Box<resp_scan::ScanWait>),
     /// A RESP `DBSIZE` or `INFO` whose keys a range thread counts.
@@ -183,37 +189,6 @@ struct PendingRequest {
     chunked: Option<Box<ChunkedBody>>,
 }
 
-/// What a connection keeps of a parsed request head until its body is in
-/// (the head itself borrows the read buffer).
-#[derive(Debug, Clone, Copy)]
-struct HeadFacts {
-    /// Bytes of the head, including the blank line.
-    head_bytes: usize,
-    /// Body bytes that follow the head.
-    content_length: u64,
-    /// The client waits for `100 Continue` before sending the body.
-    expect_continue: bool,
-    /// How the connection continues after the answer.
-    persist: Persist,
-    /// The `Allow` header of a 405 for the request's path.
-    allow: &'static str,
-    /// A connecting peer's layout version (`X-Ataman-Layout`).
-    layout_version: Option<u64>,
-}
-
-impl HeadFacts {
-    fn of(head: &RequestHead<'_>) -> Self {
-        HeadFacts {
-            head_bytes: head.head_bytes,
-            content_length: head.content_length,
-            expect_continue: head.expect_continue,
-            persist: persist_for(head),
-            allow: allow_for(head.path),
-            layout_version: head.layout_version,
-        }
-    }
-}
-
 /// What the event loop should do with a connection after handling it.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Next {
@@ -235,14 +210,6 @@ pub(super) enum Upgrade {
     /// The sync protocol, served by the `ataman-sync` thread; the ticket is
     /// the session's reserved place.
     Sync(crate::antientropy::Ticket),
-}
-
-fn persist_for(head: &RequestHead<'_>) -> Persist {
-    match (head.keep_alive, head.minor_version) {
-        (false, _) => Persist::Close,
-        (true, 0) => Persist::KeepAlive10,
-        (true, _) => Persist::Default,
-    }
 }
 
 impl Conn {
@@ -608,6 +575,10 @@ impl Conn {
             let e = HttpError::close(Status::Forbidden, why);
             return self.push_error(ctx, route, &e, Persist::Close, head.allow, started);
         }
+        if action.has_preconditions() {
+            let at = (route, persist, started);
+            return self.conditional(ctx, (token, replicated), action, body, at, &credential);
+        }
         let command = match action {
             Action::Error(e) => {
                 if e.close {
@@ -644,12 +615,13 @@ impl Conn {
                     return self.push_answer(ctx, route, persist, started, &busy);
                 }
             },
-            Action::Get { key, ack, from } => Command::Get { key, ack, from },
+            Action::Get { key, ack, from, .. } => Command::Get { key, ack, from },
             Action::Put {
                 key,
                 ack,
                 from,
                 ttl_ms,
+                ..
             } => Command::Write {
                 key,
                 value: Some(body),
@@ -657,7 +629,7 @@ impl Conn {
                 from,
                 expiry: crate::ttl::Expiry::from_ttl_ms(ttl_ms),
             },
-            Action::Delete { key, ack, from } => Command::Write {
+            Action::Delete { key, ack, from, .. } => Command::Write {
                 key,
                 value: None,
                 ack,
@@ -796,15 +768,18 @@ impl Conn {
             return;
         };
         let index = index as usize;
-        let Some(&Slot::Waiting {
-            awaited,
-            route,
-            persist,
-            started,
-            facts,
-        }) = self.slots.get(index)
-        else {
-            return;
+        let (awaited, route, persist, started, facts) = match self.slots.get(index) {
+            Some(&Slot::Waiting {
+                awaited,
+                route,
+                persist,
+                started,
+                facts,
+            }) => (awaited, route, persist, started, facts),
+            Some(Slot::Conditional(_)) => {
+                return self.fill_conditional(ctx, index, marks, answer_for);
+            }
+            _ => return,
         };
         let answer = answer_for(awaited);
         let status = self.fill_with(index, |out| render(out, &answer, persist));
@@ -862,7 +837,7 @@ impl Conn {
     fn fill_with(&mut self, index: usize, write: impl FnOnce(&mut Vec<u8>) -> Status) -> Status {
         debug_assert!(matches!(
             self.slots.get(index),
-            Some(Slot::Waiting { .. } | Slot::Gather(_))
+            Some(Slot::Waiting { .. } | Slot::Gather(_) | Slot::Conditional(_))
         ));
         if index == 0 && self.out_has_room() {
             let status = write(self.out_for_append());

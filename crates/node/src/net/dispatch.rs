@@ -428,6 +428,8 @@ fn replicated_request(
 /// Starts an atomic read-modify-write of one key: on this node when its
 /// only replica is this node ([`super::rmw_local`]), else refused here,
 /// the one place the consensus register's path plugs in (issue 37).
+/// RESP's read-modify-write commands and HTTP's conditional `PUT` and
+/// `DELETE` (`super::rmw_local::Op::Conditional`) both start here.
 pub fn rmw(
     ctx: &NetContext,
     reply_to: ReplyTo,

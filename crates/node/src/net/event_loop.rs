@@ -363,7 +363,7 @@ impl Loop {
                     let done = self.guarded(token, Some(generation), |conn, ctx, repl, _| {
                         if conflict {
                             // Read again and retried (`net::rmw_local`).
-                            conn.rmw_conflict(ctx, slot);
+                            conn.rmw_conflict(ctx, token, slot);
                             conn.run_chains(ctx, token, repl);
                         } else {
                             conn.complete(ctx, slot, result, invalid);

@@ -8,10 +8,13 @@
 use super::answer::{Answer, Awaited, Failure, Format};
 use crate::http::Status;
 use crate::http::request::HttpError;
-use crate::http::response::{Extra, Persist, write_full, write_text};
+use crate::http::response::{Extra, Persist, write_full, write_not_modified, write_text};
 
 /// The body of a 404.
 const NOT_FOUND_TEXT: &str = "not found";
+/// The body of a 412.
+const PRECONDITION_FAILED_TEXT: &str = "precondition failed: the key's current version is not \
+     one If-Match names (or the key has no value), or is one If-None-Match names; nothing written";
 /// `Retry-After` of a 503, seconds.
 pub(crate) const RETRY_AFTER_SEC: u32 = 1;
 /// `Content-Type` of a value.
@@ -32,6 +35,8 @@ pub fn status(answer: &Answer) -> Status {
         Answer::Done(Awaited::Put(_)) => Status::Created,
         Answer::Done(Awaited::Delete(_)) | Answer::Started(_) => Status::Accepted,
         Answer::Failed(failure, _) => failure_status(*failure),
+        Answer::NotModified(_) => Status::NotModified,
+        Answer::PreconditionFailed(_) => Status::PreconditionFailed,
     }
 }
 
@@ -60,6 +65,7 @@ fn failure_status(failure: Failure) -> Status {
 /// refusal (never reported) is rendered as a 400.
 pub fn from_http_error(e: &HttpError, allow: &'static str) -> Answer {
     let failure = match e.status {
+        Status::PreconditionFailed => return Answer::PreconditionFailed(None),
         Status::MethodNotAllowed => Failure::NotAllowed(allow),
         Status::Unauthorized => Failure::Unauthenticated,
         Status::Forbidden => Failure::Forbidden,
@@ -106,9 +112,20 @@ pub fn render(out: &mut Vec<u8>, answer: &Answer, persist: Persist) -> Status {
         Answer::Done(awaited) => {
             let extra = Extra {
                 version: awaited.version(),
+                // A put's new version is the key's representation now.
+                etag: matches!(awaited, Awaited::Put(_)),
                 ..Extra::default()
             };
             write_full(out, status, extra, persist, b"")
+        }
+        Answer::NotModified(ts) => write_not_modified(out, *ts, persist),
+        Answer::PreconditionFailed(current) => {
+            let extra = Extra {
+                version: *current,
+                etag: true,
+                ..Extra::default()
+            };
+            write_text(out, status, extra, persist, PRECONDITION_FAILED_TEXT)
         }
         Answer::Document(Format::Line, text) => {
             write_text(out, status, Extra::default(), persist, text)
@@ -206,7 +223,25 @@ mod tests {
             (
                 answer::decided(Awaited::Put(5), Ok(Decision::Written { ts: 6 })),
                 "201 Created",
-                &["Content-Length: 0", "X-Ataman-Version: 6\r\n"],
+                &[
+                    "Content-Length: 0",
+                    "X-Ataman-Version: 6\r\n",
+                    "ETag: \"6\"\r\n",
+                ],
+            ),
+            (
+                Answer::PreconditionFailed(Some(4)),
+                "412 Precondition Failed",
+                &[
+                    "Content-Type: text/plain",
+                    "X-Ataman-Version: 4\r\n",
+                    "ETag: \"4\"\r\n",
+                ],
+            ),
+            (
+                Answer::PreconditionFailed(None),
+                "412 Precondition Failed",
+                &["Content-Type: text/plain"],
             ),
             (
                 answer::written(Awaited::Delete(7), Ok(()), false, false),
@@ -242,11 +277,32 @@ mod tests {
             }
             let retry = head.contains("Retry-After");
             assert_eq!(retry, line.starts_with("503"), "{head}");
-            // Only a value carries an ETag; a version only what names one.
-            assert_eq!(head.contains("ETag"), line == "200 OK", "{head}");
+            // Only a value, a put's new version and a 412's current one
+            // carry an ETag; a version only what names one.
+            let tagged = headers.iter().any(|h| h.starts_with("ETag"));
+            assert_eq!(head.contains("ETag"), tagged, "{head}");
             let versioned = headers.iter().any(|h| h.starts_with("X-Ataman-Version"));
             assert_eq!(head.contains("X-Ataman-Version"), versioned, "{head}");
         }
+    }
+
+    /// A 304 names the version (`ETag`, `X-Ataman-Version`) and has no
+    /// body and no `Content-Length` (RFC 9110 15.4.5).
+    #[test]
+    fn not_modified_has_no_body() {
+        let text = rendered(&Answer::NotModified(12));
+        assert_eq!(
+            text,
+            "HTTP/1.1 304 Not Modified\r\nX-Ataman-Version: 12\r\nETag: \"12\"\r\n\r\n"
+        );
+        let mut out = Vec::new();
+        let status = render(&mut out, &Answer::NotModified(1), Persist::Close);
+        assert_eq!(status, Status::NotModified);
+        assert!(
+            String::from_utf8(out)
+                .unwrap()
+                .ends_with("Connection: close\r\n\r\n")
+        );
     }
 
     #[test]

@@ -29,6 +29,14 @@
 //! 5. **Answered when durable**, as a plain write is (the node's write
 //!    durability); an update that writes nothing is answered at once.
 //!
+//! 6. **An HTTP conditional write** ([`Op::Conditional`]) evaluates its
+//!    `If-Match` / `If-None-Match` on the version read (rule 1) and, when
+//!    they hold, writes under rule 3's condition: a write that came
+//!    between the read and the write fails the condition, and the retry
+//!    evaluates the preconditions again on the newer version. So two
+//!    clients that both read version `v` and both `PUT` with
+//!    `If-Match: "v"` cannot both succeed (`tests/http_conditional.rs`).
+//!
 //! # Residual
 //! A plain write stamped on another network thread before a
 //! read-modify-write's stamp but applied after it sits below it in the
@@ -70,6 +78,21 @@ pub enum Op {
     /// [`expiry::follow`] decides the write and the reply from the value
     /// and deadline read (`Update::ttl` unused).
     Expiry(Then),
+    /// An HTTP conditional write (`PUT` or `DELETE` with `If-Match` or
+    /// `If-None-Match`): its preconditions are evaluated on the version
+    /// read ([`crate::http::conditional`], rule 6) and the write is made
+    /// under the same condition as every update's, so no other write
+    /// comes between the check and the write.
+    Conditional(Box<Conditional>),
+}
+
+/// An HTTP conditional write ([`Op::Conditional`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conditional {
+    /// `If-Match` and `If-None-Match`.
+    pub preconditions: crate::http::conditional::Preconditions,
+    /// The value a `PUT` writes (`Update::ttl` its expiry); `None`: a `DELETE`.
+    pub value: Option<Vec<u8>>,
 }
 
 /// One read-modify-write of one key, whatever protocol asked for it.
@@ -164,6 +187,10 @@ pub enum Started {
     },
     /// Refused (the clock, a deadline past the maximum, a failed read).
     Refused(Answer),
+    /// An [`Op::Conditional`]'s preconditions failed on the version read
+    /// (rule 6): nothing written; the key's current version (`None`: no
+    /// value now).
+    PreconditionFailed(Option<u64>),
 }
 
 /// What an update starts from.
@@ -181,6 +208,13 @@ pub fn start(ctx: &NetContext, reply_to: ReplyTo, update: &Update) -> Started {
         Ok(base) => base,
         Err(answer) => return Started::Refused(answer),
     };
+    if let Op::Conditional(write) = &update.op {
+        use crate::http::conditional::{Method, Verdict};
+        let current = base.live_version(now_ms);
+        if write.preconditions.evaluate(Method::Write, current) != Verdict::Proceed {
+            return Started::PreconditionFailed(current);
+        }
+    }
     if let Some(seen) = update.watch {
         let now = Seen::of(base.ts, base.value.is_some(), base.deadline_ms, now_ms);
         if !watch::holds(seen, now) {
@@ -289,6 +323,9 @@ fn decide(
                 } => Ok((value, Ttl::Set(expiry), reply)),
             }
         }
+        // Its preconditions held (checked in `start`); HTTP answers from
+        // the write's completion, not from a RESP reply.
+        Op::Conditional(write) => Ok((write.value.clone(), update.ttl, Reply::Null)),
     }
 }
 
@@ -321,6 +358,16 @@ fn transaction(
 /// or refused or failed, which breaks the chain (rule 4).
 pub fn finished(ctx: &NetContext, key: &[u8], epoch: u64, failed: bool) {
     ctx.rmw_chains.borrow_mut().finish(key, epoch, failed);
+}
+
+impl Base {
+    /// The version a conditional request compares with: the one read,
+    /// when it holds a value not expired at `now_ms`; `None` otherwise
+    /// (absent, deleted, expired).
+    fn live_version(&self, now_ms: u64) -> Option<u64> {
+        let live = self.value.is_some() && self.deadline_ms.is_none_or(|d| d > now_ms);
+        self.ts.filter(|_| live)
+    }
 }
 
 /// Rule 1's base: the chain's head, else a read.

@@ -647,7 +647,11 @@ impl Conn {
     /// The conditional write of the read-modify-write at `address` met a
     /// concurrent write: it runs again with the event loop's requests
     /// (`run_chains`), or, past its attempts, answers an error.
-    pub fn rmw_conflict(&mut self, ctx: &NetContext, address: u64) {
+    pub fn rmw_conflict(&mut self, ctx: &NetContext, token: usize, address: u64) {
+        if self.resp.is_none() {
+            // An HTTP conditional write (`conn/conditional_side.rs`).
+            return self.conditional_conflict(ctx, token, address);
+        }
         let Some(index) = (address >> PART_BITS).checked_sub(self.base_slot) else {
             return;
         };
@@ -994,6 +998,14 @@ fn rmw_again(ctx: &NetContext, reply_to: ReplyTo, gather: &mut Gather) {
             gather.after = Some(Reply::Null);
             gather.rmw = None;
             (Part::Done(answer), 0)
+        }
+        Started::PreconditionFailed(_) => {
+            // Only HTTP plans a conditional write (`Op::Conditional`).
+            gather.after = Some(Reply::err(
+                "internal error: an HTTP precondition reached RESP",
+            ));
+            gather.rmw = None;
+            (Part::Done(Answer::Done(Awaited::Read)), 0)
         }
         Started::Later {
             awaited,

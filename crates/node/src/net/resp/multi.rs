@@ -283,7 +283,9 @@ fn step(args: &[Vec<u8>], limits: Limits) -> Step {
                     Ttl::Set(e) => Some(e),
                 },
             ),
-            Op::Expiry(_) => Step::Reply(Reply::err("internal error: not a value update")),
+            Op::Expiry(_) | Op::Conditional(_) => {
+                Step::Reply(Reply::err("internal error: not a value update"))
+            }
         },
         Ok(_) => Step::Reply(Reply::err("internal error: not a read-modify-write")),
         Err(reply) => Step::Reply(reply),
