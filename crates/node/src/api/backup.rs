@@ -47,7 +47,7 @@ pub enum BackupAsk {
     },
     /// A restore starts writing into this node (`POST ?ingest=begin`) or
     /// is done (`POST ?ingest=done`): `/readyz` answers 503 `restoring`
-    /// in between (`crate::backup::restoring`).
+    /// in between (docs/BACKUP.md, "Restore").
     Restoring {
         /// `true` for `begin`, `false` for `done`.
         begin: bool,
