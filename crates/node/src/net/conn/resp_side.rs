@@ -51,7 +51,14 @@ pub struct RespConn {
     /// Slot ids of read-then-write commands whose read is answered and
     /// whose second step waits for [`Conn::run_chains`].
     chains_ready: Vec<u64>,
+    /// The parts of the last command answered at once, emptied: the next
+    /// command's (no allocation per `GET` or `SET`); kept only up to
+    /// [`SPARE_PARTS_MAX`].
+    spare_parts: Vec<Part>,
 }
+
+/// Most parts whose room a connection keeps between commands.
+const SPARE_PARTS_MAX: usize = 16;
 
 fn is_write(op: KeyOp) -> bool {
     matches!(
@@ -140,6 +147,7 @@ impl Conn {
             session: Session::new(id),
             writes_pending: 0,
             chains_ready: Vec::new(),
+            spare_parts: Vec::new(),
         }));
         conn
     }
@@ -459,7 +467,7 @@ impl Conn {
         commands: Vec<Command<'_>>,
         facts: Facts,
     ) {
-        let Some(state) = self.resp.as_ref() else {
+        let Some(state) = self.resp.as_mut() else {
             return;
         };
         // The connection's role against every part, before any is dispatched.
@@ -467,6 +475,9 @@ impl Conn {
             return self.reply_now(&denied);
         }
         let proto = state.session.proto;
+        let mut parts = std::mem::take(&mut state.spare_parts);
+        debug_assert!(parts.is_empty());
+        parts.reserve(commands.len());
         let ack = commands
             .iter()
             .find_map(|c| match c {
@@ -475,7 +486,6 @@ impl Conn {
             })
             .unwrap_or(0);
         let id = self.base_slot + self.slots.len() as u64;
-        let mut parts = Vec::with_capacity(commands.len());
         let mut waiting = 0;
         for (part, command) in commands.into_iter().enumerate() {
             let reply_to = ReplyTo {
@@ -513,6 +523,13 @@ impl Conn {
         };
         if waiting == 0 {
             self.answer_gathered(ctx, &gather);
+            let mut parts = gather.parts;
+            parts.clear();
+            if parts.capacity() <= SPARE_PARTS_MAX
+                && let Some(state) = self.resp.as_mut()
+            {
+                state.spare_parts = parts;
+            }
         } else {
             if is_write(op)
                 && let Some(state) = self.resp.as_mut()
