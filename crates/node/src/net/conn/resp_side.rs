@@ -27,6 +27,7 @@ use crate::replication::{ReplyTo, Request};
 use crate::slowlog::{Facts, Protocol, StageMarks};
 use crate::state::NetContext;
 use std::borrow::Cow;
+use std::mem::take;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -55,9 +56,11 @@ pub struct RespConn {
     /// command's (no allocation per `GET` or `SET`); kept only up to
     /// [`SPARE_PARTS_MAX`].
     spare_parts: Vec<Part>,
+    /// The room of the last command's arguments, emptied (`decode::recycle`).
+    spare_args: Vec<Cow<'static, [u8]>>,
 }
 
-/// Most parts whose room a connection keeps between commands.
+/// Most parts, and arguments, whose room a connection keeps between commands.
 const SPARE_PARTS_MAX: usize = 16;
 
 fn is_write(op: KeyOp) -> bool {
@@ -148,6 +151,7 @@ impl Conn {
             writes_pending: 0,
             chains_ready: Vec::new(),
             spare_parts: Vec::new(),
+            spare_args: Vec::new(),
         }));
         conn
     }
@@ -174,6 +178,7 @@ impl Conn {
         // Taken out while commands execute, so values are lent to them
         // without a copy; nothing below reads `self.rbuf`.
         let rbuf = std::mem::take(&mut self.rbuf);
+        let mut spare = (self.resp.as_mut()).map_or_else(Vec::new, |r| take(&mut r.spare_args));
         while !self.close_after && self.slots.len() < SLOTS_MAX {
             let buf = &rbuf[consumed..];
             if buf.is_empty() {
@@ -185,7 +190,7 @@ impl Conn {
             } else {
                 decode::Limits::authenticated(bulk_bytes_max)
             };
-            match decode::decode(buf, limits) {
+            match decode::decode_into(buf, limits, take(&mut spare)) {
                 Ok(Decoded::Partial) => {
                     let limit = self.read_limit(ctx);
                     if buf.len() >= limit {
@@ -206,12 +211,18 @@ impl Conn {
                     consumed += request.consumed;
                     self.request_started = None;
                     self.execute_resp(ctx, token, replicated, &request.args);
+                    spare = request.args;
                 }
                 Err(e) => {
                     self.refuse_framing(ctx, &e);
                     break;
                 }
             }
+        }
+        if let Some(state) = self.resp.as_mut()
+            && spare.capacity() <= SPARE_PARTS_MAX
+        {
+            state.spare_args = decode::recycle(spare);
         }
         self.rbuf = rbuf;
         self.parse_paused = (self.slots.len() >= SLOTS_MAX || self.resp_waits_for_writes())

@@ -147,11 +147,31 @@ pub enum Decoded<'a> {
 
 /// Decodes the command at the front of `buf`.
 pub fn decode(buf: &[u8], limits: Limits) -> Result<Decoded<'_>, DecodeError> {
+    decode_into(buf, limits, Vec::new())
+}
+
+/// As [`decode`], a multibulk's arguments gathered in `spare` (emptied
+/// first): the room of an earlier command's, so a connection allocates
+/// none per command ([`recycle`]).
+pub fn decode_into<'a>(
+    buf: &'a [u8],
+    limits: Limits,
+    spare: Vec<Cow<'a, [u8]>>,
+) -> Result<Decoded<'a>, DecodeError> {
     match buf.first() {
         None => Ok(Decoded::Partial),
-        Some(b'*') => multibulk(buf, limits),
+        Some(b'*') => multibulk(buf, limits, spare),
         Some(_) => inline(buf, limits),
     }
+}
+
+/// `args` emptied, its room kept for arguments of any lifetime (the
+/// standard library collects a `Vec`'s `into_iter().map(…)` into the
+/// same allocation when the items have the same layout; an empty one
+/// maps nothing).
+pub fn recycle<'b>(mut args: Vec<Cow<'_, [u8]>>) -> Vec<Cow<'b, [u8]>> {
+    args.clear();
+    args.into_iter().map(|_| Cow::Borrowed(&[][..])).collect()
 }
 
 /// The number on a `*N` or `$N` line starting at `at` (its marker byte
@@ -198,7 +218,11 @@ pub fn parse_i64(digits: &[u8]) -> Option<i64> {
     }
 }
 
-fn multibulk(buf: &[u8], limits: Limits) -> Result<Decoded<'_>, DecodeError> {
+fn multibulk<'a>(
+    buf: &'a [u8],
+    limits: Limits,
+    spare: Vec<Cow<'a, [u8]>>,
+) -> Result<Decoded<'a>, DecodeError> {
     let Some((count, mut at)) = length_line(buf, 0)? else {
         return Ok(Decoded::Partial);
     };
@@ -211,7 +235,9 @@ fn multibulk(buf: &[u8], limits: Limits) -> Result<Decoded<'_>, DecodeError> {
     }
     let count = count as usize;
     // Reserve by what the bytes present can hold, not by the claim.
-    let mut args = Vec::with_capacity(count.min(buf.len() / 4 + 1));
+    let mut args = spare;
+    args.clear();
+    args.reserve(count.min(buf.len() / 4 + 1));
     for _ in 0..count {
         match buf.get(at) {
             None => return Ok(Decoded::Partial),
@@ -441,6 +467,32 @@ mod tests {
             Decoded::Command(r) => (r.args.iter().map(|a| a.to_vec()).collect(), r.consumed),
             other => panic!("not a command: {other:?}"),
         }
+    }
+
+    // A connection decodes into the room of its last command's arguments:
+    // the stale ones never show, and the room is kept, not reallocated.
+    #[test]
+    fn decoding_into_spare_room_keeps_the_room_and_none_of_its_arguments() {
+        let first = multibulk_of(5, 3);
+        let Decoded::Command(request) = decode(&first, LIMITS).unwrap() else {
+            panic!("not a command");
+        };
+        let room = request.args.capacity();
+        let spare = recycle(request.args);
+        assert!(spare.is_empty());
+        assert_eq!(spare.capacity(), room, "recycle keeps the allocation");
+        let mut second = Vec::new();
+        encode_request(&mut second, &[b"GET", b"k"]);
+        let decoded = decode_into(&second, LIMITS, spare).unwrap();
+        assert_eq!(decoded, decode(&second, LIMITS).unwrap());
+        assert_eq!(args_of(decoded).0, vec![b"GET".to_vec(), b"k".to_vec()]);
+        // Inline commands and partial input ignore the room.
+        assert_eq!(
+            decode_into(b"PING\r\n", LIMITS, vec![Cow::Borrowed(&b"x"[..])]).unwrap(),
+            decode(b"PING\r\n", LIMITS).unwrap()
+        );
+        let stale = vec![Cow::Borrowed(&b"x"[..])];
+        assert_eq!(decode_into(b"*2\r\n$3\r\nGET", LIMITS, stale), Ok(Decoded::Partial));
     }
 
     #[test]
