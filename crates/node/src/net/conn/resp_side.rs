@@ -864,7 +864,7 @@ impl Conn {
             used_memory: engine.memtable_bytes
                 + engine.immutable_memtable_bytes
                 + engine.cache.bytes,
-            used_memory_rss: resident_bytes(),
+            used_memory_rss: info::resident_bytes(),
             keyspace: Default::default(),
         }
     }
@@ -949,22 +949,6 @@ fn wants_keys(sections: &[String]) -> bool {
         || sections
             .iter()
             .any(|s| matches!(s.as_str(), "keyspace" | "all" | "default" | "everything"))
-}
-
-/// The process's resident set in bytes, from `/proc/self/statm` (0 where
-/// there is none: not Linux).
-fn resident_bytes() -> u64 {
-    let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else {
-        return 0;
-    };
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf reads a constant of the system; no memory is passed.
-    let page_bytes = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    pages.saturating_mul(u64::try_from(page_bytes).unwrap_or(0))
 }
 
 /// A read-then-write command's second step, its read answered: decides

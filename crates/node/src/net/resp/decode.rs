@@ -492,7 +492,10 @@ mod tests {
             decode(b"PING\r\n", LIMITS).unwrap()
         );
         let stale = vec![Cow::Borrowed(&b"x"[..])];
-        assert_eq!(decode_into(b"*2\r\n$3\r\nGET", LIMITS, stale), Ok(Decoded::Partial));
+        assert_eq!(
+            decode_into(b"*2\r\n$3\r\nGET", LIMITS, stale),
+            Ok(Decoded::Partial)
+        );
     }
 
     #[test]

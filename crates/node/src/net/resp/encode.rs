@@ -176,7 +176,10 @@ mod tests {
         }
         let long = vec![b'x'; 1234];
         assert!(encoded(&Reply::Bulk(long), Proto::Resp2).starts_with(b"$1234\r\nxxx"));
-        assert_eq!(encoded(&Reply::Bulk(Vec::new()), Proto::Resp2), b"$0\r\n\r\n");
+        assert_eq!(
+            encoded(&Reply::Bulk(Vec::new()), Proto::Resp2),
+            b"$0\r\n\r\n"
+        );
         assert_eq!(encoded(&Reply::Null, Proto::Resp3), b"_\r\n");
     }
 
