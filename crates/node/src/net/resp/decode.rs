@@ -178,6 +178,28 @@ pub fn recycle<'b>(mut args: Vec<Cow<'_, [u8]>>) -> Vec<Cow<'b, [u8]>> {
 /// included), and where the line after it starts; `None`: incomplete.
 fn length_line(buf: &[u8], at: usize) -> Result<Option<(i64, usize)>, DecodeError> {
     let rest = &buf[at + 1..];
+    // The usual line, 1 to 18 digits then CRLF, in one pass: what the
+    // general path below makes of it too (no sign, no overflow, the CR
+    // inside the window); anything else takes that path.
+    let mut n: i64 = 0;
+    let mut digits = 0;
+    while let Some(&d) = rest
+        .get(digits)
+        .filter(|d| d.is_ascii_digit() && digits < 18)
+    {
+        n = n * 10 + i64::from(d - b'0');
+        digits += 1;
+    }
+    if digits > 0 && rest.get(digits..digits + 2) == Some(b"\r\n") {
+        return Ok(Some((n, at + 1 + digits + 2)));
+    }
+    length_line_general(buf, at)
+}
+
+/// [`length_line`] for any line: a sign, a long number, malformed or
+/// incomplete input.
+fn length_line_general(buf: &[u8], at: usize) -> Result<Option<(i64, usize)>, DecodeError> {
+    let rest = &buf[at + 1..];
     let window = &rest[..rest.len().min(LENGTH_LINE_BYTES_MAX)];
     let Some(end) = window.iter().position(|&b| b == b'\r') else {
         if rest.len() >= LENGTH_LINE_BYTES_MAX {
@@ -606,7 +628,47 @@ mod tests {
         got
     }
 
+    // A length line's one-pass reading is the general one's, on the lines
+    // it takes (short numbers) and at its bounds (18 and 19 digits).
+    #[test]
+    fn short_length_lines_read_as_the_general_path_reads_them() {
+        for line in [
+            &b"$0\r\n"[..],
+            b"$3\r\nGET",
+            b"*18446744073709551615\r\n",
+            b"$999999999999999999\r\n",
+            b"$9999999999999999999\r\n",
+            b"$-1\r\n",
+            b"$12\r",
+            b"$12\rx",
+            b"$1 \r\n",
+            b"$",
+        ] {
+            assert_eq!(
+                length_line(line, 0),
+                length_line_general(line, 0),
+                "{line:?}"
+            );
+        }
+        assert_eq!(
+            length_line(b"$999999999999999999\r\n", 0),
+            Ok(Some((999_999_999_999_999_999, 22)))
+        );
+    }
+
     proptest! {
+        /// Any bytes after the marker: both paths read them alike.
+        #[test]
+        fn length_line_is_the_general_path(
+            digits in "[0-9]{0,22}",
+            tail in prop::collection::vec(prop::sample::select(vec![b'\r', b'\n', b'0', b'-', b'x']), 0..4),
+        ) {
+            let mut line = b"$".to_vec();
+            line.extend_from_slice(digits.as_bytes());
+            line.extend_from_slice(&tail);
+            prop_assert_eq!(length_line(&line, 0), length_line_general(&line, 0));
+        }
+
         /// The decoder against the encoder model: any commands, any split.
         #[test]
         fn decodes_what_the_model_encodes_at_any_split(
