@@ -178,7 +178,10 @@ impl Conn {
         // Taken out while commands execute, so values are lent to them
         // without a copy; nothing below reads `self.rbuf`.
         let rbuf = std::mem::take(&mut self.rbuf);
-        let mut spare = (self.resp.as_mut()).map_or_else(Vec::new, |r| take(&mut r.spare_args));
+        let mut spare = self
+            .resp
+            .as_mut()
+            .map_or_else(Vec::new, |r| take(&mut r.spare_args));
         while !self.close_after && self.slots.len() < SLOTS_MAX {
             let buf = &rbuf[consumed..];
             if buf.is_empty() {
