@@ -9,18 +9,33 @@
 /// Digits of the largest `u64` in decimal.
 const DECIMAL_DIGITS_MAX: usize = 20;
 
+/// The two-digit decimals `00` to `99`, side by side.
+const DIGIT_PAIRS: &[u8; 200] = b"\
+    0001020304050607080910111213141516171819\
+    2021222324252627282930313233343536373839\
+    4041424344454647484950515253545556575859\
+    6061626364656667686970717273747576777879\
+    8081828384858687888990919293949596979899";
+
 /// Appends `n` in decimal (what `write!(out, "{n}")` writes, without `fmt`
-/// and without allocating).
+/// and without allocating), two digits per division: an HTTP answer
+/// writes three or four numbers (a 19-digit version twice).
 pub fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
     let mut digits = [0u8; DECIMAL_DIGITS_MAX];
     let mut at = DECIMAL_DIGITS_MAX;
-    loop {
+    while n >= 100 {
+        let pair = (n % 100) as usize * 2;
+        n /= 100;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    }
+    if n >= 10 {
+        let pair = n as usize * 2;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    } else {
         at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+        digits[at] = b'0' + n as u8;
     }
     out.extend_from_slice(&digits[at..]);
 }
@@ -93,6 +108,34 @@ pub fn get_u8(input: &mut &[u8]) -> Option<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    fn decimal(n: u64) -> String {
+        let mut out = b"x".to_vec();
+        push_decimal(&mut out, n);
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Decimals are `fmt`'s at every digit count's bounds, appended.
+    #[test]
+    fn decimals_are_what_fmt_writes_at_every_width() {
+        let mut n = 1u64;
+        for _ in 0..20 {
+            for v in [n - 1, n, n + 1, n.saturating_mul(10) - 1] {
+                assert_eq!(decimal(v), format!("x{v}"));
+            }
+            n = n.saturating_mul(10);
+        }
+        assert_eq!(decimal(u64::MAX), format!("x{}", u64::MAX));
+    }
+
+    proptest! {
+        /// Any `u64` reads as `fmt` writes it.
+        #[test]
+        fn decimals_match_fmt(v in any::<u64>()) {
+            prop_assert_eq!(decimal(v), format!("x{v}"));
+        }
+    }
 
     /// Varints round-trip at every width and reject truncation and overflow.
     #[test]

@@ -27,6 +27,7 @@ use crate::replication::{ReplyTo, Request};
 use crate::slowlog::{Facts, Protocol, StageMarks};
 use crate::state::NetContext;
 use std::borrow::Cow;
+use std::mem::take;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -51,7 +52,16 @@ pub struct RespConn {
     /// Slot ids of read-then-write commands whose read is answered and
     /// whose second step waits for [`Conn::run_chains`].
     chains_ready: Vec<u64>,
+    /// The parts of the last command answered at once, emptied: the next
+    /// command's (no allocation per `GET` or `SET`); kept only up to
+    /// [`SPARE_PARTS_MAX`].
+    spare_parts: Vec<Part>,
+    /// The room of the last command's arguments, emptied (`decode::recycle`).
+    spare_args: Vec<Cow<'static, [u8]>>,
 }
+
+/// Most parts, and arguments, whose room a connection keeps between commands.
+const SPARE_PARTS_MAX: usize = 16;
 
 fn is_write(op: KeyOp) -> bool {
     matches!(
@@ -140,6 +150,8 @@ impl Conn {
             session: Session::new(id),
             writes_pending: 0,
             chains_ready: Vec::new(),
+            spare_parts: Vec::new(),
+            spare_args: Vec::new(),
         }));
         conn
     }
@@ -166,6 +178,10 @@ impl Conn {
         // Taken out while commands execute, so values are lent to them
         // without a copy; nothing below reads `self.rbuf`.
         let rbuf = std::mem::take(&mut self.rbuf);
+        let mut spare = self
+            .resp
+            .as_mut()
+            .map_or_else(Vec::new, |r| take(&mut r.spare_args));
         while !self.close_after && self.slots.len() < SLOTS_MAX {
             let buf = &rbuf[consumed..];
             if buf.is_empty() {
@@ -177,7 +193,7 @@ impl Conn {
             } else {
                 decode::Limits::authenticated(bulk_bytes_max)
             };
-            match decode::decode(buf, limits) {
+            match decode::decode_into(buf, limits, take(&mut spare)) {
                 Ok(Decoded::Partial) => {
                     let limit = self.read_limit(ctx);
                     if buf.len() >= limit {
@@ -198,12 +214,18 @@ impl Conn {
                     consumed += request.consumed;
                     self.request_started = None;
                     self.execute_resp(ctx, token, replicated, &request.args);
+                    spare = request.args;
                 }
                 Err(e) => {
                     self.refuse_framing(ctx, &e);
                     break;
                 }
             }
+        }
+        if let Some(state) = self.resp.as_mut()
+            && spare.capacity() <= SPARE_PARTS_MAX
+        {
+            state.spare_args = decode::recycle(spare);
         }
         self.rbuf = rbuf;
         self.parse_paused = (self.slots.len() >= SLOTS_MAX || self.resp_waits_for_writes())
@@ -459,7 +481,7 @@ impl Conn {
         commands: Vec<Command<'_>>,
         facts: Facts,
     ) {
-        let Some(state) = self.resp.as_ref() else {
+        let Some(state) = self.resp.as_mut() else {
             return;
         };
         // The connection's role against every part, before any is dispatched.
@@ -467,6 +489,9 @@ impl Conn {
             return self.reply_now(&denied);
         }
         let proto = state.session.proto;
+        let mut parts = std::mem::take(&mut state.spare_parts);
+        debug_assert!(parts.is_empty());
+        parts.reserve(commands.len());
         let ack = commands
             .iter()
             .find_map(|c| match c {
@@ -475,7 +500,6 @@ impl Conn {
             })
             .unwrap_or(0);
         let id = self.base_slot + self.slots.len() as u64;
-        let mut parts = Vec::with_capacity(commands.len());
         let mut waiting = 0;
         for (part, command) in commands.into_iter().enumerate() {
             let reply_to = ReplyTo {
@@ -513,6 +537,13 @@ impl Conn {
         };
         if waiting == 0 {
             self.answer_gathered(ctx, &gather);
+            let mut parts = gather.parts;
+            parts.clear();
+            if parts.capacity() <= SPARE_PARTS_MAX
+                && let Some(state) = self.resp.as_mut()
+            {
+                state.spare_parts = parts;
+            }
         } else {
             if is_write(op)
                 && let Some(state) = self.resp.as_mut()
@@ -840,7 +871,7 @@ impl Conn {
             used_memory: engine.memtable_bytes
                 + engine.immutable_memtable_bytes
                 + engine.cache.bytes,
-            used_memory_rss: resident_bytes(),
+            used_memory_rss: info::resident_bytes(),
             keyspace: Default::default(),
         }
     }
@@ -925,22 +956,6 @@ fn wants_keys(sections: &[String]) -> bool {
         || sections
             .iter()
             .any(|s| matches!(s.as_str(), "keyspace" | "all" | "default" | "everything"))
-}
-
-/// The process's resident set in bytes, from `/proc/self/statm` (0 where
-/// there is none: not Linux).
-fn resident_bytes() -> u64 {
-    let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else {
-        return 0;
-    };
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf reads a constant of the system; no memory is passed.
-    let page_bytes = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    pages.saturating_mul(u64::try_from(page_bytes).unwrap_or(0))
 }
 
 /// A read-then-write command's second step, its read answered: decides

@@ -147,16 +147,58 @@ pub enum Decoded<'a> {
 
 /// Decodes the command at the front of `buf`.
 pub fn decode(buf: &[u8], limits: Limits) -> Result<Decoded<'_>, DecodeError> {
+    decode_into(buf, limits, Vec::new())
+}
+
+/// As [`decode`], a multibulk's arguments gathered in `spare` (emptied
+/// first): the room of an earlier command's, so a connection allocates
+/// none per command ([`recycle`]).
+pub fn decode_into<'a>(
+    buf: &'a [u8],
+    limits: Limits,
+    spare: Vec<Cow<'a, [u8]>>,
+) -> Result<Decoded<'a>, DecodeError> {
     match buf.first() {
         None => Ok(Decoded::Partial),
-        Some(b'*') => multibulk(buf, limits),
+        Some(b'*') => multibulk(buf, limits, spare),
         Some(_) => inline(buf, limits),
     }
+}
+
+/// `args` emptied, its room kept for arguments of any lifetime (the
+/// standard library collects a `Vec`'s `into_iter().map(…)` into the
+/// same allocation when the items have the same layout; an empty one
+/// maps nothing).
+pub fn recycle<'b>(mut args: Vec<Cow<'_, [u8]>>) -> Vec<Cow<'b, [u8]>> {
+    args.clear();
+    args.into_iter().map(|_| Cow::Borrowed(&[][..])).collect()
 }
 
 /// The number on a `*N` or `$N` line starting at `at` (its marker byte
 /// included), and where the line after it starts; `None`: incomplete.
 fn length_line(buf: &[u8], at: usize) -> Result<Option<(i64, usize)>, DecodeError> {
+    let rest = &buf[at + 1..];
+    // The usual line, 1 to 18 digits then CRLF, in one pass: what the
+    // general path below makes of it too (no sign, no overflow, the CR
+    // inside the window); anything else takes that path.
+    let mut n: i64 = 0;
+    let mut digits = 0;
+    while let Some(&d) = rest
+        .get(digits)
+        .filter(|d| d.is_ascii_digit() && digits < 18)
+    {
+        n = n * 10 + i64::from(d - b'0');
+        digits += 1;
+    }
+    if digits > 0 && rest.get(digits..digits + 2) == Some(b"\r\n") {
+        return Ok(Some((n, at + 1 + digits + 2)));
+    }
+    length_line_general(buf, at)
+}
+
+/// [`length_line`] for any line: a sign, a long number, malformed or
+/// incomplete input.
+fn length_line_general(buf: &[u8], at: usize) -> Result<Option<(i64, usize)>, DecodeError> {
     let rest = &buf[at + 1..];
     let window = &rest[..rest.len().min(LENGTH_LINE_BYTES_MAX)];
     let Some(end) = window.iter().position(|&b| b == b'\r') else {
@@ -198,7 +240,11 @@ pub fn parse_i64(digits: &[u8]) -> Option<i64> {
     }
 }
 
-fn multibulk(buf: &[u8], limits: Limits) -> Result<Decoded<'_>, DecodeError> {
+fn multibulk<'a>(
+    buf: &'a [u8],
+    limits: Limits,
+    spare: Vec<Cow<'a, [u8]>>,
+) -> Result<Decoded<'a>, DecodeError> {
     let Some((count, mut at)) = length_line(buf, 0)? else {
         return Ok(Decoded::Partial);
     };
@@ -211,7 +257,9 @@ fn multibulk(buf: &[u8], limits: Limits) -> Result<Decoded<'_>, DecodeError> {
     }
     let count = count as usize;
     // Reserve by what the bytes present can hold, not by the claim.
-    let mut args = Vec::with_capacity(count.min(buf.len() / 4 + 1));
+    let mut args = spare;
+    args.clear();
+    args.reserve(count.min(buf.len() / 4 + 1));
     for _ in 0..count {
         match buf.get(at) {
             None => return Ok(Decoded::Partial),
@@ -443,6 +491,35 @@ mod tests {
         }
     }
 
+    // A connection decodes into the room of its last command's arguments:
+    // the stale ones never show, and the room is kept, not reallocated.
+    #[test]
+    fn decoding_into_spare_room_keeps_the_room_and_none_of_its_arguments() {
+        let first = multibulk_of(5, 3);
+        let Decoded::Command(request) = decode(&first, LIMITS).unwrap() else {
+            panic!("not a command");
+        };
+        let room = request.args.capacity();
+        let spare = recycle(request.args);
+        assert!(spare.is_empty());
+        assert_eq!(spare.capacity(), room, "recycle keeps the allocation");
+        let mut second = Vec::new();
+        encode_request(&mut second, &[b"GET", b"k"]);
+        let decoded = decode_into(&second, LIMITS, spare).unwrap();
+        assert_eq!(decoded, decode(&second, LIMITS).unwrap());
+        assert_eq!(args_of(decoded).0, vec![b"GET".to_vec(), b"k".to_vec()]);
+        // Inline commands and partial input ignore the room.
+        assert_eq!(
+            decode_into(b"PING\r\n", LIMITS, vec![Cow::Borrowed(&b"x"[..])]).unwrap(),
+            decode(b"PING\r\n", LIMITS).unwrap()
+        );
+        let stale = vec![Cow::Borrowed(&b"x"[..])];
+        assert_eq!(
+            decode_into(b"*2\r\n$3\r\nGET", LIMITS, stale),
+            Ok(Decoded::Partial)
+        );
+    }
+
     #[test]
     fn a_multibulk_is_its_arguments_and_its_length() {
         let buf = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*1";
@@ -551,7 +628,47 @@ mod tests {
         got
     }
 
+    // A length line's one-pass reading is the general one's, on the lines
+    // it takes (short numbers) and at its bounds (18 and 19 digits).
+    #[test]
+    fn short_length_lines_read_as_the_general_path_reads_them() {
+        for line in [
+            &b"$0\r\n"[..],
+            b"$3\r\nGET",
+            b"*18446744073709551615\r\n",
+            b"$999999999999999999\r\n",
+            b"$9999999999999999999\r\n",
+            b"$-1\r\n",
+            b"$12\r",
+            b"$12\rx",
+            b"$1 \r\n",
+            b"$",
+        ] {
+            assert_eq!(
+                length_line(line, 0),
+                length_line_general(line, 0),
+                "{line:?}"
+            );
+        }
+        assert_eq!(
+            length_line(b"$999999999999999999\r\n", 0),
+            Ok(Some((999_999_999_999_999_999, 21)))
+        );
+    }
+
     proptest! {
+        /// Any bytes after the marker: both paths read them alike.
+        #[test]
+        fn length_line_is_the_general_path(
+            digits in "[0-9]{0,22}",
+            tail in prop::collection::vec(prop::sample::select(vec![b'\r', b'\n', b'0', b'-', b'x']), 0..4),
+        ) {
+            let mut line = b"$".to_vec();
+            line.extend_from_slice(digits.as_bytes());
+            line.extend_from_slice(&tail);
+            prop_assert_eq!(length_line(&line, 0), length_line_general(&line, 0));
+        }
+
         /// The decoder against the encoder model: any commands, any split.
         #[test]
         fn decodes_what_the_model_encodes_at_any_split(

@@ -6,6 +6,8 @@
 //! alternating keys and values in RESP2, `%` in RESP3), and a set (an
 //! array in RESP2, `~` in RESP3).
 
+use ataman_engine::coding::push_decimal;
+
 /// The protocol a connection speaks (`HELLO 2|3`; 2 until told).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Proto {
@@ -102,11 +104,20 @@ pub fn error(out: &mut Vec<u8>, text: &str) {
 
 /// `:n\r\n`.
 pub fn int(out: &mut Vec<u8>, n: i64) {
-    line(out, b':', n.to_string().as_bytes());
+    out.push(b':');
+    if n < 0 {
+        out.push(b'-');
+    }
+    push_decimal(out, n.unsigned_abs());
+    out.extend_from_slice(b"\r\n");
 }
 
+/// `<marker>len\r\n`, the digits written in place (no `String` per
+/// reply: every bulk has one).
 fn header(out: &mut Vec<u8>, marker: u8, len: usize) {
-    line(out, marker, len.to_string().as_bytes());
+    out.push(marker);
+    push_decimal(out, len as u64);
+    out.extend_from_slice(b"\r\n");
 }
 
 /// `$len\r\nbytes\r\n`.
@@ -154,6 +165,21 @@ mod tests {
             );
         }
         assert_eq!(encoded(&Reply::Null, Proto::Resp2), b"$-1\r\n");
+        // Integers and lengths at their extremes, digits written in place.
+        for (n, text) in [
+            (0, ":0\r\n"),
+            (-1, ":-1\r\n"),
+            (i64::MAX, ":9223372036854775807\r\n"),
+            (i64::MIN, ":-9223372036854775808\r\n"),
+        ] {
+            assert_eq!(encoded(&Reply::Int(n), Proto::Resp2), text.as_bytes());
+        }
+        let long = vec![b'x'; 1234];
+        assert!(encoded(&Reply::Bulk(long), Proto::Resp2).starts_with(b"$1234\r\nxxx"));
+        assert_eq!(
+            encoded(&Reply::Bulk(Vec::new()), Proto::Resp2),
+            b"$0\r\n\r\n"
+        );
         assert_eq!(encoded(&Reply::Null, Proto::Resp3), b"_\r\n");
     }
 

@@ -139,6 +139,22 @@ fn section(out: &mut String, name: &str, f: &Figures) {
     }
 }
 
+/// The process's resident set in bytes, from `/proc/self/statm` (0 where
+/// there is none: not Linux).
+pub fn resident_bytes() -> u64 {
+    let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else {
+        return 0;
+    };
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf reads a constant of the system; no memory is passed.
+    let page_bytes = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages.saturating_mul(u64::try_from(page_bytes).unwrap_or(0))
+}
+
 /// Bytes as Redis's `*_human` fields write them: `B`, then `K`, `M`, `G`,
 /// `T` (powers of 1024) with two decimals.
 pub fn human(bytes: u64) -> String {
