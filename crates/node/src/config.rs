@@ -406,6 +406,11 @@ pub enum PlantedBug {
     /// increments of one key overwrite each other. The negative control of
     /// `tests/resp_rmw.rs`'s exact counter.
     RmwSkipsConflictCheck,
+    /// The consensus register's acceptor takes an `Accept` below the
+    /// ballot it promised (`replication::register::acceptor`'s
+    /// `PlantedAcceptsBelowPromise`): a proposer that lost the prepare race
+    /// still decides. The negative control of `tests/register.rs`.
+    RegisterAcceptsBelowPromise,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -445,8 +450,9 @@ fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
         "ui-script-broken" => Ok(PlantedBug::UiScriptBroken),
         "recent-counts-nothing" => Ok(PlantedBug::RecentCountsNothing),
         "rmw-skips-conflict-check" => Ok(PlantedBug::RmwSkipsConflictCheck),
+        "register-accepts-below-promise" => Ok(PlantedBug::RegisterAcceptsBelowPromise),
         other => Err(format!(
-            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served, expires-early, copy-skips-keys, collect-ignores-shallower, backup-ignores-t, ui-script-broken, recent-counts-nothing, rmw-skips-conflict-check or collect-on-grace-alone, not {other:?}"
+            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served, expires-early, copy-skips-keys, collect-ignores-shallower, backup-ignores-t, ui-script-broken, recent-counts-nothing, rmw-skips-conflict-check, register-accepts-below-promise or collect-on-grace-alone, not {other:?}"
         )),
     }
 }

@@ -332,6 +332,12 @@ fn write_durability(config: &NodeConfig) -> Durability {
             );
             Durability::Complete
         }
+        Some(PlantedBug::RegisterAcceptsBelowPromise) => {
+            tracing::error!(
+                "PLANTED BUG register-accepts-below-promise: the consensus register's acceptor takes an accept below its promise. Test use only."
+            );
+            Durability::Complete
+        }
     }
 }
 
@@ -347,6 +353,40 @@ fn open_backups(config: &NodeConfig) -> Result<Arc<backup::Backups>, String> {
         )
     })?;
     Ok(Arc::new(backups))
+}
+
+/// The consensus register's store, a second engine in
+/// `<data-dir>/register` (`net::register_acceptor`, "Where the record
+/// lives"): the node's WAL mode, a small memtable (records are small and
+/// pruned), deleted records collected at once.
+fn open_register_store(
+    config: &NodeConfig,
+    fs: Arc<dyn ataman_engine::fs::FileSystem>,
+) -> Result<Db, String> {
+    let dir = config
+        .data_dir
+        .join(net::register_acceptor::REGISTER_DIR_NAME);
+    let opts = Options {
+        fs,
+        wal_mode: config.wal_mode,
+        tombstone_grace: std::time::Duration::ZERO,
+        memtable_bytes_max: hints::HINTS_MEMTABLE_BYTES_MAX,
+        block_cache_bytes: hints::HINTS_BLOCK_CACHE_BYTES,
+        ..Options::default()
+    };
+    Db::open(&dir, opts)
+        .map_err(|e| format!("cannot open the register store in {}: {e}", dir.display()))
+}
+
+/// The acceptor's rules: sound, or the planted bug
+/// `register-accepts-below-promise`.
+fn register_mode(config: &NodeConfig) -> replication::register::acceptor::Mode {
+    match config.planted_bug {
+        Some(PlantedBug::RegisterAcceptsBelowPromise) => {
+            replication::register::acceptor::Mode::PlantedAcceptsBelowPromise
+        }
+        _ => replication::register::acceptor::Mode::Sound,
+    }
 }
 
 /// Closes the engine and the hint store at shutdown, once a checkpoint
@@ -595,7 +635,8 @@ impl cluster::transition::Copier for TransferCopier {
                 | PlantedBug::BackupIgnoresT
                 | PlantedBug::UiScriptBroken
                 | PlantedBug::RecentCountsNothing
-                | PlantedBug::RmwSkipsConflictCheck,
+                | PlantedBug::RmwSkipsConflictCheck
+                | PlantedBug::RegisterAcceptsBelowPromise,
             )
             | None => Mode::Sound,
         };
@@ -774,6 +815,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         polls.push(poll);
     }
     let hints_dir = config.data_dir.join("hints");
+    let register_store = Arc::new(open_register_store(&config, Arc::clone(&fs))?);
     let hints = hints::HintStore::open_on(&hints_dir, config.hints_bytes_max, config.wal_mode, fs)
         .map_err(|e| format!("cannot open hints in {}: {e}", hints_dir.display()))?;
     let hints = Arc::new(hints);
@@ -825,6 +867,10 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         antientropy,
         auth,
         ranges: range::Ranges::default(),
+        register: Some(Arc::new(net::register_acceptor::RegisterAcceptor::new(
+            Arc::clone(&register_store),
+            register_mode(&config),
+        ))),
     });
     publish_budget(&shared, &budget);
     let transition_thread = start_transition(&shared, seed)?;
@@ -889,6 +935,9 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let backups = Arc::clone(&shared.backups);
     drop(shared);
     close_stores(&backups, db, hints)?;
+    let register_store = Arc::try_unwrap(register_store)
+        .map_err(|_| "register store still referenced at shutdown")?;
+    register_store.close()?;
     write_last_seen(&config)?;
     if let Some(e) = net_error {
         return Err(format!("network thread failed: {e}").into());

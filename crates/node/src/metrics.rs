@@ -8,6 +8,9 @@
 //! # Thread safety
 //! Recording is relaxed atomics only; rendering reads a non-atomic cut.
 
+#[path = "register_figures.rs"]
+pub mod register;
+
 use crate::api::Route;
 use crate::http::Status;
 use ataman_engine::metrics::{
@@ -83,6 +86,8 @@ pub struct NodeMetrics {
     /// Atomic read-modify-writes refused after
     /// `net::rmw_local::ATTEMPTS_MAX` conflicts in a row.
     pub rmw_gave_up: AtomicU64,
+    /// The consensus register's counters ([`register::RegisterFigures`]).
+    pub register: register::RegisterFigures,
     /// The slow log: requests over a threshold, with their stages
     /// (`crate::slowlog`; read by `SLOWLOG` and `GET /v0/slowlog`).
     pub slowlog: crate::slowlog::SlowLog,
@@ -128,6 +133,7 @@ impl Default for NodeMetrics {
             resp_key_latency_us: Histogram::default(),
             rmw_retries: AtomicU64::new(0),
             rmw_gave_up: AtomicU64::new(0),
+            register: register::RegisterFigures::default(),
             slowlog: crate::slowlog::SlowLog::default(),
             hotkeys: crate::hotkeys::HotKeys::default(),
             recent: crate::recent::Recent::default(),

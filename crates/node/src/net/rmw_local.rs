@@ -164,6 +164,9 @@ pub enum Started {
     },
     /// Refused (the clock, a deadline past the maximum, a failed read).
     Refused(Answer),
+    /// Handed to the consensus register (`net::register_rmw`): its end
+    /// comes back to the slot (`Conn::register_done`).
+    Register,
 }
 
 /// What an update starts from.

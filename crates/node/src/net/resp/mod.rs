@@ -76,6 +76,7 @@ pub fn render_metrics(out: &mut String, metrics: &crate::metrics::NodeMetrics) {
         metrics.rmw_retries.load(Ordering::Relaxed),
         metrics.rmw_gave_up.load(Ordering::Relaxed),
     );
+    metrics.register.render(out);
 }
 
 static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
