@@ -8,7 +8,6 @@
 //! # Thread safety
 //! Recording is relaxed atomics only; rendering reads a non-atomic cut.
 
-#[path = "register_figures.rs"]
 pub mod register;
 
 use crate::api::Route;

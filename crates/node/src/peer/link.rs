@@ -374,10 +374,10 @@ impl<W: LinkWaiter> PeerLink<W> {
         waiter: W,
         make: impl FnOnce(u64) -> Message,
     ) -> Result<(), String> {
-        self.send_frame(env, registry, now, deadline, waiter, false, |id, out| {
+        self.send_frame(env, registry, now, deadline, waiter, |id, out| {
             let msg = make(id);
             frame::encode(&msg, out);
-            matches!(msg, Message::Read { .. })
+            (matches!(msg, Message::Read { .. }), false)
         })
     }
 
@@ -392,15 +392,15 @@ impl<W: LinkWaiter> PeerLink<W> {
         waiter: W,
         encode: impl FnOnce(u64, &mut Vec<u8>),
     ) -> Result<(), String> {
-        self.send_frame(env, registry, now, deadline, waiter, true, |id, out| {
+        self.send_frame(env, registry, now, deadline, waiter, |id, out| {
             encode(id, out);
-            false
+            (false, true)
         })
     }
 
     /// Queues one frame (`encode` appends it with the id given and says
-    /// whether it is a Read); `Err` says why it fails at once.
-    #[allow(clippy::too_many_arguments)]
+    /// whether it is a Read, and whether a register Ask); `Err` says why
+    /// it fails at once.
     fn send_frame(
         &mut self,
         env: &LinkEnv<'_>,
@@ -408,8 +408,7 @@ impl<W: LinkWaiter> PeerLink<W> {
         now: Instant,
         deadline: Instant,
         waiter: W,
-        is_register: bool,
-        encode: impl FnOnce(u64, &mut Vec<u8>) -> bool,
+        encode: impl FnOnce(u64, &mut Vec<u8>) -> (bool, bool),
     ) -> Result<(), String> {
         let status = &env.status;
         let refused = |why: String| {
@@ -443,7 +442,7 @@ impl<W: LinkWaiter> PeerLink<W> {
         }
         let id = self.next_id;
         self.next_id += 1;
-        let is_read = encode(id, &mut self.out);
+        let (is_read, is_register) = encode(id, &mut self.out);
         self.frames_queued += 1;
         self.inflight.insert(
             id,

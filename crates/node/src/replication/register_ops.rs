@@ -112,7 +112,11 @@ impl<T: Copy> RegisterOps<T> {
     pub fn new(node: u16, round_timeout: Duration, seed: u64) -> RegisterOps<T> {
         RegisterOps {
             node,
-            limits: Limits::default(),
+            // The peer links send each request once per round.
+            limits: Limits {
+                at_most_once: true,
+                ..Limits::default()
+            },
             round_timeout,
             ops: HashMap::new(),
             keys: HashMap::new(),

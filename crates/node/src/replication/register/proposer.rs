@@ -47,7 +47,15 @@
 //!   [`RegisterError::Indeterminate`] (the value may have been decided
 //!   and built upon by another proposer).
 //! - Answers to a ballot other than the round's are ignored (late,
-//!   duplicated); so are answers after the outcome, except `Committed`.
+//!   duplicated); so are answers after the outcome, except `Committed`,
+//!   and a refusal of a doubted accept's ballot, which is noted.
+//! - A doubt is cleared when the transport delivers each request at most
+//!   once ([`Limits::at_most_once`]: the node's links) and every replica
+//!   promised the doubted ballot and refused it since: each then refused
+//!   the accept (its one answer to the prepare was the promise), so no
+//!   replica holds it and nothing can build on it; a later round may then
+//!   apply the update afresh. (With duplicates, a repeated prepare can be
+//!   refused after its accept was taken, so the simulation keeps it off.)
 
 use super::acceptor::{Answer, Proposal, Request, Value};
 use super::ballot::Ballot;
@@ -62,19 +70,35 @@ pub const BACKOFF_MS_BASE: u64 = 2;
 /// The largest back-off's upper bound, milliseconds.
 pub const BACKOFF_MS_MAX: u64 = 200;
 
-/// The operation's bounds.
+/// The operation's bounds, and what the transport promises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Rounds at most (at least 1).
     pub attempts_max: u32,
+    /// The transport delivers each request to each replica at most once
+    /// (the node's peer links: one send per round, no resend), so a
+    /// replica that promised a ballot and then refused it refused its
+    /// accept: it never accepted it. The "Rules"' last item uses it;
+    /// the simulation's network duplicates, so it leaves it false.
+    pub at_most_once: bool,
 }
 
 impl Default for Limits {
     fn default() -> Limits {
         Limits {
             attempts_max: ATTEMPTS_MAX_DEFAULT,
+            at_most_once: false,
         }
     }
+}
+
+/// An accept of this operation's write that ended without a quorum: who
+/// promised its ballot, and which of them refused it since.
+#[derive(Debug)]
+struct Doubt {
+    ballot: Ballot,
+    promisers: BTreeSet<NodeId>,
+    refusers: BTreeSet<NodeId>,
 }
 
 /// The back-off before round `attempt + 1` (attempt counts from 1):
@@ -154,6 +178,8 @@ enum Phase {
         before: Value,
         written: bool,
         accepted: BTreeSet<NodeId>,
+        /// The replicas that promised the round's ballot.
+        promisers: BTreeSet<NodeId>,
     },
     BackingOff,
     Done {
@@ -180,7 +206,7 @@ pub struct Proposer<F> {
     outbox: Vec<(NodeId, Request)>,
     /// Every accept round sent: its ballot, the value before, whether it wrote.
     own: Vec<(Ballot, Value, bool)>,
-    doubtful: bool,
+    doubts: Vec<Doubt>,
 }
 
 impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
@@ -192,6 +218,7 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
             quorum,
             limits: Limits {
                 attempts_max: limits.attempts_max.max(1),
+                at_most_once: limits.at_most_once,
             },
             update,
             ballot: Ballot::ZERO,
@@ -201,7 +228,7 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
             phase: Phase::BackingOff,
             outbox: Vec::new(),
             own: Vec::new(),
-            doubtful: false,
+            doubts: Vec::new(),
         }
     }
 
@@ -267,12 +294,16 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
         match answer {
             Answer::Refused { ballot, floor } => {
                 self.seen = self.seen.max(floor);
+                self.note_refusal(ballot, from);
                 let live = matches!(
                     self.phase,
                     Phase::Preparing { .. } | Phase::Accepting { .. }
                 );
                 if ballot == self.ballot && live {
-                    self.end_round(Cause::Refused(floor))
+                    let out = self.end_round(Cause::Refused(floor));
+                    // The refusal that ended an accept round counts too.
+                    self.note_refusal(ballot, from);
+                    out
                 } else {
                     Output::Wait
                 }
@@ -287,6 +318,11 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
                 }
                 if let Phase::Done { releases: true, .. } = self.phase {
                     self.outbox.push((from, Request::Release(ballot)));
+                }
+                // A promise after the quorum's: a promiser of the accept.
+                if let Phase::Accepting { promisers, .. } = &mut self.phase {
+                    promisers.insert(from);
+                    return Output::Wait;
                 }
                 let Phase::Preparing { promises } = &mut self.phase else {
                     return Output::Wait;
@@ -378,7 +414,7 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
             .as_ref()
             .and_then(|c| self.own.iter().find(|(b, _, _)| *b == c.ballot))
             .map(|(_, before, written)| (before.clone(), *written));
-        if own.is_none() && self.doubtful {
+        if own.is_none() && self.doubtful() {
             self.phase = Phase::Failed;
             return Output::Failed(RegisterError::Indeterminate);
         }
@@ -430,6 +466,7 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
                     before,
                     written,
                     accepted: BTreeSet::new(),
+                    promisers: promises.keys().copied().collect(),
                 };
                 Output::Wait
             }
@@ -437,8 +474,17 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
     }
 
     fn end_round(&mut self, cause: Cause) -> Output {
-        if let Phase::Accepting { written: true, .. } = &self.phase {
-            self.doubtful = true;
+        if let Phase::Accepting {
+            written: true,
+            promisers,
+            ..
+        } = &self.phase
+        {
+            self.doubts.push(Doubt {
+                ballot: self.ballot,
+                promisers: promisers.clone(),
+                refusers: BTreeSet::new(),
+            });
         }
         if self.attempts >= self.limits.attempts_max {
             self.phase = Phase::Failed;
@@ -451,6 +497,26 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
         Output::Backoff {
             attempt: self.attempts,
         }
+    }
+
+    /// `from` refused `ballot`: a promiser of a doubted accept refused it.
+    fn note_refusal(&mut self, ballot: Ballot, from: NodeId) {
+        for d in &mut self.doubts {
+            if d.ballot == ballot && d.promisers.contains(&from) {
+                d.refusers.insert(from);
+            }
+        }
+    }
+
+    /// An accept of this operation's write may have been taken without
+    /// its knowing the outcome: some doubt is not cleared by every
+    /// replica having promised and then refused its ballot (at most once
+    /// delivery only, [`Limits::at_most_once`]).
+    fn doubtful(&self) -> bool {
+        let all: BTreeSet<NodeId> = self.quorum.replicas().into_iter().collect();
+        self.doubts
+            .iter()
+            .any(|d| !(self.limits.at_most_once && d.refusers == all))
     }
 
     fn broadcast(&mut self, request: Request) {
