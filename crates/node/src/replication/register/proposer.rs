@@ -49,6 +49,9 @@
 //! - Answers to a ballot other than the round's are ignored (late,
 //!   duplicated); so are answers after the outcome, except `Committed`,
 //!   and a refusal of a doubted accept's ballot, which is noted.
+//! - With at-most-once delivery an accept round that met a refusal ends
+//!   once every promiser answered its accept (or at the timeout), not at
+//!   the first refusal, so the refusals are known when it ends.
 //! - A doubt is cleared when the transport delivers each request at most
 //!   once ([`Limits::at_most_once`]: the node's links) and every replica
 //!   promised the doubted ballot and refused it since: each then refused
@@ -180,6 +183,8 @@ enum Phase {
         accepted: BTreeSet<NodeId>,
         /// The replicas that promised the round's ballot.
         promisers: BTreeSet<NodeId>,
+        /// The replicas that refused its accept.
+        refused: BTreeSet<NodeId>,
     },
     BackingOff,
     Done {
@@ -299,14 +304,21 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
                     self.phase,
                     Phase::Preparing { .. } | Phase::Accepting { .. }
                 );
-                if ballot == self.ballot && live {
-                    let out = self.end_round(Cause::Refused(floor));
-                    // The refusal that ended an accept round counts too.
-                    self.note_refusal(ballot, from);
-                    out
-                } else {
-                    Output::Wait
+                if ballot != self.ballot || !live {
+                    return Output::Wait;
                 }
+                if let Phase::Accepting { refused, .. } = &mut self.phase {
+                    refused.insert(from);
+                    // At most once: the round waits for every promiser's
+                    // answer, so a doubt every promiser refused is known.
+                    if self.limits.at_most_once && !self.promisers_answered() {
+                        return Output::Wait;
+                    }
+                }
+                let out = self.end_round(Cause::Refused(floor));
+                // The refusal that ended an accept round counts too.
+                self.note_refusal(ballot, from);
+                out
             }
             Answer::Promise {
                 ballot,
@@ -344,6 +356,10 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
                 };
                 accepted.insert(from);
                 if !self.quorum.reached(accepted) {
+                    let some_refused = matches!(&self.phase, Phase::Accepting { refused, .. } if !refused.is_empty());
+                    if self.limits.at_most_once && some_refused && self.promisers_answered() {
+                        return self.end_round(Cause::Refused(self.seen));
+                    }
                     return Output::Wait;
                 }
                 let Phase::Accepting {
@@ -467,6 +483,7 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
                     written,
                     accepted: BTreeSet::new(),
                     promisers: promises.keys().copied().collect(),
+                    refused: BTreeSet::new(),
                 };
                 Output::Wait
             }
@@ -477,13 +494,14 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
         if let Phase::Accepting {
             written: true,
             promisers,
+            refused,
             ..
         } = &self.phase
         {
             self.doubts.push(Doubt {
                 ballot: self.ballot,
                 promisers: promisers.clone(),
-                refusers: BTreeSet::new(),
+                refusers: refused.intersection(promisers).copied().collect(),
             });
         }
         if self.attempts >= self.limits.attempts_max {
@@ -496,6 +514,21 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
         self.phase = Phase::BackingOff;
         Output::Backoff {
             attempt: self.attempts,
+        }
+    }
+
+    /// Every replica that promised the round's ballot answered its accept.
+    fn promisers_answered(&self) -> bool {
+        match &self.phase {
+            Phase::Accepting {
+                promisers,
+                accepted,
+                refused,
+                ..
+            } => promisers
+                .iter()
+                .all(|id| accepted.contains(id) || refused.contains(id)),
+            _ => true,
         }
     }
 
