@@ -55,6 +55,62 @@ use std::sync::atomic::Ordering;
 /// Directory of the register store under the data directory.
 pub const REGISTER_DIR_NAME: &str = "register";
 
+/// The register store opened and the acceptor over it (`--planted
+/// register-accepts-below-promise` read here): the store, to close at
+/// shutdown, and the acceptor as the network threads reach it.
+pub fn start(
+    config: &crate::config::NodeConfig,
+    fs: &std::sync::Arc<dyn ataman_engine::fs::FileSystem>,
+) -> Result<(std::sync::Arc<Db>, std::sync::Arc<dyn RegisterPort>), String> {
+    let store = std::sync::Arc::new(open_store(config, std::sync::Arc::clone(fs))?);
+    let acceptor = RegisterAcceptor::new(std::sync::Arc::clone(&store), mode(config));
+    Ok((store, std::sync::Arc::new(acceptor)))
+}
+
+/// Closes the register store at shutdown (the acceptor dropped first).
+pub fn close_store(store: std::sync::Arc<Db>) -> Result<(), String> {
+    let store = std::sync::Arc::try_unwrap(store)
+        .map_err(|_| "register store still referenced at shutdown".to_owned())?;
+    store
+        .close()
+        .map_err(|e| format!("closing the register store: {e}"))
+}
+
+/// The consensus register's store, a second engine in
+/// `<data-dir>/register` (`net::register_acceptor`, "Where the record
+/// lives"): the node's WAL mode, a small memtable (records are small and
+/// pruned), deleted records collected at once.
+pub fn open_store(
+    config: &crate::config::NodeConfig,
+    fs: std::sync::Arc<dyn ataman_engine::fs::FileSystem>,
+) -> Result<Db, String> {
+    let dir = config.data_dir.join(REGISTER_DIR_NAME);
+    let opts = ataman_engine::Options {
+        fs,
+        wal_mode: config.wal_mode,
+        tombstone_grace: std::time::Duration::ZERO,
+        memtable_bytes_max: crate::hints::HINTS_MEMTABLE_BYTES_MAX,
+        block_cache_bytes: crate::hints::HINTS_BLOCK_CACHE_BYTES,
+        ..ataman_engine::Options::default()
+    };
+    Db::open(&dir, opts)
+        .map_err(|e| format!("cannot open the register store in {}: {e}", dir.display()))
+}
+
+/// The acceptor's rules: sound, or the planted bug
+/// `register-accepts-below-promise`.
+pub fn mode(config: &crate::config::NodeConfig) -> acceptor::Mode {
+    match config.planted_bug {
+        Some(crate::config::PlantedBug::RegisterAcceptsBelowPromise) => {
+            tracing::error!(
+                "PLANTED BUG register-accepts-below-promise: the consensus register's acceptor takes an accept below its promise. Test use only."
+            );
+            acceptor::Mode::PlantedAcceptsBelowPromise
+        }
+        _ => acceptor::Mode::Sound,
+    }
+}
+
 /// One Ask waiting for, or taking, its key's turn.
 #[derive(Debug)]
 struct Ask {
