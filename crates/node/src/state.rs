@@ -88,6 +88,10 @@ pub enum RegisterTo {
     Local,
 }
 
+/// A register operation's update: the current value (absent: `None`) to
+/// the new one, or `None` when it writes nothing.
+pub type RegisterUpdate = Box<dyn FnMut(&Option<Vec<u8>>) -> Option<Option<Vec<u8>>>>;
+
 /// A read-modify-write a connection hands to its thread's consensus
 /// register proposers (`replication::register_ops`), with the event
 /// loop's other requests.
@@ -101,7 +105,7 @@ pub struct RegisterStart {
     /// The answer slot.
     pub slot: u64,
     /// The update: the current value to the new one, or none (no write).
-    pub update: Box<dyn FnMut(&Option<Vec<u8>>) -> Option<Option<Vec<u8>>>>,
+    pub update: RegisterUpdate,
 }
 
 /// An acceptor's reply on its way to the thread that waits for it: the
