@@ -406,6 +406,135 @@ pub enum PlantedBug {
     /// increments of one key overwrite each other. The negative control of
     /// `tests/resp_rmw.rs`'s exact counter.
     RmwSkipsConflictCheck,
+    /// The consensus register's acceptor takes an `Accept` below the
+    /// ballot it promised (`replication::register::acceptor`'s
+    /// `PlantedAcceptsBelowPromise`): a proposer that lost the prepare race
+    /// still decides. The negative control of `tests/register.rs`.
+    RegisterAcceptsBelowPromise,
+}
+
+/// When writes are acknowledged: once durable, unless the planted bug
+/// `ack-before-wal` is on (said loudly).
+pub fn write_durability(config: &NodeConfig) -> ataman_engine::Durability {
+    use ataman_engine::Durability;
+    match config.planted_bug {
+        // `register-accepts-below-promise` is logged where it is read
+        // (`net::register_acceptor::mode`).
+        None
+        | Some(
+            PlantedBug::CopySkipsPartitionedLeavingNode | PlantedBug::RegisterAcceptsBelowPromise,
+        ) => Durability::Complete,
+        Some(PlantedBug::ConnectionPanic) => {
+            for _ in 0..3 {
+                tracing::error!(
+                    "PLANTED BUG connection-panic: the RESP command ATAMAN.PLANTED-PANIC panics the network thread. Test use only."
+                );
+            }
+            Durability::Complete
+        }
+        Some(PlantedBug::AckBeforeWal) => {
+            for _ in 0..3 {
+                tracing::error!(
+                    "PLANTED BUG ack-before-wal: writes are acknowledged before the WAL has them; a crash loses acknowledged writes. Test use only."
+                );
+            }
+            Durability::None
+        }
+        Some(
+            bug @ (PlantedBug::LivezFollowsPeers
+            | PlantedBug::ReadyzIgnoresCopy
+            | PlantedBug::NoStartupResponder),
+        ) => {
+            tracing::error!(
+                "PLANTED BUG {bug:?}: a health endpoint answers wrongly (health::readiness). Test use only."
+            );
+            Durability::Complete
+        }
+        Some(PlantedBug::JoinedTakesIdZero) => {
+            tracing::error!(
+                "PLANTED BUG joined-takes-id-zero: a node started with --join stamps with node id 0 once added; two coordinators issue one timestamp. Test use only."
+            );
+            Durability::Complete
+        }
+        Some(PlantedBug::AddChecksOnlyStatus) => {
+            tracing::error!(
+                "PLANTED BUG add-checks-only-status: an added URL is proposed when it answers GET /v0/status, whoever answers. Test use only."
+            );
+            Durability::Complete
+        }
+        Some(PlantedBug::RangeAloneOutsideReadSet) => {
+            tracing::error!(
+                "PLANTED BUG range-alone-outside-read-set: a node outside the read set answers an ack=1 cluster range from its own data. Test use only."
+            );
+            Durability::Complete
+        }
+        Some(bug @ (PlantedBug::UiScriptBroken | PlantedBug::RecentCountsNothing)) => {
+            tracing::error!(
+                "PLANTED BUG {bug:?}: the dashboard shows nothing or no rate. Test use only."
+            );
+            Durability::Complete
+        }
+        Some(PlantedBug::SlowlogKeepsValue) => {
+            tracing::error!(
+                "PLANTED BUG slowlog-keeps-value: the slow log keeps an HTTP write's value in place of its key. Test use only."
+            );
+            Durability::Complete
+        }
+        Some(PlantedBug::PeerAddressResolvedOnce) => {
+            tracing::error!(
+                "PLANTED BUG peer-address-resolved-once: a peer's name is resolved once; a peer that comes back at another address is not reached. Test use only."
+            );
+            Durability::Complete
+        }
+        Some(PlantedBug::ReadRepairWritesOlder) => {
+            tracing::error!(
+                "PLANTED BUG read-repair-writes-older: read repair sends the oldest value answered under the newest timestamp. Test use only."
+            );
+            Durability::Complete
+        }
+        Some(PlantedBug::ExpiredValueServed) => {
+            tracing::error!(
+                "PLANTED BUG expired-value-served: deadlines are stamped as if ttl_ms were seconds. Test use only."
+            );
+            Durability::Complete
+        }
+        Some(PlantedBug::BackupIgnoresT) => {
+            tracing::error!(
+                "PLANTED BUG backup-ignores-t: a restore keeps versions stamped after the backup's T. Test use only."
+            );
+            Durability::Complete
+        }
+        Some(PlantedBug::ExpiresEarly) => {
+            tracing::error!(
+                "PLANTED BUG expires-early: deadlines are stamped a quarter of ttl_ms after the stamp. Test use only."
+            );
+            Durability::Complete
+        }
+        Some(PlantedBug::CopySkipsKeys) => {
+            tracing::error!(
+                "PLANTED BUG copy-skips-keys: a transition copy leaves out one key in 4. Test use only."
+            );
+            Durability::Complete
+        }
+        Some(PlantedBug::CollectIgnoresShallower) => {
+            tracing::error!(
+                "PLANTED BUG collect-ignores-shallower: compaction drops a tombstone past the grace once nothing deeper overlaps, older versions shallower or not. Test use only."
+            );
+            Durability::Complete
+        }
+        Some(PlantedBug::CollectOnGraceAlone) => {
+            tracing::error!(
+                "PLANTED BUG collect-on-grace-alone: tombstones are collected once past the grace, whether anti-entropy covered them with every replica or not. Test use only."
+            );
+            Durability::Complete
+        }
+        Some(PlantedBug::RmwSkipsConflictCheck) => {
+            tracing::error!(
+                "PLANTED BUG rmw-skips-conflict-check: read-modify-write commands write without their condition. Test use only."
+            );
+            Durability::Complete
+        }
+    }
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -445,8 +574,9 @@ fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
         "ui-script-broken" => Ok(PlantedBug::UiScriptBroken),
         "recent-counts-nothing" => Ok(PlantedBug::RecentCountsNothing),
         "rmw-skips-conflict-check" => Ok(PlantedBug::RmwSkipsConflictCheck),
+        "register-accepts-below-promise" => Ok(PlantedBug::RegisterAcceptsBelowPromise),
         other => Err(format!(
-            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served, expires-early, copy-skips-keys, collect-ignores-shallower, backup-ignores-t, ui-script-broken, recent-counts-nothing, rmw-skips-conflict-check or collect-on-grace-alone, not {other:?}"
+            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served, expires-early, copy-skips-keys, collect-ignores-shallower, backup-ignores-t, ui-script-broken, recent-counts-nothing, rmw-skips-conflict-check, register-accepts-below-promise or collect-on-grace-alone, not {other:?}"
         )),
     }
 }

@@ -83,7 +83,7 @@ pub use config::{NodeConfig, ServeArgs};
 
 use antientropy::horizon::RepairHorizon;
 use ataman_engine::fs::{FaultFs, FileSystem, OsFs};
-use ataman_engine::{Db, Durability, Options};
+use ataman_engine::{Db, Options};
 use cluster::transition_state::TransitionShared;
 use config::PlantedBug;
 use state::{Inbox, NodeShared};
@@ -215,124 +215,6 @@ fn file_system(
         }
         None => Arc::new(OsFs),
     })
-}
-
-/// When writes are acknowledged: once durable, unless the planted bug
-/// `ack-before-wal` is on (said loudly).
-fn write_durability(config: &NodeConfig) -> Durability {
-    match config.planted_bug {
-        None | Some(PlantedBug::CopySkipsPartitionedLeavingNode) => Durability::Complete,
-        Some(PlantedBug::ConnectionPanic) => {
-            for _ in 0..3 {
-                tracing::error!(
-                    "PLANTED BUG connection-panic: the RESP command ATAMAN.PLANTED-PANIC panics the network thread. Test use only."
-                );
-            }
-            Durability::Complete
-        }
-        Some(PlantedBug::AckBeforeWal) => {
-            for _ in 0..3 {
-                tracing::error!(
-                    "PLANTED BUG ack-before-wal: writes are acknowledged before the WAL has them; a crash loses acknowledged writes. Test use only."
-                );
-            }
-            Durability::None
-        }
-        Some(
-            bug @ (PlantedBug::LivezFollowsPeers
-            | PlantedBug::ReadyzIgnoresCopy
-            | PlantedBug::NoStartupResponder),
-        ) => {
-            tracing::error!(
-                "PLANTED BUG {bug:?}: a health endpoint answers wrongly (health::readiness). Test use only."
-            );
-            Durability::Complete
-        }
-        Some(PlantedBug::JoinedTakesIdZero) => {
-            tracing::error!(
-                "PLANTED BUG joined-takes-id-zero: a node started with --join stamps with node id 0 once added; two coordinators issue one timestamp. Test use only."
-            );
-            Durability::Complete
-        }
-        Some(PlantedBug::AddChecksOnlyStatus) => {
-            tracing::error!(
-                "PLANTED BUG add-checks-only-status: an added URL is proposed when it answers GET /v0/status, whoever answers. Test use only."
-            );
-            Durability::Complete
-        }
-        Some(PlantedBug::RangeAloneOutsideReadSet) => {
-            tracing::error!(
-                "PLANTED BUG range-alone-outside-read-set: a node outside the read set answers an ack=1 cluster range from its own data. Test use only."
-            );
-            Durability::Complete
-        }
-        Some(bug @ (PlantedBug::UiScriptBroken | PlantedBug::RecentCountsNothing)) => {
-            tracing::error!(
-                "PLANTED BUG {bug:?}: the dashboard shows nothing or no rate. Test use only."
-            );
-            Durability::Complete
-        }
-        Some(PlantedBug::SlowlogKeepsValue) => {
-            tracing::error!(
-                "PLANTED BUG slowlog-keeps-value: the slow log keeps an HTTP write's value in place of its key. Test use only."
-            );
-            Durability::Complete
-        }
-        Some(PlantedBug::PeerAddressResolvedOnce) => {
-            tracing::error!(
-                "PLANTED BUG peer-address-resolved-once: a peer's name is resolved once; a peer that comes back at another address is not reached. Test use only."
-            );
-            Durability::Complete
-        }
-        Some(PlantedBug::ReadRepairWritesOlder) => {
-            tracing::error!(
-                "PLANTED BUG read-repair-writes-older: read repair sends the oldest value answered under the newest timestamp. Test use only."
-            );
-            Durability::Complete
-        }
-        Some(PlantedBug::ExpiredValueServed) => {
-            tracing::error!(
-                "PLANTED BUG expired-value-served: deadlines are stamped as if ttl_ms were seconds. Test use only."
-            );
-            Durability::Complete
-        }
-        Some(PlantedBug::BackupIgnoresT) => {
-            tracing::error!(
-                "PLANTED BUG backup-ignores-t: a restore keeps versions stamped after the backup's T. Test use only."
-            );
-            Durability::Complete
-        }
-        Some(PlantedBug::ExpiresEarly) => {
-            tracing::error!(
-                "PLANTED BUG expires-early: deadlines are stamped a quarter of ttl_ms after the stamp. Test use only."
-            );
-            Durability::Complete
-        }
-        Some(PlantedBug::CopySkipsKeys) => {
-            tracing::error!(
-                "PLANTED BUG copy-skips-keys: a transition copy leaves out one key in 4. Test use only."
-            );
-            Durability::Complete
-        }
-        Some(PlantedBug::CollectIgnoresShallower) => {
-            tracing::error!(
-                "PLANTED BUG collect-ignores-shallower: compaction drops a tombstone past the grace once nothing deeper overlaps, older versions shallower or not. Test use only."
-            );
-            Durability::Complete
-        }
-        Some(PlantedBug::CollectOnGraceAlone) => {
-            tracing::error!(
-                "PLANTED BUG collect-on-grace-alone: tombstones are collected once past the grace, whether anti-entropy covered them with every replica or not. Test use only."
-            );
-            Durability::Complete
-        }
-        Some(PlantedBug::RmwSkipsConflictCheck) => {
-            tracing::error!(
-                "PLANTED BUG rmw-skips-conflict-check: read-modify-write commands write without their condition. Test use only."
-            );
-            Durability::Complete
-        }
-    }
 }
 
 /// The node's checkpoints (`backup`), `.tmp-` leftovers removed.
@@ -595,7 +477,8 @@ impl cluster::transition::Copier for TransferCopier {
                 | PlantedBug::BackupIgnoresT
                 | PlantedBug::UiScriptBroken
                 | PlantedBug::RecentCountsNothing
-                | PlantedBug::RmwSkipsConflictCheck,
+                | PlantedBug::RmwSkipsConflictCheck
+                | PlantedBug::RegisterAcceptsBelowPromise,
             )
             | None => Mode::Sound,
         };
@@ -728,7 +611,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     // Test hooks (docs/API.md "Test hooks"): absent, the plain file system and clock.
     let switches = fault_control::FaultSwitches::default();
     let fs = file_system(&config, &switches)?;
-    let write_durability = write_durability(&config);
+    let write_durability = config::write_durability(&config);
     let tls = start_tls(&config)?;
     let (responder, bound) = bind_early(&config, tls.as_ref())?;
     let horizon = RepairHorizon::for_node(&config);
@@ -774,6 +657,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         polls.push(poll);
     }
     let hints_dir = config.data_dir.join("hints");
+    let (register_store, register) = net::register_acceptor::start(&config, &fs)?;
     let hints = hints::HintStore::open_on(&hints_dir, config.hints_bytes_max, config.wal_mode, fs)
         .map_err(|e| format!("cannot open hints in {}: {e}", hints_dir.display()))?;
     let hints = Arc::new(hints);
@@ -825,6 +709,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         antientropy,
         auth,
         ranges: range::Ranges::default(),
+        register: Some(register),
     });
     publish_budget(&shared, &budget);
     let transition_thread = start_transition(&shared, seed)?;
@@ -889,6 +774,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let backups = Arc::clone(&shared.backups);
     drop(shared);
     close_stores(&backups, db, hints)?;
+    net::register_acceptor::close_store(register_store)?;
     write_last_seen(&config)?;
     if let Some(e) = net_error {
         return Err(format!("network thread failed: {e}").into());

@@ -8,6 +8,8 @@
 //! # Thread safety
 //! Recording is relaxed atomics only; rendering reads a non-atomic cut.
 
+pub mod register;
+
 use crate::api::Route;
 use crate::http::Status;
 use ataman_engine::metrics::{
@@ -86,6 +88,8 @@ pub struct NodeMetrics {
     /// `EXEC`s answered the null array because the watched key changed
     /// after `WATCH` (`net::rmw_local`).
     pub watch_aborts: AtomicU64,
+    /// The consensus register's counters ([`register::RegisterFigures`]).
+    pub register: register::RegisterFigures,
     /// The slow log: requests over a threshold, with their stages
     /// (`crate::slowlog`; read by `SLOWLOG` and `GET /v0/slowlog`).
     pub slowlog: crate::slowlog::SlowLog,
@@ -132,6 +136,7 @@ impl Default for NodeMetrics {
             rmw_retries: AtomicU64::new(0),
             rmw_gave_up: AtomicU64::new(0),
             watch_aborts: AtomicU64::new(0),
+            register: register::RegisterFigures::default(),
             slowlog: crate::slowlog::SlowLog::default(),
             hotkeys: crate::hotkeys::HotKeys::default(),
             recent: crate::recent::Recent::default(),

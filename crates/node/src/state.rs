@@ -63,8 +63,76 @@ pub enum Target {
         /// The connection's generation.
         generation: u64,
     },
+    /// A write of one consensus-register acceptor step
+    /// ([`RegisterPort::written`]).
+    Register {
+        /// The step's id in the acceptor's table.
+        step: u64,
+    },
     /// Nobody (a read repair or a hint applied locally).
     Nobody,
+}
+
+/// Where a consensus-register acceptor's reply goes, on the network
+/// thread whose inbox it is delivered to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegisterTo {
+    /// A peer connection that sent the Ask (its frame is written there).
+    Peer {
+        /// The connection's token in its thread.
+        token: usize,
+        /// The connection's generation.
+        generation: u64,
+    },
+    /// This node's own proposer on that thread (its replica of the key).
+    Local,
+}
+
+/// A register operation's update: the current value (absent: `None`) to
+/// the new one, or `None` when it writes nothing.
+pub type RegisterUpdate = Box<dyn FnMut(&Option<Vec<u8>>) -> Option<Option<Vec<u8>>>>;
+
+/// A read-modify-write a connection hands to its thread's consensus
+/// register proposers (`replication::register_ops`), with the event
+/// loop's other requests.
+pub struct RegisterStart {
+    /// The key.
+    pub key: Vec<u8>,
+    /// The connection's token, generation and answer slot.
+    pub token: usize,
+    /// The connection's generation.
+    pub generation: u64,
+    /// The answer slot.
+    pub slot: u64,
+    /// The update: the current value to the new one, or none (no write).
+    pub update: RegisterUpdate,
+}
+
+/// An acceptor's reply on its way to the thread that waits for it: the
+/// encoded register Reply frame (`replication::register::wire`).
+#[derive(Debug)]
+pub struct RegisterDelivery {
+    /// Who waits.
+    pub to: RegisterTo,
+    /// The Reply frame's bytes.
+    pub frame: Vec<u8>,
+}
+
+/// The node's consensus-register acceptor as the network threads reach it
+/// (`net::register_acceptor` implements it; a trait here so the shared
+/// state does not depend on the network layer).
+///
+/// # Thread safety
+/// Called from every network thread; the implementation serializes the
+/// steps of one key itself.
+pub trait RegisterPort: Send + Sync {
+    /// A register Ask frame arrived on thread `ctx.index` for `to`; its
+    /// reply is delivered to that thread's inbox once the step's state is
+    /// durable. `Err`: the frame does not decode (the caller closes the
+    /// connection).
+    fn ask(&self, ctx: &NetContext, to: RegisterTo, frame: &[u8]) -> Result<(), String>;
+    /// A write of step `step` finished (`Target::Register`).
+    fn written(&self, ctx: &NetContext, step: u64, result: Result<(), String>);
 }
 
 /// A finished write, on its way back to the thread that asked for it.
@@ -94,6 +162,7 @@ pub enum Protocol {
 struct InboxItems {
     conns: Vec<(mio::net::TcpStream, Protocol)>,
     completions: Vec<Completion>,
+    register: Vec<RegisterDelivery>,
 }
 
 /// What other threads hand to one network thread.
@@ -113,7 +182,8 @@ impl Inbox {
 
     fn push_with(&self, f: impl FnOnce(&mut InboxItems)) {
         let mut items = lock(&self.items);
-        let was_empty = items.conns.is_empty() && items.completions.is_empty();
+        let was_empty =
+            items.conns.is_empty() && items.completions.is_empty() && items.register.is_empty();
         f(&mut items);
         drop(items);
         if was_empty {
@@ -125,6 +195,16 @@ impl Inbox {
     /// Queues a completion.
     pub fn push(&self, c: Completion) {
         self.push_with(|items| items.completions.push(c));
+    }
+
+    /// Queues a register acceptor's reply.
+    pub fn push_register(&self, d: RegisterDelivery) {
+        self.push_with(|items| items.register.push(d));
+    }
+
+    /// Takes the register replies queued.
+    pub(crate) fn take_register(&self, out: &mut Vec<RegisterDelivery>) {
+        std::mem::swap(out, &mut lock(&self.items).register);
     }
 
     /// Queues an accepted connection.
@@ -223,6 +303,9 @@ pub struct NodeShared {
     pub auth: crate::auth::Auth,
     /// Cluster ranges: the bound on range threads, and counters.
     pub ranges: crate::range::Ranges,
+    /// The consensus register's acceptor (`None` in unit tests that build
+    /// a node by hand: register Asks are then refused).
+    pub register: Option<Arc<dyn RegisterPort>>,
     /// TLS (`--tls-cert`): the listener's and the peer links' configurations.
     pub tls: Option<crate::tls::NodeTls>,
 }
@@ -313,6 +396,9 @@ pub struct NetContext {
     /// This thread's in-flight read-modify-writes, per key
     /// ([`crate::rmw_chain`]).
     pub rmw_chains: std::cell::RefCell<crate::rmw_chain::Chains>,
+    /// Read-modify-writes parsed in this loop iteration for the consensus
+    /// register (started with the replicated requests).
+    pub register_starts: std::cell::RefCell<Vec<RegisterStart>>,
 }
 
 impl NetContext {
@@ -337,6 +423,7 @@ impl NetContext {
             now: std::cell::Cell::new(std::time::Instant::now()),
             hot_gate: std::cell::Cell::new(crate::hotkeys::Gate::new(index as u64)),
             rmw_chains: std::cell::RefCell::new(Default::default()),
+            register_starts: std::cell::RefCell::new(Vec::new()),
         }
     }
 }

@@ -108,6 +108,7 @@ impl TestNode {
             peers: Vec::new(),
             antientropy,
             ranges: crate::range::Ranges::default(),
+            register: None,
             write_durability: ataman_engine::Durability::Complete,
             auth: crate::auth::Auth::disabled(),
         });

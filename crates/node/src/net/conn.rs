@@ -323,6 +323,13 @@ impl Conn {
         }
     }
 
+    /// A register acceptor's reply frame for this peer connection.
+    pub fn peer_register_reply(&mut self, frame: &[u8]) {
+        if let Some(peer) = self.peer.as_mut() {
+            peer.register_reply(frame);
+        }
+    }
+
     /// Bytes the read buffer may hold: a whole request at its limits, or
     /// less for a RESP connection that has not authenticated yet.
     fn read_limit(&self, ctx: &NetContext) -> usize {

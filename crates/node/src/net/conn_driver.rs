@@ -118,6 +118,7 @@ impl TestNode {
             peers: NodeShared::peer_statuses(0),
             antientropy,
             ranges: crate::range::Ranges::default(),
+            register: None,
             write_durability: ataman_engine::Durability::Complete,
             auth,
         });

@@ -426,10 +426,11 @@ fn replicated_request(
 }
 
 /// Starts an atomic read-modify-write of one key: on this node when its
-/// only replica is this node ([`super::rmw_local`]), else refused here,
-/// the one place the consensus register's path plugs in (issue 37).
-/// RESP's read-modify-write commands and HTTP's conditional `PUT` and
-/// `DELETE` (`super::rmw_local::Op::Conditional`) both start here.
+/// only replica is this node ([`super::rmw_local`]), else through the
+/// consensus register ([`super::register_rmw`]). RESP's
+/// read-modify-write commands and HTTP's conditional `PUT` and `DELETE`
+/// (`super::rmw_local::Op::Conditional`) both start here; the register
+/// does not take HTTP's conditional writes yet (501, below).
 pub fn rmw(
     ctx: &NetContext,
     reply_to: ReplyTo,
@@ -439,13 +440,7 @@ pub fn rmw(
     if rmw_local_only(ctx, &update.key) {
         return super::rmw_local::start(ctx, reply_to, update);
     }
-    super::rmw_local::Started::Refused(Answer::Failed(
-        answer::Failure::NotImplemented,
-        "atomic read-modify-write of a key with replicas on other nodes is not built yet \
-         (the consensus register, issue 37); this node serves it for keys whose only \
-         replica is this node"
-            .into(),
-    ))
+    super::register_rmw::start(ctx, reply_to, update)
 }
 
 /// What `WATCH` sees of `key` (`crate::net::resp::watch`): read here when

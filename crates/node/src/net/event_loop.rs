@@ -2,7 +2,7 @@
 
 use super::conn::{Conn, Next};
 use crate::replication::{ReplicationIo, Request};
-use crate::state::{Completion, NetContext, NodeShared, Protocol, Target};
+use crate::state::{Completion, NetContext, NodeShared, Protocol, RegisterTo, Target};
 use crate::tls::transport::Transport;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
@@ -172,6 +172,11 @@ impl Loop {
                 Some(at) => at.saturating_duration_since(Instant::now()).min(TICK),
                 None => TICK,
             };
+            // A register operation's back-off or round timeout wakes the loop.
+            let timeout = self
+                .repl
+                .register_wait()
+                .map_or(timeout, |w| w.min(timeout));
             match self.poll.poll(&mut events, Some(timeout)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -209,6 +214,7 @@ impl Loop {
             if self.resp_accept_retry_at.is_some_and(|at| now >= at) {
                 self.accept(Protocol::Resp);
             }
+            self.repl.register_tick(&self.ctx, self.poll.registry());
             self.after_events();
             if now.duration_since(last_tick) >= TICK {
                 last_tick = now;
@@ -405,10 +411,39 @@ impl Loop {
                         self.touched.push(token);
                     }
                 }
+                Target::Register { step } => {
+                    if let Some(port) = self.ctx.shared.register.clone() {
+                        port.written(&self.ctx, step, c.result);
+                    }
+                }
                 Target::Nobody => {}
             }
         }
         self.completions = completions;
+        self.take_register_replies();
+    }
+
+    /// Delivers the register acceptor's replies queued for this thread: a
+    /// peer's to its connection, this node's own to its proposer.
+    fn take_register_replies(&mut self) {
+        let mut replies = Vec::new();
+        self.ctx.shared.inboxes[self.index].take_register(&mut replies);
+        for d in replies {
+            match d.to {
+                RegisterTo::Peer { token, generation } => {
+                    let done = self.guarded(token, Some(generation), |conn, _, _, _| {
+                        conn.peer_register_reply(&d.frame);
+                    });
+                    if done.is_some() {
+                        self.touched.push(token);
+                    }
+                }
+                RegisterTo::Local => {
+                    self.repl
+                        .register_reply(&self.ctx, self.poll.registry(), &d.frame)
+                }
+            }
+        }
     }
 
     /// What every loop iteration ends with: start the replicated requests
@@ -424,11 +459,25 @@ impl Loop {
             if !requests.is_empty() {
                 self.repl.start(&self.ctx, self.poll.registry(), requests);
             }
+            let starts = std::mem::take(&mut *self.ctx.register_starts.borrow_mut());
+            if !starts.is_empty() {
+                self.repl
+                    .register_start(&self.ctx, self.poll.registry(), starts);
+            }
             self.submit_pending();
             self.repl.flush(&self.ctx, self.poll.registry());
             for (to, verdict, marks) in self.repl.take_replies() {
                 let done = self.guarded(to.token, Some(to.generation), |conn, ctx, repl, _| {
                     conn.decide(ctx, to.slot, verdict, marks);
+                    conn.run_chains(ctx, to.token, repl);
+                });
+                if done.is_some() {
+                    self.touched.push(to.token);
+                }
+            }
+            for (to, outcome) in self.repl.take_register_done() {
+                let done = self.guarded(to.token, Some(to.generation), |conn, ctx, repl, _| {
+                    conn.register_done(ctx, to.slot, outcome);
                     conn.run_chains(ctx, to.token, repl);
                 });
                 if done.is_some() {
@@ -446,6 +495,7 @@ impl Loop {
     fn has_pending_work(&self) -> bool {
         !self.ctx.pending_writes.borrow().is_empty()
             || !self.replicated.is_empty()
+            || !self.ctx.register_starts.borrow().is_empty()
             || !self.touched.is_empty()
     }
 

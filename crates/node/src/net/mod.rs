@@ -57,6 +57,8 @@ pub mod membership_gate;
 pub mod peer_conn;
 pub mod peer_get;
 pub mod recent;
+pub mod register_acceptor;
+pub mod register_rmw;
 pub mod render;
 pub mod resp;
 pub mod rmw_local;

@@ -46,6 +46,9 @@ pub struct PeerServer {
     out_pos: usize,
     frames_queued: u64,
     writes_pending: usize,
+    /// Register Asks handed to the acceptor and not answered yet
+    /// (bounded with the writes: [`PEER_WRITES_PENDING_MAX`]).
+    register_pending: usize,
     closing: bool,
     /// The connecting side's address, for the log.
     client: String,
@@ -64,6 +67,7 @@ impl PeerServer {
             out_pos: 0,
             frames_queued: 0,
             writes_pending: 0,
+            register_pending: 0,
             closing: false,
             client,
         }
@@ -71,7 +75,10 @@ impl PeerServer {
 
     /// Nothing in progress.
     pub fn is_idle(&self) -> bool {
-        self.writes_pending == 0 && self.out_pos >= self.out.len() && self.rbuf.is_empty()
+        self.writes_pending == 0
+            && self.register_pending == 0
+            && self.out_pos >= self.out.len()
+            && self.rbuf.is_empty()
     }
 
     /// Reads, serves complete frames, writes answers.
@@ -111,7 +118,7 @@ impl PeerServer {
         while !self.closing
             && !self.out_full()
             && self.rbuf.len() < READ_BUFFER_BYTES_MAX
-            && self.writes_pending < PEER_WRITES_PENDING_MAX
+            && self.pending() < PEER_WRITES_PENDING_MAX
         {
             match stream.read(scratch) {
                 Ok(0) => {
@@ -139,7 +146,15 @@ impl PeerServer {
         let mut consumed = 0;
         // The thread's placement does not change within one call.
         let known = ctx.placement().version();
-        while !self.closing && !self.out_full() && self.writes_pending < PEER_WRITES_PENDING_MAX {
+        while !self.closing && !self.out_full() && self.pending() < PEER_WRITES_PENDING_MAX {
+            match self.register_frame(ctx, token, generation, consumed, known) {
+                Some(Ok(n)) => {
+                    consumed += n;
+                    continue;
+                }
+                Some(Err(())) => break,
+                None => {}
+            }
             let msg = match frame::decode(&self.rbuf[consumed..]) {
                 Ok(Some((msg, n))) => {
                     consumed += n;
@@ -260,6 +275,73 @@ impl PeerServer {
         self.rbuf.drain(..consumed);
     }
 
+    /// Writes and register Asks waiting for this node.
+    fn pending(&self) -> usize {
+        self.writes_pending + self.register_pending
+    }
+
+    /// A register frame at `self.rbuf[at..]` (kind byte
+    /// `wire::KIND_REGISTER_ASK`) handed to the acceptor: `None` when the
+    /// next frame is not one (or not whole yet: `Some(Err)` then too, and
+    /// reading goes on), `Some(Ok(bytes))` consumed, `Some(Err(()))` stop
+    /// (incomplete, or the connection closes: a bad frame, the fence).
+    fn register_frame(
+        &mut self,
+        ctx: &NetContext,
+        token: usize,
+        generation: u64,
+        at: usize,
+        known: u64,
+    ) -> Option<Result<usize, ()>> {
+        use crate::replication::register::wire;
+        let buf = &self.rbuf[at..];
+        let kind = *buf.get(crate::peer::framing::FRAME_HEADER_BYTES)?;
+        if kind != wire::KIND_REGISTER_ASK && kind != wire::KIND_REGISTER_REPLY {
+            return None;
+        }
+        let n = match crate::peer::framing::split(buf, wire::REGISTER_BODY_BYTES_MAX) {
+            Ok(Some((_, n))) => n,
+            Ok(None) => return Some(Err(())),
+            Err(e) => {
+                tracing::warn!(client = %self.client, error = ?e, "closing a peer connection: bad register frame");
+                self.closing = true;
+                return Some(Err(()));
+            }
+        };
+        if let Some(why) = super::fence::stale(self.layout, known) {
+            // The fence: no register step on a connection that names an
+            // older layout; the proposer's link fails what it sent.
+            tracing::debug!(client = %self.client, why, "closing a peer connection: register Ask under an older layout");
+            self.closing = true;
+            return Some(Err(()));
+        }
+        let Some(port) = ctx.shared.register.as_ref() else {
+            tracing::warn!(client = %self.client, "closing a peer connection: register Ask and no acceptor");
+            self.closing = true;
+            return Some(Err(()));
+        };
+        let to = crate::state::RegisterTo::Peer { token, generation };
+        match port.ask(ctx, to, &self.rbuf[at..at + n]) {
+            Ok(()) => {
+                self.register_pending += 1;
+                Some(Ok(n))
+            }
+            Err(why) => {
+                tracing::warn!(client = %self.client, why, "closing a peer connection: bad register frame");
+                self.closing = true;
+                Some(Err(()))
+            }
+        }
+    }
+
+    /// The acceptor's reply to a register Ask: queued as it came (the
+    /// Reply frame's bytes).
+    pub fn register_reply(&mut self, frame: &[u8]) {
+        self.register_pending = self.register_pending.saturating_sub(1);
+        self.out.extend_from_slice(frame);
+        self.frames_queued += 1;
+    }
+
     fn push(&mut self, msg: &Message) {
         debug_assert!(self.out.len() - self.out_pos <= PEER_OUT_BYTES_MAX + READ_BUFFER_BYTES_MAX);
         frame::encode(msg, &mut self.out);
@@ -315,6 +397,6 @@ impl PeerServer {
 
     /// Reading paused at the pending-writes bound and can resume.
     pub fn can_resume(&self) -> bool {
-        !self.closing && self.writes_pending < PEER_WRITES_PENDING_MAX / 2 && !self.rbuf.is_empty()
+        !self.closing && self.pending() < PEER_WRITES_PENDING_MAX / 2 && !self.rbuf.is_empty()
     }
 }

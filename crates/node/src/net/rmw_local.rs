@@ -191,6 +191,9 @@ pub enum Started {
     /// (rule 6): nothing written; the key's current version (`None`: no
     /// value now).
     PreconditionFailed(Option<u64>),
+    /// Handed to the consensus register (`net::register_rmw`): its end
+    /// comes back to the slot (`Conn::register_done`).
+    Register,
 }
 
 /// What an update starts from.

@@ -28,6 +28,16 @@ pub const ERROR_MESSAGE_BYTES_MAX: usize = 1024;
 /// a key and value with a deadline, whose other fields take 34 bytes.
 pub const FRAME_BODY_BYTES_MAX: usize = KEY_BYTES_MAX + VALUE_BYTES_MAX + 64;
 
+/// Kind byte of a consensus register Ask (docs/FORMAT.md "Register
+/// frame"; its codec is `replication::register::wire`, above this layer).
+pub const KIND_REGISTER_ASK: u8 = 5;
+/// Kind byte of a consensus register Reply ("Register frame").
+pub const KIND_REGISTER_REPLY: u8 = 6;
+/// Largest register frame body ("Register frame"): a `Promise` carries an
+/// accepted and a committed value, each at most `VALUE_BYTES_MAX`, and the
+/// other fields take at most 60 bytes; an `Ask` carries a key and one value.
+pub const REGISTER_BODY_BYTES_MAX: usize = KEY_BYTES_MAX + 2 * VALUE_BYTES_MAX + 128;
+
 /// Kind byte of [`Message::Write`].
 const KIND_WRITE: u8 = 1;
 /// Kind byte of [`Message::WriteAck`].

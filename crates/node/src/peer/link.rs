@@ -181,6 +181,9 @@ pub enum PeerReply {
     /// layout version than it named (the peer would refuse the request on
     /// it, the fence); the request may be sent again, on the next one.
     Redialed(String),
+    /// A consensus register Reply: its frame's bytes (decoded above this
+    /// layer, `replication::register::wire`).
+    Register(Vec<u8>),
     /// No answer: the peer knows a newer layout version than this node
     /// placed the request with (it answered `StaleLayout`, the fence, and
     /// closed the connection). The request may be sent again once this
@@ -198,6 +201,8 @@ struct Inflight<W> {
     deadline: Instant,
     /// A Read (answered by ReadReply) rather than a Write.
     is_read: bool,
+    /// A register Ask (answered by a register Reply).
+    is_register: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -369,6 +374,42 @@ impl<W: LinkWaiter> PeerLink<W> {
         waiter: W,
         make: impl FnOnce(u64) -> Message,
     ) -> Result<(), String> {
+        self.send_frame(env, registry, now, deadline, waiter, |id, out| {
+            let msg = make(id);
+            frame::encode(&msg, out);
+            (matches!(msg, Message::Read { .. }), false)
+        })
+    }
+
+    /// Queues a consensus register Ask: `encode` appends its frame with
+    /// the id given; the answer comes back as [`PeerReply::Register`].
+    pub fn send_register(
+        &mut self,
+        env: &LinkEnv<'_>,
+        registry: &Registry,
+        now: Instant,
+        deadline: Instant,
+        waiter: W,
+        encode: impl FnOnce(u64, &mut Vec<u8>),
+    ) -> Result<(), String> {
+        self.send_frame(env, registry, now, deadline, waiter, |id, out| {
+            encode(id, out);
+            (false, true)
+        })
+    }
+
+    /// Queues one frame (`encode` appends it with the id given and says
+    /// whether it is a Read, and whether a register Ask); `Err` says why
+    /// it fails at once.
+    fn send_frame(
+        &mut self,
+        env: &LinkEnv<'_>,
+        registry: &Registry,
+        now: Instant,
+        deadline: Instant,
+        waiter: W,
+        encode: impl FnOnce(u64, &mut Vec<u8>) -> (bool, bool),
+    ) -> Result<(), String> {
         let status = &env.status;
         let refused = |why: String| {
             status.failed.fetch_add(1, Ordering::Relaxed);
@@ -401,9 +442,7 @@ impl<W: LinkWaiter> PeerLink<W> {
         }
         let id = self.next_id;
         self.next_id += 1;
-        let msg = make(id);
-        let is_read = matches!(msg, Message::Read { .. });
-        frame::encode(&msg, &mut self.out);
+        let (is_read, is_register) = encode(id, &mut self.out);
         self.frames_queued += 1;
         self.inflight.insert(
             id,
@@ -412,6 +451,7 @@ impl<W: LinkWaiter> PeerLink<W> {
                 sent: now,
                 deadline,
                 is_read,
+                is_register,
             },
         );
         status.sent.fetch_add(1, Ordering::Relaxed);
@@ -680,15 +720,26 @@ impl<W: LinkWaiter> PeerLink<W> {
             }
         }
         let mut consumed = 0;
-        while let Some((msg, n)) = frame::decode(&self.rbuf[consumed..])
-            .map_err(|e| format!("bad frame from peer: {e}"))?
-        {
+        loop {
+            match self.register_reply(env, consumed, outcomes)? {
+                Some(0) => break,
+                Some(n) => {
+                    consumed += n;
+                    continue;
+                }
+                None => {}
+            }
+            let Some((msg, n)) = frame::decode(&self.rbuf[consumed..])
+                .map_err(|e| format!("bad frame from peer: {e}"))?
+            else {
+                break;
+            };
             consumed += n;
             self.last_heard = Instant::now();
             let id = msg.id();
             let answers_read = matches!(msg, Message::ReadReply { .. });
             if let Some(request) = self.inflight.get(&id)
-                && request.is_read != answers_read
+                && (request.is_read != answers_read || request.is_register)
             {
                 return Err(format!(
                     "peer answered request {id} with the wrong kind of answer"
@@ -753,6 +804,49 @@ impl<W: LinkWaiter> PeerLink<W> {
             return Err("connection closed by the peer".into());
         }
         Ok(())
+    }
+
+    /// A register Reply at `self.rbuf[at..]`: handed to its waiter,
+    /// `Ok(Some(bytes))` consumed; `Ok(Some(0))` one not whole yet (wait
+    /// for more); `Ok(None)` when the next frame is not a register Reply
+    /// (the peer frame decoder takes it).
+    fn register_reply(
+        &mut self,
+        env: &LinkEnv<'_>,
+        at: usize,
+        outcomes: &mut Vec<(W, PeerReply)>,
+    ) -> Result<Option<usize>, String> {
+        let buf = &self.rbuf[at..];
+        if buf.get(frame::FRAME_HEADER_BYTES) != Some(&frame::KIND_REGISTER_REPLY) {
+            return Ok(None);
+        }
+        let (body, n) = match super::framing::split(buf, frame::REGISTER_BODY_BYTES_MAX) {
+            Ok(Some(whole)) => whole,
+            Ok(None) => return Ok(Some(0)),
+            Err(e) => return Err(format!("bad register frame from peer: {e:?}")),
+        };
+        let Some(raw) = body.get(1..9) else {
+            return Err("a register Reply without its id".into());
+        };
+        let mut id = [0u8; 8];
+        id.copy_from_slice(raw);
+        let id = u64::from_le_bytes(id);
+        self.last_heard = Instant::now();
+        if let Some(request) = self.inflight.get(&id)
+            && !request.is_register
+        {
+            return Err(format!(
+                "peer answered request {id} with the wrong kind of answer"
+            ));
+        }
+        if let Some(Inflight { waiter, sent, .. }) = self.inflight.remove(&id) {
+            let took = self.last_heard.saturating_duration_since(sent);
+            env.status
+                .write_us
+                .record(u64::try_from(took.as_micros()).unwrap_or(u64::MAX));
+            outcomes.push((waiter, PeerReply::Register(self.rbuf[at..at + n].to_vec())));
+        }
+        Ok(Some(n))
     }
 
     fn write_out(&mut self, env: &LinkEnv<'_>) -> Result<(), String> {

@@ -93,6 +93,12 @@ pub enum Waiter {
     },
     /// A read repair: nobody waits.
     Repair,
+    /// A consensus register operation's request (`super::register_ops`;
+    /// not the driver's: the network thread routes its answers there).
+    Register {
+        /// The operation.
+        op: u64,
+    },
 }
 
 /// What a peer is asked.
@@ -510,7 +516,7 @@ impl<T: Copy> Replicator<T> {
                 position,
             } => self.record(index, generation, position, outcome, stamp),
             Waiter::Hint { round, seq } => self.hint_answered(node, round, seq, &outcome),
-            Waiter::Repair => {}
+            Waiter::Repair | Waiter::Register { .. } => {}
         }
     }
 

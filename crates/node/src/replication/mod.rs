@@ -21,6 +21,7 @@ pub mod layout_status;
 pub mod local;
 pub mod net_io;
 pub mod register;
+pub mod register_ops;
 pub mod rehome;
 pub mod status;
 

@@ -95,6 +95,11 @@ pub struct ReplicationIo {
     /// driver's table, so at most [`COORDINATIONS_MAX`]; none while the
     /// slow log is off.
     marks: HashMap<ReplyTo, StageMarks>,
+    /// The consensus register's operations this thread coordinates
+    /// (`super::register_io`).
+    register: super::register_ops::RegisterOps<ReplyTo>,
+    /// Their ends, for the connections.
+    register_done: Vec<register_io::RegisterDone>,
 }
 
 impl ReplicationIo {
@@ -121,6 +126,12 @@ impl ReplicationIo {
             rehoming: super::rehome::Rehoming::default(),
             fenced: Vec::new(),
             marks: HashMap::new(),
+            register: super::register_ops::RegisterOps::new(
+                crate::state::clock_node(&ctx.config, &placement).unwrap_or(0),
+                ctx.config.replication_timeout,
+                0x5EED_0000 ^ ctx.index as u64 ^ crate::hlc::wall_ms(),
+            ),
+            register_done: Vec::new(),
         };
         io.grow_links(ctx);
         io
@@ -479,6 +490,10 @@ impl ReplicationIo {
         outcomes: &mut Vec<(Waiter, PeerReply)>,
     ) {
         for (waiter, outcome) in outcomes.drain(..) {
+            if let Waiter::Register { op } = waiter {
+                self.register_peer(ctx, registry, node, op, outcome);
+                continue;
+            }
             let outcome = match outcome {
                 PeerReply::Written => ReplicaAnswer::Written,
                 // A version stamped too far ahead is not trusted (the same
@@ -508,6 +523,10 @@ impl ReplicationIo {
                     self.on_fenced(ctx, node, waiter, why, Instant::now());
                     continue;
                 }
+                PeerReply::Register(_) => ReplicaAnswer::Failed(format!(
+                    "{}: a register Reply to a replication request",
+                    ctx.placement().url(node)
+                )),
             };
             self.answer(ctx, node, waiter, outcome);
             self.drive(ctx, registry);
@@ -573,6 +592,7 @@ impl ReplicationIo {
             self.dispatch(ctx, registry, node, &mut outcomes);
         }
         self.outcomes = outcomes;
+        self.register_tick(ctx, registry);
         if self.delivers_hints {
             self.deliver_hints(ctx, registry, now);
         }
@@ -692,6 +712,10 @@ pub(crate) fn log_hint_refusal(url: &str, why: &str) {
         );
     }
 }
+
+#[path = "register_io.rs"]
+mod register_io;
+pub use register_io::{REFUSED_IN_TRANSITION, RegisterDone};
 
 #[cfg(test)]
 #[path = "placement_tests.rs"]

@@ -242,6 +242,7 @@ fn test_shared(membership: Arc<Membership>, nodes: &[String], me: usize) -> Test
         peers: NodeShared::peer_statuses(me),
         antientropy,
         ranges: crate::range::Ranges::default(),
+        register: None,
         write_durability: ataman_engine::Durability::Complete,
         auth: crate::auth::Auth::disabled(),
     });

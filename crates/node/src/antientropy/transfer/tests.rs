@@ -119,6 +119,7 @@ impl Member {
             peers: Vec::new(),
             antientropy,
             ranges: crate::range::Ranges::default(),
+            register: None,
             write_durability: Durability::Complete,
             auth: crate::auth::Auth::disabled(),
         });

@@ -9,6 +9,7 @@
 //! is addressed as `slot id << PART_BITS | part`, so completions and
 //! verdicts find their part without any other bookkeeping.
 
+type RegisterResult = Result<crate::replication::register_ops::Outcome, String>;
 use super::resp_count::Counted;
 use super::{Conn, SLOTS_MAX, Slot};
 use crate::net::answer::{Answer, Awaited, Failure};
@@ -596,6 +597,23 @@ impl Conn {
         self.finish_gather(ctx, index);
     }
 
+    /// A consensus register operation ended (`net::register_rmw`): its
+    /// reply, or its failure, fills its slot.
+    pub fn register_done(&mut self, ctx: &NetContext, address: u64, outcome: RegisterResult) {
+        let Some(index) = (address >> PART_BITS).checked_sub(self.base_slot) else {
+            return;
+        };
+        let Some(Slot::Gather(gather)) = self.slots.get_mut(index as usize) else {
+            return;
+        };
+        let Some(retry) = gather.rmw.take() else {
+            return;
+        };
+        let (reply, answer) = crate::net::register_rmw::finish(ctx, &retry.update, outcome);
+        gather.after = Some(reply);
+        self.fill_part(ctx, address, None, |_| answer);
+    }
+
     /// An atomic read-modify-write (`INCR`, `SET … NX`, …), admitted as
     /// a write of its key (`GETRANGE`: a read), started on the dispatcher's path for it; a
     /// write it queued answers with its reply once durable.
@@ -1031,6 +1049,8 @@ fn rmw_again(ctx: &NetContext, reply_to: ReplyTo, gather: &mut Gather) {
             retry.epoch = epoch;
             (Part::Waiting(awaited), 1)
         }
+        // Its reply comes with its end (`Conn::register_done`).
+        Started::Register => (Part::Waiting(Awaited::Read), 1),
     };
     gather.parts[0] = part;
     gather.waiting = waiting;

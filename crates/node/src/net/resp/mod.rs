@@ -80,6 +80,7 @@ pub fn render_metrics(out: &mut String, metrics: &crate::metrics::NodeMetrics) {
         metrics.rmw_gave_up.load(Ordering::Relaxed),
         metrics.watch_aborts.load(Ordering::Relaxed),
     );
+    metrics.register.render(out);
 }
 
 static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();

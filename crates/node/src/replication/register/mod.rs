@@ -13,6 +13,8 @@
 //!   flight, bounded retries with the caller's jitter.
 //! - [`record`]: the acceptor's state on disk (the Paxos record and the
 //!   key's stored version) and the writes a step needs before it answers.
+//! - [`serial`]: one acceptor step per key at a time (the table the
+//!   node's network threads share).
 //! - [`wire`]: the register's requests and answers as peer-framed bytes
 //!   (docs/FORMAT.md "Register frame").
 
@@ -21,6 +23,7 @@ pub mod ballot;
 pub mod proposer;
 pub mod quorum;
 pub mod record;
+pub mod serial;
 pub mod wire;
 
 #[cfg(test)]

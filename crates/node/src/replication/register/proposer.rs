@@ -47,7 +47,18 @@
 //!   [`RegisterError::Indeterminate`] (the value may have been decided
 //!   and built upon by another proposer).
 //! - Answers to a ballot other than the round's are ignored (late,
-//!   duplicated); so are answers after the outcome, except `Committed`.
+//!   duplicated); so are answers after the outcome, except `Committed`,
+//!   and a refusal of a doubted accept's ballot, which is noted.
+//! - With at-most-once delivery an accept round that met a refusal ends
+//!   once every promiser answered its accept (or at the timeout), not at
+//!   the first refusal, so the refusals are known when it ends.
+//! - A doubt is cleared when the transport delivers each request at most
+//!   once ([`Limits::at_most_once`]: the node's links) and every replica
+//!   promised the doubted ballot and refused it since: each then refused
+//!   the accept (its one answer to the prepare was the promise), so no
+//!   replica holds it and nothing can build on it; a later round may then
+//!   apply the update afresh. (With duplicates, a repeated prepare can be
+//!   refused after its accept was taken, so the simulation keeps it off.)
 
 use super::acceptor::{Answer, Proposal, Request, Value};
 use super::ballot::Ballot;
@@ -62,19 +73,35 @@ pub const BACKOFF_MS_BASE: u64 = 2;
 /// The largest back-off's upper bound, milliseconds.
 pub const BACKOFF_MS_MAX: u64 = 200;
 
-/// The operation's bounds.
+/// The operation's bounds, and what the transport promises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Rounds at most (at least 1).
     pub attempts_max: u32,
+    /// The transport delivers each request to each replica at most once
+    /// (the node's peer links: one send per round, no resend), so a
+    /// replica that promised a ballot and then refused it refused its
+    /// accept: it never accepted it. The "Rules"' last item uses it;
+    /// the simulation's network duplicates, so it leaves it false.
+    pub at_most_once: bool,
 }
 
 impl Default for Limits {
     fn default() -> Limits {
         Limits {
             attempts_max: ATTEMPTS_MAX_DEFAULT,
+            at_most_once: false,
         }
     }
+}
+
+/// An accept of this operation's write that ended without a quorum: who
+/// promised its ballot, and which of them refused it since.
+#[derive(Debug)]
+struct Doubt {
+    ballot: Ballot,
+    promisers: BTreeSet<NodeId>,
+    refusers: BTreeSet<NodeId>,
 }
 
 /// The back-off before round `attempt + 1` (attempt counts from 1):
@@ -154,6 +181,10 @@ enum Phase {
         before: Value,
         written: bool,
         accepted: BTreeSet<NodeId>,
+        /// The replicas that promised the round's ballot.
+        promisers: BTreeSet<NodeId>,
+        /// The replicas that refused its accept.
+        refused: BTreeSet<NodeId>,
     },
     BackingOff,
     Done {
@@ -180,7 +211,7 @@ pub struct Proposer<F> {
     outbox: Vec<(NodeId, Request)>,
     /// Every accept round sent: its ballot, the value before, whether it wrote.
     own: Vec<(Ballot, Value, bool)>,
-    doubtful: bool,
+    doubts: Vec<Doubt>,
 }
 
 impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
@@ -192,6 +223,7 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
             quorum,
             limits: Limits {
                 attempts_max: limits.attempts_max.max(1),
+                at_most_once: limits.at_most_once,
             },
             update,
             ballot: Ballot::ZERO,
@@ -201,7 +233,7 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
             phase: Phase::BackingOff,
             outbox: Vec::new(),
             own: Vec::new(),
-            doubtful: false,
+            doubts: Vec::new(),
         }
     }
 
@@ -267,15 +299,26 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
         match answer {
             Answer::Refused { ballot, floor } => {
                 self.seen = self.seen.max(floor);
+                self.note_refusal(ballot, from);
                 let live = matches!(
                     self.phase,
                     Phase::Preparing { .. } | Phase::Accepting { .. }
                 );
-                if ballot == self.ballot && live {
-                    self.end_round(Cause::Refused(floor))
-                } else {
-                    Output::Wait
+                if ballot != self.ballot || !live {
+                    return Output::Wait;
                 }
+                if let Phase::Accepting { refused, .. } = &mut self.phase {
+                    refused.insert(from);
+                    // At most once: the round waits for every promiser's
+                    // answer, so a doubt every promiser refused is known.
+                    if self.limits.at_most_once && !self.promisers_answered() {
+                        return Output::Wait;
+                    }
+                }
+                let out = self.end_round(Cause::Refused(floor));
+                // The refusal that ended an accept round counts too.
+                self.note_refusal(ballot, from);
+                out
             }
             Answer::Promise {
                 ballot,
@@ -287,6 +330,11 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
                 }
                 if let Phase::Done { releases: true, .. } = self.phase {
                     self.outbox.push((from, Request::Release(ballot)));
+                }
+                // A promise after the quorum's: a promiser of the accept.
+                if let Phase::Accepting { promisers, .. } = &mut self.phase {
+                    promisers.insert(from);
+                    return Output::Wait;
                 }
                 let Phase::Preparing { promises } = &mut self.phase else {
                     return Output::Wait;
@@ -308,6 +356,10 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
                 };
                 accepted.insert(from);
                 if !self.quorum.reached(accepted) {
+                    let some_refused = matches!(&self.phase, Phase::Accepting { refused, .. } if !refused.is_empty());
+                    if self.limits.at_most_once && some_refused && self.promisers_answered() {
+                        return self.end_round(Cause::Refused(self.seen));
+                    }
                     return Output::Wait;
                 }
                 let Phase::Accepting {
@@ -378,7 +430,7 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
             .as_ref()
             .and_then(|c| self.own.iter().find(|(b, _, _)| *b == c.ballot))
             .map(|(_, before, written)| (before.clone(), *written));
-        if own.is_none() && self.doubtful {
+        if own.is_none() && self.doubtful() {
             self.phase = Phase::Failed;
             return Output::Failed(RegisterError::Indeterminate);
         }
@@ -430,6 +482,8 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
                     before,
                     written,
                     accepted: BTreeSet::new(),
+                    promisers: promises.keys().copied().collect(),
+                    refused: BTreeSet::new(),
                 };
                 Output::Wait
             }
@@ -437,8 +491,18 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
     }
 
     fn end_round(&mut self, cause: Cause) -> Output {
-        if let Phase::Accepting { written: true, .. } = &self.phase {
-            self.doubtful = true;
+        if let Phase::Accepting {
+            written: true,
+            promisers,
+            refused,
+            ..
+        } = &self.phase
+        {
+            self.doubts.push(Doubt {
+                ballot: self.ballot,
+                promisers: promisers.clone(),
+                refusers: refused.intersection(promisers).copied().collect(),
+            });
         }
         if self.attempts >= self.limits.attempts_max {
             self.phase = Phase::Failed;
@@ -451,6 +515,41 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
         Output::Backoff {
             attempt: self.attempts,
         }
+    }
+
+    /// Every replica that promised the round's ballot answered its accept.
+    fn promisers_answered(&self) -> bool {
+        match &self.phase {
+            Phase::Accepting {
+                promisers,
+                accepted,
+                refused,
+                ..
+            } => promisers
+                .iter()
+                .all(|id| accepted.contains(id) || refused.contains(id)),
+            _ => true,
+        }
+    }
+
+    /// `from` refused `ballot`: a promiser of a doubted accept refused it.
+    fn note_refusal(&mut self, ballot: Ballot, from: NodeId) {
+        for d in &mut self.doubts {
+            if d.ballot == ballot && d.promisers.contains(&from) {
+                d.refusers.insert(from);
+            }
+        }
+    }
+
+    /// An accept of this operation's write may have been taken without
+    /// its knowing the outcome: some doubt is not cleared by every
+    /// replica having promised and then refused its ballot (at most once
+    /// delivery only, [`Limits::at_most_once`]).
+    fn doubtful(&self) -> bool {
+        let all: BTreeSet<NodeId> = self.quorum.replicas().into_iter().collect();
+        self.doubts
+            .iter()
+            .any(|d| !(self.limits.at_most_once && d.refusers == all))
     }
 
     fn broadcast(&mut self, request: Request) {

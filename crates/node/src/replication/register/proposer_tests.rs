@@ -120,7 +120,10 @@ fn refusal_backs_off_then_fails_at_the_bound() {
     for s in acc.iter_mut() {
         s.promised = Ballot::new(100, 7);
     }
-    let limits = Limits { attempts_max: 2 };
+    let limits = Limits {
+        attempts_max: 2,
+        ..Limits::default()
+    };
     let mut w = Proposer::new(0, quorum(&[0, 1, 2]), limits, set(b"a"));
     w.start(10);
     assert_eq!(drive(&mut w, &mut acc, &[]), Output::Backoff { attempt: 1 });
@@ -191,4 +194,63 @@ fn stale_answers_are_ignored() {
         floor: Ballot::new(4, 0),
     };
     assert_eq!(w.on_answer(2, late_refusal), Output::Wait);
+}
+
+/// A write's accept refused by every replica that promised it (a
+/// competitor prepared in between) is known untaken when each request is
+/// delivered at most once: the retry applies the update afresh to the
+/// competitor's value. Without that promise (the simulation's network
+/// duplicates) the same history is `Indeterminate`: the negative control.
+#[test]
+fn an_accept_every_promiser_refused_is_not_doubtful_at_most_once() {
+    for at_most_once in [true, false] {
+        let limits = Limits {
+            at_most_once,
+            ..Limits::default()
+        };
+        let mut acc = vec![KeyState::default(); 3];
+        let mut a = Proposer::new(0, quorum(&[0, 1, 2]), limits, set(b"a"));
+        a.start(10);
+        // A's prepare reaches every replica and is promised.
+        for (to, req) in a.take_outbox() {
+            let step = acceptor::step(&acc[usize::from(to)], &req, acceptor::Mode::Sound);
+            acc[usize::from(to)] = step.next;
+            if let Some(answer) = step.answer {
+                assert_eq!(a.on_answer(to, answer), Output::Wait);
+            }
+        }
+        let accepts = a.take_outbox();
+        assert_eq!(accepts.len(), 3);
+        // B prepares above A everywhere and writes "b" first.
+        let mut b = Proposer::new(1, quorum(&[0, 1, 2]), Limits::default(), set(b"b"));
+        b.start(20);
+        assert!(matches!(drive(&mut b, &mut acc, &[]), Output::Done { .. }));
+        // A's accepts arrive late: every replica refuses.
+        let mut out = Output::Wait;
+        for (to, req) in accepts {
+            let step = acceptor::step(&acc[usize::from(to)], &req, acceptor::Mode::Sound);
+            acc[usize::from(to)] = step.next;
+            if let Some(answer) = step.answer {
+                let o = a.on_answer(to, answer);
+                if o != Output::Wait {
+                    out = o;
+                }
+            }
+        }
+        assert_eq!(out, Output::Backoff { attempt: 1 });
+        a.retry(30);
+        let end = drive(&mut a, &mut acc, &[]);
+        if at_most_once {
+            assert_eq!(
+                end,
+                Output::Done {
+                    before: Some(b"b".to_vec()),
+                    written: true,
+                    round_trips: 4
+                }
+            );
+        } else {
+            assert_eq!(end, Output::Failed(RegisterError::Indeterminate));
+        }
+    }
 }

@@ -28,16 +28,10 @@ use crate::peer::frame::{ERROR_MESSAGE_BYTES_MAX, FrameError, ReplicaError, Repl
 use crate::peer::framing::{self, Cursor, FramingError, put_bytes};
 use ataman_engine::key::{KEY_BYTES_MAX, VALUE_BYTES_MAX};
 
-/// Kind byte of [`RegisterMessage::Ask`] ("Register frame"; the peer
-/// frame's kinds are 1 to 4).
-pub const KIND_REGISTER_ASK: u8 = 5;
-/// Kind byte of [`RegisterMessage::Reply`] ("Register frame").
-pub const KIND_REGISTER_REPLY: u8 = 6;
-
-/// Largest register frame body ("Register frame"): a `Promise` carries an
-/// accepted and a committed value, each at most `VALUE_BYTES_MAX`, and the
-/// other fields take at most 60 bytes; an `Ask` carries a key and one value.
-pub const REGISTER_BODY_BYTES_MAX: usize = KEY_BYTES_MAX + 2 * VALUE_BYTES_MAX + 128;
+/// Kind bytes of [`RegisterMessage::Ask`] and [`RegisterMessage::Reply`],
+/// and the body bound ("Register frame"): defined with the peer frame's, so
+/// the links and connections that carry both can tell them apart.
+pub use crate::peer::frame::{KIND_REGISTER_ASK, KIND_REGISTER_REPLY, REGISTER_BODY_BYTES_MAX};
 
 /// Operation byte of [`Request::Prepare`].
 const OP_PREPARE: u8 = 1;

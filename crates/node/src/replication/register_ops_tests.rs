@@ -1,0 +1,138 @@
+use super::*;
+use crate::replication::register::acceptor::{self, KeyState, Mode};
+use crate::replication::register::quorum;
+
+/// A clock that only grows, as the node's HLC (node bits left zero).
+fn tick_clock() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NOW: AtomicU64 = AtomicU64::new(1 << 30);
+    NOW.fetch_add(1 << 8, Ordering::Relaxed)
+}
+
+fn three() -> Quorum {
+    Quorum::new(vec![vec![0, 1, 2]], quorum::Mode::Sound).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// An increment of a decimal counter (absent reads as 0).
+fn incr() -> UpdateFn {
+    Box::new(|v: &Value| {
+        let n: u64 = v
+            .as_deref()
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        Some(Some((n + 1).to_string().into_bytes()))
+    })
+}
+
+/// Three in-memory acceptors answering every send at once (`down`: these
+/// do not answer).
+fn deliver(ops: &mut RegisterOps<u32>, states: &mut [KeyState; 3], down: &[usize], now: Instant) {
+    let mut clock = tick_clock;
+    for _ in 0..64 {
+        let sends = ops.take_sends();
+        if sends.is_empty() {
+            return;
+        }
+        for s in sends {
+            if down.contains(&s.node) {
+                continue;
+            }
+            let step = acceptor::step(&states[s.node], &s.request, Mode::Sound);
+            states[s.node] = step.next;
+            if let Some(answer) = step.answer {
+                ops.on_answer(s.op, s.node, answer, now, &mut clock);
+            }
+        }
+    }
+}
+
+/// Two operations of one key from one thread run one after the other:
+/// the second sends nothing until the first has its outcome, and both
+/// increments land (2, not a duel).
+#[test]
+fn one_operation_per_key_at_a_time() {
+    let now = Instant::now();
+    let mut ops: RegisterOps<u32> = RegisterOps::new(1, Duration::from_secs(1), 7);
+    let mut clock = tick_clock;
+    ops.start(b"k".to_vec(), three(), incr(), 1, now, &mut clock)
+        .unwrap_or_else(|e| panic!("{e}"));
+    ops.start(b"k".to_vec(), three(), incr(), 2, now, &mut clock)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let first = ops.take_sends();
+    assert!(
+        first.iter().all(|s| s.op == 1),
+        "only the first runs: {first:?}"
+    );
+    assert_eq!(first.len(), 3);
+    // Put them back to be delivered.
+    ops.sends = first;
+    let mut states: [KeyState; 3] = Default::default();
+    deliver(&mut ops, &mut states, &[], now);
+    let outcomes = ops.take_outcomes();
+    assert_eq!(outcomes.len(), 2);
+    let befores: Vec<Value> = outcomes
+        .iter()
+        .map(|(_, o, _)| match o {
+            Outcome::Done { before, .. } => before.clone(),
+            Outcome::Failed(e) => panic!("{e}"),
+        })
+        .collect();
+    assert_eq!(befores, vec![None, Some(b"1".to_vec())]);
+    assert!(ops.is_empty());
+}
+
+/// With one replica of three silent, operations still decide (2 of 3);
+/// with two silent, rounds time out, back off and end `Exhausted`.
+#[test]
+fn quorum_of_two_and_timeouts() {
+    let now = Instant::now();
+    let mut ops: RegisterOps<u32> = RegisterOps::new(1, Duration::from_millis(10), 7);
+    let mut clock = tick_clock;
+    let mut states: [KeyState; 3] = Default::default();
+    ops.start(b"k".to_vec(), three(), incr(), 1, now, &mut clock)
+        .unwrap_or_else(|e| panic!("{e}"));
+    deliver(&mut ops, &mut states, &[2], now);
+    assert!(matches!(
+        ops.take_outcomes()[..],
+        [(1, Outcome::Done { written: true, .. }, _)]
+    ));
+    ops.start(b"k".to_vec(), three(), incr(), 2, now, &mut clock)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut t = now;
+    for _ in 0..10_000 {
+        deliver(&mut ops, &mut states, &[1, 2], t);
+        if ops.is_empty() {
+            break;
+        }
+        t += Duration::from_millis(5);
+        ops.tick(t, &mut clock);
+    }
+    let outcomes = ops.take_outcomes();
+    assert!(
+        matches!(
+            &outcomes[..],
+            [(2, Outcome::Failed(RegisterError::Exhausted { .. }), _)]
+        ),
+        "{outcomes:?}"
+    );
+}
+
+/// The thread's bound refuses the operation past it, and nothing of it
+/// is sent.
+#[test]
+fn the_bound_refuses() {
+    let now = Instant::now();
+    let mut ops: RegisterOps<u32> = RegisterOps::new(1, Duration::from_secs(1), 7);
+    let mut clock = tick_clock;
+    for i in 0..OPS_MAX {
+        ops.start(b"k".to_vec(), three(), incr(), i as u32, now, &mut clock)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let _ = ops.take_sends();
+    assert_eq!(
+        ops.start(b"k".to_vec(), three(), incr(), 0, now, &mut clock),
+        Err(Refused::Full)
+    );
+    assert!(ops.take_sends().is_empty());
+}
