@@ -337,5 +337,10 @@ fn start_write(ctx: &NetContext, reply_to: ReplyTo, waiting: &mut Waiting) -> Op
             Failure::Internal,
             format!("internal error: a conditional write answered {reply:?}"),
         )),
+        // The register refuses conditional writes (`register_rmw::supported`).
+        Started::Register => Some(Answer::Failed(
+            Failure::Internal,
+            "internal error: a conditional write reached the consensus register".into(),
+        )),
     }
 }
