@@ -291,6 +291,13 @@ impl WalWriter {
             return;
         }
         let from = self.zeroed_to.max(appended);
+        // A record larger than the space reserved ahead (a value near the
+        // 16 MiB limit) leaves the file past `reserved_to`: nothing is
+        // reserved ahead to zero (the subtraction below once underflowed
+        // and panicked the WAL thread, every write hanging after it).
+        if from >= self.reserved_to {
+            return;
+        }
         let bytes = ZERO_AHEAD_CHUNK_BYTES.min(self.reserved_to - from);
         match file.zero_fill(from, bytes) {
             Ok(()) => {
@@ -443,6 +450,45 @@ mod tests {
         }];
         wal.process(&mut items);
         assert_eq!(*log.lock().unwrap(), ["sync", "answer", "zero_fill"]);
+    }
+
+    /// A group that carries the file past the space reserved ahead (a
+    /// value near the 16 MiB limit) writes no zeros and does not stop the
+    /// WAL thread: the next group is answered too (attacker, 2026-12-07:
+    /// `reserved_to - from` underflowed and panicked the thread).
+    #[test]
+    fn a_group_past_the_reserved_space_is_answered_and_the_next_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let log: Log = Arc::default();
+        let fs = Arc::new(LoggingFs {
+            inner: OsFs,
+            log: Arc::clone(&log),
+        });
+        let mut wal = WalWriter::create(
+            fs,
+            dir.path(),
+            1,
+            WalMode::Fsync,
+            2 * ZERO_AHEAD_CHUNK_BYTES,
+            Arc::new(EngineMetrics::default()),
+            Arc::new(|_: &Error| {}),
+        )
+        .unwrap();
+        let answered = Arc::new(Mutex::new(Vec::new()));
+        for seq in [1, 2] {
+            let mut batch = WriteBatch::new();
+            let big = (3 * ZERO_AHEAD_CHUNK_BYTES) as usize;
+            batch.put(b"k", &vec![7u8; big], seq);
+            let answers = Arc::clone(&answered);
+            let mut items = vec![WalItem::Write {
+                first_seq: seq,
+                batch,
+                durability: Durability::Complete,
+                callback: Some(Box::new(move |r| answers.lock().unwrap().push(r.unwrap()))),
+            }];
+            wal.process(&mut items);
+        }
+        assert_eq!(*answered.lock().unwrap(), [1, 2]);
     }
 
     /// The `first_seq` invariant is checked where it is relied on: a write
