@@ -419,8 +419,9 @@ fn a_cluster_serves_any_key_through_any_node_with_one_paused() {
             );
         }
     }
-    // A read-modify-write of a key with other replicas is refused, even on
-    // a connection that asked for one replica: the layout's R decides, not
+    // A read-modify-write of a key with other replicas is refused (the
+    // consensus register is experimental, off by default), even on a
+    // connection that asked for one replica: the layout's R decides, not
     // the connection's `from` (with `from` deciding, the keys first in
     // placement here were incremented from whatever this node held).
     {

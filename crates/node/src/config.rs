@@ -112,6 +112,9 @@ pub struct ServeArgs {
     /// Skip corrupt WAL records that are not a torn tail (reported in the log).
     #[arg(long, env = "ATAMAN_FORCE_RECOVERY")]
     pub force_recovery: bool,
+    /// Experimental: serve atomic read-modify-writes (INCR, SET NX, GETSET, …) of keys with replicas on other nodes through the consensus register; without it they are refused (docs/RESP.md, "Consensus register").
+    #[arg(long, env = "ATAMAN_CONSENSUS_REGISTER")]
+    pub consensus_register: bool,
     /// A replicated request without `ack` answers after this long is 504, in ms [default: 1000].
     #[arg(long, env = "ATAMAN_REPLICATION_TIMEOUT_MS")]
     pub replication_timeout_ms: Option<u64>,
@@ -210,6 +213,7 @@ struct FileConfig {
     #[serde(rename = "self")]
     self_url: Option<String>,
     force_recovery: Option<bool>,
+    consensus_register: Option<bool>,
     replication_timeout_ms: Option<u64>,
     peer_inflight_max: Option<usize>,
     hints_bytes_max: Option<u64>,
@@ -270,6 +274,9 @@ pub struct NodeConfig {
     /// `--join`: the seed member to learn the layout from (`cluster` is
     /// then this node alone until it is added).
     pub join: Option<String>,
+    /// `--consensus-register`: read-modify-writes of keys with other
+    /// replicas take the register (`net::register_rmw`), else refused.
+    pub consensus_register: bool,
     /// Replicated request timeout.
     pub replication_timeout: Duration,
     /// Requests in flight per peer link.
@@ -734,6 +741,7 @@ impl NodeConfig {
                 .or(file.compaction_rate_bytes)
                 .unwrap_or(COMPACTION_RATE_BYTES_DEFAULT),
             force_recovery: args.force_recovery || file.force_recovery.unwrap_or(false),
+            consensus_register: args.consensus_register || file.consensus_register.unwrap_or(false),
             replication_timeout: Duration::from_millis(
                 args.replication_timeout_ms
                     .or(file.replication_timeout_ms)

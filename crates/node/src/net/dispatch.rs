@@ -440,7 +440,17 @@ pub fn rmw(
     if rmw_local_only(ctx, &update.key) {
         return super::rmw_local::start(ctx, reply_to, update);
     }
-    super::register_rmw::start(ctx, reply_to, update)
+    if ctx.shared.config.consensus_register {
+        return super::register_rmw::start(ctx, reply_to, update);
+    }
+    super::rmw_local::Started::Refused(Answer::Failed(
+        answer::Failure::NotImplemented,
+        "atomic read-modify-write of a key with replicas on other nodes is refused: the \
+         consensus register that serves it is experimental (start the nodes with \
+         --consensus-register; issue 37); this node serves it for keys whose only replica \
+         is this node"
+            .into(),
+    ))
 }
 
 /// What `WATCH` sees of `key` (`crate::net::resp::watch`): read here when

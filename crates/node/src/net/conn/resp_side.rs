@@ -23,6 +23,7 @@ use crate::net::resp::rmw_plan;
 use crate::net::resp::session;
 use crate::net::resp::slowlog;
 use crate::net::resp::table::{self, KeyOp, NodeQuery, Plan, Session};
+use crate::net::resp::write_kind::{is_write, names_a_write};
 use crate::net::rmw_local::{self, Started, Update};
 use crate::replication::{ReplyTo, Request};
 use crate::slowlog::{Facts, Protocol, StageMarks};
@@ -50,6 +51,11 @@ pub struct RespConn {
     /// connection's earlier writes; writes in a row still reach the
     /// engine in one hand-off).
     writes_pending: usize,
+    /// Of those, operations handed to the consensus register: their
+    /// version is stamped when the register commits, so while any is
+    /// pending every later command waits, writes too (a `SET` stamped
+    /// now would sort below the register's commit and lose to it).
+    register_pending: usize,
     /// Slot ids of read-then-write commands whose read is answered and
     /// whose second step waits for [`Conn::run_chains`].
     chains_ready: Vec<u64>,
@@ -63,38 +69,6 @@ pub struct RespConn {
 
 /// Most parts, and arguments, whose room a connection keeps between commands.
 const SPARE_PARTS_MAX: usize = 16;
-
-fn is_write(op: KeyOp) -> bool {
-    matches!(
-        op,
-        KeyOp::Set | KeyOp::SetExpiring(_) | KeyOp::MSet | KeyOp::Del | KeyOp::Chained
-    )
-}
-
-/// True for commands that only write keys (they need not wait for
-/// earlier writes: the clock orders them). `SET … KEEPTTL` reads first,
-/// and so does `SET … NX|XX|GET` (an atomic read-modify-write: it must
-/// see this connection's earlier writes).
-///
-/// Runs before the command table checks the arity, so it reads `args`
-/// only through `get` (a `SET k` behind a pending write once panicked
-/// here slicing `args[3..]`); a short command is not a write, waits, and
-/// gets its arity error from the table.
-fn names_a_write(args: &[Cow<'_, [u8]>]) -> bool {
-    let Some(name) = args.first() else {
-        return false;
-    };
-    let options = args.get(3..).unwrap_or_default();
-    [&b"set"[..], b"mset", b"setex", b"psetex"]
-        .iter()
-        .any(|w| name.eq_ignore_ascii_case(w))
-        && !(name.eq_ignore_ascii_case(b"set")
-            && options.iter().any(|a| {
-                [&b"keepttl"[..], b"nx", b"xx", b"get"]
-                    .iter()
-                    .any(|o| a.eq_ignore_ascii_case(o))
-            }))
-}
 
 /// A multi-key command's slot: its parts' answers, gathered.
 pub struct Gather {
@@ -150,6 +124,7 @@ impl Conn {
         conn.resp = Some(Box::new(RespConn {
             session: Session::new(id),
             writes_pending: 0,
+            register_pending: 0,
             chains_ready: Vec::new(),
             spare_parts: Vec::new(),
             spare_args: Vec::new(),
@@ -207,7 +182,9 @@ impl Conn {
                 }
                 Ok(Decoded::Skip(n)) => consumed += n,
                 Ok(Decoded::Command(request)) => {
-                    if self.resp_waits_for_writes() && !names_a_write(&request.args) {
+                    if self.resp_waits_for_writes()
+                        && (!names_a_write(&request.args) || self.resp_waits_for_register())
+                    {
                         // Resumed by the last write's answer (`fill_part`).
                         self.parse_paused = true;
                         break;
@@ -257,6 +234,12 @@ impl Conn {
     /// True while this connection's earlier writes are not answered.
     pub(super) fn resp_waits_for_writes(&self) -> bool {
         self.resp.as_ref().is_some_and(|r| r.writes_pending > 0)
+    }
+
+    /// True while a consensus register operation of this connection is
+    /// not answered ([`RespConn::register_pending`]).
+    fn resp_waits_for_register(&self) -> bool {
+        self.resp.as_ref().is_some_and(|r| r.register_pending > 0)
     }
 
     /// Malformed framing or a bulk over the limit: the error, then the
@@ -461,7 +444,8 @@ impl Conn {
                 continue;
             };
             if gather.rmw.is_some() {
-                rmw_again(ctx, reply_to, gather);
+                // A retry after a conflict: the local path's only.
+                let _ = rmw_again(ctx, reply_to, gather);
             } else {
                 step(ctx, replicated, reply_to, gather);
             }
@@ -609,6 +593,9 @@ impl Conn {
         let Some(retry) = gather.rmw.take() else {
             return;
         };
+        if let Some(state) = self.resp.as_mut() {
+            state.register_pending = state.register_pending.saturating_sub(1);
+        }
         let (reply, answer) = crate::net::register_rmw::finish(ctx, &retry.update, outcome);
         gather.after = Some(reply);
         self.fill_part(ctx, address, None, |_| answer);
@@ -656,12 +643,13 @@ impl Conn {
                 conflicts: 0,
             })),
         };
-        rmw_again(ctx, reply_to, &mut gather);
+        let to_register = rmw_again(ctx, reply_to, &mut gather);
         if gather.waiting == 0 {
             self.answer_gathered(ctx, &gather);
         } else {
             if let Some(state) = self.resp.as_mut() {
                 state.writes_pending += 1;
+                state.register_pending += usize::from(to_register);
             }
             self.push_slot(Slot::Gather(Box::new(gather)));
         }
@@ -1016,11 +1004,14 @@ fn step(ctx: &NetContext, replicated: &mut Vec<Request>, reply_to: ReplyTo, gath
 
 /// Runs (again) a read-modify-write's update: its reply at once, or its
 /// write queued for this slot.
-fn rmw_again(ctx: &NetContext, reply_to: ReplyTo, gather: &mut Gather) {
+/// Starts (again) `gather`'s update; true when the consensus register
+/// took it (its end comes with `Conn::register_done`).
+fn rmw_again(ctx: &NetContext, reply_to: ReplyTo, gather: &mut Gather) -> bool {
     let Some(retry) = gather.rmw.as_mut() else {
-        return;
+        return false;
     };
     let started = crate::net::dispatch::rmw(ctx, reply_to, &retry.update);
+    let to_register = matches!(started, Started::Register);
     let (part, waiting) = match started {
         Started::Now(reply) => {
             gather.after = Some(reply);
@@ -1054,6 +1045,7 @@ fn rmw_again(ctx: &NetContext, reply_to: ReplyTo, gather: &mut Gather) {
     };
     gather.parts[0] = part;
     gather.waiting = waiting;
+    to_register
 }
 
 /// Appends a gathered command's one reply.
@@ -1087,33 +1079,4 @@ fn write_gathered(out: &mut Vec<u8>, gather: &Gather) {
         &table::combine(gather.op, &answers, now_ms),
         gather.proto,
     );
-}
-
-#[cfg(test)]
-mod tests {
-    use super::names_a_write;
-
-    use crate::net::resp::test_args as args;
-
-    // `SET k` (and every other short write) behind a pending write once
-    // sliced `args[3..]` and panicked: a short command is not a write.
-    #[test]
-    fn names_a_write_of_a_short_set_is_false_not_a_panic() {
-        // Named a write whatever the arity (the table answers the arity).
-        for words in [
-            &["SET"][..],
-            &["SET", "k"],
-            &["set", "k", "v"],
-            &["MSET"],
-            &["SETEX", "k"],
-        ] {
-            assert!(names_a_write(&args(words)), "{words:?}");
-        }
-        assert!(!names_a_write(&args(&[])));
-        assert!(!names_a_write(&args(&["SET", "k", "v", "KEEPTTL"])));
-        assert!(names_a_write(&args(&["SET", "k", "v", "EX", "10"])));
-        assert!(!names_a_write(&args(&["SET", "k", "v", "nx"])));
-        assert!(!names_a_write(&args(&["INCR", "k"])));
-        assert!(!names_a_write(&args(&["GET", "k", "v", "w"])));
-    }
 }

@@ -14,6 +14,8 @@
 //! - [`encode`]: replies in RESP2 or RESP3.
 //! - [`info`]: `INFO`'s text.
 //! - [`slowlog`]: `SLOWLOG` and `CONFIG SET slowlog-…`, in Redis's reply shape.
+//! - [`write_kind`]: which commands are writes (a read on the connection
+//!   waits for its earlier writes).
 //! - [`keyspace`]: this node's key counts (`DBSIZE`, `INFO`), counted on a
 //!   range thread.
 
@@ -36,6 +38,7 @@ pub mod session;
 pub mod slowlog;
 pub mod table;
 pub mod watch;
+pub mod write_kind;
 
 /// The Redis version whose commands' behaviour the front end follows
 /// (`INFO`'s `redis_version`, `HELLO`'s `version`).
