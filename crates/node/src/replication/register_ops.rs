@@ -16,7 +16,7 @@
 //!   nothing was applied.
 //! - **Round timeout**: a round with no quorum after `round_timeout` ends
 //!   ([`Proposer::timed_out`]); the back-off before the next round is
-//!   [`backoff_ms`] with this thread's seeded generator.
+//!   [`super::register::proposer::backoff_ms`] with this thread's seeded generator.
 //! - An answer to an operation that already has its outcome is dropped
 //!   (its Commit and Release were sent; a replica that did not take the
 //!   Commit keeps its record until the key's next commit reaches it).
