@@ -411,6 +411,25 @@ mod tests {
         }
     }
 
+    /// A writer (fsync mode) on [`LoggingFs`] in `dir`, reserving
+    /// `preallocate` bytes ahead.
+    fn logged_writer(dir: &Path, log: &Log, preallocate: u64) -> WalWriter {
+        let fs = Arc::new(LoggingFs {
+            inner: OsFs,
+            log: Arc::clone(log),
+        });
+        WalWriter::create(
+            fs,
+            dir,
+            1,
+            WalMode::Fsync,
+            preallocate,
+            Arc::new(EngineMetrics::default()),
+            Arc::new(|_: &Error| {}),
+        )
+        .unwrap()
+    }
+
     /// A group whose commit brings the appends within
     /// `ZERO_AHEAD_MIN_BYTES` of the written zeros is answered before the
     /// next megabyte of zeros is written: the answers never wait for it.
@@ -418,20 +437,7 @@ mod tests {
     fn group_is_answered_before_zeros_are_written_ahead() {
         let dir = tempfile::tempdir().unwrap();
         let log: Log = Arc::default();
-        let fs = Arc::new(LoggingFs {
-            inner: OsFs,
-            log: Arc::clone(&log),
-        });
-        let mut wal = WalWriter::create(
-            fs,
-            dir.path(),
-            1,
-            WalMode::Fsync,
-            8 * ZERO_AHEAD_CHUNK_BYTES,
-            Arc::new(EngineMetrics::default()),
-            Arc::new(|_: &Error| {}),
-        )
-        .unwrap();
+        let mut wal = logged_writer(dir.path(), &log, 8 * ZERO_AHEAD_CHUNK_BYTES);
         // The first chunk of zeros is written when the segment is created.
         assert_eq!(*log.lock().unwrap(), ["zero_fill", "sync"]);
         log.lock().unwrap().clear();
@@ -460,20 +466,7 @@ mod tests {
     fn a_group_past_the_reserved_space_is_answered_and_the_next_too() {
         let dir = tempfile::tempdir().unwrap();
         let log: Log = Arc::default();
-        let fs = Arc::new(LoggingFs {
-            inner: OsFs,
-            log: Arc::clone(&log),
-        });
-        let mut wal = WalWriter::create(
-            fs,
-            dir.path(),
-            1,
-            WalMode::Fsync,
-            2 * ZERO_AHEAD_CHUNK_BYTES,
-            Arc::new(EngineMetrics::default()),
-            Arc::new(|_: &Error| {}),
-        )
-        .unwrap();
+        let mut wal = logged_writer(dir.path(), &log, 2 * ZERO_AHEAD_CHUNK_BYTES);
         let answered = Arc::new(Mutex::new(Vec::new()));
         for seq in [1, 2] {
             let mut batch = WriteBatch::new();
