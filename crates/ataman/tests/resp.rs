@@ -419,22 +419,22 @@ fn a_cluster_serves_any_key_through_any_node_with_one_paused() {
             );
         }
     }
-    // A read-modify-write of a key with other replicas is refused (the
-    // consensus register is experimental, off by default), even on a
-    // connection that asked for one replica: the layout's R decides, not
-    // the connection's `from` (with `from` deciding, the keys first in
-    // placement here were incremented from whatever this node held).
+    // A read-modify-write of a key with other replicas takes the
+    // consensus register, even on a connection that asked for one
+    // replica: the layout's R decides, not the connection's `from` (with
+    // `from` deciding, the keys first in placement here were incremented
+    // from whatever this node held). Another node reads each result.
     {
         let mut con = connect(&addrs[0], false);
         assert_eq!(
             ok(&mut con, &[b"ATAMAN.REPLICATION", b"1", b"1"]),
             Value::Array(vec![Value::Int(1), Value::Int(1)])
         );
+        let mut other = connect(&addrs[1], false);
         for k in 0..30 {
             let key = format!("rmw{k}");
-            let e = error(&mut con, &[b"INCR", key.as_bytes()]);
-            assert!(e.contains("other nodes"), "INCR {key}: {e}");
-            assert_eq!(ok(&mut con, &[b"EXISTS", key.as_bytes()]), Value::Int(0));
+            assert_eq!(ok(&mut con, &[b"INCR", key.as_bytes()]), Value::Int(1));
+            assert_eq!(ok(&mut other, &[b"GET", key.as_bytes()]), bulk(b"1"));
         }
     }
     let paused = cluster.node(2).pid();

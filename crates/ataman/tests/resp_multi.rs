@@ -623,12 +623,13 @@ fn redis_py_watch_retry_loops_end_exact() {
 /// A 3-node cluster (R = 3): `GETRANGE` of a key with replicas on other
 /// nodes is a plain read (the value written through another node),
 /// `WATCH` of it is refused, saying why, and nothing is kept; `INCR` of it
-/// is refused without `--consensus-register` (experimental; with it, the
-/// register answers `tests/resp_register.rs`'s cases).
+/// is refused with `--consensus-register=false` (by default the register
+/// answers it: `tests/resp_register.rs`).
 #[test]
 fn on_multi_replica_keys_getrange_reads_and_watch_is_refused() {
     let addrs: Vec<String> = (0..3).map(|_| support::fixed_resp_addr()).collect();
-    let _cluster = support::cluster::TestCluster::start_each(3, &[], |i| {
+    let off = ["--consensus-register=false"];
+    let _cluster = support::cluster::TestCluster::start_each(3, &off, |i| {
         vec!["--resp-listen".to_string(), addrs[i].clone()]
     });
     let mut first = Raw::connect(&addrs[0]);
@@ -654,8 +655,12 @@ fn on_multi_replica_keys_getrange_reads_and_watch_is_refused() {
         assert_eq!(call(&mut c, "MULTI"), b"+OK\r\n");
         assert_eq!(call(&mut c, "PING"), b"+QUEUED\r\n");
         assert_eq!(call(&mut c, "EXEC"), b"*1\r\n+PONG\r\n");
-        // Without --consensus-register (experimental), refused.
+        // With --consensus-register=false, refused, naming the option.
         let incr = String::from_utf8(call(&mut c, "INCR rk")).unwrap();
         assert!(incr.contains("replicas on other nodes"), "node {i}: {incr}");
+        assert!(
+            incr.contains("--consensus-register=false"),
+            "node {i}: {incr}"
+        );
     }
 }

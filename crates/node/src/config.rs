@@ -112,9 +112,15 @@ pub struct ServeArgs {
     /// Skip corrupt WAL records that are not a torn tail (reported in the log).
     #[arg(long, env = "ATAMAN_FORCE_RECOVERY")]
     pub force_recovery: bool,
-    /// Experimental: serve atomic read-modify-writes (INCR, SET NX, GETSET, …) of keys with replicas on other nodes through the consensus register; without it they are refused (docs/RESP.md, "Consensus register").
-    #[arg(long, env = "ATAMAN_CONSENSUS_REGISTER")]
-    pub consensus_register: bool,
+    /// Serve atomic read-modify-writes (INCR, SET NX, GETSET, MULTI on one key, …) of keys with replicas on other nodes through the consensus register; `--consensus-register=false` refuses them instead (docs/RESP.md, "Atomic read-modify-write") [default: true].
+    #[arg(
+        long,
+        env = "ATAMAN_CONSENSUS_REGISTER",
+        num_args = 0..=1,
+        default_missing_value = "true",
+        require_equals = true
+    )]
+    pub consensus_register: Option<bool>,
     /// A replicated request without `ack` answers after this long is 504, in ms [default: 1000].
     #[arg(long, env = "ATAMAN_REPLICATION_TIMEOUT_MS")]
     pub replication_timeout_ms: Option<u64>,
@@ -274,8 +280,9 @@ pub struct NodeConfig {
     /// `--join`: the seed member to learn the layout from (`cluster` is
     /// then this node alone until it is added).
     pub join: Option<String>,
-    /// `--consensus-register`: read-modify-writes of keys with other
-    /// replicas take the register (`net::register_rmw`), else refused.
+    /// `--consensus-register` (default true): read-modify-writes of keys
+    /// with other replicas take the register (`net::register_rmw`);
+    /// false refuses them.
     pub consensus_register: bool,
     /// Replicated request timeout.
     pub replication_timeout: Duration,
@@ -741,7 +748,10 @@ impl NodeConfig {
                 .or(file.compaction_rate_bytes)
                 .unwrap_or(COMPACTION_RATE_BYTES_DEFAULT),
             force_recovery: args.force_recovery || file.force_recovery.unwrap_or(false),
-            consensus_register: args.consensus_register || file.consensus_register.unwrap_or(false),
+            consensus_register: args
+                .consensus_register
+                .or(file.consensus_register)
+                .unwrap_or(true),
             replication_timeout: Duration::from_millis(
                 args.replication_timeout_ms
                     .or(file.replication_timeout_ms)
@@ -946,6 +956,34 @@ mod tests {
         };
         assert!(NodeConfig::resolve(&bad).is_err());
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// The consensus register is on by default; `--consensus-register`
+    /// alone says on, `=false` off, a flag wins over the file.
+    #[test]
+    fn consensus_register_defaults_on() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let on = |argv: &[&str], file: Option<&str>| {
+            let mut args = <Cli as clap::Parser>::try_parse_from(argv).unwrap().serve;
+            let dir = tempfile_dir();
+            if let Some(text) = file {
+                std::fs::write(dir.join("f.toml"), text).unwrap();
+                args.config = Some(dir.join("f.toml"));
+            }
+            NodeConfig::resolve(&args).unwrap().consensus_register
+        };
+        assert!(on(&["serve"], None));
+        assert!(on(&["serve", "--consensus-register"], None));
+        assert!(!on(&["serve", "--consensus-register=false"], None));
+        assert!(!on(&["serve"], Some("consensus_register = false\n")));
+        assert!(on(
+            &["serve", "--consensus-register=true"],
+            Some("consensus_register = false\n")
+        ));
     }
 
     /// Anti-entropy options: R within the cluster, the interval below the

@@ -88,9 +88,13 @@ pub enum RegisterTo {
     Local,
 }
 
-/// A register operation's update: the current value (absent: `None`) to
-/// the new one, or `None` when it writes nothing.
-pub type RegisterUpdate = Box<dyn FnMut(&Option<Vec<u8>>) -> Option<Option<Vec<u8>>>>;
+/// A register operation's update: the current value (absent: `None`),
+/// its deadline and the round's ballot time, to the new value and its
+/// deadline, or `None` when it writes nothing (the proposer's `Current`
+/// and `Next` in plain types: this module does not import the
+/// replication module, which imports it).
+pub type RegisterUpdate =
+    Box<dyn FnMut(&Option<Vec<u8>>, Option<u64>, u64) -> Option<(Option<Vec<u8>>, Option<u64>)>>;
 
 /// A read-modify-write a connection hands to its thread's consensus
 /// register proposers (`replication::register_ops`), with the event

@@ -26,6 +26,10 @@ fn register_runs_are_linearizable() {
             "seed {seed}: {:#?}",
             run.history
         );
+        assert_eq!(
+            run.unstored_answers, 0,
+            "seed {seed}: an answer left before a majority stored its value"
+        );
         ok += run.ok;
         failed += run.failed;
         one_round += run.one_round_trip;
@@ -62,6 +66,20 @@ fn planted_accepts_below_promise_is_caught() {
 #[test]
 fn planted_quorum_new_set_only_is_caught() {
     assert!(first_caught(RegisterBug::QuorumNewSetOnly).is_some());
+}
+
+/// Negative control: a proposer that answers at the accept quorum, before
+/// a quorum stored the value (the first wiring's bug: a `GET` right after
+/// an `INCR` read the value before it), is caught by the plain-read check.
+#[test]
+fn planted_replies_before_commit_is_caught() {
+    let config = RegisterSimConfig {
+        bug: Some(RegisterBug::RepliesBeforeCommit),
+        ..RegisterSimConfig::default()
+    };
+    let caught =
+        (0..PLANTED_SEEDS_MAX).find(|&seed| run_register(seed, &config).unstored_answers > 0);
+    assert!(caught.is_some());
 }
 
 /// A seed replays the same history.

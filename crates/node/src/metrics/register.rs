@@ -17,6 +17,9 @@ pub struct RegisterFigures {
     /// Operations whose outcome is unknown (an accept of theirs may have
     /// been decided and built upon).
     pub indeterminate: AtomicU64,
+    /// Operations whose value was decided but not confirmed stored by a
+    /// quorum within the rounds allowed (they took effect).
+    pub unconfirmed: AtomicU64,
     /// Operations refused before a round (the thread's bound, a layout
     /// transition).
     pub refused: AtomicU64,
@@ -60,6 +63,7 @@ impl RegisterFigures {
             ("decided", &self.decided),
             ("exhausted", &self.exhausted),
             ("indeterminate", &self.indeterminate),
+            ("unconfirmed", &self.unconfirmed),
             ("refused", &self.refused),
         ] {
             let _ = writeln!(

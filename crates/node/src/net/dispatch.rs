@@ -445,10 +445,9 @@ pub fn rmw(
     }
     super::rmw_local::Started::Refused(Answer::Failed(
         answer::Failure::NotImplemented,
-        "atomic read-modify-write of a key with replicas on other nodes is refused: the \
-         consensus register that serves it is experimental (start the nodes with \
-         --consensus-register; issue 37); this node serves it for keys whose only replica \
-         is this node"
+        "atomic read-modify-write of a key with replicas on other nodes is refused: this \
+         node runs with --consensus-register=false (the consensus register serves it \
+         otherwise); this node serves it for keys whose only replica is this node"
             .into(),
     ))
 }

@@ -228,7 +228,8 @@ pub fn start(ctx: &NetContext, reply_to: ReplyTo, update: &Update) -> Started {
             return Started::Now(Reply::NullArray);
         }
     }
-    let (value, ttl, reply) = match decide(ctx, update, &base, now_ms) {
+    let max = ctx.config.value_bytes_max as u64;
+    let (value, ttl, reply) = match decide(update, &base, now_ms, max) {
         Ok(decided) => decided,
         Err(reply) => return Started::Now(reply),
     };
@@ -292,12 +293,11 @@ pub fn start(ctx: &NetContext, reply_to: ReplyTo, update: &Update) -> Started {
 /// The update's pure rule on `base`: the value to write (`None`: a
 /// delete), its deadline rule and the reply; `Err`: no write, this reply.
 fn decide(
-    ctx: &NetContext,
     update: &Update,
     base: &Base,
     now_ms: u64,
+    max: u64,
 ) -> Result<(Option<Vec<u8>>, Ttl, Reply), Reply> {
-    let max = ctx.config.value_bytes_max as u64;
     if !update.steps.is_empty() || update.watch.is_some() {
         return transaction(update, base, now_ms, max);
     }
@@ -330,6 +330,26 @@ fn decide(
         // the write's completion, not from a RESP reply.
         Op::Conditional(write) => Ok((write.value.clone(), update.ttl, Reply::Null)),
     }
+}
+
+/// [`decide`] on a value read elsewhere (the consensus register's,
+/// `net::register_rmw`): `value` with `deadline_ms`, judged at `now_ms`
+/// (expired: absent). Pure.
+pub(super) fn decide_on(
+    update: &Update,
+    value: Option<&[u8]>,
+    deadline_ms: Option<u64>,
+    now_ms: u64,
+    max: u64,
+) -> Result<(Option<Vec<u8>>, Ttl, Reply), Reply> {
+    let live = value.is_some() && deadline_ms.is_none_or(|d| d > now_ms);
+    let base = Base {
+        value: value.filter(|_| live).map(<[u8]>::to_vec),
+        deadline_ms: deadline_ms.filter(|_| live),
+        ts: None,
+        read_seq: 0,
+    };
+    decide(update, &base, now_ms, max)
 }
 
 /// A transaction's effect on `base` ([`multi_apply::apply`]): its value,

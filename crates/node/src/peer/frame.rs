@@ -35,7 +35,8 @@ pub const KIND_REGISTER_ASK: u8 = 5;
 pub const KIND_REGISTER_REPLY: u8 = 6;
 /// Largest register frame body ("Register frame"): a `Promise` carries an
 /// accepted and a committed value, each at most `VALUE_BYTES_MAX`, and the
-/// other fields take at most 60 bytes; an `Ask` carries a key and one value.
+/// other fields (two deadlines among them) take at most 76 bytes; an `Ask`
+/// carries a key and one value.
 pub const REGISTER_BODY_BYTES_MAX: usize = KEY_BYTES_MAX + 2 * VALUE_BYTES_MAX + 128;
 
 /// Kind byte of [`Message::Write`].

@@ -17,11 +17,11 @@ use crate::metrics::register::RegisterFigures;
 use crate::peer::link::PeerReply;
 use crate::replication::driver::Waiter;
 use crate::replication::register::acceptor::Request;
-use crate::replication::register::proposer::RegisterError;
+use crate::replication::register::proposer::{Current, Next, RegisterError};
 use crate::replication::register::quorum::{self, Quorum};
 use crate::replication::register::wire::{self, RegisterMessage};
-use crate::replication::register_ops::Outcome;
-use crate::state::{NetContext, RegisterStart, RegisterTo};
+use crate::replication::register_ops::{Outcome, UpdateFn};
+use crate::state::{NetContext, RegisterStart, RegisterTo, RegisterUpdate};
 use mio::Registry;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -93,9 +93,9 @@ impl ReplicationIo {
                     continue;
                 }
             };
-            if let Err(e) = self
-                .register
-                .start(s.key, quorum, s.update, to, now, &mut clock)
+            if let Err(e) =
+                self.register
+                    .start(s.key, quorum, as_update(s.update), to, now, &mut clock)
             {
                 ctx.shared
                     .metrics
@@ -234,6 +234,14 @@ impl ReplicationIo {
     }
 }
 
+/// A connection's update in the proposer's terms.
+fn as_update(mut update: RegisterUpdate) -> UpdateFn {
+    Box::new(move |c: &Current| {
+        update(&c.value, c.deadline_ms, c.at)
+            .map(|(value, deadline_ms)| Next { value, deadline_ms })
+    })
+}
+
 fn count_request(figures: &RegisterFigures, request: &Request) {
     let kind = match request {
         Request::Prepare(_) => 0,
@@ -257,6 +265,10 @@ fn count_outcome(figures: &RegisterFigures, outcome: &Outcome) {
         Outcome::Failed(RegisterError::Indeterminate) => {
             figures.indeterminate.fetch_add(1, Ordering::Relaxed);
             1
+        }
+        Outcome::Failed(RegisterError::Unconfirmed { attempts, .. }) => {
+            figures.unconfirmed.fetch_add(1, Ordering::Relaxed);
+            *attempts
         }
     };
     figures

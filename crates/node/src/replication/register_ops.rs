@@ -21,8 +21,8 @@
 //!   (its Commit and Release were sent; a replica that did not take the
 //!   Commit keeps its record until the key's next commit reaches it).
 
-use super::register::acceptor::{Answer, Request, Value};
-use super::register::proposer::{self, Limits, Output, Proposer, RegisterError};
+use super::register::acceptor::{Answer, Request};
+use super::register::proposer::{self, Current, Limits, Next, Output, Proposer, RegisterError};
 use super::register::quorum::Quorum;
 use ataman_testkit::rng::Rng;
 use std::collections::{HashMap, VecDeque};
@@ -33,7 +33,7 @@ pub const OPS_MAX: usize = 4096;
 
 /// An operation's update: the current value to the new one, or none
 /// (nothing to write).
-pub type UpdateFn = Box<dyn FnMut(&Value) -> Option<Value>>;
+pub type UpdateFn = Box<dyn FnMut(&Current) -> Option<Next>>;
 
 /// How an operation ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,11 +41,11 @@ pub enum Outcome {
     /// Decided: the value the update was applied to, whether its new
     /// value was written, round trips taken.
     Done {
-        /// The current value the update saw.
-        before: Value,
+        /// The current value the update saw (its deadline, its time).
+        before: Current,
         /// Its new value was decided.
         written: bool,
-        /// Round trips (prepare and accept each count one).
+        /// Round trips (prepare, accept and commit each count one).
         round_trips: u32,
         /// Rounds taken (1: no retry).
         attempts: u32,

@@ -15,13 +15,17 @@ fn three() -> Quorum {
 
 /// An increment of a decimal counter (absent reads as 0).
 fn incr() -> UpdateFn {
-    Box::new(|v: &Value| {
-        let n: u64 = v
+    Box::new(|c: &Current| {
+        let n: u64 = c
+            .value
             .as_deref()
             .and_then(|b| std::str::from_utf8(b).ok())
             .and_then(|s| s.parse().ok())
             .unwrap_or(0);
-        Some(Some((n + 1).to_string().into_bytes()))
+        Some(Next {
+            value: Some((n + 1).to_string().into_bytes()),
+            deadline_ms: None,
+        })
     })
 }
 
@@ -71,10 +75,10 @@ fn one_operation_per_key_at_a_time() {
     deliver(&mut ops, &mut states, &[], now);
     let outcomes = ops.take_outcomes();
     assert_eq!(outcomes.len(), 2);
-    let befores: Vec<Value> = outcomes
+    let befores: Vec<Option<Vec<u8>>> = outcomes
         .iter()
         .map(|(_, o, _)| match o {
-            Outcome::Done { before, .. } => before.clone(),
+            Outcome::Done { before, .. } => before.value.clone(),
             Outcome::Failed(e) => panic!("{e}"),
         })
         .collect();

@@ -9,16 +9,23 @@ pub enum RegisterBug {
     /// During the layout transition a quorum is counted in the new replica
     /// set only (`quorum::Mode::PlantedNewSetOnly`).
     QuorumNewSetOnly,
+    /// The proposer answers at the accept quorum, before a quorum stored
+    /// the value (`proposer::Limits::planted_replies_before_commit`).
+    RepliesBeforeCommit,
 }
 
 impl RegisterBug {
     /// Every planted bug by its command-line name.
-    pub const NAMES: [(&'static str, RegisterBug); 2] = [
+    pub const NAMES: [(&'static str, RegisterBug); 3] = [
         (
             "register-accepts-below-promise",
             RegisterBug::AcceptsBelowPromise,
         ),
         ("register-quorum-new-only", RegisterBug::QuorumNewSetOnly),
+        (
+            "register-replies-before-commit",
+            RegisterBug::RepliesBeforeCommit,
+        ),
     ];
 }
 

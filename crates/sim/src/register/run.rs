@@ -26,17 +26,29 @@
 //!   `hlc::NODE_BITS` bits (as the node's HLC).
 //!
 //! The history is then checked with `ataman_testkit::linearizable`.
+//!
+//! # What a plain read sees
+//! The node's plain `GET` reads the key's stored versions from a quorum
+//! of its replicas, the newest winning. So when an operation is answered,
+//! a majority of the old replica set (every quorum includes one) must
+//! hold its value stored, or a value decided after it (a stored version
+//! whose ballot is at least the first ballot the value was stored
+//! under: decided values' ballots grow along the chain). Each answer is
+//! checked against the acceptors' durable state at that instant; the run
+//! counts the answers that fail it ([`RegisterRun::unstored_answers`]).
 
 use super::config::*;
 use crate::world::World;
 use ataman_node::replication::register::acceptor::{self, Answer, KeyState, Request, Value};
-use ataman_node::replication::register::proposer::{Limits, Output, Proposer, backoff_ms};
+use ataman_node::replication::register::proposer::{
+    Current, Limits, Next, Output, Proposer, backoff_ms,
+};
 use ataman_node::replication::register::quorum::{self, Quorum};
 use ataman_node::replication::register::record::{self, Persist};
 use ataman_node::replication::register::wire::{self, RegisterMessage};
 use ataman_testkit::linearizable::{self, Entry, Register, RegisterOp, Verdict};
 
-type Update = Box<dyn FnMut(&Value) -> Option<Value>>;
+type Update = Box<dyn FnMut(&Current) -> Option<Next>>;
 
 /// What one run found.
 #[derive(Debug)]
@@ -53,6 +65,10 @@ pub struct RegisterRun {
     pub one_round_trip: usize,
     /// Acceptors holding a Paxos record for the key at the end.
     pub records_held: usize,
+    /// Operations answered while fewer than a majority of the old set
+    /// stored their value (or a later one): a plain read right after the
+    /// answer could miss it (the module doc).
+    pub unstored_answers: usize,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -123,6 +139,9 @@ struct Run {
     failed: usize,
     one_round_trip: usize,
     unknown_reads: Vec<usize>,
+    /// Each value's first stored ballot time.
+    first_stored: std::collections::HashMap<u64, u64>,
+    unstored_answers: usize,
 }
 
 /// One acceptor's durable state, as the node keeps it: the Paxos record's
@@ -202,6 +221,14 @@ fn encode(v: u64) -> Value {
     Some(v.to_le_bytes().to_vec())
 }
 
+/// A write of `v` (no deadline: the simulation's values do not expire).
+fn write(v: u64) -> Next {
+    Next {
+        value: encode(v),
+        deadline_ms: None,
+    }
+}
+
 fn decode(v: &Value) -> Option<u64> {
     v.as_ref().map(|bytes| {
         let array: [u8; 8] = bytes
@@ -240,6 +267,8 @@ pub fn run_register(seed: u64, config: &RegisterSimConfig) -> RegisterRun {
         failed: 0,
         one_round_trip: 0,
         unknown_reads: Vec::new(),
+        first_stored: std::collections::HashMap::new(),
+        unstored_answers: 0,
     };
     for client in 0..config.clients {
         let after = run.world.rng.below(THINK_MS_MAX);
@@ -273,6 +302,7 @@ pub fn run_register(seed: u64, config: &RegisterSimConfig) -> RegisterRun {
         failed: run.failed,
         one_round_trip: run.one_round_trip,
         records_held: run.durable.iter().filter(|d| d.record.is_some()).count(),
+        unstored_answers: run.unstored_answers,
     }
 }
 
@@ -371,7 +401,16 @@ impl Run {
         let before = self.durable[i].load();
         let step = acceptor::step(&before, request, mode);
         // Durable before the answer leaves.
-        self.durable[i].store(record::plan(&before, &step));
+        let writes = record::plan(&before, &step);
+        for w in &writes {
+            if let Persist::Committed(version) = w
+                && let Some(v) = decode(&version.value)
+            {
+                let first = self.first_stored.entry(v).or_insert(version.ts);
+                *first = (*first).min(version.ts);
+            }
+        }
+        self.durable[i].store(writes);
         assert_eq!(
             self.durable[i].load(),
             record::as_stored(&step.next),
@@ -423,10 +462,10 @@ impl Run {
             },
         };
         let update: Update = match kind {
-            Kind::Read => Box::new(|_: &Value| None),
-            Kind::Write(v) => Box::new(move |_: &Value| Some(encode(v))),
+            Kind::Read => Box::new(|_: &Current| None),
+            Kind::Write(v) => Box::new(move |_: &Current| Some(write(v))),
             Kind::Cas { expect, new } => {
-                Box::new(move |cur: &Value| (decode(cur) == expect).then(|| encode(new)))
+                Box::new(move |cur: &Current| (decode(&cur.value) == expect).then(|| write(new)))
             }
         };
         let now_ms = self.world.now_ms();
@@ -440,7 +479,12 @@ impl Run {
             _ => quorum::Mode::Sound,
         };
         let quorum = Quorum::new(sets, mode).unwrap_or_else(|e| panic!("fixed sets: {e}"));
-        let mut proposer = Proposer::new(node, quorum, Limits::default(), update);
+        let limits = Limits {
+            planted_replies_before_commit: self.config.bug
+                == Some(RegisterBug::RepliesBeforeCommit),
+            ..Limits::default()
+        };
+        let mut proposer = Proposer::new(node, quorum, limits, update);
         let op = match kind {
             Kind::Read => RegisterOp::Read(None),
             Kind::Write(v) => RegisterOp::Write(v),
@@ -521,7 +565,7 @@ impl Run {
                         request,
                     });
                 }
-                let before = decode(&before);
+                let before = decode(&before.value);
                 let e = &mut self.history[entry];
                 e.ret = Some(self.world.now_ms());
                 e.op = match kind {
@@ -537,12 +581,15 @@ impl Run {
                 if round_trips == 1 {
                     self.one_round_trip += 1;
                 }
-                let c = &mut self.clients[client];
-                c.last_seen = match kind {
+                let answered = match kind {
                     Kind::Write(v) => Some(v),
                     Kind::Cas { new, .. } if written => Some(new),
                     _ => before,
                 };
+                if !self.stored_at_a_majority(answered) {
+                    self.unstored_answers += 1;
+                }
+                self.clients[client].last_seen = answered;
                 self.finish(client);
             }
             Output::Failed(_) => {
@@ -557,6 +604,27 @@ impl Run {
                 self.finish(client);
             }
         }
+    }
+
+    /// A majority of the old set holds `value` stored, or a value decided
+    /// after it (the module doc); trivially so for a register never written.
+    fn stored_at_a_majority(&self, value: Option<u64>) -> bool {
+        let Some(v) = value else {
+            return true;
+        };
+        let Some(&first) = self.first_stored.get(&v) else {
+            return false;
+        };
+        let holding = OLD_SET
+            .iter()
+            .filter(|&&id| {
+                self.durable[usize::from(id)]
+                    .stored
+                    .as_ref()
+                    .is_some_and(|s| s.ts >= first)
+            })
+            .count();
+        holding > OLD_SET.len() / 2
     }
 
     /// The operation is over: the client thinks, then starts its next.

@@ -54,6 +54,10 @@ pub struct Proposal {
     pub ballot: Ballot,
     /// The value.
     pub value: Value,
+    /// The value's absolute deadline, Unix milliseconds (`None`: it never
+    /// expires; always `None` when the value is absent), carried with it
+    /// into the key's stored version.
+    pub deadline_ms: Option<u64>,
 }
 
 /// One acceptor's state for one key (durable: see the "Rules").
@@ -233,6 +237,7 @@ mod tests {
         Proposal {
             ballot: b(time),
             value: Some(value.to_vec()),
+            deadline_ms: None,
         }
     }
 

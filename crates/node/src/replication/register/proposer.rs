@@ -14,18 +14,32 @@
 //!   themselves (it was decided); otherwise it is *in flight*.
 //! - The operation's update maps the current value to a new value, or to
 //!   none (a read, a compare-and-set whose condition failed).
-//!   - none, and the current proposal settled: the operation is done in
-//!     this one round trip with the current value ("a linearizable read in
-//!     one round"); it sends `Release(b)` to the promisers (its promise is
-//!     no longer needed, the record can be pruned) and, if no promiser
-//!     knew the value committed, `Commit` of it to every replica.
+//!   - none, and the current proposal settled: it sends `Release(b)` to
+//!     the promisers (its promise is no longer needed, the record can be
+//!     pruned). When promisers that hold the current value committed form
+//!     a quorum by themselves, the operation is done in this one round
+//!     trip with the current value ("a linearizable read in one round");
+//!     otherwise it sends `Commit` of it to every replica and is done once
+//!     a quorum holds it committed (below).
 //!   - none, and in flight: it completes what it found, `Accept(b,
 //!     current)`, then is done with the current value.
 //!   - a new value: `Accept(b, new)` (CASPaxos: the in-flight proposal,
 //!     if any, is decided as the new one's predecessor).
-//! - Once the accepts form a quorum the operation is done; `Commit` goes
-//!   to every replica, and the `Committed` answers tell which replicas
-//!   still hold a record ([`Proposer::uncommitted`]).
+//! - Once the accepts form a quorum the value is decided; `Commit` goes
+//!   to every replica, and the operation is **done once the `Committed`
+//!   answers form a quorum**: a replica answers `Committed` only when the
+//!   key's stored version (what a plain quorum read of the main store
+//!   reads) is durable, so a plain read that starts after the reply, from
+//!   any quorum, finds the value or a later one. (Replying at the accept
+//!   quorum let a `GET` right after an acknowledged `INCR` read the value
+//!   before it.) Later `Committed` answers tell which replicas still hold a
+//!   record ([`Proposer::uncommitted`]).
+//! - A commit round that times out before its quorum backs off like any
+//!   round; the retry sends `Commit` again to the replicas that did not
+//!   acknowledge it (no new ballot: the value is decided). At
+//!   [`Limits::attempts_max`] rounds it fails with
+//!   [`RegisterError::Unconfirmed`]: the value *was* decided and takes
+//!   effect, but a quorum did not confirm holding it.
 //! - A `Refused` answer to the round's ballot ends the round at once; so
 //!   does the caller's round timeout ([`Proposer::timed_out`]). The
 //!   proposer then backs off ([`Output::Backoff`]: the caller waits
@@ -84,6 +98,11 @@ pub struct Limits {
     /// accept: it never accepted it. The "Rules"' last item uses it;
     /// the simulation's network duplicates, so it leaves it false.
     pub at_most_once: bool,
+    /// A planted bug (the simulation's negative control
+    /// `register-replies-before-commit`): the outcome at the accept
+    /// quorum, before a quorum stored the value, as the first wiring did.
+    /// Always false on the node.
+    pub planted_replies_before_commit: bool,
 }
 
 impl Default for Limits {
@@ -91,6 +110,7 @@ impl Default for Limits {
         Limits {
             attempts_max: ATTEMPTS_MAX_DEFAULT,
             at_most_once: false,
+            planted_replies_before_commit: false,
         }
     }
 }
@@ -113,6 +133,30 @@ pub fn backoff_ms(attempt: u32, random: u64) -> u64 {
         .saturating_mul(1u64 << shift)
         .min(BACKOFF_MS_MAX);
     random % (bound + 1)
+}
+
+/// What an operation's update runs on: the current value with its
+/// deadline, and the time it runs at (the round's ballot time, an HLC
+/// timestamp: a value whose deadline is at or before its milliseconds has
+/// expired). [`Output::Done`] gives back the one the decided update ran
+/// on, so a reply computed from it is the update's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Current {
+    /// The value (`None`: absent).
+    pub value: Value,
+    /// Its deadline, Unix milliseconds (`None`: never).
+    pub deadline_ms: Option<u64>,
+    /// The round's ballot time.
+    pub at: u64,
+}
+
+/// What an update writes: the new value (`None`: delete) and its deadline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Next {
+    /// The value.
+    pub value: Value,
+    /// Its deadline (ignored for a delete).
+    pub deadline_ms: Option<u64>,
 }
 
 /// Why a round ended without the operation's outcome.
@@ -144,6 +188,18 @@ pub enum RegisterError {
         "the outcome is unknown: a round's accept did not complete and another proposer's value followed it; the operation may or may not have taken effect"
     )]
     Indeterminate,
+    /// The operation's value was decided but fewer than a quorum confirmed
+    /// its commit within the rounds allowed: it took effect, and a plain
+    /// read may not see it yet.
+    #[error(
+        "the operation took effect, but only {confirmed} replicas, short of a quorum, confirmed storing it after {attempts} rounds; a plain read may not see it until the others catch up"
+    )]
+    Unconfirmed {
+        /// Rounds taken.
+        attempts: u32,
+        /// Replicas that confirmed the commit.
+        confirmed: usize,
+    },
 }
 
 /// What the caller does next.
@@ -161,10 +217,10 @@ pub enum Output {
     /// whether it wrote a new one.
     Done {
         /// The current value the update was applied to.
-        before: Value,
+        before: Current,
         /// True when the update's new value was decided.
         written: bool,
-        /// Round trips taken in all (prepare and accept each count one).
+        /// Round trips taken in all (prepare, accept and commit each count one).
         round_trips: u32,
     },
     /// The operation failed.
@@ -178,7 +234,7 @@ enum Phase {
     },
     Accepting {
         proposal: Proposal,
-        before: Value,
+        before: Current,
         written: bool,
         accepted: BTreeSet<NodeId>,
         /// The replicas that promised the round's ballot.
@@ -187,6 +243,10 @@ enum Phase {
         refused: BTreeSet<NodeId>,
     },
     BackingOff,
+    /// Decided; waiting for a quorum of `Committed` answers.
+    Committing(Commit),
+    /// A commit round timed out: the retry resends `Commit`.
+    CommitBackoff(Commit),
     Done {
         proposal: Option<Proposal>,
         committed: BTreeSet<NodeId>,
@@ -194,6 +254,18 @@ enum Phase {
         releases: bool,
     },
     Failed,
+}
+
+/// A decided proposal on its way to a quorum of stored versions.
+#[derive(Debug)]
+struct Commit {
+    proposal: Proposal,
+    before: Current,
+    written: bool,
+    /// Replicas known to hold it committed.
+    committed: BTreeSet<NodeId>,
+    /// A one-round read's promisers get `Release` (late promises too).
+    releases: bool,
 }
 
 /// One operation of the register, from its first round to its outcome.
@@ -210,11 +282,11 @@ pub struct Proposer<F> {
     phase: Phase,
     outbox: Vec<(NodeId, Request)>,
     /// Every accept round sent: its ballot, the value before, whether it wrote.
-    own: Vec<(Ballot, Value, bool)>,
+    own: Vec<(Ballot, Current, bool)>,
     doubts: Vec<Doubt>,
 }
 
-impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
+impl<F: FnMut(&Current) -> Option<Next>> Proposer<F> {
     /// An operation of node `node` over `quorum`; `update` maps the
     /// current value to the new one, or to none (nothing to write).
     pub fn new(node: NodeId, quorum: Quorum, limits: Limits, update: F) -> Proposer<F> {
@@ -223,7 +295,7 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
             quorum,
             limits: Limits {
                 attempts_max: limits.attempts_max.max(1),
-                at_most_once: limits.at_most_once,
+                ..limits
             },
             update,
             ballot: Ballot::ZERO,
@@ -245,6 +317,22 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
 
     /// Starts the next round at clock time `now` (after a [`Output::Backoff`]).
     pub fn retry(&mut self, now: u64) {
+        if let Phase::CommitBackoff(_) = self.phase {
+            let Phase::CommitBackoff(commit) = std::mem::replace(&mut self.phase, Phase::Failed)
+            else {
+                return;
+            };
+            self.attempts += 1;
+            self.round_trips += 1;
+            for id in self.quorum.replicas() {
+                if !commit.committed.contains(&id) {
+                    self.outbox
+                        .push((id, Request::Commit(commit.proposal.clone())));
+                }
+            }
+            self.phase = Phase::Committing(commit);
+            return;
+        }
         if !matches!(self.phase, Phase::BackingOff) {
             return;
         }
@@ -288,8 +376,26 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
 
     /// The caller's round timeout passed without a quorum.
     pub fn timed_out(&mut self) -> Output {
-        match self.phase {
+        match &self.phase {
             Phase::Preparing { .. } | Phase::Accepting { .. } => self.end_round(Cause::Timeout),
+            Phase::Committing(commit) => {
+                if self.attempts >= self.limits.attempts_max {
+                    let confirmed = commit.committed.len();
+                    self.phase = Phase::Failed;
+                    return Output::Failed(RegisterError::Unconfirmed {
+                        attempts: self.attempts,
+                        confirmed,
+                    });
+                }
+                let Phase::Committing(commit) = std::mem::replace(&mut self.phase, Phase::Failed)
+                else {
+                    return Output::Wait;
+                };
+                self.phase = Phase::CommitBackoff(commit);
+                Output::Backoff {
+                    attempt: self.attempts,
+                }
+            }
             _ => Output::Wait,
         }
     }
@@ -328,7 +434,12 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
                 if ballot != self.ballot {
                     return Output::Wait;
                 }
-                if let Phase::Done { releases: true, .. } = self.phase {
+                let releases = match &self.phase {
+                    Phase::Done { releases, .. } => *releases,
+                    Phase::Committing(c) | Phase::CommitBackoff(c) => c.releases,
+                    _ => false,
+                };
+                if releases {
                     self.outbox.push((from, Request::Release(ballot)));
                 }
                 // A promise after the quorum's: a promiser of the accept.
@@ -371,30 +482,39 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
                 else {
                     return Output::Wait;
                 };
+                self.round_trips += 1;
                 self.broadcast(Request::Commit(proposal.clone()));
-                self.phase = Phase::Done {
-                    proposal: Some(proposal),
-                    committed: BTreeSet::new(),
-                    releases: false,
-                };
-                Output::Done {
+                self.phase = Phase::Committing(Commit {
+                    proposal,
                     before,
                     written,
-                    round_trips: self.round_trips,
-                }
-            }
-            Answer::Committed(ballot) => {
-                if let Phase::Done {
-                    proposal: Some(p),
-                    committed,
-                    ..
-                } = &mut self.phase
-                    && p.ballot == ballot
-                {
-                    committed.insert(from);
+                    committed: BTreeSet::new(),
+                    releases: false,
+                });
+                if self.limits.planted_replies_before_commit {
+                    return self.committed_at_quorum();
                 }
                 Output::Wait
             }
+            Answer::Committed(ballot) => match &mut self.phase {
+                Phase::Done {
+                    proposal: Some(p),
+                    committed,
+                    ..
+                } if p.ballot == ballot => {
+                    committed.insert(from);
+                    Output::Wait
+                }
+                Phase::Committing(c) | Phase::CommitBackoff(c) if c.proposal.ballot == ballot => {
+                    c.committed.insert(from);
+                    if self.quorum.reached(&c.committed) {
+                        self.committed_at_quorum()
+                    } else {
+                        Output::Wait
+                    }
+                }
+                _ => Output::Wait,
+            },
         }
     }
 
@@ -424,6 +544,14 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
                 .collect(),
             None => BTreeSet::new(),
         };
+        let committed_by: BTreeSet<NodeId> = match current {
+            Some(c) => promises
+                .iter()
+                .filter(|(_, (_, k))| k.as_ref().is_some_and(|k| k.ballot >= c.ballot))
+                .map(|(id, _)| *id)
+                .collect(),
+            None => BTreeSet::new(),
+        };
         let settled = known_committed || self.quorum.reached(&accepted_by);
         let current = current.cloned();
         let own = current
@@ -439,7 +567,11 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
             // complete it if it is in flight.
             Some((before, written)) => (before, None, written),
             None => {
-                let before: Value = current.as_ref().and_then(|p| p.value.clone());
+                let before = Current {
+                    value: current.as_ref().and_then(|p| p.value.clone()),
+                    deadline_ms: current.as_ref().and_then(|p| p.deadline_ms),
+                    at: self.ballot.time,
+                };
                 let new = (self.update)(&before);
                 let written = new.is_some();
                 (before, new, written)
@@ -450,28 +582,43 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
                 for id in promises.keys() {
                     self.outbox.push((*id, Request::Release(self.ballot)));
                 }
-                if !known_committed && let Some(p) = &current {
-                    self.broadcast(Request::Commit(p.clone()));
-                }
-                let proposal = if known_committed { None } else { current };
-                self.phase = Phase::Done {
-                    proposal,
-                    committed: BTreeSet::new(),
-                    releases: true,
-                };
-                Output::Done {
-                    before,
-                    written,
-                    round_trips: self.round_trips,
+                match current {
+                    // A quorum holds the value committed (or nothing was
+                    // ever written): done in this one round trip.
+                    Some(p) if !self.quorum.reached(&committed_by) => {
+                        self.round_trips += 1;
+                        self.broadcast(Request::Commit(p.clone()));
+                        self.phase = Phase::Committing(Commit {
+                            proposal: p,
+                            before,
+                            written,
+                            committed: committed_by,
+                            releases: true,
+                        });
+                        Output::Wait
+                    }
+                    _ => {
+                        self.phase = Phase::Done {
+                            proposal: None,
+                            committed: BTreeSet::new(),
+                            releases: true,
+                        };
+                        Output::Done {
+                            before,
+                            written,
+                            round_trips: self.round_trips,
+                        }
+                    }
                 }
             }
             (new, _) => {
-                let value = match new {
-                    Some(v) => v,
-                    None => current.and_then(|p| p.value),
+                let (value, deadline_ms) = match new {
+                    Some(next) => (next.value, next.deadline_ms),
+                    None => current.map_or((None, None), |p| (p.value, p.deadline_ms)),
                 };
                 let proposal = Proposal {
                     ballot: self.ballot,
+                    deadline_ms: value.as_ref().and(deadline_ms),
                     value,
                 };
                 self.round_trips += 1;
@@ -487,6 +634,25 @@ impl<F: FnMut(&Value) -> Option<Value>> Proposer<F> {
                 };
                 Output::Wait
             }
+        }
+    }
+
+    /// A quorum holds the decided value committed: the outcome.
+    fn committed_at_quorum(&mut self) -> Output {
+        let (Phase::Committing(c) | Phase::CommitBackoff(c)) =
+            std::mem::replace(&mut self.phase, Phase::Failed)
+        else {
+            return Output::Wait;
+        };
+        self.phase = Phase::Done {
+            proposal: Some(c.proposal),
+            committed: c.committed,
+            releases: c.releases,
+        };
+        Output::Done {
+            before: c.before,
+            written: c.written,
+            round_trips: self.round_trips,
         }
     }
 

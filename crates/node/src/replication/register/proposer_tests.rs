@@ -2,7 +2,7 @@
 
 use super::acceptor::{self, Answer, KeyState, Proposal, Value};
 use super::ballot::Ballot;
-use super::proposer::{Cause, Limits, Output, Proposer, RegisterError, backoff_ms};
+use super::proposer::{Cause, Current, Limits, Next, Output, Proposer, RegisterError, backoff_ms};
 use super::quorum::{Mode, Quorum};
 use crate::cluster::layout::NodeId;
 
@@ -12,7 +12,7 @@ fn quorum(ids: &[NodeId]) -> Quorum {
 
 /// Delivers the proposer's outbox to `acceptors` (those in `down` drop
 /// it) until it has an outcome or nothing is left to deliver.
-fn drive<F: FnMut(&Value) -> Option<Value>>(
+fn drive<F: FnMut(&Current) -> Option<Next>>(
     p: &mut Proposer<F>,
     acceptors: &mut [KeyState],
     down: &[NodeId],
@@ -40,44 +40,48 @@ fn drive<F: FnMut(&Value) -> Option<Value>>(
     last
 }
 
-fn set(v: &[u8]) -> impl FnMut(&Value) -> Option<Value> {
+fn set(v: &[u8]) -> impl FnMut(&Current) -> Option<Next> {
     let v = v.to_vec();
-    move |_: &Value| Some(Some(v.clone()))
+    move |_: &Current| {
+        Some(Next {
+            value: Some(v.clone()),
+            deadline_ms: None,
+        })
+    }
 }
 
-fn read(_: &Value) -> Option<Value> {
+fn read(_: &Current) -> Option<Next> {
     None
 }
 
-/// An uncontended write takes two round trips and leaves no Paxos record
-/// once every replica acknowledged its commit; a read then takes one.
+/// An outcome's value seen, whether it wrote, round trips (`None`: not done).
+fn done(out: &Output) -> Option<(Value, bool, u32)> {
+    match out {
+        Output::Done {
+            before,
+            written,
+            round_trips,
+        } => Some((before.value.clone(), *written, *round_trips)),
+        _ => None,
+    }
+}
+
+/// An uncontended write takes three round trips (prepare, accept, commit)
+/// and leaves no Paxos record once every replica acknowledged its commit;
+/// a read then takes one.
 #[test]
-fn write_two_round_trips_read_one() {
+fn write_three_round_trips_read_one() {
     let mut acc = vec![KeyState::default(); 3];
     let mut w = Proposer::new(0, quorum(&[0, 1, 2]), Limits::default(), set(b"a"));
     w.start(10);
     let out = drive(&mut w, &mut acc, &[]);
-    assert_eq!(
-        out,
-        Output::Done {
-            before: None,
-            written: true,
-            round_trips: 2
-        }
-    );
+    assert_eq!(done(&out), Some((None, true, 3)));
     assert!(w.uncommitted().is_empty());
     assert!(acc.iter().all(|s| !s.holds_record()));
     let mut r = Proposer::new(1, quorum(&[0, 1, 2]), Limits::default(), read);
     r.start(20);
     let out = drive(&mut r, &mut acc, &[]);
-    assert_eq!(
-        out,
-        Output::Done {
-            before: Some(b"a".to_vec()),
-            written: false,
-            round_trips: 1
-        }
-    );
+    assert_eq!(done(&out), Some((Some(b"a".to_vec()), false, 1)));
     assert!(
         acc.iter().all(|s| !s.holds_record()),
         "the read released its promise: {acc:?}"
@@ -85,27 +89,22 @@ fn write_two_round_trips_read_one() {
 }
 
 /// A read that finds a proposal accepted by a minority (in flight)
-/// completes it with an accept round before it answers.
+/// completes it with an accept round, and a commit round, before it
+/// answers.
 #[test]
 fn read_completes_what_is_in_flight() {
     let mut acc = vec![KeyState::default(); 3];
     let inflight = Proposal {
         ballot: Ballot::new(5, 2),
         value: Some(b"x".to_vec()),
+        deadline_ms: None,
     };
     acc[0].accepted = Some(inflight.clone());
     acc[0].promised = inflight.ballot;
     let mut r = Proposer::new(1, quorum(&[0, 1, 2]), Limits::default(), read);
     r.start(9);
     let out = drive(&mut r, &mut acc, &[]);
-    assert_eq!(
-        out,
-        Output::Done {
-            before: Some(b"x".to_vec()),
-            written: false,
-            round_trips: 2
-        }
-    );
+    assert_eq!(done(&out), Some((Some(b"x".to_vec()), false, 3)));
     assert!(
         acc.iter()
             .all(|s| s.committed_ballot() == Ballot::new(9, 1))
@@ -241,16 +240,188 @@ fn an_accept_every_promiser_refused_is_not_doubtful_at_most_once() {
         a.retry(30);
         let end = drive(&mut a, &mut acc, &[]);
         if at_most_once {
-            assert_eq!(
-                end,
-                Output::Done {
-                    before: Some(b"b".to_vec()),
-                    written: true,
-                    round_trips: 4
-                }
-            );
+            assert_eq!(done(&end), Some((Some(b"b".to_vec()), true, 5)));
         } else {
             assert_eq!(end, Output::Failed(RegisterError::Indeterminate));
         }
     }
+}
+
+/// Delivers `requests` to `acceptors`, their answers to `p`; the last
+/// output other than `Wait`.
+fn deliver<F: FnMut(&Current) -> Option<Next>>(
+    p: &mut Proposer<F>,
+    acceptors: &mut [KeyState],
+    requests: Vec<(NodeId, acceptor::Request)>,
+) -> Output {
+    let mut last = Output::Wait;
+    for (to, req) in requests {
+        let step = acceptor::step(&acceptors[usize::from(to)], &req, acceptor::Mode::Sound);
+        acceptors[usize::from(to)] = step.next;
+        if let Some(answer) = step.answer {
+            let o = p.on_answer(to, answer);
+            if o != Output::Wait {
+                last = o;
+            }
+        }
+    }
+    last
+}
+
+/// The newest stored version a plain read of `replicas` finds (the
+/// main store's quorum read: the highest committed ballot wins).
+fn plain_read(acceptors: &[KeyState], replicas: &[NodeId]) -> Option<Vec<u8>> {
+    replicas
+        .iter()
+        .filter_map(|&id| acceptors[usize::from(id)].committed.clone())
+        .max_by_key(|p| p.ballot)
+        .and_then(|p| p.value)
+}
+
+/// The outcome waits for a quorum of stored versions: with the accepts
+/// taken everywhere but the commits not yet delivered, the write is not
+/// done (replying then let a plain read miss it); one commit is not
+/// enough; the second makes the quorum, and from then on a plain read of
+/// any majority finds the value.
+#[test]
+fn a_write_is_done_only_once_a_quorum_stored_it() {
+    let mut acc = vec![KeyState::default(); 3];
+    acc[1].committed = Some(Proposal {
+        ballot: Ballot::new(2, 1),
+        value: Some(b"old".to_vec()),
+        deadline_ms: None,
+    });
+    let mut w = Proposer::new(0, quorum(&[0, 1, 2]), Limits::default(), set(b"new"));
+    w.start(10);
+    let prepares = w.take_outbox();
+    assert_eq!(deliver(&mut w, &mut acc, prepares), Output::Wait);
+    let accepts = w.take_outbox();
+    assert_eq!(
+        deliver(&mut w, &mut acc, accepts),
+        Output::Wait,
+        "decided, not yet stored"
+    );
+    assert_eq!(plain_read(&acc, &[1, 2]), Some(b"old".to_vec()));
+    let mut commits = w.take_outbox();
+    assert_eq!(commits.len(), 3);
+    assert!(
+        commits
+            .iter()
+            .all(|(_, r)| matches!(r, acceptor::Request::Commit(_)))
+    );
+    let last = commits.split_off(1);
+    assert_eq!(deliver(&mut w, &mut acc, commits), Output::Wait);
+    let out = deliver(&mut w, &mut acc, last);
+    assert_eq!(done(&out), Some((Some(b"old".to_vec()), true, 3)));
+    for pair in [[0, 1], [0, 2], [1, 2]] {
+        assert_eq!(plain_read(&acc, &pair), Some(b"new".to_vec()), "{pair:?}");
+    }
+}
+
+/// A commit round without a quorum backs off; the retry sends `Commit`
+/// again only to the replicas that did not confirm it, with no new
+/// ballot; at the bound the operation fails `Unconfirmed` (it did take
+/// effect), and a late confirmation before the bound still completes it.
+#[test]
+fn a_commit_round_is_retried_then_unconfirmed() {
+    for confirm_late in [false, true] {
+        let mut acc = vec![KeyState::default(); 3];
+        let limits = Limits {
+            attempts_max: 3,
+            ..Limits::default()
+        };
+        let mut w = Proposer::new(0, quorum(&[0, 1, 2]), limits, set(b"a"));
+        w.start(10);
+        let ballot = w.ballot();
+        let prepares = w.take_outbox();
+        deliver(&mut w, &mut acc, prepares);
+        let accepts = w.take_outbox();
+        deliver(&mut w, &mut acc, accepts);
+        // Only replica 0 takes the commit; 1 and 2 are cut off.
+        let commits: Vec<_> = w
+            .take_outbox()
+            .into_iter()
+            .filter(|(to, _)| *to == 0)
+            .collect();
+        assert_eq!(deliver(&mut w, &mut acc, commits), Output::Wait);
+        assert_eq!(w.timed_out(), Output::Backoff { attempt: 1 });
+        w.retry(20);
+        assert_eq!(w.ballot(), ballot, "no new ballot for a decided value");
+        let again = w.take_outbox();
+        let to: Vec<NodeId> = again.iter().map(|(to, _)| *to).collect();
+        assert_eq!(to, vec![1, 2]);
+        assert!(
+            again
+                .iter()
+                .all(|(_, r)| matches!(r, acceptor::Request::Commit(p) if p.ballot == ballot))
+        );
+        if confirm_late {
+            let out = deliver(&mut w, &mut acc, again);
+            assert!(
+                matches!(
+                    out,
+                    Output::Done {
+                        written: true,
+                        round_trips: 4,
+                        ..
+                    }
+                ),
+                "{out:?}"
+            );
+            continue;
+        }
+        assert_eq!(w.timed_out(), Output::Backoff { attempt: 2 });
+        w.retry(30);
+        let _ = w.take_outbox();
+        let out = w.timed_out();
+        assert_eq!(
+            out,
+            Output::Failed(RegisterError::Unconfirmed {
+                attempts: 3,
+                confirmed: 1
+            })
+        );
+        let Output::Failed(e) = out else {
+            panic!("failed");
+        };
+        assert!(e.to_string().contains("took effect"), "{e}");
+    }
+}
+
+/// A read whose promisers hold the value committed at a quorum is done in
+/// one round trip; one that finds it committed at a single promiser (the
+/// writer's commit reached one replica before the writer failed) commits
+/// it to a quorum first: two round trips, and a plain read then finds it.
+#[test]
+fn a_read_commits_what_a_minority_stored() {
+    let decided = Proposal {
+        ballot: Ballot::new(5, 2),
+        value: Some(b"x".to_vec()),
+        deadline_ms: None,
+    };
+    let mut acc = vec![KeyState::default(); 3];
+    for s in acc.iter_mut() {
+        s.accepted = Some(decided.clone());
+        s.promised = decided.ballot;
+    }
+    acc[0].committed = Some(decided.clone());
+    acc[0].accepted = None;
+    let mut r = Proposer::new(1, quorum(&[0, 1, 2]), Limits::default(), read);
+    r.start(9);
+    let prepares: Vec<_> = r
+        .take_outbox()
+        .into_iter()
+        .filter(|(to, _)| *to != 2)
+        .collect();
+    assert_eq!(deliver(&mut r, &mut acc, prepares), Output::Wait);
+    assert_eq!(plain_read(&acc, &[1, 2]), None, "stored at replica 0 only");
+    let out = drive(&mut r, &mut acc, &[]);
+    assert_eq!(done(&out), Some((Some(b"x".to_vec()), false, 2)));
+    assert_eq!(plain_read(&acc, &[1, 2]), Some(b"x".to_vec()));
+    let mut again = Proposer::new(2, quorum(&[0, 1, 2]), Limits::default(), read);
+    again.start(30);
+    assert!(matches!(
+        drive(&mut again, &mut acc, &[]),
+        Output::Done { round_trips: 1, .. }
+    ));
 }

@@ -41,7 +41,7 @@ pub const RECORD_FORMAT: u8 = 1;
 
 /// Largest record, bytes: the format byte, a promise, an accepted proposal
 /// with a value at `VALUE_BYTES_MAX` ("Paxos record").
-pub const RECORD_BYTES_MAX: usize = 1 + 10 + 1 + 10 + 1 + 4 + VALUE_BYTES_MAX;
+pub const RECORD_BYTES_MAX: usize = 1 + 10 + 1 + 10 + 1 + 4 + VALUE_BYTES_MAX + 8;
 
 /// Why a stored record cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -68,17 +68,42 @@ pub fn encode(state: &KeyState) -> Vec<u8> {
         Some(p) => {
             out.push(1);
             put_ballot(&mut out, p.ballot);
-            match &p.value {
-                None => out.push(0),
-                Some(v) => {
-                    out.push(1);
-                    put_bytes(&mut out, v);
-                }
-            }
+            put_value(&mut out, p);
         }
     }
     debug_assert!(out.len() <= RECORD_BYTES_MAX);
     out
+}
+
+/// `has_value: u8` (0 absent, 1 a value, 2 a value with a deadline) |
+/// value (u32 len + bytes) when 1 or 2 | deadline_ms: u64 LE when 2.
+/// The register's wire codec writes a proposal's value the same way.
+pub fn put_value(out: &mut Vec<u8>, p: &Proposal) {
+    match (&p.value, p.deadline_ms) {
+        (None, _) => out.push(0),
+        (Some(v), None) => {
+            out.push(1);
+            put_bytes(out, v);
+        }
+        (Some(v), Some(d)) => {
+            out.push(2);
+            put_bytes(out, v);
+            out.extend_from_slice(&d.to_le_bytes());
+        }
+    }
+}
+
+/// [`put_value`]'s fields back: the value and its deadline.
+pub fn value(c: &mut Cursor<'_>) -> Result<(Option<Vec<u8>>, Option<u64>), String> {
+    match c.u8("has_value")? {
+        0 => Ok((None, None)),
+        1 => Ok((Some(c.bytes("value", VALUE_BYTES_MAX)?), None)),
+        2 => {
+            let v = c.bytes("value", VALUE_BYTES_MAX)?;
+            Ok((Some(v), Some(c.u64("deadline_ms")?)))
+        }
+        other => Err(format!("has_value: {other} is not 0, 1 or 2")),
+    }
 }
 
 fn put_ballot(out: &mut Vec<u8>, b: Ballot) {
@@ -118,12 +143,12 @@ fn fields(c: &mut Cursor<'_>) -> Result<(Ballot, Option<Proposal>), String> {
         0 => None,
         1 => {
             let ballot = ballot(c)?;
-            let value = match c.u8("has_value")? {
-                0 => None,
-                1 => Some(c.bytes("value", VALUE_BYTES_MAX)?),
-                other => return Err(format!("has_value: {other} is not 0 or 1")),
-            };
-            Some(Proposal { ballot, value })
+            let (value, deadline_ms) = value(c)?;
+            Some(Proposal {
+                ballot,
+                value,
+                deadline_ms,
+            })
         }
         other => return Err(format!("has_accepted: {other} is not 0 or 1")),
     };
@@ -150,16 +175,16 @@ pub fn committed_of(stored: &Stamped) -> Proposal {
             node: (stored.ts & mask) as NodeId,
         },
         value: stored.value.clone(),
+        deadline_ms: stored.value.as_ref().and(stored.deadline_ms),
     }
 }
 
-/// The stored version of a committed proposal (no deadline: a register
-/// value does not expire).
+/// The stored version of a committed proposal, its deadline with it.
 pub fn version_of(committed: &Proposal) -> Stamped {
     Stamped {
         ts: committed.ballot.time,
         value: committed.value.clone(),
-        deadline_ms: None,
+        deadline_ms: committed.value.as_ref().and(committed.deadline_ms),
     }
 }
 
@@ -239,6 +264,7 @@ mod tests {
             accepted: Some(Proposal {
                 ballot: raw(8),
                 value: Some(b"v".to_vec()),
+                deadline_ms: None,
             }),
             committed: None,
         };
@@ -266,6 +292,7 @@ mod tests {
         let p = Proposal {
             ballot: Ballot { time: ts, node: 3 },
             value: None,
+            deadline_ms: None,
         };
         assert_eq!(committed_of(&version_of(&p)), p);
         let state = decode(None, Some(&version_of(&p)));
@@ -285,6 +312,7 @@ mod tests {
         let proposal = Proposal {
             ballot: b(5),
             value: Some(b"x".to_vec()),
+            deadline_ms: None,
         };
         let accept = acceptor::step(
             &prepare.next,
@@ -326,6 +354,7 @@ mod tests {
         let proposal = Proposal {
             ballot: b(5),
             value: Some(b"x".to_vec()),
+            deadline_ms: None,
         };
         let commit = acceptor::step(
             &promised.next,

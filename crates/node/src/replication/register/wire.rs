@@ -21,7 +21,7 @@
 //!   message over `ERROR_MESSAGE_BYTES_MAX`;
 //! - an unknown operation, answer or presence byte; bytes after the last field.
 
-use super::acceptor::{Answer, Proposal, Request, Value};
+use super::acceptor::{Answer, Proposal, Request};
 use super::ballot::Ballot;
 use crate::cluster::layout::NodeId;
 use crate::peer::frame::{ERROR_MESSAGE_BYTES_MAX, FrameError, ReplicaError, ReplicaErrorKind};
@@ -166,17 +166,15 @@ fn put_ballot(out: &mut Vec<u8>, b: Ballot) {
     out.extend_from_slice(&b.node.to_le_bytes());
 }
 
-/// `ballot | present: u8 | value (u32 len + bytes) when present = 1`.
+/// `ballot | has_value: u8 | value (u32 len + bytes) when 1 or 2 |
+/// deadline_ms: u64 LE when 2` (`record::put_value`).
 fn put_proposal(out: &mut Vec<u8>, p: &Proposal) {
     put_ballot(out, p.ballot);
-    match &p.value {
-        None => out.push(0),
-        Some(v) => {
-            debug_assert!(v.len() <= VALUE_BYTES_MAX, "value over VALUE_BYTES_MAX");
-            out.push(1);
-            put_bytes(out, v);
-        }
-    }
+    debug_assert!(
+        p.value.as_ref().is_none_or(|v| v.len() <= VALUE_BYTES_MAX),
+        "value over VALUE_BYTES_MAX"
+    );
+    super::record::put_value(out, p);
 }
 
 /// `present: u8 | proposal when present = 1`.
@@ -294,12 +292,12 @@ fn ballot(c: &mut Cursor<'_>) -> Result<Ballot, String> {
 
 fn proposal(c: &mut Cursor<'_>) -> Result<Proposal, String> {
     let ballot = ballot(c)?;
-    let value: Value = match c.u8("has_value")? {
-        0 => None,
-        1 => Some(c.bytes("value", VALUE_BYTES_MAX)?),
-        other => return Err(format!("has_value: {other} is not 0 or 1")),
-    };
-    Ok(Proposal { ballot, value })
+    let (value, deadline_ms) = super::record::value(c)?;
+    Ok(Proposal {
+        ballot,
+        value,
+        deadline_ms,
+    })
 }
 
 fn optional(c: &mut Cursor<'_>, field: &str) -> Result<Option<Proposal>, String> {

@@ -61,6 +61,7 @@ fn every_shape_round_trips() {
     let p = |t, v: Option<&[u8]>| Proposal {
         ballot: b(t, 1),
         value: v.map(<[u8]>::to_vec),
+        deadline_ms: None,
     };
     let msgs = vec![
         RegisterMessage::Ask {
@@ -148,10 +149,12 @@ fn largest_promise_fits_the_bound() {
             accepted: Some(Proposal {
                 ballot: b(u64::MAX, 255),
                 value: value.clone(),
+                deadline_ms: None,
             }),
             committed: Some(Proposal {
                 ballot: b(u64::MAX, 255),
                 value,
+                deadline_ms: None,
             }),
         })),
     };
@@ -168,8 +171,13 @@ fn arb_proposal() -> impl Strategy<Value = Proposal> {
     (
         arb_ballot(),
         proptest::option::of(proptest::collection::vec(any::<u8>(), 0..32)),
+        proptest::option::of(any::<u64>()),
     )
-        .prop_map(|(ballot, value)| Proposal { ballot, value })
+        .prop_map(|(ballot, value, deadline_ms)| Proposal {
+            ballot,
+            deadline_ms: value.as_ref().and(deadline_ms),
+            value,
+        })
 }
 
 fn arb_request() -> impl Strategy<Value = Request> {
