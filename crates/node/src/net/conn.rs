@@ -41,6 +41,7 @@ use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::time::Instant;
 
+mod buffer_trim;
 mod chunked_body;
 mod conditional_side;
 mod head_facts;
@@ -308,6 +309,7 @@ impl Conn {
                 break;
             }
         }
+        buffer_trim::trim(&mut self.rbuf);
         let next = self.flush(ctx);
         if next == Next::Keep && self.peer.is_some() {
             // Upgraded in `flush`: frames may have come with the upgrade.
@@ -1046,6 +1048,7 @@ impl Conn {
         }
         self.out.clear();
         self.out_pos = 0;
+        buffer_trim::trim(&mut self.out);
         Ok(true)
     }
 
