@@ -728,14 +728,23 @@ mod tests {
         Refused(&'static str),
     }
 
-    fn outcome_of(input: &[u8]) -> Result<(Vec<Vec<u8>>, usize), Result<usize, String>> {
+    /// What the decoder made of a case.
+    #[derive(Debug)]
+    enum Got {
+        Command(Vec<Vec<u8>>, usize),
+        Skipped(usize),
+        Partial,
+        Refused(String),
+    }
+
+    fn outcome_of(input: &[u8]) -> Got {
         match decode(input, LIMITS) {
             Ok(Decoded::Command(r)) => {
-                Ok((r.args.iter().map(|a| a.to_vec()).collect(), r.consumed))
+                Got::Command(r.args.iter().map(|a| a.to_vec()).collect(), r.consumed)
             }
-            Ok(Decoded::Skip(n)) => Err(Ok(n)),
-            Ok(Decoded::Partial) => Err(Err("partial".to_owned())),
-            Err(e) => Err(Err(e.to_string())),
+            Ok(Decoded::Skip(n)) => Got::Skipped(n),
+            Ok(Decoded::Partial) => Got::Partial,
+            Err(e) => Got::Refused(e.to_string()),
         }
     }
 
@@ -812,11 +821,11 @@ mod tests {
         for (input, want) in cases {
             let got = outcome_of(input);
             let ok = match (want, &got) {
-                (Args(args), Ok((got_args, consumed))) => {
+                (Args(args), Got::Command(got_args, consumed)) => {
                     *consumed == input.len() && got_args.iter().eq(args.iter())
                 }
-                (Skip(n), Err(Ok(skipped))) => n == skipped,
-                (Refused(words), Err(Err(text))) => text == words,
+                (Skip(n), Got::Skipped(skipped)) => n == skipped,
+                (Refused(words), Got::Refused(text)) => text == words,
                 _ => false,
             };
             assert!(
