@@ -56,6 +56,36 @@ fn header_over_limit_is_431() {
     assert_still_serving(&node, "a 431");
 }
 
+/// A head of 64 header lines (`HEADERS_MAX`, docs/API.md "Errors") is
+/// served; 65, however short, is 431 naming the bound, and the
+/// connection closes.
+#[test]
+fn more_than_64_header_lines_is_431() {
+    let node = Node::start(&[]);
+    let head = |lines: usize| {
+        let mut bytes = b"GET /v0/status HTTP/1.1\r\nHost: x\r\n".to_vec();
+        for i in 1..lines {
+            bytes.extend_from_slice(format!("X-{i}: y\r\n").as_bytes());
+        }
+        bytes.extend_from_slice(b"\r\n");
+        bytes
+    };
+    let mut conn = node.conn();
+    conn.send(&head(64)).unwrap();
+    assert_eq!(conn.read().unwrap().status, 200, "64 lines were refused");
+    let mut conn = node.conn();
+    conn.send(&head(65)).unwrap();
+    let answer = conn.read().expect("an answer to 65 header lines");
+    assert_error(&answer, 431, "65 header lines");
+    let text = String::from_utf8_lossy(&answer.body);
+    assert!(text.contains("more than 64 headers"), "{text}");
+    assert!(
+        conn.closed_within(CLOSE_WAIT),
+        "connection left open after 431"
+    );
+    assert_still_serving(&node, "a 431 for 65 header lines");
+}
+
 /// Keys of exactly the limit (decoded) are served; one byte more is 414 for
 /// every method and for range bounds.
 #[test]

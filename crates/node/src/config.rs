@@ -420,6 +420,11 @@ pub enum PlantedBug {
     /// increments of one key overwrite each other. The negative control of
     /// `tests/resp_rmw.rs`'s exact counter.
     RmwSkipsConflictCheck,
+    /// An HTTP request is served at once even while an earlier write of
+    /// its connection has no reply (`net::conn::http_order`): a pipelined
+    /// `GET` behind a `PUT` of its key reads from before it. The negative
+    /// control of `tests/http_protocol.rs`' read-your-writes check.
+    HttpReadsSkipPendingWrites,
     /// The consensus register's acceptor takes an `Accept` below the
     /// ballot it promised (`replication::register::acceptor`'s
     /// `PlantedAcceptsBelowPromise`): a proposer that lost the prepare race
@@ -548,6 +553,12 @@ pub fn write_durability(config: &NodeConfig) -> ataman_engine::Durability {
             );
             Durability::Complete
         }
+        Some(PlantedBug::HttpReadsSkipPendingWrites) => {
+            tracing::error!(
+                "PLANTED BUG http-reads-skip-pending-writes: a pipelined HTTP request does not wait for its connection's earlier writes. Test use only."
+            );
+            Durability::Complete
+        }
     }
 }
 
@@ -588,9 +599,10 @@ fn parse_planted_bug(s: &str) -> Result<PlantedBug, String> {
         "ui-script-broken" => Ok(PlantedBug::UiScriptBroken),
         "recent-counts-nothing" => Ok(PlantedBug::RecentCountsNothing),
         "rmw-skips-conflict-check" => Ok(PlantedBug::RmwSkipsConflictCheck),
+        "http-reads-skip-pending-writes" => Ok(PlantedBug::HttpReadsSkipPendingWrites),
         "register-accepts-below-promise" => Ok(PlantedBug::RegisterAcceptsBelowPromise),
         other => Err(format!(
-            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served, expires-early, copy-skips-keys, collect-ignores-shallower, backup-ignores-t, ui-script-broken, recent-counts-nothing, rmw-skips-conflict-check, register-accepts-below-promise or collect-on-grace-alone, not {other:?}"
+            "debug-planted-bug must be ack-before-wal, connection-panic, copy-skips-partitioned-leaving-node, joined-takes-id-zero, add-checks-only-status, range-alone-outside-read-set, livez-follows-peers, readyz-ignores-copy, no-startup-responder, slowlog-keeps-value, peer-address-resolved-once, read-repair-writes-older, expired-value-served, expires-early, copy-skips-keys, collect-ignores-shallower, backup-ignores-t, ui-script-broken, recent-counts-nothing, rmw-skips-conflict-check, http-reads-skip-pending-writes, register-accepts-below-promise or collect-on-grace-alone, not {other:?}"
         )),
     }
 }

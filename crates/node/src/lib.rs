@@ -478,6 +478,7 @@ impl cluster::transition::Copier for TransferCopier {
                 | PlantedBug::UiScriptBroken
                 | PlantedBug::RecentCountsNothing
                 | PlantedBug::RmwSkipsConflictCheck
+                | PlantedBug::HttpReadsSkipPendingWrites
                 | PlantedBug::RegisterAcceptsBelowPromise,
             )
             | None => Mode::Sound,

@@ -349,9 +349,18 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed<'_> {
 
 /// Adds one line of a list header to its value: borrowed for the first
 /// line, the lines joined with `, ` from the second (RFC 9110 5.3).
+///
+/// A line with no value (blanks at most) makes the whole value empty, and
+/// it stays empty: `If-Match:` followed by `If-Match: "5"` is refused as a
+/// lone empty `If-Match:` is (`super::conditional`, "no entity tag"),
+/// where joining would have made `, "5"` of it, a list with one tag.
 fn join_line<'a>(joined: &mut Option<Cow<'a, [u8]>>, line: &'a [u8]) {
+    let line_empty = line.trim_ascii().is_empty();
     match joined {
         None => *joined = Some(Cow::Borrowed(line)),
+        Some(value) if line_empty || value.trim_ascii().is_empty() => {
+            *value = Cow::Borrowed(&[]);
+        }
         Some(value) => {
             let value = value.to_mut();
             value.extend_from_slice(b", ");
@@ -442,6 +451,38 @@ mod tests {
         assert_eq!(h.if_none_match, None);
         let h = head(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
         assert_eq!((h.if_match, h.if_none_match), (None, None));
+    }
+
+    /// An empty line of a conditional header empties the joined value, in
+    /// any place among its lines: refused as a lone empty one is (it was
+    /// joined into `, "5"`, one tag, and the request went on).
+    #[test]
+    fn an_empty_conditional_line_among_others_empties_the_header() {
+        for lines in [
+            &["", "\"5\""][..],
+            &["\"5\"", ""],
+            &["\"5\"", "  ", "\"6\""],
+            &[" ", " "],
+            &[""],
+        ] {
+            let mut request = b"PUT /v0/entity?id=a HTTP/1.1\r\n".to_vec();
+            for line in lines {
+                request.extend_from_slice(format!("If-Match:{line}\r\n").as_bytes());
+                request.extend_from_slice(format!("If-None-Match:{line}\r\n").as_bytes());
+            }
+            request.extend_from_slice(b"\r\n");
+            let h = head(&request);
+            assert_eq!(h.if_match.as_deref(), Some(&b""[..]), "{lines:?}");
+            assert_eq!(h.if_none_match.as_deref(), Some(&b""[..]), "{lines:?}");
+            let refused = crate::http::conditional::Preconditions::parse(
+                h.if_match.as_deref(),
+                h.if_none_match.as_deref(),
+            );
+            assert!(refused.unwrap_err().contains("no entity tag"), "{lines:?}");
+        }
+        // Lines with values still join (the control: one tag each).
+        let h = head(b"GET / HTTP/1.1\r\nIf-Match: \"5\"\r\nIf-Match: \"6\"\r\n\r\n");
+        assert_eq!(h.if_match.as_deref(), Some(&b"\"5\", \"6\""[..]));
     }
 
     /// `upgrade` is the Upgrade header's value only when Connection carries

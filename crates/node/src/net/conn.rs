@@ -41,9 +41,11 @@ use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::time::Instant;
 
+mod buffer_trim;
 mod chunked_body;
 mod conditional_side;
 mod head_facts;
+mod http_order;
 mod internal_side;
 mod resp_count;
 mod resp_scan;
@@ -274,6 +276,7 @@ impl Conn {
             && self.peer.is_none()
             && self.slots.len() < SLOTS_MAX
             && !self.resp_waits_for_writes()
+            && !self.http_waits_for_writes()
     }
 
     /// When the request being received started, if one is.
@@ -308,6 +311,7 @@ impl Conn {
                 break;
             }
         }
+        buffer_trim::trim(&mut self.rbuf);
         let next = self.flush(ctx);
         if next == Next::Keep && self.peer.is_some() {
             // Upgraded in `flush`: frames may have come with the upgrade.
@@ -393,7 +397,7 @@ impl Conn {
             header_bytes_max: ctx.config.header_bytes_max,
             body_bytes_max: ctx.config.value_bytes_max as u64,
         };
-        let mut consumed = 0;
+        let (mut consumed, mut waits) = (0, false);
         // Taken out while requests execute, so a body is lent to them
         // without a copy; nothing below reads `self.rbuf`.
         let rbuf = std::mem::take(&mut self.rbuf);
@@ -419,6 +423,11 @@ impl Conn {
                     }
                     Parsed::Head(head) => {
                         let (route, action) = route(&head, ctx.route_config.get());
+                        // Read-your-writes: parsed again once they are answered.
+                        waits = !self.http_may_serve(ctx, &action);
+                        if waits {
+                            break;
+                        }
                         let started = self.request_started.unwrap_or_else(|| ctx.now.get());
                         if let Action::Error(e) = &action
                             && head.expect_continue
@@ -501,7 +510,7 @@ impl Conn {
         }
         debug_assert!(self.rbuf.is_empty(), "requests never read or fill rbuf");
         self.rbuf = rbuf;
-        self.parse_paused = self.slots.len() >= SLOTS_MAX && self.rbuf.len() > consumed;
+        self.parse_paused = (self.slots.len() >= SLOTS_MAX || waits) && self.rbuf.len() > consumed;
         if consumed > 0 {
             self.rbuf.drain(..consumed);
             if !self.rbuf.is_empty() && self.request_started.is_none() {
@@ -512,6 +521,7 @@ impl Conn {
             && (self.pending.is_some() || !self.rbuf.is_empty())
             && !self.close_after
             && self.upgrading.is_none()
+            && !waits
         {
             // The peer closed in the middle of a request (head or body):
             // nothing can answer it; answer what came before, then close.
@@ -1046,6 +1056,7 @@ impl Conn {
         }
         self.out.clear();
         self.out_pos = 0;
+        buffer_trim::trim(&mut self.out);
         Ok(true)
     }
 

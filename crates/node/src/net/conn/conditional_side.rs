@@ -48,6 +48,14 @@ pub struct Waiting {
     write: Option<Retry>,
 }
 
+impl Waiting {
+    /// True for a conditional `PUT` or `DELETE` (a read has preconditions
+    /// to judge on its answer, a write has none left).
+    pub(super) fn is_write(&self) -> bool {
+        self.read.is_none()
+    }
+}
+
 /// A conditional write in flight.
 struct Retry {
     update: Update,

@@ -15,6 +15,15 @@
 //! - an inline line and a length line by [`INLINE_BYTES_MAX`] and
 //!   [`LENGTH_LINE_BYTES_MAX`].
 //!
+//! Strict as redis-server 7 is (checked side by side,
+//! `crates/ataman/tests/resp_strict.rs`): a `*N` or `$N` number is
+//! [`parse_i64`]'s (`string2ll`: no leading zero, no `+`, no `-0`), else
+//! `Protocol error: invalid multibulk length` or `invalid bulk length`; an
+//! inline line splits as `sdssplitargs` splits it (`split_inline`). Two
+//! places are stricter than Redis, which skips two bytes blindly there: a
+//! CR of a length line not followed by LF, and a bulk not followed by
+//! CRLF, are refused.
+//!
 //! Every [`DecodeError`] ends the connection after its reply: past a
 //! malformed frame, or a bulk too large to buffer, the decoder cannot tell
 //! where the next command starts (skipping the bulk would mean trusting
@@ -101,6 +110,10 @@ pub enum DecodeError {
     /// Malformed framing.
     #[error("Protocol error: {0}")]
     Protocol(&'static str),
+    /// A multibulk's element is not a bulk string (Redis's words, the
+    /// byte found in place of `$` as `shown_byte` shows it).
+    #[error("Protocol error: expected '$', got '{0}'")]
+    ExpectedDollar(char),
     /// A multibulk count over [`ARGS_MAX`].
     #[error("Protocol error: {0} arguments over the limit of {ARGS_MAX}")]
     TooManyArgs(u64),
@@ -174,13 +187,40 @@ pub fn recycle<'b>(mut args: Vec<Cow<'_, [u8]>>) -> Vec<Cow<'b, [u8]>> {
     args.into_iter().map(|_| Cow::Borrowed(&[][..])).collect()
 }
 
+/// Which length line is read: its refusal names it as Redis does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LengthOf {
+    /// A `*N` line: `invalid multibulk length`.
+    Multibulk,
+    /// A `$N` line: `invalid bulk length`.
+    Bulk,
+}
+
+impl LengthOf {
+    /// Redis's refusal of a malformed line of this kind.
+    fn invalid(self) -> DecodeError {
+        match self {
+            LengthOf::Multibulk => DecodeError::Protocol(INVALID_MULTIBULK_LENGTH),
+            LengthOf::Bulk => DecodeError::Protocol(INVALID_BULK_LENGTH),
+        }
+    }
+}
+
+/// Redis's words for a `*N` line that is no `string2ll` number.
+pub const INVALID_MULTIBULK_LENGTH: &str = "invalid multibulk length";
+/// Redis's words for a `$N` line that is no `string2ll` number, or negative.
+pub const INVALID_BULK_LENGTH: &str = "invalid bulk length";
+
 /// The number on a `*N` or `$N` line starting at `at` (its marker byte
 /// included), and where the line after it starts; `None`: incomplete.
-fn length_line(buf: &[u8], at: usize) -> Result<Option<(i64, usize)>, DecodeError> {
+/// The number's grammar is [`parse_i64`]'s (Redis's `string2ll`: no
+/// leading zero, no `+`, no `-0`); anything else is `what`'s refusal.
+fn length_line(buf: &[u8], at: usize, what: LengthOf) -> Result<Option<(i64, usize)>, DecodeError> {
     let rest = &buf[at + 1..];
-    // The usual line, 1 to 18 digits then CRLF, in one pass: what the
-    // general path below makes of it too (no sign, no overflow, the CR
-    // inside the window); anything else takes that path.
+    // The usual line, 1 to 18 digits (no leading zero but a lone `0`) then
+    // CRLF, in one pass: what the general path below makes of it too (no
+    // sign, no overflow, the CR inside the window); anything else takes
+    // that path.
     let mut n: i64 = 0;
     let mut digits = 0;
     while let Some(&d) = rest
@@ -190,20 +230,27 @@ fn length_line(buf: &[u8], at: usize) -> Result<Option<(i64, usize)>, DecodeErro
         n = n * 10 + i64::from(d - b'0');
         digits += 1;
     }
-    if digits > 0 && rest.get(digits..digits + 2) == Some(b"\r\n") {
+    let canonical = digits == 1 || rest.first() != Some(&b'0');
+    if digits > 0 && canonical && rest.get(digits..digits + 2) == Some(b"\r\n") {
         return Ok(Some((n, at + 1 + digits + 2)));
     }
-    length_line_general(buf, at)
+    length_line_general(buf, at, what)
 }
 
 /// [`length_line`] for any line: a sign, a long number, malformed or
 /// incomplete input.
-fn length_line_general(buf: &[u8], at: usize) -> Result<Option<(i64, usize)>, DecodeError> {
+fn length_line_general(
+    buf: &[u8],
+    at: usize,
+    what: LengthOf,
+) -> Result<Option<(i64, usize)>, DecodeError> {
     let rest = &buf[at + 1..];
     let window = &rest[..rest.len().min(LENGTH_LINE_BYTES_MAX)];
     let Some(end) = window.iter().position(|&b| b == b'\r') else {
         if rest.len() >= LENGTH_LINE_BYTES_MAX {
-            return Err(DecodeError::Protocol("length line too long"));
+            // No `string2ll` number is this long: the line, once whole,
+            // would be refused with these words (Redis waits for its end).
+            return Err(what.invalid());
         }
         return Ok(None);
     };
@@ -214,19 +261,28 @@ fn length_line_general(buf: &[u8], at: usize) -> Result<Option<(i64, usize)>, De
         return Err(DecodeError::Protocol("expected \\n after \\r"));
     }
     let digits = &rest[..end];
-    let n = parse_i64(digits).ok_or(DecodeError::Protocol("invalid length"))?;
+    let n = parse_i64(digits).ok_or(what.invalid())?;
     Ok(Some((n, at + 1 + end + 2)))
 }
 
-/// A decimal integer with an optional leading `-`; no other character;
-/// `i64::MIN..=i64::MAX` (Redis's `string2ll` range), None past it.
+/// Redis's `string2ll`: a decimal integer, `0` or a digit 1-9 first, with
+/// an optional leading `-` (not before `0`); no other character (no `+`,
+/// no leading zero, no space); `i64::MIN..=i64::MAX`, None past it. Every
+/// integer argument and every length line is read with it, so `EX 01`,
+/// `*01` and `$-0` are refused as Redis refuses them.
 pub fn parse_i64(digits: &[u8]) -> Option<i64> {
+    if digits == b"0" {
+        return Some(0);
+    }
     let (negative, body) = match digits.split_first() {
         Some((b'-', body)) => (true, body),
         _ => (false, digits),
     };
     // 20 digits already pass u64's range for most values; checked below.
-    if body.is_empty() || body.len() > 20 || !body.iter().all(u8::is_ascii_digit) {
+    if !matches!(body.first(), Some(b'1'..=b'9'))
+        || body.len() > 20
+        || !body.iter().all(u8::is_ascii_digit)
+    {
         return None;
     }
     let magnitude = body.iter().try_fold(0u64, |n, &d| {
@@ -240,12 +296,23 @@ pub fn parse_i64(digits: &[u8]) -> Option<i64> {
     }
 }
 
+/// A byte as an error reply shows it: printable ASCII as itself, a space
+/// for any other (a reply line holds no CR or LF, and Redis's own `%c`
+/// would send a raw control byte).
+fn shown_byte(b: u8) -> char {
+    if b.is_ascii_graphic() {
+        char::from(b)
+    } else {
+        ' '
+    }
+}
+
 fn multibulk<'a>(
     buf: &'a [u8],
     limits: Limits,
     spare: Vec<Cow<'a, [u8]>>,
 ) -> Result<Decoded<'a>, DecodeError> {
-    let Some((count, mut at)) = length_line(buf, 0)? else {
+    let Some((count, mut at)) = length_line(buf, 0, LengthOf::Multibulk)? else {
         return Ok(Decoded::Partial);
     };
     if count <= 0 {
@@ -264,13 +331,13 @@ fn multibulk<'a>(
         match buf.get(at) {
             None => return Ok(Decoded::Partial),
             Some(b'$') => {}
-            Some(_) => return Err(DecodeError::Protocol("expected '$'")),
+            Some(&got) => return Err(DecodeError::ExpectedDollar(shown_byte(got))),
         }
-        let Some((len, start)) = length_line(buf, at)? else {
+        let Some((len, start)) = length_line(buf, at, LengthOf::Bulk)? else {
             return Ok(Decoded::Partial);
         };
         if len < 0 {
-            return Err(DecodeError::Protocol("invalid bulk length"));
+            return Err(LengthOf::Bulk.invalid());
         }
         if len as u64 > limits.bulk_bytes_max as u64 && limits.unauthenticated {
             return Err(DecodeError::Unauthenticated {
@@ -321,58 +388,82 @@ fn inline(buf: &[u8], limits: Limits) -> Result<Decoded<'_>, DecodeError> {
     Ok(Decoded::Command(Request { args, consumed }))
 }
 
-/// Splits an inline line into arguments as Redis does: by spaces and tabs,
-/// with `"…"` (escapes `\n \r \t \b \a \\ \" \xHH`) and `'…'` (escape `\'`)
-/// quoting. An unbalanced quote is malformed.
+/// Splits an inline line into arguments as Redis's `sdssplitargs` does:
+/// - blanks between arguments are any of `isspace`'s (space, `\t`, `\n`,
+///   `\v`, `\f`, `\r`), so `PING\rECHO x` is three arguments;
+/// - an unquoted run ends at a space, `\t`, `\n` or `\r` (`\v` and `\f`
+///   are its bytes, as in Redis);
+/// - a `"` or `'` anywhere in an argument opens a quoted part that ends
+///   it: `a"b c"` is `ab c`; `"…"` takes the escapes `\n \r \t \b \a
+///   \xHH` and `\c` for any other `c`, `'…'` only `\'`;
+/// - after a closing quote comes a blank or the line's end; else, or
+///   with a quote left open, the line is malformed ([`UNBALANCED`]).
+///
+/// One difference, on purpose: a NUL byte is an ordinary byte here (Redis
+/// reads an inline line as a C string and never finds the end of one
+/// that holds a NUL: it waits for more until the line is too big).
 fn split_inline(line: &[u8]) -> Result<Vec<Cow<'_, [u8]>>, DecodeError> {
     let mut args = Vec::new();
     let mut i = 0;
-    while i < line.len() {
-        while i < line.len() && matches!(line[i], b' ' | b'\t') {
+    loop {
+        while line.get(i).is_some_and(|&b| is_blank(b)) {
             i += 1;
         }
         if i >= line.len() {
-            break;
+            return Ok(args);
         }
-        match line[i] {
-            b'"' => {
-                let (arg, next) = double_quoted(line, i + 1)?;
+        let start = i;
+        while line
+            .get(i)
+            .is_some_and(|&b| !ends_unquoted(b) && b != b'"' && b != b'\'')
+        {
+            i += 1;
+        }
+        match line.get(i) {
+            Some(&quote @ (b'"' | b'\'')) => {
+                let mut arg = line[start..i].to_vec();
+                i = if quote == b'"' {
+                    double_quoted(line, i + 1, &mut arg)?
+                } else {
+                    single_quoted(line, i + 1, &mut arg)?
+                };
                 args.push(Cow::Owned(arg));
-                i = next;
             }
-            b'\'' => {
-                let (arg, next) = single_quoted(line, i + 1)?;
-                args.push(Cow::Owned(arg));
-                i = next;
-            }
-            _ => {
-                let start = i;
-                while i < line.len() && !matches!(line[i], b' ' | b'\t') {
-                    i += 1;
-                }
-                args.push(Cow::Borrowed(&line[start..i]));
-            }
+            _ => args.push(Cow::Borrowed(&line[start..i])),
         }
     }
-    Ok(args)
 }
 
-const UNBALANCED: DecodeError = DecodeError::Protocol("unbalanced quotes in request");
+/// C's `isspace`: the blanks skipped between inline arguments.
+fn is_blank(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
 
-/// After a closing quote there must be a separator or the end of the line.
+/// The bytes that end an unquoted inline argument (`sdssplitargs`'s).
+fn ends_unquoted(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// The refusal of an inline line with a quote left open, or a closing
+/// quote not followed by a blank (Redis's words).
+pub const UNBALANCED: DecodeError = DecodeError::Protocol("unbalanced quotes in request");
+
+/// After a closing quote there must be a blank or the end of the line.
 fn after_quote(line: &[u8], close: usize) -> Result<usize, DecodeError> {
     match line.get(close + 1) {
-        None | Some(b' ' | b'\t') => Ok(close + 1),
+        None => Ok(close + 1),
+        Some(&b) if is_blank(b) => Ok(close + 1),
         Some(_) => Err(UNBALANCED),
     }
 }
 
-fn double_quoted(line: &[u8], mut i: usize) -> Result<(Vec<u8>, usize), DecodeError> {
-    let mut arg = Vec::new();
+/// The rest of a `"…"` part from `i` (past the opening quote) appended
+/// to `arg`; where the argument ends.
+fn double_quoted(line: &[u8], mut i: usize, arg: &mut Vec<u8>) -> Result<usize, DecodeError> {
     loop {
         match line.get(i) {
             None => return Err(UNBALANCED),
-            Some(b'"') => return Ok((arg, after_quote(line, i)?)),
+            Some(b'"') => return after_quote(line, i),
             Some(b'\\') => {
                 let hex = |b: Option<&u8>| b.and_then(|&b| (b as char).to_digit(16));
                 match (line.get(i + 1), hex(line.get(i + 2)), hex(line.get(i + 3))) {
@@ -402,12 +493,13 @@ fn double_quoted(line: &[u8], mut i: usize) -> Result<(Vec<u8>, usize), DecodeEr
     }
 }
 
-fn single_quoted(line: &[u8], mut i: usize) -> Result<(Vec<u8>, usize), DecodeError> {
-    let mut arg = Vec::new();
+/// The rest of a `'…'` part from `i` (past the opening quote) appended
+/// to `arg`; where the argument ends.
+fn single_quoted(line: &[u8], mut i: usize, arg: &mut Vec<u8>) -> Result<usize, DecodeError> {
     loop {
         match line.get(i) {
             None => return Err(UNBALANCED),
-            Some(b'\'') => return Ok((arg, after_quote(line, i)?)),
+            Some(b'\'') => return after_quote(line, i),
             Some(b'\\') if line.get(i + 1) == Some(&b'\'') => {
                 arg.push(b'\'');
                 i += 2;
@@ -567,13 +659,28 @@ mod tests {
         assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
         assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
         assert_eq!(parse_i64(b"1000000000000000000"), Some(10i64.pow(18)));
-        assert_eq!(parse_i64(b"-0"), Some(0));
-        assert_eq!(parse_i64(b"007"), Some(7));
+        assert_eq!(parse_i64(b"0"), Some(0));
+        assert_eq!(parse_i64(b"-7"), Some(-7));
         assert_eq!(parse_i64(b"9223372036854775808"), None);
         assert_eq!(parse_i64(b"-9223372036854775809"), None);
         assert_eq!(parse_i64(b"18446744073709551616"), None);
         assert_eq!(parse_i64(b"99999999999999999999999"), None);
-        for bad in [&b""[..], b"-", b"+5", b"5 ", b"1e3", b"--1", b"0x10"] {
+        // string2ll's strictness: no leading zero, no `-0`, no `+`.
+        for bad in [
+            &b""[..],
+            b"-",
+            b"+5",
+            b"5 ",
+            b" 5",
+            b"1e3",
+            b"--1",
+            b"0x10",
+            b"-0",
+            b"007",
+            b"00",
+            b"-01",
+            b"1.0",
+        ] {
             assert_eq!(parse_i64(bad), None, "{bad:?}");
         }
     }
@@ -582,7 +689,10 @@ mod tests {
     fn malformed_and_oversized_frames_are_errors() {
         let protocol = |b: &[u8]| matches!(decode(b, LIMITS), Err(DecodeError::Protocol(_)));
         assert!(protocol(b"*x\r\n"));
-        assert!(protocol(b"*1\r\n:1\r\n"));
+        assert_eq!(
+            decode(b"*1\r\n:1\r\n", LIMITS),
+            Err(DecodeError::ExpectedDollar(':'))
+        );
         assert!(protocol(b"*1\r\n$-1\r\n"));
         assert!(protocol(b"*1\r\n$1\r\nab\r\n"));
         assert!(protocol(b"*1\rx"));
@@ -601,8 +711,129 @@ mod tests {
         );
         assert_eq!(decode(b"*0\r\n", LIMITS), Ok(Decoded::Skip(4)));
         assert_eq!(decode(b"*-1\r\n", LIMITS), Ok(Decoded::Skip(5)));
-        let e = DecodeError::Protocol("invalid length").to_string();
-        assert_eq!(e, "Protocol error: invalid length");
+        let e = DecodeError::Protocol(INVALID_BULK_LENGTH).to_string();
+        assert_eq!(e, "Protocol error: invalid bulk length");
+        let e = DecodeError::ExpectedDollar(shown_byte(b'\r')).to_string();
+        assert_eq!(e, "Protocol error: expected '$', got ' '");
+    }
+
+    /// What a case decodes to, as the table below writes it.
+    #[derive(Debug, PartialEq)]
+    enum Outcome {
+        /// A command of these arguments, the whole input taken.
+        Args(&'static [&'static [u8]]),
+        /// No command: these bytes skipped.
+        Skip(usize),
+        /// Refused: `-ERR ` and these words, then the connection closes.
+        Refused(&'static str),
+    }
+
+    /// What the decoder made of a case.
+    #[derive(Debug)]
+    enum Got {
+        Command(Vec<Vec<u8>>, usize),
+        Skipped(usize),
+        Partial,
+        Refused(String),
+    }
+
+    fn outcome_of(input: &[u8]) -> Got {
+        match decode(input, LIMITS) {
+            Ok(Decoded::Command(r)) => {
+                Got::Command(r.args.iter().map(|a| a.to_vec()).collect(), r.consumed)
+            }
+            Ok(Decoded::Skip(n)) => Got::Skipped(n),
+            Ok(Decoded::Partial) => Got::Partial,
+            Err(e) => Got::Refused(e.to_string()),
+        }
+    }
+
+    /// Each case as redis-server 7.0 answers it (checked side by side:
+    /// `crates/ataman/tests/resp_strict.rs` sends the same bytes to both):
+    /// lengths and integers are `string2ll`'s (no leading zero, no `+`, no
+    /// `-0`), refused with Redis's words; inline lines split as
+    /// `sdssplitargs` splits them.
+    #[test]
+    fn malformed_lengths_and_inline_lines_decode_as_redis_decodes_them() {
+        use Outcome::*;
+        const MULTI: &str = "Protocol error: invalid multibulk length";
+        const BULK: &str = "Protocol error: invalid bulk length";
+        const QUOTES: &str = "Protocol error: unbalanced quotes in request";
+        let cases: &[(&[u8], Outcome)] = &[
+            // Lengths.
+            (b"*1\r\n$4\r\nPING\r\n", Args(&[b"PING"])),
+            (b"*01\r\n$4\r\nPING\r\n", Refused(MULTI)),
+            (b"*00\r\n", Refused(MULTI)),
+            (b"*-0\r\n", Refused(MULTI)),
+            (b"*+1\r\n$4\r\nPING\r\n", Refused(MULTI)),
+            (b"*\r\n", Refused(MULTI)),
+            (b"*1 \r\n", Refused(MULTI)),
+            (b"*-01\r\n", Refused(MULTI)),
+            (
+                b"*1111111111111111111111111111111111111111\r\n",
+                Refused(MULTI),
+            ),
+            (b"*1\r\n$04\r\nPING\r\n", Refused(BULK)),
+            (b"*1\r\n$-0\r\n", Refused(BULK)),
+            (b"*1\r\n$+4\r\nPING\r\n", Refused(BULK)),
+            (b"*1\r\n$\r\n", Refused(BULK)),
+            (b"*1\r\n$-1\r\n", Refused(BULK)),
+            (
+                b"*1\r\n$1111111111111111111111111111111111111111\r\n",
+                Refused(BULK),
+            ),
+            (
+                b"*1\r\n:4\r\n",
+                Refused("Protocol error: expected '$', got ':'"),
+            ),
+            (b"*0\r\n", Skip(4)),
+            (b"*-1\r\n", Skip(5)),
+            (b"*-5\r\n", Skip(5)),
+            (b"*1\r\n$0\r\n\r\n", Args(&[b""])),
+            // Inline lines.
+            (b"PING\rECHO x\r\n", Args(&[b"PING", b"ECHO", b"x"])),
+            (b"PING\rx\n", Args(&[b"PING", b"x"])),
+            (b"ECHO\tx\r\n", Args(&[b"ECHO", b"x"])),
+            (b"ECHO \"a\\x41\"\r\n", Args(&[b"ECHO", b"aA"])),
+            (b"ECHO 'a b'\r\n", Args(&[b"ECHO", b"a b"])),
+            (b"ECHO a\"b c\"\r\n", Args(&[b"ECHO", b"ab c"])),
+            (b"ECHO \x0bx\r\n", Args(&[b"ECHO", b"x"])),
+            (b"ECHO a\x0bb\x0c\r\n", Args(&[b"ECHO", b"a\x0bb\x0c"])),
+            (b"ECHO \"a\"\x0bb\r\n", Args(&[b"ECHO", b"a", b"b"])),
+            (
+                b"ECHO \"\\q\" \"\\x4g\"\r\n",
+                Args(&[b"ECHO", b"q", b"x4g"]),
+            ),
+            (
+                b"ECHO '\\n' 'it\\'s'\r\n",
+                Args(&[b"ECHO", b"\\n", b"it's"]),
+            ),
+            (b"ECHO \"\" ''\r\n", Args(&[b"ECHO", b"", b""])),
+            (b"ECHO \"a\r\n", Refused(QUOTES)),
+            (b"ECHO 'a\r\n", Refused(QUOTES)),
+            (b"ECHO a\"b\"c\r\n", Refused(QUOTES)),
+            (b"ECHO a'b\r\n", Refused(QUOTES)),
+            (b"ECHO ''x\r\n", Refused(QUOTES)),
+            (b"ECHO \"a\\\r\n", Refused(QUOTES)),
+            (b" \t\x0b\r\n", Skip(5)),
+            (b"\n", Skip(1)),
+        ];
+        for (input, want) in cases {
+            let got = outcome_of(input);
+            let ok = match (want, &got) {
+                (Args(args), Got::Command(got_args, consumed)) => {
+                    *consumed == input.len() && got_args.iter().eq(args.iter())
+                }
+                (Skip(n), Got::Skipped(skipped)) => n == skipped,
+                (Refused(words), Got::Refused(text)) => text == words,
+                _ => false,
+            };
+            assert!(
+                ok,
+                "{:?}: want {want:?}, got {got:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
     }
 
     /// Decodes `stream` as a connection would if it arrived in pieces cut
@@ -642,16 +873,23 @@ mod tests {
             b"$12\r",
             b"$12\rx",
             b"$1 \r\n",
+            b"$0\r\n",
+            b"$01\r\n",
+            b"$00\r\n",
+            b"$-0\r\n",
+            b"$10\r\n",
             b"$",
         ] {
-            assert_eq!(
-                length_line(line, 0),
-                length_line_general(line, 0),
-                "{line:?}"
-            );
+            for what in [LengthOf::Multibulk, LengthOf::Bulk] {
+                assert_eq!(
+                    length_line(line, 0, what),
+                    length_line_general(line, 0, what),
+                    "{line:?}"
+                );
+            }
         }
         assert_eq!(
-            length_line(b"$999999999999999999\r\n", 0),
+            length_line(b"$999999999999999999\r\n", 0, LengthOf::Bulk),
             Ok(Some((999_999_999_999_999_999, 21)))
         );
     }
@@ -666,7 +904,10 @@ mod tests {
             let mut line = b"$".to_vec();
             line.extend_from_slice(digits.as_bytes());
             line.extend_from_slice(&tail);
-            prop_assert_eq!(length_line(&line, 0), length_line_general(&line, 0));
+            prop_assert_eq!(
+                length_line(&line, 0, LengthOf::Bulk),
+                length_line_general(&line, 0, LengthOf::Bulk)
+            );
         }
 
         /// The decoder against the encoder model: any commands, any split.

@@ -32,6 +32,7 @@
 //! - `SET … NX|XX`: both is `ERR syntax error`; a failed condition
 //!   answers nil (with `GET`: the old value) and writes nothing.
 
+use super::decode::parse_i64;
 use super::encode::{OK, Reply};
 
 /// Redis's default `proto-max-bulk-len`, bytes.
@@ -214,25 +215,6 @@ fn parse_set(args: &[Vec<u8>]) -> Result<Rmw, Reply> {
         if_absent,
         get,
     })
-}
-
-/// Redis's `string2ll`: the "Rules"' integer grammar.
-pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
-    if bytes.is_empty() || bytes.len() > 20 {
-        return None;
-    }
-    if bytes == b"0" {
-        return Some(0);
-    }
-    let digits = bytes.strip_prefix(b"-").unwrap_or(bytes);
-    match digits.first() {
-        Some(b'1'..=b'9') => {}
-        _ => return None,
-    }
-    if !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(bytes).ok()?.parse().ok()
 }
 
 /// `strtold` with nothing around the number, no NaN (the "Rules").
