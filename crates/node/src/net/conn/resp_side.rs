@@ -297,10 +297,12 @@ impl Conn {
         };
         let (index, plan) = table::plan(args, &mut state.session, limits);
         ctx.shared.metrics.resp_commands[index].fetch_add(1, Ordering::Relaxed);
-        let facts = || {
-            table::COMMANDS
-                .get(index)
-                .map_or(Facts::bare("other"), |spec| slowlog::facts(spec, args))
+        // While the slow log is off, no facts gathered (never recorded).
+        let gather = ctx.shared.metrics.slowlog.gathers_facts();
+        let facts = || match table::COMMANDS.get(index) {
+            Some(spec) if gather => slowlog::facts(spec, args),
+            Some(spec) => Facts::bare(spec.name),
+            None => Facts::bare("other"),
         };
         match plan {
             Plan::Reply(reply) => self.reply_now(&reply),
