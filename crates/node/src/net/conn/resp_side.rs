@@ -19,6 +19,7 @@ use crate::net::resp::decode::{self, DecodeError, Decoded};
 use crate::net::resp::encode::{self, Proto, Reply};
 use crate::net::resp::expiry::{Chain, Next, follow};
 use crate::net::resp::info;
+use crate::net::resp::key_commands::KeyCommands;
 use crate::net::resp::rmw_plan;
 use crate::net::resp::session;
 use crate::net::resp::slowlog;
@@ -465,7 +466,7 @@ impl Conn {
         token: usize,
         replicated: &mut Vec<Request>,
         op: KeyOp,
-        commands: Vec<Command<'_>>,
+        commands: KeyCommands<'_>,
         facts: Facts,
     ) {
         let Some(state) = self.resp.as_mut() else {
