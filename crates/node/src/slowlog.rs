@@ -99,6 +99,15 @@ pub fn should_record(threshold_us: i64, duration_us: u64) -> bool {
     threshold_us >= 0 && duration_us >= threshold_us as u64
 }
 
+/// True when a request arriving under `threshold_us` gathers its
+/// [`Facts`] (its key copied, its sizes counted: ~150 instructions a
+/// request): only while the log is on. A request that arrives while the
+/// log is off carries [`Facts::bare`] (no key), which is never recorded,
+/// even if the log is turned on before it is answered.
+pub fn gathers_facts(threshold_us: i64) -> bool {
+    threshold_us >= 0
+}
+
 /// Which front end served the request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
@@ -638,6 +647,9 @@ mod tests {
     /// The threshold: negative records nothing, 0 everything, else `>=`.
     #[test]
     fn threshold_rule() {
+        assert!(!gathers_facts(-1));
+        assert!(gathers_facts(0));
+        assert!(gathers_facts(THRESHOLD_US_DEFAULT));
         assert!(!should_record(-1, u64::MAX));
         assert!(should_record(0, 0));
         assert!(should_record(10_000, 10_000));

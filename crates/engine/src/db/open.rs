@@ -252,7 +252,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<(Arc<Shared>, RecoveryReport)> 
     }
     shared.visible_seq.store(last_seq, Ordering::Release);
     shared.sv.store(Arc::new(SuperVersion {
-        mem: Arc::new(Memtable::new(segment)),
+        mem: shared.new_memtable(segment),
         imms: runs
             .newest_first()
             .into_iter()

@@ -15,6 +15,7 @@ use crate::WriteBatch;
 use crate::compaction::output::TableSink;
 use crate::error::{Error, Result};
 use crate::fs::{DirLock, FileSystem};
+use crate::memtable::Memtable;
 use crate::metrics::EngineMetrics;
 use crate::options::{Durability, Options};
 use crate::queue::HandoffQueue;
@@ -259,6 +260,12 @@ impl Shared {
                 .clone()
                 .unwrap_or_else(|| "unknown failure".into()),
         })
+    }
+
+    /// An empty memtable for WAL segment `segment`, its point index sized
+    /// for `memtable_bytes_max`.
+    pub fn new_memtable(&self, segment: u64) -> Arc<Memtable> {
+        Arc::new(Memtable::with_budget(segment, self.opts.memtable_bytes_max))
     }
 
     /// Wakes the background threads and anyone waiting on an install.

@@ -14,7 +14,6 @@
 
 use super::shared::{Shared, WriteRequest, lock};
 use crate::error::{Error, Result};
-use crate::memtable::Memtable;
 use crate::memtable::immutable::ImmutableMemtable;
 use crate::options::Durability;
 use crate::version::SuperVersion;
@@ -184,7 +183,7 @@ pub fn rotate(shared: &Shared, wal_items: &mut Vec<(WalItem, usize)>) {
     imms.push(ImmutableMemtable::Rotated(Arc::clone(&old.mem)));
     imms.extend(old.imms.iter().cloned());
     shared.sv.store(Arc::new(SuperVersion {
-        mem: Arc::new(Memtable::new(segment)),
+        mem: shared.new_memtable(segment),
         imms,
         version: Arc::clone(&old.version),
     }));

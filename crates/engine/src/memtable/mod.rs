@@ -3,7 +3,9 @@
 //! A skip list ([`skiplist`]) ordered by encoded internal key, its nodes in
 //! an arena (`arena`). The single writer thread inserts; any number of
 //! readers search and iterate at the same time without locks, so reads
-//! never block the writer.
+//! never block the writer. Point reads find a key's newest version through
+//! a hash index beside the list (`skiplist`, "The point index"), not by a
+//! seek from its head.
 //!
 //! [`Memtable`] (in `table.rs`) wraps the skip list. Beside it, the other
 //! in-memory tables: [`immutable`] (what waits for the
@@ -20,6 +22,8 @@
 
 mod arena;
 pub mod immutable;
+#[cfg(test)]
+mod index_tests;
 pub(crate) mod replay_buffer;
 pub mod skiplist;
 pub mod sorted_run;

@@ -17,6 +17,38 @@
 //! (half the levels), and the first 16 bytes of the user key stored in the
 //! node, so most comparisons touch only the node's first cache line.
 //!
+//! # The point index
+//!
+//! A seek from the head touches ~log4(n) nodes per level walked, most of
+//! them cache misses in a large list (~440 instructions of a RESP GET and
+//! most of its stalls: docs/BENCHMARKS.md). Point reads ([`SkipList::seek_user`])
+//! go through a hash index instead: a fixed array of buckets, each the
+//! head of a chain of the nodes that are the **first of their user key**
+//! in list order (the key's newest version), linked through the nodes'
+//! own `hash_next` fields. A read hashes the user key, walks one chain
+//! (a 32-bit tag, then the key) and lands on the key's first node; from
+//! there the level-0 links reach its older versions, as after a seek.
+//! Range order is the skip list's, untouched.
+//!
+//! The writer keeps it: a node inserted as the first of its key either
+//! takes the place of the key's previous first node in its chain (the
+//! same slot, a release store) or, for a key new to the list, is pushed
+//! on the front of its bucket's chain. A node that left a chain keeps
+//! its `hash_next` (never written again), so a reader standing on it
+//! walks on into the chain. A reader sees every change made before the
+//! read view's sequence number was published (the tx thread inserts,
+//! then publishes with release, and the reader loads it with acquire
+//! before walking), so the first node it finds is at or before the first
+//! one it may see; a newer first node it finds is skipped over by the
+//! reader's sequence-number test, as after a seek.
+//!
+//! The hash is xxh3 with a seed drawn per list (`RandomState`), so keys
+//! sent over the network cannot be chosen to share a chain without
+//! knowing it. The bucket count is fixed when the list is made
+//! ([`SkipList::with_index_buckets`]; the memtable sizes it from its byte
+//! budget): chains grow past one node on average only in a memtable with
+//! more distinct keys than buckets.
+//!
 //! # Invariants
 //! - Inserts are serialised by the `writer` mutex; readers take no lock.
 //! - A node's fields and all its links are written before the first
@@ -31,6 +63,7 @@ use std::cmp::Ordering;
 use std::ptr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering as AtomicOrdering};
+use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// Levels a node may have. With branching factor 4, twelve levels keep
 /// searches logarithmic up to about 4^12 = 16 M entries.
@@ -42,6 +75,29 @@ const BRANCHING_BITS: u32 = 2;
 
 /// Bytes of user key a node keeps inline for comparisons.
 pub const PREFIX_BYTES: usize = 16;
+
+/// Point-index buckets of a list made by [`SkipList::new`] (tests and
+/// small lists; the memtable sizes its own, [`index_buckets_for`]).
+pub const INDEX_BUCKETS_DEFAULT: usize = 1024;
+
+/// Bytes of memtable budget per point-index bucket: a memtable of 64 MiB
+/// gets 262,144 buckets (2 MiB of bucket array, 3% of its budget), about
+/// one per distinct key at ~250 bytes an entry.
+pub const INDEX_BUDGET_BYTES_PER_BUCKET: usize = 256;
+
+/// Fewest and most point-index buckets a memtable gets.
+pub const INDEX_BUCKETS_MIN: usize = 1024;
+/// See [`INDEX_BUCKETS_MIN`] (32 MiB of bucket array).
+pub const INDEX_BUCKETS_MAX: usize = 1 << 22;
+
+/// The point-index bucket count for a memtable of `budget_bytes`: a power
+/// of two within [`INDEX_BUCKETS_MIN`]..=[`INDEX_BUCKETS_MAX`].
+pub fn index_buckets_for(budget_bytes: usize) -> usize {
+    (budget_bytes / INDEX_BUDGET_BYTES_PER_BUCKET)
+        .clamp(INDEX_BUCKETS_MIN, INDEX_BUCKETS_MAX)
+        .next_power_of_two()
+        .min(INDEX_BUCKETS_MAX)
+}
 
 /// A node's fixed part. Its `height` links (`AtomicPtr<Node>`) follow it in
 /// the same allocation, then the encoded internal key, then the value. The
@@ -56,7 +112,11 @@ struct Node {
     key_len: u32,
     value_len: u32,
     height: u32,
-    _pad: u32,
+    /// The high 32 bits of the user key's index hash (0 for the head).
+    hash_tag: u32,
+    /// The next node of this node's point-index chain (see the module
+    /// header), while this node is in one; frozen once it left it.
+    hash_next: AtomicPtr<Node>,
 }
 
 /// Bytes of a node's fixed part (a multiple of 8, so the links that follow
@@ -119,6 +179,16 @@ impl Node {
     unsafe fn key<'a>(node: *const Node) -> &'a [u8] {
         // SAFETY: `key_len` key bytes, written before the node was published.
         unsafe { std::slice::from_raw_parts(Self::key_start(node), (*node).key_len as usize) }
+    }
+
+    /// The node's user key (its internal key less the trailer).
+    ///
+    /// # Safety
+    /// `node` points at a live, fully written node other than the head.
+    unsafe fn user_key<'a>(node: *const Node) -> &'a [u8] {
+        // SAFETY: the caller's promise; every key but the head's is an
+        // internal key, at least a trailer long.
+        unsafe { key::user_key(Self::key(node)) }
     }
 
     /// The node's value.
@@ -193,6 +263,11 @@ struct Writer {
 pub struct SkipList {
     /// A node of height [`HEIGHT_MAX`] with no key, before every entry.
     head: *const Node,
+    /// The point index's buckets (a power of two of them), each the first
+    /// node of its chain or null (module header, "The point index").
+    buckets: Box<[AtomicPtr<Node>]>,
+    /// The index hash's seed, drawn per list.
+    seed: u64,
     /// Levels in use (1..=HEIGHT_MAX); only grows.
     height: AtomicUsize,
     len: AtomicUsize,
@@ -215,13 +290,24 @@ impl Default for SkipList {
 }
 
 impl SkipList {
-    /// An empty list.
+    /// An empty list with [`INDEX_BUCKETS_DEFAULT`] point-index buckets.
     pub fn new() -> Self {
+        Self::with_index_buckets(INDEX_BUCKETS_DEFAULT)
+    }
+
+    /// An empty list whose point index has `buckets` buckets (rounded up
+    /// to a power of two, at least 1).
+    pub fn with_index_buckets(buckets: usize) -> Self {
         let mut arena = Arena::new();
         // The head's links start null (alloc_node writes them so).
-        let head = alloc_node(&mut arena, HEIGHT_MAX, &[], &[]);
+        let head = alloc_node(&mut arena, HEIGHT_MAX, &[], &[], 0);
         SkipList {
             head,
+            buckets: zeroed_buckets(buckets.max(1).next_power_of_two()),
+            seed: std::hash::BuildHasher::hash_one(
+                &std::collections::hash_map::RandomState::new(),
+                0u64,
+            ),
             height: AtomicUsize::new(1),
             len: AtomicUsize::new(0),
             writer: Mutex::new(Writer {
@@ -263,9 +349,11 @@ impl SkipList {
             found.is_null() || unsafe { compare(found, &probe) } != Ordering::Equal,
             "duplicate internal key"
         );
+        let user = key::user_key(ikey);
+        let hash = self.hash(user);
         let height = random_height(&mut w.rng);
         let used_before = w.arena.used();
-        let node = alloc_node(&mut w.arena, height, ikey, value);
+        let node = alloc_node(&mut w.arena, height, ikey, value, hash_tag(hash));
         let bytes = w.arena.used() - used_before;
         let list_height = self.height.load(AtomicOrdering::Relaxed);
         if height > list_height {
@@ -286,9 +374,90 @@ impl SkipList {
             // SAFETY: as above. The release store publishes the node whole.
             unsafe { Node::link(p, level) }.store(node.cast_mut(), AtomicOrdering::Release);
         }
+        // SAFETY: `prev[0]` is the head or a published node.
+        let first_of_key = prev[0] == self.head || unsafe { Node::user_key(prev[0]) } != user;
+        if first_of_key {
+            // SAFETY: a non-null `found` is a published node (not the head).
+            let replaces = !found.is_null() && unsafe { Node::user_key(found) } == user;
+            self.index(node, hash, replaces.then_some(found));
+        }
         self.len.fetch_add(1, AtomicOrdering::Release);
         drop(w);
         bytes
+    }
+
+    /// Puts `node`, now the first of its user key, in the point index: in
+    /// the place of `old` (the key's previous first node) or, for a key
+    /// new to the list, at the front of its bucket's chain. Writer only.
+    fn index(&self, node: *const Node, hash: u64, old: Option<*const Node>) {
+        let bucket = self.bucket(hash);
+        // SAFETY: `node` is published and not yet in any chain.
+        let node_next = unsafe { &(*node).hash_next };
+        if old.is_some() && planted_stale_index() {
+            return;
+        }
+        if let Some(old) = old {
+            // The link that points at `old`: the bucket's, or a chain node's.
+            let mut slot = bucket;
+            loop {
+                let at = slot.load(AtomicOrdering::Relaxed);
+                if at.is_null() {
+                    break; // not found (never, by the invariant): push below
+                }
+                if ptr::eq(at, old) {
+                    // SAFETY: `old` is a published node in this chain.
+                    let after = unsafe { &(*old).hash_next }.load(AtomicOrdering::Relaxed);
+                    node_next.store(after, AtomicOrdering::Relaxed);
+                    slot.store(node.cast_mut(), AtomicOrdering::Release);
+                    return;
+                }
+                // SAFETY: a chain holds published nodes only.
+                slot = unsafe { &(*at).hash_next };
+            }
+            debug_assert!(false, "a key's first node missing from its chain");
+        }
+        node_next.store(
+            bucket.load(AtomicOrdering::Relaxed),
+            AtomicOrdering::Relaxed,
+        );
+        bucket.store(node.cast_mut(), AtomicOrdering::Release);
+    }
+
+    /// The index hash of a user key.
+    fn hash(&self, user_key: &[u8]) -> u64 {
+        xxh3_64_with_seed(user_key, self.seed)
+    }
+
+    /// The bucket of `hash`.
+    fn bucket(&self, hash: u64) -> &AtomicPtr<Node> {
+        // The low bits pick the bucket (a power of two of them), the high
+        // 32 are the tag: independent bits.
+        &self.buckets[hash as usize & (self.buckets.len() - 1)]
+    }
+
+    /// A cursor on the first entry of `user_key` (its newest version), or
+    /// past the end when the list holds none: what
+    /// `seek(seek_key(user_key))` gives when the key is present, found
+    /// through the point index (module header) instead of from the head.
+    pub fn seek_user(&self, user_key: &[u8]) -> Cursor<'_> {
+        let hash = self.hash(user_key);
+        let tag = hash_tag(hash);
+        let mut x = self.bucket(hash).load(AtomicOrdering::Acquire);
+        while !x.is_null() {
+            // SAFETY: a chain holds published nodes (never the head), and
+            // `hash_next` is only ever stored with release after the node it
+            // points at was published.
+            unsafe {
+                if (*x).hash_tag == tag && Node::user_key(x) == user_key {
+                    return Cursor {
+                        list: self,
+                        node: x,
+                    };
+                }
+                x = (*x).hash_next.load(AtomicOrdering::Acquire);
+            }
+        }
+        self.end()
     }
 
     /// The first node at or after `probe` (null if none); with `prev`, also
@@ -410,8 +579,61 @@ fn random_height(rng: &mut u64) -> usize {
     height
 }
 
+/// The tag of an index hash kept in a node.
+fn hash_tag(hash: u64) -> u32 {
+    (hash >> 32) as u32
+}
+
+/// `n` null bucket links, from zeroed memory (a large array is then
+/// zero pages the kernel hands out on first touch, not a memset on the
+/// writer's thread at each memtable rotation).
+fn zeroed_buckets(n: usize) -> Box<[AtomicPtr<Node>]> {
+    let layout = match std::alloc::Layout::array::<AtomicPtr<Node>>(n) {
+        Ok(layout) if layout.size() > 0 => layout,
+        _ => return (0..n).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
+    };
+    // SAFETY: the layout has a non-zero size.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<AtomicPtr<Node>>();
+    if p.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    // SAFETY: `p` is a fresh allocation of `n` `AtomicPtr`s by the global
+    // allocator with the layout `Box<[AtomicPtr<Node>]>` frees with, and
+    // all-zero bytes are a valid (null) `AtomicPtr`.
+    unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(p, n)) }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The planted bug of the point index's negative control: a key's new
+    /// first node does not take its old first node's place in the index
+    /// (reads land on the old one and miss the newer version).
+    static PLANTED_STALE_INDEX: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Plants (or takes out) the stale-index bug for inserts made by this
+/// thread: the negative control of the point index's model tests.
+#[cfg(test)]
+pub(crate) fn plant_stale_index(on: bool) {
+    PLANTED_STALE_INDEX.set(on);
+}
+
+/// True while this thread plants the stale-index bug (tests only).
+fn planted_stale_index() -> bool {
+    #[cfg(test)]
+    return PLANTED_STALE_INDEX.get();
+    #[cfg(not(test))]
+    false
+}
+
 /// Allocates and fills a node (links left for the caller).
-fn alloc_node(arena: &mut Arena, height: usize, ikey: &[u8], value: &[u8]) -> *const Node {
+fn alloc_node(
+    arena: &mut Arena,
+    height: usize,
+    ikey: &[u8],
+    value: &[u8],
+    hash_tag: u32,
+) -> *const Node {
     let links_bytes = height * LINK_BYTES;
     let bytes = NODE_HEADER_BYTES + links_bytes + ikey.len() + value.len();
     // Batches are validated against KEY_BYTES_MAX and VALUE_BYTES_MAX,
@@ -437,7 +659,8 @@ fn alloc_node(arena: &mut Arena, height: usize, ikey: &[u8], value: &[u8]) -> *c
             key_len,
             value_len,
             height: height as u32,
-            _pad: 0,
+            hash_tag,
+            hash_next: AtomicPtr::new(ptr::null_mut()),
         });
         let links = Node::links(node).cast_mut();
         for level in 0..height {
@@ -567,7 +790,7 @@ mod tests {
         }
         let mut arena = Arena::new();
         for a in &keys {
-            let node = alloc_node(&mut arena, 1, a, b"");
+            let node = alloc_node(&mut arena, 1, a, b"", 0);
             for b in &keys {
                 // SAFETY: `node` was written whole and `arena` is alive.
                 let got = unsafe { compare(node, &Probe::new(b)) };

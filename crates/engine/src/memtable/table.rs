@@ -7,7 +7,6 @@ use super::skiplist::{self, Cursor, SkipList};
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, Kind, Timestamp};
-use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 
@@ -15,11 +14,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 /// and value bytes: a skip-list node's header, links and padding, on
 /// average. The replay buffer uses it to cut runs the size memtables are.
 pub(crate) const ENTRY_OVERHEAD_BYTES: usize = skiplist::NODE_OVERHEAD_BYTES_MEAN;
-
-thread_local! {
-    /// The seek key of a point read, reused by every read on this thread.
-    static SEEK_KEY: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-}
 
 /// One memtable.
 ///
@@ -50,10 +44,24 @@ pub struct Found {
 }
 
 impl Memtable {
-    /// An empty memtable whose writes go to WAL segment `wal_segment`.
+    /// An empty memtable whose writes go to WAL segment `wal_segment`,
+    /// its point index sized for a small one (tests, placeholders).
     pub fn new(wal_segment: u64) -> Self {
+        Self::with_list(wal_segment, SkipList::new())
+    }
+
+    /// An empty memtable whose writes go to WAL segment `wal_segment`,
+    /// its point index sized for `budget_bytes` of entries (the engine's
+    /// `memtable_bytes_max`: [`skiplist::index_buckets_for`]).
+    pub fn with_budget(wal_segment: u64, budget_bytes: usize) -> Self {
+        let buckets = skiplist::index_buckets_for(budget_bytes);
+        Self::with_list(wal_segment, SkipList::with_index_buckets(buckets))
+    }
+
+    /// An empty memtable on `list`.
+    pub(super) fn with_list(wal_segment: u64, list: SkipList) -> Self {
         Memtable {
-            list: SkipList::new(),
+            list,
             bytes: AtomicUsize::new(0),
             wal_segment,
             seq_max: AtomicU64::new(0),
@@ -80,32 +88,42 @@ impl Memtable {
 
     /// The newest version of `user_key` with `seq <= visible_seq`.
     ///
-    /// The seek key is built in a per-thread buffer, so a read allocates
-    /// only the value it returns.
+    /// The key's newest version is found through the skip list's point
+    /// index ([`SkipList::seek_user`]), not by a seek from the head; its
+    /// older versions follow it. A read allocates only the value it
+    /// returns.
     pub fn get(&self, user_key: &[u8], visible_seq: u64) -> Option<Found> {
-        SEEK_KEY.with_borrow_mut(|seek| {
-            seek.clear();
-            seek.extend_from_slice(user_key);
-            seek.extend_from_slice(&[0xff; key::INTERNAL_KEY_TRAILER_BYTES]);
-            debug_assert_eq!(*seek, key::seek_key(user_key));
-            let mut c = self.list.seek(seek);
-            while c.valid() {
-                let parsed = key::parse_internal_key(c.key())?;
-                if parsed.user_key != user_key {
-                    return None;
-                }
-                if parsed.seq <= visible_seq {
-                    return Some(Found {
-                        ts: parsed.ts,
-                        seq: parsed.seq,
-                        kind: parsed.kind,
-                        value: c.value().to_vec(),
-                    });
-                }
-                c.advance();
+        Self::newest_visible(self.list.seek_user(user_key), user_key, visible_seq)
+    }
+
+    /// [`Memtable::get`] by a seek from the skip list's head: what the
+    /// point index must agree with (its model tests).
+    #[cfg(test)]
+    pub(crate) fn get_by_seek(&self, user_key: &[u8], visible_seq: u64) -> Option<Found> {
+        let cursor = self.list.seek(&key::seek_key(user_key));
+        Self::newest_visible(cursor, user_key, visible_seq)
+    }
+
+    /// From `c` (on `user_key`'s first entry, or anywhere past it when
+    /// the key is absent), the first entry of `user_key` with
+    /// `seq <= visible_seq`.
+    fn newest_visible(mut c: Cursor<'_>, user_key: &[u8], visible_seq: u64) -> Option<Found> {
+        while c.valid() {
+            let parsed = key::parse_internal_key(c.key())?;
+            if parsed.user_key != user_key {
+                return None;
             }
-            None
-        })
+            if parsed.seq <= visible_seq {
+                return Some(Found {
+                    ts: parsed.ts,
+                    seq: parsed.seq,
+                    kind: parsed.kind,
+                    value: c.value().to_vec(),
+                });
+            }
+            c.advance();
+        }
+        None
     }
 
     /// Approximate bytes used.

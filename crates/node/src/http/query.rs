@@ -86,24 +86,38 @@ pub fn parse_query(query: &[u8]) -> Result<Vec<Param>, QueryError> {
 /// A query string checked once (every escape valid, the same errors as
 /// [`parse_query`]) whose parameters are then looked up by name without
 /// allocating, unless a name or value holds an escape.
+///
+/// A query without any `%` (the usual one: `id=123`) has nothing to check
+/// or decode: it is walked once, by [`Query::for_each`], not twice.
 #[derive(Debug, Clone, Copy)]
 pub struct Query<'q> {
     raw: &'q [u8],
+    /// True when `raw` holds a `%`: its parts are decoded.
+    escaped: bool,
 }
 
 impl<'q> Query<'q> {
     /// Checks every part of `raw`; the error is the one [`parse_query`]
-    /// gives for the same input.
+    /// gives for the same input (none without a `%`).
     pub fn parse(raw: &'q [u8]) -> Result<Self, QueryError> {
-        for (name, value) in raw_pairs(raw) {
-            percent_decode_cow(name)?;
-            percent_decode_cow(value)?;
+        let escaped = raw.contains(&b'%');
+        if escaped {
+            for (name, value) in raw_pairs(raw) {
+                percent_decode_cow(name)?;
+                percent_decode_cow(value)?;
+            }
         }
-        Ok(Query { raw })
+        Ok(Query { raw, escaped })
     }
 
     /// Calls `f` with every parameter's decoded name and value, in order.
     pub fn for_each(&self, mut f: impl FnMut(&[u8], Cow<'q, [u8]>)) {
+        if !self.escaped {
+            for (name, value) in raw_pairs(self.raw) {
+                f(name, Cow::Borrowed(value));
+            }
+            return;
+        }
         for (name, value) in raw_pairs(self.raw) {
             // Checked in `parse`: decoding cannot fail here.
             if let (Ok(name), Ok(value)) = (percent_decode_cow(name), percent_decode_cow(value)) {

@@ -72,6 +72,12 @@ impl SlowLog {
         should_record(self.threshold_us(), duration_us)
     }
 
+    /// True when a request arriving now gathers its facts (the log is on;
+    /// one atomic load): see [`super::gathers_facts`].
+    pub fn gathers_facts(&self) -> bool {
+        super::gathers_facts(self.threshold_us())
+    }
+
     /// Records an entry from network thread `thread` (the caller checked
     /// [`SlowLog::is_slow`]), written by `fill` in place in a slot of that
     /// thread's ring (see [`Ring::push_with`]: every field but `id`);

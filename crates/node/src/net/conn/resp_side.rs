@@ -19,6 +19,7 @@ use crate::net::resp::decode::{self, DecodeError, Decoded};
 use crate::net::resp::encode::{self, Proto, Reply};
 use crate::net::resp::expiry::{Chain, Next, follow};
 use crate::net::resp::info;
+use crate::net::resp::key_commands::KeyCommands;
 use crate::net::resp::rmw_plan;
 use crate::net::resp::session;
 use crate::net::resp::slowlog;
@@ -297,10 +298,12 @@ impl Conn {
         };
         let (index, plan) = table::plan(args, &mut state.session, limits);
         ctx.shared.metrics.resp_commands[index].fetch_add(1, Ordering::Relaxed);
-        let facts = || {
-            table::COMMANDS
-                .get(index)
-                .map_or(Facts::bare("other"), |spec| slowlog::facts(spec, args))
+        // While the slow log is off, no facts gathered (never recorded).
+        let gather = ctx.shared.metrics.slowlog.gathers_facts();
+        let facts = || match table::COMMANDS.get(index) {
+            Some(spec) if gather => slowlog::facts(spec, args),
+            Some(spec) => Facts::bare(spec.name),
+            None => Facts::bare("other"),
         };
         match plan {
             Plan::Reply(reply) => self.reply_now(&reply),
@@ -463,7 +466,7 @@ impl Conn {
         token: usize,
         replicated: &mut Vec<Request>,
         op: KeyOp,
-        commands: Vec<Command<'_>>,
+        commands: KeyCommands<'_>,
         facts: Facts,
     ) {
         let Some(state) = self.resp.as_mut() else {

@@ -44,7 +44,12 @@ fn http_command(route: Route) -> &'static str {
 /// What the slow log keeps of an HTTP request: its route, its key and
 /// its body's size (never the body; but see the planted bug
 /// `slowlog-keeps-value`, [`planted_keeps_value`]).
+/// While the log is off, only the route ([`crate::slowlog::gathers_facts`]:
+/// no key, so never recorded).
 pub(super) fn http_facts(ctx: &NetContext, route: Route, command: &Command<'_>) -> Facts {
+    if !ctx.shared.metrics.slowlog.gathers_facts() {
+        return Facts::bare(http_command(route));
+    }
     let mut facts = facts_of(route, command);
     planted_keeps_value(ctx, command, &mut facts);
     facts

@@ -11,6 +11,7 @@
 //! - [`table`]: a command's name and arity to a reply, a session change,
 //!   neutral [`super::dispatch::Command`]s, or a question for the node;
 //!   and the combination of a multi-key command's answers into one reply.
+//! - [`key_commands`]: a key command's dispatcher commands, one inline.
 //! - [`encode`]: replies in RESP2 or RESP3.
 //! - [`info`]: `INFO`'s text.
 //! - [`slowlog`]: `SLOWLOG` and `CONFIG SET slowlog-…`, in Redis's reply shape.
@@ -28,6 +29,7 @@ pub mod describe;
 pub mod encode;
 pub mod expiry;
 pub mod info;
+pub mod key_commands;
 pub mod keyspace;
 pub mod multi;
 pub mod multi_apply;

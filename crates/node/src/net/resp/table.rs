@@ -17,6 +17,7 @@ use super::expiry::{
     Chain, SetExpiry, Then, Unit, expire_args, expiry_of, getex_args, invalid_expire, set_options,
     time_left,
 };
+use super::key_commands::KeyCommands;
 use super::scan::glob_match;
 use crate::net::answer::{Answer, Failure};
 use crate::net::dispatch::Command;
@@ -87,7 +88,7 @@ pub enum Plan<'a> {
     /// Answered at once; then the connection closes (`QUIT`).
     Close(Reply),
     /// Work for the dispatcher, one command per key.
-    Keys(KeyOp, Vec<Command<'a>>),
+    Keys(KeyOp, KeyCommands<'a>),
     /// A read of one key's version ([`Command::GetVersion`]), then the
     /// chain's second step ([`super::expiry::follow`]).
     ReadThen(Command<'a>, Box<Chain>),
@@ -552,7 +553,7 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
         Ok(match name {
             "get" => {
                 check_key(&args[1], limits)?;
-                Plan::Keys(KeyOp::Get, vec![get(&args[1])])
+                Plan::Keys(KeyOp::Get, KeyCommands::One(get(&args[1])))
             }
             "set" if !set_options(&args[3..])?.1.is_empty() => {
                 super::rmw_plan::set(args, limits, ack, from)?
@@ -576,7 +577,8 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
                     Expiry::Never => KeyOp::Set,
                     _ => KeyOp::SetExpiring("set"),
                 };
-                Plan::Keys(op, vec![write_until(&args[1], Some(&args[2]), expiry)])
+                let set = write_until(&args[1], Some(&args[2]), expiry);
+                Plan::Keys(op, KeyCommands::One(set))
             }
             "setex" | "psetex" => {
                 let unit = if name == "setex" { "ex" } else { "px" };
@@ -584,7 +586,7 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
                 check_key(&args[1], limits)?;
                 check_value(&args[3], limits)?;
                 let set = write_until(&args[1], Some(&args[3]), expiry);
-                Plan::Keys(KeyOp::SetExpiring(spec_name(name)), vec![set])
+                Plan::Keys(KeyOp::SetExpiring(spec_name(name)), KeyCommands::One(set))
             }
             "expire" | "pexpire" | "expireat" | "pexpireat" => {
                 let (expiry, condition) = expire_args(name, &args[2], &args[3..])?;
@@ -613,7 +615,7 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
                     "expiretime" => Unit::AtSeconds,
                     _ => Unit::AtMillis,
                 };
-                Plan::Keys(KeyOp::Ttl(unit), vec![version])
+                Plan::Keys(KeyOp::Ttl(unit), KeyCommands::One(version))
             }
             "type" | "strlen" => {
                 check_key(&args[1], limits)?;
@@ -621,7 +623,7 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
                     "type" => Describe::Type,
                     _ => Describe::Strlen,
                 };
-                Plan::Keys(KeyOp::Describe(describe), vec![get(&args[1])])
+                Plan::Keys(KeyOp::Describe(describe), KeyCommands::One(get(&args[1])))
             }
             "memory" => {
                 let key = describe::memory(args)?;
@@ -629,7 +631,7 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
                 let usage = Describe::MemoryUsage {
                     key_bytes: key.len(),
                 };
-                Plan::Keys(KeyOp::Describe(usage), vec![get(key)])
+                Plan::Keys(KeyOp::Describe(usage), KeyCommands::One(get(key)))
             }
             "mset" => {
                 if args.len().is_multiple_of(2) {
@@ -641,7 +643,7 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
                     check_value(&pair[1], limits)?;
                     commands.push(write(&pair[0], Some(&pair[1])));
                 }
-                Plan::Keys(KeyOp::MSet, commands)
+                Plan::Keys(KeyOp::MSet, commands.into())
             }
             "del" | "unlink" => {
                 // Each distinct key once: first its read (was it there?),
@@ -656,7 +658,10 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
                 }
                 let reads = keys.iter().map(|k| get(k));
                 let deletes = keys.iter().map(|k| write(k, None));
-                Plan::Keys(KeyOp::Del, reads.chain(deletes).collect())
+                Plan::Keys(
+                    KeyOp::Del,
+                    KeyCommands::Many(reads.chain(deletes).collect()),
+                )
             }
             _ => {
                 let mut commands = Vec::with_capacity(args.len() - 1);
@@ -668,7 +673,7 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
                     "exists" => KeyOp::Exists,
                     _ => KeyOp::MGet,
                 };
-                Plan::Keys(op, commands)
+                Plan::Keys(op, commands.into())
             }
         })
     };
