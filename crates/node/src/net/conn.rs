@@ -20,7 +20,9 @@
 
 use super::answer::{self, Answer, Awaited};
 use super::auth_gate::{Credential, admit, credential};
-use super::body_gate::{refusal_text, refuse_body};
+use super::body_gate::{
+    Bounds, body_bytes_max, largest_body_bytes_max, refusal_text, refuse_body, too_large,
+};
 use super::dispatch::{Command, Dispatched, Encoding, dispatch};
 use super::peer_conn::PeerServer;
 use super::render::{from_http_error, render};
@@ -336,7 +338,8 @@ impl Conn {
         if self.resp_awaits_auth(ctx) {
             return crate::net::resp::decode::UNAUTHENTICATED_READ_BYTES_MAX;
         }
-        ctx.config.header_bytes_max + ctx.config.value_bytes_max + READ_CHUNK_BYTES
+        let body = largest_body_bytes_max(body_bounds(ctx)) as usize;
+        ctx.config.header_bytes_max + body + READ_CHUNK_BYTES
     }
 
     /// Reads into `scratch` (the thread's reusable buffer) and appends what
@@ -389,9 +392,12 @@ impl Conn {
         if self.resp.is_some() {
             return self.parse_resp(ctx, token, replicated);
         }
+        // The head's parser admits the largest route's body; the route's
+        // own bound is checked once the head is routed (`body_gate`).
+        let bounds = body_bounds(ctx);
         let limits = Limits {
             header_bytes_max: ctx.config.header_bytes_max,
-            body_bytes_max: ctx.config.value_bytes_max as u64,
+            body_bytes_max: largest_body_bytes_max(bounds),
         };
         let mut consumed = 0;
         // Taken out while requests execute, so a body is lent to them
@@ -438,6 +444,12 @@ impl Conn {
                             self.close_after = true;
                             break;
                         }
+                        if let Some(e) = too_large(&action, bounds, head.content_length) {
+                            let allow = allow_for(head.path);
+                            self.push_error(ctx, route, &e, Persist::Close, allow, started);
+                            self.close_after = true;
+                            break;
+                        }
                         let credential = credential(&ctx.shared.auth, head.authorization);
                         let auth = &ctx.shared.auth;
                         let tokens_on = auth.tokens.is_some();
@@ -458,6 +470,7 @@ impl Conn {
                             self.close_after = true;
                             break;
                         }
+                        let chunked_max = body_bytes_max(&action, bounds);
                         self.pending = Some(PendingRequest {
                             head: HeadFacts::of(&head),
                             route,
@@ -466,7 +479,7 @@ impl Conn {
                             credential,
                             chunked: head
                                 .chunked
-                                .then(|| Box::new(ChunkedBody::new(limits.body_bytes_max))),
+                                .then(|| Box::new(ChunkedBody::new(chunked_max))),
                         });
                         self.continued = false;
                     }
@@ -1070,5 +1083,13 @@ impl Conn {
             ctx.now.get(),
         );
         self.close_after = true;
+    }
+}
+
+/// The node's key and value bounds, which the routes' body bounds follow.
+fn body_bounds(ctx: &NetContext) -> Bounds {
+    Bounds {
+        key_bytes_max: ctx.config.key_bytes_max,
+        value_bytes_max: ctx.config.value_bytes_max,
     }
 }
