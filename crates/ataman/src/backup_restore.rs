@@ -26,6 +26,10 @@
 //! 5. Exit 0 once every member answered every batch: every restored
 //!    version is on every replica the target's layout names for it.
 //!
+//! [`restore_offline`] (`--data-dir PATH --node N`) is the same-layout
+//! path: member `N`'s checkpoint put back as a stopped node's data
+//! directory, tables hard-linked (`ataman_node::backup::place`).
+//!
 //! From step 4 to 5 every member answers `GET /readyz` 503 `restoring`
 //! (`POST /v0/backup?ingest=begin&restore=ID` first, `ingest=done` last;
 //! `ataman_node::backup::restoring`): a half-restored cluster answers no
@@ -39,6 +43,7 @@ use crate::http_client::url::{BaseUrl, target};
 use ataman_node::backup::cluster_manifest::{self, ClusterManifest};
 use ataman_node::backup::ingest_wire::{self, BatchStep};
 use ataman_node::backup::{read_back, verify};
+use ataman_node::peer::frame::Stamped;
 use std::path::{Path, PathBuf};
 
 /// The bytes an ingest batch aims at: a version longer than that goes in
@@ -172,13 +177,12 @@ struct Run<'a> {
     id: String,
 }
 
-/// The largest batch every member reads, and the member that reads the
-/// least (for an error's text).
+/// The smallest bounds among the members: the batch each reads
+/// (`ingest_body_bytes_max`), its longest key and largest value.
 struct Bound {
     bytes: usize,
-    member: String,
-    key_bytes_max: u64,
-    value_bytes_max: u64,
+    key_bytes_max: usize,
+    value_bytes_max: usize,
 }
 
 /// A restore id of this run: its start time and process id, in hex
@@ -194,7 +198,11 @@ pub fn restore_id() -> String {
 /// The batch bound: the smallest ingest body a member reads.
 fn body_bound(members: &[BaseUrl], node: &NodeArgs) -> Result<Bound, Failed> {
     let timeout = io_timeout(node, crate::ctl::TIMEOUT_MS_DEFAULT);
-    let mut bound: Option<Bound> = None;
+    let mut bound = Bound {
+        bytes: usize::MAX,
+        key_bytes_max: usize::MAX,
+        value_bytes_max: usize::MAX,
+    };
     for m in members {
         let info = json(&ask(m, "GET", "/v0/backup", 200, timeout)?)?;
         let field = |name: &str| {
@@ -205,17 +213,12 @@ fn body_bound(members: &[BaseUrl], node: &NodeArgs) -> Result<Bound, Failed> {
                 ))
             })
         };
-        let bytes = usize::try_from(field("ingest_body_bytes_max")?).unwrap_or(usize::MAX);
-        if bound.as_ref().is_none_or(|b| bytes < b.bytes) {
-            bound = Some(Bound {
-                bytes,
-                member: m.authority(),
-                key_bytes_max: field("key_bytes_max")?,
-                value_bytes_max: field("value_bytes_max")?,
-            });
-        }
+        let size = |name: &str| field(name).map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+        bound.bytes = bound.bytes.min(size("ingest_body_bytes_max")?);
+        bound.key_bytes_max = bound.key_bytes_max.min(size("key_bytes_max")?);
+        bound.value_bytes_max = bound.value_bytes_max.min(size("value_bytes_max")?);
     }
-    bound.ok_or_else(|| refused("the target has no member"))
+    Ok(bound)
 }
 
 fn refuse_non_empty(members: &[BaseUrl], node: &NodeArgs) -> Result<(), Failed> {
@@ -251,17 +254,25 @@ fn mark_restoring(run: &Run<'_>, mark: &[u8]) -> Result<(), Failed> {
     Ok(())
 }
 
-/// The error for a version no member batch can hold.
-fn too_large(source: &Path, key: &[u8], len: usize, bound: &Bound) -> Failed {
-    refused(format!(
-        "ataman backup restore: {}: key {:?}: its version takes {len} bytes, over the {} a batch to {} may take (its --key-bytes-max {}, --value-bytes-max {}); not restored",
-        source.display(),
-        String::from_utf8_lossy(key),
-        bound.bytes,
-        bound.member,
-        bound.key_bytes_max,
-        bound.value_bytes_max
-    ))
+/// The error for a version a member cannot take, or `None`: a key or
+/// value over a member's bound, or a record over its batch bound.
+fn too_large(source: &Path, key: &[u8], version: &Stamped, bound: &Bound) -> Option<Failed> {
+    let value = version.value.as_ref().map_or(0, Vec::len);
+    let len = ingest_wire::encoded_len(key, version);
+    let fits = key.len() <= bound.key_bytes_max
+        && value <= bound.value_bytes_max
+        && ingest_wire::batch_step(0, len, BATCH_BYTES_MAX, bound.bytes) != BatchStep::TooLarge;
+    (!fits).then(|| {
+        refused(format!(
+            "ataman backup restore: {}: key {:?} ({} bytes, its value {value} bytes): over what a member takes (--key-bytes-max {}, --value-bytes-max {}, a batch of {} bytes); not restored",
+            source.display(),
+            String::from_utf8_lossy(key),
+            key.len(),
+            bound.key_bytes_max,
+            bound.value_bytes_max,
+            bound.bytes
+        ))
+    })
 }
 
 fn restore_one(source: &Path, run: &Run<'_>, counts: &mut Counts) -> Result<(), Failed> {
@@ -272,11 +283,21 @@ fn restore_one(source: &Path, run: &Run<'_>, counts: &mut Counts) -> Result<(), 
         failure = Some(e);
         text
     };
-    let mut sink = |key: Vec<u8>, version: ataman_node::peer::frame::Stamped| {
+    let mut sink = |key: Vec<u8>, version: Stamped| {
         counts.read += 1;
+        if let Some(e) = too_large(source, &key, &version, run.bound) {
+            return Err(fail(e));
+        }
         let len = ingest_wire::encoded_len(&key, &version);
         match ingest_wire::batch_step(batch.len(), len, BATCH_BYTES_MAX, run.bound.bytes) {
-            BatchStep::TooLarge => return Err(fail(too_large(source, &key, len, run.bound))),
+            // Checked by `too_large` above; named the same way if not.
+            BatchStep::TooLarge => {
+                let why = format!(
+                    "key {:?}: over the batch bound",
+                    String::from_utf8_lossy(&key)
+                );
+                return Err(fail(refused(why)));
+            }
             BatchStep::SendFirst => {
                 send(&std::mem::take(&mut batch), run, counts).map_err(&mut fail)?;
             }
@@ -359,4 +380,49 @@ fn send(batch: &[u8], run: &Run<'_>, counts: &mut Counts) -> Result<(), Failed> 
     counts.dropped_after_t += dropped;
     counts.sent_batches += 1;
     Ok(())
+}
+
+/// `restore DIR --data-dir PATH [--node N] [--copy]`: member `N`'s
+/// checkpoint placed into `PATH` (`ataman_node::backup::place`: checked
+/// first, then linked and copied into a temporary tree, fsynced, renamed).
+pub fn restore_offline(
+    dir: &Path,
+    data_dir: &Path,
+    member: Option<usize>,
+    copy: bool,
+) -> Result<String, Failed> {
+    use ataman_node::backup::place::{self, PlaceError};
+    let started = std::time::Instant::now();
+    let said = |e: PlaceError| match e {
+        PlaceError::Damaged(problems) => {
+            let mut text = String::new();
+            for p in &problems {
+                text.push_str(&format!("ataman backup restore: {}: {p}\n", dir.display()));
+            }
+            text.push_str(&format!(
+                "ataman backup restore: {}: refused: NOT a complete, intact backup ({} problems); {} not written\n",
+                dir.display(),
+                problems.len(),
+                data_dir.display()
+            ));
+            Failed(EXIT_DAMAGED, text)
+        }
+        PlaceError::Refused(why) | PlaceError::Failed(why) => refused(format!(
+            "ataman backup restore: {why}; {} not written",
+            data_dir.display()
+        )),
+    };
+    let (source, manifest) = place::checked_source(dir, member).map_err(said)?;
+    let placed = place::place(&source, &manifest, data_dir, copy).map_err(said)?;
+    Ok(format!(
+        "restored checkpoint {} ({}) into {}: {} tables linked ({} bytes), {} files copied ({} bytes), in {:.2} s; start the node on it with the addresses it had\n",
+        manifest.name,
+        source.display(),
+        data_dir.display(),
+        placed.linked.0,
+        placed.linked.1,
+        placed.copied.0,
+        placed.copied.1,
+        started.elapsed().as_secs_f64()
+    ))
 }

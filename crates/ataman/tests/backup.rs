@@ -431,3 +431,70 @@ fn a_value_at_the_bound_is_restored_byte_for_byte() {
     assert!(!err.contains("reset"), "{err}");
     assert_eq!(small.conn().get(b"big").status, 404);
 }
+
+/// The same-layout restore, offline (`restore DIR --data-dir PATH --node
+/// N`): a node's backup put back into its wiped data directory, the
+/// node restarted on it serves every key, its tables hard links of the
+/// backup's. A flipped byte in the backup's table is refused (exit 1)
+/// naming the file, the directory not written; an occupied directory is
+/// refused (exit 2).
+#[test]
+fn same_layout_restore_puts_a_checkpoint_back_offline() {
+    let mut node = Node::start(&[]);
+    write_keys(&node, "s", 200);
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("b");
+    let good_s = good.to_str().unwrap();
+    let out = ataman(&["backup", "create", "--url", &url(&node), "--to", good_s]);
+    assert!(out.status.success(), "create: {}", text(&out.stderr));
+    node.terminate();
+    node.wipe_data();
+    let data_dir = node.data_dir();
+    let dd = data_dir.to_str().unwrap();
+
+    let bad = dir.path().join("bad");
+    copy_dir(&good, &bad);
+    let table = first_table(&bad.join("node-0/data"));
+    let path = bad.join("node-0/data").join(&table);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&path, bytes).unwrap();
+    let restore =
+        |from: &str| ataman(&["backup", "restore", from, "--data-dir", dd, "--node", "0"]);
+    let out = restore(bad.to_str().unwrap());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let err = text(&out.stderr);
+    let named = format!("node-0/data/{table}: checksum mismatch");
+    assert!(err.contains(&named), "{err}");
+    assert!(!data_dir.exists(), "written despite the damage");
+
+    let out = restore(good_s);
+    assert!(out.status.success(), "restore: {}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("tables linked"),
+        "{}",
+        text(&out.stdout)
+    );
+    let placed = data_dir.join(first_table(&data_dir));
+    let links = std::os::unix::fs::MetadataExt::nlink(&std::fs::metadata(&placed).unwrap());
+    assert_eq!(links, 2, "the backup's table and the node's");
+    let out = restore(good_s);
+    assert_eq!(out.status.code(), Some(2), "an occupied directory");
+    assert!(
+        text(&out.stderr).contains("not empty"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    node.restart();
+    assert_eq!(node.get_target("/readyz").status, 200);
+    let mut conn = node.conn();
+    for i in 0..200 {
+        let key = format!("s{i:05}");
+        let r = conn.get(key.as_bytes());
+        assert_eq!(r.status, 200, "{key}");
+        let want = format!("value-{i}-{}", "v".repeat(i % 64));
+        assert_eq!(r.body, want.as_bytes(), "{key}");
+    }
+}
