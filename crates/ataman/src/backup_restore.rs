@@ -90,19 +90,9 @@ pub fn restore(url: &BaseUrl, ask_: &RestoreAsk<'_>) -> Result<String, Failed> {
     mark_restoring(&run, b"begin")?;
     let mut counts = Counts::default();
     for source in &sources {
-        restore_one(source, &run, &mut counts).map_err(
-            |Failed(code, text)| {
-                let lease_s = ataman_node::backup::restoring::RESTORE_LEASE_MS / 1_000;
-                Failed(
-                    code,
-                    format!(
-                        "{}\nataman backup restore: the members answer /readyz 503 (restoring, this run's id {}) for up to {lease_s} s after its last batch, or until they restart\n",
-                        text.trim_end(),
-                        run.id
-                    ),
-                )
-            },
-        )?;
+        if let Err(Failed(code, text)) = restore_one(source, &run, &mut counts) {
+            return Err(Failed(code, after_failure(&run, &counts, text)));
+        }
     }
     mark_restoring(&run, b"done")?;
     let t_text = t.map_or_else(
@@ -119,6 +109,22 @@ pub fn restore(url: &BaseUrl, ask_: &RestoreAsk<'_>) -> Result<String, Failed> {
         counts.held_newer,
         counts.dropped_after_t
     ))
+}
+
+/// A failed run's last words: with no batch sent, nothing was written and
+/// its marks are released (`done`); else they hold until their lease ends.
+fn after_failure(run: &Run<'_>, counts: &Counts, text: String) -> String {
+    let text = text.trim_end();
+    if counts.sent_batches == 0 && mark_restoring(run, b"done").is_ok() {
+        return format!(
+            "{text}\nataman backup restore: nothing written; the members are ready again\n"
+        );
+    }
+    let lease_s = ataman_node::backup::restoring::RESTORE_LEASE_MS / 1_000;
+    format!(
+        "{text}\nataman backup restore: the members answer /readyz 503 (restoring, this run's id {}) for up to {lease_s} s after its last batch, or until they restart\n",
+        run.id
+    )
 }
 
 /// `T` (none for a node checkpoint) and the checkpoints' directories,

@@ -45,7 +45,7 @@ pub enum BackupAsk {
         /// The backup's `T`: versions stamped after it are dropped
         /// (`point_in_time::kept`); `None` keeps every version.
         t: Option<u64>,
-        /// The restore's id (`backup::restoring::valid_id`); empty for a
+        /// The restore's id ([`valid_restore_id`]); empty for a
         /// probe.
         restore: String,
     },
@@ -101,6 +101,22 @@ fn get(name: Param<'_>, file: Param<'_>, offset: Param<'_>) -> Result<BackupAsk,
     Ok(BackupAsk::File { name, path, offset })
 }
 
+/// The longest restore id.
+pub const RESTORE_ID_BYTES_MAX: usize = 64;
+
+/// What [`valid_restore_id`] accepts, for a 400's text.
+pub const RESTORE_ID_RULE: &str =
+    "restore must be 1 to 64 characters of A-Z, a-z, 0-9, '-' and '_'";
+
+/// A restore id (`ingest=…&restore=ID`, the key of its readiness mark): 1 to [`RESTORE_ID_BYTES_MAX`] ASCII letters, digits, `-`, `_`.
+pub fn valid_restore_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= RESTORE_ID_BYTES_MAX
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 fn ingest_ask(ingest: &[u8], t: Param<'_>, restore: Param<'_>) -> Result<BackupAsk, Action> {
     let t = number_u64(t)?;
     if ingest == b"probe" {
@@ -115,8 +131,8 @@ fn ingest_ask(ingest: &[u8], t: Param<'_>, restore: Param<'_>) -> Result<BackupA
         return Err(bad("ingest must be 1, probe, begin or done"));
     }
     let restore = text(restore, "ingest=1, begin and done need restore=ID")?;
-    if !crate::backup::restoring::valid_id(&restore) {
-        return Err(bad(crate::backup::restoring::ID_RULE));
+    if !valid_restore_id(&restore) {
+        return Err(bad(RESTORE_ID_RULE));
     }
     Ok(match ingest {
         b"1" => BackupAsk::Ingest {
@@ -242,6 +258,23 @@ mod tests {
             ask(Method::Delete, "name=x"),
             Action::Backup(BackupAsk::Delete { name: "x".into() })
         );
+    }
+
+    #[test]
+    fn ids_are_short_and_plain() {
+        for good in ["a", "r-1_B", &"x".repeat(RESTORE_ID_BYTES_MAX)] {
+            assert!(valid_restore_id(good), "{good}");
+        }
+        for bad in [
+            "",
+            "a b",
+            "a/b",
+            "é",
+            "a%",
+            &"x".repeat(RESTORE_ID_BYTES_MAX + 1),
+        ] {
+            assert!(!valid_restore_id(bad), "{bad}");
+        }
     }
 
     #[test]
