@@ -45,7 +45,7 @@ pub enum BackupAsk {
         /// The backup's `T`: versions stamped after it are dropped
         /// (`point_in_time::kept`); `None` keeps every version.
         t: Option<u64>,
-        /// The restore's id ([`valid_restore_id`]); empty for a
+        /// The restore's id (1 to 64 of `A-Z a-z 0-9 - _`); empty for a
         /// probe.
         restore: String,
     },
