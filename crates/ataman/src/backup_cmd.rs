@@ -9,7 +9,10 @@
 //!   manifest, then a copy opened as an engine directory
 //!   (`ataman_node::backup::verify`).
 //! - `restore DIR --url URL`: the backup written into a running, empty
-//!   cluster of any size (`crate::backup_restore`).
+//!   cluster of any size (`crate::backup_restore`); `restore DIR
+//!   --data-dir PATH --node N`: member `N`'s checkpoint put back as a
+//!   stopped node's data directory, offline
+//!   (`ataman_node::backup::place`).
 //! - `list --url URL`, `delete NAME --url URL`: the node's held checkpoints.
 //!
 //! Exit codes: [`EXIT_OK`], [`EXIT_DAMAGED`], [`EXIT_REFUSED`], [`EXIT_NO_ANSWER`].
@@ -59,7 +62,9 @@ pub enum BackupCommand {
         /// The backup's directory.
         dir: PathBuf,
     },
-    /// Write a backup into a running, empty cluster of any size.
+    /// Write a backup into a running, empty cluster of any size; or, with
+    /// --data-dir, put one member's checkpoint back as a stopped node's
+    /// data directory (the same-layout restore, offline, at disk speed).
     Restore {
         /// The backup's directory.
         dir: PathBuf,
@@ -70,6 +75,18 @@ pub enum BackupCommand {
         /// version held wins over a restored one).
         #[arg(long)]
         into_non_empty: bool,
+        /// Offline: the data directory to fill (absent or empty) with the
+        /// checkpoint of member --node; no node is contacted.
+        #[arg(long, conflicts_with_all = ["url", "into_non_empty"])]
+        data_dir: Option<PathBuf>,
+        /// With --data-dir: which member's checkpoint (its index in the
+        /// backup, `node-INDEX`; may be left out for a backup of one).
+        #[arg(long = "node", requires = "data_dir")]
+        member: Option<usize>,
+        /// With --data-dir: copy the tables too, instead of hard-linking
+        /// them (the backup then shares no file with the node).
+        #[arg(long, requires = "data_dir")]
+        copy: bool,
     },
     /// List the checkpoints the node holds.
     List {
@@ -115,8 +132,16 @@ fn execute(command: &BackupCommand) -> Result<String, Failed> {
         } => create(node, to, *lease_s, *skew_ms),
         BackupCommand::Restore {
             dir,
+            data_dir: Some(data_dir),
+            member,
+            copy,
+            ..
+        } => crate::backup_restore::restore_offline(dir, data_dir, *member, *copy),
+        BackupCommand::Restore {
+            dir,
             node,
             into_non_empty,
+            ..
         } => {
             let url = connect(node)?;
             let ask = crate::backup_restore::RestoreAsk {

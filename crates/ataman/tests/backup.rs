@@ -296,10 +296,21 @@ fn bgsave_and_lastsave_over_resp() {
     assert!(!guarded.data_dir().join("backups").exists());
 }
 
+/// `POST /v0/backup?ingest=WHAT&restore=ID` on `node`: the status.
+fn mark(node: &Node, what: &str, id: &str) -> u16 {
+    let path = format!("/v0/backup?ingest={what}&restore={id}");
+    node.conn().request("POST", &path, &[], Some(b"")).status
+}
+
 /// A restore holds readiness (`GET /readyz` 503 `restoring`) from its
 /// `ingest=begin` to its `ingest=done`, and a whole `ataman backup
-/// restore` leaves the node ready with the keys back. Without the done
-/// (each batch marks the node restoring for minutes) the last check fails.
+/// restore` leaves the node ready with the keys back. Two restores each
+/// hold their own mark: the first one's done, or a whole `ataman backup
+/// restore` run meanwhile, leaves the node restoring while the other's
+/// holds (the attacker's finding: with one mark for all, the first to
+/// finish made the node ready while the other still wrote: the check
+/// after the whole run is the negative control). Without the done (each
+/// batch marks the node restoring for minutes) the last check fails.
 #[test]
 fn a_restore_holds_readiness_until_it_is_done() {
     let source = Node::start(&[]);
@@ -311,29 +322,179 @@ fn a_restore_holds_readiness_until_it_is_done() {
     assert!(out.status.success(), "create: {}", text(&out.stderr));
 
     let target = Node::start(&[]);
-    assert_eq!(target.get_target("/readyz").status, 200);
-    let mark = |what: &str| {
-        let mut conn = target.conn();
-        let path = format!("/v0/backup?ingest={what}");
-        conn.request("POST", &path, &[], Some(b"")).status
+    let readyz = || {
+        let r = target.get_target("/readyz");
+        (r.status, text(&r.body))
     };
-    assert_eq!(mark("begin"), 200);
-    let held = target.get_target("/readyz");
-    assert_eq!(held.status, 503);
-    assert!(
-        text(&held.body).starts_with("restoring: "),
-        "{}",
-        text(&held.body)
+    assert_eq!(readyz().0, 200);
+    assert_eq!(mark(&target, "begin", "a"), 200);
+    let (status, body) = readyz();
+    assert_eq!(status, 503);
+    assert!(body.starts_with("restoring: "), "{body}");
+    assert_eq!(mark(&target, "done", "a"), 200);
+    assert_eq!(readyz().0, 200);
+    assert_eq!(
+        mark(&target, "later", "a"),
+        400,
+        "an unknown mark is refused"
     );
-    assert_eq!(mark("done"), 200);
-    assert_eq!(target.get_target("/readyz").status, 200);
-    assert_eq!(mark("later"), 400, "an unknown mark is refused");
+    assert_eq!(mark(&target, "begin", "a%20b"), 400, "a bad id is refused");
 
+    // Two restores: a's done leaves b's mark.
+    assert_eq!(mark(&target, "begin", "a"), 200);
+    assert_eq!(mark(&target, "begin", "b"), 200);
+    assert_eq!(mark(&target, "done", "a"), 200);
+    assert_eq!(readyz().0, 503, "b still writes");
+    // A whole restore run while b's mark holds: its done is its own.
     let out = ataman(&["backup", "restore", to_s, "--url", &url(&target)]);
     assert!(out.status.success(), "restore: {}", text(&out.stderr));
-    let ready = target.get_target("/readyz");
-    assert_eq!(ready.status, 200, "{}", text(&ready.body));
+    let (status, body) = readyz();
+    assert_eq!(status, 503, "the run's done cleared b's mark: {body}");
+    assert_eq!(mark(&target, "done", "b"), 200);
+    let (status, body) = readyz();
+    assert_eq!(status, 200, "{body}");
     let back = target.conn().get(b"r00007");
     assert_eq!(back.status, 200);
     assert_eq!(back.body, b"value-7-vvvvvvv");
+}
+
+/// The default `--value-bytes-max` (16 MiB).
+const VALUE_BOUND: usize = 16 * 1024 * 1024;
+
+/// A value of exactly `--value-bytes-max` (the default, 16 MiB) is backed
+/// up and restored, and reads back byte for byte: its batch (the version,
+/// its key and framing) is over the value bound, and the ingest route
+/// admits one such version (the attacker's finding: the restore failed
+/// with "Connection reset by peer" and left the node restoring). Bounds
+/// by route: the ingest route refuses a body one byte over its own bound
+/// with 413, a PUT one byte over the value bound. Into a node whose value
+/// bound is one byte less, the restore fails naming the key, with no
+/// connection reset.
+#[test]
+fn a_value_at_the_bound_is_restored_byte_for_byte() {
+    let source = Node::start(&[]);
+    let mut rng = support::Rng::new(33);
+    let value: Vec<u8> = (0..VALUE_BOUND).map(|_| rng.next_u64() as u8).collect();
+    write_keys(&source, "a", 5);
+    assert_eq!(source.conn().put(b"big", &value).status, 201);
+    write_keys(&source, "z", 5);
+    let dir = tempfile::tempdir().unwrap();
+    let to = dir.path().join("b");
+    let to_s = to.to_str().unwrap();
+    let out = ataman(&["backup", "create", "--url", &url(&source), "--to", to_s]);
+    assert!(out.status.success(), "create: {}", text(&out.stderr));
+
+    let target = Node::start(&[]);
+    let info: serde_json::Value =
+        serde_json::from_slice(&target.get_target("/v0/backup").body).unwrap();
+    let ingest_max = info["ingest_body_bytes_max"].as_u64().unwrap();
+    assert_eq!(ingest_max, (VALUE_BOUND + 4096 + 25) as u64, "{info}");
+    assert_eq!(info["body_bytes_max"].as_u64(), Some(VALUE_BOUND as u64));
+    // A head declaring one byte over a route's bound, no body: 413.
+    let head_only = |method: &str, path: &str, len: u64| {
+        let mut conn = target.conn();
+        let len = len.to_string();
+        let head = support::request(method, path, &[("Content-Length", &len)], None);
+        conn.send(&head).unwrap();
+        conn.read().unwrap().status
+    };
+    let ingest = "/v0/backup?ingest=1&restore=probe413";
+    assert_eq!(head_only("POST", ingest, ingest_max + 1), 413);
+    assert_eq!(
+        head_only("PUT", "/v0/entity?id=k", VALUE_BOUND as u64 + 1),
+        413
+    );
+    assert_eq!(target.get_target("/readyz").status, 200, "nothing marked");
+
+    let out = ataman(&["backup", "restore", to_s, "--url", &url(&target)]);
+    assert!(out.status.success(), "restore: {}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(said.contains("11 versions read"), "{said}");
+    let back = target.conn().get(b"big");
+    assert_eq!(back.status, 200);
+    assert_eq!(back.body.len(), VALUE_BOUND);
+    assert!(back.body == value, "the value came back different");
+    assert_eq!(target.conn().get(b"z00004").status, 200);
+    assert_eq!(target.get_target("/readyz").status, 200);
+
+    // A target that cannot take it: a clear error naming the key.
+    let smaller = (VALUE_BOUND - 1).to_string();
+    let small = Node::start(&["--value-bytes-max", &smaller]);
+    let out = ataman(&["backup", "restore", to_s, "--url", &url(&small)]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    let err = text(&out.stderr);
+    assert!(err.contains("key \"big\""), "{err}");
+    assert!(
+        err.contains(&format!("--value-bytes-max {smaller}")),
+        "{err}"
+    );
+    assert!(!err.contains("reset"), "{err}");
+    assert_eq!(small.conn().get(b"big").status, 404);
+}
+
+/// The same-layout restore, offline (`restore DIR --data-dir PATH --node
+/// N`): a node's backup put back into its wiped data directory, the
+/// node restarted on it serves every key, its tables hard links of the
+/// backup's. A flipped byte in the backup's table is refused (exit 1)
+/// naming the file, the directory not written; an occupied directory is
+/// refused (exit 2).
+#[test]
+fn same_layout_restore_puts_a_checkpoint_back_offline() {
+    let mut node = Node::start(&[]);
+    write_keys(&node, "s", 200);
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("b");
+    let good_s = good.to_str().unwrap();
+    let out = ataman(&["backup", "create", "--url", &url(&node), "--to", good_s]);
+    assert!(out.status.success(), "create: {}", text(&out.stderr));
+    node.terminate();
+    node.wipe_data();
+    let data_dir = node.data_dir();
+    let dd = data_dir.to_str().unwrap();
+
+    let bad = dir.path().join("bad");
+    copy_dir(&good, &bad);
+    let table = first_table(&bad.join("node-0/data"));
+    let path = bad.join("node-0/data").join(&table);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&path, bytes).unwrap();
+    let restore =
+        |from: &str| ataman(&["backup", "restore", from, "--data-dir", dd, "--node", "0"]);
+    let out = restore(bad.to_str().unwrap());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let err = text(&out.stderr);
+    let named = format!("node-0/data/{table}: checksum mismatch");
+    assert!(err.contains(&named), "{err}");
+    assert!(!data_dir.exists(), "written despite the damage");
+
+    let out = restore(good_s);
+    assert!(out.status.success(), "restore: {}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("tables linked"),
+        "{}",
+        text(&out.stdout)
+    );
+    let placed = data_dir.join(first_table(&data_dir));
+    let links = std::os::unix::fs::MetadataExt::nlink(&std::fs::metadata(&placed).unwrap());
+    assert_eq!(links, 2, "the backup's table and the node's");
+    let out = restore(good_s);
+    assert_eq!(out.status.code(), Some(2), "an occupied directory");
+    assert!(
+        text(&out.stderr).contains("not empty"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    node.restart();
+    assert_eq!(node.get_target("/readyz").status, 200);
+    let mut conn = node.conn();
+    for i in 0..200 {
+        let key = format!("s{i:05}");
+        let r = conn.get(key.as_bytes());
+        assert_eq!(r.status, 200, "{key}");
+        let want = format!("value-{i}-{}", "v".repeat(i % 64));
+        assert_eq!(r.body, want.as_bytes(), "{key}");
+    }
 }

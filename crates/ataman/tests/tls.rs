@@ -389,3 +389,75 @@ fn wait_presented(addr: SocketAddr, want: &[u8], hup: Option<u32>) {
         std::thread::sleep(RELOAD_POLL);
     }
 }
+
+/// `ataman ARGS`, which must succeed; its stdout.
+fn ataman_ok(args: &[&str]) -> Vec<u8> {
+    let out = Command::new(env!("CARGO_BIN_EXE_ataman"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ataman {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// A value of exactly `--value-bytes-max` backed up and restored over TLS
+/// with client tokens (`--tls-ca`, an admin `--token-file`): the restore's
+/// batch of one version (over the value bound by its key and framing)
+/// crosses TLS and the token gate, and the value reads back byte for byte
+/// through `ataman ctl get`. A bound of 4 MiB keeps it quick; the 16 MiB
+/// default is `tests/backup.rs`.
+#[test]
+fn a_value_at_the_bound_is_restored_over_tls_with_tokens() {
+    const BOUND: usize = 4 * 1024 * 1024;
+    let certs = tempfile::tempdir().unwrap();
+    node_cert(certs.path(), false);
+    let tokens = certs.path().join("tokens");
+    std::fs::write(&tokens, "admin-token-0123456789abcdef admin\n").unwrap();
+    std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let bound = BOUND.to_string();
+    let mut args = tls_args(certs.path(), false);
+    args.extend(["--auth-token-file".into(), tokens.display().to_string()]);
+    args.extend(["--value-bytes-max".into(), bound]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (source, target) = (Node::start(&args), Node::start(&args));
+    let ca = ca_dir().join("ca.crt");
+    let ca = ca.to_str().unwrap();
+    let tok = tokens.to_str().unwrap();
+    let url = |n: &Node| format!("https://{}", n.addr());
+    let client = |n: &Node| -> Vec<String> {
+        ["--url", &url(n), "--tls-ca", ca, "--token-file", tok]
+            .map(str::to_owned)
+            .to_vec()
+    };
+    let run = |cmd: &[&str], n: &Node, rest: &[&str]| {
+        let mut all: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
+        all.extend(client(n));
+        all.extend(rest.iter().map(|s| s.to_string()));
+        ataman_ok(&all.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let mut rng = support::Rng::new(34);
+    let value: Vec<u8> = (0..BOUND).map(|_| rng.next_u64() as u8).collect();
+    let file = certs.path().join("value");
+    std::fs::write(&file, &value).unwrap();
+    run(
+        &["ctl", "put", "big"],
+        &source,
+        &["--file", file.to_str().unwrap()],
+    );
+    run(&["ctl", "put", "small"], &source, &["one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let to = dir.path().join("b");
+    let to = to.to_str().unwrap();
+    run(&["backup", "create"], &source, &["--to", to]);
+    let said = run(&["backup", "restore", to], &target, &[]);
+    let said = String::from_utf8_lossy(&said);
+    assert!(said.contains("2 versions read"), "{said}");
+    let back = run(&["ctl", "get", "big"], &target, &[]);
+    assert_eq!(back.len(), BOUND);
+    assert!(back == value, "the value came back different");
+    assert_eq!(run(&["ctl", "get", "small"], &target, &[]), b"one");
+}

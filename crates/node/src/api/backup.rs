@@ -35,22 +35,29 @@ pub enum BackupAsk {
         name: String,
     },
     /// A restore's versions, applied where this node keeps their keys
-    /// (`POST ?ingest=1[&t=TS]`, the body `backup::ingest_wire`);
-    /// with `ingest=probe`, only whether the store is empty. Each batch
-    /// applied marks a restore under way ([`BackupAsk::Restoring`]).
+    /// (`POST ?ingest=1&restore=ID[&t=TS]`, the body
+    /// `backup::ingest_wire`); with `ingest=probe`, only whether the store
+    /// is empty. Each batch applied marks its restore under way
+    /// ([`BackupAsk::Restoring`]).
     Ingest {
         /// Only answer whether the store holds no entry.
         probe: bool,
         /// The backup's `T`: versions stamped after it are dropped
         /// (`point_in_time::kept`); `None` keeps every version.
         t: Option<u64>,
+        /// The restore's id (1 to 64 of `A-Z a-z 0-9 - _`); empty for a
+        /// probe.
+        restore: String,
     },
-    /// A restore starts writing into this node (`POST ?ingest=begin`) or
-    /// is done (`POST ?ingest=done`): `/readyz` answers 503 `restoring`
-    /// in between (docs/BACKUP.md, "Restore").
+    /// A restore starts writing into this node (`POST
+    /// ?ingest=begin&restore=ID`) or is done (`POST ?ingest=done&restore=ID`):
+    /// `/readyz` answers 503 `restoring` while any restore's mark holds
+    /// (docs/BACKUP.md, "Restore").
     Restoring {
         /// `true` for `begin`, `false` for `done`.
         begin: bool,
+        /// The restore's id.
+        restore: String,
     },
 }
 
@@ -66,14 +73,14 @@ pub struct PointAt {
 
 /// `/v0/backup` (module header).
 pub(super) fn backup(method: &Method, params: &Params<'_>) -> Action {
-    let [lease_s, name, file, offset, at, skew_ms, ingest, t] = params.pick([
-        "lease_s", "name", "file", "offset", "at", "skew_ms", "ingest", "t",
+    let [lease_s, name, file, offset, at, skew_ms, ingest, t, restore] = params.pick([
+        "lease_s", "name", "file", "offset", "at", "skew_ms", "ingest", "t", "restore",
     ]);
     let ask = match method {
         Method::Get => get(name, file, offset),
         Method::Other(m) if m == "POST" => match ingest.one() {
             Ok(None) => post(lease_s, at, skew_ms),
-            Ok(Some(ingest)) => ingest_ask(&ingest, t),
+            Ok(Some(ingest)) => ingest_ask(&ingest, t, restore),
             Err(refused) => Err(refused),
         },
         Method::Delete => {
@@ -94,15 +101,50 @@ fn get(name: Param<'_>, file: Param<'_>, offset: Param<'_>) -> Result<BackupAsk,
     Ok(BackupAsk::File { name, path, offset })
 }
 
-fn ingest_ask(ingest: &[u8], t: Param<'_>) -> Result<BackupAsk, Action> {
+/// The longest restore id.
+pub const RESTORE_ID_BYTES_MAX: usize = 64;
+
+/// What [`valid_restore_id`] accepts, for a 400's text.
+pub const RESTORE_ID_RULE: &str =
+    "restore must be 1 to 64 characters of A-Z, a-z, 0-9, '-' and '_'";
+
+/// A restore id (`ingest=…&restore=ID`, the key of its readiness mark): 1 to [`RESTORE_ID_BYTES_MAX`] ASCII letters, digits, `-`, `_`.
+pub fn valid_restore_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= RESTORE_ID_BYTES_MAX
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+fn ingest_ask(ingest: &[u8], t: Param<'_>, restore: Param<'_>) -> Result<BackupAsk, Action> {
     let t = number_u64(t)?;
-    match ingest {
-        b"1" => Ok(BackupAsk::Ingest { probe: false, t }),
-        b"probe" => Ok(BackupAsk::Ingest { probe: true, t }),
-        b"begin" => Ok(BackupAsk::Restoring { begin: true }),
-        b"done" => Ok(BackupAsk::Restoring { begin: false }),
-        _ => Err(bad("ingest must be 1, probe, begin or done")),
+    if ingest == b"probe" {
+        let restore = String::new();
+        return Ok(BackupAsk::Ingest {
+            probe: true,
+            t,
+            restore,
+        });
     }
+    if !matches!(ingest, b"1" | b"begin" | b"done") {
+        return Err(bad("ingest must be 1, probe, begin or done"));
+    }
+    let restore = text(restore, "ingest=1, begin and done need restore=ID")?;
+    if !valid_restore_id(&restore) {
+        return Err(bad(RESTORE_ID_RULE));
+    }
+    Ok(match ingest {
+        b"1" => BackupAsk::Ingest {
+            probe: false,
+            t,
+            restore,
+        },
+        begin => BackupAsk::Restoring {
+            begin: begin == b"begin",
+            restore,
+        },
+    })
 }
 
 fn post(lease_s: Param<'_>, at: Param<'_>, skew_ms: Param<'_>) -> Result<BackupAsk, Action> {
@@ -186,28 +228,53 @@ mod tests {
             ask(post(), "ingest=probe"),
             Action::Backup(BackupAsk::Ingest {
                 probe: true,
-                t: None
+                t: None,
+                restore: String::new(),
             })
         );
         assert_eq!(
-            ask(post(), "ingest=1&t=77"),
+            ask(post(), "ingest=1&t=77&restore=a-1"),
             Action::Backup(BackupAsk::Ingest {
                 probe: false,
-                t: Some(77)
+                t: Some(77),
+                restore: "a-1".into(),
             })
         );
         assert_eq!(
-            ask(post(), "ingest=begin"),
-            Action::Backup(BackupAsk::Restoring { begin: true })
+            ask(post(), "ingest=begin&restore=a-1"),
+            Action::Backup(BackupAsk::Restoring {
+                begin: true,
+                restore: "a-1".into(),
+            })
         );
         assert_eq!(
-            ask(post(), "ingest=done"),
-            Action::Backup(BackupAsk::Restoring { begin: false })
+            ask(post(), "ingest=done&restore=B_2"),
+            Action::Backup(BackupAsk::Restoring {
+                begin: false,
+                restore: "B_2".into(),
+            })
         );
         assert_eq!(
             ask(Method::Delete, "name=x"),
             Action::Backup(BackupAsk::Delete { name: "x".into() })
         );
+    }
+
+    #[test]
+    fn ids_are_short_and_plain() {
+        for good in ["a", "r-1_B", &"x".repeat(RESTORE_ID_BYTES_MAX)] {
+            assert!(valid_restore_id(good), "{good}");
+        }
+        for bad in [
+            "",
+            "a b",
+            "a/b",
+            "é",
+            "a%",
+            &"x".repeat(RESTORE_ID_BYTES_MAX + 1),
+        ] {
+            assert!(!valid_restore_id(bad), "{bad}");
+        }
     }
 
     #[test]
@@ -221,7 +288,12 @@ mod tests {
             (post(), "at=x"),
             (post(), "ingest=2"),
             (post(), "ingest=BEGIN"),
-            (post(), "ingest=1&t=x"),
+            (post(), "ingest=1&t=x&restore=a"),
+            (post(), "ingest=1"),
+            (post(), "ingest=begin"),
+            (post(), "ingest=done&restore="),
+            (post(), "ingest=done&restore=a%20b"),
+            (post(), "ingest=1&restore=a&restore=b"),
             (Method::Delete, ""),
         ] {
             assert!(

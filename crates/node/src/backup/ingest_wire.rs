@@ -17,6 +17,16 @@
 //!
 //! A body cut inside a record, an unknown kind, an empty or oversized key
 //! is refused whole ([`DecodeError`], naming the record's offset).
+//!
+//! # Bounds
+//! - One record is at most [`record_bytes_max`] of the node's key and
+//!   value bounds: [`RECORD_FRAMING_BYTES_MAX`] more than its key and
+//!   value. The node's ingest route admits a body of that size
+//!   (`net::body_gate::body_bytes_max`), so a value at the value bound
+//!   travels whole in a batch of its own.
+//! - A restore fills batches up to a target size and never past the
+//!   node's bound ([`batch_step`]); a record alone over the bound is a
+//!   version the node cannot take, named by its key, never sent.
 
 use crate::peer::frame::Stamped;
 
@@ -27,6 +37,46 @@ pub const KEY_BYTES_MAX: usize = 64 * 1024;
 const KIND_TOMBSTONE: u8 = 0;
 const KIND_VALUE: u8 = 1;
 const KIND_VALUE_DEADLINE: u8 = 2;
+
+/// The bytes a record carries besides its key and value: the key's
+/// length, the timestamp, the kind, a deadline, the value's length.
+pub const RECORD_FRAMING_BYTES_MAX: usize = 4 + 8 + 1 + 8 + 4;
+
+/// The longest record of a key of at most `key_bytes_max` bytes and a
+/// value of at most `value_bytes_max` (with a deadline: the longest kind).
+pub fn record_bytes_max(key_bytes_max: usize, value_bytes_max: usize) -> usize {
+    RECORD_FRAMING_BYTES_MAX
+        .saturating_add(key_bytes_max)
+        .saturating_add(value_bytes_max)
+}
+
+/// What a restore does with its next record (module header, "Bounds").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchStep {
+    /// Append it to the batch being filled.
+    Append,
+    /// Send the batch being filled first, then append it to a new one.
+    SendFirst,
+    /// It alone is over what the node admits: refuse it (naming its key).
+    TooLarge,
+}
+
+/// The step for a record of `record_len` bytes when the batch being
+/// filled holds `batch_len`, batches aim at `target` bytes, and no body
+/// may exceed `bound` (the node's ingest body bound). A record over
+/// `target` (a large value) goes in a batch of its own; every batch sent
+/// is at most `bound`, and at most `target` unless it holds one record.
+pub fn batch_step(batch_len: usize, record_len: usize, target: usize, bound: usize) -> BatchStep {
+    if record_len > bound {
+        return BatchStep::TooLarge;
+    }
+    let joined = batch_len.saturating_add(record_len);
+    if batch_len > 0 && (joined > target.min(bound)) {
+        BatchStep::SendFirst
+    } else {
+        BatchStep::Append
+    }
+}
 
 /// A body that is not a list of records.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -183,6 +233,72 @@ mod tests {
                 );
             } else {
                 assert!(decoded.is_err(), "cut at {cut} accepted");
+            }
+        }
+    }
+
+    /// The longest record of the bounds is exactly `record_bytes_max`:
+    /// more than the value bound, so a body bound equal to the value
+    /// bound (the attacker's finding) refuses a value at its bound.
+    #[test]
+    fn the_longest_record_is_record_bytes_max() {
+        let (key_max, value_max) = (40, 1_000);
+        let version = Stamped {
+            ts: 1,
+            value: Some(vec![7; value_max]),
+            deadline_ms: Some(9),
+        };
+        let key = vec![b'k'; key_max];
+        assert_eq!(
+            encoded_len(&key, &version),
+            record_bytes_max(key_max, value_max)
+        );
+        let mut body = Vec::new();
+        encode(&mut body, &key, &version);
+        assert_eq!(body.len(), record_bytes_max(key_max, value_max));
+        assert!(body.len() > value_max, "the old bound refuses it");
+        assert_eq!(record_bytes_max(usize::MAX, 1), usize::MAX);
+    }
+
+    /// Batches: filled to the target, a large record alone, nothing over
+    /// the bound ever sent; checked over a sweep of record sizes against
+    /// a model of the batches sent.
+    #[test]
+    fn batches_stay_within_the_bound_and_a_record_over_it_is_refused() {
+        use BatchStep::*;
+        assert_eq!(batch_step(0, 10, 100, 200), Append);
+        assert_eq!(batch_step(90, 10, 100, 200), Append);
+        assert_eq!(batch_step(90, 11, 100, 200), SendFirst);
+        assert_eq!(
+            batch_step(0, 150, 100, 200),
+            Append,
+            "alone, over the target"
+        );
+        assert_eq!(batch_step(0, 200, 100, 200), Append, "exactly the bound");
+        assert_eq!(batch_step(0, 201, 100, 200), TooLarge);
+        assert_eq!(batch_step(50, 201, 100, 200), TooLarge);
+        assert_eq!(
+            batch_step(5, 10, 100, 12),
+            SendFirst,
+            "a bound below the target"
+        );
+        for (target, bound) in [(100, 200), (100, 100), (300, 120)] {
+            let mut sent = Vec::new();
+            let mut batch = (0, 0); // bytes, records
+            for len in (1..=260).chain((1..=260).rev()) {
+                match batch_step(batch.0, len, target, bound) {
+                    TooLarge => assert!(len > bound),
+                    SendFirst => {
+                        sent.push(batch);
+                        batch = (len, 1);
+                    }
+                    Append => batch = (batch.0 + len, batch.1 + 1),
+                }
+            }
+            sent.push(batch);
+            for (bytes, records) in sent {
+                assert!(bytes <= bound, "{bytes} over {bound}");
+                assert!(bytes <= target || records == 1, "{bytes} over {target}");
             }
         }
     }

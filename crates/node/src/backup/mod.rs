@@ -15,6 +15,8 @@
 //! - [`read_back`]: a checkpoint's versions read back (a restore's source).
 //! - [`figures`]: a cluster backup's and a restore's counters.
 //! - [`restoring`]: whether a restore is writing into this node (`/readyz`).
+//! - [`place`]: a checkpoint put back as a data directory, offline (the
+//!   same-layout restore).
 
 pub mod cluster_manifest;
 pub mod figures;
@@ -22,6 +24,7 @@ pub mod ingest_wire;
 pub mod job;
 pub mod lease;
 pub mod manifest;
+pub mod place;
 pub mod point_in_time;
 pub mod read_back;
 pub mod restoring;

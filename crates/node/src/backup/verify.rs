@@ -117,7 +117,7 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest, Problem> {
 }
 
 /// Every listed file against the disk, and every file on disk against the list.
-fn check_files(dir: &Path, manifest: &Manifest) -> Vec<Problem> {
+pub fn check_files(dir: &Path, manifest: &Manifest) -> Vec<Problem> {
     let mut problems = Vec::new();
     for f in &manifest.files {
         let path = dir.join(&f.path);

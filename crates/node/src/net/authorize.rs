@@ -124,10 +124,17 @@ mod tests {
                 crate::api::BackupAsk::Ingest {
                     probe: false,
                     t: None,
+                    restore: "r".into(),
                 },
                 b"x",
             ),
-            Command::Backup(crate::api::BackupAsk::Restoring { begin: true }, b""),
+            Command::Backup(
+                crate::api::BackupAsk::Restoring {
+                    begin: true,
+                    restore: "r".into(),
+                },
+                b"",
+            ),
             Command::BackupLastSave,
             Command::Ui(Some(crate::ui::Asset::Page)),
             Command::Ui(None),

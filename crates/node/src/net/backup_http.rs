@@ -12,8 +12,13 @@
 //!   removed; 503 when no job can start; 400 for a point more than
 //!   `point_in_time::WAIT_MS_MAX` ahead.
 //! - `GET`: 200 with `{"checkpoints":[…],"pinned_bytes":N,"clock_ts":T,
-//!   "replication_timeout_ms":N,"body_bytes_max":N}` (what a cluster backup
-//!   and a restore need of the node).
+//!   "replication_timeout_ms":N,"body_bytes_max":N,"ingest_body_bytes_max":N,
+//!   "key_bytes_max":N,"value_bytes_max":N}` (what a cluster backup and a
+//!   restore need of the node: `ingest_body_bytes_max` is the largest
+//!   restore batch it reads, `super::body_gate::body_bytes_max`).
+//! - `POST ?ingest=begin|done&restore=ID`: 200 with
+//!   `{"restoring":B,"restores_under_way":N}`; 503 when
+//!   `backup::restoring::RESTORES_MAX` other restores hold their marks.
 //! - `DELETE`: 204; 404 for an unknown name.
 
 use super::answer::{Answer, Failure, Format};
@@ -51,19 +56,23 @@ pub fn answer(shared: &Arc<NodeShared>, wake: Wake, ask: BackupAsk, body: &[u8])
         BackupAsk::File { name, path, offset } => {
             super::backup_transfer::file(shared, wake, name, path, offset)
         }
-        BackupAsk::Ingest { probe, t } => {
-            super::backup_transfer::ingest(shared, wake, (probe, t), body)
+        BackupAsk::Ingest { probe, t, restore } => {
+            super::backup_transfer::ingest(shared, wake, (probe, t, &restore), body)
         }
-        BackupAsk::Restoring { begin } => {
+        BackupAsk::Restoring { begin, restore } => {
             let restoring = &shared.backups.restoring;
-            if begin {
-                restoring.mark(crate::hlc::wall_ms());
-            } else {
-                restoring.end();
+            if !begin {
+                restoring.end(&restore);
+            } else if let Err(full) = restoring.mark(&restore, crate::hlc::wall_ms()) {
+                return Dispatched::Now(Answer::Failed(Failure::Busy, full.to_string()));
             }
+            let held = restoring.under_way(crate::hlc::wall_ms());
             Dispatched::Now(Answer::Document(
                 Format::Json,
-                format!("{{\"restoring\":{begin}}}"),
+                format!(
+                    "{{\"restoring\":{begin},\"restores_under_way\":{}}}",
+                    held.map_or(0, |u| u.restores)
+                ),
             ))
         }
     }
@@ -196,11 +205,15 @@ fn list(shared: &NodeShared) -> Answer {
         .hlc
         .now()
         .unwrap_or_else(|_| ataman_engine::key::timestamp_from_millis(crate::hlc::wall_ms(), 0));
+    let (key_max, value_max) = (shared.config.key_bytes_max, shared.config.value_bytes_max);
     out.push_str(&format!(
-        "],\"pinned_bytes\":{},\"clock_ts\":{clock_ts},\"replication_timeout_ms\":{},\"body_bytes_max\":{}}}",
+        "],\"pinned_bytes\":{},\"clock_ts\":{clock_ts},\"replication_timeout_ms\":{},\"body_bytes_max\":{},\"ingest_body_bytes_max\":{},\"key_bytes_max\":{},\"value_bytes_max\":{}}}",
         shared.backups.pinned_bytes(),
         shared.config.replication_timeout.as_millis(),
-        shared.config.value_bytes_max
+        value_max,
+        crate::backup::ingest_wire::record_bytes_max(key_max, value_max),
+        key_max,
+        value_max,
     ));
     Answer::Document(Format::Json, out)
 }

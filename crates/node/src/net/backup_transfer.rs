@@ -9,7 +9,8 @@
 //!   (`application/octet-stream`; empty at or past its end); 404 for a
 //!   checkpoint not held or a path its manifest does not list (nothing
 //!   else is served: no path leaves the checkpoint).
-//! - `POST ?ingest=1[&t=TS]`: versions stamped after `T` dropped
+//! - `POST ?ingest=1&restore=ID[&t=TS]`: the restore `ID` marked under
+//!   way (`crate::backup::restoring`; 503 when too many are), versions stamped after `T` dropped
 //!   (`point_in_time::kept`), then 200 with `{"applied":A,"held_newer":H,
 //!   "skipped":S,"dropped_after_t":D,"refused":R,"first_refusal":…}` once
 //!   the versions of keys this node keeps (by its read layout) are durable
@@ -108,14 +109,15 @@ fn read_chunk(path: &std::path::Path, offset: u64) -> std::io::Result<Vec<u8>> {
     Ok(body)
 }
 
-/// `POST /v0/backup?ingest=1|probe[&t=TS]` (`ask`: probe, `T`).
+/// `POST /v0/backup?ingest=1|probe[&t=TS]&restore=ID` (`ask`: probe, `T`,
+/// the restore's id).
 pub fn ingest(
     shared: &Arc<NodeShared>,
     wake: Wake,
-    ask: (bool, Option<u64>),
+    ask: (bool, Option<u64>, &str),
     body: &[u8],
 ) -> Dispatched {
-    let (probe, t) = ask;
+    let (probe, t, restore) = ask;
     let owner = Arc::clone(shared);
     if probe {
         return start(shared, wake, move || probe_empty(&owner));
@@ -130,7 +132,13 @@ pub fn ingest(
         items.retain(|(_, v)| point_in_time::kept(v.ts, t));
     }
     let dropped = (before - items.len()) as u64;
-    shared.backups.restoring.mark(crate::hlc::wall_ms());
+    if let Err(full) = shared
+        .backups
+        .restoring
+        .mark(restore, crate::hlc::wall_ms())
+    {
+        return Dispatched::Now(Answer::Failed(Failure::Busy, full.to_string()));
+    }
     start(shared, wake, move || apply_kept(&owner, items, dropped))
 }
 

@@ -20,7 +20,9 @@
 
 use super::answer::{self, Answer, Awaited};
 use super::auth_gate::{Credential, admit, credential};
-use super::body_gate::{refusal_text, refuse_body};
+use super::body_gate::{
+    Bounds, body_bytes_max, largest_body_bytes_max, refusal_text, refuse_body, too_large,
+};
 use super::dispatch::{Command, Dispatched, Encoding, dispatch};
 use super::peer_conn::PeerServer;
 use super::render::{from_http_error, render};
@@ -340,7 +342,8 @@ impl Conn {
         if self.resp_awaits_auth(ctx) {
             return crate::net::resp::decode::UNAUTHENTICATED_READ_BYTES_MAX;
         }
-        ctx.config.header_bytes_max + ctx.config.value_bytes_max + READ_CHUNK_BYTES
+        let body = largest_body_bytes_max(Bounds::of(&ctx.config)) as usize;
+        ctx.config.header_bytes_max + body + READ_CHUNK_BYTES
     }
 
     /// Reads into `scratch` (the thread's reusable buffer) and appends what
@@ -393,9 +396,12 @@ impl Conn {
         if self.resp.is_some() {
             return self.parse_resp(ctx, token, replicated);
         }
+        // The head's parser admits the largest route's body; the route's
+        // own bound is checked once the head is routed (`body_gate`).
+        let bounds = Bounds::of(&ctx.config);
         let limits = Limits {
             header_bytes_max: ctx.config.header_bytes_max,
-            body_bytes_max: ctx.config.value_bytes_max as u64,
+            body_bytes_max: largest_body_bytes_max(bounds),
         };
         let (mut consumed, mut waits) = (0, false);
         // Taken out while requests execute, so a body is lent to them
@@ -447,6 +453,12 @@ impl Conn {
                             self.close_after = true;
                             break;
                         }
+                        if let Some(e) = too_large(&action, bounds, head.content_length) {
+                            let allow = allow_for(head.path);
+                            self.push_error(ctx, route, &e, Persist::Close, allow, started);
+                            self.close_after = true;
+                            break;
+                        }
                         let credential = credential(&ctx.shared.auth, head.authorization);
                         let auth = &ctx.shared.auth;
                         let tokens_on = auth.tokens.is_some();
@@ -467,6 +479,7 @@ impl Conn {
                             self.close_after = true;
                             break;
                         }
+                        let chunked_max = body_bytes_max(&action, bounds);
                         self.pending = Some(PendingRequest {
                             head: HeadFacts::of(&head),
                             route,
@@ -475,7 +488,7 @@ impl Conn {
                             credential,
                             chunked: head
                                 .chunked
-                                .then(|| Box::new(ChunkedBody::new(limits.body_bytes_max))),
+                                .then(|| Box::new(ChunkedBody::new(chunked_max))),
                         });
                         self.continued = false;
                     }

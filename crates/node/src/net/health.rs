@@ -32,7 +32,9 @@ pub fn readyz(shared: &NodeShared) -> Answer {
             .as_ref()
             .and_then(|m| readiness::joining_copy(&m.history(), m.self_url()))
             .filter(|_| shared.config.planted_bug != Some(PlantedBug::ReadyzIgnoresCopy)),
-        restoring_since_ms: shared.backups.restoring.under_way(crate::hlc::wall_ms()),
+        restoring_since_ms: (shared.backups.restoring)
+            .under_way(crate::hlc::wall_ms())
+            .map(|u| u.since_ms),
     };
     match readiness::readiness(&facts) {
         Ok(()) => Answer::Document(Format::Line, readiness::READY_TEXT.into()),
