@@ -522,3 +522,54 @@ fn an_unwatched_transaction_on_one_key_runs_through_the_register() {
         );
     }
 }
+
+/// Clients of [`a_hundred_clients_incr_one_key_through_one_node`].
+const HOT_CLIENTS: usize = 100;
+/// `INCR`s each.
+const HOT_INCRS: usize = 10;
+
+/// The hot key: 100 clients × 10 `INCR` of one key through one
+/// node of three (R = 3) end at exactly 1,000 with every reply distinct:
+/// the node's waiting operations of the key ride one round each
+/// (`replication::register_ops`), so they neither duel nor queue one
+/// round per command. The time is printed (figures: docs/BENCHMARKS.md).
+#[test]
+fn a_hundred_clients_incr_one_key_through_one_node() {
+    let (_cluster, addrs) = three();
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let started = std::time::Instant::now();
+    let threads: Vec<_> = (0..HOT_CLIENTS)
+        .map(|_| {
+            let addr = addrs[0].clone();
+            let (acked, errors) = (Arc::clone(&acked), Arc::clone(&errors));
+            std::thread::spawn(move || {
+                let mut con = connect(&addr, false, TIMEOUT);
+                for _ in 0..HOT_INCRS {
+                    match run(&mut con, &["INCR", "hot1000"]) {
+                        Ok(v) => acked.lock().unwrap().push(int(&v)),
+                        Err(e) => errors.lock().unwrap().push(e.to_string()),
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let took = started.elapsed();
+    let acked = acked.lock().unwrap().clone();
+    let errors = errors.lock().unwrap().clone();
+    let final_value = counter(&addrs, 2, "hot1000");
+    println!(
+        "{HOT_CLIENTS} clients x {HOT_INCRS} INCR through one node: {} acknowledged, {} errors, final {final_value}, {took:?}",
+        acked.len(),
+        errors.len()
+    );
+    check_counter(&acked, &errors, final_value, 0);
+    assert!(
+        errors.is_empty(),
+        "one node's clients do not duel: {errors:?}"
+    );
+    assert_eq!(final_value, (HOT_CLIENTS * HOT_INCRS) as i64);
+}

@@ -6,11 +6,20 @@
 //! others over the peer links) and hands the outcomes to the connections.
 //!
 //! # Rules
-//! - **One operation per key at a time on a thread.** A second operation
+//! - **One round per key at a time on a thread.** A second operation
 //!   of a key waits in the key's queue until the first has its outcome,
 //!   so one thread's clients of a hot key never duel with each other
 //!   (operations from other threads and nodes still compete: the
 //!   proposer's refusal, back-off and retry settle them).
+//! - **A key's waiting operations ride one round.** When the running
+//!   operation ends, every operation waiting for the key (at most
+//!   [`BATCH_MAX`]) starts as one proposer whose update applies theirs
+//!   in arrival order, each to the value the one before it left: one
+//!   prepare, accept and commit for all of them, as group commit does for
+//!   the WAL. They are linearized in that order at the round's decision;
+//!   each gets the value its own update saw ([`Outcome::Done`]'s
+//!   `before`), so its reply is what it would be alone, and a failed round
+//!   fails every one of them.
 //! - **Bounded.** At most [`OPS_MAX`] operations (running and queued) per
 //!   thread; one past it is refused at once ([`Refused::Full`]) and
 //!   nothing was applied.
@@ -25,11 +34,15 @@ use super::register::acceptor::{Answer, Request};
 use super::register::proposer::{self, Current, Limits, Next, Output, Proposer, RegisterError};
 use super::register::quorum::Quorum;
 use ataman_testkit::rng::Rng;
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 /// Operations per network thread at most, running and queued.
 pub const OPS_MAX: usize = 4096;
+/// Operations of one key that ride one round at most.
+pub const BATCH_MAX: usize = 128;
 
 /// An operation's update: the current value to the new one, or none
 /// (nothing to write).
@@ -77,9 +90,17 @@ pub struct Send {
     pub request: Request,
 }
 
+/// What each operation of a batch saw in the round's last run of its
+/// update, and whether it wrote (the decided run: a run is repeated only
+/// once no earlier accept of the batch can have been taken).
+type Seen = Rc<RefCell<Vec<(Current, bool)>>>;
+
 struct Op<T> {
     key: Vec<u8>,
     to: T,
+    /// A batch's first operation: the others that ride its round, and what
+    /// each operation saw (`None`: a lone operation).
+    riders: Option<(Vec<u64>, Seen)>,
     quorum: Quorum,
     /// Until the operation runs: its update; then in the proposer.
     update: Option<UpdateFn>,
@@ -164,6 +185,7 @@ impl<T: Copy> RegisterOps<T> {
             Op {
                 key: key.clone(),
                 to,
+                riders: None,
                 quorum,
                 update: Some(update),
                 proposer: None,
@@ -181,15 +203,41 @@ impl<T: Copy> RegisterOps<T> {
         Ok(())
     }
 
-    /// Runs queued operation `op` (its key's turn came).
+    /// Runs queued operation `op` (its key's turn came), with the key's
+    /// other waiting operations riding its round (the "Rules").
     fn begin(&mut self, op: u64, now: Instant, clock: &mut dyn FnMut() -> u64) {
         let node = self.node;
         let limits = self.limits;
+        let waiting: Vec<u64> = match self.ops.get(&op) {
+            Some(o) => self.keys.get(&o.key).map_or_else(Vec::new, |q| {
+                q.iter()
+                    .copied()
+                    .filter(|&id| id != op)
+                    .take(BATCH_MAX - 1)
+                    .collect()
+            }),
+            None => return,
+        };
+        let mut updates = Vec::with_capacity(1 + waiting.len());
+        for id in std::iter::once(op).chain(waiting.iter().copied()) {
+            if let Some(u) = self.ops.get_mut(&id).and_then(|o| o.update.take()) {
+                updates.push(u);
+            }
+        }
         let Some(o) = self.ops.get_mut(&op) else {
             return;
         };
-        let Some(update) = o.update.take() else {
-            return;
+        if updates.len() != 1 + waiting.len() {
+            return; // an operation of the batch already ran: never here
+        }
+        let update = if waiting.is_empty() {
+            updates
+                .pop()
+                .unwrap_or_else(|| Box::new(|_: &Current| None))
+        } else {
+            let seen: Seen = Rc::new(RefCell::new(Vec::new()));
+            o.riders = Some((waiting, Rc::clone(&seen)));
+            batch(updates, seen)
         };
         let mut p = Proposer::new(node, o.quorum.clone(), limits, update);
         p.start(clock());
@@ -270,15 +318,55 @@ impl<T: Copy> RegisterOps<T> {
         }
     }
 
-    /// `op` has its outcome: reported, and its key's next operation runs.
+    /// `op` has its outcome: reported (each rider's too), and its key's
+    /// next operation runs.
     fn end(&mut self, op: u64, outcome: Outcome, now: Instant, clock: &mut dyn FnMut() -> u64) {
-        let Some(o) = self.ops.remove(&op) else {
+        let Some(mut o) = self.ops.remove(&op) else {
             return;
         };
-        self.outcomes.push((o.to, outcome, o.started));
+        let mut ended = vec![op];
+        match o.riders.take() {
+            None => self.outcomes.push((o.to, outcome, o.started)),
+            Some((riders, seen)) => {
+                let seen = seen.borrow();
+                let ids = std::iter::once(op).chain(riders.iter().copied());
+                for (i, id) in ids.enumerate() {
+                    let (to, started) = if id == op {
+                        (o.to, o.started)
+                    } else {
+                        match self.ops.remove(&id) {
+                            Some(r) => (r.to, r.started),
+                            None => continue,
+                        }
+                    };
+                    ended.push(id);
+                    let own = match (&outcome, seen.get(i)) {
+                        (
+                            Outcome::Done {
+                                written,
+                                round_trips,
+                                attempts,
+                                ..
+                            },
+                            Some((before, wrote)),
+                        ) => Outcome::Done {
+                            before: before.clone(),
+                            written: *written && *wrote,
+                            round_trips: *round_trips,
+                            attempts: *attempts,
+                        },
+                        (Outcome::Done { .. }, None) => {
+                            Outcome::Failed(RegisterError::Indeterminate)
+                        }
+                        (failed, _) => failed.clone(),
+                    };
+                    self.outcomes.push((to, own, started));
+                }
+            }
+        }
         let next = match self.keys.get_mut(&o.key) {
             Some(queue) => {
-                queue.retain(|&id| id != op);
+                queue.retain(|id| !ended.contains(id));
                 let next = queue.front().copied();
                 if next.is_none() {
                     self.keys.remove(&o.key);
@@ -350,6 +438,34 @@ impl<T: Copy> RegisterOps<T> {
             })
             .min()
     }
+}
+
+/// The update of a batch: `updates` applied in order, each to the value
+/// the one before it left (at the same ballot time); what each saw and
+/// whether it wrote go to `seen`, replaced at every run.
+fn batch(mut updates: Vec<UpdateFn>, seen: Seen) -> UpdateFn {
+    Box::new(move |start: &Current| {
+        let mut seen = seen.borrow_mut();
+        seen.clear();
+        let mut current = start.clone();
+        let mut wrote = false;
+        for update in updates.iter_mut() {
+            let next = update(&current);
+            seen.push((current.clone(), next.is_some()));
+            if let Some(next) = next {
+                wrote = true;
+                current = Current {
+                    deadline_ms: next.value.as_ref().and(next.deadline_ms),
+                    value: next.value,
+                    at: start.at,
+                };
+            }
+        }
+        wrote.then_some(Next {
+            value: current.value,
+            deadline_ms: current.deadline_ms,
+        })
+    })
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 use super::*;
-use crate::replication::register::acceptor::{self, KeyState, Mode};
+use crate::replication::register::acceptor::{self, KeyState, Mode, Request};
+use crate::replication::register::proposer::{Current, Next};
 use crate::replication::register::quorum;
 
 /// A clock that only grows, as the node's HLC (node bits left zero).
@@ -139,4 +140,123 @@ fn the_bound_refuses() {
         Err(Refused::Full)
     );
     assert!(ops.take_sends().is_empty());
+}
+
+/// Operations queued behind a running one ride one round: five `INCR`s
+/// of one key started at once take two rounds (the first alone, the
+/// other four together), each sees the value the one before it left, and
+/// all five land.
+#[test]
+fn waiting_operations_of_a_key_ride_one_round() {
+    let now = Instant::now();
+    let mut ops: RegisterOps<u32> = RegisterOps::new(1, Duration::from_secs(1), 7);
+    let mut clock = tick_clock;
+    for to in 1..=5 {
+        ops.start(b"k".to_vec(), three(), incr(), to, now, &mut clock)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let mut states: [KeyState; 3] = Default::default();
+    let mut prepares = 0;
+    for _ in 0..64 {
+        let sends = ops.take_sends();
+        if sends.is_empty() {
+            break;
+        }
+        prepares += sends
+            .iter()
+            .filter(|s| matches!(s.request, Request::Prepare(_)))
+            .count();
+        for s in sends {
+            let step = acceptor::step(&states[s.node], &s.request, Mode::Sound);
+            states[s.node] = step.next;
+            if let Some(answer) = step.answer {
+                ops.on_answer(s.op, s.node, answer, now, &mut clock);
+            }
+        }
+    }
+    assert_eq!(prepares, 2 * 3, "two rounds of three prepares");
+    let mut outcomes = ops.take_outcomes();
+    outcomes.sort_by_key(|(to, _, _)| *to);
+    let seen: Vec<(u32, Option<Vec<u8>>, bool)> = outcomes
+        .iter()
+        .map(|(to, o, _)| match o {
+            Outcome::Done {
+                before, written, ..
+            } => (*to, before.value.clone(), *written),
+            Outcome::Failed(e) => panic!("{e}"),
+        })
+        .collect();
+    let expected: Vec<(u32, Option<Vec<u8>>, bool)> = (1..=5)
+        .map(|to| {
+            let before = (to > 1).then(|| (to - 1).to_string().into_bytes());
+            (to, before, true)
+        })
+        .collect();
+    assert_eq!(seen, expected);
+    assert!(ops.is_empty());
+    let stored = states
+        .iter()
+        .filter(|s| s.committed.as_ref().and_then(|p| p.value.clone()) == Some(b"5".to_vec()))
+        .count();
+    assert!(stored >= 2, "a quorum stores 5: {states:?}");
+}
+
+/// A batch whose round fails fails every operation that rode it, and a
+/// batch mixing a read with writes gives the read the value before it
+/// and no write of its own.
+#[test]
+fn a_batch_fails_together_and_reads_ride_too() {
+    let now = Instant::now();
+    let mut ops: RegisterOps<u32> = RegisterOps::new(1, Duration::from_millis(10), 7);
+    let mut clock = tick_clock;
+    ops.start(b"k".to_vec(), three(), incr(), 1, now, &mut clock)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let read: UpdateFn = Box::new(|_: &Current| None);
+    ops.start(b"k".to_vec(), three(), read, 2, now, &mut clock)
+        .unwrap_or_else(|e| panic!("{e}"));
+    ops.start(b"k".to_vec(), three(), incr(), 3, now, &mut clock)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut states: [KeyState; 3] = Default::default();
+    deliver(&mut ops, &mut states, &[], now);
+    let mut outcomes = ops.take_outcomes();
+    outcomes.sort_by_key(|(to, _, _)| *to);
+    let got: Vec<(Option<Vec<u8>>, bool)> = outcomes
+        .iter()
+        .map(|(_, o, _)| match o {
+            Outcome::Done {
+                before, written, ..
+            } => (before.value.clone(), *written),
+            Outcome::Failed(e) => panic!("{e}"),
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (None, true),
+            (Some(b"1".to_vec()), false),
+            (Some(b"1".to_vec()), true)
+        ]
+    );
+    // Two replicas of three silent: the next batch fails whole.
+    for to in 4..=6 {
+        ops.start(b"k".to_vec(), three(), incr(), to, now, &mut clock)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let mut t = now;
+    for _ in 0..10_000 {
+        deliver(&mut ops, &mut states, &[1, 2], t);
+        if ops.is_empty() {
+            break;
+        }
+        t += Duration::from_millis(5);
+        ops.tick(t, &mut clock);
+    }
+    let outcomes = ops.take_outcomes();
+    assert_eq!(outcomes.len(), 3, "{outcomes:?}");
+    assert!(
+        outcomes
+            .iter()
+            .all(|(_, o, _)| matches!(o, Outcome::Failed(RegisterError::Exhausted { .. }))),
+        "{outcomes:?}"
+    );
 }
