@@ -970,8 +970,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(dir);
     }
 
-    /// The consensus register is on by default; `--consensus-register`
-    /// alone says on, `=false` off, a flag wins over the file.
+    /// The register: on by default, `=false` off, a flag over the file.
     #[test]
     fn consensus_register_defaults_on() {
         #[derive(clap::Parser)]
@@ -981,21 +980,20 @@ mod tests {
         }
         let on = |argv: &[&str], file: Option<&str>| {
             let mut args = <Cli as clap::Parser>::try_parse_from(argv).unwrap().serve;
-            let dir = tempfile_dir();
+            let dir = std::env::temp_dir().join(format!("ataman-flag-{}", std::process::id()));
             if let Some(text) = file {
+                std::fs::create_dir_all(&dir).unwrap();
                 std::fs::write(dir.join("f.toml"), text).unwrap();
                 args.config = Some(dir.join("f.toml"));
             }
             NodeConfig::resolve(&args).unwrap().consensus_register
         };
+        let off = Some("consensus_register = false\n");
         assert!(on(&["serve"], None));
         assert!(on(&["serve", "--consensus-register"], None));
         assert!(!on(&["serve", "--consensus-register=false"], None));
-        assert!(!on(&["serve"], Some("consensus_register = false\n")));
-        assert!(on(
-            &["serve", "--consensus-register=true"],
-            Some("consensus_register = false\n")
-        ));
+        assert!(!on(&["serve"], off));
+        assert!(on(&["serve", "--consensus-register=true"], off));
     }
 
     /// Anti-entropy options: R within the cluster, the interval below the
