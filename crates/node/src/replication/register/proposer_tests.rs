@@ -23,18 +23,13 @@ fn drive<F: FnMut(&Current) -> Option<Next>>(
         if out.is_empty() {
             return last;
         }
-        for (to, req) in out {
-            if down.contains(&to) {
-                continue;
-            }
-            let step = acceptor::step(&acceptors[usize::from(to)], &req, acceptor::Mode::Sound);
-            acceptors[usize::from(to)] = step.next;
-            if let Some(answer) = step.answer {
-                let o = p.on_answer(to, answer);
-                if o != Output::Wait {
-                    last = o;
-                }
-            }
+        let up = out
+            .into_iter()
+            .filter(|(to, _)| !down.contains(to))
+            .collect();
+        let o = deliver(p, acceptors, up);
+        if o != Output::Wait {
+            last = o;
         }
     }
     last
