@@ -52,6 +52,27 @@ fn deliver(ops: &mut RegisterOps<u32>, states: &mut [KeyState; 3], down: &[usize
     }
 }
 
+/// Delivers with `down` silent and the clock moving 5 ms a step (round
+/// timeouts, back-offs) until every operation has its outcome, at most
+/// 10,000 steps.
+fn until_settled(
+    ops: &mut RegisterOps<u32>,
+    states: &mut [KeyState; 3],
+    down: &[usize],
+    now: Instant,
+) {
+    let mut clock = tick_clock;
+    let mut t = now;
+    for _ in 0..10_000 {
+        deliver(ops, states, down, t);
+        if ops.is_empty() {
+            return;
+        }
+        t += Duration::from_millis(5);
+        ops.tick(t, &mut clock);
+    }
+}
+
 /// Two operations of one key from one thread run one after the other:
 /// the second sends nothing until the first has its outcome, and both
 /// increments land (2, not a duel).
@@ -104,15 +125,7 @@ fn quorum_of_two_and_timeouts() {
     ));
     ops.start(b"k".to_vec(), three(), incr(), 2, now, &mut clock)
         .unwrap_or_else(|e| panic!("{e}"));
-    let mut t = now;
-    for _ in 0..10_000 {
-        deliver(&mut ops, &mut states, &[1, 2], t);
-        if ops.is_empty() {
-            break;
-        }
-        t += Duration::from_millis(5);
-        ops.tick(t, &mut clock);
-    }
+    until_settled(&mut ops, &mut states, &[1, 2], now);
     let outcomes = ops.take_outcomes();
     assert!(
         matches!(
@@ -242,15 +255,7 @@ fn a_batch_fails_together_and_reads_ride_too() {
         ops.start(b"k".to_vec(), three(), incr(), to, now, &mut clock)
             .unwrap_or_else(|e| panic!("{e}"));
     }
-    let mut t = now;
-    for _ in 0..10_000 {
-        deliver(&mut ops, &mut states, &[1, 2], t);
-        if ops.is_empty() {
-            break;
-        }
-        t += Duration::from_millis(5);
-        ops.tick(t, &mut clock);
-    }
+    until_settled(&mut ops, &mut states, &[1, 2], now);
     let outcomes = ops.take_outcomes();
     assert_eq!(outcomes.len(), 3, "{outcomes:?}");
     assert!(
