@@ -468,6 +468,7 @@ impl cluster::transition::Copier for TransferCopier {
                 | PlantedBug::NoStartupResponder
                 | PlantedBug::SlowlogKeepsValue
                 | PlantedBug::PeerAddressResolvedOnce
+                | PlantedBug::RegisterWatchIgnoresVersion
                 | PlantedBug::ReadRepairWritesOlder
                 | PlantedBug::ExpiredValueServed
                 | PlantedBug::ExpiresEarly

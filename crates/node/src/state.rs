@@ -89,12 +89,25 @@ pub enum RegisterTo {
 }
 
 /// A register operation's update: the current value (absent: `None`),
-/// its deadline and the round's ballot time, to the new value and its
-/// deadline, or `None` when it writes nothing (the proposer's `Current`
-/// and `Next` in plain types: this module does not import the
-/// replication module, which imports it).
+/// its deadline, the round's ballot time and the value's version, to the
+/// new value and its deadline, or `None` when it writes nothing (the
+/// proposer's `Current` and `Next` in plain types: this module does not
+/// import the replication module, which imports it).
 pub type RegisterUpdate =
-    Box<dyn FnMut(&Option<Vec<u8>>, Option<u64>, u64) -> Option<(Option<Vec<u8>>, Option<u64>)>>;
+    Box<dyn FnMut(&RegisterRead<'_>) -> Option<(Option<Vec<u8>>, Option<u64>)>>;
+
+/// What a register operation's update reads ([`RegisterUpdate`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RegisterRead<'a> {
+    /// The value (`None`: absent).
+    pub value: &'a Option<Vec<u8>>,
+    /// Its deadline, Unix milliseconds.
+    pub deadline_ms: Option<u64>,
+    /// The round's ballot time.
+    pub at: u64,
+    /// The version the value is stored under (`None`: never written).
+    pub version: Option<u64>,
+}
 
 /// A read-modify-write a connection hands to its thread's consensus
 /// register proposers (`replication::register_ops`), with the event

@@ -50,6 +50,7 @@ mod head_facts;
 mod http_order;
 mod internal_side;
 mod resp_count;
+mod resp_info;
 mod resp_scan;
 mod resp_side;
 mod slow_note;

@@ -452,17 +452,31 @@ pub fn rmw(
     ))
 }
 
-/// What `WATCH` sees of `key` (`crate::net::resp::watch`): read here when
-/// its only replica is this node, refused otherwise as [`rmw`] is (the
-/// `EXEC` it guards could not run).
-pub fn watch(ctx: &NetContext, key: &[u8]) -> Result<crate::net::resp::watch::Seen, Answer> {
+/// How `WATCH` of a key is served (`crate::net::resp::watch`).
+#[derive(Debug)]
+pub enum WatchStart {
+    /// Its only replica is this node: what it sees now.
+    Seen(crate::net::resp::watch::Seen),
+    /// It has replicas on other nodes: a read through the consensus
+    /// register ([`super::rmw_local::Op::Watch`], `net::register_rmw`).
+    Register,
+}
+
+/// What `WATCH` of `key` does: read here when its only replica is this
+/// node, through the consensus register otherwise, refused as [`rmw`] is
+/// when the register is off (the `EXEC` it guards could not run).
+pub fn watch(ctx: &NetContext, key: &[u8]) -> Result<WatchStart, Answer> {
     if rmw_local_only(ctx, key) {
-        return super::rmw_local::seen(ctx, key);
+        return super::rmw_local::seen(ctx, key).map(WatchStart::Seen);
+    }
+    if ctx.shared.config.consensus_register {
+        return Ok(WatchStart::Register);
     }
     Err(Answer::Failed(
         answer::Failure::NotImplemented,
-        "WATCH of a key with replicas on other nodes is not built yet (the consensus \
-         register, issue 37); this node serves it for keys whose only replica is this node"
+        "WATCH of a key with replicas on other nodes is refused: this node runs with \
+         --consensus-register=false (the consensus register serves it otherwise); this node \
+         serves it for keys whose only replica is this node"
             .into(),
     ))
 }

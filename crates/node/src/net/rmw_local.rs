@@ -84,6 +84,10 @@ pub enum Op {
     /// under the same condition as every update's, so no other write
     /// comes between the check and the write.
     Conditional(Box<Conditional>),
+    /// `WATCH` of a key with replicas on other nodes: a read of the
+    /// version through the consensus register (`net::register_rmw`,
+    /// "Versions"); writes nothing, answers `+OK`.
+    Watch,
 }
 
 /// An HTTP conditional write ([`Op::Conditional`]).
@@ -127,7 +131,7 @@ impl Update {
     pub fn as_command(&self) -> super::dispatch::Command<'static> {
         use super::dispatch::Command;
         match self.op {
-            Op::Value(Rmw::GetRange { .. }) => Command::Get {
+            Op::Value(Rmw::GetRange { .. }) | Op::Watch => Command::Get {
                 key: self.key.clone(),
                 ack: self.ack,
                 from: self.from,
@@ -329,6 +333,7 @@ fn decide(
         // Its preconditions held (checked in `start`); HTTP answers from
         // the write's completion, not from a RESP reply.
         Op::Conditional(write) => Ok((write.value.clone(), update.ttl, Reply::Null)),
+        Op::Watch => Err(super::resp::encode::OK),
     }
 }
 

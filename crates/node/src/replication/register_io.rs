@@ -21,7 +21,7 @@ use crate::replication::register::proposer::{Current, Next, RegisterError};
 use crate::replication::register::quorum::{self, Quorum};
 use crate::replication::register::wire::{self, RegisterMessage};
 use crate::replication::register_ops::{Outcome, UpdateFn};
-use crate::state::{NetContext, RegisterStart, RegisterTo, RegisterUpdate};
+use crate::state::{NetContext, RegisterRead, RegisterStart, RegisterTo, RegisterUpdate};
 use mio::Registry;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -237,8 +237,13 @@ impl ReplicationIo {
 /// A connection's update in the proposer's terms.
 fn as_update(mut update: RegisterUpdate) -> UpdateFn {
     Box::new(move |c: &Current| {
-        update(&c.value, c.deadline_ms, c.at)
-            .map(|(value, deadline_ms)| Next { value, deadline_ms })
+        let read = RegisterRead {
+            value: &c.value,
+            deadline_ms: c.deadline_ms,
+            at: c.at,
+            version: c.version,
+        };
+        update(&read).map(|(value, deadline_ms)| Next { value, deadline_ms })
     })
 }
 

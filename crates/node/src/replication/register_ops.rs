@@ -454,10 +454,12 @@ fn batch(mut updates: Vec<UpdateFn>, seen: Seen) -> UpdateFn {
             seen.push((current.clone(), next.is_some()));
             if let Some(next) = next {
                 wrote = true;
+                // Decided, it is stored under the round's ballot time.
                 current = Current {
                     deadline_ms: next.value.as_ref().and(next.deadline_ms),
                     value: next.value,
                     at: start.at,
+                    version: Some(start.at),
                 };
             }
         }

@@ -10,8 +10,11 @@
 //!   read, and the write is made only if no other write came between;
 //!   after such a conflict it runs again (at most
 //!   [`rmw_local::ATTEMPTS_MAX`] times), the preconditions evaluated on the
-//!   newer version. A key with replicas on other nodes gets what `rmw`
-//!   answers for it.
+//!   newer version. A key with replicas on other nodes is written through
+//!   the consensus register (`net::register_rmw`, "Versions"): the
+//!   preconditions are evaluated on the version a quorum agreed on, in the
+//!   round that writes; its end comes back to
+//!   [`Conn::conditional_register_done`].
 //!
 //! A request without these headers never comes here: its path and cost
 //! are the plain ones (`Conn::execute`).
@@ -288,6 +291,30 @@ impl Conn {
         self.note_slow(ctx, (Protocol::Http, &facts), started, us, marks);
     }
 
+    /// The conditional write in slot `slot` ended in the consensus register
+    /// (`net::register_rmw::finish`): 201 or 202 naming the version it
+    /// wrote, 412 naming the live version, or why it failed.
+    pub(super) fn conditional_register_done(
+        &mut self,
+        ctx: &NetContext,
+        slot: u64,
+        outcome: super::resp_side::RegisterResult,
+    ) {
+        let Some(index) = slot.checked_sub(self.base_slot) else {
+            return;
+        };
+        let index = index as usize;
+        let Some(Slot::Conditional(waiting)) = self.slots.get_mut(index) else {
+            return;
+        };
+        // Taken: no chain of the local path to finish.
+        let Some(retry) = waiting.write.take() else {
+            return;
+        };
+        let (_, answer) = crate::net::register_rmw::finish(ctx, &retry.update, outcome);
+        self.fill_conditional(ctx, index, None, |_| answer);
+    }
+
     /// The conditional write in slot `slot` met a concurrent write of its
     /// key: it runs again now, its preconditions judged on the newer
     /// version, or, past its attempts, answers 503.
@@ -345,10 +372,11 @@ fn start_write(ctx: &NetContext, reply_to: ReplyTo, waiting: &mut Waiting) -> Op
             Failure::Internal,
             format!("internal error: a conditional write answered {reply:?}"),
         )),
-        // The register refuses conditional writes (`register_rmw::supported`).
-        Started::Register => Some(Answer::Failed(
-            Failure::Internal,
-            "internal error: a conditional write reached the consensus register".into(),
-        )),
+        // Its end comes back to `Conn::conditional_register_done`.
+        Started::Register => {
+            waiting.awaited = Awaited::Read;
+            retry.epoch = 0;
+            None
+        }
     }
 }

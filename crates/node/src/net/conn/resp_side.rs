@@ -9,23 +9,25 @@
 //! is addressed as `slot id << PART_BITS | part`, so completions and
 //! verdicts find their part without any other bookkeeping.
 
-type RegisterResult = Result<crate::replication::register_ops::Outcome, String>;
+pub(super) type RegisterResult = Result<crate::replication::register_ops::Outcome, String>;
 use super::resp_count::Counted;
+use super::resp_info::wants_keys;
 use super::{Conn, SLOTS_MAX, Slot};
 use crate::net::answer::{Answer, Awaited, Failure};
+use crate::net::dispatch::WatchStart;
 use crate::net::dispatch::{Command, Dispatched, dispatch, local_only};
 use crate::net::resp::auth::{self, Gate};
 use crate::net::resp::decode::{self, DecodeError, Decoded};
 use crate::net::resp::encode::{self, Proto, Reply};
 use crate::net::resp::expiry::{Chain, Next, follow};
-use crate::net::resp::info;
 use crate::net::resp::key_commands::KeyCommands;
 use crate::net::resp::rmw_plan;
 use crate::net::resp::session;
 use crate::net::resp::slowlog;
 use crate::net::resp::table::{self, KeyOp, NodeQuery, Plan, Session};
+use crate::net::resp::watch::Watched;
 use crate::net::resp::write_kind::{is_write, names_a_write};
-use crate::net::rmw_local::{self, Started, Update};
+use crate::net::rmw_local::{self, Op, Started, Update};
 use crate::replication::{ReplyTo, Request};
 use crate::slowlog::{Facts, Protocol, StageMarks};
 use crate::state::NetContext;
@@ -352,7 +354,7 @@ impl Conn {
                 self.read_then(ctx, token, replicated, (read, Box::new(chain)), facts());
             }
             Plan::Rmw(name, update) => self.rmw(ctx, token, name, *update, facts()),
-            Plan::Watch(key, ack, from) => self.watch(ctx, key, ack, from),
+            Plan::Watch(key, ack, from) => self.watch(ctx, token, (key, ack, from), facts()),
             Plan::Slowlog(name, op) => self.slowlog_command(ctx, name, op),
         }
     }
@@ -587,6 +589,10 @@ impl Conn {
     /// A consensus register operation ended (`net::register_rmw`): its
     /// reply, or its failure, fills its slot.
     pub fn register_done(&mut self, ctx: &NetContext, address: u64, outcome: RegisterResult) {
+        if self.resp.is_none() {
+            // An HTTP conditional write (`conn/conditional_side.rs`).
+            return self.conditional_register_done(ctx, address, outcome);
+        }
         let Some(index) = (address >> PART_BITS).checked_sub(self.base_slot) else {
             return;
         };
@@ -599,7 +605,17 @@ impl Conn {
         if let Some(state) = self.resp.as_mut() {
             state.register_pending = state.register_pending.saturating_sub(1);
         }
-        let (reply, answer) = crate::net::register_rmw::finish(ctx, &retry.update, outcome);
+        let (reply, answer) = match (&retry.update.op, self.resp.as_mut()) {
+            (Op::Watch, Some(state)) => match crate::net::register_rmw::watched(ctx, outcome) {
+                Ok(seen) => {
+                    let key = retry.update.key;
+                    state.session.watch = Some(Watched { key, seen });
+                    (encode::OK, Answer::Done(Awaited::Read))
+                }
+                Err(failed) => failed,
+            },
+            _ => crate::net::register_rmw::finish(ctx, &retry.update, outcome),
+        };
         gather.after = Some(reply);
         self.fill_part(ctx, address, None, |_| answer);
     }
@@ -660,8 +676,16 @@ impl Conn {
 
     /// `WATCH key`: reads what the key is now (after this connection's
     /// earlier writes: `WATCH` is not a write, so it waited) and keeps it
-    /// in the session (`crate::net::resp::watch`).
-    fn watch(&mut self, ctx: &NetContext, key: Vec<u8>, ack: u32, from: u32) {
+    /// in the session (`crate::net::resp::watch`); a key with replicas on
+    /// other nodes is read through the consensus register, and the
+    /// connection's later commands wait for it (`register_done`).
+    fn watch(
+        &mut self,
+        ctx: &NetContext,
+        token: usize,
+        (key, ack, from): (Vec<u8>, u32, u32),
+        facts: Facts,
+    ) {
         let Some(state) = self.resp.as_mut() else {
             return;
         };
@@ -674,9 +698,21 @@ impl Conn {
             return self.reply_now(&denied);
         }
         let reply = match crate::net::dispatch::watch(ctx, &key) {
-            Ok(seen) => {
-                state.session.watch = Some(crate::net::resp::watch::Watched { key, seen });
+            Ok(WatchStart::Seen(seen)) => {
+                state.session.watch = Some(Watched { key, seen });
                 encode::OK
+            }
+            Ok(WatchStart::Register) => {
+                let update = Update {
+                    key,
+                    op: Op::Watch,
+                    ttl: rmw_local::Ttl::Keep,
+                    ack,
+                    from,
+                    steps: Vec::new(),
+                    watch: None,
+                };
+                return self.rmw(ctx, token, "watch", update, facts);
             }
             Err(Answer::Failed(failure, text)) => table::failure_reply(failure, &text),
             Err(other) => Reply::err(format!("internal error: WATCH read {other:?}")),
@@ -828,113 +864,6 @@ impl Conn {
             state.session.note_write(copies);
         }
     }
-
-    fn node_reply(&self, ctx: &NetContext, query: NodeQuery) -> Reply {
-        match query {
-            // With its keys: counted first (`count_keys`).
-            NodeQuery::Info(sections) => Reply::text(info::render(&sections, &self.figures(ctx))),
-            // Counted first (`count_keys`).
-            NodeQuery::DbSize => Reply::err("internal error: DBSIZE without its count"),
-            NodeQuery::Time => {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap_or_default();
-                Reply::Array(vec![
-                    Reply::text(now.as_secs().to_string()),
-                    Reply::text(now.subsec_micros().to_string()),
-                ])
-            }
-            NodeQuery::ConfigGet(patterns) => table::config_get(&patterns, &self.config_pairs(ctx)),
-            NodeQuery::ClientInfo => Reply::text(self.client_info()),
-            NodeQuery::LastSave => Reply::Int(ctx.shared.backups.last_save_s() as i64),
-            NodeQuery::BgSave => Reply::err("internal error: BGSAVE outside its path"),
-            NodeQuery::HotKeys(count) => crate::net::hotkeys::resp_reply(ctx, count),
-        }
-    }
-
-    fn local_port(&self) -> u16 {
-        self.stream.tcp().local_addr().map_or(0, |a| a.port())
-    }
-
-    /// `INFO`'s figures but its keys (counted on a range thread).
-    fn figures(&self, ctx: &NetContext) -> info::Figures {
-        let shared = &ctx.shared;
-        let m = &shared.metrics;
-        let engine = ctx.db.stats();
-        info::Figures {
-            ataman_version: env!("CARGO_PKG_VERSION"),
-            process_id: std::process::id(),
-            tcp_port: self.local_port(),
-            uptime_sec: crate::net::resp::uptime().as_secs(),
-            connected_clients: shared.connections.load(Ordering::Relaxed) as u64,
-            maxclients: shared.connections_cap.load(Ordering::Relaxed) as u64,
-            aof_enabled: ctx.config.wal_mode != ataman_engine::WalMode::None,
-            appendfsync: appendfsync(ctx),
-            total_connections_received: m.connections_accepted.load(Ordering::Relaxed),
-            total_commands_processed: m
-                .resp_commands
-                .iter()
-                .map(|c| c.load(Ordering::Relaxed))
-                .sum(),
-            cluster_nodes: shared.placement().read_members().len(),
-            used_memory: engine.memtable_bytes
-                + engine.immutable_memtable_bytes
-                + engine.cache.bytes,
-            used_memory_rss: info::resident_bytes(),
-            keyspace: Default::default(),
-        }
-    }
-
-    /// What `CONFIG GET` can answer, in ataman's terms (docs/RESP.md).
-    fn config_pairs(&self, ctx: &NetContext) -> Vec<(&'static str, String)> {
-        let c = &ctx.config;
-        let log = &ctx.shared.metrics.slowlog;
-        let aof = if c.wal_mode == ataman_engine::WalMode::None {
-            "no"
-        } else {
-            "yes"
-        };
-        vec![
-            ("save", String::new()),
-            ("appendonly", aof.into()),
-            ("appendfsync", appendfsync(ctx).into()),
-            ("databases", "1".into()),
-            ("port", self.local_port().to_string()),
-            ("maxclients", c.connections_max.to_string()),
-            ("timeout", c.idle_timeout.as_secs().to_string()),
-            ("proto-max-bulk-len", c.value_bytes_max.to_string()),
-            ("maxmemory", "0".into()),
-            ("maxmemory-policy", "noeviction".into()),
-            ("io-threads", c.net_threads.to_string()),
-            (slowlog::THRESHOLD_PARAM, log.threshold_us().to_string()),
-            (slowlog::LEN_MAX_PARAM, log.len_max().to_string()),
-        ]
-    }
-
-    fn client_info(&self) -> String {
-        let addr = |a: std::io::Result<std::net::SocketAddr>| {
-            a.map_or_else(|_| "?".into(), |a| a.to_string())
-        };
-        let lossy = |b: &Option<Vec<u8>>| {
-            b.as_deref()
-                .map(|b| String::from_utf8_lossy(b).into_owned())
-                .unwrap_or_default()
-        };
-        let Some(state) = self.resp.as_ref() else {
-            return String::new();
-        };
-        let s = &state.session;
-        format!(
-            "id={} addr={} laddr={} name={} db=0 resp={} lib-name={} lib-ver={}\n",
-            s.id,
-            addr(self.stream.peer_addr()),
-            addr(self.stream.tcp().local_addr()),
-            lossy(&s.name),
-            if s.proto == Proto::Resp3 { 3 } else { 2 },
-            lossy(&s.lib_name),
-            lossy(&s.lib_ver),
-        )
-    }
 }
 
 /// The command table's limits now: the node's key and value bounds, and
@@ -948,23 +877,6 @@ pub(super) fn resp_limits(ctx: &NetContext) -> table::Limits {
         cluster_size: route.cluster_size,
         from_default: route.from_default,
     }
-}
-
-/// `appendfsync` in ataman's terms: `always` when every acknowledged
-/// write was fsynced, `no` when written to the OS only or not logged.
-fn appendfsync(ctx: &NetContext) -> &'static str {
-    match ctx.config.wal_mode {
-        ataman_engine::WalMode::Fsync => "always",
-        _ => "no",
-    }
-}
-
-/// True when `INFO sections` shows `# Keyspace` (its keys are counted first).
-fn wants_keys(sections: &[String]) -> bool {
-    sections.is_empty()
-        || sections
-            .iter()
-            .any(|s| matches!(s.as_str(), "keyspace" | "all" | "default" | "everything"))
 }
 
 /// A read-then-write command's second step, its read answered: decides

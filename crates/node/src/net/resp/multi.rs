@@ -283,7 +283,7 @@ fn step(args: &[Vec<u8>], limits: Limits) -> Step {
                     Ttl::Set(e) => Some(e),
                 },
             ),
-            Op::Expiry(_) | Op::Conditional(_) => {
+            Op::Expiry(_) | Op::Conditional(_) | Op::Watch => {
                 Step::Reply(Reply::err("internal error: not a value update"))
             }
         },

@@ -148,6 +148,11 @@ pub struct Current {
     pub deadline_ms: Option<u64>,
     /// The round's ballot time.
     pub at: u64,
+    /// The version the value is stored under: the timestamp of the
+    /// decided proposal it comes from, its ballot's time, which is the
+    /// key's stored version's timestamp once committed (`None`: the key
+    /// was never written). What `WATCH` remembers and an `ETag` names.
+    pub version: Option<u64>,
 }
 
 /// What an update writes: the new value (`None`: delete) and its deadline.
@@ -571,6 +576,7 @@ impl<F: FnMut(&Current) -> Option<Next>> Proposer<F> {
                     value: current.as_ref().and_then(|p| p.value.clone()),
                     deadline_ms: current.as_ref().and_then(|p| p.deadline_ms),
                     at: self.ballot.time,
+                    version: current.as_ref().map(|p| p.ballot.time),
                 };
                 let new = (self.update)(&before);
                 let written = new.is_some();
