@@ -19,7 +19,7 @@ use crate::http_client::url::BaseUrl;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -27,6 +27,8 @@ use std::time::{Duration, Instant};
 pub const LISTENING_PREFIX: &str = "ataman: listening on http://";
 /// The same line of a node whose listener speaks TLS.
 pub const LISTENING_PREFIX_TLS: &str = "ataman: listening on https://";
+/// The line a node with `--resp-listen` prints after the listening line.
+pub const RESP_LISTENING_PREFIX: &str = "ataman: listening for RESP on ";
 /// Bound on one `GET /v0/status` while waiting for readiness.
 pub const STATUS_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Pause between two readiness probes, and between two polls of a stop.
@@ -77,6 +79,8 @@ pub enum LaunchError {
 pub struct NodeProcess {
     child: Child,
     addr: SocketAddr,
+    /// The RESP address, once its line was read (`--resp-listen`).
+    resp_addr: Arc<Mutex<Option<SocketAddr>>>,
     /// Set once the process was reaped.
     exited: Option<ExitStatus>,
     stdout_drain: Option<JoinHandle<()>>,
@@ -102,6 +106,8 @@ impl NodeProcess {
             })?;
         on_spawn(&mut child);
         let (addr_tx, addr_rx) = mpsc::channel::<Result<String, Vec<String>>>();
+        let resp_addr = Arc::new(Mutex::new(None));
+        let resp_seen = Arc::clone(&resp_addr);
         let stdout_drain = child.stdout.take().map(|stdout| {
             // Reads the listening line, then drains stdout; ends when the
             // process closes it.
@@ -111,6 +117,13 @@ impl NodeProcess {
                 let mut seen = Vec::new();
                 let mut sent = false;
                 while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                    if let Some(addr) = line
+                        .trim_end()
+                        .strip_prefix(RESP_LISTENING_PREFIX)
+                        .and_then(|a| a.parse::<SocketAddr>().ok())
+                    {
+                        *ataman_testkit::lock::lock(&resp_seen) = Some(addr);
+                    }
                     if !sent {
                         let text = line.trim_end();
                         if let Some(addr) = text
@@ -133,6 +146,7 @@ impl NodeProcess {
         let mut process = NodeProcess {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            resp_addr,
             exited: None,
             stdout_drain,
         };
@@ -189,6 +203,21 @@ impl NodeProcess {
     /// The address the node listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The RESP address the node printed, waiting up to `timeout` for its
+    /// line (None: not printed in time, or no `--resp-listen`).
+    pub fn resp_addr_within(&self, timeout: Duration) -> Option<SocketAddr> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(addr) = *ataman_testkit::lock::lock(&self.resp_addr) {
+                return Some(addr);
+            }
+            if Instant::now() >= deadline || self.exited.is_some() {
+                return None;
+            }
+            std::thread::sleep(POLL_INTERVAL);
+        }
     }
 
     /// The process id.

@@ -573,3 +573,60 @@ fn a_hundred_clients_incr_one_key_through_one_node() {
     );
     assert_eq!(final_value, (HOT_CLIENTS * HOT_INCRS) as i64);
 }
+
+/// Register operations node `i` counted as decided (`/metrics`).
+fn decided(cluster: &TestCluster, i: usize) -> u64 {
+    let text = support::cluster::body(&cluster.node(i).get_target("/metrics"));
+    text.lines()
+        .find_map(|l| l.strip_prefix("ataman_register_operations_total{outcome=\"decided\"} "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no decided register operations in /metrics:\n{text}"))
+}
+
+/// `GETRANGE` of a key with replicas on other nodes is a register read
+/// (linearizable with the register's writes; a plain quorum read may miss
+/// a commit that reached one replica only): each one through node 1 or 2
+/// counts as a decided register operation there and reads the `INCR`
+/// answered just before through node 0. With `--consensus-register=false`
+/// it is a plain read again and counts none.
+#[test]
+fn getrange_of_a_replicated_key_is_a_register_read() {
+    const ROUNDS: usize = 20;
+    let (cluster, addrs) = three();
+    let mut writer = connect(&addrs[0], false, TIMEOUT);
+    let mut readers: Vec<_> = addrs[1..]
+        .iter()
+        .map(|a| connect(a, false, TIMEOUT))
+        .collect();
+    let before = [decided(&cluster, 1), decided(&cluster, 2)];
+    for round in 0..ROUNDS {
+        let last = int(&ok(&mut writer, &["INCR", "gr"]));
+        let got = ok(&mut readers[round % 2], &["GETRANGE", "gr", "0", "-1"]);
+        assert_eq!(
+            got,
+            Value::BulkString(last.to_string().into_bytes()),
+            "round {round}"
+        );
+    }
+    let counted = decided(&cluster, 1) - before[0] + decided(&cluster, 2) - before[1];
+    assert!(
+        counted >= ROUNDS as u64,
+        "{counted} register operations for {ROUNDS} GETRANGEs"
+    );
+    drop(cluster);
+    let addrs: Vec<String> = (0..3).map(|_| support::fixed_resp_addr()).collect();
+    let own = addrs.clone();
+    let args = ["--replication-factor", "3", "--consensus-register=false"];
+    let off = TestCluster::start_each(3, &args, move |i| {
+        vec!["--resp-listen".to_owned(), own[i].clone()]
+    });
+    let mut c = connect(&addrs[1], false, TIMEOUT);
+    assert_eq!(ok(&mut c, &["SET", "p", "abc"]), Value::Okay);
+    let got = ok(&mut c, &["GETRANGE", "p", "0", "-1"]);
+    assert_eq!(got, Value::BulkString(b"abc".to_vec()));
+    assert_eq!(
+        decided(&off, 1),
+        0,
+        "a plain read counted as a register operation"
+    );
+}

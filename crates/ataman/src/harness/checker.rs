@@ -49,6 +49,8 @@
 //!   dropping the other). Judged only where the coordinator's ids are
 //!   known.
 //! - **Crashes**: no node exited unless the harness stopped it.
+//! - **Linearizability and counters** of the `cas` workload's keys
+//!   (`cas/check.rs`).
 //!
 //! Nothing excuses a lost write: losses under clock skew, within one
 //! millisecond, or across a wiped replica are violations like any other,
@@ -57,6 +59,7 @@
 //! a wiped node restarted with `--refill` does not answer reads before its
 //! refill (an anti-entropy round with every peer) completes.
 
+use super::cas::check::CasFindings;
 use super::faults::FaultKind;
 use super::history::{CopyState, History, Op, OpKind, OpOutcome, Phase, Workload};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -139,6 +142,8 @@ pub struct Findings {
     pub final_unanswered: Tally,
     /// Convergence was checked and not reached within its bound.
     pub not_converged: bool,
+    /// The `cas` workload's checks (`cas/check.rs`).
+    pub cas: CasFindings,
 }
 
 impl Findings {
@@ -157,6 +162,7 @@ impl Findings {
             + self.crashes.count
             + self.final_unanswered.count
             + u64::from(self.not_converged)
+            + self.cas.violation_count()
     }
 }
 
@@ -309,6 +315,7 @@ pub fn check(history: &History) -> Findings {
     check_final_reads(&by_key, &mut f);
     check_copies(history, &mut f);
     check_stamps(history, &mut f);
+    f.cas = super::cas::check::check(&history.cas);
     for c in &history.crashes {
         f.crashes.add(|| {
             format!(

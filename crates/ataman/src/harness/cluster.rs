@@ -55,6 +55,9 @@ pub struct ClusterSpec {
     /// `sync_delay_ms` in every node's fault-control file for the whole
     /// run (a slow disk; 0: none).
     pub sync_delay_ms: u64,
+    /// Every node also listens for RESP (`--resp-listen 127.0.0.1:0`; the
+    /// `cas` workload), its address read from its RESP listening line.
+    pub resp: bool,
 }
 
 /// What the clients need to reach the nodes: the URLs (placement) and each
@@ -65,6 +68,8 @@ pub struct ClusterSpec {
 pub struct ClusterView {
     urls: Vec<String>,
     addrs: Vec<Mutex<SocketAddr>>,
+    /// Each node's current RESP address (None: no RESP listener).
+    resp_addrs: Vec<Mutex<Option<SocketAddr>>>,
     /// The slots clients send to: the members that serve (a joined node
     /// once its transition settled; a leaving one no more).
     targets: Mutex<Vec<usize>>,
@@ -121,6 +126,11 @@ impl ClusterView {
 
     fn set_addr(&self, i: usize, addr: SocketAddr) {
         *lock(&self.addrs[i]) = addr;
+    }
+
+    /// Node `i`'s current RESP address, if it listens for RESP.
+    pub fn resp_addr(&self, i: usize) -> Option<SocketAddr> {
+        *lock(&self.resp_addrs[i])
     }
 
     /// The slots clients send to now.
@@ -285,6 +295,7 @@ impl Cluster {
         let view = Arc::new(ClusterView {
             urls,
             addrs: (0..n).map(|_| Mutex::new(unbound)).collect(),
+            resp_addrs: (0..n).map(|_| Mutex::new(None)).collect(),
             targets: Mutex::new((0..spec.nodes).collect()),
             secret: secret_of(&spec.serve_args)?,
         });
@@ -505,6 +516,13 @@ impl Cluster {
             .arg("--fault-control")
             .arg(&member.control_path)
             .args(member.wiped.then_some("--refill"))
+            .args(
+                self.spec
+                    .resp
+                    .then_some(["--resp-listen", "127.0.0.1:0"])
+                    .into_iter()
+                    .flatten(),
+            )
             .args(serve_args(&self.spec.serve_args, member.join.is_some()))
             .stderr(Stdio::from(log));
         let process = NodeProcess::launch(command, START_TIMEOUT, |_| {}).map_err(|e| {
@@ -514,6 +532,20 @@ impl Cluster {
             }
         })?;
         let addr = process.addr();
+        let resp_addr =
+            match self.spec.resp {
+                true => Some(process.resp_addr_within(START_TIMEOUT).ok_or_else(|| {
+                    HarnessError::Node {
+                        node: i,
+                        reason: format!(
+                            "no RESP listening line; see {}",
+                            member.log_path.display()
+                        ),
+                    }
+                })?),
+                false => None,
+            };
+        *lock(&self.view.resp_addrs[i]) = resp_addr;
         member.process = Some(process);
         self.members[i].wiped = false;
         self.view.set_addr(i, addr);

@@ -42,7 +42,9 @@ pub struct TestClusterArgs {
         default_value = "kill,pause,partition,oneway,delay,wipe,diskfull,clock,crash"
     )]
     pub faults: String,
-    /// Workloads mixed, comma-separated: register, set, deletes.
+    /// Workloads mixed, comma-separated: register, set, deletes (HTTP),
+    /// cas (RESP read-modify-writes through the consensus register,
+    /// checked for linearizability; not in the default mix).
     #[arg(long, default_value = "register,set,deletes")]
     pub workloads: String,
     /// `ack` of writes [default: from / 2 + 1].
@@ -73,10 +75,11 @@ pub struct TestClusterArgs {
     /// ack-before-wal, joined-takes-id-zero,
     /// copy-skips-partitioned-leaving-node, read-repair-writes-older,
     /// expired-value-served, expires-early, copy-skips-keys,
-    /// collect-ignores-shallower or collect-on-grace-alone
+    /// collect-ignores-shallower, collect-on-grace-alone or
+    /// register-accepts-below-promise (for `--workloads cas`)
     /// (docs/RELIABILITY.md "Negative controls";
     /// only in a build with the `planted-bugs` feature, as the tests have).
-    #[arg(long, value_parser = ["ack-before-wal", "joined-takes-id-zero", "copy-skips-partitioned-leaving-node", "read-repair-writes-older", "expired-value-served", "expires-early", "copy-skips-keys", "collect-ignores-shallower", "collect-on-grace-alone"])]
+    #[arg(long, value_parser = ["ack-before-wal", "joined-takes-id-zero", "copy-skips-partitioned-leaving-node", "read-repair-writes-older", "expired-value-served", "expires-early", "copy-skips-keys", "collect-ignores-shallower", "collect-on-grace-alone", "register-accepts-below-promise"])]
     pub planted_bug: Option<String>,
     /// Make every file sync of every node this many ms slower for the whole
     /// run (a slow disk, through the fault-control file; at most 60000).

@@ -18,7 +18,9 @@
 //! | `copy` | `key`, `node`, `at_ms`, `state` (`absent`/`value`/`tombstone`/`error`), `ts`, `value`, `error`: a replica's own copy at the end |
 //! | `convergence` | `converged`, `time_ms`, `readings` (of every copy, until they agreed), `repair` (each node's repair round at that moment) |
 //! | `node_id` | `node`, `id`: slot `node` held node id `id` in a layout the harness read (at the start and after each membership step; a slot that leaves and joins again may hold several) |
+//! | `cas` | `client`, `final`, `key`, `call` (`read`/`swap`/`setnx`/`incr`/`getdel`), `arg` (the value a swap or setnx writes), `node`, `start_ms`, `end_ms`, `reply` (`bulk`/`nil`/`simple`/`int`/`error`/`unsent`/`noreply`), `text` (the reply's text, the error, or why there was none): an operation of the `cas` workload (`cas/mod.rs`) |
 
+use super::cas::CasOp;
 use super::faults::FaultKind;
 use serde_json::{Value, json};
 use std::io::{self, BufRead, Write};
@@ -111,11 +113,21 @@ pub enum Workload {
     Set,
     /// A few keys, puts, deletes and gets.
     Deletes,
+    /// Atomic read-modify-writes over RESP through the consensus register
+    /// (`cas/mod.rs`); not among [`Workload::ALL`], the default mix.
+    Cas,
 }
 
 impl Workload {
-    /// Every workload.
+    /// The default mix: every workload over HTTP.
     pub const ALL: [Workload; 3] = [Workload::Register, Workload::Set, Workload::Deletes];
+    /// Every workload by name.
+    pub const NAMED: [Workload; 4] = [
+        Workload::Register,
+        Workload::Set,
+        Workload::Deletes,
+        Workload::Cas,
+    ];
 
     /// The name on the command line and in the history.
     pub fn name(self) -> &'static str {
@@ -123,12 +135,13 @@ impl Workload {
             Workload::Register => "register",
             Workload::Set => "set",
             Workload::Deletes => "deletes",
+            Workload::Cas => "cas",
         }
     }
 
     /// Parses a name.
     pub fn parse(s: &str) -> Option<Workload> {
-        Workload::ALL.into_iter().find(|w| w.name() == s)
+        Workload::NAMED.into_iter().find(|w| w.name() == s)
     }
 }
 
@@ -311,6 +324,8 @@ pub struct History {
     /// `(slot, node id)`: every node id each slot held in a layout the
     /// harness read, sorted, without duplicates (empty: not known).
     pub node_ids: Vec<(usize, u64)>,
+    /// The `cas` workload's operations, in no particular order.
+    pub cas: Vec<CasOp>,
 }
 
 fn ms(us: u64) -> f64 {
@@ -421,6 +436,9 @@ impl History {
             });
             writeln!(out, "{line}")?;
         }
+        for op in &self.cas {
+            writeln!(out, "{}", op.to_json())?;
+        }
         for &(node, id) in &self.node_ids {
             writeln!(
                 out,
@@ -462,6 +480,7 @@ impl History {
                         collected_expired: v["collected_expired"].as_u64().unwrap_or(0),
                     });
                 }
+                Some("cas") => h.cas.push(CasOp::from_json(&v).ok_or_else(bad)?),
                 Some("node_id") => h.node_ids.push((
                     v["node"].as_u64().ok_or_else(bad)? as usize,
                     v["id"].as_u64().ok_or_else(bad)?,
@@ -547,6 +566,7 @@ pub struct Recorder {
     faults: Mutex<Vec<FaultEvent>>,
     crashes: Mutex<Vec<Crash>>,
     node_ids: Mutex<Vec<(usize, u64)>>,
+    cas: Mutex<Vec<CasOp>>,
 }
 
 impl Recorder {
@@ -559,6 +579,7 @@ impl Recorder {
             faults: Mutex::new(Vec::new()),
             crashes: Mutex::new(Vec::new()),
             node_ids: Mutex::new(Vec::new()),
+            cas: Mutex::new(Vec::new()),
         }
     }
 
@@ -570,6 +591,16 @@ impl Recorder {
     /// Records an operation.
     pub fn op(&self, op: Op) {
         lock(&self.ops).push(op);
+    }
+
+    /// Records a `cas` operation.
+    pub fn cas(&self, op: CasOp) {
+        lock(&self.cas).push(op);
+    }
+
+    /// Calls `f` with the `cas` operations recorded so far (under the lock).
+    pub fn with_cas<R>(&self, f: impl FnOnce(&[CasOp]) -> R) -> R {
+        f(&lock(&self.cas))
     }
 
     /// Records a fault.
@@ -618,6 +649,7 @@ impl Recorder {
                 ids.sort_unstable();
                 ids
             },
+            cas: std::mem::take(&mut *lock(&self.cas)),
         }
     }
 }
@@ -720,6 +752,28 @@ mod tests {
                 collected_expired: 2,
             }),
             node_ids: vec![(0, 0), (3, 3), (3, 5)],
+            cas: vec![
+                CasOp {
+                    client: 2,
+                    last: false,
+                    key: "cas-m0".into(),
+                    call: super::super::cas::CasCall::Swap("17".into()),
+                    node: 1,
+                    start_us: 10,
+                    end_us: 2_001,
+                    reply: super::super::cas::CasReply::Nil,
+                },
+                CasOp {
+                    client: 4,
+                    last: true,
+                    key: "cas-n3".into(),
+                    call: super::super::cas::CasCall::Incr,
+                    node: 0,
+                    start_us: 7,
+                    end_us: 9,
+                    reply: super::super::cas::CasReply::NoReply("timed out".into()),
+                },
+            ],
         };
         let mut bytes = Vec::new();
         h.write_jsonl(&mut bytes).unwrap();

@@ -10,6 +10,8 @@
 //! - [`workload`]: seeded client threads (register, set, deletes) and the
 //!   final reads; [`client`] is their keep-alive HTTP client; [`graves`]:
 //!   the keys the deletes workload leaves dead, so runs collect them.
+//! - [`cas`]: the `cas` workload (RESP, through the consensus register)
+//!   and its linearizability and counter checks.
 //! - [`collected`]: what the nodes' compactions collected during the run.
 //! - [`history`]: every operation and fault, as JSON lines.
 //! - [`converge`]: anti-entropy rounds and reading every replica's own copy.
@@ -34,6 +36,7 @@
 //! replayed (threads, processes and the network run in real time), so two
 //! runs of a seed interleave differently and may find different things.
 
+pub mod cas;
 pub mod checker;
 pub mod client;
 pub mod cluster;

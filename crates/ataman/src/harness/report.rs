@@ -1,6 +1,8 @@
 //! The figures of a run: printed at the end and written as JSON
 //! (`--report FILE.json`).
 
+use super::cas::CasCall;
+use super::cas::check::CasFindings;
 use super::checker::{Findings, Tally};
 use super::faults::FaultKind;
 use super::history::{History, OpKind, OpOutcome};
@@ -8,6 +10,9 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+/// The `cas` outcomes, in the report's order (`cas::check::outcome_name`).
+const OUTCOMES: [&str; 4] = ["ok", "applied", "unknown", "refused"];
 
 /// A run's figures.
 #[derive(Debug, Clone)]
@@ -160,6 +165,9 @@ impl Report {
             "history": self.history_path.as_ref().map(|p| p.display().to_string()),
         });
         report["examples"] = examples;
+        report["linearizability_violations"] = json!(f.cas.violations);
+        report["undecided_keys"] = json!(f.cas.undecided_keys);
+        report["cas"] = cas_json(&f.cas);
         report["fault_events"] = self
             .history
             .faults
@@ -274,6 +282,9 @@ impl Report {
                 r.unanswered
             );
         }
+        if f.cas.ops > 0 {
+            cas_text(&f.cas, &mut s);
+        }
         for (name, t) in [
             ("lost", &f.lost),
             ("read-your-writes", &f.ryw),
@@ -307,5 +318,92 @@ impl Report {
             );
         }
         s
+    }
+}
+
+/// The `cas` workload's figures as JSON.
+fn cas_json(c: &CasFindings) -> Value {
+    let mut by_kind: BTreeMap<&str, BTreeMap<&str, u64>> = BTreeMap::new();
+    for name in CasCall::NAMES {
+        let row = by_kind.entry(name).or_default();
+        for o in OUTCOMES {
+            row.insert(o, 0);
+        }
+    }
+    for ((call, outcome), n) in &c.by_kind {
+        *by_kind
+            .entry(call.as_str())
+            .or_default()
+            .entry(outcome.as_str())
+            .or_default() += n;
+    }
+    let by_outcome: BTreeMap<&str, u64> =
+        OUTCOMES.iter().map(|o| (*o, c.outcome_count(o))).collect();
+    json!({
+        "operations": c.ops,
+        "by_kind": by_kind,
+        "by_outcome": by_outcome,
+        "unknown_share": share(c.outcome_count("unknown"), c.ops),
+        "error_share": share(c.ops - c.outcome_count("ok"), c.ops),
+        "unclassified_errors": c.unclassified_errors,
+        "odd_replies": c.odd_replies,
+        "keys": c.keys,
+        "undecided_keys": c.undecided_keys,
+        "linearizability_violations": c.violations,
+        "witnesses": c.witnesses.iter().map(|w| json!({
+            "key": w.key, "ops": w.ops, "history": w.history,
+        })).collect::<Vec<_>>(),
+        "counters": c.counters,
+        "counters_unread": c.counters_unread,
+        "counter_violations": c.counter_violations,
+    })
+}
+
+/// `part / whole`, 0 for an empty whole.
+fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+/// The `cas` workload's lines of the summary.
+fn cas_text(c: &CasFindings, s: &mut String) {
+    let outcomes: Vec<String> = OUTCOMES
+        .iter()
+        .map(|o| format!("{o} {}", c.outcome_count(o)))
+        .collect();
+    let _ = writeln!(
+        s,
+        "cas operations: {} ({}; unknown share {:.1}%, unclassified errors {}, odd replies {})",
+        c.ops,
+        outcomes.join(", "),
+        100.0 * share(c.outcome_count("unknown"), c.ops),
+        c.unclassified_errors,
+        c.odd_replies,
+    );
+    let _ = writeln!(
+        s,
+        "cas linearizability: {} keys, {} violations, {} undecided; counters: {} checked, {} violations, {} unread",
+        c.keys,
+        c.violations,
+        c.undecided_keys,
+        c.counters,
+        c.counter_violations.len(),
+        c.counters_unread,
+    );
+    for w in &c.witnesses {
+        let _ = writeln!(
+            s,
+            "  not linearizable: key {} ({} operations; its history, cut where it fails:)",
+            w.key, w.ops
+        );
+        for line in &w.history {
+            let _ = writeln!(s, "    {line}");
+        }
+    }
+    for v in c.counter_violations.iter().take(5) {
+        let _ = writeln!(s, "  counter: {v}");
     }
 }

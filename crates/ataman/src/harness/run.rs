@@ -3,7 +3,8 @@
 //! everything; converge; read every key; stop the nodes (each must exit
 //! 0); check the history; report.
 
-use super::cluster::{Cluster, ClusterSpec};
+use super::cas::workload::{self as cas_workload, CasSpec};
+use super::cluster::{Cluster, ClusterSpec, ClusterView};
 use super::collected::Meter;
 use super::faults::{self, Injector};
 use super::history::{self, Crash, OpKind, Recorder, Workload};
@@ -65,6 +66,7 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
         None => (temp_run_dir(config.seed)?, true),
     };
     let serve_args = node_args(config);
+    let cas = config.workloads.contains(&Workload::Cas);
     let cluster = Mutex::new(Cluster::start(ClusterSpec {
         exe: config.exe.clone(),
         dir: dir.clone(),
@@ -72,6 +74,7 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
         spares: config.spares,
         serve_args,
         sync_delay_ms: config.sync_delay_ms,
+        resp: cas,
     })?);
     let view = lock(&cluster).view();
     let recorder = Arc::new(Recorder::new());
@@ -92,11 +95,7 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
     let deadline = started + config.duration;
-    let handles = workload::start_clients(config.clients, &spec, &view, &recorder, &stop, deadline)
-        .map_err(|source| HarnessError::Io {
-            what: "start the client threads".into(),
-            source,
-        })?;
+    let handles = start_clients(config, &spec, (&view, &recorder), &stop, deadline)?;
     let meter = Meter::start(&view).map_err(|source| HarnessError::Io {
         what: "start the collection meter thread".into(),
         source,
@@ -180,6 +179,9 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
         config.clients,
         config.clients,
     );
+    if cas {
+        cas_workload::final_reads(&view, &recorder, timeout, config.clients);
+    }
     let collected = meter.finish();
     convergence.collected_tombstones = collected.tombstones;
     convergence.collected_expired = collected.expired;
@@ -226,6 +228,37 @@ pub fn run(config: &Config) -> Result<Report, HarnessError> {
         }
     }
     Ok(report)
+}
+
+/// Starts the HTTP workloads' clients (if any is mixed) and the `cas`
+/// workload's (if mixed), `config.clients` each.
+fn start_clients(
+    config: &Config,
+    spec: &ClientSpec,
+    (view, recorder): (&Arc<ClusterView>, &Arc<Recorder>),
+    stop: &Arc<AtomicBool>,
+    deadline: Instant,
+) -> Result<Vec<std::thread::JoinHandle<()>>, HarnessError> {
+    let io = |what: &str| {
+        let what = what.to_owned();
+        move |source| HarnessError::Io { what, source }
+    };
+    let http = config.workloads.iter().any(|w| *w != Workload::Cas);
+    let http_clients = if http { config.clients } else { 0 };
+    let mut handles = workload::start_clients(http_clients, spec, view, recorder, stop, deadline)
+        .map_err(io("start the client threads"))?;
+    if config.workloads.contains(&Workload::Cas) {
+        let cas_spec = CasSpec {
+            seed: config.seed,
+            rate_per_client: config.rate_per_client,
+            timeout: spec.timeout,
+        };
+        let more =
+            cas_workload::start_clients(config.clients, &cas_spec, view, recorder, stop, deadline)
+                .map_err(io("start the cas client threads"))?;
+        handles.extend(more);
+    }
+    Ok(handles)
 }
 
 /// Every node's `ataman serve` arguments: the run's, then `-- ARGS`.

@@ -112,7 +112,12 @@ impl Generator {
             client,
             seq: 0,
             nodes,
-            workloads: workloads.to_vec(),
+            // `cas` has clients of its own (`cas/workload.rs`).
+            workloads: workloads
+                .iter()
+                .copied()
+                .filter(|w| *w != Workload::Cas)
+                .collect(),
             graves: Graves::new(client),
         }
     }
@@ -132,8 +137,9 @@ impl Generator {
             Workload::Register if roll < 50 => {
                 (OpKind::Put, format!("r{}", self.rng.below(REGISTER_KEYS)))
             }
-            // Reads cover the expiring keys too (below).
-            Workload::Register => {
+            // Reads cover the expiring keys too (below). (`cas` was
+            // filtered out in `new`.)
+            Workload::Register | Workload::Cas => {
                 let key = format!("r{}", self.rng.below(REGISTER_KEYS + EXPIRING_KEYS));
                 (OpKind::Get, key)
             }
@@ -437,6 +443,7 @@ mod tests {
                 Workload::Set => assert_eq!(p.kind, OpKind::Put),
                 Workload::Register => assert_ne!(p.kind, OpKind::Delete),
                 Workload::Deletes => {}
+                Workload::Cas => panic!("a cas operation from the HTTP generator"),
             }
             assert_eq!(p.value.is_some(), p.kind == OpKind::Put);
         }

@@ -338,11 +338,13 @@ impl Conn {
             }
             Plan::Scan(scan) => self.scan(ctx, token, scan),
             Plan::Rmw(_, update)
-                if !crate::net::dispatch::rmw_local_only(ctx, &update.key)
+                if !ctx.shared.config.consensus_register
+                    && !crate::net::dispatch::rmw_local_only(ctx, &update.key)
                     && update.as_plain_read().is_some() =>
             {
-                // Read-only (`GETRANGE`) on a key with replicas on other
-                // nodes: a plain read, as `GET`, not an update.
+                // `GETRANGE` of a key with replicas on other nodes, the
+                // register off: a plain read, as `GET`. With it on, a
+                // register read (linearizable with its writes), below.
                 let Some(chain) = update.as_plain_read() else {
                     return;
                 };
