@@ -82,8 +82,8 @@ pub enum PlantedBug {
     /// `peer::address::plan`): a peer container that comes back at another
     /// address is never reached again (`scripts/multihost`'s control).
     PeerAddressResolvedOnce,
-    /// Read repair sends the oldest value the replicas answered under the
-    /// newest answer's timestamp (`replication::driver`,
+    /// After every read, every replica that answered gets the oldest value
+    /// answered stamped one tick above the newest (`replication::driver`,
     /// `Coordination::planted_older_repair`): an older value comes back
     /// as the newest version. The exact checker's negative control.
     ReadRepairWritesOlder,
@@ -218,7 +218,7 @@ pub fn write_durability(config: &NodeConfig) -> ataman_engine::Durability {
         }
         Some(PlantedBug::ReadRepairWritesOlder) => {
             tracing::error!(
-                "PLANTED BUG read-repair-writes-older: read repair sends the oldest value answered under the newest timestamp. Test use only."
+                "PLANTED BUG read-repair-writes-older: after every read, the oldest value answered is sent to every replica, stamped one tick above the newest. Test use only."
             );
             Durability::Complete
         }

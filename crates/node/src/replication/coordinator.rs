@@ -39,6 +39,12 @@ use crate::peer::frame::Stamped;
 /// them counts as a failed replica.
 pub const RESTAMPS_MAX: u32 = 4;
 
+/// How far above the newest answer the planted `read-repair-writes-older`
+/// stamps the older value it sends: one logical tick, the node bits
+/// (`crate::hlc::NODE_BITS`) untouched, so the stamp still names the
+/// newest version's coordinator.
+pub const PLANTED_REPAIR_STEP: u64 = 1 << crate::hlc::NODE_BITS;
+
 /// What the request does on each replica.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReplicaOp {
@@ -250,10 +256,22 @@ impl Coordination {
         best
     }
 
-    /// The planted bug `read-repair-writes-older`: the oldest value any
-    /// replica answered, under `newest`'s timestamp (`newest` itself when
-    /// no replica answered a value).
-    pub fn planted_older_repair(&self, newest: Stamped) -> Stamped {
+    /// The planted bug `read-repair-writes-older`, acting at every read
+    /// that had a value answered, stale replicas or not: every replica
+    /// that answered gets the oldest value any replica answered (the
+    /// newest's own when all agree), stamped one logical tick above the
+    /// newest answer ([`PLANTED_REPAIR_STEP`], its node bits kept), so it
+    /// outranks every copy of the key until the next write. `None` for a
+    /// write, or when no replica answered a value (then the correct
+    /// repair, if any, goes). Acting only where the correct repair does,
+    /// at the newest answer's own timestamp, it was read by chance:
+    /// docs/RELIABILITY.md, "Negative controls" 6.
+    pub fn planted_older_repair(&self) -> Option<(Stamped, Vec<usize>)> {
+        if self.kind != ReplicaOp::Read {
+            return None;
+        }
+        let newest = self.newest_answer()?;
+        let answered = |r: &ReplicaState| matches!(r, ReplicaState::Done(ReplicaAnswer::Read(_)));
         let oldest = self
             .replicas
             .iter()
@@ -261,15 +279,19 @@ impl Coordination {
                 ReplicaState::Done(ReplicaAnswer::Read(Some(v))) if v.value.is_some() => Some(v),
                 _ => None,
             })
-            .min_by_key(|v| v.ts);
-        match oldest {
-            Some(v) => Stamped {
-                ts: newest.ts,
-                value: v.value.clone(),
-                deadline_ms: v.deadline_ms,
-            },
-            None => newest,
-        }
+            .min_by_key(|v| v.ts)?;
+        let version = Stamped {
+            ts: newest.ts.saturating_add(PLANTED_REPAIR_STEP),
+            value: oldest.value.clone(),
+            deadline_ms: oldest.deadline_ms,
+        };
+        let to: Vec<usize> = self
+            .replicas
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| answered(r).then_some(i))
+            .collect();
+        Some((version, to))
     }
 
     fn failures_text(&self) -> String {
@@ -616,6 +638,39 @@ mod tests {
         );
         assert_eq!(c.record(2, ReplicaAnswer::Failed("down".into())), None);
         assert_eq!(c.aftermath().repair, Some((v(8, Some("new")), vec![1])));
+    }
+
+    /// The planted older repair sends every replica that answered the
+    /// oldest value, one logical tick above the newest (node bits kept),
+    /// so it beats every copy; when all agree it re-stamps the newest's
+    /// own value; with no value answered, or for a write, it does nothing.
+    #[test]
+    fn planted_older_repair_outranks_the_newest() {
+        let at = |tick: u64| (500 << 16) | (tick << crate::hlc::NODE_BITS) | 2;
+        let mut c = Coordination::new(ReplicaOp::Read, 2, 3);
+        c.record(0, ReplicaAnswer::Read(Some(v(at(3), Some("new")))));
+        c.record(1, ReplicaAnswer::Read(Some(v(7, Some("old")))));
+        c.record(2, ReplicaAnswer::Failed("down".into()));
+        let (planted, to) = c.planted_older_repair().unwrap();
+        assert_eq!((planted.clone(), to), (v(at(4), Some("old")), vec![0, 1]));
+        // Negative control: the correct repair sends the newest to the stale one.
+        let (newest, stale) = c.aftermath().repair.unwrap();
+        assert_eq!((newest.clone(), stale), (v(at(3), Some("new")), vec![1]));
+        assert!(planted.newer_than(&newest));
+        let mut agree = Coordination::new(ReplicaOp::Read, 2, 3);
+        for i in 0..3 {
+            agree.record(i, ReplicaAnswer::Read(Some(v(at(3), Some("new")))));
+        }
+        assert_eq!(agree.aftermath().repair, None);
+        let (again, to) = agree.planted_older_repair().unwrap();
+        assert_eq!((again, to), (v(at(4), Some("new")), vec![0, 1, 2]));
+        let mut none = Coordination::new(ReplicaOp::Read, 2, 3);
+        none.record(0, ReplicaAnswer::Read(Some(v(9, None))));
+        none.record(1, ReplicaAnswer::Read(None));
+        assert_eq!(none.planted_older_repair(), None);
+        let mut w = Coordination::new(write(), 2, 3);
+        w.record(0, ReplicaAnswer::Written);
+        assert_eq!(w.planted_older_repair(), None);
     }
 
     /// During a transition a write needs ack in EACH set: two answers in

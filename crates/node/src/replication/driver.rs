@@ -234,8 +234,9 @@ pub struct DriverConfig {
     /// How long a request (and a hint round) waits for its replicas, ms.
     pub timeout_ms: u64,
     /// The planted bug `read-repair-writes-older` (`crate::config::PlantedBug`):
-    /// read repair sends the oldest answer's value under the newest
-    /// answer's timestamp ([`Coordination::planted_older_repair`]).
+    /// after every read, every replica that answered gets the oldest
+    /// answer's value stamped above the newest answer
+    /// ([`Coordination::planted_older_repair`]).
     pub planted_older_repair: bool,
 }
 
@@ -603,11 +604,10 @@ impl<T: Copy> Replicator<T> {
         self.live -= 1;
         self.check_table();
         let Aftermath { repair, hint } = live.coordination.aftermath();
-        let repair = match repair {
-            Some((newest, stale)) if self.config.planted_older_repair => {
-                Some((live.coordination.planted_older_repair(newest), stale))
-            }
-            repair => repair,
+        let repair = if self.config.planted_older_repair {
+            live.coordination.planted_older_repair().or(repair)
+        } else {
+            repair
         };
         if let Some((version, stale)) = repair {
             for position in stale {
