@@ -114,7 +114,13 @@ fn engine_options(config: &NodeConfig, horizon: &Arc<RepairHorizon>) -> Options 
     let mut opts = Options {
         collection_horizon: (config.planted_bug != Some(PlantedBug::CollectOnGraceAlone))
             .then(|| RepairHorizon::engine_hook(horizon)),
-        wal_mode: config.wal_mode,
+        // `ack-before-wal` also keeps no WAL at all, so a crash of every
+        // replica loses every write acknowledged since the last flush,
+        // whenever it lands (a negative control that never misses).
+        wal_mode: match config.planted_bug {
+            Some(PlantedBug::AckBeforeWal) => ataman_engine::WalMode::None,
+            _ => config.wal_mode,
+        },
         force_recovery: config.force_recovery,
         tombstone_grace: config.tombstone_grace,
         compaction_nice: antientropy::priority::BACKGROUND_NICE_STEP,

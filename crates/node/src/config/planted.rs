@@ -34,8 +34,9 @@ pub const PLANTED_BUGS_COMPILED: bool = cfg!(feature = "planted-bugs");
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PlantedBug {
     /// Acknowledge writes once the engine applied them to the memtable,
-    /// before the WAL wrote them (`Durability::None`): a `kill -9` loses
-    /// acknowledged writes.
+    /// before the WAL wrote them (`Durability::None`), and keep no WAL at
+    /// all (`WalMode::None`, `engine_options`): a `kill -9` loses every
+    /// write acknowledged since the memtable's last flush.
     AckBeforeWal,
     /// The RESP command `ATAMAN.PLANTED-PANIC` panics the network thread
     /// while it handles that connection (the containment's negative
