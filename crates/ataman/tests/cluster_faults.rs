@@ -123,10 +123,7 @@ fn held(c: &TestCluster, i: usize, key: &str) -> Option<String> {
     text.strip_prefix(&format!("{key}\n")).map(str::to_owned)
 }
 
-// Proves a write short of ack (one replica cut off, another slow) is answered 504 only once the
-// writes sent to the live replicas settled, saying they applied it: right after the 504 each live
-// replica holds what it said, for a PUT and for a DELETE (issue F1: the fail-fast 504 said
-// "0 of ack=3 answered" and the value appeared ~200 ms after it).
+// Proves a PUT's and a DELETE's 504 short of ack come once the live replicas applied them, and say so.
 #[test]
 fn a_write_short_of_ack_says_where_it_applied() {
     let c = TestCluster::start(3, &["--replication-timeout-ms", "5000"]);

@@ -105,6 +105,9 @@ fn cut_answers(mut stream: &[u8], heads: &[bool]) -> Result<Vec<Cut>, String> {
     Ok(cuts)
 }
 
+/// A request of the pipelined test: method, target, extra headers.
+type Case<'a> = (&'a str, String, Vec<(&'a str, &'a str)>);
+
 /// Sends `requests` pipelined in one write on one keep-alive connection,
 /// ends the sending side, and returns every byte the node answered
 /// until it closed.
@@ -118,16 +121,14 @@ fn pipelined(node: &Node, requests: &[Vec<u8>]) -> Vec<u8> {
     answered
 }
 
-// Proves a HEAD is answered with the GET's status and headers and no content, on every kind of
-// answer (a value, a 404, a 304, a 400, a 405, a streamed range, a document), pipelined on one
-// keep-alive connection with GETs framed right after each.
+// Proves pipelined HEADs (value, 404, 304, 400, 405, range, document) carry the GET's head, no body.
 #[test]
 fn pipelined_heads_frame_and_carry_the_gets_headers() {
     let node = Node::start(&[]);
     assert_eq!(node.put(b"k", b"hello").status, 201);
     let get = node.get(b"k");
     let etag = get.header_str("etag").unwrap();
-    let cases: Vec<(&str, String, Vec<(&str, &str)>)> = vec![
+    let cases: Vec<Case> = vec![
         ("HEAD", entity(b"k"), vec![]),
         ("GET", entity(b"k"), vec![]),
         ("HEAD", entity(b"absent"), vec![]),
@@ -168,8 +169,7 @@ fn pipelined_heads_frame_and_carry_the_gets_headers() {
     assert_eq!(cuts[10].body, b"ok\n");
 }
 
-// Proves the framing check above catches a HEAD answered with a body (its negative control:
-// the bytes the node sent before, a hand-made stream).
+// Proves the framing check catches a HEAD answered with a body (negative control, hand-made).
 #[test]
 fn a_head_answered_with_a_body_does_not_frame() {
     let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
@@ -195,7 +195,7 @@ fn curl_head(urls: &[String]) -> (String, String) {
     )
 }
 
-// Proves `curl -I` against a real node, two HEADs on one reused connection, finds no excess bytes.
+// Proves `curl -I` of three targets on one reused connection to a node finds no excess bytes.
 #[test]
 fn curl_head_finds_no_excess() {
     let node = Node::start(&[]);
@@ -218,8 +218,7 @@ fn curl_head_finds_no_excess() {
     );
 }
 
-// Proves curl does report "Excess" for a HEAD answered with a body (the curl test's negative
-// control: a hand-made server that answers as the node did before).
+// Proves curl reports "Excess" for a HEAD answered with a body (negative control, hand-made server).
 #[test]
 fn curl_reports_excess_for_a_bodied_head() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -467,8 +467,7 @@ mod tests {
         assert_eq!(c.aftermath().hint, vec![2]);
     }
 
-    // Proves a write that can no longer reach ack waits for the replicas it was sent to, then
-    // fails naming how many applied it (so a read after the 504 agrees with it) and the reasons.
+    // Proves a lost write waits for the replicas it was sent to, then fails naming how many applied.
     #[test]
     fn a_lost_write_fails_once_the_writes_sent_settled() {
         let mut c = Coordination::new(write(), 3, 3);
@@ -529,8 +528,7 @@ mod tests {
         }
     }
 
-    // Proves a newer version answered once the write is lost re-stamps nothing (the write
-    // fails when it settles, as before the rule waited).
+    // Proves a newer version answered once the write is lost re-stamps nothing.
     #[test]
     fn a_lost_write_is_not_restamped() {
         let mut c = Coordination::new(write(), 3, 3);
