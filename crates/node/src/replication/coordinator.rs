@@ -7,12 +7,7 @@
 //!
 //! # Rules
 //! - A write succeeds once `ack` replicas made it durable, and fails (504)
-//!   once more than `from - ack` replicas failed, or at the deadline. A
-//!   write that can no longer reach `ack` is answered only once the
-//!   replicas it was sent to settled (or at the deadline): its 504 says how
-//!   many applied it, and that it may be visible there, so a read sent
-//!   after the 504 agrees with it (a fail-fast answer while writes were in
-//!   flight said "0 answered" and the value appeared after it).
+//!   once more than `from - ack` replicas failed, or at the deadline.
 //! - A replica that holds a newer version of the key than the write's (or
 //!   another version under the same timestamp) answers with that
 //!   version's timestamp instead of storing the write.
@@ -113,9 +108,6 @@ pub struct Coordination {
     sets: Vec<Vec<usize>>,
     decided: bool,
     restamps: u32,
-    /// Some set can no longer reach `ack` (a write that is, waits for its
-    /// other replicas before it fails).
-    lost: bool,
 }
 
 /// Orders two optional versions: none ranks below every version; equal
@@ -158,7 +150,6 @@ impl Coordination {
             sets,
             decided: false,
             restamps: 0,
-            lost: false,
         }
     }
 
@@ -181,7 +172,6 @@ impl Coordination {
             sets: self.sets.clone(),
             decided: false,
             restamps: self.restamps + 1,
-            lost: false,
         }
     }
 
@@ -308,11 +298,9 @@ impl Coordination {
         if self.decided {
             return None;
         }
-        let write = matches!(self.kind, ReplicaOp::Write(_));
         if let ReplicaState::Done(ReplicaAnswer::HoldsNewer(above)) = self.replicas[position]
             && self.restamps < RESTAMPS_MAX
-            && write
-            && !self.lost
+            && matches!(self.kind, ReplicaOp::Write(_))
         {
             // This round can no longer answer the client: the next one will.
             self.decided = true;
@@ -322,20 +310,11 @@ impl Coordination {
         let failed =
             self.count(|o| matches!(o, ReplicaAnswer::Failed(_) | ReplicaAnswer::HoldsNewer(_)));
         let (all_ok, any_lost) = self.quorums();
-        self.lost |= any_lost;
         let decision = if all_ok {
             Some(match &self.kind {
                 ReplicaOp::Read => Decision::Read(self.newest_answer()),
                 ReplicaOp::Write(version) => Decision::Written { ts: version.ts },
             })
-        } else if any_lost && write && !self.settled() {
-            None // lost, but writes sent are in flight: their outcome goes in the answer
-        } else if any_lost && write {
-            Some(Decision::Failed(format!(
-                "{}; {failed} failed: {}",
-                applied_text(ok, self.ack),
-                self.failures_text()
-            )))
         } else if any_lost {
             Some(Decision::Failed(format!(
                 "{ok} of ack={} replicas answered, {failed} failed: {}",
@@ -369,12 +348,6 @@ impl Coordination {
             return None;
         }
         self.decided = true;
-        if matches!(self.kind, ReplicaOp::Write(_)) {
-            return Some(Decision::Failed(format!(
-                "{}; {waiting} did not answer within {why}",
-                applied_text(ok, self.ack)
-            )));
-        }
         Some(Decision::Failed(format!(
             "{ok} of ack={} replicas answered; {waiting} did not answer within {why}",
             self.ack
@@ -426,17 +399,6 @@ impl Coordination {
     }
 }
 
-/// What a failed write's 504 says of the replicas that applied it: it
-/// may be visible there (a read of one of them returns it); with none,
-/// no replica said it applied it (one that failed may still have).
-fn applied_text(applied: usize, ack: usize) -> String {
-    if applied == 0 {
-        format!("0 applied, short of ack={ack}; no replica said it applied the write")
-    } else {
-        format!("{applied} applied, short of ack={ack}; the write may be visible")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -467,80 +429,19 @@ mod tests {
         assert_eq!(c.aftermath().hint, vec![2]);
     }
 
-    // Proves a lost write waits for the replicas it was sent to, then fails naming how many applied.
+    /// A write fails as soon as ack can no longer be reached, naming the reasons.
     #[test]
-    fn a_lost_write_fails_once_the_writes_sent_settled() {
+    fn write_fails_early() {
         let mut c = Coordination::new(write(), 3, 3);
         assert_eq!(c.record(0, ReplicaAnswer::Written), None);
-        // Lost here (ack=3, one failed), but replica 2's write is in flight.
-        assert_eq!(
-            c.record(1, ReplicaAnswer::Failed("node 1 down".into())),
-            None
-        );
-        assert!(!c.decided());
-        match c.record(2, ReplicaAnswer::Written) {
-            Some(Decision::Failed(why)) => {
-                assert!(
-                    why.starts_with(
-                        "2 applied, short of ack=3; the write may be visible; 1 failed: node 1 down"
-                    ),
-                    "{why}"
-                );
-            }
+        match c.record(1, ReplicaAnswer::Failed("node 1 refused".into())) {
+            Some(Decision::Failed(why)) => assert!(why.contains("node 1 refused"), "{why}"),
             other => panic!("{other:?}"),
         }
-        // A second answer of a replica changes nothing; only the failed one is hinted.
+        // A late success changes nothing; the deadline hints the silent one.
         assert_eq!(c.record(1, ReplicaAnswer::Written), None);
         assert_eq!(c.expire("1000 ms"), None);
-        assert_eq!(c.aftermath().hint, vec![1]);
-        // Nothing applied: the 504 says it is not visible.
-        let mut none = Coordination::new(write(), 2, 2);
-        assert_eq!(none.record(0, ReplicaAnswer::Failed("down".into())), None);
-        match none.record(1, ReplicaAnswer::Failed("down".into())) {
-            Some(Decision::Failed(why)) => assert!(
-                why.starts_with("0 applied, short of ack=2; no replica said it applied the write"),
-                "{why}"
-            ),
-            other => panic!("{other:?}"),
-        }
-        // A replica that never answers: the deadline fails it, counting what applied.
-        let mut silent = Coordination::new(write(), 3, 3);
-        assert_eq!(silent.record(0, ReplicaAnswer::Written), None);
-        assert_eq!(silent.record(1, ReplicaAnswer::Failed("down".into())), None);
-        match silent.expire("1000 ms") {
-            Some(Decision::Failed(why)) => assert!(why.starts_with("1 applied, short of ack=3; the write may be visible; 1 did not answer within 1000 ms"), "{why}"),
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(silent.aftermath().hint, vec![1, 2]);
-    }
-
-    // Proves a read still fails as soon as ack can no longer be reached (it changes nothing).
-    #[test]
-    fn a_lost_read_fails_at_once() {
-        let mut c = Coordination::new(ReplicaOp::Read, 3, 3);
-        assert_eq!(c.record(0, ReplicaAnswer::Read(None)), None);
-        match c.record(1, ReplicaAnswer::Failed("node 1 refused".into())) {
-            Some(Decision::Failed(why)) => assert!(
-                why.starts_with("1 of ack=3 replicas answered, 1 failed: node 1 refused"),
-                "{why}"
-            ),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    // Proves a newer version answered once the write is lost re-stamps nothing.
-    #[test]
-    fn a_lost_write_is_not_restamped() {
-        let mut c = Coordination::new(write(), 3, 3);
-        assert_eq!(c.record(0, ReplicaAnswer::Failed("down".into())), None);
-        match c.record(1, ReplicaAnswer::HoldsNewer(40)) {
-            None => {}
-            other => panic!("{other:?}"),
-        }
-        assert!(matches!(
-            c.record(2, ReplicaAnswer::Written),
-            Some(Decision::Failed(_))
-        ));
+        assert_eq!(c.aftermath().hint, vec![1, 2]);
     }
 
     /// The deadline answers 504 once, and only if nothing was decided.
@@ -627,22 +528,13 @@ mod tests {
         assert!(!next.gave_up_restamping());
         assert_eq!(next.record(0, ReplicaAnswer::HoldsNewer(99)), None);
         assert!(next.gave_up_restamping());
-        // Lost, but replica 2's write is in flight: the answer waits for it.
-        assert_eq!(next.record(1, ReplicaAnswer::HoldsNewer(99)), None);
-        match next.expire("1000 ms") {
-            Some(Decision::Failed(why)) => assert!(why.contains("0 applied"), "{why}"),
-            other => panic!("{other:?}"),
-        }
-        let mut settled = next.restamped(70);
-        settled.restamps = RESTAMPS_MAX;
-        assert_eq!(settled.record(0, ReplicaAnswer::HoldsNewer(99)), None);
-        assert_eq!(settled.record(1, ReplicaAnswer::HoldsNewer(99)), None);
-        match settled.record(2, ReplicaAnswer::Failed("down".into())) {
+        match next.record(1, ReplicaAnswer::HoldsNewer(99)) {
             Some(Decision::Failed(why)) => assert!(why.contains("newer version"), "{why}"),
             other => panic!("{other:?}"),
         }
-        // Replicas holding newer versions get no hint; the failed one does.
-        assert_eq!(settled.aftermath().hint, vec![2]);
+        // Replicas holding newer versions get no hint; the silent one does.
+        assert_eq!(next.expire("1000 ms"), None);
+        assert_eq!(next.aftermath().hint, vec![2]);
     }
 
     /// A newer version answered after the client was answered changes nothing.

@@ -657,10 +657,6 @@ impl<T: Copy> Replicator<T> {
                 continue;
             }
             if let Some(decision) = live.coordination.expire(&why) {
-                if live.coordination.gave_up_restamping() {
-                    // A lost write waits for its replicas: its end may be here.
-                    self.actions.push_back(Action::RestampsExhausted);
-                }
                 self.actions.push_back(Action::Reply {
                     to: live.reply_to,
                     answer: Ok(decision),
