@@ -231,7 +231,7 @@ fn pipelined_mix_answered_in_order() {
                 if *status == 405 {
                     assert_eq!(
                         response.header_str("allow").as_deref(),
-                        Some("GET, PUT, DELETE")
+                        Some("GET, HEAD, PUT, DELETE")
                     );
                 }
             }

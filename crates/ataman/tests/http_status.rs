@@ -99,7 +99,7 @@ fn unknown_path_is_400() {
     }
 }
 
-/// Other methods on `/v0/entity` are 405 with `Allow: GET, PUT, DELETE`.
+/// Other methods on `/v0/entity` are 405 with `Allow: GET, HEAD, PUT, DELETE`.
 #[test]
 fn other_method_is_405_with_allow() {
     let node = Node::start(&[]);
@@ -111,7 +111,7 @@ fn other_method_is_405_with_allow() {
         methods.sort();
         assert_eq!(
             methods,
-            ["DELETE", "GET", "PUT"],
+            ["DELETE", "GET", "HEAD", "PUT"],
             "{method}: Allow header was {allow:?}"
         );
     }

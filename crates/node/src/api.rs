@@ -303,14 +303,18 @@ fn not_allowed(allow: &str) -> Action {
     ))
 }
 
+/// The `Allow` of a path that serves GET alone (and HEAD, as every path
+/// that serves GET does: `crate::http::request::RequestHead::head_only`).
+const GET_ONLY_ALLOW: &str = "GET, HEAD";
+
 /// The `Allow` header for a path's 405.
 pub fn allow_for(path: &[u8]) -> &'static str {
     match path {
-        b"/v0/entity" => "GET, PUT, DELETE",
-        b"/v0/repair" | b"/v0/layout" | b"/v0/slowlog" => "GET, POST",
-        b"/v0/backup" => "GET, POST, DELETE",
+        b"/v0/entity" => "GET, HEAD, PUT, DELETE",
+        b"/v0/repair" | b"/v0/layout" | b"/v0/slowlog" => "GET, HEAD, POST",
+        b"/v0/backup" => "GET, HEAD, POST, DELETE",
         b"/v0/internal/layout" => "POST",
-        _ => "GET",
+        _ => GET_ONLY_ALLOW,
     }
 }
 
@@ -723,7 +727,7 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
             // A missing asset of the dashboard: 404, like a missing file.
             return match head.method {
                 Method::Get => (Route::Ui, Action::Ui(None)),
-                _ => (Route::Ui, not_allowed("GET")),
+                _ => (Route::Ui, not_allowed(GET_ONLY_ALLOW)),
             };
         }
         return (
@@ -746,7 +750,7 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
         }
         Endpoint::Entities => {
             if head.method != Method::Get {
-                return (Route::Other, not_allowed("GET"));
+                return (Route::Other, not_allowed(GET_ONLY_ALLOW));
             }
             let action = (|| {
                 let [start, end, cluster, ack, from] =
@@ -775,7 +779,7 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
         }
         Endpoint::InternalRange => {
             if head.method != Method::Get {
-                return (Route::InternalRange, not_allowed("GET"));
+                return (Route::InternalRange, not_allowed(GET_ONLY_ALLOW));
             }
             let action = (|| {
                 // A resumed range starts one byte past a key (`range::merge::key_after`).
@@ -834,7 +838,7 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
         },
         Endpoint::LayoutPlan => match &head.method {
             Method::Get => (Route::Cluster, layout_plan(&params.query)),
-            _ => (Route::Cluster, not_allowed("GET")),
+            _ => (Route::Cluster, not_allowed(GET_ONLY_ALLOW)),
         },
         Endpoint::InternalLayout => match &head.method {
             Method::Other(m) if m == "POST" => (Route::InternalLayout, Action::InternalLayout),
@@ -863,7 +867,7 @@ pub fn route(head: &RequestHead, cfg: RouteConfig) -> (Route, Action) {
         | Endpoint::Ui
         | Endpoint::Recent
         | Endpoint::InternalRecent
-        | Endpoint::InternalSlowlog => (Route::Other, not_allowed("GET")),
+        | Endpoint::InternalSlowlog => (Route::Other, not_allowed(GET_ONLY_ALLOW)),
     }
 }
 

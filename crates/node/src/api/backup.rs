@@ -86,7 +86,7 @@ pub(super) fn backup(method: &Method, params: &Params<'_>) -> Action {
         Method::Delete => {
             text(name, "DELETE /v0/backup needs name=NAME").map(|name| BackupAsk::Delete { name })
         }
-        _ => Err(not_allowed("GET, POST, DELETE")),
+        _ => Err(not_allowed("GET, HEAD, POST, DELETE")),
     };
     ask.map_or_else(|refused| refused, Action::Backup)
 }

@@ -71,7 +71,7 @@ fn slowlog_routes() {
         status("DELETE /v0/slowlog HTTP/1.1\r\n\r\n"),
         Status::MethodNotAllowed
     );
-    assert_eq!(allow_for(b"/v0/slowlog"), "GET, POST");
+    assert_eq!(allow_for(b"/v0/slowlog"), "GET, HEAD, POST");
 }
 
 /// `GET /v0/slowlog?cluster=1` asks every member for at most `limit`
@@ -265,7 +265,7 @@ fn routes() {
         status("PUT /v0/repair HTTP/1.1\r\n\r\n"),
         Status::MethodNotAllowed
     );
-    assert_eq!(allow_for(b"/v0/repair"), "GET, POST");
+    assert_eq!(allow_for(b"/v0/repair"), "GET, HEAD, POST");
 }
 
 #[test]

@@ -25,7 +25,7 @@
 use super::readiness::{self, NotReady, Phase};
 use crate::http::Status;
 use crate::http::request::{Limits, Method, Parsed, parse_head};
-use crate::http::response::{Extra, Persist, write_text};
+use crate::http::response::{Extra, Persist, names_head, strip_body, write_text};
 use crate::tls::blocking::BlockingStream;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -221,7 +221,7 @@ fn serve_one(
         header_bytes_max: STARTUP_HEAD_BYTES_MAX,
         body_bytes_max: 0,
     };
-    let out = loop {
+    let mut out = loop {
         if Instant::now() > deadline {
             return Err(std::io::ErrorKind::TimedOut.into());
         }
@@ -244,6 +244,10 @@ fn serve_one(
             Parsed::Head(h) => break answer(Some((&h.method, h.path)), reason),
         }
     };
+    if names_head(&head) {
+        // A HEAD is answered as a GET, its head only (RFC 9110 9.3.2).
+        strip_body(&mut out, 0);
+    }
     stream.write_all(&out)?;
     stream.flush()
 }
@@ -271,11 +275,11 @@ pub fn answer(request: Option<(&Method, &[u8])>, reason: NotReady) -> Vec<u8> {
             &mut out,
             Status::MethodNotAllowed,
             Extra {
-                allow: Some("GET"),
+                allow: Some("GET, HEAD"),
                 ..Extra::default()
             },
             Persist::Close,
-            "method not allowed; allowed: GET",
+            "method not allowed; allowed: GET, HEAD",
         ),
         _ => write_text(
             &mut out,

@@ -22,7 +22,8 @@ pub struct Limits {
 /// The request method, as far as the API cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Method {
-    /// GET (and HEAD is not supported: it is `Other`).
+    /// GET, and HEAD: a HEAD is routed as a GET and answered without
+    /// content ([`RequestHead::head_only`]).
     Get,
     /// PUT.
     Put,
@@ -70,6 +71,9 @@ pub struct RequestHead<'a> {
     pub if_match: Option<Cow<'a, [u8]>>,
     /// The `If-None-Match` header's value, as `if_match`.
     pub if_none_match: Option<Cow<'a, [u8]>>,
+    /// The method was HEAD (RFC 9110 9.3.2): answered as the GET of the
+    /// same target, its head only (`super::response::strip_body`).
+    pub head_only: bool,
     /// Bytes of the head, including the blank line.
     pub head_bytes: usize,
 }
@@ -230,8 +234,9 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed<'_> {
             "incomplete request line",
         ));
     };
+    let head_only = method == "HEAD";
     let method = match method {
-        "GET" => Method::Get,
+        "GET" | "HEAD" => Method::Get,
         "PUT" => Method::Put,
         "DELETE" => Method::Delete,
         other => Method::Other(other.to_owned()),
@@ -338,11 +343,13 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Parsed<'_> {
         chunked,
         keep_alive,
         expect_continue,
-        upgrade: upgrade_value.filter(|_| connection_upgrade && minor_version >= 1),
+        // A HEAD switches no protocol: its `Upgrade` is ignored.
+        upgrade: upgrade_value.filter(|_| connection_upgrade && minor_version >= 1 && !head_only),
         authorization,
         layout_version,
         if_match,
         if_none_match,
+        head_only,
         head_bytes,
     })
 }

@@ -263,6 +263,27 @@ pub fn write_not_modified(out: &mut Vec<u8>, ts: u64, persist: Persist) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// Cuts the response that starts at `start` of `out` to its head: what a
+/// HEAD is answered with (RFC 9110 9.3.2: the GET's status and headers,
+/// `Content-Length` included, and no content). The head ends at the first
+/// blank line after `start` (no header holds one); a response with no
+/// complete head is left as it is.
+pub fn strip_body(out: &mut Vec<u8>, start: usize) {
+    let Some(response) = out.get(start..) else {
+        return;
+    };
+    if let Some(at) = response.windows(4).position(|w| w == b"\r\n\r\n") {
+        out.truncate(start + at + 4);
+    }
+}
+
+/// True when `request` (the bytes of a request, its head perhaps not
+/// all in) names the method HEAD: a refusal of a head that did not parse
+/// is still owed no content.
+pub fn names_head(request: &[u8]) -> bool {
+    request.starts_with(b"HEAD ")
+}
+
 /// Appends a whole response with a `Content-Length` body.
 pub fn write_full(
     out: &mut Vec<u8>,
@@ -408,6 +429,67 @@ mod tests {
         want.extend_from_slice(&[b'k'; 300]);
         want.extend_from_slice(b"\nv\r\n0\r\n\r\n");
         assert_eq!(out, want);
+    }
+
+    /// A HEAD's answer keeps the head (its `Content-Length` of the GET's
+    /// body) and nothing after the blank line; what was in the buffer
+    /// before the response stays.
+    #[test]
+    fn strip_body_keeps_the_head_only() {
+        let mut out = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_vec();
+        let before = out.clone();
+        let start = out.len();
+        write_text(
+            &mut out,
+            Status::NotFound,
+            Extra::default(),
+            Persist::Default,
+            "not\r\n\r\nfound",
+        );
+        strip_body(&mut out, start);
+        let mut want = before.clone();
+        want.extend_from_slice(
+            b"HTTP/1.1 404 Not Found\r\nContent-Length: 13\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n",
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            String::from_utf8_lossy(&want)
+        );
+        // A chunked head loses its chunks.
+        let start = out.len();
+        write_chunked_head(
+            &mut out,
+            Status::Ok,
+            "application/octet-stream",
+            Persist::Close,
+        );
+        let head_end = out.len();
+        write_chunk(&mut out, &[b"k\nv"]);
+        write_last_chunk(&mut out);
+        strip_body(&mut out, start);
+        assert_eq!(out.len(), head_end);
+        // Bytes with no blank line yet, or a start past the end: left alone.
+        let mut partial = b"HTTP/1.1 200 OK\r\n".to_vec();
+        strip_body(&mut partial, 0);
+        assert_eq!(partial, b"HTTP/1.1 200 OK\r\n");
+        strip_body(&mut partial, 99);
+        assert_eq!(partial, b"HTTP/1.1 200 OK\r\n");
+    }
+
+    /// Only the method HEAD, spelled exactly, is a HEAD.
+    #[test]
+    fn names_head_is_the_method_only() {
+        assert!(names_head(b"HEAD /v0/entity?id=k HTTP/1.1\r\n"));
+        assert!(names_head(b"HEAD "));
+        for other in [
+            &b"GET / HTTP/1.1"[..],
+            b"HEADER / HTTP/1.1",
+            b"head / HTTP/1.1",
+            b"HEAD",
+            b"",
+        ] {
+            assert!(!names_head(other), "{}", String::from_utf8_lossy(other));
+        }
     }
 
     proptest! {

@@ -30,7 +30,7 @@ use crate::api::{Action, Route, allow_for, route};
 use crate::http::Status;
 use crate::http::chunked::ChunkedBody;
 use crate::http::request::{HttpError, Limits, Parsed, parse_head};
-use crate::http::response::{Persist, write_chunk, write_chunked_head, write_last_chunk};
+use crate::http::response::{Persist, names_head, strip_body};
 use crate::replication::{ReplyTo, Request, coordinator::Decision};
 use crate::slowlog::{Protocol, StageMarks};
 use crate::state::NetContext;
@@ -47,6 +47,7 @@ mod buffer_trim;
 mod chunked_body;
 mod conditional_side;
 mod head_facts;
+mod head_only;
 mod http_order;
 mod internal_side;
 mod resp_count;
@@ -54,6 +55,7 @@ mod resp_info;
 mod resp_scan;
 mod resp_side;
 mod slow_note;
+mod stream_side;
 
 /// Answers a connection may have outstanding before parsing pauses.
 pub const SLOTS_MAX: usize = 256;
@@ -179,6 +181,8 @@ pub struct Conn {
     resp: Option<Box<resp_side::RespConn>>,
     /// The client's address once looked up (`slow_note::client_addr`).
     client_addr: std::cell::Cell<Option<std::net::SocketAddr>>,
+    /// The answers owed to HEAD requests (`conn/head_only.rs`).
+    heads: head_only::HeadIds,
 }
 
 /// A parsed request head waiting for its body.
@@ -243,6 +247,7 @@ impl Conn {
             peer_nonce: None,
             resp: None,
             client_addr: std::cell::Cell::new(None),
+            heads: head_only::HeadIds::default(),
         }
     }
 
@@ -417,6 +422,9 @@ impl Conn {
                 match parse_head(buf, limits) {
                     Parsed::Partial => break,
                     Parsed::Error(e) => {
+                        if names_head(buf) {
+                            self.note_head();
+                        }
                         self.push_error(
                             ctx,
                             Route::Other,
@@ -429,6 +437,9 @@ impl Conn {
                         break;
                     }
                     Parsed::Head(head) => {
+                        if head.head_only {
+                            self.note_head();
+                        }
                         let (route, action) = route(&head, ctx.route_config.get());
                         // Read-your-writes: parsed again once they are answered.
                         waits = !self.http_may_serve(ctx, &action);
@@ -852,12 +863,21 @@ impl Conn {
     /// once (no slot, no buffer of its own); otherwise it waits in a
     /// [`Slot::Ready`] for the answers before it.
     fn answer(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        let head_only = self.heads.is_head(self.base_slot + self.slots.len() as u64);
         if self.slots.is_empty() && self.out_has_room() {
-            write(self.out_for_append());
+            let out = self.out_for_append();
+            let start = out.len();
+            write(out);
+            if head_only {
+                strip_body(out, start);
+            }
             self.base_slot += 1;
         } else {
             let mut bytes = Vec::new();
             write(&mut bytes);
+            if head_only {
+                strip_body(&mut bytes, 0);
+            }
             self.push_slot(Slot::Ready(bytes));
         }
     }
@@ -870,13 +890,22 @@ impl Conn {
             self.slots.get(index),
             Some(Slot::Waiting { .. } | Slot::Gather(_) | Slot::Conditional(_))
         ));
+        let head_only = self.heads.is_head(self.base_slot + index as u64);
         if index == 0 && self.out_has_room() {
-            let status = write(self.out_for_append());
+            let out = self.out_for_append();
+            let start = out.len();
+            let status = write(out);
+            if head_only {
+                strip_body(out, start);
+            }
             self.pop_slot();
             status
         } else {
             let mut bytes = Vec::new();
             let status = write(&mut bytes);
+            if head_only {
+                strip_body(&mut bytes, 0);
+            }
             if let Some(entry) = self.slots.get_mut(index) {
                 *entry = Slot::Ready(bytes);
             }
@@ -966,61 +995,10 @@ impl Conn {
                         self.out.extend_from_slice(&bytes);
                     }
                 }
-                Some(Slot::Stream {
-                    iter,
-                    encoding,
-                    head_written,
-                    persist,
-                    started,
-                }) => {
-                    if !*head_written {
-                        let content_type = match encoding {
-                            Encoding::Values => "application/octet-stream",
-                            Encoding::Versions => crate::range::wire::CONTENT_TYPE,
-                        };
-                        write_chunked_head(&mut self.out, Status::Ok, content_type, *persist);
-                        *head_written = true;
-                    }
-                    let mut finished = false;
-                    while self.out.len() - self.out_pos < STREAM_BUFFER_BYTES {
-                        match iter.next() {
-                            Some(Ok((key, entry))) => match encoding {
-                                Encoding::Values => {
-                                    let value = entry.value.unwrap_or_default();
-                                    write_chunk(&mut self.out, &[&key, b"\n", &value]);
-                                }
-                                Encoding::Versions => {
-                                    let value = entry.value.as_deref();
-                                    let expiring = entry.deadline_ms.is_some();
-                                    let h =
-                                        crate::range::wire::header(&key, entry.ts, value, expiring);
-                                    let value = value.unwrap_or_default();
-                                    write_chunk(&mut self.out, &[&h, &key, value]);
-                                }
-                            },
-                            Some(Err(_)) => {
-                                // The head went out as 200: the only honest signal
-                                // left is to cut the connection without the last chunk.
-                                self.close_after = true;
-                                self.slots.clear();
-                                return;
-                            }
-                            None => {
-                                write_last_chunk(&mut self.out);
-                                finished = true;
-                                break;
-                            }
-                        }
-                    }
-                    if !finished {
+                Some(Slot::Stream { .. }) => {
+                    if !self.fill_from_stream(ctx) {
                         return;
                     }
-                    let route = match encoding {
-                        Encoding::Values => Route::Entities,
-                        Encoding::Versions => Route::InternalRange,
-                    };
-                    ctx.shared.metrics.record(route, Status::Ok, *started);
-                    self.pop_slot();
                 }
                 Some(Slot::Feed { .. }) => {
                     if !self.fill_from_feed(ctx) {
@@ -1083,6 +1061,9 @@ impl Conn {
             return self.time_out_resp();
         }
         let e = HttpError::close(Status::RequestTimeout, "request not received in time");
+        if names_head(&self.rbuf) {
+            self.note_head();
+        }
         self.pending = None;
         self.rbuf.clear();
         self.request_started = None;

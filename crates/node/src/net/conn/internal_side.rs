@@ -7,7 +7,7 @@ use super::{Conn, STREAM_BUFFER_BYTES, Slot, Upgrade};
 use crate::api::{Action, Route};
 use crate::http::Status;
 use crate::http::request::HttpError;
-use crate::http::response::{Persist, write_chunked_head, write_last_chunk};
+use crate::http::response::{Persist, strip_body, write_chunked_head, write_last_chunk};
 use crate::net::answer::{self, Answer};
 use crate::net::auth_gate::{Credential, Verdict, upgrade};
 use crate::net::render::render;
@@ -120,6 +120,7 @@ impl Conn {
     /// Moves what the front slot's range thread queued to the output
     /// buffer; `true` when the answer is complete (the slot is gone).
     pub(super) fn fill_from_feed(&mut self, ctx: &NetContext) -> bool {
+        let head_only = self.heads.is_head(self.base_slot);
         let Some(Slot::Feed {
             feed,
             head_written,
@@ -150,13 +151,21 @@ impl Conn {
                 crate::range::Feed::Refused(reason) => {
                     self.pop_slot();
                     let answer = Answer::Failed(answer::Failure::NotEnoughReplicas, reason);
+                    let start = self.out.len();
                     let status = render(&mut self.out, &answer, persist);
+                    if head_only {
+                        strip_body(&mut self.out, start);
+                    }
                     ctx.shared.metrics.record(Route::Entities, status, started);
                     return true;
                 }
+                // A HEAD's answer is the head: the entries are read and dropped.
+                crate::range::Feed::Bytes(_) if head_only => {}
                 crate::range::Feed::Bytes(bytes) => self.out.extend_from_slice(&bytes),
                 crate::range::Feed::Done => {
-                    write_last_chunk(&mut self.out);
+                    if !head_only {
+                        write_last_chunk(&mut self.out);
+                    }
                     ctx.shared
                         .metrics
                         .record(Route::Entities, Status::Ok, started);
@@ -177,6 +186,7 @@ impl Conn {
     /// Replaces the front layout job's slot with its answer once the job
     /// is done; `true` when it was.
     pub(super) fn fill_from_job(&mut self, ctx: &NetContext) -> bool {
+        let head_only = self.heads.is_head(self.base_slot);
         let Some(Slot::Job {
             job,
             route,
@@ -203,6 +213,9 @@ impl Conn {
             ..Default::default()
         };
         crate::http::response::write_full(&mut bytes, answer.status, extra, persist, &answer.body);
+        if head_only {
+            strip_body(&mut bytes, 0);
+        }
         ctx.shared.metrics.record(route, answer.status, started);
         if let Some(front) = self.slots.front_mut() {
             *front = Slot::Ready(bytes);
