@@ -309,9 +309,15 @@ pub struct CasFindings {
 }
 
 impl CasFindings {
-    /// Violations: non-linearizable keys, counters out of bounds, odd replies.
+    /// Violations: non-linearizable keys, counters out of bounds, odd
+    /// replies; and what could not be checked, which is never a pass: keys
+    /// whose search passed its step bound, counters without a final read.
     pub fn violation_count(&self) -> u64 {
-        self.violations + self.counter_violations.len() as u64 + self.odd_replies
+        self.violations
+            + self.counter_violations.len() as u64
+            + self.odd_replies
+            + self.undecided_keys
+            + self.counters_unread
     }
 
     /// Operations whose outcome was `name`.

@@ -311,3 +311,23 @@ fn cas_lines_round_trip() {
         }
     }
 }
+
+/// What could not be checked is never a pass: a key whose search passed
+/// its step bound, or a counter without a final read, counts against the
+/// run (the attacker's finding: 17 unknown swaps on one key left it
+/// undecided and the run said PASS).
+#[test]
+fn undecided_keys_and_unread_counters_fail_the_run() {
+    let clean = check::CasFindings::default();
+    assert_eq!(clean.violation_count(), 0);
+    let undecided = check::CasFindings {
+        undecided_keys: 1,
+        ..check::CasFindings::default()
+    };
+    assert_eq!(undecided.violation_count(), 1);
+    let unread = check::CasFindings {
+        counters_unread: 2,
+        ..check::CasFindings::default()
+    };
+    assert_eq!(unread.violation_count(), 2);
+}
