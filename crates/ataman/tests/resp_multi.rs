@@ -621,7 +621,7 @@ fn redis_py_watch_retry_loops_end_exact() {
 }
 
 /// A 3-node cluster (R = 3): `GETRANGE` of a key with replicas on other
-/// nodes is a plain read (the value written through another node),
+/// nodes is a plain read with `--consensus-register=false` (the value written through another node),
 /// `WATCH` of it is refused, saying why, and nothing is kept; `INCR` of it
 /// is refused with `--consensus-register=false` (by default the register
 /// answers it: `tests/resp_register.rs`).

@@ -25,7 +25,7 @@ use crate::net::resp::rmw_plan;
 use crate::net::resp::session;
 use crate::net::resp::slowlog;
 use crate::net::resp::table::{self, KeyOp, NodeQuery, Plan, Session};
-use crate::net::resp::watch::Watched;
+use crate::net::resp::watch::{Seen, Watched};
 use crate::net::resp::write_kind::{is_write, names_a_write};
 use crate::net::rmw_local::{self, Op, Started, Update};
 use crate::replication::{ReplyTo, Request};
@@ -614,7 +614,15 @@ impl Conn {
                     state.session.watch = Some(Watched { key, seen });
                     (encode::OK, Answer::Done(Awaited::Read))
                 }
-                Err(failed) => failed,
+                Err(failed) => {
+                    // The transaction it guards must not run unguarded.
+                    let key = retry.update.key;
+                    state.session.watch = Some(Watched {
+                        key,
+                        seen: Seen::FAILED,
+                    });
+                    failed
+                }
             },
             _ => crate::net::register_rmw::finish(ctx, &retry.update, outcome),
         };
@@ -716,7 +724,18 @@ impl Conn {
                 };
                 return self.rmw(ctx, token, "watch", update, facts);
             }
-            Err(Answer::Failed(failure, text)) => table::failure_reply(failure, &text),
+            Err(Answer::Failed(failure, text)) => {
+                // A local read that failed: the transaction it guards must
+                // not run unguarded. A refusal (`--consensus-register=false`)
+                // watches nothing: that key's `EXEC` is refused anyway.
+                if failure != Failure::NotImplemented {
+                    state.session.watch = Some(Watched {
+                        key,
+                        seen: Seen::FAILED,
+                    });
+                }
+                table::failure_reply(failure, &text)
+            }
             Err(other) => Reply::err(format!("internal error: WATCH read {other:?}")),
         };
         self.reply_now(&reply);

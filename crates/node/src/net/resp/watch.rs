@@ -49,6 +49,17 @@ pub struct Seen {
 }
 
 impl Seen {
+    /// What a `WATCH` whose read failed keeps: a version no key ever has
+    /// (`u64::MAX` is past every timestamp the clock can stamp), so the
+    /// `EXEC` it guards answers the null array. Redis's `WATCH` of a valid
+    /// key never fails, and a client that pipelines `WATCH … EXEC` cannot
+    /// react to the error in between: its transaction must not run
+    /// unguarded.
+    pub const FAILED: Seen = Seen {
+        ts: Some(u64::MAX),
+        live: true,
+    };
+
     /// What a read found: the newest version's timestamp, whether it
     /// holds a value and that value's deadline, at `now_ms`.
     pub fn of(ts: Option<u64>, has_value: bool, deadline_ms: Option<u64>, now_ms: u64) -> Seen {
@@ -126,6 +137,15 @@ mod tests {
         assert!(holds(expired, Seen::of(Some(10), true, Some(50), 200)));
         let absent = Seen::of(None, false, None, 100);
         assert!(holds(absent, absent));
+        // A failed WATCH holds for no version, present or absent.
+        for now in [
+            live,
+            absent,
+            expired,
+            Seen::of(Some(u64::MAX - 1), true, None, 1),
+        ] {
+            assert!(!holds(Seen::FAILED, now), "{now:?}");
+        }
         assert!(!holds(absent, Seen::of(Some(1), false, None, 100)));
     }
 
