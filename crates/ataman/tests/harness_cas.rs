@@ -7,64 +7,23 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use ataman::harness::history::History;
-use ataman_testkit::lock::lock;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
+mod support;
 
-/// One cluster run at a time.
-static CLUSTER_RUNS: Mutex<()> = Mutex::new(());
-
-fn one_run_at_a_time() -> MutexGuard<'static, ()> {
-    lock(&CLUSTER_RUNS)
-}
+use std::path::Path;
+use support::harness_run::{self, Outcome, one_run_at_a_time};
 
 /// Operations a clean run must have decided (answered with a result)
 /// at least: the checker must have had something to judge.
 const DECIDED_MIN: u64 = 150;
 
-/// What a run left: exit code, its text, the JSON report, the history.
-struct Outcome {
-    code: i32,
-    text: String,
-    report: serde_json::Value,
-    history: History,
-}
-
-/// Runs `ataman test-cluster --workloads cas` with `args`.
+/// Runs `ataman test-cluster --workloads cas` with `args`; it must
+/// write its report.
 fn test_cluster(dir: &Path, args: &[&str]) -> Outcome {
-    let report = dir.join("report.json");
-    let history = dir.join("history.jsonl");
-    let out = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_ataman")))
-        .arg("test-cluster")
-        .args(["--workloads", "cas", "--report"])
-        .arg(&report)
-        .arg("--history")
-        .arg(&history)
-        .arg("--dir")
-        .arg(dir.join("run"))
-        .args(args)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report = std::fs::read(&report)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_else(|| panic!("no report:\n{text}"));
-    let file =
-        std::fs::File::open(&history).unwrap_or_else(|e| panic!("no history ({e}):\n{text}"));
-    let history = History::read_jsonl(std::io::BufReader::new(file)).unwrap();
-    Outcome {
-        code: out.status.code().unwrap_or(-1),
-        text,
-        report,
-        history,
-    }
+    let mut all = vec!["--workloads", "cas"];
+    all.extend_from_slice(args);
+    let o = harness_run::test_cluster(dir, &all);
+    assert!(!o.report.is_null(), "no report:\n{}", o.text);
+    o
 }
 
 fn count(report: &serde_json::Value, path: &[&str]) -> u64 {

@@ -22,68 +22,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use ataman::harness::faults::{self, FaultKind, Shape};
 use ataman::harness::history::{History, OpKind, OpOutcome};
-use ataman_testkit::lock::lock;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
-
-/// One cluster run at a time.
-static CLUSTER_RUNS: Mutex<()> = Mutex::new(());
-
-fn one_run_at_a_time() -> MutexGuard<'static, ()> {
-    lock(&CLUSTER_RUNS)
-}
-
-fn exe() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_ataman"))
-}
-
-/// What a run left: exit code, stdout and stderr, the JSON report, the
-/// history.
-struct Outcome {
-    code: i32,
-    text: String,
-    report: serde_json::Value,
-    history: History,
-}
-
-/// Runs `ataman test-cluster` with `args` (and a report and history in
-/// `dir`).
-fn test_cluster(dir: &Path, args: &[&str]) -> Outcome {
-    let report = dir.join("report.json");
-    let history = dir.join("history.jsonl");
-    let out = Command::new(exe())
-        .arg("test-cluster")
-        .arg("--report")
-        .arg(&report)
-        .arg("--history")
-        .arg(&history)
-        .arg("--dir")
-        .arg(dir.join("run"))
-        .args(args)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report = std::fs::read(&report)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or(serde_json::Value::Null);
-    let file =
-        std::fs::File::open(&history).unwrap_or_else(|e| panic!("no history ({e}):\n{text}"));
-    let history = History::read_jsonl(std::io::BufReader::new(file)).unwrap();
-    Outcome {
-        code: out.status.code().unwrap_or(-1),
-        text,
-        report,
-        history,
-    }
-}
+use std::path::Path;
+use support::harness_run::{Outcome, one_run_at_a_time, test_cluster};
 
 /// The `leavecut` profile's seed: its one step starts 1 s or more into
 /// the run (asserted below), after some hundred set keys were written.

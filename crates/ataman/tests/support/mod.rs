@@ -10,6 +10,7 @@
 #![allow(dead_code)] // each test file uses a different subset
 
 pub mod cluster;
+pub mod harness_run;
 pub mod raw_resp;
 pub mod redis_server;
 pub mod resp_client;
