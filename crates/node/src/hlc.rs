@@ -237,6 +237,17 @@ impl Hlc {
         self.reserved.load(Ordering::Acquire)
     }
 
+    /// The reservation as far as it is durable: [`Hlc::reserved`] for a
+    /// clock that persists one, 0 for one that does not (nothing is
+    /// durable; the register's acceptor then syncs every promise).
+    pub fn durable_reservation(&self) -> Timestamp {
+        if self.persist.is_some() {
+            self.reserved()
+        } else {
+            0
+        }
+    }
+
     /// The error of the last attempt to persist a reservation, `None` when
     /// it succeeded (or none was made).
     pub fn persist_failure(&self) -> Option<String> {
@@ -593,6 +604,27 @@ mod tests {
         assert_eq!(Hlc::for_node(4).now_at(base).unwrap(), first);
         assert_eq!(restore_plan(None, base), Restore::Nothing);
         assert_eq!(restore_plan(Some(first), base + 1), Restore::Nothing);
+    }
+
+    /// What the register's acceptor leans on: a clock without a persister
+    /// has no durable reservation (0); with one, every timestamp issued
+    /// (each after an observed peer ballot) is at or below the durable
+    /// reservation, which is what the persister last wrote.
+    #[test]
+    fn the_durable_reservation_covers_what_was_issued() {
+        assert_eq!(Hlc::new().durable_reservation(), 0);
+        let base = 3_000_000;
+        let durable = std::sync::Arc::new(AtomicU64::new(0));
+        let log = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let clock = reserving(1, &durable, &log);
+        assert_eq!(clock.durable_reservation(), 0);
+        for ahead_ms in [0, 100, 5_000] {
+            let ballot = timestamp_from_millis(base + ahead_ms, 7);
+            clock.observe(ballot);
+            let ts = clock.now_at(base).unwrap();
+            assert!(ballot < ts && ts <= clock.durable_reservation());
+            assert_eq!(clock.durable_reservation(), durable.load(Ordering::SeqCst));
+        }
     }
 
     /// A `now` past the reservation persists a new one before it returns

@@ -33,6 +33,9 @@ pub struct RegisterFigures {
     pub steps: AtomicU64,
     /// Paxos records written (a promise or an accepted value held).
     pub records_written: AtomicU64,
+    /// Of those, written without waiting for an fsync (a promise the
+    /// clock's durable reservation covers: `register::record`, "Rules").
+    pub records_unsynced: AtomicU64,
     /// Paxos records pruned (deleted once the committed value says it all).
     pub records_pruned: AtomicU64,
     /// Asks the acceptor refused at its queue bound.
@@ -103,6 +106,11 @@ impl RegisterFigures {
                 "ataman_register_records_written_total",
                 "Paxos records written (a promise or an accepted value held).",
                 &self.records_written,
+            ),
+            (
+                "ataman_register_records_unsynced_total",
+                "Paxos records written without waiting for an fsync (a promise under the clock's durable reservation).",
+                &self.records_unsynced,
             ),
             (
                 "ataman_register_records_pruned_total",

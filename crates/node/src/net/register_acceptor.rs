@@ -9,10 +9,13 @@
 //!    with `Unavailable`, which the proposer takes as a failed answer).
 //! 2. **Load**: the Paxos record from the register store and the key's
 //!    stored version from the main engine ([`record::decode`]).
-//! 3. **Decide**: [`acceptor::step`] (`--planted
+//! 3. **Decide**: [`acceptor::step_above`], above the floor the clock
+//!    reservation of the last run sets (`record::restart_floor`) (`--planted
 //!    register-accepts-below-promise`: [`acceptor::Mode::PlantedAcceptsBelowPromise`]).
 //! 4. **Persist**: [`record::plan`]'s writes, in order, each submitted to
-//!    its engine with `Durability::Complete` and a completion
+//!    its engine with `Durability::Complete` (or `Durability::None`, applied
+//!    but not waited to be synced, where the plan allows: a promise the
+//!    node clock's durable reservation covers, a prune) and a completion
 //!    (`Target::Register`) back to the network thread that submitted it;
 //!    the next write is submitted when the previous one completed (the
 //!    committed version is durable before the record is pruned). No
@@ -42,6 +45,7 @@
 
 use crate::peer::frame::{ReplicaError, ReplicaErrorKind, Stamped};
 use crate::replication::register::acceptor::{self, Answer, Request};
+use crate::replication::register::ballot::Ballot;
 use crate::replication::register::record::{self, Persist};
 use crate::replication::register::serial::{self, Admit, Serial};
 use crate::replication::register::wire::{self, RegisterMessage};
@@ -62,8 +66,12 @@ pub fn start(
     config: &crate::config::NodeConfig,
     fs: &std::sync::Arc<dyn ataman_engine::fs::FileSystem>,
 ) -> Result<(std::sync::Arc<Db>, std::sync::Arc<dyn RegisterPort>), String> {
+    // Read before the clock starts and renews it: the reservation the
+    // last run left covers every promise it did not sync.
+    let reserved = crate::clock_file::read(&config.data_dir)?;
     let store = std::sync::Arc::new(open_store(config, std::sync::Arc::clone(fs))?);
-    let acceptor = RegisterAcceptor::new(std::sync::Arc::clone(&store), mode(config));
+    let mut acceptor = RegisterAcceptor::new(std::sync::Arc::clone(&store), mode(config));
+    acceptor.restart = record::restart_floor(reserved);
     Ok((store, std::sync::Arc::new(acceptor)))
 }
 
@@ -143,6 +151,8 @@ struct Table {
 pub struct RegisterAcceptor {
     store: std::sync::Arc<Db>,
     mode: acceptor::Mode,
+    /// Every ballot below it is refused (`record::restart_floor`).
+    restart: Ballot,
     table: Mutex<Table>,
 }
 
@@ -161,6 +171,7 @@ impl RegisterAcceptor {
         RegisterAcceptor {
             store,
             mode,
+            restart: Ballot::ZERO,
             table: Mutex::new(Table {
                 serial: Serial::new(limits),
                 running: HashMap::new(),
@@ -215,8 +226,9 @@ impl RegisterAcceptor {
                 return false;
             }
         };
-        let step = acceptor::step(&state, &ask.request, self.mode);
-        let writes: VecDeque<Persist> = record::plan(&state, &step).into();
+        let step = acceptor::step_above(&state, &ask.request, self.mode, self.restart);
+        let covered = ctx.shared.hlc.durable_reservation();
+        let writes: VecDeque<Persist> = record::plan(&state, &step, covered).into();
         if writes.is_empty() {
             deliver(ctx, &ask, Ok(step.answer));
             return false;
@@ -276,15 +288,15 @@ impl RegisterAcceptor {
                 version.add_to(&mut batch, key);
                 ctx.db.submit(batch, Durability::Complete, done)
             }
-            Persist::Record(bytes) => {
+            Persist::Record { bytes, sync } => {
                 let ts = ctx.shared.hlc.now().map_err(|e| e.to_string())?;
                 batch.put(key, &bytes, ts);
-                ctx.shared
-                    .metrics
-                    .register
-                    .records_written
-                    .fetch_add(1, Ordering::Relaxed);
-                self.store.submit(batch, Durability::Complete, done)
+                let register = &ctx.shared.metrics.register;
+                register.records_written.fetch_add(1, Ordering::Relaxed);
+                if !sync {
+                    register.records_unsynced.fetch_add(1, Ordering::Relaxed);
+                }
+                self.store.submit(batch, durability(sync), done)
             }
             Persist::Prune => {
                 let ts = ctx.shared.hlc.now().map_err(|e| e.to_string())?;
@@ -294,7 +306,7 @@ impl RegisterAcceptor {
                     .register
                     .records_pruned
                     .fetch_add(1, Ordering::Relaxed);
-                self.store.submit(batch, Durability::Complete, done)
+                self.store.submit(batch, durability(false), done)
             }
         };
         result.map(|()| true).map_err(|e| e.to_string())
@@ -405,6 +417,16 @@ impl RegisterAcceptor {
                 deliver(ctx, &ask, Err(error));
             }
         }
+    }
+}
+
+/// A write the answer waits to be durable for, or only applied (the
+/// memtable: the key's next step reads it) (`record`, "Rules").
+fn durability(sync: bool) -> Durability {
+    if sync {
+        Durability::Complete
+    } else {
+        Durability::None
     }
 }
 

@@ -43,7 +43,7 @@ impl ReplicationIo {
     ) {
         let now = Instant::now();
         let placement = ctx.placement();
-        let mut clock = || ctx.shared.hlc.now().unwrap_or(1);
+        let mut clock = |above| ballot_time(ctx, above);
         if let Some(node) = crate::state::clock_node(&ctx.config, &placement) {
             self.register.set_node(node);
         }
@@ -204,7 +204,7 @@ impl ReplicationIo {
         };
         let op = op.unwrap_or(id);
         let now = Instant::now();
-        let mut clock = || ctx.shared.hlc.now().unwrap_or(1);
+        let mut clock = |above| ballot_time(ctx, above);
         self.register.on_answer(op, node, answer, now, &mut clock);
         self.register_send(ctx, registry);
     }
@@ -215,7 +215,7 @@ impl ReplicationIo {
             return;
         }
         let now = Instant::now();
-        let mut clock = || ctx.shared.hlc.now().unwrap_or(1);
+        let mut clock = |above| ballot_time(ctx, above);
         self.register.tick(now, &mut clock);
         self.register_send(ctx, registry);
     }
@@ -282,4 +282,14 @@ fn count_outcome(figures: &RegisterFigures, outcome: &Outcome) {
     figures
         .retries
         .fetch_add(u64::from(attempts.saturating_sub(1)), Ordering::Relaxed);
+}
+
+/// A ballot's time: the node's clock after it observed `above` (the
+/// highest ballot the operation saw), so never a time this node gave
+/// before (`register::proposer`, "Rules"). A clock that cannot stamp (no
+/// node id, its reservation not durable) gives 1: the proposer then bumps
+/// above what it saw, and the write it would make answers 503 anyway.
+fn ballot_time(ctx: &NetContext, above: u64) -> u64 {
+    ctx.shared.hlc.observe(above);
+    ctx.shared.hlc.now().unwrap_or(1)
 }

@@ -165,7 +165,8 @@ impl<T: Copy> RegisterOps<T> {
 
     /// Starts (or queues behind the key's running one) an operation of
     /// `key` over `quorum`; its outcome goes to `to`. `clock` is the
-    /// node's clock (a ballot's time).
+    /// node's clock (a ballot's time): given a time, it observes it and
+    /// returns a time above it that it never gave before.
     pub fn start(
         &mut self,
         key: Vec<u8>,
@@ -173,7 +174,7 @@ impl<T: Copy> RegisterOps<T> {
         update: UpdateFn,
         to: T,
         now: Instant,
-        clock: &mut dyn FnMut() -> u64,
+        clock: &mut dyn FnMut(u64) -> u64,
     ) -> Result<(), Refused> {
         if self.ops.len() >= OPS_MAX {
             return Err(Refused::Full);
@@ -205,7 +206,7 @@ impl<T: Copy> RegisterOps<T> {
 
     /// Runs queued operation `op` (its key's turn came), with the key's
     /// other waiting operations riding its round (the "Rules").
-    fn begin(&mut self, op: u64, now: Instant, clock: &mut dyn FnMut() -> u64) {
+    fn begin(&mut self, op: u64, now: Instant, clock: &mut dyn FnMut(u64) -> u64) {
         let node = self.node;
         let limits = self.limits;
         let waiting: Vec<u64> = match self.ops.get(&op) {
@@ -240,7 +241,7 @@ impl<T: Copy> RegisterOps<T> {
             batch(updates, seen)
         };
         let mut p = Proposer::new(node, o.quorum.clone(), limits, update);
-        p.start(clock());
+        p.start(clock(p.seen().time));
         o.attempts = 1;
         o.round_ends = Some(now + self.round_timeout);
         o.proposer = Some(p);
@@ -272,7 +273,7 @@ impl<T: Copy> RegisterOps<T> {
         node: usize,
         answer: Answer,
         now: Instant,
-        clock: &mut dyn FnMut() -> u64,
+        clock: &mut dyn FnMut(u64) -> u64,
     ) {
         let Ok(from) = u16::try_from(node) else {
             return;
@@ -285,7 +286,7 @@ impl<T: Copy> RegisterOps<T> {
     }
 
     /// What `op`'s proposer said: wait, back off, or the outcome.
-    fn after(&mut self, op: u64, output: Output, now: Instant, clock: &mut dyn FnMut() -> u64) {
+    fn after(&mut self, op: u64, output: Output, now: Instant, clock: &mut dyn FnMut(u64) -> u64) {
         self.collect(op);
         match output {
             Output::Wait => {}
@@ -320,7 +321,7 @@ impl<T: Copy> RegisterOps<T> {
 
     /// `op` has its outcome: reported (each rider's too), and its key's
     /// next operation runs.
-    fn end(&mut self, op: u64, outcome: Outcome, now: Instant, clock: &mut dyn FnMut() -> u64) {
+    fn end(&mut self, op: u64, outcome: Outcome, now: Instant, clock: &mut dyn FnMut(u64) -> u64) {
         let Some(mut o) = self.ops.remove(&op) else {
             return;
         };
@@ -381,7 +382,7 @@ impl<T: Copy> RegisterOps<T> {
     }
 
     /// Round timeouts and back-offs due at `now`.
-    pub fn tick(&mut self, now: Instant, clock: &mut dyn FnMut() -> u64) {
+    pub fn tick(&mut self, now: Instant, clock: &mut dyn FnMut(u64) -> u64) {
         let due: Vec<(u64, bool)> = self
             .ops
             .iter()
@@ -407,7 +408,7 @@ impl<T: Copy> RegisterOps<T> {
                 o.retry_at = None;
                 o.attempts += 1;
                 o.round_ends = Some(now + round_timeout);
-                p.retry(clock());
+                p.retry(clock(p.seen().time));
                 self.collect(op);
             } else {
                 o.round_ends = None;

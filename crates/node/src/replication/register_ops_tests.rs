@@ -3,10 +3,13 @@ use crate::replication::register::acceptor::{self, KeyState, Mode, Request};
 use crate::replication::register::proposer::{Current, Next};
 use crate::replication::register::quorum;
 
-/// A clock that only grows, as the node's HLC (node bits left zero).
-fn tick_clock() -> u64 {
+/// A clock that only grows, as the node's HLC (node bits left zero),
+/// past the time it is given as the node's clock observes it.
+fn tick_clock(above: u64) -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NOW: AtomicU64 = AtomicU64::new(1 << 30);
+    let next = (above | 0xff) + 1;
+    NOW.fetch_max(next, Ordering::Relaxed);
     NOW.fetch_add(1 << 8, Ordering::Relaxed)
 }
 

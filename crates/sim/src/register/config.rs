@@ -12,11 +12,18 @@ pub enum RegisterBug {
     /// The proposer answers at the accept quorum, before a quorum stored
     /// the value (`proposer::Limits::planted_replies_before_commit`).
     RepliesBeforeCommit,
+    /// A restarted acceptor forgets the promises it did not sync and keeps
+    /// no restart floor (`record::restart_floor` left out).
+    ForgetsPromises,
+    /// A proposer's clock does not observe the highest ballot it saw, so a
+    /// retry's ballot is only bumped above it (`proposer`, "Rules"): two
+    /// operations of one node can take the same ballot.
+    ReusesBallots,
 }
 
 impl RegisterBug {
     /// Every planted bug by its command-line name.
-    pub const NAMES: [(&'static str, RegisterBug); 3] = [
+    pub const NAMES: [(&'static str, RegisterBug); 5] = [
         (
             "register-accepts-below-promise",
             RegisterBug::AcceptsBelowPromise,
@@ -26,6 +33,8 @@ impl RegisterBug {
             "register-replies-before-commit",
             RegisterBug::RepliesBeforeCommit,
         ),
+        ("register-forgets-promises", RegisterBug::ForgetsPromises),
+        ("register-reuses-ballots", RegisterBug::ReusesBallots),
     ];
 }
 
@@ -42,6 +51,12 @@ pub struct RegisterSimConfig {
     pub duplicate_per_mille: u64,
     /// Acceptor crashes (each followed by a restart with its durable state).
     pub crashes: usize,
+    /// A crashed acceptor stays down this long at most, ms.
+    pub down_ms_max: u64,
+    /// After a record write it did not sync (a promise), an acceptor
+    /// crashes at once this often, per mille, and is back within
+    /// [`BRIEF_DOWN_MS_MAX`] (the worst case for a forgotten promise).
+    pub crash_after_unsynced_per_mille: u64,
     /// A planted bug.
     pub bug: Option<RegisterBug>,
 }
@@ -54,6 +69,8 @@ impl Default for RegisterSimConfig {
             loss_per_mille: 50,
             duplicate_per_mille: 30,
             crashes: 3,
+            down_ms_max: DOWN_MS_MAX,
+            crash_after_unsynced_per_mille: 10,
             bug: None,
         }
     }
@@ -76,9 +93,14 @@ pub const ROUND_TIMEOUT_MS: u64 = 60;
 pub const DELAY_MS_MIN: u64 = 1;
 /// See [`DELAY_MS_MIN`].
 pub const DELAY_MS_MAX: u64 = 25;
-/// A crashed acceptor stays down this long at most, ms.
+/// A crashed acceptor stays down this long at most, ms, by default.
 pub const DOWN_MS_MAX: u64 = 200;
+/// A crash right after an unsynced write lasts this long at most, ms.
+pub const BRIEF_DOWN_MS_MAX: u64 = 3;
 /// A client waits this long at most between operations, ms.
 pub const THINK_MS_MAX: u64 = 30;
+/// An acceptor's clock reservation runs at most this far (clock units,
+/// before the node bits) past the newest ballot it stored a promise of.
+pub const LEASE_MAX: u64 = 500_000;
 /// The proposers' clocks are skewed by up to this much, ms.
 pub const SKEW_MS_MAX: u64 = 40;

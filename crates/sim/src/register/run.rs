@@ -40,6 +40,7 @@
 use super::config::*;
 use crate::world::World;
 use ataman_node::replication::register::acceptor::{self, Answer, KeyState, Request, Value};
+use ataman_node::replication::register::ballot::Ballot;
 use ataman_node::replication::register::proposer::{
     Current, Limits, Next, Output, Proposer, backoff_ms,
 };
@@ -69,6 +70,11 @@ pub struct RegisterRun {
     /// stored their value (or a later one): a plain read right after the
     /// answer could miss it (the module doc).
     pub unstored_answers: usize,
+    /// Crashes that lost a record write not synced (a promise, a prune).
+    pub unsynced_lost: usize,
+    /// Rounds that took a ballot another operation had used (must be 0:
+    /// `proposer`, "Rules").
+    pub ballots_reused: usize,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -104,6 +110,9 @@ enum Event {
     },
     Crash {
         acceptor: u16,
+        /// Down for a few milliseconds only (the crash right after an
+        /// unsynced promise: late accepts of lower ballots still arrive).
+        brief: bool,
     },
     Restart {
         acceptor: u16,
@@ -131,6 +140,8 @@ struct Run {
     world: World<Event>,
     durable: Vec<Disk>,
     down: Vec<bool>,
+    /// Each acceptor's floor since its last restart (`record::restart_floor`).
+    restart_floors: Vec<Ballot>,
     clocks: Vec<u64>,
     skews_ms: Vec<u64>,
     clients: Vec<Client>,
@@ -142,14 +153,24 @@ struct Run {
     /// Each value's first stored ballot time.
     first_stored: std::collections::HashMap<u64, u64>,
     unstored_answers: usize,
+    unsynced_lost: usize,
+    /// Every ballot a round took, and the operation (history entry) that took it.
+    ballots: std::collections::HashMap<Ballot, usize>,
+    ballots_reused: usize,
 }
 
-/// One acceptor's durable state, as the node keeps it: the Paxos record's
-/// bytes and the key's stored version.
+/// One acceptor's state on disk, as the node keeps it: the Paxos record's
+/// bytes and the key's stored version, and the node clock's durable
+/// reservation. A record write the plan does not sync is applied (the
+/// next step reads it) but lost by a crash unless a synced one followed.
 #[derive(Debug, Clone, Default)]
 struct Disk {
     record: Option<Vec<u8>>,
+    /// The record as a crash leaves it: as of the last synced write.
+    synced: Option<Vec<u8>>,
     stored: Option<ataman_node::peer::frame::Stamped>,
+    /// The clock reservation (`hlc`): durable, only grows.
+    reserved: u64,
 }
 
 impl Disk {
@@ -163,11 +184,23 @@ impl Disk {
     fn store(&mut self, writes: Vec<Persist>) {
         for write in writes {
             match write {
+                // The main engine's write: always synced before the answer.
                 Persist::Committed(version) => self.stored = Some(version),
-                Persist::Record(bytes) => self.record = Some(bytes),
+                Persist::Record { bytes, sync } => {
+                    self.record = Some(bytes);
+                    if sync {
+                        // The register store's WAL syncs what came before too.
+                        self.synced = self.record.clone();
+                    }
+                }
                 Persist::Prune => self.record = None,
             }
         }
+    }
+
+    /// A crash: what was not synced is gone.
+    fn crash(&mut self) {
+        self.record = self.synced.clone();
     }
 }
 
@@ -259,6 +292,7 @@ pub fn run_register(seed: u64, config: &RegisterSimConfig) -> RegisterRun {
         world,
         durable: vec![Disk::default(); ACCEPTORS],
         down: vec![false; ACCEPTORS],
+        restart_floors: vec![Ballot::ZERO; ACCEPTORS],
         clocks: vec![0; ACCEPTORS],
         skews_ms,
         clients,
@@ -269,6 +303,9 @@ pub fn run_register(seed: u64, config: &RegisterSimConfig) -> RegisterRun {
         unknown_reads: Vec::new(),
         first_stored: std::collections::HashMap::new(),
         unstored_answers: 0,
+        unsynced_lost: 0,
+        ballots: std::collections::HashMap::new(),
+        ballots_reused: 0,
     };
     for client in 0..config.clients {
         let after = run.world.rng.below(THINK_MS_MAX);
@@ -278,7 +315,13 @@ pub fn run_register(seed: u64, config: &RegisterSimConfig) -> RegisterRun {
     for _ in 0..config.crashes {
         let at = run.world.rng.below(span_ms);
         let acceptor = run.world.rng.below(ACCEPTORS as u64) as u16;
-        run.world.schedule(at, Event::Crash { acceptor });
+        run.world.schedule(
+            at,
+            Event::Crash {
+                acceptor,
+                brief: false,
+            },
+        );
     }
     while let Some(event) = run.world.pop() {
         run.handle(event);
@@ -301,8 +344,14 @@ pub fn run_register(seed: u64, config: &RegisterSimConfig) -> RegisterRun {
         ok: run.ok,
         failed: run.failed,
         one_round_trip: run.one_round_trip,
-        records_held: run.durable.iter().filter(|d| d.record.is_some()).count(),
+        records_held: run
+            .durable
+            .iter()
+            .filter(|d| d.load().holds_record())
+            .count(),
         unstored_answers: run.unstored_answers,
+        unsynced_lost: run.unsynced_lost,
+        ballots_reused: run.ballots_reused,
     }
 }
 
@@ -357,7 +406,14 @@ impl Run {
                 self.carry_out(client, out);
             }
             Event::Retry { client, op } => {
-                let now = self.now_for(self.clients[client].node);
+                let Some(seen) = self.clients[client]
+                    .current
+                    .as_ref()
+                    .map(|f| f.proposer.seen())
+                else {
+                    return;
+                };
+                let now = self.now_above(self.clients[client].node, seen.time);
                 let Some(flight) = self.clients[client].current.as_mut() else {
                     return;
                 };
@@ -366,22 +422,58 @@ impl Run {
                 }
                 flight.attempt += 1;
                 flight.proposer.retry(now);
+                let ballot = flight.proposer.ballot();
+                self.note_ballot(ballot, op);
                 self.send_outbox(client);
             }
-            Event::Crash { acceptor } => {
+            Event::Crash { acceptor, brief } => {
                 // One acceptor down at a time: every set keeps a majority.
                 if self.down.iter().any(|d| *d) {
                     return;
                 }
                 self.down[usize::from(acceptor)] = true;
-                let after = self.world.rng.between(1, DOWN_MS_MAX);
+                let disk = &mut self.durable[usize::from(acceptor)];
+                self.unsynced_lost += usize::from(disk.record != disk.synced);
+                disk.crash();
+                let down_max = if brief {
+                    BRIEF_DOWN_MS_MAX
+                } else {
+                    self.config.down_ms_max
+                };
+                let after = self.world.rng.between(1, down_max);
                 self.world.schedule(after, Event::Restart { acceptor });
             }
-            Event::Restart { acceptor } => self.down[usize::from(acceptor)] = false,
+            Event::Restart { acceptor } => {
+                let i = usize::from(acceptor);
+                self.down[i] = false;
+                self.restart_floors[i] = match self.config.bug {
+                    Some(RegisterBug::ForgetsPromises) => Ballot::ZERO,
+                    _ => record::restart_floor(Some(self.durable[i].reserved)),
+                };
+            }
         }
     }
 
     /// The node's clock: skewed, never the same time twice.
+    /// The node's clock after it observed `above` (a ballot's time, as the
+    /// node's HLC observes the operation's highest ballot seen; the planted
+    /// `register-reuses-ballots` leaves that out).
+    fn now_above(&mut self, node: u16, above: u64) -> u64 {
+        let i = usize::from(node);
+        if self.config.bug != Some(RegisterBug::ReusesBallots) {
+            self.clocks[i] = self.clocks[i].max(above >> ataman_node::hlc::NODE_BITS);
+        }
+        self.now_for(node)
+    }
+
+    /// Records that operation `entry` uses `ballot`; another operation
+    /// that used it before is a reuse ([`RegisterRun::ballots_reused`]).
+    fn note_ballot(&mut self, ballot: Ballot, entry: usize) {
+        if *self.ballots.entry(ballot).or_insert(entry) != entry {
+            self.ballots_reused += 1;
+        }
+    }
+
     fn now_for(&mut self, node: u16) -> u64 {
         let i = usize::from(node);
         let wall = (self.world.now_ms() + self.skews_ms[i]) * 1000;
@@ -399,9 +491,30 @@ impl Run {
             _ => acceptor::Mode::Sound,
         };
         let before = self.durable[i].load();
-        let step = acceptor::step(&before, request, mode);
-        // Durable before the answer leaves.
-        let writes = record::plan(&before, &step);
+        let step = acceptor::step_above(&before, request, mode, self.restart_floors[i]);
+        // Stored (and, where the plan says, synced) before the answer leaves.
+        let writes = record::plan(&before, &step, self.durable[i].reserved);
+        let unsynced = writes
+            .iter()
+            .any(|w| matches!(w, Persist::Record { sync: false, .. }));
+        if unsynced && self.world.rng.below(1000) < self.config.crash_after_unsynced_per_mille {
+            self.world.schedule(
+                0,
+                Event::Crash {
+                    acceptor: to,
+                    brief: true,
+                },
+            );
+        }
+        if writes.iter().any(|w| matches!(w, Persist::Record { .. })) {
+            // The node stamps a record write with its clock, which has
+            // observed the ballot: the reservation then covers the promise
+            // and runs up to a lease ahead (drawn here, so some later
+            // proposers' ballots pass it and take the synced path).
+            let lease = self.world.rng.below(LEASE_MAX) << ataman_node::hlc::NODE_BITS;
+            let reserved = &mut self.durable[i].reserved;
+            *reserved = (*reserved).max(step.next.promised.time.saturating_add(lease));
+        }
         for w in &writes {
             if let Persist::Committed(version) = w
                 && let Some(v) = decode(&version.value)
@@ -416,10 +529,10 @@ impl Run {
             record::as_stored(&step.next),
             "what is on disk reads back as the step's state"
         );
-        assert_eq!(
-            self.durable[i].record.is_some(),
-            step.next.holds_record(),
-            "a record is kept exactly while the acceptor holds one"
+        assert!(
+            self.durable[i].record.is_some() || !step.next.holds_record(),
+            "a record is kept while the acceptor holds one (and one a crash \
+             brought back after its unsynced prune may linger, read as none)"
         );
         if let Some(answer) = step.answer {
             self.send(Event::ToClient {
@@ -500,8 +613,9 @@ impl Run {
             call: now_ms,
             ret: None,
         });
-        let now = self.now_for(node);
+        let now = self.now_above(node, proposer.seen().time);
         proposer.start(now);
+        self.note_ballot(proposer.ballot(), entry);
         self.clients[client].current = Some(InFlight {
             entry,
             kind,

@@ -28,9 +28,15 @@
 //!   back to nothing: the same state as if the prepare had been lost, so
 //!   sound; no answer.
 //! - Every step that changes the state says [`Step::persist`]: the caller
-//!   makes the new state durable (the WAL, fsync) BEFORE it sends the
-//!   answer ("persist then reply"). A crash between the two loses the
-//!   answer, never a promise or an accept already answered.
+//!   stores the new state BEFORE it sends the answer ("persist then
+//!   reply"); an accepted proposal and a committed one are durable (the
+//!   WAL, fsync) by then, a promise only as far as the node's clock
+//!   reservation covers it (`super::record`, "Rules"). A crash between
+//!   the two loses the answer, never an accept already answered; a
+//!   promise it loses is covered by the restarted acceptor's floor
+//!   ([`step_above`], `record::restart_floor`): the acceptor refuses
+//!   every ballot up to the clock reservation its last run left, which
+//!   is at least every ballot it promised.
 //! - Pruning: after a `Commit` every replica acknowledged, no replica
 //!   holds a record for that ballot any more (each dropped its accepted
 //!   proposal at the commit, and its promise is at most the committed
@@ -155,10 +161,19 @@ pub struct Step {
 
 /// The acceptor's rules: `state` and `request` in, the [`Step`] out.
 pub fn step(state: &KeyState, request: &Request, mode: Mode) -> Step {
+    step_above(state, request, mode, Ballot::ZERO)
+}
+
+/// [`step`] on an acceptor that refuses every ballot below `restart`
+/// besides its state's floor (`record::restart_floor`: a restarted
+/// acceptor's promises that were not synced are all at or below it).
+pub fn step_above(state: &KeyState, request: &Request, mode: Mode, restart: Ballot) -> Step {
     let mut next = state.clone();
+    let floor = state.floor().max(restart);
+    let refused = |ballot: Ballot| Answer::Refused { ballot, floor };
     let answer = match request {
         Request::Prepare(ballot) => {
-            if *ballot >= state.floor() {
+            if *ballot >= floor {
                 next.promised = *ballot;
                 Some(Answer::Promise {
                     ballot: *ballot,
@@ -166,12 +181,12 @@ pub fn step(state: &KeyState, request: &Request, mode: Mode) -> Step {
                     committed: next.committed.clone(),
                 })
             } else {
-                Some(refused(*ballot, state))
+                Some(refused(*ballot))
             }
         }
         Request::Accept(proposal) => {
             let bar = match mode {
-                Mode::Sound => state.floor(),
+                Mode::Sound => floor,
                 Mode::PlantedAcceptsBelowPromise => {
                     let accepted = state.accepted.as_ref().map_or(Ballot::ZERO, |p| p.ballot);
                     accepted.max(state.committed_ballot())
@@ -182,7 +197,7 @@ pub fn step(state: &KeyState, request: &Request, mode: Mode) -> Step {
                 next.accepted = Some(proposal.clone());
                 Some(Answer::Accepted(proposal.ballot))
             } else {
-                Some(refused(proposal.ballot, state))
+                Some(refused(proposal.ballot))
             }
         }
         Request::Commit(proposal) => {
@@ -215,13 +230,6 @@ pub fn step(state: &KeyState, request: &Request, mode: Mode) -> Step {
         next,
         persist,
         answer,
-    }
-}
-
-fn refused(ballot: Ballot, state: &KeyState) -> Answer {
-    Answer::Refused {
-        ballot,
-        floor: state.floor(),
     }
 }
 
@@ -345,5 +353,43 @@ mod tests {
         let r = run(&newer, Request::Release(b(6)));
         assert!(!r.persist);
         assert_eq!(r.next.promised, b(8));
+    }
+
+    /// A restarted acceptor (its unsynced promises maybe lost) refuses
+    /// every ballot up to its restart floor, prepare and accept alike,
+    /// answering the floor so the proposer retries above it; above it
+    /// the rules are the same as without one. Negative control: with no
+    /// restart floor, the accept of a ballot below a promise the crash
+    /// forgot is taken.
+    #[test]
+    fn a_restart_floor_covers_forgotten_promises() {
+        let restart = crate::replication::register::record::restart_floor(Some(10));
+        let forgot = KeyState::default(); // promised b(9) before the crash, unsynced
+        for request in [Request::Prepare(b(9)), Request::Accept(p(9, b"x"))] {
+            let s = step_above(&forgot, &request, Mode::Sound, restart);
+            assert!(!s.persist);
+            assert!(matches!(s.answer, Some(Answer::Refused { floor, .. }) if floor == restart));
+            let at = Request::Prepare(Ballot::new(10, 1));
+            assert!(matches!(
+                step_above(&forgot, &at, Mode::Sound, restart).answer,
+                Some(Answer::Refused { .. })
+            ));
+        }
+        let above = Ballot::above(restart, 3, 1);
+        let s = step_above(&forgot, &Request::Prepare(above), Mode::Sound, restart);
+        assert_eq!(s.next.promised, above);
+        let accept = Request::Accept(Proposal {
+            ballot: above,
+            value: None,
+            deadline_ms: None,
+        });
+        let a = step_above(&s.next, &accept, Mode::Sound, restart);
+        assert_eq!(a.answer, Some(Answer::Accepted(above)));
+        // A commit is not a ballot race: taken whatever the floor.
+        let c = step_above(&forgot, &Request::Commit(p(9, b"d")), Mode::Sound, restart);
+        assert_eq!(c.answer, Some(Answer::Committed(b(9))));
+        // Without the floor the forgotten promise is undercut.
+        let undercut = step(&forgot, &Request::Accept(p(8, b"y")), Mode::Sound);
+        assert_eq!(undercut.answer, Some(Answer::Accepted(b(8))));
     }
 }

@@ -6,7 +6,14 @@
 //! # Rules
 //! - A round starts with `Prepare(b)` to every replica of every set
 //!   ([`super::quorum`]), `b` above every ballot the proposer has seen
-//!   ([`Ballot::above`]).
+//!   ([`Ballot::above`]), and never a ballot its node used before: the
+//!   caller's `now` comes from the node's clock after it observed
+//!   [`Proposer::seen`]'s time, and that clock never gives one time twice
+//!   (the HLC), so `b = (now, node)`. (Bumping above `seen` alone let two
+//!   operations of one node, refused with the same floor, take the same
+//!   ballot: the second's accept was taken at the ballot the first had
+//!   committed, and dropped as superseded though it was answered; the
+//!   simulation found it, `ballots_reused`.)
 //! - Once the promises form a quorum, the *current* proposal is the one
 //!   with the highest ballot among their accepted and committed proposals
 //!   (absent when none). It is *settled* when a promiser knows it
@@ -349,6 +356,14 @@ impl<F: FnMut(&Current) -> Option<Next>> Proposer<F> {
             promises: BTreeMap::new(),
         };
         self.broadcast(Request::Prepare(self.ballot));
+    }
+
+    /// The highest ballot the operation has seen (its own and the floors
+    /// refusals named): the caller's clock observes its time before it
+    /// gives [`Proposer::start`] or [`Proposer::retry`] their `now` (the
+    /// "Rules").
+    pub fn seen(&self) -> Ballot {
+        self.seen
     }
 
     /// The current round's ballot.

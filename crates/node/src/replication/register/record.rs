@@ -20,11 +20,27 @@
 //! - [`plan`] turns a step into at most two writes, in order: the
 //!   committed version first (when the step changed it), then the record
 //!   (a put while [`KeyState::holds_record`], else a delete: pruning).
-//!   Both durable (`Durability::Complete`) before the answer is sent. A
-//!   crash between the two leaves the old record beside the new committed
-//!   version: the record's accepted proposal is then at or below the
-//!   committed ballot, superseded, and the next commit prunes it; the
-//!   acceptor never answers below what it answered before.
+//!   The answer is sent once both are done; which must be *durable*
+//!   (fsynced) first:
+//!   - the committed version, always;
+//!   - a record that holds a newly accepted proposal, always (an accept
+//!     answered and then forgotten could undo a decided value);
+//!   - any other record write (a promise raised or released, an accepted
+//!     proposal dropped because a commit superseded it, a prune) only when
+//!     its promise is above `covered`, the node clock's durable
+//!     reservation (`hlc`, "Reservation"). Below it, the write is applied
+//!     and the answer sent without waiting for an fsync: a crash may lose
+//!     it, and the restarted acceptor then refuses every ballot at or
+//!     below the reservation its last run left ([`restart_floor`]), which
+//!     is at least every promise it may have forgotten. Losing a prune or
+//!     a superseded accepted proposal brings back a record whose accepted
+//!     proposal is at or below the committed ballot: superseded, and the
+//!     next commit prunes it. So the acceptor never answers below what it
+//!     answered before, and a prepare (a promise) or a commit (besides
+//!     the committed version) costs no fsync.
+//!
+//!   A crash between the two writes leaves the old record beside the new
+//!   committed version: the same superseded case.
 //! - A record that does not decode is corruption, reported with what was
 //!   found ([`RecordError`]); the acceptor then answers an error, never a
 //!   guess.
@@ -112,7 +128,9 @@ fn put_ballot(out: &mut Vec<u8>, b: Ballot) {
 }
 
 /// The acceptor's state from its record (none: no record) and the key's
-/// stored version (none: never written).
+/// stored version (none: never written); a record that holds nothing
+/// beyond the committed version (its prune lost in a crash) reads as none
+/// ([`as_stored`]) and stays until the key's next record write.
 pub fn decode(record: Option<&[u8]>, stored: Option<&Stamped>) -> Result<KeyState, RecordError> {
     let committed = stored.map(committed_of);
     let Some(bytes) = record else {
@@ -130,11 +148,13 @@ pub fn decode(record: Option<&[u8]>, stored: Option<&Stamped>) -> Result<KeyStat
         });
     }
     let (promised, accepted) = fields(&mut c).map_err(RecordError::Corrupt)?;
-    Ok(KeyState {
+    // A record a crash brought back after its prune (the prune is not
+    // synced) says nothing the committed version does not: read as none.
+    Ok(as_stored(&KeyState {
         promised,
         accepted,
         committed,
-    })
+    }))
 }
 
 fn fields(c: &mut Cursor<'_>) -> Result<(Ballot, Option<Proposal>), String> {
@@ -204,15 +224,52 @@ pub fn as_stored(state: &KeyState) -> KeyState {
 pub enum Persist {
     /// Store this version of the key (the committed proposal).
     Committed(Stamped),
-    /// Store the record (its bytes) in the register store.
-    Record(Vec<u8>),
-    /// Delete the key's record from the register store (pruned).
+    /// Store the record (its bytes) in the register store; `sync`: durable
+    /// before the answer (the "Rules").
+    Record {
+        /// The record's bytes ([`encode`]).
+        bytes: Vec<u8>,
+        /// Durable before the answer is sent.
+        sync: bool,
+    },
+    /// Delete the key's record from the register store (pruned); never
+    /// waits for an fsync (the "Rules").
     Prune,
 }
 
+impl Persist {
+    /// True when the write must be durable before the step's answer.
+    pub fn sync(&self) -> bool {
+        match self {
+            Persist::Committed(_) => true,
+            Persist::Record { sync, .. } => *sync,
+            Persist::Prune => false,
+        }
+    }
+}
+
+/// The ballot floor of an acceptor restarted after `reserved` was the
+/// node clock's durable reservation (`<data-dir>/CLOCK` as the last run
+/// left it; `None`: no reservation, so no promise was ever left
+/// unsynced): every ballot below it is refused, so a promise the crash
+/// lost is never undercut (the "Rules"). Its node id is the highest a
+/// node can hold (the wire carries no other), so every ballot whose time
+/// is at most the reservation is at most the floor; one equal to it is
+/// the same proposer's ballot as any forgotten promise it could equal.
+pub fn restart_floor(reserved: Option<u64>) -> Ballot {
+    match reserved {
+        None => Ballot::ZERO,
+        Some(time) => Ballot {
+            time,
+            node: (crate::hlc::NODES_MAX - 1) as NodeId,
+        },
+    }
+}
+
 /// The writes `step` (taken from `before`) needs before its answer, in
-/// order (the "Rules"); empty when nothing changed.
-pub fn plan(before: &KeyState, step: &Step) -> Vec<Persist> {
+/// order (the "Rules"); empty when nothing changed. `covered`: the
+/// node clock's durable reservation (0: none, every record write synced).
+pub fn plan(before: &KeyState, step: &Step, covered: u64) -> Vec<Persist> {
     let mut out = Vec::new();
     if !step.persist {
         return out;
@@ -229,8 +286,12 @@ pub fn plan(before: &KeyState, step: &Step) -> Vec<Persist> {
     let stored = |state: &KeyState| state.holds_record().then(|| encode(state));
     let (was, now) = (stored(before), stored(next));
     if was != now {
+        let accepts = next.accepted.is_some() && next.accepted != before.accepted;
         out.push(match now {
-            Some(bytes) => Persist::Record(bytes),
+            Some(bytes) => Persist::Record {
+                bytes,
+                sync: accepts || next.promised.time > covered,
+            },
             None => Persist::Prune,
         });
     }
@@ -301,13 +362,25 @@ mod tests {
 
     /// A whole round on one acceptor: prepare and accept store a record,
     /// the commit stores the value first and prunes the record after.
+    /// With the promise covered by the clock's durable reservation only
+    /// the accept's record and the committed version wait for an fsync.
     #[test]
     fn a_round_persists_then_prunes() {
+        for covered in [0, b(5).time - 1, b(5).time, u64::MAX] {
+            a_round_at(covered, covered >= b(5).time);
+        }
+    }
+
+    fn a_round_at(covered: u64, promise_covered: bool) {
         let s0 = KeyState::default();
         let prepare = acceptor::step(&s0, &Request::Prepare(b(5)), Mode::Sound);
         assert_eq!(
-            plan(&s0, &prepare),
-            vec![Persist::Record(encode(&prepare.next))]
+            plan(&s0, &prepare, covered),
+            vec![Persist::Record {
+                bytes: encode(&prepare.next),
+                sync: !promise_covered
+            }],
+            "covered {covered}"
         );
         let proposal = Proposal {
             ballot: b(5),
@@ -320,24 +393,33 @@ mod tests {
             Mode::Sound,
         );
         assert_eq!(
-            plan(&prepare.next, &accept),
-            vec![Persist::Record(encode(&accept.next))]
+            plan(&prepare.next, &accept, covered),
+            vec![Persist::Record {
+                bytes: encode(&accept.next),
+                sync: true
+            }],
+            "an accept is durable before its answer, covered or not"
         );
         let commit = acceptor::step(
             &accept.next,
             &Request::Commit(proposal.clone()),
             Mode::Sound,
         );
+        let writes = plan(&accept.next, &commit, covered);
         assert_eq!(
-            plan(&accept.next, &commit),
+            writes,
             vec![Persist::Committed(version_of(&proposal)), Persist::Prune]
+        );
+        assert_eq!(
+            writes.iter().map(Persist::sync).collect::<Vec<_>>(),
+            vec![true, false]
         );
         let dup = acceptor::step(
             &commit.next,
             &Request::Commit(proposal.clone()),
             Mode::Sound,
         );
-        assert_eq!(plan(&commit.next, &dup), vec![]);
+        assert_eq!(plan(&commit.next, &dup, covered), vec![]);
         let stored = decode(None, Some(&version_of(&proposal)));
         assert_eq!(stored, Ok(as_stored(&commit.next)));
         assert_eq!(stored.map(|s| s.floor()), Ok(commit.next.floor()));
@@ -363,7 +445,7 @@ mod tests {
         );
         assert_eq!(commit.next.promised, promised.next.promised);
         assert_eq!(
-            plan(&promised.next, &commit),
+            plan(&promised.next, &commit, 0),
             vec![Persist::Committed(version_of(&proposal)), Persist::Prune]
         );
     }
