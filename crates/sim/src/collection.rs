@@ -35,7 +35,7 @@
 
 use crate::config::REPLICATION_TIMEOUT_MS;
 use crate::faults::SKEW_MS_MAX;
-use crate::node::SimClock;
+use ataman_engine::Clock;
 use ataman_node::antientropy::repaired::{self, Repairs, Replica, Session};
 use ataman_node::cluster::placement;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -62,18 +62,19 @@ pub struct SimHorizon {
     /// transition (nothing is collected).
     seeds: Option<Vec<u64>>,
     replicas: usize,
-    clock: Arc<SimClock>,
+    clock: Arc<dyn Clock>,
     repairs: Mutex<Repairs>,
 }
 
 impl SimHorizon {
     /// The horizon of node `me` placing keys by `seeds` on `replicas`
-    /// nodes (`None`: a run with a layout transition), reading `clock`.
+    /// nodes (`None`: a run with a layout transition), reading `clock`
+    /// (the node's skewed wall clock).
     pub fn new(
         me: usize,
         seeds: Option<Vec<u64>>,
         replicas: usize,
-        clock: Arc<SimClock>,
+        clock: Arc<dyn Clock>,
     ) -> Arc<SimHorizon> {
         Arc::new(SimHorizon {
             me,
@@ -133,7 +134,7 @@ impl SimHorizon {
     pub fn engine_hook(horizon: &Arc<SimHorizon>) -> ataman_engine::CollectionHorizon {
         let horizon = Arc::clone(horizon);
         Arc::new(move |key: &[u8]| {
-            let now_ms = ataman_engine::Clock::now_ms(&*horizon.clock);
+            let now_ms = horizon.clock.now_ms();
             horizon.horizon_at(key, now_ms)
         })
     }
@@ -147,15 +148,14 @@ fn peer_name(peer: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicU64;
+    use ataman_engine::VirtualClock;
 
     fn horizon(seeds: Option<Vec<u64>>) -> Arc<SimHorizon> {
-        let clock = SimClock::new(Arc::new(AtomicU64::new(0)));
-        SimHorizon::new(0, seeds, 3, clock)
+        SimHorizon::new(0, seeds, 3, VirtualClock::new(0))
     }
 
     fn seeds() -> Vec<u64> {
-        placement::seeds(&crate::sim::node_names(3))
+        placement::seeds(&(0..3).map(peer_name).collect::<Vec<_>>())
     }
 
     /// Nothing is collected before a session with every other replica.

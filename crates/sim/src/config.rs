@@ -83,7 +83,7 @@ pub enum PlantedBug {
     /// short grace, whether anti-entropy covered them with every replica
     /// or not: the node's `--debug-planted-bug collect-on-grace-alone`
     /// (the rule before repair-based collection), so a replica that missed
-    /// a delete brings the deleted value back (`crate::collection`).
+    /// a delete brings the deleted value back (module `collection`).
     CollectOnGraceAlone,
 }
 

@@ -200,7 +200,7 @@ impl Sim {
                         i,
                         layout_seeds.clone(),
                         config.replicas,
-                        Arc::clone(&clock),
+                        Arc::clone(&clock) as Arc<dyn ataman_engine::Clock>,
                     )),
                 };
                 let engine = crate::node::EngineSetup {
