@@ -79,11 +79,17 @@ pub enum PlantedBug {
     /// (`ataman_node::ttl::Expiry::as_planted`, the node's
     /// `--debug-planted-bug expires-early`), so values expire early.
     ExpiresEarly,
+    /// The engines collect tombstones and expired versions once past the
+    /// short grace, whether anti-entropy covered them with every replica
+    /// or not: the node's `--debug-planted-bug collect-on-grace-alone`
+    /// (the rule before repair-based collection), so a replica that missed
+    /// a delete brings the deleted value back (module `collection`).
+    CollectOnGraceAlone,
 }
 
 impl PlantedBug {
     /// Every planted bug by its command-line name.
-    pub const NAMES: [(&'static str, PlantedBug); 10] = [
+    pub const NAMES: [(&'static str, PlantedBug); 11] = [
         ("ack-minus-one", PlantedBug::AckMinusOne),
         ("no-restamp", PlantedBug::NoRestamp),
         ("reads-before-sync", PlantedBug::ReadsBeforeSync),
@@ -103,6 +109,7 @@ impl PlantedBug {
             PlantedBug::CopyIgnoresLeavingAck,
         ),
         ("expires-early", PlantedBug::ExpiresEarly),
+        ("collect-on-grace-alone", PlantedBug::CollectOnGraceAlone),
     ];
 
     /// Its command-line name.

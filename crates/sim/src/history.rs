@@ -190,6 +190,12 @@ pub struct History {
     /// clock during the run (0 without clock-skew faults): the skew bound
     /// the expiry checks allow.
     pub skew_ms_max: u64,
+    /// The nodes collect tombstones and expired versions during the run
+    /// (`crate::collection`): a dead version may end up absent, which a
+    /// client cannot tell from the dead version itself (both read 404).
+    pub collects: bool,
+    /// Virtual time, ms, when the final states were read.
+    pub final_ms: u64,
     /// Client operations, by id.
     pub ops: Vec<Op>,
     /// Node and network happenings, in time order.

@@ -28,6 +28,8 @@
 //! - [`hint_store`]: the hints a node keeps (their delivery is the
 //!   driver's).
 //! - [`antientropy`]: anti-entropy rounds between two nodes.
+//! - [`collection`]: the short tombstone grace and the repair-based
+//!   horizon that decides collection.
 //! - [`client`]: the workloads.
 //! - [`register`]: the consensus register's model checker (its own
 //!   acceptors and proposers on the register rules, checked for
@@ -42,6 +44,7 @@
 pub mod antientropy;
 pub mod check;
 pub mod client;
+pub mod collection;
 pub mod config;
 pub mod faults;
 pub mod hint_store;

@@ -148,6 +148,7 @@ struct Totals {
     layout_copy_skips: u64,
     messages: u64,
     virtual_ms: u64,
+    collected: u64,
     faults: BTreeMap<&'static str, u64>,
     violations: BTreeMap<String, u64>,
     /// Seeds with at least one violation of each kind.
@@ -168,6 +169,7 @@ impl Totals {
         self.layout_copy_skips += stats.layout_copy_skips;
         self.messages += stats.network.sent;
         self.virtual_ms += stats.virtual_ms;
+        self.collected += stats.collected;
         for (k, v) in &stats.faults {
             *self.faults.entry(k).or_insert(0) += v;
         }
@@ -336,12 +338,13 @@ fn main() -> ExitCode {
         totals.messages
     );
     println!(
-        "restarts {}, read repairs {}, hints kept {}, re-stamps {}, anti-entropy copies {}",
+        "restarts {}, read repairs {}, hints kept {}, re-stamps {}, anti-entropy copies {}, dead versions collected {}",
         totals.restarts,
         totals.repairs,
         totals.hints_kept,
         totals.restamps,
-        totals.anti_entropy_copies
+        totals.anti_entropy_copies,
+        totals.collected
     );
     if config.grow || config.shrink > 0 {
         println!(

@@ -24,13 +24,16 @@
 //!   written by one engine thread at a time, never on directory syncs,
 //!   which the WAL and background threads both do during a flush (which of
 //!   them would meet the fault would depend on thread timing);
-//! - tombstones are never dropped (the grace period is longer than any
-//!   run), so an expired version stays as a tombstone too; only the
-//!   planted bug `drop-expired-without-tombstone` drops one;
+//! - tombstones and expired versions are dropped by compactions past a
+//!   short grace once the node's repair-based horizon allows
+//!   ([`crate::collection`]), or never when the node is given no horizon
+//!   (the grace is then longer than any run); the planted bug
+//!   `drop-expired-without-tombstone` drops an expired one outright;
 //! - the engine reads expiry and the grace from [`SimClock`]: the virtual
 //!   time plus the node's skew, the same wall clock its hybrid logical
 //!   clock reads.
 
+use crate::collection::{SIM_TOMBSTONE_GRACE, SimHorizon};
 use crate::config::{CrashKind, EPOCH_MS, REPLICATION_TIMEOUT_MS};
 use crate::hint_store::HintStore;
 use ataman_engine::fs::FileSystem;
@@ -53,9 +56,9 @@ pub const DATA_DIR: &str = "/data";
 /// a memtable on its own (only [`SimNode::flush`] and close do).
 pub const SIM_MEMTABLE_BYTES_MAX: usize = 64 * 1024 * 1024;
 
-/// Tombstone grace period: longer than any run, so compaction keeps every
-/// tombstone whatever the real clock says.
-pub const SIM_TOMBSTONE_GRACE: Duration = Duration::from_secs(1000 * 365 * 24 * 3600);
+/// Tombstone grace period of a node given no collection: longer than any
+/// run, so compaction keeps every tombstone whatever the real clock says.
+pub const SIM_TOMBSTONE_GRACE_NEVER: Duration = Duration::from_secs(1000 * 365 * 24 * 3600);
 
 /// A node's wall clock as its engine reads it: the run's virtual time
 /// (shared with the world) plus the node's skew, from [`EPOCH_MS`].
@@ -90,6 +93,21 @@ pub struct EngineSetup {
     /// Arms the engine's planted bug: compaction drops expired versions
     /// without a tombstone (`--planted-bug drop-expired-without-tombstone`).
     pub planted_drop_expired: bool,
+    /// When dead versions are collected ([`Collection`]).
+    pub collection: Collection,
+}
+
+/// When a node's compactions drop tombstones and expired versions.
+#[derive(Debug, Clone, Default)]
+pub enum Collection {
+    /// Never: the grace is longer than any run.
+    #[default]
+    Never,
+    /// Past the short grace once the node's repair-based horizon allows
+    /// ([`crate::collection`]).
+    Repaired(Arc<SimHorizon>),
+    /// Past the short grace alone (the planted `collect-on-grace-alone`).
+    GraceAlone,
 }
 
 /// Where a coordinated request's answer goes: the client operation's
@@ -152,6 +170,9 @@ pub struct SimNode {
     pub(crate) dropped: std::cell::RefCell<BTreeMap<Vec<u8>, u64>>,
     /// The engine's clock and planted bug.
     pub(crate) engine: EngineSetup,
+    /// Tombstones and expired versions its engines dropped (counted at
+    /// each settle, from the engine's counters since it opened).
+    pub collected: u64,
     /// Its node id in the layout (its clock's node bits), as its `LAYOUT`
     /// keeps it (it survives crashes); `None` while it is no member
     /// (joining), when its clock stamps nothing and it serves no client.
@@ -167,7 +188,14 @@ fn options(fs: &SimFs, wal_mode: WalMode, force_recovery: bool, engine: &EngineS
         memtable_bytes_max: SIM_MEMTABLE_BYTES_MAX,
         wal_segment_preallocate_bytes: 0,
         block_cache_bytes: 1024 * 1024,
-        tombstone_grace: SIM_TOMBSTONE_GRACE,
+        tombstone_grace: match engine.collection {
+            Collection::Never => SIM_TOMBSTONE_GRACE_NEVER,
+            Collection::Repaired(_) | Collection::GraceAlone => SIM_TOMBSTONE_GRACE,
+        },
+        collection_horizon: match &engine.collection {
+            Collection::Repaired(h) => Some(SimHorizon::engine_hook(h)),
+            Collection::Never | Collection::GraceAlone => None,
+        },
         background_compaction: false,
         force_recovery,
         ..Options::default()
@@ -272,6 +300,7 @@ impl SimNode {
             last_crash: None,
             dropped: std::cell::RefCell::new(BTreeMap::new()),
             engine,
+            collected: 0,
             node_id: Some(index as u16),
         })
     }
@@ -436,6 +465,9 @@ impl SimNode {
         let db = match db {
             Some(db) => db,
             None => {
+                if let Collection::Repaired(h) = &self.engine.collection {
+                    h.forget(); // its `REPAIRED` went with the disk
+                }
                 self.fs = SimFs::new();
                 let made = self.fs.create_dir_all(Path::new(DATA_DIR));
                 match made
@@ -470,6 +502,8 @@ impl SimNode {
     /// whose outcome is returned.
     pub fn settle(&mut self) -> Option<Reopened> {
         let db = self.db.take()?;
+        let m = db.metrics();
+        self.collected += m.tombstones_dropped.get() + m.expired_dropped.get();
         let reopened = db
             .close()
             .map_err(|e| e.to_string())

@@ -404,3 +404,46 @@ fn expired_before_the_ttl_is_premature() {
     let report = check(&h);
     assert!(report.ok(), "{}", report.summary(10));
 }
+
+fn delete(id: usize, key: &str, ts: u64, at: (u64, u64)) -> Op {
+    Op {
+        kind: OpKind::Delete,
+        ..put(id, key, "", ts, 2, at, OpResult::Written)
+    }
+}
+
+/// With collection on, a key whose newest version is a tombstone may be
+/// absent everywhere, on a replica that acknowledged it, and in a read;
+/// without it that absence is a lost write; and an older value back after
+/// the collection is reported either way.
+#[test]
+fn collected_tombstone_is_absence_but_an_older_value_back_is_not() {
+    let mut h = history(3, 3);
+    h.ops
+        .push(put(0, "k", "a", 10, 3, (0, 5), OpResult::Written));
+    h.ops.push(delete(1, "k", 20, (6, 8)));
+    h.ops.push(get(2, "k", 2, (9, 12), None));
+    h.happenings.push(Happening::ReplicaWrote {
+        at_ms: 7,
+        node: 0,
+        key: b"k".to_vec(),
+        ts: 20,
+    });
+    h.final_states = vec![State::new(); 3];
+    assert!(
+        kinds(&h).contains(&ViolationKind::LostWrite),
+        "without collection an absent tombstone is lost: {:?}",
+        kinds(&h)
+    );
+    h.collects = true;
+    assert!(check(&h).ok(), "{:?}", kinds(&h));
+    // The value the delete covered, back on one replica.
+    h.final_states[2] = state(&[("k", v(10, "a"))]);
+    let found = kinds(&h);
+    assert!(found.contains(&ViolationKind::LostWrite), "{found:?}");
+    assert!(found.contains(&ViolationKind::Diverged), "{found:?}");
+    // And in a read after the delete was acknowledged.
+    h.final_states[2] = State::new();
+    h.ops.push(get(3, "k", 2, (13, 15), Some(v(10, "a"))));
+    assert_eq!(kinds(&h), vec![ViolationKind::StaleRead]);
+}

@@ -9,7 +9,9 @@
 //! 2. **Heal and settle**: every fault ends (cuts healed, loss off, armed
 //!    disk faults disarmed, crashed nodes restarted), the cluster runs
 //!    until no request, message or hint is pending; then an anti-entropy
-//!    round between every pair of nodes; then, if configured, every node
+//!    round between every pair of nodes; then the final collection
+//!    (`final_collection`: past the horizon's margin, two rounds each
+//!    way, a compaction on every node); then, if configured, every node
 //!    loses power once more and restarts; then each node's state is
 //!    recorded and the checker judges the run.
 //!
@@ -17,10 +19,12 @@
 //!   of events;
 //! - `traffic`: client requests, coordination, messages, local writes, hints;
 //! - `disruption`: faults, restarts, flushes and compactions, anti-entropy ticks;
+//! - `final_collection`: the collection of dead versions after the final repairs;
 //! - `membership`: a layout transition mid-run (`--grow`): the node's own
 //!   layout rules on every node, tracker gossip, copying, cleanup.
 
 mod disruption;
+mod final_collection;
 pub mod membership;
 mod run;
 mod traffic;

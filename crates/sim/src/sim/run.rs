@@ -4,16 +4,18 @@
 use crate::antientropy;
 use crate::check::{self, Report};
 use crate::client::Client;
+use crate::collection::SimHorizon;
 use crate::config::{CrashKind, HINT_TICK_MS, PlantedBug, SimConfig};
 use crate::faults;
 use crate::history::{Happening, History};
 use crate::network::{Message, Network, NetworkStats};
-use crate::node::SimNode;
+use crate::node::{Collection, SimNode};
 use crate::world::World;
 use ataman_node::cluster::placement;
 use ataman_node::peer::frame::Stamped;
 use ataman_node::replication::driver::Waiter;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Longest a disk takes to make a local write durable, ms.
 pub const DISK_MS_MAX: u64 = 2;
@@ -128,6 +130,8 @@ pub struct RunStats {
     pub events: u64,
     /// Virtual time at the end, ms.
     pub virtual_ms: u64,
+    /// Tombstones and expired versions the engines collected.
+    pub collected: u64,
 }
 
 /// Everything one run produced.
@@ -181,11 +185,28 @@ impl Sim {
         let world = World::new(seed);
         let planted_drop_expired =
             config.planted_bug == Some(PlantedBug::DropExpiredWithoutTombstone);
+        // Collection (`crate::collection`): by each node's repair-based
+        // horizon, on the one layout's placement (none during a transition).
+        let layout_seeds = (!config.grow && config.shrink == 0)
+            .then(|| placement::seeds(&node_names(config.nodes)));
         let mut nodes = (0..config.nodes)
             .map(|i| {
+                let clock = crate::node::SimClock::new(world.now_cell());
+                let collection = match config.planted_bug {
+                    Some(PlantedBug::CollectOnGraceAlone) => Collection::GraceAlone,
+                    // That plant drops within the grace: none is collected.
+                    Some(PlantedBug::DropExpiredWithoutTombstone) => Collection::Never,
+                    _ => Collection::Repaired(SimHorizon::new(
+                        i,
+                        layout_seeds.clone(),
+                        config.replicas,
+                        Arc::clone(&clock) as Arc<dyn ataman_engine::Clock>,
+                    )),
+                };
                 let engine = crate::node::EngineSetup {
-                    clock: crate::node::SimClock::new(world.now_cell()),
+                    clock,
                     planted_drop_expired,
+                    collection,
                 };
                 SimNode::with_engine(i, config.nodes, config.wal_mode, engine)
             })
@@ -219,6 +240,7 @@ impl Sim {
             nodes: config.nodes,
             replicas: config.replicas,
             seeds: seeds[..members].to_vec(),
+            collects: config.planted_bug != Some(PlantedBug::DropExpiredWithoutTombstone),
             ..History::default()
         };
         Ok(Sim {
@@ -298,6 +320,7 @@ impl Sim {
         self.settle_membership();
         self.converge();
         self.run_until_quiet("after the final repairs");
+        self.final_collection();
         if self.config.final_power_cut {
             for node in 0..self.nodes.len() {
                 let seed = self.world.rng.next_u64();
@@ -323,6 +346,7 @@ impl Sim {
             }
         }
         self.history.final_states = states;
+        self.history.final_ms = self.world.now_ms();
         for node in &self.nodes {
             self.stats.hints_dropped += node.hints.dropped;
             self.stats.hints_delivered += node.hints.delivered;
@@ -337,6 +361,7 @@ impl Sim {
         self.stats.network = self.network.stats;
         self.stats.events = self.world.taken();
         self.stats.virtual_ms = self.world.now_ms();
+        self.stats.collected = self.nodes.iter().map(|n| n.collected).sum();
         let report = check::check(&self.history);
         let digest = self.history.digest();
         RunResult {
@@ -437,6 +462,10 @@ impl Sim {
         self.stats.anti_entropy_rounds += 1;
         match antientropy::round(na, nb, seeds, self.config.replicas, depth, now) {
             Ok(report) => {
+                // The initiator's session completed (`crate::collection`).
+                if let Collection::Repaired(h) = &self.nodes[a].engine.collection {
+                    h.record(b, self.nodes[a].wall_ms(now));
+                }
                 self.stats.anti_entropy_copies +=
                     (report.fetched.len() + report.pushed.len()) as u64;
                 for (key, ts) in report.fetched {
