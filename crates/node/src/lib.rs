@@ -234,7 +234,7 @@ fn open_backups(config: &NodeConfig) -> Result<Arc<backup::Backups>, String> {
                 .display()
         )
     })?;
-    Ok(Arc::new(backups))
+    Ok(Arc::new(backups.with_serve_rate(config.backup_rate_bytes)))
 }
 
 /// Closes the engine and the hint store at shutdown, once a checkpoint

@@ -30,7 +30,12 @@ impl Job {
     /// be free: [`Refusal::Running`] otherwise). The engine and the hint
     /// store are let go before the place is: a stopping node that saw the
     /// place free holds the only references ([`Backups::wait_idle`]).
+    ///
+    /// Runs at background CPU priority (`antientropy::priority`): called
+    /// only on a thread of its own (a worker's, or [`Job::spawn`]'s), whose
+    /// nice value dies with it.
     pub fn run(self) -> Result<(PathBuf, Manifest), Refusal> {
+        crate::antientropy::priority::lower_this_thread();
         let Job {
             backups,
             data_dir,
