@@ -75,6 +75,7 @@ pub mod slowlog;
 pub mod slowlog_cluster;
 pub mod state;
 pub mod tls;
+pub mod token_bucket;
 pub mod ttl;
 pub mod ui;
 pub mod version_order;

@@ -117,8 +117,8 @@ pub struct Backups {
     /// A restore writing into this node ([`super::restoring`]).
     pub restoring: super::restoring::Restoring,
     /// The bound on the bytes of held checkpoints served per second
-    /// (`--backup-rate-bytes`; `crate::net::backup_transfer`).
-    pub serve_rate: crate::antientropy::rate::RateLimiter,
+    /// (`--backup-rate-bytes`; `net::backup_transfer`).
+    pub serve_rate: crate::token_bucket::RateLimiter,
     /// Checkpoints whose removal at the end of their lease failed and was
     /// logged: logged once, tried again at every sweep.
     sweep_warned: Mutex<std::collections::BTreeSet<String>>,
@@ -170,7 +170,7 @@ impl Backups {
             workers: crate::cluster::workers::Workers::default(),
             figures: super::figures::Figures::default(),
             restoring: super::restoring::Restoring::default(),
-            serve_rate: crate::antientropy::rate::RateLimiter::new(
+            serve_rate: crate::token_bucket::RateLimiter::new(
                 crate::config::BACKUP_RATE_BYTES_DEFAULT,
             ),
         })
@@ -179,7 +179,7 @@ impl Backups {
     /// The registry with its served bytes bounded at `bytes_per_sec`
     /// (`--backup-rate-bytes`).
     pub fn with_serve_rate(mut self, bytes_per_sec: u64) -> Backups {
-        self.serve_rate = crate::antientropy::rate::RateLimiter::new(bytes_per_sec);
+        self.serve_rate = crate::token_bucket::RateLimiter::new(bytes_per_sec);
         self
     }
 

@@ -1,8 +1,10 @@
-//! The token bucket bounding anti-entropy's I/O: bytes scanned from the
-//! engine plus bytes sent to peers, per second (`--anti-entropy-rate-bytes`);
-//! and, one bucket of its own, the bytes of held checkpoints a cluster
-//! backup copies off a node (`--backup-rate-bytes`,
-//! `crate::net::backup_transfer`). The rule is [`bucket_take`], pure.
+//! The token bucket bounding a node's background I/O: anti-entropy's bytes
+//! scanned from the engine plus bytes sent to peers, per second
+//! (`--anti-entropy-rate-bytes`; `antientropy::rate`), and, one
+//! bucket of its own, the bytes of held checkpoints a cluster backup
+//! copies off a node (`--backup-rate-bytes`, `net::backup_transfer`).
+//! The rule is [`bucket_take`], pure. A module of its own (level 0), so
+//! `backup` holds a bucket without depending on `antientropy`.
 //!
 //! # Thread safety
 //! One bucket per node, shared by the rounds thread and the sync server
