@@ -29,10 +29,12 @@
 # BACKUP_TO (default BENCH_DIR/bk) is where the cluster backup is written:
 # /dev/shm/… keeps its 3 GB of writes off the nodes' disk (their WALs
 # fsync every write).
+# ATAMAN (default target/release/ataman) is the binary; SERVE_ARGS extra
+# `ataman serve` words for every node (e.g. "--backup-rate-bytes 67108864").
 # Usage: bench/backup.sh [N], from the repository root after
 # `cargo build --release -p ataman`. Loopback ports BASE_PORT (44100)
-# .. +2 and +1000 .. +1002 (the 3 nodes), BASE_PORT + 100 .. +104 and
-# + 1100 .. + 1104 (the 5 nodes). BENCH_DIR (default
+# .. +2 and + RESP_OFFSET (1000) .. +2 (the 3 nodes), BASE_PORT + 100 ..
+# +104 and + RESP_OFFSET + 100 .. +104 (the 5 nodes). BENCH_DIR (default
 # /tmp/ataman-backup-bench) holds everything and is removed at the end
 # unless KEEP=1. Needs about 12 x the data of one node free on its disk.
 set -eu
@@ -45,6 +47,7 @@ BEFORE_SEC=${BEFORE_SEC:-30}
 DURING_SEC=${DURING_SEC:-120}
 CKPT_RUNS=${CKPT_RUNS:-3}
 RESTORE_RUNS=${RESTORE_RUNS:-3}
+RESP_OFFSET=${RESP_OFFSET:-1000}
 PHASES=" ${PHASES:-checkpoint p99 restore grow} "
 run() { [[ "$PHASES" == *" $1 "* ]]; }
 R=${BENCH_DIR:-/tmp/ataman-backup-bench}; rm -rf "$R"; mkdir -p "$R"
@@ -63,7 +66,9 @@ now() { date +%s.%N; }
 secs() { python3 -c "print(f'{$2 - $1:.3f}')"; }
 median() { python3 -c "import statistics,sys; print(f'{statistics.median(float(x) for x in sys.argv[1:]):.3f}')" "$@"; }
 start_cluster() { # NODES BASE_PORT DIR; sets STARTED to the supervisor's pid
-  $B cluster start --nodes "$1" --base-port "$2" --dir "$3" > "$3.out" 2> "$3.err" &
+  # shellcheck disable=SC2086 # SERVE_ARGS: extra `ataman serve` words
+  $B cluster start --nodes "$1" --base-port "$2" --resp-base-port "$(($2 + RESP_OFFSET))" --dir "$3" \
+    ${SERVE_ARGS:+-- $SERVE_ARGS} > "$3.out" 2> "$3.err" &
   STARTED=$!
   for _ in $(seq 600); do [ "$(wc -l < "$3.out")" -ge "$1" ] && break; sleep 0.1; done
   [ "$(wc -l < "$3.out")" -ge "$1" ] || { echo "the cluster did not start"; cat "$3.err"; exit 1; }
@@ -87,8 +92,9 @@ for k in $(seq "$CKPT_RUNS"); do
     d=$(secs "$t" "$(now)")
     times+=("$d")
     read -r name files bytes pinned path < <(python3 -c "import json; j = json.load(open('$R/ckpt.json')); print(j['name'], j['files'], j['bytes'], j['pinned_bytes'], j['path'])")
+    parts=$(curl -sf "$url/metrics" | awk '/^ataman_backup_checkpoint_links_microseconds / {l = $2} /^ataman_backup_checkpoint_checksums_microseconds / {c = $2} END {if (l != "") printf "links %.3f s, checksums %.3f s", l / 1e6, c / 1e6; else printf "parts not timed (an older node)"}')
     t=$(now); find "$path" -type f -exec cat {} + > /dev/null; reads+=("$(secs "$t" "$(now)")")
-    echo "   checkpoint run $k node $i: $d s ($files files, $bytes bytes, $pinned pinned by links); cat of its files ${reads[-1]} s"
+    echo "   checkpoint run $k node $i: $d s ($files files, $bytes bytes, $pinned pinned by links; $parts); cat of its files ${reads[-1]} s"
     curl -sf -X DELETE "$url/v0/backup?name=$name" > /dev/null
   done
 done

@@ -16,7 +16,10 @@
 //!    checked there (`verify_cluster`). Exit 0 only then.
 //!
 //! Bounds: one thread per member (at most `MEMBERS_MAX`); one chunk
-//! (`FILE_CHUNK_BYTES_MAX`) in memory per thread.
+//! (`FILE_CHUNK_BYTES_MAX`) in memory per thread. The pace is each
+//! member's (`--backup-rate-bytes`, docs/BACKUP.md, "Pacing"): it answers
+//! a chunk once its bytes are in its bucket; this process runs at
+//! background CPU priority (`backup_cmd::create`).
 
 use crate::backup_client::{Failed, NodeArgs, ask, io_timeout, json, refused};
 use crate::http_client::url::{BaseUrl, target};

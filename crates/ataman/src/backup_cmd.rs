@@ -229,6 +229,13 @@ fn create(
     skew_ms: u64,
 ) -> Result<String, Failed> {
     let url = connect(node)?;
+    // The copy, its checksums and the check after are background work for
+    // the machine they run on (often a member's): every thread of this
+    // process yields the CPU to the foreground (threads started after
+    // inherit the nice value). Best effort.
+    let _ = ataman_engine::thread_priority::lower_this_thread(
+        ataman_node::antientropy::priority::BACKGROUND_NICE_STEP,
+    );
     if to == Path::new("-") {
         return crate::backup_tar::create_to_stdout(&url, node, lease_s, skew_ms);
     }

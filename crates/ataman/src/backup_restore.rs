@@ -390,7 +390,8 @@ fn send(batch: &[u8], run: &Run<'_>, counts: &mut Counts) -> Result<(), Failed> 
 
 /// `restore DIR --data-dir PATH [--node N] [--copy]`: member `N`'s
 /// checkpoint placed into `PATH` (`ataman_node::backup::place`: checked
-/// first, then linked and copied into a temporary tree, fsynced, renamed).
+/// first, the files to be copied checked by their copy as it reads them,
+/// linked and copied into a temporary tree, fsynced, renamed).
 pub fn restore_offline(
     dir: &Path,
     data_dir: &Path,
@@ -418,8 +419,26 @@ pub fn restore_offline(
             data_dir.display()
         )),
     };
-    let (source, manifest) = place::checked_source(dir, member).map_err(said)?;
-    let placed = place::place(&source, &manifest, data_dir, copy).map_err(said)?;
+    let (source, manifest) = place::checked_source(dir, member, copy).map_err(said)?;
+    // A copy's mismatch names the file within the checkpoint; the reader
+    // is told where in the backup (`node-0/data/…`), as the first check does.
+    let within = source
+        .strip_prefix(dir)
+        .ok()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(|p| format!("{}/", p.display()))
+        .unwrap_or_default();
+    let placed = place::place(&source, &manifest, data_dir, copy)
+        .map_err(|e| match e {
+            PlaceError::Damaged(problems) => PlaceError::Damaged(
+                problems
+                    .into_iter()
+                    .map(|p| format!("{within}{p}"))
+                    .collect(),
+            ),
+            other => other,
+        })
+        .map_err(said)?;
     Ok(format!(
         "restored checkpoint {} ({}) into {}: {} tables linked ({} bytes), {} files copied ({} bytes), in {:.2} s; start the node on it with the addresses it had\n",
         manifest.name,

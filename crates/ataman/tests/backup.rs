@@ -468,6 +468,24 @@ fn same_layout_restore_puts_a_checkpoint_back_offline() {
     let named = format!("node-0/data/{table}: checksum mismatch");
     assert!(err.contains(&named), "{err}");
     assert!(!data_dir.exists(), "written despite the damage");
+    // With --copy the table is checked by its one read, as it is copied:
+    // the same exit, the same file named, nothing written.
+    let bad_s = bad.to_str().unwrap();
+    let copied = [
+        "backup",
+        "restore",
+        bad_s,
+        "--data-dir",
+        dd,
+        "--node",
+        "0",
+        "--copy",
+    ];
+    let out = ataman(&copied);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let err = text(&out.stderr);
+    assert!(err.contains(&named), "{err}");
+    assert!(!data_dir.exists(), "written despite the damage (--copy)");
 
     let out = restore(good_s);
     assert!(out.status.success(), "restore: {}", text(&out.stderr));

@@ -47,6 +47,13 @@ pub const ANTI_ENTROPY_RATE_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
 /// Smallest `--anti-entropy-rate-bytes`: below it one batch of a session
 /// (`antientropy::wire::BATCH_BYTES_MAX`) would wait longer than a peer waits for an answer.
 pub const ANTI_ENTROPY_RATE_BYTES_MIN: u64 = 1024 * 1024;
+/// Default bound on the bytes of held checkpoints a node serves per second
+/// (`GET /v0/backup?file=`: a cluster backup's copy): 32 MiB/s, a 1 GB
+/// node copied in about 32 s (docs/BACKUP.md, "Pacing").
+pub const BACKUP_RATE_BYTES_DEFAULT: u64 = 32 * 1024 * 1024;
+/// Smallest `--backup-rate-bytes`: one chunk of a file then waits at most
+/// a few seconds, inside a client's 10 s request timeout.
+pub const BACKUP_RATE_BYTES_MIN: u64 = 1024 * 1024;
 /// Default time a tombstone is kept before compaction may drop it (10 days).
 pub const TOMBSTONE_GRACE_MS_DEFAULT: u64 = 10 * 24 * 3600 * 1000;
 
@@ -144,6 +151,9 @@ pub struct ServeArgs {
     /// Anti-entropy's bound on scanned plus sent bytes per second (at least 1048576) [default: 67108864].
     #[arg(long, env = "ATAMAN_ANTI_ENTROPY_RATE_BYTES")]
     pub anti_entropy_rate_bytes: Option<u64>,
+    /// Bound on the bytes of held checkpoints served per second to a cluster backup's copy (at least 1048576; docs/BACKUP.md, "Pacing") [default: 33554432].
+    #[arg(long, env = "ATAMAN_BACKUP_RATE_BYTES")]
+    pub backup_rate_bytes: Option<u64>,
     /// How long a tombstone is kept before compaction may drop it, in ms; a node down longer refuses to start on its old data [default: 864000000].
     #[arg(long, env = "ATAMAN_TOMBSTONE_GRACE_MS")]
     pub tombstone_grace_ms: Option<u64>,
@@ -210,6 +220,7 @@ struct FileConfig {
     replication_factor: Option<usize>,
     anti_entropy_interval_ms: Option<u64>,
     anti_entropy_rate_bytes: Option<u64>,
+    backup_rate_bytes: Option<u64>,
     tombstone_grace_ms: Option<u64>,
     refill: Option<bool>,
     peer_via: Option<String>,
@@ -284,6 +295,8 @@ pub struct NodeConfig {
     pub anti_entropy_interval: Duration,
     /// Anti-entropy's scanned plus sent bytes per second.
     pub anti_entropy_rate_bytes: u64,
+    /// Bytes of held checkpoints served per second (`--backup-rate-bytes`).
+    pub backup_rate_bytes: u64,
     /// How long tombstones are kept (the engine's `tombstone_grace`), and
     /// how long a node may be down before it refuses its old data.
     pub tombstone_grace: Duration,
@@ -387,10 +400,20 @@ impl NodeConfig {
                 "anti-entropy-rate-bytes must be at least {ANTI_ENTROPY_RATE_BYTES_MIN}, not {anti_entropy_rate_bytes}"
             ));
         }
+        let backup_rate_bytes = args
+            .backup_rate_bytes
+            .or(file.backup_rate_bytes)
+            .unwrap_or(BACKUP_RATE_BYTES_DEFAULT);
+        if backup_rate_bytes < BACKUP_RATE_BYTES_MIN {
+            return Err(format!(
+                "backup-rate-bytes must be at least {BACKUP_RATE_BYTES_MIN}, not {backup_rate_bytes}"
+            ));
+        }
         Ok(NodeConfig {
             replication_factor,
             anti_entropy_interval: Duration::from_millis(anti_entropy_interval_ms),
             anti_entropy_rate_bytes,
+            backup_rate_bytes,
             tombstone_grace: Duration::from_millis(tombstone_grace_ms),
             refill: args.refill || file.refill.unwrap_or(false),
             data_dir: args
@@ -739,6 +762,19 @@ mod tests {
         assert!(NodeConfig::resolve(&args).is_ok());
         let args = ServeArgs {
             anti_entropy_rate_bytes: Some(ANTI_ENTROPY_RATE_BYTES_MIN - 1),
+            ..base.clone()
+        };
+        assert!(NodeConfig::resolve(&args).is_err());
+        let at_min = ServeArgs {
+            backup_rate_bytes: Some(BACKUP_RATE_BYTES_MIN),
+            ..base.clone()
+        };
+        assert_eq!(
+            NodeConfig::resolve(&at_min).unwrap().backup_rate_bytes,
+            BACKUP_RATE_BYTES_MIN
+        );
+        let args = ServeArgs {
+            backup_rate_bytes: Some(BACKUP_RATE_BYTES_MIN - 1),
             ..base.clone()
         };
         assert!(NodeConfig::resolve(&args).is_err());

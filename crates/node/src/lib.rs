@@ -75,6 +75,7 @@ pub mod slowlog;
 pub mod slowlog_cluster;
 pub mod state;
 pub mod tls;
+pub mod token_bucket;
 pub mod ttl;
 pub mod ui;
 pub mod version_order;
@@ -234,7 +235,7 @@ fn open_backups(config: &NodeConfig) -> Result<Arc<backup::Backups>, String> {
                 .display()
         )
     })?;
-    Ok(Arc::new(backups))
+    Ok(Arc::new(backups.with_serve_rate(config.backup_rate_bytes)))
 }
 
 /// Closes the engine and the hint store at shutdown, once a checkpoint

@@ -272,6 +272,7 @@ fn finish_table(
     let props = builder.finish()?;
     let file = sink.fs.open_read(&path).map_err(|e| Error::io(&path, e))?;
     let table = Table::open(file, path.clone(), number, Arc::clone(sink.cache))?;
+    let file_crc32c = props.file_crc32c;
     let meta = FileMeta {
         number,
         level,
@@ -283,10 +284,7 @@ fn finish_table(
         ts_min: props.ts_min,
         ts_max: props.ts_max,
     };
-    Ok(Arc::new(LiveTable::new(
-        meta,
-        table,
-        path,
-        Arc::clone(sink.fs),
-    )))
+    Ok(Arc::new(
+        LiveTable::new(meta, table, path, Arc::clone(sink.fs)).with_file_crc32c(file_crc32c),
+    ))
 }

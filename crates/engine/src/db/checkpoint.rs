@@ -29,6 +29,11 @@
 //!    its own (temp file, fsync, rename, fsync of the directory).
 //! 5. The directory is fsynced: every name in it is durable.
 //!
+//! The report names the tables whose whole-file CRC-32C the engine knows
+//! from writing them in this process (`LiveTable::file_crc32c`): a caller
+//! recording checksums (the node's `BACKUP-MANIFEST`) need not read them
+//! back, so a checkpoint of tables written since the start reads nothing.
+//!
 //! Opening the directory is an ordinary open; it replays no WAL.
 //!
 //! Nothing here waits on the request path: the tx thread's part is one
@@ -62,6 +67,11 @@ pub struct CheckpointReport {
     pub linked: Vec<(String, u64)>,
     /// The files written for it (the memtables' table, if any): name and bytes.
     pub written: Vec<(String, u64)>,
+    /// The tables (linked or written) whose whole-file CRC-32C the engine
+    /// knows from writing them in this process: name, bytes and CRC. A
+    /// caller recording checksums takes these instead of reading the files
+    /// back; a table opened from the manifest is not here.
+    pub known_crc32c: Vec<(String, u64, u32)>,
 }
 
 impl CheckpointReport {
@@ -98,6 +108,7 @@ pub fn checkpoint(shared: &Shared, dir: &Path) -> Result<CheckpointReport> {
     let (sv, seq) = take_point(shared)?;
     let mut files: Vec<FileMeta> = Vec::new();
     let mut linked = Vec::new();
+    let mut known_crc32c = Vec::new();
     for (level, tables) in sv.version.levels.iter().enumerate() {
         for t in tables {
             let name = table_file_name(t.meta.number);
@@ -106,6 +117,9 @@ pub fn checkpoint(shared: &Shared, dir: &Path) -> Result<CheckpointReport> {
                 .map_err(|e| Error::io(&to, e))?;
             let mut meta = t.meta.clone();
             meta.level = level as u32;
+            if let Some(crc) = t.file_crc32c {
+                known_crc32c.push((name.clone(), meta.file_bytes, crc));
+            }
             linked.push((name, meta.file_bytes));
             files.push(meta);
         }
@@ -130,6 +144,10 @@ pub fn checkpoint(shared: &Shared, dir: &Path) -> Result<CheckpointReport> {
         .iter()
         .map(|t| (table_file_name(t.meta.number), t.meta.file_bytes))
         .collect();
+    known_crc32c.extend(tail.iter().filter_map(|t| {
+        let name = table_file_name(t.meta.number);
+        t.file_crc32c.map(|crc| (name, t.meta.file_bytes, crc))
+    }));
     files.extend(tail.iter().map(|t| t.meta.clone()));
     drop(tail);
     // The newest table's number is above every linked one (numbers only grow).
@@ -152,5 +170,6 @@ pub fn checkpoint(shared: &Shared, dir: &Path) -> Result<CheckpointReport> {
         seq,
         linked,
         written,
+        known_crc32c,
     })
 }

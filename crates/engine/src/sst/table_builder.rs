@@ -57,6 +57,11 @@ pub struct TableProperties {
     pub ts_min: u64,
     /// Largest timestamp of any entry.
     pub ts_max: u64,
+    /// The CRC-32C of the whole file as written (every byte handed to the
+    /// file, in order); `None` when the builder did not start the file (it
+    /// was not empty). Kept in memory only (`LiveTable::file_crc32c`): a
+    /// checkpoint records it instead of reading the file back.
+    pub file_crc32c: Option<u32>,
 }
 
 /// Bytes of a table between two `WritableFile::start_writeback` calls.
@@ -82,6 +87,9 @@ pub struct TableBuilder {
     tombstones: u64,
     ts_min: u64,
     ts_max: u64,
+    /// The running CRC-32C of the bytes written (`None`: the file was not
+    /// empty at the start).
+    file_crc32c: Option<u32>,
     failed: Option<String>,
 }
 
@@ -104,6 +112,7 @@ impl TableBuilder {
             tombstones: 0,
             ts_min: u64::MAX,
             ts_max: 0,
+            file_crc32c: (offset == 0).then_some(0),
             failed: None,
         }
     }
@@ -183,6 +192,9 @@ impl TableBuilder {
             self.failed = Some(err.to_string());
             return Err(err);
         }
+        if let Some(crc) = &mut self.file_crc32c {
+            *crc = crc32c::crc32c_append(*crc, bytes);
+        }
         let before = self.offset;
         self.offset += bytes.len() as u64;
         debug_assert_eq!(self.offset, self.file.len());
@@ -251,6 +263,7 @@ impl TableBuilder {
             largest: self.last_key,
             ts_min: self.ts_min,
             ts_max: self.ts_max,
+            file_crc32c: self.file_crc32c,
         })
     }
 }

@@ -21,6 +21,10 @@ pub struct LiveTable {
     pub meta: FileMeta,
     /// The open table.
     pub table: Arc<Table>,
+    /// The CRC-32C of the whole file, when this process wrote it
+    /// (`TableProperties::file_crc32c`); `None` for a table opened from
+    /// the manifest (it is not recorded there).
+    pub file_crc32c: Option<u32>,
     path: PathBuf,
     fs: Arc<dyn FileSystem>,
     /// Set when the table is marked obsolete: who removes its file.
@@ -33,10 +37,17 @@ impl LiveTable {
         LiveTable {
             meta,
             table,
+            file_crc32c: None,
             path,
             fs,
             reaper: OnceLock::new(),
         }
+    }
+
+    /// The table with the CRC-32C of its whole file, as its builder wrote it.
+    pub fn with_file_crc32c(mut self, file_crc32c: Option<u32>) -> Self {
+        self.file_crc32c = file_crc32c;
+        self
     }
 
     /// Marks the file for removal once no version holds it, by `reaper`'s

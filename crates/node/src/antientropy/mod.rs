@@ -14,7 +14,8 @@
 //! - [`server`]: the `ataman-sync` thread serving sessions peers start.
 //! - [`client`]: one session this node starts with one peer.
 //! - [`rounds`]: the `ataman-rounds` thread: when rounds run, what a round does.
-//! - [`rate`]: the token bucket bounding scanned plus sent bytes.
+//! - [`rate`]: the token bucket bounding scanned plus sent bytes
+//!   (`crate::token_bucket`, shared with the backup's copy).
 //! - [`priority`]: background threads at a lower CPU priority.
 //! - [`status`]: round reports (`/v0/repair`) and metrics.
 //! - [`repaired`]: repair-based collection's rule (until when a key's
@@ -38,7 +39,7 @@ pub mod horizon;
 pub mod local;
 pub mod merkle;
 pub mod priority;
-pub mod rate;
+pub use crate::token_bucket as rate;
 pub mod reconcile;
 pub mod repaired;
 pub mod repaired_file;

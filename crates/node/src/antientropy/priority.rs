@@ -19,3 +19,15 @@ pub fn lower_this_thread() {
         tracing::debug!(%error, "could not lower a background thread's CPU priority");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The checkpoint's thread yields as much as anti-entropy's threads.
+    #[test]
+    fn the_backup_job_runs_at_the_same_step() {
+        assert_eq!(
+            super::BACKGROUND_NICE_STEP,
+            crate::backup::job::BACKGROUND_NICE_STEP
+        );
+    }
+}

@@ -10,6 +10,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How much nicer than the process a checkpoint's thread runs (the value
+/// of `antientropy::priority::BACKGROUND_NICE_STEP`, asserted equal in
+/// its tests; not imported: `backup` does not depend on `antientropy`).
+pub const BACKGROUND_NICE_STEP: i32 = 10;
+
 /// What a checkpoint job needs, owned (it outlives the request).
 #[derive(Clone)]
 pub struct Job {
@@ -30,7 +35,13 @@ impl Job {
     /// be free: [`Refusal::Running`] otherwise). The engine and the hint
     /// store are let go before the place is: a stopping node that saw the
     /// place free holds the only references ([`Backups::wait_idle`]).
+    ///
+    /// Runs at background CPU priority ([`BACKGROUND_NICE_STEP`], as
+    /// anti-entropy's threads): called only on a thread of its own (a
+    /// worker's, or [`Job::spawn`]'s), whose nice value dies with it.
     pub fn run(self) -> Result<(PathBuf, Manifest), Refusal> {
+        // Best effort: on failure the checkpoint runs at the usual priority.
+        let _ = ataman_engine::thread_priority::lower_this_thread(BACKGROUND_NICE_STEP);
         let Job {
             backups,
             data_dir,

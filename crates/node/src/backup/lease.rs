@@ -116,6 +116,9 @@ pub struct Backups {
     pub figures: super::figures::Figures,
     /// A restore writing into this node ([`super::restoring`]).
     pub restoring: super::restoring::Restoring,
+    /// The bound on the bytes of held checkpoints served per second
+    /// (`--backup-rate-bytes`; `net::backup_transfer`).
+    pub serve_rate: crate::token_bucket::RateLimiter,
     /// Checkpoints whose removal at the end of their lease failed and was
     /// logged: logged once, tried again at every sweep.
     sweep_warned: Mutex<std::collections::BTreeSet<String>>,
@@ -167,7 +170,17 @@ impl Backups {
             workers: crate::cluster::workers::Workers::default(),
             figures: super::figures::Figures::default(),
             restoring: super::restoring::Restoring::default(),
+            serve_rate: crate::token_bucket::RateLimiter::new(
+                crate::config::BACKUP_RATE_BYTES_DEFAULT,
+            ),
         })
+    }
+
+    /// The registry with its served bytes bounded at `bytes_per_sec`
+    /// (`--backup-rate-bytes`).
+    pub fn with_serve_rate(mut self, bytes_per_sec: u64) -> Backups {
+        self.serve_rate = crate::token_bucket::RateLimiter::new(bytes_per_sec);
+        self
     }
 
     /// The folder of the checkpoints.
@@ -202,7 +215,7 @@ impl Backups {
             lease_until_ms: created_ms.saturating_add(lease.as_millis() as u64),
             ..Manifest::default()
         };
-        match take::take(sources, &self.dir, manifest) {
+        match take::take(sources, &self.dir, manifest, &self.figures) {
             Ok((path, manifest)) => {
                 self.taken.fetch_add(1, Ordering::Relaxed);
                 self.last_ms

@@ -12,7 +12,14 @@
 //!    the cluster records (`DEAD-*`, `CLEANUP-*`) and `REFILLING`. Each is
 //!    replaced whole by its writer (temp, rename), so a copy is one version
 //!    of it.
-//! 4. Every file's size and CRC-32C into `BACKUP-MANIFEST`, fsynced.
+//! 4. Every file's size and CRC-32C into `BACKUP-MANIFEST`, fsynced. A
+//!    table the engine (or the hint store) wrote in this process comes
+//!    with its CRC-32C, computed over the bytes as they were written
+//!    (`CheckpointReport::known_crc32c`): it is recorded as given, the file
+//!    not read back, when its size on disk is the one written. Only the
+//!    other files are read (the node's small files, the manifests, tables
+//!    opened from the manifest at the start). So a checkpoint reads no
+//!    table bytes, and a backup's copy is the one read of them.
 //! 5. The directory renamed to `backups/NAME`, and `backups/` fsynced.
 //!
 //! A kill at any step leaves either `backups/NAME` complete, or no
@@ -20,12 +27,15 @@
 //! ([`super::lease::Backups::open`]). A failure removes the temporary
 //! directory at once.
 
+use super::figures::Figures;
 use super::manifest::{FileEntry, MANIFEST_FILE_NAME, Manifest};
 use crate::hints::HintStore;
 use ataman_engine::Db;
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// The small files of a data directory copied into a checkpoint, by name.
 pub const NODE_FILES: &[&str] = &[
@@ -83,13 +93,14 @@ pub fn take(
     sources: &Sources<'_>,
     backups_dir: &Path,
     mut manifest: Manifest,
+    figures: &Figures,
 ) -> Result<(PathBuf, Manifest), TakeError> {
     fs::create_dir_all(backups_dir).map_err(io_at(backups_dir))?;
     let tmp = backups_dir.join(format!("{TEMP_PREFIX}{}", manifest.name));
     if tmp.exists() {
         fs::remove_dir_all(&tmp).map_err(io_at(&tmp))?;
     }
-    let result = fill(sources, &tmp, &mut manifest);
+    let result = fill(sources, &tmp, &mut manifest, figures);
     if let Err(e) = result {
         let _ = fs::remove_dir_all(&tmp);
         return Err(e);
@@ -104,8 +115,14 @@ pub fn take(
 }
 
 /// Steps 2 to 4 into `tmp`.
-fn fill(sources: &Sources<'_>, tmp: &Path, manifest: &mut Manifest) -> Result<(), TakeError> {
+fn fill(
+    sources: &Sources<'_>,
+    tmp: &Path,
+    manifest: &mut Manifest,
+    figures: &Figures,
+) -> Result<(), TakeError> {
     fs::create_dir_all(tmp).map_err(io_at(tmp))?;
+    let started = Instant::now();
     let data = tmp.join("data");
     let engine = sources
         .db
@@ -118,11 +135,20 @@ fn fill(sources: &Sources<'_>, tmp: &Path, manifest: &mut Manifest) -> Result<()
     manifest.engine_seq = engine.seq;
     manifest.hints_seq = hints.seq;
     manifest.pinned_bytes = engine.linked_bytes() + hints.linked_bytes();
+    Figures::set_us(&figures.checkpoint_links_us, started.elapsed());
+    let mut known = BTreeMap::new();
+    for (prefix, report) in [("data/", &engine), ("data/hints/", &hints)] {
+        for (name, bytes, crc32c) in &report.known_crc32c {
+            known.insert(format!("{prefix}{name}"), (*bytes, *crc32c));
+        }
+    }
     for name in node_files(sources.data_dir)? {
         copy_synced(&sources.data_dir.join(&name), &data.join(&name))?;
     }
     sync_dir(&data)?;
-    manifest.files = checksum_tree(tmp)?;
+    let started = Instant::now();
+    manifest.files = checksum_tree_known(tmp, &known)?;
+    Figures::set_us(&figures.checkpoint_checksums_us, started.elapsed());
     let path = tmp.join(MANIFEST_FILE_NAME);
     let mut file = fs::File::create(&path).map_err(io_at(&path))?;
     file.write_all(manifest.render().as_bytes())
@@ -167,6 +193,16 @@ pub fn sync_dir(dir: &Path) -> Result<(), TakeError> {
 /// Every file under `root` but the manifest, in path order, with its size
 /// and CRC-32C (paths relative, `/`-separated).
 pub fn checksum_tree(root: &Path) -> Result<Vec<FileEntry>, TakeError> {
+    checksum_tree_known(root, &BTreeMap::new())
+}
+
+/// [`checksum_tree`], taking the size and CRC-32C of a file in `known`
+/// (relative path to bytes and CRC) as given, unread, when its size on
+/// disk is that size; any other file is read.
+pub fn checksum_tree_known(
+    root: &Path,
+    known: &BTreeMap<String, (u64, u32)>,
+) -> Result<Vec<FileEntry>, TakeError> {
     let mut out = Vec::new();
     let mut stack = vec![(root.to_path_buf(), String::new())];
     while let Some((dir, prefix)) = stack.pop() {
@@ -178,7 +214,11 @@ pub fn checksum_tree(root: &Path) -> Result<Vec<FileEntry>, TakeError> {
             if kind.is_dir() {
                 stack.push((entry.path(), format!("{rel}/")));
             } else if rel != MANIFEST_FILE_NAME {
-                let (bytes, crc32c) = checksum_file(&entry.path())?;
+                let size = entry.metadata().map_err(io_at(&entry.path()))?.len();
+                let (bytes, crc32c) = match known.get(&rel) {
+                    Some(&(bytes, crc32c)) if bytes == size => (bytes, crc32c),
+                    _ => checksum_file(&entry.path())?,
+                };
                 out.push(FileEntry {
                     path: rel,
                     bytes,

@@ -8,7 +8,12 @@
 //!   [`FILE_CHUNK_BYTES_MAX`] bytes of the file from `offset`
 //!   (`application/octet-stream`; empty at or past its end); 404 for a
 //!   checkpoint not held or a path its manifest does not list (nothing
-//!   else is served: no path leaves the checkpoint).
+//!   else is served: no path leaves the checkpoint). **Paced**
+//!   (docs/BACKUP.md, "Pacing"): a chunk is [`chunk_bytes`] of the rate
+//!   (`--backup-rate-bytes`), its bytes taken from the node's bucket
+//!   (`Backups::serve_rate`, `antientropy::rate`) before it is read, on a
+//!   job thread at background CPU priority (`antientropy::priority`), so
+//!   the copy goes at most at the rate and yields the CPU to requests.
 //! - `POST ?ingest=1&restore=ID[&t=TS]`: the restore `ID` marked under
 //!   way (`crate::backup::restoring`; 503 when too many are), versions stamped after `T` dropped
 //!   (`point_in_time::kept`), then 200 with `{"applied":A,"held_newer":H,
@@ -40,6 +45,17 @@ use std::sync::Arc;
 /// The most bytes of a file one answer carries (4 MiB): a client reads a
 /// file in chunks, the node holds one chunk per request.
 pub const FILE_CHUNK_BYTES_MAX: u64 = 4 * 1024 * 1024;
+/// The least bytes of a chunk (not the last of a file), whatever the rate.
+pub const FILE_CHUNK_BYTES_MIN: u64 = 256 * 1024;
+
+/// The bytes of one chunk served at `rate_bytes_per_sec`: a thirty-second
+/// of a second's worth (1 MiB at the default 32 MiB/s), within
+/// [`FILE_CHUNK_BYTES_MIN`] and [`FILE_CHUNK_BYTES_MAX`], so a paced copy
+/// reads and sends in steps of about 31 ms, not in bursts (each chunk is
+/// copied into the socket on a network thread, between requests).
+pub fn chunk_bytes(rate_bytes_per_sec: u64) -> u64 {
+    (rate_bytes_per_sec / 32).clamp(FILE_CHUNK_BYTES_MIN, FILE_CHUNK_BYTES_MAX)
+}
 
 fn start(
     shared: &NodeShared,
@@ -73,7 +89,13 @@ fn chunk(backups: &Backups, name: &str, path: &str, offset: u64) -> JobAnswer {
         return JobAnswer::text(Status::NotFound, &why);
     }
     let full = backups.dir().join(name).join(path);
-    match read_chunk(&full, offset) {
+    crate::antientropy::priority::lower_this_thread();
+    let rate = &backups.serve_rate;
+    let step = chunk_bytes(rate.bytes_per_sec());
+    let wanted = chunk_len(&full, offset, step);
+    // Bounded: a debt of at most one second plus one chunk over the rate.
+    let _ = rate.take(wanted, &|| false);
+    match read_chunk(&full, offset, step) {
         Ok(body) => {
             Figures::add(&backups.figures.served_bytes, body.len() as u64);
             JobAnswer {
@@ -86,10 +108,16 @@ fn chunk(backups: &Backups, name: &str, path: &str, offset: u64) -> JobAnswer {
     }
 }
 
-/// At most [`FILE_CHUNK_BYTES_MAX`] bytes of the regular file `path` from
-/// `offset`: empty at or past its end (any `u64`, docs/API.md). A symlink
-/// or any other non-regular file is refused (`O_NOFOLLOW`), never followed.
-fn read_chunk(path: &std::path::Path, offset: u64) -> std::io::Result<Vec<u8>> {
+/// The bytes a chunk of at most `step` from `offset` will hold (what is
+/// taken from the bucket; 0 when the file cannot be read: the read says why).
+fn chunk_len(path: &std::path::Path, offset: u64, step: u64) -> u64 {
+    std::fs::symlink_metadata(path).map_or(0, |m| m.len().saturating_sub(offset).min(step))
+}
+
+/// At most `step` bytes of the regular file `path` from `offset`: empty
+/// at or past its end (any `u64`, docs/API.md). A symlink or any other
+/// non-regular file is refused (`O_NOFOLLOW`), never followed.
+fn read_chunk(path: &std::path::Path, offset: u64, step: u64) -> std::io::Result<Vec<u8>> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut file = std::fs::OpenOptions::new()
         .read(true)
@@ -105,7 +133,8 @@ fn read_chunk(path: &std::path::Path, offset: u64) -> std::io::Result<Vec<u8>> {
         return Ok(body);
     }
     file.seek(SeekFrom::Start(offset))?;
-    file.take(FILE_CHUNK_BYTES_MAX).read_to_end(&mut body)?;
+    file.take(step.min(FILE_CHUNK_BYTES_MAX))
+        .read_to_end(&mut body)?;
     Ok(body)
 }
 
@@ -208,13 +237,34 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("CLOCK");
         std::fs::write(&file, b"abc").unwrap();
-        assert_eq!(read_chunk(&file, 1).unwrap(), b"bc");
+        let max = FILE_CHUNK_BYTES_MAX;
+        assert_eq!(read_chunk(&file, 1, max).unwrap(), b"bc");
+        assert_eq!(read_chunk(&file, 1, 1).unwrap(), b"b");
+        assert_eq!(chunk_len(&file, 1, max), 2);
         for offset in [3, 4, 9_223_372_036_854_775_806, u64::MAX] {
-            assert!(read_chunk(&file, offset).unwrap().is_empty(), "{offset}");
+            assert!(
+                read_chunk(&file, offset, max).unwrap().is_empty(),
+                "{offset}"
+            );
+            assert_eq!(chunk_len(&file, offset, max), 0);
         }
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&file, &link).unwrap();
-        assert!(read_chunk(&link, 0).is_err());
-        assert!(read_chunk(dir.path(), 0).is_err());
+        assert!(read_chunk(&link, 0, max).is_err());
+        assert!(read_chunk(dir.path(), 0, max).is_err());
+    }
+
+    /// A chunk is a thirty-second of a second of the rate, within its
+    /// bounds (at, below and above each).
+    #[test]
+    fn chunk_is_a_thirty_second_of_the_rate_within_bounds() {
+        let mib = 1024 * 1024;
+        assert_eq!(chunk_bytes(32 * mib), mib);
+        assert_eq!(chunk_bytes(8 * mib), FILE_CHUNK_BYTES_MIN);
+        assert_eq!(chunk_bytes(mib), FILE_CHUNK_BYTES_MIN);
+        assert_eq!(chunk_bytes(1), FILE_CHUNK_BYTES_MIN);
+        assert_eq!(chunk_bytes(128 * mib), FILE_CHUNK_BYTES_MAX);
+        assert_eq!(chunk_bytes(129 * mib), FILE_CHUNK_BYTES_MAX);
+        assert_eq!(chunk_bytes(u64::MAX), FILE_CHUNK_BYTES_MAX);
     }
 }

@@ -1,5 +1,10 @@
-//! The token bucket bounding anti-entropy's I/O: bytes scanned from the
-//! engine plus bytes sent to peers, per second (`--anti-entropy-rate-bytes`).
+//! The token bucket bounding a node's background I/O: anti-entropy's bytes
+//! scanned from the engine plus bytes sent to peers, per second
+//! (`--anti-entropy-rate-bytes`; `antientropy::rate`), and, one
+//! bucket of its own, the bytes of held checkpoints a cluster backup
+//! copies off a node (`--backup-rate-bytes`, `net::backup_transfer`).
+//! The rule is [`bucket_take`], pure. A module of its own (level 0), so
+//! `backup` holds a bucket without depending on `antientropy`.
 //!
 //! # Thread safety
 //! One bucket per node, shared by the rounds thread and the sync server
@@ -66,14 +71,14 @@ impl RateLimiter {
         let wait = {
             let mut state = lock(&self.state);
             let now = Instant::now();
-            let refill = now.duration_since(state.1).as_secs_f64() * self.rate_bytes_per_sec;
-            state.0 = (state.0 + refill).min(self.rate_bytes_per_sec) - bytes as f64;
-            state.1 = now;
-            if state.0 < 0.0 {
-                Duration::from_secs_f64(-state.0 / self.rate_bytes_per_sec)
-            } else {
-                Duration::ZERO
-            }
+            let (tokens, wait) = bucket_take(
+                self.rate_bytes_per_sec,
+                state.0,
+                now.duration_since(state.1),
+                bytes,
+            );
+            *state = (tokens, now);
+            wait
         };
         if !wait.is_zero() {
             let nanos = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
@@ -93,9 +98,59 @@ impl RateLimiter {
     }
 }
 
+/// The bucket's rule, pure: a bucket of `rate` bytes per second holding
+/// `tokens` (negative: a debt), `elapsed` since it was last updated, and a
+/// take of `bytes`; the tokens after, and how long the taker waits (the
+/// debt over the rate, zero when none).
+///
+/// # Rules
+/// - Refill: `elapsed * rate`, the bucket capped at one second's worth
+///   (`rate`): an idle taker gets at most a second's burst.
+/// - A take is always granted; what it takes beyond the tokens is a debt,
+///   slept off by the taker before it goes on, so the bytes taken over any
+///   interval of `s` seconds are at most `rate * s + rate` plus one take.
+pub fn bucket_take(rate: f64, tokens: f64, elapsed: Duration, bytes: u64) -> (f64, Duration) {
+    let rate = rate.max(1.0);
+    let after = (tokens + elapsed.as_secs_f64() * rate).min(rate) - bytes as f64;
+    let wait = if after < 0.0 {
+        Duration::from_secs_f64(-after / rate)
+    } else {
+        Duration::ZERO
+    };
+    (after, wait)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The bucket's rule at its edges: a full bucket lends without a wait;
+    /// past it the wait is the debt over the rate; the refill is capped at
+    /// one second's worth; a debt is paid back by the time that passes.
+    #[test]
+    fn bucket_rule_waits_the_debt_over_the_rate() {
+        let mib = 1024.0 * 1024.0;
+        let s = Duration::from_secs_f64;
+        // Full bucket (1 MiB/s holding 1 MiB): 1 MiB at once, no wait.
+        assert_eq!(bucket_take(mib, mib, s(0.0), 1 << 20), (0.0, s(0.0)));
+        // 4 MiB from a full 1 MiB bucket: 3 MiB of debt, 3 s.
+        let (tokens, wait) = bucket_take(mib, mib, s(0.0), 4 << 20);
+        assert_eq!((tokens, wait), (-3.0 * mib, s(3.0)));
+        // Idle for an hour: still one second's worth, not 3,600.
+        let (_, wait) = bucket_take(mib, 0.0, s(3600.0), 2 << 20);
+        assert_eq!(wait, s(1.0));
+        // A 3 MiB debt, 3 s later: paid; the next MiB waits 1 s.
+        assert_eq!(bucket_take(mib, -3.0 * mib, s(3.0), 1 << 20).1, s(1.0));
+        // Paced takes of a chunk each: the waits add up to bytes over rate.
+        // 10 takes of 0.5 MiB, each after the previous one's wait: the
+        // first MiB is the burst, the other 4 MiB take 4 s.
+        let (mut tokens, mut slept, mut waited) = (mib, Duration::ZERO, Duration::ZERO);
+        for _ in 0..10 {
+            (tokens, slept) = bucket_take(mib, tokens, slept, 1 << 19);
+            waited += slept;
+        }
+        assert_eq!(waited, s(4.0));
+    }
 
     /// A full bucket lends without waiting; a debt is slept off; a stop
     /// request ends the wait.
