@@ -77,6 +77,7 @@ pub mod state;
 pub mod tls;
 pub mod ttl;
 pub mod ui;
+pub mod value_spare;
 pub mod version_order;
 
 pub use config::{NodeConfig, ServeArgs};
