@@ -47,7 +47,7 @@ pub mod wal;
 
 pub use batch::WriteBatch;
 pub use clock::{Clock, SystemClock, VirtualClock};
-pub use db::{Condition, Db, Entry, ScanIter, Stats, Submission};
+pub use db::{Condition, Db, Entry, EntryRef, ScanIter, Stats, Submission};
 pub use error::{CorruptionKind, Error, Result};
 pub use key::{Kind, Timestamp};
 pub use options::{CollectionHorizon, Compression, Durability, Options, WalMode};

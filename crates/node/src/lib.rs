@@ -78,6 +78,7 @@ pub mod tls;
 pub mod token_bucket;
 pub mod ttl;
 pub mod ui;
+pub mod value_spare;
 pub mod version_order;
 
 pub use config::{NodeConfig, ServeArgs};

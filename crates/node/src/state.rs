@@ -416,6 +416,9 @@ pub struct NetContext {
     /// Read-modify-writes parsed in this loop iteration for the consensus
     /// register (started with the replicated requests).
     pub register_starts: std::cell::RefCell<Vec<RegisterStart>>,
+    /// The buffer a local GET copies its value into, given back once the
+    /// answer is rendered ([`crate::value_spare`]).
+    pub value_spare: crate::value_spare::ValueSpare,
 }
 
 impl NetContext {
@@ -441,6 +444,7 @@ impl NetContext {
             hot_gate: std::cell::Cell::new(crate::hotkeys::Gate::new(index as u64)),
             rmw_chains: std::cell::RefCell::new(Default::default()),
             register_starts: std::cell::RefCell::new(Vec::new()),
+            value_spare: Default::default(),
         }
     }
 }

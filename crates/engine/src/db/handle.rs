@@ -57,6 +57,29 @@ impl Entry {
     }
 }
 
+/// The newest version of a key, its value lent by the engine
+/// ([`Db::get_with`]): in a memtable's memory, or a buffer read from a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryRef<'a> {
+    /// The version's timestamp.
+    pub ts: Timestamp,
+    /// The value, or `None` for a tombstone (or an expired value).
+    pub value: Option<&'a [u8]>,
+    /// The value's absolute deadline in Unix milliseconds, if it expires.
+    pub deadline_ms: Option<u64>,
+}
+
+impl EntryRef<'_> {
+    /// The entry, owning a copy of the value.
+    pub fn to_entry(self) -> Entry {
+        Entry {
+            ts: self.ts,
+            value: self.value.map(<[u8]>::to_vec),
+            deadline_ms: self.deadline_ms,
+        }
+    }
+}
+
 /// Engine figures for metrics and benchmarks.
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
@@ -297,6 +320,17 @@ impl Db {
     /// The newest version of `key` (a tombstone included), or `None`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
         read::get(&self.shared, key)
+    }
+
+    /// [`Db::get`] with the entry lent to `with` instead of returned: a
+    /// key found in a memtable is read without an allocation (the network
+    /// threads copy the value straight into their reply).
+    pub fn get_with<R>(
+        &self,
+        key: &[u8],
+        with: impl FnOnce(Option<EntryRef<'_>>) -> R,
+    ) -> Result<R> {
+        read::get_with(&self.shared, key, with)
     }
 
     /// [`Db::get`] and a sequence number the read saw every write up to:

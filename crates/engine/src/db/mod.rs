@@ -66,6 +66,6 @@ pub(crate) fn incompressible(seed: u64, len: usize) -> Vec<u8> {
 }
 pub use checkpoint::CheckpointReport;
 pub use condition::Condition;
-pub use handle::{Db, Entry, Stats, Submission};
+pub use handle::{Db, Entry, EntryRef, Stats, Submission};
 pub use open::RecoveryReport;
 pub use read::ScanIter;

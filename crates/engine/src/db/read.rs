@@ -15,33 +15,35 @@
 //! An expiring value whose deadline has passed on the engine's clock reads
 //! as a tombstone at its timestamp ([`crate::expiry`]).
 
-use super::Entry;
 use super::shared::Shared;
+use super::{Entry, EntryRef};
 use crate::error::{CorruptionKind, Error, Result};
 use crate::expiry::{self, Visible};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, Kind};
 use crate::version::LevelIter;
 use crate::version::{LiveTable, SuperVersion};
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 #[derive(Debug)]
-struct Best {
+struct Best<'a> {
     ts: u64,
     seq: u64,
     kind: Kind,
-    value: Vec<u8>,
+    /// Lent by a memtable of the read view, or owned (read from a table).
+    value: Cow<'a, [u8]>,
 }
 
-impl Best {
+impl Best<'_> {
     fn beats(&self, ts: u64, kind: Kind, seq: u64) -> bool {
         key::compare_versions((self.ts, self.kind, self.seq), (ts, kind, seq))
             != std::cmp::Ordering::Less
     }
 }
 
-fn offer(best: &mut Option<Best>, ts: u64, seq: u64, kind: Kind, value: Vec<u8>) {
+fn offer<'a>(best: &mut Option<Best<'a>>, ts: u64, seq: u64, kind: Kind, value: Cow<'a, [u8]>) {
     if best.as_ref().is_none_or(|b| !b.beats(ts, kind, seq)) {
         *best = Some(Best {
             ts,
@@ -59,10 +61,21 @@ pub fn read_view(shared: &Shared) -> (Arc<SuperVersion>, u64) {
     (sv, visible)
 }
 
-/// The newest version of `user_key`.
+/// The newest version of `user_key`, owning its value.
 pub fn get(shared: &Shared, user_key: &[u8]) -> Result<Option<Entry>> {
+    get_with(shared, user_key, |found| found.map(EntryRef::to_entry))
+}
+
+/// The newest version of `user_key`, lent to `with`: a value found in a
+/// memtable is not copied (a point read of a key in a memtable allocates
+/// nothing); one read from a table is read into a buffer of its own.
+pub fn get_with<R>(
+    shared: &Shared,
+    user_key: &[u8],
+    with: impl FnOnce(Option<EntryRef<'_>>) -> R,
+) -> Result<R> {
     let (sv, visible) = read_view(shared);
-    let mut best: Option<Best> = None;
+    let mut best: Option<Best<'_>> = None;
     shared.metrics.gets.add(1);
     // An empty memtable (the usual state right after a flush) is not
     // searched. Anything inserted before the visible sequence number was
@@ -70,14 +83,14 @@ pub fn get(shared: &Shared, user_key: &[u8]) -> Result<Option<Entry>> {
     if !sv.mem.is_empty()
         && let Some(f) = sv.mem.get(user_key, visible)
     {
-        offer(&mut best, f.ts, f.seq, f.kind, f.value);
+        offer(&mut best, f.ts, f.seq, f.kind, Cow::Borrowed(f.value));
     }
     for imm in &sv.imms {
         if best.as_ref().is_some_and(|b| b.ts > imm.ts_max()) {
             continue;
         }
         if let Some(f) = imm.get(user_key, visible) {
-            offer(&mut best, f.ts, f.seq, f.kind, f.value);
+            offer(&mut best, f.ts, f.seq, f.kind, Cow::Borrowed(f.value));
         }
     }
     // L0 newest first, then the one file of each deeper level that covers
@@ -94,31 +107,30 @@ pub fn get(shared: &Shared, user_key: &[u8]) -> Result<Option<Entry>> {
             probe_table(shared, file, user_key, &mut best)?;
         }
     }
-    Ok(best.map(|b| {
+    Ok(with(best.as_ref().map(|b| {
         // Only an expiring value reads the clock (`expiry::visible` reads
         // `now_ms` for no other kind): a clock read per GET saved.
         let now_ms = match b.kind {
             Kind::PutExpiring => shared.now_ms(),
             Kind::Put | Kind::Delete => 0,
         };
-        entry_at(b.ts, b.kind, b.value, now_ms)
-    }))
+        entry_at(b.ts, b.kind, &b.value, now_ms)
+    })))
 }
 
-/// What a stored version reads as at `now_ms`, owning the value.
-fn entry_at(ts: u64, kind: Kind, mut stored: Vec<u8>, now_ms: u64) -> Entry {
-    match expiry::visible(kind, &stored, now_ms) {
-        Visible::Tombstone => Entry::tombstone(ts),
-        Visible::Value { deadline_ms, .. } => {
-            if deadline_ms.is_some() {
-                stored.drain(..expiry::DEADLINE_BYTES);
-            }
-            Entry {
-                ts,
-                value: Some(stored),
-                deadline_ms,
-            }
-        }
+/// What a stored version reads as at `now_ms`, its value lent.
+fn entry_at(ts: u64, kind: Kind, stored: &[u8], now_ms: u64) -> EntryRef<'_> {
+    match expiry::visible(kind, stored, now_ms) {
+        Visible::Tombstone => EntryRef {
+            ts,
+            value: None,
+            deadline_ms: None,
+        },
+        Visible::Value { value, deadline_ms } => EntryRef {
+            ts,
+            value: Some(value),
+            deadline_ms,
+        },
     }
 }
 
@@ -129,7 +141,7 @@ fn probe_table(
     shared: &Shared,
     file: &LiveTable,
     user_key: &[u8],
-    best: &mut Option<Best>,
+    best: &mut Option<Best<'_>>,
 ) -> Result<()> {
     debug_assert!(file.covers(user_key));
     if best.as_ref().is_some_and(|b| b.ts > file.meta.ts_max) {
@@ -141,7 +153,7 @@ fn probe_table(
     }
     shared.metrics.get_tables_read.add(1);
     if let Some(e) = file.table.get_past_filter(user_key)? {
-        offer(best, e.ts, e.seq, e.kind, e.value);
+        offer(best, e.ts, e.seq, e.kind, Cow::Owned(e.value));
     }
     Ok(())
 }

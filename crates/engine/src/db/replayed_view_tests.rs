@@ -94,7 +94,12 @@ fn replayed_run_is_read_under_newer_writes_and_flushed_in_order() -> Result<()> 
     for s in &replayed_segments {
         assert!(segments(&image).contains(s), "segment {s} removed at open");
     }
+    // The recovered run answers point reads through its point index:
+    // one index lookup per key read (the scans do not use it).
+    let lookups = || crate::memtable::sorted_run::INDEX_LOOKUPS.with(std::cell::Cell::get);
+    let before = lookups();
     check(&shared, &model)?;
+    assert_eq!(lookups() - before, model.len() as u64);
 
     let mut next_seq = shared.visible_seq.load(Ordering::Acquire) + 1;
     let mut batch = WriteBatch::new();

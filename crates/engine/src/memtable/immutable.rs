@@ -29,7 +29,7 @@ pub enum ImmutableMemtable {
 
 impl ImmutableMemtable {
     /// The newest version of `user_key` with `seq <= visible_seq`.
-    pub fn get(&self, user_key: &[u8], visible_seq: u64) -> Option<Found> {
+    pub fn get(&self, user_key: &[u8], visible_seq: u64) -> Option<Found<'_>> {
         match self {
             Self::Rotated(m) => m.get(user_key, visible_seq),
             Self::Replayed(r) => r.get(user_key, visible_seq),

@@ -49,7 +49,11 @@ struct Table {
 
 /// What a point read must find: among `entries` of `user` with
 /// `seq <= visible`, the first in internal order.
-fn model_get(entries: &[(Vec<u8>, Vec<u8>)], user: &[u8], visible: u64) -> Option<Found> {
+fn model_get<'a>(
+    entries: &'a [(Vec<u8>, Vec<u8>)],
+    user: &[u8],
+    visible: u64,
+) -> Option<Found<'a>> {
     entries
         .iter()
         .filter_map(|(ikey, value)| {
@@ -61,7 +65,7 @@ fn model_get(entries: &[(Vec<u8>, Vec<u8>)], user: &[u8], visible: u64) -> Optio
             ts: p.ts,
             seq: p.seq,
             kind: p.kind,
-            value: value.clone(),
+            value: value.as_slice(),
         })
 }
 

@@ -6,8 +6,18 @@
 //! lookups, ordered iteration, `seq_max`/`ts_max`, the WAL segment its
 //! entries start in) from two flat arrays: arena blocks holding each
 //! entry's key and value back to back, and a `Slot` per entry, sorted.
-//! Lookups and seeks are binary searches over the slots; the 8-byte key
-//! prefix in a slot settles most comparisons without touching the arena.
+//! Seeks are binary searches over the slots; the 8-byte key prefix in a
+//! slot settles most comparisons without touching the arena.
+//!
+//! # The point index
+//! A point read does not search: like a live memtable's skip list
+//! (`skiplist`, "The point index"), a run carries a hash index from each
+//! user key to its first slot (its newest version), built once after the
+//! sort. Open addressing with linear probing over a power-of-two table of
+//! `u32` slot numbers (plus one; 0 is an empty bucket) at least twice the
+//! distinct keys, so a probe sequence always ends at an empty bucket and
+//! is short on average; the hash is xxh3 with a seed drawn per run. 4 to 8
+//! bytes per distinct key, beside slots of 48.
 //!
 //! The order is the memtable's: [`crate::key::compare_internal`] on the
 //! encoded internal keys (user key ascending, timestamp descending, the
@@ -21,6 +31,8 @@
 //! - The slots are in strictly increasing internal-key order (sequence
 //!   numbers are unique, so no two entries compare equal).
 //! - `seq_max` and `ts_max` are the largest of the entries'.
+//! - Every distinct user key has exactly one bucket in the point index,
+//!   holding its first slot; the index has at least one empty bucket.
 
 use crate::error::Result;
 use crate::iter::InternalIterator;
@@ -28,6 +40,7 @@ use crate::key::{self, INTERNAL_KEY_TRAILER_BYTES, Kind, Timestamp};
 use crate::memtable::Found;
 use std::cmp::Ordering;
 use std::sync::Arc;
+use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// Where one entry lives, and the parts of its internal key that order it.
 #[derive(Debug, Clone, Copy)]
@@ -67,6 +80,19 @@ impl Slot {
     }
 }
 
+/// A seed for a run's point-index hash, drawn per run (`RandomState`),
+/// so keys chosen to collide in one run do not collide in the next.
+fn index_seed() -> u64 {
+    std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0u64)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Point-index lookups made on this thread (tests: a recovered run's
+    /// reads go through its index).
+    pub(crate) static INDEX_LOOKUPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// The prefix a [`Slot`] carries for `user_key`.
 pub(super) fn key_prefix(user_key: &[u8]) -> u64 {
     let mut word = [0u8; 8];
@@ -80,6 +106,11 @@ pub(super) fn key_prefix(user_key: &[u8]) -> u64 {
 pub struct SortedRun {
     blocks: Vec<Vec<u8>>,
     slots: Vec<Slot>,
+    /// The point index (module header): per bucket, a user key's first
+    /// slot plus one, or 0.
+    index: Box<[u32]>,
+    /// The point index's hash seed.
+    seed: u64,
     bytes: usize,
     wal_segment: u64,
     seq_max: u64,
@@ -101,11 +132,19 @@ impl SortedRun {
         let mut run = SortedRun {
             blocks,
             slots: Vec::new(),
+            index: Box::new([]),
+            seed: index_seed(),
             bytes,
             wal_segment,
             seq_max,
             ts_max,
         };
+        // `ReplayBuffer` cuts runs at the memtable's size, far below this.
+        assert!(
+            slots.len() < u32::MAX as usize,
+            "a run of {} entries",
+            slots.len()
+        );
         slots.sort_unstable_by(|a, b| run.compare(a, b));
         debug_assert!(
             slots
@@ -113,7 +152,56 @@ impl SortedRun {
                 .all(|w| run.compare(&w[0], &w[1]) == Ordering::Less)
         );
         run.slots = slots;
+        run.index = run.build_index();
         run
+    }
+
+    /// The point index of the sorted slots (module header).
+    fn build_index(&self) -> Box<[u32]> {
+        let firsts: Vec<usize> = (0..self.slots.len())
+            .filter(|&i| {
+                i == 0 || self.user_key(&self.slots[i - 1]) != self.user_key(&self.slots[i])
+            })
+            .collect();
+        let buckets = (firsts.len() * 2).max(1).next_power_of_two();
+        let mask = buckets - 1;
+        let mut index = vec![0u32; buckets].into_boxed_slice();
+        for first in firsts {
+            // Fits: `from_unsorted` asserts fewer than `u32::MAX` slots.
+            let number = (first + 1) as u32;
+            let mut bucket = self.hash(self.user_key(&self.slots[first])) as usize & mask;
+            while index[bucket] != 0 {
+                bucket = (bucket + 1) & mask;
+            }
+            index[bucket] = number;
+        }
+        debug_assert!(index.contains(&0));
+        index
+    }
+
+    /// The point index's hash of a user key.
+    fn hash(&self, user_key: &[u8]) -> u64 {
+        xxh3_64_with_seed(user_key, self.seed)
+    }
+
+    /// Index of the first slot of `user_key` (its newest version), found
+    /// through the point index; `None` when the run does not hold the key.
+    fn first_slot(&self, user_key: &[u8]) -> Option<usize> {
+        #[cfg(test)]
+        INDEX_LOOKUPS.with(|n| n.set(n.get() + 1));
+        let mask = self.index.len() - 1;
+        let prefix = key_prefix(user_key);
+        let mut bucket = self.hash(user_key) as usize & mask;
+        // At most every bucket; the index always has an empty one.
+        for _ in 0..self.index.len() {
+            let number = self.index[bucket] as usize;
+            let slot = self.slots.get(number.checked_sub(1)?)?;
+            if slot.prefix == prefix && self.user_key(slot) == user_key {
+                return Some(number - 1);
+            }
+            bucket = (bucket + 1) & mask;
+        }
+        None
     }
 
     fn user_key(&self, slot: &Slot) -> &[u8] {
@@ -133,7 +221,9 @@ impl SortedRun {
             .then_with(|| key::compare_trailers(&a.trailer(), &b.trailer()))
     }
 
-    /// Index of the first entry of `user_key` or of the next user key.
+    /// Index of the first entry of `user_key` or of the next user key
+    /// (the point index's model; reads use the index).
+    #[cfg(test)]
     fn lower_bound_user_key(&self, user_key: &[u8]) -> usize {
         let prefix = key_prefix(user_key);
         self.slots.partition_point(|s| {
@@ -160,9 +250,22 @@ impl SortedRun {
         })
     }
 
-    /// The newest version of `user_key` with `seq <= visible_seq`.
-    pub fn get(&self, user_key: &[u8], visible_seq: u64) -> Option<Found> {
-        let first = self.lower_bound_user_key(user_key);
+    /// The newest version of `user_key` with `seq <= visible_seq`, found
+    /// through the point index (module header).
+    pub fn get(&self, user_key: &[u8], visible_seq: u64) -> Option<Found<'_>> {
+        self.newest_visible(self.first_slot(user_key)?, user_key, visible_seq)
+    }
+
+    /// [`SortedRun::get`] by a binary search: what the point index must
+    /// agree with (its model test).
+    #[cfg(test)]
+    fn get_by_search(&self, user_key: &[u8], visible_seq: u64) -> Option<Found<'_>> {
+        self.newest_visible(self.lower_bound_user_key(user_key), user_key, visible_seq)
+    }
+
+    /// From slot `first` on, the first entry of `user_key` with
+    /// `seq <= visible_seq`.
+    fn newest_visible(&self, first: usize, user_key: &[u8], visible_seq: u64) -> Option<Found<'_>> {
         self.slots[first..]
             .iter()
             .take_while(|s| self.user_key(s) == user_key)
@@ -171,7 +274,7 @@ impl SortedRun {
                 ts: s.ts,
                 seq: s.seq(),
                 kind: s.kind(),
-                value: self.value(s).to_vec(),
+                value: self.value(s),
             })
     }
 
@@ -372,6 +475,11 @@ mod tests {
                     mem.get(probe, visible),
                     "{probe:?}"
                 );
+                assert_eq!(
+                    run.get(probe, visible),
+                    run.get_by_search(probe, visible),
+                    "{probe:?}"
+                );
                 let mut want = mem.iter(visible);
                 want.seek(&key::seek_key(probe)).unwrap();
                 let mut got = run.iter(visible);
@@ -383,5 +491,23 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Point reads of a run go through its point index: one index lookup
+    /// per read, present keys and absent ones alike, and every distinct
+    /// key has its own bucket (the index is no plain binary search).
+    #[test]
+    fn get_goes_through_the_point_index() {
+        let (_, buf) = same_entries();
+        let run = buf.freeze();
+        let distinct = (0..run.slots.len())
+            .filter(|&i| i == 0 || run.user_key(&run.slots[i - 1]) != run.user_key(&run.slots[i]))
+            .count();
+        assert_eq!(run.index.iter().filter(|&&n| n != 0).count(), distinct);
+        assert!(run.index.len() >= 2 * distinct);
+        let before = INDEX_LOOKUPS.with(std::cell::Cell::get);
+        assert!(run.get(b"prefix00", u64::MAX).is_some());
+        assert!(run.get(b"absent", u64::MAX).is_none());
+        assert_eq!(INDEX_LOOKUPS.with(std::cell::Cell::get) - before, 2);
     }
 }

@@ -30,17 +30,18 @@ pub struct Memtable {
     ts_max: AtomicU64,
 }
 
-/// A version found in a memtable.
+/// A version found in a memtable, its value lent by the memtable (a
+/// point read copies nothing; the caller copies what it keeps).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
+pub struct Found<'a> {
     /// Timestamp of the version.
     pub ts: Timestamp,
     /// Its sequence number.
     pub seq: u64,
     /// Put or delete.
     pub kind: Kind,
-    /// The value (empty for a delete).
-    pub value: Vec<u8>,
+    /// The value (empty for a delete), in the memtable's memory.
+    pub value: &'a [u8],
 }
 
 impl Memtable {
@@ -90,16 +91,16 @@ impl Memtable {
     ///
     /// The key's newest version is found through the skip list's point
     /// index ([`SkipList::seek_user`]), not by a seek from the head; its
-    /// older versions follow it. A read allocates only the value it
-    /// returns.
-    pub fn get(&self, user_key: &[u8], visible_seq: u64) -> Option<Found> {
+    /// older versions follow it. A read allocates nothing: the value is
+    /// lent from the memtable's arena.
+    pub fn get(&self, user_key: &[u8], visible_seq: u64) -> Option<Found<'_>> {
         Self::newest_visible(self.list.seek_user(user_key), user_key, visible_seq)
     }
 
     /// [`Memtable::get`] by a seek from the skip list's head: what the
     /// point index must agree with (its model tests).
     #[cfg(test)]
-    pub(crate) fn get_by_seek(&self, user_key: &[u8], visible_seq: u64) -> Option<Found> {
+    pub(crate) fn get_by_seek(&self, user_key: &[u8], visible_seq: u64) -> Option<Found<'_>> {
         let cursor = self.list.seek(&key::seek_key(user_key));
         Self::newest_visible(cursor, user_key, visible_seq)
     }
@@ -107,7 +108,11 @@ impl Memtable {
     /// From `c` (on `user_key`'s first entry, or anywhere past it when
     /// the key is absent), the first entry of `user_key` with
     /// `seq <= visible_seq`.
-    fn newest_visible(mut c: Cursor<'_>, user_key: &[u8], visible_seq: u64) -> Option<Found> {
+    fn newest_visible<'a>(
+        mut c: Cursor<'a>,
+        user_key: &[u8],
+        visible_seq: u64,
+    ) -> Option<Found<'a>> {
         while c.valid() {
             let parsed = key::parse_internal_key(c.key())?;
             if parsed.user_key != user_key {
@@ -118,7 +123,7 @@ impl Memtable {
                     ts: parsed.ts,
                     seq: parsed.seq,
                     kind: parsed.kind,
-                    value: c.value().to_vec(),
+                    value: c.value(),
                 });
             }
             c.advance();
@@ -290,7 +295,7 @@ mod tests {
             for i in order {
                 assert_eq!(
                     m.get(&users[i], u64::MAX).map(|f| f.value),
-                    Some(vec![i as u8])
+                    Some(&[i as u8][..])
                 );
                 for a in &absent {
                     assert_eq!(m.get(a, u64::MAX), None, "{a:?}");

@@ -125,13 +125,23 @@ impl SpaceSaving {
         } else {
             let slot = self.heap[0];
             let c = &mut self.counters[slot as usize];
-            self.index.remove(&c.key);
+            // The evicted key's index entry gives its buffer to the new
+            // key: a replacement allocates nothing (issue 32, no allocation
+            // on a GET's path; nearly every sampled key replaces one when
+            // keys are many).
+            let mut index_key = self
+                .index
+                .remove_entry(&c.key)
+                .map(|(k, _)| k)
+                .unwrap_or_default();
             let least = c.count;
             c.key.clear();
             c.key.extend_from_slice(key);
             c.count = least + 1;
             c.error = least;
-            self.index.insert(key.to_vec(), slot);
+            index_key.clear();
+            index_key.extend_from_slice(key);
+            self.index.insert(index_key, slot);
             self.sift_down(0);
         }
         debug_assert_eq!(self.index.len(), self.heap.len());

@@ -135,6 +135,35 @@ pub fn read(result: ataman_engine::Result<Option<ataman_engine::Entry>>) -> Answ
     }
 }
 
+/// A local read of `key`'s answer, its value copied from the engine's
+/// memory into `spare`'s buffer (no allocation once the thread has one:
+/// [`crate::value_spare`]). The same answer as [`read`] of `Db::get`;
+/// [`give_back`] returns the buffer once the answer is rendered.
+pub fn read_lent(
+    db: &ataman_engine::Db,
+    key: &[u8],
+    spare: &crate::value_spare::ValueSpare,
+) -> Answer {
+    let read = db.get_with(key, |found| match found {
+        Some(ataman_engine::EntryRef {
+            value: Some(value),
+            ts,
+            ..
+        }) => Answer::Value(spare.copy_of(value), ts),
+        Some(entry) => Answer::NotFound(Some(entry.ts)),
+        None => Answer::NotFound(None),
+    });
+    read.unwrap_or_else(|e| Answer::Failed(Failure::Internal, format!("read failed: {e}")))
+}
+
+/// Gives a rendered answer's value buffer back to `spare` for the next
+/// local GET (any other answer is dropped).
+pub fn give_back(answer: Answer, spare: &crate::value_spare::ValueSpare) {
+    if let Answer::Value(buffer, _) = answer {
+        spare.keep(buffer);
+    }
+}
+
 /// A local read's answer with the value's deadline ([`Answer::ValueUntil`]).
 pub fn read_version(result: ataman_engine::Result<Option<ataman_engine::Entry>>) -> Answer {
     match result {

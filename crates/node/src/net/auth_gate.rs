@@ -220,7 +220,7 @@ mod tests {
         assert_eq!(c(b"Basic dXNlcjpwYXNz"), Credential::Malformed);
         assert_eq!(credential(&auth, None), Credential::Absent);
         let put = Command::Write {
-            key: b"secret-key".to_vec(),
+            key: b"secret-key".to_vec().into(),
             value: Some(b"secret-value"),
             expiry: crate::ttl::Expiry::Never,
             ack: 1,

@@ -74,7 +74,7 @@ mod tests {
             Command::Readyz,
             Command::ClusterHealth,
             Command::Get {
-                key: b"k".to_vec(),
+                key: b"k".to_vec().into(),
                 ack: 1,
                 from: 1,
             },
@@ -86,14 +86,14 @@ mod tests {
             Command::RepairStatus,
             Command::Metrics,
             Command::Write {
-                key: b"k".to_vec(),
+                key: b"k".to_vec().into(),
                 value: Some(b"v"),
                 expiry: crate::ttl::Expiry::Never,
                 ack: 1,
                 from: 1,
             },
             Command::Write {
-                key: b"k".to_vec(),
+                key: b"k".to_vec().into(),
                 value: None,
                 expiry: crate::ttl::Expiry::Never,
                 ack: 1,

@@ -657,7 +657,7 @@ impl Conn {
                     return self.push_answer(ctx, route, persist, started, &busy);
                 }
             },
-            Action::Get { key, ack, from, .. } => Command::Get { key, ack, from },
+            Action::Get { key, ack, from, .. } => Command::get(key.into(), ack, from),
             Action::Put {
                 key,
                 ack,
@@ -665,14 +665,14 @@ impl Conn {
                 ttl_ms,
                 ..
             } => Command::Write {
-                key,
+                key: key.into(),
                 value: Some(body),
                 ack,
                 from,
                 expiry: crate::ttl::Expiry::from_ttl_ms(ttl_ms),
             },
             Action::Delete { key, ack, from, .. } => Command::Write {
-                key,
+                key: key.into(),
                 value: None,
                 ack,
                 from,
@@ -734,6 +734,7 @@ impl Conn {
         match dispatch(ctx, replicated, reply_to, command) {
             Dispatched::Now(answer) => {
                 self.push_answer(ctx, route, persist, started, &answer);
+                answer::give_back(answer, &ctx.value_spare);
                 let us = started.elapsed().as_micros() as u64;
                 self.note_slow(ctx, (Protocol::Http, &facts), started, us, None);
             }

@@ -13,14 +13,16 @@ use crate::replication::coordinator::ReplicaOp;
 use crate::replication::{ReplyTo, Request};
 use crate::state::{NetContext, NodeShared, Target};
 use ataman_engine::{ScanIter, Submission, WriteBatch};
+use std::borrow::Cow;
 
 /// A request, validated, whatever protocol carried it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command<'a> {
     /// Read a key from `ack` of `from` replicas.
     Get {
-        /// The key.
-        key: Vec<u8>,
+        /// The key (lent by the connection's read buffer when the protocol
+        /// carries it unescaped: RESP).
+        key: Cow<'a, [u8]>,
         /// Replicas that must answer.
         ack: u32,
         /// Replicas asked.
@@ -29,8 +31,9 @@ pub enum Command<'a> {
     /// Read a key's newest version, its deadline included
     /// ([`crate::net::answer::Answer::ValueUntil`]; RESP's `TTL`, `PTTL`).
     GetVersion {
-        /// The key.
-        key: Vec<u8>,
+        /// The key (lent by the connection's read buffer when the protocol
+        /// carries it unescaped: RESP).
+        key: Cow<'a, [u8]>,
         /// Replicas that must answer.
         ack: u32,
         /// Replicas asked.
@@ -38,8 +41,9 @@ pub enum Command<'a> {
     },
     /// Write `value` as the key's value, or delete the key (`None`).
     Write {
-        /// The key.
-        key: Vec<u8>,
+        /// The key (lent by the connection's read buffer when the protocol
+        /// carries it unescaped: RESP).
+        key: Cow<'a, [u8]>,
         /// The value (lent by the connection's read buffer); `None`: delete.
         value: Option<&'a [u8]>,
         /// Replicas that must answer.
@@ -165,6 +169,13 @@ pub enum Encoding {
     Versions,
 }
 
+impl<'a> Command<'a> {
+    /// A read of `key` from `ack` of `from` replicas.
+    pub fn get(key: Cow<'a, [u8]>, ack: u32, from: u32) -> Self {
+        Command::Get { key, ack, from }
+    }
+}
+
 /// Carries out `command`; work handed on is answered to `reply_to`.
 /// Replicated requests are queued in `replicated` (started together at the
 /// end of the loop iteration), engine writes in the context's pending writes.
@@ -249,7 +260,7 @@ pub fn dispatch(
         Command::Get { key, ack, from } if !local_only(ctx, &key, ack, from, false) => {
             replicated.push(replicated_request(
                 reply_to,
-                key,
+                key.into_owned(),
                 ReplicaOp::Read,
                 ack,
                 from,
@@ -259,7 +270,7 @@ pub fn dispatch(
         Command::GetVersion { key, ack, from } if !local_only(ctx, &key, ack, from, false) => {
             replicated.push(replicated_request(
                 reply_to,
-                key,
+                key.into_owned(),
                 ReplicaOp::Read,
                 ack,
                 from,
@@ -287,7 +298,13 @@ pub fn dispatch(
                 deadline_ms,
             };
             let kind = ReplicaOp::Write(version);
-            replicated.push(replicated_request(reply_to, key, kind, ack, from));
+            replicated.push(replicated_request(
+                reply_to,
+                key.into_owned(),
+                kind,
+                ack,
+                from,
+            ));
             Dispatched::Later(awaited_write(value, ts))
         }
         Command::ClusterRange(plan) => cluster_range(ctx, reply_to, plan),
@@ -314,7 +331,9 @@ pub fn dispatch(
         {
             Dispatched::Now(answer::busy(crate::refill::REFUSAL))
         }
-        Command::Get { key, .. } => Dispatched::Now(answer::read(ctx.db.get(&key))),
+        Command::Get { key, .. } => {
+            Dispatched::Now(answer::read_lent(&ctx.db, &key, &ctx.value_spare))
+        }
         Command::GetVersion { key, .. } => Dispatched::Now(answer::read_version(ctx.db.get(&key))),
         Command::Write {
             key, value, expiry, ..

@@ -286,7 +286,7 @@ mod tests {
     #[test]
     fn refusals() {
         let get = Command::Get {
-            key: b"k".to_vec(),
+            key: b"k".to_vec().into(),
             ack: 1,
             from: 1,
         };

@@ -132,12 +132,12 @@ impl Update {
         use super::dispatch::Command;
         match self.op {
             Op::Value(Rmw::GetRange { .. }) | Op::Watch => Command::Get {
-                key: self.key.clone(),
+                key: self.key.clone().into(),
                 ack: self.ack,
                 from: self.from,
             },
             _ => Command::Write {
-                key: self.key.clone(),
+                key: self.key.clone().into(),
                 value: None,
                 ack: self.ack,
                 from: self.from,

@@ -103,7 +103,14 @@ impl Conn {
                 ack,
                 from,
                 preconditions: Some(p),
-            } => (Command::Get { key, ack, from }, p),
+            } => (
+                Command::Get {
+                    key: key.into(),
+                    ack,
+                    from,
+                },
+                p,
+            ),
             Action::Put {
                 key,
                 ack,
@@ -115,7 +122,7 @@ impl Conn {
                 let value = Some(body);
                 (
                     Command::Write {
-                        key,
+                        key: key.into(),
                         value,
                         ack,
                         from,
@@ -134,7 +141,7 @@ impl Conn {
                 let value = None;
                 (
                     Command::Write {
-                        key,
+                        key: key.into(),
                         value,
                         ack,
                         from,
@@ -173,7 +180,7 @@ impl Conn {
                 expiry,
             } => {
                 let update = Update {
-                    key,
+                    key: key.into(),
                     op: Op::Conditional(Box::new(Conditional {
                         preconditions: *preconditions,
                         value: value.map(<[u8]>::to_vec),

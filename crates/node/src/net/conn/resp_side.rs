@@ -349,7 +349,7 @@ impl Conn {
                     return;
                 };
                 let read = Command::GetVersion {
-                    key: chain.key.clone(),
+                    key: chain.key.clone().into(),
                     ack: chain.ack,
                     from: chain.from,
                 };
@@ -530,7 +530,11 @@ impl Conn {
         if waiting == 0 {
             self.answer_gathered(ctx, &gather);
             let mut parts = gather.parts;
-            parts.clear();
+            for part in parts.drain(..) {
+                if let Part::Done(answer) = part {
+                    crate::net::answer::give_back(answer, &ctx.value_spare);
+                }
+            }
             if parts.capacity() <= SPARE_PARTS_MAX
                 && let Some(state) = self.resp.as_mut()
             {
@@ -700,7 +704,7 @@ impl Conn {
             return;
         };
         let read = [Command::Get {
-            key: key.clone(),
+            key: key.clone().into(),
             ack,
             from,
         }];
@@ -914,7 +918,7 @@ fn step(ctx: &NetContext, replicated: &mut Vec<Request>, reply_to: ReplyTo, gath
             reply,
         } => {
             let write = Command::Write {
-                key: chain.key,
+                key: chain.key.into(),
                 value: value.as_deref(),
                 expiry,
                 ack: chain.ack,

@@ -161,7 +161,7 @@ mod tests {
     #[test]
     fn http_facts_keep_key_and_size() {
         let put = Command::Write {
-            key: b"user:1".to_vec(),
+            key: b"user:1".to_vec().into(),
             value: Some(&b"secret"[..]),
             ack: 1,
             from: 1,

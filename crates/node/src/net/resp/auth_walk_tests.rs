@@ -147,7 +147,11 @@ fn admitted(auth: &Auth, role: Option<Role>, words: &[&str]) -> bool {
         ),
         Plan::Rmw(name, update) => auth::admit_named(auth, &session, name, &[update.as_command()]),
         Plan::Watch(key, ack, from) => {
-            let read = crate::net::dispatch::Command::Get { key, ack, from };
+            let read = crate::net::dispatch::Command::Get {
+                key: key.into(),
+                ack,
+                from,
+            };
             auth::admit_named(auth, &session, "watch", &[read])
         }
         Plan::Reply(Reply::Error(e)) => panic!("{words:?} refused by the table: {e}"),

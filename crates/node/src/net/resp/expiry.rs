@@ -229,13 +229,13 @@ impl Chain {
     pub fn would_write(&self) -> crate::net::dispatch::Command<'static> {
         if let Then::Read(_) = self.then {
             return crate::net::dispatch::Command::Get {
-                key: self.key.clone(),
+                key: self.key.clone().into(),
                 ack: self.ack,
                 from: self.from,
             };
         }
         crate::net::dispatch::Command::Write {
-            key: self.key.clone(),
+            key: self.key.clone().into(),
             value: None,
             expiry: crate::ttl::Expiry::Never,
             ack: self.ack,

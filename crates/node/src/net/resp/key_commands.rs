@@ -85,7 +85,7 @@ mod tests {
 
     fn get(key: &[u8]) -> Command<'static> {
         Command::Get {
-            key: key.to_vec(),
+            key: key.to_vec().into(),
             ack: 1,
             from: 1,
         }

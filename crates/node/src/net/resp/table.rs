@@ -518,23 +518,23 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
         Ok(pair) => pair,
         Err(e) => return Plan::Reply(Reply::err(e)),
     };
-    let get = |key: &[u8]| Command::Get {
-        key: key.to_vec(),
+    let get = |key: &'b [u8]| Command::Get {
+        key: Cow::Borrowed(key),
         ack,
         from,
     };
-    let write_until = |key: &[u8], value: Option<&'b [u8]>, expiry| Command::Write {
-        key: key.to_vec(),
+    let write_until = |key: &'b [u8], value: Option<&'b [u8]>, expiry| Command::Write {
+        key: Cow::Borrowed(key),
         value,
         expiry,
         ack,
         from,
     };
-    let write = |key: &[u8], value| write_until(key, value, Expiry::Never);
+    let write = |key: &'b [u8], value| write_until(key, value, Expiry::Never);
     let read_then = |then| {
         let key = args[1].to_vec();
         let version = Command::GetVersion {
-            key: key.clone(),
+            key: Cow::Borrowed(args[1].as_ref()),
             ack,
             from,
         };
@@ -605,7 +605,7 @@ fn keys<'b>(name: &str, args: &'b [Cow<'_, [u8]>], session: &Session, limits: Li
             "ttl" | "pttl" | "expiretime" | "pexpiretime" => {
                 check_key(&args[1], limits)?;
                 let version = Command::GetVersion {
-                    key: args[1].to_vec(),
+                    key: Cow::Borrowed(args[1].as_ref()),
                     ack,
                     from,
                 };
@@ -905,11 +905,7 @@ mod tests {
             let Plan::ReadThen(Command::GetVersion { key, .. }, chain) = planned(words) else {
                 panic!("{words:?} is not a read then a write");
             };
-            assert_eq!(
-                (key.as_slice(), &chain.then),
-                (&b"k"[..], &then),
-                "{words:?}"
-            );
+            assert_eq!((key.as_ref(), &chain.then), (&b"k"[..], &then), "{words:?}");
         }
     }
 
@@ -922,7 +918,7 @@ mod tests {
         assert_eq!(
             commands[1],
             Command::Write {
-                key: b"b".to_vec(),
+                key: b"b".to_vec().into(),
                 value: Some(b"2"),
                 expiry: crate::ttl::Expiry::Never,
                 ack: 2,
@@ -934,8 +930,10 @@ mod tests {
         };
         // a and b once each: two reads, then two deletes.
         assert_eq!(commands.len(), 4);
-        assert!(matches!(&commands[1], Command::Get { key, .. } if key == b"b"));
-        assert!(matches!(&commands[2], Command::Write { key, value: None, .. } if key == b"a"));
+        assert!(matches!(&commands[1], Command::Get { key, .. } if key.as_ref() == b"b"));
+        assert!(
+            matches!(&commands[2], Command::Write { key, value: None, .. } if key.as_ref() == b"a")
+        );
         assert!(error_of(planned(&["get", "123456789"])).contains("--key-bytes-max"));
         assert!(
             error_of(planned(&["set", "k", "01234567890123456"])).contains("--value-bytes-max")
