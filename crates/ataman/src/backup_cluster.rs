@@ -180,13 +180,39 @@ fn checkpoint_all(
             })
             .collect()
     });
-    let (ok, failed): (Vec<_>, Vec<_>) = results.into_iter().partition(Result::is_ok);
-    let taken: Vec<Taken> = ok.into_iter().filter_map(Result::ok).collect();
-    if let Some(Err(Failed(code, e))) = failed.into_iter().next() {
-        let released = release_all(&taken, ask_.node);
+    let mut taken = Vec::new();
+    let mut unanswered = Vec::new();
+    let mut first = None;
+    for (member, result) in members.iter().zip(results) {
+        match result {
+            Ok(t) => taken.push(t),
+            Err(failed) => {
+                unanswered.push(member.clone());
+                first.get_or_insert(failed);
+            }
+        }
+    }
+    if let Some(Failed(code, e)) = first {
+        let mut released = release_all(&taken, ask_.node);
+        released.push_str(&unanswered_lines(&unanswered));
         return Err(Failed(code, with_release(e, &released)));
     }
     Ok(taken)
+}
+
+/// The members whose checkpoint gave no answer the tool could use (a
+/// timeout, a refusal, a dead member): one may still have been taken (a
+/// slow member takes it after the tool gave up: the black-box attack saw
+/// it), held until its lease ends; how to find and release it.
+fn unanswered_lines(members: &[String]) -> String {
+    members
+        .iter()
+        .map(|url| {
+            format!(
+                "member {url} gave no usable answer to its checkpoint: it may still hold one this run did not learn the name of (pinning its files until its lease ends); find it with `ataman backup list --url {url}` and release it with `ataman backup delete NAME --url {url}`\n"
+            )
+        })
+        .collect()
 }
 
 fn checkpoint_one(
@@ -369,7 +395,7 @@ fn release_all(taken: &[Taken], node: &NodeArgs) -> String {
 /// before its lease ends.
 fn release_line(kept: &[(String, String)]) -> String {
     if kept.is_empty() {
-        return "released the checkpoints on the members\n".into();
+        return "released the checkpoints taken on the members\n".into();
     }
     let mut out = String::new();
     for (name, url) in kept {
@@ -418,8 +444,15 @@ mod tests {
     fn a_checkpoint_not_released_is_named_with_how_to_release_it() {
         assert_eq!(
             release_line(&[]),
-            "released the checkpoints on the members\n"
+            "released the checkpoints taken on the members\n"
         );
+        let slow = unanswered_lines(&["http://127.0.0.1:4101".to_owned()]);
+        assert!(slow.contains("http://127.0.0.1:4101"), "{slow}");
+        assert!(
+            slow.contains("ataman backup list --url http://127.0.0.1:4101"),
+            "{slow}"
+        );
+        assert_eq!(unanswered_lines(&[]), "");
         let kept = [("ckpt-7".to_owned(), "http://127.0.0.1:4100".to_owned())];
         let line = release_line(&kept);
         assert!(

@@ -443,7 +443,7 @@ fn a_member_killed_during_create_fails_it_cleanly() {
         "the member is not named: {said}"
     );
     assert!(
-        said.contains("released the checkpoints on the members"),
+        said.contains("released the checkpoints taken on the members"),
         "{said}"
     );
     assert!(!backup.exists(), "the backup directory was left");
@@ -544,7 +544,7 @@ fn the_disk_filling_during_a_backup_fails_it_cleanly() {
     );
     assert!(said.contains("No space left on device"), "{said}");
     assert!(
-        said.contains("released the checkpoints on the members"),
+        said.contains("released the checkpoints taken on the members"),
         "{said}"
     );
     let left: Vec<_> = std::fs::read_dir(disk.path()).unwrap().collect();
