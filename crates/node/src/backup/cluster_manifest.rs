@@ -183,9 +183,13 @@ pub struct ClusterProblem {
 
 impl std::fmt::Display for ClusterProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.member_dir {
-            Some(dir) => write!(f, "{dir}/{}", self.problem),
-            None => write!(f, "{}", self.problem),
+        match (&self.member_dir, &self.problem) {
+            // It names no file of the member: "node-0: …", not "node-0/…".
+            (Some(dir), Problem::Open(_)) => {
+                write!(f, "{dir}: {}", self.problem)
+            }
+            (Some(dir), _) => write!(f, "{dir}/{}", self.problem),
+            (None, _) => write!(f, "{}", self.problem),
         }
     }
 }
@@ -267,6 +271,28 @@ fn unlisted_top(dir: &Path, manifest: &ClusterManifest) -> Vec<Problem> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A member's problem reads as that member's file ("node-0/000010.sst:
+    /// …"), and one naming no file as the member's ("node-0: …"): the
+    /// black-box attack saw "node-0/does not open: …".
+    #[test]
+    fn a_member_problem_names_the_member() {
+        let at = |problem| {
+            ClusterProblem {
+                member_dir: Some("node-0".into()),
+                problem,
+            }
+            .to_string()
+        };
+        assert_eq!(
+            at(Problem::Missing("000010.sst".into())),
+            "node-0/000010.sst: missing"
+        );
+        assert_eq!(
+            at(Problem::Open("corruption".into())),
+            "node-0: does not open: corruption"
+        );
+    }
 
     fn sample() -> ClusterManifest {
         ClusterManifest {
