@@ -18,7 +18,9 @@
 //!   the same proposer's prepare is answered again), promise `b` and answer
 //!   `Promise` with the accepted and committed proposals (the current value
 //!   piggy-backed); else answer `Refused` with the floor.
-//! - `Accept(b, v)`: if `b` is at least the floor, accept it (the promise
+//! - `Accept(b, v)`: if `b` is at least the floor (and `b` is not the
+//!   ballot of a proposal it holds with another value: one ballot has one
+//!   value), accept it (the promise
 //!   becomes `b`) and answer `Accepted`; else `Refused` with the floor.
 //! - `Commit(b, v)`: `v` was accepted by a quorum (decided). Keep it as
 //!   the committed proposal if it is newer than the one held; drop an
@@ -192,7 +194,14 @@ pub fn step_above(state: &KeyState, request: &Request, mode: Mode, restart: Ball
                     accepted.max(state.committed_ballot())
                 }
             };
-            if proposal.ballot >= bar {
+            // One ballot has one value: an accept of a ballot this acceptor
+            // holds (accepted or committed) with another value is a reused
+            // ballot (`proposer`, "Rules"), refused whatever the floor.
+            let reused = [state.accepted.as_ref(), state.committed.as_ref()]
+                .into_iter()
+                .flatten()
+                .any(|held| held.ballot == proposal.ballot && held != proposal);
+            if proposal.ballot >= bar && !reused {
                 next.promised = next.promised.max(proposal.ballot);
                 next.accepted = Some(proposal.clone());
                 Some(Answer::Accepted(proposal.ballot))
@@ -391,5 +400,26 @@ mod tests {
         // Without the floor the forgotten promise is undercut.
         let undercut = step(&forgot, &Request::Accept(p(8, b"y")), Mode::Sound);
         assert_eq!(undercut.answer, Some(Answer::Accepted(b(8))));
+    }
+
+    /// An accept of a ballot the acceptor holds with another value (a
+    /// reused ballot) is refused, accepted or committed; the same proposal
+    /// again is a duplicate and answered again.
+    #[test]
+    fn one_ballot_has_one_value() {
+        let committed = KeyState {
+            promised: b(5),
+            committed: Some(p(5, b"a")),
+            ..KeyState::default()
+        };
+        let other = run(&committed, Request::Accept(p(5, b"b")));
+        assert!(matches!(other.answer, Some(Answer::Refused { .. })));
+        assert!(!other.persist);
+        let accepted = run(&KeyState::default(), Request::Accept(p(5, b"a"))).next;
+        let other = run(&accepted, Request::Accept(p(5, b"b")));
+        assert!(matches!(other.answer, Some(Answer::Refused { .. })));
+        let dup = run(&accepted, Request::Accept(p(5, b"a")));
+        assert_eq!(dup.answer, Some(Answer::Accepted(b(5))));
+        assert!(!dup.persist);
     }
 }
