@@ -150,7 +150,7 @@ pub fn decode(record: Option<&[u8]>, stored: Option<&Stamped>) -> Result<KeyStat
     let (promised, accepted) = fields(&mut c).map_err(RecordError::Corrupt)?;
     // A record a crash brought back after its prune (the prune is not
     // synced) says nothing the committed version does not: read as none.
-    Ok(as_stored(&KeyState {
+    Ok(normalized(KeyState {
         promised,
         accepted,
         committed,
@@ -212,11 +212,15 @@ pub fn version_of(committed: &Proposal) -> Stamped {
 /// or below the committed ballot is not kept (the committed ballot is the
 /// floor already, so every rule of `acceptor::step` decides the same).
 pub fn as_stored(state: &KeyState) -> KeyState {
-    let mut out = state.clone();
-    if !out.holds_record() {
-        out.promised = Ballot::ZERO;
+    normalized(state.clone())
+}
+
+/// [`as_stored`] of a state owned (no copy of its values).
+fn normalized(mut state: KeyState) -> KeyState {
+    if !state.holds_record() {
+        state.promised = Ballot::ZERO;
     }
-    out
+    state
 }
 
 /// A write one step needs, in the order [`plan`] gives.
